@@ -1,7 +1,7 @@
 // Command testcluster runs a real kube-apiserver with an embedded etcd on loopback, for
 // gitward's tests, demo and benchmarks, and doubles as kubectl of the same version.
 //
-//	testcluster serve [--dir DIR] [--audit-log FILE]   start a cluster; print one ready line
+//	testcluster serve [--dir DIR] [--port N] [--audit-log FILE]   start a cluster; print one ready line
 //	testcluster kubectl ARGS...                       kubectl (also when invoked as "kubectl")
 //
 // serve generates a CA, a serving certificate for 127.0.0.1/localhost, two bearer tokens
@@ -12,7 +12,9 @@
 //	testcluster ready kubeconfig=DIR/kubeconfig limited_kubeconfig=... server=https://127.0.0.1:PORT version=v1.35.4 audit_log=FILE
 //
 // and runs until its stdin closes or it gets SIGTERM/SIGINT, then stops and removes DIR if it
-// made it. With --audit-log (or $TESTCLUSTER_AUDIT_LOG) every request is recorded at Metadata
+// made it. Started again with the same --dir and --port, it keeps its credentials and etcd
+// data, so clients (and their kubeconfigs) survive a restart: tests use that to stop and
+// bring back the apiserver under a running gitward. With --audit-log (or $TESTCLUSTER_AUDIT_LOG) every request is recorded at Metadata
 // level (verb, resource, user, user agent) as JSON lines, so tests can count what a client sent.
 package main
 
@@ -39,6 +41,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -95,6 +98,7 @@ func runKubectl(args []string) {
 
 type options struct {
 	dir      string
+	port     int
 	auditLog string
 }
 
@@ -102,6 +106,7 @@ func serve(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var o options
 	fs.StringVar(&o.dir, "dir", "", "state directory (default: a new temp dir, removed on exit)")
+	fs.IntVar(&o.port, "port", 0, "secure port (default: a free one)")
 	fs.StringVar(&o.auditLog, "audit-log", os.Getenv("TESTCLUSTER_AUDIT_LOG"), "write a JSON-lines audit log here")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -131,7 +136,7 @@ func serve(args []string) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 
 	started := time.Now()
-	files, err := writeCredentials(dir)
+	files, err := loadOrWriteCredentials(dir)
 	if err != nil {
 		return fmt.Errorf("credentials: %w", err)
 	}
@@ -141,9 +146,11 @@ func serve(args []string) error {
 	}
 	defer etcd.Close()
 
-	port, err := freePort()
-	if err != nil {
-		return err
+	port := o.port
+	if port == 0 {
+		if port, err = freePort(); err != nil {
+			return err
+		}
 	}
 	flags := apiserverFlags(files, etcdURL, port)
 	if o.auditLog != "" {
@@ -195,6 +202,34 @@ func serve(args []string) error {
 type credentials struct {
 	caPEM, caFile, certFile, keyFile, saPub, saKey, tokenFile string
 	adminToken, limitedToken                                  string
+}
+
+// loadOrWriteCredentials reuses the credentials a previous run left in dir, else makes them.
+func loadOrWriteCredentials(dir string) (credentials, error) {
+	c := credentials{
+		caFile: filepath.Join(dir, "ca.crt"), certFile: filepath.Join(dir, "server.crt"),
+		keyFile: filepath.Join(dir, "server.key"), saPub: filepath.Join(dir, "sa.pub"),
+		saKey: filepath.Join(dir, "sa.key"), tokenFile: filepath.Join(dir, "tokens.csv"),
+	}
+	ca, errCA := os.ReadFile(c.caFile)
+	tokens, errTokens := os.ReadFile(c.tokenFile)
+	if errCA != nil || errTokens != nil {
+		return writeCredentials(dir)
+	}
+	c.caPEM = string(ca)
+	for _, line := range strings.Split(strings.TrimSpace(string(tokens)), "\n") {
+		fields := strings.SplitN(line, ",", 3)
+		if len(fields) < 2 {
+			continue
+		}
+		switch fields[1] {
+		case "admin":
+			c.adminToken = fields[0]
+		case "limited":
+			c.limitedToken = fields[0]
+		}
+	}
+	return c, nil
 }
 
 // writeCredentials makes the CA, serving pair, service-account key pair and token file.

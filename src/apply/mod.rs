@@ -1,0 +1,107 @@
+//! The apply engine: executes a [`Plan`](crate::plan::Plan)'s stages with server-side apply
+//! and returns a [`ChangeSet`]; it never logs (the caller does).
+//!
+//! - [`server_side`] — one object, one request (`application/apply-patch+yaml`, field manager
+//!   `gitward`, force configurable), with delete-and-recreate on an immutable-field rejection.
+//! - [`wait`] — event-driven, bounded waits for CRDs Established and Namespaces Active.
+//!
+//! Within a stage, requests run with bounded concurrency ([`ApplyOptions::max_in_flight`]);
+//! one failing object does not stop its stage (DESIGN.md decisions 3, 4, 7).
+
+pub mod server_side;
+pub mod wait;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use futures::StreamExt;
+
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::cache::MetadataCache;
+use crate::object::{GroupKind, ObjectRef};
+use crate::plan::{Desired, Stage, Step};
+
+/// How to apply.
+#[derive(Debug, Clone)]
+pub struct ApplyOptions {
+    /// Field manager for server-side apply. Default `gitward`.
+    pub field_manager: String,
+    /// Send `force=true`: take over fields another manager owns, as a GitOps tool must for git
+    /// to win. Default true.
+    pub force: bool,
+    /// Concurrent requests within a stage. Default 32.
+    pub max_in_flight: usize,
+    /// Longest wait for a CRD to be Established or a Namespace Active. Default 60 s.
+    pub wait_timeout: Duration,
+}
+
+impl Default for ApplyOptions {
+    fn default() -> Self {
+        Self { field_manager: "gitward".into(), force: true, max_in_flight: 32, wait_timeout: Duration::from_secs(60) }
+    }
+}
+
+/// What earlier stages left broken, so later objects that depend on it are `skipped`.
+#[derive(Debug, Clone, Default)]
+pub struct Blocked {
+    /// Namespaces whose Namespace object failed.
+    pub namespaces: BTreeSet<String>,
+    /// Group-kinds whose CRD failed or never became Established.
+    pub kinds: BTreeSet<GroupKind>,
+}
+
+impl Blocked {
+    /// Why `object` cannot be applied, if something it depends on failed.
+    pub fn reason(&self, object: &ObjectRef) -> Option<String> {
+        if let Some(ns) = object.namespace.as_ref().filter(|ns| self.namespaces.contains(*ns)) {
+            return Some(format!("Namespace/{ns} failed"));
+        }
+        self.kinds.contains(&object.gk).then(|| format!("the CustomResourceDefinition of {} failed", object.gk))
+    }
+}
+
+/// Applies one stage's steps and, for the Foundations stage, waits for what it created to be
+/// usable. Records each returned resourceVersion in `cache`. Updates `blocked` with what failed.
+pub async fn apply_stage(
+    client: &kube::Client,
+    stage: Stage,
+    steps: &[Step],
+    desired: &[Desired],
+    cache: &MetadataCache,
+    blocked: &mut Blocked,
+    opts: &ApplyOptions,
+) -> ChangeSet {
+    let mut changes = ChangeSet::default();
+    let mut runnable = Vec::new();
+    for step in steps {
+        let d = &desired[step.index];
+        match blocked.reason(&d.object) {
+            Some(reason) => changes.push(d.object.clone(), Action::Skipped, Some(reason)),
+            None => runnable.push(step),
+        }
+    }
+    // The futures are built first and then streamed: a closure that returns a borrowing
+    // future inside the stream trips rustc's higher-ranked `Send` inference (rust#102211).
+    let requests: Vec<_> =
+        runnable.into_iter().map(|step| server_side::apply_one(client, &desired[step.index], step, opts)).collect();
+    let outcomes: Vec<_> = futures::stream::iter(requests).buffer_unordered(opts.max_in_flight.max(1)).collect().await;
+    for o in outcomes {
+        changes.requests += o.requests;
+        if let Some(meta) = o.live {
+            cache.record(o.object.clone(), meta);
+        }
+        changes.push(o.object, o.action, o.message);
+    }
+    if stage == Stage::Foundations {
+        wait::foundations(client, &mut changes, opts.wait_timeout).await;
+    }
+    for e in changes.entries.iter().filter(|e| e.action == Action::Failed) {
+        if e.object.gk == GroupKind::from_api_version("v1", "Namespace") {
+            blocked.namespaces.insert(e.object.name.clone());
+        }
+        if let Some(gk) = wait::crd_group_kind(desired, &e.object) {
+            blocked.kinds.insert(gk);
+        }
+    }
+    changes
+}

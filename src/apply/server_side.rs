@@ -1,0 +1,104 @@
+//! Server-side apply of one object (KEP-555; `PATCH` with `application/apply-patch+yaml`).
+//!
+//! Exactly one request per object in the common case, whatever the plan says: a no-op apply
+//! writes nothing to etcd and keeps the resourceVersion, so an `unchanged` object costs one
+//! round trip; a moved resourceVersion means someone had changed it (`drift-corrected`).
+//! The response is requested as metadata only (`PartialObjectMetadata`): gitward never needs
+//! the object's spec or status back.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::runtime::wait::{await_condition, conditions};
+
+use super::ApplyOptions;
+use crate::changeset::Action;
+use crate::cluster::{api_message, cache::live_meta, is_status};
+use crate::object::ObjectRef;
+use crate::plan::{Desired, LiveMeta, Op, Step};
+
+/// The result of applying one object.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The object.
+    pub object: ObjectRef,
+    /// What happened.
+    pub action: Action,
+    /// Why, for failures; `recreated` notes for re-created objects.
+    pub message: Option<String>,
+    /// Live metadata the API server returned, for the cache.
+    pub live: Option<LiveMeta>,
+    /// Requests sent (1, or 3 when re-created).
+    pub requests: usize,
+}
+
+/// The dynamic API of a desired object (namespaced or cluster-wide).
+pub fn api_for(client: &kube::Client, d: &Desired) -> Api<DynamicObject> {
+    match &d.object.namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &d.resource),
+        None => Api::all_with(client.clone(), &d.resource),
+    }
+}
+
+/// True when the API server rejected a change to an immutable field (422 Invalid with
+/// `field is immutable`, as for a Job's pod template or a Service's clusterIP).
+pub fn is_immutable_rejection(err: &kube::Error) -> bool {
+    is_status(err, 422) && api_message(err).contains("immutable")
+}
+
+/// Applies `d` as planned by `step`.
+pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
+    let api = api_for(client, d);
+    let mut params = PatchParams::apply(&opts.field_manager);
+    params.force = opts.force;
+    let outcome =
+        |action, message, live, requests| Outcome { object: d.object.clone(), action, message, live, requests };
+    match api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body)).await {
+        Ok(returned) => {
+            let live = live_meta(&returned.metadata);
+            let action = match step.op {
+                Op::Create => Action::Created,
+                Op::Configure => Action::Configured,
+                Op::Unchanged if step.cached_resource_version.as_deref() != Some(&live.resource_version) => {
+                    Action::DriftCorrected
+                }
+                Op::Unchanged => Action::Unchanged,
+            };
+            outcome(action, None, Some(live), 1)
+        }
+        Err(e) if is_immutable_rejection(&e) && d.recreate => match recreate(&api, d, &params).await {
+            Ok(live) => outcome(Action::Configured, Some("re-created: immutable field changed".into()), Some(live), 3),
+            Err(message) => outcome(Action::Failed, Some(message), None, 3),
+        },
+        Err(e) if is_immutable_rejection(&e) => {
+            let message = format!(
+                "{}: immutable field changed; enable recreate_on_immutable or annotate gitward.dev/recreate: enabled: {}",
+                d.origin,
+                api_message(&e)
+            );
+            outcome(Action::Failed, Some(message), None, 1)
+        }
+        Err(e) => outcome(Action::Failed, Some(format!("{}: {}", d.origin, api_message(&e))), None, 1),
+    }
+}
+
+/// Deletes the object (background propagation: no finalizer waits on a garbage collector),
+/// waits until it is gone (event-driven, bounded), and applies it again.
+async fn recreate(api: &Api<DynamicObject>, d: &Desired, params: &PatchParams) -> Result<LiveMeta, String> {
+    let delete = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+    let uid = match api.delete(&d.object.name, &delete).await {
+        Ok(either) => either.left().and_then(|o| o.metadata.uid),
+        Err(e) if is_status(&e, 404) => None,
+        Err(e) => return Err(format!("recreate: delete failed: {}", api_message(&e))),
+    };
+    if let Some(uid) = uid {
+        let gone = await_condition(api.clone(), &d.object.name, conditions::is_deleted(&uid));
+        if tokio::time::timeout(Duration::from_secs(60), gone).await.is_err() {
+            return Err("recreate: the old object was not gone within 60s".into());
+        }
+    }
+    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body))
+        .await
+        .map(|o| live_meta(&o.metadata))
+        .map_err(|e| format!("recreate: apply failed: {}", api_message(&e)))
+}

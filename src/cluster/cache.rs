@@ -1,0 +1,241 @@
+//! The metadata-only cache of a unit's members (DESIGN.md decision 1).
+//!
+//! One kube `watcher` per group-kind over `Api<PartialObjectMeta<DynamicObject>>` (metadata
+//! requests only: no spec, no status), across all namespaces, selected by the unit's label
+//! `applyset.kubernetes.io/part-of=<id>`. Each event is reduced at once to a [`LiveMeta`]
+//! (uid, resourceVersion, generation, our two annotations); managedFields and everything else
+//! is dropped, so memory grows with what gitward manages, not with the cluster.
+//!
+//! The engine writes the resourceVersion each apply returns straight into the cache
+//! ([`MetadataCache::record`]), so the next plan needs no read after write. A watch event whose
+//! resourceVersion differs from the one recorded is someone else's change: it is sent on the
+//! [`MetadataCache::subscribe`] channel (the daemon's drift trigger).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject};
+use kube::core::PartialObjectMeta;
+use kube::discovery::ApiResource;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::{broadcast, watch};
+
+use super::{Error, Result};
+use crate::cluster::inventory::{DESIRED_HASH, PRUNE, PRUNE_DISABLED};
+use crate::object::{GroupKind, ObjectRef};
+use crate::plan::LiveMeta;
+
+type Store = Arc<Mutex<BTreeMap<ObjectRef, LiveMeta>>>;
+
+/// State of one group-kind's watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Sync {
+    /// The first list has not completed.
+    Pending,
+    /// The store holds a complete list.
+    Ready,
+    /// The first list failed (RBAC, unknown resource): the message.
+    Failed(String),
+}
+
+struct KindWatch {
+    state: watch::Receiver<Sync>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// A change made by someone other than gitward, seen on the watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// The member that changed.
+    pub object: ObjectRef,
+    /// Its new resourceVersion.
+    pub resource_version: String,
+}
+
+/// Live metadata of one unit's members, kept current by watches.
+pub struct MetadataCache {
+    client: kube::Client,
+    selector: String,
+    store: Store,
+    kinds: HashMap<GroupKind, KindWatch>,
+    drift: broadcast::Sender<Drift>,
+    /// The resourceVersion each of gitward's own writes returned (`""` for its deletes).
+    own: Mutex<HashMap<ObjectRef, String>>,
+}
+
+impl MetadataCache {
+    /// An empty cache for members labelled `applyset.kubernetes.io/part-of=<applyset_id>`.
+    pub fn new(client: kube::Client, applyset_id: &str) -> Self {
+        let (drift, _) = broadcast::channel(256);
+        Self {
+            client,
+            selector: format!("{}={applyset_id}", super::inventory::PART_OF),
+            store: Arc::default(),
+            kinds: HashMap::new(),
+            drift,
+            own: Mutex::default(),
+        }
+    }
+
+    /// Starts watching `resource` if not yet watched, and waits (at most `timeout`) until its
+    /// first list is in the store.
+    ///
+    /// Errors: [`Error::CacheFailed`] when the first list fails or times out (retry later).
+    pub async fn ensure(&mut self, resource: &ApiResource, namespaced: bool, timeout: Duration) -> Result<()> {
+        let gk = GroupKind { group: resource.group.clone(), kind: resource.kind.clone() };
+        if let Some(existing) = self.kinds.get(&gk)
+            && !matches!(*existing.state.borrow(), Sync::Failed(_))
+        {
+            return wait_ready(&gk, existing.state.clone(), timeout).await;
+        }
+        let (tx, rx) = watch::channel(Sync::Pending);
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
+        let config = watcher::Config::default().labels(&self.selector);
+        let task =
+            tokio::spawn(run_watch(api, config, gk.clone(), namespaced, self.store.clone(), tx, self.drift.clone()));
+        if let Some(old) = self.kinds.insert(gk.clone(), KindWatch { state: rx.clone(), task }) {
+            old.task.abort();
+        }
+        wait_ready(&gk, rx, timeout).await
+    }
+
+    /// Group-kinds being watched.
+    pub fn kinds(&self) -> Vec<GroupKind> {
+        self.kinds.keys().cloned().collect()
+    }
+
+    /// A copy of the live metadata of every member, by ref.
+    pub fn snapshot(&self) -> BTreeMap<ObjectRef, LiveMeta> {
+        self.store.lock().expect("cache lock").clone()
+    }
+
+    /// Number of members held.
+    pub fn len(&self) -> usize {
+        self.store.lock().expect("cache lock").len()
+    }
+
+    /// True when no member is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Records what an apply returned, so that the watch event of this very write is known as
+    /// ours and the next plan needs no read.
+    pub fn record(&self, object: ObjectRef, meta: LiveMeta) {
+        self.own.lock().expect("own lock").insert(object.clone(), meta.resource_version.clone());
+        self.store.lock().expect("cache lock").insert(object, meta);
+    }
+
+    /// Forgets a member that gitward deleted.
+    pub fn forget(&self, object: &ObjectRef) {
+        self.own.lock().expect("own lock").insert(object.clone(), String::new());
+        self.store.lock().expect("cache lock").remove(object);
+    }
+
+    /// True when a watch event reports gitward's own write: its resourceVersion equals the one
+    /// gitward's request returned (DESIGN.md decision 9). Such events must not trigger a sync.
+    pub fn is_own(&self, drift: &Drift) -> bool {
+        self.own.lock().expect("own lock").get(&drift.object) == Some(&drift.resource_version)
+    }
+
+    /// Changes by others (resourceVersion differs from the one gitward recorded).
+    pub fn subscribe(&self) -> broadcast::Receiver<Drift> {
+        self.drift.subscribe()
+    }
+}
+
+impl Drop for MetadataCache {
+    fn drop(&mut self) {
+        for k in self.kinds.values() {
+            k.task.abort();
+        }
+    }
+}
+
+async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Duration) -> Result<()> {
+    let failed = |message: String| Error::CacheFailed { group_kind: gk.to_string(), message };
+    let outcome = tokio::time::timeout(timeout, rx.wait_for(|s| *s != Sync::Pending)).await;
+    match outcome {
+        Err(_) => Err(failed(format!("first list not complete within {timeout:?}"))),
+        Ok(Err(_)) => Err(failed("watch task ended".into())),
+        Ok(Ok(state)) => match &*state {
+            Sync::Failed(message) => Err(failed(message.clone())),
+            _ => Ok(()),
+        },
+    }
+}
+
+/// Reduces a metadata object to what the cache keeps.
+pub fn live_meta(meta: &kube::core::ObjectMeta) -> LiveMeta {
+    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
+    LiveMeta {
+        uid: meta.uid.clone().unwrap_or_default(),
+        resource_version: meta.resource_version.clone().unwrap_or_default(),
+        generation: meta.generation,
+        desired_hash: annotation(DESIRED_HASH),
+        prune_disabled: annotation(PRUNE).as_deref() == Some(PRUNE_DISABLED),
+        deleting: meta.deletion_timestamp.is_some(),
+    }
+}
+
+fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -> ObjectRef {
+    let namespace = if namespaced { meta.namespace.clone() } else { None };
+    ObjectRef::new(gk.clone(), namespace, meta.name.clone().unwrap_or_default())
+}
+
+/// The watch loop of one group-kind: a state machine over watcher events that keeps the
+/// shared store current. A relist (`Init` … `InitDone`) is buffered and swapped in whole, so
+/// members deleted while the watch was down disappear.
+async fn run_watch(
+    api: Api<PartialObjectMeta<DynamicObject>>,
+    config: watcher::Config,
+    gk: GroupKind,
+    namespaced: bool,
+    store: Store,
+    state: watch::Sender<Sync>,
+    drift: broadcast::Sender<Drift>,
+) {
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
+    while let Some(event) = stream.next().await {
+        match event {
+            Ok(Event::Init) => relist = Some(BTreeMap::new()),
+            Ok(Event::InitApply(obj)) => {
+                if let Some(buf) = relist.as_mut() {
+                    buf.insert(object_ref(&gk, namespaced, &obj.metadata), live_meta(&obj.metadata));
+                }
+            }
+            Ok(Event::InitDone) => {
+                let fresh = relist.take().unwrap_or_default();
+                let mut s = store.lock().expect("cache lock");
+                s.retain(|k, _| k.gk != gk);
+                s.extend(fresh);
+                drop(s);
+                state.send_replace(Sync::Ready);
+            }
+            Ok(Event::Apply(obj)) => {
+                let key = object_ref(&gk, namespaced, &obj.metadata);
+                let meta = live_meta(&obj.metadata);
+                let previous = store.lock().expect("cache lock").insert(key.clone(), meta.clone());
+                if previous.map(|p| p.resource_version) != Some(meta.resource_version.clone()) {
+                    let _ = drift.send(Drift { object: key, resource_version: meta.resource_version });
+                }
+            }
+            Ok(Event::Delete(obj)) => {
+                let key = object_ref(&gk, namespaced, &obj.metadata);
+                if store.lock().expect("cache lock").remove(&key).is_some() {
+                    let _ = drift.send(Drift { object: key, resource_version: String::new() });
+                }
+            }
+            Err(e) => {
+                if *state.borrow() == Sync::Pending {
+                    state.send_replace(Sync::Failed(e.to_string()));
+                }
+                tracing::warn!(group_kind = %gk, error = %e, "metadata watch failed; retrying");
+            }
+        }
+    }
+}

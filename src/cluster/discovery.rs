@@ -1,0 +1,99 @@
+//! Discovery of only the kinds found in git: `apiVersion` + `kind` → resource and scope.
+//!
+//! One request per group-version (`/api/v1`, `/apis/<group>/<version>`), cached for the life
+//! of the process. An unknown kind is not an error here: it is `None`, and the engine decides
+//! (a CRD of the same revision may define it; [`Discovery::forget`] drops a group-version
+//! after CRDs are applied so the next lookup asks again). A full discovery (`Discovery::run`)
+//! is avoided on purpose: it fails whole when one aggregated API is down (DESIGN.md, Libraries).
+
+use std::collections::HashMap;
+
+use kube::core::GroupVersion;
+use kube::discovery::{ApiCapabilities, ApiResource, Scope, oneshot};
+
+use super::{Error, Result, is_status};
+
+/// A resolved kind.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    /// Group, version, kind and plural.
+    pub resource: ApiResource,
+    /// True for namespaced kinds.
+    pub namespaced: bool,
+}
+
+/// The discovery cache: group-version → the kinds it serves.
+#[derive(Debug, Default)]
+pub struct Discovery {
+    groups: HashMap<String, Vec<(ApiResource, ApiCapabilities)>>,
+    preferred: HashMap<String, String>,
+    /// Discovery requests sent, for the change set's request count and tests.
+    pub requests: usize,
+}
+
+impl Discovery {
+    /// An empty cache.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Resolves `kind` in `api_version` (`v1`, `apps/v1`); `Ok(None)` when the server does not
+    /// serve it (404 on the group-version, or the kind absent from it).
+    ///
+    /// Errors: [`Error::DiscoveryFailed`] for any other API failure (retry with backoff).
+    pub async fn resolve(&mut self, client: &kube::Client, api_version: &str, kind: &str) -> Result<Option<Resolved>> {
+        if !self.groups.contains_key(api_version) {
+            let gv: GroupVersion =
+                api_version.parse().map_err(|e: kube::core::gvk::ParseGroupVersionError| Error::DiscoveryFailed {
+                    group_version: api_version.to_string(),
+                    source: kube::Error::Service(e.into()),
+                })?;
+            self.requests += 1;
+            let resources = match oneshot::pinned_group(client, &gv).await {
+                Ok(group) => group.versioned_resources(&gv.version),
+                Err(e) if is_status(&e, 404) => Vec::new(),
+                Err(source) => return Err(Error::DiscoveryFailed { group_version: api_version.to_string(), source }),
+            };
+            self.groups.insert(api_version.to_string(), resources);
+        }
+        Ok(self.groups[api_version]
+            .iter()
+            .find(|(ar, _)| ar.kind == kind)
+            .map(|(ar, caps)| Resolved { resource: ar.clone(), namespaced: caps.scope == Scope::Namespaced }))
+    }
+
+    /// Forgets what is known of `api_version`, so the next [`Discovery::resolve`] asks again
+    /// (after its CRD was applied).
+    pub fn forget(&mut self, api_version: &str) {
+        self.groups.remove(api_version);
+    }
+}
+
+impl Discovery {
+    /// Resolves a group-kind (as the inventory records it) at the group's preferred version;
+    /// `Ok(None)` when the server does not serve it any more.
+    ///
+    /// Errors: [`Error::DiscoveryFailed`] for API failures other than 404.
+    pub async fn resolve_group_kind(
+        &mut self,
+        client: &kube::Client,
+        gk: &crate::object::GroupKind,
+    ) -> Result<Option<Resolved>> {
+        if gk.group.is_empty() {
+            return self.resolve(client, "v1", &gk.kind).await;
+        }
+        if let Some(version) = self.preferred.get(&gk.group).cloned() {
+            return self.resolve(client, &format!("{}/{version}", gk.group), &gk.kind).await;
+        }
+        self.requests += 1;
+        let group = match oneshot::group(client, &gk.group).await {
+            Ok(group) => group,
+            Err(e) if is_status(&e, 404) => return Ok(None),
+            Err(kube::Error::Discovery(_)) => return Ok(None),
+            Err(source) => return Err(Error::DiscoveryFailed { group_version: gk.group.clone(), source }),
+        };
+        let version = group.preferred_version_or_latest().to_string();
+        self.preferred.insert(gk.group.clone(), version.clone());
+        self.resolve(client, &format!("{}/{version}", gk.group), &gk.kind).await
+    }
+}

@@ -1,0 +1,101 @@
+//! The cluster side: the client, discovery, the metadata-only cache and the ApplySet inventory.
+//!
+//! - [`connect`] builds a `kube::Client` from [`crate::config::ClusterConfig`] with bounded retries.
+//! - [`discovery`] resolves the kinds found in git to resources and scopes, and nothing else
+//!   (DESIGN.md, Libraries: a full discovery fails whole when one aggregated API is down).
+//! - [`cache`] keeps live metadata of the unit's members, watched per group-kind and
+//!   selected by the ApplySet `part-of` label (DESIGN.md decision 1).
+//! - [`inventory`] reads and writes the ApplySet parent (KEP-3659).
+
+pub mod cache;
+pub mod discovery;
+pub mod inventory;
+
+use crate::config::ClusterConfig;
+
+/// Errors reaching the cluster. Worth retrying with backoff unless the config is wrong.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The kubeconfig could not be read or has no usable context.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// The client could not be built from the config (TLS, auth plugin).
+    #[error("client: {0}")]
+    Client(#[source] kube::Error),
+    /// A discovery request failed (apart from an unknown kind, which is not an error here).
+    #[error("discovery of {group_version}: {source}")]
+    DiscoveryFailed {
+        /// `group/version` that was being resolved.
+        group_version: String,
+        /// What the API server said.
+        source: kube::Error,
+    },
+    /// The metadata watch of a group-kind failed before its first list completed.
+    #[error("metadata cache of {group_kind}: {message}")]
+    CacheFailed {
+        /// `Kind.group` being watched.
+        group_kind: String,
+        /// What went wrong.
+        message: String,
+    },
+    /// Reading or writing the ApplySet parent failed.
+    #[error("inventory {parent}: {source}")]
+    InventoryFailed {
+        /// `Kind/ns/name` of the parent.
+        parent: String,
+        /// What the API server said.
+        source: kube::Error,
+    },
+    /// The ApplySet parent exists but belongs to another tool or ApplySet.
+    #[error("inventory {parent}: {message}")]
+    InventoryForeign {
+        /// `Kind/ns/name` of the parent.
+        parent: String,
+        /// Why it cannot be used.
+        message: String,
+    },
+}
+
+/// `Result` alias of this module.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Builds a client: the config's kubeconfig and context if set, else `kube::Config::infer`
+/// (in-cluster service account, `$KUBECONFIG`, `~/.kube/config`).
+///
+/// kube retries 429/503/504 up to 15 times by default with delays up to 1000 s, which can
+/// stall a sync for many minutes (DESIGN.md, Libraries); this client does not retry: a
+/// transient failure fails the object, and the unit is retried as a whole with backoff.
+/// Requests carry the user agent `gitward/<version>`, visible in the apiserver's audit log.
+pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
+    let mut config = match (&cfg.kubeconfig, &cfg.context) {
+        (None, None) => kube::Config::infer().await.map_err(|e| Error::Kubeconfig(e.to_string()))?,
+        (path, context) => {
+            let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
+            let kubeconfig = match path {
+                Some(p) => kube::config::Kubeconfig::read_from(p),
+                None => kube::config::Kubeconfig::read(),
+            }
+            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| Error::Kubeconfig(e.to_string()))?
+        }
+    };
+    config.default_retry = false;
+    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(crate::TOOLING)));
+    kube::Client::try_from(config).map_err(Error::Client)
+}
+
+/// True when `err` is an API error with this HTTP status code. kube's `is_conflict()` misses a
+/// 409 whose `reason` is empty, so compare the code (DESIGN.md, Libraries).
+pub fn is_status(err: &kube::Error, code: u16) -> bool {
+    matches!(err, kube::Error::Api(status) if status.code == code)
+}
+
+/// The API server's message for an API error, else the error's own text.
+pub fn api_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
+}

@@ -1,0 +1,561 @@
+//! The TOML config file: what it says (module `raw`) resolved into a [`Config`] with every default
+//! applied (module `resolve`).
+//!
+//! [`Config::load`] reads a file; [`Config::from_toml`] parses text. Relative paths in the file
+//! (`state_dir`, key and secret files, `kubeconfig`, a `repo` that is a plain local path) are
+//! anchored at the config file's directory, so a config works the same from any working
+//! directory. The documented example is `config.toml` at the repository root.
+//!
+//! Errors name the file, the line and the key. A misspelt or missing key, or a value of the
+//! wrong type, comes from the TOML parser
+//! (``config.toml: line 7: daemon: unknown field `intervall`, expected one of …``); a value of
+//! the right type that is not allowed comes from validation
+//! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
+
+mod raw;
+mod resolve;
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Why the config could not be loaded. None of these is worth retrying without a change to the
+/// file (a [`Error::ReadFailed`] may be a transient I/O error, or a missing file); the daemon
+/// keeps its previous config when a reload fails.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read (missing, unreadable, not UTF-8).
+    #[error("{}: read failed", path.display())]
+    ReadFailed {
+        /// The path as given to [`Config::load`].
+        path: PathBuf,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+    /// The text is not TOML, or does not fit the schema: an unknown key, a missing required
+    /// key, a value of the wrong type, an unknown enum value, a bad duration or size.
+    #[error("{origin}: {}{message}", location(*line, key.as_deref()))]
+    ParseFailed {
+        /// How the file is named in messages (its path, or `origin` of [`Config::from_toml`]).
+        origin: String,
+        /// The 1-based line the TOML parser points at, when it points at one.
+        line: Option<usize>,
+        /// The dotted key (or table) at fault, without array indexes (`sync.git`), when the
+        /// parser knows it; `None` for TOML syntax errors.
+        key: Option<String>,
+        /// The TOML parser's message; it names the key or value at fault.
+        message: String,
+    },
+    /// A value parsed but is not allowed: a bad unit name, a duplicate, a path with `..`, a
+    /// fraction outside 0.0..=1.0, no `[[sync]]` at all.
+    #[error("{origin}: {}{message}", location(*line, Some(key)))]
+    Invalid {
+        /// How the file is named in messages.
+        origin: String,
+        /// The 1-based line of the offending value; `None` for something missing altogether.
+        line: Option<usize>,
+        /// The key, dotted, with 0-based indexes for `[[sync]]`: `sync[1].inventory.name`.
+        key: String,
+        /// What is wrong with the value.
+        message: String,
+    },
+}
+
+/// `"line 12: sync[1].name: "`, either part left out when unknown.
+fn location(line: Option<usize>, key: Option<&str>) -> String {
+    let line = line.map(|line| format!("line {line}: ")).unwrap_or_default();
+    let key = key.map(|key| format!("{key}: ")).unwrap_or_default();
+    line + &key
+}
+
+/// The result of loading a config.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The resolved config: every default applied, every value checked, every path anchored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// How to reach the cluster (`[cluster]`).
+    pub cluster: ClusterConfig,
+    /// How the daemon runs (`[daemon]`).
+    pub daemon: DaemonConfig,
+    /// The sync units (`[[sync]]`), in file order; at least one, names unique.
+    pub units: Vec<SyncUnit>,
+}
+
+/// How to reach the cluster (`[cluster]`, optional).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterConfig {
+    /// The kubeconfig file. Default `None`: kube's inference order (`kube::Config::infer`) —
+    /// in-cluster service account, else `$KUBECONFIG`, else `~/.kube/config` — so one config
+    /// works both as a systemd service and as a Deployment.
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context. Default `None`: the kubeconfig's current context, as kubectl.
+    pub context: Option<String>,
+    /// At most this many object requests in flight per sync unit, at least 1. Default 32: enough
+    /// to hide round-trip latency over thousands of objects, and far below the apiserver's
+    /// default `--max-requests-inflight` of 400, so one unit cannot starve other clients.
+    pub max_in_flight: usize,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> Self {
+        Self { kubeconfig: None, context: None, max_in_flight: 32 }
+    }
+}
+
+/// How the daemon runs (`[daemon]`, optional).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    /// Where bare mirrors and other state live, one subdirectory per unit. Default
+    /// `/var/lib/gitward`: the FHS place for state, and what systemd's `StateDirectory=gitward`
+    /// creates.
+    pub state_dir: PathBuf,
+    /// How often each unit's remote is polled for a new revision (`"60s"`, `"5m"`; humantime),
+    /// longer than zero. Default 60 s: a push is usually seen sooner through the webhook or, for
+    /// a local repository, a file watch; the poll is a fallback, and once a minute stays well
+    /// inside git hosts' rate limits.
+    pub interval: Duration,
+    /// How often each unit is fully synced even without a new revision, longer than zero.
+    /// Default 10 min: bounds how long drift the watch missed (a lost event, a change while
+    /// gitward was down) can last, at one request per object per unit every ten minutes.
+    pub resync_interval: Duration,
+    /// The address of the HTTP listener (webhook, health, metrics), an `IP:port`. Default `None`:
+    /// no port is opened unless asked for.
+    pub listen: Option<SocketAddr>,
+    /// A file holding the shared secret that signs webhook requests (HMAC-SHA256, GitHub's
+    /// `X-Hub-Signature-256`). Default `None`: no secret, so webhook requests are not accepted;
+    /// unsigned triggers from the network are never trusted.
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Whether a change made by someone else to an object gitward manages triggers a sync that
+    /// reverts it. Default `true`: the cluster is meant to equal git; `false` leaves drift until
+    /// the next revision or resync.
+    pub self_heal: bool,
+    /// Leader election (`[daemon.leader_election]`, present and not `enabled = false`): only the
+    /// replica holding the Lease applies. Default `None`: a single instance applies alone.
+    pub leader_election: Option<LeaderElection>,
+}
+
+/// `[daemon.leader_election]`: a `coordination.k8s.io/v1` Lease decides which replica applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Namespace of the Lease. Default `gitward-system`, where deploy/kubernetes installs gitward.
+    pub namespace: String,
+    /// Name of the Lease. Default `gitward`.
+    pub name: String,
+    /// How long a Lease holds without renewal. Default 15 s, as client-go's leader election.
+    pub lease_duration: Duration,
+    /// How often the holder renews; shorter than `lease_duration`. Default 5 s.
+    pub renew_every: Duration,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        Self {
+            namespace: "gitward-system".into(),
+            name: "gitward".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            state_dir: PathBuf::from("/var/lib/gitward"),
+            interval: Duration::from_secs(60),
+            resync_interval: Duration::from_secs(600),
+            listen: None,
+            webhook_secret_file: None,
+            self_heal: true,
+            leader_election: None,
+        }
+    }
+}
+
+/// One sync unit (`[[sync]]`): a (repository, ref, path) kept equal to one set of cluster
+/// objects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncUnit {
+    /// The unit's name, required: an RFC 1123 label (`[a-z0-9-]`, at most 63 characters,
+    /// starting and ending with a letter or digit), unique in the file, because it names the
+    /// unit's state directory, its inventory and its log span.
+    pub name: String,
+    /// The repository, required, as git reads it: an `https://`, `ssh://`, `git://` or
+    /// `file://` URL, an scp-like `user@host:path`, or a local path. A relative local path is
+    /// anchored at the config file's directory; URLs are kept as written.
+    pub repo: String,
+    /// The branch, tag or commit SHA to follow (`ref` in the file). Default `"main"`, git's
+    /// and the major hosts' default branch name.
+    pub reference: String,
+    /// The `/`-separated directory inside the repository whose manifests are applied,
+    /// normalized (`./a//b/` → `a/b`); never `..` or absolute. Default `""`: the root.
+    pub path: String,
+    /// The namespace given to namespaced objects that name none. Default `"default"`, as kubectl.
+    pub namespace: String,
+    /// How objects are written. Default [`ApplyMode::ServerSideApply`] (see there for why).
+    pub apply_mode: ApplyMode,
+    /// Whether objects removed from git are deleted from the cluster. Default `true`: git is the
+    /// source of truth; [`SyncUnit::max_prune_fraction`] and [`SyncUnit::allow_prune_all`]
+    /// guard against mistakes.
+    pub prune: bool,
+    /// The field manager name server-side apply records ownership under, at most 128
+    /// characters. Default `"gitward"`. Changing it later leaves fields owned by the old name.
+    pub field_manager: String,
+    /// Whether server-side apply takes fields over from other managers (`force=true`). Default
+    /// `true`: what git declares wins, which is the point of GitOps; `false` reports such
+    /// conflicts as failed objects instead.
+    pub force_conflicts: bool,
+    /// Whether an object whose update is refused because an immutable field changed is deleted
+    /// and created again. Default `false`: recreating loses the object's state (a Job's pods, a
+    /// Service's cluster IP), so it must be asked for.
+    pub recreate_on_immutable: bool,
+    /// A prune that would delete more than this fraction of the inventory is refused, 0.0..=1.0.
+    /// Default 0.5: a commit that deletes most of what a unit manages is more often a mistake
+    /// (a wrong path, a bad merge) than an intent.
+    pub max_prune_fraction: f64,
+    /// Whether a prune may empty the inventory altogether. Default `false`: an emptied path (a
+    /// renamed directory, a wrong ref) would otherwise delete everything.
+    pub allow_prune_all: bool,
+    /// Files larger than this many bytes are not read. In the file: an integer of bytes or a
+    /// string with a unit (`"4MiB"`, `"512KiB"`, `"2MB"`; units `B`, `KiB`, `MiB`, `GiB`, `kB`,
+    /// `MB`, `GB`), at least 1. Default 4 MiB: bounds what a stray binary or generated file in a
+    /// commit costs, while etcd's 1.5 MiB per-object limit leaves room for multi-document files.
+    pub max_file_bytes: u64,
+    /// The unit's ApplySet parent (`[sync.inventory]`); no two units may share one.
+    pub inventory: InventoryConfig,
+    /// Credentials for the repository (`[sync.git]`).
+    pub git: GitCredentials,
+}
+
+impl SyncUnit {
+    /// A unit with every default applied: `name` and `repo` are taken as given (neither
+    /// checked nor anchored), the inventory is `Secret` `<default namespace>/gitward-<name>`.
+    pub fn new(name: impl Into<String>, repo: impl Into<String>) -> Self {
+        let name = name.into();
+        let namespace = "default".to_owned();
+        Self {
+            inventory: InventoryConfig {
+                kind: InventoryKind::Secret,
+                namespace: namespace.clone(),
+                name: format!("gitward-{name}"),
+            },
+            name,
+            repo: repo.into(),
+            reference: "main".to_owned(),
+            path: String::new(),
+            namespace,
+            apply_mode: ApplyMode::ServerSideApply,
+            prune: true,
+            field_manager: "gitward".to_owned(),
+            force_conflicts: true,
+            recreate_on_immutable: false,
+            max_prune_fraction: 0.5,
+            allow_prune_all: false,
+            max_file_bytes: 4 << 20,
+            git: GitCredentials::default(),
+        }
+    }
+
+    /// The repository's directory when it is on this host: a local path, or the path of a
+    /// `file://` URL (not percent-decoded). `None` for network URLs and scp-like addresses.
+    /// Local repositories are watched for pushes instead of only polled.
+    pub fn local_repo(&self) -> Option<PathBuf> {
+        match self.repo.strip_prefix("file://") {
+            Some(path) => Some(PathBuf::from(path)),
+            None if is_url_or_scp(&self.repo) => None,
+            None => Some(PathBuf::from(&self.repo)),
+        }
+    }
+}
+
+/// Whether git reads `repo` as a URL (`scheme://…`) or an scp-like address (`host:path`, a `:`
+/// before any `/`) rather than a local path.
+fn is_url_or_scp(repo: &str) -> bool {
+    repo.contains("://") || repo.find(':').is_some_and(|colon| !repo[..colon].contains('/'))
+}
+
+/// How desired objects are written (`apply_mode`: `"server-side-apply"` or `"update"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApplyMode {
+    /// Server-side apply (`application/apply-patch+yaml`), the default: works for built-ins and
+    /// CRDs alike, records field ownership, needs no client-side merge or `last-applied`
+    /// annotation.
+    ServerSideApply,
+    /// Hash-gated Get-Modify-Update with optimistic locking (`resourceVersion`), for clusters
+    /// or objects where server-side apply is not wanted.
+    Update,
+}
+
+impl fmt::Display for ApplyMode {
+    /// Writes the config spelling: `server-side-apply` or `update`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ServerSideApply => "server-side-apply",
+            Self::Update => "update",
+        })
+    }
+}
+
+/// The ApplySet parent of a unit (KEP-3659), `[sync.inventory]`, optional.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryConfig {
+    /// The parent's kind. Default [`InventoryKind::Secret`], as kubectl's `--applyset`.
+    pub kind: InventoryKind,
+    /// The parent's namespace, an RFC 1123 label. Default: the unit's `namespace`.
+    pub namespace: String,
+    /// The parent's name, an RFC 1123 subdomain. Default `gitward-<unit name>`, so units never
+    /// collide by default.
+    pub name: String,
+}
+
+/// The kinds an ApplySet parent may be (`"Secret"` or `"ConfigMap"` in the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum InventoryKind {
+    /// A `v1` Secret, the default: fewer actors may read Secrets than ConfigMaps.
+    Secret,
+    /// A `v1` ConfigMap.
+    ConfigMap,
+}
+
+impl fmt::Display for InventoryKind {
+    /// Writes the kind as Kubernetes spells it: `Secret` or `ConfigMap`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Secret => "Secret",
+            Self::ConfigMap => "ConfigMap",
+        })
+    }
+}
+
+/// Credentials for a unit's repository (`[sync.git]`, optional); all default to `None`. Only
+/// file paths are held here, never the secrets themselves, so this may be logged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GitCredentials {
+    /// A private key for `ssh://` and scp-like remotes.
+    pub ssh_key_file: Option<PathBuf>,
+    /// The `known_hosts` file that ssh remotes' host keys are checked against.
+    pub known_hosts_file: Option<PathBuf>,
+    /// A file holding a token (or password) for `https://` remotes.
+    pub token_file: Option<PathBuf>,
+    /// The user name sent with the token or key; `None` lets the URL or the transport decide.
+    pub username: Option<String>,
+}
+
+impl Config {
+    /// Reads and resolves the config file at `path`.
+    ///
+    /// Relative paths in the file are anchored at the file's directory, made absolute against
+    /// the current directory (not canonicalized). Blocking file I/O; errors name `path`.
+    ///
+    /// Errors: [`Error::ReadFailed`], then as [`Config::from_toml`].
+    pub fn load(path: &Path) -> Result<Config> {
+        let read_failed = |source| Error::ReadFailed { path: path.to_owned(), source };
+        let text = std::fs::read_to_string(path).map_err(read_failed)?;
+        let absolute = std::path::absolute(path).map_err(read_failed)?;
+        let base_dir = absolute.parent().unwrap_or(Path::new("/"));
+        Self::from_toml(&text, base_dir, &path.display().to_string())
+    }
+
+    /// Parses and resolves config text. `base_dir` anchors relative paths (used as given);
+    /// `origin` names the text in errors (a file name).
+    ///
+    /// Errors: [`Error::ParseFailed`] for what the TOML parser refuses (unknown or missing keys,
+    /// wrong types), [`Error::Invalid`] for values it accepts but the schema does not.
+    pub fn from_toml(text: &str, base_dir: &Path, origin: &str) -> Result<Config> {
+        let raw: raw::RawConfig = toml::from_str(text).map_err(|e| Error::ParseFailed {
+            origin: origin.to_owned(),
+            line: e.span().map(|span| resolve::line_of(text, span.start)),
+            key: key_path(&e),
+            message: e.message().trim_end().to_owned(),
+        })?;
+        resolve::Resolver { text, origin, base_dir }.config(raw)
+    }
+
+    /// The unit named `name`, if any.
+    pub fn unit(&self, name: &str) -> Option<&SyncUnit> {
+        self.units.iter().find(|unit| unit.name == name)
+    }
+}
+
+/// The dotted key path of a TOML error (`daemon.listen`). `toml::de::Error` keeps it private
+/// and prints it, as a last line ``in `daemon.listen` ``, only when it has no input to quote;
+/// so an input-less copy is printed and that line read back.
+fn key_path(error: &toml::de::Error) -> Option<String> {
+    let mut bare = error.clone();
+    bare.set_input(None);
+    let printed = bare.to_string();
+    let line = printed.lines().rev().find(|line| line.starts_with("in `"))?;
+    Some(line.strip_prefix("in `")?.strip_suffix('`')?.to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MINIMAL: &str = "[[sync]]\nname = \"shop\"\nrepo = \"https://git.example.com/shop.git\"\n";
+
+    fn parse(text: &str) -> Result<Config> {
+        Config::from_toml(text, Path::new("/etc/gitward"), "config.toml")
+    }
+
+    fn error(text: &str) -> String {
+        parse(text).expect_err("config should be refused").to_string()
+    }
+
+    #[test]
+    fn defaults_are_applied_to_a_minimal_config() {
+        let config = parse(MINIMAL).unwrap();
+        assert_eq!(config.cluster, ClusterConfig::default());
+        assert_eq!(config.daemon, DaemonConfig::default());
+        assert_eq!(config.units, vec![SyncUnit::new("shop", "https://git.example.com/shop.git")]);
+        let unit = config.unit("shop").unwrap();
+        assert_eq!(unit.reference, "main");
+        assert_eq!(unit.path, "");
+        assert_eq!(unit.apply_mode, ApplyMode::ServerSideApply);
+        assert_eq!(unit.max_file_bytes, 4 * 1024 * 1024);
+        assert_eq!(unit.inventory.name, "gitward-shop");
+        assert!(config.unit("cart").is_none());
+    }
+
+    #[test]
+    fn inventory_namespace_defaults_to_the_units_namespace() {
+        let config =
+            parse(&format!("{MINIMAL}namespace = \"shop\"\n[sync.inventory]\nkind = \"ConfigMap\"\n")).unwrap();
+        let inventory = &config.units[0].inventory;
+        assert_eq!((inventory.kind, inventory.namespace.as_str()), (InventoryKind::ConfigMap, "shop"));
+    }
+
+    #[test]
+    fn durations_and_sizes_are_parsed() {
+        let text = format!(
+            "[daemon]\ninterval = \"5m\"\nresync_interval = \"1h 30m\"\nlisten = \"127.0.0.1:9090\"\n\
+             {MINIMAL}max_file_bytes = 1024\napply_mode = \"update\"\n"
+        );
+        let config = parse(&text).unwrap();
+        assert_eq!(config.daemon.interval, Duration::from_secs(300));
+        assert_eq!(config.daemon.resync_interval, Duration::from_secs(5400));
+        assert_eq!(config.daemon.listen, Some("127.0.0.1:9090".parse().unwrap()));
+        assert_eq!(config.units[0].max_file_bytes, 1024);
+        assert_eq!(config.units[0].apply_mode.to_string(), "update");
+    }
+
+    #[test]
+    fn a_bad_duration_names_its_line() {
+        let message = error(&format!("[daemon]\ninterval = \"soon\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: daemon.interval: "), "{message}");
+        assert!(error(&format!("[daemon]\ninterval = \"0s\"\n{MINIMAL}")).contains("line 2: daemon.interval"));
+    }
+
+    #[test]
+    fn an_unknown_key_error_names_the_key_and_line() {
+        let message = error(&format!("[daemon]\nintervall = \"60s\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: daemon: unknown field `intervall`"), "{message}");
+        let message = error(&format!("{MINIMAL}\n[sync.git]\nssh_key = \"id\"\n"));
+        assert!(message.starts_with("config.toml: line 6: sync.git: unknown field `ssh_key`"), "{message}");
+    }
+
+    #[test]
+    fn a_missing_repo_error_names_the_key() {
+        let message = error("[[sync]]\nname = \"shop\"\n");
+        assert_eq!(message, "config.toml: line 1: sync: missing field `repo`");
+    }
+
+    #[test]
+    fn a_config_without_units_is_refused() {
+        assert_eq!(error("[daemon]\n"), "config.toml: sync: at least one [[sync]] unit is required");
+    }
+
+    #[test]
+    fn duplicate_unit_names_are_refused_with_their_line() {
+        let message = error(&format!("{MINIMAL}{MINIMAL}"));
+        assert_eq!(message, "config.toml: line 5: sync[1].name: duplicate unit name `shop` (also sync[0])");
+    }
+
+    #[test]
+    fn units_sharing_an_inventory_are_refused() {
+        let text = format!(
+            "{MINIMAL}[[sync]]\nname = \"cart\"\nrepo = \"/srv/git/cart\"\n[sync.inventory]\nname = \"gitward-shop\"\n"
+        );
+        let message = error(&text);
+        assert!(
+            message.starts_with("config.toml: line 7: sync[1].inventory: Secret/default/gitward-shop"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_bad_unit_name_is_refused_with_its_line() {
+        let message = error("[[sync]]\nname = \"Shop_1\"\nrepo = \"/srv/git/shop\"\n");
+        assert!(message.starts_with("config.toml: line 2: sync[0].name: `Shop_1`"), "{message}");
+    }
+
+    #[test]
+    fn a_prune_fraction_outside_zero_to_one_is_refused() {
+        let message = error(&format!("{MINIMAL}max_prune_fraction = 1.5\n"));
+        assert!(
+            message.starts_with("config.toml: line 4: sync[0].max_prune_fraction: 1.5 is out of range"),
+            "{message}"
+        );
+        assert!(error(&format!("{MINIMAL}max_prune_fraction = nan\n")).contains("max_prune_fraction"));
+        assert_eq!(parse(&format!("{MINIMAL}max_prune_fraction = 1\n")).unwrap().units[0].max_prune_fraction, 1.0);
+    }
+
+    #[test]
+    fn dot_dot_in_path_is_refused() {
+        let message = error(&format!("{MINIMAL}path = \"deploy/../../etc\"\n"));
+        assert!(message.starts_with("config.toml: line 4: sync[0].path: "), "{message}");
+        assert!(error(&format!("{MINIMAL}path = \"/deploy\"\n")).contains("sync[0].path"));
+        assert_eq!(parse(&format!("{MINIMAL}path = \"./deploy/prod/\"\n")).unwrap().units[0].path, "deploy/prod");
+    }
+
+    #[test]
+    fn relative_paths_are_resolved_against_the_files_directory() {
+        let text = "[cluster]\nkubeconfig = \"kube/config\"\n[daemon]\nstate_dir = \"state\"\n\
+                    webhook_secret_file = \"/run/secrets/hook\"\n\
+                    [[sync]]\nname = \"local\"\nrepo = \"repos/shop.git\"\n[sync.git]\nssh_key_file = \"keys/id\"\n\
+                    [[sync]]\nname = \"remote\"\nrepo = \"git@github.com:acme/shop.git\"\n";
+        let config = parse(text).unwrap();
+        assert_eq!(config.cluster.kubeconfig, Some(PathBuf::from("/etc/gitward/kube/config")));
+        assert_eq!(config.daemon.state_dir, PathBuf::from("/etc/gitward/state"));
+        assert_eq!(config.daemon.webhook_secret_file, Some(PathBuf::from("/run/secrets/hook")));
+        let local = config.unit("local").unwrap();
+        assert_eq!(local.repo, "/etc/gitward/repos/shop.git");
+        assert_eq!(local.local_repo(), Some(PathBuf::from("/etc/gitward/repos/shop.git")));
+        assert_eq!(local.git.ssh_key_file, Some(PathBuf::from("/etc/gitward/keys/id")));
+        let remote = config.unit("remote").unwrap();
+        assert_eq!(remote.repo, "git@github.com:acme/shop.git");
+        assert_eq!(remote.local_repo(), None);
+    }
+
+    #[test]
+    fn a_tilde_path_is_refused_rather_than_misread() {
+        let message = error("[cluster]\nkubeconfig = \"~/.kube/config\"\n[[sync]]\nname = \"a\"\nrepo = \"/r\"\n");
+        assert!(message.starts_with("config.toml: line 2: cluster.kubeconfig: "), "{message}");
+    }
+
+    #[test]
+    fn load_reads_a_file_and_anchors_at_its_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("gitward.toml");
+        std::fs::write(&path, "[[sync]]\nname = \"shop\"\nrepo = \"shop.git\"\n").unwrap();
+        let config = Config::load(&path).unwrap();
+        assert_eq!(config.units[0].repo, dir.path().join("shop.git").to_str().unwrap());
+        let missing = Config::load(&dir.path().join("missing.toml")).unwrap_err();
+        assert!(matches!(missing, Error::ReadFailed { .. }), "{missing}");
+    }
+
+    #[test]
+    fn the_example_config_toml_parses() {
+        let config = Config::from_toml(include_str!("../../config.toml"), Path::new("/src/gitward"), "config.toml")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let unit = config.unit("example").unwrap();
+        assert_eq!(unit.repo, "/src/gitward/target/example-repo.git");
+        assert_eq!(config.daemon.state_dir, PathBuf::from("/src/gitward/target/gitward-state"));
+        assert_eq!(config.cluster.kubeconfig, None);
+    }
+}

@@ -1,0 +1,202 @@
+//! The raw config: what the file says, before defaults and validation.
+//!
+//! Every field is optional unless the schema requires it, so that [`super::resolve`] alone
+//! decides defaults. Fields that validation may reject after parsing are wrapped in
+//! [`Spanned`], so that the error can name the line they are on. `deny_unknown_fields` makes a
+//! misspelt key a parse error that names the key and its line.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde::de::{self, Visitor};
+use toml::Spanned;
+
+use super::{ApplyMode, InventoryKind};
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    #[serde(default)]
+    pub cluster: RawCluster,
+    #[serde(default)]
+    pub daemon: RawDaemon,
+    #[serde(default)]
+    pub sync: Vec<Spanned<RawSyncUnit>>,
+}
+
+/// `[cluster]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCluster {
+    pub kubeconfig: Option<Spanned<String>>,
+    pub context: Option<Spanned<String>>,
+    pub max_in_flight: Option<Spanned<usize>>,
+}
+
+/// `[daemon]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDaemon {
+    pub state_dir: Option<Spanned<String>>,
+    pub interval: Option<Spanned<HumanDuration>>,
+    pub resync_interval: Option<Spanned<HumanDuration>>,
+    pub listen: Option<SocketAddr>,
+    pub webhook_secret_file: Option<Spanned<String>>,
+    pub self_heal: Option<bool>,
+    pub leader_election: Option<RawLeaderElection>,
+}
+
+/// `[daemon.leader_election]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLeaderElection {
+    pub enabled: Option<bool>,
+    pub namespace: Option<String>,
+    pub name: Option<String>,
+    pub lease_duration: Option<Spanned<HumanDuration>>,
+    pub renew_every: Option<Spanned<HumanDuration>>,
+}
+
+/// One `[[sync]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSyncUnit {
+    pub name: Spanned<String>,
+    pub repo: Spanned<String>,
+    #[serde(rename = "ref")]
+    pub reference: Option<Spanned<String>>,
+    pub path: Option<Spanned<String>>,
+    pub namespace: Option<Spanned<String>>,
+    pub apply_mode: Option<ApplyMode>,
+    pub prune: Option<bool>,
+    pub field_manager: Option<Spanned<String>>,
+    pub force_conflicts: Option<bool>,
+    pub recreate_on_immutable: Option<bool>,
+    pub max_prune_fraction: Option<Spanned<f64>>,
+    pub allow_prune_all: Option<bool>,
+    pub max_file_bytes: Option<ByteSize>,
+    pub inventory: Option<Spanned<RawInventory>>,
+    #[serde(default)]
+    pub git: RawGit,
+}
+
+/// `[sync.inventory]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawInventory {
+    pub kind: Option<InventoryKind>,
+    pub namespace: Option<Spanned<String>>,
+    pub name: Option<Spanned<String>>,
+}
+
+/// `[sync.git]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawGit {
+    pub ssh_key_file: Option<Spanned<String>>,
+    pub known_hosts_file: Option<Spanned<String>>,
+    pub token_file: Option<Spanned<String>>,
+    pub username: Option<Spanned<String>>,
+}
+
+/// A duration written the humantime way: `"60s"`, `"5m"`, `"1h 30m"`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct HumanDuration(pub Duration);
+
+impl<'de> Deserialize<'de> for HumanDuration {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        humantime_serde::deserialize(deserializer).map(HumanDuration)
+    }
+}
+
+/// A size in bytes: a TOML integer (`4194304`) or a string with a unit (`"4MiB"`).
+///
+/// Units: `B`, binary `KiB` `MiB` `GiB`, decimal `kB`/`KB` `MB` `GB`; whole numbers only. Zero
+/// is rejected here, so the error points at the value's line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ByteSizeVisitor)
+    }
+}
+
+struct ByteSizeVisitor;
+
+impl Visitor<'_> for ByteSizeVisitor {
+    type Value = ByteSize;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a positive number of bytes, or a string such as \"4MiB\"")
+    }
+
+    fn visit_u64<E: de::Error>(self, bytes: u64) -> Result<ByteSize, E> {
+        positive(bytes)
+    }
+
+    fn visit_i64<E: de::Error>(self, bytes: i64) -> Result<ByteSize, E> {
+        u64::try_from(bytes).map_err(|_| E::custom("a size must be at least 1 byte")).and_then(positive)
+    }
+
+    fn visit_str<E: de::Error>(self, text: &str) -> Result<ByteSize, E> {
+        parse_byte_size(text).map_err(E::custom).and_then(positive)
+    }
+}
+
+fn positive<E: de::Error>(bytes: u64) -> Result<ByteSize, E> {
+    match bytes {
+        0 => Err(E::custom("a size must be at least 1 byte")),
+        n => Ok(ByteSize(n)),
+    }
+}
+
+/// Parses `"<digits>[ ]<unit>"`; see [`ByteSize`] for the units.
+pub(super) fn parse_byte_size(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
+    let (number, unit) = text.split_at(digits);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("invalid size `{text}`: expected a whole number and a unit, such as \"4MiB\""))?;
+    let factor: u64 = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1 << 10,
+        "MiB" => 1 << 20,
+        "GiB" => 1 << 30,
+        "kB" | "KB" => 1_000,
+        "MB" => 1_000_000,
+        "GB" => 1_000_000_000,
+        other => {
+            return Err(format!(
+                "invalid size `{text}`: unknown unit `{other}`, expected one of B, KiB, MiB, GiB, kB, MB, GB"
+            ));
+        }
+    };
+    number.checked_mul(factor).ok_or_else(|| format!("invalid size `{text}`: too large"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_byte_size;
+
+    #[test]
+    fn byte_sizes_accept_binary_and_decimal_units() {
+        assert_eq!(parse_byte_size("4MiB"), Ok(4 << 20));
+        assert_eq!(parse_byte_size("512 KiB"), Ok(512 << 10));
+        assert_eq!(parse_byte_size("2MB"), Ok(2_000_000));
+        assert_eq!(parse_byte_size("100"), Ok(100));
+        assert_eq!(parse_byte_size("100B"), Ok(100));
+    }
+
+    #[test]
+    fn byte_sizes_reject_fractions_unknown_units_and_overflow() {
+        assert!(parse_byte_size("1.5MiB").is_err());
+        assert!(parse_byte_size("4mb").is_err());
+        assert!(parse_byte_size("MiB").is_err());
+        assert!(parse_byte_size("99999999999GiB").is_err());
+    }
+}

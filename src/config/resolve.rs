@@ -1,0 +1,358 @@
+//! Raw → resolved: defaults applied, values checked, relative paths anchored.
+//!
+//! Each check that can fail after parsing names the key (`sync[1].path`, 0-based index) and the
+//! line its value is on, from the [`Spanned`] fields of the raw structs.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use super::raw::{
+    HumanDuration, RawCluster, RawConfig, RawDaemon, RawGit, RawInventory, RawLeaderElection, RawSyncUnit,
+};
+use super::{
+    ClusterConfig, Config, DaemonConfig, Error, GitCredentials, InventoryConfig, LeaderElection, Result, SyncUnit,
+    is_url_or_scp,
+};
+
+/// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.
+pub(super) struct Resolver<'a> {
+    /// The file's text, to turn byte spans into line numbers.
+    pub text: &'a str,
+    /// How errors name the file.
+    pub origin: &'a str,
+    /// Where relative paths are anchored: the config file's directory.
+    pub base_dir: &'a Path,
+}
+
+/// A unit's inventory parent, for the "two units share one inventory" check.
+type InventoryId = (super::InventoryKind, String, String);
+
+impl Resolver<'_> {
+    /// Resolves the whole file; the first invalid value found is the error.
+    pub fn config(&self, raw: RawConfig) -> Result<Config> {
+        let cluster = self.cluster(raw.cluster)?;
+        let daemon = self.daemon(raw.daemon)?;
+        if raw.sync.is_empty() {
+            return Err(self.invalid(None, "sync", "at least one [[sync]] unit is required"));
+        }
+        let mut names: HashMap<String, usize> = HashMap::new();
+        let mut inventories: HashMap<InventoryId, usize> = HashMap::new();
+        let mut units = Vec::with_capacity(raw.sync.len());
+        for (index, raw_unit) in raw.sync.into_iter().enumerate() {
+            let (unit, name_span, inventory_span) = self.unit(index, raw_unit.into_inner())?;
+            if let Some(first) = names.insert(unit.name.clone(), index) {
+                let message = format!("duplicate unit name `{}` (also sync[{first}])", unit.name);
+                return Err(self.invalid(Some(name_span), &format!("sync[{index}].name"), message));
+            }
+            let inventory = &unit.inventory;
+            let id = (inventory.kind, inventory.namespace.clone(), inventory.name.clone());
+            if let Some(first) = inventories.insert(id, index) {
+                let message = format!(
+                    "{}/{}/{} is already the inventory of sync[{first}]; each unit needs its own",
+                    inventory.kind, inventory.namespace, inventory.name
+                );
+                return Err(self.invalid(Some(inventory_span), &format!("sync[{index}].inventory"), message));
+            }
+            units.push(unit);
+        }
+        Ok(Config { cluster, daemon, units })
+    }
+
+    fn cluster(&self, raw: RawCluster) -> Result<ClusterConfig> {
+        let default = ClusterConfig::default();
+        let max_in_flight = match raw.max_in_flight {
+            Some(value) if *value.get_ref() == 0 => {
+                return Err(self.invalid(Some(value.span()), "cluster.max_in_flight", "must be at least 1"));
+            }
+            Some(value) => value.into_inner(),
+            None => default.max_in_flight,
+        };
+        Ok(ClusterConfig {
+            kubeconfig: raw.kubeconfig.map(|p| self.file(p, "cluster.kubeconfig")).transpose()?,
+            context: raw.context.map(|c| self.check(c, "cluster.context", non_empty)).transpose()?,
+            max_in_flight,
+        })
+    }
+
+    fn daemon(&self, raw: RawDaemon) -> Result<DaemonConfig> {
+        let default = DaemonConfig::default();
+        Ok(DaemonConfig {
+            state_dir: match raw.state_dir {
+                Some(dir) => self.file(dir, "daemon.state_dir")?,
+                None => default.state_dir,
+            },
+            interval: self.duration(raw.interval, "daemon.interval")?.unwrap_or(default.interval),
+            resync_interval: self
+                .duration(raw.resync_interval, "daemon.resync_interval")?
+                .unwrap_or(default.resync_interval),
+            listen: raw.listen,
+            webhook_secret_file: raw
+                .webhook_secret_file
+                .map(|p| self.file(p, "daemon.webhook_secret_file"))
+                .transpose()?,
+            self_heal: raw.self_heal.unwrap_or(default.self_heal),
+            leader_election: match raw.leader_election {
+                Some(le) if le.enabled.unwrap_or(true) => Some(self.leader_election(le)?),
+                _ => None,
+            },
+        })
+    }
+
+    fn leader_election(&self, raw: RawLeaderElection) -> Result<LeaderElection> {
+        let default = LeaderElection::default();
+        let le = LeaderElection {
+            namespace: raw.namespace.unwrap_or(default.namespace),
+            name: raw.name.unwrap_or(default.name),
+            lease_duration: self
+                .duration(raw.lease_duration, "daemon.leader_election.lease_duration")?
+                .unwrap_or(default.lease_duration),
+            renew_every: self
+                .duration(raw.renew_every, "daemon.leader_election.renew_every")?
+                .unwrap_or(default.renew_every),
+        };
+        if le.renew_every >= le.lease_duration {
+            let message = "must be shorter than lease_duration".to_string();
+            return Err(self.invalid(None, "daemon.leader_election.renew_every", message));
+        }
+        Ok(le)
+    }
+
+    /// Resolves one unit; also returns the spans the cross-unit checks point at.
+    fn unit(&self, index: usize, raw: RawSyncUnit) -> Result<(SyncUnit, Range<usize>, Range<usize>)> {
+        let key = |field: &str| format!("sync[{index}].{field}");
+        let name_span = raw.name.span();
+        let name = self.check(raw.name, &key("name"), unit_name)?;
+        let repo = self.repo(raw.repo, &key("repo"))?;
+        let mut unit = SyncUnit::new(name, repo);
+        if let Some(reference) = raw.reference {
+            unit.reference = self.check(reference, &key("ref"), git_ref)?;
+        }
+        if let Some(path) = raw.path {
+            let span = path.span();
+            unit.path = tree_path(path.get_ref()).map_err(|m| self.invalid(Some(span), &key("path"), m))?;
+        }
+        if let Some(namespace) = raw.namespace {
+            unit.namespace = self.check(namespace, &key("namespace"), dns_label)?;
+        }
+        if let Some(field_manager) = raw.field_manager {
+            unit.field_manager = self.check(field_manager, &key("field_manager"), field_manager_name)?;
+        }
+        if let Some(fraction) = raw.max_prune_fraction {
+            let value = *fraction.get_ref();
+            if !(0.0..=1.0).contains(&value) {
+                let message = format!("{value} is out of range: must be between 0.0 and 1.0");
+                return Err(self.invalid(Some(fraction.span()), &key("max_prune_fraction"), message));
+            }
+            unit.max_prune_fraction = value;
+        }
+        unit.apply_mode = raw.apply_mode.unwrap_or(unit.apply_mode);
+        unit.prune = raw.prune.unwrap_or(unit.prune);
+        unit.force_conflicts = raw.force_conflicts.unwrap_or(unit.force_conflicts);
+        unit.recreate_on_immutable = raw.recreate_on_immutable.unwrap_or(unit.recreate_on_immutable);
+        unit.allow_prune_all = raw.allow_prune_all.unwrap_or(unit.allow_prune_all);
+        unit.max_file_bytes = raw.max_file_bytes.map_or(unit.max_file_bytes, |size| size.0);
+        let inventory_span = raw.inventory.as_ref().map_or(name_span.clone(), Spanned::span);
+        unit.inventory = self.inventory(index, raw.inventory.map(Spanned::into_inner), &unit)?;
+        unit.git = self.git(index, raw.git)?;
+        Ok((unit, name_span, inventory_span))
+    }
+
+    fn inventory(&self, index: usize, raw: Option<RawInventory>, unit: &SyncUnit) -> Result<InventoryConfig> {
+        let mut inventory = InventoryConfig { namespace: unit.namespace.clone(), ..unit.inventory.clone() };
+        let Some(raw) = raw else { return Ok(inventory) };
+        inventory.kind = raw.kind.unwrap_or(inventory.kind);
+        if let Some(namespace) = raw.namespace {
+            inventory.namespace = self.check(namespace, &format!("sync[{index}].inventory.namespace"), dns_label)?;
+        }
+        if let Some(name) = raw.name {
+            inventory.name = self.check(name, &format!("sync[{index}].inventory.name"), dns_subdomain)?;
+        }
+        Ok(inventory)
+    }
+
+    fn git(&self, index: usize, raw: RawGit) -> Result<GitCredentials> {
+        let key = |field: &str| format!("sync[{index}].git.{field}");
+        Ok(GitCredentials {
+            ssh_key_file: raw.ssh_key_file.map(|p| self.file(p, &key("ssh_key_file"))).transpose()?,
+            known_hosts_file: raw.known_hosts_file.map(|p| self.file(p, &key("known_hosts_file"))).transpose()?,
+            token_file: raw.token_file.map(|p| self.file(p, &key("token_file"))).transpose()?,
+            username: raw.username.map(|u| self.check(u, &key("username"), non_empty)).transpose()?,
+        })
+    }
+
+    /// A URL or scp-like address is kept as written; anything else is a local path, anchored.
+    fn repo(&self, raw: Spanned<String>, key: &str) -> Result<String> {
+        let span = raw.span();
+        let repo = self.check(raw, key, non_empty)?;
+        if is_url_or_scp(&repo) {
+            return Ok(repo);
+        }
+        let path = self.file(Spanned::new(span.clone(), repo), key)?;
+        path.into_os_string()
+            .into_string()
+            .map_err(|_| self.invalid(Some(span), key, "the resolved path is not valid UTF-8"))
+    }
+
+    /// A host file path: relative paths are joined to the config file's directory.
+    fn file(&self, raw: Spanned<String>, key: &str) -> Result<PathBuf> {
+        let path = self.check(raw, key, host_path)?;
+        Ok(self.base_dir.join(path))
+    }
+
+    fn duration(&self, raw: Option<Spanned<HumanDuration>>, key: &str) -> Result<Option<std::time::Duration>> {
+        match raw {
+            Some(value) if value.get_ref().0.is_zero() => {
+                Err(self.invalid(Some(value.span()), key, "must be longer than zero"))
+            }
+            other => Ok(other.map(|value| value.into_inner().0)),
+        }
+    }
+
+    /// Runs `rule` on a string value; its message becomes an [`Error::Invalid`] at the value.
+    fn check(
+        &self,
+        raw: Spanned<String>,
+        key: &str,
+        rule: fn(&str) -> std::result::Result<(), String>,
+    ) -> Result<String> {
+        match rule(raw.get_ref()) {
+            Ok(()) => Ok(raw.into_inner()),
+            Err(message) => Err(self.invalid(Some(raw.span()), key, message)),
+        }
+    }
+
+    fn invalid(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) -> Error {
+        Error::Invalid {
+            origin: self.origin.to_owned(),
+            line: span.map(|span| line_of(self.text, span.start)),
+            key: key.to_owned(),
+            message: message.into(),
+        }
+    }
+}
+
+/// The 1-based line of byte `offset` in `text`.
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
+    let end = offset.min(text.len());
+    text.as_bytes()[..end].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+type Rule = std::result::Result<(), String>;
+
+fn non_empty(value: &str) -> Rule {
+    if value.trim().is_empty() { Err("must not be empty".to_owned()) } else { Ok(()) }
+}
+
+/// Unit names become directory names under `state_dir`, inventory names and label values, so
+/// they follow the strictest of those: an RFC 1123 label.
+fn unit_name(value: &str) -> Rule {
+    dns_label(value).map_err(|m| format!("{m} (a unit name is used in paths and labels)"))
+}
+
+/// An RFC 1123 label, as Kubernetes requires of namespace names: 1–63 characters of `a-z`,
+/// `0-9` and `-`, starting and ending with a letter or digit.
+fn dns_label(value: &str) -> Rule {
+    if value.len() > 63 {
+        return Err(format!("`{value}` is longer than 63 characters"));
+    }
+    label_chars(value)
+}
+
+/// An RFC 1123 subdomain, as Kubernetes requires of most object names: at most 253 characters,
+/// dot-separated labels.
+fn dns_subdomain(value: &str) -> Rule {
+    if value.len() > 253 {
+        return Err(format!("`{value}` is longer than 253 characters"));
+    }
+    value.split('.').try_for_each(label_chars).map_err(|_| {
+        format!("`{value}` is not a valid object name: lowercase letters, digits, `-` and `.`, starting and ending with a letter or digit")
+    })
+}
+
+fn label_chars(value: &str) -> Rule {
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-';
+    let edge = |c: Option<char>| c.is_some_and(|c| c != '-');
+    if value.chars().all(allowed) && edge(value.chars().next()) && edge(value.chars().last()) {
+        Ok(())
+    } else {
+        Err(format!("`{value}` must be lowercase letters, digits and `-`, starting and ending with a letter or digit"))
+    }
+}
+
+/// Only what git never accepts in a ref is refused here; whether the ref exists is known at
+/// fetch time.
+fn git_ref(value: &str) -> Rule {
+    non_empty(value)?;
+    if value.starts_with('-') || value.contains("..") || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!("`{value}` is not a valid git ref"));
+    }
+    Ok(())
+}
+
+/// The server caps field manager names at 128 characters.
+fn field_manager_name(value: &str) -> Rule {
+    non_empty(value)?;
+    if value.chars().count() > 128 || value.chars().any(char::is_control) {
+        return Err("must be at most 128 printable characters".to_owned());
+    }
+    Ok(())
+}
+
+/// A path on this host. `~` is refused rather than silently taken as a directory name.
+fn host_path(value: &str) -> Rule {
+    non_empty(value)?;
+    if value.starts_with('~') {
+        return Err(format!("`{value}`: `~` is not expanded; write the path out in full"));
+    }
+    Ok(())
+}
+
+/// Normalizes a `/`-separated path inside the repository tree: `./a//b/` → `a/b`, `""` → root.
+/// Refuses `..` (it could leave the tree) and a leading `/` (tree paths are relative).
+pub(super) fn tree_path(value: &str) -> std::result::Result<String, String> {
+    if value.starts_with('/') {
+        return Err(format!("`{value}` must be relative to the repository root (no leading `/`)"));
+    }
+    let mut parts = Vec::new();
+    for part in value.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => return Err(format!("`{value}` must not contain `..`")),
+            part => parts.push(part),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{dns_label, dns_subdomain, line_of, tree_path};
+
+    #[test]
+    fn tree_paths_are_normalized() {
+        assert_eq!(tree_path("").unwrap(), "");
+        assert_eq!(tree_path("./deploy//prod/").unwrap(), "deploy/prod");
+        assert!(tree_path("/deploy").is_err());
+        assert!(tree_path("deploy/../secrets").is_err());
+    }
+
+    #[test]
+    fn names_follow_rfc_1123() {
+        assert!(dns_label("shop-2").is_ok());
+        assert!(dns_label("-shop").is_err());
+        assert!(dns_label("Shop").is_err());
+        assert!(dns_label(&"a".repeat(64)).is_err());
+        assert!(dns_subdomain("gitward-shop.v1").is_ok());
+        assert!(dns_subdomain("gitward..shop").is_err());
+    }
+
+    #[test]
+    fn lines_are_counted_from_one() {
+        assert_eq!(line_of("a\nb\nc", 0), 1);
+        assert_eq!(line_of("a\nb\nc", 2), 2);
+        assert_eq!(line_of("a\nb\nc", 99), 3);
+    }
+}

@@ -1,0 +1,199 @@
+//! The daemon's HTTP listener: signed webhooks, health, readiness and metrics.
+//!
+//! | route | answers |
+//! |---|---|
+//! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed ref; 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
+//! | `GET /healthz` | 200 `ok` while the process serves requests |
+//! | `GET /readyz` | 200 `ready` when [`Status::ready`], else 503 naming the units not ready |
+//! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
+//!
+//! Webhooks are refused unless a secret is configured (DESIGN.md, Triggers; decision 10: the
+//! secret and the presented signature are never logged).
+
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::StreamExt;
+use tokio::sync::mpsc::{self, error::TrySendError};
+use tracing::{debug, info, warn};
+
+use super::metrics::{self, Metrics};
+use super::trigger::{Status, Trigger, TriggerKind};
+use super::webhook;
+
+/// The largest webhook body accepted, in bytes: 1 MiB. GitHub caps payloads at 25 MB but a push
+/// event is a few KiB; the limit bounds what an unauthenticated sender can make us buffer and
+/// hash.
+pub const BODY_LIMIT: usize = 1 << 20;
+
+/// One unit as the webhook route sees it: (unit name, its configured ref — a branch, tag,
+/// full ref or commit SHA — and the sender of its trigger channel).
+pub type UnitRoute = (String, String, mpsc::Sender<Trigger>);
+
+/// The shared webhook secret as bytes (the file's contents); `None` when none is configured.
+pub type Secret = Option<Arc<Vec<u8>>>;
+
+/// What the handlers share. Cheap to clone: every field is behind an `Arc`, so a clone given to
+/// [`serve`] sees [`HttpState::set_units`] and [`HttpState::set_secret`] made on another.
+#[derive(Debug, Clone)]
+pub struct HttpState {
+    /// The webhook secret; `None` refuses every webhook with 401 (unsigned webhooks are never
+    /// accepted). Behind a lock so a config reload can change it ([`HttpState::set_secret`]).
+    pub webhook_secret: Arc<RwLock<Secret>>,
+    /// The units webhooks can trigger; replaced as a whole on config reload or leadership
+    /// change ([`HttpState::set_units`]).
+    pub units: Arc<RwLock<Vec<UnitRoute>>>,
+    /// Per-unit status, for `/readyz`.
+    pub status: Status,
+    /// The registry `/metrics` encodes; webhook triggers are counted in it.
+    pub metrics: Arc<Metrics>,
+}
+
+impl HttpState {
+    /// A state with `webhook_secret` (`None` when none is configured) and no units yet (see
+    /// [`HttpState::set_units`]).
+    pub fn new(webhook_secret: Secret, status: Status, metrics: Arc<Metrics>) -> Self {
+        Self { webhook_secret: Arc::new(RwLock::new(webhook_secret)), units: Arc::default(), status, metrics }
+    }
+
+    /// Replaces the units webhooks can trigger (after a reload; empty when leadership is lost).
+    /// A request already past the ref match keeps the senders it took.
+    pub fn set_units(&self, units: Vec<UnitRoute>) {
+        *self.units.write().expect("units lock") = units;
+    }
+
+    /// Replaces the webhook secret (after a reload); `None` refuses webhooks from now on.
+    pub fn set_secret(&self, secret: Secret) {
+        *self.webhook_secret.write().expect("secret lock") = secret;
+    }
+
+    /// The current secret (a cheap `Arc` clone, so no lock is held while hashing).
+    fn secret(&self) -> Secret {
+        self.webhook_secret.read().expect("secret lock").clone()
+    }
+
+    /// Sends a webhook trigger to each unit whose ref matches `pushed` (every unit when `None`)
+    /// and counts it; returns the names of the units triggered. A full channel means a sync is
+    /// already queued: the trigger coalesces into it and the unit is still listed. A closed
+    /// channel (the unit task has stopped, e.g. mid-reload) is skipped.
+    fn trigger(&self, pushed: Option<&str>) -> Vec<String> {
+        let units = self.units.read().expect("units lock");
+        let mut triggered = Vec::new();
+        for (name, reference, sender) in units.iter() {
+            if pushed.is_some_and(|pushed| !webhook::ref_matches(pushed, reference)) {
+                continue;
+            }
+            if let Err(TrySendError::Closed(_)) = sender.try_send(Trigger::now(TriggerKind::Webhook)) {
+                debug!(unit = %name, "unit task gone, webhook trigger dropped");
+                continue;
+            }
+            self.metrics.observe_trigger(name, TriggerKind::Webhook);
+            triggered.push(name.clone());
+        }
+        triggered
+    }
+}
+
+/// The routes of the module doc, over `state`. Exposed so tests can drive it without a socket
+/// (`tower::ServiceExt::oneshot`).
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/hooks/git", post(hook))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics_text))
+        .with_state(state)
+}
+
+/// Serves [`router`] on an already-bound `listener` (HTTP/1.1) until `shutdown` completes, then
+/// stops accepting and waits for in-flight requests to finish (axum's graceful shutdown).
+///
+/// Errors: only what `axum::serve` returns; a failed accept is retried by axum, not returned.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: HttpState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
+}
+
+async fn hook(State(state): State<HttpState>, headers: HeaderMap, body: Body) -> Response {
+    let Some(secret) = state.secret() else {
+        return reject(StatusCode::UNAUTHORIZED, &webhook::Rejection::NoSecret);
+    };
+    let body = match read_limited(&headers, body).await {
+        Ok(body) => body,
+        Err(BodyError::TooLarge) => return reject(StatusCode::PAYLOAD_TOO_LARGE, &"body over 1 MiB"),
+        Err(BodyError::Read) => return reject(StatusCode::BAD_REQUEST, &"body could not be read"),
+    };
+    let provider = match webhook::verify(&secret, &headers, &body) {
+        Ok(provider) => provider,
+        Err(rejection) => return reject(StatusCode::UNAUTHORIZED, &rejection),
+    };
+    let pushed = webhook::pushed_ref(&body);
+    let units = state.trigger(pushed.as_deref());
+    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), ?units, "webhook accepted");
+    (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "units": units }))).into_response()
+}
+
+/// Logs the refusal (the reason only) and answers `status` with the reason as text.
+fn reject(status: StatusCode, reason: &dyn std::fmt::Display) -> Response {
+    warn!(%reason, status = status.as_u16(), "webhook rejected");
+    (status, format!("webhook rejected: {reason}\n")).into_response()
+}
+
+enum BodyError {
+    TooLarge,
+    Read,
+}
+
+/// The whole body, refusing more than [`BODY_LIMIT`] bytes: at once when `Content-Length`
+/// says so, else as soon as the streamed chunks pass the limit.
+async fn read_limited(headers: &HeaderMap, body: Body) -> Result<Bytes, BodyError> {
+    let declared = headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > BODY_LIMIT as u64) {
+        return Err(BodyError::TooLarge);
+    }
+    let mut stream = body.into_data_stream();
+    let mut buf = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.map_err(|_| BodyError::Read)?;
+        if buf.len() + chunk.len() > BODY_LIMIT {
+            return Err(BodyError::TooLarge);
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Ok(buf.into())
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<HttpState>) -> Response {
+    if state.status.ready() {
+        return (StatusCode::OK, "ready").into_response();
+    }
+    let snapshot = state.status.snapshot();
+    let waiting: Vec<&str> = snapshot
+        .iter()
+        .filter(|(_, u)| !(u.cache_synced && u.last_sync_ok == Some(true)))
+        .map(|(name, _)| name.as_str())
+        .collect();
+    let message = if snapshot.is_empty() {
+        "not ready: no sync units".to_owned()
+    } else {
+        format!("not ready: {}", waiting.join(", "))
+    };
+    (StatusCode::SERVICE_UNAVAILABLE, message).into_response()
+}
+
+async fn metrics_text(State(state): State<HttpState>) -> Response {
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], state.metrics.encode()).into_response()
+}

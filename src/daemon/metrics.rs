@@ -1,0 +1,370 @@
+//! Prometheus metrics of the daemon, served on `GET /metrics` in the OpenMetrics text format.
+//!
+//! [`Metrics`] owns one registry and every metric family; the unit tasks and the HTTP server
+//! update it through `&self` (each family is internally synchronised). Every name starts with
+//! `gitward_`; label values are the lowercase names used in logs ([`Action::as_str`],
+//! [`TriggerKind::as_str`], [`error_kind`]), so a log line and a series read alike.
+//!
+//! | series | type | labels |
+//! |---|---|---|
+//! | `gitward_sync_duration_seconds` | histogram, 5 ms … 328 s | `unit` |
+//! | `gitward_objects_total` | counter | `unit`, `action` |
+//! | `gitward_api_requests_total` | counter | `unit`, `verb` (`patch`, `delete`), `result` (`ok`, `error`) |
+//! | `gitward_sync_errors_total` | counter | `unit`, `kind` |
+//! | `gitward_last_applied_revision` | gauge, always 1 | `unit`, `revision` |
+//! | `gitward_tracked_objects` | gauge | `unit` |
+//! | `gitward_triggers_total` | counter | `unit`, `kind` |
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::{Registry, Unit};
+
+use crate::changeset::Action;
+use crate::daemon::trigger::TriggerKind;
+use crate::sync::{Error, Report};
+
+/// The `Content-Type` of [`Metrics::encode`]'s output: prometheus-client's text encoder writes
+/// the OpenMetrics 1.0 text format (ending in `# EOF`), which Prometheus scrapes natively.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Bucket upper bounds of the sync duration histogram, in seconds: 5 ms doubling 17 times, up
+/// to 327.68 s (about 5.5 min), so a one-object sync and a ten-thousand-object sync both land
+/// in a bucket of their own.
+fn duration_buckets() -> impl Iterator<Item = f64> {
+    exponential_buckets(0.005, 2.0, 17)
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(duration_buckets())
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UnitLabels {
+    unit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ObjectLabels {
+    unit: String,
+    action: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    unit: String,
+    verb: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabels {
+    unit: String,
+    kind: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RevisionLabels {
+    unit: String,
+    revision: String,
+}
+
+/// The daemon's metrics: a registry and handles to its families. Shared as `Arc<Metrics>`.
+pub struct Metrics {
+    /// Holds every family below, for [`Metrics::encode`]; never changed after [`Metrics::new`].
+    registry: Registry,
+    sync_duration: Family<UnitLabels, Histogram, fn() -> Histogram>,
+    objects: Family<ObjectLabels, Counter>,
+    api_requests: Family<RequestLabels, Counter>,
+    errors: Family<KindLabels, Counter>,
+    last_revision: Family<RevisionLabels, Gauge>,
+    tracked: Family<UnitLabels, Gauge>,
+    triggers: Family<KindLabels, Counter>,
+    /// The revision each unit's `gitward_last_applied_revision` series names, so the previous
+    /// series is removed when the revision moves. Held across the swap so two updates of one
+    /// unit cannot leave two series.
+    revisions: Mutex<HashMap<String, String>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Metrics {
+    /// A registry with prefix `gitward` and every family registered, all empty: a series
+    /// appears once its unit first reports it.
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("gitward");
+        let sync_duration = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
+        let objects = Family::default();
+        let api_requests = Family::default();
+        let errors = Family::default();
+        let last_revision = Family::default();
+        let tracked = Family::default();
+        let triggers = Family::default();
+        registry.register_with_unit(
+            "sync_duration",
+            "Wall time of a completed sync, from fetch to prune",
+            Unit::Seconds,
+            sync_duration.clone(),
+        );
+        registry.register("objects", "Objects handled by syncs, by what the sync did to them", objects.clone());
+        registry.register(
+            "api_requests",
+            "Object requests sent to the API server: patch (server-side apply) and delete (prune)",
+            api_requests.clone(),
+        );
+        registry.register("sync_errors", "Syncs that failed as a whole, by error kind", errors.clone());
+        registry.register(
+            "last_applied_revision",
+            "The git revision a unit last applied (always 1; the revision is the label)",
+            last_revision.clone(),
+        );
+        registry.register("tracked_objects", "Members of a unit's ApplySet inventory", tracked.clone());
+        registry.register("triggers", "Sync requests received, by what asked", triggers.clone());
+        Self {
+            registry,
+            sync_duration,
+            objects,
+            api_requests,
+            errors,
+            last_revision,
+            tracked,
+            triggers,
+            revisions: Mutex::default(),
+        }
+    }
+
+    /// Records a completed sync: its duration, one count per object entry by action, the API
+    /// requests they stand for, the revision (replacing the unit's previous revision series)
+    /// and `tracked`, the number of inventory members after the sync.
+    ///
+    /// Requests are derived from the entries' actions, since the change set does not record
+    /// verbs: `created`, `configured`, `unchanged`, `drift-corrected` → `patch`/`ok`; `pruned`
+    /// → `delete`/`ok`; `failed` → `patch`/`error`; `skipped` → none. This is approximate for
+    /// failures: a failed prune delete, an object refused before any request (another
+    /// ApplySet's member) and a CRD that was applied but not Established in time all count as
+    /// a failed patch. A report with failed objects still sets the revision: the rest of it
+    /// was applied.
+    pub fn observe_sync(&self, report: &Report, tracked: usize) {
+        let unit = &report.unit;
+        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.duration.as_secs_f64());
+        for entry in &report.changes.entries {
+            let action = entry.action.as_str();
+            self.objects.get_or_create(&ObjectLabels { unit: unit.clone(), action }).inc();
+            if let Some((verb, result)) = request_of(entry.action) {
+                self.api_requests.get_or_create(&RequestLabels { unit: unit.clone(), verb, result }).inc();
+            }
+        }
+        self.set_revision(unit, &report.revision.0);
+        let tracked = i64::try_from(tracked).unwrap_or(i64::MAX);
+        self.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
+    }
+
+    /// Counts a sync of `unit` that failed as a whole, under `kind` = [`error_kind`]`(err)`.
+    pub fn observe_error(&self, unit: &str, err: &Error) {
+        self.errors.get_or_create(&KindLabels { unit: unit.to_owned(), kind: error_kind(err) }).inc();
+    }
+
+    /// Counts one sync request of `kind` for `unit` (also one that coalesced into a sync
+    /// already queued).
+    pub fn observe_trigger(&self, unit: &str, kind: TriggerKind) {
+        self.triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
+    }
+
+    /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
+    /// they stop being exported after a reload. Counters and the histogram are kept: they are
+    /// cumulative, and Prometheus handles a series that stops.
+    pub fn forget_unit(&self, unit: &str) {
+        let mut revisions = self.revisions.lock().expect("revisions lock");
+        if let Some(revision) = revisions.remove(unit) {
+            self.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision });
+        }
+        self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
+    }
+
+    /// Every series, in the OpenMetrics text format (see [`CONTENT_TYPE`]), ending in `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry).expect("writing to a String cannot fail");
+        out
+    }
+
+    fn set_revision(&self, unit: &str, revision: &str) {
+        let mut revisions = self.revisions.lock().expect("revisions lock");
+        let previous = revisions.insert(unit.to_owned(), revision.to_owned());
+        if let Some(previous) = previous.filter(|p| p != revision) {
+            self.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision: previous });
+        }
+        self.last_revision
+            .get_or_create(&RevisionLabels { unit: unit.to_owned(), revision: revision.to_owned() })
+            .set(1);
+    }
+}
+
+/// The (verb, result) an entry with `action` stands for, if it sent a request (see
+/// [`Metrics::observe_sync`]).
+fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
+    match action {
+        Action::Created | Action::Configured | Action::Unchanged | Action::DriftCorrected => Some(("patch", "ok")),
+        Action::Pruned => Some(("delete", "ok")),
+        Action::Failed => Some(("patch", "error")),
+        Action::Skipped => None,
+    }
+}
+
+/// The short name of a sync error's variant, the `kind` label of `gitward_sync_errors_total`:
+/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `unsupported`, `task`.
+pub fn error_kind(err: &Error) -> &'static str {
+    match err {
+        Error::Source(_) => "source",
+        Error::Manifest(_) => "manifest",
+        Error::Duplicate { .. } => "duplicate",
+        Error::UnknownKind { .. } => "unknown-kind",
+        Error::Cluster(_) => "cluster",
+        Error::Unsupported { .. } => "unsupported",
+        Error::Task(_) => "task",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::changeset::ChangeSet;
+    use crate::object::{GroupKind, ObjectRef};
+    use crate::source::Revision;
+
+    fn report(unit: &str, revision: &str, actions: &[Action], duration: Duration) -> Report {
+        let mut changes = ChangeSet::default();
+        for (i, action) in actions.iter().enumerate() {
+            let object =
+                ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns".into()), format!("c{i}"));
+            changes.push(object, *action, None);
+        }
+        let unit = unit.into();
+        let revision = Revision(revision.into());
+        Report { unit, revision, changes, skipped_files: Vec::new(), duration, applied_at: std::time::Instant::now() }
+    }
+
+    fn lines(m: &Metrics) -> Vec<String> {
+        m.encode().lines().map(str::to_owned).collect()
+    }
+
+    fn has(m: &Metrics, line: &str) -> bool {
+        lines(m).iter().any(|l| l == line)
+    }
+
+    #[test]
+    fn series_appear_only_once_reported() {
+        let m = Metrics::new();
+        assert_eq!(m.encode(), "# EOF\n");
+        m.observe_trigger("shop", TriggerKind::Startup);
+        let text = m.encode();
+        assert!(text.contains("# TYPE gitward_triggers counter\n"), "{text}");
+        assert!(!text.contains("gitward_sync_duration_seconds"), "{text}");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn sync_counts_objects_by_action_and_requests_by_verb() {
+        let m = Metrics::new();
+        let actions =
+            [Action::Created, Action::Unchanged, Action::Unchanged, Action::Pruned, Action::Failed, Action::Skipped];
+        m.observe_sync(&report("shop", "aaa", &actions, Duration::from_millis(20)), 7);
+        for line in [
+            r#"gitward_objects_total{unit="shop",action="created"} 1"#,
+            r#"gitward_objects_total{unit="shop",action="unchanged"} 2"#,
+            r#"gitward_objects_total{unit="shop",action="pruned"} 1"#,
+            r#"gitward_objects_total{unit="shop",action="failed"} 1"#,
+            r#"gitward_objects_total{unit="shop",action="skipped"} 1"#,
+            r#"gitward_api_requests_total{unit="shop",verb="patch",result="ok"} 3"#,
+            r#"gitward_api_requests_total{unit="shop",verb="delete",result="ok"} 1"#,
+            r#"gitward_api_requests_total{unit="shop",verb="patch",result="error"} 1"#,
+            r#"gitward_tracked_objects{unit="shop"} 7"#,
+            r#"gitward_last_applied_revision{unit="shop",revision="aaa"} 1"#,
+        ] {
+            assert!(has(&m, line), "missing {line}\n{}", m.encode());
+        }
+    }
+
+    #[test]
+    fn sync_duration_lands_in_second_buckets() {
+        let m = Metrics::new();
+        m.observe_sync(&report("shop", "aaa", &[], Duration::from_millis(30)), 0);
+        assert!(has(&m, r#"gitward_sync_duration_seconds_bucket{le="0.02",unit="shop"} 0"#), "{}", m.encode());
+        assert!(has(&m, r#"gitward_sync_duration_seconds_bucket{le="0.04",unit="shop"} 1"#), "{}", m.encode());
+        assert!(has(&m, r#"gitward_sync_duration_seconds_count{unit="shop"} 1"#), "{}", m.encode());
+        let last = duration_buckets().last().unwrap();
+        assert!((300.0..=330.0).contains(&last), "{last}");
+    }
+
+    #[test]
+    fn new_revision_replaces_the_previous_series() {
+        let m = Metrics::new();
+        m.observe_sync(&report("shop", "aaa", &[], Duration::ZERO), 0);
+        m.observe_sync(&report("shop", "aaa", &[], Duration::ZERO), 0);
+        m.observe_sync(&report("shop", "bbb", &[], Duration::ZERO), 0);
+        m.observe_sync(&report("blog", "ccc", &[], Duration::ZERO), 0);
+        let mut series: Vec<String> =
+            lines(&m).into_iter().filter(|l| l.starts_with("gitward_last_applied_revision{")).collect();
+        series.sort();
+        let expected = [
+            r#"gitward_last_applied_revision{unit="blog",revision="ccc"} 1"#,
+            r#"gitward_last_applied_revision{unit="shop",revision="bbb"} 1"#,
+        ];
+        assert_eq!(series, expected);
+    }
+
+    #[test]
+    fn forgotten_unit_loses_its_gauges() {
+        let m = Metrics::new();
+        m.observe_sync(&report("shop", "aaa", &[Action::Created], Duration::ZERO), 3);
+        m.forget_unit("shop");
+        let text = m.encode();
+        assert!(!text.contains("gitward_last_applied_revision{"), "{text}");
+        assert!(!text.contains("gitward_tracked_objects{"), "{text}");
+        assert!(text.contains(r#"gitward_objects_total{unit="shop",action="created"} 1"#), "{text}");
+    }
+
+    #[test]
+    fn errors_are_counted_by_variant_name() {
+        let m = Metrics::new();
+        let duplicate =
+            Error::Duplicate { object: "ConfigMap/ns/a".into(), first: "a.yaml#0".into(), second: "b.yaml#0".into() };
+        m.observe_error("shop", &duplicate);
+        m.observe_error("shop", &duplicate);
+        m.observe_error("shop", &Error::Task("cancelled".into()));
+        assert!(has(&m, r#"gitward_sync_errors_total{unit="shop",kind="duplicate"} 2"#), "{}", m.encode());
+        assert!(has(&m, r#"gitward_sync_errors_total{unit="shop",kind="task"} 1"#), "{}", m.encode());
+        let unknown = Error::UnknownKind { origin: "a.yaml#0".into(), api_version: "x/v1".into(), kind: "X".into() };
+        assert_eq!(error_kind(&unknown), "unknown-kind");
+        assert_eq!(error_kind(&Error::Unsupported { unit: "u".into(), message: "m".into() }), "unsupported");
+    }
+
+    #[test]
+    fn triggers_are_counted_by_kind() {
+        let m = Metrics::new();
+        m.observe_trigger("shop", TriggerKind::Webhook);
+        m.observe_trigger("shop", TriggerKind::Webhook);
+        m.observe_trigger("shop", TriggerKind::Poll);
+        assert!(has(&m, r#"gitward_triggers_total{unit="shop",kind="webhook"} 2"#), "{}", m.encode());
+        assert!(has(&m, r#"gitward_triggers_total{unit="shop",kind="poll"} 1"#), "{}", m.encode());
+    }
+}

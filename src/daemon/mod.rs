@@ -1,0 +1,17 @@
+//! The daemon: `gitward run`.
+//!
+//! - [`trigger`] — why a unit syncs, and the per-unit status the HTTP server reads.
+//! - [`http`] — `/hooks/git` (signed webhooks), `/healthz`, `/readyz`, `/metrics`.
+//! - [`webhook`] — signature checks (GitHub, Gitea, GitLab) and ref matching.
+//! - [`metrics`] — Prometheus metrics.
+//! - [`leader`] — leader election over a `coordination.k8s.io/v1` Lease.
+
+pub mod backoff;
+pub mod http;
+pub mod leader;
+pub mod metrics;
+pub mod repo_watch;
+pub mod run;
+pub mod trigger;
+pub mod unit;
+pub mod webhook;

@@ -1,0 +1,325 @@
+//! `gitward run`: the long-lived daemon. Wiring only — the engine, the unit tasks, the HTTP
+//! server and leader election each live in their own module.
+//!
+//! [`run`] takes an already-bound listener (or binds `[daemon] listen`) and a shutdown future,
+//! so tests bind port 0 and stop the daemon on demand (mini-redis `server::run`). SIGHUP
+//! reloads the config (a bad config is logged and the old one kept) and syncs every unit.
+//! With leader election, unit tasks run only while this replica holds the Lease and are
+//! aborted the moment it is lost. With systemd (`Type=notify`), `READY=1` follows the first
+//! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::TcpListener;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::{mpsc, watch};
+use tracing::{error, info, warn};
+
+use super::http::{self, HttpState};
+use super::leader::{self, LeaderConfig};
+use super::metrics::Metrics;
+use super::repo_watch::{self, RepoWatch};
+use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use super::unit::{UnitTask, UnitTiming};
+use crate::config::{Config, SyncUnit};
+use crate::sync::Engine;
+use crate::telemetry::error_chain;
+
+/// How long shutdown waits for in-flight syncs before abandoning them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
+
+/// Errors that stop the daemon from starting. Not worth retrying without a fix.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The config file is invalid.
+    #[error(transparent)]
+    Config(#[from] crate::config::Error),
+    /// The cluster cannot be reached (kubeconfig).
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::Error),
+    /// The HTTP listener, the webhook secret or a signal handler could not be set up.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being set up.
+        what: String,
+        /// The I/O error.
+        source: std::io::Error,
+    },
+}
+
+/// `Result` alias of this module.
+pub type Result<T> = std::result::Result<T, Error>;
+
+fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Io { what, source }
+}
+
+struct RunningUnit {
+    config: SyncUnit,
+    triggers: mpsc::Sender<Trigger>,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<()>,
+    _watch: Option<RepoWatch>,
+}
+
+/// The set of running unit tasks.
+struct Units {
+    client: kube::Client,
+    status: Status,
+    metrics: Arc<Metrics>,
+    running: BTreeMap<String, RunningUnit>,
+}
+
+impl Units {
+    /// Starts every unit of `config` that is not running with the same settings; stops the
+    /// rest. Units whose engine cannot start are logged and marked failed.
+    async fn reconcile(&mut self, config: &Config) {
+        let wanted: BTreeMap<&str, &SyncUnit> = config.units.iter().map(|u| (u.name.as_str(), u)).collect();
+        let stale: Vec<String> = self
+            .running
+            .iter()
+            .filter(|(name, r)| wanted.get(name.as_str()).is_none_or(|u| **u != r.config))
+            .map(|(name, _)| name.clone())
+            .collect();
+        for name in stale {
+            if let Some(r) = self.running.remove(&name) {
+                stop(vec![r], SHUTDOWN_GRACE).await;
+            }
+        }
+        self.status.retain(&config.units.iter().map(|u| u.name.clone()).collect::<Vec<_>>());
+        for unit in &config.units {
+            if self.running.contains_key(&unit.name) {
+                continue;
+            }
+            match self.start(config, unit).await {
+                Ok(r) => {
+                    self.running.insert(unit.name.clone(), r);
+                }
+                Err(e) => {
+                    error!(unit = %unit.name, error = %error_chain(&e), "unit not started");
+                    self.metrics.observe_error(&unit.name, &e);
+                    self.status.set(&unit.name, UnitStatus { last_sync_ok: Some(false), ..Default::default() });
+                }
+            }
+        }
+    }
+
+    async fn start(&self, config: &Config, unit: &SyncUnit) -> crate::sync::Result<RunningUnit> {
+        let engine = Engine::new(self.client.clone(), &config.cluster, &config.daemon.state_dir, unit).await?;
+        let (triggers, rx) = mpsc::channel(1);
+        let (stop, stop_rx) = watch::channel(false);
+        let watch = unit.local_repo().and_then(|path| match repo_watch::watch(&path, triggers.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                warn!(unit = %unit.name, repo = %path.display(), error = %e, "cannot watch the repository; polling only");
+                None
+            }
+        });
+        let task = UnitTask {
+            engine,
+            triggers: rx,
+            status: self.status.clone(),
+            metrics: self.metrics.clone(),
+            timing: UnitTiming {
+                interval: config.daemon.interval,
+                resync_interval: config.daemon.resync_interval,
+                self_heal: config.daemon.self_heal,
+            },
+        };
+        let handle = tokio::spawn(task.run(stop_rx));
+        Ok(RunningUnit { config: unit.clone(), triggers, stop, task: handle, _watch: watch })
+    }
+
+    fn senders(&self) -> Vec<(String, String, mpsc::Sender<Trigger>)> {
+        self.running.values().map(|r| (r.config.name.clone(), r.config.reference.clone(), r.triggers.clone())).collect()
+    }
+
+    /// Stops every unit now, without waiting: leadership was lost.
+    fn abort_all(&mut self) {
+        for (_, r) in std::mem::take(&mut self.running) {
+            r.task.abort();
+        }
+    }
+}
+
+/// Asks units to stop after their in-flight sync, waits up to `grace`, then aborts.
+async fn stop(units: Vec<RunningUnit>, grace: Duration) {
+    for r in &units {
+        let _ = r.stop.send(true);
+    }
+    for r in units {
+        let abort = r.task.abort_handle();
+        if tokio::time::timeout(grace, r.task).await.is_err() {
+            abort.abort();
+        }
+    }
+}
+
+fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
+    match &config.daemon.webhook_secret_file {
+        None => Ok(None),
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(io(format!("webhook secret {}", path.display())))?;
+            Ok(Some(Arc::new(text.trim().as_bytes().to_vec())))
+        }
+    }
+}
+
+/// This replica's identity for leader election: `$POD_NAME`, else `<hostname>-<pid>`.
+fn identity() -> String {
+    std::env::var("POD_NAME").unwrap_or_else(|_| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    })
+}
+
+fn summary(status: &Status) -> String {
+    status
+        .snapshot()
+        .iter()
+        .map(|(name, s)| {
+            let state = match s.last_sync_ok {
+                Some(true) => "synced",
+                Some(false) => "failed",
+                None => "pending",
+            };
+            let rev = s.last_revision.as_deref().map(|r| &r[..r.len().min(12)]).unwrap_or("-");
+            format!("{name}: {state} {rev} ({} objects)", s.tracked_objects)
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Runs the daemon with the config at `config_path` until `shutdown` completes.
+///
+/// `listener`: an already-bound HTTP listener, else `[daemon] listen` is bound, else none.
+///
+/// Errors: [`Error`] when the config, the cluster client, the listener or the webhook secret
+/// cannot be set up at start. Once running, failures are logged and retried, never returned.
+pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: impl Future<Output = ()>) -> Result<()> {
+    let config_path: PathBuf = config_path.to_path_buf();
+    let mut config = Config::load(&config_path)?;
+    let client = crate::cluster::connect(&config.cluster).await?;
+    let status = Status::default();
+    let metrics = Arc::new(Metrics::new());
+    let http_state = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
+    let listener = match (listener, config.daemon.listen) {
+        (Some(l), _) => Some(l),
+        (None, Some(addr)) => Some(TcpListener::bind(addr).await.map_err(io(format!("listen on {addr}")))?),
+        (None, None) => None,
+    };
+    let (http_stop, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let http_task = listener.map(|l| {
+        let addr = l.local_addr().ok();
+        info!(listen = ?addr, "http listening");
+        tokio::spawn(http::serve(l, http_state.clone(), async move {
+            let _ = http_stop_rx.await;
+        }))
+    });
+
+    let lease = config.daemon.leader_election.clone().map(|le| LeaderConfig {
+        namespace: le.namespace,
+        name: le.name,
+        identity: identity(),
+        lease_duration: le.lease_duration,
+        renew_every: le.renew_every,
+    });
+    let (mut leadership, leader_task) = match &lease {
+        Some(cfg) => {
+            let (l, t) = leader::spawn(client.clone(), cfg.clone());
+            (Some(l), Some(t))
+        }
+        None => (None, None),
+    };
+
+    let mut units = Units { client: client.clone(), status: status.clone(), metrics, running: BTreeMap::new() };
+    let mut leading = leadership.is_none();
+    if leading {
+        units.reconcile(&config).await;
+        http_state.set_units(units.senders());
+    }
+    let mut hangup = signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?;
+    let watchdog = sd_notify::watchdog_enabled();
+    let mut tick =
+        tokio::time::interval(watchdog.map_or(Duration::from_secs(1), |w| (w / 2).min(Duration::from_secs(1))));
+    let mut ready_sent = false;
+    let mut last_status = String::new();
+    tokio::pin!(shutdown);
+    info!(units = config.units.len(), leader_election = lease.is_some(), "gitward running");
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            _ = hangup.recv() => {
+                match Config::load(&config_path) {
+                    Ok(new) => {
+                        info!(config = %config_path.display(), "config reloaded");
+                        config = new;
+                        if let Ok(secret) = read_secret(&config) {
+                            http_state.set_secret(secret);
+                        }
+                        if leading {
+                            units.reconcile(&config).await;
+                            http_state.set_units(units.senders());
+                            for r in units.running.values() {
+                                let _ = r.triggers.try_send(Trigger::now(TriggerKind::Reload));
+                            }
+                        }
+                    }
+                    Err(e) => error!(config = %config_path.display(), error = %error_chain(&e), "config reload failed; keeping the previous config"),
+                }
+            }
+            changed = async { leadership.as_mut().expect("guarded").changed().await }, if leadership.is_some() => {
+                if changed.is_err() {
+                    leadership = None;
+                    if !leading { continue; }
+                }
+                let now = leadership.as_ref().is_none_or(|l| l.is_leader());
+                if now && !leading {
+                    info!("leading: starting units");
+                    units.reconcile(&config).await;
+                    http_state.set_units(units.senders());
+                } else if !now && leading {
+                    warn!("leadership lost: stopping units at once");
+                    units.abort_all();
+                    http_state.set_units(Vec::new());
+                }
+                leading = now;
+            }
+            _ = tick.tick() => {
+                let snapshot = status.snapshot();
+                if !ready_sent && leading && !snapshot.is_empty() && snapshot.len() == config.units.len()
+                    && snapshot.values().all(|s| s.last_sync_ok.is_some())
+                {
+                    ready_sent = true;
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
+                    info!("ready: every unit has synced once");
+                }
+                let text = summary(&status);
+                if text != last_status {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&text)]);
+                    last_status = text;
+                }
+                if watchdog.is_some() {
+                    let _ = sd_notify::notify(&[sd_notify::NotifyState::Watchdog]);
+                }
+            }
+        }
+    }
+    info!("shutting down");
+    let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    stop(std::mem::take(&mut units.running).into_values().collect(), SHUTDOWN_GRACE).await;
+    if let (Some(cfg), Some(task)) = (&lease, leader_task) {
+        task.abort();
+        leader::release(client.clone(), cfg.clone()).await;
+    }
+    let _ = http_stop.send(());
+    if let Some(task) = http_task {
+        let _ = tokio::time::timeout(Duration::from_secs(2), task).await;
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! Why a unit syncs: the [`Trigger`] sent to a unit's task, and the per-unit [`Status`] that
+//! `/readyz`, `/metrics` and sd_notify read.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+/// What started a sync (DESIGN.md, Triggers). Also a metrics label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TriggerKind {
+    /// The first sync after start or leadership.
+    Startup,
+    /// The poll interval elapsed (fetch; sync only when the revision moved).
+    Poll,
+    /// A ref of a local repository changed on disk (a `git push` into it).
+    Push,
+    /// `POST /hooks/git` with a valid signature.
+    Webhook,
+    /// Someone else changed a member (self-heal).
+    Drift,
+    /// The periodic full resync.
+    Resync,
+    /// SIGHUP: config reloaded.
+    Reload,
+    /// A retry after a failed sync (exponential backoff).
+    Retry,
+}
+
+impl TriggerKind {
+    /// Lowercase name for logs and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TriggerKind::Startup => "startup",
+            TriggerKind::Poll => "poll",
+            TriggerKind::Push => "push",
+            TriggerKind::Webhook => "webhook",
+            TriggerKind::Drift => "drift",
+            TriggerKind::Resync => "resync",
+            TriggerKind::Reload => "reload",
+            TriggerKind::Retry => "retry",
+        }
+    }
+
+    /// True for triggers that mean "git may have moved": the sync fetches and applies even
+    /// when the revision is unchanged only for non-poll kinds.
+    pub fn is_poll(self) -> bool {
+        self == TriggerKind::Poll
+    }
+}
+
+impl fmt::Display for TriggerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A request to sync one unit.
+#[derive(Debug, Clone)]
+pub struct Trigger {
+    /// What asked.
+    pub kind: TriggerKind,
+    /// When, for the `trigger_to_applied_ms` log field.
+    pub at: Instant,
+}
+
+impl Trigger {
+    /// A trigger of `kind`, now.
+    pub fn now(kind: TriggerKind) -> Self {
+        Self { kind, at: Instant::now() }
+    }
+}
+
+/// What is known of one unit, for `/readyz`, `/metrics` and sd_notify.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UnitStatus {
+    /// The unit has completed at least one sync attempt and its caches are synced.
+    pub cache_synced: bool,
+    /// Outcome of the last sync: `Some(true)` succeeded, `Some(false)` failed, `None` none yet.
+    pub last_sync_ok: Option<bool>,
+    /// The revision last applied.
+    pub last_revision: Option<String>,
+    /// Members in the unit's inventory.
+    pub tracked_objects: usize,
+}
+
+/// Status of every unit, shared between unit tasks and the HTTP server.
+#[derive(Debug, Clone, Default)]
+pub struct Status(Arc<RwLock<BTreeMap<String, UnitStatus>>>);
+
+impl Status {
+    /// Replaces the status of `unit`.
+    pub fn set(&self, unit: &str, status: UnitStatus) {
+        self.0.write().expect("status lock").insert(unit.to_string(), status);
+    }
+
+    /// Forgets units not in `names` (after a reload).
+    pub fn retain(&self, names: &[String]) {
+        self.0.write().expect("status lock").retain(|k, _| names.contains(k));
+    }
+
+    /// A copy of all units' status.
+    pub fn snapshot(&self) -> BTreeMap<String, UnitStatus> {
+        self.0.read().expect("status lock").clone()
+    }
+
+    /// Ready: at least one unit, and every unit's cache synced and its last sync not failed.
+    pub fn ready(&self) -> bool {
+        let s = self.0.read().expect("status lock");
+        !s.is_empty() && s.values().all(|u| u.cache_synced && u.last_sync_ok == Some(true))
+    }
+}

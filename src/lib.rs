@@ -1,0 +1,42 @@
+//! gitward keeps a Kubernetes cluster equal to a git repository of manifests.
+//!
+//! One sync of a sync unit flows through these modules, in order (see ARCHITECTURE.md):
+//!
+//! - [`config`] — the TOML config file: raw (what the file says) resolved into [`config::Config`].
+//! - [`source`] — the git side: a bare mirror per unit, fetched with git2; a ref resolved to a
+//!   revision; the files under the unit's path listed and read from the object database.
+//! - [`manifest`] — YAML/JSON documents parsed as kubectl reads them into desired objects; the
+//!   desired hash; a parse cache keyed by blob id.
+//! - [`object`] — object identity: [`object::ObjectRef`] and [`object::GroupKind`].
+//! - [`cluster`] — the cluster side: discovery (kind → resource and scope), the metadata-only
+//!   cache of inventory members, and the ApplySet inventory (KEP-3659).
+//! - [`plan`] — a pure function of desired objects and live metadata: create / configure /
+//!   unchanged / prune, in apply stages.
+//! - [`apply`] — executes a plan with server-side apply, stage by stage, one request per
+//!   desired object; returns a change set.
+//! - [`prune`] — deletes inventory members that git no longer holds, in reverse stage order.
+//! - [`changeset`] — the result of a sync: one entry per object with its action.
+//! - [`sync`] — the engine that runs one sync of one unit through all of the above.
+//! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
+//!   SIGHUP), HTTP (webhook, health, metrics), leader election, sd_notify.
+//! - [`telemetry`] — logging set-up and the `sync complete` summary event.
+//! - [`validate`] — `gitward validate`: parse and check without a cluster.
+#![deny(missing_docs)]
+
+pub mod apply;
+pub mod changeset;
+pub mod cluster;
+pub mod config;
+pub mod daemon;
+pub mod manifest;
+pub mod object;
+pub mod plan;
+pub mod prune;
+pub mod source;
+pub mod sync;
+pub mod telemetry;
+pub mod validate;
+
+/// The tool name and version written to the ApplySet parent's `applyset.kubernetes.io/tooling`
+/// annotation (`gitward/0.1.0`), as KEP-3659 specifies (`<name>/<semver>`).
+pub const TOOLING: &str = concat!("gitward/", env!("CARGO_PKG_VERSION"));

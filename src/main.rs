@@ -1,0 +1,167 @@
+//! The `gitward` command: a thin CLI over the library.
+//!
+//! Exit codes: `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or
+//! source error (the revision was not applied); `diff` 0 no changes, 1 changes, 2 error (as
+//! `kubectl diff`); `validate` 0 valid, 2 invalid.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use gitward::config::Config;
+use gitward::sync::Engine;
+use gitward::telemetry::{self, LogFormat};
+
+/// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
+#[derive(Parser)]
+#[command(version, about)]
+struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "GITWARD_LOG_FORMAT")]
+    log_format: LogFormat,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the daemon: sync each unit on every push, webhook, poll, drift and resync.
+    Run(RunArgs),
+    /// Sync each unit once: fetch, apply every object with server-side apply, prune.
+    Sync(UnitArgs),
+    /// Show what a sync would change (server-side dry run), without changing anything.
+    Diff(UnitArgs),
+    /// Parse and check the manifests of each unit without a cluster.
+    Validate(UnitArgs),
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// The config file (SIGHUP reloads it).
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    config: PathBuf,
+}
+
+#[derive(clap::Args)]
+struct UnitArgs {
+    /// The config file.
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    config: PathBuf,
+    /// Only this sync unit (by name); default all.
+    #[arg(long = "sync")]
+    unit: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    telemetry::init(cli.log_format);
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
+    match runtime.block_on(run(cli.command)) {
+        Ok(code) => code,
+        Err(e) => {
+            tracing::error!(error = format!("{e:#}"), "gitward failed");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(command: Command) -> anyhow::Result<ExitCode> {
+    match command {
+        Command::Run(args) => daemon(args).await,
+        Command::Sync(args) => sync(args).await,
+        Command::Diff(args) => diff(args).await,
+        Command::Validate(args) => validate(args).await,
+    }
+}
+
+/// Runs the daemon until SIGTERM or SIGINT; exits 0 after a graceful stop.
+async fn daemon(args: RunArgs) -> anyhow::Result<ExitCode> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).context("SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("SIGINT handler")?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    };
+    gitward::daemon::run::run(&args.config, None, shutdown).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn load(args: &UnitArgs) -> anyhow::Result<Config> {
+    let mut config = Config::load(&args.config)?;
+    if let Some(name) = &args.unit {
+        config.units.retain(|u| &u.name == name);
+        anyhow::ensure!(!config.units.is_empty(), "{}: no sync unit named {name}", args.config.display());
+    }
+    Ok(config)
+}
+
+async fn sync(args: UnitArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&args)?;
+    let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
+    let mut code = ExitCode::SUCCESS;
+    for unit in &config.units {
+        let engine = Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit).await;
+        let result = match engine {
+            Ok(mut engine) => engine.sync().await,
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(report) => {
+                telemetry::log_report(&report);
+                if report.changes.has_failures() && code == ExitCode::SUCCESS {
+                    code = ExitCode::from(1);
+                }
+            }
+            Err(e) => {
+                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "sync failed");
+                code = ExitCode::from(2);
+            }
+        }
+    }
+    Ok(code)
+}
+
+async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&args)?;
+    let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
+    let mut changes = false;
+    for unit in &config.units {
+        let mut engine = Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit).await?;
+        let report = engine.diff().await.with_context(|| format!("diff of unit {}", unit.name))?;
+        for d in &report.changed {
+            print!("{}", d.diff);
+        }
+        for p in &report.prunes {
+            println!("prune {p}");
+        }
+        for (object, message) in &report.failed {
+            tracing::warn!(unit = %unit.name, object = %object, reason = %message, "dry run rejected");
+        }
+        changes |= report.has_changes();
+        if !report.failed.is_empty() {
+            return Ok(ExitCode::from(2));
+        }
+    }
+    Ok(if changes { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+async fn validate(args: UnitArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&args)?;
+    let mut code = ExitCode::SUCCESS;
+    for unit in &config.units {
+        match gitward::validate::validate_unit(&config.daemon.state_dir, unit).await {
+            Ok(summary) => {
+                tracing::info!(unit = %unit.name, revision = %summary.revision, objects = summary.objects, "valid")
+            }
+            Err(e) => {
+                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "invalid");
+                code = ExitCode::from(2);
+            }
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,78 @@
+//! The desired hash: sha256 of an object's canonical JSON.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The desired hash of a desired object (DESIGN.md, Words): the lowercase hex sha256 (64
+/// characters) of the object's canonical JSON — object keys sorted by their UTF-8 bytes at every
+/// level, no whitespace, strings escaped as serde_json escapes them, numbers as serde_json prints
+/// them (`1`, `1.5`, `1e20`).
+///
+/// Keys are sorted here, not left to `serde_json::Map`, whose order depends on whether some crate
+/// in the build enables serde_json's `preserve_order` feature. Equal values therefore always hash
+/// equal, whatever the key order in git. The caller decides which value to hash (e.g. after
+/// adding the default namespace). Stored on live objects as annotation `gitward.dev/desired-hash`.
+pub fn desired_hash(value: &Value) -> String {
+    let mut canonical = String::new();
+    write_canonical(value, &mut canonical);
+    hex::encode(Sha256::digest(canonical.as_bytes()))
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(object) => {
+            let mut keys: Vec<&String> = object.keys().collect();
+            keys.sort_unstable();
+            out.push('{');
+            for (i, key) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                // A string Value displays as its JSON literal, escaped.
+                out.push_str(&Value::String(key.clone()).to_string());
+                out.push(':');
+                write_canonical(&object[key], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        // Scalars display as compact JSON.
+        scalar => out.push_str(&scalar.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn canonical_json_sorts_keys_recursively_without_whitespace() {
+        let mut out = String::new();
+        write_canonical(&json!({"b": {"y": 1, "x": [true, null, "q\""]}, "a": 1.5}), &mut out);
+        assert_eq!(out, r#"{"a":1.5,"b":{"x":[true,null,"q\""],"y":1}}"#);
+    }
+
+    #[test]
+    fn key_order_does_not_change_the_hash() {
+        let one: Value = serde_json::from_str(r#"{"a": 1, "b": {"c": 2, "d": 3}}"#).unwrap_or_default();
+        let two: Value = serde_json::from_str(r#"{"b": {"d": 3, "c": 2}, "a": 1}"#).unwrap_or_default();
+        assert_eq!(desired_hash(&one), desired_hash(&two));
+        assert_ne!(desired_hash(&one), desired_hash(&json!({"a": 2})));
+    }
+
+    #[test]
+    fn hash_is_hex_sha256_of_the_canonical_text() {
+        // sha256("{}") computed independently (sha256sum).
+        assert_eq!(desired_hash(&json!({})), "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
+    }
+}

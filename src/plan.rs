@@ -1,0 +1,322 @@
+//! The plan: a pure function of desired objects and live metadata (DESIGN.md, Data flow).
+//!
+//! For each desired object: `create` (not among the live members), `configure` (its desired
+//! hash differs from the live annotation `gitward.dev/desired-hash`) or `unchanged` (equal);
+//! for each live member that git no longer holds: `prune`. Applies are grouped in
+//! [`Stage`]s (DESIGN.md decision 7); within a stage, objects git changed come first so a
+//! one-line push lands before ten thousand unchanged objects are re-sent. Prunes run in
+//! reverse stage order. No I/O here: [`plan`] is unit-tested without a cluster.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use kube::discovery::ApiResource;
+use serde_json::Value;
+
+use crate::object::{GroupKind, ObjectRef};
+
+/// Apply stages, in order (DESIGN.md decision 7). Prune walks them in reverse.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// CustomResourceDefinitions and Namespaces; the apply waits until CRDs are Established
+    /// and Namespaces Active before the next stage.
+    Foundations,
+    /// `*Class` kinds, RBAC, ServiceAccounts, ConfigMaps, Secrets, Services, quotas: what
+    /// workloads refer to.
+    Configuration,
+    /// Everything else.
+    Workloads,
+    /// Admission webhook and policy configurations, last, so that they cannot reject the
+    /// objects of the same sync that their own backends need.
+    Admission,
+}
+
+impl Stage {
+    /// All stages in apply order.
+    pub const ALL: [Stage; 4] = [Stage::Foundations, Stage::Configuration, Stage::Workloads, Stage::Admission];
+
+    /// The stage of a group-kind.
+    pub fn of(gk: &GroupKind) -> Stage {
+        match (gk.group.as_str(), gk.kind.as_str()) {
+            ("apiextensions.k8s.io", "CustomResourceDefinition") | ("", "Namespace") => Stage::Foundations,
+            ("admissionregistration.k8s.io", _) => Stage::Admission,
+            ("rbac.authorization.k8s.io", _) => Stage::Configuration,
+            ("", "ServiceAccount" | "ConfigMap" | "Secret" | "Service" | "LimitRange" | "ResourceQuota") => {
+                Stage::Configuration
+            }
+            (_, kind) if kind.ends_with("Class") => Stage::Configuration,
+            _ => Stage::Workloads,
+        }
+    }
+}
+
+/// One desired object, ready to send: namespace defaulted, gitward's labels and annotations
+/// set, its resource resolved by discovery.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    /// Its identity; the namespace is set for namespaced kinds.
+    pub object: ObjectRef,
+    /// The resource to send it to (group, version, plural), from discovery.
+    pub resource: ApiResource,
+    /// The body for server-side apply.
+    pub body: Value,
+    /// The desired hash (sha256 hex of the canonical JSON as read from git).
+    pub hash: String,
+    /// Where it came from: `path/to/file.yaml` and document number, for error messages.
+    pub origin: String,
+    /// Delete and re-create it when the API server rejects an immutable-field change
+    /// (unit setting, or annotation `gitward.dev/recreate: enabled`).
+    pub recreate: bool,
+}
+
+/// What the cache holds of one live member: metadata only (DESIGN.md decision 1).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LiveMeta {
+    /// `metadata.uid`, used as a delete precondition.
+    pub uid: String,
+    /// `metadata.resourceVersion`.
+    pub resource_version: String,
+    /// `metadata.generation`, where the kind has one.
+    pub generation: Option<i64>,
+    /// The annotation `gitward.dev/desired-hash`, if present.
+    pub desired_hash: Option<String>,
+    /// The annotation `gitward.dev/prune: disabled` is set.
+    pub prune_disabled: bool,
+    /// `metadata.deletionTimestamp` is set.
+    pub deleting: bool,
+}
+
+/// The operation planned for one desired object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// Not among the live members.
+    Create,
+    /// Live, with a different (or no) desired hash.
+    Configure,
+    /// Live, with the same desired hash: still sent (DESIGN.md decision 3).
+    Unchanged,
+}
+
+/// One planned apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Step {
+    /// Index into the desired objects given to [`plan`].
+    pub index: usize,
+    /// What git asks for.
+    pub op: Op,
+    /// The cached resourceVersion, for drift detection on `unchanged` objects.
+    pub cached_resource_version: Option<String>,
+}
+
+/// One planned delete.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PruneStep {
+    /// The member to delete.
+    pub object: ObjectRef,
+    /// Its uid, sent as a precondition so a re-created object of the same name is never hit.
+    pub uid: String,
+    /// Its stage, for ordering.
+    pub stage: Stage,
+}
+
+/// The plan for one sync.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Plan {
+    /// Applies by stage, in stage order; within a stage `create`/`configure` before `unchanged`.
+    pub stages: Vec<(Stage, Vec<Step>)>,
+    /// Members to delete, in reverse stage order.
+    pub prune: Vec<PruneStep>,
+    /// Members that git no longer holds but that are kept (annotated `gitward.dev/prune: disabled`).
+    pub kept: Vec<ObjectRef>,
+    /// Desired objects not to send, with the reason (e.g. owned by another ApplySet).
+    pub refused: Vec<(usize, String)>,
+}
+
+impl Plan {
+    /// Number of planned applies.
+    pub fn apply_count(&self) -> usize {
+        self.stages.iter().map(|(_, s)| s.len()).sum()
+    }
+}
+
+/// Computes the plan.
+///
+/// - `desired`: the desired objects of the revision (unique refs; the caller checks).
+/// - `live`: live metadata of the unit's members (objects labelled with its ApplySet id).
+/// - `foreign`: objects that carry another ApplySet's `part-of` label, with that id: never
+///   taken over (DESIGN.md decision 6), so they are `refused`.
+pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, foreign: &HashMap<ObjectRef, String>) -> Plan {
+    let mut by_stage: BTreeMap<Stage, (Vec<Step>, Vec<Step>)> = BTreeMap::new();
+    let mut refused = Vec::new();
+    for (index, d) in desired.iter().enumerate() {
+        if let Some(other) = foreign.get(&d.object) {
+            refused.push((index, format!("belongs to another ApplySet ({other}); not taken over")));
+            continue;
+        }
+        let current = live.get(&d.object);
+        let op = match current {
+            None => Op::Create,
+            Some(m) if m.desired_hash.as_deref() == Some(d.hash.as_str()) => Op::Unchanged,
+            Some(_) => Op::Configure,
+        };
+        let step = Step { index, op, cached_resource_version: current.map(|m| m.resource_version.clone()) };
+        let (changed, unchanged) = by_stage.entry(Stage::of(&d.object.gk)).or_default();
+        if op == Op::Unchanged { unchanged.push(step) } else { changed.push(step) }
+    }
+    let stages = by_stage
+        .into_iter()
+        .map(|(stage, (mut changed, unchanged))| {
+            changed.extend(unchanged);
+            (stage, changed)
+        })
+        .collect();
+
+    let wanted: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
+    let mut prune = Vec::new();
+    let mut kept = Vec::new();
+    for (object, meta) in live {
+        if wanted.contains(object) || meta.deleting {
+            continue;
+        }
+        if meta.prune_disabled {
+            kept.push(object.clone());
+        } else {
+            prune.push(PruneStep { object: object.clone(), uid: meta.uid.clone(), stage: Stage::of(&object.gk) });
+        }
+    }
+    prune.sort_by(|a, b| b.stage.cmp(&a.stage).then_with(|| a.object.cmp(&b.object)));
+    Plan { stages, prune, kept, refused }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn gk(api_version: &str, kind: &str) -> GroupKind {
+        GroupKind::from_api_version(api_version, kind)
+    }
+
+    fn desired(api_version: &str, kind: &str, ns: Option<&str>, name: &str, hash: &str) -> Desired {
+        let gk = gk(api_version, kind);
+        Desired {
+            object: ObjectRef::new(gk.clone(), ns.map(String::from), name),
+            resource: ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(&gk.group, "v1", &gk.kind)),
+            body: json!({}),
+            hash: hash.to_string(),
+            origin: "test.yaml#1".into(),
+            recreate: false,
+        }
+    }
+
+    fn live(hash: &str, rv: &str) -> LiveMeta {
+        LiveMeta {
+            uid: format!("uid-{rv}"),
+            resource_version: rv.into(),
+            desired_hash: Some(hash.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn missing_object_is_created_changed_hash_configured_equal_hash_unchanged() {
+        let d = vec![
+            desired("v1", "ConfigMap", Some("a"), "new", "h1"),
+            desired("v1", "ConfigMap", Some("a"), "changed", "h2"),
+            desired("v1", "ConfigMap", Some("a"), "same", "h3"),
+        ];
+        let l = BTreeMap::from([(d[1].object.clone(), live("old", "5")), (d[2].object.clone(), live("h3", "7"))]);
+        let p = plan(&d, &l, &HashMap::new());
+        let ops: Vec<_> = p.stages[0].1.iter().map(|s| (s.index, s.op)).collect();
+        assert_eq!(ops, vec![(0, Op::Create), (1, Op::Configure), (2, Op::Unchanged)]);
+        assert_eq!(p.stages[0].1[2].cached_resource_version.as_deref(), Some("7"));
+    }
+
+    #[test]
+    fn unchanged_object_is_still_applied() {
+        let d = vec![desired("v1", "ConfigMap", Some("a"), "same", "h")];
+        let l = BTreeMap::from([(d[0].object.clone(), live("h", "1"))]);
+        let p = plan(&d, &l, &HashMap::new());
+        assert_eq!(p.apply_count(), 1);
+        assert_eq!(p.stages[0].1[0].op, Op::Unchanged);
+    }
+
+    #[test]
+    fn stages_follow_crds_namespaces_then_config_then_workloads_then_webhooks() {
+        let d = vec![
+            desired("admissionregistration.k8s.io/v1", "ValidatingWebhookConfiguration", None, "w", "h"),
+            desired("apps/v1", "Deployment", Some("a"), "d", "h"),
+            desired("v1", "Service", Some("a"), "s", "h"),
+            desired("networking.k8s.io/v1", "IngressClass", None, "nginx", "h"),
+            desired("v1", "Namespace", None, "a", "h"),
+            desired("apiextensions.k8s.io/v1", "CustomResourceDefinition", None, "x.example.com", "h"),
+            desired("rbac.authorization.k8s.io/v1", "ClusterRole", None, "r", "h"),
+        ];
+        let p = plan(&d, &BTreeMap::new(), &HashMap::new());
+        let order: Vec<(Stage, Vec<usize>)> =
+            p.stages.iter().map(|(s, steps)| (*s, steps.iter().map(|x| x.index).collect())).collect();
+        assert_eq!(
+            order,
+            vec![
+                (Stage::Foundations, vec![4, 5]),
+                (Stage::Configuration, vec![2, 3, 6]),
+                (Stage::Workloads, vec![1]),
+                (Stage::Admission, vec![0]),
+            ]
+        );
+    }
+
+    #[test]
+    fn changed_objects_go_before_unchanged_within_a_stage() {
+        let d = vec![
+            desired("v1", "ConfigMap", Some("a"), "one", "h"),
+            desired("v1", "ConfigMap", Some("a"), "two", "h"),
+            desired("v1", "ConfigMap", Some("a"), "three", "new"),
+        ];
+        let l = BTreeMap::from([
+            (d[0].object.clone(), live("h", "1")),
+            (d[1].object.clone(), live("h", "2")),
+            (d[2].object.clone(), live("old", "3")),
+        ]);
+        let p = plan(&d, &l, &HashMap::new());
+        let idx: Vec<usize> = p.stages[0].1.iter().map(|s| s.index).collect();
+        assert_eq!(idx, vec![2, 0, 1]);
+    }
+
+    #[test]
+    fn members_no_longer_desired_are_pruned_in_reverse_stage_order() {
+        let d = vec![desired("v1", "ConfigMap", Some("a"), "keep", "h")];
+        let ns = ObjectRef::new(gk("v1", "Namespace"), None, "gone");
+        let deploy = ObjectRef::new(gk("apps/v1", "Deployment"), Some("gone".into()), "web");
+        let cm = ObjectRef::new(gk("v1", "ConfigMap"), Some("gone".into()), "conf");
+        let l = BTreeMap::from([
+            (d[0].object.clone(), live("h", "1")),
+            (ns.clone(), live("h", "2")),
+            (deploy.clone(), live("h", "3")),
+            (cm.clone(), live("h", "4")),
+        ]);
+        let p = plan(&d, &l, &HashMap::new());
+        let order: Vec<_> = p.prune.iter().map(|s| s.object.clone()).collect();
+        assert_eq!(order, vec![deploy, cm, ns]);
+        assert_eq!(p.prune[0].uid, "uid-3");
+    }
+
+    #[test]
+    fn prune_disabled_members_are_kept() {
+        let keep = ObjectRef::new(gk("v1", "ConfigMap"), Some("a".into()), "precious");
+        let mut meta = live("h", "1");
+        meta.prune_disabled = true;
+        let p = plan(&[], &BTreeMap::from([(keep.clone(), meta)]), &HashMap::new());
+        assert!(p.prune.is_empty());
+        assert_eq!(p.kept, vec![keep]);
+    }
+
+    #[test]
+    fn objects_of_another_applyset_are_refused() {
+        let d = vec![desired("v1", "ConfigMap", Some("a"), "theirs", "h")];
+        let foreign = HashMap::from([(d[0].object.clone(), "applyset-other-v1".to_string())]);
+        let p = plan(&d, &BTreeMap::new(), &foreign);
+        assert_eq!(p.apply_count(), 0);
+        assert_eq!(p.refused.len(), 1);
+        assert!(p.refused[0].1.contains("applyset-other-v1"), "{}", p.refused[0].1);
+    }
+}

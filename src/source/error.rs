@@ -1,0 +1,162 @@
+//! The one error type of the source module.
+
+use std::path::PathBuf;
+
+use super::Revision;
+
+/// Why the git side of a sync unit failed. Every message starts with the unit's name.
+///
+/// Retrying ([`Error::is_retryable`]): [`FetchFailed`](Error::FetchFailed) and
+/// [`Credentials`](Error::Credentials) are worth retrying with exponential backoff (a network
+/// or server hiccup; a token file rotated in place is re-read on every fetch), as is
+/// [`Git`](Error::Git). [`RefNotFound`](Error::RefNotFound),
+/// [`PathNotFound`](Error::PathNotFound) and [`FileTooLarge`](Error::FileTooLarge) describe
+/// what is in git: nothing changes until a new push, so the next poll or push trigger is soon
+/// enough. [`OpenMirror`](Error::OpenMirror), [`HostKeyCheck`](Error::HostKeyCheck),
+/// [`AmbiguousRef`](Error::AmbiguousRef) and [`ReadBlob`](Error::ReadBlob) need a fix by
+/// someone (disk, known_hosts, config) and are not retried.
+///
+/// Messages carry no secrets: URLs are printed with their userinfo replaced by `***`, and
+/// credential errors name files, never their contents.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Error {
+    /// The mirror directory could not be created or opened (bad unit name, permissions, not a
+    /// git repository).
+    #[error("{unit}: cannot open mirror at {}: {message}", path.display())]
+    OpenMirror {
+        /// The sync unit.
+        unit: String,
+        /// The mirror directory.
+        path: PathBuf,
+        /// What libgit2 or the file system said.
+        message: String,
+    },
+    /// The fetch from the remote failed: unreachable, not a repository, network error, server
+    /// error. The mirror is left as it was.
+    #[error("{unit}: fetch from {repo} failed: {message}")]
+    FetchFailed {
+        /// The sync unit.
+        unit: String,
+        /// The remote URL, userinfo redacted.
+        repo: String,
+        /// What libgit2 said, userinfo redacted.
+        message: String,
+    },
+    /// Authentication failed: no usable credential configured for what the remote asks, an
+    /// unreadable or empty credential file, or the remote rejected the credential
+    /// [`MAX_AUTH_ATTEMPTS`](super::MAX_AUTH_ATTEMPTS) times.
+    #[error("{unit}: authentication to {repo} failed: {message}")]
+    Credentials {
+        /// The sync unit.
+        unit: String,
+        /// The remote URL, userinfo redacted.
+        repo: String,
+        /// What went wrong; names files, never their contents.
+        message: String,
+    },
+    /// The SSH host key of the remote is not in the configured known_hosts file, or differs
+    /// from it, or is revoked there.
+    #[error("{unit}: host key check for {repo} failed: {message}")]
+    HostKeyCheck {
+        /// The sync unit.
+        unit: String,
+        /// The remote URL, userinfo redacted.
+        repo: String,
+        /// Which host, which file, and what did not match.
+        message: String,
+    },
+    /// The reference is neither a branch, nor a tag, nor a commit (SHA or SHA prefix) in the
+    /// mirror (after the last fetch, or before any).
+    #[error("{unit}: reference {reference:?} not found: no branch, tag or commit of that name")]
+    RefNotFound {
+        /// The sync unit.
+        unit: String,
+        /// The reference as configured.
+        reference: String,
+    },
+    /// The reference is a SHA prefix that more than one object in the mirror starts with.
+    #[error("{unit}: reference {reference:?} is an ambiguous commit prefix: give more digits")]
+    AmbiguousRef {
+        /// The sync unit.
+        unit: String,
+        /// The reference as configured.
+        reference: String,
+    },
+    /// The unit's path does not exist at the revision, or is not a directory.
+    #[error("{unit}: path {path:?} not found at revision {revision}")]
+    PathNotFound {
+        /// The sync unit.
+        unit: String,
+        /// The revision that was listed.
+        revision: Revision,
+        /// The path as configured (normalised: no leading or trailing `/`).
+        path: String,
+    },
+    /// A manifest file is larger than the unit's `max_file_bytes`; nothing of the revision is
+    /// used.
+    #[error("{unit}: file {path} is {size} bytes, over the limit of {limit} bytes")]
+    FileTooLarge {
+        /// The sync unit.
+        unit: String,
+        /// The file, relative to the repository root.
+        path: String,
+        /// Its size in bytes.
+        size: u64,
+        /// The configured limit in bytes.
+        limit: u64,
+    },
+    /// A blob could not be read: not a valid object id, or no such blob in the mirror.
+    #[error("{unit}: cannot read blob {oid}: {message}")]
+    ReadBlob {
+        /// The sync unit.
+        unit: String,
+        /// The object id as given.
+        oid: String,
+        /// What libgit2 said.
+        message: String,
+    },
+    /// Any other libgit2 failure while reading the mirror (missing commit or tree, corrupt
+    /// object, I/O error).
+    #[error("{unit}: {step} failed: {message}")]
+    Git {
+        /// The sync unit.
+        unit: String,
+        /// What was being done, e.g. `read commit`.
+        step: &'static str,
+        /// What libgit2 said.
+        message: String,
+    },
+}
+
+impl Error {
+    /// Whether retrying the same operation with backoff may succeed without anyone pushing or
+    /// changing config (see the enum doc).
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::FetchFailed { .. } | Error::Credentials { .. } | Error::Git { .. })
+    }
+
+    /// A stable snake_case name of the variant, for metric labels: `fetch_failed`,
+    /// `ref_not_found`, ….
+    pub fn label(&self) -> &'static str {
+        match self {
+            Error::OpenMirror { .. } => "open_mirror",
+            Error::FetchFailed { .. } => "fetch_failed",
+            Error::Credentials { .. } => "credentials",
+            Error::HostKeyCheck { .. } => "host_key_check",
+            Error::RefNotFound { .. } => "ref_not_found",
+            Error::AmbiguousRef { .. } => "ambiguous_ref",
+            Error::PathNotFound { .. } => "path_not_found",
+            Error::FileTooLarge { .. } => "file_too_large",
+            Error::ReadBlob { .. } => "read_blob",
+            Error::Git { .. } => "git",
+        }
+    }
+
+    /// Builds [`Error::Git`] from a libgit2 error.
+    pub(super) fn git(unit: &str, step: &'static str, error: &git2::Error) -> Self {
+        Error::Git { unit: unit.to_string(), step, message: error.message().to_string() }
+    }
+}
+
+/// The result type of the source module.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,198 @@
+//! The git side of a sync unit: a bare mirror of the remote, a ref resolved to a revision, and
+//! the manifest files under the unit's path, read straight from the object database.
+//!
+//! One [`Source`] per sync unit owns a bare mirror at `<state_dir>/mirrors/<unit>` (no work
+//! tree, ever). [`Source::fetch`] updates the mirror's branches and tags from the remote with
+//! git2 (libgit2) and resolves the unit's reference to a [`Revision`]; [`Source::list_files`]
+//! walks the tree at that revision; [`Source::read_blob`] returns one file's bytes.
+//!
+//! Everything here is blocking I/O: async callers run it in `tokio::task::spawn_blocking`
+//! (DESIGN.md, Libraries: git2). Credentials are read from files at fetch time and never kept,
+//! printed or logged (DESIGN.md, decision 10).
+//!
+//! Files: [`error`](Error) (the error enum), `credentials` (the credential and host-key
+//! callbacks), `known_hosts` (the known_hosts check), `remote` (URL normalisation and
+//! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `tree` (listing and
+//! reading blobs).
+
+mod credentials;
+mod error;
+mod known_hosts;
+mod mirror;
+mod remote;
+mod resolve;
+mod tree;
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::manifest::TreeFile;
+
+pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
+pub use error::{Error, Result};
+pub use mirror::configure_network_timeouts;
+
+/// What one sync unit wants from git: which repository, which reference, which subdirectory.
+///
+/// Built by the config module from a `[[sync]]` table; [`Source::open`] takes it by value and
+/// keeps it for the life of the mirror.
+#[derive(Debug, Clone)]
+pub struct SourceSpec {
+    /// The sync unit's name: the subject of every error and the mirror's directory name under
+    /// `<state_dir>/mirrors/`, so it must be a single path component (no `/`, not `.`/`..`).
+    pub unit: String,
+    /// The remote: `https://…`, `ssh://…`, scp-like `git@host:path`, `file:///…`, or a local
+    /// path (absolute, or relative to the working directory at [`Source::open`]). A token
+    /// embedded in the URL works but is redacted from every error; prefer
+    /// [`Credentials::token_file`].
+    pub repo: String,
+    /// What to sync: a branch name, a tag name, a full ref (`refs/heads/…`, `refs/tags/…`), or a
+    /// commit SHA (full, or an unambiguous prefix of at least 4 hex digits). Branches win over
+    /// tags, tags over SHAs, as `git rev-parse` orders them.
+    pub reference: String,
+    /// The subdirectory of the repository that holds this unit's manifests, `/`-separated;
+    /// `""` (or `.`, or `/`) is the repository root. Leading and trailing `/` are ignored.
+    pub path: String,
+    /// How to authenticate to the remote and verify its host key; all unset by default, which
+    /// suits public https repositories and local paths.
+    pub credentials: Credentials,
+    /// The largest manifest file, in bytes, that [`Source::list_files`] accepts; a larger one
+    /// fails the listing with [`Error::FileTooLarge`] rather than being read into memory.
+    pub max_file_bytes: u64,
+}
+
+/// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to.
+///
+/// `Display` prints the full SHA; [`Revision::short`] gives the 12-digit form for logs.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Revision(pub String);
+
+impl Revision {
+    /// The first 12 hex digits of the SHA (all of it if shorter), for log lines and spans.
+    pub fn short(&self) -> &str {
+        self.0.get(..12).unwrap_or(&self.0)
+    }
+}
+
+impl fmt::Display for Revision {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The result of [`Source::list_files`]: the manifest files under the unit's path, and what was
+/// deliberately not followed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Manifest blobs (see [`Source::list_files`] for which), sorted by path (byte order).
+    pub files: Vec<TreeFile>,
+    /// Entries that were not followed, as (path relative to the repository root, reason):
+    /// symbolic links, submodules (gitlinks), names that are not UTF-8. Sorted by path. The
+    /// caller logs each as a warning: the user may expect them to be synced.
+    pub skipped: Vec<(String, String)>,
+}
+
+/// The git side of one sync unit: its spec and its bare mirror.
+///
+/// Not `Sync` (a libgit2 repository handle is used from one thread at a time) but `Send`: move
+/// it into `spawn_blocking` and back. Two `Source`s must not share one unit's mirror.
+pub struct Source {
+    spec: SourceSpec,
+    url: String,
+    mirror: mirror::Mirror,
+}
+
+impl Source {
+    /// Opens the bare mirror of `spec.unit` at `<state_dir>/mirrors/<unit>`, creating it (and
+    /// its parent directories) if it does not exist yet. Nothing is fetched.
+    ///
+    /// A local path in `spec.repo` is made absolute here. Errors: [`Error::OpenMirror`] when the
+    /// unit name is not a single path component, the directory cannot be created, or it holds
+    /// something that is not a git repository.
+    pub fn open(state_dir: &Path, spec: SourceSpec) -> Result<Self> {
+        let url = remote::normalise(&spec.repo);
+        let mirror = mirror::Mirror::open(state_dir, &spec.unit)?;
+        Ok(Self { spec, url, mirror })
+    }
+
+    /// Fetches the remote's branches and tags into the mirror, pruning deleted ones, then
+    /// resolves the reference (see [`Source::resolve`]).
+    ///
+    /// Refspecs: `+refs/heads/*:refs/heads/*` and `+refs/tags/*:refs/tags/*`, full history (no
+    /// shallow fetch: libgit2 cannot do it over `file://`). When the reference is a full SHA
+    /// that no branch or tag reaches, that commit is then asked for by id: git servers need
+    /// `uploadpack.allowReachableSHA1InWant` or `allowAnySHA1InWant` (GitHub and GitLab allow
+    /// it); libgit2's local transport (a path or `file://`) never sends such a commit. Blocking.
+    ///
+    /// Errors: [`Error::FetchFailed`] (unreachable remote, network), [`Error::Credentials`],
+    /// [`Error::HostKeyCheck`], then those of [`Source::resolve`]. A failed fetch leaves the
+    /// mirror as it was, so [`Source::resolve`] still returns the last fetched revision.
+    pub fn fetch(&mut self) -> Result<Revision> {
+        self.mirror.fetch_refs(&self.spec, &self.url)?;
+        match self.resolve() {
+            Err(Error::RefNotFound { .. }) if resolve::is_full_sha(&self.spec.reference) => self.fetch_commit_by_id(),
+            resolved => resolved,
+        }
+    }
+
+    /// Resolves the reference in the mirror as last fetched, without touching the network:
+    /// `refs/heads/<reference>`, then `refs/tags/<reference>` (annotated tags peeled to their
+    /// commit), then a commit SHA or unambiguous SHA prefix.
+    ///
+    /// Errors: [`Error::RefNotFound`] (also before the first fetch), [`Error::AmbiguousRef`].
+    pub fn resolve(&self) -> Result<Revision> {
+        resolve::resolve(self.mirror.repo(), &self.spec.unit, &self.spec.reference)
+    }
+
+    /// Lists the manifest files under the unit's path at `revision`, recursively.
+    ///
+    /// A file is listed when it is a regular blob (mode 100644 or 100755) whose path passes the
+    /// manifest filter ([`crate::manifest::is_manifest_path`]: `*.yaml`, `*.yml`, `*.json`). Symbolic links and submodules are never
+    /// followed; they go to [`Listing::skipped`]. Paths are relative to the repository root.
+    ///
+    /// Errors: [`Error::PathNotFound`] when the path does not exist at `revision` or is not a
+    /// directory; [`Error::FileTooLarge`] for the first manifest over `max_file_bytes`;
+    /// [`Error::Git`] when the revision or a tree is missing from the mirror.
+    pub fn list_files(&self, revision: &Revision) -> Result<Listing> {
+        tree::list_files(self.mirror.repo(), &self.spec, revision)
+    }
+
+    /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`](crate::manifest::TreeFile::oid)) straight
+    /// from the mirror's object database; no work tree is involved.
+    ///
+    /// Errors: [`Error::ReadBlob`] when `oid` is not a valid id or names no blob in the mirror.
+    pub fn read_blob(&self, oid: &str) -> Result<Vec<u8>> {
+        tree::read_blob(self.mirror.repo(), &self.spec.unit, oid)
+    }
+
+    /// The spec this source was opened with.
+    pub fn spec(&self) -> &SourceSpec {
+        &self.spec
+    }
+
+    /// Where the bare mirror lives: `<state_dir>/mirrors/<unit>`.
+    pub fn mirror_path(&self) -> &Path {
+        self.mirror.path()
+    }
+
+    /// The remote URL as fetched, with any userinfo (user, token) replaced by `***`: safe to
+    /// log.
+    pub fn redacted_url(&self) -> String {
+        remote::redact(&self.url)
+    }
+
+    /// Second chance for a full SHA reference: fetch that commit by id, then resolve again.
+    /// A server that refuses unadvertised ids yields the original [`Error::RefNotFound`].
+    fn fetch_commit_by_id(&mut self) -> Result<Revision> {
+        let sha = self.spec.reference.to_ascii_lowercase();
+        if let Err(error) = self.mirror.fetch_commit(&self.spec, &self.url, &sha) {
+            tracing::debug!(unit = %self.spec.unit, %error, "fetch by commit id failed");
+        }
+        self.resolve()
+    }
+}
+
+/// Where the mirror of `unit` lives under `state_dir`.
+fn mirror_dir(state_dir: &Path, unit: &str) -> PathBuf {
+    state_dir.join("mirrors").join(unit)
+}

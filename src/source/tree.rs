@@ -1,0 +1,139 @@
+//! Listing the manifest files of a revision under the unit's path, and reading blobs, straight
+//! from the mirror's object database.
+
+use git2::{ObjectType, Oid, Repository, Tree, TreeEntry};
+
+use super::{Error, Listing, Result, Revision, SourceSpec};
+use crate::manifest::{TreeFile, is_manifest_path};
+
+/// Git file modes (git's `tree.h`): regular, executable, symbolic link.
+const MODE_FILE: i32 = 0o100644;
+const MODE_EXECUTABLE: i32 = 0o100755;
+const MODE_SYMLINK: i32 = 0o120000;
+
+/// See [`super::Source::list_files`].
+pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revision) -> Result<Listing> {
+    let unit = spec.unit.as_str();
+    let path = normalise_path(&spec.path);
+    let commit = Oid::from_str(&revision.0)
+        .and_then(|oid| repo.find_commit(oid))
+        .map_err(|e| Error::git(unit, "read commit", &e))?;
+    let root = commit.tree().map_err(|e| Error::git(unit, "read tree", &e))?;
+    let tree = subtree(repo, &root, &path).ok_or_else(|| Error::PathNotFound {
+        unit: unit.to_string(),
+        revision: revision.clone(),
+        path: path.clone(),
+    })?;
+    let mut walk = Walk { repo, unit, limit: spec.max_file_bytes, listing: Listing::default() };
+    walk.tree(&tree, &path)?;
+    walk.listing.files.sort_by(|a, b| a.path.cmp(&b.path));
+    walk.listing.skipped.sort();
+    Ok(walk.listing)
+}
+
+/// See [`super::Source::read_blob`].
+pub(super) fn read_blob(repo: &Repository, unit: &str, oid: &str) -> Result<Vec<u8>> {
+    Oid::from_str(oid)
+        .and_then(|oid| repo.find_blob(oid))
+        .map(|blob| blob.content().to_vec())
+        .map_err(|e| Error::ReadBlob { unit: unit.to_string(), oid: oid.to_string(), message: e.message().to_string() })
+}
+
+/// `path` without leading/trailing `/` and `./` segments; `""` for the root.
+fn normalise_path(path: &str) -> String {
+    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
+    segments.join("/")
+}
+
+/// The tree at `path` under `root` (`root` itself for `""`); `None` when missing or a file.
+fn subtree<'r>(repo: &'r Repository, root: &Tree<'r>, path: &str) -> Option<Tree<'r>> {
+    if path.is_empty() {
+        return Some(root.clone());
+    }
+    let entry = root.get_path(std::path::Path::new(path)).ok()?;
+    entry.to_object(repo).ok()?.into_tree().ok()
+}
+
+/// The state of one recursive listing.
+struct Walk<'r> {
+    repo: &'r Repository,
+    unit: &'r str,
+    limit: u64,
+    listing: Listing,
+}
+
+impl Walk<'_> {
+    /// Visits every entry of `tree`, whose path from the repository root is `dir`.
+    fn tree(&mut self, tree: &Tree<'_>, dir: &str) -> Result<()> {
+        for entry in tree.iter() {
+            let Ok(name) = entry.name() else {
+                let name = String::from_utf8_lossy(entry.name_bytes());
+                self.skip(join(dir, &name), "name is not valid UTF-8");
+                continue;
+            };
+            self.entry(&entry, join(dir, name))?;
+        }
+        Ok(())
+    }
+
+    /// Recurses into directories, lists manifests, skips links and submodules.
+    fn entry(&mut self, entry: &TreeEntry<'_>, path: String) -> Result<()> {
+        match (entry.kind(), entry.filemode()) {
+            (Some(ObjectType::Tree), _) => {
+                let tree = self.repo.find_tree(entry.id());
+                let tree = tree.map_err(|e| Error::git(self.unit, "read tree", &e))?;
+                self.tree(&tree, &path)
+            }
+            (Some(ObjectType::Blob), MODE_FILE | MODE_EXECUTABLE) => self.file(entry.id(), path),
+            (Some(ObjectType::Blob), MODE_SYMLINK) => {
+                self.skip(path, "symbolic link: not followed");
+                Ok(())
+            }
+            (Some(ObjectType::Commit), _) => {
+                self.skip(path, "submodule: not followed");
+                Ok(())
+            }
+            (_, mode) => {
+                self.skip(path, &format!("unsupported file mode {mode:o}"));
+                Ok(())
+            }
+        }
+    }
+
+    /// Lists a regular file if it is a manifest within the size limit.
+    fn file(&mut self, oid: Oid, path: String) -> Result<()> {
+        if !is_manifest_path(&path) {
+            return Ok(());
+        }
+        let odb = self.repo.odb().map_err(|e| Error::git(self.unit, "open object database", &e))?;
+        let (size, _) = odb.read_header(oid).map_err(|e| Error::git(self.unit, "read blob header", &e))?;
+        let size = size as u64;
+        if size > self.limit {
+            return Err(Error::FileTooLarge { unit: self.unit.to_string(), path, size, limit: self.limit });
+        }
+        self.listing.files.push(TreeFile { path, oid: oid.to_string(), size });
+        Ok(())
+    }
+
+    fn skip(&mut self, path: String, reason: &str) {
+        self.listing.skipped.push((path, reason.to_string()));
+    }
+}
+
+/// `dir/name`, or `name` at the root.
+fn join(dir: &str, name: &str) -> String {
+    if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_normalised_to_slash_separated_segments() {
+        assert_eq!(normalise_path(""), "");
+        assert_eq!(normalise_path("/"), "");
+        assert_eq!(normalise_path("."), "");
+        assert_eq!(normalise_path("./apps//shop/"), "apps/shop");
+    }
+}

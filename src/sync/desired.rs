@@ -1,0 +1,191 @@
+//! From manifests to desired objects: resolve each kind by discovery, default the namespace of
+//! namespaced kinds, reject duplicates and unknown kinds, take the desired hash, and add
+//! gitward's label and annotation.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::{Map, Value};
+
+use super::{Error, Result};
+use crate::apply::wait::defined_kind;
+use crate::cluster::discovery::Discovery;
+use crate::cluster::inventory::{DESIRED_HASH, PART_OF, RECREATE};
+use crate::manifest::{Manifest, desired_hash};
+use crate::object::{GroupKind, ObjectRef};
+use crate::plan::Desired;
+
+/// What the unit adds to every object.
+#[derive(Debug, Clone)]
+pub struct Defaults {
+    /// Namespace for namespaced objects that name none.
+    pub namespace: String,
+    /// The unit's ApplySet id, set as the `part-of` label.
+    pub applyset_id: String,
+    /// The unit's `recreate_on_immutable`.
+    pub recreate: bool,
+}
+
+/// Desired objects split by whether their kind is known yet.
+#[derive(Debug, Default)]
+pub struct Resolution {
+    /// Ready to plan.
+    pub desired: Vec<Desired>,
+    /// Custom resources whose CRD is in the same revision: resolved after the Foundations
+    /// stage has applied (and Established) it.
+    pub pending: Vec<Manifest>,
+}
+
+/// Where a manifest came from, for messages: `dir/file.yaml (document 2)`.
+pub fn origin(m: &Manifest) -> String {
+    format!("{} (document {})", m.file, m.index + 1)
+}
+
+/// Resolves `manifests`. A kind that the server does not serve and that no CRD of the same
+/// revision defines is an error for the whole revision ([`Error::UnknownKind`]); two manifests
+/// for one object are [`Error::Duplicate`].
+pub async fn resolve(
+    client: &kube::Client,
+    discovery: &mut Discovery,
+    manifests: Vec<Manifest>,
+    defaults: &Defaults,
+) -> Result<Resolution> {
+    let crd_kinds: BTreeSet<GroupKind> = manifests
+        .iter()
+        .filter(|m| m.gk.group == "apiextensions.k8s.io" && m.gk.kind == "CustomResourceDefinition")
+        .filter_map(|m| defined_kind(&m.body))
+        .collect();
+    let mut out = Resolution::default();
+    let mut seen: HashMap<ObjectRef, String> = HashMap::new();
+    for m in manifests {
+        let resolved = discovery.resolve(client, &m.api_version, &m.gk.kind).await?;
+        let object = match &resolved {
+            Some(r) if r.namespaced => {
+                let ns = m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone());
+                ObjectRef::new(m.gk.clone(), Some(ns), &m.name)
+            }
+            Some(_) => ObjectRef::new(m.gk.clone(), None, &m.name),
+            None => ObjectRef::new(m.gk.clone(), Some(m.namespace.clone().unwrap_or_default()), &m.name),
+        };
+        if let Some(first) = seen.insert(object.clone(), origin(&m)) {
+            return Err(Error::Duplicate { object: object.to_string(), first, second: origin(&m) });
+        }
+        match resolved {
+            Some(r) => out.desired.push(build(m, object, r.resource, r.namespaced, defaults)),
+            None if crd_kinds.contains(&m.gk) => out.pending.push(m),
+            None => {
+                return Err(Error::UnknownKind { origin: origin(&m), api_version: m.api_version, kind: m.gk.kind });
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the object to send: namespace defaulted (or removed for cluster-scoped kinds), the
+/// desired hash taken, then gitward's `part-of` label and desired-hash annotation added.
+pub fn build(
+    m: Manifest,
+    object: ObjectRef,
+    resource: kube::discovery::ApiResource,
+    namespaced: bool,
+    defaults: &Defaults,
+) -> Desired {
+    let origin = origin(&m);
+    let mut body = m.body;
+    let meta = metadata(&mut body);
+    if namespaced {
+        meta.insert("namespace".into(), Value::String(object.namespace.clone().unwrap_or_default()));
+    } else {
+        meta.remove("namespace");
+    }
+    let hash = desired_hash(&body);
+    let meta = metadata(&mut body);
+    let recreate = defaults.recreate
+        || meta.get("annotations").and_then(|a| a.get(RECREATE)).and_then(Value::as_str) == Some("enabled");
+    string_map(meta, "labels").insert(PART_OF.into(), Value::String(defaults.applyset_id.clone()));
+    string_map(meta, "annotations").insert(DESIRED_HASH.into(), Value::String(hash.clone()));
+    Desired { object, resource, body, hash, origin, recreate }
+}
+
+fn metadata(body: &mut Value) -> &mut Map<String, Value> {
+    string_map(body.as_object_mut().expect("manifest bodies are objects"), "metadata")
+}
+
+fn string_map<'a>(parent: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = parent.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().expect("just made an object")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn manifest(body: Value) -> Manifest {
+        Manifest {
+            file: "app.yaml".into(),
+            index: 0,
+            api_version: "v1".into(),
+            gk: GroupKind::from_api_version("v1", "ConfigMap"),
+            name: "conf".into(),
+            namespace: None,
+            body,
+        }
+    }
+
+    fn defaults() -> Defaults {
+        Defaults { namespace: "shop".into(), applyset_id: "applyset-x-v1".into(), recreate: false }
+    }
+
+    #[test]
+    fn namespaced_object_gets_unit_namespace_label_and_hash() {
+        let m = manifest(
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1"}}),
+        );
+        let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
+        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let d = build(m, object, ar, true, &defaults());
+        assert_eq!(d.body["metadata"]["namespace"], "shop");
+        assert_eq!(d.body["metadata"]["labels"][PART_OF], "applyset-x-v1");
+        assert_eq!(d.body["metadata"]["annotations"][DESIRED_HASH], d.hash);
+        assert_eq!(d.hash.len(), 64);
+    }
+
+    #[test]
+    fn desired_hash_ignores_gitwards_own_label_and_annotation() {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}});
+        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let a = build(
+            manifest(body.clone()),
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
+            ar.clone(),
+            true,
+            &defaults(),
+        );
+        let other = Defaults { applyset_id: "applyset-y-v1".into(), ..defaults() };
+        let b = build(
+            manifest(body),
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
+            ar,
+            true,
+            &other,
+        );
+        assert_eq!(a.hash, b.hash);
+    }
+
+    #[test]
+    fn recreate_annotation_enables_recreate_for_one_object() {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "annotations": {RECREATE: "enabled"}}});
+        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let d = build(
+            manifest(body),
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
+            ar,
+            true,
+            &defaults(),
+        );
+        assert!(d.recreate);
+    }
+}

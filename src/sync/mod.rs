@@ -1,0 +1,415 @@
+//! The engine: one sync of one sync unit, from git fetch to prune (DESIGN.md, Data flow).
+//!
+//! [`Engine`] owns what lives across syncs of a unit — the git mirror, the parse cache, the
+//! discovery cache and the metadata-only cache — so a daemon keeps them warm and the CLI's
+//! one-shot `sync` builds them once. [`Engine::sync`] returns a [`Report`] and logs nothing.
+//!
+//! Nothing is lost on bad input (DESIGN.md decision 8): a revision that fails to read, parse
+//! or resolve is not applied at all and nothing is pruned; the error names the file and
+//! document or the object.
+
+pub mod desired;
+pub mod diff;
+pub mod repo;
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
+use kube::discovery::ApiResource;
+
+use crate::apply::{self, ApplyOptions, Blocked};
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::cache::MetadataCache;
+use crate::cluster::discovery::Discovery;
+use crate::cluster::inventory::{Contents, Inventory, PART_OF};
+use crate::config::{ClusterConfig, SyncUnit};
+use crate::manifest::Skipped;
+use crate::object::{GroupKind, ObjectRef};
+use crate::plan::{self, Desired, Stage, Step};
+use crate::prune::{self, PruneOptions};
+use crate::source::Revision;
+use desired::{Defaults, Resolution};
+
+/// Errors of one sync. Source errors are worth retrying with backoff; manifest, duplicate and
+/// unknown-kind errors are bad input that only a new revision fixes; cluster errors are worth
+/// retrying.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Fetching or reading the repository failed.
+    #[error(transparent)]
+    Source(#[from] crate::source::Error),
+    /// A manifest could not be parsed or is not a valid object.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::Error),
+    /// Two documents describe the same object.
+    #[error("{object}: defined twice, in {first} and in {second}")]
+    Duplicate {
+        /// `Kind/ns/name`.
+        object: String,
+        /// Where it was first defined.
+        first: String,
+        /// Where it was defined again.
+        second: String,
+    },
+    /// A kind that the API server does not serve and that no CRD of the revision defines.
+    #[error("{origin}: unknown kind {kind} in {api_version}: the API server does not serve it")]
+    UnknownKind {
+        /// File and document.
+        origin: String,
+        /// The manifest's `apiVersion`.
+        api_version: String,
+        /// The manifest's `kind`.
+        kind: String,
+    },
+    /// Discovery, the metadata cache or the inventory failed.
+    #[error(transparent)]
+    Cluster(#[from] crate::cluster::Error),
+    /// The unit asks for something this build does not do (`apply_mode = "update"`).
+    #[error("unit {unit}: {message}")]
+    Unsupported {
+        /// The unit's name.
+        unit: String,
+        /// What is not supported.
+        message: String,
+    },
+    /// A blocking task (git, parsing) panicked or was cancelled.
+    #[error("background task failed: {0}")]
+    Task(String),
+}
+
+/// `Result` alias of this module.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// The outcome of one sync of one unit.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The unit's name.
+    pub unit: String,
+    /// The revision applied.
+    pub revision: Revision,
+    /// One entry per object.
+    pub changes: ChangeSet,
+    /// Files and documents that were skipped (kustomization files, symlinks), with the reason.
+    pub skipped_files: Vec<Skipped>,
+    /// Wall time of the sync.
+    pub duration: Duration,
+    /// When the last object was applied (before the prune), for `trigger_to_applied_ms`.
+    pub applied_at: Instant,
+}
+
+/// The state kept for one unit across syncs.
+pub struct Engine {
+    client: kube::Client,
+    unit: SyncUnit,
+    repo: repo::Repo,
+    discovery: Discovery,
+    cache: MetadataCache,
+    inventory: Inventory,
+    apply: ApplyOptions,
+    prune: PruneOptions,
+    cache_timeout: Duration,
+    /// What the ApplySet parent holds, once read or written: later syncs need not read it.
+    known_inventory: Option<Contents>,
+}
+
+impl Engine {
+    /// Opens (or creates) the unit's mirror under `state_dir` and prepares empty caches.
+    ///
+    /// Errors: [`Error::Source`] when the mirror cannot be opened.
+    pub async fn new(
+        client: kube::Client,
+        cluster: &ClusterConfig,
+        state_dir: &std::path::Path,
+        unit: &SyncUnit,
+    ) -> Result<Self> {
+        if unit.apply_mode != crate::config::ApplyMode::ServerSideApply {
+            let message =
+                format!("apply_mode = \"{}\" is not implemented yet; use \"server-side-apply\"", unit.apply_mode);
+            return Err(Error::Unsupported { unit: unit.name.clone(), message });
+        }
+        let repo = repo::Repo::open(state_dir, unit).await?;
+        let inventory = Inventory::new(&unit.inventory);
+        Ok(Self {
+            cache: MetadataCache::new(client.clone(), &inventory.id),
+            client,
+            unit: unit.clone(),
+            repo,
+            discovery: Discovery::new(),
+            inventory,
+            apply: ApplyOptions {
+                field_manager: unit.field_manager.clone(),
+                force: unit.force_conflicts,
+                max_in_flight: cluster.max_in_flight,
+                ..Default::default()
+            },
+            prune: PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all },
+            cache_timeout: Duration::from_secs(60),
+            known_inventory: None,
+        })
+    }
+
+    /// The unit's name.
+    pub fn unit_name(&self) -> &str {
+        &self.unit.name
+    }
+
+    /// The unit's inventory (ApplySet parent and id).
+    pub fn inventory(&self) -> &Inventory {
+        &self.inventory
+    }
+
+    /// The metadata cache (the daemon subscribes to its drift events).
+    pub fn cache(&self) -> &MetadataCache {
+        &self.cache
+    }
+
+    /// The unit's repository (mirror and parse cache).
+    pub fn repo(&self) -> &repo::Repo {
+        &self.repo
+    }
+
+    /// One sync: fetch, then [`Engine::sync_revision`].
+    pub async fn sync(&mut self) -> Result<Report> {
+        let started = Instant::now();
+        let revision = self.repo.fetch().await?;
+        let mut report = self.sync_revision(revision).await?;
+        report.duration = started.elapsed();
+        Ok(report)
+    }
+
+    /// One sync of an already fetched revision: load, resolve, widen the inventory, plan,
+    /// apply stage by stage, prune, narrow the inventory.
+    pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
+        let started = Instant::now();
+        let loaded = self.repo.load(&revision).await?;
+        let skipped_files = loaded.skipped;
+        let defaults = Defaults {
+            namespace: self.unit.namespace.clone(),
+            applyset_id: self.inventory.id.clone(),
+            recreate: self.unit.recreate_on_immutable,
+        };
+        let Resolution { mut desired, pending } =
+            desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;
+
+        let existing = match self.known_inventory.take() {
+            Some(known) => Some(known),
+            None => self.inventory.read(&self.client).await?,
+        };
+        let parent_exists = existing.is_some();
+        let previous = existing.unwrap_or_default();
+        let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
+        let mut widened = previous.union(&wanted);
+        widened.namespaces.extend(self.inventory.parent.namespace.clone());
+        if widened != previous || !parent_exists {
+            self.inventory.write(&self.client, &widened, &self.apply.field_manager).await?;
+        }
+        self.known_inventory = Some(widened.clone());
+        let resources = self.watch_kinds(&desired, &widened).await?;
+        let members_before = self.cache.len();
+
+        let mut changes = ChangeSet::default();
+        let mut stages = self.plan_stages(&desired, &mut changes).await?;
+        let mut blocked = Blocked::default();
+        let mut pending = Some(pending);
+        for stage in Stage::ALL {
+            if stage != Stage::Foundations
+                && let Some(pending) = pending.take()
+                && !pending.is_empty()
+            {
+                let start = desired.len();
+                self.resolve_pending(pending, &defaults, &blocked, &mut desired, &mut changes).await?;
+                let added = self.plan_stages_from(&desired, start, &mut changes).await?;
+                for (s, steps) in added {
+                    stages.entry(s).or_default().extend(steps);
+                }
+            }
+            let Some(steps) = stages.remove(&stage) else { continue };
+            let applied =
+                apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await;
+            changes.extend(applied);
+        }
+        let applied_at = Instant::now();
+
+        if self.unit.prune && !changes.has_failures() {
+            self.prune_and_narrow(&desired, &resources, members_before, &widened, &mut changes).await?;
+        }
+        Ok(Report {
+            unit: self.unit.name.clone(),
+            revision,
+            changes,
+            skipped_files,
+            duration: started.elapsed(),
+            applied_at,
+        })
+    }
+
+    /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
+    /// inventory; returns the resource of each that the server still serves.
+    async fn watch_kinds(
+        &mut self,
+        desired: &[Desired],
+        contents: &Contents,
+    ) -> Result<HashMap<GroupKind, (ApiResource, bool)>> {
+        let mut resources: HashMap<GroupKind, (ApiResource, bool)> = HashMap::new();
+        for d in desired {
+            resources.entry(d.object.gk.clone()).or_insert_with(|| (d.resource.clone(), d.object.namespace.is_some()));
+        }
+        for gk in &contents.group_kinds {
+            if resources.contains_key(gk) {
+                continue;
+            }
+            if let Some(r) = self.discovery.resolve_group_kind(&self.client, gk).await? {
+                resources.insert(gk.clone(), (r.resource, r.namespaced));
+            }
+        }
+        for (resource, namespaced) in resources.values() {
+            self.cache.ensure(resource, *namespaced, self.cache_timeout).await?;
+        }
+        Ok(resources)
+    }
+
+    async fn plan_stages(&self, desired: &[Desired], changes: &mut ChangeSet) -> Result<BTreeMap<Stage, Vec<Step>>> {
+        self.plan_stages_from(desired, 0, changes).await
+    }
+
+    /// Plans `desired[start..]`, refusing objects that carry another ApplySet's label.
+    async fn plan_stages_from(
+        &self,
+        desired: &[Desired],
+        start: usize,
+        changes: &mut ChangeSet,
+    ) -> Result<BTreeMap<Stage, Vec<Step>>> {
+        let live = self.cache.snapshot();
+        let foreign = self.foreign_members(&desired[start..], &live, changes).await;
+        let mut p = plan::plan(&desired[start..], &live, &foreign);
+        for (index, reason) in p.refused.drain(..) {
+            let d = &desired[start + index];
+            changes.push(d.object.clone(), Action::Failed, Some(format!("{}: {reason}", d.origin)));
+        }
+        Ok(p.stages
+            .into_iter()
+            .map(|(stage, steps)| {
+                let steps = steps.into_iter().map(|s| Step { index: s.index + start, ..s }).collect();
+                (stage, steps)
+            })
+            .collect())
+    }
+
+    /// Objects about to be created that already carry another ApplySet's `part-of` label: one
+    /// metadata-only list per group-kind with creates, selecting `part-of` present and not ours.
+    async fn foreign_members(
+        &self,
+        desired: &[Desired],
+        live: &BTreeMap<ObjectRef, plan::LiveMeta>,
+        changes: &mut ChangeSet,
+    ) -> HashMap<ObjectRef, String> {
+        let mut by_kind: HashMap<&GroupKind, (&ApiResource, bool)> = HashMap::new();
+        for d in desired.iter().filter(|d| !live.contains_key(&d.object)) {
+            by_kind.insert(&d.object.gk, (&d.resource, d.object.namespace.is_some()));
+        }
+        let selector = format!("{PART_OF},{PART_OF}!={}", self.inventory.id);
+        let mut foreign = HashMap::new();
+        for (gk, (resource, namespaced)) in by_kind {
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
+            changes.requests += 1;
+            let Ok(list) = api.list_metadata(&ListParams::default().labels(&selector)).await else { continue };
+            for item in list.items {
+                let meta = item.metadata;
+                let namespace = if namespaced { meta.namespace } else { None };
+                let object = ObjectRef::new(gk.clone(), namespace, meta.name.unwrap_or_default());
+                let other = meta.labels.and_then(|l| l.get(PART_OF).cloned()).unwrap_or_default();
+                foreign.insert(object, other);
+            }
+        }
+        foreign
+    }
+
+    /// After the Foundations stage: resolves custom resources whose CRD was just applied.
+    async fn resolve_pending(
+        &mut self,
+        pending: Vec<crate::manifest::Manifest>,
+        defaults: &Defaults,
+        blocked: &Blocked,
+        desired: &mut Vec<Desired>,
+        changes: &mut ChangeSet,
+    ) -> Result<()> {
+        for m in &pending {
+            self.discovery.forget(&m.api_version);
+        }
+        for m in pending {
+            let guess = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
+            if let Some(reason) = blocked.reason(&guess) {
+                changes.push(guess, Action::Skipped, Some(reason));
+                continue;
+            }
+            match self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? {
+                Some(r) => {
+                    let ns = r.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone()));
+                    let object = ObjectRef::new(m.gk.clone(), ns, &m.name);
+                    if let Some(reason) = blocked.reason(&object) {
+                        changes.push(object, Action::Skipped, Some(reason));
+                        continue;
+                    }
+                    self.cache.ensure(&r.resource, r.namespaced, self.cache_timeout).await?;
+                    desired.push(desired::build(m, object, r.resource, r.namespaced, defaults));
+                }
+                None => {
+                    let message =
+                        format!("{}: kind {} is not served after its CRD was applied", desired::origin(&m), m.gk);
+                    changes.push(guess, Action::Failed, Some(message));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn prune_and_narrow(
+        &mut self,
+        desired: &[Desired],
+        resources: &HashMap<GroupKind, (ApiResource, bool)>,
+        members_before: usize,
+        widened: &Contents,
+        changes: &mut ChangeSet,
+    ) -> Result<()> {
+        let p = plan::plan(desired, &self.cache.snapshot(), &HashMap::new());
+        if let Some(reason) = prune::refusal(desired.len(), members_before, p.prune.len(), &self.prune) {
+            for step in &p.prune {
+                changes.push(step.object.clone(), Action::Skipped, Some(format!("prune refused: {reason}")));
+            }
+            changes.prune_refused = Some(reason);
+            return Ok(());
+        }
+        let pruned = prune::prune(&self.client, &p.prune, resources, &self.cache).await;
+        let clean = !pruned.has_failures();
+        changes.extend(pruned);
+        if clean {
+            let remaining = self.cache.snapshot();
+            let narrowed = Contents::of(remaining.keys()).union(&Contents::of(desired.iter().map(|d| &d.object)));
+            let narrowed = Contents {
+                namespaces: narrowed.namespaces.into_iter().chain(self.inventory.parent.namespace.clone()).collect(),
+                ..narrowed
+            };
+            if &narrowed != widened {
+                self.inventory.write(&self.client, &narrowed, &self.apply.field_manager).await?;
+                self.known_inventory = Some(narrowed);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn pending_contents(pending: &[crate::manifest::Manifest], defaults: &Defaults) -> Contents {
+    let refs: Vec<ObjectRef> = pending
+        .iter()
+        .map(|m| {
+            ObjectRef::new(
+                m.gk.clone(),
+                Some(m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone())),
+                &m.name,
+            )
+        })
+        .collect();
+    Contents::of(refs.iter())
+}

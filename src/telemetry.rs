@@ -1,0 +1,82 @@
+//! Logging: `tracing` set-up (`text` or `json`) and the events that report a sync.
+//!
+//! One event per object that is not `unchanged` (`object`, `action`, `message`; `unchanged`
+//! ones at debug), then one `sync complete` event with the counts (STYLE.md, Logs). Secret
+//! data never reaches a log: the engine's messages carry refs and API server messages only.
+
+use tracing::{debug, error, info, warn};
+use tracing_subscriber::EnvFilter;
+
+use crate::changeset::Action;
+use crate::sync::Report;
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines (default).
+    #[default]
+    Text,
+    /// One JSON object per event, for log pipelines.
+    Json,
+}
+
+/// Installs the global subscriber writing to stderr. The level comes from `RUST_LOG`
+/// (default `info`). Calling it twice is harmless (the second call does nothing).
+pub fn init(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Text => builder.try_init(),
+        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+    };
+}
+
+/// Logs a sync's report: skipped files, each object that is not `unchanged`, the summary.
+pub fn log_report(report: &Report) {
+    let unit = report.unit.as_str();
+    let revision = report.revision.to_string();
+    for s in &report.skipped_files {
+        info!(unit, file = %s.file, document = ?s.index.map(|i| i + 1), reason = %s.reason, "file skipped");
+    }
+    for e in &report.changes.entries {
+        let object = e.object.to_string();
+        let reason = e.message.as_deref().unwrap_or("");
+        match e.action {
+            Action::Unchanged => debug!(unit, object, action = %e.action, "object"),
+            Action::Failed => warn!(unit, object, action = %e.action, reason, "object failed"),
+            Action::Skipped => warn!(unit, object, action = %e.action, reason, "object skipped"),
+            _ => info!(unit, object, action = %e.action, reason, "object"),
+        }
+    }
+    if let Some(reason) = &report.changes.prune_refused {
+        error!(unit, revision, reason = %reason, "prune refused");
+    }
+    let c = report.changes.counts();
+    info!(
+        unit,
+        revision,
+        created = c.created,
+        configured = c.configured,
+        unchanged = c.unchanged,
+        drift_corrected = c.drift_corrected,
+        pruned = c.pruned,
+        skipped = c.skipped,
+        failed = c.failed,
+        requests = report.changes.requests,
+        duration_ms = report.duration.as_millis() as u64,
+        "sync complete"
+    );
+}
+
+/// The error and its sources, `: `-separated: the chain printed once, at the top (STYLE.md,
+/// Errors).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

@@ -1,0 +1,218 @@
+//! Bad input gets a clear error and loses nothing: each case against the real apiserver and a
+//! real git repository. A revision that fails to read is not applied at all and nothing is
+//! pruned; the error names the file and document (or the object, or the repository).
+
+mod common;
+
+use gitward::changeset::Action;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+
+fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// A unit over a fresh repository whose first commit (two ConfigMaps) synced cleanly.
+struct Synced {
+    env: common::TestEnv,
+    repo: common::GitRepo,
+    _state: tempfile::TempDir,
+    engine: gitward::sync::Engine,
+}
+
+async fn synced(prefix: &str, extra: &str) -> Synced {
+    let env = common::setup(prefix).await;
+    let repo = common::GitRepo::new();
+    repo.write("app/a.yaml", &cm("a", "1"));
+    repo.write("app/b.yaml", &cm("b", "1"));
+    repo.commit_and_push("good");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, extra));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.expect("first sync");
+    assert_eq!(report.changes.counts().created, 2);
+    Synced { env, repo, _state: state, engine }
+}
+
+impl Synced {
+    async fn value(&self, name: &str) -> Option<String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        api.get_opt(name).await.unwrap().map(|c| c.data.unwrap()["value"].clone())
+    }
+
+    /// Both ConfigMaps of the first commit are still there, unchanged.
+    async fn untouched(&self) {
+        assert_eq!(self.value("a").await.as_deref(), Some("1"), "a was changed or pruned");
+        assert_eq!(self.value("b").await.as_deref(), Some("1"), "b was changed or pruned");
+    }
+
+    /// Commits `files` (path, content), removing b.yaml, changing a, syncs, and returns the error text.
+    async fn bad_commit(&mut self, files: &[(&str, &str)]) -> String {
+        self.repo.write("app/a.yaml", &cm("a", "2"));
+        self.repo.remove("app/b.yaml");
+        for (path, content) in files {
+            self.repo.write(path, content);
+        }
+        self.repo.commit_and_push("bad");
+        let err = self.engine.sync().await.expect_err("a bad revision must not sync");
+        chain(&err)
+    }
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        s = format!("{s}: {x}");
+        src = x.source();
+    }
+    s
+}
+
+#[tokio::test]
+async fn malformed_yaml_names_file_and_document_and_applies_nothing() {
+    let mut s = synced("bad-yaml", "").await;
+    let err = s.bad_commit(&[("app/c.yaml", &format!("{}---\nkind: [unclosed\n", cm("c", "1")))]).await;
+    assert!(err.contains("app/c.yaml") && err.contains("document 2"), "{err}");
+    s.untouched().await;
+    assert_eq!(s.value("c").await, None);
+}
+
+#[tokio::test]
+async fn object_without_a_name_is_an_error() {
+    let mut s = synced("no-name", "").await;
+    let err = s.bad_commit(&[("app/c.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n")]).await;
+    assert!(err.contains("app/c.yaml") && err.contains("metadata.name"), "{err}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn generate_name_is_rejected_with_a_clear_error() {
+    let mut s = synced("gen-name", "").await;
+    let err = s.bad_commit(&[("app/c.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: c-\n")]).await;
+    assert!(err.contains("app/c.yaml") && err.contains("generateName"), "{err}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn unknown_kind_is_an_error_naming_file_and_kind() {
+    let mut s = synced("unknown-kind", "").await;
+    let err = s.bad_commit(&[("app/c.yaml", "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n")]).await;
+    assert!(err.contains("app/c.yaml") && err.contains("Gadget"), "{err}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn duplicate_objects_name_both_files() {
+    let mut s = synced("duplicate", "").await;
+    let err = s.bad_commit(&[("app/c.yaml", &cm("a", "3"))]).await;
+    assert!(err.contains("app/a.yaml") && err.contains("app/c.yaml") && err.contains("ConfigMap/"), "{err}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn yaml_alias_bomb_is_refused() {
+    let mut s = synced("alias-bomb", "").await;
+    let mut bomb = String::from(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bomb\nx0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+    );
+    for i in 1..10 {
+        let prev = i - 1;
+        bomb.push_str(&format!(
+            "x{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"
+        ));
+    }
+    let err = s.bad_commit(&[("app/bomb.yaml", &bomb)]).await;
+    assert!(err.contains("app/bomb.yaml"), "{err}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn very_large_file_is_refused_naming_it() {
+    let mut s = synced("large", "max_file_bytes = 4096").await;
+    let big = format!("{}  big: \"{}\"\n", cm("big", "x"), "y".repeat(8192));
+    let err = s.bad_commit(&[("app/big.yaml", &big)]).await;
+    assert!(err.contains("app/big.yaml"), "{err}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn object_rejected_by_the_api_server_fails_alone_and_blocks_prune() {
+    let mut s = synced("rejected", "").await;
+    s.repo.write("app/a.yaml", &cm("a", "2"));
+    s.repo.remove("app/b.yaml");
+    s.repo.write("app/c.yaml", &cm("Not_A_Valid_Name", "1"));
+    s.repo.commit_and_push("one invalid object");
+    let report = s.engine.sync().await.expect("sync runs");
+    let actions = common::actions(&report);
+    let ns = &s.env.namespace;
+    assert_eq!(actions[&format!("ConfigMap/{ns}/a")], "configured", "{actions:?}");
+    let bad = report.changes.entries.iter().find(|e| e.object.name == "Not_A_Valid_Name").unwrap();
+    assert_eq!(bad.action, Action::Failed);
+    let msg = bad.message.as_deref().unwrap();
+    assert!(msg.contains("app/c.yaml") && msg.contains("Invalid"), "{msg}");
+    assert_eq!(s.value("a").await.as_deref(), Some("2"), "the valid object is still applied");
+    assert_eq!(s.value("b").await.as_deref(), Some("1"), "no prune after a failure");
+}
+
+#[tokio::test]
+async fn emptied_path_refuses_to_prune() {
+    let mut s = synced("emptied", "").await;
+    s.repo.remove("app");
+    s.repo.write("README.md", "nothing here any more\n");
+    s.repo.commit_and_push("empty the path");
+    let report = s.engine.sync().await.expect("sync runs");
+    let refused = report.changes.prune_refused.as_deref().expect("prune refused");
+    assert!(refused.contains("no objects"), "{refused}");
+    assert_eq!(report.changes.counts().pruned, 0);
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn prune_over_the_fraction_is_refused_unless_allowed() {
+    let mut s = synced("fraction", "max_prune_fraction = 0.4").await;
+    s.repo.remove("app/b.yaml");
+    s.repo.commit_and_push("remove half");
+    let report = s.engine.sync().await.expect("sync runs");
+    assert!(
+        report.changes.prune_refused.as_deref().unwrap_or_default().contains("1 of 2"),
+        "{:?}",
+        report.changes.prune_refused
+    );
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn unreachable_repository_is_a_clear_error_and_touches_nothing() {
+    let mut s = synced("unreachable", "").await;
+    std::fs::rename(s.repo.bare(), s.repo.bare().with_extension("moved")).unwrap();
+    let err = s.engine.sync().await.expect_err("fetch must fail");
+    let text = chain(&err);
+    assert!(text.contains("app") && text.contains("remote.git"), "{text}");
+    s.untouched().await;
+}
+
+#[tokio::test]
+async fn object_of_another_applyset_is_failed_not_taken_over() {
+    let env = common::setup("foreign").await;
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let theirs = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "shared", "labels": {"applyset.kubernetes.io/part-of": "applyset-someone-else-v1"}},
+        "data": {"value": "theirs"}});
+    api.patch("shared", &PatchParams::apply("other-tool"), &Patch::Apply(theirs)).await.unwrap();
+    let repo = common::GitRepo::new();
+    repo.write("shared.yaml", &cm("shared", "ours"));
+    repo.write("mine.yaml", &cm("mine", "ours"));
+    repo.commit_and_push("take over?");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.expect("sync runs");
+    let entry = report.changes.entries.iter().find(|e| e.object.name == "shared").unwrap();
+    assert_eq!(entry.action, Action::Failed);
+    assert!(entry.message.as_deref().unwrap().contains("applyset-someone-else-v1"), "{:?}", entry.message);
+    let live = api.get("shared").await.unwrap();
+    assert_eq!(live.data.unwrap()["value"], "theirs");
+    assert_eq!(live.metadata.labels.unwrap()["applyset.kubernetes.io/part-of"], "applyset-someone-else-v1");
+    assert_eq!(common::actions(&report)[&format!("ConfigMap/{}/mine", env.namespace)], "created");
+}

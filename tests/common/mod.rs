@@ -1,0 +1,354 @@
+//! Shared fixture for integration tests: a client of the real test apiserver per test, a fresh
+//! namespace per test, the apiserver's audit log, and real git repositories.
+//!
+//! Tests run under `tests/cluster/run`, which exports `KUBECONFIG`,
+//! `GITWARD_TEST_LIMITED_KUBECONFIG` and `GITWARD_TEST_AUDIT_LOG`. Without a reachable cluster
+//! every test panics with a message saying how to start one: it never skips.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, PostParams};
+use serde_json::{Value, json};
+
+const HOW: &str =
+    "run the tests through tests/cluster/run (e.g. `tests/cluster/run cargo test`), which starts a real kube-apiserver";
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A name unique in this test run: `<prefix>-<pid>-<n>`.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}-{}", std::process::id(), COUNTER.fetch_add(1, Ordering::SeqCst))
+}
+
+fn env_path(var: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(v) => PathBuf::from(v),
+        None => panic!("{var} is not set: no test cluster; {HOW}"),
+    }
+}
+
+/// A client for the kubeconfig in `var`, sending `user_agent` (so the audit log can tell this
+/// test's requests apart). Panics when the cluster is unreachable.
+pub async fn client_from(var: &str, user_agent: &str) -> kube::Client {
+    let path = env_path(var);
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path)
+        .unwrap_or_else(|e| panic!("{var}={}: unreadable kubeconfig: {e}; {HOW}", path.display()));
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("{}: bad kubeconfig: {e}", path.display()));
+    config.headers.push((
+        http::header::USER_AGENT,
+        http::HeaderValue::from_str(user_agent).expect("user agent is a header value"),
+    ));
+    let client = kube::Client::try_from(config).expect("client from kubeconfig");
+    match tokio::time::timeout(Duration::from_secs(10), client.apiserver_version()).await {
+        Ok(Ok(_)) => client,
+        Ok(Err(e)) => panic!("test cluster at {} unreachable: {e}; {HOW}", path.display()),
+        Err(_) => panic!("test cluster at {} did not answer within 10s; {HOW}", path.display()),
+    }
+}
+
+/// The admin client (group system:masters).
+pub async fn admin(user_agent: &str) -> kube::Client {
+    client_from("KUBECONFIG", user_agent).await
+}
+
+/// A client of the limited identity, which has no RBAC bindings.
+pub async fn limited(user_agent: &str) -> kube::Client {
+    client_from("GITWARD_TEST_LIMITED_KUBECONFIG", user_agent).await
+}
+
+/// One test's environment: its own client (with its own user agent) and namespace.
+pub struct TestEnv {
+    /// Admin client.
+    pub client: kube::Client,
+    /// A namespace created for this test.
+    pub namespace: String,
+    /// The user agent the client sends, to pick this test's lines from the audit log.
+    pub user_agent: String,
+}
+
+/// Creates a client and a fresh namespace named after `prefix`.
+pub async fn setup(prefix: &str) -> TestEnv {
+    let namespace = unique(prefix);
+    let user_agent = format!("gitward-test/{namespace}");
+    let client = admin(&user_agent).await;
+    create_namespace(&client, &namespace).await;
+    TestEnv { client, namespace, user_agent }
+}
+
+/// Creates a namespace.
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+    Api::<Namespace>::all(client.clone()).create(&PostParams::default(), &ns).await.expect("create namespace");
+}
+
+/// The apiserver's audit log (JSON lines, one per request at Metadata level).
+pub fn audit_log() -> PathBuf {
+    env_path("GITWARD_TEST_AUDIT_LOG")
+}
+
+/// Audit events sent with `user_agent`, in order.
+pub fn audit_events(user_agent: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(audit_log()).expect("read audit log");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["userAgent"] == user_agent)
+        .collect()
+}
+
+/// Counts audit events of `user_agent` by verb, after `skip` earlier events.
+pub fn verbs(events: &[Value]) -> std::collections::BTreeMap<String, usize> {
+    let mut m = std::collections::BTreeMap::new();
+    for e in events {
+        *m.entry(e["verb"].as_str().unwrap_or_default().to_string()).or_default() += 1;
+    }
+    m
+}
+
+/// Runs the kubectl on PATH (the one `tests/cluster/run` puts first) and returns its output.
+pub fn kubectl(args: &[&str]) -> std::process::Output {
+    Command::new("kubectl").args(args).output().unwrap_or_else(|e| panic!("kubectl not runnable: {e}; {HOW}"))
+}
+
+/// A real git repository: a bare repo in a temp dir, pushed to from a work tree with the
+/// `git` CLI, as a user would.
+pub struct GitRepo {
+    dir: tempfile::TempDir,
+}
+
+impl GitRepo {
+    /// An empty bare repository and a clone of it with branch `main`.
+    pub fn new() -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let repo = Self { dir };
+        repo.git(&["init", "--bare", "--initial-branch=main", repo.bare().to_str().unwrap()], repo.dir.path());
+        repo.git(&["init", "--initial-branch=main", repo.work().to_str().unwrap()], repo.dir.path());
+        repo.git(&["remote", "add", "origin", repo.bare().to_str().unwrap()], &repo.work());
+        repo
+    }
+
+    /// The bare repository (what gitward's config points at).
+    pub fn bare(&self) -> PathBuf {
+        self.dir.path().join("remote.git")
+    }
+
+    /// The work tree pushed from.
+    pub fn work(&self) -> PathBuf {
+        self.dir.path().join("work")
+    }
+
+    /// Runs git in `cwd` with a fixed identity; panics on failure.
+    pub fn git(&self, args: &[&str], cwd: &Path) -> String {
+        let out = Command::new("git")
+            .args(["-c", "user.name=gitward-test", "-c", "user.email=test@gitward.dev", "-c", "commit.gpgsign=false"])
+            .args(args)
+            .current_dir(cwd)
+            .output()
+            .expect("git runs");
+        assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// Writes a file in the work tree (creating directories).
+    pub fn write(&self, path: &str, content: &str) {
+        let p = self.work().join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+
+    /// Copies a directory tree into the work tree at `dest`.
+    pub fn copy_dir(&self, from: &Path, dest: &str) {
+        let status = Command::new("cp").arg("-r").arg(from).arg(self.work().join(dest)).status().unwrap();
+        assert!(status.success());
+    }
+
+    /// Removes a path from the work tree.
+    pub fn remove(&self, path: &str) {
+        self.git(&["rm", "-r", "-q", path], &self.work());
+    }
+
+    /// Commits everything and pushes to the bare repository; returns the commit SHA.
+    pub fn commit_and_push(&self, message: &str) -> String {
+        let work = self.work();
+        self.git(&["add", "-A"], &work);
+        self.git(&["commit", "-q", "--allow-empty", "-m", message], &work);
+        self.git(&["push", "-q", "origin", "main"], &work);
+        self.git(&["rev-parse", "HEAD"], &work)
+    }
+}
+
+/// The shared fixtures directory (`../shared/fixtures` beside the repo).
+pub fn fixtures() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
+    assert!(p.is_dir(), "{} missing: CI runs with ../shared beside the repo", p.display());
+    p
+}
+
+/// Audit events of `user_agent`, read again until `done` holds for them or 10 s pass (the
+/// apiserver writes an event when the response completes, which can be just after the
+/// client has it). Returns the last read.
+pub async fn audit_events_until(user_agent: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let events = audit_events(user_agent);
+        if done(&events) || std::time::Instant::now() > deadline {
+            return events;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A `[[sync]]` table for a unit of `repo` at `path`, namespace `namespace`, plus `extra`
+/// TOML lines (e.g. `recreate_on_immutable = true`). The inventory parent goes in `namespace`.
+pub fn unit_toml(name: &str, repo: &Path, path: &str, namespace: &str, extra: &str) -> String {
+    format!(
+        "[[sync]]\nname = \"{name}\"\nrepo = \"{}\"\nref = \"main\"\npath = \"{path}\"\nnamespace = \"{namespace}\"\n{extra}\n",
+        repo.display()
+    )
+}
+
+/// A resolved config with these `[[sync]]` tables and its state under `state_dir`.
+pub fn config(state_dir: &Path, units: &str) -> gitward::config::Config {
+    let text = format!("[daemon]\nstate_dir = \"{}\"\n\n{units}", state_dir.display());
+    gitward::config::Config::from_toml(&text, state_dir, "test.toml").expect("test config is valid")
+}
+
+/// An engine for unit `name` of `config`, using `client`.
+pub async fn engine(client: &kube::Client, config: &gitward::config::Config, name: &str) -> gitward::sync::Engine {
+    let unit = config.unit(name).expect("unit in config");
+    gitward::sync::Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit)
+        .await
+        .expect("engine opens its mirror")
+}
+
+/// Actions of a change set, by `Kind/ns/name`.
+pub fn actions(report: &gitward::sync::Report) -> std::collections::BTreeMap<String, String> {
+    report.changes.entries.iter().map(|e| (e.object.to_string(), e.action.to_string())).collect()
+}
+
+/// A free loopback port (bound and released; fine for tests on one machine).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One HTTP/1.1 request over a real socket; returns status and body. `None` when nothing
+/// listens (yet).
+pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(10))).ok()?;
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).ok()?;
+    s.write_all(body).ok()?;
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).ok()?;
+    let text = String::from_utf8_lossy(&out).to_string();
+    let status = text.split_whitespace().nth(1)?.parse().ok()?;
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    Some((status, body))
+}
+
+/// Polls `check` every 100 ms until it returns true or `timeout` passes; returns whether it did.
+/// A liveness bound for asynchronous effects, not a speed measurement.
+pub async fn eventually<F, Fut>(timeout: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if check().await {
+            return true;
+        }
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A `gitward run` process with JSON logs captured to a file.
+pub struct Daemon {
+    /// The child process.
+    pub child: std::process::Child,
+    /// Its HTTP port.
+    pub port: u16,
+    log: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `gitward run --config <config>` with extra environment variables.
+    pub fn start(config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
+        let log = config.with_extension(format!("{port}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_gitward"))
+            .args(["--log-format", "json", "run", "--config"])
+            .arg(config)
+            .envs(env.iter().copied())
+            .env("RUST_LOG", "info,gitward=debug")
+            .stdout(std::process::Stdio::null())
+            .stderr(file)
+            .spawn()
+            .expect("gitward run starts");
+        Self { child, port, log }
+    }
+
+    /// Log events so far.
+    pub fn events(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The raw log text (for failure messages).
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// GET a path on the daemon's listener.
+    pub fn get(&self, path: &str) -> Option<(u16, String)> {
+        http(self.port, "GET", path, &[], b"")
+    }
+
+    /// Waits until /readyz answers 200.
+    pub async fn wait_ready(&self, timeout: Duration) -> bool {
+        eventually(timeout, || async { self.get("/readyz").map(|(s, _)| s) == Some(200) }).await
+    }
+
+    /// The sum of a counter family's samples in /metrics whose line contains all of `filters`.
+    pub fn metric_sum(&self, name: &str, filters: &[&str]) -> f64 {
+        let Some((_, body)) = self.get("/metrics") else { return 0.0 };
+        body.lines()
+            .filter(|l| l.starts_with(name) && filters.iter().all(|f| l.contains(f)))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Sends a signal to the process.
+    pub fn signal(&self, sig: &str) {
+        let status = Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().unwrap();
+        assert!(status.success());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

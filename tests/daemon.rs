@@ -1,0 +1,247 @@
+//! `gitward run` as users run it: the real binary, a real bare repository pushed to with git,
+//! the real apiserver. Waits are liveness bounds ("within 30 s"), never speed assertions; the
+//! latencies themselves are measured in benches/.
+
+mod common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use hmac::{KeyInit, Mac};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// Writes a daemon config with one unit over `repo` and returns its path and port.
+fn daemon_config(
+    dir: &Path,
+    repo: &Path,
+    namespace: &str,
+    daemon_extra: &str,
+    unit_extra: &str,
+) -> (std::path::PathBuf, u16) {
+    let port = common::free_port();
+    let path = dir.join("config.toml");
+    let text = format!(
+        "[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n{daemon_extra}\n\n{}",
+        common::unit_toml("app", repo, "", namespace, unit_extra)
+    );
+    std::fs::write(&path, text).unwrap();
+    (path, port)
+}
+
+async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
+}
+
+async fn hand_edit(client: &kube::Client, ns: &str, name: &str, v: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let patch = serde_json::json!({"data": {"value": v}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+}
+
+fn setup_repo() -> common::GitRepo {
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a", "1"));
+    repo.commit_and_push("first");
+    repo
+}
+
+#[tokio::test]
+async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
+    let env = common::setup("push").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    repo.write("b.yaml", &cm("b", "pushed"));
+    let revision = repo.commit_and_push("second");
+    let ns = env.namespace.clone();
+    let applied =
+        common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.as_deref() == Some("pushed") }).await;
+    assert!(applied, "push not applied (poll interval is 1h): {}", daemon.log_text());
+    let found = common::eventually(WAIT, || async {
+        daemon.events().iter().any(|e| {
+            e["message"] == "trigger applied"
+                && e["trigger"] == "push"
+                && e["revision"] == revision
+                && e["trigger_to_applied_ms"].is_u64()
+        })
+    })
+    .await;
+    assert!(found, "no push trigger_to_applied_ms event: {}", daemon.log_text());
+}
+
+#[tokio::test]
+async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
+    let env = common::setup("webhook").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let secret = "s3cret-for-tests";
+    std::fs::write(dir.path().join("webhook-secret"), secret).unwrap();
+    let (config, port) = daemon_config(
+        dir.path(),
+        &repo.bare(),
+        &env.namespace,
+        "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
+        "",
+    );
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    hand_edit(&env.client, &env.namespace, "a", "edited").await;
+
+    let body = br#"{"ref": "refs/heads/main", "after": "0000000000000000000000000000000000000000"}"#;
+    let (status, _) =
+        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", "sha256=00ff")], body).unwrap();
+    assert_eq!(status, 401);
+    let (status, _) = common::http(port, "POST", "/hooks/git", &[], body).unwrap();
+    assert_eq!(status, 401);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        value(&env.client, &env.namespace, "a").await.as_deref(),
+        Some("edited"),
+        "a rejected webhook must not sync"
+    );
+    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"webhook\""]), 0.0);
+
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let (status, reply) =
+        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    assert_eq!(status, 202, "{reply}");
+    let ns = env.namespace.clone();
+    let restored =
+        common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.as_deref() == Some("1") }).await;
+    assert!(restored, "valid webhook did not sync: {}", daemon.log_text());
+    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"webhook\""]), 1.0);
+}
+
+#[tokio::test]
+async fn hand_edit_is_reverted_and_own_writes_trigger_no_sync() {
+    let env = common::setup("selfheal").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    // Quiet period: gitward's own writes (the first sync's applies) start no sync.
+    let syncs = || daemon.metric_sum("gitward_triggers_total", &[]);
+    let settled = syncs();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(syncs(), settled, "syncs during a quiet period: {}", daemon.log_text());
+    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]), 0.0, "{}", daemon.log_text());
+
+    hand_edit(&env.client, &env.namespace, "a", "edited").await;
+    let ns = env.namespace.clone();
+    let restored =
+        common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.as_deref() == Some("1") }).await;
+    assert!(restored, "hand edit not reverted: {}", daemon.log_text());
+    assert!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]) >= 1.0);
+    // The self-heal's own write does not start another sync.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = syncs();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(syncs(), after, "feedback loop: {}", daemon.log_text());
+}
+
+#[tokio::test]
+async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exits_0() {
+    let env = common::setup("signals").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let config = dir.path().join("config.toml");
+    let base = format!("[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\n\n");
+    let good = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
+    let missing = common::unit_toml("missing", &dir.path().join("no-such-repo.git"), "", &env.namespace, "");
+    std::fs::write(&config, format!("{base}{good}{missing}")).unwrap();
+    let mut daemon = common::Daemon::start(&config, port, &[]);
+
+    // /readyz is 503 while a unit has not synced (its repository does not exist) …
+    let unready = common::eventually(WAIT, || async {
+        matches!(daemon.get("/readyz"), Some((503, body)) if body.contains("missing"))
+    })
+    .await;
+    assert!(unready, "{}", daemon.log_text());
+    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
+    // … and turns ready once every unit has synced: SIGHUP with the broken unit removed.
+    std::fs::write(&config, format!("{base}{good}")).unwrap();
+    daemon.signal("HUP");
+    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+
+    // A broken config is logged and the old one kept.
+    std::fs::write(&config, "[daemon]\nbogus = 1\n").unwrap();
+    daemon.signal("HUP");
+    let logged =
+        common::eventually(WAIT, || async { daemon.events().iter().any(|e| e["message"] == "config reload failed") })
+            .await;
+    assert!(logged, "{}", daemon.log_text());
+    repo.write("b.yaml", &cm("b", "after-bad-reload"));
+    repo.commit_and_push("second");
+    let ns = env.namespace.clone();
+    let applied = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.is_some() }).await;
+    assert!(applied, "the old config stopped working: {}", daemon.log_text());
+
+    daemon.signal("TERM");
+    let started = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = daemon.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "still running 10 s after SIGTERM");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+}
+
+#[tokio::test]
+async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
+    let env = common::setup("leader").await;
+    let repo = setup_repo();
+    let lease = format!(
+        "\n[daemon.leader_election]\nnamespace = \"{}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n",
+        env.namespace
+    );
+    let dir_a = tempfile::tempdir().unwrap();
+    let dir_b = tempfile::tempdir().unwrap();
+    let (config_a, port_a) = daemon_config(dir_a.path(), &repo.bare(), &env.namespace, &lease, "");
+    let (config_b, port_b) = daemon_config(dir_b.path(), &repo.bare(), &env.namespace, &lease, "");
+    let a = common::Daemon::start(&config_a, port_a, &[("POD_NAME", "replica-a")]);
+    let b = common::Daemon::start(&config_b, port_b, &[("POD_NAME", "replica-b")]);
+
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> = Api::namespaced(env.client.clone(), &env.namespace);
+    let holder = || async {
+        leases.get_opt("gitward").await.ok().flatten().and_then(|l| l.spec).and_then(|s| s.holder_identity)
+    };
+    assert!(common::eventually(WAIT, || async { holder().await.is_some() }).await, "no leader");
+    let ns = env.namespace.clone();
+    assert!(common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.is_some() }).await);
+    let leader = holder().await.unwrap();
+    let (leading, following) = if leader == "replica-a" { (a, b) } else { (b, a) };
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(leading.metric_sum("gitward_triggers_total", &[]) >= 1.0, "{}", leading.log_text());
+    assert_eq!(
+        following.metric_sum("gitward_triggers_total", &[]),
+        0.0,
+        "the follower applied: {}",
+        following.log_text()
+    );
+
+    drop(leading); // SIGKILL: no release, the lease must expire.
+    repo.write("b.yaml", &cm("b", "after-handover"));
+    repo.commit_and_push("second");
+    let handed = common::eventually(WAIT, || async { holder().await.as_deref() != Some(leader.as_str()) }).await;
+    assert!(handed, "lease not taken over: {}", following.log_text());
+    let applied = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.is_some() }).await;
+    assert!(applied, "the new leader did not apply: {}", following.log_text());
+}

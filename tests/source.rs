@@ -1,0 +1,510 @@
+//! Integration tests of `gitward::source` against real git repositories.
+//!
+//! Each test makes a bare "remote" repository in a temp dir and fills it with the git CLI as a
+//! user would (commit in a work dir, `git push`); gitward then mirrors it from a state dir in
+//! the same temp dir. Expected revisions and blob ids come from `git rev-parse`.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gitward::manifest::TreeFile;
+use gitward::source::{Credentials, Error, Revision, Source, SourceSpec};
+use tempfile::TempDir;
+
+/// Runs git in `dir` with a fixed identity and no global or system config; panics on failure;
+/// returns stdout, trimmed.
+fn git(dir: &Path, args: &[&str]) -> String {
+    let output = Command::new("git")
+        .args(["-c", "user.name=gitward test", "-c", "user.email=test@gitward.invalid"])
+        .args(["-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false", "-c", "init.defaultBranch=main"])
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .output()
+        .expect("git runs");
+    assert!(output.status.success(), "git {args:?} failed: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8(output.stdout).unwrap().trim().to_string()
+}
+
+/// A bare remote, a work dir that pushes to it, and a state dir for gitward's mirrors.
+struct Fixture {
+    _temp: TempDir,
+    remote: PathBuf,
+    work: PathBuf,
+    state: PathBuf,
+}
+
+impl Fixture {
+    fn new() -> Self {
+        let temp = tempfile::tempdir().unwrap();
+        let (remote, work, state) =
+            (temp.path().join("remote.git"), temp.path().join("work"), temp.path().join("state"));
+        git(temp.path(), &["init", "--bare", "-q", "remote.git"]);
+        git(temp.path(), &["init", "-q", "work"]);
+        git(&work, &["remote", "add", "origin", remote.to_str().unwrap()]);
+        Self { _temp: temp, remote, work, state }
+    }
+
+    /// Writes a file in the work dir, creating directories.
+    fn write(&self, path: &str, contents: impl AsRef<[u8]>) {
+        let path = self.work.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, contents).unwrap();
+    }
+
+    /// Commits everything and pushes `main`; returns the commit SHA.
+    fn commit_and_push(&self, message: &str) -> String {
+        git(&self.work, &["add", "-A"]);
+        git(&self.work, &["commit", "-q", "-m", message]);
+        git(&self.work, &["push", "-q", "origin", "HEAD:refs/heads/main"]);
+        git(&self.work, &["rev-parse", "HEAD"])
+    }
+
+    fn git(&self, args: &[&str]) -> String {
+        git(&self.work, args)
+    }
+
+    /// A spec for `unit` of this remote (as a plain path) at `reference`, repository root.
+    fn spec(&self, unit: &str, reference: &str) -> SourceSpec {
+        spec(unit, self.remote.to_str().unwrap(), reference)
+    }
+
+    fn open(&self, spec: SourceSpec) -> Source {
+        Source::open(&self.state, spec).expect("mirror opens")
+    }
+}
+
+fn spec(unit: &str, repo: &str, reference: &str) -> SourceSpec {
+    SourceSpec {
+        unit: unit.to_string(),
+        repo: repo.to_string(),
+        reference: reference.to_string(),
+        path: String::new(),
+        credentials: Credentials::default(),
+        max_file_bytes: 1024 * 1024,
+    }
+}
+
+fn rev(sha: &str) -> Revision {
+    Revision(sha.to_string())
+}
+
+#[test]
+fn fetch_resolves_branch_to_pushed_commit() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "kind: A\n");
+    let first = fx.commit_and_push("first");
+    let mut source = fx.open(fx.spec("shop", "main"));
+    assert!(matches!(source.resolve(), Err(Error::RefNotFound { .. })), "nothing fetched yet");
+
+    assert_eq!(source.fetch().unwrap(), rev(&first));
+    assert_eq!(source.resolve().unwrap(), rev(&first));
+    assert_eq!(source.mirror_path(), fx.state.join("mirrors/shop"));
+    assert_eq!(git(source.mirror_path(), &["rev-parse", "--is-bare-repository"]), "true");
+
+    fx.write("a.yaml", "kind: A2\n");
+    let second = fx.commit_and_push("second");
+    assert_ne!(first, second);
+    assert_eq!(source.resolve().unwrap(), rev(&first), "resolve does not fetch");
+    let revision = source.fetch().unwrap();
+    assert_eq!(revision, rev(&second));
+    assert_eq!(revision.to_string(), second);
+    assert_eq!(revision.short(), &second[..12]);
+}
+
+#[test]
+fn a_reopened_mirror_keeps_what_was_fetched() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "kind: A\n");
+    let head = fx.commit_and_push("first");
+    fx.open(fx.spec("shop", "main")).fetch().unwrap();
+    std::fs::rename(&fx.remote, fx.remote.with_extension("gone")).unwrap();
+    assert_eq!(fx.open(fx.spec("shop", "main")).resolve().unwrap(), rev(&head));
+}
+
+#[test]
+fn force_push_moves_the_revision_back() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "v: 1\n");
+    let first = fx.commit_and_push("first");
+    fx.write("a.yaml", "v: 2\n");
+    let second = fx.commit_and_push("second");
+    let mut source = fx.open(fx.spec("shop", "main"));
+    assert_eq!(source.fetch().unwrap(), rev(&second));
+    fx.git(&["push", "-q", "--force", "origin", &format!("{first}:refs/heads/main")]);
+    assert_eq!(source.fetch().unwrap(), rev(&first));
+}
+
+#[test]
+fn tag_and_commit_sha_references_resolve() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "v: 1\n");
+    let tagged = fx.commit_and_push("first");
+    fx.git(&["tag", "-a", "v1.0.0", "-m", "release 1"]);
+    fx.git(&["tag", "light"]);
+    fx.git(&["branch", "release"]);
+    fx.write("a.yaml", "v: 2\n");
+    let head = fx.commit_and_push("second");
+    fx.git(&["tag", "release"]);
+    fx.git(&["push", "-q", "origin", "--tags", "refs/heads/release"]);
+    let tag_object = fx.git(&["rev-parse", "v1.0.0"]);
+    let upper = head.to_uppercase();
+    assert_ne!(tag_object, tagged, "an annotated tag is its own object");
+
+    let cases = [
+        ("v1.0.0", &tagged, "annotated tag, peeled to its commit"),
+        ("light", &tagged, "lightweight tag"),
+        ("refs/tags/v1.0.0", &tagged, "full tag ref"),
+        (tagged.as_str(), &tagged, "full SHA"),
+        (&tagged[..10], &tagged, "SHA prefix"),
+        (upper.as_str(), &head, "upper-case SHA"),
+        ("release", &tagged, "a branch wins over a tag of the same name"),
+        ("refs/tags/release", &head, "unless the full tag ref is given"),
+        ("main", &head, "branch"),
+    ];
+    for (reference, expected, why) in cases {
+        let mut source = fx.open(fx.spec("shop", reference));
+        assert_eq!(source.fetch().unwrap(), rev(expected), "{why}: {reference}");
+    }
+}
+
+/// Pushes a commit on a branch, then deletes the branch: the commit stays in the remote's
+/// object database but no ref reaches it. Returns its SHA.
+fn push_orphan_commit(fx: &Fixture) -> String {
+    fx.write("a.yaml", "v: 1\n");
+    fx.commit_and_push("first");
+    fx.git(&["checkout", "-q", "-b", "experiment"]);
+    fx.write("a.yaml", "v: experiment\n");
+    fx.git(&["commit", "-q", "-a", "-m", "experiment"]);
+    fx.git(&["push", "-q", "origin", "HEAD:refs/heads/experiment"]);
+    fx.git(&["push", "-q", "origin", ":refs/heads/experiment"]);
+    fx.git(&["rev-parse", "HEAD"])
+}
+
+/// A `git daemon` serving the fixture's remote over `git://`; killed on drop.
+struct GitDaemon {
+    child: Child,
+    url: String,
+}
+
+impl GitDaemon {
+    fn serve(fx: &Fixture) -> Self {
+        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+        let base = fx.remote.parent().unwrap();
+        let child = Command::new("git")
+            .args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1"])
+            .arg(format!("--port={port}"))
+            .arg(format!("--base-path={}", base.display()))
+            .arg(base)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .spawn()
+            .expect("git daemon starts");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(Instant::now() < deadline, "git daemon did not listen on {port}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { child, url: format!("git://127.0.0.1:{port}/remote.git") }
+    }
+}
+
+impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn commit_sha_reachable_from_no_ref_is_fetched_by_id_when_the_server_allows_it() {
+    let fx = Fixture::new();
+    let orphan = push_orphan_commit(&fx);
+    git(&fx.remote, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+    let daemon = GitDaemon::serve(&fx);
+
+    let mut source = fx.open(spec("shop", &daemon.url, &orphan));
+    assert_eq!(source.fetch().unwrap(), rev(&orphan));
+    drop(daemon);
+    assert_eq!(source.resolve().unwrap(), rev(&orphan), "the fetched commit stays in the mirror");
+}
+
+#[test]
+fn commit_sha_reachable_from_no_ref_is_not_found_over_a_local_path() {
+    // libgit2's local transport sends only what refs reach (see Source::fetch).
+    let fx = Fixture::new();
+    let orphan = push_orphan_commit(&fx);
+    let mut source = fx.open(fx.spec("shop", &orphan));
+    assert_eq!(source.fetch().unwrap_err(), Error::RefNotFound { unit: "shop".into(), reference: orphan });
+}
+
+#[test]
+fn missing_ref_is_ref_not_found() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "v: 1\n");
+    fx.commit_and_push("first");
+    for reference in ["nope", "0123456789abcdef0123456789abcdef01234567", "abcdef0"] {
+        let mut source = fx.open(fx.spec("shop", reference));
+        let error = source.fetch().unwrap_err();
+        assert_eq!(error, Error::RefNotFound { unit: "shop".into(), reference: reference.into() }, "{reference}");
+        assert!(error.to_string().starts_with(&format!("shop: reference \"{reference}\" not found")));
+        assert!(!error.is_retryable());
+    }
+}
+
+#[test]
+fn deleted_branch_is_pruned_from_the_mirror() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "v: 1\n");
+    let head = fx.commit_and_push("first");
+    fx.git(&["push", "-q", "origin", "HEAD:refs/heads/feature"]);
+    let mut source = fx.open(fx.spec("shop", "feature"));
+    assert_eq!(source.fetch().unwrap(), rev(&head));
+
+    fx.git(&["push", "-q", "origin", ":refs/heads/feature"]);
+    assert!(matches!(source.fetch(), Err(Error::RefNotFound { .. })));
+    let refs = git(source.mirror_path(), &["for-each-ref", "--format=%(refname)"]);
+    assert_eq!(refs, "refs/heads/main");
+}
+
+#[test]
+fn list_files_reads_only_manifests_under_path_in_sorted_order() {
+    let fx = Fixture::new();
+    fx.write("root.yaml", "kind: Outside\n");
+    fx.write("apps/other/x.yaml", "kind: Outside\n");
+    fx.write("apps/shop/b.yaml", "kind: B\n");
+    fx.write("apps/shop/a.yml", "kind: A\n");
+    fx.write("apps/shop/nested/deep/c.json", "{\"kind\": \"C\"}\n");
+    fx.write("apps/shop/z.yaml", "kind: Z\n");
+    fx.write("apps/shop/README.md", "# shop\n");
+    fx.write("apps/shop/notes.txt", "notes\n");
+    fx.write("apps/shop/nested/Chart.yaml.txt", "not a manifest\n");
+    std::os::unix::fs::symlink("b.yaml", fx.work.join("apps/shop/link.yaml")).unwrap();
+    std::os::unix::fs::symlink("../other", fx.work.join("apps/shop/other")).unwrap();
+    fx.git(&["add", "-A"]);
+    let submodule_commit = "1111111111111111111111111111111111111111";
+    fx.git(&["update-index", "--add", "--cacheinfo", &format!("160000,{submodule_commit},apps/shop/vendor")]);
+    fx.git(&["commit", "-q", "-m", "tree with a submodule"]);
+    fx.git(&["push", "-q", "origin", "HEAD:refs/heads/main"]);
+    let head = fx.git(&["rev-parse", "HEAD"]);
+
+    let mut spec = fx.spec("shop", "main");
+    spec.path = "/apps/shop/".into();
+    let mut source = fx.open(spec);
+    let revision = source.fetch().unwrap();
+    assert_eq!(revision, rev(&head));
+    let listing = source.list_files(&revision).unwrap();
+
+    let expected: Vec<TreeFile> = ["a.yml", "b.yaml", "nested/deep/c.json", "z.yaml"]
+        .iter()
+        .map(|name| {
+            let path = format!("apps/shop/{name}");
+            let oid = fx.git(&["rev-parse", &format!("HEAD:{path}")]);
+            let size = fx.git(&["cat-file", "-s", &oid]).parse().unwrap();
+            TreeFile { path, oid, size }
+        })
+        .collect();
+    assert_eq!(listing.files, expected);
+    let skipped: Vec<(&str, &str)> =
+        listing.skipped.iter().map(|(path, reason)| (path.as_str(), reason.as_str())).collect();
+    assert_eq!(
+        skipped,
+        [
+            ("apps/shop/link.yaml", "symbolic link: not followed"),
+            ("apps/shop/other", "symbolic link: not followed"),
+            ("apps/shop/vendor", "submodule: not followed"),
+        ]
+    );
+}
+
+#[test]
+fn empty_path_lists_the_whole_repository() {
+    let fx = Fixture::new();
+    fx.write("z.yaml", "kind: Z\n");
+    fx.write("a/b.json", "{}\n");
+    fx.write("a.yaml", "kind: A\n");
+    fx.commit_and_push("tree");
+    let mut source = fx.open(fx.spec("shop", "main"));
+    let revision = source.fetch().unwrap();
+    let paths: Vec<String> = source.list_files(&revision).unwrap().files.into_iter().map(|f| f.path).collect();
+    assert_eq!(paths, ["a.yaml", "a/b.json", "z.yaml"], "byte order of the full path");
+}
+
+#[test]
+fn missing_path_is_path_not_found() {
+    let fx = Fixture::new();
+    fx.write("apps/shop/a.yaml", "kind: A\n");
+    fx.commit_and_push("tree");
+    for path in ["apps/nope", "apps/shop/a.yaml"] {
+        let mut spec = fx.spec("shop", "main");
+        spec.path = path.into();
+        let mut source = fx.open(spec);
+        let revision = source.fetch().unwrap();
+        let error = source.list_files(&revision).unwrap_err();
+        assert_eq!(error, Error::PathNotFound { unit: "shop".into(), revision: revision.clone(), path: path.into() });
+        assert!(error.to_string().contains(&revision.0), "{error}");
+    }
+}
+
+#[test]
+fn file_over_limit_is_an_error_naming_the_file() {
+    let fx = Fixture::new();
+    fx.write("apps/fits.yaml", vec![b'#'; 100]);
+    fx.write("apps/README.md", vec![b'#'; 1000]);
+    let mut spec = fx.spec("shop", "main");
+    spec.max_file_bytes = 100;
+    fx.commit_and_push("fits");
+    let mut source = fx.open(spec);
+    let revision = source.fetch().unwrap();
+    assert_eq!(source.list_files(&revision).unwrap().files.len(), 1, "at the limit is fine");
+
+    fx.write("apps/big.yaml", vec![b'#'; 101]);
+    fx.commit_and_push("too big");
+    let revision = source.fetch().unwrap();
+    let error = source.list_files(&revision).unwrap_err();
+    assert_eq!(error, Error::FileTooLarge { unit: "shop".into(), path: "apps/big.yaml".into(), size: 101, limit: 100 });
+    assert_eq!(error.to_string(), "shop: file apps/big.yaml is 101 bytes, over the limit of 100 bytes");
+}
+
+#[test]
+fn unreachable_repository_is_a_clear_error() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "kind: A\n");
+    let head = fx.commit_and_push("first");
+    let mut source = fx.open(fx.spec("shop", "main"));
+    assert_eq!(source.fetch().unwrap(), rev(&head));
+
+    let moved = fx.remote.with_extension("moved");
+    std::fs::rename(&fx.remote, &moved).unwrap();
+    let error = source.fetch().unwrap_err();
+    let Error::FetchFailed { unit, repo, .. } = &error else { panic!("not FetchFailed: {error:?}") };
+    assert_eq!((unit.as_str(), repo.as_str()), ("shop", fx.remote.to_str().unwrap()));
+    let message = error.to_string();
+    assert!(message.starts_with(&format!("shop: fetch from {} failed: ", fx.remote.display())), "{message}");
+    assert!(error.is_retryable());
+    assert_eq!(source.resolve().unwrap(), rev(&head), "the last good fetch is kept");
+    let listing = source.list_files(&rev(&head)).unwrap();
+    assert_eq!(listing.files.len(), 1, "and its files stay readable");
+
+    let nowhere = format!("file://{}", fx.state.join("nothing-here.git").display());
+    let mut source = Source::open(&fx.state, spec("other", &nowhere, "main")).unwrap();
+    let error = source.fetch().unwrap_err();
+    assert!(matches!(&error, Error::FetchFailed { unit, repo, .. } if unit == "other" && *repo == nowhere));
+    assert!(error.to_string().starts_with(&format!("other: fetch from {nowhere} failed: ")), "{error}");
+}
+
+#[test]
+fn token_in_url_is_never_in_the_error() {
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let url = format!("https://bot:s3cr3t@127.0.0.1:{port}/org/repo.git");
+    let state = tempfile::tempdir().unwrap();
+    let mut source = Source::open(state.path(), spec("shop", &url, "main")).unwrap();
+    assert_eq!(source.redacted_url(), format!("https://***@127.0.0.1:{port}/org/repo.git"));
+    let error = source.fetch().unwrap_err();
+    assert!(matches!(error, Error::FetchFailed { .. }), "{error:?}");
+    let (message, debug) = (error.to_string(), format!("{error:?}"));
+    assert!(!message.contains("s3cr3t") && !debug.contains("s3cr3t"), "{message}");
+    assert!(message.contains(&format!("https://***@127.0.0.1:{port}/org/repo.git")), "{message}");
+}
+
+/// An HTTP server that answers every request with 401 and records each request's
+/// `Authorization` header.
+fn unauthorised_server() -> (String, Arc<Mutex<Vec<Option<String>>>>) {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://127.0.0.1:{}/org/repo.git", listener.local_addr().unwrap().port());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let record = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let mut stream = stream.unwrap();
+            let mut authorization = None;
+            for line in BufReader::new(&stream).lines() {
+                let line = line.unwrap();
+                if line.is_empty() {
+                    break;
+                }
+                if let Some(value) = line.strip_prefix("Authorization: ") {
+                    authorization = Some(value.to_string());
+                }
+            }
+            record.lock().unwrap().push(authorization);
+            let response = "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
+                            Content-Length: 0\r\nConnection: close\r\n\r\n";
+            let _ = stream.write_all(response.as_bytes());
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn rejected_token_gives_up_after_three_attempts() {
+    let (url, seen) = unauthorised_server();
+    let state = tempfile::tempdir().unwrap();
+    let token_file = state.path().join("token");
+    std::fs::write(&token_file, "s3cr3t\n").unwrap();
+    let mut spec = spec("shop", &url, "main");
+    spec.credentials.token_file = Some(token_file);
+    let mut source = Source::open(state.path(), spec).unwrap();
+
+    let error = source.fetch().unwrap_err();
+    assert_eq!(
+        error,
+        Error::Credentials {
+            unit: "shop".into(),
+            repo: url.clone(),
+            message: "the remote rejected the credentials 3 times".into()
+        }
+    );
+    let seen = seen.lock().unwrap().clone();
+    let basic = Some("Basic eC1hY2Nlc3MtdG9rZW46czNjcjN0".to_string()); // x-access-token:s3cr3t
+    assert_eq!(seen, [None, basic.clone(), basic.clone(), basic], "one anonymous try, then 3");
+    assert!(!format!("{error} {error:?}").contains("s3cr3t"));
+}
+
+#[test]
+fn missing_credentials_are_a_credentials_error() {
+    let (url, _seen) = unauthorised_server();
+    let state = tempfile::tempdir().unwrap();
+    let mut source = Source::open(state.path(), spec("shop", &url, "main")).unwrap();
+    let error = source.fetch().unwrap_err();
+    assert!(matches!(&error, Error::Credentials { .. }), "{error:?}");
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "shop: authentication to {url} failed: the remote asks for a user name and password \
+             (token_file) but none is configured"
+        )
+    );
+}
+
+#[test]
+fn read_blob_returns_the_committed_bytes() {
+    let fx = Fixture::new();
+    let bytes: &[u8] = b"kind: A\r\nbinary: \xff\x00\xfe\nno trailing newline";
+    fx.write("a.yaml", bytes);
+    fx.commit_and_push("bytes");
+    let mut source = fx.open(fx.spec("shop", "main"));
+    let revision = source.fetch().unwrap();
+    let file = source.list_files(&revision).unwrap().files.remove(0);
+    assert_eq!(file.oid, fx.git(&["rev-parse", "HEAD:a.yaml"]));
+    assert_eq!(file.size, bytes.len() as u64);
+    assert_eq!(source.read_blob(&file.oid).unwrap(), bytes);
+
+    for bad in ["0123456789abcdef0123456789abcdef01234567", "not-an-oid"] {
+        let error = source.read_blob(bad).unwrap_err();
+        assert!(matches!(&error, Error::ReadBlob { unit, oid, .. } if unit == "shop" && oid == bad), "{error:?}");
+    }
+}
+
+#[test]
+fn unit_name_must_be_one_path_component() {
+    let state = tempfile::tempdir().unwrap();
+    let error = Source::open(state.path(), spec("../escape", "/nowhere", "main")).err().unwrap();
+    assert!(matches!(error, Error::OpenMirror { .. }), "{error:?}");
+    assert!(!state.path().parent().unwrap().join("escape").exists());
+}

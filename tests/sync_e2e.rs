@@ -1,0 +1,221 @@
+//! End-to-end: real manifests nobody here wrote (../shared/fixtures), pushed to a bare git
+//! repository with the git CLI, synced to the real apiserver, step by step as a user would.
+//!
+//! One test, because ingress-nginx holds cluster-scoped objects (ClusterRoles, an IngressClass,
+//! a Namespace, a validating webhook) that only one ApplySet can own in a cluster.
+//!
+//! Layout of the user's repository: `platform/` (ingress-nginx, guestbook) is one unit and
+//! `shop/` (sock-shop) another. ingress-nginx's admission webhook has no endpoints here (the
+//! test apiserver runs no pods), so once it exists it rejects every Ingress: the shop unit's
+//! Ingress is expected to be `failed` with the webhook's message from then on, and the shop
+//! unit is kept apart so that the platform unit can show pruning.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use gitward::changeset::Action;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+fn count(report: &gitward::sync::Report, action: Action) -> usize {
+    report.changes.entries.iter().filter(|e| e.action == action).count()
+}
+
+fn position(report: &gitward::sync::Report, object: &str) -> usize {
+    report
+        .changes
+        .entries
+        .iter()
+        .position(|e| e.object.to_string() == object)
+        .unwrap_or_else(|| panic!("{object} not in change set"))
+}
+
+#[tokio::test]
+async fn fixtures_sync_upgrade_prune_resync_drift_and_applyset() {
+    let env = common::setup("e2e").await;
+    let fixtures = common::fixtures();
+    let repo = common::GitRepo::new();
+    std::fs::create_dir_all(repo.work().join("platform/ingress-nginx")).unwrap();
+    std::fs::create_dir_all(repo.work().join("shop")).unwrap();
+    std::fs::copy(
+        fixtures.join("ingress-nginx/v1.14.0/deploy.yaml"),
+        repo.work().join("platform/ingress-nginx/deploy.yaml"),
+    )
+    .unwrap();
+    repo.copy_dir(&fixtures.join("argocd-example-apps/guestbook"), "platform/guestbook");
+    repo.copy_dir(&fixtures.join("argocd-example-apps/sock-shop"), "shop/sock-shop");
+    repo.commit_and_push("ingress-nginx v1.14.0, guestbook, sock-shop");
+
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("platform", &repo.bare(), "platform", &env.namespace, "")
+        + &common::unit_toml("shop", &repo.bare(), "shop", &env.namespace, "");
+    let config = common::config(state.path(), &units);
+    let agent = format!("{}-gitward", env.user_agent);
+    let client = common::admin(&agent).await;
+    let mut platform = common::engine(&client, &config, "platform").await;
+    let mut shop = common::engine(&client, &config, "shop").await;
+
+    // 1. Everything created; Namespaces before their contents; kustomization.yaml skipped.
+    let shop1 = shop.sync().await.expect("shop sync");
+    assert_eq!(count(&shop1, Action::Created), 29, "{:#?}", common::actions(&shop1));
+    assert!(
+        shop1.skipped_files.iter().any(|s| s.file.ends_with("sock-shop/kustomization.yaml")),
+        "{:?}",
+        shop1.skipped_files
+    );
+    let p1 = platform.sync().await.expect("platform sync");
+    assert_eq!(count(&p1, Action::Created), 19 + 2, "{:#?}", common::actions(&p1));
+    assert!(!p1.changes.has_failures());
+    let ns_at = position(&p1, "Namespace/ingress-nginx");
+    for (i, e) in p1.changes.entries.iter().enumerate() {
+        if e.object.namespace.as_deref() == Some("ingress-nginx") {
+            assert!(i > ns_at, "{} applied before its Namespace", e.object);
+        }
+    }
+    let webhook = position(&p1, "ValidatingWebhookConfiguration/ingress-nginx-admission");
+    assert_eq!(webhook, p1.changes.entries.len() - 1, "admission webhooks go last");
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    assert!(deployments.get_opt("guestbook-ui").await.unwrap().is_some());
+    assert!(deployments.get_opt("front-end").await.unwrap().is_some());
+
+    // 2. Upgrade to v1.15.1: changed objects configured; the Jobs' pod templates are
+    //    immutable: an error without recreate, re-created with it.
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), "ingress-nginx");
+    let job_uid = jobs.get("ingress-nginx-admission-create").await.unwrap().metadata.uid;
+    std::fs::copy(
+        fixtures.join("ingress-nginx/v1.15.1/deploy.yaml"),
+        repo.work().join("platform/ingress-nginx/deploy.yaml"),
+    )
+    .unwrap();
+    repo.commit_and_push("ingress-nginx v1.15.1");
+    let p2 = platform.sync().await.expect("platform sync");
+    let a2 = common::actions(&p2);
+    assert_eq!(a2["Deployment/ingress-nginx/ingress-nginx-controller"], "configured", "{a2:#?}");
+    for job in ["Job/ingress-nginx/ingress-nginx-admission-create", "Job/ingress-nginx/ingress-nginx-admission-patch"] {
+        assert_eq!(a2[job], "failed", "{a2:#?}");
+        let entry = p2.changes.entries.iter().find(|e| e.object.to_string() == job).unwrap();
+        let msg = entry.message.as_deref().unwrap();
+        assert!(msg.contains("immutable") && msg.contains("recreate"), "{msg}");
+    }
+    assert_eq!(count(&p2, Action::Pruned), 0, "no prune after a failure");
+    let recreating = common::config(
+        state.path(),
+        &common::unit_toml("platform", &repo.bare(), "platform", &env.namespace, "recreate_on_immutable = true"),
+    );
+    let mut platform_recreate = common::engine(&client, &recreating, "platform").await;
+    let p2b = platform_recreate.sync().await.expect("platform sync with recreate");
+    let a2b = common::actions(&p2b);
+    assert_eq!(a2b["Job/ingress-nginx/ingress-nginx-admission-create"], "configured", "{a2b:#?}");
+    assert!(!p2b.changes.has_failures(), "{a2b:#?}");
+    let new_uid = jobs.get("ingress-nginx-admission-create").await.unwrap().metadata.uid;
+    assert_ne!(job_uid, new_uid, "the Job was re-created");
+    drop(platform_recreate);
+
+    // 3. guestbook removed: exactly its objects pruned.
+    repo.remove("platform/guestbook");
+    repo.commit_and_push("remove guestbook");
+    let p3 = platform.sync().await.expect("platform sync");
+    let pruned: Vec<String> =
+        p3.changes.entries.iter().filter(|e| e.action == Action::Pruned).map(|e| e.object.to_string()).collect();
+    let ns = &env.namespace;
+    assert_eq!(pruned, vec![format!("Deployment/{ns}/guestbook-ui"), format!("Service/{ns}/guestbook-ui")]);
+    assert!(deployments.get_opt("guestbook-ui").await.unwrap().is_none());
+
+    // 4. A second sync with no new commit: every object unchanged, exactly one apply request
+    //    per object and no GET, as the audit log counts them.
+    let before = common::audit_events(&agent).len();
+    let p4 = platform.sync().await.expect("platform sync");
+    assert_eq!(count(&p4, Action::Unchanged), 19, "{:#?}", common::actions(&p4));
+    assert_eq!(p4.changes.entries.len(), 19);
+    assert_eq!(p4.changes.requests, 19);
+    let events = common::audit_events_until(&agent, |e| e.len() >= before + 19).await;
+    let verbs = common::verbs(&events[before..]);
+    for e in events[before..].iter().filter(|e| e["verb"] != "patch") {
+        eprintln!("unexpected request: {}", e);
+    }
+    assert_eq!(verbs, BTreeMap::from([("patch".to_string(), 19)]), "requests of an unchanged sync");
+
+    // The shop unit: its Ingress is now rejected by ingress-nginx's webhook (no endpoints),
+    // reported with the webhook's message; everything else is still applied.
+    let s2 = shop.sync().await.expect("shop sync");
+    let ingress = s2.changes.entries.iter().find(|e| e.object.gk.kind == "Ingress").unwrap();
+    assert_eq!(ingress.action, Action::Failed);
+    assert!(
+        ingress.message.as_deref().unwrap().contains("validate.nginx.ingress.kubernetes.io"),
+        "{:?}",
+        ingress.message
+    );
+    assert_eq!(count(&s2, Action::Unchanged), 28);
+
+    // 5. A hand edit of a field gitward owns is reported drift-corrected and restored.
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), "ingress-nginx");
+    let version = "app.kubernetes.io/version";
+    let edit = serde_json::json!({"metadata": {"labels": {version: "hand-edited"}}});
+    configmaps.patch("ingress-nginx-controller", &PatchParams::default(), &Patch::Merge(&edit)).await.unwrap();
+    let p5 = platform.sync().await.expect("platform sync");
+    assert_eq!(common::actions(&p5)["ConfigMap/ingress-nginx/ingress-nginx-controller"], "drift-corrected");
+    assert_eq!(count(&p5, Action::DriftCorrected), 1);
+    let restored = configmaps.get("ingress-nginx-controller").await.unwrap().metadata.labels.unwrap();
+    assert_eq!(restored[version], "1.15.1");
+
+    // 6. The inventory is the ApplySet kubectl would write.
+    applyset_matches_kubectl(&env, &platform).await;
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    assert!(namespaces.get_opt("ingress-nginx").await.unwrap().is_some());
+}
+
+async fn applyset_matches_kubectl(env: &common::TestEnv, engine: &gitward::sync::Engine) {
+    let inventory = engine.inventory();
+    // kubectl's id for a scratch parent of the same kind, name and namespace in another namespace.
+    let scratch_ns = common::unique("scratch");
+    common::create_namespace(&env.client, &scratch_ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("cm.yaml");
+    std::fs::write(&file, "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: scratch\ndata:\n  a: b\n").unwrap();
+    let parent = &inventory.parent.name;
+    let out = std::process::Command::new("kubectl")
+        .env("KUBECTL_APPLYSET", "true")
+        .args(["apply", "--prune", &format!("--applyset=secret/{parent}"), "-n", &scratch_ns, "-f"])
+        .arg(&file)
+        .output()
+        .expect("kubectl runs");
+    assert!(out.status.success(), "kubectl apply --applyset: {}", String::from_utf8_lossy(&out.stderr));
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(env.client.clone(), &scratch_ns);
+    let kubectl_id = secrets.get(parent).await.unwrap().metadata.labels.unwrap()["applyset.kubernetes.io/id"].clone();
+    let ours = gitward::cluster::inventory::applyset_id(parent, &scratch_ns, "Secret", "");
+    assert_eq!(ours, kubectl_id, "gitward computes the ApplySet id kubectl writes");
+
+    // kubectl lists exactly the members by the part-of label.
+    let selector = format!("applyset.kubernetes.io/part-of={}", inventory.id);
+    let out = common::kubectl(&[
+        "get",
+        "deployments,services,configmaps,jobs,serviceaccounts,roles,rolebindings",
+        "-A",
+        "-l",
+        &selector,
+        "-o",
+        "name",
+    ]);
+    assert!(out.status.success());
+    let listed = String::from_utf8_lossy(&out.stdout).lines().count();
+    let members = engine.cache().snapshot().keys().filter(|k| k.namespace.is_some()).count();
+    assert_eq!(listed, members, "kubectl lists the namespaced members");
+    let deployments: Api<Deployment> = Api::all(env.client.clone());
+    let labelled = deployments.list(&ListParams::default().labels(&selector)).await.unwrap();
+    assert_eq!(labelled.items.len(), 1, "only ingress-nginx-controller remains after the prune");
+
+    // kubectl, seeing tooling gitward/<version>, refuses to modify the set.
+    let ns = inventory.parent.namespace.clone().unwrap();
+    let out = std::process::Command::new("kubectl")
+        .env("KUBECTL_APPLYSET", "true")
+        .args(["apply", "--prune", &format!("--applyset=secret/{parent}"), "-n", &ns, "-f"])
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "kubectl must refuse a gitward ApplySet");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("managed by tooling \"gitward\""), "kubectl names the other tooling: {err}");
+}
