@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -56,6 +57,8 @@ struct UnitArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
+    // SAFETY: called once, before any thread (the runtime) exists and before any git fetch.
+    unsafe { gitward::source::configure_network_timeouts(Duration::from_secs(10), Duration::from_secs(60)) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,

@@ -44,7 +44,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     for field in ["configured", "unchanged", "drift_corrected", "pruned", "skipped", "failed"] {
         assert_eq!(summary[field], 0, "{field}");
     }
-    assert_eq!(summary["requests"].as_u64().unwrap() >= 2, true);
+    assert!(summary["requests"].as_u64().unwrap() >= 2);
     assert!(summary["duration_ms"].is_u64());
     let objects: Vec<_> =
         events.iter().filter(|e| e["message"] == "object").map(|e| e["object"].as_str().unwrap().to_string()).collect();

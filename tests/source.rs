@@ -7,7 +7,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -196,13 +196,17 @@ impl GitDaemon {
     fn serve(fx: &Fixture) -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let base = fx.remote.parent().unwrap();
-        let child = Command::new("git")
-            .args(["daemon", "--reuseaddr", "--export-all", "--listen=127.0.0.1"])
+        // Run git-daemon itself, not the `git daemon` wrapper, so that kill() stops the server.
+        let program = Path::new(&git(base, &["--exec-path"])).join("git-daemon");
+        let child = Command::new(program)
+            .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
             .env("GIT_CONFIG_GLOBAL", "/dev/null")
             .env("GIT_CONFIG_NOSYSTEM", "1")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
             .spawn()
             .expect("git daemon starts");
         let deadline = Instant::now() + Duration::from_secs(10);

@@ -136,6 +136,9 @@ async fn hook(State(state): State<HttpState>, headers: HeaderMap, body: Body) ->
         Ok(provider) => provider,
         Err(rejection) => return reject(StatusCode::UNAUTHORIZED, &rejection),
     };
+    if state.status.standby() {
+        return reject(StatusCode::SERVICE_UNAVAILABLE, &"standing by: another replica holds the leader Lease");
+    }
     let pushed = webhook::pushed_ref(&body);
     let units = state.trigger(pushed.as_deref());
     info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), ?units, "webhook accepted");
@@ -177,6 +180,9 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<HttpState>) -> Response {
+    if state.status.standby() {
+        return (StatusCode::OK, "ready: standing by for leadership").into_response();
+    }
     if state.status.ready() {
         return (StatusCode::OK, "ready").into_response();
     }

@@ -257,7 +257,10 @@ impl Leadership {
 ///
 /// An invalid `cfg` (see [`LeaderConfig::validate`]) is repaired with a warning rather than
 /// refused: empty names take their defaults, `lease_duration` is raised to 1 s, `renew_every`
-/// lowered to a third of it. Reject bad config earlier with `validate`.
+/// lowered to a third of it. Reject bad config earlier with `validate`. ([`release`] uses the
+/// config as given, so give it a valid one.)
+///
+/// Panics outside a tokio runtime (it calls `tokio::spawn`).
 pub fn spawn(client: kube::Client, cfg: LeaderConfig) -> (Leadership, tokio::task::JoinHandle<()>) {
     if let Err(e) = cfg.validate() {
         warn!(error = %e, "leader election config repaired");

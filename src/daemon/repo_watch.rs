@@ -49,7 +49,10 @@ pub fn watch(repo: &Path, unit: mpsc::Sender<Trigger>) -> notify::Result<RepoWat
     let dir = git_dir(repo);
     let (tx, mut rx) = mpsc::unbounded_channel::<()>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // Reads count as events too (inotify IN_OPEN/IN_CLOSE_NOWRITE): gitward's own fetch
+        // reads these refs, so only writes may trigger, or every fetch would start a sync.
         if let Ok(event) = event
+            && !matches!(event.kind, notify::EventKind::Access(_))
             && event.paths.iter().any(|p| is_ref_path(p))
         {
             let _ = tx.send(());

@@ -170,12 +170,13 @@ fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
     }
 }
 
-/// This replica's identity for leader election: `$POD_NAME`, else `<hostname>-<pid>`.
+/// This replica's identity for leader election: `$POD_NAME` when set and not empty (unique
+/// per pod), else the hostname with a random suffix.
 fn identity() -> String {
-    std::env::var("POD_NAME").unwrap_or_else(|_| {
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        format!("{}-{}", host.trim(), std::process::id())
-    })
+    match std::env::var("POD_NAME") {
+        Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
+        _ => leader::default_identity(),
+    }
 }
 
 fn summary(status: &Status) -> String {
@@ -239,6 +240,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
 
     let mut units = Units { client: client.clone(), status: status.clone(), metrics, running: BTreeMap::new() };
     let mut leading = leadership.is_none();
+    status.set_standby(!leading);
     if leading {
         units.reconcile(&config).await;
         http_state.set_units(units.senders());
@@ -274,19 +276,22 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                 }
             }
             changed = async { leadership.as_mut().expect("guarded").changed().await }, if leadership.is_some() => {
+                // The election loop ending (Err) is leadership lost: never apply without a Lease.
+                let now = changed.is_ok() && leadership.as_ref().is_some_and(|l| l.is_leader());
                 if changed.is_err() {
+                    error!("leader election stopped; applying nothing until restarted");
                     leadership = None;
-                    if !leading { continue; }
                 }
-                let now = leadership.as_ref().is_none_or(|l| l.is_leader());
                 if now && !leading {
                     info!("leading: starting units");
+                    status.set_standby(false);
                     units.reconcile(&config).await;
                     http_state.set_units(units.senders());
                 } else if !now && leading {
                     warn!("leadership lost: stopping units at once");
                     units.abort_all();
                     http_state.set_units(Vec::new());
+                    status.set_standby(true);
                 }
                 leading = now;
             }

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -84,11 +85,24 @@ pub struct UnitStatus {
     pub tracked_objects: usize,
 }
 
-/// Status of every unit, shared between unit tasks and the HTTP server.
+/// Status of every unit, shared between unit tasks and the HTTP server; and whether this
+/// replica is standing by for leadership.
 #[derive(Debug, Clone, Default)]
-pub struct Status(Arc<RwLock<BTreeMap<String, UnitStatus>>>);
+pub struct Status(Arc<RwLock<BTreeMap<String, UnitStatus>>>, Arc<AtomicBool>);
 
 impl Status {
+    /// Marks this replica as standing by (leader election on, not the leader) or not.
+    pub fn set_standby(&self, standby: bool) {
+        self.1.store(standby, Ordering::SeqCst);
+    }
+
+    /// True while this replica stands by for leadership: it applies nothing, counts as ready
+    /// (so a rolling update can bring it up while another replica leads), and refuses webhooks
+    /// with 503 so the sender knows to retry.
+    pub fn standby(&self) -> bool {
+        self.1.load(Ordering::SeqCst)
+    }
+
     /// Replaces the status of `unit`.
     pub fn set(&self, unit: &str, status: UnitStatus) {
         self.0.write().expect("status lock").insert(unit.to_string(), status);
@@ -104,8 +118,12 @@ impl Status {
         self.0.read().expect("status lock").clone()
     }
 
-    /// Ready: at least one unit, and every unit's cache synced and its last sync not failed.
+    /// Ready: standing by for leadership, or at least one unit and every unit's cache synced
+    /// and its last sync not failed.
     pub fn ready(&self) -> bool {
+        if self.standby() {
+            return true;
+        }
         let s = self.0.read().expect("status lock");
         !s.is_empty() && s.values().all(|u| u.cache_synced && u.last_sync_ok == Some(true))
     }

@@ -68,7 +68,10 @@ impl UnitTask {
                 return;
             }
             if let Some(trigger) = queued.take() {
-                self.metrics.observe_trigger(&unit, trigger.kind);
+                // Webhooks are counted by the HTTP server when accepted (coalesced ones too).
+                if trigger.kind != TriggerKind::Webhook {
+                    self.metrics.observe_trigger(&unit, trigger.kind);
+                }
                 let ok = self.sync(&unit, &trigger, &mut last_applied).await;
                 match ok {
                     Some(true) => {

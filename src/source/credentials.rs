@@ -99,15 +99,15 @@ impl<'a> Auth<'a> {
             return self.count(&self.username_requests).and_then(|()| Cred::username(ssh_user));
         }
         self.count(&self.secret_attempts)?;
-        if allowed.contains(CredentialType::SSH_KEY) {
-            if let Some(key) = &self.credentials.ssh_key_file {
-                return self.ssh_key(ssh_user, key);
-            }
+        if allowed.contains(CredentialType::SSH_KEY)
+            && let Some(key) = &self.credentials.ssh_key_file
+        {
+            return self.ssh_key(ssh_user, key);
         }
-        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) {
-            if let Some(token) = &self.credentials.token_file {
-                return self.token(token);
-            }
+        if allowed.contains(CredentialType::USER_PASS_PLAINTEXT)
+            && let Some(token) = &self.credentials.token_file
+        {
+            return self.token(token);
         }
         Err(self.fail(Failure::Credentials(format!("the remote asks for {} but none is configured", wanted(allowed)))))
     }

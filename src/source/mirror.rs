@@ -21,7 +21,7 @@ pub(super) struct Mirror {
 impl Mirror {
     /// Opens `<state_dir>/mirrors/<unit>`, or creates it as an empty bare repository.
     pub(super) fn open(state_dir: &Path, unit: &str) -> Result<Self> {
-        let path = super::mirror_dir(state_dir, unit);
+        let path = state_dir.join("mirrors").join(unit);
         let error = |message: String| Error::OpenMirror { unit: unit.to_string(), path: path.clone(), message };
         if !is_single_component(unit) {
             return Err(error("the unit name must be one path component".into()));

@@ -10,8 +10,8 @@
 //! (DESIGN.md, Libraries: git2). Credentials are read from files at fetch time and never kept,
 //! printed or logged (DESIGN.md, decision 10).
 //!
-//! Files: [`error`](Error) (the error enum), `credentials` (the credential and host-key
-//! callbacks), `known_hosts` (the known_hosts check), `remote` (URL normalisation and
+//! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
+//! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
 //! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `tree` (listing and
 //! reading blobs).
 
@@ -24,7 +24,7 @@ mod resolve;
 mod tree;
 
 use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::manifest::TreeFile;
 
@@ -121,8 +121,8 @@ impl Source {
     /// Refspecs: `+refs/heads/*:refs/heads/*` and `+refs/tags/*:refs/tags/*`, full history (no
     /// shallow fetch: libgit2 cannot do it over `file://`). When the reference is a full SHA
     /// that no branch or tag reaches, that commit is then asked for by id: git servers need
-    /// `uploadpack.allowReachableSHA1InWant` or `allowAnySHA1InWant` (GitHub and GitLab allow
-    /// it); libgit2's local transport (a path or `file://`) never sends such a commit. Blocking.
+    /// `uploadpack.allowReachableSHA1InWant` or `allowAnySHA1InWant`; libgit2's local
+    /// transport (a path or `file://`) never sends such a commit. Blocking.
     ///
     /// Errors: [`Error::FetchFailed`] (unreachable remote, network), [`Error::Credentials`],
     /// [`Error::HostKeyCheck`], then those of [`Source::resolve`]. A failed fetch leaves the
@@ -137,7 +137,8 @@ impl Source {
 
     /// Resolves the reference in the mirror as last fetched, without touching the network:
     /// `refs/heads/<reference>`, then `refs/tags/<reference>` (annotated tags peeled to their
-    /// commit), then a commit SHA or unambiguous SHA prefix.
+    /// commit), then a commit SHA or unambiguous SHA prefix; a full ref (`refs/…`) is taken as
+    /// given.
     ///
     /// Errors: [`Error::RefNotFound`] (also before the first fetch), [`Error::AmbiguousRef`].
     pub fn resolve(&self) -> Result<Revision> {
@@ -146,9 +147,10 @@ impl Source {
 
     /// Lists the manifest files under the unit's path at `revision`, recursively.
     ///
-    /// A file is listed when it is a regular blob (mode 100644 or 100755) whose path passes the
-    /// manifest filter ([`crate::manifest::is_manifest_path`]: `*.yaml`, `*.yml`, `*.json`). Symbolic links and submodules are never
-    /// followed; they go to [`Listing::skipped`]. Paths are relative to the repository root.
+    /// A file is listed when it is a regular blob (mode 100644 or 100755) whose path passes
+    /// [`crate::manifest::is_manifest_path`] (`*.yaml`, `*.yml`, `*.json`). Symbolic links and
+    /// submodules are never followed; they go to [`Listing::skipped`]. Paths are relative to the
+    /// repository root.
     ///
     /// Errors: [`Error::PathNotFound`] when the path does not exist at `revision` or is not a
     /// directory; [`Error::FileTooLarge`] for the first manifest over `max_file_bytes`;
@@ -157,7 +159,7 @@ impl Source {
         tree::list_files(self.mirror.repo(), &self.spec, revision)
     }
 
-    /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`](crate::manifest::TreeFile::oid)) straight
+    /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`]) straight
     /// from the mirror's object database; no work tree is involved.
     ///
     /// Errors: [`Error::ReadBlob`] when `oid` is not a valid id or names no blob in the mirror.
@@ -190,9 +192,4 @@ impl Source {
         }
         self.resolve()
     }
-}
-
-/// Where the mirror of `unit` lives under `state_dir`.
-fn mirror_dir(state_dir: &Path, unit: &str) -> PathBuf {
-    state_dir.join("mirrors").join(unit)
 }
