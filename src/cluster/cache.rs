@@ -46,7 +46,8 @@ struct KindWatch {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// A change made by someone other than gitward, seen on the watch.
+/// A change made by someone other than gitward, seen on the watch: a new generation, or for
+/// kinds without one a new resourceVersion (see [`MetadataCache::subscribe`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Drift {
     /// The member that changed.
@@ -124,8 +125,24 @@ impl MetadataCache {
 
     /// Records what an apply returned, so that the watch event of this very write is known as
     /// ours and the next plan needs no read.
+    ///
+    /// The watch may already have delivered a later event (a controller updating status right
+    /// after this write, e.g. a CRD becoming Established): then the store keeps that newer
+    /// entry. resourceVersions are opaque by API convention; here they are compared as the
+    /// etcd revisions they are when both are integers, and otherwise the write wins.
     pub fn record(&self, object: ObjectRef, meta: LiveMeta) {
         self.own.lock().expect("own lock").insert(object.clone(), meta.resource_version.clone());
+        let mut store = self.store.lock().expect("cache lock");
+        let newer_seen = store.get(&object).is_some_and(|seen| newer(&seen.resource_version, &meta.resource_version));
+        if !newer_seen {
+            store.insert(object, meta);
+        }
+    }
+
+    /// Stores metadata that gitward read (not wrote), e.g. after a 409 Conflict: the next plan
+    /// starts from the live resourceVersion even when the watch lags behind, and the watch
+    /// event of the other writer's change still counts as someone else's.
+    pub fn observe(&self, object: ObjectRef, meta: LiveMeta) {
         self.store.lock().expect("cache lock").insert(object, meta);
     }
 
@@ -165,6 +182,22 @@ async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Dura
             Sync::Failed(message) => Err(failed(message.clone())),
             _ => Ok(()),
         },
+    }
+}
+
+/// True when resourceVersion `a` is known to be later than `b` (both etcd revisions).
+fn newer(a: &str, b: &str) -> bool {
+    matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a > b)
+}
+
+/// Whether a watch event is a change worth a self-heal: for kinds with `metadata.generation`,
+/// only a new generation (a spec change; status updates by controllers do not move it); for
+/// kinds without (ConfigMaps, Secrets), any new resourceVersion.
+fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
+    match (previous, current.generation) {
+        (None, _) => true,
+        (Some(p), Some(generation)) => p.generation != Some(generation),
+        (Some(p), None) => p.resource_version != current.resource_version,
     }
 }
 
@@ -220,7 +253,7 @@ async fn run_watch(
                 let key = object_ref(&gk, namespaced, &obj.metadata);
                 let meta = live_meta(&obj.metadata);
                 let previous = store.lock().expect("cache lock").insert(key.clone(), meta.clone());
-                if previous.map(|p| p.resource_version) != Some(meta.resource_version.clone()) {
+                if is_change(previous.as_ref(), &meta) {
                     let _ = drift.send(Drift { object: key, resource_version: meta.resource_version });
                 }
             }
@@ -237,5 +270,35 @@ async fn run_watch(
                 tracing::warn!(group_kind = %gk, error = %e, "metadata watch failed; retrying");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(rv: &str, generation: Option<i64>) -> LiveMeta {
+        LiveMeta { resource_version: rv.into(), generation, ..Default::default() }
+    }
+
+    #[test]
+    fn a_later_resource_version_is_newer_only_when_both_are_revisions() {
+        assert!(newer("12", "9"));
+        assert!(!newer("9", "12"));
+        assert!(!newer("abc", "9"));
+    }
+
+    #[test]
+    fn status_updates_are_not_drift_but_spec_changes_are() {
+        let before = meta("10", Some(3));
+        assert!(!is_change(Some(&before), &meta("11", Some(3))), "status update: same generation");
+        assert!(is_change(Some(&before), &meta("12", Some(4))), "spec change: new generation");
+    }
+
+    #[test]
+    fn kinds_without_generation_drift_on_any_new_resource_version() {
+        assert!(is_change(Some(&meta("10", None)), &meta("11", None)));
+        assert!(!is_change(Some(&meta("10", None)), &meta("10", None)));
+        assert!(is_change(None, &meta("10", None)));
     }
 }

@@ -1,0 +1,105 @@
+//! Ordering and dependencies: a CRD and its custom resources in one revision, Namespaces before
+//! their contents, objects that depend on a failed Namespace skipped with the reason, and the
+//! `gitward.dev/prune: disabled` annotation.
+
+mod common;
+
+use gitward::changeset::Action;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DynamicObject};
+use kube::core::{ApiResource, GroupVersionKind};
+
+fn crd(group: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: gadgets.{group}\nspec:\n  group: {group}\n  scope: Namespaced\n  names:\n    plural: gadgets\n    singular: gadget\n    kind: Gadget\n  versions:\n    - name: v1\n      served: true\n      storage: true\n      schema:\n        openAPIV3Schema:\n          type: object\n          properties:\n            spec:\n              type: object\n              properties:\n                size:\n                  type: integer\n"
+    )
+}
+
+#[tokio::test]
+async fn crd_and_its_custom_resources_apply_in_one_revision() {
+    let env = common::setup("crd-rev").await;
+    let group = format!("{}.gitward.dev", env.namespace);
+    let own_ns = common::unique("made-by-git");
+    let repo = common::GitRepo::new();
+    // File order puts the custom resource and the namespaced object before their CRD and Namespace.
+    repo.write(
+        "a-gadget.yaml",
+        &format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec:\n  size: 3\n"),
+    );
+    repo.write(
+        "b-in-new-ns.yaml",
+        &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inside\n  namespace: {own_ns}\n"),
+    );
+    repo.write("c-crd.yaml", &crd(&group));
+    repo.write("d-ns.yaml", &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {own_ns}\n"));
+    repo.commit_and_push("CRD, Namespace and their contents");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.expect("sync");
+    let actions = common::actions(&report);
+    assert!(!report.changes.has_failures(), "{actions:#?}");
+    assert_eq!(report.changes.counts().created, 4, "{actions:#?}");
+    let pos = |o: &str| report.changes.entries.iter().position(|e| e.object.to_string() == o).unwrap();
+    assert!(pos(&format!("CustomResourceDefinition/gadgets.{group}")) < pos(&format!("Gadget/{}/g1", env.namespace)));
+    assert!(pos(&format!("Namespace/{own_ns}")) < pos(&format!("ConfigMap/{own_ns}/inside")));
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &env.namespace, &ar);
+    assert_eq!(gadgets.get("g1").await.unwrap().data["spec"]["size"], 3);
+
+    // The next sync: everything unchanged, the custom resource included.
+    let again = engine.sync().await.expect("sync");
+    assert_eq!(again.changes.counts().unchanged, 4, "{:#?}", common::actions(&again));
+}
+
+#[tokio::test]
+async fn objects_in_a_failed_namespace_are_skipped_with_the_reason() {
+    let env = common::setup("ns-fail").await;
+    let repo = common::GitRepo::new();
+    repo.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: Not_Valid\n");
+    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inside\n  namespace: Not_Valid\n");
+    repo.write("ok.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\n");
+    repo.commit_and_push("a Namespace the API server rejects");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.expect("sync runs");
+    let entry = |name: &str| report.changes.entries.iter().find(|e| e.object.name == name).unwrap().clone();
+    assert_eq!(entry("Not_Valid").action, Action::Failed);
+    let skipped = entry("inside");
+    assert_eq!(skipped.action, Action::Skipped);
+    assert!(skipped.message.unwrap().contains("Namespace/Not_Valid"));
+    assert_eq!(entry("fine").action, Action::Created, "one failure does not stop the rest");
+}
+
+#[tokio::test]
+async fn prune_disabled_objects_stay_when_they_leave_git() {
+    let env = common::setup("keep").await;
+    let repo = common::GitRepo::new();
+    repo.write(
+        "keep.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations:\n    gitward.dev/prune: disabled\n",
+    );
+    repo.write("go.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: go\n");
+    for i in 0..4 {
+        repo.write(
+            &format!("stay-{i}.yaml"),
+            &format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stay-{i}\n"),
+        );
+    }
+    repo.commit_and_push("six ConfigMaps");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    engine.sync().await.expect("sync");
+    repo.remove("keep.yaml");
+    repo.remove("go.yaml");
+    repo.commit_and_push("remove two");
+    let report = engine.sync().await.expect("sync");
+    let pruned: Vec<_> =
+        report.changes.entries.iter().filter(|e| e.action == Action::Pruned).map(|e| e.object.name.clone()).collect();
+    assert_eq!(pruned, vec!["go"]);
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    assert!(api.get_opt("keep").await.unwrap().is_some(), "prune: disabled must keep the object");
+    assert!(api.get_opt("go").await.unwrap().is_none());
+}
