@@ -28,6 +28,12 @@ pub enum Action {
     /// The request failed or was refused (API server rejection, another ApplySet's object,
     /// immutable field without recreate); the entry's message says why.
     Failed,
+    /// The API server answered 409 Conflict to a write that carried a resourceVersion
+    /// (`update` mode, field-manager takeover): someone changed the object after gitward read
+    /// it, so gitward acted on stale data. Not retried in place (DESIGN.md decision 5); it counts
+    /// as a failure, so the sync does not prune and the daemon retries the unit with backoff.
+    /// The entry's message names both resourceVersions.
+    Conflict,
 }
 
 impl Action {
@@ -41,6 +47,7 @@ impl Action {
             Action::Pruned => "pruned",
             Action::Skipped => "skipped",
             Action::Failed => "failed",
+            Action::Conflict => "conflict",
         }
     }
 }
@@ -58,9 +65,63 @@ pub struct Entry {
     pub object: ObjectRef,
     /// What happened to it.
     pub action: Action,
-    /// Why, for `skipped` and `failed` (the API server's message, the dependency that failed);
-    /// `None` otherwise.
+    /// Why, for `skipped`, `failed` and `conflict` (the API server's message, the dependency
+    /// that failed, the resourceVersions); a note for some others (`re-created`, fields taken
+    /// over from other managers); `None` otherwise.
     pub message: Option<String>,
+    /// The requests the apply engine sent for this object, in order (e.g. `[get, update]` for a
+    /// `configure` in `update` mode). Empty for entries it did not write: prunes, skips,
+    /// refusals. The audit log records verbs but not patch types; this records both.
+    pub sent: Vec<Request>,
+}
+
+/// One request the apply engine sent for an object: the HTTP verb and, for `PATCH`, the patch
+/// type (Kubernetes API conventions; the content type is what selects the patch semantics).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Request {
+    /// Server-side apply: `PATCH` with `application/apply-patch+yaml` (KEP-555).
+    Apply,
+    /// `POST`: create.
+    Create,
+    /// `GET` of the whole object (`update` mode's read before a replace).
+    Get,
+    /// `GET` of the object's metadata only (after a conflict, to learn the live resourceVersion).
+    GetMetadata,
+    /// `PUT`: replace the whole object, with a resourceVersion precondition.
+    Update,
+    /// `PATCH` with `application/merge-patch+json` (RFC 7396).
+    MergePatch,
+    /// `PATCH` with `application/strategic-merge-patch+json` (built-in kinds only).
+    StrategicMergePatch,
+    /// `PATCH` with `application/json-patch+json` (RFC 6902).
+    JsonPatch,
+    /// `DELETE` (before a re-create).
+    Delete,
+}
+
+impl Request {
+    /// The verb as the apiserver's audit log records it: `patch`, `create`, `get`, `update`,
+    /// `delete`.
+    pub fn audit_verb(self) -> &'static str {
+        match self {
+            Request::Apply | Request::MergePatch | Request::StrategicMergePatch | Request::JsonPatch => "patch",
+            Request::Create => "create",
+            Request::Get | Request::GetMetadata => "get",
+            Request::Update => "update",
+            Request::Delete => "delete",
+        }
+    }
+
+    /// The request's `Content-Type` for patches, `None` for other verbs.
+    pub fn patch_type(self) -> Option<&'static str> {
+        match self {
+            Request::Apply => Some("application/apply-patch+yaml"),
+            Request::MergePatch => Some("application/merge-patch+json"),
+            Request::StrategicMergePatch => Some("application/strategic-merge-patch+json"),
+            Request::JsonPatch => Some("application/json-patch+json"),
+            _ => None,
+        }
+    }
 }
 
 /// Counts of entries by action, the fields of the `sync complete` event.
@@ -80,6 +141,8 @@ pub struct Counts {
     pub skipped: usize,
     /// Entries with [`Action::Failed`].
     pub failed: usize,
+    /// Entries with [`Action::Conflict`].
+    pub conflict: usize,
 }
 
 /// The result of one sync of one unit.
@@ -91,12 +154,21 @@ pub struct ChangeSet {
     pub requests: usize,
     /// Why the prune was refused (desired set empty, over the configured fraction), if it was.
     pub prune_refused: Option<String>,
+    /// When the last object that git changed (created, configured, drift-corrected) was
+    /// applied: what a push is waiting for, while unchanged objects are still being re-sent.
+    pub changes_applied_at: Option<std::time::Instant>,
 }
 
 impl ChangeSet {
-    /// Appends an entry.
+    /// Appends an entry for an object the apply engine sent nothing for.
     pub fn push(&mut self, object: ObjectRef, action: Action, message: Option<String>) {
-        self.entries.push(Entry { object, action, message });
+        self.entries.push(Entry { object, action, message, sent: Vec::new() });
+    }
+
+    /// Appends an entry with the requests sent for it, and counts them in [`ChangeSet::requests`].
+    pub fn push_sent(&mut self, object: ObjectRef, action: Action, message: Option<String>, sent: Vec<Request>) {
+        self.requests += sent.len();
+        self.entries.push(Entry { object, action, message, sent });
     }
 
     /// Counts entries by action.
@@ -111,20 +183,27 @@ impl ChangeSet {
                 Action::Pruned => &mut c.pruned,
                 Action::Skipped => &mut c.skipped,
                 Action::Failed => &mut c.failed,
+                Action::Conflict => &mut c.conflict,
             };
             *slot += 1;
         }
         c
     }
 
-    /// True when any object failed or was skipped: such a sync does not prune and exits 1.
+    /// True when any object failed, was skipped or met a conflict: such a sync does not prune,
+    /// exits 1, and the daemon retries the unit with backoff.
     pub fn has_failures(&self) -> bool {
-        self.entries.iter().any(|e| matches!(e.action, Action::Failed | Action::Skipped))
+        self.entries.iter().any(|e| matches!(e.action, Action::Failed | Action::Skipped | Action::Conflict))
     }
 
     /// The entry for `object`, if any.
     pub fn get(&self, object: &ObjectRef) -> Option<&Entry> {
         self.entries.iter().find(|e| &e.object == object)
+    }
+
+    /// Notes that an object git changed was applied at `at` (keeps the latest).
+    pub fn note_change_applied(&mut self, at: std::time::Instant) {
+        self.changes_applied_at = Some(self.changes_applied_at.map_or(at, |t| t.max(at)));
     }
 
     /// Appends all entries and requests of `other`.
@@ -134,5 +213,32 @@ impl ChangeSet {
         if other.prune_refused.is_some() {
             self.prune_refused = other.prune_refused;
         }
+        if let Some(at) = other.changes_applied_at {
+            self.note_change_applied(at);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::GroupKind;
+
+    #[test]
+    fn a_conflict_is_counted_and_is_a_failure() {
+        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("a".into()), "x");
+        let mut changes = ChangeSet::default();
+        changes.push_sent(object.clone(), Action::Unchanged, None, vec![Request::MergePatch]);
+        assert!(!changes.has_failures());
+        changes.push_sent(
+            object,
+            Action::Conflict,
+            Some("stale".into()),
+            vec![Request::MergePatch, Request::GetMetadata],
+        );
+        assert!(changes.has_failures());
+        assert_eq!(changes.counts().conflict, 1);
+        assert_eq!(changes.requests, 3);
+        assert_eq!(Action::Conflict.as_str(), "conflict");
     }
 }

@@ -12,8 +12,9 @@
 //!   cache of inventory members, and the ApplySet inventory (KEP-3659).
 //! - [`plan`] — a pure function of desired objects and live metadata: create / configure /
 //!   unchanged / prune, in apply stages.
-//! - [`apply`] — executes a plan with server-side apply, stage by stage, one request per
-//!   desired object; returns a change set.
+//! - [`apply`] — executes a plan stage by stage, one request per desired object in the common
+//!   case, with server-side apply or `update` mode (Get-Modify-Update with optimistic
+//!   locking) per object; takes over fields of `kubectl apply`; returns a change set.
 //! - [`prune`] — deletes inventory members that git no longer holds, in reverse stage order.
 //! - [`changeset`] — the result of a sync: one entry per object with its action.
 //! - [`sync`] — the engine that runs one sync of one unit through all of the above.

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
+use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
 
 /// Apply stages, in order (DESIGN.md decision 7). Prune walks them in reverse.
@@ -66,6 +67,9 @@ pub struct Desired {
     /// Delete and re-create it when the API server rejects an immutable-field change
     /// (unit setting, or annotation `gitward.dev/recreate: enabled`).
     pub recreate: bool,
+    /// How to write it: the unit's `apply_mode`, unless the object's annotation
+    /// `gitward.dev/apply-mode` (`update` or `server-side-apply`) says otherwise.
+    pub mode: ApplyMode,
 }
 
 /// What the cache holds of one live member: metadata only (DESIGN.md decision 1).
@@ -205,6 +209,7 @@ mod tests {
             hash: hash.to_string(),
             origin: "test.yaml#1".into(),
             recreate: false,
+            mode: ApplyMode::ServerSideApply,
         }
     }
 

@@ -24,7 +24,8 @@ pub enum LogFormat {
 /// (default `info`). Calling it twice is harmless (the second call does nothing).
 pub fn init(format: LogFormat) {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
     let _ = match format {
         LogFormat::Text => builder.try_init(),
         LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -36,16 +37,21 @@ pub fn log_report(report: &Report) {
     let unit = report.unit.as_str();
     let revision = report.revision.to_string();
     for s in &report.skipped_files {
-        info!(unit, file = %s.file, document = ?s.index.map(|i| i + 1), reason = %s.reason, "file skipped");
+        match s.index {
+            Some(i) => info!(unit, file = %s.file, document = i + 1, reason = %s.reason, "file skipped"),
+            None => info!(unit, file = %s.file, reason = %s.reason, "file skipped"),
+        }
     }
     for e in &report.changes.entries {
         let object = e.object.to_string();
         let reason = e.message.as_deref().unwrap_or("");
-        match e.action {
-            Action::Unchanged => debug!(unit, object, action = %e.action, "object"),
-            Action::Failed => warn!(unit, object, action = %e.action, reason, "object failed"),
-            Action::Skipped => warn!(unit, object, action = %e.action, reason, "object skipped"),
-            _ => info!(unit, object, action = %e.action, reason, "object"),
+        match (e.action, &e.message) {
+            (Action::Unchanged, _) => debug!(unit, object, action = %e.action, "object"),
+            (Action::Failed, _) => warn!(unit, object, action = %e.action, reason, "object failed"),
+            (Action::Skipped, _) => warn!(unit, object, action = %e.action, reason, "object skipped"),
+            (Action::Conflict, _) => warn!(unit, object, action = %e.action, reason, "object conflict"),
+            (_, Some(_)) => info!(unit, object, action = %e.action, reason, "object"),
+            (_, None) => info!(unit, object, action = %e.action, "object"),
         }
     }
     if let Some(reason) = &report.changes.prune_refused {
@@ -62,6 +68,7 @@ pub fn log_report(report: &Report) {
         pruned = c.pruned,
         skipped = c.skipped,
         failed = c.failed,
+        conflict = c.conflict,
         requests = report.changes.requests,
         duration_ms = report.duration.as_millis() as u64,
         "sync complete"

@@ -1,25 +1,34 @@
-//! The apply engine: executes a [`Plan`](crate::plan::Plan)'s stages with server-side apply
-//! and returns a [`ChangeSet`]; it never logs (the caller does).
+//! The apply engine: executes a [`Plan`](crate::plan::Plan)'s stages and returns a
+//! [`ChangeSet`]; it never logs (the caller does). Each object is written in its own apply
+//! mode ([`Desired::mode`]).
 //!
 //! - [`server_side`] — one object, one request (`application/apply-patch+yaml`, field manager
 //!   `gitward`, force configurable), with delete-and-recreate on an immutable-field rejection.
+//! - [`takeover`] — after a server-side apply, merges the field sets of managers gitward
+//!   replaces (`kubectl apply` client-side, its own `update` mode) into its own (JSON patch).
+//! - [`update`] — `update` mode: `POST`, or `GET` + `PUT` with the resourceVersion, or one
+//!   metadata patch for unchanged objects; 409 Conflict reported, not retried in place.
 //! - [`wait`] — event-driven, bounded waits for CRDs Established and Namespaces Active.
 //!
 //! Within a stage, requests run with bounded concurrency ([`ApplyOptions::max_in_flight`]);
-//! one failing object does not stop its stage (DESIGN.md decisions 3, 4, 7).
+//! one failing object does not stop its stage (DESIGN.md decisions 3, 4, 5, 7).
 
 pub mod server_side;
+pub mod takeover;
+pub mod update;
 pub mod wait;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
+use std::time::Instant;
 
 use futures::StreamExt;
 
-use crate::changeset::{Action, ChangeSet};
+use crate::changeset::{Action, ChangeSet, Request};
 use crate::cluster::cache::MetadataCache;
+use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
-use crate::plan::{Desired, Stage, Step};
+use crate::plan::{Desired, LiveMeta, Stage, Step};
 
 /// How to apply.
 #[derive(Debug, Clone)]
@@ -33,11 +42,47 @@ pub struct ApplyOptions {
     pub max_in_flight: usize,
     /// Longest wait for a CRD to be Established or a Namespace Active. Default 60 s.
     pub wait_timeout: Duration,
+    /// Field managers whose fields a server-side apply takes over ([`takeover`]). Default
+    /// `kubectl-client-side-apply` and `before-first-apply` (see
+    /// [`SyncUnit::takeover_managers`](crate::config::SyncUnit::takeover_managers)).
+    pub takeover_managers: Vec<String>,
 }
 
 impl Default for ApplyOptions {
     fn default() -> Self {
-        Self { field_manager: "gitward".into(), force: true, max_in_flight: 32, wait_timeout: Duration::from_secs(60) }
+        Self {
+            field_manager: "gitward".into(),
+            force: true,
+            max_in_flight: 32,
+            wait_timeout: Duration::from_secs(60),
+            takeover_managers: vec!["kubectl-client-side-apply".into(), "before-first-apply".into()],
+        }
+    }
+}
+
+/// The result of writing one object, in either apply mode.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The object.
+    pub object: ObjectRef,
+    /// What happened.
+    pub action: Action,
+    /// Why, for failures and conflicts; notes such as `re-created` or fields taken over.
+    pub message: Option<String>,
+    /// Live metadata for the cache: what the last write returned, or, for a
+    /// [`Action::Conflict`], what a read after it found (stored without counting as gitward's
+    /// own write, see [`MetadataCache::observe`]).
+    pub live: Option<LiveMeta>,
+    /// The requests sent, in order.
+    pub sent: Vec<Request>,
+}
+
+/// Writes one object as planned, in its apply mode: [`server_side::apply_one`] or
+/// [`update::apply_one`].
+pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
+    match d.mode {
+        ApplyMode::ServerSideApply => server_side::apply_one(client, d, step, opts).await,
+        ApplyMode::Update => update::apply_one(client, d, step, opts).await,
     }
 }
 
@@ -82,20 +127,29 @@ pub async fn apply_stage(
     }
     // The futures are built first and then streamed: a closure that returns a borrowing
     // future inside the stream trips rustc's higher-ranked `Send` inference (rust#102211).
-    let requests: Vec<_> =
-        runnable.into_iter().map(|step| server_side::apply_one(client, &desired[step.index], step, opts)).collect();
+    let requests: Vec<_> = runnable
+        .into_iter()
+        .map(|step| {
+            let request = apply_one(client, &desired[step.index], step, opts);
+            async move { (request.await, Instant::now()) }
+        })
+        .collect();
     let outcomes: Vec<_> = futures::stream::iter(requests).buffer_unordered(opts.max_in_flight.max(1)).collect().await;
-    for o in outcomes {
-        changes.requests += o.requests;
-        if let Some(meta) = o.live {
-            cache.record(o.object.clone(), meta);
+    for (o, finished) in outcomes {
+        if matches!(o.action, Action::Created | Action::Configured | Action::DriftCorrected) {
+            changes.note_change_applied(finished);
         }
-        changes.push(o.object, o.action, o.message);
+        match (o.live, o.action) {
+            (Some(meta), Action::Conflict) => cache.observe(o.object.clone(), meta),
+            (Some(meta), _) => cache.record(o.object.clone(), meta),
+            (None, _) => {}
+        }
+        changes.push_sent(o.object, o.action, o.message, o.sent);
     }
     if stage == Stage::Foundations {
         wait::foundations(client, &mut changes, opts.wait_timeout).await;
     }
-    for e in changes.entries.iter().filter(|e| e.action == Action::Failed) {
+    for e in changes.entries.iter().filter(|e| matches!(e.action, Action::Failed | Action::Conflict)) {
         if e.object.gk == GroupKind::from_api_version("v1", "Namespace") {
             blocked.namespaces.insert(e.object.name.clone());
         }

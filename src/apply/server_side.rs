@@ -4,33 +4,18 @@
 //! writes nothing to etcd and keeps the resourceVersion, so an `unchanged` object costs one
 //! round trip; a moved resourceVersion means someone had changed it (`drift-corrected`).
 //! The response is requested as metadata only (`PartialObjectMetadata`): gitward never needs
-//! the object's spec or status back.
+//! the object's spec or status back. Its `managedFields` tell, at no extra cost, whether
+//! fields of another manager must be taken over ([`super::takeover`]).
 
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
 use kube::runtime::wait::{await_condition, conditions};
 
-use super::ApplyOptions;
-use crate::changeset::Action;
+use super::{ApplyOptions, Outcome, takeover};
+use crate::changeset::{Action, Request};
 use crate::cluster::{api_message, cache::live_meta, is_status};
-use crate::object::ObjectRef;
 use crate::plan::{Desired, LiveMeta, Op, Step};
-
-/// The result of applying one object.
-#[derive(Debug)]
-pub struct Outcome {
-    /// The object.
-    pub object: ObjectRef,
-    /// What happened.
-    pub action: Action,
-    /// Why, for failures; `recreated` notes for re-created objects.
-    pub message: Option<String>,
-    /// Live metadata the API server returned, for the cache.
-    pub live: Option<LiveMeta>,
-    /// Requests sent (1, or 3 when re-created).
-    pub requests: usize,
-}
 
 /// The dynamic API of a desired object (namespaced or cluster-wide).
 pub fn api_for(client: &kube::Client, d: &Desired) -> Api<DynamicObject> {
@@ -46,13 +31,14 @@ pub fn is_immutable_rejection(err: &kube::Error) -> bool {
     is_status(err, 422) && api_message(err).contains("immutable")
 }
 
-/// Applies `d` as planned by `step`.
+/// Applies `d` as planned by `step`. When the response shows fields of managers gitward takes
+/// over ([`takeover::plan`]), merges them into gitward's entry and applies again, so that what
+/// git no longer declares goes in this very sync (3 requests, once per object).
 pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
     let api = api_for(client, d);
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
-    let outcome =
-        |action, message, live, requests| Outcome { object: d.object.clone(), action, message, live, requests };
+    let outcome = |action, message, live, sent| Outcome { object: d.object.clone(), action, message, live, sent };
     match api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body)).await {
         Ok(returned) => {
             let live = live_meta(&returned.metadata);
@@ -64,27 +50,58 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
                 }
                 Op::Unchanged => Action::Unchanged,
             };
-            outcome(action, None, Some(live), 1)
+            let Some(plan) = takeover::plan(&returned.metadata, &opts.field_manager, &opts.takeover_managers, &d.body)
+            else {
+                return outcome(action, None, Some(live), vec![Request::Apply]);
+            };
+            let mut sent = vec![Request::Apply];
+            match takeover::run(&api, d, &params, &plan, &mut sent).await {
+                Ok(taken) => outcome(action, Some(plan.note()), Some(taken), sent),
+                Err((action, message)) => outcome(action, Some(message), Some(live), sent),
+            }
         }
         Err(e) if is_immutable_rejection(&e) && d.recreate => match recreate(&api, d, &params).await {
-            Ok(live) => outcome(Action::Configured, Some("re-created: immutable field changed".into()), Some(live), 3),
-            Err(message) => outcome(Action::Failed, Some(message), None, 3),
+            Ok(live) => outcome(
+                Action::Configured,
+                Some("re-created: immutable field changed".into()),
+                Some(live),
+                vec![Request::Apply, Request::Delete, Request::Apply],
+            ),
+            Err(message) => {
+                outcome(Action::Failed, Some(message), None, vec![Request::Apply, Request::Delete, Request::Apply])
+            }
         },
         Err(e) if is_immutable_rejection(&e) => {
-            let message = format!(
-                "{}: immutable field changed; enable recreate_on_immutable or annotate gitward.dev/recreate: enabled: {}",
-                d.origin,
-                api_message(&e)
-            );
-            outcome(Action::Failed, Some(message), None, 1)
+            outcome(Action::Failed, Some(immutable_message(d, &e)), None, vec![Request::Apply])
         }
-        Err(e) => outcome(Action::Failed, Some(format!("{}: {}", d.origin, api_message(&e))), None, 1),
+        Err(e) => {
+            outcome(Action::Failed, Some(format!("{}: {}", d.origin, api_message(&e))), None, vec![Request::Apply])
+        }
     }
+}
+
+/// The message of an immutable-field rejection without recreate.
+pub fn immutable_message(d: &Desired, err: &kube::Error) -> String {
+    format!(
+        "{}: immutable field changed; enable recreate_on_immutable or annotate gitward.dev/recreate: enabled: {}",
+        d.origin,
+        api_message(err)
+    )
 }
 
 /// Deletes the object (background propagation: no finalizer waits on a garbage collector),
 /// waits until it is gone (event-driven, bounded), and applies it again.
 async fn recreate(api: &Api<DynamicObject>, d: &Desired, params: &PatchParams) -> Result<LiveMeta, String> {
+    delete_and_wait(api, d).await?;
+    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body))
+        .await
+        .map(|o| live_meta(&o.metadata))
+        .map_err(|e| format!("recreate: apply failed: {}", api_message(&e)))
+}
+
+/// Deletes the object with background propagation and waits (at most 60 s, on a watch) until
+/// it is gone; the first half of a re-create in either apply mode.
+pub async fn delete_and_wait(api: &Api<DynamicObject>, d: &Desired) -> Result<(), String> {
     let delete = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
     let uid = match api.delete(&d.object.name, &delete).await {
         Ok(either) => either.left().and_then(|o| o.metadata.uid),
@@ -97,8 +114,5 @@ async fn recreate(api: &Api<DynamicObject>, d: &Desired, params: &PatchParams) -
             return Err("recreate: the old object was not gone within 60s".into());
         }
     }
-    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body))
-        .await
-        .map(|o| live_meta(&o.metadata))
-        .map_err(|e| format!("recreate: apply failed: {}", api_message(&e)))
+    Ok(())
 }

@@ -41,6 +41,12 @@ pub const PRUNE_DISABLED: &str = "disabled";
 /// Annotation on members: `enabled` deletes and re-creates the object when the API server
 /// rejects an immutable-field change.
 pub const RECREATE: &str = "gitward.dev/recreate";
+/// Annotation on members: `update` or `server-side-apply`, the apply mode of this one object
+/// (overrides the unit's `apply_mode`).
+pub const APPLY_MODE: &str = "gitward.dev/apply-mode";
+/// Annotation that `kubectl apply` (client-side) keeps its last applied configuration in;
+/// dropped when gitward takes such an object over.
+pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// The ApplySet id for a parent, as KEP-3659 and kubectl define it:
 /// `applyset-<base64url(sha256("<name>.<namespace>.<kind>.<group>"))>-v1`, unpadded.

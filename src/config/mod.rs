@@ -209,6 +209,18 @@ pub struct SyncUnit {
     /// `true`: what git declares wins, which is the point of GitOps; `false` reports such
     /// conflicts as failed objects instead.
     pub force_conflicts: bool,
+    /// Field managers whose fields gitward takes over when it server-side applies an object
+    /// they last wrote, each at most 128 characters. Their `managedFields` entries are merged
+    /// into gitward's own apply entry (with a JSON patch, RFC 6902) and the annotation
+    /// `kubectl.kubernetes.io/last-applied-configuration` is dropped, so that a field removed
+    /// from git is really removed instead of staying, owned by the old manager (KEP-555's
+    /// client-side to server-side apply upgrade; kubectl's `csaupgrade`). gitward's own
+    /// `Update` entry (left by `apply_mode = "update"`) is always taken over. Default
+    /// `["kubectl-client-side-apply", "before-first-apply"]`: the managers of `kubectl apply`
+    /// without `--server-side` and of objects that predate field management — tools that
+    /// declared whole objects, as git now does. Hand edits (`kubectl-edit`, `kubectl-patch`)
+    /// and controllers are not taken over by default: their fields are not git's to remove.
+    pub takeover_managers: Vec<String>,
     /// Whether an object whose update is refused because an immutable field changed is deleted
     /// and created again. Default `false`: recreating loses the object's state (a Job's pods, a
     /// Service's cluster IP), so it must be asked for.
@@ -252,6 +264,7 @@ impl SyncUnit {
             prune: true,
             field_manager: "gitward".to_owned(),
             force_conflicts: true,
+            takeover_managers: vec!["kubectl-client-side-apply".to_owned(), "before-first-apply".to_owned()],
             recreate_on_immutable: false,
             max_prune_fraction: 0.5,
             allow_prune_all: false,
@@ -287,7 +300,11 @@ pub enum ApplyMode {
     /// annotation.
     ServerSideApply,
     /// Hash-gated Get-Modify-Update with optimistic locking (`resourceVersion`), for clusters
-    /// or objects where server-side apply is not wanted.
+    /// or objects where server-side apply is not wanted: `POST` to create; for an object git
+    /// changed, `GET` then `PUT` with the read resourceVersion, replacing the top-level fields
+    /// the manifest declares; for an unchanged one, a merge patch of gitward's label and
+    /// annotation carrying the cached resourceVersion. A 409 Conflict is reported as
+    /// `conflict` and not retried in place (DESIGN.md decision 5; ARCHITECTURE.md, Apply modes).
     Update,
 }
 
@@ -442,6 +459,17 @@ mod tests {
         assert_eq!(config.daemon.listen, Some("127.0.0.1:9090".parse().unwrap()));
         assert_eq!(config.units[0].max_file_bytes, 1024);
         assert_eq!(config.units[0].apply_mode.to_string(), "update");
+    }
+
+    #[test]
+    fn takeover_managers_default_to_client_side_apply_and_can_be_set() {
+        let unit = &parse(MINIMAL).unwrap().units[0];
+        assert_eq!(unit.takeover_managers, ["kubectl-client-side-apply", "before-first-apply"]);
+        let config = parse(&format!("{MINIMAL}takeover_managers = [\"helm\", \"kubectl-edit\"]\n")).unwrap();
+        assert_eq!(config.units[0].takeover_managers, ["helm", "kubectl-edit"]);
+        assert!(parse(&format!("{MINIMAL}takeover_managers = []\n")).unwrap().units[0].takeover_managers.is_empty());
+        let message = error(&format!("{MINIMAL}takeover_managers = [\"ok\", \"\"]\n"));
+        assert!(message.starts_with("config.toml: line 4: sync[0].takeover_managers: "), "{message}");
     }
 
     #[test]

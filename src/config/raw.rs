@@ -74,6 +74,7 @@ pub(super) struct RawSyncUnit {
     pub prune: Option<bool>,
     pub field_manager: Option<Spanned<String>>,
     pub force_conflicts: Option<bool>,
+    pub takeover_managers: Option<Vec<Spanned<String>>>,
     pub recreate_on_immutable: Option<bool>,
     pub max_prune_fraction: Option<Spanned<f64>>,
     pub allow_prune_all: Option<bool>,

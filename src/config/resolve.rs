@@ -140,6 +140,11 @@ impl Resolver<'_> {
         if let Some(field_manager) = raw.field_manager {
             unit.field_manager = self.check(field_manager, &key("field_manager"), field_manager_name)?;
         }
+        if let Some(managers) = raw.takeover_managers {
+            let key = key("takeover_managers");
+            unit.takeover_managers =
+                managers.into_iter().map(|m| self.check(m, &key, field_manager_name)).collect::<Result<_>>()?;
+        }
         if let Some(fraction) = raw.max_prune_fraction {
             let value = *fraction.get_ref();
             if !(0.0..=1.0).contains(&value) {

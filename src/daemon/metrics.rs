@@ -156,7 +156,7 @@ impl Metrics {
     ///
     /// Requests are derived from the entries' actions, since the change set does not record
     /// verbs: `created`, `configured`, `unchanged`, `drift-corrected` → `patch`/`ok`; `pruned`
-    /// → `delete`/`ok`; `failed` → `patch`/`error`; `skipped` → none. This is approximate for
+    /// → `delete`/`ok`; `failed`, `conflict` → `patch`/`error`; `skipped` → none. This is approximate for
     /// failures: a failed prune delete, an object refused before any request (another
     /// ApplySet's member) and a CRD that was applied but not Established in time all count as
     /// a failed patch. A report with failed objects still sets the revision: the rest of it
@@ -223,13 +223,13 @@ fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
     match action {
         Action::Created | Action::Configured | Action::Unchanged | Action::DriftCorrected => Some(("patch", "ok")),
         Action::Pruned => Some(("delete", "ok")),
-        Action::Failed => Some(("patch", "error")),
+        Action::Failed | Action::Conflict => Some(("patch", "error")),
         Action::Skipped => None,
     }
 }
 
 /// The short name of a sync error's variant, the `kind` label of `gitward_sync_errors_total`:
-/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `unsupported`, `task`.
+/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`.
 pub fn error_kind(err: &Error) -> &'static str {
     match err {
         Error::Source(_) => "source",
@@ -237,7 +237,7 @@ pub fn error_kind(err: &Error) -> &'static str {
         Error::Duplicate { .. } => "duplicate",
         Error::UnknownKind { .. } => "unknown-kind",
         Error::Cluster(_) => "cluster",
-        Error::Unsupported { .. } => "unsupported",
+        Error::InvalidAnnotation { .. } => "invalid-annotation",
         Error::Task(_) => "task",
     }
 }
@@ -355,7 +355,9 @@ mod tests {
         assert!(has(&m, r#"gitward_sync_errors_total{unit="shop",kind="task"} 1"#), "{}", m.encode());
         let unknown = Error::UnknownKind { origin: "a.yaml#0".into(), api_version: "x/v1".into(), kind: "X".into() };
         assert_eq!(error_kind(&unknown), "unknown-kind");
-        assert_eq!(error_kind(&Error::Unsupported { unit: "u".into(), message: "m".into() }), "unsupported");
+        let annotation =
+            Error::InvalidAnnotation { origin: "a.yaml#0".into(), annotation: "a".into(), message: "m".into() };
+        assert_eq!(error_kind(&annotation), "invalid-annotation");
     }
 
     #[test]

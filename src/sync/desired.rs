@@ -9,7 +9,8 @@ use serde_json::{Map, Value};
 use super::{Error, Result};
 use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
-use crate::cluster::inventory::{DESIRED_HASH, PART_OF, RECREATE};
+use crate::cluster::inventory::{APPLY_MODE, DESIRED_HASH, PART_OF, RECREATE};
+use crate::config::ApplyMode;
 use crate::manifest::{Manifest, desired_hash};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
@@ -23,6 +24,8 @@ pub struct Defaults {
     pub applyset_id: String,
     /// The unit's `recreate_on_immutable`.
     pub recreate: bool,
+    /// The unit's `apply_mode`; an object's annotation `gitward.dev/apply-mode` overrides it.
+    pub apply_mode: ApplyMode,
 }
 
 /// Desired objects split by whether their kind is known yet.
@@ -70,7 +73,7 @@ pub async fn resolve(
             return Err(Error::Duplicate { object: object.to_string(), first, second: origin(&m) });
         }
         match resolved {
-            Some(r) => out.desired.push(build(m, object, r.resource, r.namespaced, defaults)),
+            Some(r) => out.desired.push(build(m, object, r.resource, r.namespaced, defaults)?),
             None if crd_kinds.contains(&m.gk) => out.pending.push(m),
             None => {
                 return Err(Error::UnknownKind { origin: origin(&m), api_version: m.api_version, kind: m.gk.kind });
@@ -81,14 +84,18 @@ pub async fn resolve(
 }
 
 /// Builds the object to send: namespace defaulted (or removed for cluster-scoped kinds), the
-/// desired hash taken, then gitward's `part-of` label and desired-hash annotation added.
+/// desired hash taken, then gitward's `part-of` label and desired-hash annotation added; the
+/// apply mode is the unit's unless the annotation `gitward.dev/apply-mode` names another.
+///
+/// Errors: [`Error::InvalidAnnotation`] when `gitward.dev/apply-mode` is neither `update` nor
+/// `server-side-apply`.
 pub fn build(
     m: Manifest,
     object: ObjectRef,
     resource: kube::discovery::ApiResource,
     namespaced: bool,
     defaults: &Defaults,
-) -> Desired {
+) -> Result<Desired> {
     let origin = origin(&m);
     let mut body = m.body;
     let meta = metadata(&mut body);
@@ -99,11 +106,20 @@ pub fn build(
     }
     let hash = desired_hash(&body);
     let meta = metadata(&mut body);
-    let recreate = defaults.recreate
-        || meta.get("annotations").and_then(|a| a.get(RECREATE)).and_then(Value::as_str) == Some("enabled");
+    let annotation = |key: &str| meta.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
+    let recreate = defaults.recreate || annotation(RECREATE) == Some("enabled");
+    let mode = match annotation(APPLY_MODE) {
+        None => defaults.apply_mode,
+        Some("update") => ApplyMode::Update,
+        Some("server-side-apply") => ApplyMode::ServerSideApply,
+        Some(other) => {
+            let message = format!("`{other}` is not an apply mode; use `update` or `server-side-apply`");
+            return Err(Error::InvalidAnnotation { origin, annotation: APPLY_MODE.into(), message });
+        }
+    };
     string_map(meta, "labels").insert(PART_OF.into(), Value::String(defaults.applyset_id.clone()));
     string_map(meta, "annotations").insert(DESIRED_HASH.into(), Value::String(hash.clone()));
-    Desired { object, resource, body, hash, origin, recreate }
+    Ok(Desired { object, resource, body, hash, origin, recreate, mode })
 }
 
 fn metadata(body: &mut Value) -> &mut Map<String, Value> {
@@ -136,7 +152,12 @@ mod tests {
     }
 
     fn defaults() -> Defaults {
-        Defaults { namespace: "shop".into(), applyset_id: "applyset-x-v1".into(), recreate: false }
+        Defaults {
+            namespace: "shop".into(),
+            applyset_id: "applyset-x-v1".into(),
+            recreate: false,
+            apply_mode: ApplyMode::ServerSideApply,
+        }
     }
 
     #[test]
@@ -146,7 +167,7 @@ mod tests {
         );
         let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
         let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
-        let d = build(m, object, ar, true, &defaults());
+        let d = build(m, object, ar, true, &defaults()).unwrap();
         assert_eq!(d.body["metadata"]["namespace"], "shop");
         assert_eq!(d.body["metadata"]["labels"][PART_OF], "applyset-x-v1");
         assert_eq!(d.body["metadata"]["annotations"][DESIRED_HASH], d.hash);
@@ -163,7 +184,8 @@ mod tests {
             ar.clone(),
             true,
             &defaults(),
-        );
+        )
+        .unwrap();
         let other = Defaults { applyset_id: "applyset-y-v1".into(), ..defaults() };
         let b = build(
             manifest(body),
@@ -171,7 +193,8 @@ mod tests {
             ar,
             true,
             &other,
-        );
+        )
+        .unwrap();
         assert_eq!(a.hash, b.hash);
     }
 
@@ -185,7 +208,29 @@ mod tests {
             ar,
             true,
             &defaults(),
-        );
+        )
+        .unwrap();
         assert!(d.recreate);
+    }
+
+    #[test]
+    fn apply_mode_annotation_overrides_the_units_mode_and_a_bad_value_is_refused() {
+        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf");
+        let with = |mode: &str| {
+            manifest(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "annotations": {APPLY_MODE: mode}}}),
+            )
+        };
+        let plain = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}}));
+        let update_unit = Defaults { apply_mode: ApplyMode::Update, ..defaults() };
+        let d = build(plain, object.clone(), ar.clone(), true, &update_unit).unwrap();
+        assert_eq!(d.mode, ApplyMode::Update);
+        let d = build(with("update"), object.clone(), ar.clone(), true, &defaults()).unwrap();
+        assert_eq!(d.mode, ApplyMode::Update);
+        let d = build(with("server-side-apply"), object.clone(), ar.clone(), true, &update_unit).unwrap();
+        assert_eq!(d.mode, ApplyMode::ServerSideApply);
+        let err = build(with("replace"), object, ar, true, &defaults()).unwrap_err().to_string();
+        assert!(err.contains("app.yaml (document 1)") && err.contains("`replace`"), "{err}");
     }
 }

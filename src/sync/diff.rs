@@ -4,6 +4,8 @@
 //! compared with the live object; the difference is a unified diff of YAML with Secret `data`
 //! and `stringData` masked (DESIGN.md decision 10). Members a sync would prune are listed.
 //! Like `kubectl diff`, this reads full objects: it is a tool for people, not the sync path.
+//! Objects in `update` mode are dry-run with server-side apply too: for fields the manifest
+//! declares the result is the same; fields `update` mode would leave alone may show as removed.
 
 use std::collections::HashMap;
 
@@ -89,6 +91,7 @@ impl Engine {
             namespace: self.unit.namespace.clone(),
             applyset_id: self.inventory.id.clone(),
             recreate: self.unit.recreate_on_immutable,
+            apply_mode: self.unit.apply_mode,
         };
         let Resolution { desired, pending } =
             super::desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;

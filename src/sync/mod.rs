@@ -66,12 +66,15 @@ pub enum Error {
     /// Discovery, the metadata cache or the inventory failed.
     #[error(transparent)]
     Cluster(#[from] crate::cluster::Error),
-    /// The unit asks for something this build does not do (`apply_mode = "update"`).
-    #[error("unit {unit}: {message}")]
-    Unsupported {
-        /// The unit's name.
-        unit: String,
-        /// What is not supported.
+    /// A gitward annotation in a manifest has a value gitward does not know (e.g.
+    /// `gitward.dev/apply-mode: replace`): bad input, like a parse error.
+    #[error("{origin}: annotation {annotation}: {message}")]
+    InvalidAnnotation {
+        /// File and document.
+        origin: String,
+        /// The annotation's key.
+        annotation: String,
+        /// What is wrong and what is allowed.
         message: String,
     },
     /// A blocking task (git, parsing) panicked or was cancelled.
@@ -95,7 +98,8 @@ pub struct Report {
     pub skipped_files: Vec<Skipped>,
     /// Wall time of the sync.
     pub duration: Duration,
-    /// When the last object was applied (before the prune), for `trigger_to_applied_ms`.
+    /// When the last object that git changed was applied (else when the apply ended), for
+    /// `trigger_to_applied_ms`.
     pub applied_at: Instant,
 }
 
@@ -124,11 +128,6 @@ impl Engine {
         state_dir: &std::path::Path,
         unit: &SyncUnit,
     ) -> Result<Self> {
-        if unit.apply_mode != crate::config::ApplyMode::ServerSideApply {
-            let message =
-                format!("apply_mode = \"{}\" is not implemented yet; use \"server-side-apply\"", unit.apply_mode);
-            return Err(Error::Unsupported { unit: unit.name.clone(), message });
-        }
         let repo = repo::Repo::open(state_dir, unit).await?;
         let inventory = Inventory::new(&unit.inventory);
         Ok(Self {
@@ -142,6 +141,7 @@ impl Engine {
                 field_manager: unit.field_manager.clone(),
                 force: unit.force_conflicts,
                 max_in_flight: cluster.max_in_flight,
+                takeover_managers: unit.takeover_managers.clone(),
                 ..Default::default()
             },
             prune: PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all },
@@ -189,6 +189,7 @@ impl Engine {
             namespace: self.unit.namespace.clone(),
             applyset_id: self.inventory.id.clone(),
             recreate: self.unit.recreate_on_immutable,
+            apply_mode: self.unit.apply_mode,
         };
         let Resolution { mut desired, pending } =
             desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;
@@ -230,7 +231,8 @@ impl Engine {
                 apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await;
             changes.extend(applied);
         }
-        let applied_at = Instant::now();
+        // A push waits for what it changed; unchanged objects re-sent after that do not count.
+        let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
 
         if self.unit.prune && !changes.has_failures() {
             self.prune_and_narrow(&desired, &resources, members_before, &widened, &mut changes).await?;
@@ -353,7 +355,7 @@ impl Engine {
                         continue;
                     }
                     self.cache.ensure(&r.resource, r.namespaced, self.cache_timeout).await?;
-                    desired.push(desired::build(m, object, r.resource, r.namespaced, defaults));
+                    desired.push(desired::build(m, object, r.resource, r.namespaced, defaults)?);
                 }
                 None => {
                     let message =

@@ -1,0 +1,335 @@
+//! `update` mode: hash-gated Get-Modify-Update with optimistic locking (DESIGN.md decision 5).
+//!
+//! - `create` — `POST`. If the object exists already without any ApplySet's label (the plan
+//!   refuses other ApplySets' objects), it is adopted with a `configure`.
+//! - `configure` (the desired hash differs) — `GET` the object, replace the top-level fields
+//!   the manifest declares (everything but `apiVersion`, `kind`, `metadata`, `status`), merge
+//!   labels and annotations (the manifest's win, others' stay), keep status and every field the
+//!   manifest does not declare, and `PUT` with the resourceVersion just read.
+//! - `unchanged` — still exactly one request (DESIGN.md decision 3): a patch of gitward's
+//!   `part-of` label and desired-hash annotation carrying `metadata.resourceVersion` = the
+//!   cached one, so admission webhooks see every sync and a change the cache has not seen yet
+//!   is detected. Built-in kinds get a strategic merge patch, their native patch type; custom
+//!   resources a JSON merge patch (RFC 7396), since CRDs do not support strategic merge patch
+//!   (415). On these two maps both patch types mean the same.
+//!
+//! A 409 Conflict (compared by code, not `reason`: DESIGN.md, Libraries), or a 404 for an
+//! object the cache still held, means gitward acted on stale data. The object becomes
+//! `conflict` (both resourceVersions in the message, the live one from one metadata-only read)
+//! and the sync goes on with the others; it does not prune, and the daemon retries the unit with
+//! exponential backoff. There is deliberately no re-read-and-retry loop here: retrying at once
+//! would blindly overwrite what another actor just decided; the next attempt plans again on
+//! fresh state (Kubernetes API conventions, concurrency control; reference 003, "don't retry
+//! on conflict").
+//!
+//! Drift in this mode: a change the cache had already seen is not reverted by an `unchanged`
+//! object's patch (it touches only gitward's metadata); a change it had not seen yet is a
+//! `conflict`. A field removed from git is replaced away only inside the top-level fields the
+//! manifest still declares; server-side apply mode removes any field git stops declaring.
+
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use serde_json::{Map, Value, json};
+
+use super::server_side::{api_for, delete_and_wait, immutable_message, is_immutable_rejection};
+use super::{ApplyOptions, Outcome};
+use crate::changeset::{Action, Request};
+use crate::cluster::cache::live_meta;
+use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
+use crate::cluster::{api_message, is_status};
+use crate::plan::{Desired, LiveMeta, Op, Step};
+
+/// API groups of the kinds the apiserver itself serves (Kubernetes 1.35), which accept
+/// strategic merge patch. Custom resources (and Gateway API's `gateway.networking.k8s.io`,
+/// which are CRDs) are not among them.
+const BUILT_IN_GROUPS: &[&str] = &[
+    "",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "storagemigration.k8s.io",
+];
+
+/// Writes `d` as planned by `step`, in `update` mode.
+pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
+    let api = api_for(client, d);
+    let w = Writer { api: &api, d, opts, sent: Vec::new() };
+    match step.op {
+        Op::Create => w.create().await,
+        Op::Configure => w.configure(Action::Configured, None).await,
+        Op::Unchanged => w.touch(step.cached_resource_version.as_deref()).await,
+    }
+}
+
+/// The metadata patch type for `d`: strategic merge patch for built-in kinds, JSON merge patch
+/// for everything else.
+pub fn metadata_patch_type(d: &Desired) -> Request {
+    if BUILT_IN_GROUPS.contains(&d.object.gk.group.as_str()) {
+        Request::StrategicMergePatch
+    } else {
+        Request::MergePatch
+    }
+}
+
+/// The live object with the manifest's declared fields put in: top-level fields other than
+/// `apiVersion`, `kind`, `metadata` and `status` replaced; labels and annotations merged (the
+/// manifest's win); `finalizers` and `ownerReferences` replaced when declared; everything else,
+/// including the resourceVersion read, kept. Pure.
+pub fn modify(mut live: Value, desired: &Value) -> Value {
+    let (Some(target), Some(source)) = (live.as_object_mut(), desired.as_object()) else { return live };
+    for (key, value) in source {
+        match key.as_str() {
+            "apiVersion" | "kind" | "status" => {}
+            "metadata" => merge_metadata(object_at(target, "metadata"), value),
+            _ => {
+                target.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    live
+}
+
+fn merge_metadata(target: &mut Map<String, Value>, desired: &Value) {
+    for key in ["labels", "annotations"] {
+        if let Some(map) = desired.get(key).and_then(Value::as_object) {
+            let into = object_at(target, key);
+            into.extend(map.iter().map(|(k, v)| (k.clone(), v.clone())));
+        }
+    }
+    for key in ["finalizers", "ownerReferences"] {
+        if let Some(value) = desired.get(key) {
+            target.insert(key.into(), value.clone());
+        }
+    }
+}
+
+fn object_at<'a>(parent: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = parent.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().expect("just made an object")
+}
+
+/// One object's requests: the API, the desired object, and the requests sent so far.
+struct Writer<'a> {
+    api: &'a Api<DynamicObject>,
+    d: &'a Desired,
+    opts: &'a ApplyOptions,
+    sent: Vec<Request>,
+}
+
+impl Writer<'_> {
+    fn done(self, action: Action, message: Option<String>, live: Option<LiveMeta>) -> Outcome {
+        Outcome { object: self.d.object.clone(), action, message, live, sent: self.sent }
+    }
+
+    fn failed(self, step: &str, err: &kube::Error) -> Outcome {
+        let message = format!("{}: {step}: {}", self.d.origin, api_message(err));
+        self.done(Action::Failed, Some(message), None)
+    }
+
+    fn invalid(self, err: &serde_json::Error) -> Outcome {
+        let message = format!("{}: not a valid object: {err}", self.d.origin);
+        self.done(Action::Failed, Some(message), None)
+    }
+
+    fn post_params(&self) -> PostParams {
+        PostParams { field_manager: Some(self.opts.field_manager.clone()), ..Default::default() }
+    }
+
+    fn body(&self) -> Result<DynamicObject, serde_json::Error> {
+        serde_json::from_value(self.d.body.clone())
+    }
+
+    /// `POST`; a 409 here is AlreadyExists: an unlabelled object of that name, adopted.
+    async fn create(mut self) -> Outcome {
+        let body = match self.body() {
+            Ok(b) => b,
+            Err(e) => return self.invalid(&e),
+        };
+        self.sent.push(Request::Create);
+        match self.api.create(&self.post_params(), &body).await {
+            Ok(created) => self.done(Action::Created, None, Some(live_meta(&created.metadata))),
+            Err(e) if is_status(&e, 409) => {
+                self.configure(Action::Created, Some("existed without an ApplySet label: adopted".into())).await
+            }
+            Err(e) => self.failed("create", &e),
+        }
+    }
+
+    /// `GET`, [`modify`], `PUT` with the resourceVersion read.
+    async fn configure(mut self, action: Action, note: Option<String>) -> Outcome {
+        let name = self.d.object.name.clone();
+        self.sent.push(Request::Get);
+        let live = match self.api.get(&name).await {
+            Ok(live) => live,
+            Err(e) if is_status(&e, 404) => {
+                return self.stale(None, "the object was deleted since the cache saw it").await;
+            }
+            Err(e) => return self.failed("read", &e),
+        };
+        let read_version = live.metadata.resource_version.clone();
+        let modified = serde_json::to_value(&live).map(|v| modify(v, &self.d.body)).and_then(serde_json::from_value);
+        let modified: DynamicObject = match modified {
+            Ok(m) => m,
+            Err(e) => return self.invalid(&e),
+        };
+        self.sent.push(Request::Update);
+        match self.api.replace(&name, &self.post_params(), &modified).await {
+            Ok(replaced) => self.done(action, note, Some(live_meta(&replaced.metadata))),
+            Err(e) if is_status(&e, 409) => {
+                self.stale(read_version, "the object changed between gitward's read and its write").await
+            }
+            Err(e) if is_immutable_rejection(&e) && self.d.recreate => self.recreate().await,
+            Err(e) if is_immutable_rejection(&e) => {
+                let message = immutable_message(self.d, &e);
+                self.done(Action::Failed, Some(message), None)
+            }
+            Err(e) => self.failed("update", &e),
+        }
+    }
+
+    /// One metadata patch with the cached resourceVersion as precondition.
+    async fn touch(mut self, cached: Option<&str>) -> Outcome {
+        let labels = self.d.body.pointer("/metadata/labels").and_then(|l| l.get(PART_OF)).cloned();
+        let mut metadata = json!({
+            "labels": {PART_OF: labels.unwrap_or(Value::Null)},
+            "annotations": {DESIRED_HASH: self.d.hash},
+        });
+        if let Some(rv) = cached {
+            metadata["resourceVersion"] = json!(rv);
+        }
+        let body = json!({ "metadata": metadata });
+        let kind = metadata_patch_type(self.d);
+        let patch = match kind {
+            Request::StrategicMergePatch => Patch::Strategic(&body),
+            _ => Patch::Merge(&body),
+        };
+        let params = PatchParams { field_manager: Some(self.opts.field_manager.clone()), ..Default::default() };
+        self.sent.push(kind);
+        match self.api.patch_metadata(&self.d.object.name, &params, &patch).await {
+            Ok(returned) => {
+                let live = live_meta(&returned.metadata);
+                let action = if cached == Some(live.resource_version.as_str()) {
+                    Action::Unchanged
+                } else {
+                    Action::DriftCorrected
+                };
+                self.done(action, None, Some(live))
+            }
+            Err(e) if is_status(&e, 409) => {
+                self.stale(cached.map(String::from), "the object changed after the cache last saw it").await
+            }
+            Err(e) if is_status(&e, 404) => self.stale(None, "the object was deleted since the cache saw it").await,
+            Err(e) => self.failed("patch", &e),
+        }
+    }
+
+    /// The object is `conflict`: one metadata-only read learns the live resourceVersion for
+    /// the message and the cache. Deliberately no retry of the write (see the module doc).
+    async fn stale(mut self, ours: Option<String>, why: &str) -> Outcome {
+        self.sent.push(Request::GetMetadata);
+        let live = self.api.get_metadata_opt(&self.d.object.name).await.ok().flatten().map(|o| live_meta(&o.metadata));
+        let theirs = live.as_ref().map_or("unknown", |l| l.resource_version.as_str());
+        let message = format!(
+            "{}: conflict: {why} (sent resourceVersion {}, live resourceVersion {theirs}); \
+             not retried now: the unit is retried with backoff",
+            self.d.origin,
+            ours.as_deref().unwrap_or("none"),
+        );
+        self.done(Action::Conflict, Some(message), live)
+    }
+
+    /// Delete, wait until gone, `POST` again.
+    async fn recreate(mut self) -> Outcome {
+        self.sent.push(Request::Delete);
+        if let Err(message) = delete_and_wait(self.api, self.d).await {
+            return self.done(Action::Failed, Some(message), None);
+        }
+        let body = match self.body() {
+            Ok(b) => b,
+            Err(e) => return self.invalid(&e),
+        };
+        self.sent.push(Request::Create);
+        match self.api.create(&self.post_params(), &body).await {
+            Ok(created) => self.done(
+                Action::Configured,
+                Some("re-created: immutable field changed".into()),
+                Some(live_meta(&created.metadata)),
+            ),
+            Err(e) => self.failed("recreate: create", &e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn declared_fields_are_replaced_and_the_rest_is_kept() {
+        let live = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "resourceVersion": "7", "labels": {"team": "a", "app": "old"},
+                         "annotations": {"theirs": "x"}, "uid": "u"},
+            "data": {"old": "1", "kept": "no"},
+            "binaryData": {"b": "AA=="},
+        });
+        let desired = json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"app": "new"}, "annotations": {DESIRED_HASH: "h"}},
+            "data": {"new": "2"},
+        });
+        let out = modify(live, &desired);
+        assert_eq!(out["data"], json!({"new": "2"}), "a declared field is replaced whole");
+        assert_eq!(out["binaryData"], json!({"b": "AA=="}), "an undeclared field is kept");
+        assert_eq!(out["metadata"]["labels"], json!({"team": "a", "app": "new"}));
+        assert_eq!(out["metadata"]["annotations"], json!({"theirs": "x", DESIRED_HASH: "h"}));
+        assert_eq!(out["metadata"]["resourceVersion"], "7", "the read resourceVersion is the precondition");
+        assert_eq!(out["metadata"]["uid"], "u");
+    }
+
+    #[test]
+    fn status_is_never_taken_from_the_manifest() {
+        let live = json!({"metadata": {}, "spec": {"a": 1}, "status": {"ready": true}});
+        let out = modify(live, &json!({"spec": {"a": 2}, "status": {"ready": false}}));
+        assert_eq!(out["status"], json!({"ready": true}));
+        assert_eq!(out["spec"], json!({"a": 2}));
+    }
+
+    #[test]
+    fn built_in_kinds_get_strategic_merge_patch_and_custom_resources_merge_patch() {
+        let desired = |api_version: &str, kind: &str| {
+            let gk = crate::object::GroupKind::from_api_version(api_version, kind);
+            Desired {
+                object: crate::object::ObjectRef::new(gk, Some("a".into()), "x"),
+                resource: kube::discovery::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("", "v1", kind)),
+                body: json!({}),
+                hash: String::new(),
+                origin: String::new(),
+                recreate: false,
+                mode: crate::config::ApplyMode::Update,
+            }
+        };
+        assert_eq!(metadata_patch_type(&desired("apps/v1", "Deployment")), Request::StrategicMergePatch);
+        assert_eq!(metadata_patch_type(&desired("v1", "ConfigMap")), Request::StrategicMergePatch);
+        assert_eq!(metadata_patch_type(&desired("example.com/v1", "Widget")), Request::MergePatch);
+        assert_eq!(metadata_patch_type(&desired("gateway.networking.k8s.io/v1", "Gateway")), Request::MergePatch);
+    }
+}
