@@ -347,3 +347,33 @@ async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
     assert!(actions.contains_key("Deployment/gitward-system/gitward"), "{actions:#?}");
     assert!(actions.contains_key("Namespace/gitward-system"), "{actions:#?}");
 }
+
+#[tokio::test]
+async fn systemd_is_told_ready_after_the_first_sync_with_a_status() {
+    let env = common::setup("notify").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
+    let messages = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = socket.recv(&mut buf) {
+            seen.push(String::from_utf8_lossy(&buf[..n]).to_string());
+            if seen.iter().any(|m| m.contains("READY=1")) && seen.iter().any(|m| m.contains("STATUS=")) {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .unwrap();
+    let ready = messages.iter().position(|m| m.contains("READY=1"));
+    assert!(ready.is_some(), "no READY=1 in {messages:?}: {}", daemon.log_text());
+    assert!(daemon.events().iter().any(|e| e["message"] == "sync complete"), "READY=1 before the first sync");
+    let status = messages.iter().find(|m| m.starts_with("STATUS=")).expect("a STATUS= message");
+    assert!(status.contains("app: synced"), "{status}");
+}

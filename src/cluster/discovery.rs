@@ -13,6 +13,9 @@ use kube::discovery::{ApiCapabilities, ApiResource, Scope, oneshot};
 
 use super::{Error, Result, is_status};
 
+/// How old a group-version's answer must be before an unknown kind in it is asked about again.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A resolved kind.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -27,6 +30,7 @@ pub struct Resolved {
 pub struct Discovery {
     groups: HashMap<String, Vec<(ApiResource, ApiCapabilities)>>,
     preferred: HashMap<String, String>,
+    fetched: HashMap<String, std::time::Instant>,
     /// Discovery requests sent, for the change set's request count and tests.
     pub requests: usize,
 }
@@ -55,11 +59,23 @@ impl Discovery {
                 Err(source) => return Err(Error::DiscoveryFailed { group_version: api_version.to_string(), source }),
             };
             self.groups.insert(api_version.to_string(), resources);
+            self.fetched.insert(api_version.to_string(), std::time::Instant::now());
         }
         Ok(self.groups[api_version]
             .iter()
             .find(|(ar, _)| ar.kind == kind)
             .map(|(ar, caps)| Resolved { resource: ar.clone(), namespaced: caps.scope == Scope::Namespaced }))
+    }
+
+    /// Forgets `api_version` when what is known of it was learned more than
+    /// [`STALE_AFTER`] ago; true when it did (so one unknown kind costs at most one extra
+    /// request per group-version in that time, not one per sync).
+    pub fn forget_stale(&mut self, api_version: &str) -> bool {
+        let stale = self.fetched.get(api_version).is_some_and(|t| t.elapsed() > STALE_AFTER);
+        if stale {
+            self.forget(api_version);
+        }
+        stale
     }
 
     /// Forgets what is known of `api_version`, so the next [`Discovery::resolve`] asks again

@@ -35,6 +35,7 @@ use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tracing::{debug, info, warn};
 
 use crate::cluster::is_status;
+use crate::telemetry::error_chain;
 
 /// Why a Lease request failed. Never returned to callers of [`spawn`] or [`release`]: the
 /// election loop logs it and retries on its next round (after `renew_every`, sooner while the
@@ -295,7 +296,7 @@ pub async fn release(client: kube::Client, cfg: LeaderConfig) -> bool {
             released
         }
         Err(e) => {
-            warn!(identity = %cfg.identity, lease = %lease, error = chain(&e), "lease release failed");
+            warn!(identity = %cfg.identity, lease = %lease, error = error_chain(&e), "lease release failed");
             false
         }
     }
@@ -327,18 +328,6 @@ fn now() -> MicroTime {
 fn request(lease: &str, verb: &'static str) -> impl FnOnce(kube::Error) -> Error {
     let lease = lease.to_string();
     move |source| Error::Request { lease, verb, source }
-}
-
-/// `err` and its sources, joined by `": "`, for one log field.
-fn chain(err: &dyn std::error::Error) -> String {
-    let mut text = err.to_string();
-    let mut cur = err.source();
-    while let Some(e) = cur {
-        text.push_str(": ");
-        text.push_str(&e.to_string());
-        cur = e.source();
-    }
-    text
 }
 
 /// The election record as last seen, and when it was first seen like that.
@@ -599,7 +588,7 @@ impl Elector {
     /// Logs a failed round: a warning for the first of a streak, then debug.
     fn failed(&mut self, e: &Error) {
         self.failures += 1;
-        let error = chain(e);
+        let error = error_chain(e);
         if self.failures == 1 {
             warn!(identity = %self.cfg.identity, lease = %self.lease, error, "lease request failed");
         } else {

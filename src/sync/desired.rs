@@ -60,7 +60,11 @@ pub async fn resolve(
     let mut out = Resolution::default();
     let mut seen: HashMap<ObjectRef, String> = HashMap::new();
     for m in manifests {
-        let resolved = discovery.resolve(client, &m.api_version, &m.gk.kind).await?;
+        let mut resolved = discovery.resolve(client, &m.api_version, &m.gk.kind).await?;
+        if resolved.is_none() && !crd_kinds.contains(&m.gk) && discovery.forget_stale(&m.api_version) {
+            // The answer may be from before a CRD was installed outside this unit: ask again.
+            resolved = discovery.resolve(client, &m.api_version, &m.gk.kind).await?;
+        }
         let object = match &resolved {
             Some(r) if r.namespaced => {
                 let ns = m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone());
