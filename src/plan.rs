@@ -146,14 +146,15 @@ impl Plan {
 ///
 /// - `desired`: the desired objects of the revision (unique refs; the caller checks).
 /// - `live`: live metadata of the unit's members (objects labelled with its ApplySet id).
-/// - `foreign`: objects that carry another ApplySet's `part-of` label, with that id: never
-///   taken over (DESIGN.md decision 6), so they are `refused`.
-pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, foreign: &HashMap<ObjectRef, String>) -> Plan {
+/// - `refuse`: objects not to send, with the reason — those that carry another ApplySet's
+///   `part-of` label are never taken over (DESIGN.md decision 6), nor are objects whose
+///   ownership could not be checked.
+pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, refuse: &HashMap<ObjectRef, String>) -> Plan {
     let mut by_stage: BTreeMap<Stage, (Vec<Step>, Vec<Step>)> = BTreeMap::new();
     let mut refused = Vec::new();
     for (index, d) in desired.iter().enumerate() {
-        if let Some(other) = foreign.get(&d.object) {
-            refused.push((index, format!("belongs to another ApplySet ({other}); not taken over")));
+        if let Some(reason) = refuse.get(&d.object) {
+            refused.push((index, reason.clone()));
             continue;
         }
         let current = live.get(&d.object);
@@ -318,7 +319,7 @@ mod tests {
     #[test]
     fn objects_of_another_applyset_are_refused() {
         let d = vec![desired("v1", "ConfigMap", Some("a"), "theirs", "h")];
-        let foreign = HashMap::from([(d[0].object.clone(), "applyset-other-v1".to_string())]);
+        let foreign = HashMap::from([(d[0].object.clone(), "belongs to applyset-other-v1".to_string())]);
         let p = plan(&d, &BTreeMap::new(), &foreign);
         assert_eq!(p.apply_count(), 0);
         assert_eq!(p.refused.len(), 1);

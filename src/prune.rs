@@ -3,9 +3,10 @@
 //! Runs only after an apply with no failures. Refused outright (nothing deleted, the reason in
 //! [`ChangeSet::prune_refused`]) when the desired set is empty or when more than
 //! [`PruneOptions::max_fraction`] of the members would go, unless [`PruneOptions::allow_all`].
-//! Deletes go in reverse stage order, each with preconditions on the uid and resourceVersion
-//! the cache holds: an object changed or re-labelled since it was planned is not deleted this
-//! time (`skipped`), and a failed delete leaves the member in the inventory.
+//! Deletes go in reverse stage order, each with a precondition on the uid the cache holds (a
+//! re-created object of the same name is never hit); membership is the cache's selection by
+//! the `part-of` label. A failed delete leaves the member in the inventory. A member whose
+//! kind is no longer served (its CRD was deleted) went with it: it is counted pruned.
 
 use std::collections::HashMap;
 
@@ -63,11 +64,11 @@ pub async fn prune(
     cache: &MetadataCache,
 ) -> ChangeSet {
     let mut changes = ChangeSet::default();
-    let live = cache.snapshot();
     for step in steps {
         let Some((resource, _)) = resources.get(&step.object.gk) else {
-            let msg = format!("{} is no longer served by the API server", step.object.gk);
-            changes.push(step.object.clone(), Action::Failed, Some(msg));
+            let msg = format!("{} is no longer served: the object went with its CRD", step.object.gk);
+            cache.forget(&step.object);
+            changes.push(step.object.clone(), Action::Pruned, Some(msg));
             continue;
         };
         let api: Api<DynamicObject> = match &step.object.namespace {
@@ -78,7 +79,10 @@ pub async fn prune(
             propagation_policy: Some(PropagationPolicy::Background),
             preconditions: Some(Preconditions {
                 uid: Some(step.uid.clone()),
-                resource_version: live.get(&step.object).map(|m| m.resource_version.clone()),
+                // Not the resourceVersion: a controller's status write would make every busy
+                // object unprunable. The uid guards against a re-created object of the name;
+                // membership is the cache's label selection.
+                resource_version: None,
             }),
             ..Default::default()
         };

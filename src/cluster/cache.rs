@@ -64,8 +64,11 @@ pub struct MetadataCache {
     kinds: HashMap<GroupKind, KindWatch>,
     drift: broadcast::Sender<Drift>,
     /// The resourceVersion each of gitward's own writes returned (`""` for its deletes).
-    own: Mutex<HashMap<ObjectRef, String>>,
+    own: Own,
 }
+
+/// The resourceVersion of each of gitward's own writes, shared with the watch tasks.
+type Own = Arc<Mutex<HashMap<ObjectRef, String>>>;
 
 impl MetadataCache {
     /// An empty cache for members labelled `applyset.kubernetes.io/part-of=<applyset_id>`.
@@ -77,7 +80,7 @@ impl MetadataCache {
             store: Arc::default(),
             kinds: HashMap::new(),
             drift,
-            own: Mutex::default(),
+            own: Own::default(),
         }
     }
 
@@ -95,8 +98,8 @@ impl MetadataCache {
         let (tx, rx) = watch::channel(Sync::Pending);
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
         let config = watcher::Config::default().labels(&self.selector);
-        let task =
-            tokio::spawn(run_watch(api, config, gk.clone(), namespaced, self.store.clone(), tx, self.drift.clone()));
+        let sinks = Sinks { store: self.store.clone(), state: tx, drift: self.drift.clone(), own: self.own.clone() };
+        let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
         if let Some(old) = self.kinds.insert(gk.clone(), KindWatch { state: rx.clone(), task }) {
             old.task.abort();
         }
@@ -222,15 +225,24 @@ fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -
 /// The watch loop of one group-kind: a state machine over watcher events that keeps the
 /// shared store current. A relist (`Init` … `InitDone`) is buffered and swapped in whole, so
 /// members deleted while the watch was down disappear.
+/// Where a watch task writes: the shared store, its sync state, drift events, and the record
+/// of gitward's own writes (events of those are not broadcast, so a large sync cannot fill
+/// the channel with its own echoes).
+struct Sinks {
+    store: Store,
+    state: watch::Sender<Sync>,
+    drift: broadcast::Sender<Drift>,
+    own: Own,
+}
+
 async fn run_watch(
     api: Api<PartialObjectMeta<DynamicObject>>,
     config: watcher::Config,
     gk: GroupKind,
     namespaced: bool,
-    store: Store,
-    state: watch::Sender<Sync>,
-    drift: broadcast::Sender<Drift>,
+    sinks: Sinks,
 ) {
+    let Sinks { store, state, drift, own } = sinks;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
     while let Some(event) = stream.next().await {
@@ -253,7 +265,8 @@ async fn run_watch(
                 let key = object_ref(&gk, namespaced, &obj.metadata);
                 let meta = live_meta(&obj.metadata);
                 let previous = store.lock().expect("cache lock").insert(key.clone(), meta.clone());
-                if is_change(previous.as_ref(), &meta) {
+                let ours = own.lock().expect("own lock").get(&key) == Some(&meta.resource_version);
+                if is_change(previous.as_ref(), &meta) && !ours {
                     let _ = drift.send(Drift { object: key, resource_version: meta.resource_version });
                 }
             }

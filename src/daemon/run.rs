@@ -87,8 +87,10 @@ impl Units {
             .map(|(name, _)| name.clone())
             .collect();
         for name in stale {
+            // Aborted, not awaited: the daemon's loop must stay free to act on a lost Lease,
+            // and the restarted unit syncs again at once.
             if let Some(r) = self.running.remove(&name) {
-                stop(vec![r], SHUTDOWN_GRACE).await;
+                r.task.abort();
             }
         }
         self.status.retain(&config.units.iter().map(|u| u.name.clone()).collect::<Vec<_>>());

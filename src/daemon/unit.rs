@@ -129,7 +129,7 @@ impl UnitTask {
     }
 
     /// Runs one sync for `trigger`. `Some(true)` succeeded, `Some(false)` failed (retry with
-    /// backoff), `None` nothing to do (a poll that found the revision already applied).
+    /// backoff), `None` nothing to do (a poll that found the revision already synced).
     async fn sync(&mut self, unit: &str, trigger: &Trigger, last_applied: &mut Option<Revision>) -> Option<bool> {
         let revision = match self.engine.repo().fetch().await {
             Ok(r) => r,
@@ -142,9 +142,9 @@ impl UnitTask {
         match self.engine.sync_revision(revision).await {
             Ok(report) => {
                 let ok = !report.changes.has_failures();
-                if ok {
-                    *last_applied = Some(report.revision.clone());
-                }
+                // Set even on failure: the backoff retry re-syncs a failed revision, so a poll
+                // that finds the same revision has nothing to add.
+                *last_applied = Some(report.revision.clone());
                 self.publish(unit, trigger, &report, ok);
                 Some(ok)
             }

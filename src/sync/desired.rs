@@ -71,7 +71,12 @@ pub async fn resolve(
                 ObjectRef::new(m.gk.clone(), Some(ns), &m.name)
             }
             Some(_) => ObjectRef::new(m.gk.clone(), None, &m.name),
-            None => ObjectRef::new(m.gk.clone(), Some(m.namespace.clone().unwrap_or_default()), &m.name),
+            // Scope unknown until its CRD is applied: key it as a namespaced object would be.
+            None => ObjectRef::new(
+                m.gk.clone(),
+                Some(m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone())),
+                &m.name,
+            ),
         };
         if let Some(first) = seen.insert(object.clone(), origin(&m)) {
             return Err(Error::Duplicate { object: object.to_string(), first, second: origin(&m) });

@@ -50,6 +50,9 @@ impl DiffReport {
     }
 }
 
+/// kubectl's client-side apply annotation: for a Secret it holds the Secret's data.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
 /// Fields that change on every write and say nothing about what git asks for.
 const VOLATILE: [&str; 5] = ["managedFields", "resourceVersion", "generation", "creationTimestamp", "uid"];
 
@@ -65,6 +68,12 @@ pub fn normalize(mut v: Value, before: Option<&Value>) -> Value {
     let is_secret = v.get("kind").and_then(Value::as_str) == Some("Secret")
         && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
     if is_secret {
+        // kubectl's client-side apply leaves the whole Secret, data included, in an annotation.
+        if let Some(annotations) = v.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
+            && let Some(last) = annotations.get_mut(LAST_APPLIED)
+        {
+            *last = Value::String("***".into());
+        }
         for field in ["data", "stringData"] {
             let theirs = before.and_then(|o| o.get(field)).and_then(Value::as_object).cloned().unwrap_or_default();
             if let Some(map) = v.get_mut(field).and_then(Value::as_object_mut) {
@@ -153,6 +162,13 @@ mod tests {
         assert_eq!(after["data"]["same"], "***");
         let text = to_yaml(&after);
         assert!(!text.contains("bmV3") && !text.contains("eA=="), "{text}");
+    }
+
+    #[test]
+    fn last_applied_annotation_of_a_secret_is_masked() {
+        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"annotations": {LAST_APPLIED: "{\"data\":{\"a\":\"c2VjcmV0\"}}"}}});
+        let text = to_yaml(&normalize(live, None));
+        assert!(!text.contains("c2VjcmV0"), "{text}");
     }
 
     #[test]

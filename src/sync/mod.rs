@@ -316,13 +316,26 @@ impl Engine {
         for (gk, (resource, namespaced)) in by_kind {
             let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
             changes.requests += 1;
-            let Ok(list) = api.list_metadata(&ListParams::default().labels(&selector)).await else { continue };
+            let list = match api.list_metadata(&ListParams::default().labels(&selector)).await {
+                Ok(list) => list,
+                Err(e) => {
+                    // Unverified ownership is not permission: refuse these creates this time.
+                    let reason = format!(
+                        "could not check whether another ApplySet owns it: {}",
+                        crate::cluster::api_message(&e)
+                    );
+                    for d in desired.iter().filter(|d| &d.object.gk == gk && !live.contains_key(&d.object)) {
+                        foreign.insert(d.object.clone(), reason.clone());
+                    }
+                    continue;
+                }
+            };
             for item in list.items {
                 let meta = item.metadata;
                 let namespace = if namespaced { meta.namespace } else { None };
                 let object = ObjectRef::new(gk.clone(), namespace, meta.name.unwrap_or_default());
                 let other = meta.labels.and_then(|l| l.get(PART_OF).cloned()).unwrap_or_default();
-                foreign.insert(object, other);
+                foreign.insert(object, format!("belongs to another ApplySet ({other}); not taken over"));
             }
         }
         foreign
