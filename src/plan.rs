@@ -127,12 +127,17 @@ pub struct PruneStep {
 pub struct Plan {
     /// Applies by stage, in stage order; within a stage `create`/`configure` before `unchanged`.
     pub stages: Vec<(Stage, Vec<Step>)>,
-    /// Members to delete, in reverse stage order.
-    pub prune: Vec<PruneStep>,
-    /// Members that git no longer holds but that are kept (annotated `gitward.dev/prune: disabled`).
-    pub kept: Vec<ObjectRef>,
     /// Desired objects not to send, with the reason (e.g. owned by another ApplySet).
     pub refused: Vec<(usize, String)>,
+}
+
+/// What leaves the cluster with this revision ([`prune_plan`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PrunePlan {
+    /// Members to delete, in reverse stage order.
+    pub steps: Vec<PruneStep>,
+    /// Members that git no longer holds but that are kept (annotated `gitward.dev/prune: disabled`).
+    pub kept: Vec<ObjectRef>,
 }
 
 impl Plan {
@@ -142,7 +147,7 @@ impl Plan {
     }
 }
 
-/// Computes the plan.
+/// Computes the applies (the prune is [`prune_plan`], after the apply).
 ///
 /// - `desired`: the desired objects of the revision (unique refs; the caller checks).
 /// - `live`: live metadata of the unit's members (objects labelled with its ApplySet id).
@@ -174,7 +179,13 @@ pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, refuse: &
             (stage, changed)
         })
         .collect();
+    Plan { stages, refused }
+}
 
+/// The prune: live members that none of `desired` names, in reverse stage order; those
+/// annotated `gitward.dev/prune: disabled` are kept, those already being deleted skipped.
+/// Computed after the apply, over every desired object (custom resources resolved late too).
+pub fn prune_plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>) -> PrunePlan {
     let wanted: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
     let mut prune = Vec::new();
     let mut kept = Vec::new();
@@ -189,7 +200,7 @@ pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, refuse: &
         }
     }
     prune.sort_by(|a, b| b.stage.cmp(&a.stage).then_with(|| a.object.cmp(&b.object)));
-    Plan { stages, prune, kept, refused }
+    PrunePlan { steps: prune, kept }
 }
 
 #[cfg(test)]
@@ -300,10 +311,10 @@ mod tests {
             (deploy.clone(), live("h", "3")),
             (cm.clone(), live("h", "4")),
         ]);
-        let p = plan(&d, &l, &HashMap::new());
-        let order: Vec<_> = p.prune.iter().map(|s| s.object.clone()).collect();
+        let p = prune_plan(&d, &l);
+        let order: Vec<_> = p.steps.iter().map(|s| s.object.clone()).collect();
         assert_eq!(order, vec![deploy, cm, ns]);
-        assert_eq!(p.prune[0].uid, "uid-3");
+        assert_eq!(p.steps[0].uid, "uid-3");
     }
 
     #[test]
@@ -311,8 +322,8 @@ mod tests {
         let keep = ObjectRef::new(gk("v1", "ConfigMap"), Some("a".into()), "precious");
         let mut meta = live("h", "1");
         meta.prune_disabled = true;
-        let p = plan(&[], &BTreeMap::from([(keep.clone(), meta)]), &HashMap::new());
-        assert!(p.prune.is_empty());
+        let p = prune_plan(&[], &BTreeMap::from([(keep.clone(), meta)]));
+        assert!(p.steps.is_empty());
         assert_eq!(p.kept, vec![keep]);
     }
 

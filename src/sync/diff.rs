@@ -7,8 +7,6 @@
 //! Objects in `update` mode are dry-run with server-side apply too: for fields the manifest
 //! declares the result is the same; fields `update` mode would leave alone may show as removed.
 
-use std::collections::HashMap;
-
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 use similar::TextDiff;
@@ -142,8 +140,8 @@ impl Engine {
                 format!("{object}: would be created once its CustomResourceDefinition (in this revision) is applied\n");
             report.changed.push(ObjectDiff { object, diff });
         }
-        let p = plan::plan(&desired, &self.cache.snapshot(), &HashMap::new());
-        report.prunes = p.prune.into_iter().map(|s| s.object).collect();
+        report.prunes =
+            plan::prune_plan(&desired, &self.cache.snapshot()).steps.into_iter().map(|s| s.object).collect();
         Ok(report)
     }
 }

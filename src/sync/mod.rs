@@ -388,15 +388,15 @@ impl Engine {
         widened: &Contents,
         changes: &mut ChangeSet,
     ) -> Result<()> {
-        let p = plan::plan(desired, &self.cache.snapshot(), &HashMap::new());
-        if let Some(reason) = prune::refusal(desired.len(), members_before, p.prune.len(), &self.prune) {
-            for step in &p.prune {
+        let p = plan::prune_plan(desired, &self.cache.snapshot());
+        if let Some(reason) = prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune) {
+            for step in &p.steps {
                 changes.push(step.object.clone(), Action::Skipped, Some(format!("prune refused: {reason}")));
             }
             changes.prune_refused = Some(reason);
             return Ok(());
         }
-        let pruned = prune::prune(&self.client, &p.prune, resources, &self.cache).await;
+        let pruned = prune::prune(&self.client, &p.steps, resources, &self.cache).await;
         let clean = !pruned.has_failures();
         changes.extend(pruned);
         if clean {
