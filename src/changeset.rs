@@ -154,6 +154,10 @@ pub struct ChangeSet {
     pub requests: usize,
     /// Why the prune was refused (desired set empty, over the configured fraction), if it was.
     pub prune_refused: Option<String>,
+    /// Objects that carry the unit's `part-of` label and left git (or never were in it) but are
+    /// not members, so they were not pruned, with the reason (a copy, a controller's child):
+    /// reported, not counted as skipped.
+    pub not_members: Vec<(ObjectRef, String)>,
     /// When the last object that git changed (created, configured, drift-corrected) was
     /// applied: what a push is waiting for, while unchanged objects are still being re-sent.
     pub changes_applied_at: Option<std::time::Instant>,
@@ -213,6 +217,7 @@ impl ChangeSet {
         if other.prune_refused.is_some() {
             self.prune_refused = other.prune_refused;
         }
+        self.not_members.extend(other.not_members);
         if let Some(at) = other.changes_applied_at {
             self.note_change_applied(at);
         }

@@ -7,7 +7,7 @@
 //! one-line push lands before ten thousand unchanged objects are re-sent. Prunes run in
 //! reverse stage order. No I/O here: [`plan`] is unit-tested without a cluster.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kube::discovery::ApiResource;
 use serde_json::Value;
@@ -87,6 +87,12 @@ pub struct LiveMeta {
     pub prune_disabled: bool,
     /// `metadata.deletionTimestamp` is set.
     pub deleting: bool,
+    /// The annotation `gitward.dev/prune: cascade` is set: a Namespace or CRD member may be
+    /// pruned even though objects that are not members would go with it.
+    pub prune_cascade: bool,
+    /// An ownerReference with `controller: true` is set: the object is some controller's
+    /// child (it may have copied its parent's labels), never a member.
+    pub controlled: bool,
 }
 
 /// The operation planned for one desired object.
@@ -122,6 +128,22 @@ pub struct PruneStep {
     pub stage: Stage,
 }
 
+/// Why a labelled object is not a member that may be pruned, or `None` when it is one
+/// (ARCHITECTURE.md, Prune rules): membership is the `part-of` label (the cache's selection)
+/// **and** no controller ownerReference **and** the annotation `gitward.dev/desired-hash`
+/// **and** its ref recorded in the inventory as applied by this unit. Pure.
+pub fn not_member(object: &ObjectRef, meta: &LiveMeta, recorded: &BTreeSet<ObjectRef>) -> Option<&'static str> {
+    if meta.controlled {
+        Some("has a controller ownerReference: a controller's child, not a member")
+    } else if meta.desired_hash.is_none() {
+        Some("has no gitward.dev/desired-hash annotation: not applied by gitward")
+    } else if !recorded.contains(object) {
+        Some("not recorded in the inventory as applied by this unit (a copy?)")
+    } else {
+        None
+    }
+}
+
 /// The plan for one sync.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -138,6 +160,9 @@ pub struct PrunePlan {
     pub steps: Vec<PruneStep>,
     /// Members that git no longer holds but that are kept (annotated `gitward.dev/prune: disabled`).
     pub kept: Vec<ObjectRef>,
+    /// Objects that carry this unit's `part-of` label but are not members ([`not_member`]),
+    /// with the reason: never deleted.
+    pub not_members: Vec<(ObjectRef, String)>,
 }
 
 impl Plan {
@@ -183,24 +208,32 @@ pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, refuse: &
 }
 
 /// The prune: live members that none of `desired` names, in reverse stage order; those
-/// annotated `gitward.dev/prune: disabled` are kept, those already being deleted skipped.
-/// Computed after the apply, over every desired object (custom resources resolved late too).
-pub fn prune_plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>) -> PrunePlan {
+/// annotated `gitward.dev/prune: disabled` are kept, those already being deleted skipped, and
+/// labelled objects that are not members ([`not_member`]; `recorded` is the inventory's
+/// record of refs applied by this unit) are left alone. Computed after the apply, over every
+/// desired object (custom resources resolved late too).
+pub fn prune_plan(
+    desired: &[Desired],
+    live: &BTreeMap<ObjectRef, LiveMeta>,
+    recorded: &BTreeSet<ObjectRef>,
+) -> PrunePlan {
     let wanted: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
-    let mut prune = Vec::new();
-    let mut kept = Vec::new();
+    let mut plan = PrunePlan::default();
     for (object, meta) in live {
         if wanted.contains(object) || meta.deleting {
             continue;
         }
-        if meta.prune_disabled {
-            kept.push(object.clone());
+        if let Some(reason) = not_member(object, meta, recorded) {
+            plan.not_members.push((object.clone(), reason.to_string()));
+        } else if meta.prune_disabled {
+            plan.kept.push(object.clone());
         } else {
-            prune.push(PruneStep { object: object.clone(), uid: meta.uid.clone(), stage: Stage::of(&object.gk) });
+            let stage = Stage::of(&object.gk);
+            plan.steps.push(PruneStep { object: object.clone(), uid: meta.uid.clone(), stage });
         }
     }
-    prune.sort_by(|a, b| b.stage.cmp(&a.stage).then_with(|| a.object.cmp(&b.object)));
-    PrunePlan { steps: prune, kept }
+    plan.steps.sort_by(|a, b| b.stage.cmp(&a.stage).then_with(|| a.object.cmp(&b.object)));
+    plan
 }
 
 #[cfg(test)]
@@ -311,7 +344,8 @@ mod tests {
             (deploy.clone(), live("h", "3")),
             (cm.clone(), live("h", "4")),
         ]);
-        let p = prune_plan(&d, &l);
+        let recorded = l.keys().cloned().collect();
+        let p = prune_plan(&d, &l, &recorded);
         let order: Vec<_> = p.steps.iter().map(|s| s.object.clone()).collect();
         assert_eq!(order, vec![deploy, cm, ns]);
         assert_eq!(p.steps[0].uid, "uid-3");
@@ -322,9 +356,36 @@ mod tests {
         let keep = ObjectRef::new(gk("v1", "ConfigMap"), Some("a".into()), "precious");
         let mut meta = live("h", "1");
         meta.prune_disabled = true;
-        let p = prune_plan(&[], &BTreeMap::from([(keep.clone(), meta)]));
+        let p = prune_plan(&[], &BTreeMap::from([(keep.clone(), meta)]), &BTreeSet::from([keep.clone()]));
         assert!(p.steps.is_empty());
         assert_eq!(p.kept, vec![keep]);
+    }
+
+    #[test]
+    fn labelled_objects_that_are_not_members_are_never_pruned() {
+        let r = |name: &str| ObjectRef::new(gk("v1", "ConfigMap"), Some("a".into()), name);
+        let mut child = live("h", "2");
+        child.controlled = true;
+        let live = BTreeMap::from([
+            (r("member"), live("h", "1")),
+            (r("child"), child),
+            (r("unhashed"), LiveMeta { uid: "u".into(), ..Default::default() }),
+            (r("copy"), live("h", "3")),
+        ]);
+        let recorded = BTreeSet::from([r("member"), r("child"), r("unhashed")]);
+        let p = prune_plan(&[], &live, &recorded);
+        let pruned: Vec<_> = p.steps.iter().map(|s| s.object.name.as_str()).collect();
+        assert_eq!(pruned, vec!["member"]);
+        let left: Vec<_> =
+            p.not_members.iter().map(|(o, why)| (o.name.as_str(), why.split(':').next().unwrap())).collect();
+        assert_eq!(
+            left,
+            vec![
+                ("child", "has a controller ownerReference"),
+                ("copy", "not recorded in the inventory as applied by this unit (a copy?)"),
+                ("unhashed", "has no gitward.dev/desired-hash annotation")
+            ]
+        );
     }
 
     #[test]

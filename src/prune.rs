@@ -3,18 +3,23 @@
 //! Runs only after an apply with no failures. Refused outright (nothing deleted, the reason in
 //! [`ChangeSet::prune_refused`]) when the desired set is empty or when more than
 //! [`PruneOptions::max_fraction`] of the members would go, unless [`PruneOptions::allow_all`].
-//! Deletes go in reverse stage order, each with a precondition on the uid the cache holds (a
-//! re-created object of the same name is never hit); membership is the cache's selection by
-//! the `part-of` label. A failed delete leaves the member in the inventory. A member whose
-//! kind is no longer served (its CRD was deleted) went with it: it is counted pruned.
+//! Only members are pruned ([`crate::plan::not_member`]); each is read again just before its
+//! delete, which carries uid and resourceVersion preconditions ([`prune`]); Namespaces and
+//! CRDs that would take non-members with them are refused ([`cascade`]). ARCHITECTURE.md,
+//! "Prune rules", states every rule in one place. A failed delete leaves the member in the
+//! inventory. A member whose kind is no longer served (its CRD was deleted) went with it: it
+//! is counted pruned.
 
 use std::collections::HashMap;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
 use kube::discovery::ApiResource;
 
+pub mod cascade;
+
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
+use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
 use crate::cluster::{api_message, is_status};
 use crate::object::GroupKind;
 use crate::plan::PruneStep;
@@ -55,55 +60,114 @@ pub fn refusal(desired: usize, members: usize, doomed: usize, opts: &PruneOption
     })
 }
 
-/// Deletes `steps` (already in reverse stage order). `resources` maps each group-kind to its
-/// resource and whether it is namespaced.
-pub async fn prune(
-    client: &kube::Client,
-    steps: &[PruneStep],
-    resources: &HashMap<GroupKind, (ApiResource, bool)>,
-    cache: &MetadataCache,
-) -> ChangeSet {
+/// What [`prune`] needs besides the steps.
+pub struct Context<'a> {
+    /// The API server.
+    pub client: &'a kube::Client,
+    /// Each group-kind's resource and whether it is namespaced.
+    pub resources: &'a HashMap<GroupKind, (ApiResource, bool)>,
+    /// The unit's metadata cache: pruned members are forgotten; members still held in a
+    /// Namespace (or of a CRD's kind) block that Namespace's (CRD's) prune.
+    pub cache: &'a MetadataCache,
+    /// The unit's ApplySet id (the `part-of` label value a member must still carry).
+    pub applyset_id: &'a str,
+}
+
+/// Deletes `steps` (already in reverse stage order), each only after a metadata GET confirms
+/// it is still a member (same uid, this unit's `part-of` label, the desired-hash annotation,
+/// no controller ownerReference), with the uid **and** the resourceVersion that GET returned
+/// as preconditions: a 409 skips the object this time. A Namespace or CRD that would take
+/// objects that are not members with it is not deleted unless annotated
+/// `gitward.dev/prune: cascade` ([`cascade`]).
+pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
     let mut changes = ChangeSet::default();
+    let mut cascades = cascade::Checker::new(ctx);
     for step in steps {
-        let Some((resource, _)) = resources.get(&step.object.gk) else {
+        let Some((resource, _)) = ctx.resources.get(&step.object.gk) else {
             let msg = format!("{} is no longer served: the object went with its CRD", step.object.gk);
-            cache.forget(&step.object);
+            ctx.cache.forget(&step.object);
             changes.push(step.object.clone(), Action::Pruned, Some(msg));
             continue;
         };
         let api: Api<DynamicObject> = match &step.object.namespace {
-            Some(ns) => Api::namespaced_with(client.clone(), ns, resource),
-            None => Api::all_with(client.clone(), resource),
+            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, resource),
+            None => Api::all_with(ctx.client.clone(), resource),
         };
+        changes.requests += 1;
+        let meta = match api.get_metadata_opt(&step.object.name).await {
+            Ok(Some(m)) => m.metadata,
+            Ok(None) => {
+                ctx.cache.forget(&step.object);
+                changes.push(step.object.clone(), Action::Pruned, Some("already gone".into()));
+                continue;
+            }
+            Err(e) => {
+                let msg = format!("read before delete: {}", api_message(&e));
+                changes.push(step.object.clone(), Action::Failed, Some(msg));
+                continue;
+            }
+        };
+        if let Some(reason) = still_member(&meta, &step.uid, ctx.applyset_id) {
+            changes.push(step.object.clone(), Action::Skipped, Some(format!("not deleted: {reason}")));
+            continue;
+        }
+        let live = crate::cluster::cache::live_meta(&meta);
+        if !live.prune_cascade {
+            match cascades.check(&step.object, &mut changes).await {
+                Ok(()) => {}
+                Err(reason) => {
+                    changes.push(step.object.clone(), Action::Skipped, Some(reason));
+                    continue;
+                }
+            }
+        }
         let params = DeleteParams {
             propagation_policy: Some(PropagationPolicy::Background),
             preconditions: Some(Preconditions {
-                uid: Some(step.uid.clone()),
-                // Not the resourceVersion: a controller's status write would make every busy
-                // object unprunable. The uid guards against a re-created object of the name;
-                // membership is the cache's label selection.
-                resource_version: None,
+                uid: meta.uid.clone(),
+                resource_version: meta.resource_version.clone(),
             }),
             ..Default::default()
         };
         changes.requests += 1;
         match api.delete(&step.object.name, &params).await {
             Ok(_) => {
-                cache.forget(&step.object);
+                ctx.cache.forget(&step.object);
                 changes.push(step.object.clone(), Action::Pruned, None);
             }
             Err(e) if is_status(&e, 404) => {
-                cache.forget(&step.object);
+                ctx.cache.forget(&step.object);
                 changes.push(step.object.clone(), Action::Pruned, Some("already gone".into()));
             }
             Err(e) if is_status(&e, 409) => {
-                let msg = format!("changed since it was planned, not deleted this time: {}", api_message(&e));
+                let msg = format!("changed since it was read, not deleted this time: {}", api_message(&e));
                 changes.push(step.object.clone(), Action::Skipped, Some(msg));
             }
             Err(e) => changes.push(step.object.clone(), Action::Failed, Some(format!("delete: {}", api_message(&e)))),
         }
     }
     changes
+}
+
+/// Why the object just read is no longer a member that may be deleted, if it is not: a
+/// re-created object (other uid), the `part-of` label removed or changed, the desired-hash
+/// annotation removed, a controller ownerReference added, or already being deleted. Pure.
+pub fn still_member(meta: &kube::core::ObjectMeta, uid: &str, applyset_id: &str) -> Option<String> {
+    let label = meta.labels.as_ref().and_then(|l| l.get(PART_OF));
+    let live = crate::cluster::cache::live_meta(meta);
+    if meta.uid.as_deref() != Some(uid) {
+        Some("re-created since it was planned (another uid)".into())
+    } else if label.map(String::as_str) != Some(applyset_id) {
+        Some(format!("its {PART_OF} label is no longer {applyset_id}"))
+    } else if live.desired_hash.is_none() {
+        Some(format!("its {DESIRED_HASH} annotation was removed"))
+    } else if live.controlled {
+        Some("it has a controller ownerReference".into())
+    } else if live.deleting {
+        Some("it is already being deleted".into())
+    } else {
+        None
+    }
 }
 
 #[cfg(test)]

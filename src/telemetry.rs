@@ -54,6 +54,9 @@ pub fn log_report(report: &Report) {
             (_, None) => info!(unit, object, action = %e.action, "object"),
         }
     }
+    for (object, reason) in &report.changes.not_members {
+        debug!(unit, object = %object, reason = %reason, "labelled but not a member: not pruned");
+    }
     if let Some(reason) = &report.changes.prune_refused {
         error!(unit, revision, reason = %reason, "prune refused");
     }

@@ -12,6 +12,7 @@
 //! [`MetadataCache::subscribe`] channel (the daemon's drift trigger).
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -24,7 +25,7 @@ use kube::runtime::watcher::{self, Event};
 use tokio::sync::{broadcast, watch};
 
 use super::{Error, Result};
-use crate::cluster::inventory::{DESIRED_HASH, PRUNE, PRUNE_DISABLED};
+use crate::cluster::inventory::{DESIRED_HASH, PRUNE, PRUNE_CASCADE, PRUNE_DISABLED};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::LiveMeta;
 
@@ -44,6 +45,11 @@ enum Sync {
 struct KindWatch {
     state: watch::Receiver<Sync>,
     task: tokio::task::JoinHandle<()>,
+    /// Set by the watch task on any watch error, cleared when a full list completes: while set,
+    /// the store may miss changes, so no prune may trust it ([`MetadataCache::relist_stale`]).
+    errored: Arc<AtomicBool>,
+    resource: ApiResource,
+    namespaced: bool,
 }
 
 /// A change made by someone other than gitward, seen on the watch: a new generation, or for
@@ -95,15 +101,55 @@ impl MetadataCache {
         {
             return wait_ready(&gk, existing.state.clone(), timeout).await;
         }
+        self.start(gk, resource, namespaced, timeout).await
+    }
+
+    async fn start(
+        &mut self,
+        gk: GroupKind,
+        resource: &ApiResource,
+        namespaced: bool,
+        timeout: Duration,
+    ) -> Result<()> {
         let (tx, rx) = watch::channel(Sync::Pending);
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
         let config = watcher::Config::default().labels(&self.selector);
-        let sinks = Sinks { store: self.store.clone(), state: tx, drift: self.drift.clone(), own: self.own.clone() };
+        let errored = Arc::new(AtomicBool::new(false));
+        let sinks = Sinks {
+            store: self.store.clone(),
+            state: tx,
+            drift: self.drift.clone(),
+            own: self.own.clone(),
+            errored: errored.clone(),
+        };
         let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
-        if let Some(old) = self.kinds.insert(gk.clone(), KindWatch { state: rx.clone(), task }) {
+        let kind = KindWatch { state: rx.clone(), task, errored, resource: resource.clone(), namespaced };
+        if let Some(old) = self.kinds.insert(gk.clone(), kind) {
             old.task.abort();
         }
         wait_ready(&gk, rx, timeout).await
+    }
+
+    /// Group-kinds whose watch has had an error since its last complete list: the store may
+    /// miss changes of them (a kind stays "ready" while its watch fails, e.g. list RBAC
+    /// revoked).
+    pub fn stale_kinds(&self) -> Vec<GroupKind> {
+        self.kinds.iter().filter(|(_, k)| k.errored.load(Ordering::SeqCst)).map(|(gk, _)| gk.clone()).collect()
+    }
+
+    /// Restarts the watch of every [stale kind](MetadataCache::stale_kinds) and waits (at most
+    /// `timeout` each) for its fresh complete list, so a prune can trust the store again.
+    ///
+    /// Errors: [`Error::CacheFailed`] when a fresh list fails or times out: do not prune.
+    pub async fn relist_stale(&mut self, timeout: Duration) -> Result<()> {
+        for gk in self.stale_kinds() {
+            let (resource, namespaced) = {
+                let k = &self.kinds[&gk];
+                (k.resource.clone(), k.namespaced)
+            };
+            self.start(gk, &resource, namespaced, timeout).await?;
+        }
+        Ok(())
     }
 
     /// Group-kinds being watched.
@@ -189,7 +235,7 @@ async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Dura
 }
 
 /// True when resourceVersion `a` is known to be later than `b` (both etcd revisions).
-fn newer(a: &str, b: &str) -> bool {
+pub(crate) fn newer(a: &str, b: &str) -> bool {
     matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a > b)
 }
 
@@ -214,6 +260,8 @@ pub fn live_meta(meta: &kube::core::ObjectMeta) -> LiveMeta {
         desired_hash: annotation(DESIRED_HASH),
         prune_disabled: annotation(PRUNE).as_deref() == Some(PRUNE_DISABLED),
         deleting: meta.deletion_timestamp.is_some(),
+        prune_cascade: annotation(PRUNE).as_deref() == Some(PRUNE_CASCADE),
+        controlled: meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)),
     }
 }
 
@@ -233,6 +281,7 @@ struct Sinks {
     state: watch::Sender<Sync>,
     drift: broadcast::Sender<Drift>,
     own: Own,
+    errored: Arc<AtomicBool>,
 }
 
 async fn run_watch(
@@ -242,7 +291,7 @@ async fn run_watch(
     namespaced: bool,
     sinks: Sinks,
 ) {
-    let Sinks { store, state, drift, own } = sinks;
+    let Sinks { store, state, drift, own, errored } = sinks;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
     while let Some(event) = stream.next().await {
@@ -259,6 +308,7 @@ async fn run_watch(
                 s.retain(|k, _| k.gk != gk);
                 s.extend(fresh);
                 drop(s);
+                errored.store(false, Ordering::SeqCst);
                 state.send_replace(Sync::Ready);
             }
             Ok(Event::Apply(obj)) => {
@@ -277,6 +327,7 @@ async fn run_watch(
                 }
             }
             Err(e) => {
+                errored.store(true, Ordering::SeqCst);
                 if *state.borrow() == Sync::Pending {
                     state.send_replace(Sync::Failed(e.to_string()));
                 }

@@ -6,6 +6,12 @@
 //! carries the label `applyset.kubernetes.io/part-of=<id>`. kubectl can read such a set and,
 //! seeing a tooling other than its own, refuses to modify it.
 //!
+//! The parent's `data` also holds the refs of the objects this unit applied (key
+//! [`MEMBERS_KEY`], one `Kind.group/namespace/name` a line, sorted): the record that makes an
+//! object a member beyond its label (ARCHITECTURE.md, Prune rules). kubectl reads and writes
+//! only the parent's labels and annotations, so the set stays kubectl-compatible. Every write
+//! after a read carries the resourceVersion read as a precondition.
+//!
 //! Crash safety (DESIGN.md decision 6): the parent is widened to old ∪ new group-kinds and
 //! namespaces before any member is applied, and narrowed to what remains after a prune, so a
 //! crash in between never hides a member from the next prune.
@@ -18,7 +24,7 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{Error, Result};
+use super::{Error, Result, api_message, is_status};
 use crate::config::{InventoryConfig, InventoryKind};
 use crate::object::{GroupKind, ObjectRef};
 
@@ -38,6 +44,9 @@ pub const DESIRED_HASH: &str = "gitward.dev/desired-hash";
 pub const PRUNE: &str = "gitward.dev/prune";
 /// The value of [`PRUNE`] that keeps an object.
 pub const PRUNE_DISABLED: &str = "disabled";
+/// The value of [`PRUNE`] on a Namespace or CRD that permits pruning it although objects that
+/// are not members of the unit would be deleted with it.
+pub const PRUNE_CASCADE: &str = "cascade";
 /// Annotation on members: `enabled` deletes and re-creates the object when the API server
 /// rejects an immutable-field change.
 pub const RECREATE: &str = "gitward.dev/recreate";
@@ -55,13 +64,46 @@ pub fn applyset_id(name: &str, namespace: &str, kind: &str, group: &str) -> Stri
     format!("applyset-{}-v1", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(digest))
 }
 
-/// What the parent records: the group-kinds and namespaces that may hold members.
+/// Key in the parent's `data` of the record of members (refs applied by this unit).
+pub const MEMBERS_KEY: &str = "gitward.dev-members";
+
+/// What the parent records: the group-kinds and namespaces that may hold members, and the
+/// refs of the objects this unit applied.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Contents {
     /// Group-kinds of members.
     pub group_kinds: BTreeSet<GroupKind>,
     /// Namespaces of namespaced members, including the parent's own.
     pub namespaces: BTreeSet<String>,
+    /// Refs of the objects this unit applied (and has not pruned): only these may be pruned.
+    pub members: BTreeSet<ObjectRef>,
+}
+
+/// The parent as read or last written: its contents and the resourceVersion to send as the
+/// precondition of the next write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parent {
+    /// What it records.
+    pub contents: Contents,
+    /// Its `metadata.resourceVersion`.
+    pub resource_version: String,
+}
+
+/// One ref as a line of the members record: `Kind.group/namespace/name` (namespace empty for
+/// cluster-scoped objects).
+pub fn member_line(o: &ObjectRef) -> String {
+    format!("{}/{}/{}", o.gk.to_applyset_string(), o.namespace.as_deref().unwrap_or_default(), o.name)
+}
+
+/// Parses a line of the members record; `None` for a malformed line.
+pub fn parse_member_line(line: &str) -> Option<ObjectRef> {
+    let mut parts = line.splitn(3, '/');
+    let (gk, ns, name) = (parts.next()?, parts.next()?, parts.next()?);
+    if gk.is_empty() || name.is_empty() {
+        return None;
+    }
+    let ns = (!ns.is_empty()).then(|| ns.to_string());
+    Some(ObjectRef::new(GroupKind::parse_applyset_string(gk), ns, name))
 }
 
 impl Contents {
@@ -69,6 +111,7 @@ impl Contents {
     pub fn of<'a>(objects: impl IntoIterator<Item = &'a ObjectRef>) -> Self {
         let mut c = Self::default();
         for o in objects {
+            c.members.insert(o.clone());
             c.group_kinds.insert(o.gk.clone());
             if let Some(ns) = &o.namespace {
                 c.namespaces.insert(ns.clone());
@@ -82,6 +125,7 @@ impl Contents {
         Contents {
             group_kinds: self.group_kinds.union(&other.group_kinds).cloned().collect(),
             namespaces: self.namespaces.union(&other.namespaces).cloned().collect(),
+            members: self.members.union(&other.members).cloned().collect(),
         }
     }
 }
@@ -115,20 +159,21 @@ impl Inventory {
         Api::namespaced_with(client.clone(), self.parent.namespace.as_deref().unwrap_or_default(), &self.resource)
     }
 
-    /// Reads the parent's contents (one metadata GET); `None` when it does not exist yet.
+    /// Reads the parent (one GET: its `data` holds the members record); `None` when it does
+    /// not exist yet.
     ///
     /// Errors: [`Error::InventoryForeign`] when the parent is another tool's ApplySet or has
     /// another id; [`Error::InventoryFailed`] on API failure.
-    pub async fn read(&self, client: &kube::Client) -> Result<Option<Contents>> {
+    pub async fn read(&self, client: &kube::Client) -> Result<Option<Parent>> {
         let parent = self.parent.to_string();
-        let meta = self
+        let object = self
             .api(client)
-            .get_metadata_opt(&self.parent.name)
+            .get_opt(&self.parent.name)
             .await
             .map_err(|source| Error::InventoryFailed { parent: parent.clone(), source })?;
-        let Some(meta) = meta else { return Ok(None) };
-        let labels = meta.metadata.labels.unwrap_or_default();
-        let annotations = meta.metadata.annotations.unwrap_or_default();
+        let Some(object) = object else { return Ok(None) };
+        let labels = object.metadata.labels.clone().unwrap_or_default();
+        let annotations = object.metadata.annotations.clone().unwrap_or_default();
         if let Some(tooling) = annotations.get(TOOLING)
             && !tooling.starts_with("gitward/")
         {
@@ -148,24 +193,51 @@ impl Inventory {
                 .map(|v| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
                 .unwrap_or_default()
         };
+        let record = object.data.get("data").and_then(|d| d.get(MEMBERS_KEY)).and_then(|v| v.as_str());
+        let record = match (record, self.parent.gk.kind.as_str()) {
+            (None, _) => String::new(),
+            (Some(text), "Secret") => base64::engine::general_purpose::STANDARD
+                .decode(text)
+                .ok()
+                .and_then(|b| String::from_utf8(b).ok())
+                .unwrap_or_default(),
+            (Some(text), _) => text.to_string(),
+        };
         let mut contents = Contents {
             group_kinds: split(CONTAINS_GROUP_KINDS).iter().map(|s| GroupKind::parse_applyset_string(s)).collect(),
             namespaces: split(ADDITIONAL_NAMESPACES).into_iter().collect(),
+            members: record.lines().filter_map(parse_member_line).collect(),
         };
         contents.namespaces.extend(self.parent.namespace.clone());
-        Ok(Some(contents))
+        let resource_version = object.metadata.resource_version.unwrap_or_default();
+        Ok(Some(Parent { contents, resource_version }))
     }
 
-    /// Writes the parent with these contents by server-side apply (one request).
+    /// Writes the parent with these contents by server-side apply (one request), with
+    /// `resource_version` as a precondition when given (the version read or last written;
+    /// `None` creates it). Returns the parent as written.
     ///
-    /// Errors: [`Error::InventoryFailed`] (for example the parent's namespace does not exist).
-    pub async fn write(&self, client: &kube::Client, contents: &Contents, field_manager: &str) -> Result<()> {
+    /// Errors: [`Error::InventoryConflict`] when the precondition fails (409, or 404 because
+    /// the parent was deleted): read it again; [`Error::InventoryFailed`] otherwise (for
+    /// example the parent's namespace does not exist, or the record is over the size limit).
+    pub async fn write(
+        &self,
+        client: &kube::Client,
+        contents: &Contents,
+        resource_version: Option<&str>,
+        field_manager: &str,
+    ) -> Result<Parent> {
         let own_ns = self.parent.namespace.clone().unwrap_or_default();
         let gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
         let mut gks = gks;
         gks.sort();
         let namespaces: Vec<&str> = contents.namespaces.iter().filter(|n| **n != own_ns).map(String::as_str).collect();
-        let body = json!({
+        let record: String = contents.members.iter().map(|m| member_line(m) + "\n").collect();
+        let record = match self.parent.gk.kind.as_str() {
+            "Secret" => base64::engine::general_purpose::STANDARD.encode(record),
+            _ => record,
+        };
+        let mut body = json!({
             "apiVersion": "v1",
             "kind": self.parent.gk.kind,
             "metadata": {
@@ -178,13 +250,90 @@ impl Inventory {
                     ADDITIONAL_NAMESPACES: namespaces.join(","),
                 },
             },
+            "data": { MEMBERS_KEY: record },
         });
+        if let Some(rv) = resource_version {
+            body["metadata"]["resourceVersion"] = json!(rv);
+        }
         let params = PatchParams::apply(field_manager).force();
-        self.api(client)
-            .patch_metadata(&self.parent.name, &params, &Patch::Apply(&body))
-            .await
-            .map_err(|source| Error::InventoryFailed { parent: self.parent.to_string(), source })?;
-        Ok(())
+        let written = match self.api(client).patch(&self.parent.name, &params, &Patch::Apply(&body)).await {
+            Ok(written) => written,
+            Err(e) if resource_version.is_some() && (is_status(&e, 409) || is_status(&e, 404)) => {
+                return Err(Error::InventoryConflict { parent: self.parent.to_string(), message: api_message(&e) });
+            }
+            Err(source) => return Err(Error::InventoryFailed { parent: self.parent.to_string(), source }),
+        };
+        let resource_version = written.metadata.resource_version.unwrap_or_default();
+        Ok(Parent { contents: contents.clone(), resource_version })
+    }
+}
+
+/// What the watch of the parent last saw.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// Its first list has not completed.
+    Unknown,
+    /// The parent does not exist (deleted by hand, or not created yet).
+    Absent,
+    /// The parent exists at this resourceVersion.
+    Present(String),
+}
+
+/// A metadata watch of the parent alone (field selector on its name): tells the engine, with
+/// no request on the sync path, when the parent was deleted or written by someone else, so
+/// the parent is re-read (and re-created) instead of trusted from memory.
+pub struct ParentWatch {
+    seen: tokio::sync::watch::Receiver<Seen>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ParentWatch {
+    /// What the watch last saw.
+    pub fn seen(&self) -> Seen {
+        self.seen.borrow().clone()
+    }
+}
+
+impl Drop for ParentWatch {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Inventory {
+    /// Starts watching the parent (one LIST and one WATCH, kept open).
+    pub fn watch(&self, client: &kube::Client) -> ParentWatch {
+        use futures::StreamExt;
+        use kube::runtime::WatchStreamExt;
+        use kube::runtime::watcher::{self, Event};
+        let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
+            Api::namespaced_with(client.clone(), self.parent.namespace.as_deref().unwrap_or_default(), &self.resource);
+        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.parent.name));
+        let (tx, seen) = tokio::sync::watch::channel(Seen::Unknown);
+        let task = tokio::spawn(async move {
+            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+            let mut listed: Option<Seen> = None;
+            while let Some(event) = stream.next().await {
+                let rv = |o: &kube::core::PartialObjectMeta<DynamicObject>| {
+                    Seen::Present(o.metadata.resource_version.clone().unwrap_or_default())
+                };
+                match event {
+                    Ok(Event::Init) => listed = Some(Seen::Absent),
+                    Ok(Event::InitApply(o)) => listed = Some(rv(&o)),
+                    Ok(Event::InitDone) => {
+                        tx.send_replace(listed.take().unwrap_or(Seen::Absent));
+                    }
+                    Ok(Event::Apply(o)) => {
+                        tx.send_replace(rv(&o));
+                    }
+                    Ok(Event::Delete(_)) => {
+                        tx.send_replace(Seen::Absent);
+                    }
+                    Err(_) => {}
+                }
+            }
+        });
+        ParentWatch { seen, task }
     }
 }
 
@@ -209,5 +358,17 @@ mod tests {
         let u = Contents::of([&a]).union(&Contents::of([&b]));
         assert_eq!(u.group_kinds.len(), 2);
         assert_eq!(u.namespaces, BTreeSet::from(["a".to_string(), "b".to_string()]));
+        assert_eq!(u.members, BTreeSet::from([a, b]));
+    }
+
+    #[test]
+    fn member_lines_round_trip_namespaced_and_cluster_scoped_refs() {
+        let a = ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("shop".into()), "web");
+        let b = ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None, "shop");
+        assert_eq!(member_line(&a), "Deployment.apps/shop/web");
+        assert_eq!(member_line(&b), "Namespace//shop");
+        assert_eq!(parse_member_line(&member_line(&a)), Some(a));
+        assert_eq!(parse_member_line(&member_line(&b)), Some(b));
+        assert_eq!(parse_member_line("garbage"), None);
     }
 }

@@ -46,6 +46,15 @@ pub enum Error {
         /// What the API server said.
         source: kube::Error,
     },
+    /// The ApplySet parent changed (409) or disappeared (404) since gitward read it: read it
+    /// again and recompute what to write.
+    #[error("inventory {parent}: changed since it was read: {message}")]
+    InventoryConflict {
+        /// `Kind/ns/name` of the parent.
+        parent: String,
+        /// What the API server said.
+        message: String,
+    },
     /// The ApplySet parent exists but belongs to another tool or ApplySet.
     #[error("inventory {parent}: {message}")]
     InventoryForeign {

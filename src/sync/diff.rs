@@ -102,7 +102,7 @@ impl Engine {
         };
         let Resolution { desired, pending } =
             super::desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;
-        let contents = self.inventory.read(&self.client).await?.unwrap_or_default();
+        let contents = self.inventory.read(&self.client).await?.map(|p| p.contents).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
         let mut report = DiffReport { revision, changed: Vec::new(), prunes: Vec::new(), failed: Vec::new() };
         let mut params = PatchParams::apply(&self.apply.field_manager).dry_run();
@@ -140,8 +140,11 @@ impl Engine {
                 format!("{object}: would be created once its CustomResourceDefinition (in this revision) is applied\n");
             report.changed.push(ObjectDiff { object, diff });
         }
-        report.prunes =
-            plan::prune_plan(&desired, &self.cache.snapshot()).steps.into_iter().map(|s| s.object).collect();
+        report.prunes = plan::prune_plan(&desired, &self.cache.snapshot(), &contents.members)
+            .steps
+            .into_iter()
+            .map(|s| s.object)
+            .collect();
         Ok(report)
     }
 }

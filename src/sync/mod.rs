@@ -23,7 +23,7 @@ use crate::apply::{self, ApplyOptions, Blocked};
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
-use crate::cluster::inventory::{Contents, Inventory, PART_OF};
+use crate::cluster::inventory::{Contents, Inventory, PART_OF, Parent, ParentWatch, Seen};
 use crate::config::{ClusterConfig, SyncUnit};
 use crate::manifest::Skipped;
 use crate::object::{GroupKind, ObjectRef};
@@ -114,8 +114,12 @@ pub struct Engine {
     apply: ApplyOptions,
     prune: PruneOptions,
     cache_timeout: Duration,
-    /// What the ApplySet parent holds, once read or written: later syncs need not read it.
-    known_inventory: Option<Contents>,
+    /// What the ApplySet parent holds and its resourceVersion, once read or written: later
+    /// syncs need not read it; every write carries that resourceVersion as a precondition.
+    known_inventory: Option<Parent>,
+    /// Watches the parent, so a parent deleted or written by someone else is read again
+    /// (and re-created) rather than trusted from memory; started at the first sync.
+    parent_watch: Option<ParentWatch>,
 }
 
 impl Engine {
@@ -147,6 +151,7 @@ impl Engine {
             prune: PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all },
             cache_timeout: Duration::from_secs(60),
             known_inventory: None,
+            parent_watch: None,
         })
     }
 
@@ -194,19 +199,8 @@ impl Engine {
         let Resolution { mut desired, pending } =
             desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;
 
-        let existing = match self.known_inventory.take() {
-            Some(known) => Some(known),
-            None => self.inventory.read(&self.client).await?,
-        };
-        let parent_exists = existing.is_some();
-        let previous = existing.unwrap_or_default();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
-        let mut widened = previous.union(&wanted);
-        widened.namespaces.extend(self.inventory.parent.namespace.clone());
-        if widened != previous || !parent_exists {
-            self.inventory.write(&self.client, &widened, &self.apply.field_manager).await?;
-        }
-        self.known_inventory = Some(widened.clone());
+        let widened = self.widen_inventory(&wanted).await?;
         let resources = self.watch_kinds(&desired, &widened).await?;
         let members_before = self.cache.len();
 
@@ -245,6 +239,46 @@ impl Engine {
             duration: started.elapsed(),
             applied_at,
         })
+    }
+
+    /// Widens the ApplySet parent to what it holds ∪ `wanted` before anything is applied
+    /// (DESIGN.md decision 6), writing only when that differs, with the resourceVersion read
+    /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it
+    /// again and retries once. A missing parent is created.
+    async fn widen_inventory(&mut self, wanted: &Contents) -> Result<Contents> {
+        let watch = self.parent_watch.get_or_insert_with(|| self.inventory.watch(&self.client));
+        let stale = match (watch.seen(), &self.known_inventory) {
+            (Seen::Absent, Some(_)) => true,
+            (Seen::Present(rv), Some(known)) => crate::cluster::cache::newer(&rv, &known.resource_version),
+            _ => false,
+        };
+        if stale {
+            self.known_inventory = None;
+        }
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let existing = match self.known_inventory.take() {
+                Some(known) => Some(known),
+                None => self.inventory.read(&self.client).await?,
+            };
+            let previous = existing.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
+            let mut widened = previous.union(wanted);
+            widened.namespaces.extend(self.inventory.parent.namespace.clone());
+            if let Some(parent) = existing.as_ref().filter(|p| p.contents == widened) {
+                self.known_inventory = Some(parent.clone());
+                return Ok(widened);
+            }
+            let precondition = existing.as_ref().map(|p| p.resource_version.as_str());
+            match self.inventory.write(&self.client, &widened, precondition, &self.apply.field_manager).await {
+                Ok(parent) => {
+                    self.known_inventory = Some(parent);
+                    return Ok(widened);
+                }
+                Err(crate::cluster::Error::InventoryConflict { .. }) if attempts < 2 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
@@ -388,7 +422,12 @@ impl Engine {
         widened: &Contents,
         changes: &mut ChangeSet,
     ) -> Result<()> {
-        let p = plan::prune_plan(desired, &self.cache.snapshot());
+        if let Err(e) = self.cache.relist_stale(self.cache_timeout).await {
+            changes.prune_refused = Some(format!("the metadata cache cannot be trusted: {e}"));
+            return Ok(());
+        }
+        let p = plan::prune_plan(desired, &self.cache.snapshot(), &widened.members);
+        changes.not_members.extend(p.not_members);
         if let Some(reason) = prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune) {
             for step in &p.steps {
                 changes.push(step.object.clone(), Action::Skipped, Some(format!("prune refused: {reason}")));
@@ -396,20 +435,48 @@ impl Engine {
             changes.prune_refused = Some(reason);
             return Ok(());
         }
-        let pruned = prune::prune(&self.client, &p.steps, resources, &self.cache).await;
+        let ctx =
+            prune::Context { client: &self.client, resources, cache: &self.cache, applyset_id: &self.inventory.id };
+        let pruned = prune::prune(&ctx, &p.steps).await;
         let clean = !pruned.has_failures();
         changes.extend(pruned);
         if clean {
-            let remaining = self.cache.snapshot();
-            let narrowed = Contents::of(remaining.keys()).union(&Contents::of(desired.iter().map(|d| &d.object)));
-            let narrowed = Contents {
-                namespaces: narrowed.namespaces.into_iter().chain(self.inventory.parent.namespace.clone()).collect(),
-                ..narrowed
-            };
-            if &narrowed != widened {
-                self.inventory.write(&self.client, &narrowed, &self.apply.field_manager).await?;
-                self.known_inventory = Some(narrowed);
-            }
+            self.narrow_inventory(desired, resources, widened).await?;
+        }
+        Ok(())
+    }
+
+    /// Narrows the parent after a clean prune to what remains: desired objects, and recorded
+    /// members still live (or of a kind that could not be watched, which stay recorded). A
+    /// conflict leaves the parent wide (safe) and makes the next sync read it again.
+    async fn narrow_inventory(
+        &mut self,
+        desired: &[Desired],
+        resources: &HashMap<GroupKind, (ApiResource, bool)>,
+        widened: &Contents,
+    ) -> Result<()> {
+        let remaining = self.cache.snapshot();
+        let wanted: std::collections::BTreeSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
+        let members: Vec<ObjectRef> = widened
+            .members
+            .iter()
+            .filter(|r| wanted.contains(r) || remaining.contains_key(r) || !resources.contains_key(&r.gk))
+            .cloned()
+            .collect();
+        let live = Contents::of(remaining.keys()).union(&Contents::of(members.iter()));
+        let narrowed = Contents {
+            group_kinds: live.group_kinds,
+            namespaces: live.namespaces.into_iter().chain(self.inventory.parent.namespace.clone()).collect(),
+            members: members.into_iter().collect(),
+        };
+        if &narrowed == widened {
+            return Ok(());
+        }
+        let precondition = self.known_inventory.take().map(|p| p.resource_version);
+        match self.inventory.write(&self.client, &narrowed, precondition.as_deref(), &self.apply.field_manager).await {
+            Ok(parent) => self.known_inventory = Some(parent),
+            Err(crate::cluster::Error::InventoryConflict { .. }) => {}
+            Err(e) => return Err(e.into()),
         }
         Ok(())
     }

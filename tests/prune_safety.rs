@@ -1,0 +1,203 @@
+//! Never delete what gitward does not own (issue 13), each case against the real apiserver:
+//! a Namespace leaving git with an object inside that is not a member, a copied object, an
+//! operator's child with copied labels, a label removed by hand just before the delete, and
+//! an ApplySet parent deleted by hand.
+
+mod common;
+
+use std::collections::HashMap;
+
+use gitward::changeset::Action;
+use gitward::cluster::inventory::{DESIRED_HASH, PART_OF};
+use gitward::object::{GroupKind, ObjectRef};
+use gitward::plan::{PruneStep, Stage};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+
+fn cm(name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"1\"\n")
+}
+
+/// A unit over a fresh repository with ConfigMaps `a`..`d` (so that one prune stays under the
+/// default max_prune_fraction) plus `files`, synced once.
+struct Unit {
+    env: common::TestEnv,
+    repo: common::GitRepo,
+    _state: tempfile::TempDir,
+    engine: gitward::sync::Engine,
+}
+
+async fn unit(prefix: &str, files: &[(&str, String)]) -> Unit {
+    let env = common::setup(prefix).await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &cm(name));
+    }
+    for (path, content) in files {
+        repo.write(path, content);
+    }
+    repo.commit_and_push("first");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.expect("first sync");
+    assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
+    Unit { env, repo, _state: state, engine }
+}
+
+impl Unit {
+    fn configmaps(&self) -> Api<ConfigMap> {
+        Api::namespaced(self.env.client.clone(), &self.env.namespace)
+    }
+
+    /// Creates a copy of member `a` named `name` as `kubectl get -o yaml` + rename + create
+    /// would: same labels and annotations (part-of, desired hash), no uid or resourceVersion;
+    /// `owner` adds a controller ownerReference, as an operator's child would have.
+    async fn copy_of_a(&self, name: &str, owner: Option<&ConfigMap>) {
+        let a = self.configmaps().get("a").await.unwrap();
+        let mut copy = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {
+                "name": name,
+                "labels": a.metadata.labels.clone(),
+                "annotations": a.metadata.annotations.clone(),
+            },
+            "data": a.data.clone(),
+        });
+        if let Some(owner) = owner {
+            copy["metadata"]["ownerReferences"] = json!([{
+                "apiVersion": "v1", "kind": "ConfigMap", "name": owner.metadata.name, "uid": owner.metadata.uid,
+                "controller": true,
+            }]);
+        }
+        let copy: ConfigMap = serde_json::from_value(copy).unwrap();
+        assert!(copy.metadata.labels.as_ref().unwrap().contains_key(PART_OF));
+        assert!(copy.metadata.annotations.as_ref().unwrap().contains_key(DESIRED_HASH));
+        self.configmaps().create(&PostParams::default(), &copy).await.expect("create the copy");
+    }
+
+    /// Waits until the unit's cache holds `name` (the watch delivered it), so the next sync
+    /// would see it as a labelled object.
+    async fn cached(&self, name: &str) {
+        let object =
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some(self.env.namespace.clone()), name);
+        let seen = common::eventually(std::time::Duration::from_secs(10), || async {
+            self.engine.cache().snapshot().contains_key(&object)
+        })
+        .await;
+        assert!(seen, "{object} never reached the cache");
+    }
+}
+
+#[tokio::test]
+async fn namespace_leaving_git_with_a_pvc_inside_that_is_not_a_member_is_not_deleted() {
+    let held = common::unique("held");
+    let ns_yaml = format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {held}\n");
+    let mut u = unit("ns-cascade", &[("ns.yaml", ns_yaml)]).await;
+    // A claim someone else made in that namespace: not a member of the unit.
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(u.env.client.clone(), &held);
+    let claim = json!({"metadata": {"name": "data"}, "spec": {"accessModes": ["ReadWriteOnce"],
+        "resources": {"requests": {"storage": "1Gi"}}}});
+    pvcs.create(&PostParams::default(), &serde_json::from_value(claim).unwrap()).await.expect("create PVC");
+
+    u.repo.remove("ns.yaml");
+    u.repo.commit_and_push("the namespace leaves git");
+    let report = u.engine.sync().await.expect("sync");
+    let entry = report.changes.entries.iter().find(|e| e.object.name == held).expect("namespace entry");
+    assert_eq!(entry.action, Action::Skipped, "{entry:?}");
+    let msg = entry.message.as_deref().unwrap();
+    assert!(msg.contains("1 objects") && msg.contains(&format!("PersistentVolumeClaim/{held}/data")), "{msg}");
+    assert!(msg.contains("gitward.dev/prune: cascade"), "{msg}");
+    let namespaces: Api<Namespace> = Api::all(u.env.client.clone());
+    let ns = namespaces.get(&held).await.expect("namespace still there");
+    assert!(ns.metadata.deletion_timestamp.is_none(), "the namespace must not be deleted");
+    assert!(pvcs.get_opt("data").await.unwrap().is_some());
+
+    // Annotated for cascade by hand: the next sync prunes it.
+    let cascade = json!({"metadata": {"annotations": {"gitward.dev/prune": "cascade"}}});
+    namespaces.patch(&held, &PatchParams::default(), &Patch::Merge(&cascade)).await.unwrap();
+    let report = u.engine.sync().await.expect("sync");
+    let entry = report.changes.entries.iter().find(|e| e.object.name == held).expect("namespace entry");
+    assert_eq!(entry.action, Action::Pruned, "{entry:?}");
+    let gone = namespaces.get_opt(&held).await.unwrap().is_none_or(|n| n.metadata.deletion_timestamp.is_some());
+    assert!(gone, "annotated cascade: the namespace is deleted");
+}
+
+#[tokio::test]
+async fn a_copied_object_with_the_part_of_label_is_not_pruned() {
+    let mut u = unit("copy", &[]).await;
+    u.copy_of_a("a-copy", None).await;
+    u.cached("a-copy").await;
+    let report = u.engine.sync().await.expect("sync");
+    assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
+    assert!(u.configmaps().get_opt("a-copy").await.unwrap().is_some(), "the copy must not be pruned");
+    let (object, reason) = report.changes.not_members.iter().find(|(o, _)| o.name == "a-copy").expect("reported");
+    assert!(reason.contains("not recorded"), "{object}: {reason}");
+}
+
+#[tokio::test]
+async fn an_operator_child_with_copied_labels_is_not_pruned() {
+    let mut u = unit("child", &[]).await;
+    let owner = u.configmaps().get("b").await.unwrap();
+    u.copy_of_a("a-child", Some(&owner)).await;
+    u.cached("a-child").await;
+    let report = u.engine.sync().await.expect("sync");
+    assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
+    assert!(u.configmaps().get_opt("a-child").await.unwrap().is_some(), "the child must not be pruned");
+    let (_, reason) = report.changes.not_members.iter().find(|(o, _)| o.name == "a-child").expect("reported");
+    assert!(reason.contains("controller ownerReference"), "{reason}");
+}
+
+#[tokio::test]
+async fn a_member_whose_label_was_removed_just_before_the_delete_is_not_deleted() {
+    let u = unit("relabel", &[("go.yaml", cm("go"))]).await;
+    let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some(u.env.namespace.clone()), "go");
+    // The prune was planned from the cache...
+    let uid = u.engine.cache().snapshot()[&object].uid.clone();
+    let step = PruneStep { object: object.clone(), uid, stage: Stage::Configuration };
+    // ...then someone takes the object over by removing gitward's label, before the delete.
+    let unlabel = json!({"metadata": {"labels": {PART_OF: null}}});
+    u.configmaps().patch("go", &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
+    let resources = HashMap::from([(object.gk.clone(), (ApiResource::erase::<ConfigMap>(&()), true))]);
+    let ctx = gitward::prune::Context {
+        client: &u.env.client,
+        resources: &resources,
+        cache: u.engine.cache(),
+        applyset_id: &u.engine.inventory().id,
+    };
+    let changes = gitward::prune::prune(&ctx, &[step]).await;
+    let entry = changes.get(&object).expect("entry");
+    assert_eq!(entry.action, Action::Skipped, "{entry:?}");
+    assert!(entry.message.as_deref().unwrap().contains(PART_OF), "{entry:?}");
+    assert!(u.configmaps().get_opt("go").await.unwrap().is_some(), "an object no longer labelled must survive");
+}
+
+#[tokio::test]
+async fn an_applyset_parent_deleted_by_hand_is_recreated_at_the_next_sync() {
+    let mut u = unit("parent", &[]).await;
+    let parent = u.engine.inventory().parent.clone();
+    let secrets: Api<Secret> = Api::namespaced(u.env.client.clone(), parent.namespace.as_deref().unwrap());
+    secrets.delete(&parent.name, &DeleteParams::default()).await.expect("delete the parent");
+    // The engine learns of it from its watch of the parent (no read on every sync): the next
+    // sync after the watch delivered the delete re-creates it. Bounded liveness loop.
+    let mut recreated = false;
+    for _ in 0..50 {
+        let report = u.engine.sync().await.expect("sync");
+        assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
+        if secrets.get_opt(&parent.name).await.unwrap().is_some() {
+            recreated = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(recreated, "the parent is re-created");
+    let recreated = secrets.get(&parent.name).await.unwrap();
+    let annotations = recreated.metadata.annotations.unwrap();
+    assert_eq!(annotations["applyset.kubernetes.io/contains-group-kinds"], "ConfigMap");
+    let record = recreated.data.unwrap()["gitward.dev-members"].clone();
+    let record = String::from_utf8(record.0).unwrap();
+    assert_eq!(record.lines().count(), 4, "{record}");
+}
