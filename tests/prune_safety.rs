@@ -201,3 +201,19 @@ async fn an_applyset_parent_deleted_by_hand_is_recreated_at_the_next_sync() {
     let record = String::from_utf8(record.0).unwrap();
     assert_eq!(record.lines().count(), 4, "{record}");
 }
+
+#[tokio::test]
+async fn a_manifest_turned_into_a_symbolic_link_blocks_the_prune() {
+    let mut u = unit("symlink", &[("e.yaml", cm("e"))]).await;
+    // e.yaml becomes a link to a file gitward does not read: its object must not be pruned.
+    u.repo.write("store/e.txt", &cm("e"));
+    std::fs::remove_file(u.repo.work().join("e.yaml")).unwrap();
+    std::os::unix::fs::symlink("store/e.txt", u.repo.work().join("e.yaml")).unwrap();
+    u.repo.commit_and_push("e.yaml is now a symbolic link");
+    let report = u.engine.sync().await.expect("sync");
+    assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
+    let refused = report.changes.prune_refused.as_deref().expect("prune refused");
+    assert!(refused.contains("e.yaml") && refused.contains("read only in part"), "{refused}");
+    assert!(u.configmaps().get_opt("e").await.unwrap().is_some(), "e must not be pruned");
+    assert!(report.skipped_files.iter().any(|s| s.file == "e.yaml"), "{:?}", report.skipped_files);
+}

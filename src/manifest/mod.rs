@@ -92,6 +92,9 @@ pub struct Loaded {
     pub manifests: Vec<Manifest>,
     /// Files and documents skipped on purpose (kustomize inputs), in the same order.
     pub skipped: Vec<Skipped>,
+    /// Skipped paths that may define objects (symbolic links to manifests, submodules, names
+    /// that are not UTF-8): the revision was read only in part, so nothing may be pruned.
+    pub partial: Vec<String>,
 }
 
 /// Whether a path names a manifest file: it ends in `.yaml`, `.yml` or `.json` (case-sensitive,

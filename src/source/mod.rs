@@ -90,6 +90,10 @@ pub struct Listing {
     /// symbolic links, submodules (gitlinks), names that are not UTF-8. Sorted by path. The
     /// caller logs each as a warning: the user may expect them to be synced.
     pub skipped: Vec<(String, String)>,
+    /// The paths among `skipped` that may hold manifests (a link or name-mangled file ending
+    /// in a manifest extension, a submodule, a directory whose name is not UTF-8): the listing
+    /// is partial, so the sync must not prune what they may define. Sorted.
+    pub partial: Vec<String>,
 }
 
 /// The git side of one sync unit: its spec and its bare mirror.

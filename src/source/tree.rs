@@ -28,6 +28,7 @@ pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revisi
     walk.tree(&tree, &path)?;
     walk.listing.files.sort_by(|a, b| a.path.cmp(&b.path));
     walk.listing.skipped.sort();
+    walk.listing.partial.sort();
     Ok(walk.listing)
 }
 
@@ -68,7 +69,9 @@ impl Walk<'_> {
         for entry in tree.iter() {
             let Ok(name) = entry.name() else {
                 let name = String::from_utf8_lossy(entry.name_bytes());
-                self.skip(join(dir, &name), "name is not valid UTF-8");
+                let path = join(dir, &name);
+                let hides = entry.kind() != Some(ObjectType::Blob) || is_manifest_path(&path);
+                self.skip(path, "name is not valid UTF-8", hides);
                 continue;
             };
             self.entry(&entry, join(dir, name))?;
@@ -86,15 +89,17 @@ impl Walk<'_> {
             }
             (Some(ObjectType::Blob), MODE_FILE | MODE_EXECUTABLE) => self.file(entry.id(), path),
             (Some(ObjectType::Blob), MODE_SYMLINK) => {
-                self.skip(path, "symbolic link: not followed");
+                let hides = is_manifest_path(&path);
+                self.skip(path, "symbolic link: not followed", hides);
                 Ok(())
             }
             (Some(ObjectType::Commit), _) => {
-                self.skip(path, "submodule: not followed");
+                self.skip(path, "submodule: not followed", true);
                 Ok(())
             }
             (_, mode) => {
-                self.skip(path, &format!("unsupported file mode {mode:o}"));
+                let hides = is_manifest_path(&path);
+                self.skip(path, &format!("unsupported file mode {mode:o}"), hides);
                 Ok(())
             }
         }
@@ -115,7 +120,12 @@ impl Walk<'_> {
         Ok(())
     }
 
-    fn skip(&mut self, path: String, reason: &str) {
+    /// Records a skipped entry; `hides_manifests` when it may define objects (see
+    /// [`Listing::partial`]).
+    fn skip(&mut self, path: String, reason: &str, hides_manifests: bool) {
+        if hides_manifests {
+            self.listing.partial.push(path.clone());
+        }
         self.listing.skipped.push((path, reason.to_string()));
     }
 }

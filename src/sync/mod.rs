@@ -190,6 +190,7 @@ impl Engine {
         let started = Instant::now();
         let loaded = self.repo.load(&revision).await?;
         let skipped_files = loaded.skipped;
+        let partial = loaded.partial;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
             applyset_id: self.inventory.id.clone(),
@@ -229,7 +230,8 @@ impl Engine {
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
 
         if self.unit.prune && !changes.has_failures() {
-            self.prune_and_narrow(&desired, &resources, members_before, &widened, &mut changes).await?;
+            let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
+            self.prune_and_narrow(inputs, &widened, &mut changes).await?;
         }
         Ok(Report {
             unit: self.unit.name.clone(),
@@ -416,19 +418,24 @@ impl Engine {
 
     async fn prune_and_narrow(
         &mut self,
-        desired: &[Desired],
-        resources: &HashMap<GroupKind, (ApiResource, bool)>,
-        members_before: usize,
+        inputs: PruneInputs<'_>,
         widened: &Contents,
         changes: &mut ChangeSet,
     ) -> Result<()> {
-        if let Err(e) = self.cache.relist_stale(self.cache_timeout).await {
-            changes.prune_refused = Some(format!("the metadata cache cannot be trusted: {e}"));
-            return Ok(());
-        }
+        let PruneInputs { desired, resources, members_before, partial } = inputs;
+        let stale = self.cache.relist_stale(self.cache_timeout).await.err();
         let p = plan::prune_plan(desired, &self.cache.snapshot(), &widened.members);
         changes.not_members.extend(p.not_members);
-        if let Some(reason) = prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune) {
+        let refused = match stale {
+            Some(e) => Some(format!("the metadata cache cannot be trusted: {e}")),
+            None if !partial.is_empty() && !p.steps.is_empty() => Some(format!(
+                "the revision was read only in part ({} not followed: symbolic link, submodule or name not UTF-8): \
+                 what they define would be pruned",
+                partial.join(", ")
+            )),
+            None => prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune),
+        };
+        if let Some(reason) = refused {
             for step in &p.steps {
                 changes.push(step.object.clone(), Action::Skipped, Some(format!("prune refused: {reason}")));
             }
@@ -480,6 +487,16 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// What the prune of one sync starts from.
+struct PruneInputs<'a> {
+    desired: &'a [Desired],
+    resources: &'a HashMap<GroupKind, (ApiResource, bool)>,
+    /// Members in the cache before the apply (the fraction guard's denominator).
+    members_before: usize,
+    /// Paths the listing skipped that may define objects ([`crate::manifest::Loaded::partial`]).
+    partial: &'a [String],
 }
 
 fn pending_contents(pending: &[crate::manifest::Manifest], defaults: &Defaults) -> Contents {

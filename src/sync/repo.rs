@@ -64,6 +64,7 @@ impl Repo {
             for (file, reason) in listing.skipped {
                 loaded.skipped.push(Skipped { file, index: None, reason });
             }
+            loaded.partial = listing.partial;
             Ok(loaded)
         })
         .await
