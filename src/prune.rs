@@ -7,8 +7,7 @@
 //! delete, which carries uid and resourceVersion preconditions ([`prune`]); Namespaces and
 //! CRDs that would take non-members with them are refused ([`cascade`]). ARCHITECTURE.md,
 //! "Prune rules", states every rule in one place. A failed delete leaves the member in the
-//! inventory. A member whose kind is no longer served (its CRD was deleted) went with it: it
-//! is counted pruned.
+//! inventory. A member whose kind is not served is never counted pruned: it stays recorded.
 
 use std::collections::HashMap;
 
@@ -84,9 +83,9 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
     let mut cascades = cascade::Checker::new(ctx);
     for step in steps {
         let Some((resource, _)) = ctx.resources.get(&step.object.gk) else {
-            let msg = format!("{} is no longer served: the object went with its CRD", step.object.gk);
-            ctx.cache.forget(&step.object);
-            changes.push(step.object.clone(), Action::Pruned, Some(msg));
+            // Not served is not deleted: the CRD may only have stopped serving a version.
+            let msg = format!("{} is not served: not deleted, kept in the inventory", step.object.gk);
+            changes.push(step.object.clone(), Action::Skipped, Some(msg));
             continue;
         };
         let api: Api<DynamicObject> = match &step.object.namespace {

@@ -217,3 +217,78 @@ async fn a_manifest_turned_into_a_symbolic_link_blocks_the_prune() {
     assert!(u.configmaps().get_opt("e").await.unwrap().is_some(), "e must not be pruned");
     assert!(report.skipped_files.iter().any(|s| s.file == "e.yaml"), "{:?}", report.skipped_files);
 }
+
+fn gadget_crd(group: &str, served: bool) -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("gadgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
+            "versions": [{"name": "v1", "served": served, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
+    })
+}
+
+#[tokio::test]
+async fn a_member_of_a_crd_version_no_longer_served_is_kept_and_pruned_once_served_again() {
+    let env_probe = common::setup("unserved-crd").await;
+    let group = format!("{}.gitward.dev", env_probe.namespace);
+    let crds = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env_probe.client.clone(), &crds);
+    let apply = PatchParams::apply("test-crd-owner").force();
+    let crd_name = format!("gadgets.{group}");
+    crd_api.patch(&crd_name, &apply, &Patch::Apply(gadget_crd(&group, true))).await.expect("install CRD");
+    let established = common::eventually(std::time::Duration::from_secs(20), || async {
+        let crd = crd_api.get(&crd_name).await.unwrap();
+        crd.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+    })
+    .await;
+    assert!(established, "CRD established");
+
+    let gadget = format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\n");
+    let mut u = unit("unserved", &[("g1.yaml", gadget)]).await;
+    let gadgets =
+        ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let gadget_api: Api<kube::api::DynamicObject> =
+        Api::namespaced_with(u.env.client.clone(), &u.env.namespace, &gadgets);
+    assert!(gadget_api.get_opt("g1").await.unwrap().is_some());
+
+    // The CRD stops serving its only version, and g1 leaves git: it is not counted pruned and
+    // its kind stays in the inventory (else it would never be pruned once served again).
+    crd_api.patch(&crd_name, &apply, &Patch::Apply(gadget_crd(&group, false))).await.expect("stop serving");
+    let unserved = common::eventually(std::time::Duration::from_secs(20), || async {
+        kube::discovery::oneshot::pinned_group(&u.env.client, &format!("{group}/v1").parse().unwrap()).await.is_err()
+    })
+    .await;
+    assert!(unserved, "the version is no longer served");
+    u.repo.remove("g1.yaml");
+    u.repo.commit_and_push("g1 leaves git");
+    let report = u.engine.sync().await.expect("sync");
+    assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
+    let parent = u.engine.inventory().parent.clone();
+    let secrets: Api<Secret> = Api::namespaced(u.env.client.clone(), parent.namespace.as_deref().unwrap());
+    let kinds = secrets.get(&parent.name).await.unwrap().metadata.annotations.unwrap()
+        ["applyset.kubernetes.io/contains-group-kinds"]
+        .clone();
+    assert!(kinds.contains(&format!("Gadget.{group}")), "{kinds}");
+
+    // Served again: the next sync prunes it.
+    crd_api.patch(&crd_name, &apply, &Patch::Apply(gadget_crd(&group, true))).await.expect("serve again");
+    let mut pruned = false;
+    for _ in 0..50 {
+        let report = u.engine.sync().await.expect("sync");
+        if report.changes.entries.iter().any(|e| e.object.name == "g1" && e.action == Action::Pruned) {
+            pruned = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    assert!(pruned, "g1 is pruned once its kind is served again");
+    assert!(gadget_api.get_opt("g1").await.unwrap().is_none());
+}

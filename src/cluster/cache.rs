@@ -152,6 +152,21 @@ impl MetadataCache {
         Ok(())
     }
 
+    /// Stops watching the group-kinds `keep` rejects and drops their entries: a kind the API
+    /// server no longer serves (its group missing from discovery, its version gone) has no
+    /// trustworthy members to prune; they stay recorded in the inventory instead.
+    pub fn retain_kinds(&mut self, keep: impl Fn(&GroupKind) -> bool) {
+        let dropped: Vec<GroupKind> = self.kinds.keys().filter(|gk| !keep(gk)).cloned().collect();
+        for gk in &dropped {
+            if let Some(k) = self.kinds.remove(gk) {
+                k.task.abort();
+            }
+        }
+        if !dropped.is_empty() {
+            self.store.lock().expect("cache lock").retain(|k, _| !dropped.contains(&k.gk));
+        }
+    }
+
     /// Group-kinds being watched.
     pub fn kinds(&self) -> Vec<GroupKind> {
         self.kinds.keys().cloned().collect()

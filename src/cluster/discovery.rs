@@ -16,6 +16,10 @@ use super::{Error, Result, is_status};
 /// How old a group-version's answer must be before an unknown kind in it is asked about again.
 pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// How long a group's preferred version is trusted: a CRD's versions change, and a version no
+/// longer served must not make its members look deleted.
+pub const PREFERRED_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// A resolved kind.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -29,7 +33,8 @@ pub struct Resolved {
 #[derive(Debug, Default)]
 pub struct Discovery {
     groups: HashMap<String, Vec<(ApiResource, ApiCapabilities)>>,
-    preferred: HashMap<String, String>,
+    /// Group → its preferred version and when that was learned ([`PREFERRED_TTL`]).
+    preferred: HashMap<String, (String, std::time::Instant)>,
     fetched: HashMap<String, std::time::Instant>,
     /// Discovery requests sent, for the change set's request count and tests.
     pub requests: usize,
@@ -98,8 +103,16 @@ impl Discovery {
         if gk.group.is_empty() {
             return self.resolve(client, "v1", &gk.kind).await;
         }
-        if let Some(version) = self.preferred.get(&gk.group).cloned() {
-            return self.resolve(client, &format!("{}/{version}", gk.group), &gk.kind).await;
+        if let Some((version, at)) = self.preferred.get(&gk.group).cloned() {
+            let gv = format!("{}/{version}", gk.group);
+            if at.elapsed() < PREFERRED_TTL
+                && let Some(found) = self.resolve(client, &gv, &gk.kind).await?
+            {
+                return Ok(Some(found));
+            }
+            // Expired, or the kind is gone from that version: ask the group again.
+            self.preferred.remove(&gk.group);
+            self.forget(&gv);
         }
         self.requests += 1;
         let group = match oneshot::group(client, &gk.group).await {
@@ -109,7 +122,7 @@ impl Discovery {
             Err(source) => return Err(Error::DiscoveryFailed { group_version: gk.group.clone(), source }),
         };
         let version = group.preferred_version_or_latest().to_string();
-        self.preferred.insert(gk.group.clone(), version.clone());
+        self.preferred.insert(gk.group.clone(), (version.clone(), std::time::Instant::now()));
         self.resolve(client, &format!("{}/{version}", gk.group), &gk.kind).await
     }
 }

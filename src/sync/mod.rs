@@ -302,6 +302,7 @@ impl Engine {
                 resources.insert(gk.clone(), (r.resource, r.namespaced));
             }
         }
+        self.cache.retain_kinds(|gk| resources.contains_key(gk));
         for (resource, namespaced) in resources.values() {
             self.cache.ensure(resource, *namespaced, self.cache_timeout).await?;
         }
