@@ -415,3 +415,60 @@ async fn custom_resources_get_merge_patch_and_built_in_kinds_strategic_merge_pat
         .await
         .expect("SMP on a Deployment");
 }
+
+fn pvc(label: &str, class: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata:\n  name: data\n  labels:\n    rev: \"{label}\"\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: {class}\n  resources:\n    requests:\n      storage: 1Gi\n"
+    )
+}
+
+#[tokio::test]
+async fn a_bound_pvc_in_update_mode_with_recreate_keeps_its_volume_and_is_never_deleted() {
+    use k8s_openapi::api::core::v1::PersistentVolumeClaim;
+    let env = common::setup("bound-pvc").await;
+    let repo = common::GitRepo::new();
+    repo.write("pvc.yaml", &pvc("1", "fast"));
+    repo.commit_and_push("a claim");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml(
+        "app",
+        &repo.bare(),
+        "",
+        &env.namespace,
+        "apply_mode = \"update\"\nrecreate_on_immutable = true",
+    );
+    let mut engine = common::engine(&env.client, &common::config(state.path(), &unit), "app").await;
+    let first = engine.sync().await.expect("first sync");
+    assert_eq!(entry(&first, "data").action, Action::Created);
+
+    // Bound as the PV controller would bind it: spec.volumeName, then status.
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &env.namespace);
+    let controller = PatchParams { field_manager: Some("pv-controller".into()), ..Default::default() };
+    let bind = json!({"spec": {"volumeName": "pv-data"}});
+    claims.patch("data", &controller, &Patch::Merge(&bind)).await.expect("bind");
+    let bound = json!({"status": {"phase": "Bound", "accessModes": ["ReadWriteOnce"], "capacity": {"storage": "1Gi"}}});
+    claims.patch_status("data", &controller, &Patch::Merge(&bound)).await.expect("status");
+    let uid = claims.get("data").await.unwrap().metadata.uid;
+
+    // git changes a label: the claim is configured, its volume kept, never re-created.
+    repo.write("pvc.yaml", &pvc("2", "fast"));
+    repo.commit_and_push("a label changes");
+    let r = engine.sync().await.expect("sync");
+    assert_eq!(entry(&r, "data").action, Action::Configured, "{:#?}", common::actions(&r));
+    let live = claims.get("data").await.unwrap();
+    assert_eq!(live.metadata.uid, uid, "the claim was not re-created");
+    assert_eq!(live.spec.unwrap().volume_name.as_deref(), Some("pv-data"), "spec.volumeName kept");
+    assert_eq!(live.metadata.labels.unwrap()["rev"], "2");
+
+    // git changes an immutable field: refused, and with recreate on still never deleted.
+    repo.write("pvc.yaml", &pvc("3", "slow"));
+    repo.commit_and_push("the storage class changes");
+    let r = engine.sync().await.expect("sync");
+    let e = entry(&r, "data");
+    assert_eq!(e.action, Action::Failed, "{e:?}");
+    assert!(e.message.as_deref().unwrap().contains("never re-created"), "{e:?}");
+    assert!(!e.sent.contains(&Request::Delete), "{e:?}");
+    let live = claims.get("data").await.unwrap();
+    assert_eq!(live.metadata.uid, uid, "the claim was not re-created");
+    assert_eq!(live.spec.unwrap().volume_name.as_deref(), Some("pv-data"));
+}

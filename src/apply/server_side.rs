@@ -25,10 +25,26 @@ pub fn api_for(client: &kube::Client, d: &Desired) -> Api<DynamicObject> {
     }
 }
 
-/// True when the API server rejected a change to an immutable field (422 Invalid with
-/// `field is immutable`, as for a Job's pod template or a Service's clusterIP).
+/// True when the API server rejected a change to immutable fields only: a 422 Invalid whose
+/// `status.details.causes` are all `FieldValueInvalid`/`FieldValueForbidden` causes saying the
+/// field is immutable (apimachinery's `ValidateImmutableField`, as for a Job's pod template; a
+/// PVC's `spec is immutable after creation`). Another cause among them means re-creating
+/// would not help. Read from the structured causes, not the top-level message.
 pub fn is_immutable_rejection(err: &kube::Error) -> bool {
-    is_status(err, 422) && api_message(err).contains("immutable")
+    let kube::Error::Api(status) = err else { return false };
+    let causes = status.details.as_ref().map(|d| d.causes.as_slice()).unwrap_or_default();
+    status.code == 422
+        && !causes.is_empty()
+        && causes.iter().all(|c| {
+            matches!(c.reason.as_str(), "FieldValueInvalid" | "FieldValueForbidden") && c.message.contains("immutable")
+        })
+}
+
+/// True when `d` may be deleted and re-created on an immutable-field rejection: recreate is
+/// on for it, and it is not a PersistentVolumeClaim (deleting a claim can delete its volume
+/// and the data on it, with a `Delete` reclaim policy): those are never re-created.
+pub fn may_recreate(d: &Desired) -> bool {
+    d.recreate && !(d.object.gk.group.is_empty() && d.object.gk.kind == "PersistentVolumeClaim")
 }
 
 /// Applies `d` as planned by `step`. When the response shows fields of managers gitward takes
@@ -60,7 +76,7 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
                 Err((action, message)) => outcome(action, Some(message), Some(live), sent),
             }
         }
-        Err(e) if is_immutable_rejection(&e) && d.recreate => match recreate(&api, d, &params).await {
+        Err(e) if is_immutable_rejection(&e) && may_recreate(d) => match recreate(&api, d, &params).await {
             Ok(live) => outcome(
                 Action::Configured,
                 Some("re-created: immutable field changed".into()),
@@ -82,6 +98,13 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
 
 /// The message of an immutable-field rejection without recreate.
 pub fn immutable_message(d: &Desired, err: &kube::Error) -> String {
+    if d.recreate {
+        return format!(
+            "{}: immutable field changed; a PersistentVolumeClaim is never re-created (its volume could go with it): {}",
+            d.origin,
+            api_message(err)
+        );
+    }
     format!(
         "{}: immutable field changed; enable recreate_on_immutable or annotate gitward.dev/recreate: enabled: {}",
         d.origin,
@@ -92,7 +115,7 @@ pub fn immutable_message(d: &Desired, err: &kube::Error) -> String {
 /// Deletes the object (background propagation: no finalizer waits on a garbage collector),
 /// waits until it is gone (event-driven, bounded), and applies it again.
 async fn recreate(api: &Api<DynamicObject>, d: &Desired, params: &PatchParams) -> Result<LiveMeta, String> {
-    delete_and_wait(api, d).await?;
+    delete_and_wait(api, d, None).await?;
     api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body))
         .await
         .map(|o| live_meta(&o.metadata))
@@ -100,9 +123,14 @@ async fn recreate(api: &Api<DynamicObject>, d: &Desired, params: &PatchParams) -
 }
 
 /// Deletes the object with background propagation and waits (at most 60 s, on a watch) until
-/// it is gone; the first half of a re-create in either apply mode.
-pub async fn delete_and_wait(api: &Api<DynamicObject>, d: &Desired) -> Result<(), String> {
-    let delete = DeleteParams { propagation_policy: Some(PropagationPolicy::Background), ..Default::default() };
+/// it is gone; the first half of a re-create in either apply mode. `uid`, when known (the
+/// object just read), is a delete precondition: another object of the name is never hit.
+pub async fn delete_and_wait(api: &Api<DynamicObject>, d: &Desired, uid: Option<String>) -> Result<(), String> {
+    let delete = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: uid.map(|uid| kube::api::Preconditions { uid: Some(uid), resource_version: None }),
+        ..Default::default()
+    };
     let uid = match api.delete(&d.object.name, &delete).await {
         Ok(either) => either.left().and_then(|o| o.metadata.uid),
         Err(e) if is_status(&e, 404) => None,

@@ -1,11 +1,13 @@
 //! `update` mode: hash-gated Get-Modify-Update with optimistic locking (DESIGN.md decision 5).
 //!
-//! - `create` — `POST`. If the object exists already without any ApplySet's label (the plan
-//!   refuses other ApplySets' objects), it is adopted with a `configure`.
-//! - `configure` (the desired hash differs) — `GET` the object, replace the top-level fields
-//!   the manifest declares (everything but `apiVersion`, `kind`, `metadata`, `status`), merge
-//!   labels and annotations (the manifest's win, others' stay), keep status and every field the
-//!   manifest does not declare, and `PUT` with the resourceVersion just read.
+//! - `create` — `POST`. If the object exists already, it is read and adopted with a
+//!   `configure` unless it carries another ApplySet's label or a controller ownerReference.
+//! - `configure` (the desired hash differs) — `GET` the object, merge the top-level fields the
+//!   manifest declares (everything but `apiVersion`, `kind`, `metadata`, `status`) by JSON merge
+//!   patch (RFC 7396: maps merge, lists replace), merge labels and annotations (the manifest's
+//!   win, others' stay), keep status and every field the manifest does not declare, and `PUT`
+//!   with the resourceVersion just read. An immutable-field rejection re-creates the object
+//!   (when enabled) with a uid precondition on the delete; a PersistentVolumeClaim never.
 //! - `unchanged` — still exactly one request (DESIGN.md decision 3): a patch of gitward's
 //!   `part-of` label and desired-hash annotation carrying `metadata.resourceVersion` = the
 //!   cached one, so admission webhooks see every sync and a change the cache has not seen yet
@@ -24,13 +26,13 @@
 //!
 //! Drift in this mode: a change the cache had already seen is not reverted by an `unchanged`
 //! object's patch (it touches only gitward's metadata); a change it had not seen yet is a
-//! `conflict`. A field removed from git is replaced away only inside the top-level fields the
-//! manifest still declares; server-side apply mode removes any field git stops declaring.
+//! `conflict`. A map key or field removed from git stays (a merge cannot tell it from one
+//! another actor set); server-side apply mode removes any field git stops declaring.
 
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 
-use super::server_side::{api_for, delete_and_wait, immutable_message, is_immutable_rejection};
+use super::server_side::{api_for, delete_and_wait, immutable_message, is_immutable_rejection, may_recreate};
 use super::{ApplyOptions, Outcome};
 use crate::changeset::{Action, Request};
 use crate::cluster::cache::live_meta;
@@ -86,22 +88,48 @@ pub fn metadata_patch_type(d: &Desired) -> Request {
     }
 }
 
-/// The live object with the manifest's declared fields put in: top-level fields other than
-/// `apiVersion`, `kind`, `metadata` and `status` replaced; labels and annotations merged (the
-/// manifest's win); `finalizers` and `ownerReferences` replaced when declared; everything else,
-/// including the resourceVersion read, kept. Pure.
+/// The live object with the manifest's declared fields put in: each top-level field other than
+/// `apiVersion`, `kind`, `metadata` and `status` merged by JSON merge patch (RFC 7396, the
+/// json-patch crate's `merge`): maps merge key by key, so fields others set inside them (a bound
+/// PVC's `spec.volumeName`, a Job's generated selector) stay; lists and scalars are replaced;
+/// labels and annotations merged (the manifest's win); `finalizers` and `ownerReferences`
+/// replaced when declared; everything else, including the resourceVersion read, kept. Pure.
 pub fn modify(mut live: Value, desired: &Value) -> Value {
     let (Some(target), Some(source)) = (live.as_object_mut(), desired.as_object()) else { return live };
     for (key, value) in source {
         match key.as_str() {
             "apiVersion" | "kind" | "status" => {}
             "metadata" => merge_metadata(object_at(target, "metadata"), value),
-            _ => {
-                target.insert(key.clone(), value.clone());
-            }
+            _ => match target.get_mut(key) {
+                Some(current) if current.is_object() && value.is_object() => json_patch::merge(current, value),
+                _ => {
+                    target.insert(key.clone(), value.clone());
+                }
+            },
         }
     }
     live
+}
+
+/// The note of a `create` that found the object existing; also tells [`Writer::configure`] to
+/// check ownership before adopting it.
+const ADOPTED: &str = "existed without an ApplySet label: adopted";
+
+/// Why an object that a `POST` found existing must not be adopted, if so: it carries another
+/// ApplySet's `part-of` label (taken since the plan's check), or a controller ownerReference
+/// (a controller's child). Pure.
+fn not_adoptable(meta: &kube::core::ObjectMeta, d: &Desired) -> Option<String> {
+    let ours = d.body.pointer("/metadata/labels").and_then(|l| l.get(PART_OF)).and_then(Value::as_str);
+    let theirs = meta.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str);
+    if let Some(theirs) = theirs
+        && Some(theirs) != ours
+    {
+        return Some(format!("belongs to another ApplySet ({theirs})"));
+    }
+    if meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)) {
+        return Some("has a controller ownerReference".into());
+    }
+    None
 }
 
 fn merge_metadata(target: &mut Map<String, Value>, desired: &Value) {
@@ -166,9 +194,7 @@ impl Writer<'_> {
         self.sent.push(Request::Create);
         match self.api.create(&self.post_params(), &body).await {
             Ok(created) => self.done(Action::Created, None, Some(live_meta(&created.metadata))),
-            Err(e) if is_status(&e, 409) => {
-                self.configure(Action::Created, Some("existed without an ApplySet label: adopted".into())).await
-            }
+            Err(e) if is_status(&e, 409) => self.configure(Action::Created, Some(ADOPTED.into())).await,
             Err(e) => self.failed("create", &e),
         }
     }
@@ -184,7 +210,14 @@ impl Writer<'_> {
             }
             Err(e) => return self.failed("read", &e),
         };
+        if note.as_deref() == Some(ADOPTED)
+            && let Some(reason) = not_adoptable(&live.metadata, self.d)
+        {
+            let message = format!("{}: exists already and {reason}: not adopted", self.d.origin);
+            return self.done(Action::Failed, Some(message), None);
+        }
         let read_version = live.metadata.resource_version.clone();
+        let read_uid = live.metadata.uid.clone();
         let modified = serde_json::to_value(&live).map(|v| modify(v, &self.d.body)).and_then(serde_json::from_value);
         let modified: DynamicObject = match modified {
             Ok(m) => m,
@@ -196,7 +229,7 @@ impl Writer<'_> {
             Err(e) if is_status(&e, 409) => {
                 self.stale(read_version, "the object changed between gitward's read and its write").await
             }
-            Err(e) if is_immutable_rejection(&e) && self.d.recreate => self.recreate().await,
+            Err(e) if is_immutable_rejection(&e) && may_recreate(self.d) => self.recreate(read_uid).await,
             Err(e) if is_immutable_rejection(&e) => {
                 let message = immutable_message(self.d, &e);
                 self.done(Action::Failed, Some(message), None)
@@ -256,10 +289,10 @@ impl Writer<'_> {
         self.done(Action::Conflict, Some(message), live)
     }
 
-    /// Delete, wait until gone, `POST` again.
-    async fn recreate(mut self) -> Outcome {
+    /// Delete (with the uid just read as precondition), wait until gone, `POST` again.
+    async fn recreate(mut self, uid: Option<String>) -> Outcome {
         self.sent.push(Request::Delete);
-        if let Err(message) = delete_and_wait(self.api, self.d).await {
+        if let Err(message) = delete_and_wait(self.api, self.d, uid).await {
             return self.done(Action::Failed, Some(message), None);
         }
         let body = match self.body() {
@@ -297,12 +330,24 @@ mod tests {
             "data": {"new": "2"},
         });
         let out = modify(live, &desired);
-        assert_eq!(out["data"], json!({"new": "2"}), "a declared field is replaced whole");
+        assert_eq!(out["data"], json!({"old": "1", "kept": "no", "new": "2"}), "a declared map is merged");
         assert_eq!(out["binaryData"], json!({"b": "AA=="}), "an undeclared field is kept");
         assert_eq!(out["metadata"]["labels"], json!({"team": "a", "app": "new"}));
         assert_eq!(out["metadata"]["annotations"], json!({"theirs": "x", DESIRED_HASH: "h"}));
         assert_eq!(out["metadata"]["resourceVersion"], "7", "the read resourceVersion is the precondition");
         assert_eq!(out["metadata"]["uid"], "u");
+    }
+
+    #[test]
+    fn fields_others_set_inside_a_declared_map_stay_and_lists_are_replaced() {
+        let live = json!({"metadata": {}, "spec": {"volumeName": "pv-1", "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+            "resources": {"requests": {"storage": "1Gi"}}}});
+        let desired =
+            json!({"spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "2Gi"}}}});
+        let out = modify(live, &desired);
+        assert_eq!(out["spec"]["volumeName"], "pv-1");
+        assert_eq!(out["spec"]["accessModes"], json!(["ReadWriteOnce"]));
+        assert_eq!(out["spec"]["resources"]["requests"]["storage"], "2Gi");
     }
 
     #[test]
