@@ -377,3 +377,62 @@ async fn systemd_is_told_ready_after_the_first_sync_with_a_status() {
     let status = messages.iter().find(|m| m.starts_with("STATUS=")).expect("a STATUS= message");
     assert!(status.contains("app: synced"), "{status}");
 }
+
+/// gitward's requests in `namespace` on `resource` with `verb`, from the audit log.
+fn gitward_requests(namespace: &str, resource: &str, verb: &str) -> usize {
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| {
+            e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/"))
+                && e["objectRef"]["namespace"] == namespace
+                && e["objectRef"]["resource"] == resource
+                && e["verb"] == verb
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn a_field_fight_with_an_hpa_is_backed_off_heals_only_that_object_and_is_reported_once() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    let env = common::setup("fight").await;
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a", "1"));
+    repo.write("b.yaml", &cm("b", "1"));
+    repo.write(
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: registry.k8s.io/pause:3.10\n",
+    );
+    repo.commit_and_push("two ConfigMaps and a Deployment with replicas: 2");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    // An "HPA": another field manager setting spec.replicas, 100 times over 20 s.
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    let hpa = PatchParams { field_manager: Some("fake-hpa".into()), ..Default::default() };
+    let scale = serde_json::json!({"spec": {"replicas": 5}});
+    let before = (
+        gitward_requests(&env.namespace, "deployments", "patch"),
+        gitward_requests(&env.namespace, "configmaps", "patch"),
+    );
+    for _ in 0..100 {
+        deployments.patch("web", &hpa, &Patch::Merge(&scale)).await.expect("hpa writes replicas");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let deployment_patches = gitward_requests(&env.namespace, "deployments", "patch") - before.0;
+    let configmap_patches = gitward_requests(&env.namespace, "configmaps", "patch") - before.1;
+    // Debounce alone (500 ms) would re-apply ~30 times in 20 s; the per-object backoff
+    // (0.5, 1, 2, 4, 8, 16 s) allows at most 6 corrections in that time.
+    assert!((1..=8).contains(&deployment_patches), "{deployment_patches} patches of the Deployment in 20 s");
+    assert_eq!(configmap_patches, 0, "a drift trigger re-applies only the drifted object");
+    let fights: Vec<_> = daemon
+        .events()
+        .into_iter()
+        .filter(|e| e["message"].as_str().is_some_and(|m| m.starts_with("field fight")))
+        .collect();
+    assert_eq!(fights.len(), 1, "reported once: {fights:#?}");
+    assert_eq!(fights[0]["manager"], "fake-hpa");
+    assert_eq!(fights[0]["object"], format!("Deployment/{}/web", env.namespace));
+}

@@ -60,6 +60,9 @@ pub struct Drift {
     pub object: ObjectRef,
     /// Its new resourceVersion.
     pub resource_version: String,
+    /// The field manager whose `managedFields` entry is the most recent (the likely writer),
+    /// to name the other side of a field fight; `None` for deletes or when none has a time.
+    pub manager: Option<String>,
 }
 
 /// Live metadata of one unit's members, kept current by watches.
@@ -71,6 +74,8 @@ pub struct MetadataCache {
     drift: broadcast::Sender<Drift>,
     /// The resourceVersion each of gitward's own writes returned (`""` for its deletes).
     own: Own,
+    /// gitward's field manager, never named as the other side of a drift ([`Drift::manager`]).
+    field_manager: Arc<str>,
 }
 
 /// The resourceVersion of each of gitward's own writes, shared with the watch tasks.
@@ -87,7 +92,13 @@ impl MetadataCache {
             kinds: HashMap::new(),
             drift,
             own: Own::default(),
+            field_manager: Arc::from("gitward"),
         }
+    }
+
+    /// Sets gitward's field manager (default `gitward`), so drift events name another one.
+    pub fn set_field_manager(&mut self, name: &str) {
+        self.field_manager = Arc::from(name);
     }
 
     /// Starts watching `resource` if not yet watched, and waits (at most `timeout`) until its
@@ -121,6 +132,7 @@ impl MetadataCache {
             drift: self.drift.clone(),
             own: self.own.clone(),
             errored: errored.clone(),
+            field_manager: self.field_manager.clone(),
         };
         let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
         let kind = KindWatch { state: rx.clone(), task, errored, resource: resource.clone(), namespaced };
@@ -280,6 +292,16 @@ pub fn live_meta(meta: &kube::core::ObjectMeta) -> LiveMeta {
     }
 }
 
+/// The manager, other than gitward's `own`, of the most recently written `managedFields` entry.
+fn latest_manager(meta: &kube::core::ObjectMeta, own: &str) -> Option<String> {
+    let entries = meta.managed_fields.as_ref()?;
+    entries
+        .iter()
+        .filter(|e| e.time.is_some() && e.manager.as_deref() != Some(own))
+        .max_by_key(|e| e.time.as_ref().map(|t| t.0))
+        .and_then(|e| e.manager.clone())
+}
+
 fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -> ObjectRef {
     let namespace = if namespaced { meta.namespace.clone() } else { None };
     ObjectRef::new(gk.clone(), namespace, meta.name.clone().unwrap_or_default())
@@ -297,6 +319,7 @@ struct Sinks {
     drift: broadcast::Sender<Drift>,
     own: Own,
     errored: Arc<AtomicBool>,
+    field_manager: Arc<str>,
 }
 
 async fn run_watch(
@@ -306,7 +329,7 @@ async fn run_watch(
     namespaced: bool,
     sinks: Sinks,
 ) {
-    let Sinks { store, state, drift, own, errored } = sinks;
+    let Sinks { store, state, drift, own, errored, field_manager } = sinks;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
     while let Some(event) = stream.next().await {
@@ -332,13 +355,14 @@ async fn run_watch(
                 let previous = store.lock().expect("cache lock").insert(key.clone(), meta.clone());
                 let ours = own.lock().expect("own lock").get(&key) == Some(&meta.resource_version);
                 if is_change(previous.as_ref(), &meta) && !ours {
-                    let _ = drift.send(Drift { object: key, resource_version: meta.resource_version });
+                    let manager = latest_manager(&obj.metadata, &field_manager);
+                    let _ = drift.send(Drift { object: key, resource_version: meta.resource_version, manager });
                 }
             }
             Ok(Event::Delete(obj)) => {
                 let key = object_ref(&gk, namespaced, &obj.metadata);
                 if store.lock().expect("cache lock").remove(&key).is_some() {
-                    let _ = drift.send(Drift { object: key, resource_version: String::new() });
+                    let _ = drift.send(Drift { object: key, resource_version: String::new(), manager: None });
                 }
             }
             Err(e) => {

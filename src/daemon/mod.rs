@@ -4,9 +4,11 @@
 //! - [`http`] — `/hooks/git` (signed webhooks), `/healthz`, `/readyz`, `/metrics`.
 //! - [`webhook`] — signature checks (GitHub, Gitea, GitLab) and ref matching.
 //! - [`metrics`] — Prometheus metrics.
+//! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
 //! - [`leader`] — leader election over a `coordination.k8s.io/v1` Lease.
 
 pub mod backoff;
+pub mod heal;
 pub mod http;
 pub mod leader;
 pub mod metrics;

@@ -11,17 +11,17 @@ use std::time::Duration;
 
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
 use super::backoff::Backoff;
+use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use crate::source::Revision;
 use crate::sync::{Engine, Report};
 use crate::telemetry;
 
-/// How long drift events are gathered before a self-heal sync starts.
-pub const DRIFT_DEBOUNCE: Duration = Duration::from_millis(500);
+pub use super::heal::DRIFT_DEBOUNCE;
 
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
@@ -60,7 +60,8 @@ impl UnitTask {
         resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let mut backoff = Backoff::default();
         let mut retry_at: Option<Instant> = None;
-        let mut drift_at: Option<Instant> = None;
+        let mut heal = Heal::default();
+        let mut heal_objects: Option<std::collections::BTreeSet<crate::object::ObjectRef>> = None;
         let mut last_applied: Option<Revision> = None;
         let mut queued = Some(Trigger::now(TriggerKind::Startup));
         loop {
@@ -72,7 +73,14 @@ impl UnitTask {
                 if trigger.kind != TriggerKind::Webhook {
                     self.metrics.observe_trigger(&unit, trigger.kind);
                 }
-                let ok = self.sync(&unit, &trigger, &mut last_applied).await;
+                let ok = match heal_objects.take() {
+                    Some(objects) => self.heal(&unit, &trigger, &objects, &mut heal).await,
+                    None => None,
+                };
+                let ok = match ok {
+                    Some(ok) => Some(ok),
+                    None => self.sync(&unit, &trigger, &mut last_applied, &mut heal).await,
+                };
                 match ok {
                     Some(true) => {
                         backoff.reset();
@@ -82,7 +90,7 @@ impl UnitTask {
                     None => {}
                 }
                 // Our own writes come back as watch events: drop those now, keep the rest.
-                drift_at = self.drain_drift(&mut drift).then(|| Instant::now() + DRIFT_DEBOUNCE);
+                self.drain_drift(&mut drift, &mut heal);
                 continue;
             }
             let far = Instant::now() + Duration::from_secs(86_400);
@@ -95,18 +103,19 @@ impl UnitTask {
                 _ = poll.tick() => queued = Some(Trigger::now(TriggerKind::Poll)),
                 _ = resync.tick() => queued = Some(Trigger::now(TriggerKind::Resync)),
                 event = drift.recv(), if self.timing.self_heal => match event {
-                    Ok(d) if !self.engine.cache().is_own(&d) => {
-                        drift_at.get_or_insert(Instant::now() + DRIFT_DEBOUNCE);
-                    }
+                    Ok(d) if !self.engine.cache().is_own(&d) => heal.drifted(&d, Instant::now()),
                     Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => {
-                        drift_at.get_or_insert(Instant::now() + DRIFT_DEBOUNCE);
-                    }
+                    Err(broadcast::error::RecvError::Lagged(_)) => heal.lagged(Instant::now()),
                     Err(broadcast::error::RecvError::Closed) => {}
                 },
-                _ = sleep_until(drift_at.unwrap_or(far)), if drift_at.is_some() => {
-                    drift_at = None;
-                    queued = Some(Trigger::now(TriggerKind::Drift));
+                _ = sleep_until(heal.next().unwrap_or(far)), if heal.next().is_some() => {
+                    let (full, objects) = heal.take_due(Instant::now());
+                    if !full && !objects.is_empty() {
+                        heal_objects = Some(objects);
+                    }
+                    if full || heal_objects.is_some() {
+                        queued = Some(Trigger::now(TriggerKind::Drift));
+                    }
                 }
                 _ = sleep_until(retry_at.unwrap_or(far)), if retry_at.is_some() => {
                     retry_at = None;
@@ -116,21 +125,59 @@ impl UnitTask {
         }
     }
 
-    /// Takes every pending drift event; true when any was not gitward's own.
-    fn drain_drift(&self, drift: &mut broadcast::Receiver<crate::cluster::cache::Drift>) -> bool {
-        let mut foreign = false;
+    /// Takes every pending drift event; those that are not gitward's own go to `heal`.
+    fn drain_drift(&self, drift: &mut broadcast::Receiver<crate::cluster::cache::Drift>, heal: &mut Heal) {
         loop {
             match drift.try_recv() {
-                Ok(d) => foreign |= !self.engine.cache().is_own(&d),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => foreign = true,
-                Err(_) => return foreign && self.timing.self_heal,
+                Ok(d) if self.timing.self_heal && !self.engine.cache().is_own(&d) => heal.drifted(&d, Instant::now()),
+                Ok(_) => {}
+                Err(broadcast::error::TryRecvError::Lagged(_)) if self.timing.self_heal => heal.lagged(Instant::now()),
+                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
+                Err(_) => return,
             }
+        }
+    }
+
+    /// Re-applies only the drifted `objects` ([`Engine::heal`]); `None` when the engine cannot
+    /// (no sync yet, or git no longer holds them): the caller runs a full sync instead.
+    async fn heal(
+        &mut self,
+        unit: &str,
+        trigger: &Trigger,
+        objects: &std::collections::BTreeSet<crate::object::ObjectRef>,
+        heal: &mut Heal,
+    ) -> Option<bool> {
+        info!(unit, trigger = %trigger.kind, objects = objects.len(), "self-heal of drifted objects");
+        let report = self.engine.heal(objects).await?;
+        let ok = !report.changes.has_failures();
+        self.report_fights(unit, &report, heal);
+        self.publish(unit, trigger, &report, ok);
+        Some(ok)
+    }
+
+    /// Counts corrections and warns, once per object, about a field fight.
+    fn report_fights(&self, unit: &str, report: &Report, heal: &mut Heal) {
+        for fight in heal.corrected(&report.changes.entries, Instant::now()) {
+            let manager = fight.manager.as_deref().unwrap_or("unknown");
+            warn!(
+                unit,
+                object = %fight.object,
+                manager,
+                corrections = fight.corrections,
+                "field fight: another field manager keeps changing what git declares; self-heal of it backs off"
+            );
         }
     }
 
     /// Runs one sync for `trigger`. `Some(true)` succeeded, `Some(false)` failed (retry with
     /// backoff), `None` nothing to do (a poll that found the revision already synced).
-    async fn sync(&mut self, unit: &str, trigger: &Trigger, last_applied: &mut Option<Revision>) -> Option<bool> {
+    async fn sync(
+        &mut self,
+        unit: &str,
+        trigger: &Trigger,
+        last_applied: &mut Option<Revision>,
+        heal: &mut Heal,
+    ) -> Option<bool> {
         let revision = match self.engine.repo().fetch().await {
             Ok(r) => r,
             Err(e) => return Some(self.failed(unit, trigger, e)),
@@ -145,6 +192,7 @@ impl UnitTask {
                 // Set even on failure: the backoff retry re-syncs a failed revision, so a poll
                 // that finds the same revision has nothing to add.
                 *last_applied = Some(report.revision.clone());
+                self.report_fights(unit, &report, heal);
                 self.publish(unit, trigger, &report, ok);
                 Some(ok)
             }

@@ -120,6 +120,8 @@ pub struct Engine {
     /// Watches the parent, so a parent deleted or written by someone else is read again
     /// (and re-created) rather than trusted from memory; started at the first sync.
     parent_watch: Option<ParentWatch>,
+    /// The desired objects and revision of the last sync, for [`Engine::heal`].
+    last_desired: Option<(Revision, Vec<Desired>)>,
 }
 
 impl Engine {
@@ -134,8 +136,10 @@ impl Engine {
     ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;
         let inventory = Inventory::new(&unit.inventory);
+        let mut cache = MetadataCache::new(client.clone(), &inventory.id);
+        cache.set_field_manager(&unit.field_manager);
         Ok(Self {
-            cache: MetadataCache::new(client.clone(), &inventory.id),
+            cache,
             client,
             unit: unit.clone(),
             repo,
@@ -152,6 +156,7 @@ impl Engine {
             cache_timeout: Duration::from_secs(60),
             known_inventory: None,
             parent_watch: None,
+            last_desired: None,
         })
     }
 
@@ -229,6 +234,7 @@ impl Engine {
         // A push waits for what it changed; unchanged objects re-sent after that do not count.
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
 
+        self.last_desired = Some((revision.clone(), desired.clone()));
         if self.unit.prune && !changes.has_failures() {
             let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
             self.prune_and_narrow(inputs, &widened, &mut changes).await?;
@@ -238,6 +244,36 @@ impl Engine {
             revision,
             changes,
             skipped_files,
+            duration: started.elapsed(),
+            applied_at,
+        })
+    }
+
+    /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
+    /// decision 9): planned from the cache, applied stage by stage; no fetch, no inventory
+    /// write, no prune. `None` before the first sync, or when git holds none of `objects`.
+    pub async fn heal(&mut self, objects: &std::collections::BTreeSet<ObjectRef>) -> Option<Report> {
+        let started = Instant::now();
+        let (revision, last) = self.last_desired.as_ref()?;
+        let desired: Vec<Desired> = last.iter().filter(|d| objects.contains(&d.object)).cloned().collect();
+        let revision = revision.clone();
+        if desired.is_empty() {
+            return None;
+        }
+        let mut changes = ChangeSet::default();
+        let stages = self.plan_stages(&desired, &mut changes).await.ok()?;
+        let mut blocked = Blocked::default();
+        for (stage, steps) in stages {
+            changes.extend(
+                apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
+            );
+        }
+        let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
+        Some(Report {
+            unit: self.unit.name.clone(),
+            revision,
+            changes,
+            skipped_files: Vec::new(),
             duration: started.elapsed(),
             applied_at,
         })
