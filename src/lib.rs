@@ -15,7 +15,8 @@
 //! - [`apply`] — executes a plan stage by stage, one request per desired object in the common
 //!   case, with server-side apply or `update` mode (Get-Modify-Update with optimistic
 //!   locking) per object; takes over fields of `kubectl apply`; returns a change set.
-//! - [`prune`] — deletes inventory members that git no longer holds, in reverse stage order.
+//! - [`prune`] — deletes inventory members that git no longer holds, in reverse stage order,
+//!   only after re-checking each is still a member and that no Namespace or CRD takes others.
 //! - [`changeset`] — the result of a sync: one entry per object with its action.
 //! - [`sync`] — the engine that runs one sync of one unit through all of the above.
 //! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
