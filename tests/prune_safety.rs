@@ -292,3 +292,44 @@ async fn a_member_of_a_crd_version_no_longer_served_is_kept_and_pruned_once_serv
     assert!(pruned, "g1 is pruned once its kind is served again");
     assert!(gadget_api.get_opt("g1").await.unwrap().is_none());
 }
+
+#[tokio::test]
+async fn an_invalid_apply_mode_on_a_pending_custom_resource_stops_the_revision_before_its_crd_is_applied() {
+    let env = common::setup("pending-mode").await;
+    let group = format!("{}.gitward.dev", env.namespace);
+    let repo = common::GitRepo::new();
+    let crd = serde_json::to_string(&gadget_crd(&group, true)).unwrap();
+    repo.write("crd.json", &crd);
+    repo.write(
+        "gadget.yaml",
+        &format!(
+            "apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\n  annotations:\n    gitward.dev/apply-mode: replace\n"
+        ),
+    );
+    repo.commit_and_push("a CRD and a custom resource with a bad apply mode");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let err = engine.sync().await.expect_err("a bad annotation stops the revision");
+    let text = err.to_string();
+    assert!(text.contains("gadget.yaml") && text.contains("gitward.dev/apply-mode"), "{text}");
+    let crds = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env.client.clone(), &crds);
+    assert!(crd_api.get_opt(&format!("gadgets.{group}")).await.unwrap().is_none(), "nothing was applied");
+}
+
+#[tokio::test]
+async fn a_tree_deeper_than_the_cap_is_skipped_and_blocks_the_prune() {
+    let mut u = unit("deep", &[("e.yaml", cm("e"))]).await;
+    let deep: String = (0..=gitward::source::MAX_TREE_DEPTH).map(|i| format!("d{i}/")).collect();
+    u.repo.write(&format!("{deep}e.yaml"), &cm("e"));
+    u.repo.remove("e.yaml");
+    u.repo.commit_and_push("e moves very deep");
+    let report = u.engine.sync().await.expect("sync");
+    assert!(report.skipped_files.iter().any(|s| s.reason.contains("directory levels")), "{:?}", report.skipped_files);
+    assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
+    assert!(u.configmaps().get_opt("e").await.unwrap().is_some());
+}

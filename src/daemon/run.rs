@@ -92,6 +92,9 @@ impl Units {
             if let Some(r) = self.running.remove(&name) {
                 r.task.abort();
             }
+            if !wanted.contains_key(name.as_str()) {
+                self.metrics.forget_unit(&name);
+            }
         }
         self.status.retain(&config.units.iter().map(|u| u.name.clone()).collect::<Vec<_>>());
         for unit in &config.units {
@@ -149,14 +152,16 @@ impl Units {
     }
 }
 
-/// Asks units to stop after their in-flight sync, waits up to `grace`, then aborts.
+/// Asks units to stop after their in-flight sync, waits up to `grace` for all of them (one
+/// deadline, not one per unit), then aborts those still running.
 async fn stop(units: Vec<RunningUnit>, grace: Duration) {
     for r in &units {
         let _ = r.stop.send(true);
     }
+    let deadline = tokio::time::Instant::now() + grace;
     for r in units {
         let abort = r.task.abort_handle();
-        if tokio::time::timeout(grace, r.task).await.is_err() {
+        if tokio::time::timeout_at(deadline, r.task).await.is_err() {
             abort.abort();
         }
     }

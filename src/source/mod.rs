@@ -31,6 +31,7 @@ use crate::manifest::TreeFile;
 pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use mirror::configure_network_timeouts;
+pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
 
 /// What one sync unit wants from git: which repository, which reference, which subdirectory.
 ///

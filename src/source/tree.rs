@@ -10,6 +10,9 @@ use crate::manifest::{TreeFile, is_manifest_path};
 const MODE_FILE: i32 = 0o100644;
 const MODE_EXECUTABLE: i32 = 0o100755;
 const MODE_SYMLINK: i32 = 0o120000;
+/// Directory levels below the unit's path that are followed; a deeper tree is skipped (and
+/// the listing marked partial, so nothing is pruned), which bounds the recursion.
+pub const MAX_DEPTH: usize = 64;
 
 /// See [`super::Source::list_files`].
 pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revision) -> Result<Listing> {
@@ -24,7 +27,7 @@ pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revisi
         revision: revision.clone(),
         path: path.clone(),
     })?;
-    let mut walk = Walk { repo, unit, limit: spec.max_file_bytes, listing: Listing::default() };
+    let mut walk = Walk { repo, unit, limit: spec.max_file_bytes, listing: Listing::default(), depth: 0 };
     walk.tree(&tree, &path)?;
     walk.listing.files.sort_by(|a, b| a.path.cmp(&b.path));
     walk.listing.skipped.sort();
@@ -61,6 +64,8 @@ struct Walk<'r> {
     unit: &'r str,
     limit: u64,
     listing: Listing,
+    /// Directory levels below the unit's path of the tree being visited.
+    depth: usize,
 }
 
 impl Walk<'_> {
@@ -82,10 +87,17 @@ impl Walk<'_> {
     /// Recurses into directories, lists manifests, skips links and submodules.
     fn entry(&mut self, entry: &TreeEntry<'_>, path: String) -> Result<()> {
         match (entry.kind(), entry.filemode()) {
+            (Some(ObjectType::Tree), _) if self.depth >= MAX_DEPTH => {
+                self.skip(path, &format!("deeper than {MAX_DEPTH} directory levels: not followed"), true);
+                Ok(())
+            }
             (Some(ObjectType::Tree), _) => {
                 let tree = self.repo.find_tree(entry.id());
                 let tree = tree.map_err(|e| Error::git(self.unit, "read tree", &e))?;
-                self.tree(&tree, &path)
+                self.depth += 1;
+                let listed = self.tree(&tree, &path);
+                self.depth -= 1;
+                listed
             }
             (Some(ObjectType::Blob), MODE_FILE | MODE_EXECUTABLE) => self.file(entry.id(), path),
             (Some(ObjectType::Blob), MODE_SYMLINK) => {

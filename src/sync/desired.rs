@@ -57,6 +57,12 @@ pub async fn resolve(
         .filter(|m| m.gk.group == "apiextensions.k8s.io" && m.gk.kind == "CustomResourceDefinition")
         .filter_map(|m| defined_kind(&m.body))
         .collect();
+    // Every object's annotation is checked before anything is applied, pending custom resources
+    // included (they are built only after their CRD was applied).
+    for m in &manifests {
+        let value = m.body.pointer(&format!("/metadata/annotations/{}", APPLY_MODE.replace('/', "~1")));
+        apply_mode(value.and_then(Value::as_str), &origin(m))?;
+    }
     let mut out = Resolution::default();
     let mut seen: HashMap<ObjectRef, String> = HashMap::new();
     for m in manifests {
@@ -117,18 +123,26 @@ pub fn build(
     let meta = metadata(&mut body);
     let annotation = |key: &str| meta.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
     let recreate = defaults.recreate || annotation(RECREATE) == Some("enabled");
-    let mode = match annotation(APPLY_MODE) {
-        None => defaults.apply_mode,
-        Some("update") => ApplyMode::Update,
-        Some("server-side-apply") => ApplyMode::ServerSideApply,
-        Some(other) => {
-            let message = format!("`{other}` is not an apply mode; use `update` or `server-side-apply`");
-            return Err(Error::InvalidAnnotation { origin, annotation: APPLY_MODE.into(), message });
-        }
-    };
+    let mode = apply_mode(annotation(APPLY_MODE), &origin)?.unwrap_or(defaults.apply_mode);
     string_map(meta, "labels").insert(PART_OF.into(), Value::String(defaults.applyset_id.clone()));
     string_map(meta, "annotations").insert(DESIRED_HASH.into(), Value::String(hash.clone()));
     Ok(Desired { object, resource, body, hash, origin, recreate, mode })
+}
+
+/// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.
+///
+/// Errors: [`Error::InvalidAnnotation`] for any other value.
+fn apply_mode(value: Option<&str>, origin: &str) -> Result<Option<ApplyMode>> {
+    match value {
+        None => Ok(None),
+        Some("update") => Ok(Some(ApplyMode::Update)),
+        Some("server-side-apply") => Ok(Some(ApplyMode::ServerSideApply)),
+        Some(other) => Err(Error::InvalidAnnotation {
+            origin: origin.to_string(),
+            annotation: APPLY_MODE.into(),
+            message: format!("`{other}` is not an apply mode; use `update` or `server-side-apply`"),
+        }),
+    }
 }
 
 fn metadata(body: &mut Value) -> &mut Map<String, Value> {
