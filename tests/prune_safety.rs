@@ -333,3 +333,36 @@ async fn a_tree_deeper_than_the_cap_is_skipped_and_blocks_the_prune() {
     assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
     assert!(u.configmaps().get_opt("e").await.unwrap().is_some());
 }
+
+#[tokio::test]
+async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds() {
+    let env = common::setup("two-writers").await;
+    let (repo_a, repo_b) = (common::GitRepo::new(), common::GitRepo::new());
+    repo_a.write("a.yaml", &cm("a"));
+    repo_a.commit_and_push("a");
+    repo_b.write("s.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s1\nstringData:\n  k: v\n");
+    repo_b.commit_and_push("s1");
+    let (state_a, state_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    // The same unit (same ApplySet parent) run from two places, neither pruning.
+    let config_a =
+        common::config(state_a.path(), &common::unit_toml("app", &repo_a.bare(), "", &env.namespace, "prune = false"));
+    let config_b =
+        common::config(state_b.path(), &common::unit_toml("app", &repo_b.bare(), "", &env.namespace, "prune = false"));
+    let mut a = common::engine(&env.client, &config_a, "app").await;
+    let mut b = common::engine(&env.client, &config_b, "app").await;
+    a.sync().await.expect("a syncs");
+    b.sync().await.expect("b syncs");
+    // a knows the parent as it wrote it; b has written it since. a's next widen must keep b's.
+    repo_a.write("e.yaml", &cm("e"));
+    repo_a.commit_and_push("e");
+    let report = a.sync().await.expect("a syncs again");
+    assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
+    let parent = a.inventory().parent.clone();
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), parent.namespace.as_deref().unwrap());
+    let live = secrets.get(&parent.name).await.unwrap();
+    let kinds = live.metadata.annotations.unwrap()["applyset.kubernetes.io/contains-group-kinds"].clone();
+    assert_eq!(kinds, "ConfigMap,Secret", "b's kind survives a's write");
+    let record = String::from_utf8(live.data.unwrap()["gitward.dev-members"].0.clone()).unwrap();
+    let ns = &env.namespace;
+    assert_eq!(record, format!("ConfigMap/{ns}/a\nConfigMap/{ns}/e\nSecret/{ns}/s1\n"));
+}
