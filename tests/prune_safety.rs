@@ -366,3 +366,84 @@ async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds(
     let ns = &env.namespace;
     assert_eq!(record, format!("ConfigMap/{ns}/a\nConfigMap/{ns}/e\nSecret/{ns}/s1\n"));
 }
+
+#[tokio::test]
+async fn no_prune_while_a_watched_kind_has_had_a_watch_error_since_its_last_list() {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    let env = common::setup("watch-error").await;
+    let group = format!("{}.gitward.dev", env.namespace);
+    let crds = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env.client.clone(), &crds);
+    let crd_name = format!("gadgets.{group}");
+    let owner = PatchParams::apply("test-crd-owner").force();
+    crd_api.patch(&crd_name, &owner, &Patch::Apply(gadget_crd(&group, true))).await.expect("install CRD");
+    let established = common::eventually(std::time::Duration::from_secs(20), || async {
+        let crd = crd_api.get(&crd_name).await.unwrap();
+        crd.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+    })
+    .await;
+    assert!(established);
+
+    // The limited identity may do everything gitward needs with these gadgets and Secrets.
+    let name = env.namespace.clone();
+    let all = ["get", "list", "watch", "create", "patch", "update", "delete"];
+    let role = |verbs: &[&str]| -> ClusterRole {
+        serde_json::from_value(json!({"metadata": {"name": name},
+            "rules": [{"apiGroups": [group], "resources": ["gadgets"], "verbs": verbs}]}))
+        .unwrap()
+    };
+    let roles: Api<ClusterRole> = Api::all(env.client.clone());
+    roles.create(&PostParams::default(), &role(&all)).await.unwrap();
+    let binding = |kind: &str| {
+        json!({"metadata": {"name": name, "namespace": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+            "kind": kind, "name": name}, "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "limited"}]})
+    };
+    let crbs: Api<ClusterRoleBinding> = Api::all(env.client.clone());
+    crbs.create(&PostParams::default(), &serde_json::from_value(binding("ClusterRole")).unwrap()).await.unwrap();
+    let secret_role: Role = serde_json::from_value(json!({"metadata": {"name": name, "namespace": name},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": all}]}))
+    .unwrap();
+    Api::<Role>::namespaced(env.client.clone(), &name).create(&PostParams::default(), &secret_role).await.unwrap();
+    let rb: RoleBinding = serde_json::from_value(binding("Role")).unwrap();
+    Api::<RoleBinding>::namespaced(env.client.clone(), &name).create(&PostParams::default(), &rb).await.unwrap();
+
+    let repo = common::GitRepo::new();
+    for i in 1..=5 {
+        repo.write(&format!("g{i}.yaml"), &format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g{i}\n"));
+    }
+    repo.commit_and_push("five gadgets");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let limited = common::limited("gitward-test-limited-watch").await;
+    let mut engine = common::engine(&limited, &config, "app").await;
+    let first = engine.sync().await.expect("first sync");
+    assert_eq!(first.changes.counts().created, 5, "{:#?}", common::actions(&first));
+
+    // List and watch are revoked; a change of the CRD ends its open watches, and the watch,
+    // restarting, now fails: the cache can no longer be trusted.
+    roles.replace(&name, &PostParams::default(), &role(&["get", "create", "patch", "update", "delete"])).await.unwrap();
+    let mut crd = gadget_crd(&group, true);
+    crd["spec"]["versions"][0]["additionalPrinterColumns"] =
+        json!([{"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"}]);
+    crd_api.patch(&crd_name, &owner, &Patch::Apply(crd)).await.expect("change the CRD");
+    let stale =
+        common::eventually(std::time::Duration::from_secs(30), || async { !engine.cache().stale_kinds().is_empty() })
+            .await;
+    assert!(stale, "the watch never failed");
+
+    repo.remove("g5.yaml");
+    repo.commit_and_push("g5 leaves git");
+    let report = engine.sync().await.expect("sync");
+    assert_eq!(report.changes.counts().pruned, 0, "{:#?}", common::actions(&report));
+    let refused = report.changes.prune_refused.as_deref().expect("prune refused");
+    assert!(refused.contains("cannot be trusted"), "{refused}");
+    let gadgets =
+        ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let admin_gadgets: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &name, &gadgets);
+    assert!(admin_gadgets.get_opt("g5").await.unwrap().is_some(), "g5 must not be pruned from a stale cache");
+}
