@@ -394,3 +394,15 @@ async fn logs_name_the_reason_but_never_the_secret_or_signature() {
         assert!(!text.contains(leak), "logs contain {leak:?}:\n{text}");
     }
 }
+
+#[tokio::test]
+async fn a_client_that_never_sends_its_body_gets_408_and_frees_the_listener() {
+    let h = Harness::new(Some(SECRET));
+    let never = futures::stream::pending::<Result<Vec<u8>, std::io::Error>>();
+    let request = axum::http::Request::post("/hooks/git")
+        .header("X-Hub-Signature-256", github_signature(SECRET, PUSH_MAIN))
+        .body(Body::from_stream(never))
+        .unwrap();
+    let response = http::router(h.state.clone()).oneshot(request).await.unwrap();
+    assert_eq!(response.status(), 408, "answered after REQUEST_TIMEOUT ({:?})", http::REQUEST_TIMEOUT);
+}

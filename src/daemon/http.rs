@@ -32,6 +32,13 @@ use super::webhook;
 /// hash.
 pub const BODY_LIMIT: usize = 1 << 20;
 
+/// How long one request may take, body read included; a slower one gets 408. Bounds what a
+/// client that sends headers and then nothing can hold.
+pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Requests served at once; more wait (the listener is for webhooks, probes and scrapes).
+pub const MAX_CONCURRENT_REQUESTS: usize = 64;
+
 /// One unit as the webhook route sees it: (unit name, its configured ref — a branch, tag,
 /// full ref or commit SHA — and the sender of its trigger channel).
 pub type UnitRoute = (String, String, mpsc::Sender<Trigger>);
@@ -100,7 +107,10 @@ impl HttpState {
     }
 }
 
-/// The routes of the module doc, over `state`. Exposed so tests can drive it without a socket
+/// The routes of the module doc, over `state`, behind tower layers: at most
+/// [`MAX_CONCURRENT_REQUESTS`] at once (tower), each within [`REQUEST_TIMEOUT`] (else 408,
+/// tower-http). Bodies over [`BODY_LIMIT`] are refused with 413 by the webhook handler itself,
+/// declared or streamed, before it buffers them. Exposed so tests can drive it without a socket
 /// (`tower::ServiceExt::oneshot`).
 pub fn router(state: HttpState) -> Router {
     Router::new()
@@ -109,6 +119,8 @@ pub fn router(state: HttpState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
         .with_state(state)
+        .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
+        .layer(tower::limit::ConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS))
 }
 
 /// Serves [`router`] on an already-bound `listener` (HTTP/1.1) until `shutdown` completes, then
