@@ -447,3 +447,29 @@ async fn no_prune_while_a_watched_kind_has_had_a_watch_error_since_its_last_list
     let admin_gadgets: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &name, &gadgets);
     assert!(admin_gadgets.get_opt("g5").await.unwrap().is_some(), "g5 must not be pruned from a stale cache");
 }
+
+#[tokio::test]
+async fn a_crd_leaving_git_while_custom_resources_that_are_not_members_exist_is_not_deleted() {
+    let env_group = common::unique("crd-cascade");
+    let group = format!("{env_group}.gitward.dev");
+    let crd = serde_json::to_string(&gadget_crd(&group, true)).unwrap();
+    let mut u = unit("crd-cascade", &[("crd.json", crd)]).await;
+    // Someone else's custom resource of that kind.
+    let gadgets =
+        ApiResource::from_gvk_with_plural(&kube::api::GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let api: Api<kube::api::DynamicObject> = Api::namespaced_with(u.env.client.clone(), &u.env.namespace, &gadgets);
+    let theirs: kube::api::DynamicObject = serde_json::from_value(
+        json!({"apiVersion": format!("{group}/v1"), "kind": "Gadget", "metadata": {"name": "theirs"}}),
+    )
+    .unwrap();
+    api.create(&PostParams::default(), &theirs).await.expect("create their gadget");
+
+    u.repo.remove("crd.json");
+    u.repo.commit_and_push("the CRD leaves git");
+    let report = u.engine.sync().await.expect("sync");
+    let entry = report.changes.entries.iter().find(|e| e.object.gk.kind == "CustomResourceDefinition").expect("entry");
+    assert_eq!(entry.action, Action::Skipped, "{entry:?}");
+    let msg = entry.message.as_deref().unwrap();
+    assert!(msg.contains("1 objects") && msg.contains(&format!("Gadget/{}/theirs", u.env.namespace)), "{msg}");
+    assert!(api.get_opt("theirs").await.unwrap().is_some(), "their custom resource must survive");
+}
