@@ -473,3 +473,46 @@ async fn a_crd_leaving_git_while_custom_resources_that_are_not_members_exist_is_
     assert!(msg.contains("1 objects") && msg.contains(&format!("Gadget/{}/theirs", u.env.namespace)), "{msg}");
     assert!(api.get_opt("theirs").await.unwrap().is_some(), "their custom resource must survive");
 }
+
+#[tokio::test]
+async fn members_of_a_deleted_crd_leave_the_inventory_once_it_is_confirmed_gone() {
+    let env_probe = common::setup("gone-crd").await;
+    let group = format!("{}.gitward.dev", env_probe.namespace);
+    let crds = ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env_probe.client.clone(), &crds);
+    let crd_name = format!("gadgets.{group}");
+    let owner = PatchParams::apply("test-crd-owner").force();
+    crd_api.patch(&crd_name, &owner, &Patch::Apply(gadget_crd(&group, true))).await.expect("install CRD");
+    let established = common::eventually(std::time::Duration::from_secs(20), || async {
+        let crd = crd_api.get(&crd_name).await.unwrap();
+        crd.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+    })
+    .await;
+    assert!(established);
+    let gadget = format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\n");
+    let mut u = unit("gone-crd", &[("g1.yaml", gadget)]).await;
+
+    // The CRD is deleted (its custom resources with it) and g1 leaves git.
+    crd_api.delete(&crd_name, &DeleteParams::default()).await.expect("delete CRD");
+    let deleted = common::eventually(std::time::Duration::from_secs(30), || async {
+        crd_api.get_opt(&crd_name).await.unwrap().is_none()
+    })
+    .await;
+    assert!(deleted, "CRD deleted");
+    u.repo.remove("g1.yaml");
+    u.repo.commit_and_push("g1 leaves git");
+    let report = u.engine.sync().await.expect("sync");
+    assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
+    let parent = u.engine.inventory().parent.clone();
+    let secrets: Api<Secret> = Api::namespaced(u.env.client.clone(), parent.namespace.as_deref().unwrap());
+    let live = secrets.get(&parent.name).await.unwrap();
+    let kinds = live.metadata.annotations.unwrap()["applyset.kubernetes.io/contains-group-kinds"].clone();
+    assert_eq!(kinds, "ConfigMap", "the kind of a confirmed-gone CRD is narrowed away");
+    let record = String::from_utf8(live.data.unwrap()["gitward.dev-members"].0.clone()).unwrap();
+    assert!(!record.contains("Gadget"), "{record}");
+}

@@ -126,3 +126,33 @@ impl Discovery {
         self.resolve(client, &format!("{}/{version}", gk.group), &gk.kind).await
     }
 }
+
+/// True when the API group `group` is confirmed gone: no CustomResourceDefinition
+/// (`<plural>.<group>`) and no APIService (`<version>.<group>`) names it (two metadata LISTs).
+/// Only then may members of a kind of it that discovery no longer serves be dropped from the
+/// inventory; a failed LIST, the core group, or any such object present is "not confirmed"
+/// (a version no longer served, an aggregated API down).
+pub async fn group_gone(client: &kube::Client, group: &str) -> bool {
+    use kube::api::{Api, DynamicObject, ListParams};
+    use kube::core::{GroupVersionKind, PartialObjectMeta};
+    if group.is_empty() {
+        return false;
+    }
+    let kinds = [
+        ("apiextensions.k8s.io", "v1", "CustomResourceDefinition", "customresourcedefinitions"),
+        ("apiregistration.k8s.io", "v1", "APIService", "apiservices"),
+    ];
+    let suffix = format!(".{group}");
+    for (g, v, kind, plural) in kinds {
+        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(g, v, kind), plural);
+        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &resource);
+        match api.list_metadata(&ListParams::default()).await {
+            Ok(list) if list.items.iter().any(|i| i.metadata.name.as_deref().is_some_and(|n| n.ends_with(&suffix))) => {
+                return false;
+            }
+            Ok(_) => {}
+            Err(_) => return false,
+        }
+    }
+    true
+}

@@ -501,10 +501,26 @@ impl Engine {
     ) -> Result<()> {
         let remaining = self.cache.snapshot();
         let wanted: std::collections::BTreeSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
+        // Members of kinds not served now stay recorded unless their API group is confirmed gone
+        // (its CRD deleted: the objects went with it).
+        let mut unserved_groups: Vec<&str> =
+            widened.members.iter().filter(|r| !resources.contains_key(&r.gk)).map(|r| r.gk.group.as_str()).collect();
+        unserved_groups.sort_unstable();
+        unserved_groups.dedup();
+        let mut gone = std::collections::BTreeSet::new();
+        for group in unserved_groups {
+            if crate::cluster::discovery::group_gone(&self.client, group).await {
+                gone.insert(group.to_string());
+            }
+        }
         let members: Vec<ObjectRef> = widened
             .members
             .iter()
-            .filter(|r| wanted.contains(r) || remaining.contains_key(r) || !resources.contains_key(&r.gk))
+            .filter(|r| {
+                wanted.contains(r)
+                    || remaining.contains_key(r)
+                    || (!resources.contains_key(&r.gk) && !gone.contains(&r.gk.group))
+            })
             .cloned()
             .collect();
         let live = Contents::of(remaining.keys()).union(&Contents::of(members.iter()));
