@@ -472,3 +472,30 @@ async fn a_bound_pvc_in_update_mode_with_recreate_keeps_its_volume_and_is_never_
     assert_eq!(live.metadata.uid, uid, "the claim was not re-created");
     assert_eq!(live.spec.unwrap().volume_name.as_deref(), Some("pv-data"));
 }
+
+#[tokio::test]
+async fn a_post_that_finds_a_controllers_child_does_not_adopt_it() {
+    let env = common::setup("no-adopt").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let owner = configmaps
+        .create(&PostParams::default(), &serde_json::from_value(json!({"metadata": {"name": "owner"}})).unwrap())
+        .await
+        .unwrap();
+    let child = json!({"metadata": {"name": "child", "ownerReferences": [{"apiVersion": "v1", "kind": "ConfigMap",
+        "name": "owner", "uid": owner.metadata.uid, "controller": true}]}, "data": {"theirs": "1"}});
+    configmaps.create(&PostParams::default(), &serde_json::from_value(child).unwrap()).await.unwrap();
+
+    let repo = common::GitRepo::new();
+    repo.write("child.yaml", &cm("child", &[("ours", "1")]));
+    repo.commit_and_push("a ConfigMap of the same name as a controller's child");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "apply_mode = \"update\"");
+    let mut engine = common::engine(&env.client, &common::config(state.path(), &unit), "app").await;
+    let r = engine.sync().await.expect("sync");
+    let e = entry(&r, "child");
+    assert_eq!(e.action, Action::Failed, "{e:?}");
+    assert!(e.message.as_deref().unwrap().contains("controller ownerReference"), "{e:?}");
+    let live = configmaps.get("child").await.unwrap();
+    assert_eq!(live.data.unwrap(), BTreeMap::from([("theirs".into(), "1".into())]), "left as the controller wrote it");
+    assert!(!live.metadata.labels.unwrap_or_default().contains_key(PART_OF));
+}
