@@ -423,6 +423,7 @@ async fn a_field_fight_with_an_hpa_is_backed_off_heals_only_that_object_and_is_r
     }
     let deployment_patches = gitward_requests(&env.namespace, "deployments", "patch") - before.0;
     let configmap_patches = gitward_requests(&env.namespace, "configmaps", "patch") - before.1;
+    eprintln!("field fight: {deployment_patches} Deployment patches, {configmap_patches} ConfigMap patches in 20 s");
     // Debounce alone (500 ms) would re-apply ~30 times in 20 s; the per-object backoff
     // (0.5, 1, 2, 4, 8, 16 s) allows at most 6 corrections in that time.
     assert!((1..=8).contains(&deployment_patches), "{deployment_patches} patches of the Deployment in 20 s");
