@@ -164,8 +164,13 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
     let base = format!("[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\n\n");
     let good = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
     let missing = common::unit_toml("missing", &dir.path().join("no-such-repo.git"), "", &env.namespace, "");
-    std::fs::write(&config, format!("{base}{good}{missing}")).unwrap();
+    let extra_ns = common::unique("signals-extra");
+    common::create_namespace(&env.client, &extra_ns).await;
+    let extra = common::unit_toml("extra", &repo.bare(), "", &extra_ns, "");
+    std::fs::write(&config, format!("{base}{good}{missing}{extra}")).unwrap();
     let mut daemon = common::Daemon::start(&config, port, &[]);
+    let tracked_extra = || daemon.metric_sum("gitward_tracked_objects", &["unit=\"extra\""]);
+    assert!(common::eventually(WAIT, || async { tracked_extra() > 0.0 }).await, "{}", daemon.log_text());
 
     // /readyz is 503 while a unit has not synced (its repository does not exist) …
     let unready = common::eventually(WAIT, || async {
@@ -178,6 +183,12 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
     std::fs::write(&config, format!("{base}{good}")).unwrap();
     daemon.signal("HUP");
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    // The unit that left the config (extra, removed too) stops being exported.
+    let gone = common::eventually(WAIT, || async {
+        daemon.get("/metrics").is_some_and(|(_, body)| !body.contains("gitward_tracked_objects{unit=\"extra\"}"))
+    })
+    .await;
+    assert!(gone, "gauges of a removed unit are forgotten");
 
     // A broken config is logged and the old one kept.
     std::fs::write(&config, "[daemon]\nbogus = 1\n").unwrap();
