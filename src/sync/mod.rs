@@ -12,7 +12,7 @@ pub mod desired;
 pub mod diff;
 pub mod repo;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams};
@@ -353,13 +353,24 @@ impl Engine {
         for m in &pending {
             self.discovery.forget(&m.api_version);
         }
+        // Kinds still not served after waiting for discovery: their other objects fail at once.
+        let mut unserved: HashSet<(String, String)> = HashSet::new();
         for m in pending {
             let guess = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
             if let Some(reason) = blocked.reason(&guess) {
                 changes.push(guess, Action::Skipped, Some(reason));
                 continue;
             }
-            match self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? {
+            let key = (m.api_version.clone(), m.gk.kind.clone());
+            let resolved = if unserved.contains(&key) {
+                None
+            } else {
+                self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?
+            };
+            if resolved.is_none() {
+                unserved.insert(key);
+            }
+            match resolved {
                 Some(r) => {
                     let ns = r.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone()));
                     let object = ObjectRef::new(m.gk.clone(), ns, &m.name);
