@@ -152,7 +152,7 @@ mod tests {
     use serde_json::json;
 
     const EDGE_CASES: &str =
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/yaml-edge-cases/edge-cases.yaml"));
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/yaml-edge-cases/edge-cases.yaml"));
 
     fn parse(text: &str) -> Result<Loaded> {
         parse_file("test.yaml", text.as_bytes())
