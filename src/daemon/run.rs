@@ -198,6 +198,19 @@ fn summary(status: &Status) -> String {
         .join("; ")
 }
 
+/// Logs the version of each render tool at start; a missing one is a warning only when a unit
+/// may need it (its `render` is not `plain`).
+fn log_render_tools(config: &Config) {
+    let may_render = config.units.iter().any(|u| u.render != crate::config::RenderMode::Plain);
+    for (tool, found) in crate::render::tool_versions(&config.render) {
+        match found {
+            Ok((path, version)) => info!(tool, version, path = %path.display(), "render tool"),
+            Err(reason) if may_render => warn!(tool, reason, "render tool unavailable"),
+            Err(_) => {}
+        }
+    }
+}
+
 /// Runs the daemon with the config at `config_path` until `shutdown` completes.
 ///
 /// `listener`: an already-bound HTTP listener, else `[daemon] listen` is bound, else none.
@@ -208,6 +221,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
     let config_path: PathBuf = config_path.to_path_buf();
     let mut config = Config::load(&config_path)?;
     let client = crate::cluster::connect(&config.cluster).await?;
+    log_render_tools(&config);
     let status = Status::default();
     let metrics = Arc::new(Metrics::new());
     let http_state = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());

@@ -43,6 +43,10 @@ pub enum Error {
     /// A manifest could not be parsed or is not a valid object.
     #[error(transparent)]
     Manifest(#[from] crate::manifest::Error),
+    /// Rendering the unit's path (kustomize, Helm, SOPS) failed: bad input, like a parse
+    /// error; the message names the unit, the path and the tool.
+    #[error(transparent)]
+    Render(#[from] crate::render::Error),
     /// Two documents describe the same object.
     #[error("{object}: defined twice, in {first} and in {second}")]
     Duplicate {
@@ -183,7 +187,7 @@ impl Engine {
     /// apply stage by stage, prune, narrow the inventory.
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
-        let loaded = self.repo.load(&revision).await?;
+        let loaded = self.load(&revision).await?;
         let skipped_files = loaded.skipped;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
@@ -245,6 +249,15 @@ impl Engine {
             duration: started.elapsed(),
             applied_at,
         })
+    }
+
+    /// Loads the revision's manifests; a unit that renders with Helm first learns the
+    /// cluster's capabilities (once per engine).
+    async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
+        if self.repo.needs_capabilities(revision).await? {
+            self.repo.set_capabilities(crate::render::capabilities(&self.client).await?);
+        }
+        self.repo.load(revision).await
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
