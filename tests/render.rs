@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, PostParams};
 use serde_json::json;
@@ -148,14 +148,15 @@ async fn install_widget_crd(client: &kube::Client) {
 #[tokio::test]
 async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
     let env = common::setup("helm").await;
-    let ns = env.namespace.clone();
+    // A namespace nobody made: `create_namespace` makes it, inventory parent and all.
+    let ns = common::unique("helm-created");
     install_widget_crd(&env.client).await;
     let repo = common::GitRepo::new();
     repo.copy_dir(&common::fixtures().join("render/helm/charts"), "charts");
     repo.copy_dir(&common::fixtures().join("render/helm/values"), "values");
     repo.commit_and_push("guestbook chart");
     let state = tempfile::tempdir().unwrap();
-    let helm = "[sync.helm]\nrelease = \"shop\"\nvalues_files = [\"values/prod.yaml\"]\n\
+    let helm = "create_namespace = true\n[sync.helm]\nrelease = \"shop\"\nvalues_files = [\"values/prod.yaml\"]\n\
                 [sync.helm.values]\ncolor = \"blue\"\n";
     let config = config(state.path(), "", &common::unit_toml("chart", &repo.bare(), "charts/guestbook", &ns, helm));
     let mut engine = common::engine(&env.client, &config, "chart").await;
@@ -185,6 +186,9 @@ async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
     );
     assert!(report.skipped_files.iter().any(|s| s.reason.contains("Helm test hook")), "{:?}", report.skipped_files);
     assert_eq!(engine.repo().renders(), 1);
+    let namespace = Api::<Namespace>::all(env.client.clone()).get(&ns).await.unwrap();
+    let labels = namespace.metadata.labels.unwrap_or_default();
+    assert!(labels.contains_key("applyset.kubernetes.io/part-of"), "the created namespace is a member: {labels:?}");
 }
 
 /// Runs a tool binary with an empty environment (and HOME) in `cwd`; returns stdout.

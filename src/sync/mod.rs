@@ -203,6 +203,9 @@ impl Engine {
             None => self.inventory.read(&self.client).await?,
         };
         let parent_exists = existing.is_some();
+        if !parent_exists {
+            self.create_parent_namespace().await?;
+        }
         let previous = existing.unwrap_or_default();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let mut widened = previous.union(&wanted);
@@ -249,6 +252,23 @@ impl Engine {
             duration: started.elapsed(),
             applied_at,
         })
+    }
+
+    /// With `create_namespace`, when the ApplySet parent is to be created in the unit's own
+    /// namespace, that namespace must exist first: one server-side apply of the bare Namespace
+    /// (the sync then applies it in full, labelled, as a member of the inventory).
+    async fn create_parent_namespace(&self) -> Result<()> {
+        let namespace = self.unit.namespace.as_str();
+        if !self.unit.create_namespace || self.inventory.parent.namespace.as_deref() != Some(namespace) {
+            return Ok(());
+        }
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        let params = kube::api::PatchParams::apply(&self.apply.field_manager).force();
+        api.patch(namespace, &params, &kube::api::Patch::Apply(&body)).await.map_err(|source| {
+            crate::cluster::Error::InventoryFailed { parent: self.inventory.parent.to_string(), source }
+        })?;
+        Ok(())
     }
 
     /// Loads the revision's manifests; a unit that renders with Helm first learns the

@@ -167,7 +167,8 @@ fn load_plain(
     Ok(loaded)
 }
 
-/// Adds the unit's Namespace (`create_namespace`) unless the manifests hold it already.
+/// Adds the unit's Namespace (`create_namespace`, annotated `gitward.dev/prune: disabled`)
+/// unless the manifests hold it already.
 fn add_namespace(loaded: &mut Loaded, namespace: &str) {
     let gk = GroupKind::from_api_version("v1", "Namespace");
     if loaded.manifests.iter().any(|m| m.gk == gk && m.name == namespace) {
@@ -180,7 +181,10 @@ fn add_namespace(loaded: &mut Loaded, namespace: &str) {
         gk,
         name: namespace.to_owned(),
         namespace: None,
-        body: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}),
+        // Never pruned, as Argo CD never deletes a namespace CreateNamespace made: a prune
+        // would delete everything in it, the inventory parent too.
+        body: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "annotations": {"gitward.dev/prune": "disabled"}}}),
         hash_key: None,
     });
 }
