@@ -367,7 +367,7 @@ async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
     let kustomization = "apps/overlays/prod/kustomization.yaml";
     let cases = [
         ("syntax error", "resources: [../../base\n".to_owned(), "kustomize failed"),
-        ("missing base", overlay(&ns, &["../../nothere", "settings.yaml"]), "kustomize failed"),
+        ("missing base", overlay(&ns, &["../../nothere", "settings.yaml"]), "lstat apps/nothere: no such file"),
         (
             "remote base",
             overlay(&ns, &["github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v5.0.0", "settings.yaml"]),
@@ -381,11 +381,20 @@ async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
         repo.commit_and_push(name);
         let err = chain(&engine.sync().await.expect_err(name));
         assert!(err.contains(expected) && err.contains("apps/overlays/prod"), "{name}: {err}");
+        assert!(!err.contains("gitward-render-"), "{name}: scratch paths leak into the message: {err}");
         assert_eq!(settings().await.as_deref(), Some("hello from prod"), "{name}: the bad revision was applied");
         let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
         assert!(deployments.get_opt("prod-kustomize-guestbook-ui").await.unwrap().is_some(), "{name}: pruned");
     }
+    // A symbolic link that leaves the repository is refused before any tool runs.
     repo.write(kustomization, &overlay(&ns, &GOOD));
+    std::os::unix::fs::symlink("/etc/passwd", repo.work().join("apps/base/passwd.yaml")).unwrap();
+    repo.commit_and_push("a link out of the repository");
+    let err = chain(&engine.sync().await.expect_err("symlink"));
+    assert!(err.contains("apps/base/passwd.yaml: symbolic link to \"/etc/passwd\" leaves the repository"), "{err}");
+    assert_eq!(settings().await.as_deref(), Some("hello from prod"));
+    std::fs::remove_file(repo.work().join("apps/base/passwd.yaml")).unwrap();
+
     repo.write(
         "apps/overlays/prod/settings.yaml",
         &std::fs::read_to_string(common::fixtures().join("render/kustomize/apps/overlays/prod/settings.yaml")).unwrap(),
@@ -393,6 +402,15 @@ async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
     repo.commit_and_push("fixed");
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert!(common::actions(&report).values().all(|a| a == "unchanged"), "{:?}", common::actions(&report));
+
+    // A tool that is not there is named, with the unit.
+    let missing = tempfile::tempdir().unwrap();
+    let text = config_text(missing.path(), "", &unit)
+        .replace(tools_bin().join("kustomize").to_str().unwrap(), "/nonexistent/kustomize");
+    let broken = gitward::config::Config::from_toml(&text, missing.path(), "test.toml").unwrap();
+    let mut engine = common::engine(&env.client, &broken, "app").await;
+    let err = chain(&engine.sync().await.expect_err("missing kustomize"));
+    assert!(err.starts_with("app: kustomize not found (no file at /nonexistent/kustomize)"), "{err}");
 
     // Output over the cap.
     let small = tempfile::tempdir().unwrap();

@@ -417,9 +417,7 @@ impl Renderer {
                 unit: name.into(),
                 path: path.clone(),
                 tool: tool.name,
-                message: mask(&process::trim_message(
-                    &message.replace(&scratch.repo_path("").display().to_string(), ""),
-                )),
+                message: mask(&process::trim_message(&repository_paths(&message, &scratch))),
             },
             RunError::Timeout => {
                 Error::Timeout { unit: name.into(), path: path.clone(), tool: tool.name, timeout: limits.timeout }
@@ -524,6 +522,13 @@ impl Renderer {
             }
         }
     }
+}
+
+/// `message` with the scratch directory's paths made repository paths (`/tmp/…/repo/apps/x` →
+/// `apps/x`), as users know them.
+fn repository_paths(message: &str, scratch: &tree::Scratch) -> String {
+    let root = scratch.repo_path("").display().to_string();
+    message.replace(&format!("{root}/"), "").replace(&root, ".")
 }
 
 /// Decrypts, in the scratch directory, every written YAML/JSON file that is SOPS-encrypted.
