@@ -198,15 +198,24 @@ fn summary(status: &Status) -> String {
         .join("; ")
 }
 
-/// Logs the version of each render tool at start; a missing one is a warning only when a unit
-/// may need it (its `render` is not `plain`).
+/// Logs the version of each render tool at start. A missing tool is a warning when a unit
+/// asks for it by name (`render = "kustomize"`/`"helm"`, or `[sync.decryption]` for sops), and
+/// an info line otherwise (`render = "auto"` needs it only if the path turns out to hold a
+/// kustomization or a chart).
 fn log_render_tools(config: &Config) {
-    let may_render = config.units.iter().any(|u| u.render != crate::config::RenderMode::Plain);
+    use crate::config::RenderMode;
+    let needs = |tool: &str| {
+        config.units.iter().any(|u| match tool {
+            "kustomize" => u.render == RenderMode::Kustomize,
+            "helm" => u.render == RenderMode::Helm,
+            _ => u.decryption.is_some(),
+        })
+    };
     for (tool, found) in crate::render::tool_versions(&config.render) {
         match found {
             Ok((path, version)) => info!(tool, version, path = %path.display(), "render tool"),
-            Err(reason) if may_render => warn!(tool, reason, "render tool unavailable"),
-            Err(_) => {}
+            Err(reason) if needs(tool) => warn!(tool, reason, "render tool unavailable"),
+            Err(reason) => info!(tool, reason, "render tool unavailable"),
         }
     }
 }
