@@ -9,269 +9,34 @@
 //! build)`); the manifest reader parses them as it parses a file and does not know how they
 //! were made. Renders are cached by the content they read ([`RenderCache`]).
 //!
-//! Files: `tree` (scratch directory and materializer), `kustomize`, `helm`, [`sops`], `cache`
+//! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
+//! `kustomize`, `helm`, [`sops`], `cache`
 //! ([`RenderCache`]), `process` (running a tool within its limits).
 
 mod cache;
+mod error;
 mod helm;
 mod kustomize;
 mod process;
 pub mod sops;
+mod tool;
 mod tree;
 
-use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::collections::HashMap;
 
 use git2::{ObjectType, Oid, Repository, Tree};
 
 pub use cache::RenderCache;
+pub use error::{Error, Result};
 pub use helm::{Capabilities, capabilities};
 use process::{Limits, RunError};
 use sops::{Decryptor, HashKey};
+use tool::Tool;
+pub use tool::{ToolVersion, tool_versions};
 
-use crate::config::{RenderMode, RenderTools, SyncUnit};
+use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, parse_file};
 use crate::source::Revision;
-
-/// Why a render failed. All of these stop the revision as a parse error does (nothing
-/// applied, nothing pruned); only a new revision or a config change fixes them, except
-/// [`Error::Scratch`] and [`Error::Timeout`] on a loaded machine, which a retry may.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    /// The tool is not at its configured path nor on `PATH`.
-    #[error("{unit}: {tool} not found ({hint}); set [render] {tool} or put it on PATH")]
-    ToolMissing {
-        /// The unit that needs it.
-        unit: String,
-        /// `kustomize`, `helm` or `sops`.
-        tool: &'static str,
-        /// Where it was looked for.
-        hint: String,
-    },
-    /// The tool ran and failed; `message` is its own (trimmed, secrets masked).
-    #[error("{unit}: {path}: {tool} failed: {message}")]
-    ToolFailed {
-        /// The unit.
-        unit: String,
-        /// The repository path rendered.
-        path: String,
-        /// The tool.
-        tool: &'static str,
-        /// The tool's stderr, trimmed to its last lines, secret values masked.
-        message: String,
-    },
-    /// The tool ran past `[render] timeout` and was killed.
-    #[error("{unit}: {path}: {tool} did not finish within {}s and was killed", timeout.as_secs_f64())]
-    Timeout {
-        /// The unit.
-        unit: String,
-        /// The repository path rendered.
-        path: String,
-        /// The tool.
-        tool: &'static str,
-        /// The limit.
-        timeout: std::time::Duration,
-    },
-    /// The tool wrote more than `[render] max_output_bytes` and was killed.
-    #[error("{unit}: {path}: {tool} output is over the limit of {limit} bytes ([render] max_output_bytes)")]
-    OutputTooLarge {
-        /// The unit.
-        unit: String,
-        /// The repository path rendered.
-        path: String,
-        /// The tool.
-        tool: &'static str,
-        /// The limit in bytes.
-        limit: u64,
-    },
-    /// A kustomization names a remote resource and the unit does not set `allow_remote_bases`.
-    #[error(
-        "{file}: remote resource {resource:?} refused: a render reads only the revision (set allow_remote_bases = true in unit {unit} to allow it)"
-    )]
-    RemoteResource {
-        /// The unit.
-        unit: String,
-        /// The kustomization file.
-        file: String,
-        /// The resource as written.
-        resource: String,
-    },
-    /// A kustomization names a path above the repository root.
-    #[error("{file}: {reference:?} leaves the repository (unit {unit})")]
-    LeavesRepository {
-        /// The unit.
-        unit: String,
-        /// The kustomization file.
-        file: String,
-        /// The reference as written.
-        reference: String,
-    },
-    /// A symbolic link in the rendered tree points outside the repository.
-    #[error("{path}: symbolic link to {target:?} leaves the repository (unit {unit})")]
-    SymlinkLeavesTree {
-        /// The unit.
-        unit: String,
-        /// The link's repository path.
-        path: String,
-        /// Its target as stored.
-        target: String,
-    },
-    /// A values file named in `[sync.helm] values_files` is not in the revision.
-    #[error("{unit}: values file {path} not found at revision {revision}")]
-    ValuesFileMissing {
-        /// The unit.
-        unit: String,
-        /// The repository path.
-        path: String,
-        /// The revision.
-        revision: Revision,
-    },
-    /// A file is over the unit's `max_file_bytes`.
-    #[error("{unit}: file {path} is {size} bytes, over the limit of {limit} bytes")]
-    FileTooLarge {
-        /// The unit.
-        unit: String,
-        /// The repository path.
-        path: String,
-        /// Its size.
-        size: u64,
-        /// The unit's `max_file_bytes`.
-        limit: u64,
-    },
-    /// A SOPS-encrypted file, and the unit has no `[sync.decryption]`.
-    #[error("{file}: SOPS-encrypted, and unit {unit} has no [sync.decryption] age_key_file: refused")]
-    NoDecryptionKey {
-        /// The unit.
-        unit: String,
-        /// The repository path of the file.
-        file: String,
-    },
-    /// `sops` could not decrypt a file (wrong key, tampered file).
-    #[error("{file}: SOPS decryption failed (unit {unit}): {message}")]
-    DecryptFailed {
-        /// The unit.
-        unit: String,
-        /// The repository path of the file.
-        file: String,
-        /// sops's message, trimmed and masked.
-        message: String,
-    },
-    /// The age identity file could not be read.
-    #[error("{unit}: age key file {}: {message}", path.display())]
-    KeyFile {
-        /// The unit.
-        unit: String,
-        /// The configured path.
-        path: PathBuf,
-        /// The I/O error.
-        message: String,
-    },
-    /// A manifest made from decrypted content does not parse; the message is masked.
-    #[error("{message}")]
-    DecryptedUnreadable {
-        /// The manifest reader's message, secret values masked.
-        message: String,
-    },
-    /// The rendered stream does not parse as manifests.
-    #[error(transparent)]
-    Manifest(#[from] crate::manifest::Error),
-    /// The scratch directory could not be made or written.
-    #[error("{unit}: render scratch directory: {message}")]
-    Scratch {
-        /// The unit.
-        unit: String,
-        /// The I/O error.
-        message: String,
-    },
-    /// Reading the revision's objects failed.
-    #[error("{unit}: {path}: reading from git: {message}")]
-    Git {
-        /// The unit.
-        unit: String,
-        /// The repository path.
-        path: String,
-        /// libgit2's message.
-        message: String,
-    },
-}
-
-/// `Result` alias of this module.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// A located tool and its version.
-#[derive(Debug, Clone)]
-pub(crate) struct Tool {
-    name: &'static str,
-    path: PathBuf,
-    version: String,
-}
-
-impl Tool {
-    /// Finds `name` (configured path, else `PATH`) and asks its version (cached per path).
-    fn find(name: &'static str, configured: Option<&Path>, unit: &str) -> Result<Self> {
-        let missing = || Error::ToolMissing {
-            unit: unit.to_owned(),
-            tool: name,
-            hint: configured.map_or_else(|| "not on PATH".to_owned(), |p| format!("no file at {}", p.display())),
-        };
-        let path = process::locate(name, configured).ok_or_else(missing)?;
-        let version = version_of(name, &path).map_err(|message| Error::ToolFailed {
-            unit: unit.to_owned(),
-            path: path.display().to_string(),
-            tool: name,
-            message,
-        })?;
-        Ok(Self { name, path, version })
-    }
-}
-
-/// Versions already asked, per binary path.
-static VERSIONS: Mutex<BTreeMap<PathBuf, String>> = Mutex::new(BTreeMap::new());
-
-/// `kustomize version`, `helm version --short` or `sops --version`: the first line.
-fn version_of(name: &str, path: &Path) -> Result<String, String> {
-    if let Some(v) = VERSIONS.lock().expect("versions lock").get(path) {
-        return Ok(v.clone());
-    }
-    let args: &[&str] = match name {
-        "helm" => &["version", "--short"],
-        "sops" => &["--version", "--disable-version-check"],
-        _ => &["version"],
-    };
-    let tmp = std::env::temp_dir();
-    let mut cmd = process::command(path, &tmp, &[("HOME", &tmp)]);
-    cmd.args(args);
-    let limits = Limits { timeout: std::time::Duration::from_secs(20), max_output: 64 << 10 };
-    let out = process::run(cmd, limits).map_err(|e| run_message(&e))?;
-    let version = String::from_utf8_lossy(&out).lines().next().unwrap_or_default().trim().to_owned();
-    VERSIONS.lock().expect("versions lock").insert(path.to_owned(), version.clone());
-    Ok(version)
-}
-
-fn run_message(e: &RunError) -> String {
-    match e {
-        RunError::Spawn(e) => format!("cannot run: {e}"),
-        RunError::Failed(status, message) => format!("{status}: {}", process::trim_message(message)),
-        RunError::Timeout => "timed out".into(),
-        RunError::TooLarge => "output too large".into(),
-    }
-}
-
-/// One render tool as found at start: its path and version line, or why it cannot be run.
-pub type ToolVersion = Result<(PathBuf, String), String>;
-
-/// The version line of each configured tool, or why it cannot be run; for the daemon's start
-/// log. A tool no unit uses may well be missing.
-pub fn tool_versions(tools: &RenderTools) -> Vec<(&'static str, ToolVersion)> {
-    [("kustomize", &tools.kustomize), ("helm", &tools.helm), ("sops", &tools.sops)]
-        .into_iter()
-        .map(|(name, configured)| {
-            let found = process::locate(name, configured.as_deref()).ok_or_else(|| "not found".to_owned());
-            (name, found.and_then(|path| version_of(name, &path).map(|v| (path, v))))
-        })
-        .collect()
-}
 
 /// How the unit's path renders at this revision: [`RenderMode::Auto`] resolved by the files
 /// at the path (a kustomization file → kustomize; `Chart.yaml` → Helm; else plain).
@@ -332,40 +97,13 @@ impl Renderer {
         mode: RenderMode,
     ) -> Result<Loaded> {
         let name = unit.name.as_str();
-        let (tool_name, configured) = match mode {
-            RenderMode::Helm => ("helm", unit.render_tools.helm.as_deref()),
-            _ => ("kustomize", unit.render_tools.kustomize.as_deref()),
+        let tool = match mode {
+            RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
+            _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
         };
-        let tool = Tool::find(tool_name, configured, name)?;
-        let dirs = match mode {
-            RenderMode::Helm => vec![unit.path.clone()],
-            _ => kustomize::input_dirs(repo, root, &unit.path, name, unit.allow_remote_bases)?,
-        };
-        let mut inputs: Vec<(String, Oid, bool)> = Vec::new();
-        for dir in &dirs {
-            if let Some(oid) = tree::tree_at(root, dir) {
-                inputs.push((dir.clone(), oid, true));
-            }
-        }
-        if mode == RenderMode::Helm {
-            for file in &unit.helm.values_files {
-                match tree::entry_at(root, file) {
-                    Some((ObjectType::Blob, oid)) => inputs.push((file.clone(), oid, false)),
-                    _ => {
-                        return Err(Error::ValuesFileMissing {
-                            unit: name.to_owned(),
-                            path: file.clone(),
-                            revision: revision.clone(),
-                        });
-                    }
-                }
-            }
-        }
+        let inputs = inputs(repo, revision, root, unit, mode)?;
         let mut decryptor = match &unit.decryption {
-            Some(d) => {
-                let sops = Tool::find("sops", unit.render_tools.sops.as_deref(), name)?;
-                Some(Decryptor::new(name, sops, d)?)
-            }
+            Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
             None => None,
         };
         let key = self.key(unit, mode, &tool, &inputs, decryptor.as_ref());
@@ -373,71 +111,15 @@ impl Renderer {
             return Ok(loaded);
         }
         self.cache.count();
-        let scratch = tree::Scratch::new(name)?;
-        let mut materializer = tree::Materializer {
-            repo,
-            scratch: &scratch,
-            unit: name,
-            max_file_bytes: unit.max_file_bytes,
-            written: Vec::new(),
-        };
-        for (path, oid, is_tree) in &inputs {
-            if *is_tree {
-                materializer.tree(path, *oid)?;
-            } else {
-                materializer.file(path, *oid, false)?;
-            }
-        }
-        let written = std::mem::take(&mut materializer.written);
-        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
-        let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_mut(), limits)?;
-        let output = match mode {
-            RenderMode::Helm => helm::template(
-                &tool,
-                &scratch,
-                &unit.path,
-                helm::release(&unit.helm, name),
-                &unit.namespace,
-                &unit.helm,
-                self.capabilities.as_ref(),
-                limits,
-            ),
-            _ => kustomize::build(&tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
-        };
-        let mask = |text: &str| decryptor.as_ref().map_or_else(|| text.to_owned(), |d| d.masker.mask(text));
-        let path = if unit.path.is_empty() { ".".to_owned() } else { unit.path.clone() };
-        let bytes = output.map_err(|e| match e {
-            RunError::Spawn(e) => Error::ToolFailed {
-                unit: name.into(),
-                path: path.clone(),
-                tool: tool.name,
-                message: format!("cannot run: {e}"),
-            },
-            RunError::Failed(_, message) => Error::ToolFailed {
-                unit: name.into(),
-                path: path.clone(),
-                tool: tool.name,
-                message: mask(&process::trim_message(&repository_paths(&message, &scratch))),
-            },
-            RunError::Timeout => {
-                Error::Timeout { unit: name.into(), path: path.clone(), tool: tool.name, timeout: limits.timeout }
-            }
-            RunError::TooLarge => Error::OutputTooLarge {
-                unit: name.into(),
-                path: path.clone(),
-                tool: tool.name,
-                limit: limits.max_output,
-            },
-        })?;
-        drop(scratch);
-        let origin = match mode {
-            RenderMode::Helm => format!("{path} (helm template)"),
-            _ => format!("{path} (kustomize build)"),
-        };
+        let (bytes, decrypted) = self.run(repo, unit, mode, &tool, &inputs, decryptor.as_mut())?;
+        let path = display_path(&unit.path);
+        let origin = format!("{path} ({})", if mode == RenderMode::Helm { "helm template" } else { "kustomize build" });
         let mut loaded = match parse_file(&origin, &bytes) {
             Ok(loaded) => loaded,
-            Err(e) if decrypted => return Err(Error::DecryptedUnreadable { message: mask(&e.to_string()) }),
-            Err(e) => return Err(e.into()),
+            Err(e) => {
+                let message = decryptor.as_ref().filter(|_| decrypted).map(|d| d.masker.mask(&e.to_string()));
+                return Err(message.map_or(e.into(), |message| Error::DecryptedUnreadable { message }));
+            }
         };
         if mode == RenderMode::Helm {
             helm::skip_test_hooks(&mut loaded);
@@ -451,13 +133,68 @@ impl Renderer {
         Ok(loaded)
     }
 
+    /// Materializes `inputs` in a fresh scratch directory, decrypts SOPS files there, runs the
+    /// tool; returns its output and whether anything was decrypted. The scratch directory is
+    /// removed before this returns.
+    fn run(
+        &self,
+        repo: &Repository,
+        unit: &SyncUnit,
+        mode: RenderMode,
+        tool: &Tool,
+        inputs: &[Input],
+        mut decryptor: Option<&mut Decryptor>,
+    ) -> Result<(Vec<u8>, bool)> {
+        let name = unit.name.as_str();
+        let scratch = tree::Scratch::new(name)?;
+        let mut materializer = tree::Materializer {
+            repo,
+            scratch: &scratch,
+            unit: name,
+            max_file_bytes: unit.max_file_bytes,
+            written: Vec::new(),
+        };
+        for input in inputs {
+            match input.tree {
+                true => materializer.tree(&input.path, input.oid)?,
+                false => materializer.file(&input.path, input.oid, false)?,
+            }
+        }
+        let written = std::mem::take(&mut materializer.written);
+        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
+        let output = match mode {
+            RenderMode::Helm => {
+                let release = helm::release(&unit.helm, name);
+                let caps = self.capabilities.as_ref();
+                helm::template(tool, &scratch, &unit.path, release, &unit.namespace, &unit.helm, caps, limits)
+            }
+            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
+        };
+        let failure = |e: RunError| {
+            let path = display_path(&unit.path);
+            let (unit, tool) = (name.to_owned(), tool.name);
+            match e {
+                RunError::Spawn(e) => Error::ToolFailed { unit, path, tool, message: format!("cannot run: {e}") },
+                RunError::Failed(_, message) => {
+                    let message = process::trim_message(&repository_paths(&message, &scratch));
+                    let message = decryptor.as_ref().map_or_else(|| message.clone(), |d| d.masker.mask(&message));
+                    Error::ToolFailed { unit, path, tool, message }
+                }
+                RunError::Timeout => Error::Timeout { unit, path, tool, timeout: limits.timeout },
+                RunError::TooLarge => Error::OutputTooLarge { unit, path, tool, limit: limits.max_output },
+            }
+        };
+        Ok((output.map_err(failure)?, decrypted))
+    }
+
     /// The render cache key of this render (see [`RenderCache`]).
     fn key(
         &self,
         unit: &SyncUnit,
         mode: RenderMode,
         tool: &Tool,
-        inputs: &[(String, Oid, bool)],
+        inputs: &[Input],
         decryptor: Option<&Decryptor>,
     ) -> cache::RenderKey {
         let mut key = cache::KeyBuilder::default();
@@ -467,8 +204,8 @@ impl Renderer {
             .part("namespace", &unit.namespace)
             .part("remote", &unit.allow_remote_bases.to_string())
             .part("max_file_bytes", &unit.max_file_bytes.to_string());
-        for (path, oid, is_tree) in inputs {
-            key.part(if *is_tree { "tree" } else { "blob" }, &format!("{path} {oid}"));
+        for input in inputs {
+            key.part(if input.tree { "tree" } else { "blob" }, &format!("{} {}", input.path, input.oid));
         }
         if mode == RenderMode::Helm {
             key.part("release", helm::release(&unit.helm, &unit.name))
@@ -522,6 +259,49 @@ impl Renderer {
             }
         }
     }
+}
+
+/// One thing a render reads: a directory (tree) or a values file (blob) at a repository path.
+struct Input {
+    path: String,
+    oid: Oid,
+    tree: bool,
+}
+
+/// What a render of `unit` reads: the directories (the chart, or the kustomizations' roots)
+/// and, for Helm, the values files.
+///
+/// Errors: [`Error::RemoteResource`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
+fn inputs(
+    repo: &Repository,
+    revision: &Revision,
+    root: &Tree<'_>,
+    unit: &SyncUnit,
+    mode: RenderMode,
+) -> Result<Vec<Input>> {
+    let dirs = match mode {
+        RenderMode::Helm => vec![unit.path.clone()],
+        _ => kustomize::input_dirs(repo, root, &unit.path, &unit.name, unit.allow_remote_bases)?,
+    };
+    let mut inputs: Vec<Input> = dirs
+        .into_iter()
+        .filter_map(|path| Some(Input { oid: tree::tree_at(root, &path)?, path, tree: true }))
+        .collect();
+    if mode == RenderMode::Helm {
+        for file in &unit.helm.values_files {
+            let Some((ObjectType::Blob, oid)) = tree::entry_at(root, file) else {
+                let (unit, path, revision) = (unit.name.clone(), file.clone(), revision.clone());
+                return Err(Error::ValuesFileMissing { unit, path, revision });
+            };
+            inputs.push(Input { path: file.clone(), oid, tree: false });
+        }
+    }
+    Ok(inputs)
+}
+
+/// A repository path for messages: `.` for the root.
+fn display_path(path: &str) -> String {
+    if path.is_empty() { ".".to_owned() } else { path.to_owned() }
 }
 
 /// `message` with the scratch directory's paths made repository paths (`/tmp/…/repo/apps/x` →
