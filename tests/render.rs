@@ -448,3 +448,40 @@ async fn validate_renders_the_overlay() {
     assert_eq!(code, 2, "{log}");
     assert!(log.contains("app: apps/overlays/prod: kustomize failed"), "{log}");
 }
+
+#[tokio::test]
+async fn daemon_logs_tool_versions_and_applies_a_push_to_the_overlays_base() {
+    const WAIT: Duration = Duration::from_secs(30);
+    let env = common::setup("render-daemon").await;
+    let ns = env.namespace.clone();
+    let repo = kustomize_repo(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let unit = common::unit_toml("app", &repo.bare(), "apps/overlays/prod", &ns, "");
+    let text = config_text(&dir.path().join("state"), "", &unit).replacen(
+        "\n\n[render]",
+        &format!("\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n[render]"),
+        1,
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    let logged = |tool: &str, version: &str| {
+        daemon.events().iter().any(|e| e["message"] == "render tool" && e["tool"] == tool && e["version"] == version)
+    };
+    assert!(logged("kustomize", "v5.8.1") && logged("helm", "v3.22.0"), "{}", daemon.log_text());
+
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+    let replicas = || async {
+        deployments.get_opt("prod-kustomize-guestbook-ui").await.ok().flatten().and_then(|d| d.spec?.replicas)
+    };
+    assert_eq!(replicas().await, Some(1));
+    let base = repo.work().join("apps/base/guestbook-ui-deployment.yaml");
+    let text = std::fs::read_to_string(&base).unwrap().replace("replicas: 1", "replicas: 4");
+    repo.write("apps/base/guestbook-ui-deployment.yaml", &text);
+    repo.commit_and_push("four replicas");
+    let applied = common::eventually(WAIT, || async { replicas().await == Some(4) }).await;
+    assert!(applied, "the push to the base was not rendered and applied: {}", daemon.log_text());
+}
