@@ -4,7 +4,7 @@
 //!
 //! The real tools run as child processes (as Argo CD's repo-server runs them), found through
 //! `[render]` or `PATH`, in a private scratch directory materialized from the git object
-//! database ([`tree`]), with an empty environment but for what the tool needs, a timeout and
+//! database (`tree`), with an empty environment but for what the tool needs, a timeout and
 //! a cap on output bytes. A render returns bytes and an origin (`apps/prod (kustomize
 //! build)`); the manifest reader parses them as it parses a file and does not know how they
 //! were made. Renders are cached by the content they read ([`RenderCache`]).
@@ -53,12 +53,20 @@ pub fn resolve_mode(root: &Tree<'_>, unit: &SyncUnit) -> RenderMode {
     }
 }
 
+/// How long the cluster's capabilities are used before discovery is asked again: a CRD
+/// installed since then reaches `.Capabilities.APIVersions` within this time (the render
+/// cache key includes the capabilities, so a change re-renders). 5 minutes: about 30 GETs per
+/// Helm unit per period on a typical cluster.
+pub const CAPABILITIES_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// The per-unit render state: the render cache, the cluster's capabilities (for Helm) and
 /// which blobs were SOPS-encrypted (for plain units, whose parse cache skips unchanged blobs).
 #[derive(Debug, Default)]
 pub struct Renderer {
     cache: RenderCache,
     capabilities: Option<Capabilities>,
+    /// When the capabilities were read; they are read again after [`CAPABILITIES_TTL`].
+    capabilities_read: Option<std::time::Instant>,
     encrypted: std::collections::HashSet<String>,
     hash_key: Option<HashKey>,
 }
@@ -74,14 +82,15 @@ impl Renderer {
         self.cache.renders()
     }
 
-    /// Whether capabilities were set.
+    /// Whether capabilities were set less than [`CAPABILITIES_TTL`] ago.
     pub fn has_capabilities(&self) -> bool {
-        self.capabilities.is_some()
+        self.capabilities_read.is_some_and(|read| read.elapsed() < CAPABILITIES_TTL)
     }
 
     /// Sets what Helm is told about the cluster (`--kube-version`, `--api-versions`).
     pub fn set_capabilities(&mut self, capabilities: Capabilities) {
         self.capabilities = Some(capabilities);
+        self.capabilities_read = Some(std::time::Instant::now());
     }
 
     /// Renders the unit's path at `revision` with `mode` (kustomize or Helm) and parses the

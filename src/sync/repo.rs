@@ -94,8 +94,8 @@ impl Repo {
         .await
     }
 
-    /// Whether the unit renders with Helm at `revision` and the renderer still lacks the
-    /// cluster's capabilities (see [`Repo::set_capabilities`]).
+    /// Whether the unit renders with Helm at `revision` and the renderer lacks fresh
+    /// capabilities of the cluster (see [`Repo::set_capabilities`], [`render::CAPABILITIES_TTL`]).
     ///
     /// Errors: [`Error::Source`] when the revision is not in the mirror.
     pub async fn needs_capabilities(&self, revision: &Revision) -> Result<bool> {
