@@ -573,6 +573,45 @@ mod tests {
     }
 
     #[test]
+    fn render_settings_are_resolved_and_copied_into_each_unit() {
+        let text = format!(
+            "[render]\nhelm = \"bin/helm\"\ntimeout = \"5s\"\nmax_output_bytes = \"1MiB\"\n{MINIMAL}\
+             render = \"helm\"\n[sync.helm]\nvalues_files = [\"./values//prod.yaml\"]\n\
+             [sync.helm.values]\nreplicas = 2\nimage = {{ tag = \"v1\" }}\n\
+             [sync.decryption]\nage_key_file = \"age.key\"\n"
+        );
+        let config = parse(&text).unwrap();
+        let unit = &config.units[0];
+        assert_eq!(unit.render, RenderMode::Helm);
+        assert_eq!(unit.render_tools, config.render);
+        assert_eq!(config.render.helm, Some(PathBuf::from("/etc/gitward/bin/helm")));
+        assert_eq!(config.render.kustomize, None);
+        assert_eq!((config.render.timeout, config.render.max_output_bytes), (Duration::from_secs(5), 1 << 20));
+        assert_eq!(unit.helm.values_files, ["values/prod.yaml"]);
+        assert_eq!(
+            serde_json::Value::Object(unit.helm.values.clone()),
+            serde_json::json!({"replicas": 2, "image": {"tag": "v1"}})
+        );
+        assert_eq!(
+            unit.decryption.as_ref().map(|d| d.age_key_file.clone()),
+            Some(PathBuf::from("/etc/gitward/age.key"))
+        );
+        let defaults = &parse(MINIMAL).unwrap().units[0];
+        assert_eq!(
+            (defaults.render, defaults.allow_remote_bases, defaults.create_namespace),
+            (RenderMode::Auto, false, false)
+        );
+        assert_eq!(defaults.render_tools.timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_values_file_outside_the_repository_is_refused() {
+        let message = error(&format!("{MINIMAL}[sync.helm]\nvalues_files = [\"../secrets.yaml\"]\n"));
+        assert!(message.starts_with("config.toml: line 5: sync[0].helm.values_files: "), "{message}");
+        assert!(error(&format!("{MINIMAL}render = \"jsonnet\"\n")).contains("render"));
+    }
+
+    #[test]
     fn a_bad_duration_names_its_line() {
         let message = error(&format!("[daemon]\ninterval = \"soon\"\n{MINIMAL}"));
         assert!(message.starts_with("config.toml: line 2: daemon.interval: "), "{message}");
@@ -683,6 +722,11 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let unit = config.unit("example").unwrap();
         assert_eq!(unit.repo, "/src/gitward/target/example-repo.git");
+        let helm = config.unit("example-helm").unwrap();
+        assert_eq!(helm.helm.values_files, ["helm/values/demo.yaml"]);
+        assert_eq!(helm.helm.release.as_deref(), Some("hello"));
+        assert!(helm.create_namespace);
+        assert_eq!(helm.render_tools.helm, Some(PathBuf::from("/src/gitward/target/tools/bin/helm")));
         assert_eq!(config.daemon.state_dir, PathBuf::from("/src/gitward/target/gitward-state"));
         assert_eq!(config.cluster.kubeconfig, None);
     }

@@ -142,6 +142,57 @@ pub(super) fn is_kustomization_dir(root: &Tree<'_>, path: &str) -> bool {
 mod tests {
     use super::*;
 
+    /// A repository whose tree holds `files` (path, content); returns it with the tree id.
+    fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository, git2::Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        for (path, content) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, content).unwrap();
+        }
+        let mut index = repo.index().unwrap();
+        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        let oid = index.write_tree().unwrap();
+        (dir, repo, oid)
+    }
+
+    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+        let (_dir, repo, oid) = repo_with(files);
+        let root = repo.find_tree(oid).unwrap();
+        input_dirs(&repo, &root, path, "u", allow_remote)
+    }
+
+    #[test]
+    fn bases_and_components_outside_the_path_are_followed() {
+        let files = [
+            ("apps/prod/kustomization.yaml", "resources: [../base, cm.yaml]\ncomponents: [../../components/x]\n"),
+            ("apps/prod/cm.yaml", "kind: ConfigMap\n"),
+            ("apps/base/kustomization.yaml", "resources: [nested]\n"),
+            ("apps/base/nested/kustomization.yaml", "resources: []\n"),
+            ("components/x/kustomization.yaml", "kind: Component\n"),
+            ("elsewhere/a.yaml", "kind: ConfigMap\n"),
+        ];
+        assert_eq!(dirs(&files, "apps/prod", false).unwrap(), ["apps/base", "apps/prod", "components/x"]);
+    }
+
+    #[test]
+    fn remote_resources_are_refused_unless_allowed() {
+        for remote in ["https://example.com/base.yaml", "github.com/org/repo//base?ref=v1", "git@github.com:o/r.git"] {
+            let files = [("app/kustomization.yaml", format!("resources: [\"{remote}\"]\n"))];
+            let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
+            let err = dirs(&files, "app", false).unwrap_err();
+            assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
+            assert_eq!(dirs(&files, "app", true).unwrap(), ["app"]);
+        }
+    }
+
+    #[test]
+    fn a_reference_above_the_repository_root_is_refused() {
+        let err = dirs(&[("app/kustomization.yaml", "resources: [../../outside]\n")], "app", false).unwrap_err();
+        assert!(matches!(err, Error::LeavesRepository { .. }), "{err}");
+    }
+
     #[test]
     fn nested_directories_collapse_into_the_outermost() {
         let dirs: BTreeSet<String> = ["apps/base", "apps/base/x", "apps/prod", "components/a"].map(String::from).into();
