@@ -324,7 +324,7 @@ async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
 }
 
 #[tokio::test]
-async fn kustomize_reads_a_sops_encrypted_resource_decrypted_in_the_scratch_tree() {
+async fn kustomize_reads_sops_encrypted_resources_and_generator_envs_decrypted_in_the_scratch_tree() {
     let env = common::setup("sops-kustomize").await;
     let ns = env.namespace.clone();
     let keys = tempfile::tempdir().unwrap();
@@ -332,9 +332,20 @@ async fn kustomize_reads_a_sops_encrypted_resource_decrypted_in_the_scratch_tree
     let password = format!("pw-{}-generated", common::unique("s"));
     let repo = common::GitRepo::new();
     repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &password));
+    // A dotenv file for a secretGenerator, encrypted as such.
+    let token = format!("tok-{}-generated", common::unique("t"));
+    std::fs::write(keys.path().join("creds.env"), format!("TOKEN={token}\n")).unwrap();
+    let args = ["encrypt", "--age", &public, "--input-type", "dotenv", "--output-type", "dotenv", "creds.env"];
+    let env_file = tool("sops", &args, keys.path());
+    assert!(!env_file.contains(&token), "{env_file}");
+    repo.write("app/creds.enc.env", &env_file);
     repo.write(
         "app/kustomization.yaml",
-        &format!("namespace: {ns}\nresources:\n  - secret.enc.yaml\n  - settings.yaml\n"),
+        &format!(
+            "namespace: {ns}\nresources:\n  - secret.enc.yaml\n  - settings.yaml\n\
+             secretGenerator:\n  - name: creds\n    envs: [creds.enc.env]\n\
+             generatorOptions:\n  disableNameSuffixHash: true\n"
+        ),
     );
     repo.write("app/settings.yaml", &cm("settings", "1"));
     repo.commit_and_push("kustomize with an encrypted secret");
@@ -346,6 +357,8 @@ async fn kustomize_reads_a_sops_encrypted_resource_decrypted_in_the_scratch_tree
     assert_eq!(common::actions(&report)[&format!("Secret/{ns}/db")], "created");
     let live = Api::<Secret>::namespaced(env.client.clone(), &ns).get("db").await.unwrap();
     assert_eq!(live.data.unwrap()["password"].0, password.as_bytes());
+    let creds = Api::<Secret>::namespaced(env.client.clone(), &ns).get("creds").await.unwrap();
+    assert_eq!(creds.data.unwrap()["TOKEN"].0, token.as_bytes());
 }
 
 #[tokio::test]

@@ -320,7 +320,8 @@ fn repository_paths(message: &str, scratch: &tree::Scratch) -> String {
     message.replace(&format!("{root}/"), "").replace(&root, ".")
 }
 
-/// Decrypts, in the scratch directory, every written YAML/JSON file that is SOPS-encrypted.
+/// Decrypts, in the scratch directory, every written YAML, JSON or dotenv (`*.env`) file that
+/// is SOPS-encrypted.
 /// Returns whether any was.
 fn decrypt_in_place(
     scratch: &tree::Scratch,
@@ -330,7 +331,7 @@ fn decrypt_in_place(
     limits: Limits,
 ) -> Result<bool> {
     let mut any = false;
-    for rel in written.iter().filter(|p| crate::manifest::is_manifest_path(p)) {
+    for rel in written.iter().filter(|p| crate::manifest::is_manifest_path(p) || p.ends_with(".env")) {
         let on_disk = scratch.repo_path(rel);
         let io = |e: std::io::Error| Error::Scratch { unit: unit.name.clone(), message: format!("{rel}: {e}") };
         let bytes = std::fs::read(&on_disk).map_err(io)?;

@@ -2,8 +2,9 @@
 //! by the real `sops` binary before rendering (so kustomize generators can read them) and, in
 //! plain units, before parsing.
 //!
-//! A YAML or JSON file is taken as encrypted when it carries a top-level `sops` block and at
-//! least one `ENC[AES256_GCM,…]` value, as `sops encrypt` writes them. Such a file stops the
+//! A YAML or JSON file is taken as encrypted when it carries a top-level `sops` block, a
+//! dotenv file (`*.env`, rendered units only) when it has a `sops_mac=` line, and either
+//! holds at least one `ENC[AES256_GCM,…]` value, as `sops encrypt` writes them. Such a file stops the
 //! revision when the unit has no `[sync.decryption]`, or when `sops` cannot decrypt it (wrong
 //! key, tampered file): nothing applied, nothing pruned, the error names the file (Flux's
 //! kustomize-controller refuses the same way).
@@ -25,12 +26,25 @@ use super::process::{self, Limits, RunError};
 use super::{Error, Result, Tool};
 use crate::config::Decryption;
 
-/// Whether `bytes` look like a file `sops encrypt` wrote: a `sops` block and an encrypted
-/// value.
+/// Whether `bytes` look like a file `sops encrypt` wrote: a `sops` block (YAML, JSON) or
+/// `sops_mac=` line (dotenv), and an encrypted value.
 pub fn is_encrypted(bytes: &[u8]) -> bool {
     let text = String::from_utf8_lossy(bytes);
-    let has_block = text.lines().any(|l| l.starts_with("sops:")) || text.contains("\"sops\":");
+    let has_block =
+        text.lines().any(|l| l.starts_with("sops:") || l.starts_with("sops_mac=ENC[")) || text.contains("\"sops\":");
     has_block && text.contains("ENC[AES256_GCM,")
+}
+
+/// The sops format of a file, by its name: `json`, `dotenv` (`*.env`, as kustomize's
+/// `secretGenerator` `envs` read them) or `yaml`.
+pub fn format_of(path: &str) -> &'static str {
+    if path.ends_with(".json") {
+        "json"
+    } else if path.ends_with(".env") {
+        "dotenv"
+    } else {
+        "yaml"
+    }
 }
 
 /// The key that makes desired hashes of decrypted objects unguessable: 32 bytes derived from
@@ -108,7 +122,7 @@ impl Decryptor {
         scratch: &Path,
         limits: Limits,
     ) -> Result<Vec<u8>> {
-        let format = if rel.ends_with(".json") { "json" } else { "yaml" };
+        let format = format_of(rel);
         let home = scratch.join("home");
         let env: Vec<(&str, &Path)> = vec![("HOME", &home), ("SOPS_AGE_KEY_FILE", &self.key_file)];
         let mut cmd = process::command(&self.tool.path, scratch, &env);
@@ -122,7 +136,7 @@ impl Decryptor {
             Err(RunError::TooLarge) => return Err(failed("sops's output is over the render output cap".into())),
         };
         if let Ok(encrypted) = std::fs::read(on_disk) {
-            self.masker.learn(&encrypted, &plaintext);
+            self.masker.learn(format, &encrypted, &plaintext);
         }
         Ok(plaintext)
     }
@@ -138,8 +152,8 @@ pub(super) struct Masker {
 impl Masker {
     /// Learns the plaintext of every value that is `ENC[…]` in `encrypted` (one document or
     /// a YAML stream) and a string in `plaintext` at the same place.
-    pub fn learn(&mut self, encrypted: &[u8], plaintext: &[u8]) {
-        let (Some(enc), Some(plain)) = (documents(encrypted), documents(plaintext)) else { return };
+    pub fn learn(&mut self, format: &str, encrypted: &[u8], plaintext: &[u8]) {
+        let (Some(enc), Some(plain)) = (documents(format, encrypted), documents(format, plaintext)) else { return };
         for (e, p) in enc.iter().zip(&plain) {
             collect(e, p, &mut self.secrets);
         }
@@ -161,13 +175,18 @@ impl Masker {
     }
 }
 
-/// The documents of a YAML stream or JSON file, as JSON values.
-fn documents(bytes: &[u8]) -> Option<Vec<Value>> {
+/// The documents of a file in sops `format` (see [`format_of`]), as JSON values; a dotenv
+/// file is one object of its `KEY=value` lines.
+fn documents(format: &str, bytes: &[u8]) -> Option<Vec<Value>> {
     let text = std::str::from_utf8(bytes).ok()?;
-    if let Ok(v) = serde_json::from_str::<Value>(text) {
-        return Some(vec![v]);
+    match format {
+        "json" => serde_json::from_str::<Value>(text).ok().map(|v| vec![v]),
+        "dotenv" => {
+            let pairs = text.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once('='));
+            Some(vec![Value::Object(pairs.map(|(k, v)| (k.to_owned(), Value::String(v.to_owned()))).collect())])
+        }
+        _ => serde_saphyr::from_multiple::<Value>(text).ok(),
     }
-    serde_saphyr::from_multiple::<Value>(text).ok()
 }
 
 /// Walks `enc` and `plain` together, collecting plaintext strings where `enc` holds `ENC[`.
@@ -209,15 +228,22 @@ mod tests {
         assert!(is_encrypted(ENCRYPTED.as_bytes()));
         assert!(!is_encrypted(PLAIN.as_bytes()));
         assert!(!is_encrypted(b"sops:\n  note: a key named sops is not enough\n"));
+        assert!(is_encrypted(
+            b"PASSWORD=ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nsops_mac=ENC[AES256_GCM,data:m]\n"
+        ));
+        assert_eq!((format_of("a/b.env"), format_of("x.json"), format_of("s.enc.yaml")), ("dotenv", "json", "yaml"));
     }
 
     #[test]
     fn encrypted_values_are_masked_in_messages_with_their_base64() {
         let mut masker = Masker::default();
-        masker.learn(ENCRYPTED.as_bytes(), PLAIN.as_bytes());
+        masker.learn("yaml", ENCRYPTED.as_bytes(), PLAIN.as_bytes());
         let encoded = base64::engine::general_purpose::STANDARD.encode("hunter2-secret");
         let message = format!("bad value hunter2-secret or {encoded} in Secret db");
         assert_eq!(masker.mask(&message), "bad value *** or *** in Secret db");
+        let mut dotenv = Masker::default();
+        dotenv.learn("dotenv", b"A=ENC[AES256_GCM,data:x]\nB=plain\n", b"A=topsecret\nB=plain\n");
+        assert_eq!(dotenv.mask("A=topsecret B=plain"), "A=*** B=plain");
     }
 
     #[test]
