@@ -5,6 +5,9 @@
 //! - [`config`] — the TOML config file: raw (what the file says) resolved into [`config::Config`].
 //! - [`source`] — the git side: a bare mirror per unit, fetched with git2; a ref resolved to a
 //!   revision; the files under the unit's path listed and read from the object database.
+//! - [`render`] — between source and manifest: plain files, `kustomize build` or `helm
+//!   template` run as child processes on a scratch tree from git, SOPS decryption, and a
+//!   render cache keyed by the content read.
 //! - [`manifest`] — YAML/JSON documents parsed as kubectl reads them into desired objects; the
 //!   desired hash; a parse cache keyed by blob id.
 //! - [`object`] — object identity: [`object::ObjectRef`] and [`object::GroupKind`].
@@ -33,6 +36,7 @@ pub mod manifest;
 pub mod object;
 pub mod plan;
 pub mod prune;
+pub mod render;
 pub mod source;
 pub mod sync;
 pub mod telemetry;

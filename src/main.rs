@@ -33,7 +33,7 @@ enum Command {
     Sync(UnitArgs),
     /// Show what a sync would change (server-side dry run), without changing anything.
     Diff(UnitArgs),
-    /// Parse and check the manifests of each unit without a cluster.
+    /// Render, parse and check the manifests of each unit without a cluster.
     Validate(UnitArgs),
 }
 

@@ -234,6 +234,7 @@ pub fn error_kind(err: &Error) -> &'static str {
     match err {
         Error::Source(_) => "source",
         Error::Manifest(_) => "manifest",
+        Error::Render(_) => "render",
         Error::Duplicate { .. } => "duplicate",
         Error::UnknownKind { .. } => "unknown-kind",
         Error::Cluster(_) => "cluster",

@@ -198,6 +198,28 @@ fn summary(status: &Status) -> String {
         .join("; ")
 }
 
+/// Logs the version of each render tool at start. A missing tool is a warning when a unit
+/// asks for it by name (`render = "kustomize"`/`"helm"`, or `[sync.decryption]` for sops), and
+/// an info line otherwise (`render = "auto"` needs it only if the path turns out to hold a
+/// kustomization or a chart).
+fn log_render_tools(config: &Config) {
+    use crate::config::RenderMode;
+    let needs = |tool: &str| {
+        config.units.iter().any(|u| match tool {
+            "kustomize" => u.render == RenderMode::Kustomize,
+            "helm" => u.render == RenderMode::Helm,
+            _ => u.decryption.is_some(),
+        })
+    };
+    for (tool, found) in crate::render::tool_versions(&config.render) {
+        match found {
+            Ok((path, version)) => info!(tool, version, path = %path.display(), "render tool"),
+            Err(reason) if needs(tool) => warn!(tool, reason, "render tool unavailable"),
+            Err(reason) => info!(tool, reason, "render tool unavailable"),
+        }
+    }
+}
+
 /// Runs the daemon with the config at `config_path` until `shutdown` completes.
 ///
 /// `listener`: an already-bound HTTP listener, else `[daemon] listen` is bound, else none.
@@ -208,6 +230,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
     let config_path: PathBuf = config_path.to_path_buf();
     let mut config = Config::load(&config_path)?;
     let client = crate::cluster::connect(&config.cluster).await?;
+    log_render_tools(&config);
     let status = Status::default();
     let metrics = Arc::new(Metrics::new());
     let http_state = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());

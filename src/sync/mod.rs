@@ -43,6 +43,10 @@ pub enum Error {
     /// A manifest could not be parsed or is not a valid object.
     #[error(transparent)]
     Manifest(#[from] crate::manifest::Error),
+    /// Rendering the unit's path (kustomize, Helm, SOPS) failed: bad input, like a parse
+    /// error; the message names the unit, the path and the tool.
+    #[error(transparent)]
+    Render(#[from] crate::render::Error),
     /// Two documents describe the same object.
     #[error("{object}: defined twice, in {first} and in {second}")]
     Duplicate {
@@ -183,7 +187,7 @@ impl Engine {
     /// apply stage by stage, prune, narrow the inventory.
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
-        let loaded = self.repo.load(&revision).await?;
+        let loaded = self.load(&revision).await?;
         let skipped_files = loaded.skipped;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
@@ -199,6 +203,9 @@ impl Engine {
             None => self.inventory.read(&self.client).await?,
         };
         let parent_exists = existing.is_some();
+        if !parent_exists {
+            self.create_parent_namespace().await?;
+        }
         let previous = existing.unwrap_or_default();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let mut widened = previous.union(&wanted);
@@ -245,6 +252,32 @@ impl Engine {
             duration: started.elapsed(),
             applied_at,
         })
+    }
+
+    /// With `create_namespace`, when the ApplySet parent is to be created in the unit's own
+    /// namespace, that namespace must exist first: one server-side apply of the bare Namespace
+    /// (the sync then applies it in full, labelled, as a member of the inventory).
+    async fn create_parent_namespace(&self) -> Result<()> {
+        let namespace = self.unit.namespace.as_str();
+        if !self.unit.create_namespace || self.inventory.parent.namespace.as_deref() != Some(namespace) {
+            return Ok(());
+        }
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        let params = kube::api::PatchParams::apply(&self.apply.field_manager).force();
+        api.patch(namespace, &params, &kube::api::Patch::Apply(&body)).await.map_err(|source| {
+            crate::cluster::Error::InventoryFailed { parent: self.inventory.parent.to_string(), source }
+        })?;
+        Ok(())
+    }
+
+    /// Loads the revision's manifests; a unit that renders with Helm first learns the
+    /// cluster's capabilities (once per engine).
+    async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
+        if self.repo.needs_capabilities(revision).await? {
+            self.repo.set_capabilities(crate::render::capabilities(&self.client).await?);
+        }
+        self.repo.load(revision).await
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
