@@ -25,6 +25,8 @@ use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Contents, Inventory, PART_OF};
 use crate::config::{ClusterConfig, SyncUnit};
+use crate::health::record::{Record, SyncResult};
+use crate::health::wait::{HealthWait, Target};
 use crate::manifest::Skipped;
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::{self, Desired, Stage, Step};
@@ -101,6 +103,9 @@ pub struct Report {
     /// When the last object that git changed was applied (else when the apply ended), for
     /// `trigger_to_applied_ms`.
     pub applied_at: Instant,
+    /// The objects this sync created, configured or drift-corrected: what the health wait
+    /// watches ([`crate::health::wait`]).
+    pub health_targets: Vec<Target>,
 }
 
 /// The state kept for one unit across syncs.
@@ -116,6 +121,9 @@ pub struct Engine {
     cache_timeout: Duration,
     /// What the ApplySet parent holds, once read or written: later syncs need not read it.
     known_inventory: Option<Contents>,
+    /// The last sync's record on the parent (revision, time, result), once read or written:
+    /// sent with every parent write, and rewritten only when it changes.
+    recorded: Option<Record>,
 }
 
 impl Engine {
@@ -147,6 +155,7 @@ impl Engine {
             prune: PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all },
             cache_timeout: Duration::from_secs(60),
             known_inventory: None,
+            recorded: None,
         })
     }
 
@@ -196,7 +205,7 @@ impl Engine {
 
         let existing = match self.known_inventory.take() {
             Some(known) => Some(known),
-            None => self.inventory.read(&self.client).await?,
+            None => self.read_inventory().await?,
         };
         let parent_exists = existing.is_some();
         let previous = existing.unwrap_or_default();
@@ -204,7 +213,7 @@ impl Engine {
         let mut widened = previous.union(&wanted);
         widened.namespaces.extend(self.inventory.parent.namespace.clone());
         if widened != previous || !parent_exists {
-            self.inventory.write(&self.client, &widened, &self.apply.field_manager).await?;
+            self.inventory.write(&self.client, &widened, &self.apply.field_manager, &self.record_annotations()).await?;
         }
         self.known_inventory = Some(widened.clone());
         let resources = self.watch_kinds(&desired, &widened).await?;
@@ -237,6 +246,7 @@ impl Engine {
         if self.unit.prune && !changes.has_failures() {
             self.prune_and_narrow(&desired, &resources, members_before, &widened, &mut changes).await?;
         }
+        let health_targets = health_targets(&desired, &changes);
         Ok(Report {
             unit: self.unit.name.clone(),
             revision,
@@ -244,7 +254,53 @@ impl Engine {
             skipped_files,
             duration: started.elapsed(),
             applied_at,
+            health_targets,
         })
+    }
+
+    /// The unit's `health_timeout` (zero: no health wait).
+    pub fn health_timeout(&self) -> Duration {
+        self.unit.health_timeout
+    }
+
+    /// A health wait over what `report`'s sync changed ([`crate::health::wait`]).
+    pub fn health_wait(&self, report: &Report) -> HealthWait {
+        HealthWait::new(self.client.clone(), report.health_targets.clone())
+    }
+
+    /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]):
+    /// one server-side apply of the parent, carrying its current contents, and only when the
+    /// revision or the result differs from what the parent records — a sync that changes
+    /// neither sends nothing. Returns whether it wrote.
+    ///
+    /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
+    pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
+        let record = Record::now(revision.to_string(), result);
+        if self.recorded.as_ref().is_some_and(|r| r.same_outcome(&record)) {
+            return Ok(false);
+        }
+        let contents = match self.known_inventory.clone() {
+            Some(c) => c,
+            None => self.read_inventory().await?.unwrap_or_default(),
+        };
+        let annotations = record.annotations();
+        self.inventory.write(&self.client, &contents, &self.apply.field_manager, &annotations).await?;
+        self.known_inventory = Some(contents);
+        self.recorded = Some(record);
+        Ok(true)
+    }
+
+    /// Reads the parent (one metadata GET), remembering its record.
+    async fn read_inventory(&mut self) -> Result<Option<Contents>> {
+        let read = self.inventory.read_annotated(&self.client).await?;
+        Ok(read.map(|(contents, annotations)| {
+            self.recorded = Record::from_annotations(&annotations);
+            contents
+        }))
+    }
+
+    fn record_annotations(&self) -> BTreeMap<String, String> {
+        self.recorded.as_ref().map(Record::annotations).unwrap_or_default()
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
@@ -407,12 +463,27 @@ impl Engine {
                 ..narrowed
             };
             if &narrowed != widened {
-                self.inventory.write(&self.client, &narrowed, &self.apply.field_manager).await?;
+                let record = self.record_annotations();
+                self.inventory.write(&self.client, &narrowed, &self.apply.field_manager, &record).await?;
                 self.known_inventory = Some(narrowed);
             }
         }
         Ok(())
     }
+}
+
+/// The objects a sync created, configured or drift-corrected, with their resources.
+fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
+    let resources: HashMap<&ObjectRef, &ApiResource> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
+    changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Created | Action::Configured | Action::DriftCorrected))
+        .filter_map(|e| {
+            let resource = resources.get(&e.object)?;
+            Some(Target { object: e.object.clone(), resource: (*resource).clone() })
+        })
+        .collect()
 }
 
 fn pending_contents(pending: &[crate::manifest::Manifest], defaults: &Defaults) -> Contents {
