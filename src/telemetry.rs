@@ -58,13 +58,15 @@ pub fn log_report(report: &Report) {
     log_summary(report, &HealthSummary { counts: Counts::default(), wait: "none", result });
 }
 
-/// Logs one `health` event: an object the sync changed has a new health (`Failed` at warn).
+/// Logs one `health` event (`object`, `health`, `reason`, `detail`): an object the sync changed
+/// has a new health (`Failed` at warn).
 pub fn log_health(unit: &str, object: &ObjectRef, status: &Status) {
     let object = object.to_string();
-    let (health, reason, message) = (status.health.as_str(), status.reason.as_str(), status.message.as_str());
+    // `detail`, not `message`: tracing's `message` field is the event's own message.
+    let (health, reason, detail) = (status.health.as_str(), status.reason.as_str(), status.message.as_str());
     match status.health {
-        Health::Failed => warn!(unit, object, health, reason, message, "health"),
-        _ => info!(unit, object, health, reason, message, "health"),
+        Health::Failed => warn!(unit, object, health, reason, detail, "health"),
+        _ => info!(unit, object, health, reason, detail, "health"),
     }
 }
 

@@ -24,6 +24,7 @@ pub const LAST_RESULT: &str = "gitward.dev/last-result";
 
 /// The outcome of one sync and its health wait, as recorded on the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SyncResult {
     /// Applied, and every object the sync changed became `Current`.
     Healthy,
