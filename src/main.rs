@@ -194,7 +194,7 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
         HealthSummary { counts: Counts::of(&health.healths()), wait: outcome.as_str(), result }
     };
     telemetry::log_summary(report, &summary);
-    if let Err(e) = engine.record(&report.revision, summary.result).await {
+    if let Err(e) = engine.record_sync(report, summary.result).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
     }
     !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)

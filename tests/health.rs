@@ -378,6 +378,9 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     let r = record(&env.client, &env.namespace, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("degraded"));
     assert_eq!(r.get("gitward.dev/last-revision"), Some(&report.revision.to_string()));
+    // That sync changed nothing, so it judged nothing: it does not make the revision healthy.
+    assert!(report.health_targets.is_empty());
+    assert!(!fresh.record_sync(&report, SyncResult::Healthy).await.unwrap());
 
     // A sync that widens the inventory keeps the record (server-side apply would drop
     // annotations the write stopped declaring).
@@ -390,4 +393,7 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     );
     let r = record(&env.client, &env.namespace, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("degraded"), "{r:?}");
+    assert!(fresh.record_sync(&report, SyncResult::Healthy).await.unwrap(), "a new revision is recorded");
+    let r = record(&env.client, &env.namespace, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
 }

@@ -244,7 +244,7 @@ impl UnitTask {
         telemetry::log_summary(&report, &HealthSummary { counts, wait, result });
         let waited = wait != "skipped" && wait != "disabled";
         self.set_status(unit, &report, !failed, waited.then_some(counts));
-        if let Err(e) = self.engine.record(&report.revision, result).await {
+        if let Err(e) = self.engine.record_sync(&report, result).await {
             warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
         }
         next

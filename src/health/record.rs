@@ -78,7 +78,9 @@ pub struct Record {
 impl Record {
     /// A record of `revision` with `result`, stamped now.
     pub fn now(revision: impl Into<String>, result: SyncResult) -> Self {
-        Self { revision: revision.into(), applied_at: jiff::Timestamp::now().to_string(), result }
+        let now = jiff::Timestamp::now();
+        let applied_at = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now).to_string();
+        Self { revision: revision.into(), applied_at, result }
     }
 
     /// True when `other` records the same revision and result (the time does not count: a

@@ -290,6 +290,21 @@ impl Engine {
         Ok(true)
     }
 
+    /// [`Engine::record`] for a sync's `report`, except that a sync of the revision already
+    /// recorded which changed nothing that has health (a resync, a daemon restart) does not
+    /// turn the record into `healthy`: it judged nothing, so what the parent says of that
+    /// revision stands.
+    ///
+    /// Errors: as [`Engine::record`].
+    pub async fn record_sync(&mut self, report: &Report, result: SyncResult) -> Result<bool> {
+        let judged = report.health_targets.iter().any(|t| crate::health::bears_health(&t.object.gk));
+        let same_revision = self.recorded.as_ref().is_some_and(|r| r.revision == report.revision.to_string());
+        if result == SyncResult::Healthy && !judged && same_revision {
+            return Ok(false);
+        }
+        self.record(&report.revision, result).await
+    }
+
     /// Reads the parent (one metadata GET), remembering its record.
     async fn read_inventory(&mut self) -> Result<Option<Contents>> {
         let read = self.inventory.read_annotated(&self.client).await?;
