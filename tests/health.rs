@@ -198,7 +198,7 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
 }
 
 #[tokio::test]
-async fn a_new_revision_cancels_the_health_wait() {
+async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
     let env = common::setup("health-cancel").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
@@ -208,9 +208,11 @@ async fn a_new_revision_cancels_the_health_wait() {
     let (config, port) = daemon_config(dir.path(), &repo.bare(), &ns, "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
-    let waiting = |e: &Value| e["message"] == "health" && e["health"] == "InProgress";
-    assert!(common::eventually(WAIT, || async { has(&daemon.events(), waiting) }).await, "{}", daemon.log_text());
+    let waiting = |e: &&Value| e["message"] == "health" && e["health"] == "InProgress";
+    let waits = || daemon.events().iter().filter(waiting).count();
+    assert!(common::eventually(WAIT, || async { waits() == 1 }).await, "{}", daemon.log_text());
 
+    repo.write("web.yaml", &deployment("web", "nginx:1.28"));
     repo.write("settings.yaml", &cm("settings", "2"));
     let second = repo.commit_and_push("a new revision while the first is still rolling out");
     let cancelled = |e: &Value| {
@@ -222,14 +224,20 @@ async fn a_new_revision_cancels_the_health_wait() {
     let first_summary =
         |e: &Value| e["message"] == "sync complete" && e["revision"] == first && e["wait"] == "cancelled";
     assert!(has(&daemon.events(), first_summary), "{}", daemon.log_text());
-    // The second revision changed only a ConfigMap: nothing with health to wait for.
-    let second_summary =
-        |e: &Value| e["message"] == "sync complete" && e["revision"] == second && e["wait"] == "healthy";
-    assert!(
-        common::eventually(WAIT, || async { has(&daemon.events(), second_summary) }).await,
-        "{}",
-        daemon.log_text()
-    );
+
+    // The second revision changed the Deployment too: its own wait starts; SIGHUP cancels it
+    // and syncs at once.
+    assert!(common::eventually(WAIT, || async { waits() == 2 }).await, "{}", daemon.log_text());
+    daemon.signal("HUP");
+    let reloaded = |e: &Value| e["message"] == "health wait cancelled by a reload" && e["revision"] == second;
+    assert!(common::eventually(WAIT, || async { has(&daemon.events(), reloaded) }).await, "{}", daemon.log_text());
+    let resynced = |e: &Value| e["message"] == "sync triggered" && e["trigger"] == "reload" && e["revision"] == second;
+    assert!(common::eventually(WAIT, || async { has(&daemon.events(), resynced) }).await, "{}", daemon.log_text());
+    // That sync changed nothing: nothing to wait for, and the record is not made healthy.
+    let last = |e: &Value| e["message"] == "sync complete" && e["revision"] == second && e["wait"] == "healthy";
+    assert!(common::eventually(WAIT, || async { has(&daemon.events(), last) }).await, "{}", daemon.log_text());
+    let r = record(&env.client, &ns, "gitward-app").await;
+    assert_ne!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
 }
 
 #[tokio::test]

@@ -124,6 +124,7 @@ fn ready() -> UnitStatus {
         last_revision: Some("3f2a".into()),
         tracked_objects: 1,
         health: None,
+        waiting: false,
     }
 }
 

@@ -198,9 +198,12 @@ fn summary(status: &Status) -> String {
                 None => "pending",
             };
             let rev = s.last_revision.as_deref().map(|r| &r[..r.len().min(12)]).unwrap_or("-");
-            let health = match s.health {
-                Some(h) => format!("; {} healthy, {} progressing, {} degraded", h.healthy, h.progressing, h.degraded),
-                None => String::new(),
+            let health = match (s.health, s.waiting) {
+                (_, true) => "; waiting for health".to_string(),
+                (Some(h), false) => {
+                    format!("; {} healthy, {} progressing, {} degraded", h.healthy, h.progressing, h.degraded)
+                }
+                (None, false) => String::new(),
             };
             format!("{name}: {state} {rev} ({} objects{health})", s.tracked_objects)
         })

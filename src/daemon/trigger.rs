@@ -87,6 +87,8 @@ pub struct UnitStatus {
     /// wait runs or when none ran. Shown in sd_notify `STATUS=`; `/readyz` does not follow it
     /// (an application that does not become healthy is not a reason to restart gitward).
     pub health: Option<crate::health::Counts>,
+    /// A health wait is running (sd_notify `STATUS=` says `waiting for health`).
+    pub waiting: bool,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this

@@ -170,11 +170,11 @@ impl UnitTask {
     /// changed to become healthy, logging a `health` event per change; then logs `sync
     /// complete`, updates metrics and status, and records the result on the ApplySet parent.
     ///
-    /// The unit's task does nothing else meanwhile, but it still listens: shutdown cancels the
-    /// wait; a trigger from the channel or a poll tick fetches, and a revision other than the
-    /// one waited for cancels the wait and is returned to be synced at once (a new revision
-    /// always wins over waiting for the old one). A trigger that finds the same revision is
-    /// returned to run after the wait. Drift and resync wait until it ends.
+    /// The unit's task does nothing else meanwhile, but it still listens: shutdown and SIGHUP
+    /// (a reload) cancel the wait; a trigger from the channel or a poll tick fetches, and a
+    /// revision other than the one waited for cancels the wait and is returned to be synced at
+    /// once (a new revision always wins over waiting for the old one). A trigger that finds the
+    /// same revision is returned to run after the wait. Drift and resync wait until it ends.
     async fn wait_health(
         &mut self,
         unit: &str,
@@ -193,10 +193,12 @@ impl UnitTask {
             if wait.targets().iter().any(|t| crate::health::bears_health(&t.object.gk)) {
                 // Ready (and READY=1) follows the apply, not the wait.
                 self.set_status(unit, &report, true, None);
+                self.set_waiting(unit, true);
             }
             let started = Instant::now();
             let mut after = None;
             let mut cancelled_by = None;
+            let mut superseded = false;
             let outcome = {
                 let run = wait.run(timeout, |object, status| telemetry::log_health(unit, object, status));
                 tokio::pin!(run);
@@ -210,9 +212,16 @@ impl UnitTask {
                         },
                         _ = poll.tick() => Trigger::now(TriggerKind::Poll),
                     };
+                    if trigger.kind == TriggerKind::Reload {
+                        // SIGHUP asks for a sync now, with a config that may have changed.
+                        info!(unit, revision = %report.revision, trigger = %trigger.kind, "health wait cancelled by a reload");
+                        cancelled_by = Some(trigger);
+                        break None;
+                    }
                     match self.engine.repo().fetch().await {
                         Ok(revision) if revision != report.revision => {
                             info!(unit, revision = %report.revision, new_revision = %revision, trigger = %trigger.kind, "health wait cancelled by a new revision");
+                            superseded = true;
                             cancelled_by = Some(trigger);
                             break None;
                         }
@@ -234,9 +243,14 @@ impl UnitTask {
                     (outcome.as_str(), result, counts, after)
                 }
                 None => {
-                    let summary = HealthSummary { counts, wait: "cancelled", result: SyncResult::Applied };
+                    // Unjudged: recorded as progressing, so a later no-op sync of this revision
+                    // cannot call it healthy; a superseding revision records itself instead.
+                    let summary = HealthSummary { counts, wait: "cancelled", result: SyncResult::Progressing };
                     telemetry::log_summary(&report, &summary);
                     self.set_status(unit, &report, true, None);
+                    if !superseded && let Err(e) = self.engine.record_sync(&report, summary.result).await {
+                        warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
+                    }
                     return cancelled_by.or(after);
                 }
             }
@@ -250,6 +264,12 @@ impl UnitTask {
         next
     }
 
+    fn set_waiting(&self, unit: &str, waiting: bool) {
+        let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
+        status.waiting = waiting;
+        self.status.set(unit, status);
+    }
+
     fn set_status(&self, unit: &str, report: &Report, ok: bool, health: Option<Counts>) {
         let status = UnitStatus {
             cache_synced: true,
@@ -257,6 +277,7 @@ impl UnitTask {
             last_revision: Some(report.revision.to_string()),
             tracked_objects: self.engine.cache().len(),
             health,
+            waiting: false,
         };
         self.status.set(unit, status);
     }

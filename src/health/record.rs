@@ -28,7 +28,8 @@ pub const LAST_RESULT: &str = "gitward.dev/last-result";
 pub enum SyncResult {
     /// Applied, and every object the sync changed became `Current`.
     Healthy,
-    /// Applied; the health wait ended (timeout) with objects still in progress.
+    /// Applied; the health wait ended (timeout) with objects still in progress, or was
+    /// cancelled (SIGHUP, shutdown) before it could judge them.
     Progressing,
     /// Applied; an object the sync changed is `Failed`.
     Degraded,
