@@ -406,3 +406,57 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     let r = record(&env.client, &env.namespace, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
 }
+
+#[tokio::test]
+async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
+    let env = common::setup("health-many").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let names: Vec<String> = (0..9).map(|i| format!("web-{i}")).collect();
+    for name in &names {
+        repo.write(&format!("{name}.yaml"), &deployment(name, "nginx:1.27"));
+    }
+    repo.commit_and_push("nine deployments");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.unwrap();
+    assert_eq!(report.health_targets.len(), 9);
+
+    // The deployment controller makes eight available; the ninth misses its deadline.
+    let available = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+        "availableReplicas": 1, "conditions": [
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]});
+    for name in &names[..8] {
+        deployment_status(&env.client, &ns, name, available.clone()).await;
+    }
+    deployment_status(
+        &env.client,
+        &ns,
+        "web-8",
+        json!({"observedGeneration": 1, "conditions": [
+            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}),
+    )
+    .await;
+    let mut wait = engine.health_wait(&report);
+    let mut changes = Vec::new();
+    let outcome = wait.run(WAIT, |object, status| changes.push((object.to_string(), status.health))).await;
+    assert_eq!(outcome, gitward::health::wait::Outcome::Degraded, "{changes:?}");
+    let failed: Vec<&(String, gitward::health::Health)> =
+        changes.iter().filter(|(_, h)| *h == gitward::health::Health::Failed).collect();
+    assert_eq!(failed, [&(format!("Deployment/{ns}/web-8"), gitward::health::Health::Failed)]);
+
+    // One list of the namespace's deployments, not one per deployment.
+    let listed = |e: &Value| {
+        e["verb"] == "list" && e["objectRef"]["resource"] == "deployments" && e["objectRef"]["namespace"] == ns.as_str()
+    };
+    let events = common::audit_events_until(&env.user_agent, |events| events.iter().any(listed)).await;
+    let reads: Vec<&str> = events
+        .iter()
+        .filter(|e| e["objectRef"]["resource"] == "deployments" && e["objectRef"]["namespace"] == ns.as_str())
+        .filter_map(|e| e["verb"].as_str())
+        .filter(|v| *v == "list" || *v == "watch")
+        .collect();
+    assert_eq!(reads.iter().filter(|v| **v == "list").count(), 1, "{reads:?}");
+}

@@ -265,7 +265,8 @@ impl Engine {
 
     /// A health wait over what `report`'s sync changed ([`crate::health::wait`]).
     pub fn health_wait(&self, report: &Report) -> HealthWait {
-        HealthWait::new(self.client.clone(), report.health_targets.clone())
+        let selector = format!("{PART_OF}={}", self.inventory.id);
+        HealthWait::new(self.client.clone(), selector, report.health_targets.clone())
     }
 
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]):
