@@ -390,6 +390,7 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     // That sync changed nothing, so it judged nothing: it does not make the revision healthy.
     assert!(report.health_targets.is_empty());
     assert!(!fresh.record_sync(&report, SyncResult::Healthy).await.unwrap());
+    assert!(!fresh.record_sync(&report, SyncResult::Applied).await.unwrap(), "no wait ran: nothing to say");
 
     // A sync that widens the inventory keeps the record (server-side apply would drop
     // annotations the write stopped declaring).

@@ -292,15 +292,16 @@ impl Engine {
     }
 
     /// [`Engine::record`] for a sync's `report`, except that a sync of the revision already
-    /// recorded which changed nothing that has health (a resync, a daemon restart) does not
-    /// turn the record into `healthy`: it judged nothing, so what the parent says of that
-    /// revision stands.
+    /// recorded that judged nothing — it changed nothing that has health (a resync, a daemon
+    /// restart), or ran no wait (`applied`: `gitward sync` without `--wait`) — does not
+    /// overwrite what the parent says of that revision.
     ///
     /// Errors: as [`Engine::record`].
     pub async fn record_sync(&mut self, report: &Report, result: SyncResult) -> Result<bool> {
         let judged = report.health_targets.iter().any(|t| crate::health::bears_health(&t.object.gk));
         let same_revision = self.recorded.as_ref().is_some_and(|r| r.revision == report.revision.to_string());
-        if result == SyncResult::Healthy && !judged && same_revision {
+        let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
+        if says_nothing && same_revision {
             return Ok(false);
         }
         self.record(&report.revision, result).await
