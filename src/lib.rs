@@ -18,6 +18,8 @@
 //! - [`apply`] — executes a plan stage by stage, one request per desired object in the common
 //!   case, with server-side apply or `update` mode (Get-Modify-Update with optimistic
 //!   locking) per object; takes over fields of `kubectl apply`; returns a change set.
+//! - [`health`] — the kstatus rules (a pure function of one object's status) and the bounded,
+//!   event-driven wait for what a sync changed; the last result recorded on the ApplySet parent.
 //! - [`prune`] — deletes inventory members that git no longer holds, in reverse stage order.
 //! - [`changeset`] — the result of a sync: one entry per object with its action.
 //! - [`sync`] — the engine that runs one sync of one unit through all of the above.
@@ -25,6 +27,8 @@
 //!   SIGHUP), HTTP (webhook, health, metrics), leader election, sd_notify.
 //! - [`telemetry`] — logging set-up and the `sync complete` summary event.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
+//! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
+//!   health of its members, read from the cluster.
 #![deny(missing_docs)]
 
 pub mod apply;
@@ -32,12 +36,14 @@ pub mod changeset;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+pub mod health;
 pub mod manifest;
 pub mod object;
 pub mod plan;
 pub mod prune;
 pub mod render;
 pub mod source;
+pub mod status;
 pub mod sync;
 pub mod telemetry;
 pub mod validate;

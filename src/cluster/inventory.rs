@@ -10,7 +10,7 @@
 //! namespaces before any member is applied, and narrowed to what remains after a prune, so a
 //! crash in between never hides a member from the next prune.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -44,6 +44,9 @@ pub const RECREATE: &str = "gitward.dev/recreate";
 /// Annotation on members: `update` or `server-side-apply`, the apply mode of this one object
 /// (overrides the unit's `apply_mode`).
 pub const APPLY_MODE: &str = "gitward.dev/apply-mode";
+/// Prefix of gitward's own annotations; those on the parent are returned by
+/// [`Inventory::read_annotated`].
+pub const GITWARD_PREFIX: &str = "gitward.dev/";
 /// Annotation that `kubectl apply` (client-side) keeps its last applied configuration in;
 /// dropped when gitward takes such an object over.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -120,6 +123,12 @@ impl Inventory {
     /// Errors: [`Error::InventoryForeign`] when the parent is another tool's ApplySet or has
     /// another id; [`Error::InventoryFailed`] on API failure.
     pub async fn read(&self, client: &kube::Client) -> Result<Option<Contents>> {
+        Ok(self.read_annotated(client).await?.map(|(contents, _)| contents))
+    }
+
+    /// [`Inventory::read`], also returning the parent's annotations under `gitward.dev/` (the
+    /// last sync's record, [`crate::health::record`]). Same request, same errors.
+    pub async fn read_annotated(&self, client: &kube::Client) -> Result<Option<(Contents, BTreeMap<String, String>)>> {
         let parent = self.parent.to_string();
         let meta = self
             .api(client)
@@ -153,13 +162,22 @@ impl Inventory {
             namespaces: split(ADDITIONAL_NAMESPACES).into_iter().collect(),
         };
         contents.namespaces.extend(self.parent.namespace.clone());
-        Ok(Some(contents))
+        let ours = annotations.into_iter().filter(|(k, _)| k.starts_with(GITWARD_PREFIX)).collect();
+        Ok(Some((contents, ours)))
     }
 
-    /// Writes the parent with these contents by server-side apply (one request).
+    /// Writes the parent with these contents by server-side apply (one request), plus `extra`
+    /// annotations (the last sync's record; they must be sent with every write, or server-side
+    /// apply removes them as no longer declared by this field manager).
     ///
     /// Errors: [`Error::InventoryFailed`] (for example the parent's namespace does not exist).
-    pub async fn write(&self, client: &kube::Client, contents: &Contents, field_manager: &str) -> Result<()> {
+    pub async fn write(
+        &self,
+        client: &kube::Client,
+        contents: &Contents,
+        field_manager: &str,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<()> {
         let own_ns = self.parent.namespace.clone().unwrap_or_default();
         let gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
         let mut gks = gks;
@@ -179,6 +197,10 @@ impl Inventory {
                 },
             },
         });
+        let mut body = body;
+        for (k, v) in extra {
+            body["metadata"]["annotations"][k] = v.clone().into();
+        }
         let params = PatchParams::apply(field_manager).force();
         self.api(client)
             .patch_metadata(&self.parent.name, &params, &Patch::Apply(&body))

@@ -316,6 +316,13 @@ pub struct SyncUnit {
     /// `MB`, `GB`), at least 1. Default 4 MiB: bounds what a stray binary or generated file in a
     /// commit costs, while etcd's 1.5 MiB per-object limit leaves room for multi-document files.
     pub max_file_bytes: u64,
+    /// How long the daemon (and `gitward sync --wait`) waits, after an apply, for the objects
+    /// the sync created or configured to become healthy (kstatus `Current`), humantime
+    /// (`"5m"`, `"90s"`); `"0s"` disables the wait. A `Failed` object ends the wait at once;
+    /// a new revision cancels it. Default 5 minutes: a Deployment's own
+    /// `progressDeadlineSeconds` defaults to 10 minutes, but most rollouts that will succeed
+    /// do so within a few, and a bounded wait keeps the reported result timely.
+    pub health_timeout: Duration,
     /// The unit's ApplySet parent (`[sync.inventory]`); no two units may share one.
     pub inventory: InventoryConfig,
     /// Credentials for the repository (`[sync.git]`).
@@ -363,6 +370,7 @@ impl SyncUnit {
             max_prune_fraction: 0.5,
             allow_prune_all: false,
             max_file_bytes: 4 << 20,
+            health_timeout: Duration::from_secs(300),
             git: GitCredentials::default(),
             render: RenderMode::Auto,
             allow_remote_bases: false,
@@ -551,7 +559,7 @@ mod tests {
     fn durations_and_sizes_are_parsed() {
         let text = format!(
             "[daemon]\ninterval = \"5m\"\nresync_interval = \"1h 30m\"\nlisten = \"127.0.0.1:9090\"\n\
-             {MINIMAL}max_file_bytes = 1024\napply_mode = \"update\"\n"
+             {MINIMAL}max_file_bytes = 1024\napply_mode = \"update\"\nhealth_timeout = \"0s\"\n"
         );
         let config = parse(&text).unwrap();
         assert_eq!(config.daemon.interval, Duration::from_secs(300));
@@ -559,6 +567,7 @@ mod tests {
         assert_eq!(config.daemon.listen, Some("127.0.0.1:9090".parse().unwrap()));
         assert_eq!(config.units[0].max_file_bytes, 1024);
         assert_eq!(config.units[0].apply_mode.to_string(), "update");
+        assert_eq!(config.units[0].health_timeout, Duration::ZERO, "0s disables the health wait");
     }
 
     #[test]

@@ -92,6 +92,7 @@ pub(super) struct RawSyncUnit {
     pub max_prune_fraction: Option<Spanned<f64>>,
     pub allow_prune_all: Option<bool>,
     pub max_file_bytes: Option<ByteSize>,
+    pub health_timeout: Option<HumanDuration>,
     pub inventory: Option<Spanned<RawInventory>>,
     #[serde(default)]
     pub git: RawGit,

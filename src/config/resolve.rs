@@ -198,6 +198,7 @@ impl Resolver<'_> {
         unit.recreate_on_immutable = raw.recreate_on_immutable.unwrap_or(unit.recreate_on_immutable);
         unit.allow_prune_all = raw.allow_prune_all.unwrap_or(unit.allow_prune_all);
         unit.max_file_bytes = raw.max_file_bytes.map_or(unit.max_file_bytes, |size| size.0);
+        unit.health_timeout = raw.health_timeout.map_or(unit.health_timeout, |d| d.0);
         let inventory_span = raw.inventory.as_ref().map_or(name_span.clone(), Spanned::span);
         unit.inventory = self.inventory(index, raw.inventory.map(Spanned::into_inner), &unit)?;
         unit.git = self.git(index, raw.git)?;

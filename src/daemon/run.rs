@@ -7,6 +7,12 @@
 //! With leader election, unit tasks run only while this replica holds the Lease and are
 //! aborted the moment it is lost. With systemd (`Type=notify`), `READY=1` follows the first
 //! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
+//!
+//! What they follow: `READY=1` and `/readyz` follow the apply (every unit synced once, its last
+//! sync without failed objects), not health — an application that does not become healthy is
+//! not a reason to restart or unroute gitward. `STATUS=` shows per unit the state, revision,
+//! tracked objects and, once a health wait ended, the changed objects by health:
+//! `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -192,7 +198,14 @@ fn summary(status: &Status) -> String {
                 None => "pending",
             };
             let rev = s.last_revision.as_deref().map(|r| &r[..r.len().min(12)]).unwrap_or("-");
-            format!("{name}: {state} {rev} ({} objects)", s.tracked_objects)
+            let health = match (s.health, s.waiting) {
+                (_, true) => "; waiting for health".to_string(),
+                (Some(h), false) => {
+                    format!("; {} healthy, {} progressing, {} degraded", h.healthy, h.progressing, h.degraded)
+                }
+                (None, false) => String::new(),
+            };
+            format!("{name}: {state} {rev} ({} objects{health})", s.tracked_objects)
         })
         .collect::<Vec<_>>()
         .join("; ")

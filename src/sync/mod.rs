@@ -25,6 +25,8 @@ use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Contents, Inventory, PART_OF};
 use crate::config::{ClusterConfig, SyncUnit};
+use crate::health::record::{Record, SyncResult};
+use crate::health::wait::{HealthWait, Target};
 use crate::manifest::Skipped;
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::{self, Desired, Stage, Step};
@@ -105,6 +107,9 @@ pub struct Report {
     /// When the last object that git changed was applied (else when the apply ended), for
     /// `trigger_to_applied_ms`.
     pub applied_at: Instant,
+    /// The objects this sync created, configured or drift-corrected: what the health wait
+    /// watches ([`crate::health::wait`]).
+    pub health_targets: Vec<Target>,
 }
 
 /// The state kept for one unit across syncs.
@@ -120,6 +125,9 @@ pub struct Engine {
     cache_timeout: Duration,
     /// What the ApplySet parent holds, once read or written: later syncs need not read it.
     known_inventory: Option<Contents>,
+    /// The last sync's record on the parent (revision, time, result), once read or written:
+    /// sent with every parent write, and rewritten only when it changes.
+    recorded: Option<Record>,
 }
 
 impl Engine {
@@ -151,6 +159,7 @@ impl Engine {
             prune: PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all },
             cache_timeout: Duration::from_secs(60),
             known_inventory: None,
+            recorded: None,
         })
     }
 
@@ -200,7 +209,7 @@ impl Engine {
 
         let existing = match self.known_inventory.take() {
             Some(known) => Some(known),
-            None => self.inventory.read(&self.client).await?,
+            None => self.read_inventory().await?,
         };
         let parent_exists = existing.is_some();
         if !parent_exists {
@@ -211,7 +220,7 @@ impl Engine {
         let mut widened = previous.union(&wanted);
         widened.namespaces.extend(self.inventory.parent.namespace.clone());
         if widened != previous || !parent_exists {
-            self.inventory.write(&self.client, &widened, &self.apply.field_manager).await?;
+            self.inventory.write(&self.client, &widened, &self.apply.field_manager, &self.record_annotations()).await?;
         }
         self.known_inventory = Some(widened.clone());
         let resources = self.watch_kinds(&desired, &widened).await?;
@@ -244,6 +253,7 @@ impl Engine {
         if self.unit.prune && !changes.has_failures() {
             self.prune_and_narrow(&desired, &resources, members_before, &widened, &mut changes).await?;
         }
+        let health_targets = health_targets(&desired, &changes);
         Ok(Report {
             unit: self.unit.name.clone(),
             revision,
@@ -251,6 +261,7 @@ impl Engine {
             skipped_files,
             duration: started.elapsed(),
             applied_at,
+            health_targets,
         })
     }
 
@@ -278,6 +289,68 @@ impl Engine {
             self.repo.set_capabilities(crate::render::capabilities(&self.client).await?);
         }
         self.repo.load(revision).await
+    }
+
+    /// The unit's `health_timeout` (zero: no health wait).
+    pub fn health_timeout(&self) -> Duration {
+        self.unit.health_timeout
+    }
+
+    /// A health wait over what `report`'s sync changed ([`crate::health::wait`]).
+    pub fn health_wait(&self, report: &Report) -> HealthWait {
+        let selector = format!("{PART_OF}={}", self.inventory.id);
+        HealthWait::new(self.client.clone(), selector, report.health_targets.clone())
+    }
+
+    /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]):
+    /// one server-side apply of the parent, carrying its current contents, and only when the
+    /// revision or the result differs from what the parent records — a sync that changes
+    /// neither sends nothing. Returns whether it wrote.
+    ///
+    /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
+    pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
+        let record = Record::now(revision.to_string(), result);
+        if self.recorded.as_ref().is_some_and(|r| r.same_outcome(&record)) {
+            return Ok(false);
+        }
+        let contents = match self.known_inventory.clone() {
+            Some(c) => c,
+            None => self.read_inventory().await?.unwrap_or_default(),
+        };
+        let annotations = record.annotations();
+        self.inventory.write(&self.client, &contents, &self.apply.field_manager, &annotations).await?;
+        self.known_inventory = Some(contents);
+        self.recorded = Some(record);
+        Ok(true)
+    }
+
+    /// [`Engine::record`] for a sync's `report`, except that a sync of the revision already
+    /// recorded that judged nothing — it changed nothing that has health (a resync, a daemon
+    /// restart), or ran no wait (`applied`: `gitward sync` without `--wait`) — does not
+    /// overwrite what the parent says of that revision.
+    ///
+    /// Errors: as [`Engine::record`].
+    pub async fn record_sync(&mut self, report: &Report, result: SyncResult) -> Result<bool> {
+        let judged = report.health_targets.iter().any(|t| crate::health::bears_health(&t.object.gk));
+        let same_revision = self.recorded.as_ref().is_some_and(|r| r.revision == report.revision.to_string());
+        let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
+        if says_nothing && same_revision {
+            return Ok(false);
+        }
+        self.record(&report.revision, result).await
+    }
+
+    /// Reads the parent (one metadata GET), remembering its record.
+    async fn read_inventory(&mut self) -> Result<Option<Contents>> {
+        let read = self.inventory.read_annotated(&self.client).await?;
+        Ok(read.map(|(contents, annotations)| {
+            self.recorded = Record::from_annotations(&annotations);
+            contents
+        }))
+    }
+
+    fn record_annotations(&self) -> BTreeMap<String, String> {
+        self.recorded.as_ref().map(Record::annotations).unwrap_or_default()
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
@@ -451,12 +524,27 @@ impl Engine {
                 ..narrowed
             };
             if &narrowed != widened {
-                self.inventory.write(&self.client, &narrowed, &self.apply.field_manager).await?;
+                let record = self.record_annotations();
+                self.inventory.write(&self.client, &narrowed, &self.apply.field_manager, &record).await?;
                 self.known_inventory = Some(narrowed);
             }
         }
         Ok(())
     }
+}
+
+/// The objects a sync created, configured or drift-corrected, with their resources.
+fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
+    let resources: HashMap<&ObjectRef, &ApiResource> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
+    changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Created | Action::Configured | Action::DriftCorrected))
+        .filter_map(|e| {
+            let resource = resources.get(&e.object)?;
+            Some(Target { object: e.object.clone(), resource: (*resource).clone() })
+        })
+        .collect()
 }
 
 fn pending_contents(pending: &[crate::manifest::Manifest], defaults: &Defaults) -> Contents {
