@@ -21,7 +21,7 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GITWARD = os.path.join(ROOT, "target/release/gitward")
-FIXTURES = os.path.join(ROOT, "..", "shared", "fixtures", "argocd-example-apps", "sock-shop", "base")
+FIXTURES = os.path.join(ROOT, "tests", "fixtures", "argocd-example-apps", "sock-shop", "base")
 AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@gitward.dev"]
 

@@ -5,6 +5,9 @@
 //! - [`config`] — the TOML config file: raw (what the file says) resolved into [`config::Config`].
 //! - [`source`] — the git side: a bare mirror per unit, fetched with git2; a ref resolved to a
 //!   revision; the files under the unit's path listed and read from the object database.
+//! - [`render`] — between source and manifest: plain files, `kustomize build` or `helm
+//!   template` run as child processes on a scratch tree from git, SOPS decryption, and a
+//!   render cache keyed by the content read.
 //! - [`manifest`] — YAML/JSON documents parsed as kubectl reads them into desired objects; the
 //!   desired hash; a parse cache keyed by blob id.
 //! - [`object`] — object identity: [`object::ObjectRef`] and [`object::GroupKind`].
@@ -15,6 +18,8 @@
 //! - [`apply`] — executes a plan stage by stage, one request per desired object in the common
 //!   case, with server-side apply or `update` mode (Get-Modify-Update with optimistic
 //!   locking) per object; takes over fields of `kubectl apply`; returns a change set.
+//! - [`health`] — the kstatus rules (a pure function of one object's status) and the bounded,
+//!   event-driven wait for what a sync changed; the last result recorded on the ApplySet parent.
 //! - [`prune`] — deletes inventory members that git no longer holds, in reverse stage order,
 //!   only after re-checking each is still a member and that no Namespace or CRD takes others.
 //! - [`changeset`] — the result of a sync: one entry per object with its action.
@@ -23,6 +28,8 @@
 //!   SIGHUP), HTTP (webhook, health, metrics), leader election, sd_notify.
 //! - [`telemetry`] — logging set-up and the `sync complete` summary event.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
+//! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
+//!   health of its members, read from the cluster.
 #![deny(missing_docs)]
 
 pub mod apply;
@@ -30,11 +37,14 @@ pub mod changeset;
 pub mod cluster;
 pub mod config;
 pub mod daemon;
+pub mod health;
 pub mod manifest;
 pub mod object;
 pub mod plan;
 pub mod prune;
+pub mod render;
 pub mod source;
+pub mod status;
 pub mod sync;
 pub mod telemetry;
 pub mod validate;

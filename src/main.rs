@@ -1,8 +1,10 @@
 //! The `gitward` command: a thin CLI over the library.
 //!
 //! Exit codes: `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or
-//! source error (the revision was not applied); `diff` 0 no changes, 1 changes, 2 error (as
-//! `kubectl diff`); `validate` 0 valid, 2 invalid.
+//! source error (the revision was not applied); with `--wait`, also 1 when what it changed did
+//! not become healthy within `health_timeout`; `diff` 0 no changes, 1 changes, 2 error (as
+//! `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
+//! members healthy, 1 something not healthy (or never applied, or its last sync failed), 2 error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -30,11 +32,42 @@ enum Command {
     /// Run the daemon: sync each unit on every push, webhook, poll, drift and resync.
     Run(RunArgs),
     /// Sync each unit once: fetch, apply every object with server-side apply, prune.
-    Sync(UnitArgs),
+    Sync(SyncArgs),
     /// Show what a sync would change (server-side dry run), without changing anything.
     Diff(UnitArgs),
-    /// Parse and check the manifests of each unit without a cluster.
+    /// Render, parse and check the manifests of each unit without a cluster.
     Validate(UnitArgs),
+    /// Show what each unit last applied, when, the result, and the health of its objects, read
+    /// from the cluster (no daemon needed).
+    Status(StatusArgs),
+}
+
+#[derive(clap::Args)]
+struct SyncArgs {
+    #[command(flatten)]
+    units: UnitArgs,
+    /// After the apply, wait (at most each unit's `health_timeout`) until what the sync
+    /// changed is healthy; exit 1 when it is not.
+    #[arg(long)]
+    wait: bool,
+}
+
+/// Output format of `gitward status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Output {
+    /// One block per unit.
+    Text,
+    /// `{"units": [...]}`.
+    Json,
+}
+
+#[derive(clap::Args)]
+struct StatusArgs {
+    #[command(flatten)]
+    units: UnitArgs,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Output::Text)]
+    output: Output,
 }
 
 #[derive(clap::Args)]
@@ -75,6 +108,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => sync(args).await,
         Command::Diff(args) => diff(args).await,
         Command::Validate(args) => validate(args).await,
+        Command::Status(args) => status(args).await,
     }
 }
 
@@ -102,20 +136,24 @@ fn load(args: &UnitArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-async fn sync(args: UnitArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args)?;
+async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&args.units)?;
     let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
     let mut code = ExitCode::SUCCESS;
     for unit in &config.units {
         let engine = Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit).await;
-        let result = match engine {
-            Ok(mut engine) => engine.sync().await,
-            Err(e) => Err(e),
+        let mut engine = match engine {
+            Ok(engine) => engine,
+            Err(e) => {
+                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "sync failed");
+                code = ExitCode::from(2);
+                continue;
+            }
         };
-        match result {
+        match engine.sync().await {
             Ok(report) => {
-                telemetry::log_report(&report);
-                if report.changes.has_failures() && code == ExitCode::SUCCESS {
+                let healthy = finish(&mut engine, &report, args.wait).await;
+                if (!healthy || report.changes.has_failures()) && code == ExitCode::SUCCESS {
                     code = ExitCode::from(1);
                 }
             }
@@ -126,6 +164,57 @@ async fn sync(args: UnitArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(code)
+}
+
+/// Logs a one-shot sync's report, waits for health when asked, records the result on the
+/// ApplySet parent; false when `--wait` found what the sync changed not healthy.
+async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
+    use gitward::health::Counts;
+    use gitward::health::record::SyncResult;
+    use gitward::health::wait::Outcome;
+    use gitward::telemetry::HealthSummary;
+    telemetry::log_objects(report);
+    let failed = report.changes.has_failures();
+    let timeout = engine.health_timeout();
+    let summary = if failed {
+        HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }
+    } else if !wait {
+        HealthSummary { counts: Counts::default(), wait: "none", result: SyncResult::Applied }
+    } else if timeout.is_zero() {
+        HealthSummary { counts: Counts::default(), wait: "disabled", result: SyncResult::Applied }
+    } else {
+        let mut health = engine.health_wait(report);
+        let unit = report.unit.as_str();
+        let outcome = health.run(timeout, |object, status| telemetry::log_health(unit, object, status)).await;
+        let result = match outcome {
+            Outcome::Healthy => SyncResult::Healthy,
+            Outcome::Degraded => SyncResult::Degraded,
+            Outcome::TimedOut => SyncResult::Progressing,
+        };
+        HealthSummary { counts: Counts::of(&health.healths()), wait: outcome.as_str(), result }
+    };
+    telemetry::log_summary(report, &summary);
+    if let Err(e) = engine.record_sync(report, summary.result).await {
+        tracing::warn!(unit = %report.unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
+    }
+    !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)
+}
+
+async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
+    let config = load(&args.units)?;
+    let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
+    let mut states = Vec::new();
+    for unit in &config.units {
+        let state = gitward::status::unit_state(&client, unit)
+            .await
+            .with_context(|| format!("status of unit {}", unit.name))?;
+        states.push(state);
+    }
+    match args.output {
+        Output::Text => print!("{}", gitward::status::render_text(&states)),
+        Output::Json => println!("{}", gitward::status::render_json(&states)),
+    }
+    Ok(if states.iter().all(|s| s.healthy()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }
 
 async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {

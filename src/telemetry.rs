@@ -1,13 +1,18 @@
 //! Logging: `tracing` set-up (`text` or `json`) and the events that report a sync.
 //!
 //! One event per object that is not `unchanged` (`object`, `action`, `message`; `unchanged`
-//! ones at debug), then one `sync complete` event with the counts (STYLE.md, Logs). Secret
+//! ones at debug), one `health` event per changed object whose health changes during the
+//! wait, then one `sync complete` event with the counts by action and by health, how the wait
+//! ended and the result recorded (STYLE.md, Logs). Secret
 //! data never reaches a log: the engine's messages carry refs and API server messages only.
 
 use tracing::{debug, error, info, warn};
 use tracing_subscriber::EnvFilter;
 
 use crate::changeset::Action;
+use crate::health::record::SyncResult;
+use crate::health::{Counts, Health, Status};
+use crate::object::ObjectRef;
 use crate::sync::Report;
 
 /// Log output format.
@@ -32,8 +37,42 @@ pub fn init(format: LogFormat) {
     };
 }
 
-/// Logs a sync's report: skipped files, each object that is not `unchanged`, the summary.
+/// What the health wait after a sync found, for the `sync complete` event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthSummary {
+    /// Objects the sync changed, by health bucket at the end of the wait.
+    pub counts: Counts,
+    /// How the wait ended: `healthy`, `degraded`, `timeout`, `cancelled` (a new revision),
+    /// `disabled` (`health_timeout = 0`), `none` (not asked for: `gitward sync` without
+    /// `--wait`), `skipped` (objects failed to apply).
+    pub wait: &'static str,
+    /// What is recorded on the ApplySet parent.
+    pub result: SyncResult,
+}
+
+/// Logs a sync's report: skipped files, each object that is not `unchanged`, the summary
+/// (no health wait: `gitward sync` without `--wait`).
 pub fn log_report(report: &Report) {
+    log_objects(report);
+    let result = if report.changes.has_failures() { SyncResult::Failed } else { SyncResult::Applied };
+    log_summary(report, &HealthSummary { counts: Counts::default(), wait: "none", result });
+}
+
+/// Logs one `health` event (`object`, `health`, `reason`, `detail`): an object the sync changed
+/// has a new health (`Failed` at warn).
+pub fn log_health(unit: &str, object: &ObjectRef, status: &Status) {
+    let object = object.to_string();
+    // `detail`, not `message`: tracing's `message` field is the event's own message.
+    let (health, reason, detail) = (status.health.as_str(), status.reason.as_str(), status.message.as_str());
+    match status.health {
+        Health::Failed => warn!(unit, object, health, reason, detail, "health"),
+        _ => info!(unit, object, health, reason, detail, "health"),
+    }
+}
+
+/// Logs skipped files and each object that is not `unchanged` (at once after the apply; the
+/// summary follows the health wait).
+pub fn log_objects(report: &Report) {
     let unit = report.unit.as_str();
     let revision = report.revision.to_string();
     for s in &report.skipped_files {
@@ -60,6 +99,12 @@ pub fn log_report(report: &Report) {
     if let Some(reason) = &report.changes.prune_refused {
         error!(unit, revision, reason = %reason, "prune refused");
     }
+}
+
+/// Logs the `sync complete` event: counts by action, then by health, the wait and the result.
+pub fn log_summary(report: &Report, health: &HealthSummary) {
+    let unit = report.unit.as_str();
+    let revision = report.revision.to_string();
     let c = report.changes.counts();
     info!(
         unit,
@@ -74,6 +119,11 @@ pub fn log_report(report: &Report) {
         conflict = c.conflict,
         requests = report.changes.requests,
         duration_ms = report.duration.as_millis() as u64,
+        healthy = health.counts.healthy,
+        progressing = health.counts.progressing,
+        degraded = health.counts.degraded,
+        wait = health.wait,
+        result = health.result.as_str(),
         "sync complete"
     );
 }

@@ -1,6 +1,7 @@
-//! `gitward validate`: fetch and parse each unit's manifests and check them without a cluster:
-//! every document parses, every object has apiVersion, kind and name, no object is defined
-//! twice. Kinds and scopes are not checked (that needs discovery); an object that names no
+//! `gitward validate`: fetch, render and parse each unit's manifests and check them without a
+//! cluster: the render succeeds (kustomize, Helm and SOPS run as in a sync; Helm with its own
+//! default capabilities, since there is no cluster to ask), every document parses, every
+//! object has apiVersion, kind and name, no object is defined twice. Kinds and scopes are not checked (that needs discovery); an object that names no
 //! namespace is taken to be in the unit's namespace for the duplicate check.
 
 use std::collections::HashMap;
@@ -23,8 +24,8 @@ pub struct Summary {
 
 /// Fetches the unit's repository into `state_dir` and checks its manifests.
 ///
-/// Errors: [`Error::Source`], [`Error::Manifest`] or [`Error::Duplicate`], naming the file and
-/// document.
+/// Errors: [`Error::Source`], [`Error::Render`], [`Error::Manifest`] or [`Error::Duplicate`],
+/// naming the file and document (or the unit, path and tool).
 pub async fn validate_unit(state_dir: &Path, unit: &SyncUnit) -> Result<Summary> {
     let repo = crate::sync::repo::Repo::open(state_dir, unit).await?;
     let revision = repo.fetch().await?;

@@ -118,7 +118,14 @@ async fn post_hook(addr: SocketAddr, headers: &[(&str, &str)], body: &[u8]) -> R
 }
 
 fn ready() -> UnitStatus {
-    UnitStatus { cache_synced: true, last_sync_ok: Some(true), last_revision: Some("3f2a".into()), tracked_objects: 1 }
+    UnitStatus {
+        cache_synced: true,
+        last_sync_ok: Some(true),
+        last_revision: Some("3f2a".into()),
+        tracked_objects: 1,
+        health: None,
+        waiting: false,
+    }
 }
 
 #[tokio::test]

@@ -1,4 +1,4 @@
-//! End-to-end: real manifests nobody here wrote (../shared/fixtures), pushed to a bare git
+//! End-to-end: real manifests nobody here wrote (tests/fixtures), pushed to a bare git
 //! repository with the git CLI, synced to the real apiserver, step by step as a user would.
 //!
 //! One test, because ingress-nginx holds cluster-scoped objects (ClusterRoles, an IngressClass,

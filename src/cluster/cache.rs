@@ -36,6 +36,8 @@ type Store = Arc<Mutex<BTreeMap<ObjectRef, LiveMeta>>>;
 enum Sync {
     /// The first list has not completed.
     Pending,
+    /// The first list failed transiently (the message) and is being retried with backoff.
+    Retrying(String),
     /// The store holds a complete list.
     Ready,
     /// The first list failed (RBAC, unknown resource): the message.
@@ -250,9 +252,13 @@ impl Drop for MetadataCache {
 
 async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Duration) -> Result<()> {
     let failed = |message: String| Error::CacheFailed { group_kind: gk.to_string(), message };
-    let outcome = tokio::time::timeout(timeout, rx.wait_for(|s| *s != Sync::Pending)).await;
+    let last = rx.clone();
+    let outcome = tokio::time::timeout(timeout, rx.wait_for(|s| matches!(s, Sync::Ready | Sync::Failed(_)))).await;
     match outcome {
-        Err(_) => Err(failed(format!("first list not complete within {timeout:?}"))),
+        Err(_) => Err(failed(match &*last.borrow() {
+            Sync::Retrying(last) => format!("first list not complete within {timeout:?}; last error: {last}"),
+            _ => format!("first list not complete within {timeout:?}"),
+        })),
         Ok(Err(_)) => Err(failed("watch task ended".into())),
         Ok(Ok(state)) => match &*state {
             Sync::Failed(message) => Err(failed(message.clone())),
@@ -275,6 +281,24 @@ fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
         (Some(p), Some(generation)) => p.generation != Some(generation),
         (Some(p), None) => p.resource_version != current.resource_version,
     }
+}
+
+/// True when a watch error will not go away by itself: the API server refused the list
+/// (401, 403, 404, 400 …). Anything else — 429 `storage is (re)initializing` right after a CRD
+/// is Established, 5xx, a dropped connection — leaves the kind pending while the watcher backs
+/// off and lists again, bounded by the caller's timeout in [`MetadataCache::ensure`].
+fn is_permanent(err: &watcher::Error) -> bool {
+    let api_code = match err {
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+            match e {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            }
+        }
+        watcher::Error::WatchError(status) => Some(status.code),
+        _ => None,
+    };
+    api_code.is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429 && code != 410)
 }
 
 /// Reduces a metadata object to what the cache keeps.
@@ -367,8 +391,9 @@ async fn run_watch(
             }
             Err(e) => {
                 errored.store(true, Ordering::SeqCst);
-                if *state.borrow() == Sync::Pending {
-                    state.send_replace(Sync::Failed(e.to_string()));
+                if matches!(*state.borrow(), Sync::Pending | Sync::Retrying(_)) {
+                    let message = e.to_string();
+                    state.send_replace(if is_permanent(&e) { Sync::Failed(message) } else { Sync::Retrying(message) });
                 }
                 tracing::warn!(group_kind = %gk, error = %e, "metadata watch failed; retrying");
             }
@@ -396,6 +421,20 @@ mod tests {
         let before = meta("10", Some(3));
         assert!(!is_change(Some(&before), &meta("11", Some(3))), "status update: same generation");
         assert!(is_change(Some(&before), &meta("12", Some(4))), "spec change: new generation");
+    }
+
+    fn list_failed(code: u16) -> watcher::Error {
+        let status = kube::core::Status { code, ..Default::default() };
+        watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn storage_reinitializing_is_retried_but_forbidden_fails_the_kind() {
+        assert!(!is_permanent(&list_failed(429)), "429 storage is (re)initializing");
+        assert!(!is_permanent(&list_failed(503)));
+        assert!(!is_permanent(&list_failed(410)), "410 Gone: relist");
+        assert!(is_permanent(&list_failed(403)));
+        assert!(is_permanent(&list_failed(404)));
     }
 
     #[test]

@@ -20,6 +20,10 @@ pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
 /// longer served must not make its members look deleted.
 pub const PREFERRED_TTL: std::time::Duration = std::time::Duration::from_secs(300);
 
+/// How long a kind whose CRD is Established may take to appear in discovery before its
+/// objects fail as "not served" ([`Discovery::resolve_new`]).
+pub const NEW_KIND_WITHIN: std::time::Duration = std::time::Duration::from_secs(15);
+
 /// A resolved kind.
 #[derive(Debug, Clone)]
 pub struct Resolved {
@@ -70,6 +74,36 @@ impl Discovery {
             .iter()
             .find(|(ar, _)| ar.kind == kind)
             .map(|(ar, caps)| Resolved { resource: ar.clone(), namespaced: caps.scope == Scope::Namespaced }))
+    }
+
+    /// Resolves a kind whose CRD was just applied and reported Established, asking again with
+    /// backoff (100 ms doubling to 2 s) for at most [`NEW_KIND_WITHIN`] while the server does not
+    /// serve it yet: the apiserver sets `Established` before its discovery handler serves the
+    /// new group-version, so a first answer of "not served" is often only early. `Ok(None)` when
+    /// it is still not served after that.
+    ///
+    /// Errors: as [`Discovery::resolve`].
+    pub async fn resolve_new(
+        &mut self,
+        client: &kube::Client,
+        api_version: &str,
+        kind: &str,
+    ) -> Result<Option<Resolved>> {
+        use backon::BackoffBuilder;
+        let mut delays = backon::ExponentialBuilder::default()
+            .with_min_delay(std::time::Duration::from_millis(100))
+            .with_max_delay(std::time::Duration::from_secs(2))
+            .with_total_delay(Some(NEW_KIND_WITHIN))
+            .without_max_times()
+            .build();
+        loop {
+            if let Some(resolved) = self.resolve(client, api_version, kind).await? {
+                return Ok(Some(resolved));
+            }
+            let Some(delay) = delays.next() else { return Ok(None) };
+            tokio::time::sleep(delay).await;
+            self.forget(api_version);
+        }
     }
 
     /// Forgets `api_version` when what is known of it was learned more than

@@ -16,7 +16,7 @@
 //! namespaces before any member is applied, and narrowed to what remains after a prune, so a
 //! crash in between never hides a member from the next prune.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use base64::Engine;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -53,6 +53,9 @@ pub const RECREATE: &str = "gitward.dev/recreate";
 /// Annotation on members: `update` or `server-side-apply`, the apply mode of this one object
 /// (overrides the unit's `apply_mode`).
 pub const APPLY_MODE: &str = "gitward.dev/apply-mode";
+/// Prefix of gitward's own annotations on the parent (the last sync's record,
+/// [`crate::health::record`]).
+pub const GITWARD_PREFIX: &str = "gitward.dev/";
 /// Annotation that `kubectl apply` (client-side) keeps its last applied configuration in;
 /// dropped when gitward takes such an object over.
 pub const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -87,6 +90,9 @@ pub struct Parent {
     pub contents: Contents,
     /// Its `metadata.resourceVersion`.
     pub resource_version: String,
+    /// Its annotations under [`GITWARD_PREFIX`]: the last sync's record
+    /// ([`crate::health::record`]).
+    pub annotations: BTreeMap<String, String>,
 }
 
 /// One ref as a line of the members record: `Kind.group/namespace/name` (namespace empty for
@@ -210,12 +216,15 @@ impl Inventory {
         };
         contents.namespaces.extend(self.parent.namespace.clone());
         let resource_version = object.metadata.resource_version.unwrap_or_default();
-        Ok(Some(Parent { contents, resource_version }))
+        let annotations = annotations.into_iter().filter(|(k, _)| k.starts_with(GITWARD_PREFIX)).collect();
+        Ok(Some(Parent { contents, resource_version, annotations }))
     }
 
     /// Writes the parent with these contents by server-side apply (one request), with
     /// `resource_version` as a precondition when given (the version read or last written;
-    /// `None` creates it). Returns the parent as written.
+    /// `None` creates it), plus `extra` annotations (the last sync's record: they must be sent
+    /// with every write, or server-side apply removes them as no longer declared by this field
+    /// manager). Returns the parent as written.
     ///
     /// Errors: [`Error::InventoryConflict`] when the precondition fails (409, or 404 because
     /// the parent was deleted): read it again; [`Error::InventoryFailed`] otherwise (for
@@ -226,6 +235,7 @@ impl Inventory {
         contents: &Contents,
         resource_version: Option<&str>,
         field_manager: &str,
+        extra: &BTreeMap<String, String>,
     ) -> Result<Parent> {
         let own_ns = self.parent.namespace.clone().unwrap_or_default();
         let gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
@@ -255,6 +265,9 @@ impl Inventory {
         if let Some(rv) = resource_version {
             body["metadata"]["resourceVersion"] = json!(rv);
         }
+        for (k, v) in extra {
+            body["metadata"]["annotations"][k] = json!(v);
+        }
         let params = PatchParams::apply(field_manager).force();
         let written = match self.api(client).patch(&self.parent.name, &params, &Patch::Apply(&body)).await {
             Ok(written) => written,
@@ -264,7 +277,7 @@ impl Inventory {
             Err(source) => return Err(Error::InventoryFailed { parent: self.parent.to_string(), source }),
         };
         let resource_version = written.metadata.resource_version.unwrap_or_default();
-        Ok(Parent { contents: contents.clone(), resource_version })
+        Ok(Parent { contents: contents.clone(), resource_version, annotations: extra.clone() })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The cluster side: the client, discovery, the metadata-only cache and the ApplySet inventory.
 //!
-//! - [`connect`] builds a `kube::Client` from [`crate::config::ClusterConfig`] with bounded retries.
+//! - [`connect`] builds a `kube::Client` from [`crate::config::ClusterConfig`]; [`retry`] is its
+//!   bounded `Retry-After` policy.
 //! - [`discovery`] resolves the kinds found in git to resources and scopes, and nothing else
 //!   (DESIGN.md, Libraries: a full discovery fails whole when one aggregated API is down).
 //! - [`cache`] keeps live metadata of the unit's members, watched per group-kind and
@@ -10,6 +11,7 @@
 pub mod cache;
 pub mod discovery;
 pub mod inventory;
+pub mod retry;
 
 use crate::config::ClusterConfig;
 
@@ -71,10 +73,12 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// Builds a client: the config's kubeconfig and context if set, else `kube::Config::infer`
 /// (in-cluster service account, `$KUBECONFIG`, `~/.kube/config`).
 ///
-/// kube retries 429/503/504 up to 15 times by default with delays up to 1000 s, which can
-/// stall a sync for many minutes (DESIGN.md, Libraries); this client does not retry: a
-/// transient failure fails the object, and the unit is retried as a whole with backoff.
-/// Requests carry the user agent `gitward/<version>`, visible in the apiserver's audit log.
+/// kube's own default retry (429/503/504, 15 times, waits up to 1000 s) is replaced by
+/// [`retry::RetryAfter`]: `Retry-After` on 429 and 5xx honoured as client-go does, at most
+/// [`retry::MAX_RETRIES`] retries within [`retry::DEADLINE`] per request. kube 5 boxes its
+/// service stack, which tower's retry layer cannot clone, so a `Buffer` (a channel to one task
+/// driving the stack) makes it cloneable. Requests carry the user agent `gitward/<version>`,
+/// visible in the apiserver's audit log.
 pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
     let mut config = match (&cfg.kubeconfig, &cfg.context) {
         (None, None) => kube::Config::infer().await.map_err(|e| Error::Kubeconfig(e.to_string()))?,
@@ -92,7 +96,11 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
     };
     config.default_retry = false;
     config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(crate::TOOLING)));
-    kube::Client::try_from(config).map_err(Error::Client)
+    Ok(kube::client::ClientBuilder::try_from(config)
+        .map_err(Error::Client)?
+        .with_layer(&tower::buffer::BufferLayer::new(1024))
+        .with_layer(&tower::retry::RetryLayer::new(retry::RetryAfter::default()))
+        .build())
 }
 
 /// True when `err` is an API error with this HTTP status code. kube's `is_conflict()` misses a

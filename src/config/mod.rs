@@ -83,6 +83,85 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// The sync units (`[[sync]]`), in file order; at least one, names unique.
     pub units: Vec<SyncUnit>,
+    /// The render tools and their limits (`[render]`); each unit holds a copy in
+    /// [`SyncUnit::render_tools`].
+    pub render: RenderTools,
+}
+
+/// The render tools and their limits (`[render]`, optional): see `crate::render`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderTools {
+    /// The `kustomize` binary (v5). Default `None`: `kustomize` found on `PATH` when a unit
+    /// renders with it.
+    pub kustomize: Option<PathBuf>,
+    /// The `helm` binary (v3.19+ or v4). Default `None`: `helm` on `PATH`.
+    pub helm: Option<PathBuf>,
+    /// The `sops` binary (v3), used for `[sync.decryption]`. Default `None`: `sops` on `PATH`.
+    pub sops: Option<PathBuf>,
+    /// How long one run of a tool may take before it is killed and the revision refused.
+    /// Default 60 s: a real overlay or chart renders in well under a second; a template
+    /// looping over a huge range must not hold the unit forever.
+    pub timeout: Duration,
+    /// The most bytes one render may write to stdout; more kills the tool and refuses the
+    /// revision. Default 64 MiB: far above real charts (etcd's 1.5 MiB per object bounds
+    /// what is useful), low enough that a runaway template cannot exhaust memory.
+    pub max_output_bytes: u64,
+}
+
+impl Default for RenderTools {
+    fn default() -> Self {
+        Self { kustomize: None, helm: None, sops: None, timeout: Duration::from_secs(60), max_output_bytes: 64 << 20 }
+    }
+}
+
+/// How a unit's path becomes manifests (`render`: `"auto"`, `"plain"`, `"kustomize"`,
+/// `"helm"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RenderMode {
+    /// The default: kustomize when the unit's path holds `kustomization.yaml`,
+    /// `kustomization.yml` or `Kustomization`; Helm when it holds `Chart.yaml`; else plain.
+    Auto,
+    /// The YAML and JSON files under the path, read as they are (kustomization files skipped).
+    Plain,
+    /// `kustomize build` of the path.
+    Kustomize,
+    /// `helm template` of the chart at the path.
+    Helm,
+}
+
+impl fmt::Display for RenderMode {
+    /// Writes the config spelling.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Plain => "plain",
+            Self::Kustomize => "kustomize",
+            Self::Helm => "helm",
+        })
+    }
+}
+
+/// `[sync.helm]`: how a chart is templated (Helm's `helm template` flags).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HelmOptions {
+    /// The release name (`.Release.Name`). Default `None`: the unit's name.
+    pub release: Option<String>,
+    /// Values files, `/`-separated paths in the repository (not relative to the chart),
+    /// applied in order as `helm template -f`, normalized like `path`. Default: none (the
+    /// chart's own `values.yaml` applies).
+    pub values_files: Vec<String>,
+    /// Inline values (`[sync.helm.values]`), applied after the files, so they win. Default:
+    /// empty.
+    pub values: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `[sync.decryption]`: SOPS decryption of the unit's files (see `crate::render::sops`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decryption {
+    /// The age identity file (`AGE-SECRET-KEY-1…` lines, as `age-keygen` writes them), given
+    /// to `sops` as `SOPS_AGE_KEY_FILE`. Required.
+    pub age_key_file: PathBuf,
 }
 
 /// How to reach the cluster (`[cluster]`, optional).
@@ -237,10 +316,32 @@ pub struct SyncUnit {
     /// `MB`, `GB`), at least 1. Default 4 MiB: bounds what a stray binary or generated file in a
     /// commit costs, while etcd's 1.5 MiB per-object limit leaves room for multi-document files.
     pub max_file_bytes: u64,
+    /// How long the daemon (and `gitward sync --wait`) waits, after an apply, for the objects
+    /// the sync created or configured to become healthy (kstatus `Current`), humantime
+    /// (`"5m"`, `"90s"`); `"0s"` disables the wait. A `Failed` object ends the wait at once;
+    /// a new revision cancels it. Default 5 minutes: a Deployment's own
+    /// `progressDeadlineSeconds` defaults to 10 minutes, but most rollouts that will succeed
+    /// do so within a few, and a bounded wait keeps the reported result timely.
+    pub health_timeout: Duration,
     /// The unit's ApplySet parent (`[sync.inventory]`); no two units may share one.
     pub inventory: InventoryConfig,
     /// Credentials for the repository (`[sync.git]`).
     pub git: GitCredentials,
+    /// How the path becomes manifests. Default [`RenderMode::Auto`].
+    pub render: RenderMode,
+    /// Whether kustomize may fetch remote resources (`https://…`, `github.com/…`). Default
+    /// `false`: a render reads only the revision, so what is applied is what git holds (Flux's
+    /// `--no-remote-bases`).
+    pub allow_remote_bases: bool,
+    /// Whether the unit's `namespace` is created (and becomes a member of the inventory), as
+    /// Argo CD's `CreateNamespace` and Flux's `createNamespace`. Default `false`.
+    pub create_namespace: bool,
+    /// `[sync.helm]`, used when the unit renders with Helm.
+    pub helm: HelmOptions,
+    /// `[sync.decryption]`. Default `None`: a SOPS-encrypted file refuses the revision.
+    pub decryption: Option<Decryption>,
+    /// A copy of the file's `[render]` table, so the engine needs only the unit.
+    pub render_tools: RenderTools,
 }
 
 impl SyncUnit {
@@ -269,7 +370,14 @@ impl SyncUnit {
             max_prune_fraction: 0.5,
             allow_prune_all: false,
             max_file_bytes: 4 << 20,
+            health_timeout: Duration::from_secs(300),
             git: GitCredentials::default(),
+            render: RenderMode::Auto,
+            allow_remote_bases: false,
+            create_namespace: false,
+            helm: HelmOptions::default(),
+            decryption: None,
+            render_tools: RenderTools::default(),
         }
     }
 
@@ -451,7 +559,7 @@ mod tests {
     fn durations_and_sizes_are_parsed() {
         let text = format!(
             "[daemon]\ninterval = \"5m\"\nresync_interval = \"1h 30m\"\nlisten = \"127.0.0.1:9090\"\n\
-             {MINIMAL}max_file_bytes = 1024\napply_mode = \"update\"\n"
+             {MINIMAL}max_file_bytes = 1024\napply_mode = \"update\"\nhealth_timeout = \"0s\"\n"
         );
         let config = parse(&text).unwrap();
         assert_eq!(config.daemon.interval, Duration::from_secs(300));
@@ -459,6 +567,7 @@ mod tests {
         assert_eq!(config.daemon.listen, Some("127.0.0.1:9090".parse().unwrap()));
         assert_eq!(config.units[0].max_file_bytes, 1024);
         assert_eq!(config.units[0].apply_mode.to_string(), "update");
+        assert_eq!(config.units[0].health_timeout, Duration::ZERO, "0s disables the health wait");
     }
 
     #[test]
@@ -470,6 +579,45 @@ mod tests {
         assert!(parse(&format!("{MINIMAL}takeover_managers = []\n")).unwrap().units[0].takeover_managers.is_empty());
         let message = error(&format!("{MINIMAL}takeover_managers = [\"ok\", \"\"]\n"));
         assert!(message.starts_with("config.toml: line 4: sync[0].takeover_managers: "), "{message}");
+    }
+
+    #[test]
+    fn render_settings_are_resolved_and_copied_into_each_unit() {
+        let text = format!(
+            "[render]\nhelm = \"bin/helm\"\ntimeout = \"5s\"\nmax_output_bytes = \"1MiB\"\n{MINIMAL}\
+             render = \"helm\"\n[sync.helm]\nvalues_files = [\"./values//prod.yaml\"]\n\
+             [sync.helm.values]\nreplicas = 2\nimage = {{ tag = \"v1\" }}\n\
+             [sync.decryption]\nage_key_file = \"age.key\"\n"
+        );
+        let config = parse(&text).unwrap();
+        let unit = &config.units[0];
+        assert_eq!(unit.render, RenderMode::Helm);
+        assert_eq!(unit.render_tools, config.render);
+        assert_eq!(config.render.helm, Some(PathBuf::from("/etc/gitward/bin/helm")));
+        assert_eq!(config.render.kustomize, None);
+        assert_eq!((config.render.timeout, config.render.max_output_bytes), (Duration::from_secs(5), 1 << 20));
+        assert_eq!(unit.helm.values_files, ["values/prod.yaml"]);
+        assert_eq!(
+            serde_json::Value::Object(unit.helm.values.clone()),
+            serde_json::json!({"replicas": 2, "image": {"tag": "v1"}})
+        );
+        assert_eq!(
+            unit.decryption.as_ref().map(|d| d.age_key_file.clone()),
+            Some(PathBuf::from("/etc/gitward/age.key"))
+        );
+        let defaults = &parse(MINIMAL).unwrap().units[0];
+        assert_eq!(
+            (defaults.render, defaults.allow_remote_bases, defaults.create_namespace),
+            (RenderMode::Auto, false, false)
+        );
+        assert_eq!(defaults.render_tools.timeout, Duration::from_secs(60));
+    }
+
+    #[test]
+    fn a_values_file_outside_the_repository_is_refused() {
+        let message = error(&format!("{MINIMAL}[sync.helm]\nvalues_files = [\"../secrets.yaml\"]\n"));
+        assert!(message.starts_with("config.toml: line 5: sync[0].helm.values_files: "), "{message}");
+        assert!(error(&format!("{MINIMAL}render = \"jsonnet\"\n")).contains("render"));
     }
 
     #[test]
@@ -583,6 +731,11 @@ mod tests {
             .unwrap_or_else(|e| panic!("{e}"));
         let unit = config.unit("example").unwrap();
         assert_eq!(unit.repo, "/src/gitward/target/example-repo.git");
+        let helm = config.unit("example-helm").unwrap();
+        assert_eq!(helm.helm.values_files, ["helm/values/demo.yaml"]);
+        assert_eq!(helm.helm.release.as_deref(), Some("hello"));
+        assert!(helm.create_namespace);
+        assert_eq!(helm.render_tools.helm, Some(PathBuf::from("/src/gitward/target/tools/bin/helm")));
         assert_eq!(config.daemon.state_dir, PathBuf::from("/src/gitward/target/gitward-state"));
         assert_eq!(config.cluster.kubeconfig, None);
     }

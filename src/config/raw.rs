@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{ApplyMode, InventoryKind};
+use super::{ApplyMode, InventoryKind, RenderMode};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -25,6 +25,19 @@ pub(super) struct RawConfig {
     pub daemon: RawDaemon,
     #[serde(default)]
     pub sync: Vec<Spanned<RawSyncUnit>>,
+    #[serde(default)]
+    pub render: RawRender,
+}
+
+/// `[render]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRender {
+    pub kustomize: Option<Spanned<String>>,
+    pub helm: Option<Spanned<String>>,
+    pub sops: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<HumanDuration>>,
+    pub max_output_bytes: Option<ByteSize>,
 }
 
 /// `[cluster]`.
@@ -79,9 +92,33 @@ pub(super) struct RawSyncUnit {
     pub max_prune_fraction: Option<Spanned<f64>>,
     pub allow_prune_all: Option<bool>,
     pub max_file_bytes: Option<ByteSize>,
+    pub health_timeout: Option<HumanDuration>,
     pub inventory: Option<Spanned<RawInventory>>,
     #[serde(default)]
     pub git: RawGit,
+    pub render: Option<RenderMode>,
+    pub allow_remote_bases: Option<bool>,
+    pub create_namespace: Option<bool>,
+    #[serde(default)]
+    pub helm: RawHelm,
+    pub decryption: Option<RawDecryption>,
+}
+
+/// `[sync.helm]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawHelm {
+    pub release: Option<Spanned<String>>,
+    #[serde(default)]
+    pub values_files: Vec<Spanned<String>>,
+    pub values: Option<toml::Table>,
+}
+
+/// `[sync.decryption]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDecryption {
+    pub age_key_file: Spanned<String>,
 }
 
 /// `[sync.inventory]`.

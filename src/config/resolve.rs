@@ -10,11 +10,12 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use super::raw::{
-    HumanDuration, RawCluster, RawConfig, RawDaemon, RawGit, RawInventory, RawLeaderElection, RawSyncUnit,
+    HumanDuration, RawCluster, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection, RawRender,
+    RawSyncUnit,
 };
 use super::{
-    ClusterConfig, Config, DaemonConfig, Error, GitCredentials, InventoryConfig, LeaderElection, Result, SyncUnit,
-    is_url_or_scp,
+    ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
+    LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
 };
 
 /// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.
@@ -35,6 +36,7 @@ impl Resolver<'_> {
     pub fn config(&self, raw: RawConfig) -> Result<Config> {
         let cluster = self.cluster(raw.cluster)?;
         let daemon = self.daemon(raw.daemon)?;
+        let render = self.render(raw.render)?;
         if raw.sync.is_empty() {
             return Err(self.invalid(None, "sync", "at least one [[sync]] unit is required"));
         }
@@ -56,9 +58,46 @@ impl Resolver<'_> {
                 );
                 return Err(self.invalid(Some(inventory_span), &format!("sync[{index}].inventory"), message));
             }
-            units.push(unit);
+            units.push(SyncUnit { render_tools: render.clone(), ..unit });
         }
-        Ok(Config { cluster, daemon, units })
+        Ok(Config { cluster, daemon, units, render })
+    }
+
+    fn render(&self, raw: RawRender) -> Result<RenderTools> {
+        let default = RenderTools::default();
+        Ok(RenderTools {
+            kustomize: raw.kustomize.map(|p| self.file(p, "render.kustomize")).transpose()?,
+            helm: raw.helm.map(|p| self.file(p, "render.helm")).transpose()?,
+            sops: raw.sops.map(|p| self.file(p, "render.sops")).transpose()?,
+            timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
+            max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
+        })
+    }
+
+    fn helm(&self, index: usize, raw: RawHelm) -> Result<HelmOptions> {
+        let key = |field: &str| format!("sync[{index}].helm.{field}");
+        let mut values_files = Vec::with_capacity(raw.values_files.len());
+        for file in raw.values_files {
+            let span = file.span();
+            let path =
+                tree_path(file.get_ref()).map_err(|m| self.invalid(Some(span.clone()), &key("values_files"), m))?;
+            if path.is_empty() {
+                return Err(self.invalid(Some(span), &key("values_files"), "must name a file"));
+            }
+            values_files.push(path);
+        }
+        let values = match raw.values {
+            Some(table) => match serde_json::to_value(table) {
+                Ok(serde_json::Value::Object(map)) => map,
+                _ => return Err(self.invalid(None, &key("values"), "must be a table of values")),
+            },
+            None => serde_json::Map::new(),
+        };
+        Ok(HelmOptions {
+            release: raw.release.map(|r| self.check(r, &key("release"), dns_label)).transpose()?,
+            values_files,
+            values,
+        })
     }
 
     fn cluster(&self, raw: RawCluster) -> Result<ClusterConfig> {
@@ -159,9 +198,18 @@ impl Resolver<'_> {
         unit.recreate_on_immutable = raw.recreate_on_immutable.unwrap_or(unit.recreate_on_immutable);
         unit.allow_prune_all = raw.allow_prune_all.unwrap_or(unit.allow_prune_all);
         unit.max_file_bytes = raw.max_file_bytes.map_or(unit.max_file_bytes, |size| size.0);
+        unit.health_timeout = raw.health_timeout.map_or(unit.health_timeout, |d| d.0);
         let inventory_span = raw.inventory.as_ref().map_or(name_span.clone(), Spanned::span);
         unit.inventory = self.inventory(index, raw.inventory.map(Spanned::into_inner), &unit)?;
         unit.git = self.git(index, raw.git)?;
+        unit.render = raw.render.unwrap_or(unit.render);
+        unit.allow_remote_bases = raw.allow_remote_bases.unwrap_or(unit.allow_remote_bases);
+        unit.create_namespace = raw.create_namespace.unwrap_or(unit.create_namespace);
+        unit.helm = self.helm(index, raw.helm)?;
+        unit.decryption = match raw.decryption {
+            Some(d) => Some(Decryption { age_key_file: self.file(d.age_key_file, &key("decryption.age_key_file"))? }),
+            None => None,
+        };
         Ok((unit, name_span, inventory_span))
     }
 

@@ -14,9 +14,12 @@
 //! | `gitward_last_applied_revision` | gauge, always 1 | `unit`, `revision` |
 //! | `gitward_tracked_objects` | gauge | `unit` |
 //! | `gitward_triggers_total` | counter | `unit`, `kind` |
+//! | `gitward_objects_health` | gauge | `unit`, `health` (`healthy`, `progressing`, `degraded`): the objects the last sync changed, at the end of its health wait |
+//! | `gitward_time_to_healthy_seconds` | histogram, 5 ms … 328 s | `unit`: from the end of the apply until every changed object was `Current` |
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -69,6 +72,12 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HealthLabels {
+    unit: String,
+    health: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RevisionLabels {
     unit: String,
     revision: String,
@@ -85,6 +94,8 @@ pub struct Metrics {
     last_revision: Family<RevisionLabels, Gauge>,
     tracked: Family<UnitLabels, Gauge>,
     triggers: Family<KindLabels, Counter>,
+    objects_health: Family<HealthLabels, Gauge>,
+    time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// The revision each unit's `gitward_last_applied_revision` series names, so the previous
     /// series is removed when the revision moves. Held across the swap so two updates of one
     /// unit cannot leave two series.
@@ -117,6 +128,10 @@ impl Metrics {
         let last_revision = Family::default();
         let tracked = Family::default();
         let triggers = Family::default();
+        let objects_health = Family::default();
+        let time_to_healthy = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            duration_histogram as fn() -> Histogram,
+        );
         registry.register_with_unit(
             "sync_duration",
             "Wall time of a completed sync, from fetch to prune",
@@ -137,6 +152,17 @@ impl Metrics {
         );
         registry.register("tracked_objects", "Members of a unit's ApplySet inventory", tracked.clone());
         registry.register("triggers", "Sync requests received, by what asked", triggers.clone());
+        registry.register(
+            "objects_health",
+            "Objects the last sync changed, by health at the end of its health wait",
+            objects_health.clone(),
+        );
+        registry.register_with_unit(
+            "time_to_healthy",
+            "From the end of an apply until every object it changed was Current",
+            Unit::Seconds,
+            time_to_healthy.clone(),
+        );
         Self {
             registry,
             sync_duration,
@@ -146,6 +172,8 @@ impl Metrics {
             last_revision,
             tracked,
             triggers,
+            objects_health,
+            time_to_healthy,
             revisions: Mutex::default(),
         }
     }
@@ -176,6 +204,20 @@ impl Metrics {
         self.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
     }
 
+    /// Records the end of a health wait: the changed objects by health bucket, and, when all
+    /// became `Current`, how long that took.
+    pub fn observe_health(&self, unit: &str, counts: &crate::health::Counts, time_to_healthy: Option<Duration>) {
+        for (health, n) in
+            [("healthy", counts.healthy), ("progressing", counts.progressing), ("degraded", counts.degraded)]
+        {
+            let n = i64::try_from(n).unwrap_or(i64::MAX);
+            self.objects_health.get_or_create(&HealthLabels { unit: unit.to_owned(), health }).set(n);
+        }
+        if let Some(t) = time_to_healthy {
+            self.time_to_healthy.get_or_create(&UnitLabels { unit: unit.to_owned() }).observe(t.as_secs_f64());
+        }
+    }
+
     /// Counts a sync of `unit` that failed as a whole, under `kind` = [`error_kind`]`(err)`.
     pub fn observe_error(&self, unit: &str, err: &Error) {
         self.errors.get_or_create(&KindLabels { unit: unit.to_owned(), kind: error_kind(err) }).inc();
@@ -196,6 +238,9 @@ impl Metrics {
             self.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision });
         }
         self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
+        for health in ["healthy", "progressing", "degraded"] {
+            self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
+        }
     }
 
     /// Every series, in the OpenMetrics text format (see [`CONTENT_TYPE`]), ending in `# EOF`.
@@ -234,6 +279,7 @@ pub fn error_kind(err: &Error) -> &'static str {
     match err {
         Error::Source(_) => "source",
         Error::Manifest(_) => "manifest",
+        Error::Render(_) => "render",
         Error::Duplicate { .. } => "duplicate",
         Error::UnknownKind { .. } => "unknown-kind",
         Error::Cluster(_) => "cluster",
@@ -260,7 +306,15 @@ mod tests {
         }
         let unit = unit.into();
         let revision = Revision(revision.into());
-        Report { unit, revision, changes, skipped_files: Vec::new(), duration, applied_at: std::time::Instant::now() }
+        Report {
+            unit,
+            revision,
+            changes,
+            skipped_files: Vec::new(),
+            duration,
+            applied_at: std::time::Instant::now(),
+            health_targets: Vec::new(),
+        }
     }
 
     fn lines(m: &Metrics) -> Vec<String> {

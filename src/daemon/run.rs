@@ -7,6 +7,12 @@
 //! With leader election, unit tasks run only while this replica holds the Lease and are
 //! aborted the moment it is lost. With systemd (`Type=notify`), `READY=1` follows the first
 //! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
+//!
+//! What they follow: `READY=1` and `/readyz` follow the apply (every unit synced once, its last
+//! sync without failed objects), not health — an application that does not become healthy is
+//! not a reason to restart or unroute gitward. `STATUS=` shows per unit the state, revision,
+//! tracked objects and, once a health wait ended, the changed objects by health:
+//! `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -197,10 +203,39 @@ fn summary(status: &Status) -> String {
                 None => "pending",
             };
             let rev = s.last_revision.as_deref().map(|r| &r[..r.len().min(12)]).unwrap_or("-");
-            format!("{name}: {state} {rev} ({} objects)", s.tracked_objects)
+            let health = match (s.health, s.waiting) {
+                (_, true) => "; waiting for health".to_string(),
+                (Some(h), false) => {
+                    format!("; {} healthy, {} progressing, {} degraded", h.healthy, h.progressing, h.degraded)
+                }
+                (None, false) => String::new(),
+            };
+            format!("{name}: {state} {rev} ({} objects{health})", s.tracked_objects)
         })
         .collect::<Vec<_>>()
         .join("; ")
+}
+
+/// Logs the version of each render tool at start. A missing tool is a warning when a unit
+/// asks for it by name (`render = "kustomize"`/`"helm"`, or `[sync.decryption]` for sops), and
+/// an info line otherwise (`render = "auto"` needs it only if the path turns out to hold a
+/// kustomization or a chart).
+fn log_render_tools(config: &Config) {
+    use crate::config::RenderMode;
+    let needs = |tool: &str| {
+        config.units.iter().any(|u| match tool {
+            "kustomize" => u.render == RenderMode::Kustomize,
+            "helm" => u.render == RenderMode::Helm,
+            _ => u.decryption.is_some(),
+        })
+    };
+    for (tool, found) in crate::render::tool_versions(&config.render) {
+        match found {
+            Ok((path, version)) => info!(tool, version, path = %path.display(), "render tool"),
+            Err(reason) if needs(tool) => warn!(tool, reason, "render tool unavailable"),
+            Err(reason) => info!(tool, reason, "render tool unavailable"),
+        }
+    }
 }
 
 /// Runs the daemon with the config at `config_path` until `shutdown` completes.
@@ -213,6 +248,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
     let config_path: PathBuf = config_path.to_path_buf();
     let mut config = Config::load(&config_path)?;
     let client = crate::cluster::connect(&config.cluster).await?;
+    log_render_tools(&config);
     let status = Status::default();
     let metrics = Arc::new(Metrics::new());
     let http_state = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());

@@ -83,6 +83,12 @@ pub struct UnitStatus {
     pub last_revision: Option<String>,
     /// Members in the unit's inventory.
     pub tracked_objects: usize,
+    /// The objects the last sync changed, by health at the end of its wait; `None` while the
+    /// wait runs or when none ran. Shown in sd_notify `STATUS=`; `/readyz` does not follow it
+    /// (an application that does not become healthy is not a reason to restart gitward).
+    pub health: Option<crate::health::Counts>,
+    /// A health wait is running (sd_notify `STATUS=` says `waiting for health`).
+    pub waiting: bool,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this

@@ -17,9 +17,12 @@ use super::backoff::Backoff;
 use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use crate::health::Counts;
+use crate::health::record::SyncResult;
+use crate::health::wait::Outcome;
 use crate::source::Revision;
 use crate::sync::{Engine, Report};
-use crate::telemetry;
+use crate::telemetry::{self, HealthSummary};
 
 pub use super::heal::DRIFT_DEBOUNCE;
 
@@ -73,14 +76,19 @@ impl UnitTask {
                 if trigger.kind != TriggerKind::Webhook {
                     self.metrics.observe_trigger(&unit, trigger.kind);
                 }
-                let ok = match heal_objects.take() {
+                let healed = match heal_objects.take() {
                     Some(objects) => self.heal(&unit, &trigger, &objects, &mut heal).await,
                     None => None,
                 };
-                let ok = match ok {
-                    Some(ok) => Some(ok),
+                let (ok, report) = match healed {
+                    Some((ok, report)) => (Some(ok), Some(report)),
                     None => self.sync(&unit, &trigger, &mut last_applied, &mut heal).await,
                 };
+                if let Some(report) = report {
+                    // The health wait: cancelled by a new revision or shutdown; meanwhile a
+                    // trigger for the same revision is kept for afterwards.
+                    queued = self.wait_health(&unit, report, &mut shutdown, &mut poll).await;
+                }
                 match ok {
                     Some(true) => {
                         backoff.reset();
@@ -138,7 +146,8 @@ impl UnitTask {
         }
     }
 
-    /// Re-applies only the drifted `objects` ([`Engine::heal`]); `None` when the engine cannot
+    /// Re-applies only the drifted `objects` ([`Engine::heal`]), with whether that succeeded and
+    /// the report (for the health wait); `None` when the engine cannot
     /// (no sync yet, or git no longer holds them): the caller runs a full sync instead.
     async fn heal(
         &mut self,
@@ -146,13 +155,13 @@ impl UnitTask {
         trigger: &Trigger,
         objects: &std::collections::BTreeSet<crate::object::ObjectRef>,
         heal: &mut Heal,
-    ) -> Option<bool> {
+    ) -> Option<(bool, Report)> {
         info!(unit, trigger = %trigger.kind, objects = objects.len(), "self-heal of drifted objects");
         let report = self.engine.heal(objects).await?;
         let ok = !report.changes.has_failures();
         self.report_fights(unit, &report, heal);
-        self.publish(unit, trigger, &report, ok);
-        Some(ok)
+        self.publish(unit, trigger, &report);
+        Some((ok, report))
     }
 
     /// Counts corrections and warns, once per object, about a field fight.
@@ -170,20 +179,21 @@ impl UnitTask {
     }
 
     /// Runs one sync for `trigger`. `Some(true)` succeeded, `Some(false)` failed (retry with
-    /// backoff), `None` nothing to do (a poll that found the revision already synced).
+    /// backoff), `None` nothing to do (a poll that found the revision already synced); with
+    /// the report when the sync applied, for the health wait.
     async fn sync(
         &mut self,
         unit: &str,
         trigger: &Trigger,
         last_applied: &mut Option<Revision>,
         heal: &mut Heal,
-    ) -> Option<bool> {
+    ) -> (Option<bool>, Option<Report>) {
         let revision = match self.engine.repo().fetch().await {
             Ok(r) => r,
-            Err(e) => return Some(self.failed(unit, trigger, e)),
+            Err(e) => return (Some(self.failed(unit, trigger, e)), None),
         };
         if trigger.kind.is_poll() && last_applied.as_ref() == Some(&revision) {
-            return None;
+            return (None, None);
         }
         info!(unit, trigger = %trigger.kind, revision = %revision, "sync triggered");
         match self.engine.sync_revision(revision).await {
@@ -193,30 +203,137 @@ impl UnitTask {
                 // that finds the same revision has nothing to add.
                 *last_applied = Some(report.revision.clone());
                 self.report_fights(unit, &report, heal);
-                self.publish(unit, trigger, &report, ok);
-                Some(ok)
+                self.publish(unit, trigger, &report);
+                (Some(ok), Some(report))
             }
-            Err(e) => Some(self.failed(unit, trigger, e)),
+            Err(e) => (Some(self.failed(unit, trigger, e)), None),
         }
     }
 
-    fn publish(&self, unit: &str, trigger: &Trigger, report: &Report, ok: bool) {
-        telemetry::log_report(report);
+    /// After an apply: waits (at most the unit's `health_timeout`) for the objects the sync
+    /// changed to become healthy, logging a `health` event per change; then logs `sync
+    /// complete`, updates metrics and status, and records the result on the ApplySet parent.
+    ///
+    /// The unit's task does nothing else meanwhile, but it still listens: shutdown and SIGHUP
+    /// (a reload) cancel the wait; a trigger from the channel or a poll tick fetches, and a
+    /// revision other than the one waited for cancels the wait and is returned to be synced at
+    /// once (a new revision always wins over waiting for the old one). A trigger that finds the
+    /// same revision is returned to run after the wait. Drift and resync wait until it ends.
+    async fn wait_health(
+        &mut self,
+        unit: &str,
+        report: Report,
+        shutdown: &mut watch::Receiver<bool>,
+        poll: &mut tokio::time::Interval,
+    ) -> Option<Trigger> {
+        let timeout = self.engine.health_timeout();
+        let failed = report.changes.has_failures();
+        let (wait, result, counts, next) = if failed {
+            ("skipped", SyncResult::Failed, Counts::default(), None)
+        } else if timeout.is_zero() {
+            ("disabled", SyncResult::Applied, Counts::default(), None)
+        } else {
+            let mut wait = self.engine.health_wait(&report);
+            if wait.targets().iter().any(|t| crate::health::bears_health(&t.object.gk)) {
+                // Ready (and READY=1) follows the apply, not the wait.
+                self.set_status(unit, &report, true, None);
+                self.set_waiting(unit, true);
+            }
+            let started = Instant::now();
+            let mut after = None;
+            let mut cancelled_by = None;
+            let mut superseded = false;
+            let outcome = {
+                let run = wait.run(timeout, |object, status| telemetry::log_health(unit, object, status));
+                tokio::pin!(run);
+                loop {
+                    let trigger = tokio::select! {
+                        outcome = &mut run => break Some(outcome),
+                        _ = shutdown.changed() => break None,
+                        t = self.triggers.recv() => match t {
+                            Some(t) => t,
+                            None => break None,
+                        },
+                        _ = poll.tick() => Trigger::now(TriggerKind::Poll),
+                    };
+                    if trigger.kind == TriggerKind::Reload {
+                        // SIGHUP asks for a sync now, with a config that may have changed.
+                        info!(unit, revision = %report.revision, trigger = %trigger.kind, "health wait cancelled by a reload");
+                        cancelled_by = Some(trigger);
+                        break None;
+                    }
+                    match self.engine.repo().fetch().await {
+                        Ok(revision) if revision != report.revision => {
+                            info!(unit, revision = %report.revision, new_revision = %revision, trigger = %trigger.kind, "health wait cancelled by a new revision");
+                            superseded = true;
+                            cancelled_by = Some(trigger);
+                            break None;
+                        }
+                        _ if trigger.kind.is_poll() => {}
+                        _ => after = Some(trigger),
+                    }
+                }
+            };
+            let counts = Counts::of(&wait.healths());
+            match outcome {
+                Some(outcome) => {
+                    let result = match outcome {
+                        Outcome::Healthy => SyncResult::Healthy,
+                        Outcome::Degraded => SyncResult::Degraded,
+                        Outcome::TimedOut => SyncResult::Progressing,
+                    };
+                    let took = (outcome == Outcome::Healthy).then(|| started.elapsed());
+                    self.metrics.observe_health(unit, &counts, took);
+                    (outcome.as_str(), result, counts, after)
+                }
+                None => {
+                    // Unjudged: recorded as progressing, so a later no-op sync of this revision
+                    // cannot call it healthy; a superseding revision records itself instead.
+                    let summary = HealthSummary { counts, wait: "cancelled", result: SyncResult::Progressing };
+                    telemetry::log_summary(&report, &summary);
+                    self.set_status(unit, &report, true, None);
+                    if !superseded && let Err(e) = self.engine.record_sync(&report, summary.result).await {
+                        warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
+                    }
+                    return cancelled_by.or(after);
+                }
+            }
+        };
+        telemetry::log_summary(&report, &HealthSummary { counts, wait, result });
+        let waited = wait != "skipped" && wait != "disabled";
+        self.set_status(unit, &report, !failed, waited.then_some(counts));
+        if let Err(e) = self.engine.record_sync(&report, result).await {
+            warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
+        }
+        next
+    }
+
+    fn set_waiting(&self, unit: &str, waiting: bool) {
+        let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
+        status.waiting = waiting;
+        self.status.set(unit, status);
+    }
+
+    fn set_status(&self, unit: &str, report: &Report, ok: bool, health: Option<Counts>) {
+        let status = UnitStatus {
+            cache_synced: true,
+            last_sync_ok: Some(ok),
+            last_revision: Some(report.revision.to_string()),
+            tracked_objects: self.engine.cache().len(),
+            health,
+            waiting: false,
+        };
+        self.status.set(unit, status);
+    }
+
+    fn publish(&self, unit: &str, trigger: &Trigger, report: &Report) {
+        telemetry::log_objects(report);
         if matches!(trigger.kind, TriggerKind::Push | TriggerKind::Webhook) {
             let ms = report.applied_at.saturating_duration_since(trigger.at).as_millis() as u64;
             info!(unit, trigger = %trigger.kind, revision = %report.revision, trigger_to_applied_ms = ms, "trigger applied");
         }
         let tracked = self.engine.cache().len();
         self.metrics.observe_sync(report, tracked);
-        self.status.set(
-            unit,
-            UnitStatus {
-                cache_synced: true,
-                last_sync_ok: Some(ok),
-                last_revision: Some(report.revision.to_string()),
-                tracked_objects: tracked,
-            },
-        );
     }
 
     fn failed(&self, unit: &str, trigger: &Trigger, e: crate::sync::Error) -> bool {

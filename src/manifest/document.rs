@@ -106,6 +106,7 @@ fn add_object(at: At<'_>, object: Map<String, Value>, loaded: &mut Loaded) -> Re
         name,
         namespace,
         body: Value::Object(object),
+        hash_key: None,
     });
     Ok(())
 }

@@ -13,9 +13,15 @@ use sha2::{Digest, Sha256};
 /// equal, whatever the key order in git. The caller decides which value to hash (e.g. after
 /// adding the default namespace). Stored on live objects as annotation `gitward.dev/desired-hash`.
 pub fn desired_hash(value: &Value) -> String {
+    hex::encode(Sha256::digest(canonical_json(value).as_bytes()))
+}
+
+/// The canonical JSON text that [`desired_hash`] hashes (keys sorted at every level, no
+/// whitespace); also what a keyed hash of a decrypted object is taken over.
+pub fn canonical_json(value: &Value) -> String {
     let mut canonical = String::new();
     write_canonical(value, &mut canonical);
-    hex::encode(Sha256::digest(canonical.as_bytes()))
+    canonical
 }
 
 fn write_canonical(value: &Value, out: &mut String) {

@@ -38,7 +38,7 @@ mod value;
 
 pub use cache::ParseCache;
 pub use error::{Error, Result};
-pub use hash::desired_hash;
+pub use hash::{canonical_json, desired_hash};
 
 use crate::object::GroupKind;
 
@@ -72,6 +72,10 @@ pub struct Manifest {
     pub namespace: Option<String>,
     /// The whole object as JSON, as kubectl reads it.
     pub body: serde_json::Value,
+    /// Set when the object was made from SOPS-decrypted input: its desired hash is then keyed
+    /// with this (HMAC), not a plain sha256 of content that includes plaintext secrets.
+    /// `None` for everything else (the reader never sets it; `crate::render` does).
+    pub hash_key: Option<crate::render::sops::HashKey>,
 }
 
 /// A file or document that is deliberately not a desired object, with the reason; for logs.
@@ -155,7 +159,7 @@ mod tests {
     use serde_json::json;
 
     const EDGE_CASES: &str =
-        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/fixtures/yaml-edge-cases/edge-cases.yaml"));
+        include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/yaml-edge-cases/edge-cases.yaml"));
 
     fn parse(text: &str) -> Result<Loaded> {
         parse_file("test.yaml", text.as_bytes())

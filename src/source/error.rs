@@ -153,7 +153,7 @@ impl Error {
     }
 
     /// Builds [`Error::Git`] from a libgit2 error.
-    pub(super) fn git(unit: &str, step: &'static str, error: &git2::Error) -> Self {
+    pub(crate) fn git(unit: &str, step: &'static str, error: &git2::Error) -> Self {
         Error::Git { unit: unit.to_string(), step, message: error.message().to_string() }
     }
 }

@@ -172,6 +172,11 @@ impl Source {
         tree::read_blob(self.mirror.repo(), &self.spec.unit, oid)
     }
 
+    /// The mirror's repository, for readers of whole trees (the render step).
+    pub fn git(&self) -> &git2::Repository {
+        self.mirror.repo()
+    }
+
     /// The spec this source was opened with.
     pub fn spec(&self) -> &SourceSpec {
         &self.spec

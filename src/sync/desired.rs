@@ -11,7 +11,7 @@ use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{APPLY_MODE, DESIRED_HASH, PART_OF, RECREATE};
 use crate::config::ApplyMode;
-use crate::manifest::{Manifest, desired_hash};
+use crate::manifest::{Manifest, canonical_json, desired_hash};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
@@ -119,7 +119,10 @@ pub fn build(
     } else {
         meta.remove("namespace");
     }
-    let hash = desired_hash(&body);
+    let hash = match &m.hash_key {
+        Some(key) => key.hash(canonical_json(&body).as_bytes()),
+        None => desired_hash(&body),
+    };
     let meta = metadata(&mut body);
     let annotation = |key: &str| meta.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
     let recreate = defaults.recreate || annotation(RECREATE) == Some("enabled");
@@ -171,6 +174,7 @@ mod tests {
             name: "conf".into(),
             namespace: None,
             body,
+            hash_key: None,
         }
     }
 

@@ -93,7 +93,7 @@ impl Engine {
     /// Computes what [`Engine::sync`] would do at the current revision, by dry run.
     pub async fn diff(&mut self) -> Result<DiffReport> {
         let revision = self.repo.fetch().await?;
-        let loaded = self.repo.load(&revision).await?;
+        let loaded = self.load(&revision).await?;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
             applyset_id: self.inventory.id.clone(),

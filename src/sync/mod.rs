@@ -12,7 +12,7 @@ pub mod desired;
 pub mod diff;
 pub mod repo;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams};
@@ -25,6 +25,8 @@ use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Contents, Inventory, PART_OF, Parent, ParentWatch, Seen};
 use crate::config::{ClusterConfig, SyncUnit};
+use crate::health::record::{Record, SyncResult};
+use crate::health::wait::{HealthWait, Target};
 use crate::manifest::Skipped;
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::{self, Desired, Stage, Step};
@@ -43,6 +45,10 @@ pub enum Error {
     /// A manifest could not be parsed or is not a valid object.
     #[error(transparent)]
     Manifest(#[from] crate::manifest::Error),
+    /// Rendering the unit's path (kustomize, Helm, SOPS) failed: bad input, like a parse
+    /// error; the message names the unit, the path and the tool.
+    #[error(transparent)]
+    Render(#[from] crate::render::Error),
     /// Two documents describe the same object.
     #[error("{object}: defined twice, in {first} and in {second}")]
     Duplicate {
@@ -101,6 +107,9 @@ pub struct Report {
     /// When the last object that git changed was applied (else when the apply ended), for
     /// `trigger_to_applied_ms`.
     pub applied_at: Instant,
+    /// The objects this sync created, configured or drift-corrected: what the health wait
+    /// watches ([`crate::health::wait`]).
+    pub health_targets: Vec<Target>,
 }
 
 /// The state kept for one unit across syncs.
@@ -122,6 +131,9 @@ pub struct Engine {
     parent_watch: Option<ParentWatch>,
     /// The desired objects and revision of the last sync, for [`Engine::heal`].
     last_desired: Option<(Revision, Vec<Desired>)>,
+    /// The last sync's record on the parent (revision, time, result), once read or written:
+    /// sent with every parent write, and rewritten only when it changes.
+    recorded: Option<Record>,
 }
 
 impl Engine {
@@ -157,6 +169,7 @@ impl Engine {
             known_inventory: None,
             parent_watch: None,
             last_desired: None,
+            recorded: None,
         })
     }
 
@@ -193,7 +206,7 @@ impl Engine {
     /// apply stage by stage, prune, narrow the inventory.
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
-        let loaded = self.repo.load(&revision).await?;
+        let loaded = self.load(&revision).await?;
         let skipped_files = loaded.skipped;
         let partial = loaded.partial;
         let defaults = Defaults {
@@ -239,6 +252,7 @@ impl Engine {
             let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
             self.prune_and_narrow(inputs, &widened, &mut changes).await?;
         }
+        let health_targets = health_targets(&desired, &changes);
         Ok(Report {
             unit: self.unit.name.clone(),
             revision,
@@ -246,6 +260,7 @@ impl Engine {
             skipped_files,
             duration: started.elapsed(),
             applied_at,
+            health_targets,
         })
     }
 
@@ -269,6 +284,7 @@ impl Engine {
             );
         }
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
+        let health_targets = health_targets(&desired, &changes);
         Some(Report {
             unit: self.unit.name.clone(),
             revision,
@@ -276,6 +292,7 @@ impl Engine {
             skipped_files: Vec::new(),
             duration: started.elapsed(),
             applied_at,
+            health_targets,
         })
     }
 
@@ -298,8 +315,11 @@ impl Engine {
             attempts += 1;
             let existing = match self.known_inventory.take() {
                 Some(known) => Some(known),
-                None => self.inventory.read(&self.client).await?,
+                None => self.read_parent().await?,
             };
+            if existing.is_none() {
+                self.create_parent_namespace().await?;
+            }
             let previous = existing.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
             let mut widened = previous.union(wanted);
             widened.namespaces.extend(self.inventory.parent.namespace.clone());
@@ -308,7 +328,8 @@ impl Engine {
                 return Ok(widened);
             }
             let precondition = existing.as_ref().map(|p| p.resource_version.as_str());
-            match self.inventory.write(&self.client, &widened, precondition, &self.apply.field_manager).await {
+            let record = self.record_annotations();
+            match self.inventory.write(&self.client, &widened, precondition, &self.apply.field_manager, &record).await {
                 Ok(parent) => {
                     self.known_inventory = Some(parent);
                     return Ok(widened);
@@ -317,6 +338,109 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// With `create_namespace`, when the ApplySet parent is to be created in the unit's own
+    /// namespace, that namespace must exist first: one server-side apply of the bare Namespace
+    /// (the sync then applies it in full, labelled, as a member of the inventory).
+    async fn create_parent_namespace(&self) -> Result<()> {
+        let namespace = self.unit.namespace.as_str();
+        if !self.unit.create_namespace || self.inventory.parent.namespace.as_deref() != Some(namespace) {
+            return Ok(());
+        }
+        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
+        let params = kube::api::PatchParams::apply(&self.apply.field_manager).force();
+        api.patch(namespace, &params, &kube::api::Patch::Apply(&body)).await.map_err(|source| {
+            crate::cluster::Error::InventoryFailed { parent: self.inventory.parent.to_string(), source }
+        })?;
+        Ok(())
+    }
+
+    /// Loads the revision's manifests; a unit that renders with Helm first learns the
+    /// cluster's capabilities (once per engine).
+    async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
+        if self.repo.needs_capabilities(revision).await? {
+            self.repo.set_capabilities(crate::render::capabilities(&self.client).await?);
+        }
+        self.repo.load(revision).await
+    }
+
+    /// The unit's `health_timeout` (zero: no health wait).
+    pub fn health_timeout(&self) -> Duration {
+        self.unit.health_timeout
+    }
+
+    /// A health wait over what `report`'s sync changed ([`crate::health::wait`]).
+    pub fn health_wait(&self, report: &Report) -> HealthWait {
+        let selector = format!("{PART_OF}={}", self.inventory.id);
+        HealthWait::new(self.client.clone(), selector, report.health_targets.clone())
+    }
+
+    /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]):
+    /// one server-side apply of the parent, carrying its current contents, and only when the
+    /// revision or the result differs from what the parent records — a sync that changes
+    /// neither sends nothing. Returns whether it wrote.
+    ///
+    /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
+    pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
+        let record = Record::now(revision.to_string(), result);
+        if self.recorded.as_ref().is_some_and(|r| r.same_outcome(&record)) {
+            return Ok(false);
+        }
+        let annotations = record.annotations();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            let existing = match self.known_inventory.take() {
+                Some(known) => Some(known),
+                None => self.read_parent().await?,
+            };
+            let contents = existing.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
+            let precondition = existing.as_ref().map(|p| p.resource_version.as_str());
+            match self
+                .inventory
+                .write(&self.client, &contents, precondition, &self.apply.field_manager, &annotations)
+                .await
+            {
+                Ok(parent) => {
+                    self.known_inventory = Some(parent);
+                    self.recorded = Some(record);
+                    return Ok(true);
+                }
+                Err(crate::cluster::Error::InventoryConflict { .. }) if attempts < 2 => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// [`Engine::record`] for a sync's `report`, except that a sync of the revision already
+    /// recorded that judged nothing — it changed nothing that has health (a resync, a daemon
+    /// restart), or ran no wait (`applied`: `gitward sync` without `--wait`) — does not
+    /// overwrite what the parent says of that revision.
+    ///
+    /// Errors: as [`Engine::record`].
+    pub async fn record_sync(&mut self, report: &Report, result: SyncResult) -> Result<bool> {
+        let judged = report.health_targets.iter().any(|t| crate::health::bears_health(&t.object.gk));
+        let same_revision = self.recorded.as_ref().is_some_and(|r| r.revision == report.revision.to_string());
+        let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
+        if says_nothing && same_revision {
+            return Ok(false);
+        }
+        self.record(&report.revision, result).await
+    }
+
+    /// Reads the parent (one GET), remembering its record.
+    async fn read_parent(&mut self) -> Result<Option<Parent>> {
+        let parent = self.inventory.read(&self.client).await?;
+        if let Some(p) = &parent {
+            self.recorded = Record::from_annotations(&p.annotations);
+        }
+        Ok(parent)
+    }
+
+    fn record_annotations(&self) -> BTreeMap<String, String> {
+        self.recorded.as_ref().map(Record::annotations).unwrap_or_default()
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
@@ -426,13 +550,24 @@ impl Engine {
         for m in &pending {
             self.discovery.forget(&m.api_version);
         }
+        // Kinds still not served after waiting for discovery: their other objects fail at once.
+        let mut unserved: HashSet<(String, String)> = HashSet::new();
         for m in pending {
             let guess = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
             if let Some(reason) = blocked.reason(&guess) {
                 changes.push(guess, Action::Skipped, Some(reason));
                 continue;
             }
-            match self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? {
+            let key = (m.api_version.clone(), m.gk.kind.clone());
+            let resolved = if unserved.contains(&key) {
+                None
+            } else {
+                self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?
+            };
+            if resolved.is_none() {
+                unserved.insert(key);
+            }
+            match resolved {
                 Some(r) => {
                     let ns = r.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone()));
                     let object = ObjectRef::new(m.gk.clone(), ns, &m.name);
@@ -533,7 +668,12 @@ impl Engine {
             return Ok(());
         }
         let precondition = self.known_inventory.take().map(|p| p.resource_version);
-        match self.inventory.write(&self.client, &narrowed, precondition.as_deref(), &self.apply.field_manager).await {
+        let record = self.record_annotations();
+        match self
+            .inventory
+            .write(&self.client, &narrowed, precondition.as_deref(), &self.apply.field_manager, &record)
+            .await
+        {
             Ok(parent) => self.known_inventory = Some(parent),
             Err(crate::cluster::Error::InventoryConflict { .. }) => {}
             Err(e) => return Err(e.into()),
@@ -550,6 +690,20 @@ struct PruneInputs<'a> {
     members_before: usize,
     /// Paths the listing skipped that may define objects ([`crate::manifest::Loaded::partial`]).
     partial: &'a [String],
+}
+
+/// The objects a sync created, configured or drift-corrected, with their resources.
+fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
+    let resources: HashMap<&ObjectRef, &ApiResource> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
+    changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Created | Action::Configured | Action::DriftCorrected))
+        .filter_map(|e| {
+            let resource = resources.get(&e.object)?;
+            Some(Target { object: e.object.clone(), resource: (*resource).clone() })
+        })
+        .collect()
 }
 
 fn pending_contents(pending: &[crate::manifest::Manifest], defaults: &Defaults) -> Contents {

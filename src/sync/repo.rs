@@ -1,19 +1,28 @@
-//! The git side of a unit as the engine uses it: the mirror plus the parse cache, driven off
-//! the async runtime (git2 is blocking). Needs no cluster, so `gitward validate` uses it alone.
+//! The git side of a unit as the engine uses it: the mirror, the render step and the parse
+//! cache, driven off the async runtime (git2 and the render tools are blocking). Needs no
+//! cluster, so `gitward validate` uses it alone.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
+use git2::Oid;
+use serde_json::json;
+
 use super::{Error, Result};
-use crate::config::SyncUnit;
-use crate::manifest::{Loaded, ParseCache, Skipped};
+use crate::config::{RenderMode, SyncUnit};
+use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
+use crate::object::GroupKind;
+use crate::render::{self, Capabilities, Renderer};
 use crate::source::{Credentials, Revision, Source, SourceSpec};
 
-/// A unit's mirror and parse cache.
+/// A unit's mirror, renderer and parse cache.
 #[derive(Clone)]
 pub struct Repo {
     source: Arc<Mutex<Source>>,
     parse_cache: Arc<Mutex<ParseCache>>,
+    renderer: Arc<Mutex<Renderer>>,
+    unit: Arc<SyncUnit>,
 }
 
 impl Repo {
@@ -36,7 +45,12 @@ impl Repo {
         };
         let state_dir = state_dir.to_path_buf();
         let source = blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await?;
-        Ok(Self { source: Arc::new(Mutex::new(source)), parse_cache: Arc::new(Mutex::new(ParseCache::new())) })
+        Ok(Self {
+            source: Arc::new(Mutex::new(source)),
+            parse_cache: Arc::new(Mutex::new(ParseCache::new())),
+            renderer: Arc::new(Mutex::new(Renderer::new())),
+            unit: Arc::new(unit.clone()),
+        })
     }
 
     /// Fetches the remote and resolves the unit's ref to a revision.
@@ -48,27 +62,132 @@ impl Repo {
         blocking(move || source.lock().expect("source lock").fetch().map_err(Error::from)).await
     }
 
-    /// Lists and parses the manifests of `revision`; only blobs whose id changed since the
-    /// previous load are parsed again. Symlinks and submodules come back as skipped files.
+    /// Reads the manifests of `revision`: renders the unit's path (kustomize or Helm, see
+    /// [`crate::render`]; served from the render cache when nothing it reads changed), or lists
+    /// and parses its plain files, SOPS-encrypted ones decrypted first; only blobs whose id
+    /// changed since the previous load are parsed again. With `create_namespace`, the unit's
+    /// Namespace is added. Symlinks and submodules of plain units come back as skipped files.
     ///
-    /// Errors: [`Error::Source`] (path missing, file too large), [`Error::Manifest`].
+    /// Errors: [`Error::Source`] (path missing, file too large), [`Error::Manifest`],
+    /// [`Error::Render`].
     pub async fn load(&self, revision: &Revision) -> Result<Loaded> {
-        let (source, cache, revision) = (self.source.clone(), self.parse_cache.clone(), revision.clone());
+        let (source, cache, renderer, unit, revision) =
+            (self.source.clone(), self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
             let source = source.lock().expect("source lock");
-            let listing = source.list_files(&revision)?;
-            let mut loaded = cache
-                .lock()
-                .expect("parse cache lock")
-                .load(&listing.files, |f| source.read_blob(&f.oid).map_err(|e| e.to_string()))?;
-            for (file, reason) in listing.skipped {
-                loaded.skipped.push(Skipped { file, index: None, reason });
+            let mut renderer = renderer.lock().expect("renderer lock");
+            let mut loaded = match mode_at(&source, &revision, &unit)? {
+                mode @ (RenderMode::Kustomize | RenderMode::Helm) => {
+                    let repo = source.git();
+                    let root = root_tree(&source, &revision)?;
+                    renderer.render(repo, &revision, &root, &unit, mode)?
+                }
+                _ => {
+                    load_plain(&source, &revision, &unit, &mut cache.lock().expect("parse cache lock"), &mut renderer)?
+                }
+            };
+            if unit.create_namespace {
+                add_namespace(&mut loaded, &unit.namespace);
             }
-            loaded.partial = listing.partial;
             Ok(loaded)
         })
         .await
     }
+
+    /// Whether the unit renders with Helm at `revision` and the renderer lacks fresh
+    /// capabilities of the cluster (see [`Repo::set_capabilities`], [`render::CAPABILITIES_TTL`]).
+    ///
+    /// Errors: [`Error::Source`] when the revision is not in the mirror.
+    pub async fn needs_capabilities(&self, revision: &Revision) -> Result<bool> {
+        let (source, renderer, unit, revision) =
+            (self.source.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
+        blocking(move || {
+            if renderer.lock().expect("renderer lock").has_capabilities() {
+                return Ok(false);
+            }
+            Ok(mode_at(&source.lock().expect("source lock"), &revision, &unit)? == RenderMode::Helm)
+        })
+        .await
+    }
+
+    /// Sets the cluster's capabilities for Helm (`--kube-version`, `--api-versions`).
+    pub fn set_capabilities(&self, capabilities: Capabilities) {
+        self.renderer.lock().expect("renderer lock").set_capabilities(capabilities);
+    }
+
+    /// How many renders (kustomize or Helm runs) this unit has done; a load served from the
+    /// render cache does not count.
+    pub fn renders(&self) -> usize {
+        self.renderer.lock().expect("renderer lock").renders()
+    }
+}
+
+/// The commit's root tree.
+fn root_tree<'r>(source: &'r Source, revision: &Revision) -> Result<git2::Tree<'r>> {
+    let unit = source.spec().unit.as_str();
+    Oid::from_str(&revision.0)
+        .and_then(|oid| source.git().find_commit(oid))
+        .and_then(|commit| commit.tree())
+        .map_err(|e| Error::Source(crate::source::Error::git(unit, "read tree", &e)))
+}
+
+/// The unit's render mode at `revision`, `auto` resolved.
+fn mode_at(source: &Source, revision: &Revision, unit: &SyncUnit) -> Result<RenderMode> {
+    Ok(render::resolve_mode(&root_tree(source, revision)?, unit))
+}
+
+/// A plain unit: list, decrypt SOPS files, parse (cached by blob id).
+fn load_plain(
+    source: &Source,
+    revision: &Revision,
+    unit: &SyncUnit,
+    cache: &mut ParseCache,
+    renderer: &mut Renderer,
+) -> Result<Loaded> {
+    let listing = source.list_files(revision)?;
+    let mut refused: Option<render::Error> = None;
+    let result = cache.load(&listing.files, |f| {
+        let bytes = source.read_blob(&f.oid).map_err(|e| e.to_string())?;
+        renderer.decrypt_plain(unit, &f.path, &f.oid, bytes).map_err(|e| {
+            let message = e.to_string();
+            refused.get_or_insert(e);
+            message
+        })
+    });
+    let mut loaded = match (result, refused) {
+        (Ok(loaded), _) => loaded,
+        (Err(_), Some(refused)) => return Err(refused.into()),
+        (Err(e), None) => return Err(e.into()),
+    };
+    let oids: HashMap<String, String> = listing.files.iter().map(|f| (f.path.clone(), f.oid.clone())).collect();
+    renderer.key_decrypted(&mut loaded, &oids);
+    for (file, reason) in listing.skipped {
+        loaded.skipped.push(Skipped { file, index: None, reason });
+    }
+    loaded.partial = listing.partial;
+    Ok(loaded)
+}
+
+/// Adds the unit's Namespace (`create_namespace`, annotated `gitward.dev/prune: disabled`)
+/// unless the manifests hold it already.
+fn add_namespace(loaded: &mut Loaded, namespace: &str) {
+    let gk = GroupKind::from_api_version("v1", "Namespace");
+    if loaded.manifests.iter().any(|m| m.gk == gk && m.name == namespace) {
+        return;
+    }
+    loaded.manifests.push(Manifest {
+        file: "(create_namespace)".into(),
+        index: 0,
+        api_version: "v1".into(),
+        gk,
+        name: namespace.to_owned(),
+        namespace: None,
+        // Never pruned, as Argo CD never deletes a namespace CreateNamespace made: a prune
+        // would delete everything in it, the inventory parent too.
+        body: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
+            "name": namespace, "annotations": {"gitward.dev/prune": "disabled"}}}),
+        hash_key: None,
+    });
 }
 
 /// Runs blocking work (git2, parsing) off the async runtime.

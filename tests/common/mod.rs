@@ -183,10 +183,10 @@ impl GitRepo {
     }
 }
 
-/// The shared fixtures directory (`../shared/fixtures` beside the repo).
+/// The fixtures directory, `tests/fixtures` (see its SOURCE.md).
 pub fn fixtures() -> PathBuf {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/fixtures");
-    assert!(p.is_dir(), "{} missing: CI runs with ../shared beside the repo", p.display());
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    assert!(p.is_dir(), "{} missing", p.display());
     p
 }
 

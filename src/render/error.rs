@@ -1,0 +1,170 @@
+//! [`Error`]: why a render failed.
+
+use std::path::PathBuf;
+
+use crate::source::Revision;
+
+/// Why a render failed. All of these stop the revision as a parse error does (nothing
+/// applied, nothing pruned); only a new revision or a config change fixes them, except
+/// [`Error::Scratch`] and [`Error::Timeout`] on a loaded machine, which a retry may.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The tool is not at its configured path nor on `PATH`.
+    #[error("{unit}: {tool} not found ({hint}); set [render] {tool} or put it on PATH")]
+    ToolMissing {
+        /// The unit that needs it.
+        unit: String,
+        /// `kustomize`, `helm` or `sops`.
+        tool: &'static str,
+        /// Where it was looked for.
+        hint: String,
+    },
+    /// The tool ran and failed; `message` is its own (trimmed, secrets masked).
+    #[error("{unit}: {path}: {tool} failed: {message}")]
+    ToolFailed {
+        /// The unit.
+        unit: String,
+        /// The repository path rendered.
+        path: String,
+        /// The tool.
+        tool: &'static str,
+        /// The tool's stderr, trimmed to its last lines, secret values masked.
+        message: String,
+    },
+    /// The tool ran past `[render] timeout` and was killed.
+    #[error("{unit}: {path}: {tool} did not finish within {}s and was killed", timeout.as_secs_f64())]
+    Timeout {
+        /// The unit.
+        unit: String,
+        /// The repository path rendered.
+        path: String,
+        /// The tool.
+        tool: &'static str,
+        /// The limit.
+        timeout: std::time::Duration,
+    },
+    /// The tool wrote more than `[render] max_output_bytes` and was killed.
+    #[error("{unit}: {path}: {tool} output is over the limit of {limit} bytes ([render] max_output_bytes)")]
+    OutputTooLarge {
+        /// The unit.
+        unit: String,
+        /// The repository path rendered.
+        path: String,
+        /// The tool.
+        tool: &'static str,
+        /// The limit in bytes.
+        limit: u64,
+    },
+    /// A kustomization names a remote resource and the unit does not set `allow_remote_bases`.
+    #[error(
+        "{file}: remote resource {resource:?} refused: a render reads only the revision (set allow_remote_bases = true in unit {unit} to allow it)"
+    )]
+    RemoteResource {
+        /// The unit.
+        unit: String,
+        /// The kustomization file.
+        file: String,
+        /// The resource as written.
+        resource: String,
+    },
+    /// A kustomization names a path above the repository root.
+    #[error("{file}: {reference:?} leaves the repository (unit {unit})")]
+    LeavesRepository {
+        /// The unit.
+        unit: String,
+        /// The kustomization file.
+        file: String,
+        /// The reference as written.
+        reference: String,
+    },
+    /// A symbolic link in the rendered tree points outside the repository.
+    #[error("{path}: symbolic link to {target:?} leaves the repository (unit {unit})")]
+    SymlinkLeavesTree {
+        /// The unit.
+        unit: String,
+        /// The link's repository path.
+        path: String,
+        /// Its target as stored.
+        target: String,
+    },
+    /// A values file named in `[sync.helm] values_files` is not in the revision.
+    #[error("{unit}: values file {path} not found at revision {revision}")]
+    ValuesFileMissing {
+        /// The unit.
+        unit: String,
+        /// The repository path.
+        path: String,
+        /// The revision.
+        revision: Revision,
+    },
+    /// A file is over the unit's `max_file_bytes`.
+    #[error("{unit}: file {path} is {size} bytes, over the limit of {limit} bytes")]
+    FileTooLarge {
+        /// The unit.
+        unit: String,
+        /// The repository path.
+        path: String,
+        /// Its size.
+        size: u64,
+        /// The unit's `max_file_bytes`.
+        limit: u64,
+    },
+    /// A SOPS-encrypted file, and the unit has no `[sync.decryption]`.
+    #[error("{file}: SOPS-encrypted, and unit {unit} has no [sync.decryption] age_key_file: refused")]
+    NoDecryptionKey {
+        /// The unit.
+        unit: String,
+        /// The repository path of the file.
+        file: String,
+    },
+    /// `sops` could not decrypt a file (wrong key, tampered file).
+    #[error("{file}: SOPS decryption failed (unit {unit}): {message}")]
+    DecryptFailed {
+        /// The unit.
+        unit: String,
+        /// The repository path of the file.
+        file: String,
+        /// sops's message, trimmed and masked.
+        message: String,
+    },
+    /// The age identity file could not be read.
+    #[error("{unit}: age key file {}: {message}", path.display())]
+    KeyFile {
+        /// The unit.
+        unit: String,
+        /// The configured path.
+        path: PathBuf,
+        /// The I/O error.
+        message: String,
+    },
+    /// A manifest made from decrypted content does not parse; the message is masked.
+    #[error("{message}")]
+    DecryptedUnreadable {
+        /// The manifest reader's message, secret values masked.
+        message: String,
+    },
+    /// The rendered stream does not parse as manifests.
+    #[error(transparent)]
+    Manifest(#[from] crate::manifest::Error),
+    /// The scratch directory could not be made or written.
+    #[error("{unit}: render scratch directory: {message}")]
+    Scratch {
+        /// The unit.
+        unit: String,
+        /// The I/O error.
+        message: String,
+    },
+    /// Reading the revision's objects failed.
+    #[error("{unit}: {path}: reading from git: {message}")]
+    Git {
+        /// The unit.
+        unit: String,
+        /// The repository path.
+        path: String,
+        /// libgit2's message.
+        message: String,
+    },
+}
+
+/// `Result` alias of this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,162 @@
+//! `helm template` of the chart at a unit's path (Helm v3.19+ or v4, run as a child process).
+//!
+//! The chart is rendered as `helm install` would render it against this cluster: gitward
+//! passes `--kube-version` and `--api-versions` from discovery ([`capabilities`]), so a chart
+//! that checks `kubeVersion` or `.Capabilities.APIVersions.Has` takes the branch it would take
+//! there (a bare `helm template` assumes Kubernetes v1.20 and only built-in versions).
+//! `--include-crds` renders the chart's `crds/`. Dependencies must be vendored in `charts/`:
+//! nothing is downloaded. Objects annotated `helm.sh/hook: test…` are skipped; other hooks
+//! (`pre-install`, `post-upgrade`, …) are applied as ordinary objects, since gitward has no
+//! release lifecycle to hook into.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use super::Tool;
+use super::process::{self, Limits};
+use super::tree::Scratch;
+use crate::config::HelmOptions;
+use crate::manifest::{Loaded, Skipped};
+
+/// What the cluster serves, as Helm's `.Capabilities` sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Capabilities {
+    /// The API server's `gitVersion` (`v1.35.4`), for `--kube-version`.
+    pub kube_version: String,
+    /// Every served `group/version` and `group/version/Kind` (`v1`, `v1/Pod`, `apps/v1`,
+    /// `apps/v1/Deployment`), sorted, for `--api-versions`.
+    pub api_versions: Vec<String>,
+}
+
+/// Reads [`Capabilities`] from the cluster: `/version`, then every group version's resource
+/// list (one request each, as Helm's own discovery does).
+///
+/// Errors: [`crate::cluster::Error::DiscoveryFailed`] naming the group version.
+pub async fn capabilities(client: &kube::Client) -> crate::cluster::Result<Capabilities> {
+    let failed = |group_version: &str| {
+        let group_version = group_version.to_owned();
+        move |source| crate::cluster::Error::DiscoveryFailed { group_version, source }
+    };
+    let version = client.apiserver_version().await.map_err(failed("/version"))?;
+    let mut api_versions = Vec::new();
+    let core = client.list_core_api_versions().await.map_err(failed("/api"))?;
+    for v in core.versions {
+        let resources = client.list_core_api_resources(&v).await.map_err(failed(&v))?;
+        push_kinds(&mut api_versions, &v, &resources);
+    }
+    let groups = client.list_api_groups().await.map_err(failed("/apis"))?;
+    for group in groups.groups {
+        for v in group.versions {
+            let resources =
+                client.list_api_group_resources(&v.group_version).await.map_err(failed(&v.group_version))?;
+            push_kinds(&mut api_versions, &v.group_version, &resources);
+        }
+    }
+    api_versions.sort();
+    api_versions.dedup();
+    Ok(Capabilities { kube_version: version.git_version, api_versions })
+}
+
+fn push_kinds(
+    out: &mut Vec<String>,
+    group_version: &str,
+    list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+) {
+    out.push(group_version.to_owned());
+    for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
+        out.push(format!("{group_version}/{}", r.kind));
+    }
+}
+
+/// Runs `helm template` on the materialized chart at `path`.
+///
+/// `values_files` are scratch paths, in order; `inline` (the unit's `[sync.helm.values]`)
+/// goes last so it wins. `capabilities` is `None` without a cluster (`gitward validate`):
+/// Helm's defaults apply.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn template(
+    tool: &Tool,
+    scratch: &Scratch,
+    path: &str,
+    release: &str,
+    namespace: &str,
+    options: &HelmOptions,
+    capabilities: Option<&Capabilities>,
+    limits: Limits,
+) -> std::result::Result<Vec<u8>, process::RunError> {
+    let (home, tmp) = (scratch.home(), scratch.tmp());
+    let (cache, config, data) = (home.join("cache"), home.join("config"), home.join("data"));
+    let env: Vec<(&str, &Path)> = vec![
+        ("HOME", &home),
+        ("TMPDIR", &tmp),
+        ("HELM_CACHE_HOME", &cache),
+        ("HELM_CONFIG_HOME", &config),
+        ("HELM_DATA_HOME", &data),
+    ];
+    let mut cmd = process::command(&tool.path, scratch.path(), &env);
+    cmd.args(["template", release]).arg(scratch.repo_path(path));
+    cmd.args(["--namespace", namespace, "--include-crds"]);
+    for file in &options.values_files {
+        cmd.arg("--values").arg(scratch.repo_path(file));
+    }
+    if !options.values.is_empty() {
+        let inline: PathBuf = scratch.tmp().join("inline-values.json");
+        let text = serde_json::to_vec(&Value::Object(options.values.clone())).unwrap_or_default();
+        std::fs::write(&inline, text).map_err(process::RunError::Spawn)?;
+        cmd.arg("--values").arg(inline);
+    }
+    if let Some(caps) = capabilities {
+        cmd.args(["--kube-version", &caps.kube_version]);
+        if !caps.api_versions.is_empty() {
+            cmd.arg("--api-versions").arg(caps.api_versions.join(","));
+        }
+    }
+    process::run(cmd, limits)
+}
+
+/// The `helm.sh/hook` annotation.
+const HOOK: &str = "helm.sh/hook";
+
+/// Moves objects whose `helm.sh/hook` names a test hook (`test`, `test-success`,
+/// `test-failure`) from the manifests to the skipped list.
+pub(super) fn skip_test_hooks(loaded: &mut Loaded) {
+    let (tests, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut loaded.manifests).into_iter().partition(|m| {
+        m.body
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(HOOK))
+            .and_then(Value::as_str)
+            .is_some_and(|hooks| hooks.split(',').any(|h| h.trim().starts_with("test")))
+    });
+    loaded.manifests = keep;
+    for m in tests {
+        loaded.skipped.push(Skipped {
+            file: m.file,
+            index: Some(m.index),
+            reason: format!("{} {}: Helm test hook, not applied", m.gk.kind, m.name),
+        });
+    }
+}
+
+/// The release name: `[sync.helm] release`, else the unit's name.
+pub(super) fn release<'a>(options: &'a HelmOptions, unit: &'a str) -> &'a str {
+    options.release.as_deref().unwrap_or(unit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::parse_file;
+
+    #[test]
+    fn test_hooks_are_skipped_and_other_hooks_kept() {
+        let text = "apiVersion: v1\nkind: Pod\nmetadata: {name: t, annotations: {helm.sh/hook: test}}\n---\n\
+                    apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, annotations: {helm.sh/hook: \"pre-install,post-upgrade\"}}\n---\n\
+                    apiVersion: v1\nkind: Pod\nmetadata: {name: s, annotations: {helm.sh/hook: \"test-success\"}}\n";
+        let mut loaded = parse_file("chart (helm template)", text.as_bytes()).unwrap();
+        skip_test_hooks(&mut loaded);
+        let kept: Vec<_> = loaded.manifests.iter().map(|m| m.name.as_str()).collect();
+        assert_eq!(kept, ["j"]);
+        assert_eq!(loaded.skipped.len(), 2);
+    }
+}

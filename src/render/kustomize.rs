@@ -1,0 +1,203 @@
+//! `kustomize build` of a unit's path (sigs.k8s.io/kustomize v5, run as a child process).
+//!
+//! Before a build, the kustomization files are read straight from git to learn which
+//! directories kustomize will read: the unit's path, and every directory its `resources`,
+//! `bases` and `components` name, followed recursively (`../base` may lie outside the unit's
+//! path). Only those directories are materialized, and their git tree ids key the render
+//! cache, so a commit elsewhere in the repository renders nothing. kustomize's default load
+//! restrictor (`LoadRestrictionsRootOnly`) keeps every other file a kustomization reads
+//! (patches, generator inputs) inside one of these directories.
+//!
+//! Remote resources (`https://…`, `git@…`, `github.com/org/repo//path?ref=…`) are refused
+//! unless the unit sets `allow_remote_bases` (Flux's `--no-remote-bases` is the default).
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use git2::{ObjectType, Repository, Tree};
+use serde_json::Value;
+
+use super::process::{self, Limits};
+use super::tree::{Scratch, entry_at, join, resolve, tree_at};
+use super::{Error, Result, Tool};
+
+/// The names kustomize looks for, in its order.
+pub(super) const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// The fields of a kustomization that name other kustomization roots or resources.
+const REFERENCE_FIELDS: [&str; 3] = ["resources", "bases", "components"];
+
+/// The directories a build of `path` reads, outermost first, none inside another; the unit's
+/// own path is always one.
+///
+/// Errors: [`Error::RemoteResource`] for a remote resource when `allow_remote` is false;
+/// [`Error::LeavesRepository`] for a local reference above the repository root. A
+/// kustomization that does not parse, or a reference to nothing, is left for kustomize to
+/// report in its own words.
+pub(super) fn input_dirs(
+    repo: &Repository,
+    root: &Tree<'_>,
+    path: &str,
+    unit: &str,
+    allow_remote: bool,
+) -> Result<Vec<String>> {
+    let mut seen = BTreeSet::new();
+    let mut queue = vec![path.to_owned()];
+    while let Some(dir) = queue.pop() {
+        if !seen.insert(dir.clone()) {
+            continue;
+        }
+        let Some((file, references)) = references(repo, root, &dir) else { continue };
+        for reference in references {
+            let file = join(&dir, file);
+            match resolve(&dir, &reference) {
+                _ if is_remote(root, &dir, &reference) => {
+                    if !allow_remote {
+                        return Err(Error::RemoteResource { unit: unit.to_owned(), file, resource: reference });
+                    }
+                }
+                None => return Err(Error::LeavesRepository { unit: unit.to_owned(), file, reference }),
+                Some(target) if tree_at(root, &target).is_some() => queue.push(target),
+                Some(_) => {}
+            }
+        }
+    }
+    Ok(outermost(seen))
+}
+
+/// The kustomization file of `dir` and the references it lists; `None` when `dir` has none or
+/// it does not parse.
+fn references(repo: &Repository, root: &Tree<'_>, dir: &str) -> Option<(&'static str, Vec<String>)> {
+    for name in KUSTOMIZATION_FILES {
+        let Some((ObjectType::Blob, oid)) = entry_at(root, &join(dir, name)) else { continue };
+        let blob = repo.find_blob(oid).ok()?;
+        let doc: Value = serde_saphyr::from_slice(blob.content()).ok()?;
+        let list = REFERENCE_FIELDS
+            .iter()
+            .filter_map(|field| doc.get(field)?.as_array())
+            .flatten()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        return Some((name, list));
+    }
+    None
+}
+
+/// Whether kustomize would fetch `reference` over the network: a URL, an scp-like git address,
+/// a `?ref=` or `//` repository path, or a first segment that looks like a host name
+/// (`github.com/…`) and is not a directory of the repository.
+fn is_remote(root: &Tree<'_>, dir: &str, reference: &str) -> bool {
+    if reference.contains("://") || reference.starts_with("git@") || reference.contains("?ref=") {
+        return true;
+    }
+    if reference.contains("//") {
+        return true;
+    }
+    let first = reference.split('/').next().unwrap_or_default();
+    first.contains('.')
+        && first != "."
+        && first != ".."
+        && reference.contains('/')
+        && resolve(dir, reference).is_none_or(|p| entry_at(root, &p).is_none())
+}
+
+/// Keeps only directories not inside another of the set.
+fn outermost(dirs: BTreeSet<String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for dir in dirs {
+        let inside = out.iter().any(|o| o.is_empty() || dir == *o || dir.starts_with(&format!("{o}/")));
+        if !inside {
+            out.push(dir);
+        }
+    }
+    out
+}
+
+/// Runs `kustomize build` on the materialized `path`; returns the YAML stream.
+pub(super) fn build(
+    tool: &Tool,
+    scratch: &Scratch,
+    path: &str,
+    allow_remote: bool,
+    limits: Limits,
+) -> std::result::Result<Vec<u8>, process::RunError> {
+    let (home, tmp) = (scratch.home(), scratch.tmp());
+    let mut env: Vec<(&str, &Path)> = vec![("HOME", &home), ("TMPDIR", &tmp)];
+    // Remote bases are cloned with git, which kustomize finds on PATH.
+    let system_path = Path::new("/usr/local/bin:/usr/bin:/bin");
+    if allow_remote {
+        env.push(("PATH", system_path));
+    }
+    let mut cmd = process::command(&tool.path, scratch.path(), &env);
+    cmd.arg("build").arg(scratch.repo_path(path));
+    process::run(cmd, limits)
+}
+
+/// Whether `path` holds a kustomization file.
+pub(super) fn is_kustomization_dir(root: &Tree<'_>, path: &str) -> bool {
+    KUSTOMIZATION_FILES.iter().any(|name| matches!(entry_at(root, &join(path, name)), Some((ObjectType::Blob, _))))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A repository whose tree holds `files` (path, content); returns it with the tree id.
+    fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository, git2::Oid) {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init(dir.path()).unwrap();
+        for (path, content) in files {
+            let full = dir.path().join(path);
+            std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+            std::fs::write(full, content).unwrap();
+        }
+        let mut index = repo.index().unwrap();
+        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
+        let oid = index.write_tree().unwrap();
+        (dir, repo, oid)
+    }
+
+    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+        let (_dir, repo, oid) = repo_with(files);
+        let root = repo.find_tree(oid).unwrap();
+        input_dirs(&repo, &root, path, "u", allow_remote)
+    }
+
+    #[test]
+    fn bases_and_components_outside_the_path_are_followed() {
+        let files = [
+            ("apps/prod/kustomization.yaml", "resources: [../base, cm.yaml]\ncomponents: [../../components/x]\n"),
+            ("apps/prod/cm.yaml", "kind: ConfigMap\n"),
+            ("apps/base/kustomization.yaml", "resources: [nested]\n"),
+            ("apps/base/nested/kustomization.yaml", "resources: []\n"),
+            ("components/x/kustomization.yaml", "kind: Component\n"),
+            ("elsewhere/a.yaml", "kind: ConfigMap\n"),
+        ];
+        assert_eq!(dirs(&files, "apps/prod", false).unwrap(), ["apps/base", "apps/prod", "components/x"]);
+    }
+
+    #[test]
+    fn remote_resources_are_refused_unless_allowed() {
+        for remote in ["https://example.com/base.yaml", "github.com/org/repo//base?ref=v1", "git@github.com:o/r.git"] {
+            let files = [("app/kustomization.yaml", format!("resources: [\"{remote}\"]\n"))];
+            let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
+            let err = dirs(&files, "app", false).unwrap_err();
+            assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
+            assert_eq!(dirs(&files, "app", true).unwrap(), ["app"]);
+        }
+    }
+
+    #[test]
+    fn a_reference_above_the_repository_root_is_refused() {
+        let err = dirs(&[("app/kustomization.yaml", "resources: [../../outside]\n")], "app", false).unwrap_err();
+        assert!(matches!(err, Error::LeavesRepository { .. }), "{err}");
+    }
+
+    #[test]
+    fn nested_directories_collapse_into_the_outermost() {
+        let dirs: BTreeSet<String> = ["apps/base", "apps/base/x", "apps/prod", "components/a"].map(String::from).into();
+        assert_eq!(outermost(dirs), ["apps/base", "apps/prod", "components/a"]);
+        let with_root: BTreeSet<String> = ["", "a"].map(String::from).into();
+        assert_eq!(outermost(with_root), [""]);
+    }
+}

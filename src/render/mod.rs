@@ -1,0 +1,349 @@
+//! Render: between the source and the manifest reader, turn a unit's path at a revision into
+//! a stream of manifests — plain files as they are, `kustomize build`, or `helm template` —
+//! with SOPS-encrypted files decrypted first (DESIGN.md, Data flow).
+//!
+//! The real tools run as child processes (as Argo CD's repo-server runs them), found through
+//! `[render]` or `PATH`, in a private scratch directory materialized from the git object
+//! database (`tree`), with an empty environment but for what the tool needs, a timeout and
+//! a cap on output bytes. A render returns bytes and an origin (`apps/prod (kustomize
+//! build)`); the manifest reader parses them as it parses a file and does not know how they
+//! were made. Renders are cached by the content they read ([`RenderCache`]).
+//!
+//! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
+//! `kustomize`, `helm`, [`sops`], `cache`
+//! ([`RenderCache`]), `process` (running a tool within its limits).
+
+mod cache;
+mod error;
+mod helm;
+mod kustomize;
+mod process;
+pub mod sops;
+mod tool;
+mod tree;
+
+use std::collections::HashMap;
+
+use git2::{ObjectType, Oid, Repository, Tree};
+
+pub use cache::RenderCache;
+pub use error::{Error, Result};
+pub use helm::{Capabilities, capabilities};
+use process::{Limits, RunError};
+use sops::{Decryptor, HashKey};
+use tool::Tool;
+pub use tool::{ToolVersion, tool_versions};
+
+use crate::config::{RenderMode, SyncUnit};
+use crate::manifest::{Loaded, parse_file};
+use crate::source::Revision;
+
+/// How the unit's path renders at this revision: [`RenderMode::Auto`] resolved by the files
+/// at the path (a kustomization file → kustomize; `Chart.yaml` → Helm; else plain).
+pub fn resolve_mode(root: &Tree<'_>, unit: &SyncUnit) -> RenderMode {
+    match unit.render {
+        RenderMode::Auto if kustomize::is_kustomization_dir(root, &unit.path) => RenderMode::Kustomize,
+        RenderMode::Auto
+            if matches!(tree::entry_at(root, &tree::join(&unit.path, "Chart.yaml")), Some((ObjectType::Blob, _))) =>
+        {
+            RenderMode::Helm
+        }
+        RenderMode::Auto => RenderMode::Plain,
+        mode => mode,
+    }
+}
+
+/// How long the cluster's capabilities are used before discovery is asked again: a CRD
+/// installed since then reaches `.Capabilities.APIVersions` within this time (the render
+/// cache key includes the capabilities, so a change re-renders). 5 minutes: about 30 GETs per
+/// Helm unit per period on a typical cluster.
+pub const CAPABILITIES_TTL: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The per-unit render state: the render cache, the cluster's capabilities (for Helm) and
+/// which blobs were SOPS-encrypted (for plain units, whose parse cache skips unchanged blobs).
+#[derive(Debug, Default)]
+pub struct Renderer {
+    cache: RenderCache,
+    capabilities: Option<Capabilities>,
+    /// When the capabilities were read; they are read again after [`CAPABILITIES_TTL`].
+    capabilities_read: Option<std::time::Instant>,
+    encrypted: std::collections::HashSet<String>,
+    hash_key: Option<HashKey>,
+}
+
+impl Renderer {
+    /// An empty renderer: the first load renders.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many renders ran (cache misses).
+    pub fn renders(&self) -> usize {
+        self.cache.renders()
+    }
+
+    /// Whether capabilities were set less than [`CAPABILITIES_TTL`] ago.
+    pub fn has_capabilities(&self) -> bool {
+        self.capabilities_read.is_some_and(|read| read.elapsed() < CAPABILITIES_TTL)
+    }
+
+    /// Sets what Helm is told about the cluster (`--kube-version`, `--api-versions`).
+    pub fn set_capabilities(&mut self, capabilities: Capabilities) {
+        self.capabilities = Some(capabilities);
+        self.capabilities_read = Some(std::time::Instant::now());
+    }
+
+    /// Renders the unit's path at `revision` with `mode` (kustomize or Helm) and parses the
+    /// output; served from the cache when nothing it reads changed.
+    ///
+    /// Errors: every [`Error`] variant but the plain-unit ones.
+    pub fn render(
+        &mut self,
+        repo: &Repository,
+        revision: &Revision,
+        root: &Tree<'_>,
+        unit: &SyncUnit,
+        mode: RenderMode,
+    ) -> Result<Loaded> {
+        let name = unit.name.as_str();
+        let tool = match mode {
+            RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
+            _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
+        };
+        let inputs = inputs(repo, revision, root, unit, mode)?;
+        let mut decryptor = match &unit.decryption {
+            Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
+            None => None,
+        };
+        let key = self.key(unit, mode, &tool, &inputs, decryptor.as_ref());
+        if let Some(loaded) = self.cache.get(&key) {
+            return Ok(loaded);
+        }
+        self.cache.count();
+        let (bytes, decrypted) = self.run(repo, unit, mode, &tool, &inputs, decryptor.as_mut())?;
+        let path = display_path(&unit.path);
+        let origin = format!("{path} ({})", if mode == RenderMode::Helm { "helm template" } else { "kustomize build" });
+        let mut loaded = match parse_file(&origin, &bytes) {
+            Ok(loaded) => loaded,
+            Err(e) => {
+                let message = decryptor.as_ref().filter(|_| decrypted).map(|d| d.masker.mask(&e.to_string()));
+                return Err(message.map_or(e.into(), |message| Error::DecryptedUnreadable { message }));
+            }
+        };
+        if mode == RenderMode::Helm {
+            helm::skip_test_hooks(&mut loaded);
+        }
+        if decrypted && let Some(d) = &decryptor {
+            for m in &mut loaded.manifests {
+                m.hash_key = Some(d.hash_key.clone());
+            }
+        }
+        self.cache.store(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Materializes `inputs` in a fresh scratch directory, decrypts SOPS files there, runs the
+    /// tool; returns its output and whether anything was decrypted. The scratch directory is
+    /// removed before this returns.
+    fn run(
+        &self,
+        repo: &Repository,
+        unit: &SyncUnit,
+        mode: RenderMode,
+        tool: &Tool,
+        inputs: &[Input],
+        mut decryptor: Option<&mut Decryptor>,
+    ) -> Result<(Vec<u8>, bool)> {
+        let name = unit.name.as_str();
+        let scratch = tree::Scratch::new(name)?;
+        let mut materializer = tree::Materializer {
+            repo,
+            scratch: &scratch,
+            unit: name,
+            max_file_bytes: unit.max_file_bytes,
+            written: Vec::new(),
+        };
+        for input in inputs {
+            match input.tree {
+                true => materializer.tree(&input.path, input.oid)?,
+                false => materializer.file(&input.path, input.oid, false)?,
+            }
+        }
+        let written = std::mem::take(&mut materializer.written);
+        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
+        let output = match mode {
+            RenderMode::Helm => {
+                let release = helm::release(&unit.helm, name);
+                let caps = self.capabilities.as_ref();
+                helm::template(tool, &scratch, &unit.path, release, &unit.namespace, &unit.helm, caps, limits)
+            }
+            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
+        };
+        let failure = |e: RunError| {
+            let path = display_path(&unit.path);
+            let (unit, tool) = (name.to_owned(), tool.name);
+            match e {
+                RunError::Spawn(e) => Error::ToolFailed { unit, path, tool, message: format!("cannot run: {e}") },
+                RunError::Failed(_, message) => {
+                    let message = process::trim_message(&repository_paths(&message, &scratch));
+                    let message = decryptor.as_ref().map_or_else(|| message.clone(), |d| d.masker.mask(&message));
+                    Error::ToolFailed { unit, path, tool, message }
+                }
+                RunError::Timeout => Error::Timeout { unit, path, tool, timeout: limits.timeout },
+                RunError::TooLarge => Error::OutputTooLarge { unit, path, tool, limit: limits.max_output },
+            }
+        };
+        Ok((output.map_err(failure)?, decrypted))
+    }
+
+    /// The render cache key of this render (see [`RenderCache`]).
+    fn key(
+        &self,
+        unit: &SyncUnit,
+        mode: RenderMode,
+        tool: &Tool,
+        inputs: &[Input],
+        decryptor: Option<&Decryptor>,
+    ) -> cache::RenderKey {
+        let mut key = cache::KeyBuilder::default();
+        key.part("mode", &mode.to_string())
+            .part("path", &unit.path)
+            .part("tool", &format!("{} {}", tool.path.display(), tool.version))
+            .part("namespace", &unit.namespace)
+            .part("remote", &unit.allow_remote_bases.to_string())
+            .part("max_file_bytes", &unit.max_file_bytes.to_string());
+        for input in inputs {
+            key.part(if input.tree { "tree" } else { "blob" }, &format!("{} {}", input.path, input.oid));
+        }
+        if mode == RenderMode::Helm {
+            key.part("release", helm::release(&unit.helm, &unit.name))
+                .part("values", &serde_json::Value::Object(unit.helm.values.clone()).to_string());
+            if let Some(caps) = &self.capabilities {
+                key.part("kube_version", &caps.kube_version).part("api_versions", &caps.api_versions.join(","));
+            }
+        }
+        key.part("decryption", &decryptor.map_or_else(String::new, |d| d.hash_key.id()));
+        key.finish()
+    }
+
+    /// For plain units: decrypts `bytes` of file `rel` when they are SOPS-encrypted (and
+    /// remembers its blob id `oid`); returns them unchanged otherwise.
+    ///
+    /// Errors: [`Error::NoDecryptionKey`], [`Error::DecryptFailed`], [`Error::ToolMissing`],
+    /// [`Error::KeyFile`].
+    pub fn decrypt_plain(&mut self, unit: &SyncUnit, rel: &str, oid: &str, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        if !sops::is_encrypted(&bytes) {
+            return Ok(bytes);
+        }
+        self.encrypted.insert(oid.to_owned());
+        let name = unit.name.as_str();
+        let Some(decryption) = &unit.decryption else {
+            return Err(Error::NoDecryptionKey { unit: name.to_owned(), file: rel.to_owned() });
+        };
+        let sops = Tool::find("sops", unit.render_tools.sops.as_deref(), name)?;
+        let mut decryptor = Decryptor::new(name, sops, decryption)?;
+        self.hash_key = Some(decryptor.hash_key.clone());
+        let scratch = tree::Scratch::new(name)?;
+        let file_name = rel.rsplit('/').next().unwrap_or(rel);
+        let on_disk = scratch.tmp().join(file_name);
+        std::fs::write(&on_disk, &bytes)
+            .map_err(|e| Error::Scratch { unit: name.to_owned(), message: e.to_string() })?;
+        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let plaintext = decryptor.decrypt(name, rel, &on_disk, scratch.path(), limits)?;
+        // The parse of a decrypted file must not quote it in an error.
+        if let Err(e) = parse_file(rel, &plaintext) {
+            return Err(Error::DecryptedUnreadable { message: decryptor.masker.mask(&e.to_string()) });
+        }
+        Ok(plaintext)
+    }
+
+    /// For plain units: gives every manifest read from an encrypted blob (by `oids`, path →
+    /// blob id) the keyed desired hash.
+    pub fn key_decrypted(&self, loaded: &mut Loaded, oids: &HashMap<String, String>) {
+        let Some(key) = &self.hash_key else { return };
+        for m in &mut loaded.manifests {
+            if oids.get(&m.file).is_some_and(|oid| self.encrypted.contains(oid)) {
+                m.hash_key = Some(key.clone());
+            }
+        }
+    }
+}
+
+/// One thing a render reads: a directory (tree) or a values file (blob) at a repository path.
+struct Input {
+    path: String,
+    oid: Oid,
+    tree: bool,
+}
+
+/// What a render of `unit` reads: the directories (the chart, or the kustomizations' roots)
+/// and, for Helm, the values files.
+///
+/// Errors: [`Error::RemoteResource`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
+fn inputs(
+    repo: &Repository,
+    revision: &Revision,
+    root: &Tree<'_>,
+    unit: &SyncUnit,
+    mode: RenderMode,
+) -> Result<Vec<Input>> {
+    let dirs = match mode {
+        RenderMode::Helm => vec![unit.path.clone()],
+        _ => kustomize::input_dirs(repo, root, &unit.path, &unit.name, unit.allow_remote_bases)?,
+    };
+    let mut inputs: Vec<Input> = dirs
+        .into_iter()
+        .filter_map(|path| Some(Input { oid: tree::tree_at(root, &path)?, path, tree: true }))
+        .collect();
+    if mode == RenderMode::Helm {
+        for file in &unit.helm.values_files {
+            let Some((ObjectType::Blob, oid)) = tree::entry_at(root, file) else {
+                let (unit, path, revision) = (unit.name.clone(), file.clone(), revision.clone());
+                return Err(Error::ValuesFileMissing { unit, path, revision });
+            };
+            inputs.push(Input { path: file.clone(), oid, tree: false });
+        }
+    }
+    Ok(inputs)
+}
+
+/// A repository path for messages: `.` for the root.
+fn display_path(path: &str) -> String {
+    if path.is_empty() { ".".to_owned() } else { path.to_owned() }
+}
+
+/// `message` with the scratch directory's paths made repository paths (`/tmp/…/repo/apps/x` →
+/// `apps/x`), as users know them.
+fn repository_paths(message: &str, scratch: &tree::Scratch) -> String {
+    let root = scratch.repo_path("").display().to_string();
+    message.replace(&format!("{root}/"), "").replace(&root, ".")
+}
+
+/// Decrypts, in the scratch directory, every written YAML, JSON or dotenv (`*.env`) file that
+/// is SOPS-encrypted.
+/// Returns whether any was.
+fn decrypt_in_place(
+    scratch: &tree::Scratch,
+    written: &[String],
+    unit: &SyncUnit,
+    mut decryptor: Option<&mut Decryptor>,
+    limits: Limits,
+) -> Result<bool> {
+    let mut any = false;
+    for rel in written.iter().filter(|p| crate::manifest::is_manifest_path(p) || p.ends_with(".env")) {
+        let on_disk = scratch.repo_path(rel);
+        let io = |e: std::io::Error| Error::Scratch { unit: unit.name.clone(), message: format!("{rel}: {e}") };
+        let bytes = std::fs::read(&on_disk).map_err(io)?;
+        if !sops::is_encrypted(&bytes) {
+            continue;
+        }
+        let Some(decryptor) = decryptor.as_deref_mut() else {
+            return Err(Error::NoDecryptionKey { unit: unit.name.clone(), file: rel.clone() });
+        };
+        let plaintext = decryptor.decrypt(&unit.name, rel, &on_disk, scratch.path(), limits)?;
+        std::fs::write(&on_disk, plaintext).map_err(io)?;
+        any = true;
+    }
+    Ok(any)
+}

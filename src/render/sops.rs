@@ -1,0 +1,258 @@
+//! SOPS: files encrypted with `sops` (github.com/getsops/sops v3) and an age key are decrypted
+//! by the real `sops` binary before rendering (so kustomize generators can read them) and, in
+//! plain units, before parsing.
+//!
+//! A YAML or JSON file is taken as encrypted when it carries a top-level `sops` block, a
+//! dotenv file (`*.env`, rendered units only) when it has a `sops_mac=` line, and either
+//! holds at least one `ENC[AES256_GCM,…]` value, as `sops encrypt` writes them. Such a file stops the
+//! revision when the unit has no `[sync.decryption]`, or when `sops` cannot decrypt it (wrong
+//! key, tampered file): nothing applied, nothing pruned, the error names the file (Flux's
+//! kustomize-controller refuses the same way).
+//!
+//! Plaintext stays in memory and in the render's scratch directory (mode 0700, removed after
+//! the render); it is never logged: the values that were encrypted are masked (`***`) in every
+//! message this module and the renderers return. The desired hash of objects rendered from
+//! decrypted files is keyed (HMAC-SHA256 with a key derived from the age identity), so the
+//! hash on a live object does not let someone who can read metadata test guesses of a secret.
+
+use std::path::{Path, PathBuf};
+
+use base64::Engine as _;
+use hmac::{KeyInit, Mac};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use super::process::{self, Limits, RunError};
+use super::{Error, Result, Tool};
+use crate::config::Decryption;
+
+/// Whether `bytes` look like a file `sops encrypt` wrote: a `sops` block (YAML, JSON) or
+/// `sops_mac=` line (dotenv), and an encrypted value.
+pub fn is_encrypted(bytes: &[u8]) -> bool {
+    let text = String::from_utf8_lossy(bytes);
+    let has_block =
+        text.lines().any(|l| l.starts_with("sops:") || l.starts_with("sops_mac=ENC[")) || text.contains("\"sops\":");
+    has_block && text.contains("ENC[AES256_GCM,")
+}
+
+/// The sops format of a file, by its name: `json`, `dotenv` (`*.env`, as kustomize's
+/// `secretGenerator` `envs` read them) or `yaml`.
+pub fn format_of(path: &str) -> &'static str {
+    if path.ends_with(".json") {
+        "json"
+    } else if path.ends_with(".env") {
+        "dotenv"
+    } else {
+        "yaml"
+    }
+}
+
+/// The key that makes desired hashes of decrypted objects unguessable: 32 bytes derived from
+/// the age identity file. `Debug` does not print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashKey([u8; 32]);
+
+impl std::fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HashKey(***)")
+    }
+}
+
+impl HashKey {
+    /// Derives the key from the age identity file's bytes: sha256 of a fixed label and them.
+    pub fn derive(identity: &[u8]) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"gitward desired-hash key v1\n");
+        hasher.update(identity);
+        Self(hasher.finalize().into())
+    }
+
+    /// The keyed desired hash: lowercase hex HMAC-SHA256 (RFC 2104) of `canonical` (the
+    /// object's canonical JSON, see [`crate::manifest::desired_hash`]).
+    pub fn hash(&self, canonical: &[u8]) -> String {
+        let mut mac = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(canonical);
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// A public id of the key (sha256 of it), for the render cache key.
+    pub fn id(&self) -> String {
+        hex::encode(Sha256::digest(self.0))
+    }
+}
+
+/// Decrypts files for one unit with its age identity.
+pub(super) struct Decryptor {
+    tool: Tool,
+    key_file: PathBuf,
+    /// The hash key derived from the identity.
+    pub hash_key: HashKey,
+    /// The plaintext values seen so far, to mask in messages.
+    pub masker: Masker,
+}
+
+impl Decryptor {
+    /// Reads the identity file (to derive the hash key) and keeps the `sops` binary.
+    ///
+    /// Errors: [`Error::KeyFile`] when the identity file cannot be read.
+    pub fn new(unit: &str, tool: Tool, decryption: &Decryption) -> Result<Self> {
+        let identity = std::fs::read(&decryption.age_key_file).map_err(|e| Error::KeyFile {
+            unit: unit.to_owned(),
+            path: decryption.age_key_file.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            tool,
+            key_file: decryption.age_key_file.clone(),
+            hash_key: HashKey::derive(&identity),
+            masker: Masker::default(),
+        })
+    }
+
+    /// Decrypts the encrypted file `rel` (its repository path) written at `on_disk` inside
+    /// the scratch directory `scratch`; returns the plaintext and remembers its secret values
+    /// for masking.
+    ///
+    /// Errors: [`Error::DecryptFailed`] with sops's message, masked.
+    pub fn decrypt(
+        &mut self,
+        unit: &str,
+        rel: &str,
+        on_disk: &Path,
+        scratch: &Path,
+        limits: Limits,
+    ) -> Result<Vec<u8>> {
+        let format = format_of(rel);
+        let home = scratch.join("home");
+        let env: Vec<(&str, &Path)> = vec![("HOME", &home), ("SOPS_AGE_KEY_FILE", &self.key_file)];
+        let mut cmd = process::command(&self.tool.path, scratch, &env);
+        cmd.args(["decrypt", "--input-type", format, "--output-type", format]).arg(on_disk);
+        let failed = |message: String| Error::DecryptFailed { unit: unit.to_owned(), file: rel.to_owned(), message };
+        let plaintext = match process::run(cmd, limits) {
+            Ok(bytes) => bytes,
+            Err(RunError::Failed(_, message)) => return Err(failed(process::trim_message(&message))),
+            Err(RunError::Spawn(e)) => return Err(failed(format!("sops could not be started: {e}"))),
+            Err(RunError::Timeout) => return Err(failed(format!("sops did not finish within {:?}", limits.timeout))),
+            Err(RunError::TooLarge) => return Err(failed("sops's output is over the render output cap".into())),
+        };
+        if let Ok(encrypted) = std::fs::read(on_disk) {
+            self.masker.learn(format, &encrypted, &plaintext);
+        }
+        Ok(plaintext)
+    }
+}
+
+/// Values that were encrypted, to replace with `***` in messages; their base64 forms too,
+/// since a Secret's `data` holds base64.
+#[derive(Default)]
+pub(super) struct Masker {
+    secrets: Vec<String>,
+}
+
+impl Masker {
+    /// Learns the plaintext of every value that is `ENC[…]` in `encrypted` (one document or
+    /// a YAML stream) and a string in `plaintext` at the same place.
+    pub fn learn(&mut self, format: &str, encrypted: &[u8], plaintext: &[u8]) {
+        let (Some(enc), Some(plain)) = (documents(format, encrypted), documents(format, plaintext)) else { return };
+        for (e, p) in enc.iter().zip(&plain) {
+            collect(e, p, &mut self.secrets);
+        }
+        let encoded: Vec<String> =
+            self.secrets.iter().map(|s| base64::engine::general_purpose::STANDARD.encode(s)).collect();
+        self.secrets.extend(encoded);
+        self.secrets.retain(|s| s.len() >= 3);
+        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+        self.secrets.dedup();
+    }
+
+    /// `message` with every learned secret value replaced by `***`.
+    pub fn mask(&self, message: &str) -> String {
+        let mut out = message.to_owned();
+        for secret in &self.secrets {
+            out = out.replace(secret.as_str(), "***");
+        }
+        out
+    }
+}
+
+/// The documents of a file in sops `format` (see [`format_of`]), as JSON values; a dotenv
+/// file is one object of its `KEY=value` lines.
+fn documents(format: &str, bytes: &[u8]) -> Option<Vec<Value>> {
+    let text = std::str::from_utf8(bytes).ok()?;
+    match format {
+        "json" => serde_json::from_str::<Value>(text).ok().map(|v| vec![v]),
+        "dotenv" => {
+            let pairs = text.lines().filter(|l| !l.starts_with('#')).filter_map(|l| l.split_once('='));
+            Some(vec![Value::Object(pairs.map(|(k, v)| (k.to_owned(), Value::String(v.to_owned()))).collect())])
+        }
+        _ => serde_saphyr::from_multiple::<Value>(text).ok(),
+    }
+}
+
+/// Walks `enc` and `plain` together, collecting plaintext strings where `enc` holds `ENC[`.
+fn collect(enc: &Value, plain: &Value, out: &mut Vec<String>) {
+    match (enc, plain) {
+        (Value::String(e), p) if e.starts_with("ENC[") => {
+            let text = match p {
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            out.push(text);
+        }
+        (Value::Object(e), Value::Object(p)) => {
+            for (k, ev) in e {
+                if let Some(pv) = p.get(k) {
+                    collect(ev, pv, out);
+                }
+            }
+        }
+        (Value::Array(e), Value::Array(p)) => {
+            for (ev, pv) in e.iter().zip(p) {
+                collect(ev, pv, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ENCRYPTED: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n    name: db\nstringData:\n    password: ENC[AES256_GCM,data:abc,iv:x,tag:y,type:str]\nsops:\n    mac: ENC[AES256_GCM,data:m,iv:i,tag:t,type:str]\n";
+    const PLAIN: &str =
+        "apiVersion: v1\nkind: Secret\nmetadata:\n    name: db\nstringData:\n    password: hunter2-secret\n";
+
+    #[test]
+    fn encrypted_files_are_recognised_by_their_sops_block() {
+        assert!(is_encrypted(ENCRYPTED.as_bytes()));
+        assert!(!is_encrypted(PLAIN.as_bytes()));
+        assert!(!is_encrypted(b"sops:\n  note: a key named sops is not enough\n"));
+        assert!(is_encrypted(
+            b"PASSWORD=ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nsops_mac=ENC[AES256_GCM,data:m]\n"
+        ));
+        assert_eq!((format_of("a/b.env"), format_of("x.json"), format_of("s.enc.yaml")), ("dotenv", "json", "yaml"));
+    }
+
+    #[test]
+    fn encrypted_values_are_masked_in_messages_with_their_base64() {
+        let mut masker = Masker::default();
+        masker.learn("yaml", ENCRYPTED.as_bytes(), PLAIN.as_bytes());
+        let encoded = base64::engine::general_purpose::STANDARD.encode("hunter2-secret");
+        let message = format!("bad value hunter2-secret or {encoded} in Secret db");
+        assert_eq!(masker.mask(&message), "bad value *** or *** in Secret db");
+        let mut dotenv = Masker::default();
+        dotenv.learn("dotenv", b"A=ENC[AES256_GCM,data:x]\nB=plain\n", b"A=topsecret\nB=plain\n");
+        assert_eq!(dotenv.mask("A=topsecret B=plain"), "A=*** B=plain");
+    }
+
+    #[test]
+    fn keyed_hash_depends_on_the_key_and_is_not_the_plain_hash() {
+        let a = HashKey::derive(b"AGE-SECRET-KEY-1AAA");
+        let b = HashKey::derive(b"AGE-SECRET-KEY-1BBB");
+        assert_ne!(a.hash(b"{}"), b.hash(b"{}"));
+        assert_eq!(a.hash(b"{}"), a.hash(b"{}"));
+        assert_ne!(a.hash(b"{}"), crate::manifest::desired_hash(&serde_json::json!({})));
+        assert_eq!(format!("{a:?}"), "HashKey(***)");
+    }
+}

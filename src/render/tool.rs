@@ -1,0 +1,86 @@
+//! Locating a render tool (`[render]` path, else `PATH`) and asking its version once.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use super::process::{self, Limits, RunError};
+use super::{Error, Result};
+use crate::config::RenderTools;
+
+/// A located tool and its version.
+#[derive(Debug, Clone)]
+pub(crate) struct Tool {
+    /// `kustomize`, `helm` or `sops`: names the tool in errors.
+    pub name: &'static str,
+    /// The binary run.
+    pub path: PathBuf,
+    /// Its version line; part of the render cache key.
+    pub version: String,
+}
+
+impl Tool {
+    /// Finds `name` (configured path, else `PATH`) and asks its version (cached per path).
+    pub fn find(name: &'static str, configured: Option<&Path>, unit: &str) -> Result<Self> {
+        let missing = || Error::ToolMissing {
+            unit: unit.to_owned(),
+            tool: name,
+            hint: configured.map_or_else(|| "not on PATH".to_owned(), |p| format!("no file at {}", p.display())),
+        };
+        let path = process::locate(name, configured).ok_or_else(missing)?;
+        let version = version_of(name, &path).map_err(|message| Error::ToolFailed {
+            unit: unit.to_owned(),
+            path: path.display().to_string(),
+            tool: name,
+            message,
+        })?;
+        Ok(Self { name, path, version })
+    }
+}
+
+/// Versions already asked, per binary path.
+static VERSIONS: Mutex<BTreeMap<PathBuf, String>> = Mutex::new(BTreeMap::new());
+
+/// `kustomize version`, `helm version --short` or `sops --version`: the first line.
+fn version_of(name: &str, path: &Path) -> Result<String, String> {
+    if let Some(v) = VERSIONS.lock().expect("versions lock").get(path) {
+        return Ok(v.clone());
+    }
+    let args: &[&str] = match name {
+        "helm" => &["version", "--short"],
+        "sops" => &["--version", "--disable-version-check"],
+        _ => &["version"],
+    };
+    let tmp = std::env::temp_dir();
+    let mut cmd = process::command(path, &tmp, &[("HOME", &tmp)]);
+    cmd.args(args);
+    let limits = Limits { timeout: std::time::Duration::from_secs(20), max_output: 64 << 10 };
+    let out = process::run(cmd, limits).map_err(|e| run_message(&e))?;
+    let version = String::from_utf8_lossy(&out).lines().next().unwrap_or_default().trim().to_owned();
+    VERSIONS.lock().expect("versions lock").insert(path.to_owned(), version.clone());
+    Ok(version)
+}
+
+fn run_message(e: &RunError) -> String {
+    match e {
+        RunError::Spawn(e) => format!("cannot run: {e}"),
+        RunError::Failed(status, message) => format!("{status}: {}", process::trim_message(message)),
+        RunError::Timeout => "timed out".into(),
+        RunError::TooLarge => "output too large".into(),
+    }
+}
+
+/// One render tool as found at start: its path and version line, or why it cannot be run.
+pub type ToolVersion = Result<(PathBuf, String), String>;
+
+/// The version line of each configured tool, or why it cannot be run; for the daemon's start
+/// log. A tool no unit uses may well be missing.
+pub fn tool_versions(tools: &RenderTools) -> Vec<(&'static str, ToolVersion)> {
+    [("kustomize", &tools.kustomize), ("helm", &tools.helm), ("sops", &tools.sops)]
+        .into_iter()
+        .map(|(name, configured)| {
+            let found = process::locate(name, configured.as_deref()).ok_or_else(|| "not found".to_owned());
+            (name, found.and_then(|path| version_of(name, &path).map(|v| (path, v))))
+        })
+        .collect()
+}

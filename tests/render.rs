@@ -1,0 +1,500 @@
+//! Rendering what real repositories hold, end to end: the real `kustomize`, `helm` and `sops`
+//! binaries (built by scripts/tools), real git repositories and the real apiserver.
+//!
+//! The tools are found in `$GITWARD_TOOLS_BIN` (exported by scripts/test) or
+//! `target/tools/bin`; a test without them fails with a message saying to run scripts/tools.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use base64::Engine as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+/// Where the render tools are.
+fn tools_bin() -> PathBuf {
+    let dir = std::env::var_os("GITWARD_TOOLS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin"));
+    for tool in ["kustomize", "helm", "sops", "age-keygen"] {
+        assert!(dir.join(tool).is_file(), "{tool} not in {}: run scripts/tools first", dir.display());
+    }
+    dir
+}
+
+/// Config text: state dir, `[render]` with the tools plus `render_extra`, then `units`.
+fn config_text(state: &Path, render_extra: &str, units: &str) -> String {
+    let bin = tools_bin();
+    format!(
+        "[daemon]\nstate_dir = \"{}\"\n\n[render]\nkustomize = \"{k}\"\nhelm = \"{h}\"\nsops = \"{s}\"\n{render_extra}\n\n{units}",
+        state.display(),
+        k = bin.join("kustomize").display(),
+        h = bin.join("helm").display(),
+        s = bin.join("sops").display(),
+    )
+}
+
+fn config(state: &Path, render_extra: &str, units: &str) -> gitward::config::Config {
+    gitward::config::Config::from_toml(&config_text(state, render_extra, units), state, "test.toml")
+        .unwrap_or_else(|e| panic!("test config: {e}"))
+}
+
+fn chain(e: &dyn std::error::Error) -> String {
+    gitward::telemetry::error_chain(e)
+}
+
+/// The overlay's kustomization with `namespace` and these `resources`.
+fn overlay(namespace: &str, resources: &[&str]) -> String {
+    let resources: String = resources.iter().map(|r| format!("  - {r}\n")).collect();
+    format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {namespace}\n\
+         namePrefix: prod-\nresources:\n{resources}components:\n  - ../../components/probes\n"
+    )
+}
+
+const GOOD: [&str; 2] = ["../../base", "settings.yaml"];
+
+/// A repository with the kustomize fixture under `apps/`, the overlay in `namespace`.
+fn kustomize_repo(namespace: &str) -> common::GitRepo {
+    let repo = common::GitRepo::new();
+    repo.copy_dir(&common::fixtures().join("render/kustomize/apps"), "apps");
+    repo.write("apps/overlays/prod/kustomization.yaml", &overlay(namespace, &GOOD));
+    repo.write("other/notes.yaml", "# not part of the overlay\n");
+    repo.commit_and_push("kustomize overlay");
+    repo
+}
+
+#[tokio::test]
+async fn kustomize_overlay_with_outside_base_and_component_syncs_and_rerenders_only_on_its_inputs() {
+    let env = common::setup("kustomize").await;
+    let ns = env.namespace.clone();
+    let repo = kustomize_repo(&ns);
+    let state = tempfile::tempdir().unwrap();
+    let config = config(state.path(), "", &common::unit_toml("shop", &repo.bare(), "apps/overlays/prod", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "shop").await;
+
+    // 1. The overlay renders: base outside the unit's path, component patch, prefix, namespace.
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let deployment = format!("Deployment/{ns}/prod-kustomize-guestbook-ui");
+    let service = format!("Service/{ns}/prod-kustomize-guestbook-ui");
+    let settings = format!("ConfigMap/{ns}/prod-settings");
+    let actions = common::actions(&report);
+    for object in [&deployment, &service, &settings] {
+        assert_eq!(actions.get(object).map(String::as_str), Some("created"), "{actions:?}");
+    }
+    assert_eq!(actions.len(), 3, "{actions:?}");
+    let live = Api::<Deployment>::namespaced(env.client.clone(), &ns).get("prod-kustomize-guestbook-ui").await.unwrap();
+    assert_eq!(live.metadata.labels.unwrap_or_default().get("probes").map(String::as_str), Some("enabled"));
+    let container = &live.spec.unwrap().template.spec.unwrap().containers[0];
+    assert!(container.readiness_probe.is_some(), "the component's patch is applied");
+    assert_eq!(engine.repo().renders(), 1);
+
+    // 2. A commit elsewhere in the repository renders nothing, and changes nothing.
+    repo.write("other/notes.yaml", "# still not part of the overlay\n");
+    repo.commit_and_push("elsewhere");
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 1, "a commit outside the overlay's inputs must not render");
+    assert!(common::actions(&report).values().all(|a| a == "unchanged"), "{:?}", common::actions(&report));
+
+    // 3. A change in the base re-renders and configures exactly the changed object.
+    let base = repo.work().join("apps/base/guestbook-ui-deployment.yaml");
+    let text = std::fs::read_to_string(&base).unwrap().replace("replicas: 1", "replicas: 3");
+    repo.write("apps/base/guestbook-ui-deployment.yaml", &text);
+    repo.commit_and_push("three replicas");
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 2);
+    let actions = common::actions(&report);
+    assert_eq!(actions[&deployment], "configured", "{actions:?}");
+    assert_eq!(actions[&service], "unchanged", "{actions:?}");
+    assert_eq!(actions[&settings], "unchanged", "{actions:?}");
+    let live = Api::<Deployment>::namespaced(env.client.clone(), &ns).get("prod-kustomize-guestbook-ui").await.unwrap();
+    assert_eq!(live.spec.unwrap().replicas, Some(3));
+}
+
+/// Installs a CRD serving `render.gitward.dev/v1` `Widget` and waits until it is Established.
+async fn install_widget_crd(client: &kube::Client) {
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd: CustomResourceDefinition = serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.render.gitward.dev"},
+        "spec": {
+            "group": "render.gitward.dev",
+            "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]
+        }
+    }))
+    .unwrap();
+    if let Err(kube::Error::Api(status)) = api.create(&PostParams::default(), &crd).await {
+        assert_eq!(status.code, 409, "create CRD: {status:?}");
+    }
+    let established = common::eventually(Duration::from_secs(30), || async {
+        let crd = api.get("widgets.render.gitward.dev").await.unwrap();
+        let conditions = crd.status.and_then(|s| s.conditions).unwrap_or_default();
+        conditions.iter().any(|c| c.type_ == "Established" && c.status == "True")
+    })
+    .await;
+    assert!(established, "the Widget CRD did not become Established");
+}
+
+#[tokio::test]
+async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
+    let env = common::setup("helm").await;
+    // A namespace nobody made: `create_namespace` makes it, inventory parent and all.
+    let ns = common::unique("helm-created");
+    install_widget_crd(&env.client).await;
+    let repo = common::GitRepo::new();
+    repo.copy_dir(&common::fixtures().join("render/helm/charts"), "charts");
+    repo.copy_dir(&common::fixtures().join("render/helm/values"), "values");
+    repo.commit_and_push("guestbook chart");
+    let state = tempfile::tempdir().unwrap();
+    let helm = "create_namespace = true\n[sync.helm]\nrelease = \"shop\"\nvalues_files = [\"values/prod.yaml\"]\n\
+                [sync.helm.values]\ncolor = \"blue\"\n";
+    let config = config(state.path(), "", &common::unit_toml("chart", &repo.bare(), "charts/guestbook", &ns, helm));
+    let mut engine = common::engine(&env.client, &config, "chart").await;
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let actions = common::actions(&report);
+
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let settings = configmaps.get("shop-guestbook-settings").await.unwrap().data.unwrap();
+    assert_eq!(settings["greeting"], "from values/prod.yaml", "the values file applies");
+    assert_eq!(settings["color"], "blue", "inline values apply last");
+    let version = env.client.apiserver_version().await.unwrap().git_version;
+    assert_eq!(settings["kubeVersion"], version, "--kube-version comes from the cluster");
+    // Only a chart told the cluster's API versions takes this branch.
+    assert!(configmaps.get_opt("shop-guestbook-widgets").await.unwrap().is_some(), "{actions:?}");
+    // Hooks other than tests are ordinary objects.
+    assert!(configmaps.get_opt("shop-guestbook-hook").await.unwrap().is_some(), "{actions:?}");
+    let live = Api::<Deployment>::namespaced(env.client.clone(), &ns).get("shop-guestbook").await.unwrap();
+    assert_eq!(live.spec.unwrap().replicas, Some(2));
+    // Test hooks are skipped, and said so.
+    assert!(!actions.keys().any(|k| k.starts_with("Pod/")), "{actions:?}");
+    assert!(
+        Api::<Pod>::namespaced(env.client.clone(), &ns)
+            .get_opt("shop-guestbook-test-connection")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(report.skipped_files.iter().any(|s| s.reason.contains("Helm test hook")), "{:?}", report.skipped_files);
+    assert_eq!(engine.repo().renders(), 1);
+    let namespace = Api::<Namespace>::all(env.client.clone()).get(&ns).await.unwrap();
+    let labels = namespace.metadata.labels.unwrap_or_default();
+    assert!(labels.contains_key("applyset.kubernetes.io/part-of"), "the created namespace is a member: {labels:?}");
+}
+
+/// Runs a tool binary with an empty environment (and HOME) in `cwd`; returns stdout.
+fn tool(name: &str, args: &[&str], cwd: &Path) -> String {
+    let out = Command::new(tools_bin().join(name))
+        .args(args)
+        .env_clear()
+        .env("HOME", cwd)
+        .current_dir(cwd)
+        .output()
+        .unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert!(out.status.success(), "{name} {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Makes an age identity in `dir/<name>.txt`; returns (file, public key).
+fn age_key(dir: &Path, name: &str) -> (PathBuf, String) {
+    let file = dir.join(format!("{name}.txt"));
+    tool("age-keygen", &["-o", file.to_str().unwrap()], dir);
+    let text = std::fs::read_to_string(&file).unwrap();
+    let public = text.lines().find_map(|l| l.strip_prefix("# public key: ")).expect("public key line").to_owned();
+    (file, public)
+}
+
+/// A Secret with `password` in stringData, encrypted by the real sops for `recipient`.
+fn encrypted_secret(dir: &Path, recipient: &str, password: &str) -> String {
+    let plain = dir.join("secret.yaml");
+    std::fs::write(
+        &plain,
+        format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: {password}\n"),
+    )
+    .unwrap();
+    let text = tool(
+        "sops",
+        &["encrypt", "--age", recipient, "--encrypted-regex", "^(data|stringData)$", plain.to_str().unwrap()],
+        dir,
+    );
+    std::fs::remove_file(plain).unwrap();
+    assert!(!text.contains(password) && text.contains("ENC[AES256_GCM"), "{text}");
+    text
+}
+
+fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// Runs the gitward CLI; returns (exit code, stdout + stderr).
+fn gitward(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["--log-format", "json"])
+        .args(args)
+        .env("RUST_LOG", "trace")
+        .output()
+        .expect("gitward runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
+    let env = common::setup("sops").await;
+    let ns = env.namespace.clone();
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = age_key(keys.path(), "key");
+    let (wrong_key, _) = age_key(keys.path(), "wrong");
+    let password = format!("pw-{}-hunter2", common::unique("s"));
+    let repo = common::GitRepo::new();
+    repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &password));
+    repo.write("app/settings.yaml", &cm("settings", "1"));
+    repo.commit_and_push("encrypted secret");
+
+    let state = tempfile::tempdir().unwrap();
+    let unit = |decryption: &str| common::unit_toml("vault", &repo.bare(), "app", &ns, decryption);
+    let with_key = unit(&format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display()));
+    let config_file = state.path().join("gitward.toml");
+    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &with_key)).unwrap();
+    let config_arg = config_file.to_str().unwrap();
+    let secrets = |text: &str, password: &str| {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(password);
+        text.contains(password) || text.contains(&b64)
+    };
+
+    // 1. The Secret is applied with the right data; the log shows no plaintext.
+    let (code, log) = gitward(&["sync", "--config", config_arg]);
+    assert_eq!(code, 0, "{log}");
+    assert!(!secrets(&log, &password), "plaintext in the sync log");
+    let live = Api::<Secret>::namespaced(env.client.clone(), &ns).get("db").await.unwrap();
+    assert_eq!(live.data.unwrap()["password"].0, password.as_bytes());
+    // The desired hash is keyed: not the plain hash of the decrypted object.
+    let plain_body = json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "db", "namespace": ns}, "stringData": {"password": password}});
+    let hash = live.metadata.annotations.unwrap()["gitward.dev/desired-hash"].clone();
+    assert_eq!(hash.len(), 64);
+    assert_ne!(hash, gitward::manifest::desired_hash(&plain_body));
+
+    // 2. A new secret value: `gitward diff` shows the change without any plaintext.
+    let new_password = format!("pw-{}-correcthorse", common::unique("s"));
+    repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &new_password));
+    repo.write("app/settings.yaml", &cm("settings", "2"));
+    repo.commit_and_push("new password");
+    let (code, diff) = gitward(&["diff", "--config", config_arg]);
+    assert_eq!(code, 1, "{diff}");
+    assert!(diff.contains("Secret") && diff.contains("settings"), "{diff}");
+    assert!(!secrets(&diff, &password) && !secrets(&diff, &new_password), "plaintext in diff output");
+
+    // 3. Without a key, or with the wrong one, the revision is refused and nothing changes.
+    for (name, decryption, expected) in [
+        ("no key", String::new(), "SOPS-encrypted, and unit vault has no [sync.decryption]"),
+        (
+            "wrong key",
+            format!("[sync.decryption]\nage_key_file = \"{}\"\n", wrong_key.display()),
+            "SOPS decryption failed",
+        ),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let config = config(dir.path(), "", &unit(&decryption));
+        let mut engine = common::engine(&env.client, &config, "vault").await;
+        let err = chain(&engine.sync().await.expect_err(name));
+        assert!(err.contains("app/secret.enc.yaml") && err.contains(expected), "{name}: {err}");
+        assert!(!secrets(&err, &new_password), "{name}: plaintext in the error");
+        let settings = Api::<ConfigMap>::namespaced(env.client.clone(), &ns).get("settings").await.unwrap();
+        assert_eq!(settings.data.unwrap()["value"], "1", "{name}: the refused revision was applied");
+        let live = Api::<Secret>::namespaced(env.client.clone(), &ns).get("db").await.unwrap();
+        assert_eq!(live.data.unwrap()["password"].0, password.as_bytes(), "{name}");
+    }
+
+    // 4. With the key again, the new revision applies; still no plaintext in the log.
+    let (code, log) = gitward(&["sync", "--config", config_arg]);
+    assert_eq!(code, 0, "{log}");
+    assert!(!secrets(&log, &new_password), "plaintext in the sync log");
+    let live = Api::<Secret>::namespaced(env.client.clone(), &ns).get("db").await.unwrap();
+    assert_eq!(live.data.unwrap()["password"].0, new_password.as_bytes());
+}
+
+#[tokio::test]
+async fn kustomize_reads_sops_encrypted_resources_and_generator_envs_decrypted_in_the_scratch_tree() {
+    let env = common::setup("sops-kustomize").await;
+    let ns = env.namespace.clone();
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = age_key(keys.path(), "key");
+    let password = format!("pw-{}-generated", common::unique("s"));
+    let repo = common::GitRepo::new();
+    repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &password));
+    // A dotenv file for a secretGenerator, encrypted as such.
+    let token = format!("tok-{}-generated", common::unique("t"));
+    std::fs::write(keys.path().join("creds.env"), format!("TOKEN={token}\n")).unwrap();
+    let args = ["encrypt", "--age", &public, "--input-type", "dotenv", "--output-type", "dotenv", "creds.env"];
+    let env_file = tool("sops", &args, keys.path());
+    assert!(!env_file.contains(&token), "{env_file}");
+    repo.write("app/creds.enc.env", &env_file);
+    repo.write(
+        "app/kustomization.yaml",
+        &format!(
+            "namespace: {ns}\nresources:\n  - secret.enc.yaml\n  - settings.yaml\n\
+             secretGenerator:\n  - name: creds\n    envs: [creds.enc.env]\n\
+             generatorOptions:\n  disableNameSuffixHash: true\n"
+        ),
+    );
+    repo.write("app/settings.yaml", &cm("settings", "1"));
+    repo.commit_and_push("kustomize with an encrypted secret");
+    let state = tempfile::tempdir().unwrap();
+    let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
+    let config = config(state.path(), "", &common::unit_toml("kvault", &repo.bare(), "app", &ns, &decryption));
+    let mut engine = common::engine(&env.client, &config, "kvault").await;
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(common::actions(&report)[&format!("Secret/{ns}/db")], "created");
+    let live = Api::<Secret>::namespaced(env.client.clone(), &ns).get("db").await.unwrap();
+    assert_eq!(live.data.unwrap()["password"].0, password.as_bytes());
+    let creds = Api::<Secret>::namespaced(env.client.clone(), &ns).get("creds").await.unwrap();
+    assert_eq!(creds.data.unwrap()["TOKEN"].0, token.as_bytes());
+}
+
+#[tokio::test]
+async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
+    let env = common::setup("render-bad").await;
+    let ns = env.namespace.clone();
+    let repo = kustomize_repo(&ns);
+    repo.copy_dir(&common::fixtures().join("render/helm/charts"), "charts");
+    repo.commit_and_push("and charts");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "apps/overlays/prod", &ns, "");
+    let mut engine = common::engine(&env.client, &config(state.path(), "", &unit), "app").await;
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let settings =
+        || async { configmaps.get_opt("prod-settings").await.unwrap().map(|c| c.data.unwrap()["greeting"].clone()) };
+    assert_eq!(settings().await.as_deref(), Some("hello from prod"));
+
+    let kustomization = "apps/overlays/prod/kustomization.yaml";
+    let cases = [
+        ("syntax error", "resources: [../../base\n".to_owned(), "kustomize failed"),
+        ("missing base", overlay(&ns, &["../../nothere", "settings.yaml"]), "lstat apps/nothere: no such file"),
+        (
+            "remote base",
+            overlay(&ns, &["github.com/kubernetes-sigs/kustomize//examples/helloWorld?ref=v5.0.0", "settings.yaml"]),
+            "remote resource",
+        ),
+    ];
+    for (name, text, expected) in cases {
+        repo.write(kustomization, &text);
+        // The same commit also changes and drops objects: none of that may happen.
+        repo.write("apps/overlays/prod/settings.yaml", &cm("settings", "bad"));
+        repo.commit_and_push(name);
+        let err = chain(&engine.sync().await.expect_err(name));
+        assert!(err.contains(expected) && err.contains("apps/overlays/prod"), "{name}: {err}");
+        assert!(!err.contains("gitward-render-"), "{name}: scratch paths leak into the message: {err}");
+        assert_eq!(settings().await.as_deref(), Some("hello from prod"), "{name}: the bad revision was applied");
+        let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+        assert!(deployments.get_opt("prod-kustomize-guestbook-ui").await.unwrap().is_some(), "{name}: pruned");
+    }
+    // A symbolic link that leaves the repository is refused before any tool runs.
+    repo.write(kustomization, &overlay(&ns, &GOOD));
+    std::os::unix::fs::symlink("/etc/passwd", repo.work().join("apps/base/passwd.yaml")).unwrap();
+    repo.commit_and_push("a link out of the repository");
+    let err = chain(&engine.sync().await.expect_err("symlink"));
+    assert!(err.contains("apps/base/passwd.yaml: symbolic link to \"/etc/passwd\" leaves the repository"), "{err}");
+    assert_eq!(settings().await.as_deref(), Some("hello from prod"));
+    std::fs::remove_file(repo.work().join("apps/base/passwd.yaml")).unwrap();
+
+    repo.write(
+        "apps/overlays/prod/settings.yaml",
+        &std::fs::read_to_string(common::fixtures().join("render/kustomize/apps/overlays/prod/settings.yaml")).unwrap(),
+    );
+    repo.commit_and_push("fixed");
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert!(common::actions(&report).values().all(|a| a == "unchanged"), "{:?}", common::actions(&report));
+
+    // A tool that is not there is named, with the unit.
+    let missing = tempfile::tempdir().unwrap();
+    let text = config_text(missing.path(), "", &unit)
+        .replace(tools_bin().join("kustomize").to_str().unwrap(), "/nonexistent/kustomize");
+    let broken = gitward::config::Config::from_toml(&text, missing.path(), "test.toml").unwrap();
+    let mut engine = common::engine(&env.client, &broken, "app").await;
+    let err = chain(&engine.sync().await.expect_err("missing kustomize"));
+    assert!(err.starts_with("app: kustomize not found (no file at /nonexistent/kustomize)"), "{err}");
+
+    // Output over the cap.
+    let small = tempfile::tempdir().unwrap();
+    let mut engine =
+        common::engine(&env.client, &config(small.path(), "max_output_bytes = \"200B\"", &unit), "app").await;
+    let err = chain(&engine.sync().await.expect_err("output over the cap"));
+    assert!(err.contains("kustomize output is over the limit of 200 bytes"), "{err}");
+    assert!(err.starts_with("app: apps/overlays/prod: "), "{err}");
+
+    // A template that loops for minutes is killed at the timeout.
+    let slow = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "charts/slow", &ns, "");
+    let mut engine = common::engine(&env.client, &config(slow.path(), "timeout = \"2s\"", &unit), "app").await;
+    let err = chain(&engine.sync().await.expect_err("render timeout"));
+    assert!(err.contains("app: charts/slow: helm did not finish within 2s"), "{err}");
+    assert_eq!(settings().await.as_deref(), Some("hello from prod"));
+}
+
+#[tokio::test]
+async fn validate_renders_the_overlay() {
+    let env = common::setup("render-validate").await;
+    let repo = kustomize_repo(&env.namespace);
+    let state = tempfile::tempdir().unwrap();
+    let config_file = state.path().join("gitward.toml");
+    let unit = common::unit_toml("app", &repo.bare(), "apps/overlays/prod", &env.namespace, "");
+    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &unit)).unwrap();
+    let (code, log) = gitward(&["validate", "--config", config_file.to_str().unwrap()]);
+    assert_eq!(code, 0, "{log}");
+    let valid = log.lines().find(|l| l.contains("\"valid\"")).unwrap_or_else(|| panic!("{log}"));
+    assert!(valid.contains("\"objects\":3"), "{valid}");
+
+    repo.write("apps/overlays/prod/kustomization.yaml", "resources: [../../base\n");
+    repo.commit_and_push("broken");
+    let (code, log) = gitward(&["validate", "--config", config_file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("app: apps/overlays/prod: kustomize failed"), "{log}");
+}
+
+#[tokio::test]
+async fn daemon_logs_tool_versions_and_applies_a_push_to_the_overlays_base() {
+    const WAIT: Duration = Duration::from_secs(30);
+    let env = common::setup("render-daemon").await;
+    let ns = env.namespace.clone();
+    let repo = kustomize_repo(&ns);
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let unit = common::unit_toml("app", &repo.bare(), "apps/overlays/prod", &ns, "");
+    let text = config_text(&dir.path().join("state"), "", &unit).replacen(
+        "\n\n[render]",
+        &format!("\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n[render]"),
+        1,
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    let logged = |tool: &str, version: &str| {
+        daemon.events().iter().any(|e| e["message"] == "render tool" && e["tool"] == tool && e["version"] == version)
+    };
+    assert!(logged("kustomize", "v5.8.1") && logged("helm", "v3.22.0"), "{}", daemon.log_text());
+
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+    let replicas = || async {
+        deployments.get_opt("prod-kustomize-guestbook-ui").await.ok().flatten().and_then(|d| d.spec?.replicas)
+    };
+    assert_eq!(replicas().await, Some(1));
+    let base = repo.work().join("apps/base/guestbook-ui-deployment.yaml");
+    let text = std::fs::read_to_string(&base).unwrap().replace("replicas: 1", "replicas: 4");
+    repo.write("apps/base/guestbook-ui-deployment.yaml", &text);
+    repo.commit_and_push("four replicas");
+    let applied = common::eventually(WAIT, || async { replicas().await == Some(4) }).await;
+    assert!(applied, "the push to the base was not rendered and applied: {}", daemon.log_text());
+}
