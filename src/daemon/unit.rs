@@ -87,7 +87,7 @@ impl UnitTask {
                 if let Some(report) = report {
                     // The health wait: cancelled by a new revision or shutdown; meanwhile a
                     // trigger for the same revision is kept for afterwards.
-                    queued = self.wait_health(&unit, report, &mut shutdown, &mut poll).await;
+                    queued = self.wait_health(&unit, report, &mut shutdown, &mut poll, &mut drift, &mut heal).await;
                 }
                 match ok {
                     Some(true) => {
@@ -218,13 +218,17 @@ impl UnitTask {
     /// (a reload) cancel the wait; a trigger from the channel or a poll tick fetches, and a
     /// revision other than the one waited for cancels the wait and is returned to be synced at
     /// once (a new revision always wins over waiting for the old one). A trigger that finds the
-    /// same revision is returned to run after the wait. Drift and resync wait until it ends.
+    /// same revision is returned to run after the wait. Drifted objects are healed during the
+    /// wait (so an object that never becomes healthy does not stop self-heal); a full self-heal
+    /// sync and the resync wait until it ends.
     async fn wait_health(
         &mut self,
         unit: &str,
         report: Report,
         shutdown: &mut watch::Receiver<bool>,
         poll: &mut tokio::time::Interval,
+        drift: &mut broadcast::Receiver<crate::cluster::cache::Drift>,
+        heal: &mut Heal,
     ) -> Option<Trigger> {
         let timeout = self.engine.health_timeout();
         let failed = report.changes.has_failures();
@@ -247,6 +251,7 @@ impl UnitTask {
                 let run = wait.run(timeout, |object, status| telemetry::log_health(unit, object, status));
                 tokio::pin!(run);
                 loop {
+                    let far = Instant::now() + Duration::from_secs(86_400);
                     let trigger = tokio::select! {
                         outcome = &mut run => break Some(outcome),
                         _ = shutdown.changed() => break None,
@@ -255,6 +260,28 @@ impl UnitTask {
                             None => break None,
                         },
                         _ = poll.tick() => Trigger::now(TriggerKind::Poll),
+                        // Self-heal goes on during the wait: drifted objects are re-applied
+                        // (with their per-object backoff); a full self-heal sync waits for the end.
+                        event = drift.recv(), if self.timing.self_heal => {
+                            match event {
+                                Ok(d) if !self.engine.cache().is_own(&d) => heal.drifted(&d, Instant::now()),
+                                Err(broadcast::error::RecvError::Lagged(_)) => heal.lagged(Instant::now()),
+                                _ => {}
+                            }
+                            continue;
+                        }
+                        _ = sleep_until(heal.next().unwrap_or(far)), if heal.next().is_some() => {
+                            let (full, objects) = heal.take_due(Instant::now());
+                            if full {
+                                after = Some(Trigger::now(TriggerKind::Drift));
+                            } else if !objects.is_empty() {
+                                let trigger = Trigger::now(TriggerKind::Drift);
+                                self.metrics.observe_trigger(unit, trigger.kind);
+                                self.heal(unit, &trigger, &objects, heal).await;
+                                self.drain_drift(drift, heal);
+                            }
+                            continue;
+                        }
                     };
                     if trigger.kind == TriggerKind::Reload {
                         // SIGHUP asks for a sync now, with a config that may have changed.
