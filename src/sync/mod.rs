@@ -310,6 +310,30 @@ impl Engine {
         if stale {
             self.known_inventory = None;
         }
+        let parent_namespace = self.inventory.parent.namespace.clone();
+        self.write_parent(None, |existing| {
+            let previous = existing.map(|p| p.contents.clone()).unwrap_or_default();
+            let mut widened = previous.union(wanted);
+            widened.namespaces.extend(parent_namespace.clone());
+            widened
+        })
+        .await
+    }
+
+    /// The one read-modify-write of the ApplySet parent: reads it (unless known and current),
+    /// computes the contents with `contents`, and writes them with `annotations` (`None`: the
+    /// record as read from the parent, which every write must carry) only when they differ
+    /// from what it holds (or the annotations do), with the resourceVersion read as a
+    /// precondition; on a conflict (someone else wrote it, or it was deleted) reads it again
+    /// and retries once. A missing parent is created, its namespace first with
+    /// `create_namespace`. Returns the contents the parent holds afterwards.
+    ///
+    /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
+    async fn write_parent(
+        &mut self,
+        annotations: Option<&BTreeMap<String, String>>,
+        contents: impl Fn(Option<&Parent>) -> Contents,
+    ) -> Result<Contents> {
         let mut attempts = 0;
         loop {
             attempts += 1;
@@ -320,19 +344,18 @@ impl Engine {
             if existing.is_none() {
                 self.create_parent_namespace().await?;
             }
-            let previous = existing.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
-            let mut widened = previous.union(wanted);
-            widened.namespaces.extend(self.inventory.parent.namespace.clone());
-            if let Some(parent) = existing.as_ref().filter(|p| p.contents == widened) {
+            let next = contents(existing.as_ref());
+            let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations());
+            if let Some(parent) = existing.as_ref().filter(|p| p.contents == next && p.annotations == annotations) {
                 self.known_inventory = Some(parent.clone());
-                return Ok(widened);
+                return Ok(next);
             }
             let precondition = existing.as_ref().map(|p| p.resource_version.as_str());
-            let record = self.record_annotations();
-            match self.inventory.write(&self.client, &widened, precondition, &self.apply.field_manager, &record).await {
+            match self.inventory.write(&self.client, &next, precondition, &self.apply.field_manager, &annotations).await
+            {
                 Ok(parent) => {
                     self.known_inventory = Some(parent);
-                    return Ok(widened);
+                    return Ok(next);
                 }
                 Err(crate::cluster::Error::InventoryConflict { .. }) if attempts < 2 => continue,
                 Err(e) => return Err(e.into()),
@@ -388,30 +411,12 @@ impl Engine {
         if self.recorded.as_ref().is_some_and(|r| r.same_outcome(&record)) {
             return Ok(false);
         }
-        let annotations = record.annotations();
-        let mut attempts = 0;
-        loop {
-            attempts += 1;
-            let existing = match self.known_inventory.take() {
-                Some(known) => Some(known),
-                None => self.read_parent().await?,
-            };
-            let contents = existing.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
-            let precondition = existing.as_ref().map(|p| p.resource_version.as_str());
-            match self
-                .inventory
-                .write(&self.client, &contents, precondition, &self.apply.field_manager, &annotations)
-                .await
-            {
-                Ok(parent) => {
-                    self.known_inventory = Some(parent);
-                    self.recorded = Some(record);
-                    return Ok(true);
-                }
-                Err(crate::cluster::Error::InventoryConflict { .. }) if attempts < 2 => continue,
-                Err(e) => return Err(e.into()),
-            }
-        }
+        self.write_parent(Some(&record.annotations()), |existing| {
+            existing.map(|p| p.contents.clone()).unwrap_or_default()
+        })
+        .await?;
+        self.recorded = Some(record);
+        Ok(true)
     }
 
     /// [`Engine::record`] for a sync's `report`, except that a sync of the revision already
