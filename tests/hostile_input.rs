@@ -1,0 +1,250 @@
+//! Hostile input, through the real `gitward` binary against the real apiserver: each case is
+//! bounded in time (the child is killed and the test fails past a generous liveness bound) and
+//! in memory (the child's own peak RSS, `VmHWM` of its `/proc/<pid>/status`, read until it
+//! exits: a sanity bound, not a measurement), gives
+//! a clear error naming the file, and loses nothing: the last good revision stays applied and
+//! nothing is pruned. Alias bombs and over-size files in the engine are in `bad_input.rs`.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::Engine as _;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::Api;
+
+/// What one bounded run of the binary left.
+struct Run {
+    code: Option<i32>,
+    stderr: String,
+    stdout: String,
+    /// Peak resident set of the child itself, in KiB: the last `VmHWM` read before it exited
+    /// (a high-water mark, so at most the last 20 ms of growth can be missed). Not `ru_maxrss`:
+    /// the child is spawned with vfork, and Linux folds the parent's high-water mark into it.
+    peak_kib: i64,
+}
+
+/// Runs `gitward <args> --config <config>` with JSON logs at debug level; kills it and panics
+/// if it is still running after `limit`.
+fn gitward(args: &[&str], config: &Path, limit: Duration) -> Run {
+    let dir = config.parent().unwrap();
+    let (out, err) = (dir.join("stdout.log"), dir.join("stderr.log"));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["--log-format", "json"])
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
+        .stderr(Stdio::from(std::fs::File::create(&err).unwrap()))
+        .spawn()
+        .expect("gitward runs");
+    let pid = child.id();
+    let deadline = Instant::now() + limit;
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(hwm) = vm_hwm_kib(pid) {
+            peak_kib = peak_kib.max(hwm);
+        }
+        if let Some(status) = child.try_wait().expect("wait for gitward") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gitward {args:?} still running after {limit:?}: {}", std::fs::read_to_string(&err).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let code = status.code();
+    eprintln!("gitward {args:?}: exit {code:?}, peak RSS {peak_kib} KiB");
+    Run {
+        code,
+        stderr: std::fs::read_to_string(&err).unwrap(),
+        stdout: std::fs::read_to_string(&out).unwrap(),
+        peak_kib,
+    }
+}
+
+/// `VmHWM` of a live process, in KiB; `None` once it has exited.
+fn vm_hwm_kib(pid: u32) -> Option<i64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// A unit whose first revision (two ConfigMaps) was synced by the binary.
+struct Unit {
+    env: common::TestEnv,
+    repo: common::GitRepo,
+    _dir: tempfile::TempDir,
+    config: PathBuf,
+}
+
+async fn synced(prefix: &str, extra: &str) -> Unit {
+    let env = common::setup(prefix).await;
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a", "1"));
+    repo.write("b.yaml", &cm("b", "1"));
+    repo.commit_and_push("good");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gitward.toml");
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, extra);
+    std::fs::write(&config, format!("[daemon]\nstate_dir = \"{}\"\n\n{unit}", dir.path().join("state").display()))
+        .unwrap();
+    let first = gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(first.code, Some(0), "first sync: {}", first.stderr);
+    Unit { env, repo, _dir: dir, config }
+}
+
+impl Unit {
+    /// Commits `files` as they are (plus a change to `a` and the removal of `b`, which must
+    /// not happen), then syncs with the binary.
+    fn hostile_commit(&self, files: &[(&str, &[u8])], limit: Duration) -> Run {
+        self.repo.write("a.yaml", &cm("a", "2"));
+        self.repo.remove("b.yaml");
+        for (path, bytes) in files {
+            std::fs::write(self.repo.work().join(path), bytes).unwrap();
+        }
+        self.repo.commit_and_push("hostile");
+        gitward(&["sync"], &self.config, limit)
+    }
+
+    async fn value(&self, name: &str) -> Option<String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        api.get_opt(name).await.unwrap().map(|c| c.data.unwrap()["value"].clone())
+    }
+
+    /// The first revision is still what the cluster holds: nothing applied, nothing pruned.
+    async fn untouched(&self) {
+        assert_eq!(self.value("a").await.as_deref(), Some("1"), "a was changed");
+        assert_eq!(self.value("b").await.as_deref(), Some("1"), "b was pruned");
+    }
+}
+
+const MIB: i64 = 1024;
+
+#[tokio::test]
+async fn a_document_nested_ten_thousand_deep_is_refused_naming_the_file() {
+    let unit = synced("deep", "").await;
+    let deep = format!("{}{}{}", "a: ".to_string() + &"[".repeat(10_000), "1", "]".repeat(10_000));
+    let run = unit.hostile_commit(&[("deep.yaml", deep.as_bytes())], Duration::from_secs(60));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("deep.yaml"), "the error names the file: {}", run.stderr);
+    assert!(run.peak_kib < 512 * MIB, "peak RSS {} KiB", run.peak_kib);
+    unit.untouched().await;
+}
+
+#[tokio::test]
+async fn a_file_of_100_mb_is_refused_before_it_is_parsed() {
+    let unit = synced("huge", "").await;
+    {
+        let mut huge = cm("huge", "x").into_bytes();
+        huge.extend(format!("  filler: \"{}\"\n", "y".repeat(100 << 20)).into_bytes());
+        std::fs::write(unit.repo.work().join("huge.yaml"), huge).unwrap();
+    }
+    let run = unit.hostile_commit(&[], Duration::from_secs(120));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("huge.yaml") && run.stderr.contains("over the limit"), "{}", run.stderr);
+    assert!(
+        run.peak_kib < 256 * MIB,
+        "peak RSS {} KiB (the fetch indexes the blob; the parser must not read it)",
+        run.peak_kib
+    );
+    unit.untouched().await;
+}
+
+#[tokio::test]
+async fn invalid_utf8_is_refused_naming_the_file() {
+    let unit = synced("utf8", "").await;
+    let mut bad = cm("bad", "x").into_bytes();
+    bad.extend_from_slice(b"  broken: \"\xff\xfe\xc0\"\n");
+    let run = unit.hostile_commit(&[("bad.yaml", &bad)], Duration::from_secs(60));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("bad.yaml"), "{}", run.stderr);
+    unit.untouched().await;
+}
+
+/// 100,000 documents in one file are what a generated bundle can hold; kubectl has no limit,
+/// and neither does gitward beyond `max_file_bytes` (raised here): they are read within the
+/// bounds and checked like any other file. `validate` reads them without a cluster write.
+#[tokio::test]
+async fn a_hundred_thousand_tiny_documents_in_one_file_are_read_within_bounds() {
+    let unit = synced("many-docs", "max_file_bytes = 16777216").await;
+    let docs: String =
+        (0..100_000).map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c{i}\n")).collect();
+    unit.repo.write("many.yaml", &docs);
+    unit.repo.commit_and_push("a generated bundle");
+    let run = gitward(&["validate"], &unit.config, Duration::from_secs(300));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let valid = run.stderr.lines().find(|l| l.contains("\"valid\"")).unwrap_or_else(|| panic!("{}", run.stderr));
+    assert!(valid.contains("\"objects\":100002"), "{valid}");
+    assert!(run.peak_kib < 1024 * MIB, "peak RSS {} KiB", run.peak_kib);
+
+    // The same file with one duplicate among them is refused, naming both documents.
+    unit.repo.write("many.yaml", &format!("{docs}---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c7\n"));
+    unit.repo.commit_and_push("a duplicate at the end");
+    let run = gitward(&["validate"], &unit.config, Duration::from_secs(300));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("many.yaml (document") && run.stderr.contains("c7"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn a_name_of_300_characters_fails_that_object_alone_and_blocks_the_prune() {
+    let unit = synced("long-name", "").await;
+    let long = "n".repeat(300);
+    let files = [("long.yaml", cm(&long, "x")), ("c.yaml", cm("c", "1"))];
+    unit.repo.remove("b.yaml");
+    for (path, content) in &files {
+        unit.repo.write(path, content);
+    }
+    unit.repo.commit_and_push("a name over the API's limit");
+    let run = gitward(&["sync"], &unit.config, Duration::from_secs(60));
+    assert_eq!(run.code, Some(1), "one object failed: {}", run.stderr);
+    let failed = run
+        .stderr
+        .lines()
+        .find(|l| l.contains("object failed") && l.contains(&long))
+        .unwrap_or_else(|| panic!("no failure for the long name: {}", run.stderr));
+    assert!(failed.contains("253"), "the API server's reason is kept: {failed}");
+    assert_eq!(unit.value("c").await.as_deref(), Some("1"), "the other objects are applied");
+    assert_eq!(unit.value("b").await.as_deref(), Some("1"), "a sync with a failure prunes nothing");
+}
+
+#[tokio::test]
+async fn a_secret_with_binary_data_is_applied_and_never_printed() {
+    let unit = synced("binary-secret", "").await;
+    let bytes: Vec<u8> = (0..=255u8).rev().collect();
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    let secret = |data: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: blob\ntype: Opaque\ndata:\n  key.bin: {data}\n")
+    };
+    unit.repo.write("secret.yaml", &secret(&encoded));
+    unit.repo.commit_and_push("a Secret with binary data");
+    let sync = gitward(&["sync"], &unit.config, Duration::from_secs(60));
+    assert_eq!(sync.code, Some(0), "{}", sync.stderr);
+    let api: Api<Secret> = Api::namespaced(unit.env.client.clone(), &unit.env.namespace);
+    let live = api.get("blob").await.unwrap();
+    assert_eq!(live.data.unwrap()["key.bin"].0, bytes, "the bytes arrive as they are");
+
+    // A changed value shown by `gitward diff`: masked, like the applied one in the logs.
+    let changed: Vec<u8> = (0..=255u8).collect();
+    let changed_encoded = base64::engine::general_purpose::STANDARD.encode(&changed);
+    unit.repo.write("secret.yaml", &secret(&changed_encoded));
+    unit.repo.commit_and_push("another binary value");
+    let diff = gitward(&["diff"], &unit.config, Duration::from_secs(60));
+    assert_eq!(diff.code, Some(1), "the diff shows a change: {}{}", diff.stdout, diff.stderr);
+    assert!(diff.stdout.contains("Secret"), "{}", diff.stdout);
+    for run in [&sync, &diff] {
+        for value in [&encoded, &changed_encoded] {
+            let head = &value[..24];
+            assert!(!run.stdout.contains(head) && !run.stderr.contains(head), "Secret data printed");
+        }
+    }
+}
