@@ -220,10 +220,23 @@ impl Engine {
 
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let widened = self.widen_inventory(&wanted).await?;
-        let resources = self.watch_kinds(&desired, &widened).await?;
+        let (resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
         let members_before = self.cache.len();
 
         let mut changes = ChangeSet::default();
+        // A kind whose live state cannot be read (RBAC forbids its list): its objects fail
+        // alone, the others are applied, and nothing is pruned.
+        desired.retain(|d| match unwatchable.get(&d.object.gk) {
+            Some(reason) => {
+                changes.push(d.object.clone(), Action::Failed, Some(format!("{}: {reason}", d.origin)));
+                false
+            }
+            None => true,
+        });
+        if !unwatchable.is_empty() {
+            let kinds: Vec<String> = unwatchable.keys().map(ToString::to_string).collect();
+            changes.prune_refused = Some(format!("the live state of {} cannot be read", kinds.join(", ")));
+        }
         let mut stages = self.plan_stages(&desired, &mut changes).await?;
         let mut blocked = Blocked::default();
         let mut pending = Some(pending);
@@ -248,7 +261,7 @@ impl Engine {
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
 
         self.last_desired = Some((revision.clone(), desired.clone()));
-        if self.unit.prune && !changes.has_failures() {
+        if self.unit.prune && !changes.has_failures() && unwatchable.is_empty() {
             let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
             self.prune_and_narrow(inputs, &widened, &mut changes).await?;
         }
@@ -449,12 +462,16 @@ impl Engine {
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
-    /// inventory; returns the resource of each that the server still serves.
+    /// inventory; returns the resource of each that the server still serves and can be
+    /// watched, and apart from those the kinds whose first list failed (403, or not within
+    /// the cache timeout) with the reason.
+    ///
+    /// Errors: [`Error::Cluster`] when discovery fails.
     async fn watch_kinds(
         &mut self,
         desired: &[Desired],
         contents: &Contents,
-    ) -> Result<HashMap<GroupKind, (ApiResource, bool)>> {
+    ) -> Result<(HashMap<GroupKind, (ApiResource, bool)>, BTreeMap<GroupKind, String>)> {
         let mut resources: HashMap<GroupKind, (ApiResource, bool)> = HashMap::new();
         for d in desired {
             resources.entry(d.object.gk.clone()).or_insert_with(|| (d.resource.clone(), d.object.namespace.is_some()));
@@ -468,10 +485,18 @@ impl Engine {
             }
         }
         self.cache.retain_kinds(|gk| resources.contains_key(gk));
-        for (resource, namespaced) in resources.values() {
-            self.cache.ensure(resource, *namespaced, self.cache_timeout).await?;
+        let mut unwatchable = BTreeMap::new();
+        for (gk, (resource, namespaced)) in &resources {
+            match self.cache.ensure(resource, *namespaced, self.cache_timeout).await {
+                Ok(()) => {}
+                Err(e @ crate::cluster::Error::CacheFailed { .. }) => {
+                    unwatchable.insert(gk.clone(), e.to_string());
+                }
+                Err(e) => return Err(e.into()),
+            }
         }
-        Ok(resources)
+        resources.retain(|gk, _| !unwatchable.contains_key(gk));
+        Ok((resources, unwatchable))
     }
 
     async fn plan_stages(&self, desired: &[Desired], changes: &mut ChangeSet) -> Result<BTreeMap<Stage, Vec<Step>>> {

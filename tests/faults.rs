@@ -1,0 +1,120 @@
+//! Faults from the cluster's side, against the real apiserver: each ends with the objects git
+//! holds applied where they could be, the failures named, and nothing pruned or lost.
+
+mod common;
+
+use std::time::Duration;
+
+use gitward::changeset::Action;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+
+fn crd(group: &str, kind: &str, plural: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })
+}
+
+/// Installs a CRD as the admin and waits until it is Established.
+async fn install_crd(client: &kube::Client, crd: serde_json::Value) {
+    let crds = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crds);
+    let name = crd["metadata"]["name"].as_str().unwrap().to_string();
+    api.patch(&name, &PatchParams::apply("test-admin").force(), &Patch::Apply(crd)).await.expect("install CRD");
+    let established = common::eventually(Duration::from_secs(20), || async {
+        let crd = api.get(&name).await.unwrap();
+        crd.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+    })
+    .await;
+    assert!(established, "{name} not Established");
+}
+
+/// RBAC: the identity gitward runs as may manage Gadgets and the unit's parent Secret but not
+/// Widgets. The Widgets fail with the API server's 403, the Gadgets are applied, nothing is
+/// pruned while the Widgets' live state cannot be read.
+#[tokio::test]
+async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
+    let env = common::setup("rbac-403").await;
+    let ns = env.namespace.clone();
+    let group = format!("{ns}.gitward.dev");
+    install_crd(&env.client, crd(&group, "Gadget", "gadgets")).await;
+    install_crd(&env.client, crd(&group, "Widget", "widgets")).await;
+
+    let all = ["get", "list", "watch", "create", "patch", "update", "delete"];
+    let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": ns},
+        "rules": [{"apiGroups": [group], "resources": ["gadgets"], "verbs": all}]}))
+    .unwrap();
+    let binding = |kind: &str| {
+        json!({"metadata": {"name": ns, "namespace": ns}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+            "kind": kind, "name": ns}, "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "limited"}]})
+    };
+    let roles: Api<ClusterRole> = Api::all(env.client.clone());
+    roles.create(&PostParams::default(), &role).await.unwrap();
+    let crbs: Api<ClusterRoleBinding> = Api::all(env.client.clone());
+    crbs.create(&PostParams::default(), &serde_json::from_value(binding("ClusterRole")).unwrap()).await.unwrap();
+    let secrets: Role = serde_json::from_value(json!({"metadata": {"name": ns, "namespace": ns},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": all}]}))
+    .unwrap();
+    Api::<Role>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &secrets).await.unwrap();
+    let rb: RoleBinding = serde_json::from_value(binding("Role")).unwrap();
+    Api::<RoleBinding>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &rb).await.unwrap();
+
+    let repo = common::GitRepo::new();
+    for name in ["g1", "g2"] {
+        repo.write(
+            &format!("{name}.yaml"),
+            &format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: {name}\n"),
+        );
+    }
+    repo.commit_and_push("two gadgets");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let limited = common::limited("gitward-test-limited-rbac").await;
+    let mut engine = common::engine(&limited, &config, "app").await;
+    let first = engine.sync().await.expect("first sync");
+    assert_eq!(first.changes.counts().created, 2, "{:#?}", common::actions(&first));
+
+    // Widgets join; g2 leaves git. The Widgets cannot be listed or written.
+    repo.write("w1.yaml", &format!("apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w1\n"));
+    repo.write("g3.yaml", &format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g3\n"));
+    repo.remove("g2.yaml");
+    repo.commit_and_push("a widget, g3, and g2 leaves");
+    let report = engine.sync().await.expect("the sync runs; the forbidden kind fails alone");
+    let actions = common::actions(&report);
+    let entry = |name: &str| report.changes.entries.iter().find(|e| e.object.name == name).cloned();
+    let w1 = entry("w1").unwrap_or_else(|| panic!("no entry for w1: {actions:#?}"));
+    assert_eq!(w1.action, Action::Failed, "{actions:#?}");
+    let reason = w1.message.unwrap_or_default();
+    assert!(reason.contains("w1.yaml") && reason.contains("forbidden"), "{reason}");
+    assert_eq!(entry("g3").map(|e| e.action), Some(Action::Created), "{actions:#?}");
+    assert_eq!(report.changes.counts().pruned, 0, "{actions:#?}");
+
+    let gadgets = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let admin_gadgets: Api<DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &gadgets);
+    assert!(admin_gadgets.get_opt("g2").await.unwrap().is_some(), "g2 must not be pruned by a sync with a failure");
+    assert!(admin_gadgets.get_opt("g3").await.unwrap().is_some());
+
+    // Granted the Widgets, the next sync applies them and prunes g2.
+    let mut widened = role.clone();
+    widened.rules.as_mut().unwrap()[0].resources = Some(vec!["gadgets".into(), "widgets".into()]);
+    roles.replace(&ns, &PostParams::default(), &widened).await.unwrap();
+    let granted = engine.sync().await.expect("sync");
+    let actions = common::actions(&granted);
+    assert_eq!(actions.get(&format!("Widget/{ns}/w1")).map(String::as_str), Some("created"), "{actions:#?}");
+    assert_eq!(actions.get(&format!("Gadget/{ns}/g2")).map(String::as_str), Some("pruned"), "{actions:#?}");
+
+    let _ = crbs.delete(&ns, &DeleteParams::default()).await;
+    let _ = roles.delete(&ns, &DeleteParams::default()).await;
+}
