@@ -197,21 +197,21 @@ async fn object_of_another_applyset_is_failed_not_taken_over() {
     let env = common::setup("foreign").await;
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let theirs = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "shared", "labels": {"applyset.kubernetes.io/part-of": "applyset-someone-else-v1"}},
+        "metadata": {"name": "contested", "labels": {"applyset.kubernetes.io/part-of": "applyset-someone-else-v1"}},
         "data": {"value": "theirs"}});
-    api.patch("shared", &PatchParams::apply("other-tool"), &Patch::Apply(theirs)).await.unwrap();
+    api.patch("contested", &PatchParams::apply("other-tool"), &Patch::Apply(theirs)).await.unwrap();
     let repo = common::GitRepo::new();
-    repo.write("shared.yaml", &cm("shared", "ours"));
+    repo.write("contested.yaml", &cm("contested", "ours"));
     repo.write("mine.yaml", &cm("mine", "ours"));
     repo.commit_and_push("take over?");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
     let mut engine = common::engine(&env.client, &config, "app").await;
     let report = engine.sync().await.expect("sync runs");
-    let entry = report.changes.entries.iter().find(|e| e.object.name == "shared").unwrap();
+    let entry = report.changes.entries.iter().find(|e| e.object.name == "contested").unwrap();
     assert_eq!(entry.action, Action::Failed);
     assert!(entry.message.as_deref().unwrap().contains("applyset-someone-else-v1"), "{:?}", entry.message);
-    let live = api.get("shared").await.unwrap();
+    let live = api.get("contested").await.unwrap();
     assert_eq!(live.data.unwrap()["value"], "theirs");
     assert_eq!(live.metadata.labels.unwrap()["applyset.kubernetes.io/part-of"], "applyset-someone-else-v1");
     assert_eq!(common::actions(&report)[&format!("ConfigMap/{}/mine", env.namespace)], "created");

@@ -3,11 +3,9 @@
 
 mod common;
 
-use std::time::Duration;
-
 use gitward::changeset::Action;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
 
@@ -22,25 +20,6 @@ fn crd(group: &str, kind: &str, plural: &str) -> serde_json::Value {
     })
 }
 
-/// Installs a CRD as the admin and waits until it is Established.
-async fn install_crd(client: &kube::Client, crd: serde_json::Value) {
-    let crds = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-        "customresourcedefinitions",
-    );
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &crds);
-    let name = crd["metadata"]["name"].as_str().unwrap().to_string();
-    api.patch(&name, &PatchParams::apply("test-admin").force(), &Patch::Apply(crd)).await.expect("install CRD");
-    let established = common::eventually(Duration::from_secs(20), || async {
-        let crd = api.get(&name).await.unwrap();
-        crd.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-    })
-    .await;
-    assert!(established, "{name} not Established");
-}
-
 /// RBAC: the identity gitward runs as may manage Gadgets and the unit's parent Secret but not
 /// Widgets. The Widgets fail with the API server's 403, the Gadgets are applied, nothing is
 /// pruned while the Widgets' live state cannot be read.
@@ -49,8 +28,8 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
     let env = common::setup("rbac-403").await;
     let ns = env.namespace.clone();
     let group = format!("{ns}.gitward.dev");
-    install_crd(&env.client, crd(&group, "Gadget", "gadgets")).await;
-    install_crd(&env.client, crd(&group, "Widget", "widgets")).await;
+    common::install_crd(&env.client, "test-admin", crd(&group, "Gadget", "gadgets")).await;
+    common::install_crd(&env.client, "test-admin", crd(&group, "Widget", "widgets")).await;
 
     let all = ["get", "list", "watch", "create", "patch", "update", "delete"];
     let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": ns},

@@ -372,22 +372,9 @@ async fn no_prune_while_a_watched_kind_has_had_a_watch_error_since_its_last_list
     use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
     let env = common::setup("watch-error").await;
     let group = format!("{}.gitward.dev", env.namespace);
-    let crds = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-        "customresourcedefinitions",
-    );
-    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env.client.clone(), &crds);
     let crd_name = format!("gadgets.{group}");
     let owner = PatchParams::apply("test-crd-owner").force();
-    crd_api.patch(&crd_name, &owner, &Patch::Apply(gadget_crd(&group, true))).await.expect("install CRD");
-    let established = common::eventually(std::time::Duration::from_secs(20), || async {
-        let crd = crd_api.get(&crd_name).await.unwrap();
-        crd.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-    })
-    .await;
-    assert!(established);
+    let crd_api = common::install_crd(&env.client, "test-crd-owner", gadget_crd(&group, true)).await;
 
     // The limited identity may do everything gitward needs with these gadgets and Secrets.
     let name = env.namespace.clone();
@@ -478,22 +465,8 @@ async fn a_crd_leaving_git_while_custom_resources_that_are_not_members_exist_is_
 async fn members_of_a_deleted_crd_leave_the_inventory_once_it_is_confirmed_gone() {
     let env_probe = common::setup("gone-crd").await;
     let group = format!("{}.gitward.dev", env_probe.namespace);
-    let crds = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-        "customresourcedefinitions",
-    );
-    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env_probe.client.clone(), &crds);
     let crd_name = format!("gadgets.{group}");
-    let owner = PatchParams::apply("test-crd-owner").force();
-    crd_api.patch(&crd_name, &owner, &Patch::Apply(gadget_crd(&group, true))).await.expect("install CRD");
-    let established = common::eventually(std::time::Duration::from_secs(20), || async {
-        let crd = crd_api.get(&crd_name).await.unwrap();
-        crd.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-    })
-    .await;
-    assert!(established);
+    let crd_api = common::install_crd(&env_probe.client, "test-crd-owner", gadget_crd(&group, true)).await;
     let gadget = format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\n");
     let mut u = unit("gone-crd", &[("g1.yaml", gadget)]).await;
 

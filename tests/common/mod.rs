@@ -352,3 +352,26 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// Installs `crd` (a CustomResourceDefinition as JSON) by server-side apply as `field_manager`
+/// and waits up to 20 s until it is Established; returns the API of CRDs for later changes.
+/// Panics when it is not Established in time.
+pub async fn install_crd(client: &kube::Client, field_manager: &str, crd: Value) -> Api<kube::api::DynamicObject> {
+    use kube::api::{Patch, PatchParams};
+    let crds = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
+        "customresourcedefinitions",
+    );
+    let api: Api<kube::api::DynamicObject> = Api::all_with(client.clone(), &crds);
+    let name = crd["metadata"]["name"].as_str().expect("CRD has a name").to_string();
+    api.patch(&name, &PatchParams::apply(field_manager).force(), &Patch::Apply(crd)).await.expect("install CRD");
+    let established = eventually(Duration::from_secs(20), || async {
+        let crd = api.get(&name).await.unwrap();
+        crd.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
+    })
+    .await;
+    assert!(established, "{name} not Established within 20 s");
+    api
+}
