@@ -97,3 +97,64 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
     let _ = crbs.delete(&ns, &DeleteParams::default()).await;
     let _ = roles.delete(&ns, &DeleteParams::default()).await;
 }
+
+/// An admission webhook that is down (`failurePolicy: Fail`, nothing listening): the objects it
+/// guards fail with the API server's "failed calling webhook" message, the others are applied,
+/// nothing is pruned; once the webhook is gone the next sync applies them.
+#[tokio::test]
+async fn objects_guarded_by_a_down_webhook_fail_alone() {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let env = common::setup("webhook-down").await;
+    let ns = env.namespace.clone();
+    let closed = common::free_port();
+    let webhook: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": ns},
+        "webhooks": [{
+            "name": format!("deny.{ns}.gitward.dev"),
+            "clientConfig": {"url": format!("https://127.0.0.1:{closed}/validate")},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "objectSelector": {"matchLabels": {"guarded": "yes"}},
+        }],
+    }))
+    .unwrap();
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+    webhooks.create(&PostParams::default(), &webhook).await.expect("register the webhook");
+
+    let repo = common::GitRepo::new();
+    repo.write("free.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n");
+    repo.write("keep.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n");
+    repo.commit_and_push("two ConfigMaps");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let first = engine.sync().await.expect("first sync");
+    assert_eq!(first.changes.counts().created, 2, "{:#?}", common::actions(&first));
+
+    repo.write(
+        "guarded.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels:\n    guarded: \"yes\"\n",
+    );
+    repo.write("more.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: more\n");
+    repo.remove("keep.yaml");
+    repo.commit_and_push("a guarded ConfigMap, another, and keep leaves");
+    let report = engine.sync().await.expect("the sync runs");
+    let actions = common::actions(&report);
+    let guarded = report.changes.entries.iter().find(|e| e.object.name == "guarded").expect("guarded entry");
+    assert_eq!(guarded.action, Action::Failed, "{actions:#?}");
+    let message = guarded.message.clone().unwrap_or_default();
+    assert!(message.contains("failed calling webhook"), "the webhook's failure is named: {message}");
+    assert_eq!(actions.get(&format!("ConfigMap/{ns}/more")).map(String::as_str), Some("created"), "{actions:#?}");
+    assert_eq!(report.changes.counts().pruned, 0, "a sync with a failure prunes nothing: {actions:#?}");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert!(cms.get_opt("keep").await.unwrap().is_some(), "keep must not be pruned");
+    assert!(cms.get_opt("guarded").await.unwrap().is_none());
+
+    webhooks.delete(&ns, &DeleteParams::default()).await.expect("remove the webhook");
+    let healed = engine.sync().await.expect("sync");
+    let actions = common::actions(&healed);
+    assert_eq!(actions.get(&format!("ConfigMap/{ns}/guarded")).map(String::as_str), Some("created"), "{actions:#?}");
+    assert_eq!(actions.get(&format!("ConfigMap/{ns}/keep")).map(String::as_str), Some("pruned"), "{actions:#?}");
+}
