@@ -1,12 +1,22 @@
-"""gitward vs kubectl on the same apiserver, in the same run (see benches/run).
+"""gitward against its peers on the same kube-apiserver, in the same run (see benches/run).
 
-Scenarios, each measured for gitward and for kubectl (the peer):
-  first sync   - create everything (N ConfigMaps + sock-shop's 28 objects)
-  no-op sync   - nothing changed in git: every object is still sent
-  one change   - one ConfigMap changed in git
-Figures: wall time, peak RSS of the process, requests seen in the apiserver's audit log.
-Daemon: push-to-applied latency (gitward's own trigger_to_applied_ms) over several pushes,
-and its resident memory at rest, against the time and memory of the peer's full apply.
+Workload (generated here and committed with git, one repository per peer so that each applies
+to fresh namespaces <peer>-0..9): N objects over 10 namespaces, a mix of Deployments, Services,
+ConfigMaps, Secrets, ServiceAccounts, Roles, RoleBindings and custom resources of one CRD
+(Widget.bench.gitward.dev). The CRD is in every tree; it is created once before the first
+measurement so that no peer pays its discovery wait, and every peer then applies it unchanged.
+
+Peers:
+  kubectl  apply --server-side with an ApplySet prune (the kubectl of the apiserver's version)
+  flux     fluxcd/pkg/ssa ResourceManager.ApplyAllStaged with DefaultApplyOptions, then
+           DeleteAll of the previous inventory's leftovers (benches/flux, built by benches/run)
+  floor    examples/floor.rs: kube server-side apply of every object, 32 in flight, nothing else
+Scenarios: cold sync, no-op resync, one object changed, prune (namespace 9's objects removed).
+Figures per run: wall seconds, peak RSS (MiB) and CPU seconds (user + system) of the process
+(/usr/bin/time -v, from wait4's rusage), requests by verb from the apiserver's audit log
+(every request in the run's window not made by the apiserver itself).
+Daemon: gitward run's resident memory at rest (VmRSS from /proc) and push-to-applied latency.
+Writes target/bench/results.md and target/bench/results.json.
 """
 import json
 import os
@@ -21,58 +31,136 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GITWARD = os.path.join(ROOT, "target/release/gitward")
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "argocd-example-apps", "sock-shop", "base")
+FLOOR = os.path.join(ROOT, "target/release/examples/floor")
+FLUX = os.environ.get("GITWARD_BENCH_FLUX", os.path.join(ROOT, "target/bench/flux-apply"))
 AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
 GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@gitward.dev"]
+PEERS = ["gitward", "kubectl", "flux", "floor"]
+NAMESPACES = 10
+
+CRD = """apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.bench.gitward.dev
+spec:
+  group: bench.gitward.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, listKind: WidgetList}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+"""
+
+# (kind, share of N, template). {ns} namespace, {name} object name, {i} index.
+MIX = [
+    ("Deployment", 0.15, """apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}, namespace: {ns}, labels: {{app: {name}, tier: web}}}}
+spec:
+  replicas: 0
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}, tier: web}}}}
+    spec:
+      serviceAccountName: sa-{i:05d}
+      containers:
+      - name: app
+        image: registry.example/app:1.{i}
+        ports: [{{containerPort: 8080, name: http}}]
+        env: [{{name: INDEX, value: "{i}"}}, {{name: MODE, value: production}}]
+        resources: {{requests: {{cpu: 10m, memory: 32Mi}}, limits: {{memory: 64Mi}}}}
+        readinessProbe: {{httpGet: {{path: /healthz, port: http}}}}
+"""),
+    ("Service", 0.15, """apiVersion: v1
+kind: Service
+metadata: {{name: {name}, namespace: {ns}, labels: {{app: {name}}}}}
+spec:
+  selector: {{app: {name}}}
+  ports: [{{name: http, port: 80, targetPort: http}}]
+"""),
+    ("ConfigMap", 0.25, """apiVersion: v1
+kind: ConfigMap
+metadata: {{name: {name}, namespace: {ns}, labels: {{app: bench}}}}
+data:
+  index: "{i}"
+  settings.yaml: |
+    log_level: info
+    payload: {payload}
+"""),
+    ("Secret", 0.10, """apiVersion: v1
+kind: Secret
+metadata: {{name: {name}, namespace: {ns}}}
+type: Opaque
+stringData: {{token: "t-{i}-{payload}"}}
+"""),
+    ("ServiceAccount", 0.10, """apiVersion: v1
+kind: ServiceAccount
+metadata: {{name: {name}, namespace: {ns}}}
+"""),
+    ("Role", 0.05, """apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {{name: {name}, namespace: {ns}}}
+rules:
+- apiGroups: [""]
+  resources: [configmaps, secrets]
+  verbs: [get, list, watch]
+"""),
+    ("RoleBinding", 0.05, """apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {{name: {name}, namespace: {ns}}}
+roleRef: {{apiGroup: rbac.authorization.k8s.io, kind: Role, name: {name}}}
+subjects: [{{kind: ServiceAccount, name: sa-{i:05d}, namespace: {ns}}}]
+"""),
+    ("Widget", 0.15, """apiVersion: bench.gitward.dev/v1
+kind: Widget
+metadata: {{name: {name}, namespace: {ns}}}
+spec: {{size: {i}, color: blue, tags: [a, b, c]}}
+"""),
+]
+PREFIX = {"Deployment": "deploy", "Service": "svc", "ConfigMap": "cm", "Secret": "secret",
+          "ServiceAccount": "sa", "Role": "role", "RoleBinding": "rb", "Widget": "widget"}
 
 
 def sh(cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def timed(cmd, env=None):
-    """Runs cmd under /usr/bin/time -v; returns (seconds, peak RSS in MiB, stdout, stderr)."""
-    start = time.monotonic()
-    p = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, env=env)
-    wall = time.monotonic() - start
-    if p.returncode not in (0, 1):
-        sys.exit(f"{cmd[0]} failed ({p.returncode}):\n{p.stderr[-3000:]}")
-    rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", p.stderr).group(1)) / 1024
-    return wall, rss, p.stdout, p.stderr
+def generate(work, peer, n):
+    """Writes the workload for `peer` into `work`: one file per object under <ns>/<kind>/.
+    Returns the number of objects (CRD included)."""
+    os.makedirs(work)
+    open(os.path.join(work, "crd.yaml"), "w").write(CRD)
+    count = 1
+    for kind, share, template in MIX:
+        per_ns = max(1, round(n * share / NAMESPACES))
+        for k in range(NAMESPACES):
+            ns = f"{peer}-{k}"
+            d = os.path.join(work, ns, kind.lower())
+            os.makedirs(d, exist_ok=True)
+            for j in range(per_ns):
+                i = k * per_ns + j
+                name = f"{PREFIX[kind]}-{i:05d}"
+                # ServiceAccounts named sa-<i> for the Deployments and RoleBindings to refer to.
+                open(os.path.join(d, f"{name}.yaml"), "w").write(
+                    template.format(name=name, ns=ns, i=i, payload="x" * 120))
+                count += 1
+    return count
 
 
-def audit_count(agent_prefix, since):
-    """Requests in the audit log after line `since` whose user agent starts with agent_prefix."""
-    n = 0
-    verbs = {}
-    with open(AUDIT) as f:
-        for i, line in enumerate(f):
-            if i < since:
-                continue
-            e = json.loads(line)
-            if e.get("userAgent", "").startswith(agent_prefix):
-                n += 1
-                verbs[e["verb"]] = verbs.get(e["verb"], 0) + 1
-    return n, verbs
-
-
-def audit_len():
-    with open(AUDIT) as f:
-        return sum(1 for _ in f)
-
-
-def make_repo(tmp, n):
-    work = os.path.join(tmp, "work")
-    bare = os.path.join(tmp, "repo.git")
+def make_repo(tmp, peer, n):
+    work = os.path.join(tmp, peer, "work")
+    bare = os.path.join(tmp, peer, "repo.git")
+    count = generate(work, peer, n)
     sh(["git", "init", "-q", "--bare", "--initial-branch=main", bare])
     sh(["git", "init", "-q", "--initial-branch=main", work])
-    os.makedirs(os.path.join(work, "config"))
-    for i in range(n):
-        with open(os.path.join(work, "config", f"cm-{i:05d}.yaml"), "w") as f:
-            f.write(f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm-{i:05d}\n  labels:\n    app: bench\ndata:\n  index: \"{i}\"\n  payload: \"{'x' * 200}\"\n")
-    shutil.copytree(FIXTURES, os.path.join(work, "sock-shop"))
     commit(work, bare, "initial")
-    return work, bare
+    return work, bare, count
 
 
 def commit(work, bare, message):
@@ -81,112 +169,168 @@ def commit(work, bare, message):
     sh(GIT + ["push", "-q", bare, "main"], cwd=work)
 
 
-def change_one(work, bare, i, value):
-    path = os.path.join(work, "config", f"cm-{i:05d}.yaml")
+def change_one(work, bare, peer, value):
+    path = os.path.join(work, f"{peer}-0", "configmap", "cm-00000.yaml")
     text = open(path).read()
     open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
-    commit(work, bare, f"change {i}")
+    commit(work, bare, f"change cm-00000 to {value}")
 
 
-def kubectl_apply(work, ns):
-    env = dict(os.environ, KUBECTL_APPLYSET="true")
-    return timed(["kubectl", "apply", "--server-side", "--prune", "--applyset=secret/kubectl-bench",
-                  "-n", ns, "-R", "-f", work, "-o", "name"], env=env)
+def remove_namespace(work, bare, peer):
+    shutil.rmtree(os.path.join(work, f"{peer}-{NAMESPACES - 1}"))
+    commit(work, bare, "remove namespace 9's objects")
 
 
-def write_config(tmp, bare, ns, listen=None):
-    path = os.path.join(tmp, "gitward.toml")
+def audit_len():
+    with open(AUDIT) as f:
+        return sum(1 for _ in f)
+
+
+def audit_verbs(since):
+    """Requests by verb in the audit log after line `since`, the apiserver's own excepted."""
+    verbs = {}
+    with open(AUDIT) as f:
+        for i, line in enumerate(f):
+            if i < since:
+                continue
+            e = json.loads(line)
+            if e.get("stage") not in (None, "ResponseComplete"):
+                continue
+            if "kube-apiserver" in e.get("userAgent", ""):
+                continue
+            verbs[e["verb"]] = verbs.get(e["verb"], 0) + 1
+    return dict(sorted(verbs.items()))
+
+
+def timed(cmd, env=None):
+    """Runs cmd under /usr/bin/time -v: wall s, peak RSS MiB, CPU s (user + system), requests."""
+    mark = audit_len()
+    start = time.monotonic()
+    p = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, env=env)
+    wall = time.monotonic() - start
+    if p.returncode != 0:
+        sys.exit(f"{cmd[0]} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
+    field = lambda name: float(re.search(name + r": ([\d.]+)", p.stderr).group(1))
+    time.sleep(1.0)  # the audit backend writes asynchronously
+    return {"seconds": round(wall, 3), "rss_mib": round(field(r"Maximum resident set size \(kbytes\)") / 1024, 1),
+            "cpu_seconds": round(field(r"User time \(seconds\)") + field(r"System time \(seconds\)"), 2),
+            "requests": audit_verbs(mark)}
+
+
+def write_config(tmp, bare, peer, listen=None):
+    path = os.path.join(tmp, peer, "gitward.toml")
     daemon = f'listen = "{listen}"\n' if listen else ""
     open(path, "w").write(
-        f'[daemon]\nstate_dir = "{tmp}/state"\ninterval = "1h"\nresync_interval = "1h"\n{daemon}\n'
-        f'[[sync]]\nname = "bench"\nrepo = "{bare}"\nnamespace = "{ns}"\nmax_prune_fraction = 1.0\n')
+        f'[daemon]\nstate_dir = "{tmp}/{peer}/state"\ninterval = "1h"\nresync_interval = "1h"\n{daemon}\n'
+        f'[[sync]]\nname = "bench"\nrepo = "{bare}"\nnamespace = "{peer}-0"\nmax_prune_fraction = 1.0\n')
     return path
+
+
+def runner(tmp, peer, work, bare):
+    """The command that brings the cluster to the work tree's (or repository's) state."""
+    if peer == "gitward":
+        config = write_config(tmp, bare, peer)
+        return lambda: timed([GITWARD, "sync", "--config", config])
+    inventory = os.path.join(tmp, peer, "inventory")
+    tree = os.path.join(tmp, peer, "tree")
+
+    def run():
+        # The peers read files: a checkout of the committed revision, without .git.
+        shutil.rmtree(tree, ignore_errors=True)
+        shutil.copytree(work, tree, ignore=shutil.ignore_patterns(".git"))
+        if peer == "kubectl":
+            env = dict(os.environ, KUBECTL_APPLYSET="true")
+            return timed(["kubectl", "apply", "--server-side", "--prune", "--applyset=secret/kubectl-bench",
+                          "-R", "-f", tree, "-o", "name"], env=env)
+        return timed([FLUX if peer == "flux" else FLOOR, tree, inventory])
+    return run
+
+
+def daemon_figures(tmp, bare, work, peer):
+    """gitward run: VmRSS at rest after its first sync, and push-to-applied over 10 pushes."""
+    port = 19000 + os.getpid() % 1000
+    config = write_config(tmp, bare, peer, listen=f"127.0.0.1:{port}")
+    log = open(os.path.join(tmp, "daemon.log"), "w")
+    daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=log)
+    deadline = time.time() + 300
+    while "every unit has synced once" not in open(log.name).read():
+        if time.time() > deadline:
+            sys.exit("daemon not ready:\n" + open(log.name).read()[-3000:])
+        time.sleep(0.2)
+    time.sleep(2)
+    rss = int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{daemon.pid}/status").read()).group(1)) / 1024
+
+    def pushes():
+        events = [json.loads(line) for line in open(log.name) if line.startswith("{")]
+        return [e["trigger_to_applied_ms"] for e in events
+                if e.get("message") == "trigger applied" and e.get("trigger") == "push"]
+    for k in range(10):
+        change_one(work, bare, peer, f"push-{k}")
+        deadline = time.time() + 60
+        while len(pushes()) < k + 1 and time.time() < deadline:
+            time.sleep(0.05)
+    latencies = pushes()
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=30)
+    return {"rss_at_rest_mib": round(rss, 1), "push_to_applied_ms": latencies}
 
 
 def main():
     n = int(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
-    sh(["kubectl", "create", "namespace", "bench-gitward"])
-    sh(["kubectl", "create", "namespace", "bench-kubectl"])
-    work, bare = make_repo(tmp, n)
-    objects = n + 28
-    config = write_config(tmp, bare, "bench-gitward")
-    rows = []
+    crd = os.path.join(tmp, "crd.yaml")
+    open(crd, "w").write(CRD)
+    sh(["kubectl", "apply", "--server-side", "-f", crd])
+    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    repos, runs, count = {}, {}, 0
+    for peer in PEERS:
+        for k in range(NAMESPACES):
+            sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+        work, bare, count = make_repo(tmp, peer, n)
+        repos[peer] = (work, bare)
+        runs[peer] = runner(tmp, peer, work, bare)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    results = {}
+    scenarios = [("cold sync", None), ("no-op resync", None),
+                 ("one object changed", lambda w, b, p: change_one(w, b, p, "changed")),
+                 ("prune one namespace", remove_namespace)]
+    for name, edit in scenarios:
+        results[name] = {}
+        for peer in PEERS:
+            if edit:
+                edit(*repos[peer], peer)
+            results[name][peer] = runs[peer]()
+            print(f"{name:22} {peer:8} {results[name][peer]}", file=sys.stderr)
+    daemon = daemon_figures(tmp, repos["gitward"][1], repos["gitward"][0], "gitward")
+    load_after = open("/proc/loadavg").read().split()[:3]
 
-    def measure(name, gw_cmd, kc_cmd):
-        mark = audit_len()
-        gw = timed(gw_cmd)
-        time.sleep(0.5)
-        gw_req = audit_count("gitward/", mark)
-        mark = audit_len()
-        kc = kc_cmd()
-        time.sleep(0.5)
-        kc_req = audit_count("kubectl", mark)
-        rows.append((name, gw[0], kc[0], gw[1], kc[1], gw_req, kc_req))
-
-    gw_sync = [GITWARD, "sync", "--config", config]
-    # kubectl reads files from a work tree; the kustomization file is not an object.
-    kc_dir = os.path.join(tmp, "kubectl-tree")
-    def kc_tree():
-        shutil.rmtree(kc_dir, ignore_errors=True)
-        shutil.copytree(work, kc_dir, ignore=shutil.ignore_patterns(".git", "kustomization.yaml"))
-        return kubectl_apply(kc_dir, "bench-kubectl")
-
-    measure("first sync (create)", gw_sync, kc_tree)
-    measure("no-op sync", gw_sync, kc_tree)
-    change_one(work, bare, 7, "changed")
-    measure("one object changed", gw_sync, kc_tree)
-
-    # Daemon: push-to-applied latency and memory at rest.
-    port = 19000 + os.getpid() % 1000
-    dconfig = write_config(tmp, bare, "bench-gitward", listen=f"127.0.0.1:{port}")
-    log = open(os.path.join(tmp, "daemon.log"), "w")
-    daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", dconfig], stderr=log)
-    deadline = time.time() + 120
-    while time.time() < deadline:
-        if "every unit has synced once" in open(log.name).read():
-            break
-        time.sleep(0.2)
-    else:
-        sys.exit("daemon not ready:\n" + open(log.name).read()[-3000:])
-    latencies = []
-    for k in range(10):
-        change_one(work, bare, k, f"push-{k}")
-        want = k + 1
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            events = [json.loads(l) for l in open(log.name) if l.startswith("{")]
-            got = [e for e in events if e.get("message") == "trigger applied" and e.get("trigger") == "push"]
-            if len(got) >= want:
-                break
-            time.sleep(0.05)
-        time.sleep(0.3)
-    events = [json.loads(l) for l in open(log.name) if l.startswith("{")]
-    latencies = [e["trigger_to_applied_ms"] for e in events if e.get("message") == "trigger applied" and e.get("trigger") == "push"]
-    time.sleep(2)
-    rss = int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{daemon.pid}/status").read()).group(1)) / 1024
-    daemon.send_signal(signal.SIGTERM)
-    daemon.wait(timeout=15)
-    kc_full = kc_tree()
-
-    out = []
-    out.append(f"# gitward benchmark: {objects} objects ({n} ConfigMaps + sock-shop), same apiserver, same run\n")
-    out.append("| scenario | gitward s | kubectl s | time ratio | gitward MiB | kubectl MiB | RSS ratio | gitward requests | kubectl requests |")
-    out.append("|---|---|---|---|---|---|---|---|---|")
-    for name, gt, kt, gr, kr, (gq, gv), (kq, kv) in rows:
-        out.append(f"| {name} | {gt:.2f} | {kt:.2f} | {gt / kt:.2f} | {gr:.0f} | {kr:.0f} | {gr / kr:.2f} | {gq} {dict(sorted(gv.items()))} | {kq} {dict(sorted(kv.items()))} |")
-    if latencies:
-        med = statistics.median(latencies)
-        out.append("")
-        out.append(f"daemon push-to-applied (trigger_to_applied_ms, {len(latencies)} pushes): median {med:.0f} ms, "
-                   f"max {max(latencies)} ms; peer (post-receive hook running kubectl apply on the tree): {kc_full[0] * 1000:.0f} ms "
-                   f"-> ratio {med / (kc_full[0] * 1000):.3f}")
-    out.append(f"daemon resident memory at rest with {objects} objects: {rss:.0f} MiB; kubectl apply peak: {kc_full[1]:.0f} MiB "
-               f"-> ratio {rss / kc_full[1]:.2f}")
+    out = [f"# gitward benchmark: {count} objects over {NAMESPACES} namespaces, same apiserver, same run\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs.\n",
+           "| scenario | peer | seconds | CPU s | peak MiB | requests by verb | gitward ÷ peer (time, CPU, RSS) |",
+           "|---|---|---|---|---|---|---|"]
+    for name, by_peer in results.items():
+        gw = by_peer["gitward"]
+        for peer, r in by_peer.items():
+            ratio = "" if peer == "gitward" else (
+                f"{gw['seconds'] / r['seconds']:.2f}, {gw['cpu_seconds'] / max(r['cpu_seconds'], 0.01):.2f}, "
+                f"{gw['rss_mib'] / r['rss_mib']:.2f}")
+            verbs = ", ".join(f"{v} {c}" for v, c in r["requests"].items())
+            out.append(f"| {name} | {peer} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.0f} | {verbs} | {ratio} |")
+    lat = daemon["push_to_applied_ms"]
+    out.append("")
+    out.append(f"gitward run at rest with {count} objects: {daemon['rss_at_rest_mib']:.0f} MiB resident (VmRSS).")
+    if lat:
+        out.append(f"Push to applied (gitward's trigger_to_applied_ms, {len(lat)} pushes): "
+                   f"median {statistics.median(lat):.0f} ms, max {max(lat)} ms.")
     text = "\n".join(out)
     print(text)
     os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
     open(os.path.join(ROOT, "target/bench/results.md"), "w").write(text + "\n")
+    json.dump({"objects": count, "namespaces": NAMESPACES, "load_before": load_before, "load_after": load_after,
+               "scenarios": results, "daemon": daemon},
+              open(os.path.join(ROOT, "target/bench/results.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,98 @@
+// Command flux-apply applies a directory of manifests the way Flux's kustomize-controller does:
+// github.com/fluxcd/pkg/ssa ResourceManager.ApplyAllStaged with ssa.DefaultApplyOptions(), then
+// deletes the objects of the previous run's inventory that are no longer in the directory.
+// Usage: flux-apply DIR INVENTORY_FILE. Used by benches/bench.py as the Flux peer.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
+	"github.com/fluxcd/pkg/ssa"
+	"github.com/fluxcd/pkg/ssa/utils"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+func main() {
+	if err := run(os.Args[1], os.Args[2]); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func run(dir, inventory string) error {
+	ctx := context.Background()
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		return err
+	}
+	cfg.UserAgent = "flux-bench"
+	cfg.QPS, cfg.Burst = 50, 300 // kustomize-controller's defaults (--kube-api-qps/--kube-api-burst)
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		return err
+	}
+	var objects []*unstructured.Unstructured
+	err = filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".yaml") {
+			return err
+		}
+		f, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		objs, err := utils.ReadObjects(f)
+		objects = append(objects, objs...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
+	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: "kustomize-controller", Group: "kustomize.toolkit.fluxcd.io"})
+	_, err = rm.ApplyAllStaged(ctx, objects, ssa.DefaultApplyOptions())
+	if err != nil {
+		return err
+	}
+	// Prune: objects of the previous inventory not applied now, as Flux's inventory diff does.
+	keep := map[string]bool{}
+	for _, o := range objects {
+		keep[key(o)] = true
+	}
+	var stale []*unstructured.Unstructured
+	if old, err := os.ReadFile(inventory); err == nil {
+		for _, line := range strings.Split(strings.TrimSpace(string(old)), "\n") {
+			parts := strings.Split(line, "\t")
+			if len(parts) != 5 || keep[parts[0]] {
+				continue
+			}
+			u := &unstructured.Unstructured{}
+			u.SetAPIVersion(parts[1])
+			u.SetKind(parts[2])
+			u.SetNamespace(parts[3])
+			u.SetName(parts[4])
+			stale = append(stale, u)
+		}
+	}
+	if len(stale) > 0 {
+		if _, err := rm.DeleteAll(ctx, stale, ssa.DefaultDeleteOptions()); err != nil {
+			return err
+		}
+	}
+	var b strings.Builder
+	for _, o := range objects {
+		fmt.Fprintf(&b, "%s\t%s\t%s\t%s\t%s\n", key(o), o.GetAPIVersion(), o.GetKind(), o.GetNamespace(), o.GetName())
+	}
+	return os.WriteFile(inventory, []byte(b.String()), 0o644)
+}
+
+func key(o *unstructured.Unstructured) string {
+	return o.GetKind() + "/" + o.GetNamespace() + "/" + o.GetName()
+}
