@@ -292,9 +292,24 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `gitward run --config <config>` with extra environment variables.
     pub fn start(config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
+        Self::start_in(&[], config, port, env)
+    }
+
+    /// [`Daemon::start`] run by the command prefix `wrapper`, which must end by exec'ing its
+    /// arguments (so the child's pid is gitward's); empty for none.
+    pub fn start_in(wrapper: &[&str], config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
         let log = config.with_extension(format!("{port}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_gitward"))
+        let binary = env!("CARGO_BIN_EXE_gitward");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        let child = command
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
             .envs(env.iter().copied())
