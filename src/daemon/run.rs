@@ -9,7 +9,8 @@
 //! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
 //!
 //! What they follow: `READY=1` and `/readyz` follow the apply (every unit synced once, its last
-//! sync without failed objects), not health — an application that does not become healthy is
+//! sync not failed as a whole; objects the API server refused do not count, an API server that
+//! does not answer does), not health — an application that does not become healthy is
 //! not a reason to restart or unroute gitward. `STATUS=` shows per unit the state, revision,
 //! tracked objects and, once a health wait ended, the changed objects by health:
 //! `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
@@ -214,7 +215,11 @@ fn summary(status: &Status) -> String {
                 }
                 (None, false) => String::new(),
             };
-            format!("{name}: {state} {rev} ({} objects{health})", s.tracked_objects)
+            let failed = match s.failed_objects {
+                0 => String::new(),
+                n => format!(", {n} failed"),
+            };
+            format!("{name}: {state} {rev} ({} objects{failed}{health})", s.tracked_objects)
         })
         .collect::<Vec<_>>()
         .join("; ")
