@@ -12,6 +12,9 @@ use common::{Run, gitward};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 
+/// The value of the unit's Secret: it must appear in no output of any run.
+const SECRET: &str = "faults-git-s3cr3t-value";
+
 fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
 }
@@ -29,6 +32,7 @@ async fn synced(prefix: &str) -> Unit {
     let repo = common::GitRepo::new();
     repo.write("a.yaml", &cm("a", "1"));
     repo.write("b.yaml", &cm("b", "1"));
+    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
     repo.commit_and_push("good");
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
@@ -39,8 +43,11 @@ async fn synced(prefix: &str) -> Unit {
 }
 
 impl Unit {
+    /// `gitward sync`, checked for Secret data in its output.
     fn sync(&self) -> Run {
-        gitward(&["sync"], &self.config, Duration::from_secs(120))
+        let run = gitward(&["sync"], &self.config, Duration::from_secs(120));
+        common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
+        run
     }
 
     fn mirror(&self) -> PathBuf {

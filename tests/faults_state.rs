@@ -15,6 +15,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 
 const WAIT: Duration = Duration::from_secs(60);
+/// The value of the units' Secret: it must appear in no output of any run.
+const SECRET: &str = "faults-state-s3cr3t-value";
 
 fn cm(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n")
@@ -64,6 +66,7 @@ async fn a_read_only_state_directory_fails_the_sync_and_loses_nothing() {
     let repo = common::GitRepo::new();
     repo.write("a.yaml", &cm("a"));
     repo.write("b.yaml", &cm("b"));
+    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
     repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
@@ -82,9 +85,12 @@ async fn a_read_only_state_directory_fails_the_sync_and_loses_nothing() {
     assert!(error.contains("Read-only file system"), "the error says why: {error}");
     assert_eq!(names(&env.client, &env.namespace).await, ["a", "b"], "the last good revision stays");
 
-    let run = common::gitward(&["sync"], &config, WAIT);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let second = common::gitward(&["sync"], &config, WAIT);
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
     assert_eq!(names(&env.client, &env.namespace).await, ["a", "c"]);
+    for run in [&first, &run, &second] {
+        common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
+    }
 }
 
 /// The daemon started with its state directory read-only: unit `old` (its mirror made by an
@@ -99,6 +105,7 @@ async fn the_daemon_survives_a_read_only_state_directory_and_converges_once_writ
     repo.write("old/a.yaml", &cm("old-a"));
     repo.write("old/b.yaml", &cm("old-b"));
     repo.write("new/n.yaml", &cm("new-n"));
+    repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
     repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_port();
@@ -151,4 +158,5 @@ async fn the_daemon_survives_a_read_only_state_directory_and_converges_once_writ
     assert!(converged, "{:?}: {}", names(&env.client, ns).await, daemon.log_text());
     assert!(daemon.wait_ready(WAIT).await, "ready once both units synced: {}", daemon.log_text());
     assert!(daemon.child.try_wait().unwrap().is_none(), "no restart was needed");
+    common::assert_no_secret(&format!("{}{}", first.stderr, daemon.log_text()), SECRET);
 }

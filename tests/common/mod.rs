@@ -486,3 +486,19 @@ pub fn log_events<'a>(log: &'a str, message: &'a str) -> impl Iterator<Item = Va
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(move |e| e["fields"]["message"] == message || e["message"] == message)
 }
+
+/// A Secret manifest named `name` whose `stringData` holds `value`.
+pub fn secret_yaml(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ntype: Opaque\nstringData:\n  password: \"{value}\"\n"
+    )
+}
+
+/// Panics when `value`, or its base64 form (as the API server stores it), appears in `output`.
+pub fn assert_no_secret(output: &str, value: &str) {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+    for form in [value, encoded.as_str()] {
+        assert!(!output.contains(form), "Secret data printed: {form:?} appears in the captured output");
+    }
+}
