@@ -1,5 +1,6 @@
 //! SIGKILL of a one-shot `gitward sync` (the real binary, real git, the real apiserver) at
-//! points across a sync that renames 2,000 ConfigMaps, each followed by a normal sync. The kill
+//! points across a sync that renames 2,000 ConfigMaps, each followed by a normal sync; and of
+//! the daemon mid-apply and mid-prune, each followed by a restart. The kill
 //! points are found by watching the cluster, not by sleeping: just after the ApplySet parent
 //! was widened, mid-apply, mid-prune, and after the last delete (around the narrow). After
 //! every recovery the cluster equals git: every object git holds exists, none is left over
@@ -192,4 +193,46 @@ async fn sigkill_at_points_of_a_rename_of_2000_objects_loses_nothing_and_leaves_
         old = new;
     }
     eprintln!("killed mid-sync in rounds {killed:?}");
+}
+
+/// The daemon (`gitward run`, applying pushes as its repository watch sees them) killed with
+/// SIGKILL mid-apply and then mid-prune of a rename of 2,000 ConfigMaps; a new daemon on the
+/// same state directory converges each time: cluster equals git, 0 orphans, 0 wrong prunes.
+#[tokio::test]
+async fn sigkill_of_the_daemon_mid_rename_then_a_restart_converges() {
+    let env = common::setup("kill-daemon").await;
+    let cluster = Cluster { client: env.client.clone(), ns: env.namespace.clone() };
+    let repo = common::GitRepo::new();
+    repo.write("objects.yaml", &generation("d0"));
+    repo.commit_and_push("d0");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 1.0");
+    let config = common::config_file(dir.path(), &unit);
+    let port = common::free_port();
+    let daemon_table =
+        format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n");
+    let text = std::fs::read_to_string(&config).unwrap().replacen("[daemon]\n", &daemon_table, 1);
+    std::fs::write(&config, text).unwrap();
+
+    let mut daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
+    cluster.equals_git("d0", &["d0"]).await;
+
+    let mut old = "d0";
+    for (new, point) in [("d1", Point::Created(N / 4)), ("d2", Point::Left(N * 3 / 4))] {
+        repo.write("objects.yaml", &generation(new));
+        repo.commit_and_push(new);
+        assert!(cluster.kill_at(&mut daemon.child, point, old, new).await, "the daemon exited by itself");
+        eprintln!(
+            "{new}: daemon killed at {point:?}; {} of {old} and {} of {new} exist",
+            cluster.count(old).await,
+            cluster.count(new).await
+        );
+        daemon = common::Daemon::start(&config, port, &[]);
+        assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
+        let converged = common::eventually(LIMIT, || async { cluster.count(old).await == 0 }).await;
+        assert!(converged, "{}", daemon.log_text());
+        cluster.equals_git(new, &[new]).await;
+        old = new;
+    }
 }
