@@ -7,73 +7,14 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use common::{Run, gitward};
+
+use std::path::PathBuf;
+use std::time::Duration;
 
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-
-/// What one bounded run of the binary left.
-struct Run {
-    code: Option<i32>,
-    stderr: String,
-    stdout: String,
-    /// Peak resident set of the child itself, in KiB: the last `VmHWM` read before it exited
-    /// (a high-water mark, so at most the last 20 ms of growth can be missed). Not `ru_maxrss`:
-    /// the child is spawned with vfork, and Linux folds the parent's high-water mark into it.
-    peak_kib: i64,
-}
-
-/// Runs `gitward <args> --config <config>` with JSON logs at debug level; kills it and panics
-/// if it is still running after `limit`.
-fn gitward(args: &[&str], config: &Path, limit: Duration) -> Run {
-    let dir = config.parent().unwrap();
-    let (out, err) = (dir.join("stdout.log"), dir.join("stderr.log"));
-    let mut child = Command::new(env!("CARGO_BIN_EXE_gitward"))
-        .args(["--log-format", "json"])
-        .args(args)
-        .arg("--config")
-        .arg(config)
-        .env("RUST_LOG", "debug")
-        .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
-        .stderr(Stdio::from(std::fs::File::create(&err).unwrap()))
-        .spawn()
-        .expect("gitward runs");
-    let pid = child.id();
-    let deadline = Instant::now() + limit;
-    let mut peak_kib = 0;
-    let status = loop {
-        if let Some(hwm) = vm_hwm_kib(pid) {
-            peak_kib = peak_kib.max(hwm);
-        }
-        if let Some(status) = child.try_wait().expect("wait for gitward") {
-            break status;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("gitward {args:?} still running after {limit:?}: {}", std::fs::read_to_string(&err).unwrap());
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let code = status.code();
-    eprintln!("gitward {args:?}: exit {code:?}, peak RSS {peak_kib} KiB");
-    Run {
-        code,
-        stderr: std::fs::read_to_string(&err).unwrap(),
-        stdout: std::fs::read_to_string(&out).unwrap(),
-        peak_kib,
-    }
-}
-
-/// `VmHWM` of a live process, in KiB; `None` once it has exited.
-fn vm_hwm_kib(pid: u32) -> Option<i64> {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
-}
 
 fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")

@@ -121,6 +121,7 @@ fn ready() -> UnitStatus {
     UnitStatus {
         cache_synced: true,
         last_sync_ok: Some(true),
+        failed_objects: 0,
         last_revision: Some("3f2a".into()),
         tracked_objects: 1,
         health: None,

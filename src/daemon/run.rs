@@ -9,7 +9,8 @@
 //! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
 //!
 //! What they follow: `READY=1` and `/readyz` follow the apply (every unit synced once, its last
-//! sync without failed objects), not health — an application that does not become healthy is
+//! sync not failed as a whole; objects the API server refused do not count, an API server that
+//! does not answer does), not health — an application that does not become healthy is
 //! not a reason to restart or unroute gitward. `STATUS=` shows per unit the state, revision,
 //! tracked objects and, once a health wait ended, the changed objects by health:
 //! `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
@@ -25,6 +26,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
 use tracing::{error, info, warn};
 
+use super::backoff::Backoff;
 use super::http::{self, HttpState};
 use super::leader::{self, LeaderConfig};
 use super::metrics::Metrics;
@@ -83,8 +85,10 @@ struct Units {
 
 impl Units {
     /// Starts every unit of `config` that is not running with the same settings; stops the
-    /// rest. Units whose engine cannot start are logged and marked failed.
-    async fn reconcile(&mut self, config: &Config) {
+    /// rest. Units whose engine cannot start (its mirror cannot be opened: a read-only or full
+    /// state directory) are logged and marked failed; returns whether any such unit is left,
+    /// for the caller to try again with backoff.
+    async fn reconcile(&mut self, config: &Config) -> bool {
         let wanted: BTreeMap<&str, &SyncUnit> = config.units.iter().map(|u| (u.name.as_str(), u)).collect();
         let stale: Vec<String> = self
             .running
@@ -118,6 +122,7 @@ impl Units {
                 }
             }
         }
+        config.units.iter().any(|u| !self.running.contains_key(&u.name))
     }
 
     async fn start(&self, config: &Config, unit: &SyncUnit) -> crate::sync::Result<RunningUnit> {
@@ -210,7 +215,11 @@ fn summary(status: &Status) -> String {
                 }
                 (None, false) => String::new(),
             };
-            format!("{name}: {state} {rev} ({} objects{health})", s.tracked_objects)
+            let failed = match s.failed_objects {
+                0 => String::new(),
+                n => format!(", {n} failed"),
+            };
+            format!("{name}: {state} {rev} ({} objects{failed}{health})", s.tracked_objects)
         })
         .collect::<Vec<_>>()
         .join("; ")
@@ -284,8 +293,19 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
     let mut units = Units { client: client.clone(), status: status.clone(), metrics, running: BTreeMap::new() };
     let mut leading = leadership.is_none();
     status.set_standby(!leading);
+    // Units that could not start are started again with backoff (1 s doubling to 5 min), so
+    // a state directory made writable again needs no restart: no crash loop, no manual step.
+    let mut start_backoff = Backoff::default();
+    let mut restart_at: Option<tokio::time::Instant> = None;
+    let mut schedule_restart = |missing: bool, restart_at: &mut Option<tokio::time::Instant>| {
+        *restart_at = missing.then(|| tokio::time::Instant::now() + start_backoff.next_delay());
+        if !missing {
+            start_backoff.reset();
+        }
+    };
     if leading {
-        units.reconcile(&config).await;
+        let missing = units.reconcile(&config).await;
+        schedule_restart(missing, &mut restart_at);
         http_state.set_units(units.senders());
     }
     let mut hangup = signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?;
@@ -308,7 +328,8 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                             http_state.set_secret(secret);
                         }
                         if leading {
-                            units.reconcile(&config).await;
+                            let missing = units.reconcile(&config).await;
+                            schedule_restart(missing, &mut restart_at);
                             http_state.set_units(units.senders());
                             for r in units.running.values() {
                                 let _ = r.triggers.try_send(Trigger::now(TriggerKind::Reload));
@@ -328,15 +349,22 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                 if now && !leading {
                     info!("leading: starting units");
                     status.set_standby(false);
-                    units.reconcile(&config).await;
+                    let missing = units.reconcile(&config).await;
+                    schedule_restart(missing, &mut restart_at);
                     http_state.set_units(units.senders());
                 } else if !now && leading {
                     warn!("leadership lost: stopping units at once");
                     units.abort_all();
+                    restart_at = None;
                     http_state.set_units(Vec::new());
                     status.set_standby(true);
                 }
                 leading = now;
+            }
+            _ = tokio::time::sleep_until(restart_at.unwrap_or_else(tokio::time::Instant::now)), if restart_at.is_some() && leading => {
+                let missing = units.reconcile(&config).await;
+                schedule_restart(missing, &mut restart_at);
+                http_state.set_units(units.senders());
             }
             _ = tick.tick() => {
                 let snapshot = status.snapshot();

@@ -77,8 +77,14 @@ impl Trigger {
 pub struct UnitStatus {
     /// The unit has completed at least one sync attempt and its caches are synced.
     pub cache_synced: bool,
-    /// Outcome of the last sync: `Some(true)` succeeded, `Some(false)` failed, `None` none yet.
+    /// Outcome of the last sync: `Some(true)` it ran to the end against an API server that
+    /// answered (some objects may have failed: see `failed_objects`), `Some(false)` it failed
+    /// as a whole (git, render, parse, the cluster unreachable), `None` none yet.
     pub last_sync_ok: Option<bool>,
+    /// Objects the last sync could not apply (rejected by the API server, RBAC or an admission
+    /// webhook). They are logged, counted in metrics and shown in `STATUS=`; they do not make
+    /// the unit unready: a pod taken out of its Service would miss the webhook of the fix.
+    pub failed_objects: usize,
     /// The revision last applied.
     pub last_revision: Option<String>,
     /// Members in the unit's inventory.
@@ -125,7 +131,8 @@ impl Status {
     }
 
     /// Ready: standing by for leadership, or at least one unit and every unit's cache synced
-    /// and its last sync not failed.
+    /// and its last sync not failed as a whole (failed objects alone do not count; see
+    /// [`UnitStatus::failed_objects`]).
     pub fn ready(&self) -> bool {
         if self.standby() {
             return true;

@@ -328,7 +328,10 @@ impl UnitTask {
         };
         telemetry::log_summary(&report, &HealthSummary { counts, wait, result });
         let waited = wait != "skipped" && wait != "disabled";
-        self.set_status(unit, &report, !failed, waited.then_some(counts));
+        // Objects the API server refused leave the unit ready; failures because it did not
+        // answer (an outage) do not.
+        let ran = !failed || self.engine.cluster_answers().await;
+        self.set_status(unit, &report, ran, waited.then_some(counts));
         if let Err(e) = self.engine.record_sync(&report, result).await {
             warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
         }
@@ -345,6 +348,7 @@ impl UnitTask {
         let status = UnitStatus {
             cache_synced: true,
             last_sync_ok: Some(ok),
+            failed_objects: report.changes.counts().failed,
             last_revision: Some(report.revision.to_string()),
             tracked_objects: self.engine.cache().len(),
             health,

@@ -26,9 +26,88 @@ impl Mirror {
         if !is_single_component(unit) {
             return Err(error("the unit name must be one path component".into()));
         }
-        let repo = if path.exists() { Repository::open_bare(&path) } else { init(&path) };
+        let repo =
+            if path.exists() { Repository::open_bare(&path).or_else(|_| start_again(&path)) } else { init(&path) };
         let repo = repo.map_err(|e| error(e.message().to_string()))?;
         Ok(Self { repo, path })
+    }
+
+    /// Whether the revision's commit and its root tree can be read from the object database:
+    /// false when a pack file is truncated or an object is missing.
+    pub(super) fn reads(&self, revision: &str) -> bool {
+        git2::Oid::from_str(revision)
+            .and_then(|oid| self.repo.find_commit(oid))
+            .and_then(|commit| commit.tree())
+            .is_ok()
+    }
+
+    /// Whether every object of the revision can be found: its commit, every tree under its
+    /// root, and the header of every blob (read from its pack: a truncated pack fails here).
+    /// Walks the trees with an explicit stack, so a deep tree cannot exhaust the thread's stack.
+    pub(super) fn reads_all(&self, revision: &str) -> bool {
+        let walk = || -> std::result::Result<(), git2::Error> {
+            let odb = self.repo.odb()?;
+            let mut trees = vec![self.repo.find_commit(git2::Oid::from_str(revision)?)?.tree_id()];
+            while let Some(id) = trees.pop() {
+                for entry in self.repo.find_tree(id)?.iter() {
+                    match entry.kind() {
+                        Some(git2::ObjectType::Tree) => trees.push(entry.id()),
+                        Some(git2::ObjectType::Blob) => {
+                            odb.read_header(entry.id())?;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+            Ok(())
+        };
+        walk().is_ok()
+    }
+
+    /// Whether every branch and tag leads to a commit whose root tree can be read. A mirror
+    /// with no refs at all is sound (a fetch fills it). Reads a few objects per ref.
+    pub(super) fn is_sound(&self) -> bool {
+        let Ok(references) = self.repo.references() else { return false };
+        references.into_iter().all(|reference| {
+            let Ok(reference) = reference else { return false };
+            let wanted = reference.name().is_ok_and(|n| n.starts_with("refs/heads/") || n.starts_with("refs/tags/"));
+            !wanted || reference.peel_to_commit().and_then(|c| c.tree()).is_ok()
+        })
+    }
+
+    /// Replaces a damaged mirror by a fresh one: fetches all refs into
+    /// `<state_dir>/mirrors/.<unit>.fresh` (an empty bare repository; the leading dot keeps it
+    /// apart from unit names, which are RFC 1123 labels), and only when that fetch succeeds
+    /// removes the old mirror and renames the fresh one into its place. The mirror holds
+    /// nothing but what the remote has, so nothing is lost; when the remote cannot be reached
+    /// the old mirror is left as it was.
+    ///
+    /// Errors: those of [`Mirror::fetch_refs`] (the old mirror kept); [`Error::OpenMirror`]
+    /// when the directories cannot be created, removed or renamed.
+    pub(super) fn reclone(&mut self, spec: &SourceSpec, url: &str) -> Result<()> {
+        let unit = spec.unit.as_str();
+        let fresh_path = self.path.with_file_name(format!(".{unit}.fresh"));
+        let error = |path: &Path, message: String| Error::OpenMirror {
+            unit: unit.to_string(),
+            path: path.to_path_buf(),
+            message,
+        };
+        let _ = std::fs::remove_dir_all(&fresh_path);
+        let fresh = init(&fresh_path).map_err(|e| error(&fresh_path, e.message().to_string()))?;
+        let fresh = Mirror { repo: fresh, path: fresh_path.clone() };
+        if let Err(e) = fresh.fetch_refs(spec, url) {
+            drop(fresh);
+            let _ = std::fs::remove_dir_all(&fresh_path);
+            return Err(e);
+        }
+        drop(fresh);
+        match std::fs::remove_dir_all(&self.path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(error(&self.path, e.to_string())),
+            _ => {}
+        }
+        std::fs::rename(&fresh_path, &self.path).map_err(|e| error(&self.path, e.to_string()))?;
+        self.repo = Repository::open_bare(&self.path).map_err(|e| error(&self.path, e.message().to_string()))?;
+        Ok(())
     }
 
     /// The libgit2 handle.
@@ -92,6 +171,14 @@ fn init(path: &Path) -> std::result::Result<Repository, git2::Error> {
         std::fs::create_dir_all(parent).map_err(|e| git2::Error::from_str(&e.to_string()))?;
     }
     Repository::init_bare(path)
+}
+
+/// A mirror directory that libgit2 cannot open (its `HEAD` or config lost or damaged) is removed
+/// and created again, empty: it is only a copy of the remote, which the next fetch fills.
+fn start_again(path: &Path) -> std::result::Result<Repository, git2::Error> {
+    std::fs::remove_dir_all(path)
+        .map_err(|e| git2::Error::from_str(&format!("not a git repository, and cannot be removed: {e}")))?;
+    init(path)
 }
 
 /// Whether `unit` names exactly one normal directory (no `/`, not `.` or `..`, not empty).

@@ -111,9 +111,10 @@ impl Source {
     /// Opens the bare mirror of `spec.unit` at `<state_dir>/mirrors/<unit>`, creating it (and
     /// its parent directories) if it does not exist yet. Nothing is fetched.
     ///
-    /// A local path in `spec.repo` is made absolute here. Errors: [`Error::OpenMirror`] when the
-    /// unit name is not a single path component, the directory cannot be created, or it holds
-    /// something that is not a git repository.
+    /// A local path in `spec.repo` is made absolute here. A mirror directory libgit2 cannot
+    /// open (`HEAD` or config lost) is removed and created again, empty: the next fetch fills
+    /// it. Errors: [`Error::OpenMirror`] when the unit name is not a single path component, or
+    /// the directory cannot be created or removed (a read-only state directory).
     pub fn open(state_dir: &Path, spec: SourceSpec) -> Result<Self> {
         let url = remote::normalise(&spec.repo);
         let mirror = mirror::Mirror::open(state_dir, &spec.unit)?;
@@ -132,7 +133,53 @@ impl Source {
     /// Errors: [`Error::FetchFailed`] (unreachable remote, network), [`Error::Credentials`],
     /// [`Error::HostKeyCheck`], then those of [`Source::resolve`]. A failed fetch leaves the
     /// mirror as it was, so [`Source::resolve`] still returns the last fetched revision.
+    ///
+    /// A damaged mirror repairs itself: when the fetch or the resolve fails and a branch or tag
+    /// of the mirror no longer leads to a readable commit and tree (a truncated pack file, a
+    /// lost object), or the resolved revision cannot be read, the mirror is cloned again from
+    /// the remote into a fresh directory that then replaces it (a `mirror cloned again`
+    /// warning is logged). A missing ref needs no repair: the fetch writes it again. An
+    /// unreachable remote leaves a sound mirror untouched, and its error is returned.
     pub fn fetch(&mut self) -> Result<Revision> {
+        let outcome = self.fetch_and_resolve();
+        let damaged = match &outcome {
+            Ok(revision) => !self.mirror.reads(&revision.0),
+            Err(Error::FetchFailed { .. } | Error::Git { .. } | Error::RefNotFound { .. }) => !self.mirror.is_sound(),
+            Err(_) => false,
+        };
+        if !damaged {
+            return outcome;
+        }
+        let reason = match &outcome {
+            Ok(revision) => format!("revision {revision} cannot be read"),
+            Err(error) => error.to_string(),
+        };
+        self.mirror.reclone(&self.spec, &self.url)?;
+        tracing::warn!(unit = %self.spec.unit, mirror = %self.mirror.path().display(), reason, "mirror damaged; cloned again");
+        self.fetch_and_resolve()
+    }
+
+    /// After reading `revision` failed: when an object of it cannot be read from the mirror
+    /// (a truncated pack, a lost object), clones the mirror again (see [`Source::fetch`]) and
+    /// returns true, so the caller reads again; false when the mirror reads the whole revision
+    /// (the failure was the content's, not the mirror's). Blocking; reads every tree and
+    /// every blob header of the revision.
+    ///
+    /// Errors: those of a fetch ([`Error::FetchFailed`], …) when the mirror is damaged and the
+    /// remote cannot be reached; [`Error::OpenMirror`] when the fresh mirror cannot be put in
+    /// place.
+    pub fn repair(&mut self, revision: &Revision) -> Result<bool> {
+        if self.mirror.reads_all(&revision.0) {
+            return Ok(false);
+        }
+        self.mirror.reclone(&self.spec, &self.url)?;
+        let reason = format!("objects of revision {revision} cannot be read");
+        tracing::warn!(unit = %self.spec.unit, mirror = %self.mirror.path().display(), reason, "mirror damaged; cloned again");
+        Ok(true)
+    }
+
+    /// One fetch of refs, then the resolve (with the by-id second chance for a full SHA).
+    fn fetch_and_resolve(&mut self) -> Result<Revision> {
         self.mirror.fetch_refs(&self.spec, &self.url)?;
         match self.resolve() {
             Err(Error::RefNotFound { .. }) if resolve::is_full_sha(&self.spec.reference) => self.fetch_commit_by_id(),

@@ -402,6 +402,13 @@ impl Engine {
         self.repo.load(revision).await
     }
 
+    /// Whether the API server answers now: one `GET /version`, at most 5 s. The daemon asks
+    /// after a sync with failed objects, to tell failures the API server answered (a 403, a
+    /// webhook's denial: the unit stays ready) from an outage (not ready).
+    pub async fn cluster_answers(&self) -> bool {
+        matches!(tokio::time::timeout(Duration::from_secs(5), self.client.apiserver_version()).await, Ok(Ok(_)))
+    }
+
     /// The unit's `health_timeout` (zero: no health wait).
     pub fn health_timeout(&self) -> Duration {
         self.unit.health_timeout

@@ -68,23 +68,24 @@ impl Repo {
     /// changed since the previous load are parsed again. With `create_namespace`, the unit's
     /// Namespace is added. Symlinks and submodules of plain units come back as skipped files.
     ///
-    /// Errors: [`Error::Source`] (path missing, file too large), [`Error::Manifest`],
-    /// [`Error::Render`].
+    /// When an object of the revision cannot be read, the mirror is cloned again
+    /// ([`Source::repair`]) and the revision read once more.
+    ///
+    /// Errors: [`Error::Source`] (path missing, file too large; a damaged mirror whose remote
+    /// cannot be reached), [`Error::Manifest`], [`Error::Render`].
     pub async fn load(&self, revision: &Revision) -> Result<Loaded> {
         let (source, cache, renderer, unit, revision) =
             (self.source.clone(), self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
-            let source = source.lock().expect("source lock");
+            let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
-            let mut loaded = match mode_at(&source, &revision, &unit)? {
-                mode @ (RenderMode::Kustomize | RenderMode::Helm) => {
-                    let repo = source.git();
-                    let root = root_tree(&source, &revision)?;
-                    renderer.render(repo, &revision, &root, &unit, mode)?
+            let mut cache = cache.lock().expect("parse cache lock");
+            let mut loaded = match load_once(&source, &revision, &unit, &mut cache, &mut renderer) {
+                // A damaged mirror (truncated pack, lost object) is cloned again, and read once more.
+                Err(e) if may_be_the_mirror(&e) && source.repair(&revision)? => {
+                    load_once(&source, &revision, &unit, &mut cache, &mut renderer)?
                 }
-                _ => {
-                    load_plain(&source, &revision, &unit, &mut cache.lock().expect("parse cache lock"), &mut renderer)?
-                }
+                loaded => loaded?,
             };
             if unit.create_namespace {
                 add_namespace(&mut loaded, &unit.namespace);
@@ -120,6 +121,35 @@ impl Repo {
     pub fn renders(&self) -> usize {
         self.renderer.lock().expect("renderer lock").renders()
     }
+}
+
+/// One read of `revision`: rendered, or listed and parsed.
+fn load_once(
+    source: &Source,
+    revision: &Revision,
+    unit: &SyncUnit,
+    cache: &mut ParseCache,
+    renderer: &mut Renderer,
+) -> Result<Loaded> {
+    match mode_at(source, revision, unit)? {
+        mode @ (RenderMode::Kustomize | RenderMode::Helm) => {
+            let root = root_tree(source, revision)?;
+            Ok(renderer.render(source.git(), revision, &root, unit, mode)?)
+        }
+        _ => load_plain(source, revision, unit, cache, renderer),
+    }
+}
+
+/// Whether a failed load may come from the mirror rather than from the content: an object
+/// that could not be read, or a render (which reads whole trees).
+fn may_be_the_mirror(error: &Error) -> bool {
+    use crate::source::Error as Source;
+    matches!(
+        error,
+        Error::Source(Source::Git { .. } | Source::ReadBlob { .. })
+            | Error::Manifest(crate::manifest::Error::ReadBlob { .. })
+            | Error::Render(_)
+    )
 }
 
 /// The commit's root tree.

@@ -292,9 +292,24 @@ pub struct Daemon {
 impl Daemon {
     /// Starts `gitward run --config <config>` with extra environment variables.
     pub fn start(config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
+        Self::start_in(&[], config, port, env)
+    }
+
+    /// [`Daemon::start`] run by the command prefix `wrapper`, which must end by exec'ing its
+    /// arguments (so the child's pid is gitward's); empty for none.
+    pub fn start_in(wrapper: &[&str], config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
         let log = config.with_extension(format!("{port}.log"));
         let file = std::fs::File::create(&log).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_gitward"))
+        let binary = env!("CARGO_BIN_EXE_gitward");
+        let mut command = match wrapper.split_first() {
+            Some((program, rest)) => {
+                let mut c = Command::new(program);
+                c.args(rest).arg(binary);
+                c
+            }
+            None => Command::new(binary),
+        };
+        let child = command
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
             .envs(env.iter().copied())
@@ -374,4 +389,116 @@ pub async fn install_crd(client: &kube::Client, field_manager: &str, crd: Value)
     .await;
     assert!(established, "{name} not Established within 20 s");
     api
+}
+
+/// What one bounded run of the `gitward` binary left.
+pub struct Run {
+    /// The exit code (`None`: killed by a signal).
+    pub code: Option<i32>,
+    /// Everything it wrote to stderr (its JSON log lines).
+    pub stderr: String,
+    /// Everything it wrote to stdout.
+    pub stdout: String,
+    /// Peak resident set of the child itself, in KiB: the last `VmHWM` read before it exited
+    /// (a high-water mark, so at most the last 20 ms of growth can be missed). Not `ru_maxrss`:
+    /// the child is spawned with vfork, and Linux folds the parent's high-water mark into it.
+    pub peak_kib: i64,
+}
+
+/// Runs `gitward <args> --config <config>` with JSON logs at debug level; kills it and panics
+/// if it is still running after `limit` (a liveness bound, not a speed assertion).
+pub fn gitward(args: &[&str], config: &Path, limit: Duration) -> Run {
+    gitward_in(&[], args, config, limit)
+}
+
+/// [`gitward`] run by the command prefix `wrapper` (e.g. `unshare … sh -c '…; exec "$@"'`),
+/// which must end by exec'ing its arguments so that the child's pid is gitward's.
+pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duration) -> Run {
+    use std::process::Stdio;
+    use std::time::Instant;
+    let dir = config.parent().unwrap();
+    let (out, err) = (dir.join("stdout.log"), dir.join("stderr.log"));
+    let binary = env!("CARGO_BIN_EXE_gitward");
+    let mut command = match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut c = Command::new(program);
+            c.args(rest).arg(binary);
+            c
+        }
+        None => Command::new(binary),
+    };
+    let mut child = command
+        .args(["--log-format", "json"])
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .env("RUST_LOG", "debug")
+        .stdout(Stdio::from(std::fs::File::create(&out).unwrap()))
+        .stderr(Stdio::from(std::fs::File::create(&err).unwrap()))
+        .spawn()
+        .expect("gitward runs");
+    let pid = child.id();
+    let deadline = Instant::now() + limit;
+    let mut peak_kib = 0;
+    let status = loop {
+        if let Some(hwm) = vm_hwm_kib(pid) {
+            peak_kib = peak_kib.max(hwm);
+        }
+        if let Some(status) = child.try_wait().expect("wait for gitward") {
+            break status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gitward {args:?} still running after {limit:?}: {}", std::fs::read_to_string(&err).unwrap());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let code = status.code();
+    eprintln!("gitward {args:?}: exit {code:?}, peak RSS {peak_kib} KiB");
+    Run {
+        code,
+        stderr: std::fs::read_to_string(&err).unwrap(),
+        stdout: std::fs::read_to_string(&out).unwrap(),
+        peak_kib,
+    }
+}
+
+/// `VmHWM` of a live process, in KiB; `None` once it has exited.
+pub fn vm_hwm_kib(pid: u32) -> Option<i64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A config file `gitward.toml` in `dir` with state under `dir/state` and these `[[sync]]`
+/// tables; returns its path.
+pub fn config_file(dir: &Path, units: &str) -> PathBuf {
+    let config = dir.join("gitward.toml");
+    let text = format!("[daemon]\nstate_dir = \"{}\"\n\n{units}", dir.join("state").display());
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// The JSON log lines of a run whose `fields.message` (or top-level `message`) is `message`.
+pub fn log_events<'a>(log: &'a str, message: &'a str) -> impl Iterator<Item = Value> + 'a {
+    log.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(move |e| e["fields"]["message"] == message || e["message"] == message)
+}
+
+/// A Secret manifest named `name` whose `stringData` holds `value`.
+pub fn secret_yaml(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ntype: Opaque\nstringData:\n  password: \"{value}\"\n"
+    )
+}
+
+/// Panics when `value`, or its base64 form (as the API server stores it), appears in `output`.
+pub fn assert_no_secret(output: &str, value: &str) {
+    use base64::Engine as _;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(value);
+    for form in [value, encoded.as_str()] {
+        assert!(!output.contains(form), "Secret data printed: {form:?} appears in the captured output");
+    }
 }

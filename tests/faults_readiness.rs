@@ -1,0 +1,80 @@
+//! What `/readyz` means while one object keeps failing, with the real `gitward run`, real git
+//! and the real apiserver: an object the API server refuses (here through an admission webhook
+//! that is down, `failurePolicy: Fail`) is `failed` — logged, counted, shown in `STATUS=` — but
+//! the daemon stays ready; only a sync that failed as a whole or an API server that does not
+//! answer makes it unready (the outage case is `tests/daemon.rs`).
+
+mod common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn one_object_refused_by_a_down_webhook_fails_alone_and_the_daemon_stays_ready() {
+    let env = common::setup("ready-webhook").await;
+    let ns = env.namespace.clone();
+    let closed = common::free_port();
+    let webhook: ValidatingWebhookConfiguration = serde_json::from_value(json!({
+        "metadata": {"name": ns},
+        "webhooks": [{
+            "name": format!("deny.{ns}.gitward.dev"),
+            "clientConfig": {"url": format!("https://127.0.0.1:{closed}/validate")},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "objectSelector": {"matchLabels": {"guarded": "yes"}},
+        }],
+    }))
+    .unwrap();
+    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
+    webhooks.create(&PostParams::default(), &webhook).await.expect("register the webhook");
+
+    let repo = common::GitRepo::new();
+    repo.write("free.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n");
+    repo.write(
+        "guarded.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels:\n    guarded: \"yes\"\n",
+    );
+    repo.commit_and_push("one free and one guarded ConfigMap");
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let daemon_table =
+        format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n");
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let text = std::fs::read_to_string(&config).unwrap().replacen("[daemon]\n", &daemon_table, 1);
+    std::fs::write(&config, text).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+
+    let guarded = format!("ConfigMap/{ns}/guarded");
+    let failed = common::eventually(WAIT, || async {
+        daemon.events().iter().any(|e| e["message"] == "object failed" && e["object"] == guarded.as_str())
+    })
+    .await;
+    assert!(failed, "the guarded object is reported failed: {}", daemon.log_text());
+    let reason = daemon
+        .events()
+        .into_iter()
+        .find(|e| e["message"] == "object failed" && e["object"] == guarded.as_str())
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(reason.contains("failed calling webhook"), "the webhook's message is kept: {reason}");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert!(cms.get_opt("free").await.unwrap().is_some(), "the other object is applied");
+    assert!(daemon.wait_ready(WAIT).await, "one refused object leaves the daemon ready: {:?}", daemon.get("/readyz"));
+    let failed_objects = daemon.metric_sum("gitward_objects_total", &["action=\"failed\""]);
+    assert!(failed_objects >= 1.0, "the failure is counted: {failed_objects}");
+
+    // The webhook gone, a push applies the object; the daemon was ready throughout.
+    webhooks.delete(&ns, &DeleteParams::default()).await.expect("remove the webhook");
+    repo.write("more.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: more\n");
+    repo.commit_and_push("a push once the webhook is gone");
+    let applied = common::eventually(WAIT, || async { cms.get_opt("guarded").await.unwrap().is_some() }).await;
+    assert!(applied, "{}", daemon.log_text());
+    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(200));
+}

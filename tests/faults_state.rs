@@ -1,0 +1,162 @@
+//! A read-only state directory, through the real `gitward` binary, real git and the real
+//! apiserver. The directory is made read-only for gitward alone: it runs in a private mount
+//! namespace (`unshare --mount --map-root-user`) where the state directory is bind-mounted onto
+//! itself read-only, which holds for root too (file modes do not). The sync fails with the file
+//! system's own error, the last good revision stays applied, the daemon neither exits nor spins,
+//! and once the directory is writable again everything converges without a restart.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
+
+const WAIT: Duration = Duration::from_secs(60);
+/// The value of the units' Secret: it must appear in no output of any run.
+const SECRET: &str = "faults-state-s3cr3t-value";
+
+fn cm(name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n")
+}
+
+/// The command prefix that runs its arguments with `dir` read-only (see the module doc).
+fn read_only(dir: &Path) -> Vec<String> {
+    let script = r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@""#;
+    ["unshare", "--mount", "--map-root-user", "sh", "-c", script, dir.to_str().unwrap()].map(String::from).to_vec()
+}
+
+/// Makes the bind mount of `dir` writable again in the mount namespace of process `pid`.
+fn make_writable(pid: u32, dir: &Path) {
+    let out = Command::new("nsenter")
+        .args(["-t", &pid.to_string(), "-U", "-m", "--preserve-credentials", "mount", "-o", "remount,bind,rw"])
+        .args([dir, dir])
+        .output()
+        .expect("nsenter runs");
+    assert!(
+        out.status.success(),
+        "remount read-write in gitward's namespace: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The names of the ConfigMaps in `ns` (without the apiserver's own).
+async fn names(client: &kube::Client, ns: &str) -> Vec<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut names: Vec<String> = api
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .filter(|n| n != "kube-root-ca.crt")
+        .collect();
+    names.sort();
+    names
+}
+
+/// `gitward sync` with its state directory read-only: exit 2, the error says so, nothing of
+/// the new revision is applied and nothing pruned; writable again, the next sync applies it.
+#[tokio::test]
+async fn a_read_only_state_directory_fails_the_sync_and_loses_nothing() {
+    let env = common::setup("state-ro").await;
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a"));
+    repo.write("b.yaml", &cm("b"));
+    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let first = common::gitward(&["sync"], &config, WAIT);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+
+    repo.remove("b.yaml");
+    repo.write("c.yaml", &cm("c"));
+    repo.commit_and_push("second");
+    let wrapper = read_only(&dir.path().join("state"));
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let run = common::gitward_in(&wrapper, &["sync"], &config, WAIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let failed = common::log_events(&run.stderr, "sync failed").next().unwrap_or_else(|| panic!("{}", run.stderr));
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(error.contains("Read-only file system"), "the error says why: {error}");
+    assert_eq!(names(&env.client, &env.namespace).await, ["a", "b"], "the last good revision stays");
+
+    let second = common::gitward(&["sync"], &config, WAIT);
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    assert_eq!(names(&env.client, &env.namespace).await, ["a", "c"]);
+    for run in [&first, &run, &second] {
+        common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
+    }
+}
+
+/// The daemon started with its state directory read-only: unit `old` (its mirror made by an
+/// earlier sync) fails its syncs, unit `new` (no mirror yet) cannot start; both are retried with
+/// backoff — the process stays up, `/healthz` answers, `/readyz` is 503 — and nothing changes in
+/// the cluster. Made writable in place, both converge without a restart.
+#[tokio::test]
+async fn the_daemon_survives_a_read_only_state_directory_and_converges_once_writable() {
+    let env = common::setup("state-ro-daemon").await;
+    let ns = env.namespace.as_str();
+    let repo = common::GitRepo::new();
+    repo.write("old/a.yaml", &cm("old-a"));
+    repo.write("old/b.yaml", &cm("old-b"));
+    repo.write("new/n.yaml", &cm("new-n"));
+    repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let units = format!(
+        "{}{}",
+        common::unit_toml("old", &repo.bare(), "old", ns, ""),
+        common::unit_toml("new", &repo.bare(), "new", ns, "")
+    );
+    let config = common::config_file(dir.path(), &units);
+    let first = common::gitward(&["sync", "--sync", "old"], &config, WAIT);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let text = std::fs::read_to_string(&config).unwrap().replacen(
+        "[daemon]\n",
+        &format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n"),
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+
+    repo.remove("old/b.yaml");
+    repo.write("old/c.yaml", &cm("old-c"));
+    repo.commit_and_push("second");
+    let state = dir.path().join("state");
+    let wrapper = read_only(&state);
+    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
+    let mut daemon = common::Daemon::start_in(&wrapper, &config, port, &[]);
+
+    let count = |daemon: &common::Daemon, message: &str, unit: &str| {
+        daemon.events().iter().filter(|e| e["message"] == message && e["unit"] == unit).count()
+    };
+    let retried = common::eventually(WAIT, || async {
+        count(&daemon, "sync failed", "old") >= 3 && count(&daemon, "unit not started", "new") >= 3
+    })
+    .await;
+    assert!(retried, "both units are retried: {}", daemon.log_text());
+    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon keeps running: {}", daemon.log_text());
+    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
+    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "not ready while no unit can sync");
+    let failed = daemon.events().into_iter().find(|e| e["message"] == "sync failed").unwrap();
+    assert!(failed["error"].as_str().unwrap_or_default().contains("Read-only file system"), "{failed}");
+    let not_started = daemon.events().into_iter().find(|e| e["message"] == "unit not started").unwrap();
+    assert!(not_started["error"].as_str().unwrap_or_default().contains("Read-only file system"), "{not_started}");
+    assert_eq!(names(&env.client, ns).await, ["old-a", "old-b"], "the last good revision stays applied");
+    // Backoff, not a hot loop: 1 s doubling (with jitter) gives a handful of attempts, not hundreds.
+    let attempts = count(&daemon, "sync failed", "old");
+    assert!(attempts < 10, "{attempts} attempts: {}", daemon.log_text());
+
+    make_writable(daemon.child.id(), &state);
+    let converged =
+        common::eventually(WAIT, || async { names(&env.client, ns).await == ["new-n", "old-a", "old-c"] }).await;
+    assert!(converged, "{:?}: {}", names(&env.client, ns).await, daemon.log_text());
+    assert!(daemon.wait_ready(WAIT).await, "ready once both units synced: {}", daemon.log_text());
+    assert!(daemon.child.try_wait().unwrap().is_none(), "no restart was needed");
+    common::assert_no_secret(&format!("{}{}", first.stderr, daemon.log_text()), SECRET);
+}
