@@ -258,55 +258,14 @@ async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
     assert!(applied, "the new leader did not apply: {}", following.log_text());
 }
 
-/// A second, private cluster that this test can stop and bring back (same state dir and port,
-/// so the same credentials and etcd data), without disturbing the shared one.
-struct OwnCluster {
-    child: std::process::Child,
-}
-
-impl OwnCluster {
-    fn start(dir: &Path, port: u16) -> Self {
-        use std::io::BufRead;
-        let mut child = std::process::Command::new("testcluster")
-            .args(["serve", "--dir"])
-            .arg(dir)
-            .args(["--port", &port.to_string()])
-            .stdin(std::process::Stdio::piped())
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(dir.with_extension(format!("{port}.log"))).unwrap())
-            .spawn()
-            .expect("testcluster on PATH (tests/cluster/run puts it there)");
-        let mut line = String::new();
-        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
-        assert!(line.starts_with("testcluster ready"), "own cluster did not start: {line:?}");
-        Self { child }
-    }
-
-    fn stop(mut self) {
-        drop(self.child.stdin.take());
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for OwnCluster {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[tokio::test]
 async fn daemon_survives_an_apiserver_outage_and_converges() {
     let dir = tempfile::tempdir().unwrap();
     let cluster_dir = dir.path().join("cluster");
     let api_port = common::free_port();
-    let cluster = OwnCluster::start(&cluster_dir, api_port);
+    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
     let kubeconfig = cluster_dir.join("kubeconfig");
-    let client = {
-        let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
-        kube::Client::try_from(config).unwrap()
-    };
+    let client = common::OwnCluster::client(&kubeconfig).await;
     let repo = setup_repo();
     let port = common::free_port();
     let config = dir.path().join("config.toml");
@@ -332,7 +291,7 @@ async fn daemon_survives_an_apiserver_outage_and_converges() {
     assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
     assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "a failed last sync is not ready");
 
-    let _back = OwnCluster::start(&cluster_dir, api_port);
+    let _back = common::OwnCluster::start(&cluster_dir, api_port);
     // Retries back off (1 s doubling): allow for a few rounds.
     let converged = common::eventually(Duration::from_secs(120), || async {
         value(&client, "default", "b").await.as_deref() == Some("during-outage")

@@ -502,3 +502,48 @@ pub fn assert_no_secret(output: &str, value: &str) {
         assert!(!output.contains(form), "Secret data printed: {form:?} appears in the captured output");
     }
 }
+
+/// A second, private cluster that this test can stop and bring back (same state dir and port,
+/// so the same credentials and etcd data), without disturbing the shared one.
+pub struct OwnCluster {
+    child: std::process::Child,
+}
+
+impl OwnCluster {
+    pub fn start(dir: &Path, port: u16) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new("testcluster")
+            .args(["serve", "--dir"])
+            .arg(dir)
+            .args(["--port", &port.to_string()])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(dir.with_extension(format!("{port}.log"))).unwrap())
+            .spawn()
+            .expect("testcluster on PATH (tests/cluster/run puts it there)");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
+        assert!(line.starts_with("testcluster ready"), "own cluster did not start: {line:?}");
+        Self { child }
+    }
+
+    /// An admin client of the cluster whose kubeconfig is `kubeconfig` (`<dir>/kubeconfig`).
+    pub async fn client(kubeconfig: &Path) -> kube::Client {
+        let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kc, &Default::default()).await.unwrap();
+        kube::Client::try_from(config).unwrap()
+    }
+
+    /// Stops the apiserver (closing stdin ends `testcluster serve`) and waits for it.
+    pub fn stop(mut self) {
+        drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
