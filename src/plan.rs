@@ -10,7 +10,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kube::discovery::ApiResource;
-use serde_json::Value;
 
 use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
@@ -58,8 +57,12 @@ pub struct Desired {
     pub object: ObjectRef,
     /// The resource to send it to (group, version, plural), from discovery.
     pub resource: ApiResource,
-    /// The body for server-side apply.
-    pub body: Value,
+    /// The body for server-side apply (or `update`), as compact JSON text.
+    pub body: crate::manifest::Body,
+    /// The manifest's body as read from git or rendered, shared with the parse or render cache:
+    /// the next sync reuses this object instead of building it again when its manifest comes out
+    /// of the cache as this very copy ([`crate::manifest::Body::same`]).
+    pub source: crate::manifest::Body,
     /// The desired hash (sha256 hex of the canonical JSON as read from git).
     pub hash: String,
     /// Where it came from: `path/to/file.yaml` and document number, for error messages.
@@ -250,7 +253,8 @@ mod tests {
         Desired {
             object: ObjectRef::new(gk.clone(), ns.map(String::from), name),
             resource: ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(&gk.group, "v1", &gk.kind)),
-            body: json!({}),
+            body: json!({}).into(),
+            source: json!({}).into(),
             hash: hash.to_string(),
             origin: "test.yaml#1".into(),
             recreate: false,

@@ -190,7 +190,7 @@ fn check_file(kubectl: &Kubectl, name: &str, path: &Path, report: &mut Report) {
     };
     match manifest::parse_file(name, &bytes) {
         Ok(loaded) => {
-            let ours: Vec<Value> = loaded.manifests.into_iter().map(|m| m.body).collect();
+            let ours: Vec<Value> = loaded.manifests.into_iter().map(|m| m.body.to_value()).collect();
             compare(name, ours, theirs, report);
         }
         Err(Error::GenerateName { .. }) => check_generate_name(kubectl, name, &bytes, &theirs, report),
@@ -214,7 +214,7 @@ fn check_generate_name(kubectl: &Kubectl, name: &str, bytes: &[u8], theirs: &[Va
         Err(err) => return report.fail(format!("{name} (generateName renamed): {err}")),
     };
     match manifest::parse_file(name, renamed.as_bytes()) {
-        Ok(loaded) => compare(name, loaded.manifests.into_iter().map(|m| m.body).collect(), theirs, report),
+        Ok(loaded) => compare(name, loaded.manifests.into_iter().map(|m| m.body.to_value()).collect(), theirs, report),
         Err(err) => report.fail(format!("{name} (generateName renamed): gitward refused it: {err}")),
     }
 }

@@ -36,6 +36,7 @@ use crate::changeset::{Action, Request};
 use crate::cluster::cache::live_meta;
 use crate::cluster::inventory::LAST_APPLIED;
 use crate::cluster::{api_message, is_status};
+use crate::manifest::Body;
 use crate::plan::{Desired, LiveMeta};
 
 /// A planned takeover of one object.
@@ -78,7 +79,7 @@ fn is_main_resource(e: &ManagedFieldsEntry) -> bool {
 ///   annotation is kept.
 ///
 /// `None` when there is nothing to take over, or gitward has no `Apply` entry to merge into.
-pub fn plan(meta: &ObjectMeta, field_manager: &str, managers: &[String], body: &Value) -> Option<Plan> {
+pub fn plan(meta: &ObjectMeta, field_manager: &str, managers: &[String], body: &Body) -> Option<Plan> {
     let entries = meta.managed_fields.as_deref().unwrap_or_default();
     let ours = entries.iter().position(|e| {
         e.manager.as_deref() == Some(field_manager) && e.operation.as_deref() == Some("Apply") && is_main_resource(e)
@@ -101,9 +102,10 @@ pub fn plan(meta: &ObjectMeta, field_manager: &str, managers: &[String], body: &
             kept.push(i);
         }
     }
-    let declared = body.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED)).is_some();
     let has_last_applied = meta.annotations.as_ref().is_some_and(|a| a.contains_key(LAST_APPLIED));
-    let drops_last_applied = has_last_applied && !declared;
+    // The body is parsed only for an object that carries the annotation (rare after adoption).
+    let declared = || body.pointer("/metadata/annotations").and_then(|a| a.get(LAST_APPLIED).cloned()).is_some();
+    let drops_last_applied = has_last_applied && !declared();
     if taken.is_empty() && !drops_last_applied {
         return None;
     }
@@ -235,7 +237,7 @@ mod tests {
             vec![entry("kubectl-client-side-apply", "Update", csa), entry("gitward", "Apply", ours), status],
             true,
         );
-        let plan = plan(&m, "gitward", &managers(), &json!({})).expect("a takeover");
+        let plan = plan(&m, "gitward", &managers(), &json!({}).into()).expect("a takeover");
         assert_eq!(plan.managers, ["kubectl-client-side-apply (Update)"]);
         let ops = ops(&plan);
         assert_eq!(ops[0], json!({"op": "test", "path": "/metadata/resourceVersion", "value": "42"}));
@@ -262,7 +264,7 @@ mod tests {
             ],
             false,
         );
-        let plan = plan(&m, "gitward", &[], &json!({})).expect("a takeover");
+        let plan = plan(&m, "gitward", &[], &json!({}).into()).expect("a takeover");
         assert_eq!(plan.managers, ["gitward (Update)"]);
         assert!(!plan.drops_last_applied);
         assert_eq!(ops(&plan)[1]["value"][0]["fieldsV1"], json!({"f:data": {"f:a": {}, "f:c": {}}}));
@@ -274,9 +276,9 @@ mod tests {
             vec![entry("gitward", "Apply", json!({})), entry("kubectl-edit", "Update", json!({"f:data": {}}))],
             false,
         );
-        assert_eq!(plan(&m, "gitward", &managers(), &json!({})), None);
+        assert_eq!(plan(&m, "gitward", &managers(), &json!({}).into()), None);
         let without_ours = meta(vec![entry("kubectl-client-side-apply", "Update", json!({}))], true);
-        assert_eq!(plan(&without_ours, "gitward", &managers(), &json!({})), None);
+        assert_eq!(plan(&without_ours, "gitward", &managers(), &json!({}).into()), None);
     }
 
     #[test]
@@ -286,15 +288,15 @@ mod tests {
         let mut status = entry("kubectl-client-side-apply", "Update", json!({"f:status": {}}));
         status.subresource = Some("status".into());
         let m = meta(vec![entry("gitward", "Apply", json!({})), other_version, status], false);
-        assert_eq!(plan(&m, "gitward", &managers(), &json!({})), None);
+        assert_eq!(plan(&m, "gitward", &managers(), &json!({}).into()), None);
     }
 
     #[test]
     fn a_last_applied_annotation_that_git_declares_is_kept() {
         let m = meta(vec![entry("gitward", "Apply", json!({}))], true);
         let body = json!({"metadata": {"annotations": {LAST_APPLIED: "{}"}}});
-        assert_eq!(plan(&m, "gitward", &managers(), &body), None);
-        let plan = plan(&m, "gitward", &managers(), &json!({})).expect("drops the annotation");
+        assert_eq!(plan(&m, "gitward", &managers(), &body.into()), None);
+        let plan = plan(&m, "gitward", &managers(), &json!({}).into()).expect("drops the annotation");
         assert_eq!(ops(&plan).as_array().unwrap().len(), 2, "test + remove, managedFields untouched");
     }
 }

@@ -100,7 +100,14 @@ impl ParseCache {
         }
         let bytes = read_blob(file).map_err(|message| Error::ReadBlob { file: file.path.clone(), message })?;
         self.parsed_last_load += 1;
-        Ok(CachedFile { oid, outcome: parse_file(&file.path, &bytes) })
+        let mut outcome = parse_file(&file.path, &bytes);
+        if let Ok(parsed) = &mut outcome {
+            // Held until the file changes: no spare capacity (a one-object file's Vec would
+            // otherwise keep room for four).
+            parsed.manifests.shrink_to_fit();
+            parsed.skipped.shrink_to_fit();
+        }
+        Ok(CachedFile { oid, outcome })
     }
 }
 

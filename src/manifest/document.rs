@@ -4,7 +4,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{Error, Result};
-use super::{Loaded, Manifest, Skipped};
+use super::{Body, Loaded, Manifest, Skipped};
 use crate::object::GroupKind;
 
 /// The API group of kustomize's own inputs (`Kustomization`, `Component`): read by
@@ -105,7 +105,7 @@ fn add_object(at: At<'_>, object: Map<String, Value>, loaded: &mut Loaded) -> Re
         gk,
         name,
         namespace,
-        body: Value::Object(object),
+        body: Body::from(Value::Object(object)),
         hash_key: None,
     });
     Ok(())

@@ -29,6 +29,7 @@
 //!   a literal key); `1__0` stays a string (go-yaml drops every underscore: `10`); a `<<` whose
 //!   value is an alias of a sequence of mappings is merged (go-yaml refuses it).
 
+mod body;
 mod cache;
 mod document;
 mod error;
@@ -36,6 +37,7 @@ mod hash;
 mod stream;
 mod value;
 
+pub use body::Body;
 pub use cache::ParseCache;
 pub use error::{Error, Result};
 pub use hash::{canonical_json, desired_hash};
@@ -70,8 +72,8 @@ pub struct Manifest {
     /// `metadata.namespace` if the manifest names one (an empty string counts as none); the
     /// default namespace is applied later, once discovery knows the kind's scope.
     pub namespace: Option<String>,
-    /// The whole object as JSON, as kubectl reads it.
-    pub body: serde_json::Value,
+    /// The whole object as JSON, as kubectl reads it, kept as compact text ([`Body`]).
+    pub body: Body,
     /// Set when the object was made from SOPS-decrypted input: its desired hash is then keyed
     /// with this (HMAC), not a plain sha256 of content that includes plaintext secrets.
     /// `None` for everything else (the reader never sets it; `crate::render` does).
@@ -172,9 +174,9 @@ mod tests {
         }
     }
 
-    fn by_name<'a>(loaded: &'a Loaded, name: &str) -> &'a serde_json::Value {
+    fn by_name(loaded: &Loaded, name: &str) -> serde_json::Value {
         match loaded.manifests.iter().find(|m| m.name == name) {
-            Some(m) => &m.body,
+            Some(m) => m.body.to_value(),
             None => panic!("no object named {name}"),
         }
     }
@@ -252,7 +254,7 @@ mod tests {
     fn non_string_keys_become_strings_as_kubectl_makes_them() {
         let text = "apiVersion: v1\nkind: X\nmetadata: {name: x}\nkeys: {on: a, 0x10: b, 010: c, 1.0: d, -7: e, 1e3: f, n: g}\n";
         let loaded = parse(text).ok().unwrap_or_default();
-        let keys = &loaded.manifests[0].body["keys"];
+        let keys = &loaded.manifests[0].body.to_value()["keys"];
         let expected = json!({"true": "a", "16": "b", "8": "c", "1": "d", "-7": "e", "1000": "f", "false": "g"});
         assert_eq!(keys, &expected);
     }
@@ -262,7 +264,7 @@ mod tests {
         let text = "apiVersion: v1\nkind: X\nmetadata: {name: x}\n\
                     numbers: [1.0, 1.5, 1e3, -0.0, 0x1F, 0o17, +12, 9223372036854775807, 18446744073709551615, 1e20]\n";
         let loaded = parse(text).ok().unwrap_or_default();
-        let n = &loaded.manifests[0].body["numbers"];
+        let n = &loaded.manifests[0].body.to_value()["numbers"];
         let expected =
             json!([1, 1.5, 1000, 0, 31, 15, 12, 9223372036854775807_i64, 18446744073709551615_u64 as f64, 1e20]);
         assert_eq!(n, &expected);
@@ -275,7 +277,7 @@ mod tests {
                     before: {a: own, <<: *base}\nafter: {<<: *base, a: own}\n\
                     list: {a: own, <<: [*base, *more], d: own}\n";
         let loaded = parse(text).ok().unwrap_or_default();
-        let body = &loaded.manifests[0].body;
+        let body = &loaded.manifests[0].body.to_value();
         assert_eq!(body["before"], json!({"a": "base", "b": "base"}));
         assert_eq!(body["after"], json!({"a": "own", "b": "base"}));
         assert_eq!(body["list"], json!({"a": "base", "b": "base", "c": "more", "d": "own"}));
@@ -287,7 +289,7 @@ mod tests {
     fn merge_key_in_json_is_an_ordinary_key() {
         let text = br#"{"apiVersion": "v1", "kind": "X", "metadata": {"name": "x"}, "m": {"<<": {"a": 1}}}"#;
         let loaded = parse_file("x.json", text).ok().unwrap_or_default();
-        assert_eq!(loaded.manifests[0].body["m"], json!({"<<": {"a": 1}}));
+        assert_eq!(loaded.manifests[0].body.to_value()["m"], json!({"<<": {"a": 1}}));
     }
 
     #[test]

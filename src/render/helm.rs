@@ -124,6 +124,7 @@ pub(super) fn skip_test_hooks(loaded: &mut Loaded) {
     let (tests, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut loaded.manifests).into_iter().partition(|m| {
         m.body
             .pointer("/metadata/annotations")
+            .as_ref()
             .and_then(|a| a.get(HOOK))
             .and_then(Value::as_str)
             .is_some_and(|hooks| hooks.split(',').any(|h| h.trim().starts_with("test")))

@@ -215,7 +215,8 @@ fn add_namespace(loaded: &mut Loaded, namespace: &str) {
         // Never pruned, as Argo CD never deletes a namespace CreateNamespace made: a prune
         // would delete everything in it, the inventory parent too.
         body: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": namespace, "annotations": {"gitward.dev/prune": "disabled"}}}),
+            "name": namespace, "annotations": {"gitward.dev/prune": "disabled"}}})
+        .into(),
         hash_key: None,
     });
 }
