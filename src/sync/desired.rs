@@ -11,12 +11,12 @@ use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{APPLY_MODE, DESIRED_HASH, PART_OF, RECREATE};
 use crate::config::ApplyMode;
-use crate::manifest::{Manifest, canonical_json, desired_hash};
+use crate::manifest::{Body, Manifest, canonical_json, desired_hash};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
 /// What the unit adds to every object.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Defaults {
     /// Namespace for namespaced objects that name none.
     pub namespace: String,
@@ -46,22 +46,30 @@ pub fn origin(m: &Manifest) -> String {
 /// Resolves `manifests`. A kind that the server does not serve and that no CRD of the same
 /// revision defines is an error for the whole revision ([`Error::UnknownKind`]); two manifests
 /// for one object are [`Error::Duplicate`].
+///
+/// `previous` are the desired objects of the unit's last sync, built with the same `defaults`:
+/// a manifest that comes out of the parse or render cache as the very body one of them was built
+/// from ([`Desired::source`]), resolved to the same resource and object, is reused as it is,
+/// without parsing, hashing or serializing it again; so a revision that changes one file costs
+/// a map lookup per unchanged object.
 pub async fn resolve(
     client: &kube::Client,
     discovery: &mut Discovery,
     manifests: Vec<Manifest>,
     defaults: &Defaults,
+    previous: &[Desired],
 ) -> Result<Resolution> {
+    let built = Built::new(previous);
     let crd_kinds: BTreeSet<GroupKind> = manifests
         .iter()
         .filter(|m| m.gk.group == "apiextensions.k8s.io" && m.gk.kind == "CustomResourceDefinition")
-        .filter_map(|m| defined_kind(&m.body))
+        .filter_map(|m| defined_kind(&m.body.to_value()))
         .collect();
     // Every object's annotation is checked before anything is applied, pending custom resources
     // included (they are built only after their CRD was applied).
-    for m in &manifests {
+    for m in manifests.iter().filter(|m| !built.has(m)) {
         let value = m.body.pointer(&format!("/metadata/annotations/{}", APPLY_MODE.replace('/', "~1")));
-        apply_mode(value.and_then(Value::as_str), &origin(m))?;
+        apply_mode(value.as_ref().and_then(Value::as_str), &origin(m))?;
     }
     let mut out = Resolution::default();
     let mut seen: HashMap<ObjectRef, String> = HashMap::new();
@@ -88,7 +96,7 @@ pub async fn resolve(
             return Err(Error::Duplicate { object: object.to_string(), first, second: origin(&m) });
         }
         match resolved {
-            Some(r) => out.desired.push(build(m, object, r.resource, r.namespaced, defaults)?),
+            Some(r) => out.desired.push(built.reuse_or_build(m, object, r.resource, r.namespaced, defaults)?),
             None if crd_kinds.contains(&m.gk) => out.pending.push(m),
             None => {
                 return Err(Error::UnknownKind { origin: origin(&m), api_version: m.api_version, kind: m.gk.kind });
@@ -96,6 +104,46 @@ pub async fn resolve(
         }
     }
     Ok(out)
+}
+
+/// The desired objects of a unit's last sync, by the manifest body each was built from
+/// ([`Desired::source`]), so that an object whose manifest came out of the parse or render cache
+/// unchanged is not built again. Borrowed for one sync; holds nothing of its own but the index.
+pub struct Built<'a>(HashMap<usize, &'a Desired>);
+
+impl<'a> Built<'a> {
+    /// Indexes `previous` (the last sync's desired objects, built with the same [`Defaults`]).
+    pub fn new(previous: &'a [Desired]) -> Self {
+        Self(previous.iter().map(|d| (d.source.key(), d)).collect())
+    }
+
+    /// Whether `m` is the very manifest body one of the previous objects was built from.
+    pub fn has(&self, m: &Manifest) -> bool {
+        self.0.get(&m.body.key()).is_some_and(|d| Body::same(&d.source, &m.body))
+    }
+
+    /// The previous object built from `m`'s very body, when it resolved to the same `object`
+    /// and `resource` (its origin updated: the file may have moved documents); otherwise
+    /// [`build`].
+    ///
+    /// Errors: as [`build`].
+    pub fn reuse_or_build(
+        &self,
+        m: Manifest,
+        object: ObjectRef,
+        resource: kube::discovery::ApiResource,
+        namespaced: bool,
+        defaults: &Defaults,
+    ) -> Result<Desired> {
+        match self.0.get(&m.body.key()) {
+            Some(d) if Body::same(&d.source, &m.body) && d.object == object && d.resource == resource => {
+                let mut d = (*d).clone();
+                d.origin = origin(&m);
+                Ok(d)
+            }
+            _ => build(m, object, resource, namespaced, defaults),
+        }
+    }
 }
 
 /// Builds the object to send: namespace defaulted (or removed for cluster-scoped kinds), the
@@ -112,7 +160,8 @@ pub fn build(
     defaults: &Defaults,
 ) -> Result<Desired> {
     let origin = origin(&m);
-    let mut body = m.body;
+    let source = m.body;
+    let mut body = source.to_value();
     let meta = metadata(&mut body);
     if namespaced {
         meta.insert("namespace".into(), Value::String(object.namespace.clone().unwrap_or_default()));
@@ -129,7 +178,7 @@ pub fn build(
     let mode = apply_mode(annotation(APPLY_MODE), &origin)?.unwrap_or(defaults.apply_mode);
     string_map(meta, "labels").insert(PART_OF.into(), Value::String(defaults.applyset_id.clone()));
     string_map(meta, "annotations").insert(DESIRED_HASH.into(), Value::String(hash.clone()));
-    Ok(Desired { object, resource, body, hash, origin, recreate, mode })
+    Ok(Desired { object, resource, body: body.into(), source, hash, origin, recreate, mode })
 }
 
 /// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.
@@ -173,7 +222,7 @@ mod tests {
             gk: GroupKind::from_api_version("v1", "ConfigMap"),
             name: "conf".into(),
             namespace: None,
-            body,
+            body: body.into(),
             hash_key: None,
         }
     }
@@ -195,9 +244,10 @@ mod tests {
         let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
         let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
         let d = build(m, object, ar, true, &defaults()).unwrap();
-        assert_eq!(d.body["metadata"]["namespace"], "shop");
-        assert_eq!(d.body["metadata"]["labels"][PART_OF], "applyset-x-v1");
-        assert_eq!(d.body["metadata"]["annotations"][DESIRED_HASH], d.hash);
+        let body = d.body.to_value();
+        assert_eq!(body["metadata"]["namespace"], "shop");
+        assert_eq!(body["metadata"]["labels"][PART_OF], "applyset-x-v1");
+        assert_eq!(body["metadata"]["annotations"][DESIRED_HASH], d.hash);
         assert_eq!(d.hash.len(), 64);
     }
 
@@ -259,5 +309,29 @@ mod tests {
         assert_eq!(d.mode, ApplyMode::ServerSideApply);
         let err = build(with("replace"), object, ar, true, &defaults()).unwrap_err().to_string();
         assert!(err.contains("app.yaml (document 1)") && err.contains("`replace`"), "{err}");
+    }
+
+    #[test]
+    fn an_object_whose_manifest_came_out_of_the_cache_unchanged_is_reused_not_rebuilt() {
+        let m = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}}));
+        let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
+        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let first = build(m.clone(), object.clone(), ar.clone(), true, &defaults()).unwrap();
+        let previous = vec![first.clone()];
+        let built = Built::new(&previous);
+        assert!(built.has(&m));
+        let reused = built.reuse_or_build(m.clone(), object.clone(), ar.clone(), true, &defaults()).unwrap();
+        assert!(Body::same(&reused.body, &first.body), "reused, not built again");
+        // Equal text parsed again (a changed blob that reads the same) is a new body: built.
+        let reparsed = Manifest { body: Body::from_value(&m.body.to_value()), ..m.clone() };
+        assert!(!built.has(&reparsed));
+        let rebuilt = built.reuse_or_build(reparsed, object.clone(), ar.clone(), true, &defaults()).unwrap();
+        assert!(!Body::same(&rebuilt.body, &first.body));
+        assert_eq!(rebuilt.hash, first.hash);
+        // The same body resolved to another object (the unit's namespace changed) is built.
+        let elsewhere = ObjectRef::new(m.gk.clone(), Some("other".into()), "conf");
+        let moved = built.reuse_or_build(m, elsewhere.clone(), ar, true, &defaults()).unwrap();
+        assert_eq!(moved.object, elsewhere);
+        assert!(!Body::same(&moved.body, &first.body));
     }
 }

@@ -101,7 +101,7 @@ impl Engine {
             apply_mode: self.unit.apply_mode,
         };
         let Resolution { desired, pending } =
-            super::desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;
+            super::desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, &[]).await?;
         let contents = self.inventory.read(&self.client).await?.map(|p| p.contents).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
         let mut report = DiffReport { revision, changed: Vec::new(), prunes: Vec::new(), failed: Vec::new() };

@@ -215,8 +215,9 @@ impl Engine {
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
         };
+        let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
         let Resolution { mut desired, pending } =
-            desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults).await?;
+            desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await?;
 
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let widened = self.widen_inventory(&wanted).await?;
@@ -260,12 +261,18 @@ impl Engine {
         // A push waits for what it changed; unchanged objects re-sent after that do not count.
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
 
-        self.last_desired = Some((revision.clone(), desired.clone()));
-        if self.unit.prune && !changes.has_failures() && unwatchable.is_empty() {
+        let pruned = if self.unit.prune && !changes.has_failures() && unwatchable.is_empty() {
             let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
-            self.prune_and_narrow(inputs, &widened, &mut changes).await?;
-        }
+            self.prune_and_narrow(inputs, &widened, &mut changes).await
+        } else {
+            Ok(())
+        };
         let health_targets = health_targets(&desired, &changes);
+        // Kept even when the prune failed: drift is healed to this revision, and the next sync
+        // reuses these objects where their manifests did not change.
+        desired.shrink_to_fit();
+        self.last_desired = Some((revision.clone(), desired));
+        pruned?;
         Ok(Report {
             unit: self.unit.name.clone(),
             revision,
