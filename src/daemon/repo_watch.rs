@@ -1,21 +1,19 @@
 //! Push trigger for a local repository (a path or `file://` URL): `notify` watches its refs, so
 //! a `git push` into it starts a sync within a second instead of at the next poll.
 //!
-//! A push shows as a create/rename of `refs/heads/<branch>` (through a `.lock` file), and a
-//! `git gc` as a rewrite of `packed-refs` (DESIGN.md, Libraries): both are watched; other
-//! files (objects, logs) are ignored. Events are debounced for [`DEBOUNCE`] so the ref update
-//! is complete before the sync fetches; the unit's queue coalesces the rest.
+//! A push shows as the rename of `refs/heads/<branch>.lock` onto `refs/heads/<branch>`, and a
+//! `git gc` as the same rename of `packed-refs.lock` onto `packed-refs` (DESIGN.md, Libraries).
+//! Git writes a ref by that rename, which is atomic, so the event on the ref's own path means
+//! the update is complete: the trigger is sent at once, with no debounce. Events on `.lock`
+//! files, objects and logs are ignored; a burst of ref events (a push of several refs) is
+//! coalesced by the unit's queue, which holds at most one waiting sync.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
 use super::trigger::{Trigger, TriggerKind};
-
-/// Quiet time after the last ref event before the push trigger is sent.
-pub const DEBOUNCE: Duration = Duration::from_millis(100);
 
 /// The git directory of a local repository: `path/.git` for a work tree, else `path` (bare).
 pub fn git_dir(repo: &Path) -> PathBuf {
@@ -42,12 +40,12 @@ impl Drop for RepoWatch {
 }
 
 /// Watches the refs of the repository at `repo` and sends a [`TriggerKind::Push`] trigger to
-/// `unit` after each burst of ref changes.
+/// `unit` for each change of a ref (see the module doc), stamped with the time the event came.
 ///
 /// Errors: the watch could not be set up (the directory does not exist, inotify limits).
 pub fn watch(repo: &Path, unit: mpsc::Sender<Trigger>) -> notify::Result<RepoWatch> {
     let dir = git_dir(repo);
-    let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+    let (tx, mut rx) = mpsc::unbounded_channel::<std::time::Instant>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         // Reads count as events too (inotify IN_OPEN/IN_CLOSE_NOWRITE): gitward's own fetch
         // reads these refs, so only writes may trigger, or every fetch would start a sync.
@@ -55,22 +53,14 @@ pub fn watch(repo: &Path, unit: mpsc::Sender<Trigger>) -> notify::Result<RepoWat
             && !matches!(event.kind, notify::EventKind::Access(_))
             && event.paths.iter().any(|p| is_ref_path(p))
         {
-            let _ = tx.send(());
+            let _ = tx.send(std::time::Instant::now());
         }
     })?;
     std::fs::create_dir_all(dir.join("refs/heads")).ok();
     watcher.watch(&dir.join("refs"), RecursiveMode::Recursive)?;
     watcher.watch(&dir, RecursiveMode::NonRecursive)?;
     let task = tokio::spawn(async move {
-        while rx.recv().await.is_some() {
-            let at = std::time::Instant::now();
-            loop {
-                match tokio::time::timeout(DEBOUNCE, rx.recv()).await {
-                    Ok(Some(())) => continue,
-                    Ok(None) => return,
-                    Err(_) => break,
-                }
-            }
+        while let Some(at) = rx.recv().await {
             // A full queue means a sync is already queued: this push is coalesced into it.
             let _ = unit.try_send(Trigger { kind: TriggerKind::Push, at });
         }
