@@ -204,6 +204,7 @@ impl UnitTask {
                 *last_applied = Some(report.revision.clone());
                 self.report_fights(unit, &report, heal);
                 self.publish(unit, trigger, &report);
+                release_freed_memory();
                 (Some(ok), Some(report))
             }
             Err(e) => (Some(self.failed(unit, trigger, e)), None),
@@ -374,5 +375,20 @@ impl UnitTask {
         status.last_sync_ok = Some(false);
         self.status.set(unit, status);
         false
+    }
+}
+
+/// Hands the pages that a sync's transient buffers (parsed YAML, list pages, responses) freed
+/// back to the kernel. glibc malloc keeps them in its arenas otherwise: at 10,000 objects the
+/// daemon's resident set after a sync stayed ~20 MB above what it holds live (issue 9, README
+/// "Benchmarks"). `malloc_trim(0)` (glibc, malloc_trim(3)) releases free memory at the top of
+/// every arena and `madvise`s whole free pages inside them; a few milliseconds at that size.
+/// A no-op with other C libraries.
+fn release_freed_memory() {
+    #[cfg(target_env = "gnu")]
+    // SAFETY: malloc_trim only reorganises glibc's own free lists; it takes no pointer and is
+    // thread-safe (it locks each arena).
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
