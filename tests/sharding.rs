@@ -18,7 +18,10 @@ use kube::api::Api;
 use serde_json::Value;
 
 /// The failover bound configured in the test: short, so the test is quick.
-const LEASE: Duration = Duration::from_secs(4);
+const LEASE: Duration = Duration::from_secs(6);
+/// Every owner re-applies its units this often, so that a handover happens while the old
+/// owner is writing and an overlap would show in the audit log.
+const RESYNC: Duration = Duration::from_secs(3);
 /// Units in the sharding test.
 const UNITS: usize = 30;
 /// Liveness bound for anything that must eventually happen.
@@ -38,8 +41,9 @@ fn replica_config(dir: &Path, identity: &str, namespace: &str, repos: &[common::
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
     let mut text = format!(
         "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
-         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n\
+         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
          [daemon.sharding]\nnamespace = \"{namespace}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n\n",
+        RESYNC.as_secs(),
         LEASE.as_secs()
     );
     for (i, repo) in repos.iter().enumerate() {

@@ -27,8 +27,11 @@
 //! - **Timing.** The configured `lease_duration` `D` is the failover bound. The Leases are
 //!   written with `L = ⌈D/2⌉` s and renewed every `L/3`; a dead replica's units are taken
 //!   when its Leases expire, at most `L` after its death, leaving `D − L` for the new owner's
-//!   first sync. A replica takes no unit during its first `L` after start (the settle time),
-//!   so replicas started together do not all claim every unit and hand most of them over.
+//!   first sync. A member counts for the assignment only once it has been live for `L` by
+//!   the judging replica's clock (the settle time; a replica counts itself after its own first
+//!   `L`): replicas started together have all seen each other before anyone claims a unit, and
+//!   the owners of a joining replica's share keep applying it until the newcomer is ready to
+//!   take it, so the handover leaves no unowned gap of a settle time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -210,7 +213,7 @@ pub fn spawn(
         releasing: BTreeMap::new(),
         holding: BTreeSet::new(),
         generation: 0,
-        started: Instant::now(),
+        first_live: BTreeMap::new(),
         units,
         running,
         tx,
@@ -268,8 +271,9 @@ struct Shard {
     generation: u64,
     /// Units published as held at the last step, to log and count changes.
     holding: BTreeSet<String>,
-    /// When this replica joined, for the settle time.
-    started: Instant,
+    /// When each live member (this replica too) was first seen live without a break: units
+    /// are assigned only to members live for the settle time `L`.
+    first_live: BTreeMap<String, Instant>,
     /// Every unit of the config.
     units: watch::Receiver<Vec<String>>,
     /// Units the daemon runs or is stopping.
@@ -375,13 +379,18 @@ impl Shard {
     /// publish.
     fn step(&mut self, now: Instant) {
         let (live, dead) = self.members(now);
-        let settled = now >= self.started + self.cfg.lease();
+        self.first_live.retain(|member, _| live.contains(member));
+        for member in &live {
+            self.first_live.entry(member.clone()).or_insert(now);
+        }
+        // Eligible: live for a settle time `L` by this process's clock (this replica too).
+        let settle = self.cfg.lease();
+        let eligible: Vec<&str> =
+            live.iter().filter(|m| self.first_live[*m] + settle <= now).map(String::as_str).collect();
         let units = self.units.borrow().clone();
         let identity = self.cfg.identity.clone();
-        let mine: BTreeSet<String> = units
-            .into_iter()
-            .filter(|unit| settled && owner(unit, live.iter().map(String::as_str)) == Some(identity.as_str()))
-            .collect();
+        let mine: BTreeSet<String> =
+            units.into_iter().filter(|unit| owner(unit, eligible.iter().copied()) == Some(identity.as_str())).collect();
         for unit in &mine {
             if !self.electors.contains_key(unit) && !self.held_by_the_dead(unit, &live, now) {
                 self.elect(unit, &dead);
