@@ -874,6 +874,18 @@ mod tests {
     }
 
     #[test]
+    fn the_sharded_deployments_config_parses() {
+        let yaml = include_str!("../../deploy/kubernetes-sharded/configmap.yaml");
+        let (_, body) = yaml.split_once("config.toml: |\n").expect("a config.toml key");
+        let text: Vec<&str> = body.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect();
+        let config =
+            Config::from_toml(&text.join("\n"), Path::new("/"), "configmap.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let sharding = config.daemon.sharding.expect("[daemon.sharding]");
+        assert_eq!((sharding.namespace.as_str(), sharding.lease_duration), ("gitward-system", Duration::from_secs(15)));
+        assert_eq!(config.units.len(), 3);
+    }
+
+    #[test]
     fn the_multi_cluster_example_parses() {
         let text = include_str!("../../examples/multi-cluster.toml");
         let config = Config::from_toml(text, Path::new("/src"), "multi-cluster.toml").unwrap_or_else(|e| panic!("{e}"));
