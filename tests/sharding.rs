@@ -242,6 +242,17 @@ async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_ov
     }
     eprintln!("failover: {} units of the killed replica applied again within {worst:.2} s of SIGKILL", orphans.len());
     assert!(worst < LEASE.as_secs_f64(), "failover took {worst:.2} s, more than the lease duration {LEASE:?}");
+    // The replicas' own account agrees (metrics, read only after the audit log decided).
+    let live: Vec<&common::Daemon> = daemons.iter().collect();
+    let released: f64 = live.iter().map(|d| d.metric_sum("gitward_shard_handovers_total", &["released"])).sum();
+    let by_survivors = moved.iter().filter(|u| before[*u] != agent(&ids[victim])).count();
+    assert!(released >= by_survivors as f64, "handovers counted: {released}, expected {by_survivors}");
+    let counted = common::eventually(WAIT, || async {
+        let n: f64 = live.iter().map(|d| d.metric_sum("gitward_shard_failover_seconds_count", &[])).sum();
+        n >= orphans.len() as f64
+    })
+    .await;
+    assert!(counted, "failover times not observed: {}", daemons[0].get("/metrics").unwrap().1);
     // Nobody else wrote to a unit it does not own since the kill.
     let late: Vec<_> = writes(&ns)
         .into_iter()
