@@ -331,3 +331,63 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
     let again = common::eventually(WAIT, || async { main().await.as_deref() == Some("3") }).await;
     assert!(again, "the main cluster's unit stopped syncing: {}", daemon.log_text());
 }
+
+/// An admin client of the shared test cluster impersonating `user`.
+async fn impersonating(user: &str) -> kube::Client {
+    let path = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("readable kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("kubeconfig");
+    config.auth_info.impersonate = Some(user.to_owned());
+    kube::Client::try_from(config).expect("impersonating client")
+}
+
+#[tokio::test]
+async fn the_sharded_deployments_role_is_enough_for_sharding() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::PostParams;
+
+    let env = common::setup("shard-rbac").await;
+    let ns = env.namespace.clone();
+    // deploy/kubernetes-sharded/rbac.yaml, moved into this namespace, for a ServiceAccount
+    // `gitward` that has nothing else.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes-sharded/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let pp = PostParams::default();
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": "gitward"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(env.client.clone(), &ns).create(&pp, &sa).await.unwrap();
+    for mut doc in docs {
+        doc["metadata"]["namespace"] = ns.as_str().into();
+        if doc["kind"] == "Role" {
+            let role: Role = serde_json::from_value(doc).unwrap();
+            Api::<Role>::namespaced(env.client.clone(), &ns).create(&pp, &role).await.unwrap();
+        } else {
+            doc["subjects"][0]["namespace"] = ns.as_str().into();
+            let binding: RoleBinding = serde_json::from_value(doc).unwrap();
+            Api::<RoleBinding>::namespaced(env.client.clone(), &ns).create(&pp, &binding).await.unwrap();
+        }
+    }
+    let client = impersonating(&format!("system:serviceaccount:{ns}:gitward")).await;
+    let other = Api::<ConfigMap>::namespaced(client.clone(), &ns).list(&Default::default()).await;
+    assert!(matches!(other, Err(kube::Error::Api(ref s)) if s.code == 403), "the Role is all it has: {other:?}");
+
+    // Join, watch, create and hold the unit Leases, then leave: every verb sharding sends.
+    let units = vec!["app-0".to_owned(), "app-1".to_owned()];
+    let cfg = shard::ShardConfig { namespace: ns.clone(), identity: "rbac-a".into(), lease_duration: LEASE };
+    let (_units_tx, units_rx) = tokio::sync::watch::channel(units.clone());
+    let (_running_tx, running_rx) = tokio::sync::watch::channel(shard::Running::default());
+    let metrics = std::sync::Arc::new(gitward::daemon::metrics::Metrics::new());
+    let (mut ownership, task) = shard::spawn(client.clone(), cfg.clone(), units_rx, running_rx, metrics);
+    let both = tokio::time::timeout(WAIT, ownership.wait_for(|o| o.held.len() == units.len())).await;
+    assert!(matches!(both, Ok(Ok(_))), "the ServiceAccount could not take the unit Leases");
+    task.abort();
+    let _ = task.await;
+    shard::leave(client, &cfg, units).await;
+    let leases = Api::<Lease>::namespaced(env.client.clone(), &ns).list(&Default::default()).await.unwrap();
+    assert_eq!(leases.items.len(), 3, "a membership Lease and two unit Leases");
+    for lease in leases.items {
+        let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+        assert_eq!(holder, "", "{:?} released", lease.metadata.name);
+    }
+}
