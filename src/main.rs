@@ -127,6 +127,13 @@ async fn daemon(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// One client per configured cluster (connecting reads kubeconfigs; it contacts nobody).
+async fn connect(config: &Config) -> anyhow::Result<gitward::cluster::registry::Registry> {
+    gitward::cluster::registry::Registry::connect(&config.clusters, gitward::TOOLING)
+        .await
+        .map_err(|(name, e)| anyhow::Error::new(e).context(format!("connecting to cluster {name}")))
+}
+
 fn load(args: &UnitArgs) -> anyhow::Result<Config> {
     let mut config = Config::load(&args.config)?;
     if let Some(name) = &args.unit {
@@ -138,10 +145,11 @@ fn load(args: &UnitArgs) -> anyhow::Result<Config> {
 
 async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let config = load(&args.units)?;
-    let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
+    let clusters = connect(&config).await?;
     let mut code = ExitCode::SUCCESS;
     for unit in &config.units {
-        let engine = Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit).await;
+        let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
+        let engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await;
         let mut engine = match engine {
             Ok(engine) => engine,
             Err(e) => {
@@ -202,12 +210,12 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
 
 async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let config = load(&args.units)?;
-    let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
+    let clusters = connect(&config).await?;
     let mut states = Vec::new();
     for unit in &config.units {
-        let state = gitward::status::unit_state(&client, unit)
-            .await
-            .with_context(|| format!("status of unit {}", unit.name))?;
+        let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
+        let state =
+            gitward::status::unit_state(client, unit).await.with_context(|| format!("status of unit {}", unit.name))?;
         states.push(state);
     }
     match args.output {
@@ -219,10 +227,11 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
 
 async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
     let config = load(&args)?;
-    let client = gitward::cluster::connect(&config.cluster).await.context("connecting to the cluster")?;
+    let clusters = connect(&config).await?;
     let mut changes = false;
     for unit in &config.units {
-        let mut engine = Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit).await?;
+        let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
+        let mut engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await?;
         let report = engine.diff().await.with_context(|| format!("diff of unit {}", unit.name))?;
         for d in &report.changed {
             print!("{}", d.diff);

@@ -7,10 +7,12 @@
 //! - [`cache`] keeps live metadata of the unit's members, watched per group-kind and
 //!   selected by the ApplySet `part-of` label (DESIGN.md decision 1).
 //! - [`inventory`] reads and writes the ApplySet parent (KEP-3659).
+//! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 
 pub mod cache;
 pub mod discovery;
 pub mod inventory;
+pub mod registry;
 pub mod retry;
 
 use crate::config::ClusterConfig;
@@ -80,6 +82,16 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// driving the stack) makes it cloneable. Requests carry the user agent `gitward/<version>`,
 /// visible in the apiserver's audit log.
 pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
+    connect_as(cfg, crate::TOOLING).await
+}
+
+/// [`connect`] with another User-Agent: a sharded replica sends `gitward/<version>
+/// (<identity>)`, so the audit log shows which replica applied what.
+///
+/// Errors: as [`connect`], and [`Error::Client`] when `user_agent` is not a valid header value.
+pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::Client> {
+    let user_agent = http::HeaderValue::from_str(user_agent)
+        .map_err(|e| Error::Client(kube::Error::HttpError(http::Error::from(e))))?;
     let mut config = match (&cfg.kubeconfig, &cfg.context) {
         (None, None) => kube::Config::infer().await.map_err(|e| Error::Kubeconfig(e.to_string()))?,
         (path, context) => {
@@ -95,7 +107,7 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
         }
     };
     config.default_retry = false;
-    config.headers.push((http::header::USER_AGENT, http::HeaderValue::from_static(crate::TOOLING)));
+    config.headers.push((http::header::USER_AGENT, user_agent));
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(Error::Client)?
         .with_layer(&tower::buffer::BufferLayer::new(1024))

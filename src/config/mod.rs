@@ -77,8 +77,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// The resolved config: every default applied, every value checked, every path anchored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
-    /// How to reach the cluster (`[cluster]`).
-    pub cluster: ClusterConfig,
+    /// The clusters units apply to, in file order, names unique; at least one. A single
+    /// `[cluster]` table (or none) is the one cluster named `default`; `[[cluster]]` tables
+    /// name theirs. Units pick one with `cluster = "name"` ([`SyncUnit::cluster`]).
+    pub clusters: Vec<ClusterConfig>,
     /// How the daemon runs (`[daemon]`).
     pub daemon: DaemonConfig,
     /// The sync units (`[[sync]]`), in file order; at least one, names unique.
@@ -164,9 +166,13 @@ pub struct Decryption {
     pub age_key_file: PathBuf,
 }
 
-/// How to reach the cluster (`[cluster]`, optional).
+/// How to reach one cluster (`[cluster]`, optional, or one of several `[[cluster]]` tables).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClusterConfig {
+    /// The cluster's name, an RFC 1123 label, unique in the file; units name it in `cluster`,
+    /// logs and metrics carry it as `cluster`. Required in `[[cluster]]`; default `"default"`
+    /// for a single `[cluster]` table, so existing configs keep working.
+    pub name: String,
     /// The kubeconfig file. Default `None`: kube's inference order (`kube::Config::infer`) —
     /// in-cluster service account, else `$KUBECONFIG`, else `~/.kube/config` — so one config
     /// works both as a systemd service and as a Deployment.
@@ -179,9 +185,14 @@ pub struct ClusterConfig {
     pub max_in_flight: usize,
 }
 
+impl ClusterConfig {
+    /// The name of the cluster of a single `[cluster]` table (or of none): `default`.
+    pub const DEFAULT_NAME: &'static str = "default";
+}
+
 impl Default for ClusterConfig {
     fn default() -> Self {
-        Self { kubeconfig: None, context: None, max_in_flight: 32 }
+        Self { name: ClusterConfig::DEFAULT_NAME.to_owned(), kubeconfig: None, context: None, max_in_flight: 32 }
     }
 }
 
@@ -215,6 +226,41 @@ pub struct DaemonConfig {
     /// Leader election (`[daemon.leader_election]`, present and not `enabled = false`): only the
     /// replica holding the Lease applies. Default `None`: a single instance applies alone.
     pub leader_election: Option<LeaderElection>,
+    /// Sharding of units across replicas (`[daemon.sharding]`, present): each unit is applied
+    /// only by the replica holding its own Lease, assigned by rendezvous hashing over the live
+    /// replicas. Default `None`: this replica applies every unit (or, with leader election,
+    /// the leader does). Exclusive with `leader_election`.
+    pub sharding: Option<Sharding>,
+}
+
+/// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (see
+/// `crate::daemon::shard`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sharding {
+    /// Namespace of the membership and unit Leases (`gitward-member-<identity>`,
+    /// `gitward-unit-<unit>`); the replicas' RBAC must allow `get`, `list`, `watch`, `create`
+    /// and `update` of Leases there. Default `gitward-system`, where
+    /// deploy/kubernetes-sharded installs gitward.
+    pub namespace: String,
+    /// The failover bound: a dead replica's units are applied again by others within about
+    /// this long (humantime), at least 2 s. The Leases themselves are written with half of it
+    /// (`leaseDurationSeconds`, rounded up) so that detecting the death, taking the Lease and
+    /// the first sync fit inside it. Default 15 s, as client-go's leader election.
+    pub lease_duration: Duration,
+    /// This replica's identity, an RFC 1123 label: its membership Lease's name, the
+    /// `holderIdentity` of its unit Leases, and part of its User-Agent. Default `None`: the
+    /// host name (or `$POD_NAME`) and the process id, made a valid label.
+    pub identity: Option<String>,
+    /// The cluster (a `[[cluster]]` name) whose API server holds the Leases. Default: the
+    /// first cluster in the file.
+    pub cluster: String,
+}
+
+impl Sharding {
+    /// The default Lease namespace.
+    pub const DEFAULT_NAMESPACE: &'static str = "gitward-system";
+    /// The default failover bound (client-go's customary `LeaseDuration`).
+    pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
 }
 
 /// `[daemon.leader_election]`: a `coordination.k8s.io/v1` Lease decides which replica applies.
@@ -251,6 +297,7 @@ impl Default for DaemonConfig {
             webhook_secret_file: None,
             self_heal: true,
             leader_election: None,
+            sharding: None,
         }
     }
 }
@@ -267,6 +314,9 @@ pub struct SyncUnit {
     /// `file://` URL, an scp-like `user@host:path`, or a local path. A relative local path is
     /// anchored at the config file's directory; URLs are kept as written.
     pub repo: String,
+    /// The cluster the unit applies to: the `name` of a `[[cluster]]`. Default: the only
+    /// cluster (`default` for a `[cluster]` table); required when the file declares several.
+    pub cluster: String,
     /// The branch, tag or commit SHA to follow (`ref` in the file). Default `"main"`, git's
     /// and the major hosts' default branch name.
     pub reference: String,
@@ -358,6 +408,7 @@ impl SyncUnit {
             },
             name,
             repo: repo.into(),
+            cluster: ClusterConfig::DEFAULT_NAME.to_owned(),
             reference: "main".to_owned(),
             path: String::new(),
             namespace,
@@ -505,6 +556,18 @@ impl Config {
     pub fn unit(&self, name: &str) -> Option<&SyncUnit> {
         self.units.iter().find(|unit| unit.name == name)
     }
+
+    /// The cluster named `name`, if any.
+    pub fn cluster(&self, name: &str) -> Option<&ClusterConfig> {
+        self.clusters.iter().find(|cluster| cluster.name == name)
+    }
+
+    /// The cluster `unit` applies to. A resolved config always has it (validation refuses a
+    /// unit naming an unknown cluster); for a hand-built config whose unit names none of its
+    /// clusters, the first cluster.
+    pub fn cluster_of(&self, unit: &SyncUnit) -> &ClusterConfig {
+        self.cluster(&unit.cluster).unwrap_or(&self.clusters[0])
+    }
 }
 
 /// The dotted key path of a TOML error (`daemon.listen`). `toml::de::Error` keeps it private
@@ -535,7 +598,7 @@ mod tests {
     #[test]
     fn defaults_are_applied_to_a_minimal_config() {
         let config = parse(MINIMAL).unwrap();
-        assert_eq!(config.cluster, ClusterConfig::default());
+        assert_eq!(config.clusters, vec![ClusterConfig::default()]);
         assert_eq!(config.daemon, DaemonConfig::default());
         assert_eq!(config.units, vec![SyncUnit::new("shop", "https://git.example.com/shop.git")]);
         let unit = config.unit("shop").unwrap();
@@ -696,7 +759,7 @@ mod tests {
                     [[sync]]\nname = \"local\"\nrepo = \"repos/shop.git\"\n[sync.git]\nssh_key_file = \"keys/id\"\n\
                     [[sync]]\nname = \"remote\"\nrepo = \"git@github.com:acme/shop.git\"\n";
         let config = parse(text).unwrap();
-        assert_eq!(config.cluster.kubeconfig, Some(PathBuf::from("/etc/gitward/kube/config")));
+        assert_eq!(config.clusters[0].kubeconfig, Some(PathBuf::from("/etc/gitward/kube/config")));
         assert_eq!(config.daemon.state_dir, PathBuf::from("/etc/gitward/state"));
         assert_eq!(config.daemon.webhook_secret_file, Some(PathBuf::from("/run/secrets/hook")));
         let local = config.unit("local").unwrap();
@@ -725,6 +788,111 @@ mod tests {
         assert!(matches!(missing, Error::ReadFailed { .. }), "{missing}");
     }
 
+    const TWO_CLUSTERS: &str = "[[cluster]]\nname = \"prod\"\nkubeconfig = \"prod.kubeconfig\"\n\
+                                [[cluster]]\nname = \"edge\"\ncontext = \"edge-1\"\nmax_in_flight = 8\n";
+
+    #[test]
+    fn a_single_cluster_table_is_the_cluster_named_default() {
+        let config = parse(&format!("[cluster]\nmax_in_flight = 4\n{MINIMAL}")).unwrap();
+        assert_eq!(config.clusters.len(), 1);
+        assert_eq!((config.clusters[0].name.as_str(), config.clusters[0].max_in_flight), ("default", 4));
+        assert_eq!(config.units[0].cluster, "default");
+        assert_eq!(config.cluster_of(&config.units[0]).max_in_flight, 4);
+    }
+
+    #[test]
+    fn units_pick_one_of_several_named_clusters() {
+        let text = format!(
+            "{TWO_CLUSTERS}{MINIMAL}cluster = \"edge\"\n[[sync]]\nname = \"cart\"\nrepo = \"/r\"\ncluster = \"prod\"\n"
+        );
+        let config = parse(&text).unwrap();
+        let names: Vec<_> = config.clusters.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["prod", "edge"]);
+        assert_eq!(config.cluster_of(config.unit("shop").unwrap()).context.as_deref(), Some("edge-1"));
+        assert_eq!(
+            config.cluster_of(config.unit("cart").unwrap()).kubeconfig,
+            Some(PathBuf::from("/etc/gitward/prod.kubeconfig"))
+        );
+        let one = parse(&format!("[[cluster]]\nname = \"prod\"\n{MINIMAL}")).unwrap();
+        assert_eq!(one.units[0].cluster, "prod", "the only cluster is the default");
+    }
+
+    #[test]
+    fn cluster_mistakes_name_their_line_and_key() {
+        let message = error(&format!("{TWO_CLUSTERS}{MINIMAL}"));
+        assert!(
+            message.starts_with("config.toml: line 9: sync[0].cluster: required: the file declares 2 clusters"),
+            "{message}"
+        );
+        let message = error(&format!("{TWO_CLUSTERS}{MINIMAL}cluster = \"staging\"\n"));
+        assert!(message.starts_with("config.toml: line 11: sync[0].cluster: no cluster named `staging`"), "{message}");
+        let message = error(&format!("[[cluster]]\nname = \"a\"\n[[cluster]]\nname = \"a\"\n{MINIMAL}"));
+        assert_eq!(message, "config.toml: line 4: cluster[1].name: duplicate cluster name `a` (also cluster[0])");
+        let message = error(&format!("[[cluster]]\nkubeconfig = \"k\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 1: cluster[0].name: required"), "{message}");
+        let message = error(&format!("[[cluster]]\nname = \"a\"\nmax_in_flight = 0\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 3: cluster[0].max_in_flight: "), "{message}");
+        let message = error(&format!("[[cluster]]\nname = \"a\"\nkubeconfg = \"k\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 3: cluster: unknown field `kubeconfg`"), "{message}");
+        let message = error(&format!("[cluster]\nname = \"A b\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: cluster.name: "), "{message}");
+    }
+
+    #[test]
+    fn sharding_is_on_when_its_table_is_present() {
+        assert_eq!(parse(MINIMAL).unwrap().daemon.sharding, None);
+        let config = parse(&format!("[daemon.sharding]\n{MINIMAL}")).unwrap();
+        let sharding = config.daemon.sharding.unwrap();
+        assert_eq!(sharding.namespace, "gitward-system");
+        assert_eq!(sharding.lease_duration, Duration::from_secs(15));
+        assert_eq!((sharding.identity, sharding.cluster.as_str()), (None, "default"));
+        let text = format!(
+            "{TWO_CLUSTERS}[daemon.sharding]\nnamespace = \"ops\"\nlease_duration = \"4s\"\n\
+             identity = \"replica-a\"\ncluster = \"edge\"\n{MINIMAL}cluster = \"prod\"\n"
+        );
+        let sharding = parse(&text).unwrap().daemon.sharding.unwrap();
+        assert_eq!(sharding.lease_duration, Duration::from_secs(4));
+        assert_eq!((sharding.namespace.as_str(), sharding.cluster.as_str()), ("ops", "edge"));
+        assert_eq!(sharding.identity.as_deref(), Some("replica-a"));
+    }
+
+    #[test]
+    fn sharding_mistakes_name_their_line_and_key() {
+        let message = error(&format!("[daemon.sharding]\nlease_duration = \"1s\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: daemon.sharding.lease_duration: "), "{message}");
+        let message = error(&format!("[daemon.sharding]\ncluster = \"nope\"\n{MINIMAL}"));
+        assert!(
+            message.starts_with("config.toml: line 2: daemon.sharding.cluster: no cluster named `nope`"),
+            "{message}"
+        );
+        let message = error(&format!("[daemon.sharding]\nidentity = \"Pod_1\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: daemon.sharding.identity: "), "{message}");
+        let message = error(&format!("[daemon.leader_election]\n[daemon.sharding]\n{MINIMAL}"));
+        assert!(message.contains("daemon.sharding: cannot be combined with [daemon.leader_election]"), "{message}");
+        let message = error(&format!("[daemon.sharding]\nnamespce = \"x\"\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: daemon.sharding: unknown field `namespce`"), "{message}");
+    }
+
+    #[test]
+    fn the_sharded_deployments_config_parses() {
+        let yaml = include_str!("../../deploy/kubernetes-sharded/configmap.yaml");
+        let (_, body) = yaml.split_once("config.toml: |\n").expect("a config.toml key");
+        let text: Vec<&str> = body.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect();
+        let config =
+            Config::from_toml(&text.join("\n"), Path::new("/"), "configmap.yaml").unwrap_or_else(|e| panic!("{e}"));
+        let sharding = config.daemon.sharding.expect("[daemon.sharding]");
+        assert_eq!((sharding.namespace.as_str(), sharding.lease_duration), ("gitward-system", Duration::from_secs(15)));
+        assert_eq!(config.units.len(), 3);
+    }
+
+    #[test]
+    fn the_multi_cluster_example_parses() {
+        let text = include_str!("../../examples/multi-cluster.toml");
+        let config = Config::from_toml(text, Path::new("/src"), "multi-cluster.toml").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(config.clusters.len(), 2);
+        assert_eq!(config.cluster_of(config.unit("platform-edge").unwrap()).context.as_deref(), Some("edge-eu-1"));
+    }
+
     #[test]
     fn the_example_config_toml_parses() {
         let config = Config::from_toml(include_str!("../../config.toml"), Path::new("/src/gitward"), "config.toml")
@@ -737,6 +905,6 @@ mod tests {
         assert!(helm.create_namespace);
         assert_eq!(helm.render_tools.helm, Some(PathBuf::from("/src/gitward/target/tools/bin/helm")));
         assert_eq!(config.daemon.state_dir, PathBuf::from("/src/gitward/target/gitward-state"));
-        assert_eq!(config.cluster.kubeconfig, None);
+        assert_eq!(config.clusters[0].kubeconfig, None);
     }
 }

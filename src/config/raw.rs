@@ -20,7 +20,7 @@ use super::{ApplyMode, InventoryKind, RenderMode};
 #[serde(deny_unknown_fields)]
 pub(super) struct RawConfig {
     #[serde(default)]
-    pub cluster: RawCluster,
+    pub cluster: RawClusters,
     #[serde(default)]
     pub daemon: RawDaemon,
     #[serde(default)]
@@ -40,10 +40,50 @@ pub(super) struct RawRender {
     pub max_output_bytes: Option<ByteSize>,
 }
 
-/// `[cluster]`.
+/// `[cluster]` (one table) or `[[cluster]]` (an array of tables): TOML gives both the key
+/// `cluster`, so one field takes either shape.
+#[derive(Debug, Default)]
+pub(super) enum RawClusters {
+    /// No `cluster` key at all.
+    #[default]
+    Absent,
+    /// `[cluster]`: the single cluster, named `default` unless it says otherwise.
+    One(RawCluster),
+    /// `[[cluster]]`: named clusters, in file order.
+    Many(Vec<Spanned<RawCluster>>),
+}
+
+impl<'de> Deserialize<'de> for RawClusters {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ClustersVisitor)
+    }
+}
+
+/// Hands a table or an array to the derived deserializers, so their errors (unknown key,
+/// wrong type) keep the TOML parser's line and key.
+struct ClustersVisitor;
+
+impl<'de> Visitor<'de> for ClustersVisitor {
+    type Value = RawClusters;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a [cluster] table or [[cluster]] tables")
+    }
+
+    fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<RawClusters, A::Error> {
+        RawCluster::deserialize(de::value::MapAccessDeserializer::new(map)).map(RawClusters::One)
+    }
+
+    fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<RawClusters, A::Error> {
+        Vec::deserialize(de::value::SeqAccessDeserializer::new(seq)).map(RawClusters::Many)
+    }
+}
+
+/// One `[cluster]` or `[[cluster]]` table.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct RawCluster {
+    pub name: Option<Spanned<String>>,
     pub kubeconfig: Option<Spanned<String>>,
     pub context: Option<Spanned<String>>,
     pub max_in_flight: Option<Spanned<usize>>,
@@ -60,6 +100,17 @@ pub(super) struct RawDaemon {
     pub webhook_secret_file: Option<Spanned<String>>,
     pub self_heal: Option<bool>,
     pub leader_election: Option<RawLeaderElection>,
+    pub sharding: Option<Spanned<RawSharding>>,
+}
+
+/// `[daemon.sharding]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSharding {
+    pub namespace: Option<Spanned<String>>,
+    pub lease_duration: Option<Spanned<HumanDuration>>,
+    pub identity: Option<Spanned<String>>,
+    pub cluster: Option<Spanned<String>>,
 }
 
 /// `[daemon.leader_election]`.
@@ -79,6 +130,7 @@ pub(super) struct RawLeaderElection {
 pub(super) struct RawSyncUnit {
     pub name: Spanned<String>,
     pub repo: Spanned<String>,
+    pub cluster: Option<Spanned<String>>,
     #[serde(rename = "ref")]
     pub reference: Option<Spanned<String>>,
     pub path: Option<Spanned<String>>,

@@ -10,12 +10,12 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use super::raw::{
-    HumanDuration, RawCluster, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection, RawRender,
-    RawSyncUnit,
+    HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
+    RawRender, RawSharding, RawSyncUnit,
 };
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
-    LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
+    LeaderElection, RenderTools, Result, Sharding, SyncUnit, is_url_or_scp,
 };
 
 /// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.
@@ -34,8 +34,8 @@ type InventoryId = (super::InventoryKind, String, String);
 impl Resolver<'_> {
     /// Resolves the whole file; the first invalid value found is the error.
     pub fn config(&self, raw: RawConfig) -> Result<Config> {
-        let cluster = self.cluster(raw.cluster)?;
-        let daemon = self.daemon(raw.daemon)?;
+        let clusters = self.clusters(raw.cluster)?;
+        let daemon = self.daemon(raw.daemon, &clusters)?;
         let render = self.render(raw.render)?;
         if raw.sync.is_empty() {
             return Err(self.invalid(None, "sync", "at least one [[sync]] unit is required"));
@@ -44,7 +44,10 @@ impl Resolver<'_> {
         let mut inventories: HashMap<InventoryId, usize> = HashMap::new();
         let mut units = Vec::with_capacity(raw.sync.len());
         for (index, raw_unit) in raw.sync.into_iter().enumerate() {
-            let (unit, name_span, inventory_span) = self.unit(index, raw_unit.into_inner())?;
+            let mut raw_unit = raw_unit.into_inner();
+            let raw_cluster = raw_unit.cluster.take();
+            let (mut unit, name_span, inventory_span) = self.unit(index, raw_unit)?;
+            unit.cluster = self.unit_cluster(index, raw_cluster, name_span.clone(), &clusters)?;
             if let Some(first) = names.insert(unit.name.clone(), index) {
                 let message = format!("duplicate unit name `{}` (also sync[{first}])", unit.name);
                 return Err(self.invalid(Some(name_span), &format!("sync[{index}].name"), message));
@@ -60,7 +63,60 @@ impl Resolver<'_> {
             }
             units.push(SyncUnit { render_tools: render.clone(), ..unit });
         }
-        Ok(Config { cluster, daemon, units, render })
+        Ok(Config { clusters, daemon, units, render })
+    }
+
+    /// The cluster a unit names, which must be declared; without `cluster`, the only one.
+    fn unit_cluster(
+        &self,
+        index: usize,
+        raw: Option<Spanned<String>>,
+        name_span: Range<usize>,
+        clusters: &[ClusterConfig],
+    ) -> Result<String> {
+        let key = format!("sync[{index}].cluster");
+        let names = || clusters.iter().map(|c| format!("`{}`", c.name)).collect::<Vec<_>>().join(", ");
+        match raw {
+            Some(name) if clusters.iter().any(|c| c.name == *name.get_ref()) => Ok(name.into_inner()),
+            Some(name) => {
+                let message = format!("no cluster named `{}` (declared: {})", name.get_ref(), names());
+                Err(self.invalid(Some(name.span()), &key, message))
+            }
+            None if clusters.len() == 1 => Ok(clusters[0].name.clone()),
+            None => {
+                let message = format!("required: the file declares {} clusters ({})", clusters.len(), names());
+                Err(self.invalid(Some(name_span), &key, message))
+            }
+        }
+    }
+
+    /// `[cluster]` (the cluster `default` unless named), `[[cluster]]` (named, unique), or
+    /// neither (the cluster `default` with every default).
+    fn clusters(&self, raw: RawClusters) -> Result<Vec<ClusterConfig>> {
+        let list = match raw {
+            RawClusters::Absent => return Ok(vec![ClusterConfig::default()]),
+            RawClusters::One(cluster) => return Ok(vec![self.cluster(cluster, "cluster")?]),
+            RawClusters::Many(list) => list,
+        };
+        if list.is_empty() {
+            return Err(self.invalid(None, "cluster", "at least one [[cluster]] table is required"));
+        }
+        let mut clusters: Vec<ClusterConfig> = Vec::with_capacity(list.len());
+        for (index, raw) in list.into_iter().enumerate() {
+            let key = format!("cluster[{index}]");
+            let span = raw.span();
+            let raw = raw.into_inner();
+            let Some(name_span) = raw.name.as_ref().map(Spanned::span) else {
+                return Err(self.invalid(Some(span), &format!("{key}.name"), "required in [[cluster]]"));
+            };
+            let cluster = self.cluster(raw, &key)?;
+            if let Some(first) = clusters.iter().position(|c| c.name == cluster.name) {
+                let message = format!("duplicate cluster name `{}` (also cluster[{first}])", cluster.name);
+                return Err(self.invalid(Some(name_span), &format!("{key}.name"), message));
+            }
+            clusters.push(cluster);
+        }
+        Ok(clusters)
     }
 
     fn render(&self, raw: RawRender) -> Result<RenderTools> {
@@ -100,23 +156,59 @@ impl Resolver<'_> {
         })
     }
 
-    fn cluster(&self, raw: RawCluster) -> Result<ClusterConfig> {
+    /// One cluster table; `key` is `cluster` or `cluster[<index>]`.
+    fn cluster(&self, raw: RawCluster, key: &str) -> Result<ClusterConfig> {
         let default = ClusterConfig::default();
+        let field = |name: &str| format!("{key}.{name}");
         let max_in_flight = match raw.max_in_flight {
             Some(value) if *value.get_ref() == 0 => {
-                return Err(self.invalid(Some(value.span()), "cluster.max_in_flight", "must be at least 1"));
+                return Err(self.invalid(Some(value.span()), &field("max_in_flight"), "must be at least 1"));
             }
             Some(value) => value.into_inner(),
             None => default.max_in_flight,
         };
         Ok(ClusterConfig {
-            kubeconfig: raw.kubeconfig.map(|p| self.file(p, "cluster.kubeconfig")).transpose()?,
-            context: raw.context.map(|c| self.check(c, "cluster.context", non_empty)).transpose()?,
+            name: match raw.name {
+                Some(name) => self.check(name, &field("name"), dns_label)?,
+                None => default.name,
+            },
+            kubeconfig: raw.kubeconfig.map(|p| self.file(p, &field("kubeconfig"))).transpose()?,
+            context: raw.context.map(|c| self.check(c, &field("context"), non_empty)).transpose()?,
             max_in_flight,
         })
     }
 
-    fn daemon(&self, raw: RawDaemon) -> Result<DaemonConfig> {
+    fn sharding(&self, raw: Spanned<RawSharding>, clusters: &[ClusterConfig]) -> Result<Sharding> {
+        let raw = raw.into_inner();
+        let key = |field: &str| format!("daemon.sharding.{field}");
+        let lease_duration = match raw.lease_duration {
+            Some(value) if value.get_ref().0 < std::time::Duration::from_secs(2) => {
+                let message = "must be at least 2s (the Leases are written with half of it, in whole seconds)";
+                return Err(self.invalid(Some(value.span()), &key("lease_duration"), message));
+            }
+            Some(value) => value.into_inner().0,
+            None => Sharding::DEFAULT_LEASE_DURATION,
+        };
+        let cluster = match raw.cluster {
+            Some(name) if clusters.iter().any(|c| c.name == *name.get_ref()) => name.into_inner(),
+            Some(name) => {
+                let message = format!("no cluster named `{}`", name.get_ref());
+                return Err(self.invalid(Some(name.span()), &key("cluster"), message));
+            }
+            None => clusters[0].name.clone(),
+        };
+        Ok(Sharding {
+            namespace: match raw.namespace {
+                Some(namespace) => self.check(namespace, &key("namespace"), dns_label)?,
+                None => Sharding::DEFAULT_NAMESPACE.to_owned(),
+            },
+            lease_duration,
+            identity: raw.identity.map(|i| self.check(i, &key("identity"), dns_label)).transpose()?,
+            cluster,
+        })
+    }
+
+    fn daemon(&self, raw: RawDaemon, clusters: &[ClusterConfig]) -> Result<DaemonConfig> {
         let default = DaemonConfig::default();
         Ok(DaemonConfig {
             state_dir: match raw.state_dir {
@@ -137,6 +229,15 @@ impl Resolver<'_> {
                 Some(le) if le.enabled.unwrap_or(true) => Some(self.leader_election(le)?),
                 _ => None,
             },
+            sharding: None,
+        })
+        .and_then(|daemon| match raw.sharding {
+            Some(sharding) if daemon.leader_election.is_some() => {
+                let message = "cannot be combined with [daemon.leader_election]: sharding elects an owner per unit";
+                Err(self.invalid(Some(sharding.span()), "daemon.sharding", message))
+            }
+            Some(sharding) => Ok(DaemonConfig { sharding: Some(self.sharding(sharding, clusters)?), ..daemon }),
+            None => Ok(daemon),
         })
     }
 

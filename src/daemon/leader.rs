@@ -203,7 +203,7 @@ pub fn default_identity() -> String {
 }
 
 /// The kernel's host name, if readable.
-fn hostname() -> Option<String> {
+pub(super) fn hostname() -> Option<String> {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())
@@ -263,13 +263,38 @@ impl Leadership {
 ///
 /// Panics outside a tokio runtime (it calls `tokio::spawn`).
 pub fn spawn(client: kube::Client, cfg: LeaderConfig) -> (Leadership, tokio::task::JoinHandle<()>) {
+    spawn_seen(client, cfg, None)
+}
+
+/// A Lease record as the caller saw it and when, by the monotonic clock: what a candidate
+/// needs to judge expiry (see the module doc) without watching the Lease itself first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Seen {
+    /// The Lease's `spec` as read (from a watch, a list or a get).
+    pub spec: LeaseSpec,
+    /// When the caller first saw `spec` exactly like this.
+    pub at: Instant,
+}
+
+/// [`spawn`] for a candidate that has already been watching the Lease: `seen` starts its
+/// expiry judgement, so a Lease whose record has not changed for `leaseDurationSeconds` since
+/// `seen.at` is taken at the first round instead of after another lease duration of
+/// watching. Sharding uses it to take a dead replica's unit Leases at once
+/// (`super::shard`). The safety argument is unchanged: expiry is still judged by this
+/// process's own clock from a record it saw, never from the holder's `renewTime`.
+pub fn spawn_seen(
+    client: kube::Client,
+    cfg: LeaderConfig,
+    seen: Option<Seen>,
+) -> (Leadership, tokio::task::JoinHandle<()>) {
     if let Err(e) = cfg.validate() {
         warn!(error = %e, "leader election config repaired");
     }
     let cfg = cfg.repaired();
     let (tx, rx) = watch::channel(false);
     let api = Api::namespaced(client, &cfg.namespace);
-    let elector = Elector { api, lease: cfg.lease_ref(), cfg, tx, observed: None, held: None, failures: 0 };
+    let observed = seen.map(|seen| Observed { spec: seen.spec, at: seen.at });
+    let elector = Elector { api, lease: cfg.lease_ref(), cfg, tx, observed, held: None, failures: 0 };
     (Leadership { rx }, tokio::spawn(elector.run()))
 }
 

@@ -16,6 +16,10 @@
 //! | `gitward_triggers_total` | counter | `unit`, `kind` |
 //! | `gitward_objects_health` | gauge | `unit`, `health` (`healthy`, `progressing`, `degraded`): the objects the last sync changed, at the end of its health wait |
 //! | `gitward_time_to_healthy_seconds` | histogram, 5 ms … 328 s | `unit`: from the end of the apply until every changed object was `Current` |
+//! | `gitward_unit_cluster` | gauge, always 1 | `unit`, `cluster`: which cluster a running unit applies to (join on `unit`) |
+//! | `gitward_shard_units_held` | gauge | `identity`: units whose Lease this replica holds (sharding) |
+//! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): unit Leases taken and handed over |
+//! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -96,6 +100,8 @@ pub struct Metrics {
     triggers: Family<KindLabels, Counter>,
     objects_health: Family<HealthLabels, Gauge>,
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
+    /// Which cluster each unit applies to, and the sharding metrics.
+    fleet: Fleet,
     /// The revision each unit's `gitward_last_applied_revision` series names, so the previous
     /// series is removed when the revision moves. Held across the swap so two updates of one
     /// unit cannot leave two series.
@@ -163,8 +169,10 @@ impl Metrics {
             Unit::Seconds,
             time_to_healthy.clone(),
         );
+        let fleet = Fleet::register(&mut registry);
         Self {
             registry,
+            fleet,
             sync_duration,
             objects,
             api_requests,
@@ -200,6 +208,7 @@ impl Metrics {
             }
         }
         self.set_revision(unit, &report.revision.0);
+        self.fleet.synced(unit);
         let tracked = i64::try_from(tracked).unwrap_or(i64::MAX);
         self.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
     }
@@ -241,6 +250,38 @@ impl Metrics {
         for health in ["healthy", "progressing", "degraded"] {
             self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }
+        self.fleet.forget(unit);
+    }
+
+    /// Sets `gitward_unit_cluster{unit, cluster} 1` for a unit that started.
+    pub fn set_unit_cluster(&self, unit: &str, cluster: &str) {
+        let mut clusters = self.fleet.clusters.lock().expect("clusters lock");
+        if let Some(previous) = clusters.insert(unit.to_owned(), cluster.to_owned()) {
+            self.fleet.unit_cluster.remove(&UnitClusterLabels { unit: unit.to_owned(), cluster: previous });
+        }
+        self.fleet
+            .unit_cluster
+            .get_or_create(&UnitClusterLabels { unit: unit.to_owned(), cluster: cluster.to_owned() })
+            .set(1);
+    }
+
+    /// Sets `gitward_shard_units_held` of replica `identity`.
+    pub fn set_units_held(&self, identity: &str, held: usize) {
+        let held = i64::try_from(held).unwrap_or(i64::MAX);
+        self.fleet.units_held.get_or_create(&IdentityLabels { identity: identity.to_owned() }).set(held);
+    }
+
+    /// Counts a unit Lease `acquired` or `released` (handed over) by replica `identity`.
+    pub fn observe_handover(&self, identity: &str, direction: &'static str) {
+        self.fleet.handovers.get_or_create(&HandoverLabels { identity: identity.to_owned(), direction }).inc();
+    }
+
+    /// Notes that `unit` was taken over by `identity` after its previous holder died at
+    /// `died` (its membership Lease's expiry); the next completed sync of `unit` observes
+    /// `gitward_shard_failover_seconds`.
+    pub fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant) {
+        let mut pending = self.fleet.failovers.lock().expect("failovers lock");
+        pending.insert(unit.to_owned(), (identity.to_owned(), died));
     }
 
     /// Every series, in the OpenMetrics text format (see [`CONTENT_TYPE`]), ending in `# EOF`.
@@ -259,6 +300,92 @@ impl Metrics {
         self.last_revision
             .get_or_create(&RevisionLabels { unit: unit.to_owned(), revision: revision.to_owned() })
             .set(1);
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct UnitClusterLabels {
+    unit: String,
+    cluster: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct IdentityLabels {
+    identity: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HandoverLabels {
+    identity: String,
+    direction: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct FailoverLabels {
+    identity: String,
+    cluster: String,
+}
+
+/// Metrics of many clusters and of sharding (issue 12), kept apart from the per-sync ones.
+struct Fleet {
+    /// `gitward_unit_cluster`.
+    unit_cluster: Family<UnitClusterLabels, Gauge>,
+    /// The cluster each unit's `gitward_unit_cluster` series names.
+    clusters: Mutex<HashMap<String, String>>,
+    /// `gitward_shard_units_held`.
+    units_held: Family<IdentityLabels, Gauge>,
+    /// `gitward_shard_handovers_total`.
+    handovers: Family<HandoverLabels, Counter>,
+    /// `gitward_shard_failover_seconds`.
+    failover: Family<FailoverLabels, Histogram, fn() -> Histogram>,
+    /// Units taken over from a dead replica and not yet synced here: the new holder and when
+    /// the old one died.
+    failovers: Mutex<HashMap<String, (String, std::time::Instant)>>,
+}
+
+impl Fleet {
+    fn register(registry: &mut Registry) -> Self {
+        let fleet = Self {
+            unit_cluster: Family::default(),
+            clusters: Mutex::default(),
+            units_held: Family::default(),
+            handovers: Family::default(),
+            failover: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
+            failovers: Mutex::default(),
+        };
+        registry.register(
+            "unit_cluster",
+            "The cluster a unit applies to (always 1; the cluster is the label)",
+            fleet.unit_cluster.clone(),
+        );
+        registry.register("shard_units_held", "Units whose Lease this replica holds", fleet.units_held.clone());
+        registry.register(
+            "shard_handovers",
+            "Unit Leases this replica acquired or handed over",
+            fleet.handovers.clone(),
+        );
+        registry.register_with_unit(
+            "shard_failover",
+            "From a dead replica's membership Lease expiring to the first sync here of a unit it held",
+            Unit::Seconds,
+            fleet.failover.clone(),
+        );
+        fleet
+    }
+
+    /// A sync of `unit` completed: ends its failover time, if one is running.
+    fn synced(&self, unit: &str) {
+        let Some((identity, died)) = self.failovers.lock().expect("failovers lock").remove(unit) else { return };
+        let cluster = self.clusters.lock().expect("clusters lock").get(unit).cloned().unwrap_or_default();
+        self.failover.get_or_create(&FailoverLabels { identity, cluster }).observe(died.elapsed().as_secs_f64());
+    }
+
+    /// `unit` stopped here: drop its cluster series and any failover time.
+    fn forget(&self, unit: &str) {
+        if let Some(cluster) = self.clusters.lock().expect("clusters lock").remove(unit) {
+            self.unit_cluster.remove(&UnitClusterLabels { unit: unit.to_owned(), cluster });
+        }
+        self.failovers.lock().expect("failovers lock").remove(unit);
     }
 }
 

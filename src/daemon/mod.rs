@@ -6,6 +6,7 @@
 //! - [`metrics`] — Prometheus metrics.
 //! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
 //! - [`leader`] — leader election over a `coordination.k8s.io/v1` Lease.
+//! - [`shard`] — sharding: membership Leases, rendezvous assignment, one Lease per unit.
 
 pub mod backoff;
 pub mod heal;
@@ -14,6 +15,7 @@ pub mod leader;
 pub mod metrics;
 pub mod repo_watch;
 pub mod run;
+pub mod shard;
 pub mod trigger;
 pub mod unit;
 pub mod webhook;

@@ -5,7 +5,13 @@
 //! so tests bind port 0 and stop the daemon on demand (mini-redis `server::run`). SIGHUP
 //! reloads the config (a bad config is logged and the old one kept) and syncs every unit.
 //! With leader election, unit tasks run only while this replica holds the Lease and are
-//! aborted the moment it is lost. With systemd (`Type=notify`), `READY=1` follows the first
+//! aborted the moment it is lost. With sharding (`[daemon.sharding]`, see [`super::shard`]), a
+//! unit task runs only while this replica holds the unit's Lease: one that loses it is aborted
+//! at once, one handed over to another replica is stopped after its in-flight sync and only
+//! then released. Units of several clusters each use their cluster's client from a
+//! [`Registry`]; their tasks run in a span carrying `unit` and `cluster`. Clusters and sharding
+//! are read at start: a SIGHUP that changes them is refused (the previous config is kept).
+//! With systemd (`Type=notify`), `READY=1` follows the first
 //! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
 //!
 //! What they follow: `READY=1` and `/readyz` follow the apply (every unit synced once, its last
@@ -15,7 +21,7 @@
 //! tracked objects and, once a health wait ended, the changed objects by health:
 //! `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,15 +30,17 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, watch};
-use tracing::{error, info, warn};
+use tracing::{Instrument, error, info, warn};
 
 use super::backoff::Backoff;
 use super::http::{self, HttpState};
 use super::leader::{self, LeaderConfig};
 use super::metrics::Metrics;
 use super::repo_watch::{self, RepoWatch};
+use super::shard::{self, Ownership, Running, ShardConfig};
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
+use crate::cluster::registry::Registry;
 use crate::config::{Config, SyncUnit};
 use crate::sync::Engine;
 use crate::telemetry::error_chain;
@@ -49,6 +57,15 @@ pub enum Error {
     /// The cluster cannot be reached (kubeconfig).
     #[error(transparent)]
     Cluster(#[from] crate::cluster::Error),
+    /// A client for the cluster `name` could not be built (its kubeconfig or context).
+    #[error("cluster {name}")]
+    ClusterNamed {
+        /// The cluster's name in the config.
+        name: String,
+        /// Why.
+        #[source]
+        source: crate::cluster::Error,
+    },
     /// The HTTP listener, the webhook secret or a signal handler could not be set up.
     #[error("{what}: {source}")]
     Io {
@@ -77,10 +94,19 @@ struct RunningUnit {
 
 /// The set of running unit tasks.
 struct Units {
-    client: kube::Client,
+    /// One client per cluster.
+    clusters: Registry,
     status: Status,
     metrics: Arc<Metrics>,
     running: BTreeMap<String, RunningUnit>,
+    /// With sharding, the units this replica holds the Lease of (only those run); `None`
+    /// without sharding (every unit runs).
+    owned: Option<BTreeSet<String>>,
+    /// Units handed over and stopping after their in-flight sync: their tasks' abort
+    /// handles (for a Lease lost meanwhile); a stopper task reports on `stopped` when done.
+    stopping: BTreeMap<String, tokio::task::AbortHandle>,
+    /// Where stoppers report the unit they stopped.
+    stopped: mpsc::UnboundedSender<String>,
 }
 
 impl Units {
@@ -89,7 +115,9 @@ impl Units {
     /// state directory) are logged and marked failed; returns whether any such unit is left,
     /// for the caller to try again with backoff.
     async fn reconcile(&mut self, config: &Config) -> bool {
-        let wanted: BTreeMap<&str, &SyncUnit> = config.units.iter().map(|u| (u.name.as_str(), u)).collect();
+        let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
+        let wanted: BTreeMap<&str, &SyncUnit> =
+            config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
         let stale: Vec<String> = self
             .running
             .iter()
@@ -106,9 +134,9 @@ impl Units {
                 self.metrics.forget_unit(&name);
             }
         }
-        self.status.retain(&config.units.iter().map(|u| u.name.clone()).collect::<Vec<_>>());
-        for unit in &config.units {
-            if self.running.contains_key(&unit.name) {
+        self.status.retain(&wanted.keys().map(|u| u.to_string()).collect::<Vec<_>>());
+        for unit in wanted.values() {
+            if self.running.contains_key(&unit.name) || self.stopping.contains_key(&unit.name) {
                 continue;
             }
             match self.start(config, unit).await {
@@ -122,11 +150,51 @@ impl Units {
                 }
             }
         }
-        config.units.iter().any(|u| !self.running.contains_key(&u.name))
+        wanted.keys().any(|u| !self.running.contains_key(*u) && !self.stopping.contains_key(*u))
+    }
+
+    /// Acts on a new [`Ownership`]: units that lost their Lease are aborted at once (fencing),
+    /// units being handed over are stopped after their in-flight sync, newly held units are
+    /// started. Returns whether some unit could not start (as [`Self::reconcile`]).
+    async fn own(&mut self, config: &Config, ownership: &Ownership) -> bool {
+        for name in self.stopping.keys().cloned().collect::<Vec<_>>() {
+            if !ownership.releasing.contains(&name) {
+                warn!(unit = %name, "unit lease lost while stopping; aborted");
+                if let Some(abort) = self.stopping.remove(&name) {
+                    abort.abort();
+                }
+            }
+        }
+        let leaving: Vec<String> = self.running.keys().filter(|u| !ownership.held.contains(*u)).cloned().collect();
+        for name in leaving {
+            let Some(r) = self.running.remove(&name) else { continue };
+            self.metrics.forget_unit(&name);
+            if ownership.releasing.contains(&name) {
+                info!(unit = %name, "unit assigned to another replica; stopping after its sync");
+                self.stopping.insert(name.clone(), r.task.abort_handle());
+                let stopped = self.stopped.clone();
+                tokio::spawn(async move {
+                    stop(vec![r], SHUTDOWN_GRACE).await;
+                    let _ = stopped.send(name);
+                });
+            } else {
+                warn!(unit = %name, "unit lease lost: stopping the unit at once");
+                r.task.abort();
+            }
+        }
+        self.owned = Some(ownership.held.clone());
+        self.reconcile(config).await
+    }
+
+    /// What the sharding loop reads before releasing a Lease.
+    fn report(&self, generation: u64) -> Running {
+        let units = self.running.keys().chain(self.stopping.keys()).cloned().collect();
+        Running { generation, units }
     }
 
     async fn start(&self, config: &Config, unit: &SyncUnit) -> crate::sync::Result<RunningUnit> {
-        let engine = Engine::new(self.client.clone(), &config.cluster, &config.daemon.state_dir, unit).await?;
+        let client = self.clusters.client(&unit.cluster).expect("clusters are fixed at start and every unit names one");
+        let engine = Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, unit).await?;
         let (triggers, rx) = mpsc::channel(1);
         let (stop, stop_rx) = watch::channel(false);
         let watch = unit.local_repo().and_then(|path| match repo_watch::watch(&path, triggers.clone()) {
@@ -147,7 +215,9 @@ impl Units {
                 self_heal: config.daemon.self_heal,
             },
         };
-        let handle = tokio::spawn(task.run(stop_rx));
+        self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
+        let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
+        let handle = tokio::spawn(task.run(stop_rx).instrument(span));
         Ok(RunningUnit { config: unit.clone(), triggers, stop, task: handle, _watch: watch })
     }
 
@@ -247,16 +317,45 @@ fn log_render_tools(config: &Config) {
     }
 }
 
+/// The sharding settings of `config`, with the identity resolved, if sharding is on.
+fn shard_config(config: &Config) -> Option<ShardConfig> {
+    config.daemon.sharding.as_ref().map(|s| ShardConfig {
+        namespace: s.namespace.clone(),
+        identity: s.identity.clone().unwrap_or_else(shard::default_identity),
+        lease_duration: s.lease_duration,
+    })
+}
+
+/// Sharding as the run loop drives it: the loop's channels and task.
+struct Sharded {
+    /// Settings (identity resolved).
+    cfg: ShardConfig,
+    /// The client of the cluster holding the Leases.
+    client: kube::Client,
+    /// What this replica may run.
+    ownership: watch::Receiver<Ownership>,
+    /// The unit names of the config, for the loop.
+    units: watch::Sender<Vec<String>>,
+    /// What runs here, for the loop.
+    running: watch::Sender<Running>,
+    /// The loop's task.
+    task: tokio::task::JoinHandle<()>,
+}
+
 /// Runs the daemon with the config at `config_path` until `shutdown` completes.
 ///
 /// `listener`: an already-bound HTTP listener, else `[daemon] listen` is bound, else none.
 ///
-/// Errors: [`Error`] when the config, the cluster client, the listener or the webhook secret
+/// Errors: [`Error`] when the config, a cluster client, the listener or the webhook secret
 /// cannot be set up at start. Once running, failures are logged and retried, never returned.
 pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: impl Future<Output = ()>) -> Result<()> {
     let config_path: PathBuf = config_path.to_path_buf();
     let mut config = Config::load(&config_path)?;
-    let client = crate::cluster::connect(&config.cluster).await?;
+    let shard_cfg = shard_config(&config);
+    let user_agent = shard_cfg.as_ref().map_or_else(|| crate::TOOLING.to_owned(), |s| shard::user_agent(&s.identity));
+    let clusters = Registry::connect(&config.clusters, &user_agent)
+        .await
+        .map_err(|(name, source)| Error::ClusterNamed { name, source })?;
     log_render_tools(&config);
     let status = Status::default();
     let metrics = Arc::new(Metrics::new());
@@ -275,6 +374,11 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
         }))
     });
 
+    // Leader election and sharding use the first cluster's client (sharding: its own
+    // `cluster`); resolution guarantees it exists.
+    let first = config.clusters[0].name.clone();
+    let lease_cluster = config.daemon.sharding.as_ref().map_or(first, |s| s.cluster.clone());
+    let client = clusters.client(&lease_cluster).expect("the Lease cluster is configured").clone();
     let lease = config.daemon.leader_election.clone().map(|le| LeaderConfig {
         namespace: le.namespace,
         name: le.name,
@@ -289,10 +393,24 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
         }
         None => (None, None),
     };
-
-    let mut units = Units { client: client.clone(), status: status.clone(), metrics, running: BTreeMap::new() };
+    let (stopped_tx, mut stopped_rx) = mpsc::unbounded_channel();
+    let mut units = Units {
+        clusters: clusters.clone(),
+        status: status.clone(),
+        metrics: metrics.clone(),
+        running: BTreeMap::new(),
+        owned: shard_cfg.as_ref().map(|_| BTreeSet::new()),
+        stopping: BTreeMap::new(),
+        stopped: stopped_tx,
+    };
+    let mut sharded = shard_cfg.map(|cfg| {
+        let (units_tx, units_rx) = watch::channel(config.units.iter().map(|u| u.name.clone()).collect());
+        let (running_tx, running_rx) = watch::channel(Running::default());
+        let (ownership, task) = shard::spawn(client.clone(), cfg.clone(), units_rx, running_rx, metrics.clone());
+        Sharded { cfg, client: client.clone(), ownership, units: units_tx, running: running_tx, task }
+    });
     let mut leading = leadership.is_none();
-    status.set_standby(!leading);
+    status.set_standby(!leading || sharded.is_some());
     // Units that could not start are started again with backoff (1 s doubling to 5 min), so
     // a state directory made writable again needs no restart: no crash loop, no manual step.
     let mut start_backoff = Backoff::default();
@@ -314,18 +432,32 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
         tokio::time::interval(watchdog.map_or(Duration::from_secs(1), |w| (w / 2).min(Duration::from_secs(1))));
     let mut ready_sent = false;
     let mut last_status = String::new();
+    let mut generation = 0;
     tokio::pin!(shutdown);
-    info!(units = config.units.len(), leader_election = lease.is_some(), "gitward running");
+    info!(
+        units = config.units.len(),
+        clusters = config.clusters.len(),
+        leader_election = lease.is_some(),
+        sharding = sharded.is_some(),
+        identity = sharded.as_ref().map(|s| s.cfg.identity.as_str()),
+        "gitward running"
+    );
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             _ = hangup.recv() => {
                 match Config::load(&config_path) {
+                    Ok(new) if new.clusters != config.clusters || new.daemon.sharding != config.daemon.sharding => {
+                        error!(config = %config_path.display(), "config reload refused: [cluster] and [daemon.sharding] are read at start; restart to change them; keeping the previous config");
+                    }
                     Ok(new) => {
                         info!(config = %config_path.display(), "config reloaded");
                         config = new;
                         if let Ok(secret) = read_secret(&config) {
                             http_state.set_secret(secret);
+                        }
+                        if let Some(s) = &sharded {
+                            s.units.send_replace(config.units.iter().map(|u| u.name.clone()).collect());
                         }
                         if leading {
                             let missing = units.reconcile(&config).await;
@@ -337,6 +469,28 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                         }
                     }
                     Err(e) => error!(config = %config_path.display(), error = %error_chain(&e), "config reload failed; keeping the previous config"),
+                }
+            }
+            changed = async { sharded.as_mut().expect("guarded").ownership.changed().await }, if sharded.is_some() => {
+                let s = sharded.as_mut().expect("guarded");
+                if changed.is_err() {
+                    error!("sharding loop stopped; applying nothing until restarted");
+                    units.own(&config, &Ownership::default()).await;
+                    sharded = None;
+                } else {
+                    let ownership = s.ownership.borrow_and_update().clone();
+                    let missing = units.own(&config, &ownership).await;
+                    schedule_restart(missing, &mut restart_at);
+                    generation = ownership.generation;
+                    s.running.send_replace(units.report(generation));
+                    status.set_standby(ownership.held.is_empty());
+                }
+                http_state.set_units(units.senders());
+            }
+            Some(name) = stopped_rx.recv() => {
+                units.stopping.remove(&name);
+                if let Some(s) = &sharded {
+                    s.running.send_replace(units.report(generation));
                 }
             }
             changed = async { leadership.as_mut().expect("guarded").changed().await }, if leadership.is_some() => {
@@ -365,10 +519,14 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                 let missing = units.reconcile(&config).await;
                 schedule_restart(missing, &mut restart_at);
                 http_state.set_units(units.senders());
+                if let Some(s) = &sharded {
+                    s.running.send_replace(units.report(generation));
+                }
             }
             _ = tick.tick() => {
                 let snapshot = status.snapshot();
-                if !ready_sent && leading && !snapshot.is_empty() && snapshot.len() == config.units.len()
+                let expected = units.owned.as_ref().map_or(config.units.len(), BTreeSet::len);
+                if !ready_sent && leading && !snapshot.is_empty() && snapshot.len() == expected
                     && snapshot.values().all(|s| s.last_sync_ok.is_some())
                 {
                     ready_sent = true;
@@ -388,10 +546,20 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
     }
     info!("shutting down");
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
+    let mut held: BTreeSet<String> = units.owned.clone().unwrap_or_default();
+    held.extend(units.running.keys().chain(units.stopping.keys()).cloned());
     stop(std::mem::take(&mut units.running).into_values().collect(), SHUTDOWN_GRACE).await;
+    for (_, abort) in std::mem::take(&mut units.stopping) {
+        abort.abort();
+    }
     if let (Some(cfg), Some(task)) = (&lease, leader_task) {
         task.abort();
         leader::release(client.clone(), cfg.clone()).await;
+    }
+    if let Some(s) = sharded {
+        s.task.abort();
+        let _ = s.task.await;
+        shard::leave(s.client, &s.cfg, held).await;
     }
     let _ = http_stop.send(());
     if let Some(task) = http_task {

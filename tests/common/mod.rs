@@ -222,7 +222,7 @@ pub fn config(state_dir: &Path, units: &str) -> gitward::config::Config {
 /// An engine for unit `name` of `config`, using `client`.
 pub async fn engine(client: &kube::Client, config: &gitward::config::Config, name: &str) -> gitward::sync::Engine {
     let unit = config.unit(name).expect("unit in config");
-    gitward::sync::Engine::new(client.clone(), &config.cluster, &config.daemon.state_dir, unit)
+    gitward::sync::Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, unit)
         .await
         .expect("engine opens its mirror")
 }

@@ -1,0 +1,569 @@
+//! Sharding: units spread over the live replicas, each unit applied only by the holder of its
+//! own `coordination.k8s.io/v1` Lease (`[daemon.sharding]`; issue 12).
+//!
+//! - **Membership.** Every replica holds a Lease `gitward-member-<identity>` in the sharding
+//!   namespace, renewed by the same loop as leader election ([`super::leader`]); on shutdown it
+//!   is released (empty `holderIdentity`), so the others see the replica leave at once.
+//! - **Who is alive.** One watch of the Leases in the namespace. A member is live while its
+//!   Lease has a holder and its record has changed within its `leaseDurationSeconds`, judged
+//!   by this process's monotonic clock from when it saw the record (client-go's rule; clock
+//!   skew between machines cannot make a live member look dead).
+//! - **Assignment.** Rendezvous (highest-random-weight) hashing, Thaler and Ravishankar 1996:
+//!   a unit belongs to the live member with the highest `sha256(identity ‖ 0 ‖ unit)` weight
+//!   ([`owner`]). A member that joins takes only the units it now wins (about `1/n`), one that
+//!   leaves gives up only its own; every replica computes the same answer from the same view.
+//! - **Ownership.** A replica runs a leader-election loop on `gitward-unit-<unit>` for each unit
+//!   assigned to it, and runs the unit only while that loop says it holds the Lease
+//!   ([`Ownership::held`]). The election loop is [`super::leader`]'s: a held Lease is taken
+//!   only when released or when its record has not changed for its duration; the holder stops
+//!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing.
+//!   [`leader::spawn_seen`] hands it what the watch already saw, so a dead member's unit
+//!   Leases are taken as soon as they expire rather than one lease duration after the new
+//!   owner first looks.
+//! - **Handover.** A unit no longer assigned here is listed in [`Ownership::releasing`]: the
+//!   daemon stops it after its in-flight sync while this loop keeps renewing the Lease; once
+//!   the daemon reports it stopped, the Lease is released and the new owner takes it at its
+//!   next poll. No unit is applied by two replicas at once.
+//! - **Timing.** The configured `lease_duration` `D` is the failover bound. The Leases are
+//!   written with `L = ⌈D/2⌉` s and renewed every `L/3`; a dead replica's units are taken
+//!   when its Leases expire, at most `L` after its death, leaving `D − L` for the new owner's
+//!   first sync. A member counts for the assignment only once it has been live for `L` by
+//!   the judging replica's clock (the settle time; a replica counts itself after its own first
+//!   `L`): replicas started together have all seen each other before anyone claims a unit, and
+//!   the owners of a joining replica's share keep applying it until the newcomer is ready to
+//!   take it, so the handover leaves no unowned gap of a settle time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+use sha2::{Digest, Sha256};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::leader::{self, LeaderConfig, Leadership, Seen};
+use super::metrics::Metrics;
+
+/// Name prefix of membership Leases: `gitward-member-<identity>`.
+pub const MEMBER_PREFIX: &str = "gitward-member-";
+/// Name prefix of unit Leases: `gitward-unit-<unit>`.
+pub const UNIT_PREFIX: &str = "gitward-unit-";
+/// How often the assignment is recomputed and the election loops' state read: well inside
+/// the fencing margin (`L/3`, at least 333 ms), so a lost Lease stops its unit in time.
+const TICK: Duration = Duration::from_millis(100);
+
+/// One replica's sharding settings, resolved from [`crate::config::Sharding`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardConfig {
+    /// Namespace of every membership and unit Lease.
+    pub namespace: String,
+    /// This replica: an RFC 1123 label, unique among live replicas.
+    pub identity: String,
+    /// The failover bound `D` (see the module doc); at least 2 s.
+    pub lease_duration: Duration,
+}
+
+impl ShardConfig {
+    /// `L`, the duration written to every Lease: half of `lease_duration`, rounded up to whole
+    /// seconds (the Lease counts whole seconds), at least 1 s.
+    pub fn lease(&self) -> Duration {
+        let half = self.lease_duration / 2;
+        Duration::from_secs((half.as_secs() + u64::from(half.subsec_nanos() > 0)).max(1))
+    }
+
+    /// How often Leases are renewed and free ones polled: `L/3`, as leader election's default
+    /// ratio (5 s of 15 s).
+    pub fn renew_every(&self) -> Duration {
+        self.lease() / 3
+    }
+
+    /// The name of `identity`'s membership Lease.
+    pub fn member_lease(identity: &str) -> String {
+        format!("{MEMBER_PREFIX}{identity}")
+    }
+
+    /// The name of `unit`'s Lease.
+    pub fn unit_lease(unit: &str) -> String {
+        format!("{UNIT_PREFIX}{unit}")
+    }
+
+    /// The election config for the Lease `name`, held by this replica.
+    pub fn leader_config(&self, name: String) -> LeaderConfig {
+        LeaderConfig {
+            namespace: self.namespace.clone(),
+            name,
+            identity: self.identity.clone(),
+            lease_duration: self.lease(),
+            renew_every: self.renew_every(),
+        }
+    }
+}
+
+/// A default identity: `$POD_NAME` (unique per pod; the Deployment passes it) or else the host
+/// name, then `-<pid>`, lowercased, with anything outside `[a-z0-9-]` replaced by `-`, cut to
+/// 63 characters — an RFC 1123 label, usable in a Lease name. A container restarted in the same
+/// pod gets the same identity and so takes its own Leases back at once; that is safe because
+/// the process that held them is gone.
+pub fn default_identity() -> String {
+    let base = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(leader::hostname)
+        .unwrap_or_else(|| "gitward".to_owned());
+    identity_from(&base, std::process::id())
+}
+
+/// `<base>-<pid>` made an RFC 1123 label (see [`default_identity`]).
+fn identity_from(base: &str, pid: u32) -> String {
+    let suffix = format!("-{pid}");
+    let clean: String = base
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' })
+        .collect();
+    let clean = clean.trim_matches('-');
+    let room = 63 - suffix.len();
+    let cut = clean[..clean.len().min(room)].trim_end_matches('-');
+    let cut = if cut.is_empty() { "gitward" } else { cut };
+    format!("{cut}{suffix}")
+}
+
+/// The User-Agent of a sharded replica's clients: `gitward/<version> (<identity>)`, so the API
+/// server's audit log tells which replica sent each request.
+pub fn user_agent(identity: &str) -> String {
+    format!("{} ({identity})", crate::TOOLING)
+}
+
+/// The rendezvous weight of `member` for `unit`: the first 8 bytes, big-endian, of
+/// `sha256(member ‖ 0x00 ‖ unit)`. The zero byte keeps `("ab", "c")` and `("a", "bc")` apart.
+pub fn weight(member: &str, unit: &str) -> u64 {
+    let mut input = Vec::with_capacity(member.len() + unit.len() + 1);
+    input.extend_from_slice(member.as_bytes());
+    input.push(0);
+    input.extend_from_slice(unit.as_bytes());
+    let digest = Sha256::digest(&input);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
+/// The member that owns `unit`: the one with the highest [`weight`] (ties, which need a
+/// 64-bit collision, go to the greater identity). `None` when there are no members.
+pub fn owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    members.into_iter().max_by_key(|member| (weight(member, unit), *member))
+}
+
+/// What this replica may run, published by the sharding loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    /// Counts changes; the daemon echoes the last one it acted on in [`Running::generation`],
+    /// so a Lease is never released on the strength of a report older than the request to
+    /// stop its unit.
+    pub generation: u64,
+    /// Units whose Lease this replica holds and which are still assigned to it: run these.
+    /// A unit that leaves this set without entering [`Self::releasing`] lost its Lease (or
+    /// is about to): stop it at once.
+    pub held: BTreeSet<String>,
+    /// Units whose Lease this replica still holds and renews, but which are assigned to
+    /// another replica now: stop them after their in-flight sync and report them stopped (the
+    /// `running` channel of [`spawn`]); the Lease is then released.
+    pub releasing: BTreeSet<String>,
+}
+
+/// What the daemon runs, reported back to the sharding loop.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Running {
+    /// The last [`Ownership::generation`] the daemon has acted on.
+    pub generation: u64,
+    /// Units whose task runs or is still stopping.
+    pub units: BTreeSet<String>,
+}
+
+/// Starts the sharding loop on the current runtime: joins as a member, watches the Leases,
+/// and elects this replica for the units assigned to it.
+///
+/// `units`: every unit name of the config (it may change on reload). `running`: the units the
+/// daemon is running or still stopping, which the loop reads before releasing a Lease.
+/// Returns the [`Ownership`] channel and the loop's task; aborting the task stops every
+/// election loop it started without releasing anything (as a crash would) — call [`leave`]
+/// after it for a clean exit. Errors are logged and retried (the watch backs off; the
+/// election loops retry each round); nothing is returned.
+pub fn spawn(
+    client: kube::Client,
+    cfg: ShardConfig,
+    units: watch::Receiver<Vec<String>>,
+    running: watch::Receiver<Running>,
+    metrics: Arc<Metrics>,
+) -> (watch::Receiver<Ownership>, JoinHandle<()>) {
+    let (tx, rx) = watch::channel(Ownership::default());
+    let shard = Shard {
+        client,
+        cfg,
+        seen: BTreeMap::new(),
+        relisted: None,
+        electors: BTreeMap::new(),
+        releasing: BTreeMap::new(),
+        holding: BTreeSet::new(),
+        generation: 0,
+        first_live: BTreeMap::new(),
+        units,
+        running,
+        tx,
+        metrics,
+    };
+    (rx, tokio::spawn(shard.run()))
+}
+
+/// Releases this replica's Leases on shutdown — the units in `held` first, then its
+/// membership — so that the others take over at once instead of after the Leases expire.
+/// Stop the units and abort the loop of [`spawn`] before. Best effort, in parallel, bounded
+/// as [`leader::release`] is.
+pub async fn leave(client: kube::Client, cfg: &ShardConfig, held: impl IntoIterator<Item = String>) {
+    let mut releases = tokio::task::JoinSet::new();
+    for unit in held {
+        releases.spawn(leader::release(client.clone(), cfg.leader_config(ShardConfig::unit_lease(&unit))));
+    }
+    while releases.join_next().await.is_some() {}
+    leader::release(client, cfg.leader_config(ShardConfig::member_lease(&cfg.identity))).await;
+}
+
+/// An election loop for one Lease; aborted when dropped.
+struct Elect {
+    /// Its outcome.
+    leadership: Leadership,
+    /// Its task.
+    task: JoinHandle<()>,
+    /// When the member that held this unit's Lease died (its membership Lease expired), if
+    /// the unit was assigned here because of that death: the start of the failover time.
+    failover_from: Option<Instant>,
+}
+
+impl Drop for Elect {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The sharding loop's state.
+struct Shard {
+    /// Client of the cluster that holds the Leases.
+    client: kube::Client,
+    /// Settings.
+    cfg: ShardConfig,
+    /// Every gitward Lease in the namespace as last seen, and since when unchanged.
+    seen: BTreeMap<String, Seen>,
+    /// Names listed by a relist in progress (`Init` … `InitDone`); the rest are dropped at its end.
+    relisted: Option<BTreeSet<String>>,
+    /// Election loops of the units assigned here (or being released).
+    electors: BTreeMap<String, Elect>,
+    /// Units held but no longer assigned here, waiting for the daemon to stop them, with the
+    /// first ownership generation that asked for it.
+    releasing: BTreeMap<String, u64>,
+    /// The generation of the last published ownership.
+    generation: u64,
+    /// Units published as held at the last step, to log and count changes.
+    holding: BTreeSet<String>,
+    /// When each live member (this replica too) was first seen live without a break: units
+    /// are assigned only to members live for the settle time `L`.
+    first_live: BTreeMap<String, Instant>,
+    /// Every unit of the config.
+    units: watch::Receiver<Vec<String>>,
+    /// Units the daemon runs or is stopping.
+    running: watch::Receiver<Running>,
+    /// Publishes [`Ownership`].
+    tx: watch::Sender<Ownership>,
+    /// Metrics.
+    metrics: Arc<Metrics>,
+}
+
+impl Shard {
+    /// Runs until aborted (or until nobody reads the ownership any more).
+    async fn run(mut self) {
+        let member_name = ShardConfig::member_lease(&self.cfg.identity);
+        let (membership, member_task) = leader::spawn(self.client.clone(), self.cfg.leader_config(member_name));
+        // Held for the loop's lifetime; dropping it (the loop aborted) stops the renewals.
+        let _member = Elect { leadership: membership, task: member_task, failover_from: None };
+        info!(identity = %self.cfg.identity, namespace = %self.cfg.namespace, lease_s = self.cfg.lease().as_secs(), "sharding: joined");
+        let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
+        let mut leases = watcher::watcher(api, watcher::Config::default()).default_backoff().boxed();
+        let mut tick = tokio::time::interval(TICK);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let tx = self.tx.clone();
+        loop {
+            tokio::select! {
+                () = tx.closed() => return,
+                event = leases.next() => match event {
+                    Some(Ok(event)) => self.saw(event, Instant::now()),
+                    Some(Err(e)) => warn!(namespace = %self.cfg.namespace, error = %e, "sharding: lease watch failed; retrying"),
+                    None => return,
+                },
+                _ = tick.tick() => self.step(Instant::now()),
+            }
+        }
+    }
+
+    /// Records a watch event; a record's time changes only when its spec does.
+    fn saw(&mut self, event: Event<Lease>, now: Instant) {
+        match event {
+            Event::Init => self.relisted = Some(BTreeSet::new()),
+            Event::InitApply(lease) => {
+                if let Some(name) = self.record(lease, now) {
+                    self.relisted.get_or_insert_with(BTreeSet::new).insert(name);
+                }
+            }
+            Event::InitDone => {
+                let listed = self.relisted.take().unwrap_or_default();
+                self.seen.retain(|name, _| listed.contains(name));
+            }
+            Event::Apply(lease) => {
+                self.record(lease, now);
+            }
+            Event::Delete(lease) => {
+                if let Some(name) = lease.metadata.name {
+                    self.seen.remove(&name);
+                }
+            }
+        }
+    }
+
+    /// Stores a gitward Lease's spec if it changed; returns its name.
+    fn record(&mut self, lease: Lease, now: Instant) -> Option<String> {
+        let name = lease.metadata.name?;
+        if !name.starts_with(MEMBER_PREFIX) && !name.starts_with(UNIT_PREFIX) {
+            return None;
+        }
+        let spec = lease.spec.unwrap_or_default();
+        if self.seen.get(&name).is_none_or(|s| s.spec != spec) {
+            self.seen.insert(name.clone(), Seen { spec, at: now });
+        }
+        Some(name)
+    }
+
+    /// When a record seen at `seen.at` expires, by this process's clock.
+    fn expiry(&self, seen: &Seen) -> Instant {
+        let secs = seen.spec.lease_duration_seconds.filter(|s| *s > 0).map(|s| u64::from(s.unsigned_abs()));
+        seen.at + secs.map_or(self.cfg.lease(), Duration::from_secs)
+    }
+
+    /// Live members (always including this replica) and, for members whose Lease has
+    /// expired while still naming them, when it expired.
+    fn members(&self, now: Instant) -> (BTreeSet<String>, BTreeMap<String, Instant>) {
+        let mut live = BTreeSet::from([self.cfg.identity.clone()]);
+        let mut dead = BTreeMap::new();
+        for (name, seen) in
+            self.seen.range(MEMBER_PREFIX.to_owned()..).take_while(|(n, _)| n.starts_with(MEMBER_PREFIX))
+        {
+            let Some(holder) = seen.spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else { continue };
+            if name.strip_prefix(MEMBER_PREFIX) != Some(holder) {
+                continue;
+            }
+            let expiry = self.expiry(seen);
+            if expiry > now {
+                live.insert(holder.to_owned());
+            } else {
+                dead.insert(holder.to_owned(), expiry);
+            }
+        }
+        (live, dead)
+    }
+
+    /// One round: assign, start and stop election loops, release what the daemon stopped,
+    /// publish.
+    fn step(&mut self, now: Instant) {
+        let (live, dead) = self.members(now);
+        self.first_live.retain(|member, _| live.contains(member));
+        for member in &live {
+            self.first_live.entry(member.clone()).or_insert(now);
+        }
+        // Eligible: live for a settle time `L` by this process's clock (this replica too).
+        let settle = self.cfg.lease();
+        let eligible: Vec<&str> =
+            live.iter().filter(|m| self.first_live[*m] + settle <= now).map(String::as_str).collect();
+        let units = self.units.borrow().clone();
+        let identity = self.cfg.identity.clone();
+        let mine: BTreeSet<String> =
+            units.into_iter().filter(|unit| owner(unit, eligible.iter().copied()) == Some(identity.as_str())).collect();
+        for unit in &mine {
+            if !self.electors.contains_key(unit) && !self.held_by_the_dead(unit, &live, now) {
+                self.elect(unit, &dead);
+            }
+        }
+        self.releasing.retain(|unit, _| !mine.contains(unit));
+        let unassigned: Vec<String> = self.electors.keys().filter(|u| !mine.contains(*u)).cloned().collect();
+        for unit in unassigned {
+            let leading = self.electors.get(&unit).is_some_and(|e| e.leadership.is_leader());
+            if leading {
+                // The publish below changes the ownership, so it carries generation + 1.
+                let next = self.generation + 1;
+                self.releasing.entry(unit).or_insert(next);
+            } else {
+                // Not holding it (or about to be told it lost it): nothing to hand over. A
+                // release in case the loop was mid-acquire; it does nothing if we hold nothing.
+                self.electors.remove(&unit);
+                self.release(&unit);
+            }
+        }
+        let running = self.running.borrow().clone();
+        for (unit, asked) in self.releasing.clone() {
+            let leading = self.electors.get(&unit).is_some_and(|e| e.leadership.is_leader());
+            let stopped = running.generation >= asked && !running.units.contains(&unit);
+            if !leading || stopped {
+                self.releasing.remove(&unit);
+                self.electors.remove(&unit);
+                if leading {
+                    self.release(&unit);
+                    self.metrics.observe_handover(&identity, "released");
+                    info!(unit = %unit, identity = %identity, "sharding: unit handed over");
+                }
+            }
+        }
+        self.publish();
+    }
+
+    /// True while `unit`'s Lease names a holder that is not a live member and has not expired
+    /// yet: its election loop starts at the first tick after expiry and takes the Lease in its
+    /// first round, rather than sleeping a poll period after finding it still valid.
+    fn held_by_the_dead(&self, unit: &str, live: &BTreeSet<String>, now: Instant) -> bool {
+        let Some(seen) = self.seen.get(&ShardConfig::unit_lease(unit)) else { return false };
+        let holder = seen.spec.holder_identity.as_deref().unwrap_or("");
+        !holder.is_empty() && !live.contains(holder) && self.expiry(seen) > now
+    }
+
+    /// Starts the election loop of `unit`, seeded with what the watch saw of its Lease.
+    fn elect(&mut self, unit: &str, dead: &BTreeMap<String, Instant>) {
+        let name = ShardConfig::unit_lease(unit);
+        let seen = self.seen.get(&name).cloned();
+        let previous = seen.as_ref().and_then(|s| s.spec.holder_identity.clone()).unwrap_or_default();
+        let failover_from = dead.get(&previous).copied();
+        let (leadership, task) = leader::spawn_seen(self.client.clone(), self.cfg.leader_config(name), seen);
+        self.electors.insert(unit.to_owned(), Elect { leadership, task, failover_from });
+    }
+
+    /// Releases `unit`'s Lease in the background (bounded; see [`leader::release`]).
+    fn release(&self, unit: &str) {
+        let cfg = self.cfg.leader_config(ShardConfig::unit_lease(unit));
+        tokio::spawn(leader::release(self.client.clone(), cfg));
+    }
+
+    /// Publishes the ownership if it changed; logs and counts acquisitions and losses.
+    fn publish(&mut self) {
+        let held: BTreeSet<String> = self
+            .electors
+            .iter()
+            .filter(|(unit, e)| e.leadership.is_leader() && !self.releasing.contains_key(*unit))
+            .map(|(unit, _)| unit.clone())
+            .collect();
+        let identity = &self.cfg.identity;
+        for unit in held.difference(&self.holding) {
+            self.metrics.observe_handover(identity, "acquired");
+            if let Some(from) = self.electors.get(unit).and_then(|e| e.failover_from) {
+                self.metrics.failover_started(unit, identity, from.into_std());
+            }
+            info!(unit = %unit, identity = %identity, "sharding: unit acquired");
+        }
+        for unit in self.holding.difference(&held) {
+            if !self.releasing.contains_key(unit) {
+                warn!(unit = %unit, identity = %identity, "sharding: unit lease lost; unit stopped");
+            }
+        }
+        self.metrics.set_units_held(identity, held.len());
+        self.holding = held.clone();
+        let releasing: BTreeSet<String> = self.releasing.keys().cloned().collect();
+        let generation = &mut self.generation;
+        self.tx.send_if_modified(|current| {
+            if current.held == held && current.releasing == releasing {
+                return false;
+            }
+            *generation += 1;
+            *current = Ownership { generation: *generation, held, releasing };
+            true
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("replica-{i}")).collect()
+    }
+
+    fn assignment(units: &[String], members: &[String]) -> BTreeMap<String, String> {
+        units.iter().map(|u| (u.clone(), owner(u, members.iter().map(String::as_str)).unwrap().to_owned())).collect()
+    }
+
+    fn units(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("unit-{i}")).collect()
+    }
+
+    #[test]
+    fn every_unit_has_exactly_one_owner_and_shares_are_even() {
+        let units = units(3000);
+        let before = assignment(&units, &members(3));
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for owner in before.values() {
+            *counts.entry(owner).or_default() += 1;
+        }
+        assert_eq!(counts.len(), 3);
+        assert!(counts.values().all(|n| (900..=1100).contains(n)), "{counts:?}");
+    }
+
+    #[test]
+    fn a_joining_member_takes_only_its_share_and_only_for_itself() {
+        let units = units(3000);
+        let before = assignment(&units, &members(3));
+        let after = assignment(&units, &members(4));
+        let moved: Vec<_> = units.iter().filter(|u| before[*u] != after[*u]).collect();
+        assert!(moved.iter().all(|u| after[*u] == "replica-3"), "units move only to the new member");
+        assert!((600..=900).contains(&moved.len()), "about a quarter moved: {}", moved.len());
+    }
+
+    #[test]
+    fn a_leaving_member_gives_up_only_its_own_units() {
+        let units = units(3000);
+        let before = assignment(&units, &members(4));
+        let after = assignment(&units, &members(3));
+        for unit in &units {
+            if before[unit] != "replica-3" {
+                assert_eq!(before[unit], after[unit], "{unit} moved though its owner stayed");
+            }
+        }
+    }
+
+    #[test]
+    fn no_members_no_owner() {
+        assert_eq!(owner("unit", std::iter::empty()), None);
+    }
+
+    #[test]
+    fn lease_is_half_the_failover_bound_in_whole_seconds() {
+        let cfg = |secs| ShardConfig {
+            namespace: "ns".into(),
+            identity: "a".into(),
+            lease_duration: Duration::from_secs(secs),
+        };
+        assert_eq!(cfg(15).lease(), Duration::from_secs(8));
+        assert_eq!(cfg(4).lease(), Duration::from_secs(2));
+        assert_eq!(cfg(2).lease(), Duration::from_secs(1));
+        assert!(cfg(4).leader_config("x".into()).validate().is_ok());
+        assert!(cfg(2).leader_config("x".into()).validate().is_ok());
+    }
+
+    #[test]
+    fn identities_are_rfc_1123_labels_ending_in_the_pid() {
+        assert_eq!(identity_from("Node_7.example.com", 42), "node-7-example-com-42");
+        assert_eq!(identity_from("---", 1), "gitward-1");
+        let long = identity_from(&"a".repeat(100), 123456);
+        assert_eq!(long.len(), 63);
+        assert!(long.ends_with("-123456"));
+    }
+}

@@ -1,0 +1,393 @@
+//! Sharding and many clusters (issue 12) with real `gitward run` processes, real bare
+//! repositories and the real apiserver. Who applied what is read from the apiserver's audit
+//! log (each sharded replica sends `gitward/<version> (<identity>)` as its User-Agent), never
+//! from gitward's own logs or metrics; the metrics are used only to know when to look.
+//!
+//! Run: `scripts/test --test sharding`.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::Duration;
+
+use gitward::daemon::shard;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::Api;
+use serde_json::Value;
+
+/// The failover bound configured in the test: short, so the test is quick.
+const LEASE: Duration = Duration::from_secs(6);
+/// Every owner re-applies its units this often, so that a handover happens while the old
+/// owner is writing and an overlap would show in the audit log.
+const RESYNC: Duration = Duration::from_secs(3);
+/// Units in the sharding test.
+const UNITS: usize = 30;
+/// Liveness bound for anything that must eventually happen.
+const WAIT: Duration = Duration::from_secs(30);
+
+fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+fn unit_name(i: usize) -> String {
+    format!("app-{i}")
+}
+
+/// A replica's config: every unit, sharded in `namespace` as `identity`.
+fn replica_config(dir: &Path, identity: &str, namespace: &str, repos: &[common::GitRepo]) -> (std::path::PathBuf, u16) {
+    let port = common::free_port();
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let mut text = format!(
+        "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
+         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
+         [daemon.sharding]\nnamespace = \"{namespace}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n\n",
+        RESYNC.as_secs(),
+        LEASE.as_secs()
+    );
+    for (i, repo) in repos.iter().enumerate() {
+        text.push_str(&common::unit_toml(&unit_name(i), &repo.bare(), "", namespace, "health_timeout = \"0s\""));
+    }
+    let path = dir.join(format!("{identity}.toml"));
+    std::fs::write(&path, text).unwrap();
+    (path, port)
+}
+
+/// The User-Agent replica `identity` sends.
+fn agent(identity: &str) -> String {
+    shard::user_agent(identity)
+}
+
+/// Writes (create, update, patch, delete) by gitward replicas in `namespace`: (user agent,
+/// object name, received, completed).
+fn writes(namespace: &str) -> Vec<(String, String, Timestamp, Timestamp)> {
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    let quoted = format!("\"{namespace}\"");
+    text.lines()
+        .filter(|l| l.contains(&quoted) && l.contains("ResponseComplete"))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
+        .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
+        .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
+        .filter_map(|e| {
+            let agent = e["userAgent"].as_str()?.to_owned();
+            if !agent.starts_with("gitward/") {
+                return None;
+            }
+            let name = e["objectRef"]["name"].as_str()?.to_owned();
+            let received = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+            let completed = e["stageTimestamp"].as_str()?.parse().ok()?;
+            Some((agent, name, received, completed))
+        })
+        .collect()
+}
+
+/// The unit an object of the test belongs to: ConfigMap `cm-<i>` or inventory `gitward-app-<i>`.
+fn unit_of(object: &str) -> Option<usize> {
+    object.strip_prefix("cm-").or_else(|| object.strip_prefix("gitward-app-"))?.parse().ok()
+}
+
+/// Per unit, every write as (agent, received, completed), in order of receipt.
+fn writes_by_unit(namespace: &str) -> BTreeMap<usize, Vec<(String, Timestamp, Timestamp)>> {
+    let mut by_unit: BTreeMap<usize, Vec<(String, Timestamp, Timestamp)>> = BTreeMap::new();
+    for (agent, object, received, completed) in writes(namespace) {
+        if let Some(unit) = unit_of(&object) {
+            by_unit.entry(unit).or_default().push((agent, received, completed));
+        }
+    }
+    for list in by_unit.values_mut() {
+        list.sort_by_key(|w| w.1);
+    }
+    by_unit
+}
+
+/// Patches of `cm-<i>` (the apply itself), as (agent, received).
+fn applies(namespace: &str) -> Vec<(usize, String, Timestamp)> {
+    writes(namespace)
+        .into_iter()
+        .filter(|(_, object, _, _)| object.starts_with("cm-"))
+        .filter_map(|(agent, object, received, _)| Some((unit_of(&object)?, agent, received)))
+        .collect()
+}
+
+/// The owner of every unit by rendezvous over `members`, as the library computes it.
+fn expected(members: &[&str]) -> BTreeMap<usize, String> {
+    (0..UNITS).map(|i| (i, shard::owner(&unit_name(i), members.iter().copied()).unwrap().to_owned())).collect()
+}
+
+/// Units held by the replicas, summed from their metrics.
+fn held(daemons: &[&common::Daemon]) -> f64 {
+    daemons.iter().map(|d| d.metric_sum("gitward_shard_units_held", &[])).sum()
+}
+
+/// The replica that wrote last to each unit's objects.
+fn last_writer(namespace: &str) -> BTreeMap<usize, String> {
+    writes_by_unit(namespace).into_iter().filter_map(|(u, w)| Some((u, w.last()?.0.clone()))).collect()
+}
+
+/// The `value` of ConfigMap `namespace/name`, if it exists.
+async fn value(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
+}
+
+/// Seconds between two timestamps.
+fn seconds(from: Timestamp, to: Timestamp) -> f64 {
+    (to.as_microsecond() - from.as_microsecond()) as f64 / 1e6
+}
+
+#[tokio::test]
+async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_over_on_death() {
+    let env = common::setup("shard").await;
+    let ns = env.namespace.clone();
+    let repos: Vec<common::GitRepo> = (0..UNITS)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write("cm.yaml", &cm(&format!("cm-{i}"), "1"));
+            repo.commit_and_push("first");
+            repo
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let ids: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| format!("replica-{s}")).collect();
+    let start = |id: &str| {
+        let (config, port) = replica_config(dir.path(), id, &ns, &repos);
+        common::Daemon::start(&config, port, &[])
+    };
+
+    // 1. Three replicas: every unit applied, by exactly one replica, the rendezvous owner.
+    let mut daemons: Vec<common::Daemon> = ids[..3].iter().map(|id| start(id)).collect();
+    let all_applied = common::eventually(WAIT, || async {
+        let done: BTreeSet<usize> = applies(&ns).into_iter().map(|(u, _, _)| u).collect();
+        done.len() == UNITS && held(&daemons.iter().collect::<Vec<_>>()) == UNITS as f64
+    })
+    .await;
+    assert!(all_applied, "not every unit applied: {:?}\n{}", applies(&ns).len(), daemons[0].log_text());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let three = expected(&[&ids[0], &ids[1], &ids[2]]);
+    for (unit, writes) in writes_by_unit(&ns) {
+        let agents: BTreeSet<&str> = writes.iter().map(|w| w.0.as_str()).collect();
+        assert_eq!(agents, BTreeSet::from([agent(&three[&unit]).as_str()]), "unit {unit} written by {agents:?}");
+    }
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert_eq!(
+        api.list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .filter(|c| unit_of(c.metadata.name.as_deref().unwrap_or("")).is_some())
+            .count(),
+        UNITS
+    );
+
+    // 2. A fourth replica joins: it takes its rendezvous share; each moved unit's old owner
+    //    wrote nothing after the new owner's first write (by receive and completion times).
+    let before = last_writer(&ns);
+    daemons.push(start(&ids[3]));
+    let four = expected(&[&ids[0], &ids[1], &ids[2], &ids[3]]);
+    let moving: BTreeSet<usize> = (0..UNITS).filter(|u| three[u] != four[u]).collect();
+    let moved_in_time = common::eventually(WAIT, || async {
+        let last = last_writer(&ns);
+        moving.iter().all(|u| last.get(u) == Some(&agent(&ids[3])))
+    })
+    .await;
+    assert!(moved_in_time, "units did not move to the new replica: {}", daemons[3].log_text());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let after = last_writer(&ns);
+    let moved: BTreeSet<usize> = (0..UNITS).filter(|u| before.get(u) != after.get(u)).collect();
+    eprintln!("join: {} of {UNITS} units moved to the fourth replica", moved.len());
+    assert_eq!(moved, moving, "exactly the rendezvous share moves");
+    assert!((2..=15).contains(&moved.len()), "about a quarter moves: {}", moved.len());
+    assert!(moved.iter().all(|u| after[u] == agent(&ids[3])), "units move only to the new replica");
+    let by_unit = writes_by_unit(&ns);
+    for unit in &moved {
+        let writes = &by_unit[unit];
+        let new_first = writes.iter().find(|w| w.0 == agent(&ids[3])).map(|w| w.1).unwrap();
+        let old_last = writes.iter().filter(|w| w.0 == before[unit]).map(|w| w.2).max().unwrap();
+        assert!(
+            old_last < new_first,
+            "unit {unit}: old owner's last write completed {old_last}, new owner's first began {new_first}"
+        );
+        eprintln!("unit {unit}: handed over, gap {:.3} s", seconds(old_last, new_first));
+    }
+
+    // 3. SIGKILL a replica that holds units: each of its units is applied again by its new
+    //    rendezvous owner within the lease duration of the kill.
+    let victim = (0..4).find(|k| four.values().any(|o| *o == ids[*k]) && *k != 3).unwrap();
+    let orphans: BTreeSet<usize> = (0..UNITS).filter(|u| four[u] == ids[victim]).collect();
+    let alive: Vec<&str> = (0..4).filter(|k| *k != victim).map(|k| ids[k].as_str()).collect();
+    let heirs = expected(&alive);
+    let killed_at = Timestamp::now();
+    let mut dead = daemons.remove(victim);
+    dead.child.kill().unwrap();
+    let _ = dead.child.wait();
+    let taken_over = common::eventually(WAIT, || async {
+        let again: BTreeSet<usize> =
+            applies(&ns).into_iter().filter(|(_, _, at)| *at > killed_at).map(|(u, _, _)| u).collect();
+        orphans.iter().all(|u| again.contains(u))
+    })
+    .await;
+    assert!(taken_over, "units of the killed replica not applied again: {}", daemons[0].log_text());
+    let mut worst = 0.0f64;
+    for unit in &orphans {
+        let (_, by, at) = applies(&ns)
+            .into_iter()
+            .filter(|(u, _, at)| u == unit && *at > killed_at)
+            .min_by_key(|(_, _, at)| *at)
+            .unwrap();
+        assert_eq!(by, agent(&heirs[unit]), "unit {unit} taken over by its rendezvous heir");
+        worst = worst.max(seconds(killed_at, at));
+    }
+    eprintln!("failover: {} units of the killed replica applied again within {worst:.2} s of SIGKILL", orphans.len());
+    assert!(worst < LEASE.as_secs_f64(), "failover took {worst:.2} s, more than the lease duration {LEASE:?}");
+    // The replicas' own account agrees (metrics, read only after the audit log decided).
+    let live: Vec<&common::Daemon> = daemons.iter().collect();
+    let released: f64 = live.iter().map(|d| d.metric_sum("gitward_shard_handovers_total", &["released"])).sum();
+    let by_survivors = moved.iter().filter(|u| before[*u] != agent(&ids[victim])).count();
+    assert!(released >= by_survivors as f64, "handovers counted: {released}, expected {by_survivors}");
+    let counted = common::eventually(WAIT, || async {
+        let n: f64 = live.iter().map(|d| d.metric_sum("gitward_shard_failover_seconds_count", &[])).sum();
+        n >= orphans.len() as f64
+    })
+    .await;
+    assert!(counted, "failover times not observed: {}", daemons[0].get("/metrics").unwrap().1);
+    // Nobody else wrote to a unit it does not own since the kill.
+    let late: Vec<_> = writes(&ns)
+        .into_iter()
+        .filter(|(a, o, r, _)| *r > killed_at && unit_of(o).is_some_and(|u| *a != agent(&heirs[&u])))
+        .collect();
+    assert!(late.is_empty(), "writes by a replica that does not own the unit: {late:?}");
+}
+
+#[tokio::test]
+async fn a_cluster_that_is_down_delays_only_its_own_units() {
+    let env = common::setup("clusters").await;
+    let dir = tempfile::tempdir().unwrap();
+    let own_dir = dir.path().join("own");
+    std::fs::create_dir_all(&own_dir).unwrap();
+    let own = common::OwnCluster::start(&own_dir, common::free_port());
+    let own_kubeconfig = own_dir.join("kubeconfig");
+    let own_client = common::OwnCluster::client(&own_kubeconfig).await;
+
+    let main_repo = common::GitRepo::new();
+    main_repo.write("cm.yaml", &cm("main-app", "1"));
+    main_repo.commit_and_push("first");
+    let own_repo = common::GitRepo::new();
+    own_repo.write("cm.yaml", &cm("own-app", "1"));
+    own_repo.commit_and_push("first");
+    let port = common::free_port();
+    let kubeconfig = std::env::var("KUBECONFIG").unwrap();
+    let text = format!(
+        "[[cluster]]\nname = \"main\"\nkubeconfig = \"{kubeconfig}\"\n\n[[cluster]]\nname = \"own\"\nkubeconfig = \"{}\"\n\n\
+         [daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n{}{}",
+        own_kubeconfig.display(),
+        common::unit_toml(
+            "main-app",
+            &main_repo.bare(),
+            "",
+            &env.namespace,
+            "cluster = \"main\"\nhealth_timeout = \"0s\""
+        ),
+        common::unit_toml("own-app", &own_repo.bare(), "", "default", "cluster = \"own\"\nhealth_timeout = \"0s\""),
+    );
+    let config = dir.path().join("gitward.toml");
+    std::fs::write(&config, text).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+
+    let main = || value(&env.client, &env.namespace, "main-app");
+    let both = common::eventually(WAIT, || async {
+        main().await.as_deref() == Some("1") && value(&own_client, "default", "own-app").await.as_deref() == Some("1")
+    })
+    .await;
+    assert!(both, "both clusters' units applied: {}", daemon.log_text());
+    let (_, metrics) = daemon.get("/metrics").unwrap();
+    assert!(metrics.contains(r#"gitward_unit_cluster{unit="own-app",cluster="own"} 1"#), "{metrics}");
+    assert!(metrics.contains(r#"gitward_unit_cluster{unit="main-app",cluster="main"} 1"#), "{metrics}");
+
+    // The second cluster goes down; both repositories get a push.
+    own.stop();
+    own_repo.write("cm.yaml", &cm("own-app", "2"));
+    own_repo.commit_and_push("second");
+    let pushed = std::time::Instant::now();
+    main_repo.write("cm.yaml", &cm("main-app", "2"));
+    main_repo.commit_and_push("second");
+    let applied = common::eventually(WAIT, || async { main().await.as_deref() == Some("2") }).await;
+    assert!(applied, "the main cluster's unit did not sync while the other cluster was down: {}", daemon.log_text());
+    eprintln!("push → applied on the live cluster in {:?} while the other is down", pushed.elapsed());
+    // The down cluster's unit failed on its own, and its log lines name the cluster.
+    let failed = common::eventually(WAIT, || async {
+        daemon
+            .events()
+            .iter()
+            .any(|e| e["message"] == "sync failed" && e["span"]["cluster"] == "own" && e["span"]["unit"] == "own-app")
+    })
+    .await;
+    assert!(failed, "no failed sync logged for the down cluster's unit: {}", daemon.log_text());
+    // And the live cluster keeps syncing: another push lands after that failure.
+    main_repo.write("cm.yaml", &cm("main-app", "3"));
+    main_repo.commit_and_push("third");
+    let again = common::eventually(WAIT, || async { main().await.as_deref() == Some("3") }).await;
+    assert!(again, "the main cluster's unit stopped syncing: {}", daemon.log_text());
+}
+
+/// An admin client of the shared test cluster impersonating `user`.
+async fn impersonating(user: &str) -> kube::Client {
+    let path = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&path).expect("readable kubeconfig");
+    let mut config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default()).await.expect("kubeconfig");
+    config.auth_info.impersonate = Some(user.to_owned());
+    kube::Client::try_from(config).expect("impersonating client")
+}
+
+#[tokio::test]
+async fn the_sharded_deployments_role_is_enough_for_sharding() {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::PostParams;
+
+    let env = common::setup("shard-rbac").await;
+    let ns = env.namespace.clone();
+    // deploy/kubernetes-sharded/rbac.yaml, moved into this namespace, for a ServiceAccount
+    // `gitward` that has nothing else.
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes-sharded/rbac.yaml");
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let pp = PostParams::default();
+    let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": "gitward"}})).unwrap();
+    Api::<ServiceAccount>::namespaced(env.client.clone(), &ns).create(&pp, &sa).await.unwrap();
+    for mut doc in docs {
+        doc["metadata"]["namespace"] = ns.as_str().into();
+        if doc["kind"] == "Role" {
+            let role: Role = serde_json::from_value(doc).unwrap();
+            Api::<Role>::namespaced(env.client.clone(), &ns).create(&pp, &role).await.unwrap();
+        } else {
+            doc["subjects"][0]["namespace"] = ns.as_str().into();
+            let binding: RoleBinding = serde_json::from_value(doc).unwrap();
+            Api::<RoleBinding>::namespaced(env.client.clone(), &ns).create(&pp, &binding).await.unwrap();
+        }
+    }
+    let client = impersonating(&format!("system:serviceaccount:{ns}:gitward")).await;
+    let other = Api::<ConfigMap>::namespaced(client.clone(), &ns).list(&Default::default()).await;
+    assert!(matches!(other, Err(kube::Error::Api(ref s)) if s.code == 403), "the Role is all it has: {other:?}");
+
+    // Join, watch, create and hold the unit Leases, then leave: every verb sharding sends.
+    let units = vec!["app-0".to_owned(), "app-1".to_owned()];
+    let cfg = shard::ShardConfig { namespace: ns.clone(), identity: "rbac-a".into(), lease_duration: LEASE };
+    let (_units_tx, units_rx) = tokio::sync::watch::channel(units.clone());
+    let (_running_tx, running_rx) = tokio::sync::watch::channel(shard::Running::default());
+    let metrics = std::sync::Arc::new(gitward::daemon::metrics::Metrics::new());
+    let (mut ownership, task) = shard::spawn(client.clone(), cfg.clone(), units_rx, running_rx, metrics);
+    let both = tokio::time::timeout(WAIT, ownership.wait_for(|o| o.held.len() == units.len())).await;
+    assert!(matches!(both, Ok(Ok(_))), "the ServiceAccount could not take the unit Leases");
+    task.abort();
+    let _ = task.await;
+    shard::leave(client, &cfg, units).await;
+    let leases = Api::<Lease>::namespaced(env.client.clone(), &ns).list(&Default::default()).await.unwrap();
+    assert_eq!(leases.items.len(), 3, "a membership Lease and two unit Leases");
+    for lease in leases.items {
+        let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
+        assert_eq!(holder, "", "{:?} released", lease.metadata.name);
+    }
+}
