@@ -105,6 +105,16 @@ impl Blocked {
     }
 }
 
+/// [`apply_one`], stamped with when it finished, as a boxed future of the borrows' lifetime.
+fn timed_apply<'a>(
+    client: &'a kube::Client,
+    d: &'a Desired,
+    step: &'a Step,
+    opts: &'a ApplyOptions,
+) -> futures::future::BoxFuture<'a, (Outcome, Instant)> {
+    Box::pin(async move { (apply_one(client, d, step, opts).await, Instant::now()) })
+}
+
 /// Applies one stage's steps and, for the Foundations stage, waits for what it created to be
 /// usable. Records each returned resourceVersion in `cache`. Updates `blocked` with what failed.
 pub async fn apply_stage(
@@ -125,16 +135,24 @@ pub async fn apply_stage(
             None => runnable.push(step),
         }
     }
-    // The futures are built first and then streamed: a closure that returns a borrowing
-    // future inside the stream trips rustc's higher-ranked `Send` inference (rust#102211).
-    let requests: Vec<_> = runnable
-        .into_iter()
-        .map(|step| {
-            let request = apply_one(client, &desired[step.index], step, opts);
-            async move { (request.await, Instant::now()) }
-        })
-        .collect();
-    let outcomes: Vec<_> = futures::stream::iter(requests).buffer_unordered(opts.max_in_flight.max(1)).collect().await;
+    // Each request's future is made only when a slot frees up, so a stage holds
+    // `max_in_flight` of them, not one per object (at 10,000 objects the futures made up
+    // front were the one-shot sync's peak: ~120 MB). A plain loop over `FuturesUnordered`
+    // rather than `stream::iter(..).map(closure).buffer_unordered(..)`: a closure that returns
+    // a borrowing future trips rustc's higher-ranked `Send` inference (rust#102211).
+    let mut queue = runnable.into_iter();
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    let mut outcomes = Vec::new();
+    loop {
+        while in_flight.len() < opts.max_in_flight.max(1) {
+            let Some(step) = queue.next() else { break };
+            in_flight.push(timed_apply(client, &desired[step.index], step, opts));
+        }
+        match in_flight.next().await {
+            Some(outcome) => outcomes.push(outcome),
+            None => break,
+        }
+    }
     for (o, finished) in outcomes {
         if matches!(o.action, Action::Created | Action::Configured | Action::DriftCorrected) {
             changes.note_change_applied(finished);
