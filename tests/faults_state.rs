@@ -16,7 +16,7 @@ use kube::api::{Api, ListParams};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The value of the units' Secret: it must appear in no output of any run.
-const SECRET: &str = "faults-state-s3cr3t-value";
+const SECRET: &str = "gitward-canary-faults-state";
 
 fn cm(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n")
