@@ -80,6 +80,7 @@ impl UnitTask {
                     Some(objects) => self.heal(&unit, &trigger, &objects, &mut heal).await,
                     None => None,
                 };
+                let was_heal = healed.is_some();
                 let (ok, report) = match healed {
                     Some((ok, report)) => (Some(ok), Some(report)),
                     None => self.sync(&unit, &trigger, &mut last_applied, &mut heal).await,
@@ -90,6 +91,9 @@ impl UnitTask {
                     queued = self.wait_health(&unit, report, &mut shutdown, &mut poll, &mut drift, &mut heal).await;
                 }
                 match ok {
+                    // A heal re-applies a few objects: its success says nothing of a failed
+                    // full sync, whose retry and backoff stay as they are.
+                    Some(true) if was_heal => {}
                     Some(true) => {
                         backoff.reset();
                         retry_at = None;
@@ -157,6 +161,7 @@ impl UnitTask {
         heal: &mut Heal,
     ) -> Option<(bool, Report)> {
         info!(unit, trigger = %trigger.kind, objects = objects.len(), "self-heal of drifted objects");
+        heal.healed(objects, Instant::now());
         let report = self.engine.heal(objects).await?;
         let ok = !report.changes.has_failures();
         self.report_fights(unit, &report, heal);
