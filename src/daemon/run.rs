@@ -78,6 +78,8 @@ struct RunningUnit {
 /// The set of running unit tasks.
 struct Units {
     client: kube::Client,
+    /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
+    sync_slots: Arc<tokio::sync::Semaphore>,
     status: Status,
     metrics: Arc<Metrics>,
     running: BTreeMap<String, RunningUnit>,
@@ -113,6 +115,11 @@ impl Units {
             }
             match self.start(config, unit).await {
                 Ok(r) => {
+                    // Pending until its first sync: a unit still waiting for a sync slot must
+                    // keep /readyz at 503 (readiness counts only units with a status).
+                    if !self.status.snapshot().contains_key(&unit.name) {
+                        self.status.set(&unit.name, UnitStatus::default());
+                    }
                     self.running.insert(unit.name.clone(), r);
                 }
                 Err(e) => {
@@ -146,6 +153,7 @@ impl Units {
                 resync_interval: config.daemon.resync_interval,
                 self_heal: config.daemon.self_heal,
             },
+            sync_slots: self.sync_slots.clone(),
         };
         let handle = tokio::spawn(task.run(stop_rx));
         Ok(RunningUnit { config: unit.clone(), triggers, stop, task: handle, _watch: watch })
@@ -290,7 +298,10 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
         None => (None, None),
     };
 
-    let mut units = Units { client: client.clone(), status: status.clone(), metrics, running: BTreeMap::new() };
+    // Sized at start; a reload does not resize it (the running units keep their slots).
+    let sync_slots = Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs));
+    let mut units =
+        Units { client: client.clone(), sync_slots, status: status.clone(), metrics, running: BTreeMap::new() };
     let mut leading = leadership.is_none();
     status.set_standby(!leading);
     // Units that could not start are started again with backoff (1 s doubling to 5 min), so

@@ -49,6 +49,10 @@ pub struct UnitTask {
     pub metrics: Arc<Metrics>,
     /// Timing.
     pub timing: UnitTiming,
+    /// Sync slots shared by every unit (`[daemon] max_concurrent_syncs`): a sync or self-heal
+    /// holds one while it runs (not during the health wait); tokio's semaphore is fair, so
+    /// waiting units get slots in arrival order.
+    pub sync_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl UnitTask {
@@ -76,6 +80,8 @@ impl UnitTask {
                 if trigger.kind != TriggerKind::Webhook {
                     self.metrics.observe_trigger(&unit, trigger.kind);
                 }
+                // Closed only if the daemon dropped it, which it never does while units run.
+                let slot = self.sync_slots.clone().acquire_owned().await.ok();
                 let healed = match heal_objects.take() {
                     Some(objects) => self.heal(&unit, &trigger, &objects, &mut heal).await,
                     None => None,
@@ -85,6 +91,7 @@ impl UnitTask {
                     Some((ok, report)) => (Some(ok), Some(report)),
                     None => self.sync(&unit, &trigger, &mut last_applied, &mut heal).await,
                 };
+                drop(slot);
                 if let Some(report) = report {
                     // The health wait: cancelled by a new revision or shutdown; meanwhile a
                     // trigger for the same revision is kept for afterwards.
