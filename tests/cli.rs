@@ -27,6 +27,10 @@ const SECRET: &str =
 #[tokio::test]
 async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     let env = common::setup("cli").await;
+    // Not prefixed with common::CANARY_PREFIX (the test checks "hunter2" itself), so named to the
+    // whole-suite Secret scan.
+    common::register_canary("hunter2-original");
+    common::register_canary("hunter2-rotated");
     let repo = common::GitRepo::new();
     repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  k: v1\n");
     repo.write("secret.yaml", SECRET);

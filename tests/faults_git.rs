@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 
 /// The value of the unit's Secret: it must appear in no output of any run.
-const SECRET: &str = "faults-git-s3cr3t-value";
+const SECRET: &str = "gitward-canary-faults-git";
 
 fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")

@@ -1,6 +1,7 @@
 //! SIGKILL of a one-shot `gitward sync` (the real binary, real git, the real apiserver) at
 //! points across a sync that renames 2,000 ConfigMaps, each followed by a normal sync; and of
-//! the daemon mid-apply and mid-prune, each followed by a restart. The kill
+//! the daemon at the same four points (after the widen, mid-apply, mid-prune, after the last
+//! delete and before the narrow), each followed by a restart. The kill
 //! points are found by watching the cluster, not by sleeping: just after the ApplySet parent
 //! was widened, mid-apply, mid-prune, and after the last delete (around the narrow). After
 //! every recovery the cluster equals git: every object git holds exists, none is left over
@@ -81,6 +82,61 @@ impl Cluster {
     async fn parent_version(&self) -> Option<String> {
         let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.ns);
         api.get_opt("gitward-app").await.unwrap().and_then(|s| s.metadata.resource_version)
+    }
+
+    /// Waits until the parent has not changed for a second (the daemon's record of the last
+    /// sync written), so that a later change is the next sync's widen.
+    async fn parent_settled(&self) {
+        let mut last = self.parent_version().await;
+        let mut since = Instant::now();
+        while since.elapsed() < Duration::from_secs(1) {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let now = self.parent_version().await;
+            if now != last {
+                last = now;
+                since = Instant::now();
+            }
+        }
+    }
+
+    /// Whether the parent's member record still lists objects of `generation` (the narrow after
+    /// the prune has not been written yet).
+    async fn record_lists(&self, generation: &str) -> bool {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.ns);
+        let parent = api.get("gitward-app").await.unwrap();
+        let record = parent.data.unwrap_or_default().remove("gitward.dev-members").map(|b| b.0).unwrap_or_default();
+        String::from_utf8_lossy(&record).contains(&format!("/{generation}-"))
+    }
+
+    /// Kills `child` with SIGKILL as soon as the last ConfigMap of generation `old` is deleted,
+    /// seen on a watch (milliseconds after the apiserver committed it, so before the daemon can
+    /// have written the narrow, which follows that delete's response). Returns whether the kill
+    /// came before the narrow, read from the parent's member record afterwards.
+    async fn kill_after_last_delete(&self, child: &mut Child, old: &str) -> bool {
+        use futures::StreamExt;
+        use kube::api::{WatchEvent, WatchParams};
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &self.ns);
+        let prefix = format!("{old}-");
+        let list = api.list_metadata(&ListParams::default()).await.unwrap();
+        let mut left: std::collections::HashSet<String> =
+            list.items.into_iter().filter_map(|m| m.metadata.name).filter(|n| n.starts_with(&prefix)).collect();
+        let version = list.metadata.resource_version.unwrap();
+        let stream = api.watch_metadata(&WatchParams::default().timeout(290), &version).await.unwrap();
+        let mut stream = std::pin::pin!(stream);
+        let deadline = tokio::time::Instant::now() + LIMIT;
+        while !left.is_empty() {
+            let event = tokio::time::timeout_at(deadline, stream.next()).await;
+            match event.expect("the last delete within the limit").expect("the watch stays open").unwrap() {
+                WatchEvent::Deleted(m) => {
+                    left.remove(m.metadata.name.as_deref().unwrap_or_default());
+                }
+                WatchEvent::Error(e) => panic!("watch error: {e:?}"),
+                _ => {}
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        self.record_lists(old).await
     }
 
     /// Kills `child` with SIGKILL once `point` holds; returns whether it was still running
@@ -235,4 +291,66 @@ async fn sigkill_of_the_daemon_mid_rename_then_a_restart_converges() {
         cluster.equals_git(new, &[new]).await;
         old = new;
     }
+}
+
+/// The daemon killed with SIGKILL at the two points of a pushed rename of 2,000 ConfigMaps that
+/// the test above does not reach: just after the inventory widen (before the applies), and
+/// between the last prune delete and the narrow. A new daemon on the same state directory
+/// converges each time: cluster equals git, 0 orphans, 0 wrong prunes.
+#[tokio::test]
+async fn sigkill_of_the_daemon_after_the_widen_and_before_the_narrow_then_a_restart_converges() {
+    let env = common::setup("kill-daemon-edges").await;
+    let cluster = Cluster { client: env.client.clone(), ns: env.namespace.clone() };
+    let repo = common::GitRepo::new();
+    repo.write("objects.yaml", &generation("e0"));
+    repo.commit_and_push("e0");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 1.0");
+    let config = common::config_file(dir.path(), &unit);
+    let port = common::free_port();
+    let daemon_table =
+        format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n");
+    let text = std::fs::read_to_string(&config).unwrap().replacen("[daemon]\n", &daemon_table, 1);
+    std::fs::write(&config, text).unwrap();
+
+    let mut daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
+    cluster.equals_git("e0", &["e0"]).await;
+
+    // After the widen: the parent written, (nearly) nothing of the new generation applied yet.
+    cluster.parent_settled().await;
+    repo.write("objects.yaml", &generation("e1"));
+    repo.commit_and_push("e1");
+    let before = cluster.parent_version().await;
+    let deadline = Instant::now() + LIMIT;
+    while cluster.parent_version().await == before {
+        assert!(Instant::now() < deadline, "no widen within {LIMIT:?}: {}", daemon.log_text());
+    }
+    let _ = daemon.child.kill();
+    let _ = daemon.child.wait();
+    let (old_left, new_applied) = (cluster.count("e0").await, cluster.count("e1").await);
+    eprintln!("e1: daemon killed after the widen: {old_left} of e0 and {new_applied} of e1 exist");
+    assert!(new_applied < N && old_left == N, "the kill came mid-sync, before any prune");
+    daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
+    let converged = common::eventually(LIMIT, || async { cluster.count("e0").await == 0 }).await;
+    assert!(converged, "{}", daemon.log_text());
+    cluster.equals_git("e1", &["e1"]).await;
+
+    // After the last delete, before the narrow.
+    cluster.parent_settled().await;
+    repo.write("objects.yaml", &generation("e2"));
+    repo.commit_and_push("e2");
+    let before_narrow = cluster.kill_after_last_delete(&mut daemon.child, "e1").await;
+    eprintln!(
+        "e2: daemon killed after the last delete of e1; the narrow {} written",
+        if before_narrow { "had not been" } else { "had already been" }
+    );
+    assert_eq!(cluster.count("e2").await, N, "every object applied before the prune");
+    daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
+    let narrowed = common::eventually(LIMIT, || async { !cluster.record_lists("e1").await }).await;
+    assert!(narrowed, "the restarted daemon narrows the inventory: {}", daemon.log_text());
+    cluster.equals_git("e2", &["e2"]).await;
+    assert!(before_narrow, "the kill came after the narrow: the point was not reached");
 }

@@ -4,6 +4,9 @@
 //! itself read-only, which holds for root too (file modes do not). The sync fails with the file
 //! system's own error, the last good revision stays applied, the daemon neither exits nor spins,
 //! and once the directory is writable again everything converges without a restart.
+//!
+//! A full state directory likewise: a small tmpfs mounted on it by the test and filled until the
+//! kernel answers `ENOSPC`, while the new revision needs more space; freed, everything converges.
 
 mod common;
 
@@ -16,7 +19,7 @@ use kube::api::{Api, ListParams};
 
 const WAIT: Duration = Duration::from_secs(60);
 /// The value of the units' Secret: it must appear in no output of any run.
-const SECRET: &str = "faults-state-s3cr3t-value";
+const SECRET: &str = "gitward-canary-faults-state";
 
 fn cm(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n")
@@ -153,6 +156,179 @@ async fn the_daemon_survives_a_read_only_state_directory_and_converges_once_writ
     assert!(attempts < 10, "{attempts} attempts: {}", daemon.log_text());
 
     make_writable(daemon.child.id(), &state);
+    let converged =
+        common::eventually(WAIT, || async { names(&env.client, ns).await == ["new-n", "old-a", "old-c"] }).await;
+    assert!(converged, "{:?}: {}", names(&env.client, ns).await, daemon.log_text());
+    assert!(daemon.wait_ready(WAIT).await, "ready once both units synced: {}", daemon.log_text());
+    assert!(daemon.child.try_wait().unwrap().is_none(), "no restart was needed");
+    common::assert_no_secret(&format!("{}{}", first.stderr, daemon.log_text()), SECRET);
+}
+
+/// A small tmpfs mounted on a directory for one test, unmounted (lazily) when dropped. Real
+/// `ENOSPC` from the kernel, not a simulation: the tests run as root.
+struct Tmpfs {
+    dir: std::path::PathBuf,
+}
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Self {
+        std::fs::create_dir_all(dir).unwrap();
+        let out = Command::new("mount").args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"]).arg(dir).output();
+        let out = out.expect("mount runs");
+        assert!(out.status.success(), "mount a tmpfs on {}: {}", dir.display(), String::from_utf8_lossy(&out.stderr));
+        Self { dir: dir.to_path_buf() }
+    }
+
+    /// Fills the file system: writes `filler` until the kernel answers `ENOSPC`; returns its size.
+    fn fill(&self) -> u64 {
+        use std::io::Write;
+        let mut file = std::fs::File::create(self.filler()).unwrap();
+        let chunk = vec![0x5a_u8; 64 << 10];
+        let mut written = 0;
+        loop {
+            match file.write(&chunk) {
+                Ok(0) => break,
+                Ok(n) => written += n as u64,
+                Err(e) if e.raw_os_error() == Some(28) => break,
+                Err(e) => panic!("fill {}: {e}", self.dir.display()),
+            }
+        }
+        let _ = file.sync_all();
+        written
+    }
+
+    /// Frees the space again.
+    fn free(&self) {
+        std::fs::remove_file(self.filler()).unwrap();
+    }
+
+    fn filler(&self) -> std::path::PathBuf {
+        self.dir.join("filler")
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.dir).status();
+    }
+}
+
+/// 1 MiB of incompressible bytes as hex (2 MiB of text): a file the next fetch must store.
+fn incompressible() -> String {
+    let mut bytes = vec![0u8; 1 << 20];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for b in bytes.iter_mut() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+    hex::encode(bytes)
+}
+
+/// `gitward sync` with its state directory full (a 4 MiB tmpfs filled to `ENOSPC`) while the
+/// new revision brings 2 MiB more: exit 2, the error says the device is full, the last good
+/// revision stays applied and nothing is pruned; with the space freed, the next sync applies it.
+#[tokio::test]
+async fn a_full_state_directory_fails_the_sync_and_loses_nothing() {
+    let env = common::setup("state-full").await;
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a"));
+    repo.write("b.yaml", &cm("b"));
+    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let tmpfs = Tmpfs::mount(&dir.path().join("state"), "4m");
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let first = common::gitward(&["sync"], &config, WAIT);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+
+    repo.remove("b.yaml");
+    repo.write("c.yaml", &cm("c"));
+    repo.write("blob.txt", &incompressible());
+    repo.commit_and_push("second, with 2 MiB more");
+    let filled = tmpfs.fill();
+    eprintln!("state directory filled with {filled} bytes");
+    let run = common::gitward(&["sync"], &config, WAIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let failed = common::log_events(&run.stderr, "sync failed").next().unwrap_or_else(|| panic!("{}", run.stderr));
+    let error = failed["error"].as_str().unwrap_or_default();
+    assert!(error.contains("No space left on device"), "the error says why: {error}");
+    assert_eq!(names(&env.client, &env.namespace).await, ["a", "b"], "the last good revision stays");
+
+    tmpfs.free();
+    let second = common::gitward(&["sync"], &config, WAIT);
+    assert_eq!(second.code, Some(0), "{}", second.stderr);
+    assert_eq!(names(&env.client, &env.namespace).await, ["a", "c"]);
+    for run in [&first, &run, &second] {
+        common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
+    }
+}
+
+/// The daemon with its state directory full: unit `old` (its mirror made by an earlier sync)
+/// fails to fetch a revision 2 MiB larger, unit `new` cannot create its mirror; both are retried
+/// with backoff — the process stays up, `/healthz` answers, `/readyz` is 503 — and the cluster
+/// keeps the last good revision. Once space is freed, both converge without a restart.
+#[tokio::test]
+async fn the_daemon_survives_a_full_state_directory_and_converges_once_space_is_freed() {
+    let env = common::setup("state-full-daemon").await;
+    let ns = env.namespace.as_str();
+    let repo = common::GitRepo::new();
+    repo.write("old/a.yaml", &cm("old-a"));
+    repo.write("old/b.yaml", &cm("old-b"));
+    repo.write("new/n.yaml", &cm("new-n"));
+    repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let tmpfs = Tmpfs::mount(&state, "4m");
+    let port = common::free_port();
+    let units = format!(
+        "{}{}",
+        common::unit_toml("old", &repo.bare(), "old", ns, ""),
+        common::unit_toml("new", &repo.bare(), "new", ns, "")
+    );
+    let config = common::config_file(dir.path(), &units);
+    let first = common::gitward(&["sync", "--sync", "old"], &config, WAIT);
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    let text = std::fs::read_to_string(&config).unwrap().replacen(
+        "[daemon]\n",
+        &format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n"),
+        1,
+    );
+    std::fs::write(&config, text).unwrap();
+
+    repo.remove("old/b.yaml");
+    repo.write("old/c.yaml", &cm("old-c"));
+    repo.write("old/blob.txt", &incompressible());
+    repo.commit_and_push("second, with 2 MiB more");
+    tmpfs.fill();
+    let daemon = common::Daemon::start(&config, port, &[]);
+
+    let count = |daemon: &common::Daemon, message: &str, unit: &str| {
+        daemon.events().iter().filter(|e| e["message"] == message && e["unit"] == unit).count()
+    };
+    let retried = common::eventually(WAIT, || async {
+        count(&daemon, "sync failed", "old") >= 3 && count(&daemon, "unit not started", "new") >= 3
+    })
+    .await;
+    assert!(retried, "both units are retried: {}", daemon.log_text());
+    let mut daemon = daemon;
+    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon keeps running: {}", daemon.log_text());
+    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
+    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "not ready while no unit can sync");
+    let enospc = |message: &str| {
+        let event = daemon.events().into_iter().find(|e| e["message"] == message).unwrap();
+        assert!(event["error"].as_str().unwrap_or_default().contains("No space left on device"), "{event}");
+    };
+    enospc("sync failed");
+    enospc("unit not started");
+    assert_eq!(names(&env.client, ns).await, ["old-a", "old-b"], "the last good revision stays applied");
+    // Backoff, not a hot loop: 1 s doubling (with jitter) gives a handful of attempts, not hundreds.
+    let attempts = count(&daemon, "sync failed", "old");
+    assert!(attempts < 10, "{attempts} attempts: {}", daemon.log_text());
+
+    tmpfs.free();
     let converged =
         common::eventually(WAIT, || async { names(&env.client, ns).await == ["new-n", "old-a", "old-c"] }).await;
     assert!(converged, "{:?}: {}", names(&env.client, ns).await, daemon.log_text());

@@ -226,6 +226,13 @@ pub struct DaemonConfig {
     /// Leader election (`[daemon.leader_election]`, present and not `enabled = false`): only the
     /// replica holding the Lease applies. Default `None`: a single instance applies alone.
     pub leader_election: Option<LeaderElection>,
+    /// How many units may sync at once (`max_concurrent_syncs`), at least 1; a unit whose
+    /// trigger finds every slot taken waits for one, in arrival order (first come, first served,
+    /// so no unit starves). Default 4: each sync already sends up to `cluster.max_in_flight`
+    /// (32) requests at once, so 4 keep at most 128 in flight — inside the API server's default
+    /// `--max-mutating-requests-inflight` (200) — and bound memory when many units start together
+    /// or a webhook flood triggers them all. Health waits do not hold a slot.
+    pub max_concurrent_syncs: usize,
     /// Sharding of units across replicas (`[daemon.sharding]`, present): each unit is applied
     /// only by the replica holding its own Lease, assigned by rendezvous hashing over the live
     /// replicas. Default `None`: this replica applies every unit (or, with leader election,
@@ -297,6 +304,7 @@ impl Default for DaemonConfig {
             webhook_secret_file: None,
             self_heal: true,
             leader_election: None,
+            max_concurrent_syncs: 4,
             sharding: None,
         }
     }
@@ -631,6 +639,15 @@ mod tests {
         assert_eq!(config.units[0].max_file_bytes, 1024);
         assert_eq!(config.units[0].apply_mode.to_string(), "update");
         assert_eq!(config.units[0].health_timeout, Duration::ZERO, "0s disables the health wait");
+    }
+
+    #[test]
+    fn concurrent_syncs_default_to_four_and_zero_is_refused() {
+        assert_eq!(parse(MINIMAL).unwrap().daemon.max_concurrent_syncs, 4);
+        let config = parse(&format!("[daemon]\nmax_concurrent_syncs = 1\n{MINIMAL}")).unwrap();
+        assert_eq!(config.daemon.max_concurrent_syncs, 1);
+        let message = error(&format!("[daemon]\nmax_concurrent_syncs = 0\n{MINIMAL}"));
+        assert!(message.contains("daemon.max_concurrent_syncs: must be at least 1"), "{message}");
     }
 
     #[test]

@@ -100,6 +100,7 @@ pub(super) struct RawDaemon {
     pub webhook_secret_file: Option<Spanned<String>>,
     pub self_heal: Option<bool>,
     pub leader_election: Option<RawLeaderElection>,
+    pub max_concurrent_syncs: Option<Spanned<usize>>,
     pub sharding: Option<Spanned<RawSharding>>,
 }
 

@@ -210,6 +210,13 @@ impl Resolver<'_> {
 
     fn daemon(&self, raw: RawDaemon, clusters: &[ClusterConfig]) -> Result<DaemonConfig> {
         let default = DaemonConfig::default();
+        let max_concurrent_syncs = match raw.max_concurrent_syncs {
+            Some(value) if *value.get_ref() == 0 => {
+                return Err(self.invalid(Some(value.span()), "daemon.max_concurrent_syncs", "must be at least 1"));
+            }
+            Some(value) => value.into_inner(),
+            None => default.max_concurrent_syncs,
+        };
         Ok(DaemonConfig {
             state_dir: match raw.state_dir {
                 Some(dir) => self.file(dir, "daemon.state_dir")?,
@@ -229,6 +236,7 @@ impl Resolver<'_> {
                 Some(le) if le.enabled.unwrap_or(true) => Some(self.leader_election(le)?),
                 _ => None,
             },
+            max_concurrent_syncs,
             sharding: None,
         })
         .and_then(|daemon| match raw.sharding {

@@ -5,7 +5,11 @@
 //! A drifted object is re-applied [`DRIFT_DEBOUNCE`] after its event the first time; each
 //! correction of the same object within [`FIGHT_MEMORY`] doubles that delay, up to
 //! [`MAX_DRIFT_DELAY`]. From the second correction on it is a fight, reported once with the
-//! other manager's name. Pure apart from the clock the caller passes in; tested with plain
+//! other manager's name. Each self-heal of an object counts towards its delay as well, whatever
+//! it found ([`Heal::healed`]): another writer that keeps changing fields git does not declare
+//! (or, in `update` mode, makes gitward's writes meet 409 Conflict) makes every heal find
+//! nothing to correct, and without this the object would be re-applied at debounce speed for
+//! as long as that writer writes (issue 10's 409 storm: 24 heals a second for 20 objects). Pure apart from the clock the caller passes in; tested with plain
 //! instants.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -29,6 +33,8 @@ pub const FIGHT_MEMORY: Duration = Duration::from_secs(600);
 #[derive(Debug, Clone)]
 struct Fight {
     corrections: u32,
+    /// Self-heals of the object within [`FIGHT_MEMORY`], whatever they found.
+    heals: u32,
     last: Instant,
     manager: Option<String>,
     reported: bool,
@@ -60,7 +66,7 @@ impl Heal {
             .fights
             .get(object)
             .filter(|f| now.saturating_duration_since(f.last) < FIGHT_MEMORY)
-            .map_or(0, |f| f.corrections.min(12));
+            .map_or(0, |f| f.corrections.max(f.heals).min(12));
         (DRIFT_DEBOUNCE * 2u32.pow(n)).min(MAX_DRIFT_DELAY)
     }
 
@@ -71,7 +77,7 @@ impl Heal {
         {
             f.manager = Some(manager.clone());
         } else if drift.manager.is_some() {
-            let fight = Fight { corrections: 0, last: now, manager: drift.manager.clone(), reported: false };
+            let fight = Fight { corrections: 0, heals: 0, last: now, manager: drift.manager.clone(), reported: false };
             self.fights.insert(drift.object.clone(), fight);
         }
         let at = now + self.delay(&drift.object, now);
@@ -106,12 +112,14 @@ impl Heal {
         for e in entries.iter().filter(|e| e.action == Action::DriftCorrected) {
             let f = self.fights.entry(e.object.clone()).or_insert(Fight {
                 corrections: 0,
+                heals: 0,
                 last: now,
                 manager: None,
                 reported: false,
             });
             if now.saturating_duration_since(f.last) >= FIGHT_MEMORY {
                 f.corrections = 0;
+                f.heals = 0;
                 f.reported = false;
             }
             f.corrections += 1;
@@ -126,6 +134,29 @@ impl Heal {
             }
         }
         reports
+    }
+
+    /// Counts one self-heal of each of `objects`, whatever it found (`unchanged`,
+    /// `drift-corrected`, `conflict`, `failed`): the next heal of an object healed `n` times
+    /// within [`FIGHT_MEMORY`] waits [`DRIFT_DEBOUNCE`] × 2ⁿ (at most [`MAX_DRIFT_DELAY`]). The
+    /// periodic resync still re-applies every object regardless.
+    pub fn healed<'a>(&mut self, objects: impl IntoIterator<Item = &'a ObjectRef>, now: Instant) {
+        for object in objects {
+            let f = self.fights.entry(object.clone()).or_insert(Fight {
+                corrections: 0,
+                heals: 0,
+                last: now,
+                manager: None,
+                reported: false,
+            });
+            if now.saturating_duration_since(f.last) >= FIGHT_MEMORY {
+                f.corrections = 0;
+                f.heals = 0;
+                f.reported = false;
+            }
+            f.heals += 1;
+            f.last = now;
+        }
     }
 }
 
@@ -167,6 +198,26 @@ mod tests {
         assert_eq!(ms, vec![500, 1000, 2000, 4000, 8000, 16000]);
         assert_eq!(reports.len(), 1);
         assert_eq!(reports[0].manager.as_deref(), Some("hpa"));
+    }
+
+    #[test]
+    fn heals_that_find_nothing_to_correct_back_off_too_and_are_not_a_fight() {
+        let mut heal = Heal::default();
+        let mut now = Instant::now();
+        let mut delays = Vec::new();
+        for _ in 0..6 {
+            heal.drifted(&drift("other-writer"), now);
+            let due = heal.next().unwrap();
+            delays.push((due - now).as_millis());
+            now = due;
+            let (_, objects) = heal.take_due(now);
+            heal.healed(&objects, now);
+            let unchanged =
+                vec![Entry { object: deployment(), action: Action::Unchanged, message: None, sent: vec![] }];
+            assert!(heal.corrected(&unchanged, now).is_empty(), "nothing corrected: no fight reported");
+        }
+        assert_eq!(delays, vec![500, 1000, 2000, 4000, 8000, 16000]);
+        assert_eq!(heal.delay(&deployment(), now + FIGHT_MEMORY), DRIFT_DEBOUNCE, "forgotten after a quiet period");
     }
 
     #[test]

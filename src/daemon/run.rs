@@ -96,6 +96,8 @@ struct RunningUnit {
 struct Units {
     /// One client per cluster.
     clusters: Registry,
+    /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
+    sync_slots: Arc<tokio::sync::Semaphore>,
     status: Status,
     metrics: Arc<Metrics>,
     running: BTreeMap<String, RunningUnit>,
@@ -141,6 +143,11 @@ impl Units {
             }
             match self.start(config, unit).await {
                 Ok(r) => {
+                    // Pending until its first sync: a unit still waiting for a sync slot must
+                    // keep /readyz at 503 (readiness counts only units with a status).
+                    if !self.status.snapshot().contains_key(&unit.name) {
+                        self.status.set(&unit.name, UnitStatus::default());
+                    }
                     self.running.insert(unit.name.clone(), r);
                 }
                 Err(e) => {
@@ -214,6 +221,7 @@ impl Units {
                 resync_interval: config.daemon.resync_interval,
                 self_heal: config.daemon.self_heal,
             },
+            sync_slots: self.sync_slots.clone(),
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
@@ -394,8 +402,11 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
         None => (None, None),
     };
     let (stopped_tx, mut stopped_rx) = mpsc::unbounded_channel();
+    // Sized at start; a reload does not resize it (the running units keep their slots).
+    let sync_slots = Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs));
     let mut units = Units {
         clusters: clusters.clone(),
+        sync_slots,
         status: status.clone(),
         metrics: metrics.clone(),
         running: BTreeMap::new(),

@@ -49,6 +49,10 @@ pub struct UnitTask {
     pub metrics: Arc<Metrics>,
     /// Timing.
     pub timing: UnitTiming,
+    /// Sync slots shared by every unit (`[daemon] max_concurrent_syncs`): a sync or self-heal
+    /// holds one while it runs (not during the health wait); tokio's semaphore is fair, so
+    /// waiting units get slots in arrival order.
+    pub sync_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl UnitTask {
@@ -76,20 +80,27 @@ impl UnitTask {
                 if trigger.kind != TriggerKind::Webhook {
                     self.metrics.observe_trigger(&unit, trigger.kind);
                 }
+                // Closed only if the daemon dropped it, which it never does while units run.
+                let slot = self.sync_slots.clone().acquire_owned().await.ok();
                 let healed = match heal_objects.take() {
                     Some(objects) => self.heal(&unit, &trigger, &objects, &mut heal).await,
                     None => None,
                 };
+                let was_heal = healed.is_some();
                 let (ok, report) = match healed {
                     Some((ok, report)) => (Some(ok), Some(report)),
                     None => self.sync(&unit, &trigger, &mut last_applied, &mut heal).await,
                 };
+                drop(slot);
                 if let Some(report) = report {
                     // The health wait: cancelled by a new revision or shutdown; meanwhile a
                     // trigger for the same revision is kept for afterwards.
                     queued = self.wait_health(&unit, report, &mut shutdown, &mut poll, &mut drift, &mut heal).await;
                 }
                 match ok {
+                    // A heal re-applies a few objects: its success says nothing of a failed
+                    // full sync, whose retry and backoff stay as they are.
+                    Some(true) if was_heal => {}
                     Some(true) => {
                         backoff.reset();
                         retry_at = None;
@@ -157,6 +168,7 @@ impl UnitTask {
         heal: &mut Heal,
     ) -> Option<(bool, Report)> {
         info!(unit, trigger = %trigger.kind, objects = objects.len(), "self-heal of drifted objects");
+        heal.healed(objects, Instant::now());
         let report = self.engine.heal(objects).await?;
         let ok = !report.changes.has_failures();
         self.report_fights(unit, &report, heal);

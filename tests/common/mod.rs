@@ -365,6 +365,7 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        keep_log(&self.log);
     }
 }
 
@@ -456,6 +457,8 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
     };
     let code = status.code();
     eprintln!("gitward {args:?}: exit {code:?}, peak RSS {peak_kib} KiB");
+    keep_log(&err);
+    keep_log(&out);
     Run {
         code,
         stderr: std::fs::read_to_string(&err).unwrap(),
@@ -487,8 +490,41 @@ pub fn log_events<'a>(log: &'a str, message: &'a str) -> impl Iterator<Item = Va
         .filter(move |e| e["fields"]["message"] == message || e["message"] == message)
 }
 
-/// A Secret manifest named `name` whose `stringData` holds `value`.
+/// Every canary Secret value a test uses starts with this prefix, so that `scripts/secret-scan`
+/// can find any of them, plain or base64, in the whole suite's output. 15 characters, a
+/// multiple of 3: the base64 of any value starting with it starts with the prefix's own base64.
+pub const CANARY_PREFIX: &str = "gitward-canary-";
+
+/// Adds `value` to the run's list of canary Secret values (`$GITWARD_TEST_OUTPUT/canaries.txt`,
+/// set by `scripts/test`), which `scripts/secret-scan` looks for at the end. A no-op outside
+/// `scripts/test`.
+pub fn register_canary(value: &str) {
+    use std::io::Write;
+    let Some(dir) = std::env::var_os("GITWARD_TEST_OUTPUT") else { return };
+    let mut file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(Path::new(&dir).join("canaries.txt"))
+        .expect("open the canary list");
+    // One write of one line: O_APPEND keeps lines of parallel tests whole.
+    file.write_all(format!("{value}\n").as_bytes()).expect("register a canary");
+}
+
+/// Keeps a copy of a gitward log (gzip) under `$GITWARD_TEST_OUTPUT/logs/`, for the whole-suite
+/// Secret scan; a no-op outside `scripts/test` or when the log is missing.
+pub fn keep_log(log: &Path) {
+    let Some(dir) = std::env::var_os("GITWARD_TEST_OUTPUT") else { return };
+    let Ok(input) = std::fs::File::open(log) else { return };
+    let name = format!("{}.gz", unique("gitward"));
+    let Ok(output) = std::fs::File::create(Path::new(&dir).join("logs").join(name)) else { return };
+    let _ = Command::new("gzip").arg("-c").stdin(input).stdout(output).status();
+}
+
+/// A Secret manifest named `name` whose `stringData` holds `value`, a canary: it must start
+/// with [`CANARY_PREFIX`] (panics otherwise) and is registered for the whole-suite scan.
 pub fn secret_yaml(name: &str, value: &str) -> String {
+    assert!(value.starts_with(CANARY_PREFIX), "a test Secret value starts with {CANARY_PREFIX:?}: {value:?}");
+    register_canary(value);
     format!(
         "apiVersion: v1\nkind: Secret\nmetadata:\n  name: {name}\ntype: Opaque\nstringData:\n  password: \"{value}\"\n"
     )
@@ -497,6 +533,7 @@ pub fn secret_yaml(name: &str, value: &str) -> String {
 /// Panics when `value`, or its base64 form (as the API server stores it), appears in `output`.
 pub fn assert_no_secret(output: &str, value: &str) {
     use base64::Engine as _;
+    register_canary(value);
     let encoded = base64::engine::general_purpose::STANDARD.encode(value);
     for form in [value, encoded.as_str()] {
         assert!(!output.contains(form), "Secret data printed: {form:?} appears in the captured output");

@@ -1,0 +1,110 @@
+//! The apiserver stopped for 20 s in the middle of a large sync of `gitward run`, and started
+//! again on the same etcd data (a private cluster, `common::OwnCluster`, so the shared one is
+//! not disturbed). The daemon is never restarted: it converges to git, its metadata watches
+//! resume, and drift detection still works afterwards — a change behind its back is healed
+//! with the poll and the resync an hour away.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, ListParams, Patch, PatchParams};
+
+/// ConfigMaps in the revision.
+const N: usize = 2000;
+const OUTAGE: Duration = Duration::from_secs(20);
+/// A liveness bound for a sync of N objects on a loaded 2-core machine.
+const LIMIT: Duration = Duration::from_secs(240);
+const SECRET: &str = "gitward-canary-faults-outage";
+
+fn objects() -> String {
+    (0..N)
+        .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: o-{i}\ndata:\n  value: git\n"))
+        .collect()
+}
+
+/// Names of the ConfigMaps in `default` that belong to the unit's ApplySet, and of all of them.
+async fn names(client: &kube::Client) -> Option<(usize, usize)> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let all = api.list_metadata(&ListParams::default()).await.ok()?;
+    let members = api.list_metadata(&ListParams::default().labels("applyset.kubernetes.io/part-of")).await.ok()?;
+    let all = all.items.iter().filter(|m| m.metadata.name.as_deref() != Some("kube-root-ca.crt")).count();
+    Some((members.items.len(), all))
+}
+
+async fn value(client: &kube::Client, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).and_then(|d| d.get("value").cloned())
+}
+
+#[tokio::test]
+async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = dir.path().join("cluster");
+    let api_port = common::free_port();
+    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
+    let kubeconfig = cluster_dir.join("kubeconfig");
+    let client = common::OwnCluster::client(&kubeconfig).await;
+    let repo = common::GitRepo::new();
+    repo.write("objects.yaml", &objects());
+    repo.write("secret.yaml", &common::secret_yaml("s", SECRET));
+    repo.commit_and_push("2,000 ConfigMaps");
+    let port = common::free_port();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[cluster]\nkubeconfig = \"{}\"\n[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\n\
+             interval = \"1h\"\nresync_interval = \"1h\"\n\n{}",
+            kubeconfig.display(),
+            common::unit_toml("app", &repo.bare(), "", "default", "")
+        ),
+    )
+    .unwrap();
+    let mut daemon = common::Daemon::start(&config, port, &[]);
+
+    // Mid-sync: a quarter of the objects applied.
+    let started = Instant::now();
+    let mid = common::eventually(LIMIT, || async { names(&client).await.is_some_and(|(m, _)| m >= N / 4) }).await;
+    assert!(mid, "the first sync did not get a quarter through: {}", daemon.log_text());
+    let applied_before = names(&client).await.unwrap().0;
+    cluster.stop();
+    let stopped_at = started.elapsed();
+    tokio::time::sleep(OUTAGE).await;
+    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon exited: {}", daemon.log_text());
+    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
+    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "not ready while the apiserver is down");
+    let _back = common::OwnCluster::start(&cluster_dir, api_port);
+    let restarted = Instant::now();
+    eprintln!(
+        "apiserver stopped {:.1} s into the sync with {applied_before} of {N} applied, for {OUTAGE:?}",
+        stopped_at.as_secs_f64()
+    );
+
+    let client = common::OwnCluster::client(&kubeconfig).await;
+    let converged = common::eventually(LIMIT, || async { names(&client).await == Some((N, N)) }).await;
+    assert!(converged, "did not converge: {:?}: {}", names(&client).await, daemon.log_text());
+    assert!(daemon.wait_ready(LIMIT).await, "not ready after the outage: {}", daemon.log_text());
+    eprintln!("converged {:.1} s after the apiserver came back", restarted.elapsed().as_secs_f64());
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    assert!(secrets.get_opt("s").await.unwrap().is_some());
+
+    // The watches resumed: a change behind gitward's back is seen and healed, with no poll or
+    // resync for an hour.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for name in ["o-0", &format!("o-{}", N - 1)] {
+        let patch = serde_json::json!({"data": {"value": "hand-edit"}});
+        cms.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+        let healed = common::eventually(Duration::from_secs(30), || async {
+            value(&client, name).await.as_deref() == Some("git")
+        })
+        .await;
+        assert!(healed, "{name}: drift after the outage not healed: {}", daemon.log_text());
+    }
+    let heals = daemon.events().iter().filter(|e| e["message"] == "self-heal of drifted objects").count();
+    assert!(heals >= 1, "healed by the watch, not by a full sync: {}", daemon.log_text());
+    assert!(daemon.child.try_wait().unwrap().is_none(), "never restarted");
+    assert_eq!(names(&client).await, Some((N, N)), "nothing lost, nothing extra");
+    common::assert_no_secret(&daemon.log_text(), SECRET);
+}
