@@ -52,10 +52,12 @@ async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift
     repo.commit_and_push("2,000 ConfigMaps");
     let port = common::free_port();
     let config = dir.path().join("config.toml");
+    // One request in flight, so the first sync of 2,000 objects lasts long enough that the
+    // outage always falls inside it, even on a fast machine.
     std::fs::write(
         &config,
         format!(
-            "[cluster]\nkubeconfig = \"{}\"\n[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\n\
+            "[cluster]\nkubeconfig = \"{}\"\nmax_in_flight = 1\n[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\n\
              interval = \"1h\"\nresync_interval = \"1h\"\n\n{}",
             kubeconfig.display(),
             common::unit_toml("app", &repo.bare(), "", "default", "")
@@ -74,7 +76,12 @@ async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift
     tokio::time::sleep(OUTAGE).await;
     assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon exited: {}", daemon.log_text());
     assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
-    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "not ready while the apiserver is down");
+    assert_eq!(
+        daemon.get("/readyz").map(|(s, _)| s),
+        Some(503),
+        "not ready while the apiserver is down: {}",
+        daemon.log_text()
+    );
     let _back = common::OwnCluster::start(&cluster_dir, api_port);
     let restarted = Instant::now();
     eprintln!(

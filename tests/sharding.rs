@@ -25,7 +25,7 @@ const RESYNC: Duration = Duration::from_secs(3);
 /// Units in the sharding test.
 const UNITS: usize = 30;
 /// Liveness bound for anything that must eventually happen.
-const WAIT: Duration = Duration::from_secs(30);
+const WAIT: Duration = Duration::from_secs(60);
 
 fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
