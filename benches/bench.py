@@ -15,7 +15,9 @@ Scenarios: cold sync, no-op resync, one object changed, prune (namespace 9's obj
 Figures per run: wall seconds, peak RSS (MiB) and CPU seconds (user + system) of the process
 (/usr/bin/time -v, from wait4's rusage), requests by verb from the apiserver's audit log
 (every request in the run's window not made by the apiserver itself).
-Daemon: gitward run's resident memory at rest (VmRSS from /proc) and push-to-applied latency.
+Daemon: gitward run's resident memory at rest (VmRSS from /proc) at N and at N/10 objects (the
+marginal KiB per tracked object), and push-to-applied over 20 pushes measured from outside: from
+`git push` returning to a `kubectl get --watch` of the changed object seeing the new value.
 Writes target/bench/results.md and target/bench/results.json.
 """
 import json
@@ -263,33 +265,108 @@ def runner(tmp, peer, work, bare):
     return run
 
 
-def daemon_figures(tmp, bare, work, peer):
-    """gitward run: VmRSS at rest after its first sync, and push-to-applied over 10 pushes."""
-    port = 19000 + os.getpid() % 1000
+def rss_kib(pid):
+    return int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
+
+
+def start_daemon(tmp, bare, peer):
+    """gitward run on `peer`'s repository, returned once every unit has synced once."""
+    port = 19000 + (os.getpid() + len(peer)) % 1000
     config = write_config(tmp, bare, peer, listen=f"127.0.0.1:{port}")
-    log = open(os.path.join(tmp, "daemon.log"), "w")
+    log = open(os.path.join(tmp, f"{peer}-daemon.log"), "w")
     daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=log)
-    deadline = time.time() + 300
+    deadline = time.time() + 600
     while "every unit has synced once" not in open(log.name).read():
-        if time.time() > deadline:
+        if time.time() > deadline or daemon.poll() is not None:
             sys.exit("daemon not ready:\n" + open(log.name).read()[-3000:])
         time.sleep(0.2)
-    time.sleep(2)
-    rss = int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{daemon.pid}/status").read()).group(1)) / 1024
+    return daemon, log.name
 
-    def pushes():
-        events = [json.loads(line) for line in open(log.name) if line.startswith("{")]
-        return [e["trigger_to_applied_ms"] for e in events
-                if e.get("message") == "trigger applied" and e.get("trigger") == "push"]
-    for k in range(10):
-        change_one(work, bare, peer, f"push-{k}")
-        deadline = time.time() + 60
-        while len(pushes()) < k + 1 and time.time() < deadline:
+
+def at_rest_kib(daemon):
+    """VmRSS after the first sync, once it stops falling (sampled every second, at most 10 s)."""
+    time.sleep(2)
+    rss = rss_kib(daemon.pid)
+    for _ in range(8):
+        time.sleep(1)
+        now = rss_kib(daemon.pid)
+        if now >= rss:
+            break
+        rss = now
+    return rss
+
+
+class Watch:
+    """`kubectl get --watch` of one ConfigMap's data.index: when each value was first seen."""
+
+    def __init__(self, ns, name):
+        import threading
+        self.seen = {}
+        self.proc = subprocess.Popen(
+            ["kubectl", "get", "configmap", name, "-n", ns, "--watch", "-o", "jsonpath={.data.index}{\"\\n\"}"],
+            stdout=subprocess.PIPE, text=True)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.seen.setdefault(line.strip(), time.monotonic())
+
+    def wait(self, value, deadline):
+        while value not in self.seen and time.monotonic() < deadline:
+            time.sleep(0.002)
+        return self.seen.get(value)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait()
+
+
+def daemon_figures(tmp, bare, work, peer, small):
+    """gitward run: VmRSS at rest after its first sync on `peer`'s repository and on `small`'s
+    (a tenth of the objects), and push-to-applied over 20 pushes, measured from outside: from
+    `git push` returning to a watch of the object seeing the new value. Each push is made once
+    the previous push's sync has ended."""
+    small_daemon, _ = start_daemon(tmp, small[1], small[2])
+    small_rss = at_rest_kib(small_daemon)
+    small_daemon.send_signal(signal.SIGTERM)
+    small_daemon.wait(timeout=60)
+
+    daemon, log = start_daemon(tmp, bare, peer)
+    rss = at_rest_kib(daemon)
+    watch = Watch(f"{peer}-0", "cm-00000")
+    time.sleep(1)
+    def completed():
+        return sum(1 for line in open(log) if '"sync complete"' in line)
+    external = []
+    for k in range(20):
+        # Each push once the previous one's sync has ended: every sync re-sends all objects
+        # (DESIGN.md decision 3), and a push during that queues behind it.
+        deadline = time.time() + 600
+        while completed() < k + 1 and time.time() < deadline:
             time.sleep(0.05)
-    latencies = pushes()
+        time.sleep(0.5)
+        value = f"push-{k}"
+        path = os.path.join(work, f"{peer}-0", "configmap", "cm-00000.yaml")
+        text = open(path).read()
+        open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
+        sh(GIT + ["commit", "-q", "-a", "-m", f"push {k}"], cwd=work)
+        sh(GIT + ["push", "-q", bare, "main"], cwd=work)
+        pushed = time.monotonic()
+        seen = watch.wait(value, pushed + 60)
+        external.append(round((seen - pushed) * 1000, 1) if seen else None)
+    watch.stop()
+    events = [json.loads(line) for line in open(log) if line.startswith("{")]
+    own = [e["trigger_to_applied_ms"] for e in events
+           if e.get("message") == "trigger applied" and e.get("trigger") == "push"]
     daemon.send_signal(signal.SIGTERM)
-    daemon.wait(timeout=30)
-    return {"rss_at_rest_mib": round(rss, 1), "push_to_applied_ms": latencies}
+    daemon.wait(timeout=60)
+    return {"rss_at_rest_mib": round(rss / 1024, 1), "small_rss_at_rest_mib": round(small_rss / 1024, 1),
+            "push_to_applied_ms": external, "own_trigger_to_applied_ms": own}
+
+
+def percentile(values, q):
+    values = sorted(v for v in values if v is not None)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
 
 
 def main():
@@ -318,7 +395,12 @@ def main():
                 edit(*repos[peer], peer)
             results[name][peer] = runs[peer]()
             print(f"{name:22} {peer:8} {results[name][peer]}", file=sys.stderr)
-    daemon = daemon_figures(tmp, repos["gitward"][1], repos["gitward"][0], "gitward")
+    small_work, small_bare, small_count = make_repo(tmp, "gwsmall", max(1, n // 10))
+    for k in range(NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"gwsmall-{k}"])
+    daemon = daemon_figures(tmp, repos["gitward"][1], repos["gitward"][0], "gitward",
+                            (small_work, small_bare, "gwsmall"))
+    daemon["small_objects"] = small_count
     load_after = open("/proc/loadavg").read().split()[:3]
 
     out = [f"# gitward benchmark: {count} objects over {NAMESPACES} namespaces, same apiserver, same run\n",
@@ -335,11 +417,21 @@ def main():
             verbs = ", ".join(f"{v} {c}" for v, c in r["requests"].items())
             out.append(f"| {name} | {peer} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.0f} | {verbs} | {ratio} |")
     lat = daemon["push_to_applied_ms"]
+    marginal = ((daemon["rss_at_rest_mib"] - daemon["small_rss_at_rest_mib"]) * 1024
+                / max(1, count - daemon["small_objects"]))
+    daemon["marginal_kib_per_object"] = round(marginal, 2)
     out.append("")
-    out.append(f"gitward run at rest with {count} objects: {daemon['rss_at_rest_mib']:.0f} MiB resident (VmRSS).")
-    if lat:
-        out.append(f"Push to applied (gitward's trigger_to_applied_ms, {len(lat)} pushes): "
-                   f"median {statistics.median(lat):.0f} ms, max {max(lat)} ms.")
+    out.append(f"gitward run at rest: {daemon['rss_at_rest_mib']:.0f} MiB resident (VmRSS) with {count} objects, "
+               f"{daemon['small_rss_at_rest_mib']:.0f} MiB with {daemon['small_objects']}: "
+               f"{marginal:.2f} KiB per tracked object.")
+    missed = sum(1 for v in lat if v is None)
+    out.append(f"Push to applied, measured from `git push` returning to a watch seeing the new value "
+               f"({len(lat)} pushes, each once the previous sync ended; {missed} not seen within 60 s): p50 {percentile(lat, 0.5)} ms, "
+               f"p95 {percentile(lat, 0.95)} ms, max {percentile(lat, 1.0)} ms.")
+    own = daemon["own_trigger_to_applied_ms"]
+    if own:
+        out.append(f"gitward's own trigger_to_applied_ms for the same pushes: median {statistics.median(own):.0f} ms, "
+                   f"max {max(own)} ms.")
     text = "\n".join(out)
     print(text)
     os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
