@@ -335,16 +335,21 @@ def daemon_figures(tmp, bare, work, peer, small):
     rss = at_rest_kib(daemon)
     watch = Watch(f"{peer}-0", "cm-00000")
     time.sleep(1)
-    def completed():
-        return sum(1 for line in open(log) if '"sync complete"' in line)
+    def settled(k):
+        """The k-th push's sync has ended: a `sync complete` after its `trigger applied`."""
+        lines = open(log).read().splitlines()
+        pushed = [i for i, line in enumerate(lines) if '"trigger applied"' in line and '"push"' in line]
+        if k == 0:
+            return any('"sync complete"' in line for line in lines)
+        return len(pushed) >= k and any('"sync complete"' in line for line in lines[pushed[k - 1]:])
     external = []
     for k in range(20):
         # Each push once the previous one's sync has ended: every sync re-sends all objects
         # (DESIGN.md decision 3), and a push during that queues behind it.
         deadline = time.time() + 600
-        while completed() < k + 1 and time.time() < deadline:
+        while not settled(k) and time.time() < deadline:
             time.sleep(0.05)
-        time.sleep(0.5)
+        time.sleep(1)
         value = f"push-{k}"
         path = os.path.join(work, f"{peer}-0", "configmap", "cm-00000.yaml")
         text = open(path).read()
