@@ -10,6 +10,7 @@ use kube::api::Api;
 use kube::runtime::wait::{Condition, await_condition, conditions};
 
 use crate::changeset::{Action, ChangeSet};
+use crate::manifest::Body;
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
@@ -72,14 +73,45 @@ pub fn crd_group_kind(desired: &[Desired], object: &ObjectRef) -> Option<GroupKi
         return None;
     }
     let d = desired.iter().find(|d| &d.object == object)?;
-    defined_kind(&d.body.to_value())
+    defined_kind(&d.body)
 }
 
-/// The group-kind a CRD body defines.
-pub fn defined_kind(body: &serde_json::Value) -> Option<GroupKind> {
-    let spec = body.get("spec")?;
-    Some(GroupKind {
-        group: spec.get("group")?.as_str()?.to_string(),
-        kind: spec.get("names")?.get("kind")?.as_str()?.to_string(),
-    })
+/// The group-kind a CRD body defines (`spec.group`, `spec.names.kind`); `None` when either is
+/// missing or not a string.
+///
+/// Reads only those two fields from the compact text: the rest (a CRD's schema can be close to
+/// a megabyte) is skipped without building values, since every sync asks this of every CRD in
+/// git.
+pub fn defined_kind(body: &Body) -> Option<GroupKind> {
+    #[derive(serde::Deserialize)]
+    struct Crd {
+        spec: Spec,
+    }
+    #[derive(serde::Deserialize)]
+    struct Spec {
+        group: String,
+        names: Names,
+    }
+    #[derive(serde::Deserialize)]
+    struct Names {
+        kind: String,
+    }
+    let crd: Crd = serde_json::from_str(body.as_str()).ok()?;
+    Some(GroupKind { group: crd.spec.group, kind: crd.spec.names.kind })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_crd_defines_its_group_and_kind_and_other_bodies_define_none() {
+        let crd = json!({"kind": "CustomResourceDefinition", "spec": {"group": "x.dev", "names": {"kind": "Widget",
+            "plural": "widgets"}, "versions": [{"name": "v1", "schema": {"openAPIV3Schema": {"type": "object"}}}]}});
+        assert_eq!(defined_kind(&crd.into()), Some(GroupKind { group: "x.dev".into(), kind: "Widget".into() }));
+        assert_eq!(defined_kind(&json!({"spec": {"group": "x.dev"}}).into()), None);
+        assert_eq!(defined_kind(&json!({"spec": {"group": 1, "names": {"kind": "W"}}}).into()), None);
+        assert_eq!(defined_kind(&json!({"kind": "ConfigMap", "data": {}}).into()), None);
+    }
 }

@@ -63,7 +63,7 @@ pub async fn resolve(
     let crd_kinds: BTreeSet<GroupKind> = manifests
         .iter()
         .filter(|m| m.gk.group == "apiextensions.k8s.io" && m.gk.kind == "CustomResourceDefinition")
-        .filter_map(|m| defined_kind(&m.body.to_value()))
+        .filter_map(|m| defined_kind(&m.body))
         .collect();
     // Every object's annotation is checked before anything is applied, pending custom resources
     // included (they are built only after their CRD was applied).
