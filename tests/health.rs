@@ -175,7 +175,9 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
     })
     .await;
     assert!(recorded, "{:?}", record(&env.client, &ns, "gitward-app").await);
-    assert_eq!(daemon.metric_sum("gitward_objects_health", &["unit=\"app\"", "health=\"degraded\""]), 1.0);
+    let degraded_gauge = || daemon.metric_sum("gitward_objects_health", &["unit=\"app\"", "health=\"degraded\""]);
+    let counted = common::eventually(WAIT, || async { degraded_gauge() == 1.0 }).await;
+    assert!(counted, "gitward_objects_health degraded = {}: {}", degraded_gauge(), daemon.log_text());
 
     // `gitward status` reads the same from the cluster, with no daemon needed.
     let (code, out, err) = gitward(&["status", "--config", config.to_str().unwrap(), "-o", "json"]);

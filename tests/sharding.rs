@@ -18,7 +18,7 @@ use kube::api::Api;
 use serde_json::Value;
 
 /// The failover bound configured in the test: short, so the test is quick.
-const LEASE: Duration = Duration::from_secs(6);
+const LEASE: Duration = Duration::from_secs(8);
 /// Every owner re-applies its units this often, so that a handover happens while the old
 /// owner is writing and an overlap would show in the audit log.
 const RESYNC: Duration = Duration::from_secs(3);
@@ -137,8 +137,13 @@ fn seconds(from: Timestamp, to: Timestamp) -> f64 {
     (to.as_microsecond() - from.as_microsecond()) as f64 / 1e6
 }
 
+/// The tests of this file run one at a time: replicas renewing dozens of short Leases beside a
+/// second apiserver starting up (the two-cluster test) missed renew deadlines on two cores.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_over_on_death() {
+    let _serial = SERIAL.lock().await;
     let env = common::setup("shard").await;
     let ns = env.namespace.clone();
     let repos: Vec<common::GitRepo> = (0..UNITS)
@@ -263,6 +268,7 @@ async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_ov
 
 #[tokio::test]
 async fn a_cluster_that_is_down_delays_only_its_own_units() {
+    let _serial = SERIAL.lock().await;
     let env = common::setup("clusters").await;
     let dir = tempfile::tempdir().unwrap();
     let own_dir = dir.path().join("own");
@@ -343,6 +349,7 @@ async fn impersonating(user: &str) -> kube::Client {
 
 #[tokio::test]
 async fn the_sharded_deployments_role_is_enough_for_sharding() {
+    let _serial = SERIAL.lock().await;
     use k8s_openapi::api::coordination::v1::Lease;
     use k8s_openapi::api::core::v1::ServiceAccount;
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
