@@ -247,7 +247,7 @@ pub struct Sharding {
     /// Namespace of the membership and unit Leases (`gitward-member-<identity>`,
     /// `gitward-unit-<unit>`); the replicas' RBAC must allow `get`, `list`, `watch`, `create`
     /// and `update` of Leases there. Default `gitward-system`, where
-    /// deploy/kubernetes-sharded installs gitward.
+    /// deploy/kubernetes/sharded installs gitward.
     pub namespace: String,
     /// The failover bound: a dead replica's units are applied again by others within about
     /// this long (humantime), at least 2 s. The Leases themselves are written with half of it
@@ -892,7 +892,7 @@ mod tests {
 
     #[test]
     fn the_sharded_deployments_config_parses() {
-        let yaml = include_str!("../../deploy/kubernetes-sharded/configmap.yaml");
+        let yaml = include_str!("../../deploy/kubernetes/sharded/configmap.yaml");
         let (_, body) = yaml.split_once("config.toml: |\n").expect("a config.toml key");
         let text: Vec<&str> = body.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect();
         let config =
