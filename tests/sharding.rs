@@ -18,14 +18,14 @@ use kube::api::Api;
 use serde_json::Value;
 
 /// The failover bound configured in the test: short, so the test is quick.
-const LEASE: Duration = Duration::from_secs(8);
+const LEASE: Duration = Duration::from_secs(20);
 /// Every owner re-applies its units this often, so that a handover happens while the old
 /// owner is writing and an overlap would show in the audit log.
 const RESYNC: Duration = Duration::from_secs(3);
 /// Units in the sharding test.
 const UNITS: usize = 30;
 /// Liveness bound for anything that must eventually happen.
-const WAIT: Duration = Duration::from_secs(60);
+const WAIT: Duration = Duration::from_secs(120);
 
 fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
