@@ -301,21 +301,67 @@ async fn daemon_survives_an_apiserver_outage_and_converges() {
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
 }
 
-#[tokio::test]
-async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
-    let env = common::setup("deploy").await;
-    let repo = common::GitRepo::new();
-    repo.copy_dir(&Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes"), "kubernetes");
-    repo.commit_and_push("gitward's own in-cluster deployment");
+/// Copies the named files of `deploy/kubernetes/` (paths relative to it) into `repo` under
+/// `kubernetes/`, as `kubectl apply -f` of those files would take them.
+fn copy_deploy_files(repo: &common::GitRepo, files: &[&str]) {
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
+    for file in files {
+        let text = std::fs::read_to_string(deploy.join(file)).unwrap();
+        repo.write(&format!("kubernetes/{file}"), &text);
+    }
+}
+
+/// Syncs the `kubernetes/` path of `repo` once and returns the actions by object.
+async fn sync_deploy(env: &common::TestEnv, repo: &common::GitRepo) -> std::collections::BTreeMap<String, String> {
     let state = tempfile::tempdir().unwrap();
     let config =
         common::config(state.path(), &common::unit_toml("gitward", &repo.bare(), "kubernetes", &env.namespace, ""));
     let mut engine = common::engine(&env.client, &config, "gitward").await;
     let report = engine.sync().await.expect("sync of deploy/kubernetes");
     assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
-    let actions = common::actions(&report);
+    common::actions(&report)
+}
+
+/// The two installs the README documents, each synced by gitward itself: the single-replica
+/// one (`kubectl apply -f deploy/kubernetes/`, the top-level files only) and the sharded one
+/// (`deploy/kubernetes/{namespace,serviceaccount,rbac,service}.yaml` plus `sharded/`).
+#[tokio::test]
+async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
+    let env = common::setup("deploy").await;
+    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
+    let mut top: Vec<String> = std::fs::read_dir(&deploy)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    top.sort();
+    let repo = common::GitRepo::new();
+    copy_deploy_files(&repo, &top.iter().map(String::as_str).collect::<Vec<_>>());
+    repo.commit_and_push("gitward's own in-cluster deployment");
+    let actions = sync_deploy(&env, &repo).await;
     assert!(actions.contains_key("Deployment/gitward-system/gitward"), "{actions:#?}");
     assert!(actions.contains_key("Namespace/gitward-system"), "{actions:#?}");
+    assert!(actions.contains_key("ConfigMap/gitward-system/gitward-config"), "{actions:#?}");
+
+    let sharded = common::GitRepo::new();
+    copy_deploy_files(
+        &sharded,
+        &[
+            "namespace.yaml",
+            "serviceaccount.yaml",
+            "rbac.yaml",
+            "service.yaml",
+            "sharded/configmap.yaml",
+            "sharded/rbac.yaml",
+            "sharded/deployment.yaml",
+        ],
+    );
+    sharded.commit_and_push("gitward's sharded in-cluster deployment");
+    let actions = sync_deploy(&env, &sharded).await;
+    assert!(actions.contains_key("Deployment/gitward-system/gitward"), "{actions:#?}");
+    assert!(actions.contains_key("Role/gitward-system/gitward-sharding"), "{actions:#?}");
+    assert!(actions.contains_key("ConfigMap/gitward-system/gitward-config"), "{actions:#?}");
 }
 
 #[tokio::test]
