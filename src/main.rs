@@ -16,6 +16,13 @@ use gitward::config::Config;
 use gitward::sync::Engine;
 use gitward::telemetry::{self, LogFormat};
 
+/// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
+/// second. At 10,000 objects glibc malloc kept the daemon ~15 MiB above jemalloc at rest and the
+/// one-shot `sync` ~18 MiB above it at its peak (fragmentation across per-thread arenas; issue 9,
+/// README "Benchmarks"). mimalloc was tried and held more than glibc.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
 #[derive(Parser)]
 #[command(version, about)]

@@ -395,7 +395,9 @@ impl UnitTask {
 /// daemon's resident set after a sync stayed ~20 MB above what it holds live (issue 9, README
 /// "Benchmarks"). `malloc_trim(0)` (glibc, malloc_trim(3)) releases free memory at the top of
 /// every arena and `madvise`s whole free pages inside them; a few milliseconds at that size.
-/// A no-op with other C libraries.
+/// The `gitward` binary allocates with jemalloc (src/main.rs), which returns its own freed pages;
+/// this still trims what the C libraries (libgit2, OpenSSL) freed on the glibc heap. A no-op
+/// with other C libraries.
 fn release_freed_memory() {
     #[cfg(target_env = "gnu")]
     // SAFETY: malloc_trim only reorganises glibc's own free lists; it takes no pointer and is
