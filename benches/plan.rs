@@ -61,8 +61,8 @@ fn load(cache: &mut ParseCache, tree: &[(TreeFile, String)]) -> Loaded {
 /// What discovery would answer, without a cluster: both kinds are namespaced.
 fn build_all(loaded: Loaded, previous: &[Desired], defaults: &Defaults) -> Vec<Desired> {
     let built = Built::new(previous);
-    let configmap = ApiResource::erase::<ConfigMap>(&());
-    let deployment = ApiResource::erase::<Deployment>(&());
+    let configmap = std::sync::Arc::new(ApiResource::erase::<ConfigMap>(&()));
+    let deployment = std::sync::Arc::new(ApiResource::erase::<Deployment>(&()));
     loaded
         .manifests
         .into_iter()

@@ -55,8 +55,9 @@ impl Stage {
 pub struct Desired {
     /// Its identity; the namespace is set for namespaced kinds.
     pub object: ObjectRef,
-    /// The resource to send it to (group, version, plural), from discovery.
-    pub resource: ApiResource,
+    /// The resource to send it to (group, version, plural), from discovery; shared by every
+    /// object of the kind.
+    pub resource: std::sync::Arc<ApiResource>,
     /// The body for server-side apply (or `update`), as compact JSON text.
     pub body: crate::manifest::Body,
     /// The manifest's body as read from git or rendered, shared with the parse or render cache:
@@ -252,7 +253,9 @@ mod tests {
         let gk = gk(api_version, kind);
         Desired {
             object: ObjectRef::new(gk.clone(), ns.map(String::from), name),
-            resource: ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(&gk.group, "v1", &gk.kind)),
+            resource: std::sync::Arc::new(ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
+                &gk.group, "v1", &gk.kind,
+            ))),
             body: json!({}).into(),
             source: json!({}).into(),
             hash: hash.to_string(),

@@ -64,7 +64,7 @@ pub struct Context<'a> {
     /// The API server.
     pub client: &'a kube::Client,
     /// Each group-kind's resource and whether it is namespaced.
-    pub resources: &'a HashMap<GroupKind, (ApiResource, bool)>,
+    pub resources: &'a HashMap<GroupKind, (std::sync::Arc<ApiResource>, bool)>,
     /// The unit's metadata cache: pruned members are forgotten; members still held in a
     /// Namespace (or of a CRD's kind) block that Namespace's (CRD's) prune.
     pub cache: &'a MetadataCache,
@@ -89,8 +89,8 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
             continue;
         };
         let api: Api<DynamicObject> = match &step.object.namespace {
-            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, resource),
-            None => Api::all_with(ctx.client.clone(), resource),
+            Some(ns) => Api::namespaced_with(ctx.client.clone(), ns, resource.as_ref()),
+            None => Api::all_with(ctx.client.clone(), resource.as_ref()),
         };
         changes.requests += 1;
         let meta = match api.get_metadata_opt(&step.object.name).await {

@@ -103,13 +103,13 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         let failed = |source| Error::ListFailed { group_kind: gk.to_string(), source };
         let namespace = |ns: Option<String>| if resolved.namespaced { ns } else { None };
         if !health::bears_health(gk) {
-            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), &resolved.resource);
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), resolved.resource.as_ref());
             let n = api.list_metadata(&selector).await.map_err(failed)?.items.len();
             add(&mut state.objects, gk, n);
             healths.extend(std::iter::repeat_n(Health::Current, n));
             continue;
         }
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resolved.resource);
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), resolved.resource.as_ref());
         let list = api.list(&selector).await.map_err(failed)?;
         add(&mut state.objects, gk, list.items.len());
         for item in list.items {

@@ -161,7 +161,8 @@ async fn a_member_whose_label_was_removed_just_before_the_delete_is_not_deleted(
     // ...then someone takes the object over by removing gitward's label, before the delete.
     let unlabel = json!({"metadata": {"labels": {PART_OF: null}}});
     u.configmaps().patch("go", &PatchParams::default(), &Patch::Merge(&unlabel)).await.unwrap();
-    let resources = HashMap::from([(object.gk.clone(), (ApiResource::erase::<ConfigMap>(&()), true))]);
+    let resources =
+        HashMap::from([(object.gk.clone(), (std::sync::Arc::new(ApiResource::erase::<ConfigMap>(&())), true))]);
     let ctx = gitward::prune::Context {
         client: &u.env.client,
         resources: &resources,

@@ -20,8 +20,8 @@ use crate::plan::{Desired, LiveMeta, Op, Step};
 /// The dynamic API of a desired object (namespaced or cluster-wide).
 pub fn api_for(client: &kube::Client, d: &Desired) -> Api<DynamicObject> {
     match &d.object.namespace {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &d.resource),
-        None => Api::all_with(client.clone(), &d.resource),
+        Some(ns) => Api::namespaced_with(client.clone(), ns, d.resource.as_ref()),
+        None => Api::all_with(client.clone(), d.resource.as_ref()),
     }
 }
 

@@ -366,7 +366,9 @@ mod tests {
             let gk = crate::object::GroupKind::from_api_version(api_version, kind);
             Desired {
                 object: crate::object::ObjectRef::new(gk, Some("a".into()), "x"),
-                resource: kube::discovery::ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk("", "v1", kind)),
+                resource: std::sync::Arc::new(kube::discovery::ApiResource::from_gvk(
+                    &kube::api::GroupVersionKind::gvk("", "v1", kind),
+                )),
                 body: json!({}).into(),
                 source: json!({}).into(),
                 hash: String::new(),

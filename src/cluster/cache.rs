@@ -11,7 +11,7 @@
 //! resourceVersion differs from the one recorded is someone else's change: it is sent on the
 //! [`MetadataCache::subscribe`] channel (the daemon's drift trigger).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet, btree_map};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -29,7 +29,16 @@ use crate::cluster::inventory::{DESIRED_HASH, PRUNE, PRUNE_CASCADE, PRUNE_DISABL
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::LiveMeta;
 
-type Store = Arc<Mutex<BTreeMap<ObjectRef, LiveMeta>>>;
+type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
+
+/// One member in the store: its live metadata and the resourceVersion of gitward's last write
+/// of it (`None` until gitward writes it). Kept together so that each member's ref is held
+/// once, not again in a map of own writes (issue 9: memory per tracked object).
+#[derive(Debug, Clone, Default)]
+struct Entry {
+    meta: LiveMeta,
+    own: Option<String>,
+}
 
 /// State of one group-kind's watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,14 +83,15 @@ pub struct MetadataCache {
     store: Store,
     kinds: HashMap<GroupKind, KindWatch>,
     drift: broadcast::Sender<Drift>,
-    /// The resourceVersion each of gitward's own writes returned (`""` for its deletes).
-    own: Own,
+    /// The members gitward deleted, so the watch's delete event of them is known as its own;
+    /// the resourceVersion of its other writes is kept in the store ([`Entry::own`]).
+    own_deletes: OwnDeletes,
     /// gitward's field manager, never named as the other side of a drift ([`Drift::manager`]).
     field_manager: Arc<str>,
 }
 
-/// The resourceVersion of each of gitward's own writes, shared with the watch tasks.
-type Own = Arc<Mutex<HashMap<ObjectRef, String>>>;
+/// The members gitward deleted; shared with the watch tasks.
+type OwnDeletes = Arc<Mutex<HashSet<ObjectRef>>>;
 
 impl MetadataCache {
     /// An empty cache for members labelled `applyset.kubernetes.io/part-of=<applyset_id>`.
@@ -93,7 +103,7 @@ impl MetadataCache {
             store: Arc::default(),
             kinds: HashMap::new(),
             drift,
-            own: Own::default(),
+            own_deletes: OwnDeletes::default(),
             field_manager: Arc::from("gitward"),
         }
     }
@@ -132,7 +142,6 @@ impl MetadataCache {
             store: self.store.clone(),
             state: tx,
             drift: self.drift.clone(),
-            own: self.own.clone(),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
         };
@@ -188,7 +197,7 @@ impl MetadataCache {
 
     /// A copy of the live metadata of every member, by ref.
     pub fn snapshot(&self) -> BTreeMap<ObjectRef, LiveMeta> {
-        self.store.lock().expect("cache lock").clone()
+        self.store.lock().expect("cache lock").iter().map(|(k, e)| (k.clone(), e.meta.clone())).collect()
     }
 
     /// Number of members held.
@@ -209,11 +218,12 @@ impl MetadataCache {
     /// entry. resourceVersions are opaque by API convention; here they are compared as the
     /// etcd revisions they are when both are integers, and otherwise the write wins.
     pub fn record(&self, object: ObjectRef, meta: LiveMeta) {
-        self.own.lock().expect("own lock").insert(object.clone(), meta.resource_version.clone());
+        self.own_deletes.lock().expect("own lock").remove(&object);
         let mut store = self.store.lock().expect("cache lock");
-        let newer_seen = store.get(&object).is_some_and(|seen| newer(&seen.resource_version, &meta.resource_version));
-        if !newer_seen {
-            store.insert(object, meta);
+        let entry = store.entry(object).or_default();
+        entry.own = Some(meta.resource_version.clone());
+        if !newer(&entry.meta.resource_version, &meta.resource_version) {
+            entry.meta = meta;
         }
     }
 
@@ -221,19 +231,23 @@ impl MetadataCache {
     /// starts from the live resourceVersion even when the watch lags behind, and the watch
     /// event of the other writer's change still counts as someone else's.
     pub fn observe(&self, object: ObjectRef, meta: LiveMeta) {
-        self.store.lock().expect("cache lock").insert(object, meta);
+        self.store.lock().expect("cache lock").entry(object).or_default().meta = meta;
     }
 
     /// Forgets a member that gitward deleted.
     pub fn forget(&self, object: &ObjectRef) {
-        self.own.lock().expect("own lock").insert(object.clone(), String::new());
+        self.own_deletes.lock().expect("own lock").insert(object.clone());
         self.store.lock().expect("cache lock").remove(object);
     }
 
     /// True when a watch event reports gitward's own write: its resourceVersion equals the one
     /// gitward's request returned (DESIGN.md decision 9). Such events must not trigger a sync.
     pub fn is_own(&self, drift: &Drift) -> bool {
-        self.own.lock().expect("own lock").get(&drift.object) == Some(&drift.resource_version)
+        if drift.resource_version.is_empty() {
+            return self.own_deletes.lock().expect("own lock").contains(&drift.object);
+        }
+        let store = self.store.lock().expect("cache lock");
+        store.get(&drift.object).and_then(|e| e.own.as_deref()) == Some(drift.resource_version.as_str())
     }
 
     /// Changes by others (resourceVersion differs from the one gitward recorded).
@@ -341,7 +355,6 @@ struct Sinks {
     store: Store,
     state: watch::Sender<Sync>,
     drift: broadcast::Sender<Drift>,
-    own: Own,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
 }
@@ -353,7 +366,7 @@ async fn run_watch(
     namespaced: bool,
     sinks: Sinks,
 ) {
-    let Sinks { store, state, drift, own, errored, field_manager } = sinks;
+    let Sinks { store, state, drift, errored, field_manager } = sinks;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
     while let Some(event) = stream.next().await {
@@ -367,8 +380,21 @@ async fn run_watch(
             Ok(Event::InitDone) => {
                 let fresh = relist.take().unwrap_or_default();
                 let mut s = store.lock().expect("cache lock");
-                s.retain(|k, _| k.gk != gk);
-                s.extend(fresh);
+                // gitward's own writes stay known across the relist.
+                let mut own: HashMap<ObjectRef, String> = HashMap::new();
+                s.retain(|k, e| {
+                    if k.gk != gk {
+                        return true;
+                    }
+                    if let Some(rv) = e.own.take() {
+                        own.insert(k.clone(), rv);
+                    }
+                    false
+                });
+                s.extend(fresh.into_iter().map(|(k, meta)| {
+                    let own = own.remove(&k);
+                    (k, Entry { meta, own })
+                }));
                 drop(s);
                 errored.store(false, Ordering::SeqCst);
                 state.send_replace(Sync::Ready);
@@ -376,8 +402,17 @@ async fn run_watch(
             Ok(Event::Apply(obj)) => {
                 let key = object_ref(&gk, namespaced, &obj.metadata);
                 let meta = live_meta(&obj.metadata);
-                let previous = store.lock().expect("cache lock").insert(key.clone(), meta.clone());
-                let ours = own.lock().expect("own lock").get(&key) == Some(&meta.resource_version);
+                let (previous, ours) = match store.lock().expect("cache lock").entry(key.clone()) {
+                    btree_map::Entry::Occupied(mut held) => {
+                        let held = held.get_mut();
+                        let ours = held.own.as_deref() == Some(meta.resource_version.as_str());
+                        (Some(std::mem::replace(&mut held.meta, meta.clone())), ours)
+                    }
+                    btree_map::Entry::Vacant(slot) => {
+                        slot.insert(Entry { meta: meta.clone(), own: None });
+                        (None, false)
+                    }
+                };
                 if is_change(previous.as_ref(), &meta) && !ours {
                     let manager = latest_manager(&obj.metadata, &field_manager);
                     let _ = drift.send(Drift { object: key, resource_version: meta.resource_version, manager });

@@ -9,6 +9,8 @@
 use std::collections::HashMap;
 
 use kube::core::GroupVersion;
+use std::sync::Arc;
+
 use kube::discovery::{ApiCapabilities, ApiResource, Scope, oneshot};
 
 use super::{Error, Result, is_status};
@@ -27,8 +29,9 @@ pub const NEW_KIND_WITHIN: std::time::Duration = std::time::Duration::from_secs(
 /// A resolved kind.
 #[derive(Debug, Clone)]
 pub struct Resolved {
-    /// Group, version, kind and plural.
-    pub resource: ApiResource,
+    /// Group, version, kind and plural; one shared copy per kind, so the desired objects of a
+    /// kind hold a pointer each rather than five strings (issue 9).
+    pub resource: Arc<ApiResource>,
     /// True for namespaced kinds.
     pub namespaced: bool,
 }
@@ -36,7 +39,7 @@ pub struct Resolved {
 /// The discovery cache: group-version → the kinds it serves.
 #[derive(Debug, Default)]
 pub struct Discovery {
-    groups: HashMap<String, Vec<(ApiResource, ApiCapabilities)>>,
+    groups: HashMap<String, Vec<(Arc<ApiResource>, ApiCapabilities)>>,
     /// Group → its preferred version and when that was learned ([`PREFERRED_TTL`]).
     preferred: HashMap<String, (String, std::time::Instant)>,
     fetched: HashMap<String, std::time::Instant>,
@@ -67,7 +70,8 @@ impl Discovery {
                 Err(e) if is_status(&e, 404) => Vec::new(),
                 Err(source) => return Err(Error::DiscoveryFailed { group_version: api_version.to_string(), source }),
             };
-            self.groups.insert(api_version.to_string(), resources);
+            self.groups
+                .insert(api_version.to_string(), resources.into_iter().map(|(ar, c)| (Arc::new(ar), c)).collect());
             self.fetched.insert(api_version.to_string(), std::time::Instant::now());
         }
         Ok(self.groups[api_version]

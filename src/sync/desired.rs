@@ -131,7 +131,7 @@ impl<'a> Built<'a> {
         &self,
         m: Manifest,
         object: ObjectRef,
-        resource: kube::discovery::ApiResource,
+        resource: std::sync::Arc<kube::discovery::ApiResource>,
         namespaced: bool,
         defaults: &Defaults,
     ) -> Result<Desired> {
@@ -155,7 +155,7 @@ impl<'a> Built<'a> {
 pub fn build(
     m: Manifest,
     object: ObjectRef,
-    resource: kube::discovery::ApiResource,
+    resource: std::sync::Arc<kube::discovery::ApiResource>,
     namespaced: bool,
     defaults: &Defaults,
 ) -> Result<Desired> {
@@ -242,7 +242,7 @@ mod tests {
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1"}}),
         );
         let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
-        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let d = build(m, object, ar, true, &defaults()).unwrap();
         let body = d.body.to_value();
         assert_eq!(body["metadata"]["namespace"], "shop");
@@ -254,7 +254,7 @@ mod tests {
     #[test]
     fn desired_hash_ignores_gitwards_own_label_and_annotation() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}});
-        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let a = build(
             manifest(body.clone()),
             ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
@@ -278,7 +278,7 @@ mod tests {
     #[test]
     fn recreate_annotation_enables_recreate_for_one_object() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "annotations": {RECREATE: "enabled"}}});
-        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let d = build(
             manifest(body),
             ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn apply_mode_annotation_overrides_the_units_mode_and_a_bad_value_is_refused() {
-        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf");
         let with = |mode: &str| {
             manifest(
@@ -315,7 +315,7 @@ mod tests {
     fn an_object_whose_manifest_came_out_of_the_cache_unchanged_is_reused_not_rebuilt() {
         let m = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}}));
         let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
-        let ar = kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&());
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let first = build(m.clone(), object.clone(), ar.clone(), true, &defaults()).unwrap();
         let previous = vec![first.clone()];
         let built = Built::new(&previous);

@@ -13,6 +13,7 @@ pub mod diff;
 pub mod repo;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams};
@@ -485,8 +486,8 @@ impl Engine {
         &mut self,
         desired: &[Desired],
         contents: &Contents,
-    ) -> Result<(HashMap<GroupKind, (ApiResource, bool)>, BTreeMap<GroupKind, String>)> {
-        let mut resources: HashMap<GroupKind, (ApiResource, bool)> = HashMap::new();
+    ) -> Result<(HashMap<GroupKind, (Arc<ApiResource>, bool)>, BTreeMap<GroupKind, String>)> {
+        let mut resources: HashMap<GroupKind, (Arc<ApiResource>, bool)> = HashMap::new();
         for d in desired {
             resources.entry(d.object.gk.clone()).or_insert_with(|| (d.resource.clone(), d.object.namespace.is_some()));
         }
@@ -548,14 +549,14 @@ impl Engine {
         live: &BTreeMap<ObjectRef, plan::LiveMeta>,
         changes: &mut ChangeSet,
     ) -> HashMap<ObjectRef, String> {
-        let mut by_kind: HashMap<&GroupKind, (&ApiResource, bool)> = HashMap::new();
+        let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, bool)> = HashMap::new();
         for d in desired.iter().filter(|d| !live.contains_key(&d.object)) {
             by_kind.insert(&d.object.gk, (&d.resource, d.object.namespace.is_some()));
         }
         let selector = format!("{PART_OF},{PART_OF}!={}", self.inventory.id);
         let mut foreign = HashMap::new();
         for (gk, (resource, namespaced)) in by_kind {
-            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
+            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource.as_ref());
             changes.requests += 1;
             let list = match api.list_metadata(&ListParams::default().labels(&selector)).await {
                 Ok(list) => list,
@@ -675,7 +676,7 @@ impl Engine {
     async fn narrow_inventory(
         &mut self,
         desired: &[Desired],
-        resources: &HashMap<GroupKind, (ApiResource, bool)>,
+        resources: &HashMap<GroupKind, (Arc<ApiResource>, bool)>,
         widened: &Contents,
     ) -> Result<()> {
         let remaining = self.cache.snapshot();
@@ -729,7 +730,7 @@ impl Engine {
 /// What the prune of one sync starts from.
 struct PruneInputs<'a> {
     desired: &'a [Desired],
-    resources: &'a HashMap<GroupKind, (ApiResource, bool)>,
+    resources: &'a HashMap<GroupKind, (Arc<ApiResource>, bool)>,
     /// Members in the cache before the apply (the fraction guard's denominator).
     members_before: usize,
     /// Paths the listing skipped that may define objects ([`crate::manifest::Loaded::partial`]).
@@ -738,7 +739,8 @@ struct PruneInputs<'a> {
 
 /// The objects a sync created, configured or drift-corrected, with their resources.
 fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
-    let resources: HashMap<&ObjectRef, &ApiResource> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
+    let resources: HashMap<&ObjectRef, &ApiResource> =
+        desired.iter().map(|d| (&d.object, d.resource.as_ref())).collect();
     changes
         .entries
         .iter()
