@@ -58,12 +58,14 @@ pub struct Desired {
     /// The resource to send it to (group, version, plural), from discovery; shared by every
     /// object of the kind.
     pub resource: std::sync::Arc<ApiResource>,
-    /// The body for server-side apply (or `update`), as compact JSON text.
-    pub body: crate::manifest::Body,
     /// The manifest's body as read from git or rendered, shared with the parse or render cache:
     /// the next sync reuses this object instead of building it again when its manifest comes out
-    /// of the cache as this very copy ([`crate::manifest::Body::same`]).
+    /// of the cache as this very copy ([`crate::manifest::Body::same`]). What is sent is built
+    /// from it on demand ([`Desired::body`]).
     pub source: crate::manifest::Body,
+    /// The unit's ApplySet id, set as the `applyset.kubernetes.io/part-of` label of the body
+    /// sent; one shared copy per unit.
+    pub part_of: std::sync::Arc<str>,
     /// The desired hash (sha256 hex of the canonical JSON as read from git).
     pub hash: String,
     /// Where it came from: `path/to/file.yaml` and document number, for error messages.
@@ -74,6 +76,19 @@ pub struct Desired {
     /// How to write it: the unit's `apply_mode`, unless the object's annotation
     /// `gitward.dev/apply-mode` (`update` or `server-side-apply`) says otherwise.
     pub mode: ApplyMode,
+}
+
+impl Desired {
+    /// The body to send with server-side apply (or `update`), as compact JSON text: the source
+    /// with `metadata.namespace` set (removed for cluster-scoped kinds), gitward's `part-of`
+    /// label and its desired-hash annotation ([`crate::sync::desired::request_body`]).
+    ///
+    /// Built on each call (a parse and a serialization, microseconds) rather than held: at rest
+    /// the daemon keeps only the source, which the parse cache holds anyway (issue 9: memory
+    /// per tracked object).
+    pub fn body(&self) -> crate::manifest::Body {
+        crate::sync::desired::request_body(&self.source, self.object.namespace.as_deref(), &self.part_of, &self.hash)
+    }
 }
 
 /// What the cache holds of one live member: metadata only (DESIGN.md decision 1).
@@ -256,8 +271,8 @@ mod tests {
             resource: std::sync::Arc::new(ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
                 &gk.group, "v1", &gk.kind,
             ))),
-            body: json!({}).into(),
             source: json!({}).into(),
+            part_of: "applyset-x-v1".into(),
             hash: hash.to_string(),
             origin: "test.yaml#1".into(),
             recreate: false,

@@ -55,7 +55,7 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
     let outcome = |action, message, live, sent| Outcome { object: d.object.clone(), action, message, live, sent };
-    match api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body)).await {
+    match api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body())).await {
         Ok(returned) => {
             let live = live_meta(&returned.metadata);
             let action = match step.op {
@@ -66,7 +66,8 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
                 }
                 Op::Unchanged => Action::Unchanged,
             };
-            let Some(plan) = takeover::plan(&returned.metadata, &opts.field_manager, &opts.takeover_managers, &d.body)
+            let Some(plan) =
+                takeover::plan(&returned.metadata, &opts.field_manager, &opts.takeover_managers, &d.body())
             else {
                 return outcome(action, None, Some(live), vec![Request::Apply]);
             };
@@ -116,7 +117,7 @@ pub fn immutable_message(d: &Desired, err: &kube::Error) -> String {
 /// waits until it is gone (event-driven, bounded), and applies it again.
 async fn recreate(api: &Api<DynamicObject>, d: &Desired, params: &PatchParams) -> Result<LiveMeta, String> {
     delete_and_wait(api, d, None).await?;
-    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body))
+    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body()))
         .await
         .map(|o| live_meta(&o.metadata))
         .map_err(|e| format!("recreate: apply failed: {}", api_message(&e)))

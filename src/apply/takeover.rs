@@ -163,7 +163,7 @@ pub async fn run(
         return Err((Action::Failed, format!("{}: field takeover failed: {}", d.origin, api_message(&e))));
     }
     sent.push(Request::Apply);
-    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body))
+    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body()))
         .await
         .map(|o| live_meta(&o.metadata))
         .map_err(|e| (Action::Failed, format!("{}: apply after field takeover failed: {}", d.origin, api_message(&e))))

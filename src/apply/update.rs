@@ -119,7 +119,7 @@ const ADOPTED: &str = "existed without an ApplySet label: adopted";
 /// ApplySet's `part-of` label (taken since the plan's check), or a controller ownerReference
 /// (a controller's child). Pure.
 fn not_adoptable(meta: &kube::core::ObjectMeta, d: &Desired) -> Option<String> {
-    let labels = d.body.pointer("/metadata/labels");
+    let labels = d.body().pointer("/metadata/labels");
     let ours = labels.as_ref().and_then(|l| l.get(PART_OF)).and_then(Value::as_str);
     let theirs = meta.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str);
     if let Some(theirs) = theirs
@@ -183,7 +183,7 @@ impl Writer<'_> {
     }
 
     fn body(&self) -> Result<DynamicObject, serde_json::Error> {
-        serde_json::from_str(self.d.body.as_str())
+        serde_json::from_str(self.d.body().as_str())
     }
 
     /// `POST`; a 409 here is AlreadyExists: an unlabelled object of that name, adopted.
@@ -220,7 +220,7 @@ impl Writer<'_> {
         let read_version = live.metadata.resource_version.clone();
         let read_uid = live.metadata.uid.clone();
         let modified =
-            serde_json::to_value(&live).map(|v| modify(v, &self.d.body.to_value())).and_then(serde_json::from_value);
+            serde_json::to_value(&live).map(|v| modify(v, &self.d.body().to_value())).and_then(serde_json::from_value);
         let modified: DynamicObject = match modified {
             Ok(m) => m,
             Err(e) => return self.invalid(&e),
@@ -242,7 +242,7 @@ impl Writer<'_> {
 
     /// One metadata patch with the cached resourceVersion as precondition.
     async fn touch(mut self, cached: Option<&str>) -> Outcome {
-        let labels = self.d.body.pointer("/metadata/labels").and_then(|l| l.get(PART_OF).cloned());
+        let labels = self.d.body().pointer("/metadata/labels").and_then(|l| l.get(PART_OF).cloned());
         let mut metadata = json!({
             "labels": {PART_OF: labels.unwrap_or(Value::Null)},
             "annotations": {DESIRED_HASH: self.d.hash},
@@ -369,8 +369,8 @@ mod tests {
                 resource: std::sync::Arc::new(kube::discovery::ApiResource::from_gvk(
                     &kube::api::GroupVersionKind::gvk("", "v1", kind),
                 )),
-                body: json!({}).into(),
                 source: json!({}).into(),
+                part_of: "applyset-x-v1".into(),
                 hash: String::new(),
                 origin: String::new(),
                 recreate: false,

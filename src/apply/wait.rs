@@ -73,7 +73,7 @@ pub fn crd_group_kind(desired: &[Desired], object: &ObjectRef) -> Option<GroupKi
         return None;
     }
     let d = desired.iter().find(|d| &d.object == object)?;
-    defined_kind(&d.body)
+    defined_kind(&d.source)
 }
 
 /// The group-kind a CRD body defines (`spec.group`, `spec.names.kind`); `None` when either is

@@ -96,7 +96,7 @@ impl Engine {
         let loaded = self.load(&revision).await?;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
-            applyset_id: self.inventory.id.clone(),
+            applyset_id: self.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
         };
@@ -116,7 +116,7 @@ impl Engine {
                     continue;
                 }
             };
-            let merged = match api.patch(&d.object.name, &params, &Patch::Apply(&d.body)).await {
+            let merged = match api.patch(&d.object.name, &params, &Patch::Apply(&d.body())).await {
                 Ok(o) => serde_json::to_value(o).unwrap_or_default(),
                 Err(e) => {
                     report.failed.push((d.object.clone(), format!("{}: {}", d.origin, api_message(&e))));

@@ -212,7 +212,7 @@ impl Engine {
         let partial = loaded.partial;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
-            applyset_id: self.inventory.id.clone(),
+            applyset_id: self.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
         };
