@@ -78,6 +78,24 @@ async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
     })
     .await;
     assert!(found, "no push trigger_to_applied_ms event: {}", daemon.log_text());
+
+    // The ref rewritten with the same revision (as a second `git push` of it does: lock file,
+    // then rename): the ref watch sees it, but nothing is re-sent.
+    let pushes = daemon.metric_sum("gitward_triggers_total", &["kind=\"push\""]);
+    let refs = repo.bare().join("refs/heads");
+    std::fs::write(refs.join("main.lock"), format!("{revision}\n")).unwrap();
+    std::fs::rename(refs.join("main.lock"), refs.join("main")).unwrap();
+    let seen =
+        common::eventually(WAIT, || async { daemon.metric_sum("gitward_triggers_total", &["kind=\"push\""]) > pushes })
+            .await;
+    assert!(seen, "the ref event was not seen: {}", daemon.log_text());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let syncs = daemon
+        .events()
+        .iter()
+        .filter(|e| e["message"] == "sync triggered" && e["trigger"] == "push" && e["revision"] == revision)
+        .count();
+    assert_eq!(syncs, 1, "the same revision was synced again: {}", daemon.log_text());
 }
 
 #[tokio::test]

@@ -43,10 +43,13 @@ impl TriggerKind {
         }
     }
 
-    /// True for triggers that mean "git may have moved": the sync fetches and applies even
-    /// when the revision is unchanged only for non-poll kinds.
-    pub fn is_poll(self) -> bool {
-        self == TriggerKind::Poll
+    /// True for the triggers that only mean "git may have moved" (poll, and the ref watch of a
+    /// local repository): they sync only when the fetched revision differs from the one last
+    /// applied. One `git push` can raise more than one ref event; without this each would
+    /// re-send every object. A webhook is an explicit request and syncs even the same revision,
+    /// as do startup, drift, resync, reload and retry.
+    pub fn needs_new_revision(self) -> bool {
+        matches!(self, TriggerKind::Poll | TriggerKind::Push)
     }
 }
 

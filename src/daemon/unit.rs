@@ -191,7 +191,7 @@ impl UnitTask {
     }
 
     /// Runs one sync for `trigger`. `Some(true)` succeeded, `Some(false)` failed (retry with
-    /// backoff), `None` nothing to do (a poll that found the revision already synced); with
+    /// backoff), `None` nothing to do (a poll or push that found the revision already applied); with
     /// the report when the sync applied, for the health wait.
     async fn sync(
         &mut self,
@@ -204,7 +204,7 @@ impl UnitTask {
             Ok(r) => r,
             Err(e) => return (Some(self.failed(unit, trigger, e)), None),
         };
-        if trigger.kind.is_poll() && last_applied.as_ref() == Some(&revision) {
+        if trigger.kind.needs_new_revision() && last_applied.as_ref() == Some(&revision) {
             return (None, None);
         }
         info!(unit, trigger = %trigger.kind, revision = %revision, "sync triggered");
@@ -309,7 +309,7 @@ impl UnitTask {
                             cancelled_by = Some(trigger);
                             break None;
                         }
-                        _ if trigger.kind.is_poll() => {}
+                        _ if trigger.kind.needs_new_revision() => {}
                         _ => after = Some(trigger),
                     }
                 }
