@@ -136,6 +136,23 @@ pub struct Step {
     pub cached_resource_version: Option<String>,
 }
 
+/// Takes out the steps to send before every stage, so a push's change lands before thousands
+/// of unchanged objects are re-sent: the changed steps (create or configure) of the first stage
+/// that has any, when every stage before it holds only unchanged objects. Those objects exist
+/// live as git last had them, so the namespaces and kinds the changed ones need are in place,
+/// as they would be after their stages ran. `None` when the first change is in the first stage
+/// (its order is kept) or there is no change. The steps taken are removed from `stages`.
+pub fn changes_first(stages: &mut BTreeMap<Stage, Vec<Step>>) -> Option<(Stage, Vec<Step>)> {
+    let (&stage, _) = stages.iter().find(|(_, steps)| steps.iter().any(|s| s.op != Op::Unchanged))?;
+    if stage == Stage::ALL[0] {
+        return None;
+    }
+    let steps = stages.get_mut(&stage)?;
+    let (head, rest): (Vec<Step>, Vec<Step>) = steps.drain(..).partition(|s| s.op != Op::Unchanged);
+    *steps = rest;
+    Some((stage, head))
+}
+
 /// One planned delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PruneStep {
@@ -278,6 +295,34 @@ mod tests {
             recreate: false,
             mode: ApplyMode::ServerSideApply,
         }
+    }
+
+    fn step(index: usize, op: Op) -> Step {
+        Step { index, op, cached_resource_version: None }
+    }
+
+    #[test]
+    fn a_change_after_unchanged_stages_goes_first_and_one_in_the_first_stage_keeps_the_order() {
+        let mut stages = BTreeMap::from([
+            (Stage::Foundations, vec![step(0, Op::Unchanged)]),
+            (Stage::Configuration, vec![step(1, Op::Unchanged), step(2, Op::Configure), step(3, Op::Create)]),
+            (Stage::Workloads, vec![step(4, Op::Configure)]),
+        ]);
+        let (stage, head) = changes_first(&mut stages).expect("a head");
+        assert_eq!(stage, Stage::Configuration);
+        assert_eq!(head.iter().map(|s| s.index).collect::<Vec<_>>(), vec![2, 3]);
+        assert_eq!(stages[&Stage::Configuration], vec![step(1, Op::Unchanged)]);
+        assert_eq!(stages[&Stage::Workloads], vec![step(4, Op::Configure)], "later stages wait their turn");
+
+        let mut first = BTreeMap::from([
+            (Stage::Foundations, vec![step(0, Op::Create)]),
+            (Stage::Configuration, vec![step(1, Op::Configure)]),
+        ]);
+        let before = first.clone();
+        assert_eq!(changes_first(&mut first), None);
+        assert_eq!(first, before);
+        let mut none = BTreeMap::from([(Stage::Configuration, vec![step(1, Op::Unchanged)])]);
+        assert_eq!(changes_first(&mut none), None);
     }
 
     fn live(hash: &str, rv: &str) -> LiveMeta {

@@ -241,6 +241,15 @@ impl Engine {
         }
         let mut stages = self.plan_stages(&desired, &mut changes).await?;
         let mut blocked = Blocked::default();
+        // What git changed is sent first when the stages before it hold only unchanged objects
+        // (custom resources still pending their CRD are a change to the Foundations stage).
+        if pending.is_empty()
+            && let Some((stage, head)) = plan::changes_first(&mut stages)
+        {
+            let applied =
+                apply::apply_stage(&self.client, stage, &head, &desired, &self.cache, &mut blocked, &self.apply).await;
+            changes.extend(applied);
+        }
         let mut pending = Some(pending);
         for stage in Stage::ALL {
             if stage != Stage::Foundations
