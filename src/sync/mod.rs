@@ -208,6 +208,7 @@ impl Engine {
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
         let loaded = self.load(&revision).await?;
+        let loaded_at = started.elapsed();
         let skipped_files = loaded.skipped;
         let partial = loaded.partial;
         let defaults = Defaults {
@@ -219,6 +220,7 @@ impl Engine {
         let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
         let Resolution { mut desired, pending } =
             desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await?;
+        let resolved_at = started.elapsed();
 
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let widened = self.widen_inventory(&wanted).await?;
@@ -240,6 +242,7 @@ impl Engine {
             changes.prune_refused = Some(format!("the live state of {} cannot be read", kinds.join(", ")));
         }
         let mut stages = self.plan_stages(&desired, &mut changes).await?;
+        let planned_at = started.elapsed();
         let mut blocked = Blocked::default();
         // What git changed is sent first when the stages before it hold only unchanged objects
         // (custom resources still pending their CRD are a change to the Foundations stage).
@@ -270,6 +273,17 @@ impl Engine {
         }
         // A push waits for what it changed; unchanged objects re-sent after that do not count.
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
+        // Where the time before the first request went (RUST_LOG=gitward=debug), e.g. to see
+        // what a push's latency is made of.
+        tracing::debug!(
+            unit = %self.unit.name,
+            load_ms = loaded_at.as_millis() as u64,
+            resolve_ms = (resolved_at - loaded_at).as_millis() as u64,
+            inventory_watch_plan_ms = planned_at.saturating_sub(resolved_at).as_millis() as u64,
+            planned_ms = planned_at.as_millis() as u64,
+            changes_applied_ms = applied_at.saturating_duration_since(started).as_millis() as u64,
+            "sync phases"
+        );
 
         let pruned = if self.unit.prune && !changes.has_failures() && unwatchable.is_empty() {
             let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
