@@ -134,6 +134,36 @@ impl MetadataCache {
         namespaced: bool,
         timeout: Duration,
     ) -> Result<()> {
+        let rx = self.spawn(gk.clone(), resource, namespaced);
+        wait_ready(&gk, rx, timeout).await
+    }
+
+    /// [`MetadataCache::ensure`] for many kinds at once: starts every watch not yet running,
+    /// then waits for all their first lists together (at most `timeout`), so n new kinds cost
+    /// about one list's round trip, not n in a row. One result per kind, in the order given.
+    pub async fn ensure_all(
+        &mut self,
+        kinds: &[(Arc<ApiResource>, bool)],
+        timeout: Duration,
+    ) -> Vec<(GroupKind, Result<()>)> {
+        let mut waits = Vec::with_capacity(kinds.len());
+        for (resource, namespaced) in kinds {
+            let gk = GroupKind { group: resource.group.clone(), kind: resource.kind.clone() };
+            let rx = match self.kinds.get(&gk) {
+                Some(existing) if !matches!(*existing.state.borrow(), Sync::Failed(_)) => existing.state.clone(),
+                _ => self.spawn(gk.clone(), resource, *namespaced),
+            };
+            waits.push((gk, rx));
+        }
+        futures::future::join_all(waits.into_iter().map(|(gk, rx)| async move {
+            let ready = wait_ready(&gk, rx, timeout).await;
+            (gk, ready)
+        }))
+        .await
+    }
+
+    /// Starts the watch task of `gk` (replacing any earlier one) and returns its state.
+    fn spawn(&mut self, gk: GroupKind, resource: &ApiResource, namespaced: bool) -> watch::Receiver<Sync> {
         let (tx, rx) = watch::channel(Sync::Pending);
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
         let config = watcher::Config::default().labels(&self.selector);
@@ -147,10 +177,10 @@ impl MetadataCache {
         };
         let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
         let kind = KindWatch { state: rx.clone(), task, errored, resource: resource.clone(), namespaced };
-        if let Some(old) = self.kinds.insert(gk.clone(), kind) {
+        if let Some(old) = self.kinds.insert(gk, kind) {
             old.task.abort();
         }
-        wait_ready(&gk, rx, timeout).await
+        rx
     }
 
     /// Group-kinds whose watch has had an error since its last complete list: the store may

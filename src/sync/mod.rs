@@ -524,11 +524,14 @@ impl Engine {
         }
         self.cache.retain_kinds(|gk| resources.contains_key(gk));
         let mut unwatchable = BTreeMap::new();
-        for (gk, (resource, namespaced)) in &resources {
-            match self.cache.ensure(resource, *namespaced, self.cache_timeout).await {
+        let kinds: Vec<(Arc<ApiResource>, bool)> = resources.values().cloned().collect();
+        let keys: Vec<GroupKind> = resources.keys().cloned().collect();
+        // All first lists at once: ten new kinds cost one round trip, not ten in a row.
+        for (gk, (_, ready)) in keys.into_iter().zip(self.cache.ensure_all(&kinds, self.cache_timeout).await) {
+            match ready {
                 Ok(()) => {}
                 Err(e @ crate::cluster::Error::CacheFailed { .. }) => {
-                    unwatchable.insert(gk.clone(), e.to_string());
+                    unwatchable.insert(gk, e.to_string());
                 }
                 Err(e) => return Err(e.into()),
             }
