@@ -119,11 +119,9 @@ const ADOPTED: &str = "existed without an ApplySet label: adopted";
 /// ApplySet's `part-of` label (taken since the plan's check), or a controller ownerReference
 /// (a controller's child). Pure.
 fn not_adoptable(meta: &kube::core::ObjectMeta, d: &Desired) -> Option<String> {
-    let labels = d.body().pointer("/metadata/labels");
-    let ours = labels.as_ref().and_then(|l| l.get(PART_OF)).and_then(Value::as_str);
     let theirs = meta.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str);
     if let Some(theirs) = theirs
-        && Some(theirs) != ours
+        && theirs != &*d.part_of
     {
         return Some(format!("belongs to another ApplySet ({theirs})"));
     }
@@ -242,9 +240,8 @@ impl Writer<'_> {
 
     /// One metadata patch with the cached resourceVersion as precondition.
     async fn touch(mut self, cached: Option<&str>) -> Outcome {
-        let labels = self.d.body().pointer("/metadata/labels").and_then(|l| l.get(PART_OF).cloned());
         let mut metadata = json!({
-            "labels": {PART_OF: labels.unwrap_or(Value::Null)},
+            "labels": {PART_OF: &*self.d.part_of},
             "annotations": {DESIRED_HASH: self.d.hash},
         });
         if let Some(rv) = cached {

@@ -117,14 +117,9 @@ impl MetadataCache {
     /// first list is in the store.
     ///
     /// Errors: [`Error::CacheFailed`] when the first list fails or times out (retry later).
-    pub async fn ensure(&mut self, resource: &ApiResource, namespaced: bool, timeout: Duration) -> Result<()> {
-        let gk = GroupKind { group: resource.group.clone(), kind: resource.kind.clone() };
-        if let Some(existing) = self.kinds.get(&gk)
-            && !matches!(*existing.state.borrow(), Sync::Failed(_))
-        {
-            return wait_ready(&gk, existing.state.clone(), timeout).await;
-        }
-        self.start(gk, resource, namespaced, timeout).await
+    pub async fn ensure(&mut self, resource: &Arc<ApiResource>, namespaced: bool, timeout: Duration) -> Result<()> {
+        let mut ready = self.ensure_all(&[(resource.clone(), namespaced)], timeout).await;
+        ready.pop().map_or(Ok(()), |(_, ready)| ready)
     }
 
     async fn start(
