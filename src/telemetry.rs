@@ -117,6 +117,7 @@ pub fn log_summary(report: &Report, health: &HealthSummary) {
         skipped = c.skipped,
         failed = c.failed,
         conflict = c.conflict,
+        applied_early = report.applied_early,
         requests = report.changes.requests,
         duration_ms = report.duration.as_millis() as u64,
         healthy = health.counts.healthy,

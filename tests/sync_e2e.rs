@@ -219,3 +219,75 @@ async fn applyset_matches_kubectl(env: &common::TestEnv, engine: &gitward::sync:
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("managed by tooling \"gitward\""), "kubectl names the other tooling: {err}");
 }
+
+/// The early apply (issue 9): a push's changed object is applied before the revision is loaded
+/// whole, with exactly one request in the sync; a push that also breaks another file, or that
+/// names an object twice, applies nothing of its revision.
+#[tokio::test]
+async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revision() {
+    let env = common::setup("early").await;
+    let repo = common::GitRepo::new();
+    let config_map = |name: &str, value: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n---\n")
+    };
+    repo.write("app/a.yaml", &config_map("a", "1"));
+    repo.write("app/b.yaml", &config_map("b", "1"));
+    repo.commit_and_push("a and b");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "app", &env.namespace, ""));
+    let agent = format!("{}-gitward", env.user_agent);
+    let client = common::admin(&agent).await;
+    let mut engine = common::engine(&client, &config, "app").await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let value = |cm: ConfigMap| cm.data.unwrap_or_default().get("value").cloned().unwrap_or_default();
+
+    let first = engine.sync().await.expect("first sync");
+    assert_eq!(count(&first, Action::Created), 2, "{:#?}", common::actions(&first));
+    assert_eq!(first.applied_early, 0, "nothing is early on a first sync");
+
+    // 1. One object changed: applied early, and sent once in the sync.
+    repo.write("app/a.yaml", &config_map("a", "2"));
+    repo.commit_and_push("a = 2");
+    let before = common::audit_events(&agent).len();
+    let changed = engine.sync().await.expect("sync of a = 2");
+    assert_eq!(changed.applied_early, 1);
+    let a = common::actions(&changed);
+    let ns = &env.namespace;
+    assert_eq!(a[&format!("ConfigMap/{ns}/a")], "configured", "{a:#?}");
+    assert_eq!(a[&format!("ConfigMap/{ns}/b")], "unchanged", "{a:#?}");
+    assert_eq!(changed.changes.entries.len(), 2, "{a:#?}");
+    assert_eq!(value(configmaps.get("a").await.unwrap()), "2");
+    common::audit_events_until(&agent, |e| e.len() >= before + 2).await;
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let events = common::audit_events(&agent);
+    let patches_of =
+        |name: &str| events[before..].iter().filter(|e| e["verb"] == "patch" && e["objectRef"]["name"] == name).count();
+    assert_eq!((patches_of("a"), patches_of("b")), (1, 1), "one request per object: {:#?}", &events[before..]);
+    assert_eq!(events.len() - before, 2, "{:#?}", &events[before..]);
+
+    // 2. a changed again, but b.yaml no longer parses: the revision is refused whole and a keeps
+    //    its last good value.
+    repo.write("app/a.yaml", &config_map("a", "3"));
+    repo.write("app/b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\n data: [\n");
+    repo.commit_and_push("a = 3, b broken");
+    let err = engine.sync().await.expect_err("a malformed file refuses the revision");
+    assert!(err.to_string().contains("app/b.yaml"), "{err}");
+    assert_eq!(value(configmaps.get("a").await.unwrap()), "2", "nothing of a refused revision is applied");
+
+    // 3. b.yaml repaired as it was, a changed again and a.yaml also defines b (still in b.yaml):
+    //    a duplicate, refused whole.
+    repo.write("app/b.yaml", &config_map("b", "1"));
+    repo.write("app/a.yaml", &(config_map("a", "4") + &config_map("b", "4")));
+    repo.commit_and_push("a = 4, b twice");
+    let err = engine.sync().await.expect_err("an object named twice refuses the revision");
+    assert!(err.to_string().contains("ConfigMap") && err.to_string().contains("b.yaml"), "{err}");
+    assert_eq!(value(configmaps.get("a").await.unwrap()), "2");
+    assert_eq!(value(configmaps.get("b").await.unwrap()), "1");
+
+    // 4. The duplicate removed: applied early again.
+    repo.write("app/a.yaml", &config_map("a", "4"));
+    repo.commit_and_push("a = 4");
+    let fixed = engine.sync().await.expect("sync of a = 4");
+    assert_eq!(fixed.applied_early, 1, "{:#?}", common::actions(&fixed));
+    assert_eq!(value(configmaps.get("a").await.unwrap()), "4");
+}

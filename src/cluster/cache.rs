@@ -225,6 +225,11 @@ impl MetadataCache {
         self.store.lock().expect("cache lock").iter().map(|(k, e)| (k.clone(), e.meta.clone())).collect()
     }
 
+    /// The live metadata of one member, if held.
+    pub fn get(&self, object: &ObjectRef) -> Option<LiveMeta> {
+        self.store.lock().expect("cache lock").get(object).map(|e| e.meta.clone())
+    }
+
     /// Number of members held.
     pub fn len(&self) -> usize {
         self.store.lock().expect("cache lock").len()

@@ -74,10 +74,17 @@ impl Discovery {
                 .insert(api_version.to_string(), resources.into_iter().map(|(ar, c)| (Arc::new(ar), c)).collect());
             self.fetched.insert(api_version.to_string(), std::time::Instant::now());
         }
-        Ok(self.groups[api_version]
+        Ok(self.known(api_version, kind))
+    }
+
+    /// Resolves `kind` in `api_version` from what is already known, sending nothing; `None` when
+    /// the group-version was never asked about or does not serve the kind.
+    pub fn known(&self, api_version: &str, kind: &str) -> Option<Resolved> {
+        self.groups
+            .get(api_version)?
             .iter()
             .find(|(ar, _)| ar.kind == kind)
-            .map(|(ar, caps)| Resolved { resource: ar.clone(), namespaced: caps.scope == Scope::Namespaced }))
+            .map(|(ar, caps)| Resolved { resource: ar.clone(), namespaced: caps.scope == Scope::Namespaced })
     }
 
     /// Resolves a kind whose CRD was just applied and reported Established, asking again with

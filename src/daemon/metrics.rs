@@ -441,6 +441,7 @@ mod tests {
             duration,
             applied_at: std::time::Instant::now(),
             health_targets: Vec::new(),
+            applied_early: 0,
         }
     }
 

@@ -211,6 +211,19 @@ impl Source {
         tree::list_files(self.mirror.repo(), &self.spec, revision)
     }
 
+    /// The manifest files under the unit's path that `to` adds or modifies relative to `from`
+    /// (a tree-to-tree diff, libgit2's `git_diff_tree_to_tree`), sorted by path; deleted files
+    /// are left out. `None` when the diff is not a plain edit of at most `max_files` manifest
+    /// files that [`Source::list_files`] would list alike: the path missing at either revision,
+    /// a kustomization file touched, a link, submodule or mode change, a file over the size
+    /// limit. Only the trees on the changed paths are read, so the cost follows the change,
+    /// not the size of the tree.
+    ///
+    /// Errors: [`Error::Git`] when a revision or an object is missing from the mirror.
+    pub fn changed_files(&self, from: &Revision, to: &Revision, max_files: usize) -> Result<Option<Vec<TreeFile>>> {
+        tree::changed_files(self.mirror.repo(), &self.spec, from, to, max_files)
+    }
+
     /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`]) straight
     /// from the mirror's object database; no work tree is involved.
     ///

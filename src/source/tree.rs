@@ -35,6 +35,55 @@ pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revisi
     Ok(walk.listing)
 }
 
+/// See [`super::Source::changed_files`].
+pub(super) fn changed_files(
+    repo: &Repository,
+    spec: &SourceSpec,
+    from: &Revision,
+    to: &Revision,
+    max_files: usize,
+) -> Result<Option<Vec<TreeFile>>> {
+    let unit = spec.unit.as_str();
+    let path = normalise_path(&spec.path);
+    let tree_at = |revision: &Revision| -> Result<Option<Tree<'_>>> {
+        let commit = Oid::from_str(&revision.0)
+            .and_then(|oid| repo.find_commit(oid))
+            .map_err(|e| Error::git(unit, "read commit", &e))?;
+        let root = commit.tree().map_err(|e| Error::git(unit, "read tree", &e))?;
+        Ok(subtree(repo, &root, &path))
+    };
+    let (Some(old), Some(new)) = (tree_at(from)?, tree_at(to)?) else { return Ok(None) };
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(|e| Error::git(unit, "diff trees", &e))?;
+    let mut files = Vec::new();
+    for delta in diff.deltas() {
+        let file = delta.new_file();
+        let Some(rel) = file.path().and_then(|p| p.to_str()) else { return Ok(None) };
+        let full = join(&path, rel);
+        if crate::manifest::is_kustomization_path(&full) {
+            return Ok(None);
+        }
+        match delta.status() {
+            git2::Delta::Deleted => {}
+            git2::Delta::Added | git2::Delta::Modified if !is_manifest_path(&full) => {}
+            git2::Delta::Added | git2::Delta::Modified
+                if matches!(i32::from(file.mode()), MODE_FILE | MODE_EXECUTABLE)
+                    && rel.matches('/').count() <= MAX_DEPTH =>
+            {
+                let odb = repo.odb().map_err(|e| Error::git(unit, "open object database", &e))?;
+                let (size, _) = odb.read_header(file.id()).map_err(|e| Error::git(unit, "read blob header", &e))?;
+                let size = size as u64;
+                if size > spec.max_file_bytes || files.len() >= max_files {
+                    return Ok(None);
+                }
+                files.push(TreeFile { path: full, oid: file.id().to_string(), size });
+            }
+            _ => return Ok(None),
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(Some(files))
+}
+
 /// See [`super::Source::read_blob`].
 pub(super) fn read_blob(repo: &Repository, unit: &str, oid: &str) -> Result<Vec<u8>> {
     Oid::from_str(oid)

@@ -10,6 +10,7 @@
 
 pub mod desired;
 pub mod diff;
+pub mod early;
 pub mod repo;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -111,6 +112,18 @@ pub struct Report {
     /// The objects this sync created, configured or drift-corrected: what the health wait
     /// watches ([`crate::health::wait`]).
     pub health_targets: Vec<Target>,
+    /// How many of the objects git changed were applied early, before the revision was loaded
+    /// whole ([`early`]); included in `changes`.
+    pub applied_early: usize,
+}
+
+/// What [`Engine::apply_early`] applied.
+#[derive(Debug, Default)]
+struct Early {
+    /// The entries of the objects applied, and the requests of all sent.
+    changes: ChangeSet,
+    /// The objects applied, with the desired hash sent.
+    sent: HashMap<ObjectRef, String>,
 }
 
 /// The state kept for one unit across syncs.
@@ -207,16 +220,18 @@ impl Engine {
     /// apply stage by stage, prune, narrow the inventory.
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
-        let loaded = self.load(&revision).await?;
-        let loaded_at = started.elapsed();
-        let skipped_files = loaded.skipped;
-        let partial = loaded.partial;
         let defaults = Defaults {
             namespace: self.unit.namespace.clone(),
             applyset_id: self.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
         };
+        let early = self.apply_early(&revision, &defaults).await;
+        let early_at = started.elapsed();
+        let loaded = self.load(&revision).await?;
+        let loaded_at = started.elapsed();
+        let skipped_files = loaded.skipped;
+        let partial = loaded.partial;
         let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
         let Resolution { mut desired, pending } =
             desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await?;
@@ -242,6 +257,15 @@ impl Engine {
             changes.prune_refused = Some(format!("the live state of {} cannot be read", kinds.join(", ")));
         }
         let mut stages = self.plan_stages(&desired, &mut changes).await?;
+        if !early.sent.is_empty() {
+            // Sent once per sync: what went early is not sent again (the same revision, so the
+            // same desired hash; checked all the same).
+            for steps in stages.values_mut() {
+                steps.retain(|s| early.sent.get(&desired[s.index].object) != Some(&desired[s.index].hash));
+            }
+        }
+        let applied_early = early.sent.len();
+        changes.extend(early.changes);
         let planned_at = started.elapsed();
         let mut blocked = Blocked::default();
         // What git changed is sent first when the stages before it hold only unchanged objects
@@ -277,7 +301,9 @@ impl Engine {
         // what a push's latency is made of.
         tracing::debug!(
             unit = %self.unit.name,
-            load_ms = loaded_at.as_millis() as u64,
+            early_ms = early_at.as_millis() as u64,
+            applied_early,
+            load_ms = (loaded_at - early_at).as_millis() as u64,
             resolve_ms = (resolved_at - loaded_at).as_millis() as u64,
             inventory_watch_plan_ms = planned_at.saturating_sub(resolved_at).as_millis() as u64,
             planned_ms = planned_at.as_millis() as u64,
@@ -305,7 +331,56 @@ impl Engine {
             duration: started.elapsed(),
             applied_at,
             health_targets,
+            applied_early,
         })
+    }
+
+    /// Sends a push's changed objects before the revision is loaded whole ([`early`]): the
+    /// objects of the files changed since the last synced revision that exist live, as members,
+    /// with another desired hash. What was applied (created, configured or drift-corrected) is
+    /// returned with its hash, for the whole sync to leave out; a failed request is not: the
+    /// whole sync sends it again and reports it. Nothing is sent before the first sync, for a
+    /// revision already synced, or where [`early::select`] says no.
+    async fn apply_early(&mut self, revision: &Revision, defaults: &Defaults) -> Early {
+        let Some((from, previous)) = self.last_desired.as_ref() else { return Early::default() };
+        if from == revision {
+            return Early::default();
+        }
+        let Some(changed) = self.repo.changed_manifests(from, revision, early::MAX_FILES).await else {
+            return Early::default();
+        };
+        let discovery = &self.discovery;
+        let known = |m: &crate::manifest::Manifest| discovery.known(&m.api_version, &m.gk.kind);
+        let Some(selection) = early::select(changed, previous, known, |o| self.cache.get(o), defaults) else {
+            tracing::debug!(unit = %self.unit.name, %revision, "no early apply: the whole sync decides");
+            return Early::default();
+        };
+        let mut early = Early::default();
+        let mut blocked = Blocked::default();
+        for (stage, steps) in &selection.stages {
+            let applied = apply::apply_stage(
+                &self.client,
+                *stage,
+                steps,
+                &selection.desired,
+                &self.cache,
+                &mut blocked,
+                &self.apply,
+            )
+            .await;
+            early.changes.requests += applied.requests;
+            if let Some(at) = applied.changes_applied_at {
+                early.changes.note_change_applied(at);
+            }
+            for entry in applied.entries {
+                if matches!(entry.action, Action::Created | Action::Configured | Action::DriftCorrected) {
+                    let hash = selection.desired.iter().find(|d| d.object == entry.object).map(|d| d.hash.clone());
+                    early.sent.insert(entry.object.clone(), hash.unwrap_or_default());
+                    early.changes.entries.push(entry);
+                }
+            }
+        }
+        early
     }
 
     /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
@@ -337,6 +412,7 @@ impl Engine {
             duration: started.elapsed(),
             applied_at,
             health_targets,
+            applied_early: 0,
         })
     }
 

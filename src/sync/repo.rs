@@ -95,6 +95,39 @@ impl Repo {
         .await
     }
 
+    /// The manifests of the files that `to` adds or modifies relative to `from`, read and parsed
+    /// apart from the parse cache (the whole load that follows parses them again), for the
+    /// early apply of a push's changes ([`super::early`]). `None` whenever that is not a safe
+    /// shortcut, never an error: the unit renders (kustomize or Helm) at `to`, the diff is not a
+    /// plain edit of at most `max_files` manifest files ([`Source::changed_files`]), a file is
+    /// SOPS-encrypted, or one does not parse (the whole load reports it).
+    pub async fn changed_manifests(&self, from: &Revision, to: &Revision, max_files: usize) -> Option<Vec<Manifest>> {
+        let (source, unit, from, to) = (self.source.clone(), self.unit.clone(), from.clone(), to.clone());
+        let read = blocking(move || {
+            let source = source.lock().expect("source lock");
+            if mode_at(&source, &to, &unit)? != RenderMode::Plain {
+                return Ok(None);
+            }
+            let Some(files) = source.changed_files(&from, &to, max_files)? else { return Ok(None) };
+            let mut manifests = Vec::new();
+            for file in files {
+                let bytes = source.read_blob(&file.oid)?;
+                if render::sops::is_encrypted(&bytes) {
+                    return Ok(None);
+                }
+                match crate::manifest::parse_file(&file.path, &bytes) {
+                    Ok(parsed) => manifests.extend(parsed.manifests),
+                    Err(_) => return Ok(None),
+                }
+            }
+            Ok(Some(manifests))
+        });
+        read.await.unwrap_or_else(|e: Error| {
+            tracing::debug!(unit = %self.unit.name, error = %e, "no early apply: the diff could not be read");
+            None
+        })
+    }
+
     /// Whether the unit renders with Helm at `revision` and the renderer lacks fresh
     /// capabilities of the cluster (see [`Repo::set_capabilities`], [`render::CAPABILITIES_TTL`]).
     ///
