@@ -50,19 +50,35 @@ impl ParseCache {
             files.iter().filter(|f| is_manifest_path(&f.path) || is_kustomization_path(&f.path)).collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut previous = std::mem::take(&mut self.files);
-        self.parsed_last_load = 0;
+        // Blobs are read in path order on this thread (`read_blob` may hold a libgit2 handle),
+        // then the files to parse are parsed on every core at once.
+        let mut slots: Vec<Slot> = files
+            .iter()
+            .map(|file| match previous.remove(&file.path) {
+                Some(cached) if cached.oid == file.oid => Slot::Cached(cached),
+                _ if is_kustomization_path(&file.path) => Slot::Parse(Vec::new()),
+                _ => match read_blob(file) {
+                    Ok(bytes) => Slot::Parse(bytes),
+                    Err(message) => Slot::Unreadable(Error::ReadBlob { file: file.path.clone(), message }),
+                },
+            })
+            .collect();
+        self.parsed_last_load = files
+            .iter()
+            .zip(&slots)
+            .filter(|(f, s)| matches!(s, Slot::Parse(_)) && !is_kustomization_path(&f.path))
+            .count();
+        parse_all(&files, &mut slots);
         let mut loaded = Loaded::default();
         let mut first_error = None;
-        for file in files {
-            let cached = match previous.remove(&file.path) {
-                Some(cached) if cached.oid == file.oid => cached,
-                _ => match self.parse(file, &mut read_blob) {
-                    Ok(cached) => cached,
-                    Err(err) => {
-                        first_error.get_or_insert(err);
-                        continue;
-                    }
-                },
+        for (file, slot) in files.into_iter().zip(slots) {
+            let cached = match slot {
+                Slot::Cached(cached) => cached,
+                Slot::Unreadable(err) => {
+                    first_error.get_or_insert(err);
+                    continue;
+                }
+                Slot::Parse(_) => unreachable!("parse_all parses every slot"),
             };
             match &cached.outcome {
                 Ok(parsed) if first_error.is_none() => {
@@ -87,28 +103,66 @@ impl ParseCache {
     pub fn parsed_last_load(&self) -> usize {
         self.parsed_last_load
     }
+}
 
-    /// Reads and parses one file; `Err` only when its blob could not be read.
-    fn parse(
-        &mut self,
-        file: &TreeFile,
-        read_blob: &mut impl FnMut(&TreeFile) -> std::result::Result<Vec<u8>, String>,
-    ) -> Result<CachedFile> {
-        let oid = file.oid.clone();
-        if is_kustomization_path(&file.path) {
-            return Ok(CachedFile { oid, outcome: parse_file(&file.path, &[]) });
+/// One file of a load: served from the cache, to parse (its bytes), or unreadable.
+enum Slot {
+    Cached(CachedFile),
+    Parse(Vec<u8>),
+    Unreadable(Error),
+}
+
+/// Below this many files to parse, one thread parses them all (a thread costs more than a few
+/// documents).
+const PARALLEL_FROM: usize = 64;
+
+/// Parses every [`Slot::Parse`] of `slots` (one per file of `files`) into [`Slot::Cached`]: on
+/// one thread started for all of them ([`super::stream::spawn_parse_thread`], rather than one per
+/// file), or, from [`PARALLEL_FROM`] files on, spread over the available cores
+/// ([`std::thread::available_parallelism`]): a first load of a 10,000-file tree is mostly YAML
+/// parsing, and nothing else runs meanwhile.
+fn parse_all(files: &[&TreeFile], slots: &mut [Slot]) {
+    let parse = |files: &[&TreeFile], slots: &mut [Slot]| {
+        for (file, slot) in files.iter().zip(slots.iter_mut()) {
+            if let Slot::Parse(bytes) = slot {
+                let mut outcome = parse_file(&file.path, bytes);
+                if let Ok(parsed) = &mut outcome {
+                    // Held until the file changes: no spare capacity (a one-object file's Vec
+                    // would otherwise keep room for four).
+                    parsed.manifests.shrink_to_fit();
+                    parsed.skipped.shrink_to_fit();
+                }
+                *slot = Slot::Cached(CachedFile { oid: file.oid.clone(), outcome });
+            }
         }
-        let bytes = read_blob(file).map_err(|message| Error::ReadBlob { file: file.path.clone(), message })?;
-        self.parsed_last_load += 1;
-        let mut outcome = parse_file(&file.path, &bytes);
-        if let Ok(parsed) = &mut outcome {
-            // Held until the file changes: no spare capacity (a one-object file's Vec would
-            // otherwise keep room for four).
-            parsed.manifests.shrink_to_fit();
-            parsed.skipped.shrink_to_fit();
-        }
-        Ok(CachedFile { oid, outcome })
+    };
+    let to_parse = slots.iter().filter(|s| matches!(s, Slot::Parse(_))).count();
+    if to_parse == 0 {
+        return;
     }
+    let threads = if to_parse < PARALLEL_FROM {
+        1
+    } else {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    };
+    let chunk = files.len().div_ceil(threads);
+    type Chunk<'a, 'f> = std::sync::Mutex<Option<(&'a [&'f TreeFile], &'a mut [Slot])>>;
+    let chunks: Vec<Chunk<'_, '_>> =
+        files.chunks(chunk).zip(slots.chunks_mut(chunk)).map(|c| std::sync::Mutex::new(Some(c))).collect();
+    let run = |c: &Chunk<'_, '_>| {
+        if let Some((files, slots)) = c.lock().expect("parse chunk").take() {
+            parse(files, slots);
+        }
+    };
+    std::thread::scope(|scope| {
+        for c in &chunks {
+            // No thread to be had (resource limits): parse here, each file then on a thread of
+            // its own.
+            if super::stream::spawn_parse_thread(scope, move || run(c)).is_err() {
+                run(c);
+            }
+        }
+    });
 }
 
 #[cfg(test)]
