@@ -225,7 +225,7 @@ fn string_map<'a>(parent: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
 
@@ -242,7 +242,9 @@ mod tests {
         }
     }
 
-    fn defaults() -> Defaults {
+    /// The defaults of a unit with namespace `shop`, server-side apply (shared with
+    /// `super::early`'s tests).
+    pub(in crate::sync) fn defaults() -> Defaults {
         Defaults {
             namespace: "shop".into(),
             applyset_id: "applyset-x-v1".into(),

@@ -111,17 +111,8 @@ mod tests {
     use kube::discovery::ApiResource;
 
     use super::*;
-    use crate::config::ApplyMode;
     use crate::manifest::parse_file;
-
-    fn defaults() -> Defaults {
-        Defaults {
-            namespace: "shop".into(),
-            applyset_id: "applyset-x-v1".into(),
-            recreate: false,
-            apply_mode: ApplyMode::ServerSideApply,
-        }
-    }
+    use crate::sync::desired::tests::defaults;
 
     fn resolved(m: &Manifest) -> Option<Resolved> {
         let (group, version) = m.api_version.rsplit_once('/').unwrap_or(("", &m.api_version));
