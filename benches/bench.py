@@ -18,6 +18,7 @@ Figures per run: wall seconds, peak RSS (MiB) and CPU seconds (user + system) of
 Daemon: gitward run's resident memory at rest (VmRSS from /proc) at N and at N/10 objects (the
 marginal KiB per tracked object), and push-to-applied over 20 pushes measured from outside: from
 `git push` returning to a `kubectl get --watch` of the changed object seeing the new value.
+`benches/run N daemon` measures the daemon figures alone.
 Writes target/bench/results.md and target/bench/results.json.
 """
 import json
@@ -346,10 +347,15 @@ def daemon_figures(tmp, bare, work, peer, small):
     for k in range(20):
         # Each push once the previous one's sync has ended: every sync re-sends all objects
         # (DESIGN.md decision 3), and a push during that queues behind it.
+        # And no other sync in flight (at 10k, the drift-triggered sync that follows the first
+        # sync's 10,000 own writes re-sends everything for seconds).
         deadline = time.time() + 600
-        while not settled(k) and time.time() < deadline:
+        quiet = 0
+        while quiet < 20 and time.time() < deadline:
+            text = open(log).read()
+            idle = settled(k) and text.count('"sync triggered"') <= text.count('"sync complete"')
+            quiet = quiet + 1 if idle else 0
             time.sleep(0.05)
-        time.sleep(1)
         value = f"push-{k}"
         path = os.path.join(work, f"{peer}-0", "configmap", "cm-00000.yaml")
         text = open(path).read()
@@ -381,8 +387,12 @@ def main():
     open(crd, "w").write(CRD)
     sh(["kubectl", "apply", "--server-side", "-f", crd])
     sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    # `benches/run N daemon`: only gitward's daemon figures (memory at rest, push to applied),
+    # for N = 10,000 where the four peers' scenarios take long.
+    daemon_only = sys.argv[2:] == ["daemon"]
+    peers = ["gitward"] if daemon_only else PEERS
     repos, runs, count = {}, {}, 0
-    for peer in PEERS:
+    for peer in peers:
         for k in range(NAMESPACES):
             sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
         work, bare, count = make_repo(tmp, peer, n)
@@ -391,16 +401,17 @@ def main():
     # Warm-up, not measured: the floor creates the same workload in namespaces of its own, so
     # the first measured cold sync (gitward's: it runs first) does not also pay for the fresh
     # apiserver's first writes of every kind.
-    for k in range(NAMESPACES):
-        sh(["kubectl", "create", "namespace", f"warmup-{k}"])
-    warm_work, warm_bare, _ = make_repo(tmp, "warmup", n)
-    runner(tmp, "warmup", warm_work, warm_bare)()
+    if not daemon_only:
+        for k in range(NAMESPACES):
+            sh(["kubectl", "create", "namespace", f"warmup-{k}"])
+        warm_work, warm_bare, _ = make_repo(tmp, "warmup", n)
+        runner(tmp, "warmup", warm_work, warm_bare)()
     load_before = open("/proc/loadavg").read().split()[:3]
     results = {}
     scenarios = [("cold sync", None), ("no-op resync", None),
                  ("one object changed", lambda w, b, p: change_one(w, b, p, "changed")),
                  ("prune one namespace", remove_namespace)]
-    for name, edit in scenarios:
+    for name, edit in [] if daemon_only else scenarios:
         results[name] = {}
         for peer in PEERS:
             if edit:
