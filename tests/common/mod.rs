@@ -571,9 +571,19 @@ impl OwnCluster {
         kube::Client::try_from(config).unwrap()
     }
 
-    /// Stops the apiserver (closing stdin ends `testcluster serve`) and waits for it.
+    /// Stops the apiserver (closing stdin ends `testcluster serve`) and waits for it. A
+    /// graceful stop: the apiserver drains in-flight requests first, which under load took up
+    /// to 20 s, so it is not the moment an outage begins.
     pub fn stop(mut self) {
         drop(self.child.stdin.take());
+        let _ = self.child.wait();
+    }
+
+    /// Kills the apiserver and its etcd (SIGKILL to `testcluster serve`, which runs both
+    /// in-process) and waits for it: an outage that begins at once, as a crash or a lost node
+    /// does. etcd's data survives (written, unsynced, to the page cache) for a restart.
+    pub fn kill(mut self) {
+        let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
