@@ -172,6 +172,59 @@ async fn hand_edit_is_reverted_and_own_writes_trigger_no_sync() {
     assert_eq!(syncs(), after, "feedback loop: {}", daemon.log_text());
 }
 
+/// A cold sync of more objects than the drift channel used to hold (256 events): the watch
+/// events of gitward's own writes, many arriving before the write's response is recorded, are
+/// all recognised as its own once the sync ends. The old channel overflowed here and answered
+/// with a full re-send of every object (seen in the audit log as a second patch of each).
+#[tokio::test]
+async fn a_cold_sync_of_a_thousand_objects_is_not_followed_by_a_re_send_and_drift_is_still_healed() {
+    const N: usize = 1000;
+    let env = common::setup("selfheal-many").await;
+    let repo = common::GitRepo::new();
+    repo.write("objects.yaml", &(0..N).map(|i| format!("---\n{}", cm(&format!("o-{i}"), "1"))).collect::<String>());
+    repo.commit_and_push("a thousand ConfigMaps");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "health_timeout = \"0s\"");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    // Settled: no sync for 3 s (the drift debounce is 0.5 s).
+    let syncs = || daemon.metric_sum("gitward_triggers_total", &[]);
+    let mut settled = syncs();
+    let quiet = common::eventually(WAIT, || {
+        let now = syncs();
+        let same = now == settled;
+        settled = now;
+        async move {
+            tokio::time::sleep(Duration::from_secs(3)).await;
+            same
+        }
+    })
+    .await;
+    assert!(quiet, "never quiet: {}", daemon.log_text());
+    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]), 0.0, "{}", daemon.log_text());
+    let audit = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    let patches = audit
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")) && e["verb"] == "patch")
+        .filter(|e| e["objectRef"]["namespace"] == env.namespace.as_str())
+        .filter(|e| e["objectRef"]["name"].as_str().is_some_and(|n| n.starts_with("o-")))
+        .count();
+    assert_eq!(patches, N, "one apply per object, no re-send: {}", daemon.log_text());
+
+    // Drift is still seen and healed, one object alone.
+    hand_edit(&env.client, &env.namespace, "o-500", "edited").await;
+    let ns = env.namespace.clone();
+    let restored =
+        common::eventually(WAIT, || async { value(&env.client, &ns, "o-500").await.as_deref() == Some("1") }).await;
+    assert!(restored, "hand edit not reverted: {}", daemon.log_text());
+    let heals: Vec<_> =
+        daemon.events().into_iter().filter(|e| e["message"] == "self-heal of drifted objects").collect();
+    assert_eq!(heals.len(), 1, "{}", daemon.log_text());
+    assert_eq!(heals[0]["objects"], 1);
+}
+
 #[tokio::test]
 async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exits_0() {
     let env = common::setup("signals").await;

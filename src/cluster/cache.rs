@@ -8,8 +8,9 @@
 //!
 //! The engine writes the resourceVersion each apply returns straight into the cache
 //! ([`MetadataCache::record`]), so the next plan needs no read after write. A watch event whose
-//! resourceVersion differs from the one recorded is someone else's change: it is sent on the
-//! [`MetadataCache::subscribe`] channel (the daemon's drift trigger).
+//! resourceVersion differs from the one recorded may be someone else's change: it goes into the
+//! [`DriftQueue`] of [`MetadataCache::subscribe`] (the daemon's drift trigger), which keeps the
+//! latest event per object, so none is lost however long a sync keeps its reader busy.
 
 use std::collections::{BTreeMap, HashMap, HashSet, btree_map};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,7 +23,7 @@ use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use tokio::sync::{broadcast, watch};
+use tokio::sync::{Notify, watch};
 
 use super::{Error, Result};
 use crate::cluster::inventory::{DESIRED_HASH, PRUNE, PRUNE_CASCADE, PRUNE_DISABLED};
@@ -76,13 +77,55 @@ pub struct Drift {
     pub manager: Option<String>,
 }
 
+/// Drift events not yet taken by the unit's task: the latest per object, with a wake-up for a
+/// waiting reader. Bounded by the number of members (one entry each), never by time: a bounded
+/// channel (256 events) overflowed during every sync that wrote more objects than that — the
+/// events of gitward's own writes can arrive before their responses, and the reader is busy
+/// syncing — and an overflow cost a full re-send of every object. Keeping only the latest event
+/// of an object loses nothing a heal needs: it re-applies the object from git as it is now.
+#[derive(Clone, Default)]
+pub struct DriftQueue(Arc<DriftInner>);
+
+#[derive(Default)]
+struct DriftInner {
+    pending: Mutex<HashMap<ObjectRef, Drift>>,
+    wake: Notify,
+}
+
+impl DriftQueue {
+    /// Adds `drift`, replacing an earlier event of the same object, and wakes the reader.
+    pub fn push(&self, drift: Drift) {
+        self.0.pending.lock().expect("drift lock").insert(drift.object.clone(), drift);
+        self.0.wake.notify_one();
+    }
+
+    /// Takes every pending event (in no particular order); empty when there is none.
+    pub fn take(&self) -> Vec<Drift> {
+        let pending = std::mem::take(&mut *self.0.pending.lock().expect("drift lock"));
+        pending.into_values().collect()
+    }
+
+    /// Waits until an event is pending, then takes them all. Cancel-safe: events stay queued
+    /// when the future is dropped before it returns.
+    pub async fn next(&self) -> Vec<Drift> {
+        loop {
+            let taken = self.take();
+            if !taken.is_empty() {
+                return taken;
+            }
+            // A push between `take` and here stores a permit: `notified` returns at once.
+            self.0.wake.notified().await;
+        }
+    }
+}
+
 /// Live metadata of one unit's members, kept current by watches.
 pub struct MetadataCache {
     client: kube::Client,
     selector: String,
     store: Store,
     kinds: HashMap<GroupKind, KindWatch>,
-    drift: broadcast::Sender<Drift>,
+    drift: DriftQueue,
     /// The members gitward deleted, so the watch's delete event of them is known as its own;
     /// the resourceVersion of its other writes is kept in the store ([`Entry::own`]).
     own_deletes: OwnDeletes,
@@ -96,7 +139,7 @@ type OwnDeletes = Arc<Mutex<HashSet<ObjectRef>>>;
 impl MetadataCache {
     /// An empty cache for members labelled `applyset.kubernetes.io/part-of=<applyset_id>`.
     pub fn new(client: kube::Client, applyset_id: &str) -> Self {
-        let (drift, _) = broadcast::channel(256);
+        let drift = DriftQueue::default();
         Self {
             client,
             selector: format!("{}={applyset_id}", super::inventory::PART_OF),
@@ -280,9 +323,11 @@ impl MetadataCache {
         store.get(&drift.object).and_then(|e| e.own.as_deref()) == Some(drift.resource_version.as_str())
     }
 
-    /// Changes by others (resourceVersion differs from the one gitward recorded).
-    pub fn subscribe(&self) -> broadcast::Receiver<Drift> {
-        self.drift.subscribe()
+    /// Changes by others (resourceVersion differs from the one gitward recorded), as a queue
+    /// shared with the watch tasks. Check each event with [`MetadataCache::is_own`] when taken:
+    /// the event of gitward's own write can arrive before the write's response is recorded.
+    pub fn subscribe(&self) -> DriftQueue {
+        self.drift.clone()
     }
 }
 
@@ -384,7 +429,7 @@ fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -
 struct Sinks {
     store: Store,
     state: watch::Sender<Sync>,
-    drift: broadcast::Sender<Drift>,
+    drift: DriftQueue,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
 }
@@ -445,13 +490,13 @@ async fn run_watch(
                 };
                 if is_change(previous.as_ref(), &meta) && !ours {
                     let manager = latest_manager(&obj.metadata, &field_manager);
-                    let _ = drift.send(Drift { object: key, resource_version: meta.resource_version, manager });
+                    drift.push(Drift { object: key, resource_version: meta.resource_version, manager });
                 }
             }
             Ok(Event::Delete(obj)) => {
                 let key = object_ref(&gk, namespaced, &obj.metadata);
                 if store.lock().expect("cache lock").remove(&key).is_some() {
-                    let _ = drift.send(Drift { object: key, resource_version: String::new(), manager: None });
+                    drift.push(Drift { object: key, resource_version: String::new(), manager: None });
                 }
             }
             Err(e) => {
@@ -472,6 +517,42 @@ mod tests {
 
     fn meta(rv: &str, generation: Option<i64>) -> LiveMeta {
         LiveMeta { resource_version: rv.into(), generation, ..Default::default() }
+    }
+
+    fn cm(name: &str) -> ObjectRef {
+        ObjectRef {
+            gk: GroupKind { group: String::new(), kind: "ConfigMap".into() },
+            namespace: Some("default".into()),
+            name: name.into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn the_drift_queue_keeps_the_latest_event_of_every_object_however_many_arrive() {
+        let queue = DriftQueue::default();
+        // Far more events than the 256 the bounded channel held, several per object.
+        for round in 0..3 {
+            for i in 0..1000 {
+                let rv = format!("{}", round * 1000 + i);
+                queue.push(Drift { object: cm(&format!("o-{i}")), resource_version: rv, manager: None });
+            }
+        }
+        let mut taken = queue.next().await;
+        taken.sort_by_key(|d| d.resource_version.parse::<u32>().unwrap());
+        assert_eq!(taken.len(), 1000);
+        assert_eq!(taken[0].resource_version, "2000", "the latest event of o-0");
+        assert!(queue.take().is_empty(), "taken once");
+
+        // A reader waiting on an empty queue wakes for the next push.
+        let reader = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.next().await }
+        });
+        tokio::task::yield_now().await;
+        queue.push(Drift { object: cm("late"), resource_version: "9".into(), manager: Some("kubectl".into()) });
+        let woken = tokio::time::timeout(Duration::from_secs(5), reader).await.expect("woken").unwrap();
+        assert_eq!(woken.len(), 1);
+        assert_eq!(woken[0].object, cm("late"));
     }
 
     #[test]

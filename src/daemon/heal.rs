@@ -55,7 +55,6 @@ pub struct FightReport {
 #[derive(Debug, Default)]
 pub struct Heal {
     due: BTreeMap<ObjectRef, Instant>,
-    full: Option<Instant>,
     fights: HashMap<ObjectRef, Fight>,
 }
 
@@ -84,25 +83,16 @@ impl Heal {
         self.due.entry(drift.object.clone()).and_modify(|t| *t = (*t).min(at)).or_insert(at);
     }
 
-    /// Events were lost (the channel lagged): a full sync after the debounce.
-    pub fn lagged(&mut self, now: Instant) {
-        self.full.get_or_insert(now + DRIFT_DEBOUNCE);
-    }
-
     /// When the next self-heal is due.
     pub fn next(&self) -> Option<Instant> {
-        self.due.values().copied().chain(self.full).min()
+        self.due.values().copied().min()
     }
 
-    /// Takes what is due at `now`: whether a full sync is, and the objects to re-apply.
-    pub fn take_due(&mut self, now: Instant) -> (bool, BTreeSet<ObjectRef>) {
-        let full = self.full.is_some_and(|t| t <= now);
-        if full {
-            self.full = None;
-        }
+    /// Takes the objects due for re-applying at `now`.
+    pub fn take_due(&mut self, now: Instant) -> BTreeSet<ObjectRef> {
         let due: BTreeSet<ObjectRef> = self.due.iter().filter(|(_, t)| **t <= now).map(|(o, _)| o.clone()).collect();
         self.due.retain(|o, _| !due.contains(o));
-        (full, due)
+        due
     }
 
     /// Counts the `drift-corrected` entries of a sync; returns the fights to report now (an
@@ -189,8 +179,7 @@ mod tests {
             let due = heal.next().unwrap();
             delays.push(due - now);
             now = due;
-            let (full, objects) = heal.take_due(now);
-            assert!(!full);
+            let objects = heal.take_due(now);
             assert_eq!(objects, BTreeSet::from([deployment()]));
             reports.extend(heal.corrected(&corrected(), now));
         }
@@ -210,7 +199,7 @@ mod tests {
             let due = heal.next().unwrap();
             delays.push((due - now).as_millis());
             now = due;
-            let (_, objects) = heal.take_due(now);
+            let objects = heal.take_due(now);
             heal.healed(&objects, now);
             let unchanged =
                 vec![Entry { object: deployment(), action: Action::Unchanged, message: None, sent: vec![] }];

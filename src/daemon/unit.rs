@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{error, info, warn};
 
@@ -17,6 +17,7 @@ use super::backoff::Backoff;
 use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use crate::cluster::cache::{Drift, DriftQueue};
 use crate::health::Counts;
 use crate::health::record::SyncResult;
 use crate::health::wait::Outcome;
@@ -59,7 +60,7 @@ impl UnitTask {
     /// Runs until `shutdown` turns true (checked between syncs: a sync in flight finishes).
     pub async fn run(mut self, mut shutdown: watch::Receiver<bool>) {
         let unit = self.engine.unit_name().to_string();
-        let mut drift = self.engine.cache().subscribe();
+        let drift = self.engine.cache().subscribe();
         let start = Instant::now();
         let mut poll = interval_at(start + self.timing.interval, self.timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -95,7 +96,7 @@ impl UnitTask {
                 if let Some(report) = report {
                     // The health wait: cancelled by a new revision or shutdown; meanwhile a
                     // trigger for the same revision is kept for afterwards.
-                    queued = self.wait_health(&unit, report, &mut shutdown, &mut poll, &mut drift, &mut heal).await;
+                    queued = self.wait_health(&unit, report, &mut shutdown, &mut poll, &drift, &mut heal).await;
                 }
                 match ok {
                     // A heal re-applies a few objects: its success says nothing of a failed
@@ -109,7 +110,7 @@ impl UnitTask {
                     None => {}
                 }
                 // Our own writes come back as watch events: drop those now, keep the rest.
-                self.drain_drift(&mut drift, &mut heal);
+                self.drain_drift(&drift, &mut heal);
                 continue;
             }
             let far = Instant::now() + Duration::from_secs(86_400);
@@ -121,18 +122,11 @@ impl UnitTask {
                 },
                 _ = poll.tick() => queued = Some(Trigger::now(TriggerKind::Poll)),
                 _ = resync.tick() => queued = Some(Trigger::now(TriggerKind::Resync)),
-                event = drift.recv(), if self.timing.self_heal => match event {
-                    Ok(d) if !self.engine.cache().is_own(&d) => heal.drifted(&d, Instant::now()),
-                    Ok(_) => {}
-                    Err(broadcast::error::RecvError::Lagged(_)) => heal.lagged(Instant::now()),
-                    Err(broadcast::error::RecvError::Closed) => {}
-                },
+                events = drift.next(), if self.timing.self_heal => self.note_drift(events, &mut heal),
                 _ = sleep_until(heal.next().unwrap_or(far)), if heal.next().is_some() => {
-                    let (full, objects) = heal.take_due(Instant::now());
-                    if !full && !objects.is_empty() {
+                    let objects = heal.take_due(Instant::now());
+                    if !objects.is_empty() {
                         heal_objects = Some(objects);
-                    }
-                    if full || heal_objects.is_some() {
                         queued = Some(Trigger::now(TriggerKind::Drift));
                     }
                 }
@@ -145,15 +139,18 @@ impl UnitTask {
     }
 
     /// Takes every pending drift event; those that are not gitward's own go to `heal`.
-    fn drain_drift(&self, drift: &mut broadcast::Receiver<crate::cluster::cache::Drift>, heal: &mut Heal) {
-        loop {
-            match drift.try_recv() {
-                Ok(d) if self.timing.self_heal && !self.engine.cache().is_own(&d) => heal.drifted(&d, Instant::now()),
-                Ok(_) => {}
-                Err(broadcast::error::TryRecvError::Lagged(_)) if self.timing.self_heal => heal.lagged(Instant::now()),
-                Err(broadcast::error::TryRecvError::Lagged(_)) => {}
-                Err(_) => return,
-            }
+    fn drain_drift(&self, drift: &DriftQueue, heal: &mut Heal) {
+        let events = drift.take();
+        if self.timing.self_heal {
+            self.note_drift(events, heal);
+        }
+    }
+
+    /// Hands the events that are not gitward's own writes to `heal`.
+    fn note_drift(&self, events: Vec<Drift>, heal: &mut Heal) {
+        let now = Instant::now();
+        for d in events.iter().filter(|d| !self.engine.cache().is_own(d)) {
+            heal.drifted(d, now);
         }
     }
 
@@ -232,15 +229,15 @@ impl UnitTask {
     /// revision other than the one waited for cancels the wait and is returned to be synced at
     /// once (a new revision always wins over waiting for the old one). A trigger that finds the
     /// same revision is returned to run after the wait. Drifted objects are healed during the
-    /// wait (so an object that never becomes healthy does not stop self-heal); a full self-heal
-    /// sync and the resync wait until it ends.
+    /// wait (so an object that never becomes healthy does not stop self-heal); the resync waits
+    /// until it ends.
     async fn wait_health(
         &mut self,
         unit: &str,
         report: Report,
         shutdown: &mut watch::Receiver<bool>,
         poll: &mut tokio::time::Interval,
-        drift: &mut broadcast::Receiver<crate::cluster::cache::Drift>,
+        drift: &DriftQueue,
         heal: &mut Heal,
     ) -> Option<Trigger> {
         let timeout = self.engine.health_timeout();
@@ -274,20 +271,14 @@ impl UnitTask {
                         },
                         _ = poll.tick() => Trigger::now(TriggerKind::Poll),
                         // Self-heal goes on during the wait: drifted objects are re-applied
-                        // (with their per-object backoff); a full self-heal sync waits for the end.
-                        event = drift.recv(), if self.timing.self_heal => {
-                            match event {
-                                Ok(d) if !self.engine.cache().is_own(&d) => heal.drifted(&d, Instant::now()),
-                                Err(broadcast::error::RecvError::Lagged(_)) => heal.lagged(Instant::now()),
-                                _ => {}
-                            }
+                        // (with their per-object backoff).
+                        events = drift.next(), if self.timing.self_heal => {
+                            self.note_drift(events, heal);
                             continue;
                         }
                         _ = sleep_until(heal.next().unwrap_or(far)), if heal.next().is_some() => {
-                            let (full, objects) = heal.take_due(Instant::now());
-                            if full {
-                                after = Some(Trigger::now(TriggerKind::Drift));
-                            } else if !objects.is_empty() {
+                            let objects = heal.take_due(Instant::now());
+                            if !objects.is_empty() {
                                 let trigger = Trigger::now(TriggerKind::Drift);
                                 self.metrics.observe_trigger(unit, trigger.kind);
                                 self.heal(unit, &trigger, &objects, heal).await;
