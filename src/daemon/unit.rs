@@ -248,7 +248,7 @@ impl UnitTask {
             ("disabled", SyncResult::Applied, Counts::default(), None)
         } else {
             let mut wait = self.engine.health_wait(&report);
-            if wait.targets().iter().any(|t| crate::health::bears_health(&t.object.gk)) {
+            if !wait.targets().is_empty() {
                 // Ready (and READY=1) follows the apply, not the wait.
                 self.set_status(unit, &report, true, None);
                 self.set_waiting(unit, true);

@@ -15,6 +15,7 @@
 //! waiting unit holds no worker another unit needs.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -33,8 +34,9 @@ use crate::object::ObjectRef;
 pub struct Target {
     /// The object.
     pub object: ObjectRef,
-    /// Its resource (group, version, plural), to watch it.
-    pub resource: ApiResource,
+    /// Its resource (group, version, plural), to watch it; shared with discovery and every
+    /// other target of the kind.
+    pub resource: Arc<ApiResource>,
 }
 
 /// How a wait ended.
@@ -65,7 +67,11 @@ pub struct HealthWait {
     client: kube::Client,
     /// `applyset.kubernetes.io/part-of=<id>`: selects the unit's members for grouped watches.
     selector: String,
+    /// The targets whose kinds bear health: only these are watched and held.
     targets: Vec<Target>,
+    /// Targets of kinds without health: `Current`, counted and not held (at 10,000 objects
+    /// most of a first sync's are ConfigMaps, Secrets and RBAC).
+    without_health: usize,
     statuses: BTreeMap<ObjectRef, Status>,
 }
 
@@ -92,17 +98,15 @@ type Signals = BoxStream<'static, Vec<(usize, Signal)>>;
 impl HealthWait {
     /// A wait for `targets`, members of the ApplySet that `selector`
     /// (`applyset.kubernetes.io/part-of=<id>`; empty: one watch per object) selects; objects
-    /// of kinds without health are `Current` from the start.
-    pub fn new(client: kube::Client, selector: String, targets: Vec<Target>) -> Self {
-        let statuses = targets
-            .iter()
-            .filter(|t| !bears_health(&t.object.gk))
-            .map(|t| (t.object.clone(), Status::current("kind has no status")))
-            .collect();
-        Self { client, selector, targets, statuses }
+    /// of kinds without health are `Current` from the start and only counted (copies of the
+    /// others are kept).
+    pub fn new(client: kube::Client, selector: String, targets: &[Target]) -> Self {
+        let (bearing, without): (Vec<&Target>, Vec<&Target>) = targets.iter().partition(|t| bears_health(&t.object.gk));
+        let targets = bearing.into_iter().cloned().collect();
+        Self { client, selector, targets, without_health: without.len(), statuses: BTreeMap::new() }
     }
 
-    /// The objects waited for.
+    /// The objects waited for: the targets whose kinds bear health.
     pub fn targets(&self) -> &[Target] {
         &self.targets
     }
@@ -112,9 +116,12 @@ impl HealthWait {
         &self.statuses
     }
 
-    /// The health of every target: its last status, else `InProgress` (not observed yet).
+    /// The health of every target given to [`HealthWait::new`]: of those waited for, the
+    /// last status, else `InProgress` (not observed yet); then `Current` for each of a kind
+    /// without health.
     pub fn healths(&self) -> Vec<Health> {
-        self.targets.iter().map(|t| self.statuses.get(&t.object).map_or(Health::InProgress, |s| s.health)).collect()
+        let waited = self.targets.iter().map(|t| self.statuses.get(&t.object).map_or(Health::InProgress, |s| s.health));
+        waited.chain(std::iter::repeat_n(Health::Current, self.without_health)).collect()
     }
 
     /// Watches until every target is `Current`, one is `Failed`, or `timeout` passes.
@@ -170,7 +177,7 @@ impl HealthWait {
     /// The health-bearing targets, grouped by resource and namespace.
     fn groups(&self) -> Vec<Vec<usize>> {
         let mut groups: BTreeMap<(String, Option<String>), Vec<usize>> = BTreeMap::new();
-        for (i, t) in self.targets.iter().enumerate().filter(|(_, t)| bears_health(&t.object.gk)) {
+        for (i, t) in self.targets.iter().enumerate() {
             let key = (format!("{}/{}", t.resource.api_version, t.resource.plural), t.object.namespace.clone());
             groups.entry(key).or_default().push(i);
         }
@@ -179,11 +186,17 @@ impl HealthWait {
 
     /// `Degraded` when any object failed, `Healthy` when all are current, else `None`.
     fn verdict(&self) -> Option<Outcome> {
-        let healths = self.healths();
-        if healths.contains(&Health::Failed) {
-            return Some(Outcome::Degraded);
+        let mut healths =
+            self.targets.iter().map(|t| self.statuses.get(&t.object).map_or(Health::InProgress, |s| s.health));
+        let mut all_current = true;
+        for h in &mut healths {
+            match h {
+                Health::Failed => return Some(Outcome::Degraded),
+                Health::Current => {}
+                _ => all_current = false,
+            }
         }
-        healths.iter().all(|h| *h == Health::Current).then_some(Outcome::Healthy)
+        all_current.then_some(Outcome::Healthy)
     }
 
     /// One watch for a group of targets of one resource in one namespace: by name
@@ -194,8 +207,8 @@ impl HealthWait {
     fn watch(&self, group: Vec<usize>) -> Signals {
         let first = &self.targets[group[0]];
         let api: Api<DynamicObject> = match &first.object.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &first.resource),
-            None => Api::all_with(self.client.clone(), &first.resource),
+            Some(ns) => Api::namespaced_with(self.client.clone(), ns, first.resource.as_ref()),
+            None => Api::all_with(self.client.clone(), first.resource.as_ref()),
         };
         let config = match group.as_slice() {
             [only] => watcher::Config::default().fields(&format!("metadata.name={}", self.targets[*only].object.name)),

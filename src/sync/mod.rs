@@ -524,7 +524,7 @@ impl Engine {
     /// A health wait over what `report`'s sync changed ([`crate::health::wait`]).
     pub fn health_wait(&self, report: &Report) -> HealthWait {
         let selector = format!("{PART_OF}={}", self.inventory.id);
-        HealthWait::new(self.client.clone(), selector, report.health_targets.clone())
+        HealthWait::new(self.client.clone(), selector, &report.health_targets)
     }
 
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]):
@@ -848,15 +848,14 @@ struct PruneInputs<'a> {
 
 /// The objects a sync created, configured or drift-corrected, with their resources.
 fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
-    let resources: HashMap<&ObjectRef, &ApiResource> =
-        desired.iter().map(|d| (&d.object, d.resource.as_ref())).collect();
+    let resources: HashMap<&ObjectRef, &Arc<ApiResource>> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
     changes
         .entries
         .iter()
         .filter(|e| matches!(e.action, Action::Created | Action::Configured | Action::DriftCorrected))
         .filter_map(|e| {
             let resource = resources.get(&e.object)?;
-            Some(Target { object: e.object.clone(), resource: (*resource).clone() })
+            Some(Target { object: e.object.clone(), resource: Arc::clone(resource) })
         })
         .collect()
 }
