@@ -16,7 +16,9 @@ Figures per run: wall seconds, peak RSS (MiB) and CPU seconds (user + system) of
 (/usr/bin/time -v, from wait4's rusage), requests by verb from the apiserver's audit log
 (every request in the run's window not made by the apiserver itself).
 Daemon: gitward run's resident memory at rest (VmRSS from /proc) at N and at N/10 objects (the
-marginal KiB per tracked object), and push-to-applied over 20 pushes measured from outside: from
+marginal KiB per tracked object) once its first sync has ended, health wait included (30 s here:
+the Deployments never become Available without a controller manager), its peak resident memory
+until then (VmHWM), and push-to-applied over 20 pushes measured from outside: from
 `git push` returning to a `kubectl get --watch` of the changed object seeing the new value.
 `benches/run N daemon` measures the daemon figures alone.
 Writes target/bench/results.md and target/bench/results.json.
@@ -229,12 +231,13 @@ def timed(cmd, env=None):
             "requests": audit_verbs(mark)}
 
 
-def write_config(tmp, bare, peer, listen=None):
+def write_config(tmp, bare, peer, listen=None, health_timeout=None):
     path = os.path.join(tmp, peer, "gitward.toml")
     daemon = f'listen = "{listen}"\n' if listen else ""
+    unit = f'health_timeout = "{health_timeout}"\n' if health_timeout else ""
     open(path, "w").write(
         f'[daemon]\nstate_dir = "{tmp}/{peer}/state"\ninterval = "1h"\nresync_interval = "1h"\n{daemon}\n'
-        f'[[sync]]\nname = "bench"\nrepo = "{bare}"\nnamespace = "{peer}-0"\nmax_prune_fraction = 1.0\n')
+        f'[[sync]]\nname = "bench"\nrepo = "{bare}"\nnamespace = "{peer}-0"\nmax_prune_fraction = 1.0\n{unit}')
     return path
 
 
@@ -270,10 +273,11 @@ def rss_kib(pid):
     return int(re.search(r"VmRSS:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
 
 
-def start_daemon(tmp, bare, peer):
-    """gitward run on `peer`'s repository, returned once every unit has synced once."""
+def start_daemon(tmp, bare, peer, health_timeout=None):
+    """gitward run on `peer`'s repository, returned once every unit has synced once (applied;
+    its health wait may still run)."""
     port = 19000 + (os.getpid() + len(peer)) % 1000
-    config = write_config(tmp, bare, peer, listen=f"127.0.0.1:{port}")
+    config = write_config(tmp, bare, peer, listen=f"127.0.0.1:{port}", health_timeout=health_timeout)
     log = open(os.path.join(tmp, f"{peer}-daemon.log"), "w")
     daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=log)
     deadline = time.time() + 600
@@ -282,6 +286,21 @@ def start_daemon(tmp, bare, peer):
             sys.exit("daemon not ready:\n" + open(log.name).read()[-3000:])
         time.sleep(0.2)
     return daemon, log.name
+
+
+def hwm_kib(pid):
+    """Peak resident memory of `pid` so far (VmHWM)."""
+    return int(re.search(r"VmHWM:\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
+
+
+def first_sync_ended(daemon, log):
+    """Waits (at most 10 min) until the daemon logs `sync complete`: its first sync and health
+    wait have ended."""
+    deadline = time.time() + 600
+    while '"sync complete"' not in open(log).read():
+        if time.time() > deadline or daemon.poll() is not None:
+            sys.exit("first sync did not end:\n" + open(log).read()[-3000:])
+        time.sleep(0.2)
 
 
 def at_rest_kib(daemon):
@@ -327,13 +346,16 @@ def daemon_figures(tmp, bare, work, peer, small):
     (a tenth of the objects), and push-to-applied over 20 pushes, measured from outside: from
     `git push` returning to a watch of the object seeing the new value. Each push is made once
     the previous push's sync has ended."""
-    small_daemon, _ = start_daemon(tmp, small[1], small[2])
+    small_daemon, small_log = start_daemon(tmp, small[1], small[2], health_timeout="30s")
+    first_sync_ended(small_daemon, small_log)
     small_rss = at_rest_kib(small_daemon)
     small_daemon.send_signal(signal.SIGTERM)
     small_daemon.wait(timeout=60)
 
-    daemon, log = start_daemon(tmp, bare, peer)
+    daemon, log = start_daemon(tmp, bare, peer, health_timeout="30s")
+    first_sync_ended(daemon, log)
     rss = at_rest_kib(daemon)
+    peak = hwm_kib(daemon.pid)
     watch = Watch(f"{peer}-0", "cm-00000")
     time.sleep(1)
     def settled(k):
@@ -372,6 +394,7 @@ def daemon_figures(tmp, bare, work, peer, small):
     daemon.send_signal(signal.SIGTERM)
     daemon.wait(timeout=60)
     return {"rss_at_rest_mib": round(rss / 1024, 1), "small_rss_at_rest_mib": round(small_rss / 1024, 1),
+            "peak_rss_first_sync_mib": round(peak / 1024, 1),
             "push_to_applied_ms": external, "own_trigger_to_applied_ms": own}
 
 
@@ -447,7 +470,8 @@ def main():
     out.append("")
     out.append(f"gitward run at rest: {daemon['rss_at_rest_mib']:.0f} MiB resident (VmRSS) with {count} objects, "
                f"{daemon['small_rss_at_rest_mib']:.0f} MiB with {daemon['small_objects']}: "
-               f"{marginal:.2f} KiB per tracked object.")
+               f"{marginal:.2f} KiB per tracked object; peak {daemon['peak_rss_first_sync_mib']:.0f} MiB "
+               f"(VmHWM) through its first sync and health wait.")
     missed = sum(1 for v in lat if v is None)
     out.append(f"Push to applied, measured from `git push` returning to a watch seeing the new value "
                f"({len(lat)} pushes, each once the previous sync ended; {missed} not seen within 60 s): p50 {percentile(lat, 0.5)} ms, "
