@@ -4,6 +4,7 @@
 
 mod common;
 
+use futures::StreamExt;
 use gitward::changeset::Action;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
@@ -196,10 +197,22 @@ async fn unreachable_repository_is_a_clear_error_and_touches_nothing() {
 async fn object_of_another_applyset_is_failed_not_taken_over() {
     let env = common::setup("foreign").await;
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
-    let theirs = serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "contested", "labels": {"applyset.kubernetes.io/part-of": "applyset-someone-else-v1"}},
-        "data": {"value": "theirs"}});
-    api.patch("contested", &PatchParams::apply("other-tool"), &Patch::Apply(theirs)).await.unwrap();
+    let theirs = |name: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": name, "labels": {"applyset.kubernetes.io/part-of": "applyset-someone-else-v1"}},
+            "data": {"value": "theirs"}})
+    };
+    // 600 of the other ApplySet's members sorting before "contested": the ownership check reads
+    // its list in pages of 500, and "contested" is on the second.
+    futures::stream::iter(0..600)
+        .for_each_concurrent(16, |i| {
+            let (api, name) = (api.clone(), format!("a-{i:03}"));
+            async move {
+                api.patch(&name, &PatchParams::apply("other-tool"), &Patch::Apply(theirs(&name))).await.unwrap();
+            }
+        })
+        .await;
+    api.patch("contested", &PatchParams::apply("other-tool"), &Patch::Apply(theirs("contested"))).await.unwrap();
     let repo = common::GitRepo::new();
     repo.write("contested.yaml", &cm("contested", "ours"));
     repo.write("mine.yaml", &cm("mine", "ours"));

@@ -18,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 
 use crate::apply::{self, ApplyOptions, Blocked};
@@ -644,7 +643,8 @@ impl Engine {
     }
 
     /// Objects about to be created that already carry another ApplySet's `part-of` label: one
-    /// metadata-only list per group-kind with creates, selecting `part-of` present and not ours.
+    /// metadata-only list per group-kind with creates, selecting `part-of` present and not ours,
+    /// read a page at a time ([`list_foreign`]).
     async fn foreign_members(
         &self,
         desired: &[Desired],
@@ -656,20 +656,21 @@ impl Engine {
             by_kind.insert(&d.object.gk, (&d.resource, d.object.namespace.is_some()));
         }
         let selector = format!("{PART_OF},{PART_OF}!={}", self.inventory.id);
-        let params = ListParams::default().labels(&selector);
         // One list per kind, all at once: a cold sync of ten kinds waited for ten lists in a row.
         let lists = futures::future::join_all(by_kind.into_iter().map(|(gk, (resource, namespaced))| {
-            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource.as_ref());
-            let params = &params;
-            async move { (gk, namespaced, api.list_metadata(params).await) }
+            let selector = &selector;
+            async move { (gk, namespaced, list_foreign(&self.client, resource, selector).await) }
         }))
         .await;
         let mut foreign = HashMap::new();
         for (gk, namespaced, list) in lists {
-            changes.requests += 1;
             let list = match list {
-                Ok(list) => list,
+                Ok((pages, list)) => {
+                    changes.requests += pages;
+                    list
+                }
                 Err(e) => {
+                    changes.requests += 1;
                     // Unverified ownership is not permission: refuse these creates this time.
                     let reason = format!(
                         "could not check whether another ApplySet owns it: {}",
@@ -681,11 +682,10 @@ impl Engine {
                     continue;
                 }
             };
-            for item in list.items {
-                let meta = item.metadata;
+            for meta in list {
                 let namespace = if namespaced { meta.namespace } else { None };
                 let object = ObjectRef::new(gk.clone(), namespace, meta.name.unwrap_or_default());
-                let other = meta.labels.and_then(|l| l.get(PART_OF).cloned()).unwrap_or_default();
+                let other = meta.labels.get(PART_OF).map_or("", String::as_str);
                 foreign.insert(object, format!("belongs to another ApplySet ({other}); not taken over"));
             }
         }
@@ -844,6 +844,54 @@ struct PruneInputs<'a> {
     members_before: usize,
     /// Paths the listing skipped that may define objects ([`crate::manifest::Loaded::partial`]).
     partial: &'a [String],
+}
+
+/// Objects per page of an ownership-check list.
+const FOREIGN_PAGE: u32 = 500;
+
+/// The metadata an ownership check reads of a listed object; serde skips the rest of it
+/// (`managedFields` above all) without building it.
+#[derive(Clone, serde::Deserialize)]
+struct LabelledMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+/// A list item of [`list_foreign`]: its metadata alone.
+#[derive(Clone, serde::Deserialize)]
+struct Labelled {
+    metadata: LabelledMeta,
+}
+
+/// Every object of `resource` in all namespaces that `selector` selects, as metadata-only
+/// pages of [`FOREIGN_PAGE`] (`limit` and `continue`, API concepts "Retrieving large results
+/// sets in chunks"), each reduced to name, namespace and labels as it is read. With the whole
+/// list in one response, a unit's cold sync beside other units' tens of thousands of members
+/// held every one of them, `managedFields` and all, at once. Returns the pages read and the
+/// objects.
+///
+/// Errors: the first failed request's.
+async fn list_foreign(
+    client: &kube::Client,
+    resource: &ApiResource,
+    selector: &str,
+) -> std::result::Result<(usize, Vec<LabelledMeta>), kube::Error> {
+    use kube::core::{ObjectList, Resource};
+    let request = kube::core::Request::new(DynamicObject::url_path(resource, None));
+    let mut params = ListParams::default().labels(selector).limit(FOREIGN_PAGE);
+    let (mut pages, mut found) = (0, Vec::new());
+    loop {
+        let http = request.list_metadata(&params).map_err(kube::Error::BuildRequest)?;
+        let page: ObjectList<Labelled> = client.request(http).await?;
+        pages += 1;
+        found.extend(page.items.into_iter().map(|item| item.metadata));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok((pages, found)),
+        }
+    }
 }
 
 /// The objects a sync created, configured or drift-corrected, with their resources.
