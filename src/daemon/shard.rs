@@ -29,9 +29,10 @@
 //!   when its Leases expire, at most `L` after its death, leaving `D − L` for the new owner's
 //!   first sync. A member counts for the assignment only once it has been live for `L` by
 //!   the judging replica's clock (the settle time; a replica counts itself after its own first
-//!   `L`): replicas started together have all seen each other before anyone claims a unit, and
-//!   the owners of a joining replica's share keep applying it until the newcomer is ready to
-//!   take it, so the handover leaves no unowned gap of a settle time.
+//!   `L`, and the members it first sees within that `L` from the same moment): replicas
+//!   started together have all seen each other before anyone claims a unit and count each
+//!   other at once, and the owners of a joining replica's share keep applying it until the
+//!   newcomer is ready to take it, so the handover leaves no unowned gap of a settle time.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -252,6 +253,30 @@ impl Drop for Elect {
     }
 }
 
+/// The members that count for the assignment at `now`: live for the settle time `settle` by
+/// this process's clock, where `first_live` records since when (updated here: members no
+/// longer live are forgotten, new ones recorded). This replica (`own`) counts from its first
+/// round; a member first seen within this replica's own first settle time counts from that
+/// same moment, as having started with it. So replicas started together (within `settle` of
+/// one another) all count each other at the end of their first settle time, and none claims
+/// the others' units for the moments between their Leases appearing; a member that joins later
+/// counts `settle` after it is first seen, so its share's owners keep applying until then.
+fn eligible(
+    first_live: &mut BTreeMap<String, Instant>,
+    live: &BTreeSet<String>,
+    own: &str,
+    settle: Duration,
+    now: Instant,
+) -> Vec<String> {
+    first_live.retain(|member, _| live.contains(member));
+    let origin = *first_live.entry(own.to_owned()).or_insert(now);
+    let since = if now < origin + settle { origin } else { now };
+    for member in live {
+        first_live.entry(member.clone()).or_insert(since);
+    }
+    live.iter().filter(|m| first_live[*m] + settle <= now).cloned().collect()
+}
+
 /// The sharding loop's state.
 struct Shard {
     /// Client of the cluster that holds the Leases.
@@ -379,14 +404,9 @@ impl Shard {
     /// publish.
     fn step(&mut self, now: Instant) {
         let (live, dead) = self.members(now);
-        self.first_live.retain(|member, _| live.contains(member));
-        for member in &live {
-            self.first_live.entry(member.clone()).or_insert(now);
-        }
-        // Eligible: live for a settle time `L` by this process's clock (this replica too).
         let settle = self.cfg.lease();
-        let eligible: Vec<&str> =
-            live.iter().filter(|m| self.first_live[*m] + settle <= now).map(String::as_str).collect();
+        let eligible = eligible(&mut self.first_live, &live, &self.cfg.identity, settle, now);
+        let eligible: Vec<&str> = eligible.iter().map(String::as_str).collect();
         let units = self.units.borrow().clone();
         let identity = self.cfg.identity.clone();
         let mine: BTreeSet<String> =
@@ -503,6 +523,33 @@ mod tests {
 
     fn units(n: usize) -> Vec<String> {
         (0..n).map(|i| format!("unit-{i}")).collect()
+    }
+
+    #[test]
+    fn replicas_started_together_count_each_other_when_their_first_settle_time_ends() {
+        let settle = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let after = |ms: u64| t0 + Duration::from_millis(ms);
+        let live = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let (me, b, c, d) = ("replica-a", "replica-b", "replica-c", "replica-d");
+        let mut first = BTreeMap::new();
+        assert!(eligible(&mut first, &live(&[me]), me, settle, t0).is_empty());
+        // The others' Leases appear 3 s and 9.9 s after this replica's first round: they
+        // started with it.
+        assert!(eligible(&mut first, &live(&[me, b]), me, settle, after(3_000)).is_empty());
+        assert!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(9_900)).is_empty());
+        // At the end of its settle time all three count at once: it never claims their units
+        // as the only member.
+        assert_eq!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(10_000)), vec![me, b, c]);
+        // A member that joins later counts a settle time after it is first seen.
+        let four = live(&[me, b, c, d]);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(12_000)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(21_900)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(22_000)).len(), 4);
+        // One that stops being live is forgotten and counted afresh when it is back.
+        assert_eq!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(23_000)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(24_000)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(34_000)).len(), 4);
     }
 
     #[test]
