@@ -101,9 +101,9 @@ impl HealthWait {
     /// of kinds without health are `Current` from the start and only counted (copies of the
     /// others are kept).
     pub fn new(client: kube::Client, selector: String, targets: &[Target]) -> Self {
-        let (bearing, without): (Vec<&Target>, Vec<&Target>) = targets.iter().partition(|t| bears_health(&t.object.gk));
-        let targets = bearing.into_iter().cloned().collect();
-        Self { client, selector, targets, without_health: without.len(), statuses: BTreeMap::new() }
+        let waited: Vec<Target> = targets.iter().filter(|t| bears_health(&t.object.gk)).cloned().collect();
+        let without_health = targets.len() - waited.len();
+        Self { client, selector, targets: waited, without_health, statuses: BTreeMap::new() }
     }
 
     /// The objects waited for: the targets whose kinds bear health.
@@ -120,8 +120,12 @@ impl HealthWait {
     /// last status, else `InProgress` (not observed yet); then `Current` for each of a kind
     /// without health.
     pub fn healths(&self) -> Vec<Health> {
-        let waited = self.targets.iter().map(|t| self.statuses.get(&t.object).map_or(Health::InProgress, |s| s.health));
-        waited.chain(std::iter::repeat_n(Health::Current, self.without_health)).collect()
+        self.waited().chain(std::iter::repeat_n(Health::Current, self.without_health)).collect()
+    }
+
+    /// The health of each target waited for: its last status, else `InProgress`.
+    fn waited(&self) -> impl Iterator<Item = Health> + '_ {
+        self.targets.iter().map(|t| self.statuses.get(&t.object).map_or(Health::InProgress, |s| s.health))
     }
 
     /// Watches until every target is `Current`, one is `Failed`, or `timeout` passes.
@@ -186,10 +190,8 @@ impl HealthWait {
 
     /// `Degraded` when any object failed, `Healthy` when all are current, else `None`.
     fn verdict(&self) -> Option<Outcome> {
-        let mut healths =
-            self.targets.iter().map(|t| self.statuses.get(&t.object).map_or(Health::InProgress, |s| s.health));
         let mut all_current = true;
-        for h in &mut healths {
+        for h in self.waited() {
             match h {
                 Health::Failed => return Some(Outcome::Degraded),
                 Health::Current => {}
