@@ -158,8 +158,12 @@ func serve(args []string) error {
 		if err := os.WriteFile(policy, []byte(auditPolicy), 0o600); err != nil {
 			return err
 		}
+		// Never rotate: the log is written through lumberjack, which reads a max size of 0 as
+		// its default of 100 MB, and a whole suite's log grows past that. A rotation renames
+		// the file under tests that count events across it (CI saw a test read 8 events
+		// where it had read 58 a moment before). 1 TiB is "never" for a test run.
 		flags = append(flags, "--audit-policy-file="+policy, "--audit-log-path="+o.auditLog,
-			"--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=0")
+			"--audit-log-format=json", "--audit-log-mode=blocking", "--audit-log-maxsize=1048576")
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
