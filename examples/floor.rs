@@ -3,7 +3,10 @@
 //! else: no plan, no hashing, no cache, no status. Objects of the previous run's inventory
 //! (INVENTORY, one `apiVersion kind namespace name` per line) that are gone are deleted.
 //!
-//! Usage: `floor DIR INVENTORY` (KUBECONFIG as for kubectl). Field manager `floor`.
+//! Usage: `floor DIR INVENTORY [PASSES]` (KUBECONFIG as for kubectl). Field manager `floor`.
+//! PASSES (default 1) applies every object that many times in a row with the same client, so
+//! that the last pass is a warm resync: discovery done, connections open (the benchmark's
+//! "warm resync" scenario times it from the audit log).
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -71,19 +74,22 @@ async fn main() -> anyhow::Result<()> {
         let (v, k, _, _) = key(o);
         resolved.push(resolve(&client, &mut cache, &v, &k).await?);
     }
+    let passes: usize = args.get(3).map(|p| p.parse()).transpose()?.unwrap_or(1);
     let params = PatchParams::apply("floor").force();
-    let results: Vec<_> = futures::stream::iter(objects.iter().zip(&resolved))
-        .map(|(o, (ar, namespaced))| {
-            let (_, _, ns, name) = key(o);
-            let api = api(&client, ar, *namespaced, &ns);
-            let params = &params;
-            async move { api.patch_metadata(&name, params, &Patch::Apply(o)).await }
-        })
-        .buffer_unordered(32)
-        .collect()
-        .await;
-    for r in results {
-        r?;
+    for _ in 0..passes {
+        let results: Vec<_> = futures::stream::iter(objects.iter().zip(&resolved))
+            .map(|(o, (ar, namespaced))| {
+                let (_, _, ns, name) = key(o);
+                let api = api(&client, ar, *namespaced, &ns);
+                let params = &params;
+                async move { api.patch_metadata(&name, params, &Patch::Apply(o)).await }
+            })
+            .buffer_unordered(32)
+            .collect()
+            .await;
+        for r in results {
+            r?;
+        }
     }
     let now: BTreeSet<Key> = objects.iter().map(key).collect();
     let old = std::fs::read_to_string(inventory).unwrap_or_default();
