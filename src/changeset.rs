@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn a_conflict_is_counted_and_is_a_failure() {
-        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("a".into()), "x");
+        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("a"), "x");
         let mut changes = ChangeSet::default();
         changes.push_sent(object.clone(), Action::Unchanged, None, vec![Request::MergePatch]);
         assert!(!changes.has_failures());

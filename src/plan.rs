@@ -69,7 +69,7 @@ pub struct Desired {
     /// The desired hash (sha256 hex of the canonical JSON as read from git).
     pub hash: String,
     /// Where it came from: `path/to/file.yaml` and document number, for error messages.
-    pub origin: String,
+    pub origin: crate::manifest::Origin,
     /// Delete and re-create it when the API server rejects an immutable-field change
     /// (unit setting, or annotation `gitward.dev/recreate: enabled`).
     pub recreate: bool,
@@ -291,7 +291,7 @@ mod tests {
             source: json!({}).into(),
             part_of: "applyset-x-v1".into(),
             hash: hash.to_string(),
-            origin: "test.yaml#1".into(),
+            origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
             recreate: false,
             mode: ApplyMode::ServerSideApply,
         }
@@ -402,9 +402,9 @@ mod tests {
     #[test]
     fn members_no_longer_desired_are_pruned_in_reverse_stage_order() {
         let d = vec![desired("v1", "ConfigMap", Some("a"), "keep", "h")];
-        let ns = ObjectRef::new(gk("v1", "Namespace"), None, "gone");
-        let deploy = ObjectRef::new(gk("apps/v1", "Deployment"), Some("gone".into()), "web");
-        let cm = ObjectRef::new(gk("v1", "ConfigMap"), Some("gone".into()), "conf");
+        let ns = ObjectRef::new(gk("v1", "Namespace"), None::<&str>, "gone");
+        let deploy = ObjectRef::new(gk("apps/v1", "Deployment"), Some("gone"), "web");
+        let cm = ObjectRef::new(gk("v1", "ConfigMap"), Some("gone"), "conf");
         let l = BTreeMap::from([
             (d[0].object.clone(), live("h", "1")),
             (ns.clone(), live("h", "2")),
@@ -420,7 +420,7 @@ mod tests {
 
     #[test]
     fn prune_disabled_members_are_kept() {
-        let keep = ObjectRef::new(gk("v1", "ConfigMap"), Some("a".into()), "precious");
+        let keep = ObjectRef::new(gk("v1", "ConfigMap"), Some("a"), "precious");
         let mut meta = live("h", "1");
         meta.prune_disabled = true;
         let p = prune_plan(&[], &BTreeMap::from([(keep.clone(), meta)]), &BTreeSet::from([keep.clone()]));
@@ -430,7 +430,7 @@ mod tests {
 
     #[test]
     fn labelled_objects_that_are_not_members_are_never_pruned() {
-        let r = |name: &str| ObjectRef::new(gk("v1", "ConfigMap"), Some("a".into()), name);
+        let r = |name: &str| ObjectRef::new(gk("v1", "ConfigMap"), Some("a"), name);
         let mut child = live("h", "2");
         child.controlled = true;
         let live = BTreeMap::from([

@@ -140,7 +140,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
 
 fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
     if n > 0 {
-        *objects.entry(gk.kind.clone()).or_default() += n;
+        *objects.entry(gk.kind.to_string()).or_default() += n;
     }
 }
 

@@ -30,12 +30,16 @@ pub async fn validate_unit(state_dir: &Path, unit: &SyncUnit) -> Result<Summary>
     let repo = crate::sync::repo::Repo::open(state_dir, unit).await?;
     let revision = repo.fetch().await?;
     let loaded = repo.load(&revision).await?;
-    let mut seen: HashMap<ObjectRef, String> = HashMap::new();
+    let mut seen: HashMap<ObjectRef, crate::manifest::Origin> = HashMap::new();
     for m in &loaded.manifests {
-        let ns = m.namespace.clone().unwrap_or_else(|| unit.namespace.clone());
+        let ns = m.namespace.clone().unwrap_or_else(|| unit.namespace.as_str().into());
         let object = ObjectRef::new(m.gk.clone(), Some(ns), &m.name);
         if let Some(first) = seen.insert(object.clone(), origin(m)) {
-            return Err(Error::Duplicate { object: object.to_string(), first, second: origin(m) });
+            return Err(Error::Duplicate {
+                object: object.to_string(),
+                first: first.to_string(),
+                second: origin(m).to_string(),
+            });
         }
     }
     Ok(Summary { revision, objects: loaded.manifests.len() })

@@ -90,7 +90,7 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
 #[derive(Debug, Clone, Default)]
 pub struct Blocked {
     /// Namespaces whose Namespace object failed.
-    pub namespaces: BTreeSet<String>,
+    pub namespaces: BTreeSet<crate::object::Atom>,
     /// Group-kinds whose CRD failed or never became Established.
     pub kinds: BTreeSet<GroupKind>,
 }

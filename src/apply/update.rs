@@ -362,14 +362,14 @@ mod tests {
         let desired = |api_version: &str, kind: &str| {
             let gk = crate::object::GroupKind::from_api_version(api_version, kind);
             Desired {
-                object: crate::object::ObjectRef::new(gk, Some("a".into()), "x"),
+                object: crate::object::ObjectRef::new(gk, Some("a"), "x"),
                 resource: std::sync::Arc::new(kube::discovery::ApiResource::from_gvk(
                     &kube::api::GroupVersionKind::gvk("", "v1", kind),
                 )),
                 source: json!({}).into(),
                 part_of: "applyset-x-v1".into(),
                 hash: String::new(),
-                origin: String::new(),
+                origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
                 recreate: false,
                 mode: crate::config::ApplyMode::Update,
             }

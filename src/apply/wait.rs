@@ -97,7 +97,7 @@ pub fn defined_kind(body: &Body) -> Option<GroupKind> {
         kind: String,
     }
     let crd: Crd = serde_json::from_str(body.as_str()).ok()?;
-    Some(GroupKind { group: crd.spec.group, kind: crd.spec.names.kind })
+    Some(GroupKind::new(crd.spec.group, crd.spec.names.kind))
 }
 
 #[cfg(test)]

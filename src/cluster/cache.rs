@@ -186,7 +186,7 @@ impl MetadataCache {
     ) -> Vec<(GroupKind, Result<()>)> {
         let mut waits = Vec::with_capacity(kinds.len());
         for (resource, namespaced) in kinds {
-            let gk = GroupKind { group: resource.group.clone(), kind: resource.kind.clone() };
+            let gk = GroupKind::new(&resource.group, &resource.kind);
             let rx = match self.kinds.get(&gk) {
                 Some(existing) if !matches!(*existing.state.borrow(), Sync::Failed(_)) => existing.state.clone(),
                 _ => self.spawn(gk.clone(), resource, *namespaced),
@@ -520,11 +520,7 @@ mod tests {
     }
 
     fn cm(name: &str) -> ObjectRef {
-        ObjectRef {
-            gk: GroupKind { group: String::new(), kind: "ConfigMap".into() },
-            namespace: Some("default".into()),
-            name: name.into(),
-        }
+        ObjectRef { gk: GroupKind::new("", "ConfigMap"), namespace: Some("default".into()), name: name.into() }
     }
 
     #[tokio::test]

@@ -41,7 +41,7 @@ pub struct Resolved {
 pub struct Discovery {
     groups: HashMap<String, Vec<(Arc<ApiResource>, ApiCapabilities)>>,
     /// Group → its preferred version and when that was learned ([`PREFERRED_TTL`]).
-    preferred: HashMap<String, (String, std::time::Instant)>,
+    preferred: HashMap<crate::object::Atom, (String, std::time::Instant)>,
     fetched: HashMap<String, std::time::Instant>,
     /// Discovery requests sent, for the change set's request count and tests.
     pub requests: usize,
@@ -164,7 +164,7 @@ impl Discovery {
             Ok(group) => group,
             Err(e) if is_status(&e, 404) => return Ok(None),
             Err(kube::Error::Discovery(_)) => return Ok(None),
-            Err(source) => return Err(Error::DiscoveryFailed { group_version: gk.group.clone(), source }),
+            Err(source) => return Err(Error::DiscoveryFailed { group_version: gk.group.to_string(), source }),
         };
         let version = group.preferred_version_or_latest().to_string();
         self.preferred.insert(gk.group.clone(), (version.clone(), std::time::Instant::now()));

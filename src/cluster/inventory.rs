@@ -77,7 +77,7 @@ pub struct Contents {
     /// Group-kinds of members.
     pub group_kinds: BTreeSet<GroupKind>,
     /// Namespaces of namespaced members, including the parent's own.
-    pub namespaces: BTreeSet<String>,
+    pub namespaces: BTreeSet<crate::object::Atom>,
     /// Refs of the objects this unit applied (and has not pruned): only these may be pruned.
     pub members: BTreeSet<ObjectRef>,
 }
@@ -211,7 +211,7 @@ impl Inventory {
         };
         let mut contents = Contents {
             group_kinds: split(CONTAINS_GROUP_KINDS).iter().map(|s| GroupKind::parse_applyset_string(s)).collect(),
-            namespaces: split(ADDITIONAL_NAMESPACES).into_iter().collect(),
+            namespaces: split(ADDITIONAL_NAMESPACES).iter().map(|n| crate::object::Atom::new(n)).collect(),
             members: record.lines().filter_map(parse_member_line).collect(),
         };
         contents.namespaces.extend(self.parent.namespace.clone());
@@ -241,7 +241,7 @@ impl Inventory {
         let gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
         let mut gks = gks;
         gks.sort();
-        let namespaces: Vec<&str> = contents.namespaces.iter().filter(|n| **n != own_ns).map(String::as_str).collect();
+        let namespaces: Vec<&str> = contents.namespaces.iter().filter(|n| **n != own_ns).map(|n| n.as_str()).collect();
         let record: String = contents.members.iter().map(|m| member_line(m) + "\n").collect();
         let record = match self.parent.gk.kind.as_str() {
             "Secret" => base64::engine::general_purpose::STANDARD.encode(record),
@@ -366,18 +366,18 @@ mod tests {
 
     #[test]
     fn contents_union_widens_kinds_and_namespaces() {
-        let a = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("a".into()), "x");
-        let b = ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("b".into()), "y");
+        let a = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("a"), "x");
+        let b = ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("b"), "y");
         let u = Contents::of([&a]).union(&Contents::of([&b]));
         assert_eq!(u.group_kinds.len(), 2);
-        assert_eq!(u.namespaces, BTreeSet::from(["a".to_string(), "b".to_string()]));
+        assert_eq!(u.namespaces, BTreeSet::from(["a".into(), "b".into()]));
         assert_eq!(u.members, BTreeSet::from([a, b]));
     }
 
     #[test]
     fn member_lines_round_trip_namespaced_and_cluster_scoped_refs() {
-        let a = ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("shop".into()), "web");
-        let b = ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None, "shop");
+        let a = ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("shop"), "web");
+        let b = ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None::<&str>, "shop");
         assert_eq!(member_line(&a), "Deployment.apps/shop/web");
         assert_eq!(member_line(&b), "Namespace//shop");
         assert_eq!(parse_member_line(&member_line(&a)), Some(a));

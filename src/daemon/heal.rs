@@ -157,7 +157,7 @@ mod tests {
     use crate::object::GroupKind;
 
     fn deployment() -> ObjectRef {
-        ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("a".into()), "web")
+        ObjectRef::new(GroupKind::from_api_version("apps/v1", "Deployment"), Some("a"), "web")
     }
 
     fn drift(manager: &str) -> Drift {

@@ -427,8 +427,7 @@ mod tests {
     fn report(unit: &str, revision: &str, actions: &[Action], duration: Duration) -> Report {
         let mut changes = ChangeSet::default();
         for (i, action) in actions.iter().enumerate() {
-            let object =
-                ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns".into()), format!("c{i}"));
+            let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
             changes.push(object, *action, None);
         }
         let unit = unit.into();

@@ -4,6 +4,7 @@ use std::collections::HashMap;
 
 use super::error::{Error, Result};
 use super::{Loaded, TreeFile, is_kustomization_path, is_manifest_path, parse_file};
+use crate::object::Atom;
 
 /// Parsed files of the previous load, so [`ParseCache::load`] parses only blobs whose id changed.
 ///
@@ -13,8 +14,9 @@ use super::{Loaded, TreeFile, is_kustomization_path, is_manifest_path, parse_fil
 /// most one entry per file of the latest tree. Not shared between sync units: keep one per unit.
 #[derive(Debug, Default)]
 pub struct ParseCache {
-    /// Per path: the blob id parsed and what [`parse_file`] returned for it.
-    files: HashMap<String, CachedFile>,
+    /// Per path (interned, shared with the manifests' [`super::Manifest::file`]): the blob id
+    /// parsed and what [`parse_file`] returned for it.
+    files: HashMap<Atom, CachedFile>,
     /// How many blobs the last [`ParseCache::load`] read and parsed (the rest came from the
     /// cache); for tests and metrics.
     parsed_last_load: usize,
@@ -54,7 +56,7 @@ impl ParseCache {
         // then the files to parse are parsed on every core at once.
         let mut slots: Vec<Slot> = files
             .iter()
-            .map(|file| match previous.remove(&file.path) {
+            .map(|file| match previous.remove(&Atom::new(&file.path)) {
                 Some(cached) if cached.oid == file.oid => Slot::Cached(cached),
                 _ if is_kustomization_path(&file.path) => Slot::Parse(Vec::new()),
                 _ => match read_blob(file) {
@@ -90,7 +92,7 @@ impl ParseCache {
                     first_error.get_or_insert_with(|| err.clone());
                 }
             }
-            self.files.insert(file.path.clone(), cached);
+            self.files.insert(Atom::new(&file.path), cached);
         }
         match first_error {
             Some(err) => Err(err),

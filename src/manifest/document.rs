@@ -1,6 +1,7 @@
 //! Turning one document's value into desired objects: `List` expansion, kustomize inputs
 //! skipped, required fields checked.
 
+use crate::object::Atom;
 use serde_json::{Map, Value};
 
 use super::error::{Error, Result};
@@ -90,18 +91,18 @@ fn add_object(at: At<'_>, object: Map<String, Value>, loaded: &mut Loaded) -> Re
     };
     let field = |name: &str| metadata.and_then(|m| m.get(name));
     let name = match optional_string(at, field("name"), "metadata.name")? {
-        Some(name) => name.to_owned(),
+        Some(name) => Atom::new(name),
         None if optional_string(at, field("generateName"), "metadata.generateName")?.is_some() => {
             let (file, index, item) = (at.file.to_owned(), at.index, at.item);
             return Err(Error::GenerateName { file, index, item });
         }
         None => return Err(at.missing("metadata.name")),
     };
-    let namespace = optional_string(at, field("namespace"), "metadata.namespace")?.map(str::to_owned);
+    let namespace = optional_string(at, field("namespace"), "metadata.namespace")?.map(Atom::new);
     loaded.manifests.push(Manifest {
-        file: at.file.to_owned(),
+        file: Atom::new(at.file),
         index: at.index,
-        api_version,
+        api_version: api_version.into(),
         gk,
         name,
         namespace,

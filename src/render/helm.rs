@@ -132,7 +132,7 @@ pub(super) fn skip_test_hooks(loaded: &mut Loaded) {
     loaded.manifests = keep;
     for m in tests {
         loaded.skipped.push(Skipped {
-            file: m.file,
+            file: m.file.to_string(),
             index: Some(m.index),
             reason: format!("{} {}: Helm test hook, not applied", m.gk.kind, m.name),
         });

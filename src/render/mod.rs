@@ -263,7 +263,7 @@ impl Renderer {
     pub fn key_decrypted(&self, loaded: &mut Loaded, oids: &HashMap<String, String>) {
         let Some(key) = &self.hash_key else { return };
         for m in &mut loaded.manifests {
-            if oids.get(&m.file).is_some_and(|oid| self.encrypted.contains(oid)) {
+            if oids.get(m.file.as_str()).is_some_and(|oid| self.encrypted.contains(oid)) {
                 m.hash_key = Some(key.clone());
             }
         }

@@ -11,15 +11,15 @@ use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{APPLY_MODE, DESIRED_HASH, PART_OF, RECREATE};
 use crate::config::ApplyMode;
-use crate::manifest::{Body, Manifest, canonical_json, desired_hash};
-use crate::object::{GroupKind, ObjectRef};
+use crate::manifest::{Body, Manifest, Origin, canonical_json, desired_hash};
+use crate::object::{Atom, GroupKind, ObjectRef};
 use crate::plan::Desired;
 
 /// What the unit adds to every object.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Defaults {
     /// Namespace for namespaced objects that name none.
-    pub namespace: String,
+    pub namespace: Atom,
     /// The unit's ApplySet id, set as the `part-of` label.
     pub applyset_id: std::sync::Arc<str>,
     /// The unit's `recreate_on_immutable`.
@@ -39,8 +39,8 @@ pub struct Resolution {
 }
 
 /// Where a manifest came from, for messages: `dir/file.yaml (document 2)`.
-pub fn origin(m: &Manifest) -> String {
-    format!("{} (document {})", m.file, m.index + 1)
+pub fn origin(m: &Manifest) -> Origin {
+    Origin { file: m.file.clone(), index: u32::try_from(m.index).unwrap_or(u32::MAX) }
 }
 
 /// Resolves `manifests`. A kind that the server does not serve and that no CRD of the same
@@ -72,7 +72,7 @@ pub async fn resolve(
         apply_mode(value.as_ref().and_then(Value::as_str), &origin(m))?;
     }
     let mut out = Resolution::default();
-    let mut seen: HashMap<ObjectRef, String> = HashMap::new();
+    let mut seen: HashMap<ObjectRef, Origin> = HashMap::new();
     for m in manifests {
         let mut resolved = discovery.resolve(client, &m.api_version, &m.gk.kind).await?;
         if resolved.is_none() && !crd_kinds.contains(&m.gk) && discovery.forget_stale(&m.api_version) {
@@ -84,7 +84,7 @@ pub async fn resolve(
                 let ns = m.namespace.clone().unwrap_or_else(|| defaults.namespace.clone());
                 ObjectRef::new(m.gk.clone(), Some(ns), &m.name)
             }
-            Some(_) => ObjectRef::new(m.gk.clone(), None, &m.name),
+            Some(_) => ObjectRef::new(m.gk.clone(), None::<Atom>, &m.name),
             // Scope unknown until its CRD is applied: key it as a namespaced object would be.
             None => ObjectRef::new(
                 m.gk.clone(),
@@ -93,13 +93,18 @@ pub async fn resolve(
             ),
         };
         if let Some(first) = seen.insert(object.clone(), origin(&m)) {
-            return Err(Error::Duplicate { object: object.to_string(), first, second: origin(&m) });
+            let (first, second) = (first.to_string(), origin(&m).to_string());
+            return Err(Error::Duplicate { object: object.to_string(), first, second });
         }
         match resolved {
             Some(r) => out.desired.push(built.reuse_or_build(m, object, r.resource, r.namespaced, defaults)?),
             None if crd_kinds.contains(&m.gk) => out.pending.push(m),
             None => {
-                return Err(Error::UnknownKind { origin: origin(&m), api_version: m.api_version, kind: m.gk.kind });
+                return Err(Error::UnknownKind {
+                    origin: origin(&m).to_string(),
+                    api_version: m.api_version.to_string(),
+                    kind: m.gk.kind.to_string(),
+                });
             }
         }
     }
@@ -164,7 +169,7 @@ pub fn build(
     let mut body = source.to_value();
     let meta = metadata(&mut body);
     if namespaced {
-        meta.insert("namespace".into(), Value::String(object.namespace.clone().unwrap_or_default()));
+        meta.insert("namespace".into(), Value::String(object.namespace.as_deref().unwrap_or_default().to_owned()));
     } else {
         meta.remove("namespace");
     }
@@ -199,7 +204,7 @@ pub fn request_body(source: &Body, namespace: Option<&str>, part_of: &str, hash:
 /// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.
 ///
 /// Errors: [`Error::InvalidAnnotation`] for any other value.
-fn apply_mode(value: Option<&str>, origin: &str) -> Result<Option<ApplyMode>> {
+fn apply_mode(value: Option<&str>, origin: &dyn std::fmt::Display) -> Result<Option<ApplyMode>> {
     match value {
         None => Ok(None),
         Some("update") => Ok(Some(ApplyMode::Update)),
@@ -258,7 +263,7 @@ pub(super) mod tests {
         let m = manifest(
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1"}}),
         );
-        let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
+        let object = ObjectRef::new(m.gk.clone(), Some("shop"), "conf");
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let d = build(m, object, ar, true, &defaults()).unwrap();
         let body = d.body().to_value();
@@ -274,7 +279,7 @@ pub(super) mod tests {
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let a = build(
             manifest(body.clone()),
-            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf"),
             ar.clone(),
             true,
             &defaults(),
@@ -283,7 +288,7 @@ pub(super) mod tests {
         let other = Defaults { applyset_id: "applyset-y-v1".into(), ..defaults() };
         let b = build(
             manifest(body),
-            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf"),
             ar,
             true,
             &other,
@@ -298,7 +303,7 @@ pub(super) mod tests {
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let d = build(
             manifest(body),
-            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf"),
+            ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf"),
             ar,
             true,
             &defaults(),
@@ -310,7 +315,7 @@ pub(super) mod tests {
     #[test]
     fn apply_mode_annotation_overrides_the_units_mode_and_a_bad_value_is_refused() {
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
-        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop".into()), "conf");
+        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf");
         let with = |mode: &str| {
             manifest(
                 json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf", "annotations": {APPLY_MODE: mode}}}),
@@ -331,7 +336,7 @@ pub(super) mod tests {
     #[test]
     fn an_object_whose_manifest_came_out_of_the_cache_unchanged_is_reused_not_rebuilt() {
         let m = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}}));
-        let object = ObjectRef::new(m.gk.clone(), Some("shop".into()), "conf");
+        let object = ObjectRef::new(m.gk.clone(), Some("shop"), "conf");
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let first = build(m.clone(), object.clone(), ar.clone(), true, &defaults()).unwrap();
         let previous = vec![first.clone()];
@@ -345,7 +350,7 @@ pub(super) mod tests {
         let rebuilt = built.reuse_or_build(reparsed, object.clone(), ar.clone(), true, &defaults()).unwrap();
         assert_eq!(rebuilt.hash, first.hash);
         // The same body resolved to another object (the unit's namespace changed) is built.
-        let elsewhere = ObjectRef::new(m.gk.clone(), Some("other".into()), "conf");
+        let elsewhere = ObjectRef::new(m.gk.clone(), Some("other"), "conf");
         let moved = built.reuse_or_build(m, elsewhere.clone(), ar, true, &defaults()).unwrap();
         assert_eq!(moved.object, elsewhere);
         assert_eq!(moved.body().to_value()["metadata"]["namespace"], "other");

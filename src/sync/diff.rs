@@ -95,7 +95,7 @@ impl Engine {
         let revision = self.repo.fetch().await?;
         let loaded = self.load(&revision).await?;
         let defaults = Defaults {
-            namespace: self.unit.namespace.clone(),
+            namespace: self.unit.namespace.as_str().into(),
             applyset_id: self.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,

@@ -72,7 +72,7 @@ pub fn select(
     // One pass over the last revision's objects: where each changed object was defined.
     let mut defined_in: HashMap<&ObjectRef, &str> = HashMap::new();
     for d in previous.iter().filter(|d| refs.contains(&d.object)) {
-        defined_in.insert(&d.object, origin_file(&d.origin));
+        defined_in.insert(&d.object, d.origin.file.as_str());
     }
     if defined_in.values().any(|file| !files.contains(file)) {
         return None;
@@ -99,11 +99,6 @@ pub fn select(
     Some(selection)
 }
 
-/// The file of an origin `path/to/file.yaml (document 2)` ([`desired::origin`]).
-fn origin_file(origin: &str) -> &str {
-    origin.rsplit_once(" (document ").map_or(origin, |(file, _)| file)
-}
-
 #[cfg(test)]
 mod tests {
     use std::sync::Arc;
@@ -120,8 +115,8 @@ mod tests {
         let resource = ApiResource {
             group: group.into(),
             version: version.into(),
-            api_version: m.api_version.clone(),
-            kind: m.gk.kind.clone(),
+            api_version: m.api_version.to_string(),
+            kind: m.gk.kind.to_string(),
             plural,
         };
         (m.gk.kind != "Widget").then(|| Resolved { resource: Arc::new(resource), namespaced: m.gk.kind != "Namespace" })

@@ -220,7 +220,7 @@ impl Engine {
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
         let defaults = Defaults {
-            namespace: self.unit.namespace.clone(),
+            namespace: self.unit.namespace.as_str().into(),
             applyset_id: self.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
@@ -705,7 +705,7 @@ impl Engine {
             self.discovery.forget(&m.api_version);
         }
         // Kinds still not served after waiting for discovery: their other objects fail at once.
-        let mut unserved: HashSet<(String, String)> = HashSet::new();
+        let mut unserved: HashSet<(crate::object::Atom, crate::object::Atom)> = HashSet::new();
         for m in pending {
             let guess = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
             if let Some(reason) = blocked.reason(&guess) {
@@ -808,7 +808,7 @@ impl Engine {
             .filter(|r| {
                 wanted.contains(r)
                     || remaining.contains_key(r)
-                    || (!resources.contains_key(&r.gk) && !gone.contains(&r.gk.group))
+                    || (!resources.contains_key(&r.gk) && !gone.contains(r.gk.group.as_str()))
             })
             .cloned()
             .collect();

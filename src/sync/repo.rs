@@ -243,7 +243,7 @@ fn add_namespace(loaded: &mut Loaded, namespace: &str) {
         index: 0,
         api_version: "v1".into(),
         gk,
-        name: namespace.to_owned(),
+        name: namespace.into(),
         namespace: None,
         // Never pruned, as Argo CD never deletes a namespace CreateNamespace made: a prune
         // would delete everything in it, the inventory parent too.
