@@ -66,8 +66,9 @@ pub struct Desired {
     /// The unit's ApplySet id, set as the `applyset.kubernetes.io/part-of` label of the body
     /// sent; one shared copy per unit.
     pub part_of: std::sync::Arc<str>,
-    /// The desired hash (sha256 hex of the canonical JSON as read from git).
-    pub hash: String,
+    /// The desired hash (sha256 hex of the canonical JSON as read from git), interned: the
+    /// metadata cache holds the same copy as the live annotation of an unchanged member.
+    pub hash: crate::object::Atom,
     /// Where it came from: `path/to/file.yaml` and document number, for error messages.
     pub origin: crate::manifest::Origin,
     /// Delete and re-create it when the API server rejects an immutable-field change
@@ -100,8 +101,8 @@ pub struct LiveMeta {
     pub resource_version: String,
     /// `metadata.generation`, where the kind has one.
     pub generation: Option<i64>,
-    /// The annotation `gitward.dev/desired-hash`, if present.
-    pub desired_hash: Option<String>,
+    /// The annotation `gitward.dev/desired-hash`, if present (interned, see [`Desired::hash`]).
+    pub desired_hash: Option<crate::object::Atom>,
     /// The annotation `gitward.dev/prune: disabled` is set.
     pub prune_disabled: bool,
     /// `metadata.deletionTimestamp` is set.
@@ -226,7 +227,7 @@ pub fn plan(desired: &[Desired], live: &BTreeMap<ObjectRef, LiveMeta>, refuse: &
         let current = live.get(&d.object);
         let op = match current {
             None => Op::Create,
-            Some(m) if m.desired_hash.as_deref() == Some(d.hash.as_str()) => Op::Unchanged,
+            Some(m) if m.desired_hash.as_ref() == Some(&d.hash) => Op::Unchanged,
             Some(_) => Op::Configure,
         };
         let step = Step { index, op, cached_resource_version: current.map(|m| m.resource_version.clone()) };
@@ -290,7 +291,7 @@ mod tests {
             ))),
             source: json!({}).into(),
             part_of: "applyset-x-v1".into(),
-            hash: hash.to_string(),
+            hash: hash.into(),
             origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
             recreate: false,
             mode: ApplyMode::ServerSideApply,

@@ -368,7 +368,7 @@ mod tests {
                 )),
                 source: json!({}).into(),
                 part_of: "applyset-x-v1".into(),
-                hash: String::new(),
+                hash: "".into(),
                 origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
                 recreate: false,
                 mode: crate::config::ApplyMode::Update,

@@ -397,7 +397,7 @@ pub fn live_meta(meta: &kube::core::ObjectMeta) -> LiveMeta {
         uid: meta.uid.clone().unwrap_or_default(),
         resource_version: meta.resource_version.clone().unwrap_or_default(),
         generation: meta.generation,
-        desired_hash: annotation(DESIRED_HASH),
+        desired_hash: annotation(DESIRED_HASH).map(crate::object::Atom::from),
         prune_disabled: annotation(PRUNE).as_deref() == Some(PRUNE_DISABLED),
         deleting: meta.deletion_timestamp.is_some(),
         prune_cascade: annotation(PRUNE).as_deref() == Some(PRUNE_CASCADE),

@@ -174,8 +174,8 @@ pub fn build(
         meta.remove("namespace");
     }
     let hash = match &m.hash_key {
-        Some(key) => key.hash(canonical_json(&body).as_bytes()),
-        None => desired_hash(&body),
+        Some(key) => Atom::from(key.hash(canonical_json(&body).as_bytes())),
+        None => Atom::from(desired_hash(&body)),
     };
     let meta = metadata(&mut body);
     let annotation = |key: &str| meta.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
@@ -269,7 +269,7 @@ pub(super) mod tests {
         let body = d.body().to_value();
         assert_eq!(body["metadata"]["namespace"], "shop");
         assert_eq!(body["metadata"]["labels"][PART_OF], "applyset-x-v1");
-        assert_eq!(body["metadata"]["annotations"][DESIRED_HASH], d.hash);
+        assert_eq!(body["metadata"]["annotations"][DESIRED_HASH], d.hash.as_str());
         assert_eq!(d.hash.len(), 64);
     }
 

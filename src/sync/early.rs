@@ -84,7 +84,7 @@ pub fn select(
         let existing = defined_in.contains_key(&object);
         let d = desired::build(m, object, r.resource, r.namespaced, defaults).ok()?;
         let Some(meta) = live(&d.object).filter(|_| existing && STAGES.contains(&stage)) else { continue };
-        if meta.deleting || meta.desired_hash.as_deref() == Some(d.hash.as_str()) {
+        if meta.deleting || meta.desired_hash.as_ref() == Some(&d.hash) {
             continue;
         }
         let index = selection.desired.len();

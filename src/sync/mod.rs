@@ -122,7 +122,7 @@ struct Early {
     /// The entries of the objects applied, and the requests of all sent.
     changes: ChangeSet,
     /// The objects applied, with the desired hash sent.
-    sent: HashMap<ObjectRef, String>,
+    sent: HashMap<ObjectRef, crate::object::Atom>,
 }
 
 /// The state kept for one unit across syncs.
