@@ -19,7 +19,8 @@ Warm resync (the daemon's no-op resync): a signed webhook makes the running daem
 revision it has applied, with its watches warm; timed from the webhook being sent to the last
 response in the audit log, requests counted there (one PATCH per object and nothing else is the
 contract). Its peer is the floor's second pass in one process (`floor DIR INV 2`): timed in the
-audit log from the last response of its first pass to the last of its second.
+audit log from the last response of its first pass to the last of its second. The two take
+turns, five runs each, so that neither gets the apiserver at its slower moments only.
 Daemon: gitward run's resident memory at rest (VmRSS from /proc) at N and at N/10 objects (the
 marginal KiB per tracked object) once its first sync has ended, health wait included (30 s here:
 the Deployments never become Available without a controller manager), its peak resident memory
@@ -245,6 +246,17 @@ def stamp(text):
     return datetime.datetime.fromisoformat(text.replace("Z", "+00:00")).timestamp()
 
 
+def in_flight(events):
+    """Mean requests in flight over the span of `events`' PATCHes (sum of their latencies in
+    the audit log over first received to last completed)."""
+    patches = [e for e in events if e["verb"] == "patch"]
+    if not patches:
+        return None
+    busy = sum(stamp(e["stageTimestamp"]) - stamp(e["requestReceivedTimestamp"]) for e in patches)
+    span = max(stamp(e["stageTimestamp"]) for e in patches) - min(stamp(e["requestReceivedTimestamp"]) for e in patches)
+    return round(busy / span, 1) if span > 0 else None
+
+
 def verbs_of(events):
     verbs = {}
     for e in events:
@@ -268,7 +280,7 @@ def floor_warm(tmp, work, objects):
     first_end = max(stamp(e["stageTimestamp"]) for e in patches[:objects])
     second = [e for e in events if stamp(e["requestReceivedTimestamp"]) >= first_end]
     return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in second) - first_end, 3),
-            "requests": verbs_of(second)}
+            "requests": verbs_of(second), "in_flight": in_flight(second)}
 
 
 WEBHOOK_SECRET = b"bench-webhook-secret"
@@ -306,7 +318,7 @@ def daemon_warm(daemon, log, port):
     time.sleep(1.0)  # the audit backend writes asynchronously
     events = [e for e in audit_events(mark) if e.get("userAgent", "").startswith("gitward")]
     return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in events) - sent, 3),
-            "requests": verbs_of(events)}
+            "requests": verbs_of(events), "in_flight": in_flight(events)}
 
 
 def timed(cmd, env=None):
@@ -443,7 +455,7 @@ class Watch:
         self.proc.wait()
 
 
-def daemon_figures(tmp, bare, work, peer, small):
+def daemon_figures(tmp, bare, work, peer, small, floor):
     """gitward run: VmRSS at rest after its first sync on `peer`'s repository and on `small`'s
     (a tenth of the objects), and push-to-applied over 20 pushes, measured from outside: from
     `git push` returning to a watch of the object seeing the new value. Each push is made once
@@ -490,7 +502,12 @@ def daemon_figures(tmp, bare, work, peer, small):
         seen = watch.wait(value, pushed + 60)
         external.append(round((seen - pushed) * 1000, 1) if seen else None)
     watch.stop()
-    warm = [daemon_warm(daemon, log, daemon.port) for _ in range(WARM_RUNS)]
+    # Interleaved with the floor's (gitward, floor, gitward, …): the apiserver slows as a run
+    # goes on (objects, compactions), and runs in a row would give the later peer the slower one.
+    warm = {"gitward": [], "floor": []}
+    for _ in range(WARM_RUNS):
+        warm["gitward"].append(daemon_warm(daemon, log, daemon.port))
+        warm["floor"].append(floor())
     events = [json.loads(line) for line in open(log) if line.startswith("{")]
     own = [e["trigger_to_applied_ms"] for e in events
            if e.get("message") == "trigger applied" and e.get("trigger") == "push"]
@@ -549,13 +566,12 @@ def main():
     small_work, small_bare, small_count = make_repo(tmp, "gwsmall", max(1, n // 10), crd=False)
     for k in range(NAMESPACES):
         sh(["kubectl", "create", "namespace", f"gwsmall-{k}"])
-    daemon = daemon_figures(tmp, repos["gitward"][1], repos["gitward"][0], "gitward",
-                            (small_work, small_bare, "gwsmall"))
-    daemon["small_objects"] = small_count
     floor_work = repos["floor"][0]
     floor_objects = sum(f.endswith(".yaml") for _, _, files in os.walk(floor_work) for f in files)
-    results["warm resync"] = {"gitward": daemon.pop("warm_resync"),
-                              "floor": [floor_warm(tmp, floor_work, floor_objects) for _ in range(WARM_RUNS)]}
+    daemon = daemon_figures(tmp, repos["gitward"][1], repos["gitward"][0], "gitward",
+                            (small_work, small_bare, "gwsmall"), lambda: floor_warm(tmp, floor_work, floor_objects))
+    daemon["small_objects"] = small_count
+    results["warm resync"] = daemon.pop("warm_resync")
     load_after = open("/proc/loadavg").read().split()[:3]
 
     out = [f"# gitward benchmark: {count} objects over {NAMESPACES} namespaces, same apiserver, same run\n",
@@ -577,16 +593,18 @@ def main():
     warm = results["warm resync"]
     median = {peer: statistics.median(r["seconds"] for r in runs) for peer, runs in warm.items()}
     out.append("")
-    out.append(f"Warm resync ({WARM_RUNS} runs each): gitward run synced by a webhook, from sending it to the last "
-               "response; the floor's second pass in one process, from its first pass's last response to its last.")
+    out.append(f"Warm resync ({WARM_RUNS} runs each, the peers taking turns): gitward run synced by a webhook, from "
+               "sending it to the last response; the floor's second pass in one process, from its first pass's last "
+               "response to its last. In flight: mean PATCHes in flight over the run (audit log).")
     out.append("")
-    out.append("| peer | seconds, median | each run | requests by verb (first run) | gitward ÷ floor |")
-    out.append("|---|---|---|---|---|")
+    out.append("| peer | seconds, median | each run | in flight, each run | requests by verb (first run) | gitward ÷ floor |")
+    out.append("|---|---|---|---|---|---|")
     for peer, runs in warm.items():
         verbs = ", ".join(f"{v} {c}" for v, c in runs[0]["requests"].items())
         each = ", ".join(f"{r['seconds']:.2f}" for r in runs)
+        flight = ", ".join(str(r["in_flight"]) for r in runs)
         ratio = f"{median['gitward'] / median['floor']:.2f}" if peer == "gitward" else ""
-        out.append(f"| {peer} | {median[peer]:.2f} | {each} | {verbs} | {ratio} |")
+        out.append(f"| {peer} | {median[peer]:.2f} | {each} | {flight} | {verbs} | {ratio} |")
     lat = daemon["push_to_applied_ms"]
     marginal = ((daemon["rss_at_rest_mib"] - daemon["small_rss_at_rest_mib"]) * 1024
                 / max(1, count - daemon["small_objects"]))
