@@ -214,18 +214,7 @@ def audit_len():
 
 def audit_verbs(since):
     """Requests by verb in the audit log after line `since`, the apiserver's own excepted."""
-    verbs = {}
-    with open(AUDIT) as f:
-        for i, line in enumerate(f):
-            if i < since:
-                continue
-            e = json.loads(line)
-            if e.get("stage") not in (None, "ResponseComplete"):
-                continue
-            if "kube-apiserver" in e.get("userAgent", ""):
-                continue
-            verbs[e["verb"]] = verbs.get(e["verb"], 0) + 1
-    return dict(sorted(verbs.items()))
+    return verbs_of(audit_events(since))
 
 
 def audit_events(since):
@@ -343,7 +332,6 @@ def write_config(tmp, bare, peer, listen=None, health_timeout=None):
         secret = os.path.join(tmp, peer, "webhook-secret")
         open(secret, "wb").write(WEBHOOK_SECRET)
         daemon = f'listen = "{listen}"\nwebhook_secret_file = "{secret}"\n'
-
     unit = f'health_timeout = "{health_timeout}"\n' if health_timeout else ""
     open(path, "w").write(
         f'[daemon]\nstate_dir = "{tmp}/{peer}/state"\ninterval = "1h"\nresync_interval = "1h"\n{daemon}\n'

@@ -220,8 +220,8 @@ impl HealthWait {
             }
             _ => watcher::Config::default().labels(&self.selector),
         };
-        let by_name: HashMap<crate::object::Atom, usize> =
-            group.iter().map(|&i| (self.targets[i].object.name.clone(), i)).collect();
+        let by_name: HashMap<String, usize> =
+            group.iter().map(|&i| (self.targets[i].object.name.to_string(), i)).collect();
         let resource = first.resource.clone();
         watcher::watcher(api, config)
             .default_backoff()
@@ -229,7 +229,7 @@ impl HealthWait {
                 let all = |signal: &dyn Fn() -> Signal| group.iter().map(|&i| (i, signal())).collect::<Vec<_>>();
                 let one = |obj: &DynamicObject, signal: Signal| {
                     let name = obj.metadata.name.as_deref().unwrap_or_default();
-                    by_name.get(&crate::object::Atom::new(name)).map(|&i| vec![(i, signal)]).unwrap_or_default()
+                    by_name.get(name).map(|&i| vec![(i, signal)]).unwrap_or_default()
                 };
                 match event {
                     Ok(Event::Init) => all(&|| Signal::Relist),

@@ -52,11 +52,13 @@ impl ParseCache {
             files.iter().filter(|f| is_manifest_path(&f.path) || is_kustomization_path(&f.path)).collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
         let mut previous = std::mem::take(&mut self.files);
+        let keys: Vec<Atom> = files.iter().map(|file| Atom::new(&file.path)).collect();
         // Blobs are read in path order on this thread (`read_blob` may hold a libgit2 handle),
         // then the files to parse are parsed on every core at once.
         let mut slots: Vec<Slot> = files
             .iter()
-            .map(|file| match previous.remove(&Atom::new(&file.path)) {
+            .zip(&keys)
+            .map(|(file, key)| match previous.remove(key) {
                 Some(cached) if cached.oid == file.oid => Slot::Cached(cached),
                 _ if is_kustomization_path(&file.path) => Slot::Parse(Vec::new()),
                 _ => match read_blob(file) {
@@ -73,7 +75,7 @@ impl ParseCache {
         parse_all(&files, &mut slots);
         let mut loaded = Loaded::default();
         let mut first_error = None;
-        for (file, slot) in files.into_iter().zip(slots) {
+        for (key, slot) in keys.into_iter().zip(slots) {
             let cached = match slot {
                 Slot::Cached(cached) => cached,
                 Slot::Unreadable(err) => {
@@ -92,7 +94,7 @@ impl ParseCache {
                     first_error.get_or_insert_with(|| err.clone());
                 }
             }
-            self.files.insert(Atom::new(&file.path), cached);
+            self.files.insert(key, cached);
         }
         match first_error {
             Some(err) => Err(err),

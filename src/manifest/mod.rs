@@ -56,18 +56,18 @@ pub struct TreeFile {
 }
 
 /// Where a manifest came from: its file and document, printed `dir/file.yaml (document 2)` in
-/// messages. Twelve bytes and a shared path, where the formatted text was a string per object.
+/// messages. Sixteen bytes and a shared path, where the formatted text was a string per object.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Origin {
     /// Path of the file, relative to the repository root.
     pub file: Atom,
     /// 0-based document index (printed 1-based).
-    pub index: u32,
+    pub index: usize,
 }
 
 impl std::fmt::Display for Origin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} (document {})", self.file, u64::from(self.index) + 1)
+        write!(f, "{} (document {})", self.file, self.index + 1)
     }
 }
 

@@ -40,7 +40,7 @@ pub struct Resolution {
 
 /// Where a manifest came from, for messages: `dir/file.yaml (document 2)`.
 pub fn origin(m: &Manifest) -> Origin {
-    Origin { file: m.file.clone(), index: u32::try_from(m.index).unwrap_or(u32::MAX) }
+    Origin { file: m.file.clone(), index: m.index }
 }
 
 /// Resolves `manifests`. A kind that the server does not serve and that no CRD of the same
