@@ -419,7 +419,7 @@ async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
     copy_deploy_files(
         &sharded,
         &[
-            "namespace.yaml",
+            "00-namespace.yaml",
             "serviceaccount.yaml",
             "rbac.yaml",
             "service.yaml",
@@ -433,6 +433,59 @@ async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
     assert!(actions.contains_key("Deployment/gitward-system/gitward"), "{actions:#?}");
     assert!(actions.contains_key("Role/gitward-system/gitward-sharding"), "{actions:#?}");
     assert!(actions.contains_key("ConfigMap/gitward-system/gitward-config"), "{actions:#?}");
+}
+
+/// Runs `kubectl apply ARGS` from the repository root against the empty cluster whose
+/// kubeconfig is `kubeconfig`; panics with kubectl's output unless it exits 0.
+fn kubectl_apply(kubeconfig: &Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("kubectl")
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("apply")
+        .args(args)
+        .output()
+        .expect("kubectl on PATH (tests/cluster/run puts it there)");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "kubectl apply {args:?} failed on an empty cluster:\n{text}");
+    text
+}
+
+/// The two installs exactly as the README and the manifests' headers document them, each one
+/// `kubectl apply` command on a fresh, empty apiserver of its own: every file applied in one
+/// run (kubectl applies a directory's files in name order, so the Namespace must sort first).
+#[tokio::test]
+async fn documented_kubectl_installs_succeed_in_one_run_on_an_empty_cluster() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::rbac::v1::Role;
+    let single: &[&str] = &["-f", "deploy/kubernetes/"];
+    let sharded: &[&str] = &[
+        "-f",
+        "deploy/kubernetes/00-namespace.yaml",
+        "-f",
+        "deploy/kubernetes/serviceaccount.yaml",
+        "-f",
+        "deploy/kubernetes/rbac.yaml",
+        "-f",
+        "deploy/kubernetes/service.yaml",
+        "-f",
+        "deploy/kubernetes/sharded/",
+    ];
+    for (install, args) in [("single", single), ("sharded", sharded)] {
+        let dir = tempfile::tempdir().unwrap();
+        let cluster_dir = dir.path().join("cluster");
+        let _cluster = common::OwnCluster::start(&cluster_dir, common::free_port());
+        let kubeconfig = cluster_dir.join("kubeconfig");
+        let out = kubectl_apply(&kubeconfig, args);
+        assert!(out.contains("namespace/gitward-system created"), "{install}: {out}");
+        let client = common::OwnCluster::client(&kubeconfig).await;
+        let deployment = Api::<Deployment>::namespaced(client.clone(), "gitward-system").get("gitward").await;
+        let replicas = deployment.unwrap_or_else(|e| panic!("{install}: no Deployment: {e}")).spec.unwrap().replicas;
+        assert_eq!(replicas, Some(if install == "single" { 2 } else { 3 }), "{install}: {out}");
+        let roles = Api::<Role>::namespaced(client, "gitward-system").list(&Default::default()).await.unwrap();
+        let sharding_role = roles.items.iter().any(|r| r.metadata.name.as_deref() == Some("gitward-sharding"));
+        assert_eq!(sharding_role, install == "sharded", "{install}: {out}");
+    }
 }
 
 #[tokio::test]
