@@ -24,8 +24,10 @@
 //!   only after re-checking each is still a member and that no Namespace or CRD takes others.
 //! - [`changeset`] — the result of a sync: one entry per object with its action.
 //! - [`sync`] — the engine that runs one sync of one unit through all of the above.
+//! - [`lease`] — replicas coordinated over Leases: leader election, sharding's membership,
+//!   assignment of units and their hand-over.
 //! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
-//!   SIGHUP), HTTP (webhook, health, metrics), leader election, sd_notify.
+//!   SIGHUP), HTTP (webhook, health, metrics), sd_notify; wires in [`lease`].
 //! - [`telemetry`] — logging set-up and the `sync complete` summary event.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
@@ -38,6 +40,7 @@ pub mod cluster;
 pub mod config;
 pub mod daemon;
 pub mod health;
+pub mod lease;
 pub mod manifest;
 pub mod object;
 pub mod plan;

@@ -12,7 +12,7 @@ mod common;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use gitward::daemon::leader::{self, LeaderConfig, Leadership};
+use gitward::lease::election::{self as leader, LeaderConfig, Leadership};
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, PostParams};
 use tokio::net::{TcpListener, TcpStream};

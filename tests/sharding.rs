@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::time::Duration;
 
-use gitward::daemon::shard;
+use gitward::lease::shard;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::Api;
@@ -113,7 +113,9 @@ fn applies(namespace: &str) -> Vec<(usize, String, Timestamp)> {
 
 /// The owner of every unit by rendezvous over `members`, as the library computes it.
 fn expected(members: &[&str]) -> BTreeMap<usize, String> {
-    (0..UNITS).map(|i| (i, shard::owner(&unit_name(i), members.iter().copied()).unwrap().to_owned())).collect()
+    (0..UNITS)
+        .map(|i| (i, gitward::lease::assignment::owner(&unit_name(i), members.iter().copied()).unwrap().to_owned()))
+        .collect()
 }
 
 /// Units held by the replicas, summed from their metrics.

@@ -241,7 +241,7 @@ pub struct DaemonConfig {
 }
 
 /// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (see
-/// `crate::daemon::shard`).
+/// `crate::lease::shard`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sharding {
     /// Namespace of the membership and unit Leases (`gitward-member-<identity>`,

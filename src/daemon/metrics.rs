@@ -34,6 +34,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
+use crate::lease::shard::{Handover, ShardEvents};
 use crate::sync::{Error, Report};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output: prometheus-client's text encoder writes
@@ -265,25 +266,6 @@ impl Metrics {
             .set(1);
     }
 
-    /// Sets `gitward_shard_units_held` of replica `identity`.
-    pub fn set_units_held(&self, identity: &str, held: usize) {
-        let held = i64::try_from(held).unwrap_or(i64::MAX);
-        self.fleet.units_held.get_or_create(&IdentityLabels { identity: identity.to_owned() }).set(held);
-    }
-
-    /// Counts a unit Lease `acquired` or `released` (handed over) by replica `identity`.
-    pub fn observe_handover(&self, identity: &str, direction: &'static str) {
-        self.fleet.handovers.get_or_create(&HandoverLabels { identity: identity.to_owned(), direction }).inc();
-    }
-
-    /// Notes that `unit` was taken over by `identity` after its previous holder died at
-    /// `died` (its membership Lease's expiry); the next completed sync of `unit` observes
-    /// `gitward_shard_failover_seconds`.
-    pub fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant) {
-        let mut pending = self.fleet.failovers.lock().expect("failovers lock");
-        pending.insert(unit.to_owned(), (identity.to_owned(), died));
-    }
-
     /// Every series, in the OpenMetrics text format (see [`CONTENT_TYPE`]), ending in `# EOF`.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -300,6 +282,26 @@ impl Metrics {
         self.last_revision
             .get_or_create(&RevisionLabels { unit: unit.to_owned(), revision: revision.to_owned() })
             .set(1);
+    }
+}
+
+/// The sharding loop's reports become `gitward_shard_units_held`,
+/// `gitward_shard_handovers_total` and, with the next completed sync of a unit taken over
+/// from a dead replica, `gitward_shard_failover_seconds`.
+impl ShardEvents for Metrics {
+    fn units_held(&self, identity: &str, held: usize) {
+        let held = i64::try_from(held).unwrap_or(i64::MAX);
+        self.fleet.units_held.get_or_create(&IdentityLabels { identity: identity.to_owned() }).set(held);
+    }
+
+    fn handover(&self, identity: &str, direction: Handover) {
+        let labels = HandoverLabels { identity: identity.to_owned(), direction: direction.as_str() };
+        self.fleet.handovers.get_or_create(&labels).inc();
+    }
+
+    fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant) {
+        let mut pending = self.fleet.failovers.lock().expect("failovers lock");
+        pending.insert(unit.to_owned(), (identity.to_owned(), died));
     }
 }
 

@@ -5,17 +5,15 @@
 //! - [`webhook`] — signature checks (GitHub, Gitea, GitLab) and ref matching.
 //! - [`metrics`] — Prometheus metrics.
 //! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
-//! - [`leader`] — leader election over a `coordination.k8s.io/v1` Lease.
-//! - [`shard`] — sharding: membership Leases, rendezvous assignment, one Lease per unit.
+//!
+//! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
 
 pub mod backoff;
 pub mod heal;
 pub mod http;
-pub mod leader;
 pub mod metrics;
 pub mod repo_watch;
 pub mod run;
-pub mod shard;
 pub mod trigger;
 pub mod unit;
 pub mod webhook;

@@ -5,7 +5,7 @@
 //! so tests bind port 0 and stop the daemon on demand (mini-redis `server::run`). SIGHUP
 //! reloads the config (a bad config is logged and the old one kept) and syncs every unit.
 //! With leader election, unit tasks run only while this replica holds the Lease and are
-//! aborted the moment it is lost. With sharding (`[daemon.sharding]`, see [`super::shard`]), a
+//! aborted the moment it is lost. With sharding (`[daemon.sharding]`, see [`crate::lease::shard`]), a
 //! unit task runs only while this replica holds the unit's Lease: one that loses it is aborted
 //! at once, one handed over to another replica is stopped after its in-flight sync and only
 //! then released. Units of several clusters each use their cluster's client from a
@@ -34,14 +34,14 @@ use tracing::{Instrument, error, info, warn};
 
 use super::backoff::Backoff;
 use super::http::{self, HttpState};
-use super::leader::{self, LeaderConfig};
 use super::metrics::Metrics;
 use super::repo_watch::{self, RepoWatch};
-use super::shard::{self, Ownership, Running, ShardConfig};
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
 use crate::cluster::registry::Registry;
 use crate::config::{Config, SyncUnit};
+use crate::lease::election::{self as leader, LeaderConfig};
+use crate::lease::shard::{self, Ownership, Running, ShardConfig};
 use crate::sync::Engine;
 use crate::telemetry::error_chain;
 

@@ -2,7 +2,7 @@
 //! own `coordination.k8s.io/v1` Lease (`[daemon.sharding]`; issue 12).
 //!
 //! - **Membership.** Every replica holds a Lease `gitward-member-<identity>` in the sharding
-//!   namespace, renewed by the same loop as leader election ([`super::leader`]); on shutdown it
+//!   namespace, renewed by the same loop as leader election ([`super::election`]); on shutdown it
 //!   is released (empty `holderIdentity`), so the others see the replica leave at once.
 //! - **Who is alive.** One watch of the Leases in the namespace. A member is live while its
 //!   Lease has a holder and its record has changed within its `leaseDurationSeconds`, judged
@@ -10,14 +10,14 @@
 //!   skew between machines cannot make a live member look dead).
 //! - **Assignment.** Rendezvous (highest-random-weight) hashing, Thaler and Ravishankar 1996:
 //!   a unit belongs to the live member with the highest `sha256(identity ‖ 0 ‖ unit)` weight
-//!   ([`owner`]). A member that joins takes only the units it now wins (about `1/n`), one that
+//!   ([`super::assignment`]). A member that joins takes only the units it now wins (about `1/n`), one that
 //!   leaves gives up only its own; every replica computes the same answer from the same view.
 //! - **Ownership.** A replica runs a leader-election loop on `gitward-unit-<unit>` for each unit
 //!   assigned to it, and runs the unit only while that loop says it holds the Lease
-//!   ([`Ownership::held`]). The election loop is [`super::leader`]'s: a held Lease is taken
+//!   ([`Ownership::held`]). The election loop is [`super::election`]'s: a held Lease is taken
 //!   only when released or when its record has not changed for its duration; the holder stops
 //!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing.
-//!   [`leader::spawn_seen`] hands it what the watch already saw, so a dead member's unit
+//!   [`leader::spawn_seen`](super::election::spawn_seen) hands it what the watch already saw, so a dead member's unit
 //!   Leases are taken as soon as they expire rather than one lease duration after the new
 //!   owner first looks.
 //! - **Handover.** A unit no longer assigned here is listed in [`Ownership::releasing`]: the
@@ -43,14 +43,13 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::Api;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
-use sha2::{Digest, Sha256};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::leader::{self, LeaderConfig, Leadership, Seen};
-use super::metrics::Metrics;
+use super::assignment::{eligible, owner};
+use super::election::{self as leader, LeaderConfig, Leadership, Seen};
 
 /// Name prefix of membership Leases: `gitward-member-<identity>`.
 pub const MEMBER_PREFIX: &str = "gitward-member-";
@@ -143,25 +142,6 @@ pub fn user_agent(identity: &str) -> String {
     format!("{} ({identity})", crate::TOOLING)
 }
 
-/// The rendezvous weight of `member` for `unit`: the first 8 bytes, big-endian, of
-/// `sha256(member ‖ 0x00 ‖ unit)`. The zero byte keeps `("ab", "c")` and `("a", "bc")` apart.
-pub fn weight(member: &str, unit: &str) -> u64 {
-    let mut input = Vec::with_capacity(member.len() + unit.len() + 1);
-    input.extend_from_slice(member.as_bytes());
-    input.push(0);
-    input.extend_from_slice(unit.as_bytes());
-    let digest = Sha256::digest(&input);
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
-    u64::from_be_bytes(first)
-}
-
-/// The member that owns `unit`: the one with the highest [`weight`] (ties, which need a
-/// 64-bit collision, go to the greater identity). `None` when there are no members.
-pub fn owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
-    members.into_iter().max_by_key(|member| (weight(member, unit), *member))
-}
-
 /// What this replica may run, published by the sharding loop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Ownership {
@@ -177,6 +157,37 @@ pub struct Ownership {
     /// another replica now: stop them after their in-flight sync and report them stopped (the
     /// `running` channel of [`spawn`]); the Lease is then released.
     pub releasing: BTreeSet<String>,
+}
+
+/// A unit Lease changing hands at this replica, as [`ShardEvents::handover`] reports it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Handover {
+    /// This replica took the unit's Lease.
+    Acquired,
+    /// This replica handed the unit over: it stopped the unit and released the Lease.
+    Released,
+}
+
+impl Handover {
+    /// `acquired` or `released`, the metric label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Handover::Acquired => "acquired",
+            Handover::Released => "released",
+        }
+    }
+}
+
+/// What the sharding loop reports as it runs; the daemon's metrics implement it
+/// (`gitward_shard_*`), so this module does not depend on the daemon.
+pub trait ShardEvents: Send + Sync {
+    /// This replica (`identity`) now holds `held` unit Leases.
+    fn units_held(&self, identity: &str, held: usize);
+    /// A unit Lease was acquired or handed over by `identity`.
+    fn handover(&self, identity: &str, direction: Handover);
+    /// `identity` took `unit` over after its previous holder died at `died` (its membership
+    /// Lease's expiry, by this process's clock).
+    fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant);
 }
 
 /// What the daemon runs, reported back to the sharding loop.
@@ -202,7 +213,7 @@ pub fn spawn(
     cfg: ShardConfig,
     units: watch::Receiver<Vec<String>>,
     running: watch::Receiver<Running>,
-    metrics: Arc<Metrics>,
+    metrics: Arc<dyn ShardEvents>,
 ) -> (watch::Receiver<Ownership>, JoinHandle<()>) {
     let (tx, rx) = watch::channel(Ownership::default());
     let shard = Shard {
@@ -253,30 +264,6 @@ impl Drop for Elect {
     }
 }
 
-/// The members that count for the assignment at `now`: live for the settle time `settle` by
-/// this process's clock, where `first_live` records since when (updated here: members no
-/// longer live are forgotten, new ones recorded). This replica (`own`) counts from its first
-/// round; a member first seen within this replica's own first settle time counts from that
-/// same moment, as having started with it. So replicas started together (within `settle` of
-/// one another) all count each other at the end of their first settle time, and none claims
-/// the others' units for the moments between their Leases appearing; a member that joins later
-/// counts `settle` after it is first seen, so its share's owners keep applying until then.
-fn eligible(
-    first_live: &mut BTreeMap<String, Instant>,
-    live: &BTreeSet<String>,
-    own: &str,
-    settle: Duration,
-    now: Instant,
-) -> Vec<String> {
-    first_live.retain(|member, _| live.contains(member));
-    let origin = *first_live.entry(own.to_owned()).or_insert(now);
-    let since = if now < origin + settle { origin } else { now };
-    for member in live {
-        first_live.entry(member.clone()).or_insert(since);
-    }
-    live.iter().filter(|m| first_live[*m] + settle <= now).cloned().collect()
-}
-
 /// The sharding loop's state.
 struct Shard {
     /// Client of the cluster that holds the Leases.
@@ -305,8 +292,8 @@ struct Shard {
     running: watch::Receiver<Running>,
     /// Publishes [`Ownership`].
     tx: watch::Sender<Ownership>,
-    /// Metrics.
-    metrics: Arc<Metrics>,
+    /// Where acquisitions, hand-overs and failovers are reported (the daemon's metrics).
+    metrics: Arc<dyn ShardEvents>,
 }
 
 impl Shard {
@@ -440,7 +427,7 @@ impl Shard {
                 self.electors.remove(&unit);
                 if leading {
                     self.release(&unit);
-                    self.metrics.observe_handover(&identity, "released");
+                    self.metrics.handover(&identity, Handover::Released);
                     info!(unit = %unit, identity = %identity, "sharding: unit handed over");
                 }
             }
@@ -467,7 +454,7 @@ impl Shard {
         self.electors.insert(unit.to_owned(), Elect { leadership, task, failover_from });
     }
 
-    /// Releases `unit`'s Lease in the background (bounded; see [`leader::release`]).
+    /// Releases `unit`'s Lease in the background (bounded; see [`super::election::release`]).
     fn release(&self, unit: &str) {
         let cfg = self.cfg.leader_config(ShardConfig::unit_lease(unit));
         tokio::spawn(leader::release(self.client.clone(), cfg));
@@ -483,7 +470,7 @@ impl Shard {
             .collect();
         let identity = &self.cfg.identity;
         for unit in held.difference(&self.holding) {
-            self.metrics.observe_handover(identity, "acquired");
+            self.metrics.handover(identity, Handover::Acquired);
             if let Some(from) = self.electors.get(unit).and_then(|e| e.failover_from) {
                 self.metrics.failover_started(unit, identity, from.into_std());
             }
@@ -494,7 +481,7 @@ impl Shard {
                 warn!(unit = %unit, identity = %identity, "sharding: unit lease lost; unit stopped");
             }
         }
-        self.metrics.set_units_held(identity, held.len());
+        self.metrics.units_held(identity, held.len());
         self.holding = held.clone();
         let releasing: BTreeSet<String> = self.releasing.keys().cloned().collect();
         let generation = &mut self.generation;
@@ -512,84 +499,6 @@ impl Shard {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn members(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("replica-{i}")).collect()
-    }
-
-    fn assignment(units: &[String], members: &[String]) -> BTreeMap<String, String> {
-        units.iter().map(|u| (u.clone(), owner(u, members.iter().map(String::as_str)).unwrap().to_owned())).collect()
-    }
-
-    fn units(n: usize) -> Vec<String> {
-        (0..n).map(|i| format!("unit-{i}")).collect()
-    }
-
-    #[test]
-    fn replicas_started_together_count_each_other_when_their_first_settle_time_ends() {
-        let settle = Duration::from_secs(10);
-        let t0 = Instant::now();
-        let after = |ms: u64| t0 + Duration::from_millis(ms);
-        let live = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
-        let (me, b, c, d) = ("replica-a", "replica-b", "replica-c", "replica-d");
-        let mut first = BTreeMap::new();
-        assert!(eligible(&mut first, &live(&[me]), me, settle, t0).is_empty());
-        // The others' Leases appear 3 s and 9.9 s after this replica's first round: they
-        // started with it.
-        assert!(eligible(&mut first, &live(&[me, b]), me, settle, after(3_000)).is_empty());
-        assert!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(9_900)).is_empty());
-        // At the end of its settle time all three count at once: it never claims their units
-        // as the only member.
-        assert_eq!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(10_000)), vec![me, b, c]);
-        // A member that joins later counts a settle time after it is first seen.
-        let four = live(&[me, b, c, d]);
-        assert_eq!(eligible(&mut first, &four, me, settle, after(12_000)).len(), 3);
-        assert_eq!(eligible(&mut first, &four, me, settle, after(21_900)).len(), 3);
-        assert_eq!(eligible(&mut first, &four, me, settle, after(22_000)).len(), 4);
-        // One that stops being live is forgotten and counted afresh when it is back.
-        assert_eq!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(23_000)).len(), 3);
-        assert_eq!(eligible(&mut first, &four, me, settle, after(24_000)).len(), 3);
-        assert_eq!(eligible(&mut first, &four, me, settle, after(34_000)).len(), 4);
-    }
-
-    #[test]
-    fn every_unit_has_exactly_one_owner_and_shares_are_even() {
-        let units = units(3000);
-        let before = assignment(&units, &members(3));
-        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
-        for owner in before.values() {
-            *counts.entry(owner).or_default() += 1;
-        }
-        assert_eq!(counts.len(), 3);
-        assert!(counts.values().all(|n| (900..=1100).contains(n)), "{counts:?}");
-    }
-
-    #[test]
-    fn a_joining_member_takes_only_its_share_and_only_for_itself() {
-        let units = units(3000);
-        let before = assignment(&units, &members(3));
-        let after = assignment(&units, &members(4));
-        let moved: Vec<_> = units.iter().filter(|u| before[*u] != after[*u]).collect();
-        assert!(moved.iter().all(|u| after[*u] == "replica-3"), "units move only to the new member");
-        assert!((600..=900).contains(&moved.len()), "about a quarter moved: {}", moved.len());
-    }
-
-    #[test]
-    fn a_leaving_member_gives_up_only_its_own_units() {
-        let units = units(3000);
-        let before = assignment(&units, &members(4));
-        let after = assignment(&units, &members(3));
-        for unit in &units {
-            if before[unit] != "replica-3" {
-                assert_eq!(before[unit], after[unit], "{unit} moved though its owner stayed");
-            }
-        }
-    }
-
-    #[test]
-    fn no_members_no_owner() {
-        assert_eq!(owner("unit", std::iter::empty()), None);
-    }
 
     #[test]
     fn lease_is_half_the_failover_bound_in_whole_seconds() {

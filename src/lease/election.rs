@@ -203,7 +203,7 @@ pub fn default_identity() -> String {
 }
 
 /// The kernel's host name, if readable.
-pub(super) fn hostname() -> Option<String> {
+pub(crate) fn hostname() -> Option<String> {
     ["/proc/sys/kernel/hostname", "/etc/hostname"]
         .iter()
         .filter_map(|p| std::fs::read_to_string(p).ok())

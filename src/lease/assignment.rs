@@ -1,0 +1,136 @@
+//! Which live replica owns which unit: rendezvous (highest-random-weight) hashing, Thaler and
+//! Ravishankar 1996, and the settle time before a member counts. Pure functions of names and
+//! instants, so every replica with the same view computes the same owner (see [`super::shard`]
+//! for the loop that feeds them).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use sha2::{Digest, Sha256};
+use tokio::time::Instant;
+
+/// The rendezvous weight of `member` for `unit`: the first 8 bytes, big-endian, of
+/// `sha256(member ‖ 0x00 ‖ unit)`. The zero byte keeps `("ab", "c")` and `("a", "bc")` apart.
+pub fn weight(member: &str, unit: &str) -> u64 {
+    let mut input = Vec::with_capacity(member.len() + unit.len() + 1);
+    input.extend_from_slice(member.as_bytes());
+    input.push(0);
+    input.extend_from_slice(unit.as_bytes());
+    let digest = Sha256::digest(&input);
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    u64::from_be_bytes(first)
+}
+
+/// The member that owns `unit`: the one with the highest [`weight`] (ties, which need a
+/// 64-bit collision, go to the greater identity). `None` when there are no members.
+pub fn owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    members.into_iter().max_by_key(|member| (weight(member, unit), *member))
+}
+
+/// The members that count for the assignment at `now`: live for the settle time `settle` by
+/// this process's clock, where `first_live` records since when (updated here: members no
+/// longer live are forgotten, new ones recorded). This replica (`own`) counts from its first
+/// round; a member first seen within this replica's own first settle time counts from that
+/// same moment, as having started with it. So replicas started together (within `settle` of
+/// one another) all count each other at the end of their first settle time, and none claims
+/// the others' units for the moments between their Leases appearing; a member that joins later
+/// counts `settle` after it is first seen, so its share's owners keep applying until then.
+pub(crate) fn eligible(
+    first_live: &mut BTreeMap<String, Instant>,
+    live: &BTreeSet<String>,
+    own: &str,
+    settle: Duration,
+    now: Instant,
+) -> Vec<String> {
+    first_live.retain(|member, _| live.contains(member));
+    let origin = *first_live.entry(own.to_owned()).or_insert(now);
+    let since = if now < origin + settle { origin } else { now };
+    for member in live {
+        first_live.entry(member.clone()).or_insert(since);
+    }
+    live.iter().filter(|m| first_live[*m] + settle <= now).cloned().collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn members(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("replica-{i}")).collect()
+    }
+
+    fn assignment(units: &[String], members: &[String]) -> BTreeMap<String, String> {
+        units.iter().map(|u| (u.clone(), owner(u, members.iter().map(String::as_str)).unwrap().to_owned())).collect()
+    }
+
+    fn units(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("unit-{i}")).collect()
+    }
+
+    #[test]
+    fn replicas_started_together_count_each_other_when_their_first_settle_time_ends() {
+        let settle = Duration::from_secs(10);
+        let t0 = Instant::now();
+        let after = |ms: u64| t0 + Duration::from_millis(ms);
+        let live = |names: &[&str]| names.iter().map(|s| s.to_string()).collect::<BTreeSet<_>>();
+        let (me, b, c, d) = ("replica-a", "replica-b", "replica-c", "replica-d");
+        let mut first = BTreeMap::new();
+        assert!(eligible(&mut first, &live(&[me]), me, settle, t0).is_empty());
+        // The others' Leases appear 3 s and 9.9 s after this replica's first round: they
+        // started with it.
+        assert!(eligible(&mut first, &live(&[me, b]), me, settle, after(3_000)).is_empty());
+        assert!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(9_900)).is_empty());
+        // At the end of its settle time all three count at once: it never claims their units
+        // as the only member.
+        assert_eq!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(10_000)), vec![me, b, c]);
+        // A member that joins later counts a settle time after it is first seen.
+        let four = live(&[me, b, c, d]);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(12_000)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(21_900)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(22_000)).len(), 4);
+        // One that stops being live is forgotten and counted afresh when it is back.
+        assert_eq!(eligible(&mut first, &live(&[me, b, c]), me, settle, after(23_000)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(24_000)).len(), 3);
+        assert_eq!(eligible(&mut first, &four, me, settle, after(34_000)).len(), 4);
+    }
+
+    #[test]
+    fn every_unit_has_exactly_one_owner_and_shares_are_even() {
+        let units = units(3000);
+        let before = assignment(&units, &members(3));
+        let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        for owner in before.values() {
+            *counts.entry(owner).or_default() += 1;
+        }
+        assert_eq!(counts.len(), 3);
+        assert!(counts.values().all(|n| (900..=1100).contains(n)), "{counts:?}");
+    }
+
+    #[test]
+    fn a_joining_member_takes_only_its_share_and_only_for_itself() {
+        let units = units(3000);
+        let before = assignment(&units, &members(3));
+        let after = assignment(&units, &members(4));
+        let moved: Vec<_> = units.iter().filter(|u| before[*u] != after[*u]).collect();
+        assert!(moved.iter().all(|u| after[*u] == "replica-3"), "units move only to the new member");
+        assert!((600..=900).contains(&moved.len()), "about a quarter moved: {}", moved.len());
+    }
+
+    #[test]
+    fn a_leaving_member_gives_up_only_its_own_units() {
+        let units = units(3000);
+        let before = assignment(&units, &members(4));
+        let after = assignment(&units, &members(3));
+        for unit in &units {
+            if before[unit] != "replica-3" {
+                assert_eq!(before[unit], after[unit], "{unit} moved though its owner stayed");
+            }
+        }
+    }
+
+    #[test]
+    fn no_members_no_owner() {
+        assert_eq!(owner("unit", std::iter::empty()), None);
+    }
+}
