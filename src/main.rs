@@ -2,8 +2,9 @@
 //!
 //! Exit codes: `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or
 //! source error (the revision was not applied); with `--wait`, also 1 when what it changed did
-//! not become healthy within `health_timeout`; `diff` 0 no changes, 1 changes, 2 error (as
-//! `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
+//! not become healthy within `health_timeout`; `diff` 0 no changes, 1 changes (or a prune a
+//! sync would refuse), 2 error, including objects a sync would fail (as `kubectl diff`);
+//! `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
 //! members healthy, 1 something not healthy (or never applied, or its last sync failed), 2 error.
 
 use std::path::PathBuf;
@@ -248,8 +249,14 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
         for p in &report.prunes {
             println!("prune {p}");
         }
+        if let Some(reason) = &report.prune_refused {
+            println!("prune refused: {reason}");
+        }
+        for warning in &report.warnings {
+            tracing::warn!(unit = %unit.name, warning = %warning, "inventory moved");
+        }
         for (object, message) in &report.failed {
-            tracing::warn!(unit = %unit.name, object = %object, reason = %message, "dry run rejected");
+            tracing::warn!(unit = %unit.name, object = %object, reason = %message, "sync would fail this object");
         }
         changes |= report.has_changes();
         if !report.failed.is_empty() {

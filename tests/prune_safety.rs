@@ -490,3 +490,159 @@ async fn members_of_a_deleted_crd_leave_the_inventory_once_it_is_confirmed_gone(
     let record = String::from_utf8(live.data.unwrap()["gitward.dev-members"].0.clone()).unwrap();
     assert!(!record.contains("Gadget"), "{record}");
 }
+
+/// The audit events of `agent` that delete a ConfigMap, by name.
+fn configmap_deletes(agent: &str) -> Vec<String> {
+    common::audit_events(agent)
+        .iter()
+        .filter(|e| e["verb"] == "delete" && e["objectRef"]["resource"] == "configmaps")
+        .map(|e| e["objectRef"]["name"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// Moving objects between units (issue 19), a rename: unit `shop` renamed `store`. Without
+/// `adopt_from`, every object fails with a message naming the unit that owns it, its parent and
+/// the key that moves it; with `adopt_from = ["shop"]` they are taken over in place: the same
+/// objects (uids), the new ApplySet's label and record, and no DELETE.
+#[tokio::test]
+async fn a_renamed_unit_takes_its_objects_over_in_place_with_adopt_from() {
+    let env = common::setup("rename").await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c"] {
+        repo.write(&format!("{name}.yaml"), &cm(name));
+    }
+    repo.commit_and_push("three ConfigMaps");
+    let state = tempfile::tempdir().unwrap();
+    let agent = format!("{}-gitward", env.user_agent);
+    let client = common::admin(&agent).await;
+    let old = common::config(state.path(), &common::unit_toml("shop", &repo.bare(), "", &env.namespace, ""));
+    let mut shop = common::engine(&client, &old, "shop").await;
+    assert!(!shop.sync().await.expect("sync of shop").changes.has_failures());
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let uid = |cm: ConfigMap| cm.metadata.uid.unwrap();
+    let before = uid(configmaps.get("a").await.unwrap());
+    drop(shop);
+
+    // Renamed without adopt_from: refused, naming the owner.
+    let ns = &env.namespace;
+    let renamed = common::config(state.path(), &common::unit_toml("store", &repo.bare(), "", ns, ""));
+    let mut store = common::engine(&client, &renamed, "store").await;
+    let refused = store.sync().await.expect("sync of store");
+    let entry = refused.changes.get(&ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some(ns), "a"));
+    let entry = entry.expect("an entry for a");
+    assert_eq!(entry.action, Action::Failed, "{entry:?}");
+    let message = entry.message.as_deref().unwrap();
+    assert!(
+        message.ends_with(&format!(
+            "a.yaml (document 1): belongs to unit `shop` (ApplySet parent Secret/{ns}/gitward-shop); not taken over: \
+             to move it to this unit, add adopt_from = [\"shop\"] to this unit's [[sync]]"
+        )),
+        "{message}"
+    );
+    drop(store);
+
+    let adopting = common::unit_toml("store", &repo.bare(), "", ns, "adopt_from = [\"shop\"]");
+    let mut store = common::engine(&client, &common::config(state.path(), &adopting), "store").await;
+    let adopted = store.sync().await.expect("sync of store");
+    let actions = common::actions(&adopted);
+    assert!(!adopted.changes.has_failures(), "{actions:#?}");
+    let note = adopted.changes.entries[0].message.as_deref().unwrap_or_default();
+    assert!(note.starts_with("adopted from unit `shop`"), "{note}");
+    assert_eq!(uid(configmaps.get("a").await.unwrap()), before, "the same object, not a new one");
+    for name in ["a", "b", "c"] {
+        let labels = configmaps.get(name).await.unwrap().metadata.labels.unwrap();
+        assert_eq!(labels[PART_OF], store.inventory().id, "{name}");
+    }
+    assert_eq!(common::member_record(&env.client, &store).await.len(), 3);
+    let again = store.sync().await.expect("sync of store");
+    assert_eq!(again.changes.counts().unchanged, 3, "{:#?}", common::actions(&again));
+    assert_eq!(configmap_deletes(&agent), Vec::<String>::new(), "nothing deleted");
+}
+
+/// Moving objects between units, a split: `p` and `q` leave unit `shop`'s path for unit
+/// `shop-db`'s, which names `shop` in `adopt_from`. `shop` syncs first (the worst order): it
+/// prunes nothing while `shop-db` may adopt from it (not a failure), `shop-db` takes `p` and `q`
+/// over (in `update` mode: its POST meets them existing), `shop`'s record forgets them at its
+/// next clean sync, and once `adopt_from` is removed `shop` prunes normally again — never `p`
+/// or `q`, which no request deletes.
+#[tokio::test]
+async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
+    let env = common::setup("split").await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c", "d", "p", "q"] {
+        repo.write(&format!("shop/{name}.yaml"), &cm(name));
+    }
+    repo.commit_and_push("one unit");
+    let state = tempfile::tempdir().unwrap();
+    let ns = &env.namespace;
+    let agent = format!("{}-gitward", env.user_agent);
+    let client = common::admin(&agent).await;
+    let one = common::config(state.path(), &common::unit_toml("shop", &repo.bare(), "shop", ns, ""));
+    let mut shop = common::engine(&client, &one, "shop").await;
+    assert!(!shop.sync().await.expect("sync").changes.has_failures());
+    drop(shop);
+
+    for name in ["p", "q"] {
+        repo.write(&format!("db/{name}.yaml"), &cm(name));
+        repo.remove(&format!("shop/{name}.yaml"));
+    }
+    repo.commit_and_push("p and q move to the db unit");
+    let units = |adopt: &str| {
+        common::unit_toml("shop", &repo.bare(), "shop", ns, "")
+            + &common::unit_toml("shop-db", &repo.bare(), "db", ns, adopt)
+    };
+    // shop-db writes in update mode: its POST finds p and q existing, and adopts them.
+    let split = common::config(state.path(), &units("adopt_from = [\"shop\"]\napply_mode = \"update\""));
+    assert_eq!(split.unit("shop").unwrap().adopted_by, ["shop-db"]);
+    let mut shop = common::engine(&client, &split, "shop").await;
+    let mut db = common::engine(&client, &split, "shop-db").await;
+
+    let first = shop.sync().await.expect("sync of shop");
+    assert!(!first.changes.has_failures(), "deferring the prune is no failure: {:#?}", common::actions(&first));
+    assert_eq!(first.changes.counts().pruned, 0);
+    let reason = first.changes.prune_refused.as_deref().expect("the prune is refused");
+    assert!(reason.starts_with("unit `shop-db` may take over this unit's objects"), "{reason}");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), ns);
+    assert!(configmaps.get_opt("p").await.unwrap().is_some());
+
+    let taken = db.sync().await.expect("sync of shop-db");
+    assert!(!taken.changes.has_failures(), "{:#?}", common::actions(&taken));
+    assert_eq!(taken.changes.counts().created, 2, "{:#?}", common::actions(&taken));
+    let note = taken.changes.entries[0].message.as_deref().unwrap_or_default();
+    assert!(note.starts_with("adopted from unit `shop`"), "{note}");
+    for name in ["p", "q"] {
+        let labels = configmaps.get(name).await.unwrap().metadata.labels.unwrap();
+        assert_eq!(labels[PART_OF], db.inventory().id, "{name}");
+    }
+    // shop's watch sees p and q leave its ApplySet; its next sync narrows its record.
+    let p = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some(ns), "p");
+    let left =
+        common::eventually(std::time::Duration::from_secs(10), || async { !shop.cache().snapshot().contains_key(&p) })
+            .await;
+    assert!(left, "p never left shop's cache");
+    let second = shop.sync().await.expect("sync of shop");
+    assert!(second.changes.prune_refused.is_none(), "nothing left to prune: {:?}", second.changes.prune_refused);
+    let record = common::member_record(&env.client, &shop).await;
+    assert_eq!(record.len(), 4, "{record:?}");
+    assert_eq!(
+        common::member_record(&env.client, &db).await,
+        [format!("ConfigMap/{ns}/p"), format!("ConfigMap/{ns}/q")]
+    );
+    drop((shop, db));
+
+    // The move done, adopt_from removed: shop prunes normally, and only its own.
+    repo.remove("shop/d.yaml");
+    repo.commit_and_push("d leaves git");
+    let done = common::config(state.path(), &units(""));
+    let mut shop = common::engine(&client, &done, "shop").await;
+    let pruned = shop.sync().await.expect("sync of shop");
+    assert_eq!(common::actions(&pruned)[&format!("ConfigMap/{ns}/d")], "pruned");
+    assert_eq!(pruned.changes.counts().pruned, 1, "{:#?}", common::actions(&pruned));
+    let deletes = common::audit_events_until(&agent, |e| e.iter().any(|e| e["verb"] == "delete")).await;
+    let deleted: Vec<&str> = deletes
+        .iter()
+        .filter(|e| e["verb"] == "delete" && e["objectRef"]["resource"] == "configmaps")
+        .filter_map(|e| e["objectRef"]["name"].as_str())
+        .collect();
+    assert_eq!(deleted, ["d"], "p and q were never deleted");
+}

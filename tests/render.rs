@@ -188,7 +188,10 @@ async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
     assert_eq!(engine.repo().renders(), 1);
     let namespace = Api::<Namespace>::all(env.client.clone()).get(&ns).await.unwrap();
     let labels = namespace.metadata.labels.unwrap_or_default();
-    assert!(labels.contains_key("applyset.kubernetes.io/part-of"), "the created namespace is a member: {labels:?}");
+    assert!(
+        !labels.contains_key("applyset.kubernetes.io/part-of"),
+        "a created namespace is shared, no member: {labels:?}"
+    );
 }
 
 /// Runs a tool binary with an empty environment (and HOME) in `cwd`; returns stdout.

@@ -15,6 +15,7 @@ mod common;
 use std::collections::BTreeMap;
 
 use gitward::changeset::Action;
+use gitward::cluster::inventory::PART_OF;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -290,4 +291,173 @@ async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revisio
     let fixed = engine.sync().await.expect("sync of a = 4");
     assert_eq!(fixed.applied_early, 1, "{:#?}", common::actions(&fixed));
     assert_eq!(value(configmaps.get("a").await.unwrap()), "4");
+}
+
+/// The most natural first repository (issue 19): a Namespace and a ConfigMap in it, the unit's
+/// `namespace` (and so its ApplySet parent) being that Namespace. The first sync makes the
+/// namespace bare before the parent's first write, then applies it as the member it is. A unit
+/// whose namespace nothing makes fails in one readable sentence, printed once.
+#[tokio::test]
+async fn a_repository_that_creates_its_units_namespace_syncs_first_time() {
+    let env = common::setup("first-ns").await;
+    let shop = common::unique("shop");
+    let repo = common::GitRepo::new();
+    repo.write("shop/namespace.yaml", &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {shop}\n"));
+    repo.write("shop/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: b\n");
+    repo.write("lost/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\ndata:\n  a: b\n");
+    repo.commit_and_push("a namespace and a ConfigMap in it");
+    let nowhere = common::unique("nowhere");
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("shop", &repo.bare(), "shop", &shop, "")
+        + &common::unit_toml("lost", &repo.bare(), "lost", &nowhere, "");
+    let config = common::config(state.path(), &units);
+    let mut engine = common::engine(&env.client, &config, "shop").await;
+
+    let first = engine.sync().await.unwrap_or_else(|e| panic!("{}", gitward::telemetry::error_chain(&e)));
+    let actions = common::actions(&first);
+    assert!(!first.changes.has_failures(), "{actions:#?}");
+    assert_eq!(actions[&format!("Namespace/{shop}")], "created", "{actions:#?}");
+    assert_eq!(actions[&format!("ConfigMap/{shop}/settings")], "created", "{actions:#?}");
+    let labels = common::namespace_labels(&env.client, &shop).await;
+    assert_eq!(labels.get(PART_OF), Some(&engine.inventory().id), "the Namespace is a member: {labels:?}");
+    let record = common::member_record(&env.client, &engine).await;
+    assert_eq!(record, [format!("ConfigMap/{shop}/settings"), format!("Namespace//{shop}")], "{record:?}");
+    let again = engine.sync().await.expect("second sync");
+    assert_eq!(count(&again, Action::Unchanged), 2, "{:#?}", common::actions(&again));
+
+    let mut lost = common::engine(&env.client, &config, "lost").await;
+    let err = lost.sync().await.expect_err("no namespace for the parent");
+    let printed = gitward::telemetry::error_chain(&err);
+    assert_eq!(
+        printed,
+        format!(
+            "inventory Secret/{nowhere}/gitward-lost: namespace {nowhere} does not exist: add a Namespace manifest \
+             for it to the repository, set create_namespace = true, or create it"
+        ),
+        "one sentence, printed once"
+    );
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    assert!(namespaces.get_opt(&nowhere).await.unwrap().is_none(), "nothing makes a namespace nobody asked for");
+}
+
+/// `create_namespace` makes a shared namespace (issue 19): two units of one namespace, each with
+/// `create_namespace = true`, sync cleanly three times each; the Namespace is a member of
+/// neither, and what others declared on it stays: a third unit that holds the Namespace as a
+/// member (its ApplySet label, a Pod Security label) and a label set by hand. The two units
+/// send it nothing but a GET and one create.
+#[tokio::test]
+async fn units_sharing_a_create_namespace_namespace_sync_cleanly_and_keep_what_others_declared() {
+    let env = common::setup("shared-ns").await;
+    let shared = common::unique("shared");
+    let repo = common::GitRepo::new();
+    repo.write("a/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v\n");
+    repo.write("b/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\ndata:\n  k: v\n");
+    repo.write(
+        "owner/namespace.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {shared}\n  labels:\n    \
+             pod-security.kubernetes.io/enforce: baseline\n"
+        ),
+    );
+    repo.commit_and_push("two apps in one namespace, and its owner");
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("a", &repo.bare(), "a", &shared, "create_namespace = true")
+        + &common::unit_toml("b", &repo.bare(), "b", &shared, "create_namespace = true")
+        + &common::unit_toml("owner", &repo.bare(), "owner", &env.namespace, "");
+    let config = common::config(state.path(), &units);
+    let agent = format!("{}-apps", env.user_agent);
+    let apps = common::admin(&agent).await;
+    let mut a = common::engine(&apps, &config, "a").await;
+    let mut b = common::engine(&apps, &config, "b").await;
+    let mut owner = common::engine(&env.client, &config, "owner").await;
+
+    let first = a.sync().await.unwrap_or_else(|e| panic!("{}", gitward::telemetry::error_chain(&e)));
+    assert!(!first.changes.has_failures(), "{:#?}", common::actions(&first));
+    assert!(first.changes.entries.iter().all(|e| e.object.gk.kind != "Namespace"), "not a member of a");
+    let labels = common::namespace_labels(&env.client, &shared).await;
+    assert!(!labels.contains_key(PART_OF), "a shared namespace is nobody's member: {labels:?}");
+    // The owner takes the Namespace into its ApplySet; someone labels it by hand.
+    let owned = owner.sync().await.expect("owner sync");
+    assert!(!owned.changes.has_failures(), "{:#?}", common::actions(&owned));
+    let hand = serde_json::json!({"metadata": {"labels": {"team": "shop"}}});
+    Api::<Namespace>::all(env.client.clone())
+        .patch(&shared, &PatchParams::default(), &Patch::Merge(&hand))
+        .await
+        .unwrap();
+
+    for round in 0..3 {
+        for engine in [&mut a, &mut b] {
+            let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", gitward::telemetry::error_chain(&e)));
+            assert!(!report.changes.has_failures(), "round {round}: {:#?}", common::actions(&report));
+            assert_eq!(report.changes.counts().pruned, 0);
+        }
+    }
+    let again = owner.sync().await.expect("owner sync");
+    assert_eq!(common::actions(&again)[&format!("Namespace/{shared}")], "unchanged");
+    let labels = common::namespace_labels(&env.client, &shared).await;
+    assert_eq!(labels.get(PART_OF), Some(&owner.inventory().id), "{labels:?}");
+    assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("baseline"), "{labels:?}");
+    assert_eq!(labels.get("team").map(String::as_str), Some("shop"), "{labels:?}");
+    for engine in [&a, &b] {
+        let record = common::member_record(&env.client, engine).await;
+        assert!(record.iter().all(|r| !r.starts_with("Namespace")), "{record:?}");
+    }
+    let events = common::audit_events_until(&agent, |e| {
+        e.iter().any(|e| e["objectRef"]["resource"] == "namespaces" && e["verb"] == "create")
+    })
+    .await;
+    let verbs: Vec<&str> = events
+        .iter()
+        .filter(|e| e["objectRef"]["resource"] == "namespaces" && e["objectRef"]["name"] == shared.as_str())
+        .filter_map(|e| e["verb"].as_str())
+        .collect();
+    assert_eq!(verbs.iter().filter(|v| **v == "create").count(), 1, "{verbs:?}");
+    assert!(verbs.iter().all(|v| matches!(*v, "get" | "create")), "the shared namespace is never written: {verbs:?}");
+}
+
+/// A Namespace that an earlier gitward made a member for `create_namespace` (labelled, hashed,
+/// recorded, annotated `gitward.dev/prune: disabled`) is released, not deleted: its ApplySet
+/// label and hash go, its other labels and annotations stay, and the member record forgets it.
+#[tokio::test]
+async fn a_namespace_an_earlier_version_made_a_member_is_released_and_never_deleted() {
+    let env = common::setup("legacy-ns").await;
+    let legacy = common::unique("legacy");
+    let repo = common::GitRepo::new();
+    // What earlier versions added for create_namespace, word for word, plus a label of the user's.
+    repo.write(
+        "namespace.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {legacy}\n  annotations:\n    \
+             gitward.dev/prune: disabled\n"
+        ),
+    );
+    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  k: v\n");
+    repo.commit_and_push("as an earlier version left it");
+    let state = tempfile::tempdir().unwrap();
+    let config =
+        common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &legacy, "create_namespace = true"));
+    let agent = format!("{}-gitward", env.user_agent);
+    let client = common::admin(&agent).await;
+    let mut engine = common::engine(&client, &config, "app").await;
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", gitward::telemetry::error_chain(&e)));
+    assert_eq!(common::namespace_labels(&env.client, &legacy).await.get(PART_OF), Some(&engine.inventory().id));
+    assert!(common::member_record(&env.client, &engine).await.contains(&format!("Namespace//{legacy}")));
+
+    repo.remove("namespace.yaml");
+    repo.commit_and_push("create_namespace alone now");
+    let report = engine.sync().await.expect("sync");
+    assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
+    assert_eq!(report.changes.counts().pruned, 0);
+    let ns = Api::<Namespace>::all(env.client.clone()).get(&legacy).await.unwrap();
+    assert!(ns.metadata.deletion_timestamp.is_none(), "never deleted");
+    let labels = ns.metadata.labels.unwrap_or_default();
+    assert!(!labels.contains_key(PART_OF), "released from the ApplySet: {labels:?}");
+    let annotations = ns.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key("gitward.dev/desired-hash"), "{annotations:?}");
+    let record = common::member_record(&env.client, &engine).await;
+    assert_eq!(record, [format!("ConfigMap/{legacy}/app")], "{record:?}");
+    let again = engine.sync().await.expect("sync");
+    assert!(!again.changes.has_failures(), "{:#?}", common::actions(&again));
+    let deletes = common::audit_events(&agent).iter().filter(|e| e["verb"] == "delete").count();
+    assert_eq!(deletes, 0);
 }

@@ -46,6 +46,10 @@ pub struct ApplyOptions {
     /// `kubectl-client-side-apply` and `before-first-apply` (see
     /// [`SyncUnit::takeover_managers`](crate::config::SyncUnit::takeover_managers)).
     pub takeover_managers: Vec<String>,
+    /// ApplySet ids whose objects may be taken over (the unit's `adopt_from`, resolved by the
+    /// ownership check): `update` mode's `POST` that finds such an object existing adopts it
+    /// instead of refusing it. Default empty.
+    pub adoptable: std::collections::BTreeSet<String>,
 }
 
 impl Default for ApplyOptions {
@@ -56,6 +60,7 @@ impl Default for ApplyOptions {
             max_in_flight: 32,
             wait_timeout: Duration::from_secs(60),
             takeover_managers: vec!["kubectl-client-side-apply".into(), "before-first-apply".into()],
+            adoptable: std::collections::BTreeSet::new(),
         }
     }
 }

@@ -113,15 +113,20 @@ pub fn modify(mut live: Value, desired: &Value) -> Value {
 
 /// The note of a `create` that found the object existing; also tells [`Writer::configure`] to
 /// check ownership before adopting it.
-const ADOPTED: &str = "existed without an ApplySet label: adopted";
+const ADOPTED: &str = "existed already: adopted";
 
 /// Why an object that a `POST` found existing must not be adopted, if so: it carries another
-/// ApplySet's `part-of` label (taken since the plan's check), or a controller ownerReference
-/// (a controller's child). Pure.
-fn not_adoptable(meta: &kube::core::ObjectMeta, d: &Desired) -> Option<String> {
+/// ApplySet's `part-of` label (taken since the plan's check) that is not `adoptable` (ids the
+/// unit's `adopt_from` names), or a controller ownerReference (a controller's child). Pure.
+fn not_adoptable(
+    meta: &kube::core::ObjectMeta,
+    d: &Desired,
+    adoptable: &std::collections::BTreeSet<String>,
+) -> Option<String> {
     let theirs = meta.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str);
     if let Some(theirs) = theirs
         && theirs != &*d.part_of
+        && !adoptable.contains(theirs)
     {
         return Some(format!("belongs to another ApplySet ({theirs})"));
     }
@@ -210,7 +215,7 @@ impl Writer<'_> {
             Err(e) => return self.failed("read", &e),
         };
         if note.as_deref() == Some(ADOPTED)
-            && let Some(reason) = not_adoptable(&live.metadata, self.d)
+            && let Some(reason) = not_adoptable(&live.metadata, self.d, &self.opts.adoptable)
         {
             let message = format!("{}: exists already and {reason}: not adopted", self.d.origin);
             return self.done(Action::Failed, Some(message), None);

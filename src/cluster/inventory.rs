@@ -172,11 +172,10 @@ impl Inventory {
     /// another id; [`Error::InventoryFailed`] on API failure.
     pub async fn read(&self, client: &kube::Client) -> Result<Option<Parent>> {
         let parent = self.parent.to_string();
-        let object = self
-            .api(client)
-            .get_opt(&self.parent.name)
-            .await
-            .map_err(|source| Error::InventoryFailed { parent: parent.clone(), source })?;
+        let object = self.api(client).get_opt(&self.parent.name).await.map_err(|e| Error::InventoryFailed {
+            parent: parent.clone(),
+            message: format!("read: {}", api_message(&e)),
+        })?;
         let Some(object) = object else { return Ok(None) };
         let labels = object.metadata.labels.clone().unwrap_or_default();
         let annotations = object.metadata.annotations.clone().unwrap_or_default();
@@ -227,8 +226,9 @@ impl Inventory {
     /// manager). Returns the parent as written.
     ///
     /// Errors: [`Error::InventoryConflict`] when the precondition fails (409, or 404 because
-    /// the parent was deleted): read it again; [`Error::InventoryFailed`] otherwise (for
-    /// example the parent's namespace does not exist, or the record is over the size limit).
+    /// the parent was deleted): read it again; [`Error::ParentNamespaceMissing`] when creating
+    /// it finds no namespace (a 404 without a precondition); [`Error::InventoryFailed`] otherwise
+    /// (for example the record is over the size limit).
     pub async fn write(
         &self,
         client: &kube::Client,
@@ -274,7 +274,14 @@ impl Inventory {
             Err(e) if resource_version.is_some() && (is_status(&e, 409) || is_status(&e, 404)) => {
                 return Err(Error::InventoryConflict { parent: self.parent.to_string(), message: api_message(&e) });
             }
-            Err(source) => return Err(Error::InventoryFailed { parent: self.parent.to_string(), source }),
+            Err(e) if resource_version.is_none() && is_status(&e, 404) => {
+                let namespace = own_ns.to_string();
+                return Err(Error::ParentNamespaceMissing { parent: self.parent.to_string(), namespace });
+            }
+            Err(e) => {
+                let message = format!("write: {}", api_message(&e));
+                return Err(Error::InventoryFailed { parent: self.parent.to_string(), message });
+            }
         };
         let resource_version = written.metadata.resource_version.unwrap_or_default();
         Ok(Parent { contents: contents.clone(), resource_version, annotations: extra.clone() })

@@ -6,12 +6,14 @@
 //!   (DESIGN.md, Libraries: a full discovery fails whole when one aggregated API is down).
 //! - [`cache`] keeps live metadata of the unit's members, watched per group-kind and
 //!   selected by the ApplySet `part-of` label (DESIGN.md decision 1).
-//! - [`inventory`] reads and writes the ApplySet parent (KEP-3659).
+//! - [`inventory`] reads and writes the ApplySet parent (KEP-3659); [`owner`] finds the parent
+//!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 
 pub mod cache;
 pub mod discovery;
 pub mod inventory;
+pub mod owner;
 pub mod registry;
 pub mod retry;
 
@@ -43,12 +45,32 @@ pub enum Error {
         message: String,
     },
     /// Reading or writing the ApplySet parent failed.
-    #[error("inventory {parent}: {source}")]
+    #[error("inventory {parent}: {message}")]
     InventoryFailed {
         /// `Kind/ns/name` of the parent.
         parent: String,
-        /// What the API server said.
-        source: kube::Error,
+        /// What was being done and what the API server said ([`api_message`]), one sentence.
+        message: String,
+    },
+    /// A namespace the sync must make (`create_namespace`) could not be read or created.
+    #[error("namespace {namespace}: {message}")]
+    NamespaceFailed {
+        /// The namespace.
+        namespace: String,
+        /// What was being done and what the API server said.
+        message: String,
+    },
+    /// The ApplySet parent is to be created in a namespace that does not exist, and neither the
+    /// revision (a Namespace manifest) nor `create_namespace` makes it.
+    #[error(
+        "inventory {parent}: namespace {namespace} does not exist: add a Namespace manifest for it to the \
+         repository, set create_namespace = true, or create it"
+    )]
+    ParentNamespaceMissing {
+        /// `Kind/ns/name` of the parent.
+        parent: String,
+        /// The missing namespace.
+        namespace: String,
     },
     /// The ApplySet parent changed (409) or disappeared (404) since gitward read it: read it
     /// again and recompute what to write.

@@ -391,9 +391,25 @@ pub struct SyncUnit {
     /// `false`: a render reads only the revision, so what is applied is what git holds (Flux's
     /// `--no-remote-bases`).
     pub allow_remote_bases: bool,
-    /// Whether the unit's `namespace` is created (and becomes a member of the inventory), as
-    /// Argo CD's `CreateNamespace` and Flux's `createNamespace`. Default `false`.
+    /// Whether the unit's `namespace` is created when missing (a GET, then a bare create), as
+    /// Argo CD's `CreateNamespace=true`. Such a namespace is shared: it belongs to no unit's
+    /// ApplySet, is never relabelled, never pruned, and an existing one (even one another
+    /// ApplySet owns) is left as it is, so several units may each set this for one namespace.
+    /// A Namespace manifest in the revision is a member as any other object. Default `false`.
     pub create_namespace: bool,
+    /// Units (by name) or ApplySets (by id, `applyset-…-v1`) whose objects this unit may take
+    /// over when its revision declares them: how objects move between units (a unit renamed
+    /// names its old name; a unit split off names the unit it came from; a unit whose
+    /// inventory moved names itself). An object's owner is found from its
+    /// `applyset.kubernetes.io/part-of` label by the ApplySet parent carrying that id, whose
+    /// annotation `gitward.dev/unit` names its unit. Default empty: an object another ApplySet
+    /// owns is never taken over (DESIGN.md decision 6). See also [`SyncUnit::adopted_by`].
+    pub adopt_from: Vec<String>,
+    /// Resolved, not in the file: the other units of the same file whose `adopt_from` names
+    /// this unit. While there is any, this unit prunes nothing (the prune is refused with that
+    /// reason), so an object moving to one of them is never deleted before it is taken over,
+    /// whichever unit syncs first. Empty once the move is done and `adopt_from` removed.
+    pub adopted_by: Vec<String>,
     /// `[sync.helm]`, used when the unit renders with Helm.
     pub helm: HelmOptions,
     /// `[sync.decryption]`. Default `None`: a SOPS-encrypted file refuses the revision.
@@ -434,6 +450,8 @@ impl SyncUnit {
             render: RenderMode::Auto,
             allow_remote_bases: false,
             create_namespace: false,
+            adopt_from: Vec::new(),
+            adopted_by: Vec::new(),
             helm: HelmOptions::default(),
             decryption: None,
             render_tools: RenderTools::default(),
@@ -888,6 +906,23 @@ mod tests {
         assert!(message.contains("daemon.sharding: cannot be combined with [daemon.leader_election]"), "{message}");
         let message = error(&format!("[daemon.sharding]\nnamespce = \"x\"\n{MINIMAL}"));
         assert!(message.starts_with("config.toml: line 2: daemon.sharding: unknown field `namespce`"), "{message}");
+    }
+
+    #[test]
+    fn adopt_from_names_units_or_applyset_ids_and_marks_the_units_it_names() {
+        let id = format!("applyset-{}-v1", "A".repeat(43));
+        let text = format!(
+            "{MINIMAL}[[sync]]\nname = \"shop-db\"\nrepo = \"https://git.example.com/shop.git\"\n\
+             adopt_from = [\"shop\", \"{id}\"]\n"
+        );
+        let config = parse(&text).unwrap();
+        assert_eq!(config.unit("shop-db").unwrap().adopt_from, ["shop".to_string(), id]);
+        assert_eq!(config.unit("shop").unwrap().adopted_by, ["shop-db"]);
+        assert!(config.unit("shop-db").unwrap().adopted_by.is_empty());
+        let message = error(&format!("{MINIMAL}adopt_from = [\"Shop_1\"]\n"));
+        assert!(message.starts_with("config.toml: line 4: sync[0].adopt_from: "), "{message}");
+        let message = error(&format!("{MINIMAL}adopt_from = [\"applyset-short-v1\"]\n"));
+        assert!(message.contains("not an ApplySet id"), "{message}");
     }
 
     #[test]

@@ -152,6 +152,7 @@ pub(super) struct RawSyncUnit {
     pub render: Option<RenderMode>,
     pub allow_remote_bases: Option<bool>,
     pub create_namespace: Option<bool>,
+    pub adopt_from: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub helm: RawHelm,
     pub decryption: Option<RawDecryption>,

@@ -63,6 +63,14 @@ impl Resolver<'_> {
             }
             units.push(SyncUnit { render_tools: render.clone(), ..unit });
         }
+        for index in 0..units.len() {
+            let name = units[index].name.clone();
+            units[index].adopted_by = units
+                .iter()
+                .filter(|other| other.name != name && other.adopt_from.contains(&name))
+                .map(|other| other.name.clone())
+                .collect();
+        }
         Ok(Config { clusters, daemon, units, render })
     }
 
@@ -314,6 +322,10 @@ impl Resolver<'_> {
         unit.render = raw.render.unwrap_or(unit.render);
         unit.allow_remote_bases = raw.allow_remote_bases.unwrap_or(unit.allow_remote_bases);
         unit.create_namespace = raw.create_namespace.unwrap_or(unit.create_namespace);
+        if let Some(sources) = raw.adopt_from {
+            let key = key("adopt_from");
+            unit.adopt_from = sources.into_iter().map(|s| self.check(s, &key, adopt_source)).collect::<Result<_>>()?;
+        }
         unit.helm = self.helm(index, raw.helm)?;
         unit.decryption = match raw.decryption {
             Some(d) => Some(Decryption { age_key_file: self.file(d.age_key_file, &key("decryption.age_key_file"))? }),
@@ -412,6 +424,20 @@ fn non_empty(value: &str) -> Rule {
 /// they follow the strictest of those: an RFC 1123 label.
 fn unit_name(value: &str) -> Rule {
     dns_label(value).map_err(|m| format!("{m} (a unit name is used in paths and labels)"))
+}
+
+/// An `adopt_from` entry: a unit name, or an ApplySet id as KEP-3659 forms it
+/// (`applyset-<43 base64url characters>-v1`).
+fn adopt_source(value: &str) -> Rule {
+    if let Some(hash) = value.strip_prefix("applyset-").and_then(|rest| rest.strip_suffix("-v1")) {
+        let base64url = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+        return if hash.len() == 43 && hash.chars().all(base64url) {
+            Ok(())
+        } else {
+            Err(format!("`{value}` is not an ApplySet id (`applyset-` + 43 base64url characters + `-v1`)"))
+        };
+    }
+    dns_label(value).map_err(|m| format!("{m} (a unit name, or an ApplySet id `applyset-…-v1`)"))
 }
 
 /// An RFC 1123 label, as Kubernetes requires of namespace names: 1–63 characters of `a-z`,

@@ -2,10 +2,14 @@
 //!
 //! Each desired object is sent as a server-side dry-run apply (`dryRun=All`) and its result
 //! compared with the live object; the difference is a unified diff of YAML with Secret `data`
-//! and `stringData` masked (DESIGN.md decision 10). Members a sync would prune are listed.
+//! and `stringData` masked (DESIGN.md decision 10). Members a sync would prune are listed. What
+//! a sync decides before it applies — namespaces it makes, the ownership check, the prune
+//! guard — is decided here the same way ([`Engine::diff`]).
 //! Like `kubectl diff`, this reads full objects: it is a tool for people, not the sync path.
 //! Objects in `update` mode are dry-run with server-side apply too: for fields the manifest
 //! declares the result is the same; fields `update` mode would leave alone may show as removed.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
@@ -15,6 +19,8 @@ use super::desired::{Defaults, Resolution};
 use super::{Engine, Result};
 use crate::apply::server_side::api_for;
 use crate::cluster::api_message;
+use crate::cluster::inventory::PART_OF;
+use crate::cluster::owner::{self, Verdict};
 use crate::object::ObjectRef;
 use crate::plan;
 use crate::source::Revision;
@@ -37,14 +43,22 @@ pub struct DiffReport {
     pub changed: Vec<ObjectDiff>,
     /// Members that would be pruned.
     pub prunes: Vec<ObjectRef>,
-    /// Objects the API server rejected in the dry run, with its message.
+    /// Objects a sync would fail, with the reason: the API server rejected the dry run,
+    /// another ApplySet owns the object, or its namespace does not exist and nothing makes it.
     pub failed: Vec<(ObjectRef, String)>,
+    /// Why a sync would refuse to prune the members that left git (then [`DiffReport::prunes`]
+    /// is empty): the prune guard's reason, as the sync would log it.
+    pub prune_refused: Option<String>,
+    /// What a sync would not say in a change set but a person should know: objects that belong
+    /// to an earlier ApplySet parent of this unit, whose other members would be orphaned.
+    pub warnings: Vec<String>,
 }
 
 impl DiffReport {
-    /// True when a sync would change anything.
+    /// True when the cluster differs from the revision: a sync would change something, or
+    /// members that left git stay because the prune would be refused.
     pub fn has_changes(&self) -> bool {
-        !self.changed.is_empty() || !self.prunes.is_empty()
+        !self.changed.is_empty() || !self.prunes.is_empty() || self.prune_refused.is_some()
     }
 }
 
@@ -89,8 +103,48 @@ fn to_yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).unwrap_or_else(|_| serde_json::to_string_pretty(v).unwrap_or_default())
 }
 
+/// Which namespaces the objects of a diff live in: those missing now, and of those the ones a
+/// sync would make first (a Namespace manifest of the revision, or `create_namespace`).
+#[derive(Debug, Default)]
+struct Namespaces {
+    missing: BTreeSet<String>,
+    made: BTreeSet<String>,
+}
+
+impl Namespaces {
+    /// Why `object` cannot be dry-run: its namespace does not exist; `Ok(true)` when a sync
+    /// would make that namespace first (the object is shown as created), `Err` when nothing
+    /// would (a sync fails it).
+    fn missing(&self, object: &ObjectRef) -> std::result::Result<bool, String> {
+        match object.namespace.as_deref() {
+            Some(ns) if self.made.contains(ns) => Ok(true),
+            Some(ns) if self.missing.contains(ns) => {
+                Err(format!("namespace {ns} does not exist, and neither this revision nor create_namespace creates it"))
+            }
+            _ => Ok(false),
+        }
+    }
+}
+
 impl Engine {
-    /// Computes what [`Engine::sync`] would do at the current revision, by dry run.
+    /// Computes what [`Engine::sync`] would do at the current revision, by dry run, and what
+    /// it would refuse, so that `gitward diff` agrees with `gitward sync`:
+    ///
+    /// - objects of a namespace that does not exist yet, and that the revision (a Namespace
+    ///   manifest) or `create_namespace` would make, are shown as created, whole, without a
+    ///   dry run (the API server would refuse one: the namespace is not there);
+    /// - objects another ApplySet owns are not dry-run but reported failed with the ownership
+    ///   check's message ([`crate::cluster::owner`]), unless `adopt_from` takes them;
+    /// - prunes are listed only when a sync would do them: the prune guard (empty revision,
+    ///   `max_prune_fraction`, a revision read in part, a unit that adopts from this one) sets
+    ///   [`DiffReport::prune_refused`] instead; a unit with `prune = false` lists none;
+    /// - an ApplySet parent to be created in a namespace nothing makes is the error a sync
+    ///   would stop on; objects that belong to another parent of this unit (the inventory moved
+    ///   or the ApplySet id changed) are warned about: that parent's other members would be
+    ///   orphaned.
+    ///
+    /// Errors: as [`Engine::sync`] before its first write (source, render, parse, discovery),
+    /// and [`crate::cluster::Error::ParentNamespaceMissing`].
     pub async fn diff(&mut self) -> Result<DiffReport> {
         let revision = self.repo.fetch().await?;
         let loaded = self.load(&revision).await?;
@@ -102,21 +156,49 @@ impl Engine {
         };
         let Resolution { desired, pending } =
             super::desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, &[]).await?;
-        let contents = self.inventory.read(&self.client).await?.map(|p| p.contents).unwrap_or_default();
+        let parent = self.inventory.read(&self.client).await?;
+        let contents = parent.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
-        let mut report = DiffReport { revision, changed: Vec::new(), prunes: Vec::new(), failed: Vec::new() };
+        let mut report = DiffReport {
+            revision,
+            changed: Vec::new(),
+            prunes: Vec::new(),
+            failed: Vec::new(),
+            prune_refused: None,
+            warnings: Vec::new(),
+        };
+        let namespaces = self.diff_namespaces(&desired, parent.is_none(), &mut report).await?;
+        let mut lives = Vec::with_capacity(desired.len());
+        for d in &desired {
+            lives.push(match namespaces.missing(&d.object) {
+                Ok(false) => match api_for(&self.client, d).get_opt(&d.object.name).await {
+                    Ok(live) => Live::Read(live.map(|o| serde_json::to_value(o).unwrap_or_default())),
+                    Err(e) => Live::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
+                },
+                Ok(true) => Live::NamespaceMade,
+                Err(reason) => Live::Failed(format!("{}: {reason}", d.origin)),
+            });
+        }
+        let refused = self.diff_ownership(&desired, &lives, &mut report).await;
         let mut params = PatchParams::apply(&self.apply.field_manager).dry_run();
         params.force = self.apply.force;
-        for d in &desired {
-            let api = api_for(&self.client, d);
-            let live = match api.get_opt(&d.object.name).await {
-                Ok(live) => live.map(|o| serde_json::to_value(o).unwrap_or_default()),
-                Err(e) => {
-                    report.failed.push((d.object.clone(), api_message(&e)));
+        for (d, live) in desired.iter().zip(lives) {
+            let live = match live {
+                _ if refused.contains_key(&d.object) => {
+                    report.failed.push((d.object.clone(), format!("{}: {}", d.origin, refused[&d.object])));
                     continue;
                 }
+                Live::Failed(message) => {
+                    report.failed.push((d.object.clone(), message));
+                    continue;
+                }
+                Live::NamespaceMade => {
+                    report.changed.push(created(&d.object, &d.body().to_value()));
+                    continue;
+                }
+                Live::Read(live) => live,
             };
-            let merged = match api.patch(&d.object.name, &params, &Patch::Apply(&d.body())).await {
+            let merged = match api_for(&self.client, d).patch(&d.object.name, &params, &Patch::Apply(&d.body())).await {
                 Ok(o) => serde_json::to_value(o).unwrap_or_default(),
                 Err(e) => {
                     report.failed.push((d.object.clone(), format!("{}: {}", d.origin, api_message(&e))));
@@ -126,27 +208,155 @@ impl Engine {
             let before = live.clone().map(|l| to_yaml(&normalize(l, None))).unwrap_or_default();
             let after = to_yaml(&normalize(merged, live.as_ref()));
             if before != after {
-                let name = d.object.to_string();
-                let text = TextDiff::from_lines(&before, &after)
-                    .unified_diff()
-                    .header(&format!("live/{name}"), &format!("merged/{name}"))
-                    .to_string();
-                report.changed.push(ObjectDiff { object: d.object.clone(), diff: text });
+                report.changed.push(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) });
             }
         }
+        let pending_count = pending.len();
         for m in pending {
             let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
             let diff =
                 format!("{object}: would be created once its CustomResourceDefinition (in this revision) is applied\n");
             report.changed.push(ObjectDiff { object, diff });
         }
-        report.prunes = plan::prune_plan(&desired, &self.cache.snapshot(), &contents.members)
-            .steps
-            .into_iter()
-            .map(|s| s.object)
-            .collect();
+        if self.unit.prune {
+            let members = self.cache.len();
+            let steps = plan::prune_plan(&desired, &self.cache.snapshot(), &contents.members).steps;
+            let refusal = match () {
+                _ if steps.is_empty() => None,
+                _ if !loaded.partial.is_empty() => Some(super::partial_refusal(&loaded.partial)),
+                _ => self.prune_deferred().or_else(|| {
+                    crate::prune::refusal(desired.len() + pending_count, members, steps.len(), &self.prune)
+                }),
+            };
+            match refusal {
+                Some(reason) => report.prune_refused = Some(reason),
+                None => report.prunes = steps.into_iter().map(|s| s.object).collect(),
+            }
+        }
         Ok(report)
     }
+
+    /// Reads which namespaces the revision's objects (and a parent to be created) need and do
+    /// not have, one metadata GET each, and notes the Namespace `create_namespace` would make.
+    ///
+    /// Errors: [`crate::cluster::Error::ParentNamespaceMissing`] when the parent must be created
+    /// in a namespace nothing makes (the error a sync stops on); a failed GET.
+    async fn diff_namespaces(
+        &self,
+        desired: &[plan::Desired],
+        parent_missing: bool,
+        report: &mut DiffReport,
+    ) -> Result<Namespaces> {
+        let parent_ns = self.inventory.parent.namespace.as_deref().filter(|_| parent_missing);
+        let create = self.unit.create_namespace.then_some(self.unit.namespace.as_str());
+        let needed: BTreeSet<&str> =
+            desired.iter().filter_map(|d| d.object.namespace.as_deref()).chain(parent_ns).chain(create).collect();
+        let mut found = Namespaces::default();
+        for ns in needed {
+            let present = super::namespaces::exists(&self.client, ns).await.map_err(|e| {
+                crate::cluster::Error::InventoryFailed {
+                    parent: self.inventory.parent.to_string(),
+                    message: format!("read namespace {ns}: {}", api_message(&e)),
+                }
+            })?;
+            if present {
+                continue;
+            }
+            found.missing.insert(ns.to_string());
+            let defined = desired.iter().any(|d| d.object == super::namespaces::namespace_ref(ns));
+            if defined || create == Some(ns) {
+                found.made.insert(ns.to_string());
+            }
+        }
+        if let Some(ns) = parent_ns.filter(|ns| found.missing.contains(*ns) && !found.made.contains(*ns)) {
+            let parent = self.inventory.parent.to_string();
+            return Err(crate::cluster::Error::ParentNamespaceMissing { parent, namespace: ns.to_string() }.into());
+        }
+        if let Some(ns) = create.filter(|ns| found.missing.contains(*ns)) {
+            let object = super::namespaces::namespace_ref(ns);
+            let defined = desired.iter().any(|d| d.object == object);
+            if !defined {
+                let diff = format!("{object}: would be created (create_namespace: shared, a member of no ApplySet)\n");
+                report.changed.push(ObjectDiff { object, diff });
+            }
+        }
+        Ok(found)
+    }
+
+    /// The ownership check of a sync, on the live objects a diff read: objects that carry
+    /// another ApplySet's `part-of` label are refused (with the message a sync gives) unless
+    /// `adopt_from` names their owner. Objects that another parent of this very unit owns (the
+    /// inventory moved, or the ApplySet id changed) add a warning: that parent's members would
+    /// be orphaned. Returns the refused objects and why.
+    async fn diff_ownership(
+        &self,
+        desired: &[plan::Desired],
+        lives: &[Live],
+        report: &mut DiffReport,
+    ) -> BTreeMap<ObjectRef, String> {
+        let mut labelled = Vec::new();
+        for (d, live) in desired.iter().zip(lives) {
+            let Live::Read(Some(live)) = live else { continue };
+            let id = live.pointer(&format!("/metadata/labels/{}", PART_OF.replace('/', "~1"))).and_then(Value::as_str);
+            if let Some(id) = id.filter(|id| *id != self.inventory.id) {
+                labelled.push((d.object.clone(), id.to_string()));
+            }
+        }
+        let mut refused = BTreeMap::new();
+        if labelled.is_empty() {
+            return refused;
+        }
+        let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
+        let owners = owner::owners(&self.client, &ids).await.unwrap_or_default();
+        let mut warned = BTreeSet::new();
+        for (object, id) in labelled {
+            let found = owners.get(&id);
+            let verdict = owner::verdict(&id, found, &self.unit.adopt_from);
+            if let Some(o) = found.filter(|o| o.unit.as_deref() == Some(self.unit.name.as_str()))
+                && warned.insert(id.clone())
+            {
+                let fate = match &verdict {
+                    Verdict::Adopt(_) => "adopt_from moves them here",
+                    Verdict::Refuse(_) => "a sync refuses them unless adopt_from moves them",
+                };
+                report.warnings.push(format!(
+                    "objects of this revision belong to this unit's earlier ApplySet parent {} ({id}), not to \
+                     {} ({}): the inventory moved or its ApplySet id changed; {fate}, and that parent's other \
+                     members would be orphaned (no unit prunes them)",
+                    o.parent, self.inventory.parent, self.inventory.id
+                ));
+            }
+            if let Verdict::Refuse(reason) = verdict {
+                refused.insert(object, reason);
+            }
+        }
+        refused
+    }
+}
+
+/// What a diff read of one desired object's live state.
+enum Live {
+    /// The live object (`None`: it does not exist).
+    Read(Option<Value>),
+    /// Its namespace does not exist yet and a sync would make it first.
+    NamespaceMade,
+    /// It cannot be read or dry-run, and why.
+    Failed(String),
+}
+
+/// The diff of an object that would be created whole: every line added.
+fn created(object: &ObjectRef, body: &Value) -> ObjectDiff {
+    let after = to_yaml(&normalize(body.clone(), None));
+    ObjectDiff { object: object.clone(), diff: unified(object, "", &after) }
+}
+
+/// A unified diff of the YAML before and after, headed `live/<ref>` and `merged/<ref>`.
+fn unified(object: &ObjectRef, before: &str, after: &str) -> String {
+    let name = object.to_string();
+    TextDiff::from_lines(before, after)
+        .unified_diff()
+        .header(&format!("live/{name}"), &format!("merged/{name}"))
+        .to_string()
 }
 
 #[cfg(test)]

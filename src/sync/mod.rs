@@ -11,13 +11,14 @@
 pub mod desired;
 pub mod diff;
 pub mod early;
+pub mod namespaces;
 pub mod repo;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{DynamicObject, ListParams};
 use kube::discovery::ApiResource;
 
 use crate::apply::{self, ApplyOptions, Blocked};
@@ -25,6 +26,7 @@ use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Contents, Inventory, PART_OF, Parent, ParentWatch, Seen};
+use crate::cluster::owner::{self, UNIT, Verdict};
 use crate::config::{ClusterConfig, SyncUnit};
 use crate::health::record::{Record, SyncResult};
 use crate::health::wait::{HealthWait, Target};
@@ -147,6 +149,15 @@ pub struct Engine {
     /// The last sync's record on the parent (revision, time, result), once read or written:
     /// sent with every parent write, and rewritten only when it changes.
     recorded: Option<Record>,
+    /// With `create_namespace`: the unit's namespace was found or made by this engine
+    /// ([`namespaces`]); cleared after a sync with failures, so it is checked again.
+    namespace_checked: bool,
+    /// The revision being synced defines the ApplySet parent's namespace (a Namespace
+    /// manifest): made bare before the parent's first write ([`namespaces`]).
+    parent_namespace_defined: bool,
+    /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
+    /// over, with the change-set note; attached to their entries after the apply.
+    adoptions: HashMap<ObjectRef, String>,
 }
 
 impl Engine {
@@ -183,6 +194,9 @@ impl Engine {
             parent_watch: None,
             last_desired: None,
             recorded: None,
+            namespace_checked: false,
+            parent_namespace_defined: false,
+            adoptions: HashMap::new(),
         })
     }
 
@@ -294,6 +308,7 @@ impl Engine {
                 apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await;
             changes.extend(applied);
         }
+        self.note_adoptions(&mut changes);
         // A push waits for what it changed; unchanged objects re-sent after that do not count.
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
         // Where the time before the first request went (RUST_LOG=gitward=debug), e.g. to see
@@ -316,6 +331,9 @@ impl Engine {
         } else {
             Ok(())
         };
+        if changes.has_failures() {
+            self.namespace_checked = false;
+        }
         let health_targets = health_targets(&desired, &changes);
         // Kept even when the prune failed: drift is healed to this revision, and the next sync
         // reuses these objects where their manifests did not change.
@@ -401,6 +419,7 @@ impl Engine {
                 apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
             );
         }
+        self.note_adoptions(&mut changes);
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
         let health_targets = health_targets(&desired, &changes);
         Some(Report {
@@ -429,7 +448,10 @@ impl Engine {
         if stale {
             self.known_inventory = None;
         }
+        self.ensure_unit_namespace().await?;
         let parent_namespace = self.inventory.parent.namespace.clone();
+        self.parent_namespace_defined =
+            parent_namespace.as_deref().is_some_and(|ns| wanted.members.contains(&namespaces::namespace_ref(ns)));
         self.write_parent(None, |existing| {
             let previous = existing.map(|p| p.contents.clone()).unwrap_or_default();
             let mut widened = previous.union(wanted);
@@ -444,8 +466,9 @@ impl Engine {
     /// record as read from the parent, which every write must carry) only when they differ
     /// from what it holds (or the annotations do), with the resourceVersion read as a
     /// precondition; on a conflict (someone else wrote it, or it was deleted) reads it again
-    /// and retries once. A missing parent is created, its namespace first with
-    /// `create_namespace`. Returns the contents the parent holds afterwards.
+    /// and retries once. A missing parent is created, its namespace first when the revision
+    /// defines it ([`Engine::ensure_parent_namespace`]). Returns the contents the parent holds
+    /// afterwards.
     ///
     /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
     async fn write_parent(
@@ -461,7 +484,7 @@ impl Engine {
                 None => self.read_parent().await?,
             };
             if existing.is_none() {
-                self.create_parent_namespace().await?;
+                self.ensure_parent_namespace(self.parent_namespace_defined).await?;
             }
             let next = contents(existing.as_ref());
             let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations());
@@ -480,23 +503,6 @@ impl Engine {
                 Err(e) => return Err(e.into()),
             }
         }
-    }
-
-    /// With `create_namespace`, when the ApplySet parent is to be created in the unit's own
-    /// namespace, that namespace must exist first: one server-side apply of the bare Namespace
-    /// (the sync then applies it in full, labelled, as a member of the inventory).
-    async fn create_parent_namespace(&self) -> Result<()> {
-        let namespace = self.unit.namespace.as_str();
-        if !self.unit.create_namespace || self.inventory.parent.namespace.as_deref() != Some(namespace) {
-            return Ok(());
-        }
-        let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(self.client.clone());
-        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}});
-        let params = kube::api::PatchParams::apply(&self.apply.field_manager).force();
-        api.patch(namespace, &params, &kube::api::Patch::Apply(&body)).await.map_err(|source| {
-            crate::cluster::Error::InventoryFailed { parent: self.inventory.parent.to_string(), source }
-        })?;
-        Ok(())
     }
 
     /// Loads the revision's manifests; a unit that renders with Helm first learns the
@@ -537,10 +543,10 @@ impl Engine {
         if self.recorded.as_ref().is_some_and(|r| r.same_outcome(&record)) {
             return Ok(false);
         }
-        self.write_parent(Some(&record.annotations()), |existing| {
-            existing.map(|p| p.contents.clone()).unwrap_or_default()
-        })
-        .await?;
+        let mut annotations = record.annotations();
+        annotations.insert(UNIT.to_string(), self.unit.name.clone());
+        self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
+            .await?;
         self.recorded = Some(record);
         Ok(true)
     }
@@ -570,8 +576,12 @@ impl Engine {
         Ok(parent)
     }
 
+    /// The annotations every write of the parent carries: the last sync's record, and the
+    /// unit's name ([`UNIT`]), by which an ownership conflict names the unit.
     fn record_annotations(&self) -> BTreeMap<String, String> {
-        self.recorded.as_ref().map(Record::annotations).unwrap_or_default()
+        let mut annotations = self.recorded.as_ref().map(Record::annotations).unwrap_or_default();
+        annotations.insert(UNIT.to_string(), self.unit.name.clone());
+        annotations
     }
 
     /// Starts (or keeps) a metadata watch for every group-kind in the desired set and the
@@ -615,20 +625,28 @@ impl Engine {
         Ok((resources, unwatchable))
     }
 
-    async fn plan_stages(&self, desired: &[Desired], changes: &mut ChangeSet) -> Result<BTreeMap<Stage, Vec<Step>>> {
+    async fn plan_stages(
+        &mut self,
+        desired: &[Desired],
+        changes: &mut ChangeSet,
+    ) -> Result<BTreeMap<Stage, Vec<Step>>> {
         self.plan_stages_from(desired, 0, changes).await
     }
 
-    /// Plans `desired[start..]`, refusing objects that carry another ApplySet's label.
+    /// Plans `desired[start..]`, refusing objects that carry another ApplySet's label unless
+    /// `adopt_from` names their owner ([`Engine::foreign_members`]); those it may take over are
+    /// remembered for `update` mode's adoption check and the change-set note.
     async fn plan_stages_from(
-        &self,
+        &mut self,
         desired: &[Desired],
         start: usize,
         changes: &mut ChangeSet,
     ) -> Result<BTreeMap<Stage, Vec<Step>>> {
         let live = self.cache.snapshot();
         let foreign = self.foreign_members(&desired[start..], &live, changes).await;
-        let mut p = plan::plan(&desired[start..], &live, &foreign);
+        self.apply.adoptable.extend(foreign.adoptable_ids);
+        self.adoptions.extend(foreign.adopted);
+        let mut p = plan::plan(&desired[start..], &live, &foreign.refused);
         for (index, reason) in p.refused.drain(..) {
             let d = &desired[start + index];
             changes.push(d.object.clone(), Action::Failed, Some(format!("{}: {reason}", d.origin)));
@@ -642,15 +660,36 @@ impl Engine {
             .collect())
     }
 
+    /// Adds the note `adopted from unit …` to the entries of the objects taken over from
+    /// another ApplySet by this apply.
+    fn note_adoptions(&mut self, changes: &mut ChangeSet) {
+        if self.adoptions.is_empty() {
+            return;
+        }
+        for entry in &mut changes.entries {
+            let applied = matches!(entry.action, Action::Created | Action::Configured | Action::DriftCorrected);
+            if let Some(note) = self.adoptions.remove(&entry.object).filter(|_| applied) {
+                entry.message = Some(match entry.message.take() {
+                    Some(message) => format!("{note}; {message}"),
+                    None => note,
+                });
+            }
+        }
+        self.adoptions.clear();
+    }
+
     /// Objects about to be created that already carry another ApplySet's `part-of` label: one
     /// metadata-only list per group-kind with creates, selecting `part-of` present and not ours,
-    /// read a page at a time ([`list_foreign`]).
+    /// read a page at a time ([`list_foreign`]). When there are any, their owners are looked up
+    /// by id ([`owner::owners`]: two more lists) and judged against `adopt_from`
+    /// ([`owner::verdict`]): refused with a message naming the owning unit and its parent, or
+    /// adopted.
     async fn foreign_members(
         &self,
         desired: &[Desired],
         live: &BTreeMap<ObjectRef, plan::LiveMeta>,
         changes: &mut ChangeSet,
-    ) -> HashMap<ObjectRef, String> {
+    ) -> Foreign {
         let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, bool)> = HashMap::new();
         for d in desired.iter().filter(|d| !live.contains_key(&d.object)) {
             by_kind.insert(&d.object.gk, (&d.resource, d.object.namespace.is_some()));
@@ -662,7 +701,8 @@ impl Engine {
             async move { (gk, namespaced, list_foreign(&self.client, resource, selector).await) }
         }))
         .await;
-        let mut foreign = HashMap::new();
+        let mut foreign = Foreign::default();
+        let mut labelled = Vec::new();
         for (gk, namespaced, list) in lists {
             let list = match list {
                 Ok((pages, list)) => {
@@ -677,7 +717,7 @@ impl Engine {
                         crate::cluster::api_message(&e)
                     );
                     for d in desired.iter().filter(|d| &d.object.gk == gk && !live.contains_key(&d.object)) {
-                        foreign.insert(d.object.clone(), reason.clone());
+                        foreign.refused.insert(d.object.clone(), reason.clone());
                     }
                     continue;
                 }
@@ -685,8 +725,32 @@ impl Engine {
             for meta in list {
                 let namespace = if namespaced { meta.namespace } else { None };
                 let object = ObjectRef::new(gk.clone(), namespace, meta.name.unwrap_or_default());
-                let other = meta.labels.get(PART_OF).map_or("", String::as_str);
-                foreign.insert(object, format!("belongs to another ApplySet ({other}); not taken over"));
+                let id = meta.labels.get(PART_OF).cloned().unwrap_or_default();
+                labelled.push((object, id));
+            }
+        }
+        if labelled.is_empty() {
+            return foreign;
+        }
+        let ids: std::collections::BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
+        changes.requests += 2;
+        let owners = owner::owners(&self.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));
+        for (object, id) in labelled {
+            let found = owners.as_ref().ok().and_then(|o| o.get(&id));
+            match (owner::verdict(&id, found, &self.unit.adopt_from), &owners) {
+                (Verdict::Adopt(note), _) => {
+                    foreign.adoptable_ids.insert(id);
+                    foreign.adopted.insert(object, note);
+                }
+                (Verdict::Refuse(reason), Ok(_)) => {
+                    foreign.refused.insert(object, reason);
+                }
+                (Verdict::Refuse(_), Err(e)) => {
+                    let reason = format!(
+                        "belongs to another ApplySet ({id}); not taken over (its owner could not be looked up: {e})"
+                    );
+                    foreign.refused.insert(object, reason);
+                }
             }
         }
         foreign
@@ -749,16 +813,18 @@ impl Engine {
         changes: &mut ChangeSet,
     ) -> Result<()> {
         let PruneInputs { desired, resources, members_before, partial } = inputs;
+        self.release_legacy_namespace(desired).await;
         let stale = self.cache.relist_stale(self.cache_timeout).await.err();
         let p = plan::prune_plan(desired, &self.cache.snapshot(), &widened.members);
         changes.not_members.extend(p.not_members);
+        if let Some(reason) = self.prune_deferred().filter(|_| !p.steps.is_empty()) {
+            // Not a failure: the move is what the user asked for; the members stay recorded.
+            changes.prune_refused = Some(reason);
+            return Ok(());
+        }
         let refused = match stale {
             Some(e) => Some(format!("the metadata cache cannot be trusted: {e}")),
-            None if !partial.is_empty() && !p.steps.is_empty() => Some(format!(
-                "the revision was read only in part ({} not followed: symbolic link, submodule or name not UTF-8): \
-                 what they define would be pruned",
-                partial.join(", ")
-            )),
+            None if !partial.is_empty() && !p.steps.is_empty() => Some(partial_refusal(partial)),
             None => prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune),
         };
         if let Some(reason) = refused {
@@ -777,6 +843,22 @@ impl Engine {
             self.narrow_inventory(desired, resources, widened).await?;
         }
         Ok(())
+    }
+
+    /// Why this unit prunes nothing now, if so: another unit of the config names it in
+    /// `adopt_from` ([`SyncUnit::adopted_by`]), so what left this unit's revision may be moving
+    /// there, and must not be deleted before that unit takes it over, whichever syncs first.
+    pub fn prune_deferred(&self) -> Option<String> {
+        let adopters = &self.unit.adopted_by;
+        (!adopters.is_empty()).then(|| {
+            let units: Vec<String> = adopters.iter().map(|u| format!("`{u}`")).collect();
+            format!(
+                "unit {} may take over this unit's objects (its adopt_from names `{}`): nothing is pruned \
+                 until the move is done and adopt_from is removed",
+                units.join(", "),
+                self.unit.name
+            )
+        })
     }
 
     /// Narrows the parent after a clean prune to what remains: desired objects, and recorded
@@ -836,6 +918,18 @@ impl Engine {
     }
 }
 
+/// What the ownership check found among the objects about to be created
+/// ([`Engine::foreign_members`]).
+#[derive(Debug, Default)]
+struct Foreign {
+    /// Objects not to send, with the reason.
+    refused: HashMap<ObjectRef, String>,
+    /// Objects another ApplySet owns that `adopt_from` lets this unit take over, with the note.
+    adopted: HashMap<ObjectRef, String>,
+    /// The ApplySet ids of the adopted objects.
+    adoptable_ids: std::collections::BTreeSet<String>,
+}
+
 /// What the prune of one sync starts from.
 struct PruneInputs<'a> {
     desired: &'a [Desired],
@@ -844,6 +938,16 @@ struct PruneInputs<'a> {
     members_before: usize,
     /// Paths the listing skipped that may define objects ([`crate::manifest::Loaded::partial`]).
     partial: &'a [String],
+}
+
+/// The prune guard's reason when the revision was read only in part (`partial`: the paths not
+/// followed).
+fn partial_refusal(partial: &[String]) -> String {
+    format!(
+        "the revision was read only in part ({} not followed: symbolic link, submodule or name not UTF-8): \
+         what they define would be pruned",
+        partial.join(", ")
+    )
 }
 
 /// Objects per page of an ownership-check list.

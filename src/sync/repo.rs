@@ -7,12 +7,10 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use git2::Oid;
-use serde_json::json;
 
 use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
-use crate::object::GroupKind;
 use crate::render::{self, Capabilities, Renderer};
 use crate::source::{Credentials, Revision, Source, SourceSpec};
 
@@ -65,8 +63,9 @@ impl Repo {
     /// Reads the manifests of `revision`: renders the unit's path (kustomize or Helm, see
     /// [`crate::render`]; served from the render cache when nothing it reads changed), or lists
     /// and parses its plain files, SOPS-encrypted ones decrypted first; only blobs whose id
-    /// changed since the previous load are parsed again. With `create_namespace`, the unit's
-    /// Namespace is added. Symlinks and submodules of plain units come back as skipped files.
+    /// changed since the previous load are parsed again. Symlinks and submodules of plain units
+    /// come back as skipped files. (`create_namespace` adds nothing here: that namespace is
+    /// shared, not a member; [`super::namespaces`].)
     ///
     /// When an object of the revision cannot be read, the mirror is cloned again
     /// ([`Source::repair`]) and the revision read once more.
@@ -80,16 +79,13 @@ impl Repo {
             let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
             let mut cache = cache.lock().expect("parse cache lock");
-            let mut loaded = match load_once(&source, &revision, &unit, &mut cache, &mut renderer) {
+            let loaded = match load_once(&source, &revision, &unit, &mut cache, &mut renderer) {
                 // A damaged mirror (truncated pack, lost object) is cloned again, and read once more.
                 Err(e) if may_be_the_mirror(&e) && source.repair(&revision)? => {
                     load_once(&source, &revision, &unit, &mut cache, &mut renderer)?
                 }
                 loaded => loaded?,
             };
-            if unit.create_namespace {
-                add_namespace(&mut loaded, &unit.namespace);
-            }
             Ok(loaded)
         })
         .await
@@ -229,29 +225,6 @@ fn load_plain(
     }
     loaded.partial = listing.partial;
     Ok(loaded)
-}
-
-/// Adds the unit's Namespace (`create_namespace`, annotated `gitward.dev/prune: disabled`)
-/// unless the manifests hold it already.
-fn add_namespace(loaded: &mut Loaded, namespace: &str) {
-    let gk = GroupKind::from_api_version("v1", "Namespace");
-    if loaded.manifests.iter().any(|m| m.gk == gk && m.name == namespace) {
-        return;
-    }
-    loaded.manifests.push(Manifest {
-        file: "(create_namespace)".into(),
-        index: 0,
-        api_version: "v1".into(),
-        gk,
-        name: namespace.into(),
-        namespace: None,
-        // Never pruned, as Argo CD never deletes a namespace CreateNamespace made: a prune
-        // would delete everything in it, the inventory parent too.
-        body: json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {
-            "name": namespace, "annotations": {"gitward.dev/prune": "disabled"}}})
-        .into(),
-        hash_key: None,
-    });
 }
 
 /// Runs blocking work (git2, parsing) off the async runtime.

@@ -594,3 +594,22 @@ impl Drop for OwnCluster {
         let _ = self.child.wait();
     }
 }
+
+/// The member record (`gitward.dev-members`) of `engine`'s ApplySet parent Secret: one
+/// `Kind.group/namespace/name` line per member; empty when the parent does not exist.
+pub async fn member_record(client: &kube::Client, engine: &gitward::sync::Engine) -> Vec<String> {
+    let parent = &engine.inventory().parent;
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+        Api::namespaced(client.clone(), parent.namespace.as_deref().unwrap_or_default());
+    let Some(secret) = secrets.get_opt(&parent.name).await.expect("read the ApplySet parent") else {
+        return Vec::new();
+    };
+    let record = secret.data.unwrap_or_default().remove("gitward.dev-members").map(|b| b.0).unwrap_or_default();
+    String::from_utf8(record).expect("UTF-8 record").lines().map(String::from).collect()
+}
+
+/// The labels of Namespace `name` (empty when it has none); panics when it does not exist.
+pub async fn namespace_labels(client: &kube::Client, name: &str) -> std::collections::BTreeMap<String, String> {
+    let ns = Api::<Namespace>::all(client.clone()).get(name).await.expect("the namespace exists");
+    ns.metadata.labels.unwrap_or_default()
+}
