@@ -271,7 +271,8 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     telemetry::log_objects(report);
     let failed = report.changes.has_failures();
     let timeout = engine.health_timeout();
-    let mut not_ready = Vec::new();
+    let (mut not_ready, mut waited) = (Vec::new(), Duration::ZERO);
+    let started = std::time::Instant::now();
     let summary = if failed {
         HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }
     } else if !wait {
@@ -287,6 +288,8 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
             Outcome::Degraded => SyncResult::Degraded,
             Outcome::TimedOut => SyncResult::Progressing,
         };
+        // A timeout ends at the timeout; a Failed object ends the wait at once.
+        waited = if outcome == Outcome::TimedOut { timeout } else { started.elapsed() };
         if outcome != Outcome::Healthy {
             let statuses = health.statuses();
             not_ready = health
@@ -302,7 +305,7 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     if let Err(e) = engine.record_sync(report, summary.result).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
     }
-    println!("{}", gitward::summary::sync(report, summary.result, &not_ready, timeout));
+    println!("{}", gitward::summary::sync(report, summary.result, &not_ready, waited));
     !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)
 }
 

@@ -32,7 +32,8 @@ pub type NotReady = Vec<(ObjectRef, Option<Status>)>;
 
 /// The line of one `gitward sync` of a unit that was applied: the result recorded, the revision,
 /// the counts by action (zeros left out); the objects that failed or were skipped; after a
-/// `--wait` that timed out, what is not ready and after how long.
+/// `--wait` that ended unhealthy (timed out, or an object `Failed`), what is not ready and after
+/// how long the wait ended (`waited`, in whole seconds).
 pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: Duration) -> String {
     let c = report.changes.counts();
     let counts = [
