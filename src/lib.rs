@@ -28,7 +28,9 @@
 //!   assignment of units and their hand-over.
 //! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
 //!   SIGHUP), HTTP (webhook, health, metrics), sd_notify; wires in [`lease`].
-//! - [`telemetry`] — logging set-up and the `sync complete` summary event.
+//! - [`telemetry`] — logging set-up (text or JSON on stderr) and the `sync complete` summary
+//!   event.
+//! - [`summary`] — the one line per unit that `sync`, `validate` and `status` print on stdout.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
 //!   health of its members, read from the cluster.
@@ -48,6 +50,7 @@ pub mod prune;
 pub mod render;
 pub mod source;
 pub mod status;
+pub mod summary;
 pub mod sync;
 pub mod telemetry;
 pub mod validate;

@@ -1,11 +1,14 @@
 //! The `gitward` command: a thin CLI over the library.
 //!
-//! Exit codes: `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or
-//! source error (the revision was not applied); with `--wait`, also 1 when what it changed did
-//! not become healthy within `health_timeout`; `diff` 0 no changes, 1 changes (or a prune a
-//! sync would refuse), 2 error, including objects a sync would fail (as `kubectl diff`);
-//! `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
+//! Exit codes (also in each command's `--help`): `run` 0 after SIGTERM/SIGINT, 2 when it cannot
+//! start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or source
+//! error (the revision was not applied); with `--wait`, also 1 when what it changed did not
+//! become healthy within `health_timeout`; `diff` 0 no changes, 1 changes (or a prune a sync would
+//! refuse), 2 error, including objects a sync would fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
 //! members healthy, 1 something not healthy (or never applied, or its last sync failed), 2 error.
+//!
+//! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]);
+//! logs go to stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,9 +29,64 @@ use gitward::telemetry::{self, LogFormat};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// `--help` text of `run`: exit codes and an example.
+const RUN_HELP: &str = "\
+Exit codes: 0 after SIGTERM or SIGINT (syncs in flight finish first), 2 when it cannot start
+(config, kubeconfig, listener).
+
+Example:
+  gitward run --config /etc/gitward/config.toml
+  kill -HUP $(pidof gitward)    # reload the config and sync every unit";
+
+/// `--help` text of `sync`.
+const SYNC_HELP: &str = "\
+Prints one line per unit on stdout, e.g. `apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)`;
+logs go to stderr.
+
+Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped,
+or with --wait did not become healthy within health_timeout; 2 the revision could not be read or
+the cluster reached (nothing applied, nothing pruned).
+
+Example:
+  gitward sync --config config.toml --sync apps --wait";
+
+/// `--help` text of `diff`.
+const DIFF_HELP: &str = "\
+Prints a unified diff per changed object (Secret data masked) and `prune Kind/ns/name` per object
+a sync would delete.
+
+Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
+
+Example:
+  gitward diff --config config.toml --sync apps";
+
+/// `--help` text of `validate`.
+const VALIDATE_HELP: &str = "\
+Needs no cluster: renders (kustomize, Helm for --kube-version), parses every document and checks
+what the API server would refuse (an object defined twice, Secret data that is not base64, more
+than 1 MiB of ConfigMap or Secret data). Prints one line per unit on stdout, e.g.
+`apps: valid 82edb11 (12 objects)`; each problem is logged on stderr with its file and document.
+
+Exit codes: 0 every unit valid, 2 something invalid (or the config).
+
+Example:
+  gitward validate --config config.toml --kube-version v1.31.0";
+
+/// `--help` text of `status`.
+const STATUS_HELP: &str = "\
+Reads the cluster only (no daemon needed): each unit's recorded revision and result and the
+health of its objects now. The first line of each unit's block is its summary, e.g.
+`apps: healthy 82edb11, applied 2026-11-22T22:33:29Z (4 objects: 4 healthy)`.
+
+Exit codes: 0 every unit applied and all its objects healthy, 1 something not healthy (or never
+applied, or its last sync failed), 2 error.
+
+Example:
+  gitward status --config config.toml -o json";
+
 /// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
 #[derive(Parser)]
-#[command(version, about)]
+#[command(version, about, after_help = "Run `gitward <command> --help` for its exit codes and an example.")]
 struct Cli {
     /// Log format.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "GITWARD_LOG_FORMAT")]
@@ -40,15 +98,20 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the daemon: sync each unit on every push, webhook, poll, drift and resync.
+    #[command(after_help = RUN_HELP)]
     Run(RunArgs),
     /// Sync each unit once: fetch, apply every object with server-side apply, prune.
+    #[command(after_help = SYNC_HELP)]
     Sync(SyncArgs),
     /// Show what a sync would change (server-side dry run), without changing anything.
+    #[command(after_help = DIFF_HELP)]
     Diff(UnitArgs),
     /// Render, parse and check the manifests of each unit without a cluster.
-    Validate(UnitArgs),
+    #[command(after_help = VALIDATE_HELP)]
+    Validate(ValidateArgs),
     /// Show what each unit last applied, when, the result, and the health of its objects, read
     /// from the cluster (no daemon needed).
+    #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
 }
 
@@ -81,6 +144,22 @@ struct StatusArgs {
 }
 
 #[derive(clap::Args)]
+struct ValidateArgs {
+    #[command(flatten)]
+    units: UnitArgs,
+    /// The Kubernetes version Helm charts are rendered for (their `kubeVersion` and
+    /// `.Capabilities.KubeVersion`). Default: `[render] kube_version`, else the newest
+    /// Kubernetes the pinned Helm knows (v1.37.0).
+    #[arg(long, value_name = "VERSION", value_parser = kube_version)]
+    kube_version: Option<String>,
+}
+
+/// Checks `--kube-version` as the config checks `[render] kube_version`.
+fn kube_version(value: &str) -> Result<String, String> {
+    gitward::config::check_kube_version(value).map(|()| value.to_owned())
+}
+
+#[derive(clap::Args)]
 struct RunArgs {
     /// The config file (SIGHUP reloads it).
     #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
@@ -106,7 +185,7 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
         Err(e) => {
-            tracing::error!(error = format!("{e:#}"), "gitward failed");
+            tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
             ExitCode::from(2)
         }
     }
@@ -160,23 +239,20 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
         let engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await;
-        let mut engine = match engine {
-            Ok(engine) => engine,
-            Err(e) => {
-                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "sync failed");
-                code = ExitCode::from(2);
-                continue;
-            }
+        let report = match engine {
+            Ok(mut engine) => engine.sync().await.map(|report| (engine, report)),
+            Err(e) => Err(e),
         };
-        match engine.sync().await {
-            Ok(report) => {
+        match report {
+            Ok((mut engine, report)) => {
                 let healthy = finish(&mut engine, &report, args.wait).await;
                 if (!healthy || report.changes.has_failures()) && code == ExitCode::SUCCESS {
                     code = ExitCode::from(1);
                 }
             }
             Err(e) => {
-                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "sync failed");
+                tracing::error!(unit = %unit.name, error = %telemetry::unit_error(&unit.name, &e), "sync failed");
+                println!("{}", gitward::summary::not_synced(&unit.name));
                 code = ExitCode::from(2);
             }
         }
@@ -185,7 +261,8 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// Logs a one-shot sync's report, waits for health when asked, records the result on the
-/// ApplySet parent; false when `--wait` found what the sync changed not healthy.
+/// ApplySet parent, prints the unit's line on stdout; false when `--wait` found what the sync
+/// changed not healthy.
 async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
     use gitward::health::Counts;
     use gitward::health::record::SyncResult;
@@ -194,6 +271,8 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     telemetry::log_objects(report);
     let failed = report.changes.has_failures();
     let timeout = engine.health_timeout();
+    let (mut not_ready, mut waited) = (Vec::new(), Duration::ZERO);
+    let started = std::time::Instant::now();
     let summary = if failed {
         HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }
     } else if !wait {
@@ -209,12 +288,24 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
             Outcome::Degraded => SyncResult::Degraded,
             Outcome::TimedOut => SyncResult::Progressing,
         };
+        // A timeout ends at the timeout; a Failed object ends the wait at once.
+        waited = if outcome == Outcome::TimedOut { timeout } else { started.elapsed() };
+        if outcome != Outcome::Healthy {
+            let statuses = health.statuses();
+            not_ready = health
+                .targets()
+                .iter()
+                .map(|t| (t.object.clone(), statuses.get(&t.object).cloned()))
+                .filter(|(_, s)| s.as_ref().is_none_or(|s| s.health != gitward::health::Health::Current))
+                .collect();
+        }
         HealthSummary { counts: Counts::of(&health.healths()), wait: outcome.as_str(), result }
     };
     telemetry::log_summary(report, &summary);
     if let Err(e) = engine.record_sync(report, summary.result).await {
-        tracing::warn!(unit = %report.unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
+        tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
     }
+    println!("{}", gitward::summary::sync(report, summary.result, &not_ready, waited));
     !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)
 }
 
@@ -224,8 +315,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let mut states = Vec::new();
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
-        let state =
-            gitward::status::unit_state(client, unit).await.with_context(|| format!("status of unit {}", unit.name))?;
+        let state = gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
         states.push(state);
     }
     match args.output {
@@ -241,8 +331,13 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
     let mut changes = false;
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
-        let mut engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await?;
-        let report = engine.diff().await.with_context(|| format!("diff of unit {}", unit.name))?;
+        let mut engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit)
+            .await
+            .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
+        let report = engine
+            .diff()
+            .await
+            .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
         for d in &report.changed {
             print!("{}", d.diff);
         }
@@ -266,16 +361,31 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
     Ok(if changes { ExitCode::from(1) } else { ExitCode::SUCCESS })
 }
 
-async fn validate(args: UnitArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args)?;
+async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let mut config = load(&args.units)?;
+    if let Some(version) = &args.kube_version {
+        for unit in &mut config.units {
+            unit.render_tools.kube_version.clone_from(version);
+        }
+    }
     let mut code = ExitCode::SUCCESS;
     for unit in &config.units {
+        let name = unit.name.as_str();
         match gitward::validate::validate_unit(&config.daemon.state_dir, unit).await {
             Ok(summary) => {
-                tracing::info!(unit = %unit.name, revision = %summary.revision, objects = summary.objects, "valid")
+                for problem in &summary.problems {
+                    tracing::error!(unit = name, file = %problem.origin, object = %problem.object, reason = %problem.message, "invalid object");
+                }
+                if summary.problems.is_empty() {
+                    tracing::info!(unit = name, revision = %summary.revision, objects = summary.objects, "valid");
+                } else {
+                    code = ExitCode::from(2);
+                }
+                println!("{}", gitward::summary::validate(name, &summary));
             }
             Err(e) => {
-                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "invalid");
+                tracing::error!(unit = name, error = %telemetry::unit_error(name, &e), "invalid");
+                println!("{}", gitward::summary::unreadable(name));
                 code = ExitCode::from(2);
             }
         }

@@ -28,7 +28,7 @@ pub enum Error {
     #[error(transparent)]
     Cluster(#[from] crate::cluster::Error),
     /// Listing the members of one group-kind failed (RBAC, API server down).
-    #[error("{group_kind}: listing members failed: {source}")]
+    #[error("{group_kind}: listing members failed")]
     ListFailed {
         /// `Kind.group` being listed.
         group_kind: String,
@@ -144,10 +144,11 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
     }
 }
 
-/// The human-readable report of `units`, one block per unit:
+/// The human-readable report of `units`, one block per unit, headed by its line of
+/// [`crate::summary::status`]:
 ///
 /// ```text
-/// app
+/// app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (2 objects: 1 healthy, 1 degraded)
 ///   parent     Secret/shop/gitward-app
 ///   revision   3f2a9c1e0b7d5a6c8e9f0a1b2c3d4e5f60718293
 ///   applied    2026-11-22T22:41:07Z
@@ -159,7 +160,7 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 pub fn render_text(units: &[UnitState]) -> String {
     let mut out = String::new();
     for u in units {
-        let _ = writeln!(out, "{}", u.unit);
+        let _ = writeln!(out, "{}", crate::summary::status(u));
         let _ = writeln!(out, "  parent     {}", u.parent);
         match &u.last {
             Some(r) => {

@@ -3,11 +3,18 @@
 //! One event per object that is not `unchanged` (`object`, `action`, `message`; `unchanged`
 //! ones at debug), one `health` event per changed object whose health changes during the
 //! wait, then one `sync complete` event with the counts by action and by health, how the wait
-//! ended and the result recorded (STYLE.md, Logs). Secret
-//! data never reaches a log: the engine's messages carry refs and API server messages only.
+//! ended and the result recorded (STYLE.md, Logs) — at warn when the result is `failed` or
+//! `degraded` or the wait timed out. Secret data never reaches a log: the engine's messages
+//! carry refs and API server messages only.
+//!
+//! Files: `text` (the text format: no module targets, span fields not repeated).
 
-use tracing::{debug, error, info, warn};
+mod text;
+
+use tracing::{debug, info, warn};
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
 
 use crate::changeset::Action;
 use crate::health::record::SyncResult;
@@ -18,7 +25,7 @@ use crate::sync::Report;
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum LogFormat {
-    /// Human-readable lines (default).
+    /// Human-readable lines (default): `TIME LEVEL message key=value…`.
     #[default]
     Text,
     /// One JSON object per event, for log pipelines.
@@ -26,14 +33,26 @@ pub enum LogFormat {
 }
 
 /// Installs the global subscriber writing to stderr. The level comes from `RUST_LOG`
-/// (default `info`). Calling it twice is harmless (the second call does nothing).
+/// (default `info`). kube's client logs every failed request at error on its own
+/// (`kube_client`); gitward reports those failures itself, once, with the server named, so
+/// `kube_client` is silenced unless `RUST_LOG` names it. Calling it twice is harmless (the
+/// second call does nothing).
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
+    let mut filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
+    if !directives.contains("kube_client") {
+        filter = filter.add_directive("kube_client=off".parse().expect("a valid directive"));
+    }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(ansi);
+    let registry = tracing_subscriber::registry().with(filter);
     let _ = match format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        LogFormat::Text => registry
+            .with(text::SpanFieldsLayer)
+            .with(tracing_subscriber::fmt::layer().event_format(text::TextFormat { ansi }).with_writer(std::io::stderr))
+            .try_init(),
+        LogFormat::Json => registry
+            .with(tracing_subscriber::fmt::layer().json().flatten_event(true).with_writer(std::io::stderr))
+            .try_init(),
     };
 }
 
@@ -97,47 +116,134 @@ pub fn log_objects(report: &Report) {
         debug!(unit, object = %object, reason = %reason, "labelled but not a member: not pruned");
     }
     if let Some(reason) = &report.changes.prune_refused {
-        error!(unit, revision, reason = %reason, "prune refused");
+        warn!(unit, revision, reason = %reason, "prune refused");
     }
 }
 
-/// Logs the `sync complete` event: counts by action, then by health, the wait and the result.
+/// The `sync complete` event at the level `$level` (tracing fixes an event's level where it is
+/// written).
+macro_rules! summary_event {
+    ($level:ident, $report:expr, $health:expr) => {{
+        let (report, health): (&Report, &HealthSummary) = ($report, $health);
+        let unit = report.unit.as_str();
+        let revision = report.revision.to_string();
+        let c = report.changes.counts();
+        $level!(
+            unit,
+            revision,
+            created = c.created,
+            configured = c.configured,
+            unchanged = c.unchanged,
+            drift_corrected = c.drift_corrected,
+            pruned = c.pruned,
+            skipped = c.skipped,
+            failed = c.failed,
+            conflict = c.conflict,
+            applied_early = report.applied_early,
+            requests = report.changes.requests,
+            duration_ms = report.duration.as_millis() as u64,
+            healthy = health.counts.healthy,
+            progressing = health.counts.progressing,
+            degraded = health.counts.degraded,
+            wait = health.wait,
+            result = health.result.as_str(),
+            "sync complete"
+        );
+    }};
+}
+
+/// Logs the `sync complete` event: counts by action, then by health, the wait and the result;
+/// at warn when the result is `failed` or `degraded` or the wait timed out (someone should
+/// look), else at info.
 pub fn log_summary(report: &Report, health: &HealthSummary) {
-    let unit = report.unit.as_str();
-    let revision = report.revision.to_string();
-    let c = report.changes.counts();
-    info!(
-        unit,
-        revision,
-        created = c.created,
-        configured = c.configured,
-        unchanged = c.unchanged,
-        drift_corrected = c.drift_corrected,
-        pruned = c.pruned,
-        skipped = c.skipped,
-        failed = c.failed,
-        conflict = c.conflict,
-        applied_early = report.applied_early,
-        requests = report.changes.requests,
-        duration_ms = report.duration.as_millis() as u64,
-        healthy = health.counts.healthy,
-        progressing = health.counts.progressing,
-        degraded = health.counts.degraded,
-        wait = health.wait,
-        result = health.result.as_str(),
-        "sync complete"
-    );
+    let warn = matches!(health.result, SyncResult::Failed | SyncResult::Degraded) || health.wait == "timeout";
+    if warn {
+        summary_event!(warn, report, health);
+    } else {
+        summary_event!(info, report, health);
+    }
 }
 
 /// The error and its sources, `: `-separated: the chain printed once, at the top (STYLE.md,
-/// Errors).
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
+/// Errors). A source whose text its error already printed is left out (kube's, hyper's and
+/// kube-runtime's errors print their source and return it too), and a kube API error reads
+/// `<message> (<reason>, <code>)` — wherever it appears in the chain, also inside an error
+/// that printed it — rather than kube's debug dump of the whole `Status`.
+pub fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = describe(e);
+    let mut source = if is_whole(e) { None } else { e.source() };
     while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
+        let (raw, part) = (s.to_string(), describe(s));
+        if !raw.is_empty() && text.contains(&raw) {
+            text = text.replace(&raw, &part);
+        } else if !part.is_empty() && !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = if is_whole(s) { None } else { s.source() };
     }
     text
+}
+
+/// Whether [`describe`] prints `e` with everything its sources would add.
+fn is_whole(e: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(e.downcast_ref::<kube::Error>(), Some(kube::Error::Api(_) | kube::Error::Service(_)))
+}
+
+/// [`error_chain`] of an error about `unit`, without the `<unit>: ` that source errors start
+/// with, for an event that carries the unit as a field already.
+pub fn unit_error(unit: &str, e: &(dyn std::error::Error + 'static)) -> String {
+    let text = error_chain(e);
+    match text.strip_prefix(unit).and_then(|rest| rest.strip_prefix(": ")) {
+        Some(rest) => rest.to_owned(),
+        None => text,
+    }
+}
+
+/// One error of a chain as text: a kube API error as `<message> (<reason>, <code>)`, a kube
+/// transport error as its cause ([`crate::cluster::server::RequestFailed`]), any other as
+/// its `Display`.
+fn describe(e: &(dyn std::error::Error + 'static)) -> String {
+    match e.downcast_ref::<kube::Error>() {
+        Some(kube::Error::Api(status)) => {
+            let reason = if status.reason.is_empty() { String::new() } else { format!("{}, ", status.reason) };
+            format!("{} ({reason}{})", status.message, status.code)
+        }
+        Some(kube::Error::Service(inner)) => error_chain(inner.as_ref()),
+        _ => e.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("discovery of v1")]
+    struct Outer {
+        source: kube::Error,
+    }
+
+    #[test]
+    fn the_chain_prints_each_cause_once_and_api_errors_without_the_debug_dump() {
+        let status = kube::core::Status::failure("namespaces \"shop\" not found", "NotFound").with_code(404);
+        let e = Outer { source: kube::Error::Api(Box::new(status)) };
+        assert_eq!(error_chain(&e), "discovery of v1: namespaces \"shop\" not found (NotFound, 404)");
+        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
+        let failed = crate::cluster::server::RequestFailed::new("https://127.0.0.1:1", &io);
+        let e = Outer { source: kube::Error::Service(Box::new(failed.clone())) };
+        assert_eq!(error_chain(&e), format!("discovery of v1: {failed}"));
+        assert_eq!(error_chain(&e).matches("connection refused").count(), 1, "{}", error_chain(&e));
+        // An error that prints its kube source inline gets the readable form there.
+        let status = kube::core::Status::failure("forbidden", "Forbidden").with_code(403);
+        let e = kube::runtime::watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)));
+        assert_eq!(error_chain(&e), "failed to perform initial object list: forbidden (Forbidden, 403)");
+    }
+
+    #[test]
+    fn a_unit_error_does_not_repeat_the_unit() {
+        let e = crate::source::Error::RefNotFound { unit: "app".into(), reference: "main".into() };
+        assert!(unit_error("app", &e).starts_with("reference \"main\" not found"), "{}", unit_error("app", &e));
+        assert!(unit_error("other", &e).starts_with("app: "));
+    }
 }

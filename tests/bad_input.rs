@@ -60,7 +60,7 @@ impl Synced {
     }
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
     while let Some(x) = src {
@@ -228,4 +228,79 @@ async fn object_of_another_applyset_is_failed_not_taken_over() {
     assert_eq!(live.data.unwrap()["value"], "theirs");
     assert_eq!(live.metadata.labels.unwrap()["applyset.kubernetes.io/part-of"], "applyset-someone-else-v1");
     assert_eq!(common::actions(&report)[&format!("ConfigMap/{}/mine", env.namespace)], "created");
+}
+
+/// Runs `gitward validate` on `config` with text logs; returns (exit code, stdout, stderr).
+fn validate(config: &std::path::Path) -> (Option<i32>, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["validate", "--config"])
+        .arg(config)
+        .env_remove("RUST_LOG")
+        .env_remove("GITWARD_LOG_FORMAT")
+        .output()
+        .expect("gitward runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+#[tokio::test]
+async fn validate_refuses_what_the_api_server_would_naming_file_and_document() {
+    let env = common::setup("validate-refuses").await;
+    let repo = common::GitRepo::new();
+    repo.write("app/a.yaml", &cm("a", "1"));
+    let not_base64 = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n  password: not base64!\n";
+    repo.write("app/secrets.yaml", &format!("{}---\n{not_base64}", cm("b", "1")));
+    let big = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"{}\"\n",
+        "x".repeat(1 << 20)
+    );
+    repo.write("app/big.yaml", &big);
+    let revision = repo.commit_and_push("bad");
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "app", &env.namespace, ""));
+    let (code, stdout, stderr) = validate(&config);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert_eq!(stdout, format!("app: invalid {} (4 objects, 2 refused)\n", &revision[..7]));
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.contains(" ERROR invalid object ")).collect();
+    assert_eq!(lines.len(), 2, "one line per problem: {stderr}");
+    let secret = format!("object=Secret/{}/creds", env.namespace);
+    assert!(
+        lines.iter().any(|l| l.contains("file=\"app/secrets.yaml (document 2)\"")
+            && l.contains(&secret)
+            && l.contains("data.password is not base64")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("not base64!"), "the Secret's value must not be quoted: {stderr}");
+    assert!(
+        lines.iter().any(|l| l.contains("file=\"app/big.yaml (document 1)\"")
+            && l.contains("1048580 bytes of data, over the 1048576 bytes (1 MiB) a ConfigMap may hold")),
+        "{stderr}"
+    );
+
+    // Fixed: valid, and what was checked is on stdout.
+    repo.write("app/secrets.yaml", &cm("b", "1"));
+    repo.remove("app/big.yaml");
+    let fixed = repo.commit_and_push("fixed");
+    let (code, stdout, stderr) = validate(&config);
+    assert_eq!((code, stdout), (Some(0), format!("app: valid {} (2 objects)\n", &fixed[..7])), "{stderr}");
+}
+
+#[tokio::test]
+async fn a_path_naming_a_file_says_so_in_validate_and_sync() {
+    let mut s = synced("path-is-file", "").await;
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &s.repo.bare(), "app/a.yaml", &s.env.namespace, "");
+    let config = common::config_file(dir.path(), &unit);
+    let (code, stdout, stderr) = validate(&config);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains("path \\\"app/a.yaml\\\" is a file at revision"), "{stderr}");
+    assert!(stderr.contains("not a directory: set `path` to the directory that holds it"), "{stderr}");
+    assert!(!stderr.contains("not found"), "{stderr}");
+    assert_eq!(stdout, "app: invalid: its manifests could not be read (the error is logged)\n");
+
+    let config = common::config(dir.path(), &unit);
+    let mut engine = common::engine(&s.env.client, &config, "app").await;
+    let err = chain(&engine.sync().await.expect_err("a file is not a unit's path"));
+    assert!(err.starts_with("app: path \"app/a.yaml\" is a file at revision "), "{err}");
+    let _ = &mut s.engine;
+    s.untouched().await;
 }

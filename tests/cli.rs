@@ -1,5 +1,7 @@
 //! The `gitward` binary: exit codes, the `sync complete` log event and its fields, `diff`
-//! output with Secret data masked, `validate` without a cluster.
+//! output with Secret data masked, `validate` without a cluster; the one line per unit on
+//! stdout, the text log format, `--help`, and each error a person meets first as one sentence
+//! that names what to fix (the repository, the API server, the kubeconfig, the config key).
 
 mod common;
 
@@ -15,6 +17,36 @@ fn write_config(dir: &Path, repo: &Path, namespace: &str) -> std::path::PathBuf 
     let text = format!("[daemon]\nstate_dir = \"state\"\n\n{}", common::unit_toml("app", repo, "", namespace, ""));
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Runs `gitward <args>` with text logs (the default) at the default level and `env` set;
+/// returns (exit code, stdout, stderr).
+fn gitward_text(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String, String) {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gitward"));
+    command.args(args).env_remove("RUST_LOG").env_remove("GITWARD_LOG_FORMAT");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().expect("gitward runs");
+    (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+}
+
+/// Text log lines as a person reads them: `TIME LEVEL message key=value…`, with no module
+/// targets, no `Some(…)`, none of kube_client's own lines, and no field twice on a line.
+fn assert_plain_log(stderr: &str) {
+    for line in stderr.lines() {
+        let mut words = line.split(' ').filter(|w| !w.is_empty());
+        let time = words.next().unwrap_or_default();
+        assert!(time.ends_with('Z') && time.contains('T'), "no timestamp: {line}");
+        let level = words.next().unwrap_or_default();
+        assert!(["ERROR", "WARN", "INFO", "DEBUG", "TRACE"].contains(&level), "no level: {line}");
+        assert!(!line.contains("gitward::") && !line.contains("kube_client"), "a module target: {line}");
+        assert!(!line.contains("Some("), "an Option printed as Some(…): {line}");
+        let keys: Vec<&str> = line.split(' ').filter_map(|w| w.split_once('=').map(|(k, _)| k)).collect();
+        for key in ["unit", "error", "object"] {
+            assert!(keys.iter().filter(|k| **k == key).count() <= 1, "{key} twice: {line}");
+        }
+    }
 }
 
 fn json_events(stderr: &[u8]) -> Vec<serde_json::Value> {
@@ -54,6 +86,15 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
         events.iter().filter(|e| e["message"] == "object").map(|e| e["object"].as_str().unwrap().to_string()).collect();
     assert!(objects.contains(&format!("ConfigMap/{}/conf", env.namespace)), "{objects:?}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("hunter2"), "Secret data in logs");
+    // One line on stdout: the result, the revision, the counts.
+    assert_eq!(String::from_utf8_lossy(&out.stdout), format!("app: applied {} (2 created)\n", &revision[..7]));
+
+    // status: each unit's block starts with its one-line summary.
+    let (code, stdout, stderr) = gitward_text(&["status", "--config", config.to_str().unwrap()], &[]);
+    assert!(code.is_some_and(|c| c < 2), "{stderr}");
+    let first = stdout.lines().next().unwrap_or_default();
+    assert!(first.starts_with(&format!("app: applied {}, applied ", &revision[..7])), "{stdout}");
+    assert!(first.ends_with("(2 objects: 2 healthy)"), "{stdout}");
 
     // diff: nothing to change → 0.
     let out = gitward(&["diff"], &config);
@@ -76,11 +117,17 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     assert!(stdout.contains("Secret/") && stdout.contains("***"), "{stdout}");
     assert!(!stdout.contains("hunter2") && !stdout.contains("aHVudGVy"), "Secret data in diff: {stdout}");
 
-    // An object the API server rejects → exit 1.
+    // An object the API server rejects → exit 1; the text log warns, stdout names the object.
     repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n");
-    repo.commit_and_push("third");
-    let out = gitward(&["sync"], &config);
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    let third = repo.commit_and_push("third");
+    let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let bad = format!("ConfigMap/{}/Bad_Name", env.namespace);
+    assert_eq!(stdout, format!("app: failed {} (2 configured, 1 failed): {bad}\n", &third[..7]));
+    assert_plain_log(&stderr);
+    let warned = |message: &str| stderr.lines().any(|l| l.contains(&format!(" WARN {message} unit=app ")));
+    assert!(warned("object failed") && warned("sync complete"), "failed results at WARN: {stderr}");
+    assert!(stderr.lines().any(|l| l.contains(&format!("object={bad}"))), "{stderr}");
 
     // Malformed YAML → validate and sync exit 2, naming the file.
     repo.write("broken.yaml", "apiVersion: v1\nkind: [\n");
@@ -93,15 +140,152 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     }
 }
 
+#[tokio::test]
+async fn a_wait_that_times_out_names_what_is_not_ready() {
+    let env = common::setup("cli-wait").await;
+    let repo = common::GitRepo::new();
+    repo.write(
+        "web.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    \
+         matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      \
+         containers: [{name: web, image: nginx}]\n",
+    );
+    let revision = repo.commit_and_push("web");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"2s\"");
+    let config = common::config_file(dir.path(), &unit);
+    // The test cluster runs no deployment controller: the Deployment never becomes available.
+    let (code, stdout, stderr) = gitward_text(&["sync", "--wait", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    let expected = format!(
+        "app: progressing {} (1 created); not ready after 2s: Deployment/{}/web ",
+        &revision[..7],
+        env.namespace
+    );
+    assert!(stdout.starts_with(&expected), "{stdout}");
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(
+        stderr.lines().any(|l| l.contains(" WARN sync complete unit=app ") && l.contains("wait=timeout")),
+        "{stderr}"
+    );
+    assert_plain_log(&stderr);
+}
+
 #[test]
-fn config_error_exits_2_naming_the_key() {
+fn config_errors_exit_2_naming_the_key_with_a_suggestion_in_one_line() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.toml");
-    std::fs::write(&path, "[[sync]]\nname = \"x\"\nrepo = \"/tmp/x\"\nbogus_key = 1\n").unwrap();
-    let out = gitward(&["validate"], &path);
+    let config = path.to_str().unwrap();
+    let cases = [
+        // An unrelated key: the keys of the table are listed.
+        (
+            "[[sync]]\nname = \"x\"\nrepo = \"/tmp/x\"\nbogus_key = 1\n",
+            vec!["line 4", "unknown key `bogus_key`", "repo"],
+        ),
+        // A typo: the closest key, with an example value from the documented config.toml.
+        (
+            "[daemon]\nintervall = \"5m\"\n[[sync]]\nname = \"x\"\nrepo = \"/tmp/x\"\n",
+            vec!["line 2", "daemon: unknown key `intervall`: did you mean `interval`, as in `interval = \"60s\"`?"],
+        ),
+        // `[sync]` for `[[sync]]`.
+        ("[sync]\nname = \"x\"\nrepo = \"/tmp/x\"\n", vec!["`[sync]` is a single table", "write `[[sync]]`"]),
+    ];
+    for (text, expected) in cases {
+        std::fs::write(&path, text).unwrap();
+        let (code, stdout, stderr) = gitward_text(&["validate", "--config", config], &[]);
+        assert_eq!(code, Some(2), "{stderr}");
+        // The error is a quoted logfmt value.
+        let stderr = stderr.replace("\\\"", "\"");
+        for part in expected {
+            assert!(stderr.contains(part), "{part:?} missing: {stderr}");
+        }
+        assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
+        assert!(!stderr.contains("expected one of") && !stderr.contains("invalid type"), "{stderr}");
+        assert!(stdout.is_empty(), "{stdout}");
+        assert_plain_log(&stderr);
+    }
+}
+
+#[test]
+fn help_of_each_command_gives_its_exit_codes_and_an_example() {
+    for command in ["run", "sync", "diff", "validate", "status"] {
+        let (code, stdout, _) = gitward_text(&[command, "--help"], &[]);
+        assert_eq!(code, Some(0), "{command}: {stdout}");
+        assert!(stdout.contains("Exit codes: 0 "), "{command}: {stdout}");
+        assert!(stdout.contains(&format!("Example:\n  gitward {command} --config")), "{command}: {stdout}");
+    }
+    let (_, stdout, _) = gitward_text(&["validate", "--help"], &[]);
+    assert!(stdout.contains("--kube-version <VERSION>"), "{stdout}");
+}
+
+#[test]
+fn a_local_repository_that_does_not_exist_is_named_with_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("repos/shop.git");
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &missing, "", "default", ""));
+    let (code, stdout, stderr) = gitward_text(&["validate", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(!stderr.contains("unsupported URL protocol"), "{stderr}");
+    let expected = format!("fetch from {} failed: no such directory on this host", missing.display());
+    assert!(stderr.contains(&expected) && stderr.contains("git init --bare"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
+    assert_eq!(stdout, "app: invalid: its manifests could not be read (the error is logged)\n");
+    assert_plain_log(&stderr);
+}
+
+#[test]
+fn no_kubeconfig_says_where_it_looked_and_how_to_give_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    std::fs::create_dir(&home).unwrap();
+    let config =
+        common::config_file(dir.path(), &common::unit_toml("app", &dir.path().join("repo"), "", "default", ""));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_gitward"));
+    command.args(["sync", "--config", config.to_str().unwrap()]).env("HOME", &home);
+    for var in ["KUBECONFIG", "KUBERNETES_SERVICE_HOST", "RUST_LOG", "GITWARD_LOG_FORMAT"] {
+        command.env_remove(var);
+    }
+    let out = command.output().unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("bogus_key"), "{stderr}");
+    let tried = format!("$KUBECONFIG is not set, {}/.kube/config does not exist", home.display());
+    assert!(stderr.contains(&tried), "{stderr}");
+    assert!(stderr.contains("set `kubeconfig` in the config file's [cluster] table, or export KUBECONFIG"), "{stderr}");
+    assert!(!stderr.contains("failed to read kubeconfig from"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
+    assert_plain_log(&stderr);
+}
+
+#[test]
+fn an_unreachable_cluster_is_named_by_its_server_once_without_kube_clients_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let server = format!("https://127.0.0.1:{port}");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .unwrap();
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n");
+    repo.commit_and_push("first");
+    let units = common::unit_toml("app", &repo.bare(), "", "default", "");
+    let config =
+        common::config_file(dir.path(), &format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display()));
+    let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(stderr.contains(&format!("cannot reach the API server at {server}: ")), "{stderr}");
+    assert!(stderr.contains("check that it is running"), "{stderr}");
+    assert_eq!(stderr.matches("onnection refused").count(), 1, "the cause once: {stderr}");
+    assert!(!stderr.contains("ServiceError") && !stderr.contains("client error (Connect)"), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
+    assert!(stderr.lines().any(|l| l.contains("ERROR sync failed unit=app error=")), "{stderr}");
+    assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
+    assert_plain_log(&stderr);
 }
 
 fn configmap(name: &str) -> String {

@@ -45,7 +45,7 @@ fn config(state: &Path, render_extra: &str, units: &str) -> gitward::config::Con
         .unwrap_or_else(|e| panic!("test config: {e}"))
 }
 
-fn chain(e: &dyn std::error::Error) -> String {
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     gitward::telemetry::error_chain(e)
 }
 
@@ -462,7 +462,12 @@ async fn validate_renders_the_overlay() {
     repo.commit_and_push("broken");
     let (code, log) = gitward(&["validate", "--config", config_file.to_str().unwrap()]);
     assert_eq!(code, 2, "{log}");
-    assert!(log.contains("app: apps/overlays/prod: kustomize failed"), "{log}");
+    let invalid = log.lines().find(|l| l.contains("\"message\":\"invalid\"")).unwrap_or_else(|| panic!("{log}"));
+    assert!(
+        invalid.contains("\"unit\":\"app\"") && invalid.contains("apps/overlays/prod: kustomize failed"),
+        "{invalid}"
+    );
+    assert!(log.contains("app: invalid: its manifests could not be read"), "{log}");
 }
 
 #[tokio::test]
@@ -500,4 +505,87 @@ async fn daemon_logs_tool_versions_and_applies_a_push_to_the_overlays_base() {
     repo.commit_and_push("four replicas");
     let applied = common::eventually(WAIT, || async { replicas().await == Some(4) }).await;
     assert!(applied, "the push to the base was not rendered and applied: {}", daemon.log_text());
+}
+
+/// Runs `gitward <args>` with text logs; returns (exit code, stdout, stderr).
+fn gitward_text(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("GITWARD_LOG_FORMAT")
+        .output()
+        .expect("gitward runs");
+    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+    (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
+}
+
+/// The shipped config.toml, copied unchanged next to what it expects to find relative to
+/// itself: the example repository (made from examples/repo as scripts/demo makes it) at
+/// target/example-repo.git and the render tools at target/tools/bin.
+fn shipped_config(dir: &Path) -> (PathBuf, String) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    std::fs::create_dir_all(dir.join("target/tools")).unwrap();
+    std::os::unix::fs::symlink(tools_bin(), dir.join("target/tools/bin")).unwrap();
+    let repo = common::GitRepo::new();
+    repo.copy_dir(&root.join("examples/repo/."), ".");
+    let revision = repo.commit_and_push("example manifests");
+    let bare = dir.join("target/example-repo.git");
+    let out = Command::new("git").args(["clone", "-q", "--bare"]).arg(repo.bare()).arg(&bare).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let config = dir.join("config.toml");
+    std::fs::copy(root.join("config.toml"), &config).unwrap();
+    (config, revision)
+}
+
+#[test]
+fn validate_passes_on_the_shipped_config_and_renders_helm_for_a_recent_kubernetes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (config, revision) = shipped_config(dir.path());
+    let config = config.to_str().unwrap();
+    let (code, stdout, stderr) = gitward_text(&["validate", "--config", config]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    let short = &revision[..7];
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "one line per unit: {stdout}");
+    for (line, unit) in lines.iter().zip(["example", "example-kustomize", "example-helm"]) {
+        assert!(line.starts_with(&format!("{unit}: valid {short} (")), "{stdout}");
+    }
+    assert!(!stderr.contains("ERROR") && !stderr.contains("WARN"), "{stderr}");
+
+    // The chart asks for Kubernetes >= 1.28: an older --kube-version is refused by Helm itself.
+    let (code, stdout, stderr) =
+        gitward_text(&["validate", "--config", config, "--sync", "example-helm", "--kube-version", "v1.27.3"]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("helm failed") && stderr.contains("v1.27.3"), "{stderr}");
+    assert!(!stderr.contains("gitward-render-"), "scratch paths leak: {stderr}");
+    let (code, _, stderr) = gitward_text(&["validate", "--config", config, "--kube-version", "latest"]);
+    assert_eq!(code, 2, "{stderr}");
+    assert!(stderr.contains("`latest` is not a Kubernetes version"), "{stderr}");
+}
+
+#[test]
+fn missing_chart_dependencies_say_gitward_does_not_download_them() {
+    let repo = common::GitRepo::new();
+    repo.copy_dir(&common::fixtures().join("render/helm/charts/guestbook"), "chart");
+    let chart = std::fs::read_to_string(repo.work().join("chart/Chart.yaml")).unwrap();
+    repo.write(
+        "chart/Chart.yaml",
+        &format!(
+            "{chart}dependencies:\n  - name: mylib\n    version: 1.0.0\n    repository: https://charts.example.com\n"
+        ),
+    );
+    repo.commit_and_push("a dependency that is not vendored");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gitward.toml");
+    let unit = common::unit_toml("app", &repo.bare(), "chart", "default", "");
+    std::fs::write(&file, config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let (code, stdout, stderr) = gitward_text(&["validate", "--config", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("chart: chart dependencies not in chart/charts/: mylib"), "{stderr}");
+    assert!(
+        stderr.contains("gitward does not download them: vendor them with `helm dependency build chart`"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("commit the charts/ directory"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
 }

@@ -340,7 +340,7 @@ fn empty_path_lists_the_whole_repository() {
 }
 
 #[test]
-fn missing_path_is_path_not_found() {
+fn missing_path_is_path_not_found_and_a_file_says_so() {
     let fx = Fixture::new();
     fx.write("apps/shop/a.yaml", "kind: A\n");
     fx.commit_and_push("tree");
@@ -350,7 +350,12 @@ fn missing_path_is_path_not_found() {
         let mut source = fx.open(spec);
         let revision = source.fetch().unwrap();
         let error = source.list_files(&revision).unwrap_err();
-        assert_eq!(error, Error::PathNotFound { unit: "shop".into(), revision: revision.clone(), path: path.into() });
+        let (unit, revision, path) = ("shop".to_owned(), revision.clone(), path.to_owned());
+        let expected = match path.ends_with(".yaml") {
+            true => Error::PathIsFile { unit, revision: revision.clone(), path },
+            false => Error::PathNotFound { unit, revision: revision.clone(), path },
+        };
+        assert_eq!(error, expected);
         assert!(error.to_string().contains(&revision.0), "{error}");
     }
 }

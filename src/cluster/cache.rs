@@ -502,10 +502,10 @@ async fn run_watch(
             Err(e) => {
                 errored.store(true, Ordering::SeqCst);
                 if matches!(*state.borrow(), Sync::Pending | Sync::Retrying(_)) {
-                    let message = e.to_string();
+                    let message = crate::telemetry::error_chain(&e);
                     state.send_replace(if is_permanent(&e) { Sync::Failed(message) } else { Sync::Retrying(message) });
                 }
-                tracing::warn!(group_kind = %gk, error = %e, "metadata watch failed; retrying");
+                tracing::warn!(group_kind = %gk, error = %crate::telemetry::error_chain(&e), "metadata watch failed; retrying");
             }
         }
     }

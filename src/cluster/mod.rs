@@ -9,6 +9,7 @@
 //! - [`inventory`] reads and writes the ApplySet parent (KEP-3659); [`owner`] finds the parent
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
+//! - [`server`] names the API server in errors of requests that got no answer.
 
 pub mod cache;
 pub mod discovery;
@@ -16,6 +17,7 @@ pub mod inventory;
 pub mod owner;
 pub mod registry;
 pub mod retry;
+pub mod server;
 
 use crate::config::ClusterConfig;
 
@@ -29,7 +31,7 @@ pub enum Error {
     #[error("client: {0}")]
     Client(#[source] kube::Error),
     /// A discovery request failed (apart from an unknown kind, which is not an error here).
-    #[error("discovery of {group_version}: {source}")]
+    #[error("discovery of {group_version}")]
     DiscoveryFailed {
         /// `group/version` that was being resolved.
         group_version: String,
@@ -114,27 +116,51 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
 pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::Client> {
     let user_agent = http::HeaderValue::from_str(user_agent)
         .map_err(|e| Error::Client(kube::Error::HttpError(http::Error::from(e))))?;
+    let kube_error = |e: &(dyn std::error::Error + 'static)| Error::Kubeconfig(crate::telemetry::error_chain(e));
     let mut config = match (&cfg.kubeconfig, &cfg.context) {
-        (None, None) => kube::Config::infer().await.map_err(|e| Error::Kubeconfig(e.to_string()))?,
+        (None, None) => kube::Config::infer().await.map_err(|e| none_found().unwrap_or_else(|| kube_error(&e)))?,
         (path, context) => {
             let options = kube::config::KubeConfigOptions { context: context.clone(), ..Default::default() };
             let kubeconfig = match path {
+                Some(p) if !p.exists() => {
+                    return Err(Error::Kubeconfig(format!(
+                        "{} does not exist: correct `kubeconfig` in the config file's [cluster] table, or leave it \
+                         out to use $KUBECONFIG or ~/.kube/config",
+                        p.display()
+                    )));
+                }
                 Some(p) => kube::config::Kubeconfig::read_from(p),
                 None => kube::config::Kubeconfig::read(),
             }
-            .map_err(|e| Error::Kubeconfig(e.to_string()))?;
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(|e| Error::Kubeconfig(e.to_string()))?
+            .map_err(|e| none_found().unwrap_or_else(|| kube_error(&e)))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options).await.map_err(|e| kube_error(&e))?
         }
     };
     config.default_retry = false;
     config.headers.push((http::header::USER_AGENT, user_agent));
+    let server = config.cluster_url.to_string();
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(Error::Client)?
         .with_layer(&tower::buffer::BufferLayer::new(1024))
         .with_layer(&tower::retry::RetryLayer::new(retry::RetryAfter::default()))
+        .with_layer(&server::NameServerLayer::new(server.trim_end_matches('/')))
         .build())
+}
+
+/// [`Error::Kubeconfig`] saying where a kubeconfig was looked for and how to give one, when
+/// none of kube's places has one: `$KUBECONFIG` unset, no `~/.kube/config`, not in a pod.
+/// `None` when one of them exists (kube's own error then says what is wrong with it).
+fn none_found() -> Option<Error> {
+    let home = std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".kube/config"));
+    let in_cluster = std::env::var_os("KUBERNETES_SERVICE_HOST").is_some();
+    if std::env::var_os("KUBECONFIG").is_some() || in_cluster || home.as_ref().is_some_and(|p| p.exists()) {
+        return None;
+    }
+    let home = home.map_or_else(|| "~/.kube/config ($HOME is not set)".to_owned(), |p| p.display().to_string());
+    Some(Error::Kubeconfig(format!(
+        "none found: $KUBECONFIG is not set, {home} does not exist, and this is not a pod with a service account; \
+         set `kubeconfig` in the config file's [cluster] table, or export KUBECONFIG=/path/to/kubeconfig"
+    )))
 }
 
 /// True when `err` is an API error with this HTTP status code. kube's `is_conflict()` misses a

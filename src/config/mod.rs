@@ -8,10 +8,12 @@
 //!
 //! Errors name the file, the line and the key. A misspelt or missing key, or a value of the
 //! wrong type, comes from the TOML parser
-//! (``config.toml: line 7: daemon: unknown field `intervall`, expected one of …``); a value of
+//! (``config.toml: line 7: daemon: unknown key `intervall`: did you mean `interval`, as in
+//! `interval = "60s"`?``, the hint from module `hint`); a value of
 //! the right type that is not allowed comes from validation
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 
+mod hint;
 mod raw;
 mod resolve;
 
@@ -108,11 +110,37 @@ pub struct RenderTools {
     /// revision. Default 64 MiB: far above real charts (etcd's 1.5 MiB per object bounds
     /// what is useful), low enough that a runaway template cannot exhaust memory.
     pub max_output_bytes: u64,
+    /// The Kubernetes version Helm renders for when no cluster is asked (`gitward validate`):
+    /// `helm template --kube-version`, seen by a chart's `kubeVersion` constraint and
+    /// `.Capabilities.KubeVersion`. A sync asks the cluster instead. Default
+    /// [`RenderTools::DEFAULT_KUBE_VERSION`].
+    pub kube_version: String,
+    /// API versions (`group/version` or `group/version/Kind`) Helm is told exist besides its
+    /// built-in ones when no cluster is asked (`--api-versions`, seen by
+    /// `.Capabilities.APIVersions.Has`): the CRDs a chart checks for. Default: none.
+    pub api_versions: Vec<String>,
+}
+
+impl RenderTools {
+    /// The newest Kubernetes minor the pinned Helm (v3.22.0, `scripts/tools`) knows: it is built
+    /// against `k8s.io/client-go` v0.37.0, and Helm's own release builds set this as their
+    /// default (`Makefile`: `chartutil.k8sVersionMinor` from client-go's version). A `go install`
+    /// build, as `scripts/tools` makes, keeps the source default v1.20.0, which charts asking for
+    /// a recent Kubernetes (`kubeVersion: ">= 1.28.0-0"`) refuse.
+    pub const DEFAULT_KUBE_VERSION: &'static str = "v1.37.0";
 }
 
 impl Default for RenderTools {
     fn default() -> Self {
-        Self { kustomize: None, helm: None, sops: None, timeout: Duration::from_secs(60), max_output_bytes: 64 << 20 }
+        Self {
+            kustomize: None,
+            helm: None,
+            sops: None,
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 64 << 20,
+            kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
+            api_versions: Vec::new(),
+        }
     }
 }
 
@@ -548,6 +576,12 @@ pub struct GitCredentials {
     pub username: Option<String>,
 }
 
+/// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for
+/// flags that override it; the error says what to write.
+pub fn check_kube_version(value: &str) -> std::result::Result<(), String> {
+    resolve::kube_version(value)
+}
+
 impl Config {
     /// Reads and resolves the config file at `path`.
     ///
@@ -569,11 +603,14 @@ impl Config {
     /// Errors: [`Error::ParseFailed`] for what the TOML parser refuses (unknown or missing keys,
     /// wrong types), [`Error::Invalid`] for values it accepts but the schema does not.
     pub fn from_toml(text: &str, base_dir: &Path, origin: &str) -> Result<Config> {
-        let raw: raw::RawConfig = toml::from_str(text).map_err(|e| Error::ParseFailed {
-            origin: origin.to_owned(),
-            line: e.span().map(|span| resolve::line_of(text, span.start)),
-            key: key_path(&e),
-            message: e.message().trim_end().to_owned(),
+        let raw: raw::RawConfig = toml::from_str(text).map_err(|e| {
+            let key = key_path(&e);
+            Error::ParseFailed {
+                origin: origin.to_owned(),
+                line: e.span().map(|span| resolve::line_of(text, span.start)),
+                message: hint::explain(key.as_deref(), e.message().trim_end()),
+                key,
+            }
         })?;
         resolve::Resolver { text, origin, base_dir }.config(raw)
     }
@@ -712,6 +749,24 @@ mod tests {
     }
 
     #[test]
+    fn helm_renders_for_the_newest_kubernetes_it_knows_unless_told_otherwise() {
+        let defaults = parse(MINIMAL).unwrap().render;
+        assert_eq!((defaults.kube_version.as_str(), defaults.api_versions.len()), ("v1.37.0", 0));
+        let text =
+            format!("[render]\nkube_version = \"v1.31.4\"\napi_versions = [\"monitoring.coreos.com/v1\"]\n{MINIMAL}");
+        let config = parse(&text).unwrap();
+        assert_eq!(config.units[0].render_tools.kube_version, "v1.31.4");
+        assert_eq!(config.units[0].render_tools.api_versions, ["monitoring.coreos.com/v1"]);
+        let message = error(&format!("[render]\nkube_version = \"latest\"\n{MINIMAL}"));
+        assert!(
+            message.starts_with("config.toml: line 2: render.kube_version: `latest` is not a Kubernetes version"),
+            "{message}"
+        );
+        let message = error(&format!("[render]\napi_versions = [\"v1\", \"a b/v1\"]\n{MINIMAL}"));
+        assert!(message.starts_with("config.toml: line 2: render.api_versions: "), "{message}");
+    }
+
+    #[test]
     fn a_values_file_outside_the_repository_is_refused() {
         let message = error(&format!("{MINIMAL}[sync.helm]\nvalues_files = [\"../secrets.yaml\"]\n"));
         assert!(message.starts_with("config.toml: line 5: sync[0].helm.values_files: "), "{message}");
@@ -728,9 +783,22 @@ mod tests {
     #[test]
     fn an_unknown_key_error_names_the_key_and_line() {
         let message = error(&format!("[daemon]\nintervall = \"60s\"\n{MINIMAL}"));
-        assert!(message.starts_with("config.toml: line 2: daemon: unknown field `intervall`"), "{message}");
+        assert_eq!(
+            message,
+            "config.toml: line 2: daemon: unknown key `intervall`: did you mean `interval`, as in `interval = \"60s\"`?"
+        );
         let message = error(&format!("{MINIMAL}\n[sync.git]\nssh_key = \"id\"\n"));
-        assert!(message.starts_with("config.toml: line 6: sync.git: unknown field `ssh_key`"), "{message}");
+        assert!(
+            message.starts_with("config.toml: line 6: sync.git: unknown key `ssh_key`: did you mean `ssh_key_file`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_single_sync_table_says_to_write_two_brackets() {
+        let message = error("[sync]\nname = \"shop\"\nrepo = \"/r\"\n");
+        assert!(message.contains("sync: `[sync]` is a single table"), "{message}");
+        assert!(message.contains("write `[[sync]]`"), "{message}");
     }
 
     #[test]
@@ -868,7 +936,10 @@ mod tests {
         let message = error(&format!("[[cluster]]\nname = \"a\"\nmax_in_flight = 0\n{MINIMAL}"));
         assert!(message.starts_with("config.toml: line 3: cluster[0].max_in_flight: "), "{message}");
         let message = error(&format!("[[cluster]]\nname = \"a\"\nkubeconfg = \"k\"\n{MINIMAL}"));
-        assert!(message.starts_with("config.toml: line 3: cluster: unknown field `kubeconfg`"), "{message}");
+        assert!(
+            message.starts_with("config.toml: line 3: cluster: unknown key `kubeconfg`: did you mean `kubeconfig`"),
+            "{message}"
+        );
         let message = error(&format!("[cluster]\nname = \"A b\"\n{MINIMAL}"));
         assert!(message.starts_with("config.toml: line 2: cluster.name: "), "{message}");
     }
@@ -905,7 +976,11 @@ mod tests {
         let message = error(&format!("[daemon.leader_election]\n[daemon.sharding]\n{MINIMAL}"));
         assert!(message.contains("daemon.sharding: cannot be combined with [daemon.leader_election]"), "{message}");
         let message = error(&format!("[daemon.sharding]\nnamespce = \"x\"\n{MINIMAL}"));
-        assert!(message.starts_with("config.toml: line 2: daemon.sharding: unknown field `namespce`"), "{message}");
+        assert!(
+            message
+                .starts_with("config.toml: line 2: daemon.sharding: unknown key `namespce`: did you mean `namespace`"),
+            "{message}"
+        );
     }
 
     #[test]

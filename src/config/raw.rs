@@ -38,6 +38,8 @@ pub(super) struct RawRender {
     pub sops: Option<Spanned<String>>,
     pub timeout: Option<Spanned<HumanDuration>>,
     pub max_output_bytes: Option<ByteSize>,
+    pub kube_version: Option<Spanned<String>>,
+    pub api_versions: Option<Vec<Spanned<String>>>,
 }
 
 /// `[cluster]` (one table) or `[[cluster]]` (an array of tables): TOML gives both the key

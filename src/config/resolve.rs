@@ -135,6 +135,17 @@ impl Resolver<'_> {
             sops: raw.sops.map(|p| self.file(p, "render.sops")).transpose()?,
             timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
             max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
+            kube_version: match raw.kube_version {
+                Some(version) => self.check(version, "render.kube_version", kube_version)?,
+                None => default.kube_version,
+            },
+            api_versions: match raw.api_versions {
+                Some(list) => list
+                    .into_iter()
+                    .map(|v| self.check(v, "render.api_versions", api_version))
+                    .collect::<Result<_>>()?,
+                None => default.api_versions,
+            },
         })
     }
 
@@ -480,6 +491,35 @@ fn git_ref(value: &str) -> Rule {
     Ok(())
 }
 
+/// A Kubernetes version as Helm's `--kube-version` takes it: `v1.34.2`, `1.34`, `v1.35.0-rc.1`.
+pub(crate) fn kube_version(value: &str) -> Rule {
+    let core = value.strip_prefix('v').unwrap_or(value);
+    let core = core.split(['-', '+']).next().unwrap_or("");
+    let parts: Vec<&str> = core.split('.').collect();
+    if (2..=3).contains(&parts.len()) && parts.iter().all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit())) {
+        Ok(())
+    } else {
+        Err(format!("`{value}` is not a Kubernetes version: write it as `v1.34.0` (or `1.34`)"))
+    }
+}
+
+/// An API version as Helm's `--api-versions` takes it: `group/version`, `v1`, or with a kind,
+/// `monitoring.coreos.com/v1/ServiceMonitor`.
+fn api_version(value: &str) -> Rule {
+    let ok = !value.is_empty()
+        && value.split('/').count() <= 3
+        && value
+            .split('/')
+            .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_alphanumeric() || c == '.' || c == '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "`{value}` is not an API version: write `group/version` or `group/version/Kind`, such as `monitoring.coreos.com/v1/ServiceMonitor`"
+        ))
+    }
+}
+
 /// The server caps field manager names at 128 characters.
 fn field_manager_name(value: &str) -> Rule {
     non_empty(value)?;
@@ -517,7 +557,17 @@ pub(super) fn tree_path(value: &str) -> std::result::Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{dns_label, dns_subdomain, line_of, tree_path};
+    use super::{dns_label, dns_subdomain, kube_version, line_of, tree_path};
+
+    #[test]
+    fn kube_versions_are_what_helm_takes() {
+        for ok in ["v1.34.2", "1.34", "v1.35.0-rc.1", "1.37.0"] {
+            assert!(kube_version(ok).is_ok(), "{ok}");
+        }
+        for bad in ["latest", "v1", "1.x", "", "v1.34.2.1"] {
+            assert!(kube_version(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn tree_paths_are_normalized() {

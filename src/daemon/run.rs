@@ -67,7 +67,7 @@ pub enum Error {
         source: crate::cluster::Error,
     },
     /// The HTTP listener, the webhook secret or a signal handler could not be set up.
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Io {
         /// What was being set up.
         what: String,
@@ -151,7 +151,7 @@ impl Units {
                     self.running.insert(unit.name.clone(), r);
                 }
                 Err(e) => {
-                    error!(unit = %unit.name, error = %error_chain(&e), "unit not started");
+                    error!(unit = %unit.name, error = %crate::telemetry::unit_error(&unit.name, &e), "unit not started");
                     self.metrics.observe_error(&unit.name, &e);
                     self.status.set(&unit.name, UnitStatus { last_sync_ok: Some(false), ..Default::default() });
                 }
@@ -375,8 +375,10 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
     };
     let (http_stop, http_stop_rx) = tokio::sync::oneshot::channel::<()>();
     let http_task = listener.map(|l| {
-        let addr = l.local_addr().ok();
-        info!(listen = ?addr, "http listening");
+        match l.local_addr() {
+            Ok(addr) => info!(listen = %addr, "http listening"),
+            Err(_) => info!("http listening"),
+        }
         tokio::spawn(http::serve(l, http_state.clone(), async move {
             let _ = http_stop_rx.await;
         }))

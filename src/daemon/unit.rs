@@ -372,7 +372,7 @@ impl UnitTask {
     }
 
     fn failed(&self, unit: &str, trigger: &Trigger, e: crate::sync::Error) -> bool {
-        error!(unit, trigger = %trigger.kind, error = %telemetry::error_chain(&e), "sync failed");
+        error!(unit, trigger = %trigger.kind, error = %telemetry::unit_error(unit, &e), "sync failed");
         self.metrics.observe_error(unit, &e);
         let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
         status.last_sync_ok = Some(false);

@@ -314,7 +314,7 @@ impl Shard {
                 () = tx.closed() => return,
                 event = leases.next() => match event {
                     Some(Ok(event)) => self.saw(event, Instant::now()),
-                    Some(Err(e)) => warn!(namespace = %self.cfg.namespace, error = %e, "sharding: lease watch failed; retrying"),
+                    Some(Err(e)) => warn!(namespace = %self.cfg.namespace, error = %crate::telemetry::error_chain(&e), "sharding: lease watch failed; retrying"),
                     None => return,
                 },
                 _ = tick.tick() => self.step(Instant::now()),

@@ -31,6 +31,19 @@ pub enum Error {
         /// The tool's stderr, trimmed to its last lines, secret values masked.
         message: String,
     },
+    /// The chart declares dependencies that are not vendored in its `charts/` directory.
+    #[error(
+        "{unit}: {path}: chart dependencies not in {path}/charts/: {missing}; gitward does not download them: \
+         vendor them with `helm dependency build {path}` and commit the charts/ directory"
+    )]
+    ChartDependencies {
+        /// The unit.
+        unit: String,
+        /// The chart's repository path.
+        path: String,
+        /// The dependencies Helm named, comma-separated.
+        missing: String,
+    },
     /// The tool ran past `[render] timeout` and was killed.
     #[error("{unit}: {path}: {tool} did not finish within {}s and was killed", timeout.as_secs_f64())]
     Timeout {

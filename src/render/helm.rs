@@ -3,7 +3,9 @@
 //! The chart is rendered as `helm install` would render it against this cluster: gitward
 //! passes `--kube-version` and `--api-versions` from discovery ([`capabilities`]), so a chart
 //! that checks `kubeVersion` or `.Capabilities.APIVersions.Has` takes the branch it would take
-//! there (a bare `helm template` assumes Kubernetes v1.20 and only built-in versions).
+//! there (a bare `helm template` assumes Kubernetes v1.20 and only built-in versions). Without
+//! a cluster (`gitward validate`) it passes `[render] kube_version` (default the newest
+//! Kubernetes the pinned Helm knows) and `api_versions`.
 //! `--include-crds` renders the chart's `crds/`. Dependencies must be vendored in `charts/`:
 //! nothing is downloaded. Objects annotated `helm.sh/hook: test…` are skipped; other hooks
 //! (`pre-install`, `post-upgrade`, …) are applied as ordinary objects, since gitward has no
@@ -72,8 +74,8 @@ fn push_kinds(
 /// Runs `helm template` on the materialized chart at `path`.
 ///
 /// `values_files` are scratch paths, in order; `inline` (the unit's `[sync.helm.values]`)
-/// goes last so it wins. `capabilities` is `None` without a cluster (`gitward validate`):
-/// Helm's defaults apply.
+/// goes last so it wins. `capabilities` are the cluster's, or without a cluster (`gitward
+/// validate`) the config's `[render] kube_version` and `api_versions`.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn template(
     tool: &Tool,
@@ -82,7 +84,7 @@ pub(super) fn template(
     release: &str,
     namespace: &str,
     options: &HelmOptions,
-    capabilities: Option<&Capabilities>,
+    capabilities: &Capabilities,
     limits: Limits,
 ) -> std::result::Result<Vec<u8>, process::RunError> {
     let (home, tmp) = (scratch.home(), scratch.tmp());
@@ -106,13 +108,19 @@ pub(super) fn template(
         std::fs::write(&inline, text).map_err(process::RunError::Spawn)?;
         cmd.arg("--values").arg(inline);
     }
-    if let Some(caps) = capabilities {
-        cmd.args(["--kube-version", &caps.kube_version]);
-        if !caps.api_versions.is_empty() {
-            cmd.arg("--api-versions").arg(caps.api_versions.join(","));
-        }
+    cmd.args(["--kube-version", &capabilities.kube_version]);
+    if !capabilities.api_versions.is_empty() {
+        cmd.arg("--api-versions").arg(capabilities.api_versions.join(","));
     }
     process::run(cmd, limits)
+}
+
+/// The chart dependencies Helm found missing from `charts/` (`mylib, common`), from its message
+/// `… found in Chart.yaml, but missing in charts/ directory: mylib, common`; `None` for any other
+/// failure.
+pub(super) fn missing_dependencies(message: &str) -> Option<String> {
+    let (_, names) = message.split_once("missing in charts/ directory: ")?;
+    Some(names.lines().next().unwrap_or("").trim().to_owned())
 }
 
 /// The `helm.sh/hook` annotation.
@@ -148,6 +156,15 @@ pub(super) fn release<'a>(options: &'a HelmOptions, unit: &'a str) -> &'a str {
 mod tests {
     use super::*;
     use crate::manifest::parse_file;
+
+    #[test]
+    fn missing_dependencies_are_read_from_helms_message() {
+        let message = "Error: An error occurred while checking for chart dependencies. You may need to run `helm \
+                       dependency build` to fetch missing dependencies: found in Chart.yaml, but missing in charts/ \
+                       directory: mylib, common\n";
+        assert_eq!(missing_dependencies(message).as_deref(), Some("mylib, common"));
+        assert_eq!(missing_dependencies("Error: parse error at (x/templates/a.yaml:3)"), None);
+    }
 
     #[test]
     fn test_hooks_are_skipped_and_other_hooks_kept() {

@@ -175,8 +175,8 @@ impl Renderer {
         let output = match mode {
             RenderMode::Helm => {
                 let release = helm::release(&unit.helm, name);
-                let caps = self.capabilities.as_ref();
-                helm::template(tool, &scratch, &unit.path, release, &unit.namespace, &unit.helm, caps, limits)
+                let caps = self.capabilities_for(unit);
+                helm::template(tool, &scratch, &unit.path, release, &unit.namespace, &unit.helm, &caps, limits)
             }
             _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
         };
@@ -185,6 +185,12 @@ impl Renderer {
             let (unit, tool) = (name.to_owned(), tool.name);
             match e {
                 RunError::Spawn(e) => Error::ToolFailed { unit, path, tool, message: format!("cannot run: {e}") },
+                RunError::Failed(_, message)
+                    if mode == RenderMode::Helm && helm::missing_dependencies(&message).is_some() =>
+                {
+                    let missing = helm::missing_dependencies(&message).unwrap_or_default();
+                    Error::ChartDependencies { unit, path, missing }
+                }
                 RunError::Failed(_, message) => {
                     let message = process::trim_message(&repository_paths(&message, &scratch));
                     let message = decryptor.as_ref().map_or_else(|| message.clone(), |d| d.masker.mask(&message));
@@ -195,6 +201,19 @@ impl Renderer {
             }
         };
         Ok((output.map_err(failure)?, decrypted))
+    }
+
+    /// What Helm is told about the cluster: what the cluster said ([`Renderer::set_capabilities`]),
+    /// else, with no cluster at hand (`gitward validate`), the unit's `[render] kube_version`
+    /// and `api_versions`.
+    fn capabilities_for(&self, unit: &SyncUnit) -> std::borrow::Cow<'_, Capabilities> {
+        match &self.capabilities {
+            Some(caps) => std::borrow::Cow::Borrowed(caps),
+            None => std::borrow::Cow::Owned(Capabilities {
+                kube_version: unit.render_tools.kube_version.clone(),
+                api_versions: unit.render_tools.api_versions.clone(),
+            }),
+        }
     }
 
     /// The render cache key of this render (see [`RenderCache`]).
@@ -219,9 +238,8 @@ impl Renderer {
         if mode == RenderMode::Helm {
             key.part("release", helm::release(&unit.helm, &unit.name))
                 .part("values", &serde_json::Value::Object(unit.helm.values.clone()).to_string());
-            if let Some(caps) = &self.capabilities {
-                key.part("kube_version", &caps.kube_version).part("api_versions", &caps.api_versions.join(","));
-            }
+            let caps = self.capabilities_for(unit);
+            key.part("kube_version", &caps.kube_version).part("api_versions", &caps.api_versions.join(","));
         }
         key.part("decryption", &decryptor.map_or_else(String::new, |d| d.hash_key.id()));
         key.finish()

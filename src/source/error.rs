@@ -10,7 +10,8 @@ use super::Revision;
 /// [`Credentials`](Error::Credentials) are worth retrying with exponential backoff (a network
 /// or server hiccup; a token file rotated in place is re-read on every fetch), as is
 /// [`Git`](Error::Git). [`RefNotFound`](Error::RefNotFound),
-/// [`PathNotFound`](Error::PathNotFound) and [`FileTooLarge`](Error::FileTooLarge) describe
+/// [`PathNotFound`](Error::PathNotFound), [`PathIsFile`](Error::PathIsFile) and
+/// [`FileTooLarge`](Error::FileTooLarge) describe
 /// what is in git: nothing changes until a new push, so the next poll or push trigger is soon
 /// enough. [`OpenMirror`](Error::OpenMirror), [`HostKeyCheck`](Error::HostKeyCheck),
 /// [`AmbiguousRef`](Error::AmbiguousRef) and [`ReadBlob`](Error::ReadBlob) need a fix by
@@ -82,7 +83,7 @@ pub enum Error {
         /// The reference as configured.
         reference: String,
     },
-    /// The unit's path does not exist at the revision, or is not a directory.
+    /// The unit's path does not exist at the revision.
     #[error("{unit}: path {path:?} not found at revision {revision}")]
     PathNotFound {
         /// The sync unit.
@@ -90,6 +91,19 @@ pub enum Error {
         /// The revision that was listed.
         revision: Revision,
         /// The path as configured (normalised: no leading or trailing `/`).
+        path: String,
+    },
+    /// The unit's path names a file at the revision: a unit applies a directory.
+    #[error(
+        "{unit}: path {path:?} is a file at revision {revision}, not a directory: set `path` to the directory \
+         that holds it (every manifest under it is applied)"
+    )]
+    PathIsFile {
+        /// The sync unit.
+        unit: String,
+        /// The revision that was listed.
+        revision: Revision,
+        /// The path as configured (normalised).
         path: String,
     },
     /// A manifest file is larger than the unit's `max_file_bytes`; nothing of the revision is
@@ -146,6 +160,7 @@ impl Error {
             Error::RefNotFound { .. } => "ref_not_found",
             Error::AmbiguousRef { .. } => "ambiguous_ref",
             Error::PathNotFound { .. } => "path_not_found",
+            Error::PathIsFile { .. } => "path_is_file",
             Error::FileTooLarge { .. } => "file_too_large",
             Error::ReadBlob { .. } => "read_blob",
             Error::Git { .. } => "git",

@@ -195,7 +195,14 @@ fn fetch_error(spec: &SourceSpec, url: &str, failure: Option<Failure>, error: &g
         Some(Failure::Credentials(message)) => Error::Credentials { unit, repo, message },
         Some(Failure::HostKey(message)) => Error::HostKeyCheck { unit, repo, message },
         None => {
-            let message = remote::redact_message(url, error.message());
+            let message = match remote::local_path(url) {
+                Some(path) if !path.exists() => format!(
+                    "no such directory on this host: create the repository there (`git init --bare {}`) or correct \
+                     `repo` in this unit's [[sync]] table",
+                    path.display()
+                ),
+                _ => remote::redact_message(url, error.message()),
+            };
             Error::FetchFailed { unit, repo, message }
         }
     }

@@ -204,8 +204,8 @@ impl Source {
     /// submodules are never followed; they go to [`Listing::skipped`]. Paths are relative to the
     /// repository root.
     ///
-    /// Errors: [`Error::PathNotFound`] when the path does not exist at `revision` or is not a
-    /// directory; [`Error::FileTooLarge`] for the first manifest over `max_file_bytes`;
+    /// Errors: [`Error::PathNotFound`] when the path does not exist at `revision`,
+    /// [`Error::PathIsFile`] when it is a file; [`Error::FileTooLarge`] for the first manifest over `max_file_bytes`;
     /// [`Error::Git`] when the revision or a tree is missing from the mirror.
     pub fn list_files(&self, revision: &Revision) -> Result<Listing> {
         tree::list_files(self.mirror.repo(), &self.spec, revision)

@@ -17,6 +17,16 @@ pub(super) fn normalise(repo: &str) -> String {
     }
 }
 
+/// The directory of a repository on this host: a `file://` URL's path or a local path as
+/// [`normalise`] leaves it; `None` for network URLs and scp-like addresses.
+pub(super) fn local_path(url: &str) -> Option<std::path::PathBuf> {
+    match url.strip_prefix("file://") {
+        Some(path) => Some(path.into()),
+        None if url.contains("://") || is_scp_like(url) => None,
+        None => Some(url.into()),
+    }
+}
+
 /// `repo` with the secrets of a `scheme://…` URL replaced by `***`: the userinfo, and the values
 /// of query parameters that carry credentials ([`is_secret_param`]); other forms unchanged
 /// (scp-like `git@host:path` carries a user name only, never a secret). Parsed with the `url`
@@ -133,6 +143,14 @@ mod tests {
         let message = redact_message(url, "401 for https://git.example.com/o/r.git?private_token=glpat-abc");
         assert!(!message.contains("glpat-abc"), "{message}");
         assert_eq!(redact("https://h/r.git?ref=main"), "https://h/r.git?ref=main");
+    }
+
+    #[test]
+    fn local_paths_and_file_urls_are_on_this_host() {
+        assert_eq!(local_path("/srv/git/shop.git"), Some("/srv/git/shop.git".into()));
+        assert_eq!(local_path("file:///srv/git/shop.git"), Some("/srv/git/shop.git".into()));
+        assert_eq!(local_path("https://git.example.com/shop.git"), None);
+        assert_eq!(local_path("git@github.com:acme/shop.git"), None);
     }
 
     #[test]

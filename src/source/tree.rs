@@ -22,11 +22,15 @@ pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revisi
         .and_then(|oid| repo.find_commit(oid))
         .map_err(|e| Error::git(unit, "read commit", &e))?;
     let root = commit.tree().map_err(|e| Error::git(unit, "read tree", &e))?;
-    let tree = subtree(repo, &root, &path).ok_or_else(|| Error::PathNotFound {
-        unit: unit.to_string(),
-        revision: revision.clone(),
-        path: path.clone(),
-    })?;
+    let Some(tree) = subtree(repo, &root, &path) else {
+        let (unit, revision, path) = (unit.to_string(), revision.clone(), path.clone());
+        let is_file = root.get_path(std::path::Path::new(&path)).is_ok_and(|e| e.kind() == Some(ObjectType::Blob));
+        return Err(if is_file {
+            Error::PathIsFile { unit, revision, path }
+        } else {
+            Error::PathNotFound { unit, revision, path }
+        });
+    };
     let mut walk = Walk { repo, unit, limit: spec.max_file_bytes, listing: Listing::default(), depth: 0 };
     walk.tree(&tree, &path)?;
     walk.listing.files.sort_by(|a, b| a.path.cmp(&b.path));

@@ -1,0 +1,201 @@
+//! One line per unit on stdout: what `gitward sync`, `validate` and `status` found, for a person
+//! at a terminal or a script that reads stdout (logs go to stderr).
+//!
+//! ```text
+//! apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)
+//! apps: progressing 82edb11 (1 configured); not ready after 5m: Deployment/shop/web InProgress (Replicas: 0/2)
+//! apps: failed 82edb11 (1 failed, 3 unchanged): ConfigMap/shop/Bad_Name
+//! apps: not synced: nothing was applied or pruned (the error is logged)
+//! apps: valid 82edb11 (4 objects)
+//! apps: healthy 82edb11, applied 2026-11-22T22:33:29Z (4 objects: 4 healthy)
+//! ```
+//!
+//! A line starts with the unit's name and a result word (`applied`, `healthy`, `progressing`,
+//! `degraded`, `failed`, `not synced`, `valid`, `invalid`, `never applied`); revisions are
+//! shortened to 7 digits, as git prints them.
+
+use std::time::Duration;
+
+use crate::changeset::Action;
+use crate::health::record::SyncResult;
+use crate::health::{Health, Status};
+use crate::object::ObjectRef;
+use crate::status::UnitState;
+use crate::sync::Report;
+
+/// How many objects a line names before it says "and N more".
+const NAMED: usize = 3;
+
+/// Objects of a `--wait` that did not become healthy, with their last status (`None`: never
+/// observed).
+pub type NotReady = Vec<(ObjectRef, Option<Status>)>;
+
+/// The line of one `gitward sync` of a unit that was applied: the result recorded, the revision,
+/// the counts by action (zeros left out); the objects that failed or were skipped; after a
+/// `--wait` that ended unhealthy (timed out, or an object `Failed`), what is not ready and after
+/// how long the wait ended (`waited`, in whole seconds).
+pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: Duration) -> String {
+    let c = report.changes.counts();
+    let counts = [
+        (c.created, "created"),
+        (c.configured, "configured"),
+        (c.drift_corrected, "drift-corrected"),
+        (c.pruned, "pruned"),
+        (c.failed, "failed"),
+        (c.conflict, "conflict"),
+        (c.skipped, "skipped"),
+        (c.unchanged, "unchanged"),
+    ];
+    let counts: Vec<String> = counts.iter().filter(|(n, _)| *n > 0).map(|(n, what)| format!("{n} {what}")).collect();
+    let counts = if counts.is_empty() { "no objects".to_owned() } else { counts.join(", ") };
+    let mut line = format!("{}: {result} {} ({counts})", report.unit, short(&report.revision.0));
+    let refused: Vec<String> = report
+        .changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Failed | Action::Skipped | Action::Conflict))
+        .map(|e| e.object.to_string())
+        .collect();
+    if !refused.is_empty() {
+        line.push_str(": ");
+        line.push_str(&named(&refused));
+    }
+    if let Some(reason) = &report.changes.prune_refused {
+        line.push_str("; prune refused: ");
+        line.push_str(reason);
+    }
+    if !not_ready.is_empty() {
+        let objects: Vec<String> = not_ready
+            .iter()
+            .map(|(object, status)| match status {
+                Some(s) if !s.message.is_empty() => format!("{object} {} ({})", s.health, s.message),
+                Some(s) => format!("{object} {}", s.health),
+                None => format!("{object} {}", Health::Unknown),
+            })
+            .collect();
+        let after = duration(waited);
+        line.push_str(&format!("; not ready after {after}: {}", named(&objects)));
+    }
+    line
+}
+
+/// The line of a unit whose sync stopped before anything was applied (the error itself is
+/// logged once, on stderr).
+pub fn not_synced(unit: &str) -> String {
+    format!("{unit}: not synced: nothing was applied or pruned (the error is logged)")
+}
+
+/// The line of `gitward validate` for a unit that could be read: `valid` or `invalid`, the
+/// revision, how many objects and problems.
+pub fn validate(unit: &str, summary: &crate::validate::Summary) -> String {
+    let revision = short(&summary.revision.0);
+    match summary.problems.len() {
+        0 => format!("{unit}: valid {revision} ({} objects)", summary.objects),
+        n => format!("{unit}: invalid {revision} ({} objects, {n} refused)", summary.objects),
+    }
+}
+
+/// The line of `gitward validate` for a unit whose manifests could not be read at all.
+pub fn unreadable(unit: &str) -> String {
+    format!("{unit}: invalid: its manifests could not be read (the error is logged)")
+}
+
+/// The line of `gitward status` for a unit: the recorded result and revision, when it was
+/// applied, and its members by health.
+pub fn status(state: &UnitState) -> String {
+    let total: usize = state.objects.values().sum();
+    let h = state.health;
+    let mut health = vec![format!("{} healthy", h.healthy)];
+    if h.progressing > 0 {
+        health.push(format!("{} progressing", h.progressing));
+    }
+    if h.degraded > 0 {
+        health.push(format!("{} degraded", h.degraded));
+    }
+    let members = format!("{total} objects: {}", health.join(", "));
+    match &state.last {
+        Some(r) => format!("{}: {} {}, applied {} ({members})", state.unit, r.result, short(&r.revision), r.applied_at),
+        None => format!("{}: never applied ({members})", state.unit),
+    }
+}
+
+/// Whole seconds as humantime writes them in the config: `90s`, `5m`, `1m 30s`.
+fn duration(d: Duration) -> String {
+    let (m, s) = (d.as_secs() / 60, d.as_secs() % 60);
+    match (m, s) {
+        (0, s) => format!("{s}s"),
+        (m, 0) => format!("{m}m"),
+        (m, s) => format!("{m}m {s}s"),
+    }
+}
+
+/// A revision's first 7 hex digits.
+fn short(revision: &str) -> &str {
+    revision.get(..7).unwrap_or(revision)
+}
+
+/// The first [`NAMED`] items, then "and N more".
+fn named(items: &[String]) -> String {
+    let mut text = items.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
+    if items.len() > NAMED {
+        text.push_str(&format!(" and {} more", items.len() - NAMED));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::changeset::{ChangeSet, Entry};
+    use crate::object::GroupKind;
+    use crate::source::Revision;
+
+    fn report(actions: &[(&str, Action)]) -> Report {
+        let mut changes = ChangeSet::default();
+        for (name, action) in actions {
+            let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), *name);
+            changes.entries.push(Entry { object, action: *action, message: None, sent: Vec::new() });
+        }
+        Report {
+            unit: "apps".into(),
+            revision: Revision("82edb11c0ffee".into()),
+            changes,
+            skipped_files: Vec::new(),
+            duration: Duration::ZERO,
+            applied_at: std::time::Instant::now(),
+            health_targets: Vec::new(),
+            applied_early: 0,
+        }
+    }
+
+    #[test]
+    fn a_sync_line_counts_actions_without_zeros() {
+        let r = report(&[
+            ("a", Action::Configured),
+            ("b", Action::Pruned),
+            ("c", Action::Unchanged),
+            ("d", Action::Unchanged),
+        ]);
+        assert_eq!(
+            sync(&r, SyncResult::Applied, &Vec::new(), Duration::ZERO),
+            "apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)"
+        );
+    }
+
+    #[test]
+    fn a_failed_sync_names_the_failed_objects_and_a_timeout_what_is_not_ready() {
+        let r = report(&[("Bad_Name", Action::Failed), ("c", Action::Unchanged)]);
+        assert_eq!(
+            sync(&r, SyncResult::Failed, &Vec::new(), Duration::ZERO),
+            "apps: failed 82edb11 (1 failed, 1 unchanged): ConfigMap/shop/Bad_Name"
+        );
+        let web = ObjectRef::new(GroupKind::new("apps", "Deployment"), Some("shop"), "web");
+        let not_ready = vec![(web, Some(Status::in_progress("LessReplicas", "Replicas: 0/2")))];
+        let line =
+            sync(&report(&[("a", Action::Configured)]), SyncResult::Progressing, &not_ready, Duration::from_secs(300));
+        assert_eq!(
+            line,
+            "apps: progressing 82edb11 (1 configured); not ready after 5m: Deployment/shop/web InProgress (Replicas: 0/2)"
+        );
+    }
+}
