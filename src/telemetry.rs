@@ -110,6 +110,7 @@ pub fn log_summary(report: &Report, health: &HealthSummary) {
         unit,
         revision,
         created = c.created,
+        adopted = c.adopted,
         configured = c.configured,
         unchanged = c.unchanged,
         drift_corrected = c.drift_corrected,

@@ -393,7 +393,9 @@ impl Fleet {
 /// [`Metrics::observe_sync`]).
 fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
     match action {
-        Action::Created | Action::Configured | Action::Unchanged | Action::DriftCorrected => Some(("patch", "ok")),
+        Action::Created | Action::Adopted | Action::Configured | Action::Unchanged | Action::DriftCorrected => {
+            Some(("patch", "ok"))
+        }
         Action::Pruned => Some(("delete", "ok")),
         Action::Failed | Action::Conflict => Some(("patch", "error")),
         Action::Skipped => None,

@@ -372,7 +372,7 @@ impl Engine {
                 early.changes.note_change_applied(at);
             }
             for entry in applied.entries {
-                if matches!(entry.action, Action::Created | Action::Configured | Action::DriftCorrected) {
+                if entry.action.applied_change() {
                     let hash = selection.desired.iter().find(|d| d.object == entry.object).map(|d| d.hash.clone());
                     early.sent.insert(entry.object.clone(), hash.unwrap_or_default());
                     early.changes.entries.push(entry);
@@ -894,13 +894,13 @@ async fn list_foreign(
     }
 }
 
-/// The objects a sync created, configured or drift-corrected, with their resources.
+/// The objects a sync created, adopted, configured or drift-corrected, with their resources.
 fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
     let resources: HashMap<&ObjectRef, &Arc<ApiResource>> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
     changes
         .entries
         .iter()
-        .filter(|e| matches!(e.action, Action::Created | Action::Configured | Action::DriftCorrected))
+        .filter(|e| e.action.applied_change())
         .filter_map(|e| {
             let resource = resources.get(&e.object)?;
             Some(Target { object: e.object.clone(), resource: Arc::clone(resource) })
