@@ -56,7 +56,8 @@ struct SyncArgs {
     #[command(flatten)]
     units: UnitArgs,
     /// After the apply, wait (at most each unit's `health_timeout`) until what the sync
-    /// changed is healthy; exit 1 when it is not.
+    /// changed, and every member an earlier sync left unhealthy, is healthy; exit 1 when it is
+    /// not.
     #[arg(long)]
     wait: bool,
 }
@@ -176,6 +177,9 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "sync failed");
+                if let Err(r) = engine.record_failure(&e).await {
+                    tracing::debug!(unit = %unit.name, error = %telemetry::error_chain(&r), "could not record the error on the inventory");
+                }
                 code = ExitCode::from(2);
             }
         }
@@ -183,8 +187,10 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Logs a one-shot sync's report, waits for health when asked, records the result on the
-/// ApplySet parent; false when `--wait` found what the sync changed not healthy.
+/// Logs a one-shot sync's report, waits for health when asked (for what the sync changed and
+/// the members an earlier sync left unhealthy; `wait="none"` when there is nothing to wait
+/// for), records the result and the attempt on the ApplySet parent; false when `--wait` found
+/// the unit not healthy.
 async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
     use gitward::health::Counts;
     use gitward::health::record::SyncResult;
@@ -193,25 +199,27 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     telemetry::log_objects(report);
     let failed = report.changes.has_failures();
     let timeout = engine.health_timeout();
-    let summary = if failed {
-        HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }
+    let (summary, judged) = if failed {
+        (HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }, false)
     } else if !wait {
-        HealthSummary { counts: Counts::default(), wait: "none", result: SyncResult::Applied }
+        (HealthSummary { counts: Counts::default(), wait: "none", result: SyncResult::Applied }, false)
     } else if timeout.is_zero() {
-        HealthSummary { counts: Counts::default(), wait: "disabled", result: SyncResult::Applied }
+        (HealthSummary { counts: Counts::default(), wait: "disabled", result: SyncResult::Applied }, false)
     } else {
-        let mut health = engine.health_wait(report);
+        let mut health = engine.health_wait(report).await;
+        let judged = health.covers_all() || !health.targets().is_empty();
         let unit = report.unit.as_str();
-        let outcome = health.run(timeout, |object, status| telemetry::log_health(unit, object, status)).await;
-        let result = match outcome {
-            Outcome::Healthy => SyncResult::Healthy,
-            Outcome::Degraded => SyncResult::Degraded,
-            Outcome::TimedOut => SyncResult::Progressing,
+        let (wait, outcome) = if health.targets().is_empty() {
+            ("none", Outcome::Healthy)
+        } else {
+            let outcome = health.run(timeout, |object, status| telemetry::log_health(unit, object, status)).await;
+            (outcome.as_str(), outcome)
         };
-        HealthSummary { counts: Counts::of(&health.healths()), wait: outcome.as_str(), result }
+        let result = engine.judge_health(&health, Some(outcome)).await;
+        (HealthSummary { counts: Counts::of(&health.healths()), wait, result }, judged)
     };
     telemetry::log_summary(report, &summary);
-    if let Err(e) = engine.record_sync(report, summary.result).await {
+    if let Err(e) = engine.record_sync(report, summary.result, judged).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
     }
     !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)
