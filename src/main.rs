@@ -60,6 +60,10 @@ struct SyncArgs {
     /// not.
     #[arg(long)]
     wait: bool,
+    /// Prune this once even past `max_prune_fraction` or when the revision holds no objects
+    /// (a deliberate clean-up; `allow_prune_all` permits it every time).
+    #[arg(long)]
+    allow_prune: bool,
 }
 
 /// Output format of `gitward status`.
@@ -168,6 +172,9 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        if args.allow_prune {
+            engine.allow_prune_once();
+        }
         match engine.sync().await {
             Ok(report) => {
                 let healthy = finish(&mut engine, &report, args.wait).await;

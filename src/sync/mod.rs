@@ -162,6 +162,8 @@ pub struct Engine {
     /// earlier revision left unhealthy. `None` until a wait of this engine has judged the
     /// unit (a fresh engine reads the unit's members once, [`survey`], before its first wait).
     unhealthy: Option<Vec<Target>>,
+    /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
+    allow_prune_once: bool,
 }
 
 impl Engine {
@@ -201,6 +203,7 @@ impl Engine {
             attempt: Attempt::default(),
             attempting: None,
             unhealthy: None,
+            allow_prune_once: false,
         })
     }
 
@@ -222,6 +225,13 @@ impl Engine {
     /// The unit's repository (mirror and parse cache).
     pub fn repo(&self) -> &repo::Repo {
         &self.repo
+    }
+
+    /// Lets the next syncs of this engine prune past `max_prune_fraction` and the empty-revision
+    /// guard (`gitward sync --allow-prune`: a deliberate one-off prune, as `allow_prune_all`
+    /// would permit every time). The other prune rules (membership, re-check, cascades) stay.
+    pub fn allow_prune_once(&mut self) {
+        self.allow_prune_once = true;
     }
 
     /// One sync: fetch, then [`Engine::sync_revision`].
@@ -916,7 +926,11 @@ impl Engine {
                  what they define would be pruned",
                 partial.join(", ")
             )),
-            None => prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune),
+            None => {
+                let opts =
+                    PruneOptions { allow_all: self.prune.allow_all || self.allow_prune_once, ..self.prune.clone() };
+                prune::refusal(desired.len(), members_before, p.steps.len(), &opts)
+            }
         };
         if let Some(reason) = refused {
             for step in &p.steps {
