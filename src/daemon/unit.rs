@@ -54,6 +54,9 @@ pub struct UnitTask {
     /// holds one while it runs (not during the health wait); tokio's semaphore is fair, so
     /// waiting units get slots in arrival order.
     pub sync_slots: Arc<tokio::sync::Semaphore>,
+    /// What the task's first sync is logged as: `startup`, or `reload` for a task started
+    /// by a SIGHUP that changed its unit (that one sync is the reload's).
+    pub first: TriggerKind,
 }
 
 impl UnitTask {
@@ -71,7 +74,7 @@ impl UnitTask {
         let mut heal = Heal::default();
         let mut heal_objects: Option<std::collections::BTreeSet<crate::object::ObjectRef>> = None;
         let mut last_applied: Option<Revision> = None;
-        let mut queued = Some(Trigger::now(TriggerKind::Startup));
+        let mut queued = Some(Trigger::now(self.first));
         loop {
             if *shutdown.borrow() {
                 return;
@@ -385,6 +388,7 @@ impl UnitTask {
     }
 
     fn set_status(&self, unit: &str, report: &Report, ok: bool, health: Option<Counts>) {
+        let applied_once = ok || self.status.snapshot().get(unit).is_some_and(|s| s.applied_once);
         let status = UnitStatus {
             cache_synced: true,
             last_sync_ok: Some(ok),
@@ -393,6 +397,7 @@ impl UnitTask {
             tracked_objects: self.engine.cache().len(),
             health,
             waiting: false,
+            applied_once,
         };
         self.status.set(unit, status);
     }
