@@ -1,10 +1,12 @@
 //! The `gitward` command: a thin CLI over the library.
 //!
 //! Exit codes: `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or
-//! source error (the revision was not applied); with `--wait`, also 1 when what it changed did
-//! not become healthy within `health_timeout`; `diff` 0 no changes, 1 changes, 2 error (as
-//! `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
-//! members healthy, 1 something not healthy (or never applied, or its last sync failed), 2 error.
+//! source error (the revision was not applied); with `--wait`, also 1 when what it changed, or
+//! a member an earlier sync left unhealthy, did not become healthy within `health_timeout`;
+//! `diff` 0 no changes, 1 changes, 2 error (as `kubectl diff`); `validate` 0 valid, 2 invalid;
+//! `status` 0 every unit applied, its last attempt left no error and all its members are present
+//! and healthy, 1 something not (never applied, its last sync failed, a recorded error, a
+//! member missing or not healthy), 2 error.
 
 use std::path::PathBuf;
 use std::process::ExitCode;

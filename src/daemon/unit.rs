@@ -230,8 +230,10 @@ impl UnitTask {
     }
 
     /// After an apply: waits (at most the unit's `health_timeout`) for the objects the sync
-    /// changed to become healthy, logging a `health` event per change; then logs `sync
-    /// complete`, updates metrics and status, and records the result on the ApplySet parent.
+    /// changed, and the members an earlier wait left not `Current`, to become healthy, logging
+    /// a `health` event per change (`wait="none"` when there is nothing to wait on); then logs
+    /// `sync complete`, updates metrics and status, and records the result and the attempt on
+    /// the ApplySet parent ([`Engine::judge_health`], [`Engine::record_sync`]).
     ///
     /// The unit's task does nothing else meanwhile, but it still listens: shutdown and SIGHUP
     /// (a reload) cancel the wait; a trigger from the channel or a poll tick fetches, and a
