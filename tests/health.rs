@@ -690,3 +690,58 @@ async fn status_prints_the_applyset_id_and_selector_and_a_member_deleted_by_hand
     assert_eq!(unit["unhealthy"][0]["health"], "Missing", "{unit}");
     assert_eq!(unit["objects"], json!({"ConfigMap": 1, "ServiceAccount": 1}), "{unit}");
 }
+
+#[tokio::test]
+async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged() {
+    use gitward::health::record::SyncResult;
+    use gitward::health::wait::Outcome;
+    let env = common::setup("health-steady").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
+    repo.commit_and_push("web");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.unwrap();
+    deployment_status(
+        &env.client,
+        &ns,
+        "web",
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+               "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
+    )
+    .await;
+    // The first wait of an engine reads the unit's Deployments once (all namespaces) and covers
+    // every member that is not Current.
+    let mut wait = engine.health_wait(&report).await;
+    assert!(wait.covers_all());
+    let outcome = wait.run(WAIT, |_, _| {}).await;
+    assert_eq!(engine.judge_health(&wait, Some(outcome)).await, SyncResult::Healthy);
+    let lists = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| e["verb"] == "list" && e["objectRef"]["resource"] == "deployments")
+            .filter(|e| e["objectRef"]["namespace"].is_null())
+            .count()
+    };
+    let marker = |name: &str| {
+        let name = name.to_string();
+        move |e: &Value| e["verb"] == "get" && e["objectRef"]["name"] == name.as_str()
+    };
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &ns);
+    assert!(secrets.get_opt("marker-1").await.unwrap().is_none());
+    let seen = marker("marker-1");
+    let before = common::audit_events_until(&env.user_agent, |e| e.iter().any(&seen)).await;
+
+    // A resync: nothing changed, nothing left unhealthy, nothing waited on, nothing read.
+    let report = engine.sync().await.unwrap();
+    let wait = engine.health_wait(&report).await;
+    assert!(wait.targets().is_empty() && !wait.covers_all());
+    assert_eq!(engine.judge_health(&wait, Some(Outcome::Healthy)).await, SyncResult::Healthy);
+    assert!(secrets.get_opt("marker-2").await.unwrap().is_none());
+    let seen = marker("marker-2");
+    let after = common::audit_events_until(&env.user_agent, |e| e.iter().any(&seen)).await;
+    assert_eq!(lists(&after), lists(&before), "a steady resync listed the Deployments again");
+}

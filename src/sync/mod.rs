@@ -580,13 +580,17 @@ impl Engine {
     /// `Current`: when the wait covered only some of them, the unit's health-bearing members
     /// are read once more ([`survey`]) and any that is not `Current` makes it `progressing`
     /// (`degraded` if one is `Failed`). A failed read makes it `progressing` too (unknown is
-    /// not healthy).
+    /// not healthy). A wait with no targets (call it with `Healthy` without running it) reads
+    /// nothing when the last judgement left nothing unhealthy.
     pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<Outcome>) -> SyncResult {
         match outcome {
             Some(Outcome::Healthy) if wait.covers_all() => {
                 self.unhealthy = Some(Vec::new());
                 SyncResult::Healthy
             }
+            // Nothing was waited on, and the last judgement found nothing else unhealthy: a
+            // resync that changes nothing reads nothing.
+            Some(Outcome::Healthy) if wait.targets().is_empty() && self.unhealthy.is_some() => SyncResult::Healthy,
             Some(Outcome::Healthy) => {
                 let before = self.unhealthy.take();
                 match self.read_unhealthy().await {
