@@ -13,6 +13,11 @@ use crate::object::ObjectRef;
 pub enum Action {
     /// The object did not exist and was created.
     Created,
+    /// The plan said `create` (no object of that name carried the unit's ApplySet label), but
+    /// the object already existed, made by someone else: gitward applied git's version over it
+    /// and took it into the unit's ApplySet. Told by the API server's answer — `200 OK`, not
+    /// `201 Created`, to a server-side apply; `409 AlreadyExists` to `update` mode's `POST`.
+    Adopted,
     /// git changed the object (desired hash differs) and it was applied.
     Configured,
     /// git did not change the object; it was still sent and the server wrote nothing.
@@ -41,6 +46,7 @@ impl Action {
     pub fn as_str(self) -> &'static str {
         match self {
             Action::Created => "created",
+            Action::Adopted => "adopted",
             Action::Configured => "configured",
             Action::Unchanged => "unchanged",
             Action::DriftCorrected => "drift-corrected",
@@ -49,6 +55,15 @@ impl Action {
             Action::Failed => "failed",
             Action::Conflict => "conflict",
         }
+    }
+}
+
+impl Action {
+    /// True for the actions that changed the live object to what git says (`created`,
+    /// `adopted`, `configured`, `drift-corrected`): what a push waits for and the health wait
+    /// watches.
+    pub fn applied_change(self) -> bool {
+        matches!(self, Action::Created | Action::Adopted | Action::Configured | Action::DriftCorrected)
     }
 }
 
@@ -129,6 +144,8 @@ impl Request {
 pub struct Counts {
     /// Entries with [`Action::Created`].
     pub created: usize,
+    /// Entries with [`Action::Adopted`].
+    pub adopted: usize,
     /// Entries with [`Action::Configured`].
     pub configured: usize,
     /// Entries with [`Action::Unchanged`].
@@ -158,7 +175,7 @@ pub struct ChangeSet {
     /// not members, so they were not pruned, with the reason (a copy, a controller's child):
     /// reported, not counted as skipped.
     pub not_members: Vec<(ObjectRef, String)>,
-    /// When the last object that git changed (created, configured, drift-corrected) was
+    /// When the last object that git changed (created, adopted, configured, drift-corrected) was
     /// applied: what a push is waiting for, while unchanged objects are still being re-sent.
     pub changes_applied_at: Option<std::time::Instant>,
 }
@@ -181,6 +198,7 @@ impl ChangeSet {
         for e in &self.entries {
             let slot = match e.action {
                 Action::Created => &mut c.created,
+                Action::Adopted => &mut c.adopted,
                 Action::Configured => &mut c.configured,
                 Action::Unchanged => &mut c.unchanged,
                 Action::DriftCorrected => &mut c.drift_corrected,

@@ -2,10 +2,13 @@
 //!
 //! Exit codes (also in each command's `--help`): `run` 0 after SIGTERM/SIGINT, 2 when it cannot
 //! start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or source
-//! error (the revision was not applied); with `--wait`, also 1 when what it changed did not
-//! become healthy within `health_timeout`; `diff` 0 no changes, 1 changes (or a prune a sync would
-//! refuse), 2 error, including objects a sync would fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied and all its
-//! members healthy, 1 something not healthy (or never applied, or its last sync failed), 2 error.
+//! error (the revision was not applied); with `--wait`, also 1 when what it changed, or a member
+//! an earlier sync left unhealthy, did not become healthy within `health_timeout`; `diff` 0 no
+//! changes, 1 changes (or a prune a sync would refuse), 2 error, including objects a sync would
+//! fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied, its
+//! last attempt left no error and all its members are present and healthy, 1 something not
+//! (never applied, its last sync failed, a recorded error, a member missing or not healthy),
+//! 2 error.
 //!
 //! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]);
 //! logs go to stderr.
@@ -120,9 +123,14 @@ struct SyncArgs {
     #[command(flatten)]
     units: UnitArgs,
     /// After the apply, wait (at most each unit's `health_timeout`) until what the sync
-    /// changed is healthy; exit 1 when it is not.
+    /// changed, and every member an earlier sync left unhealthy, is healthy; exit 1 when it is
+    /// not.
     #[arg(long)]
     wait: bool,
+    /// Prune this once even past `max_prune_fraction` or when the revision holds no objects
+    /// (a deliberate clean-up; `allow_prune_all` permits it every time).
+    #[arg(long)]
+    allow_prune: bool,
 }
 
 /// Output format of `gitward status`.
@@ -238,13 +246,20 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     let mut code = ExitCode::SUCCESS;
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
-        let engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await;
-        let report = match engine {
-            Ok(mut engine) => engine.sync().await.map(|report| (engine, report)),
-            Err(e) => Err(e),
+        let mut engine = match Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await {
+            Ok(engine) => engine,
+            Err(e) => {
+                tracing::error!(unit = %unit.name, error = %telemetry::unit_error(&unit.name, &e), "sync failed");
+                println!("{}", gitward::summary::not_synced(&unit.name));
+                code = ExitCode::from(2);
+                continue;
+            }
         };
-        match report {
-            Ok((mut engine, report)) => {
+        if args.allow_prune {
+            engine.allow_prune_once();
+        }
+        match engine.sync().await {
+            Ok(report) => {
                 let healthy = finish(&mut engine, &report, args.wait).await;
                 if (!healthy || report.changes.has_failures()) && code == ExitCode::SUCCESS {
                     code = ExitCode::from(1);
@@ -252,6 +267,9 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
             }
             Err(e) => {
                 tracing::error!(unit = %unit.name, error = %telemetry::unit_error(&unit.name, &e), "sync failed");
+                if let Err(r) = engine.record_failure(&e).await {
+                    tracing::debug!(unit = %unit.name, error = %telemetry::unit_error(&unit.name, &r), "could not record the error on the inventory");
+                }
                 println!("{}", gitward::summary::not_synced(&unit.name));
                 code = ExitCode::from(2);
             }
@@ -260,9 +278,10 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Logs a one-shot sync's report, waits for health when asked, records the result on the
-/// ApplySet parent, prints the unit's line on stdout; false when `--wait` found what the sync
-/// changed not healthy.
+/// Logs a one-shot sync's report, waits for health when asked (for what the sync changed and
+/// the members an earlier sync left unhealthy; `wait="none"` when there is nothing to wait
+/// for), records the result and the attempt on the ApplySet parent, prints the unit's line on
+/// stdout; false when `--wait` found the unit not healthy.
 async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
     use gitward::health::Counts;
     use gitward::health::record::SyncResult;
@@ -273,20 +292,21 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     let timeout = engine.health_timeout();
     let (mut not_ready, mut waited) = (Vec::new(), Duration::ZERO);
     let started = std::time::Instant::now();
-    let summary = if failed {
-        HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }
+    let (summary, judged) = if failed {
+        (HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }, false)
     } else if !wait {
-        HealthSummary { counts: Counts::default(), wait: "none", result: SyncResult::Applied }
+        (HealthSummary { counts: Counts::default(), wait: "none", result: SyncResult::Applied }, false)
     } else if timeout.is_zero() {
-        HealthSummary { counts: Counts::default(), wait: "disabled", result: SyncResult::Applied }
+        (HealthSummary { counts: Counts::default(), wait: "disabled", result: SyncResult::Applied }, false)
     } else {
-        let mut health = engine.health_wait(report);
+        let mut health = engine.health_wait(report).await;
+        let judged = health.covers_all() || !health.targets().is_empty();
         let unit = report.unit.as_str();
-        let outcome = health.run(timeout, |object, status| telemetry::log_health(unit, object, status)).await;
-        let result = match outcome {
-            Outcome::Healthy => SyncResult::Healthy,
-            Outcome::Degraded => SyncResult::Degraded,
-            Outcome::TimedOut => SyncResult::Progressing,
+        let (wait, outcome) = if health.targets().is_empty() {
+            ("none", Outcome::Healthy)
+        } else {
+            let outcome = health.run(timeout, |object, status| telemetry::log_health(unit, object, status)).await;
+            (outcome.as_str(), outcome)
         };
         // A timeout ends at the timeout; a Failed object ends the wait at once.
         waited = if outcome == Outcome::TimedOut { timeout } else { started.elapsed() };
@@ -299,10 +319,11 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
                 .filter(|(_, s)| s.as_ref().is_none_or(|s| s.health != gitward::health::Health::Current))
                 .collect();
         }
-        HealthSummary { counts: Counts::of(&health.healths()), wait: outcome.as_str(), result }
+        let result = engine.judge_health(&health, Some(outcome)).await;
+        (HealthSummary { counts: Counts::of(&health.healths()), wait, result }, judged)
     };
     telemetry::log_summary(report, &summary);
-    if let Err(e) = engine.record_sync(report, summary.result).await {
+    if let Err(e) = engine.record_sync(report, summary.result, judged).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
     }
     println!("{}", gitward::summary::sync(report, summary.result, &not_ready, waited));

@@ -46,13 +46,15 @@ pub fn refusal(desired: usize, members: usize, doomed: usize, opts: &PruneOption
     }
     if desired == 0 {
         return Some(format!(
-            "the revision holds no objects: refusing to prune all {doomed} members (set allow_prune_all to permit)"
+            "the revision holds no objects: refusing to prune all {doomed} members \
+             (set allow_prune_all, or run `gitward sync --allow-prune` once, to permit)"
         ));
     }
     let fraction = doomed as f64 / members.max(1) as f64;
     (fraction > opts.max_fraction).then(|| {
         format!(
-            "would prune {doomed} of {members} members ({:.0}%), over max_prune_fraction {:.0}% (set allow_prune_all to permit)",
+            "would prune {doomed} of {members} members ({:.0}%), over max_prune_fraction {:.0}% \
+             (raise max_prune_fraction, set allow_prune_all, or run `gitward sync --allow-prune` once, to permit)",
             fraction * 100.0,
             opts.max_fraction * 100.0
         )
@@ -181,8 +183,12 @@ mod tests {
 
     #[test]
     fn prune_refused_over_max_fraction() {
-        let r = refusal(3, 10, 6, &PruneOptions::default());
-        assert!(r.unwrap().contains("6 of 10"));
+        let r = refusal(3, 10, 6, &PruneOptions::default()).unwrap();
+        assert!(r.contains("6 of 10"), "{r}");
+        // The message names the setting and both ways past it.
+        for words in ["max_prune_fraction 50%", "allow_prune_all", "--allow-prune"] {
+            assert!(r.contains(words), "{r}");
+        }
         assert_eq!(refusal(5, 10, 5, &PruneOptions::default()), None);
     }
 

@@ -1,14 +1,16 @@
-//! `gitward status`: what each unit applied, when, with what result, and the health of what it
-//! manages — read from the cluster alone, so it needs no running daemon.
+//! `gitward status`: what each unit applied, when, with what result, what it last attempted
+//! and why that failed, and the health of what it manages — read from the cluster alone, so it
+//! needs no running daemon.
 //!
-//! Per unit: one metadata GET of the ApplySet parent (its `gitward.dev/last-*` record,
-//! [`crate::health::record`], and its group-kinds), then one list per group-kind selected by
-//! `applyset.kubernetes.io/part-of=<id>`: metadata only for kinds without health, full objects
-//! for health-bearing kinds ([`crate::health::bears_health`]), judged by
-//! [`crate::health::status`].
+//! Per unit: one metadata GET of the ApplySet parent (its `gitward.dev/last-*` record and
+//! attempt, [`crate::health::record`], its group-kinds and its record of members), then one
+//! list per group-kind selected by `applyset.kubernetes.io/part-of=<id>`: metadata only for
+//! kinds without health, full objects in pages for health-bearing kinds
+//! ([`crate::health::bears_health`]), judged by [`crate::health::status`]
+//! ([`crate::health::survey`]). A recorded member that no list returns is `Missing`.
 
-use std::collections::BTreeMap;
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::{self, Write as _};
 
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::PartialObjectMeta;
@@ -17,8 +19,8 @@ use serde::Serialize;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Inventory, PART_OF};
 use crate::config::SyncUnit;
-use crate::health::record::{Record, SyncResult};
-use crate::health::{self, Counts, Health};
+use crate::health::record::{Attempt, NotApplied, Record, SyncResult};
+use crate::health::{self, Counts, Health, survey};
 use crate::object::{GroupKind, ObjectRef};
 
 /// Errors reading a unit's state. Worth retrying: they come from the API server.
@@ -37,17 +39,57 @@ pub enum Error {
     },
 }
 
+impl From<survey::Error> for Error {
+    fn from(e: survey::Error) -> Self {
+        Error::ListFailed { group_kind: e.group_kind, source: e.source }
+    }
+}
+
 /// `Result` alias of this module.
 pub type Result<T> = std::result::Result<T, Error>;
+
+/// The state of a member that is not `Current`: its kstatus health, or `Missing` — recorded
+/// in the parent as applied by the unit, but not in the cluster (deleted by hand, or its kind
+/// no longer served).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberHealth {
+    /// The member exists; its health by the kstatus rules.
+    Is(Health),
+    /// The member does not exist.
+    Missing,
+}
+
+impl MemberHealth {
+    /// The name printed: a [`Health`] name, or `Missing`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberHealth::Is(h) => h.as_str(),
+            MemberHealth::Missing => "Missing",
+        }
+    }
+}
+
+impl fmt::Display for MemberHealth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for MemberHealth {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
 
 /// One member that is not `Current`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Unhealthy {
     /// `Kind/ns/name`.
     pub object: String,
-    /// Its health.
-    pub health: Health,
-    /// The rule's reason (`ProgressDeadlineExceeded`, `JobFailed`, a condition's reason).
+    /// Its health, or `Missing`.
+    pub health: MemberHealth,
+    /// The rule's reason (`ProgressDeadlineExceeded`, `JobFailed`, a condition's reason;
+    /// `NotFound` for a missing member).
     pub reason: String,
     /// The rule's or the controller's message.
     pub message: String,
@@ -60,21 +102,38 @@ pub struct UnitState {
     pub unit: String,
     /// The ApplySet parent, `Kind/ns/name`.
     pub parent: String,
+    /// The ApplySet id (KEP-3659): the value of every member's `applyset.kubernetes.io/part-of`.
+    pub applyset_id: String,
+    /// A `kubectl get` command that lists the unit's members of every kind it holds
+    /// (`kubectl get configmaps,deployments.apps -A -l applyset.kubernetes.io/part-of=<id>`);
+    /// `None` while the parent records no kind.
+    pub selector: Option<String>,
     /// The last recorded sync; `None` when the parent does not exist or records none.
     pub last: Option<Record>,
+    /// The revision last attempted, applied or not (`gitward.dev/last-attempted-revision`).
+    pub last_attempted_revision: Option<String>,
+    /// Why the last attempt did not apply cleanly (`gitward.dev/last-error`): a revision that
+    /// does not parse, a refused prune, objects that failed.
+    pub last_error: Option<String>,
+    /// The objects the last attempt failed or skipped, with the reasons.
+    pub failed: Vec<NotApplied>,
     /// Members by kind (`Deployment` → 2).
     pub objects: BTreeMap<String, usize>,
     /// Members by health bucket (members of kinds without health count as healthy).
     pub health: Counts,
-    /// Members that are not `Current`, with their reason.
+    /// Recorded members not in the cluster.
+    pub missing: usize,
+    /// Members that are not `Current` (or missing), with their reason.
     pub unhealthy: Vec<Unhealthy>,
 }
 
 impl UnitState {
-    /// True when a revision was applied without failed objects and every member is
-    /// `Current` now (exit 0 of `gitward status`).
+    /// True when a revision was applied without failed objects, the last attempt left no
+    /// error, and every member is present and `Current` now (exit 0 of `gitward status`).
     pub fn healthy(&self) -> bool {
-        self.last.as_ref().is_some_and(|r| r.result != SyncResult::Failed) && self.unhealthy.is_empty()
+        self.last.as_ref().is_some_and(|r| r.result != SyncResult::Failed)
+            && self.last_error.is_none()
+            && self.unhealthy.is_empty()
     }
 }
 
@@ -87,55 +146,108 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
     let mut state = UnitState {
         unit: unit.name.clone(),
         parent: inventory.parent.to_string(),
+        applyset_id: inventory.id.clone(),
+        selector: None,
         last: None,
+        last_attempted_revision: None,
+        last_error: None,
+        failed: Vec::new(),
         objects: BTreeMap::new(),
         health: Counts::default(),
+        missing: 0,
         unhealthy: Vec::new(),
     };
     let Some(parent) = inventory.read(client).await? else { return Ok(state) };
     state.last = Record::from_annotations(&parent.annotations);
+    let attempt = Attempt::from_annotations(&parent.annotations);
+    state.last_attempted_revision = attempt.revision;
+    state.last_error = attempt.error;
+    state.failed = attempt.failed;
     let contents = parent.contents;
-    let selector = ListParams::default().labels(&format!("{PART_OF}={}", inventory.id));
+    let selector = format!("{PART_OF}={}", inventory.id);
     let mut discovery = Discovery::new();
     let mut healths = Vec::new();
+    let mut present: BTreeSet<ObjectRef> = BTreeSet::new();
+    let mut resources = Vec::new();
+    let mut unserved = BTreeSet::new();
     for gk in &contents.group_kinds {
-        let Some(resolved) = discovery.resolve_group_kind(client, gk).await? else { continue };
-        let failed = |source| Error::ListFailed { group_kind: gk.to_string(), source };
-        let namespace = |ns: Option<String>| if resolved.namespaced { ns } else { None };
-        if !health::bears_health(gk) {
-            let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), resolved.resource.as_ref());
-            let n = api.list_metadata(&selector).await.map_err(failed)?.items.len();
-            add(&mut state.objects, gk, n);
-            healths.extend(std::iter::repeat_n(Health::Current, n));
+        let Some(resolved) = discovery.resolve_group_kind(client, gk).await? else {
+            resources.push(format!("{}{}", gk.kind.to_lowercase(), dotted(&gk.group)));
+            unserved.insert(gk.clone());
             continue;
-        }
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), resolved.resource.as_ref());
-        let list = api.list(&selector).await.map_err(failed)?;
-        add(&mut state.objects, gk, list.items.len());
-        for item in list.items {
-            let object = ObjectRef::new(
-                gk.clone(),
-                namespace(item.metadata.namespace.clone()),
-                item.metadata.name.clone().unwrap_or_default(),
-            );
-            let mut value = serde_json::to_value(&item).unwrap_or_default();
-            value["kind"] = resolved.resource.kind.clone().into();
-            value["apiVersion"] = resolved.resource.api_version.clone().into();
-            let s = health::status(&value);
-            healths.push(s.health);
-            if s.health != Health::Current {
-                state.unhealthy.push(Unhealthy {
-                    object: object.to_string(),
-                    health: s.health,
-                    reason: s.reason,
-                    message: s.message,
-                });
-            }
-        }
+        };
+        resources.push(format!("{}{}", resolved.resource.plural, dotted(&gk.group)));
+        let kind = survey::Kind { gk: gk.clone(), resource: resolved.resource, namespaced: resolved.namespaced };
+        let n = if health::bears_health(gk) {
+            survey::each_judged(client, &kind, &selector, |object, s| {
+                healths.push(s.health);
+                if s.health != Health::Current {
+                    state.unhealthy.push(Unhealthy {
+                        object: object.to_string(),
+                        health: MemberHealth::Is(s.health),
+                        reason: s.reason,
+                        message: s.message,
+                    });
+                }
+                present.insert(object);
+            })
+            .await?
+        } else {
+            let listed = list_metadata(client, &kind, &selector).await?;
+            healths.extend(std::iter::repeat_n(Health::Current, listed.len()));
+            let n = listed.len();
+            present.extend(listed);
+            n
+        };
+        add(&mut state.objects, gk, n);
+    }
+    for member in contents.members.iter().filter(|m| !present.contains(*m)) {
+        let message = if unserved.contains(&member.gk) {
+            "recorded as a member of the ApplySet, but the API server no longer serves its kind"
+        } else {
+            "recorded as a member of the ApplySet but not in the cluster (deleted by hand?); the next sync re-creates it"
+        };
+        state.unhealthy.push(Unhealthy {
+            object: member.to_string(),
+            health: MemberHealth::Missing,
+            reason: "NotFound".into(),
+            message: message.into(),
+        });
+        state.missing += 1;
+    }
+    resources.sort();
+    if !resources.is_empty() {
+        state.selector = Some(format!("kubectl get {} -A -l {selector}", resources.join(",")));
     }
     state.health = Counts::of(&healths);
     state.unhealthy.sort_by(|a, b| a.object.cmp(&b.object));
     Ok(state)
+}
+
+/// `.group` for a named API group, nothing for the core group (`kubectl get` resource names).
+fn dotted(group: &str) -> String {
+    if group.is_empty() { String::new() } else { format!(".{group}") }
+}
+
+/// The refs of every object of `kind` that `selector` selects (metadata only, all namespaces).
+async fn list_metadata(client: &kube::Client, kind: &survey::Kind, selector: &str) -> Result<Vec<ObjectRef>> {
+    let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(client.clone(), kind.resource.as_ref());
+    let mut params = ListParams::default().labels(selector).limit(survey::PAGE);
+    let mut refs = Vec::new();
+    loop {
+        let page = api
+            .list_metadata(&params)
+            .await
+            .map_err(|source| Error::ListFailed { group_kind: kind.gk.to_string(), source })?;
+        for item in page.items {
+            let namespace = if kind.namespaced { item.metadata.namespace } else { None };
+            refs.push(ObjectRef::new(kind.gk.clone(), namespace, item.metadata.name.unwrap_or_default()));
+        }
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(refs),
+        }
+    }
 }
 
 fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
@@ -145,14 +257,19 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 }
 
 /// The human-readable report of `units`, one block per unit, headed by its line of
-/// [`crate::summary::status`]:
+/// [`crate::summary::status`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
+/// only when the parent records them):
 ///
 /// ```text
 /// app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (2 objects: 1 healthy, 1 degraded)
 ///   parent     Secret/shop/gitward-app
+///   applyset   applyset-JqJ9Yc2DkxWZbyFhHhnG0nTqB0yF5bF0Z6jUeBBt7Yk-v1
+///   select     kubectl get configmaps,deployments.apps -A -l applyset.kubernetes.io/part-of=applyset-JqJ9Yc2DkxWZbyFhHhnG0nTqB0yF5bF0Z6jUeBBt7Yk-v1
 ///   revision   3f2a9c1e0b7d5a6c8e9f0a1b2c3d4e5f60718293
 ///   applied    2026-11-22T22:41:07Z
 ///   result     degraded
+///   attempted  9c1e0b7d5a6c8e9f0a1b2c3d4e5f607182933f2a
+///   error      web.yaml: document 1: …
 ///   objects    ConfigMap 1, Deployment 1
 ///   health     1 healthy, 0 progressing, 1 degraded
 ///   unhealthy  Deployment/shop/web Failed ProgressDeadlineExceeded: ReplicaSet "web-5d9c" has timed out progressing.
@@ -162,6 +279,10 @@ pub fn render_text(units: &[UnitState]) -> String {
     for u in units {
         let _ = writeln!(out, "{}", crate::summary::status(u));
         let _ = writeln!(out, "  parent     {}", u.parent);
+        let _ = writeln!(out, "  applyset   {}", u.applyset_id);
+        if let Some(selector) = &u.selector {
+            let _ = writeln!(out, "  select     {selector}");
+        }
         match &u.last {
             Some(r) => {
                 let _ = writeln!(out, "  revision   {}", r.revision);
@@ -172,12 +293,25 @@ pub fn render_text(units: &[UnitState]) -> String {
                 let _ = writeln!(out, "  revision   - (never applied)");
             }
         }
+        if let Some(attempted) = &u.last_attempted_revision {
+            let _ = writeln!(out, "  attempted  {attempted}");
+        }
+        if let Some(error) = &u.last_error {
+            let _ = writeln!(out, "  error      {error}");
+        }
+        for f in &u.failed {
+            let _ = writeln!(out, "  {:<9}  {}: {}", f.action, f.object, f.reason);
+        }
         let objects: Vec<String> = u.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let objects = if objects.is_empty() { "-".to_string() } else { objects.join(", ") };
         let _ = writeln!(out, "  objects    {objects}");
         let h = u.health;
-        let _ =
-            writeln!(out, "  health     {} healthy, {} progressing, {} degraded", h.healthy, h.progressing, h.degraded);
+        let missing = if u.missing > 0 { format!(", {} missing", u.missing) } else { String::new() };
+        let _ = writeln!(
+            out,
+            "  health     {} healthy, {} progressing, {} degraded{missing}",
+            h.healthy, h.progressing, h.degraded
+        );
         for x in &u.unhealthy {
             let detail = match (x.reason.is_empty(), x.message.is_empty()) {
                 (false, false) => format!("{}: {}", x.reason, x.message),
@@ -190,9 +324,11 @@ pub fn render_text(units: &[UnitState]) -> String {
     out
 }
 
-/// The JSON report of `units`: `{"units": [{"unit", "parent", "last": {"revision",
-/// "applied_at", "result"} | null, "objects": {Kind: n}, "health": {"healthy", "progressing",
-/// "degraded"}, "unhealthy": [{"object", "health", "reason", "message"}]}]}`.
+/// The JSON report of `units`: `{"units": [{"unit", "parent", "applyset_id", "selector",
+/// "last": {"revision", "applied_at", "result"} | null, "last_attempted_revision",
+/// "last_error", "failed": [{"object", "action", "reason"}], "objects": {Kind: n}, "health":
+/// {"healthy", "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health",
+/// "reason", "message"}]}]}`; `health` of an unhealthy member is a kstatus name or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
     serde_json::to_string_pretty(&serde_json::json!({ "units": units })).unwrap_or_default()
 }
@@ -205,17 +341,23 @@ mod tests {
         UnitState {
             unit: "app".into(),
             parent: "Secret/default/gitward-app".into(),
+            applyset_id: "applyset-x-v1".into(),
+            selector: Some("kubectl get deployments.apps -A -l applyset.kubernetes.io/part-of=applyset-x-v1".into()),
             last: last.map(|r| Record {
                 revision: "3f2a".into(),
                 applied_at: "2026-11-22T22:41:07Z".into(),
                 result: r,
             }),
+            last_attempted_revision: last.map(|_| "3f2a".into()),
+            last_error: None,
+            failed: Vec::new(),
             objects: BTreeMap::from([("Deployment".to_string(), 1)]),
             health: Counts { healthy: usize::from(!unhealthy), progressing: 0, degraded: usize::from(unhealthy) },
+            missing: 0,
             unhealthy: if unhealthy {
                 vec![Unhealthy {
                     object: "Deployment/default/web".into(),
-                    health: Health::Failed,
+                    health: MemberHealth::Is(Health::Failed),
                     reason: "ProgressDeadlineExceeded".into(),
                     message: "timed out".into(),
                 }]
@@ -226,18 +368,28 @@ mod tests {
     }
 
     #[test]
-    fn healthy_needs_an_applied_revision_and_every_member_current() {
+    fn healthy_needs_an_applied_revision_no_error_and_every_member_current() {
         assert!(state(Some(SyncResult::Healthy), false).healthy());
         assert!(state(Some(SyncResult::Progressing), false).healthy(), "live health wins over the record");
         assert!(!state(Some(SyncResult::Healthy), true).healthy());
         assert!(!state(Some(SyncResult::Failed), false).healthy());
         assert!(!state(None, false).healthy());
+        let broken_head =
+            UnitState { last_error: Some("a.yaml: document 1: bad".into()), ..state(Some(SyncResult::Healthy), false) };
+        assert!(!broken_head.healthy(), "a revision at HEAD that does not parse is not healthy");
     }
 
     #[test]
     fn text_names_each_unhealthy_object_with_its_reason() {
         let text = render_text(&[state(Some(SyncResult::Degraded), true)]);
         assert!(text.contains("  result     degraded\n"), "{text}");
+        assert!(text.contains("  applyset   applyset-x-v1\n"), "{text}");
+        assert!(
+            text.contains(
+                "  select     kubectl get deployments.apps -A -l applyset.kubernetes.io/part-of=applyset-x-v1\n"
+            ),
+            "{text}"
+        );
         assert!(
             text.contains("  unhealthy  Deployment/default/web Failed ProgressDeadlineExceeded: timed out\n"),
             "{text}"
@@ -245,5 +397,29 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&render_json(&[state(None, false)])).unwrap();
         assert_eq!(json["units"][0]["last"], serde_json::Value::Null);
         assert_eq!(json["units"][0]["objects"]["Deployment"], 1);
+        assert_eq!(json["units"][0]["applyset_id"], "applyset-x-v1");
+    }
+
+    #[test]
+    fn text_shows_the_error_the_objects_not_applied_and_missing_members() {
+        let mut u = state(Some(SyncResult::Failed), false);
+        u.last_error = Some("1 object not applied: ConfigMap/default/x failed: denied".into());
+        u.failed =
+            vec![NotApplied { object: "ConfigMap/default/x".into(), action: "failed".into(), reason: "denied".into() }];
+        u.missing = 1;
+        u.unhealthy = vec![Unhealthy {
+            object: "ConfigMap/default/y".into(),
+            health: MemberHealth::Missing,
+            reason: "NotFound".into(),
+            message: "gone".into(),
+        }];
+        let text = render_text(&[u.clone()]);
+        assert!(text.contains("  error      1 object not applied: ConfigMap/default/x failed: denied\n"), "{text}");
+        assert!(text.contains("  failed     ConfigMap/default/x: denied\n"), "{text}");
+        assert!(text.contains("  health     1 healthy, 0 progressing, 0 degraded, 1 missing\n"), "{text}");
+        assert!(text.contains("  unhealthy  ConfigMap/default/y Missing NotFound: gone\n"), "{text}");
+        let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
+        assert_eq!(json["units"][0]["unhealthy"][0]["health"], "Missing");
+        assert_eq!(json["units"][0]["failed"][0]["action"], "failed");
     }
 }

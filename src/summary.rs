@@ -112,10 +112,18 @@ pub fn status(state: &UnitState) -> String {
     if h.degraded > 0 {
         health.push(format!("{} degraded", h.degraded));
     }
+    if state.missing > 0 {
+        health.push(format!("{} missing", state.missing));
+    }
     let members = format!("{total} objects: {}", health.join(", "));
-    match &state.last {
+    let line = match &state.last {
         Some(r) => format!("{}: {} {}, applied {} ({members})", state.unit, r.result, short(&r.revision), r.applied_at),
         None => format!("{}: never applied ({members})", state.unit),
+    };
+    match &state.last_attempted_revision {
+        Some(attempted) if state.last_error.is_some() => format!("{line}; {} failed", short(attempted)),
+        _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
+        _ => line,
     }
 }
 

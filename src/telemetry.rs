@@ -62,8 +62,9 @@ pub struct HealthSummary {
     /// Objects the sync changed, by health bucket at the end of the wait.
     pub counts: Counts,
     /// How the wait ended: `healthy`, `degraded`, `timeout`, `cancelled` (a new revision),
-    /// `disabled` (`health_timeout = 0`), `none` (not asked for: `gitward sync` without
-    /// `--wait`), `skipped` (objects failed to apply).
+    /// `disabled` (`health_timeout = 0`), `none` (nothing waited on: `gitward sync` without
+    /// `--wait`, or no member with health changed or was left unhealthy), `skipped` (objects
+    /// failed to apply).
     pub wait: &'static str,
     /// What is recorded on the ApplySet parent.
     pub result: SyncResult,
@@ -132,6 +133,7 @@ macro_rules! summary_event {
             unit,
             revision,
             created = c.created,
+            adopted = c.adopted,
             configured = c.configured,
             unchanged = c.unchanged,
             drift_corrected = c.drift_corrected,

@@ -391,3 +391,53 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("adopt_from moves them here"), "{stderr}");
 }
+
+#[tokio::test]
+async fn objects_that_existed_before_gitward_are_logged_adopted_not_created() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, PostParams};
+    let env = common::setup("adopt").await;
+    let ns = env.namespace.clone();
+    // Made by hand before gitward: no ApplySet label. One is applied in each apply mode.
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    for name in ["by-hand", "by-hand-update"] {
+        let cm: ConfigMap =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name}, "data": {"k": "hand"}})).unwrap();
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    let repo = common::GitRepo::new();
+    repo.write("by-hand.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: by-hand\ndata:\n  k: git\n");
+    repo.write(
+        "by-hand-update.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: by-hand-update\n  annotations:\n    gitward.dev/apply-mode: update\ndata:\n  k: git\n",
+    );
+    repo.write("new.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: new\ndata:\n  k: git\n");
+    repo.commit_and_push("two that exist, one new");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &repo.bare(), &ns);
+
+    let out = gitward(&["--log-format", "json", "sync"], &config);
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let events = json_events(&out.stderr);
+    let action = |name: &str| {
+        let object = format!("ConfigMap/{ns}/{name}");
+        events.iter().find(|e| e["message"] == "object" && e["object"] == object).map(|e| e["action"].clone())
+    };
+    assert_eq!(action("by-hand"), Some("adopted".into()), "{stderr}");
+    assert_eq!(action("by-hand-update"), Some("adopted".into()), "{stderr}");
+    assert_eq!(action("new"), Some("created".into()), "{stderr}");
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete");
+    assert_eq!((summary["adopted"].as_u64(), summary["created"].as_u64()), (Some(2), Some(1)), "{summary}");
+    for name in ["by-hand", "by-hand-update"] {
+        let live = api.get(name).await.unwrap();
+        assert_eq!(live.data.unwrap()["k"], "git");
+        assert!(live.metadata.labels.unwrap().contains_key("applyset.kubernetes.io/part-of"), "{name} not adopted");
+    }
+
+    // Adopted objects are members now: the next sync leaves them unchanged.
+    let out = gitward(&["--log-format", "json", "sync"], &config);
+    let events = json_events(&out.stderr);
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete");
+    assert_eq!((summary["unchanged"].as_u64(), summary["adopted"].as_u64()), (Some(3), Some(0)), "{summary}");
+}

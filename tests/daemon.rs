@@ -580,3 +580,98 @@ async fn a_field_fight_with_an_hpa_is_backed_off_heals_only_that_object_and_is_r
     assert_eq!(fights[0]["manager"], "fake-hpa");
     assert_eq!(fights[0]["object"], format!("Deployment/{}/web", env.namespace));
 }
+
+#[tokio::test]
+async fn a_sighup_that_changes_a_unit_syncs_it_once_as_a_reload() {
+    let env = common::setup("reload-once").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let completed = || daemon.events().iter().filter(|e| e["message"] == "sync complete").count();
+    assert!(common::eventually(WAIT, || async { completed() == 1 }).await, "{}", daemon.log_text());
+
+    // The unit's settings change: its task is started again, and that start is the reload's sync.
+    daemon_config_at(&config, port, &repo.bare(), &env.namespace, "max_prune_fraction = 0.9");
+    daemon.signal("HUP");
+    assert!(common::eventually(WAIT, || async { completed() == 2 }).await, "{}", daemon.log_text());
+    // A push afterwards: had a second sync been queued by the reload, it would run first.
+    repo.write("b.yaml", &cm("b", "1"));
+    repo.commit_and_push("after the reload");
+    let pushed = |e: &serde_json::Value| e["message"] == "sync triggered" && e["trigger"] == "push";
+    assert!(common::eventually(WAIT, || async { daemon.events().iter().any(pushed) }).await, "{}", daemon.log_text());
+    assert!(common::eventually(WAIT, || async { completed() == 3 }).await, "{}", daemon.log_text());
+    let triggers: Vec<String> = daemon
+        .events()
+        .iter()
+        .skip_while(|e| e["message"] != "config reloaded")
+        .filter(|e| e["message"] == "sync triggered")
+        .map(|e| e["trigger"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(triggers, ["reload", "push"], "{}", daemon.log_text());
+}
+
+/// Rewrites the config at `path` as [`daemon_config`] writes it, on the same port.
+fn daemon_config_at(path: &Path, port: u16, repo: &Path, namespace: &str, unit_extra: &str) {
+    let text = format!(
+        "[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n{}",
+        common::unit_toml("app", repo, "", namespace, unit_extra)
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+#[tokio::test]
+async fn a_daemon_whose_cluster_is_unreachable_does_not_say_it_is_ready() {
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    // The test cluster's kubeconfig, pointed at a port nothing listens on.
+    let mut kubeconfig = kube::config::Kubeconfig::read_from(std::env::var("KUBECONFIG").expect("KUBECONFIG")).unwrap();
+    let dead = common::free_port();
+    for c in kubeconfig.clusters.iter_mut().filter_map(|c| c.cluster.as_mut()) {
+        c.server = Some(format!("https://127.0.0.1:{dead}"));
+    }
+    let kubeconfig_path = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig_path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
+    let port = common::free_port();
+    let config = dir.path().join("config.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[cluster]\nkubeconfig = \"{}\"\n[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\n\n{}",
+            kubeconfig_path.display(),
+            common::unit_toml("app", &repo.bare(), "", "default", "")
+        ),
+    )
+    .unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    socket.set_read_timeout(Some(WAIT)).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
+    // STATUS= saying the unit failed comes from the same tick that decides READY=1, after it.
+    let messages = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        while let Ok(n) = socket.recv(&mut buf) {
+            seen.push(String::from_utf8_lossy(&buf[..n]).to_string());
+            if seen.iter().any(|m| m.starts_with("STATUS=") && m.contains("app: failed")) {
+                break;
+            }
+        }
+        seen
+    })
+    .await
+    .unwrap();
+    assert!(
+        messages.iter().any(|m| m.contains("app: failed")),
+        "no failed STATUS= in {messages:?}: {}",
+        daemon.log_text()
+    );
+    assert!(!messages.iter().any(|m| m.contains("READY=1")), "READY=1 with every sync failed: {messages:?}");
+    assert!(daemon.events().iter().any(|e| e["message"] == "sync failed"), "{}", daemon.log_text());
+    assert!(
+        !daemon.events().iter().any(|e| e["message"].as_str().is_some_and(|m| m.starts_with("ready:"))),
+        "{}",
+        daemon.log_text()
+    );
+    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503));
+}

@@ -235,9 +235,17 @@ async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
     assert!(common::eventually(WAIT, || async { has(&daemon.events(), reloaded) }).await, "{}", daemon.log_text());
     let resynced = |e: &Value| e["message"] == "sync triggered" && e["trigger"] == "reload" && e["revision"] == second;
     assert!(common::eventually(WAIT, || async { has(&daemon.events(), resynced) }).await, "{}", daemon.log_text());
-    // That sync changed nothing: nothing to wait for, and the record is not made healthy.
-    let last = |e: &Value| e["message"] == "sync complete" && e["revision"] == second && e["wait"] == "healthy";
-    assert!(common::eventually(WAIT, || async { has(&daemon.events(), last) }).await, "{}", daemon.log_text());
+    // That sync changed nothing, but the Deployment the cancelled wait left InProgress is still
+    // waited on (a third wait of it), and the record is not made healthy.
+    assert!(common::eventually(WAIT, || async { waits() == 3 }).await, "{}", daemon.log_text());
+    let after_reload = daemon.events().into_iter().skip_while(|e| !reloaded(e)).collect::<Vec<_>>();
+    assert!(
+        !after_reload
+            .iter()
+            .any(|e| e["message"] == "sync complete" && e["revision"] == second && e["wait"] == "healthy"),
+        "{}",
+        daemon.log_text()
+    );
     let r = record(&env.client, &ns, "gitward-app").await;
     assert_ne!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
 }
@@ -390,9 +398,14 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("degraded"));
     assert_eq!(r.get("gitward.dev/last-revision"), Some(&report.revision.to_string()));
     // That sync changed nothing, so it judged nothing: it does not make the revision healthy.
+    // Its attempt is new to the parent (`record` alone keeps the attempt): written once.
     assert!(report.health_targets.is_empty());
-    assert!(!fresh.record_sync(&report, SyncResult::Healthy).await.unwrap());
-    assert!(!fresh.record_sync(&report, SyncResult::Applied).await.unwrap(), "no wait ran: nothing to say");
+    assert!(fresh.record_sync(&report, SyncResult::Healthy, false).await.unwrap(), "the attempt is recorded");
+    let r = record(&env.client, &env.namespace, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("degraded"), "{r:?}");
+    assert_eq!(r.get("gitward.dev/last-attempted-revision"), Some(&report.revision.to_string()));
+    assert!(!fresh.record_sync(&report, SyncResult::Healthy, false).await.unwrap(), "nothing new");
+    assert!(!fresh.record_sync(&report, SyncResult::Applied, false).await.unwrap(), "no wait ran: nothing to say");
 
     // A sync that widens the inventory keeps the record (server-side apply would drop
     // annotations the write stopped declaring).
@@ -405,7 +418,7 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     );
     let r = record(&env.client, &env.namespace, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("degraded"), "{r:?}");
-    assert!(fresh.record_sync(&report, SyncResult::Healthy).await.unwrap(), "a new revision is recorded");
+    assert!(fresh.record_sync(&report, SyncResult::Healthy, true).await.unwrap(), "a new revision is recorded");
     let r = record(&env.client, &env.namespace, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
 }
@@ -442,7 +455,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
             {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}),
     )
     .await;
-    let mut wait = engine.health_wait(&report);
+    let mut wait = engine.health_wait(&report).await;
     let mut changes = Vec::new();
     let outcome = wait.run(WAIT, |object, status| changes.push((object.to_string(), status.health))).await;
     assert_eq!(outcome, gitward::health::wait::Outcome::Degraded, "{changes:?}");
@@ -462,4 +475,273 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
         .filter(|v| *v == "list" || *v == "watch")
         .collect();
     assert_eq!(reads.iter().filter(|v| **v == "list").count(), 1, "{reads:?}");
+}
+
+/// A CLI config with one unit `app` over `repo` in `namespace`.
+fn cli_config(dir: &Path, repo: &Path, namespace: &str, unit_extra: &str) -> std::path::PathBuf {
+    let config = dir.join("config.toml");
+    let text =
+        format!("[daemon]\nstate_dir = \"state\"\n\n{}", common::unit_toml("app", repo, "", namespace, unit_extra));
+    std::fs::write(&config, text).unwrap();
+    config
+}
+
+/// `gitward --log-format json sync --wait`: exit code, its `sync complete` event, and its
+/// `health` events.
+fn sync_wait(config: &Path) -> (i32, Value, Vec<Value>, String) {
+    let (code, _, err) = gitward(&["--log-format", "json", "sync", "--wait", "--config", config.to_str().unwrap()]);
+    let events = json_lines(&err);
+    let summary = events.iter().find(|e| e["message"] == "sync complete").cloned().unwrap_or_else(|| panic!("{err}"));
+    let health = events.into_iter().filter(|e| e["message"] == "health").collect();
+    (code, summary, health, err)
+}
+
+#[tokio::test]
+async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unhealthy_and_is_waited_on() {
+    let env = common::setup("health-earlier").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
+    repo.write("settings.yaml", &cm("settings", "1"));
+    repo.commit_and_push("web, which never rolls out");
+    let dir = tempfile::tempdir().unwrap();
+    // The wait times out quickly: the Deployment never becomes available by itself here.
+    let config = cli_config(dir.path(), &repo.bare(), &ns, "health_timeout = \"2s\"");
+    let web = format!("Deployment/{ns}/web");
+    let (code, summary, _, err) = sync_wait(&config);
+    assert_eq!(
+        (code, summary["wait"].as_str(), summary["result"].as_str()),
+        (1, Some("timeout"), Some("progressing")),
+        "{err}"
+    );
+
+    // A revision that changes only the ConfigMap: its wait still covers the Deployment.
+    repo.write("settings.yaml", &cm("settings", "2"));
+    let second = repo.commit_and_push("only the ConfigMap");
+    let (code, summary, health, err) = sync_wait(&config);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!((summary["configured"].as_u64(), summary["unchanged"].as_u64()), (Some(1), Some(1)), "{summary}");
+    assert_eq!(
+        (summary["wait"].as_str(), summary["result"].as_str()),
+        (Some("timeout"), Some("progressing")),
+        "{summary}"
+    );
+    assert!(health.iter().any(|e| e["object"] == web && e["health"] == "InProgress"), "{err}");
+    let r = record(&env.client, &ns, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-revision"), Some(&second), "{r:?}");
+    assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("progressing"), "{r:?}");
+
+    // `status` says so, under the recorded result.
+    let (code, text, err) = gitward(&["status", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 1, "{text}{err}");
+    assert!(text.contains("  result     progressing\n"), "{text}");
+    assert!(text.contains(&format!("  unhealthy  {web} InProgress")), "{text}");
+
+    // The tree unchanged: nothing changed, and the Deployment is waited on again.
+    let (code, summary, health, err) = sync_wait(&config);
+    assert_eq!(code, 1, "{err}");
+    assert_eq!((summary["configured"].as_u64(), summary["created"].as_u64()), (Some(0), Some(0)), "{summary}");
+    assert_eq!(summary["wait"], "timeout", "{summary}");
+    assert!(health.iter().any(|e| e["object"] == web), "{err}");
+
+    // The deployment controller rolls it out: the unchanged tree has nothing to wait on, and
+    // the unit is healthy at last.
+    deployment_status(
+        &env.client,
+        &ns,
+        "web",
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+               "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
+    )
+    .await;
+    let (code, summary, health, err) = sync_wait(&config);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!((summary["wait"].as_str(), summary["result"].as_str()), (Some("none"), Some("healthy")), "{summary}");
+    assert!(health.is_empty(), "nothing was waited on: {health:?}");
+    let r = record(&env.client, &ns, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
+    let (code, text, err) = gitward(&["status", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}{err}");
+}
+
+/// gitward's writes (`patch`) of the ApplySet parent `gitward-app` in `ns` sent with
+/// `user_agent`, read once a marker request made after them is in the audit log.
+async fn parent_writes(client: &kube::Client, user_agent: &str, ns: &str) -> usize {
+    let marker = common::unique("marker");
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    assert!(secrets.get_opt(&marker).await.unwrap().is_none());
+    let seen = |e: &Value| e["verb"] == "get" && e["objectRef"]["name"] == marker.as_str();
+    let events = common::audit_events_until(user_agent, |events| events.iter().any(seen)).await;
+    assert!(events.iter().any(seen), "the marker request is not in the audit log");
+    events
+        .iter()
+        .filter(|e| {
+            e["verb"] == "patch"
+                && e["objectRef"]["resource"] == "secrets"
+                && e["objectRef"]["namespace"] == ns
+                && e["objectRef"]["name"] == "gitward-app"
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_a_good_one() {
+    use gitward::health::record::SyncResult;
+    let env = common::setup("health-error").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a", "1"));
+    let first = repo.commit_and_push("good");
+    let dir = tempfile::tempdir().unwrap();
+    let config = cli_config(dir.path(), &repo.bare(), &ns, "");
+    let loaded = gitward::config::Config::load(&config).unwrap();
+    let mut engine = common::engine(&env.client, &loaded, "app").await;
+    let report = engine.sync().await.unwrap();
+    assert!(engine.record_sync(&report, SyncResult::Applied, false).await.unwrap());
+
+    // A revision at HEAD that does not parse: not applied, and the parent says why.
+    repo.write("b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b\n");
+    let bad = repo.commit_and_push("broken YAML");
+    let error = engine.sync().await.expect_err("the revision does not parse");
+    assert!(engine.record_failure(&error).await.unwrap(), "the error is recorded");
+    let error = engine.sync().await.expect_err("still broken");
+    assert!(!engine.record_failure(&error).await.unwrap(), "the same error is not written again");
+    let r = record(&env.client, &ns, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-revision"), Some(&first), "the last good revision stays: {r:?}");
+    assert_eq!(r.get("gitward.dev/last-attempted-revision"), Some(&bad), "{r:?}");
+    assert!(r.get("gitward.dev/last-error").is_some_and(|e| e.contains("b.yaml")), "{r:?}");
+
+    let (code, text, err) = gitward(&["status", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 1, "a HEAD that does not parse is not healthy: {text}{err}");
+    assert!(
+        text.contains(&format!("  revision   {first}\n")) && text.contains(&format!("  attempted  {bad}\n")),
+        "{text}"
+    );
+    assert!(text.lines().any(|l| l.starts_with("  error      ") && l.contains("b.yaml")), "{text}");
+    let (_, out, _) = gitward(&["status", "--config", config.to_str().unwrap(), "-o", "json"]);
+    let unit = &serde_json::from_str::<Value>(&out).unwrap()["units"][0];
+    assert_eq!(unit["last_attempted_revision"], bad.as_str());
+    assert!(unit["last_error"].as_str().is_some_and(|e| e.contains("b.yaml")), "{unit}");
+
+    // The fix: applied, the error cleared.
+    repo.write("b.yaml", &cm("b", "1"));
+    let fixed = repo.commit_and_push("fixed");
+    let report = engine.sync().await.unwrap();
+    assert!(engine.record_sync(&report, SyncResult::Applied, false).await.unwrap());
+    let r = record(&env.client, &ns, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-attempted-revision"), Some(&fixed), "{r:?}");
+    assert_eq!(r.get("gitward.dev/last-error"), None, "{r:?}");
+    let (code, text, err) = gitward(&["status", "--config", config.to_str().unwrap()]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(!text.contains("  error "), "{text}");
+
+    // A steady resync writes nothing to the parent.
+    let before = parent_writes(&env.client, &env.user_agent, &ns).await;
+    let report = engine.sync().await.unwrap();
+    assert!(!engine.record_sync(&report, SyncResult::Applied, false).await.unwrap());
+    assert_eq!(parent_writes(&env.client, &env.user_agent, &ns).await, before, "a steady resync wrote the parent");
+}
+
+#[tokio::test]
+async fn status_prints_the_applyset_id_and_selector_and_a_member_deleted_by_hand_as_missing() {
+    let env = common::setup("health-missing").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &cm("a", "1"));
+    repo.write("b.yaml", &cm("b", "1"));
+    repo.write("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: robot\n");
+    repo.commit_and_push("three members");
+    let dir = tempfile::tempdir().unwrap();
+    let config = cli_config(dir.path(), &repo.bare(), &ns, "");
+    let config = config.to_str().unwrap();
+    let (code, _, err) = gitward(&["sync", "--config", config]);
+    assert_eq!(code, 0, "{err}");
+
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &ns);
+    let parent = secrets.get("gitward-app").await.unwrap();
+    let id = parent.metadata.labels.unwrap()["applyset.kubernetes.io/id"].clone();
+    let selector = format!("kubectl get configmaps,serviceaccounts -A -l applyset.kubernetes.io/part-of={id}");
+    let (code, text, err) = gitward(&["status", "--config", config]);
+    assert_eq!(code, 0, "{text}{err}");
+    assert!(text.contains(&format!("  applyset   {id}\n")), "{text}");
+    assert!(text.contains(&format!("  select     {selector}\n")), "{text}");
+    let (_, out, _) = gitward(&["status", "--config", config, "-o", "json"]);
+    let unit = &serde_json::from_str::<Value>(&out).unwrap()["units"][0];
+    assert_eq!((unit["applyset_id"].as_str(), unit["selector"].as_str()), (Some(id.as_str()), Some(selector.as_str())));
+    // The selector is a command that works: it lists exactly the members.
+    let args: Vec<&str> = selector.split(' ').skip(1).chain(["-o", "name"]).collect();
+    let listed = common::kubectl(&args);
+    let mut names: Vec<String> = String::from_utf8_lossy(&listed.stdout).lines().map(String::from).collect();
+    names.sort();
+    assert_eq!(names, ["configmap/a", "configmap/b", "serviceaccount/robot"], "{listed:?}");
+
+    // Deleted by hand: the recorded member is missing, and status exits 1.
+    let configmaps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    configmaps.delete("b", &Default::default()).await.unwrap();
+    let (code, text, _) = gitward(&["status", "--config", config]);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains(&format!("  unhealthy  ConfigMap/{ns}/b Missing NotFound: ")), "{text}");
+    assert!(text.contains("  health     2 healthy, 0 progressing, 0 degraded, 1 missing\n"), "{text}");
+    let (code, out, _) = gitward(&["status", "--config", config, "-o", "json"]);
+    assert_eq!(code, 1);
+    let unit = &serde_json::from_str::<Value>(&out).unwrap()["units"][0];
+    assert_eq!(unit["missing"], 1, "{unit}");
+    assert_eq!(unit["unhealthy"][0]["health"], "Missing", "{unit}");
+    assert_eq!(unit["objects"], json!({"ConfigMap": 1, "ServiceAccount": 1}), "{unit}");
+}
+
+#[tokio::test]
+async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged() {
+    use gitward::health::record::SyncResult;
+    use gitward::health::wait::Outcome;
+    let env = common::setup("health-steady").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
+    repo.commit_and_push("web");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.unwrap();
+    deployment_status(
+        &env.client,
+        &ns,
+        "web",
+        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+               "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
+    )
+    .await;
+    // The first wait of an engine reads the unit's Deployments once (all namespaces) and covers
+    // every member that is not Current.
+    let mut wait = engine.health_wait(&report).await;
+    assert!(wait.covers_all());
+    let outcome = wait.run(WAIT, |_, _| {}).await;
+    assert_eq!(engine.judge_health(&wait, Some(outcome)).await, SyncResult::Healthy);
+    let lists = |events: &[Value]| {
+        events
+            .iter()
+            .filter(|e| e["verb"] == "list" && e["objectRef"]["resource"] == "deployments")
+            .filter(|e| e["objectRef"]["namespace"].is_null())
+            .count()
+    };
+    let marker = |name: &str| {
+        let name = name.to_string();
+        move |e: &Value| e["verb"] == "get" && e["objectRef"]["name"] == name.as_str()
+    };
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &ns);
+    assert!(secrets.get_opt("marker-1").await.unwrap().is_none());
+    let seen = marker("marker-1");
+    let before = common::audit_events_until(&env.user_agent, |e| e.iter().any(&seen)).await;
+
+    // A resync: nothing changed, nothing left unhealthy, nothing waited on, nothing read.
+    let report = engine.sync().await.unwrap();
+    let wait = engine.health_wait(&report).await;
+    assert!(wait.targets().is_empty() && !wait.covers_all());
+    assert_eq!(engine.judge_health(&wait, Some(Outcome::Healthy)).await, SyncResult::Healthy);
+    assert!(secrets.get_opt("marker-2").await.unwrap().is_none());
+    let seen = marker("marker-2");
+    let after = common::audit_events_until(&env.user_agent, |e| e.iter().any(&seen)).await;
+    assert_eq!(lists(&after), lists(&before), "a steady resync listed the Deployments again");
 }

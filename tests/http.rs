@@ -126,6 +126,7 @@ fn ready() -> UnitStatus {
         tracked_objects: 1,
         health: None,
         waiting: false,
+        applied_once: true,
     }
 }
 

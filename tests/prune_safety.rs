@@ -1,7 +1,8 @@
 //! Never delete what gitward does not own (issue 13), each case against the real apiserver:
 //! a Namespace leaving git with an object inside that is not a member, a copied object, an
 //! operator's child with copied labels, a label removed by hand just before the delete, and
-//! an ApplySet parent deleted by hand.
+//! an ApplySet parent deleted by hand; the guard against pruning too much at once, and the
+//! one-off `gitward sync --allow-prune` past it.
 
 mod common;
 
@@ -645,4 +646,62 @@ async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
         .filter_map(|e| e["objectRef"]["name"].as_str())
         .collect();
     assert_eq!(deleted, ["d"], "p and q were never deleted");
+
+/// Runs `gitward <args> --config <config>` with JSON logs: exit code and its log events.
+fn gitward_cli(args: &[&str], config: &std::path::Path) -> (Option<i32>, Vec<serde_json::Value>, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["--log-format", "json"])
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .expect("gitward runs");
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let events = String::from_utf8_lossy(&out.stderr).lines().filter_map(|l| serde_json::from_str(l).ok()).collect();
+    (out.status.code(), events, text)
+}
+
+#[tokio::test]
+async fn a_prune_over_the_guard_is_refused_naming_it_and_allow_prune_permits_it_once() {
+    let env = common::setup("allow-prune").await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &cm(name));
+    }
+    repo.commit_and_push("four");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.toml");
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 0.25");
+    std::fs::write(&config, format!("[daemon]\nstate_dir = \"state\"\n\n{unit}")).unwrap();
+    let (code, _, text) = gitward_cli(&["sync"], &config);
+    assert_eq!(code, Some(0), "{text}");
+
+    // Half of them leave git: over the 25% guard.
+    repo.remove("c.yaml");
+    repo.remove("d.yaml");
+    repo.commit_and_push("remove half");
+    let (code, events, text) = gitward_cli(&["sync"], &config);
+    assert_eq!(code, Some(1), "{text}");
+    let refused = events.iter().find(|e| e["message"] == "prune refused").unwrap_or_else(|| panic!("{text}"));
+    let reason = refused["reason"].as_str().unwrap();
+    for words in ["2 of 4", "max_prune_fraction 25%", "allow_prune_all", "gitward sync --allow-prune"] {
+        assert!(reason.contains(words), "{reason}");
+    }
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    assert!(configmaps.get_opt("c").await.unwrap().is_some(), "pruned despite the guard");
+    // `status` says why the unit is not in the state git says.
+    let (code, _, text) = gitward_cli(&["status"], &config);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.lines().any(|l| l.starts_with("  error      prune refused: would prune 2 of 4")), "{text}");
+
+    // A deliberate one-off prune past the guard.
+    let (code, events, text) = gitward_cli(&["sync", "--allow-prune"], &config);
+    assert_eq!(code, Some(0), "{text}");
+    let summary = events.iter().find(|e| e["message"] == "sync complete").unwrap_or_else(|| panic!("{text}"));
+    assert_eq!(summary["pruned"], 2, "{summary}");
+    for name in ["c", "d"] {
+        assert!(configmaps.get_opt(name).await.unwrap().is_none(), "{name} not pruned");
+    }
+    let (code, _, text) = gitward_cli(&["status"], &config);
+    assert_eq!(code, Some(0), "the error is cleared: {text}");
 }

@@ -333,7 +333,7 @@ async fn objects_first_applied_by_kubectl_are_taken_over_so_removed_fields_go() 
 
     let r = on.sync().await.expect("sync");
     let e = entry(&r, "legacy");
-    assert_eq!(e.action, Action::Created, "{e:?}");
+    assert_eq!(e.action, Action::Adopted, "{e:?}");
     assert_eq!(e.sent, [Request::Apply, Request::JsonPatch, Request::Apply]);
     assert!(e.message.as_deref().unwrap().contains("kubectl-client-side-apply (Update)"), "{e:?}");
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);

@@ -159,7 +159,7 @@ pub async fn apply_stage(
         }
     }
     for (o, finished) in outcomes {
-        if matches!(o.action, Action::Created | Action::Configured | Action::DriftCorrected) {
+        if o.action.applied_change() {
             changes.note_change_applied(finished);
         }
         match (o.live, o.action) {

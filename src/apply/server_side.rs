@@ -10,6 +10,7 @@
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PropagationPolicy};
+use kube::core::PartialObjectMeta;
 use kube::runtime::wait::{await_condition, conditions};
 
 use super::{ApplyOptions, Outcome, takeover};
@@ -55,11 +56,16 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
     let outcome = |action, message, live, sent| Outcome { object: d.object.clone(), action, message, live, sent };
-    match api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body())).await {
-        Ok(returned) => {
+    let applied = match step.op {
+        Op::Create => apply_telling_creation(client, d, &params).await,
+        _ => api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body())).await.map(|r| (r, false)),
+    };
+    match applied {
+        Ok((returned, created)) => {
             let live = live_meta(&returned.metadata);
             let action = match step.op {
-                Op::Create => Action::Created,
+                Op::Create if created => Action::Created,
+                Op::Create => Action::Adopted,
                 Op::Configure => Action::Configured,
                 Op::Unchanged if step.cached_resource_version.as_deref() != Some(&live.resource_version) => {
                     Action::DriftCorrected
@@ -95,6 +101,39 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
             outcome(Action::Failed, Some(format!("{}: {}", d.origin, api_message(&e))), None, vec![Request::Apply])
         }
     }
+}
+
+/// A server-side apply of `d` (metadata-only response, as [`Api::patch_metadata`]) that also
+/// tells whether it created the object: the API server answers `201 Created` when the apply
+/// made it and `200 OK` when it existed already (apiserver `endpoints/handlers/patch.go`). A
+/// planned create whose object existed — unlabelled, made by someone else — is adopted, not
+/// created. kube's typed calls drop the status code, so the request is built and sent here;
+/// an error answer becomes [`kube::Error::Api`] as kube makes it.
+///
+/// Errors: as [`Api::patch_metadata`].
+async fn apply_telling_creation(
+    client: &kube::Client,
+    d: &Desired,
+    params: &PatchParams,
+) -> Result<(PartialObjectMeta<DynamicObject>, bool), kube::Error> {
+    use kube::Resource;
+    let url = DynamicObject::url_path(d.resource.as_ref(), d.object.namespace.as_deref());
+    let mut request = kube::core::Request::new(url)
+        .patch_metadata(&d.object.name, params, &Patch::Apply(&d.body()))
+        .map_err(kube::Error::BuildRequest)?;
+    request.extensions_mut().insert("patch");
+    let response = client.send(request.map(kube::client::Body::from)).await?;
+    let code = response.status();
+    let bytes = response.into_body().collect_bytes().await?;
+    if code.is_client_error() || code.is_server_error() {
+        let status = serde_json::from_slice::<kube::core::Status>(&bytes).unwrap_or_else(|_| {
+            let text = String::from_utf8_lossy(&bytes);
+            kube::core::Status::failure(text.trim(), "Failed to parse error data").with_code(code.as_u16())
+        });
+        return Err(kube::Error::Api(status.boxed()));
+    }
+    let meta = serde_json::from_slice(&bytes).map_err(kube::Error::SerdeError)?;
+    Ok((meta, code == http::StatusCode::CREATED))
 }
 
 /// The message of an immutable-field rejection without recreate.

@@ -198,7 +198,7 @@ impl Writer<'_> {
         self.sent.push(Request::Create);
         match self.api.create(&self.post_params(), &body).await {
             Ok(created) => self.done(Action::Created, None, Some(live_meta(&created.metadata))),
-            Err(e) if is_status(&e, 409) => self.configure(Action::Created, Some(ADOPTED.into())).await,
+            Err(e) if is_status(&e, 409) => self.configure(Action::Adopted, Some(ADOPTED.into())).await,
             Err(e) => self.failed("create", &e),
         }
     }

@@ -36,7 +36,7 @@ pub async fn foundations(client: &kube::Client, changes: &mut ChangeSet, timeout
         .entries
         .iter()
         .enumerate()
-        .filter(|(_, e)| matches!(e.action, Action::Created | Action::Configured))
+        .filter(|(_, e)| matches!(e.action, Action::Created | Action::Adopted | Action::Configured))
         .filter_map(|(i, e)| {
             let name = e.object.name.clone();
             let fut: futures::future::BoxFuture<'static, bool> = if is_crd(&e.object) {

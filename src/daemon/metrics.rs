@@ -395,7 +395,9 @@ impl Fleet {
 /// [`Metrics::observe_sync`]).
 fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
     match action {
-        Action::Created | Action::Configured | Action::Unchanged | Action::DriftCorrected => Some(("patch", "ok")),
+        Action::Created | Action::Adopted | Action::Configured | Action::Unchanged | Action::DriftCorrected => {
+            Some(("patch", "ok"))
+        }
         Action::Pruned => Some(("delete", "ok")),
         Action::Failed | Action::Conflict => Some(("patch", "error")),
         Action::Skipped => None,
@@ -443,6 +445,7 @@ mod tests {
             applied_at: std::time::Instant::now(),
             health_targets: Vec::new(),
             applied_early: 0,
+            heal: false,
         }
     }
 

@@ -12,11 +12,14 @@
 //! [`Registry`]; their tasks run in a span carrying `unit` and `cluster`. Clusters and sharding
 //! are read at start: a SIGHUP that changes them is refused (the previous config is kept).
 //! With systemd (`Type=notify`), `READY=1` follows the first
-//! sync of every unit, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when enabled.
+//! sync of every unit that applied, `STATUS=` carries a summary, and `WATCHDOG=1` is sent when
+//! enabled.
 //!
-//! What they follow: `READY=1` and `/readyz` follow the apply (every unit synced once, its last
-//! sync not failed as a whole; objects the API server refused do not count, an API server that
-//! does not answer does), not health — an application that does not become healthy is
+//! What they follow: `READY=1` and `/readyz` follow the apply (`READY=1`: every unit has applied
+//! once — a sync that ran to the end, objects the API server refused aside; a daemon whose
+//! syncs all fail, e.g. the cluster unreachable, never sends it, and systemd's start timeout
+//! applies; `/readyz`: every unit's last sync not failed as a whole, an API server that does
+//! not answer counting as failed), not health — an application that does not become healthy is
 //! not a reason to restart or unroute gitward. `STATUS=` shows per unit the state, revision,
 //! tracked objects and, once a health wait ended, the changed objects by health:
 //! `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
@@ -112,11 +115,12 @@ struct Units {
 }
 
 impl Units {
-    /// Starts every unit of `config` that is not running with the same settings; stops the
-    /// rest. Units whose engine cannot start (its mirror cannot be opened: a read-only or full
-    /// state directory) are logged and marked failed; returns whether any such unit is left,
-    /// for the caller to try again with backoff.
-    async fn reconcile(&mut self, config: &Config) -> bool {
+    /// Starts every unit of `config` that is not running with the same settings, each task's
+    /// first sync logged as `first` (`reload` after a SIGHUP); stops the rest. Units whose
+    /// engine cannot start (its mirror cannot be opened: a read-only or full state directory)
+    /// are logged and marked failed. Returns whether any such unit is left, for the caller to
+    /// try again with backoff, and the units started.
+    async fn reconcile(&mut self, config: &Config, first: TriggerKind) -> (bool, BTreeSet<String>) {
         let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
@@ -137,12 +141,14 @@ impl Units {
             }
         }
         self.status.retain(&wanted.keys().map(|u| u.to_string()).collect::<Vec<_>>());
+        let mut started = BTreeSet::new();
         for unit in wanted.values() {
             if self.running.contains_key(&unit.name) || self.stopping.contains_key(&unit.name) {
                 continue;
             }
-            match self.start(config, unit).await {
+            match self.start(config, unit, first).await {
                 Ok(r) => {
+                    started.insert(unit.name.clone());
                     // Pending until its first sync: a unit still waiting for a sync slot must
                     // keep /readyz at 503 (readiness counts only units with a status).
                     if !self.status.snapshot().contains_key(&unit.name) {
@@ -157,7 +163,8 @@ impl Units {
                 }
             }
         }
-        wanted.keys().any(|u| !self.running.contains_key(*u) && !self.stopping.contains_key(*u))
+        let missing = wanted.keys().any(|u| !self.running.contains_key(*u) && !self.stopping.contains_key(*u));
+        (missing, started)
     }
 
     /// Acts on a new [`Ownership`]: units that lost their Lease are aborted at once (fencing),
@@ -190,7 +197,7 @@ impl Units {
             }
         }
         self.owned = Some(ownership.held.clone());
-        self.reconcile(config).await
+        self.reconcile(config, TriggerKind::Startup).await.0
     }
 
     /// What the sharding loop reads before releasing a Lease.
@@ -199,7 +206,7 @@ impl Units {
         Running { generation, units }
     }
 
-    async fn start(&self, config: &Config, unit: &SyncUnit) -> crate::sync::Result<RunningUnit> {
+    async fn start(&self, config: &Config, unit: &SyncUnit, first: TriggerKind) -> crate::sync::Result<RunningUnit> {
         let client = self.clusters.client(&unit.cluster).expect("clusters are fixed at start and every unit names one");
         let engine = Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, unit).await?;
         let (triggers, rx) = mpsc::channel(1);
@@ -222,6 +229,7 @@ impl Units {
                 self_heal: config.daemon.self_heal,
             },
             sync_slots: self.sync_slots.clone(),
+            first,
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
@@ -435,7 +443,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
         }
     };
     if leading {
-        let missing = units.reconcile(&config).await;
+        let (missing, _) = units.reconcile(&config, TriggerKind::Startup).await;
         schedule_restart(missing, &mut restart_at);
         http_state.set_units(units.senders());
     }
@@ -473,11 +481,15 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                             s.units.send_replace(config.units.iter().map(|u| u.name.clone()).collect());
                         }
                         if leading {
-                            let missing = units.reconcile(&config).await;
+                            // A unit the new config changed is started again and its first
+                            // sync is the reload's: one sync per unit, not a startup and a reload.
+                            let (missing, started) = units.reconcile(&config, TriggerKind::Reload).await;
                             schedule_restart(missing, &mut restart_at);
                             http_state.set_units(units.senders());
-                            for r in units.running.values() {
-                                let _ = r.triggers.try_send(Trigger::now(TriggerKind::Reload));
+                            for (name, r) in &units.running {
+                                if !started.contains(name) {
+                                    let _ = r.triggers.try_send(Trigger::now(TriggerKind::Reload));
+                                }
                             }
                         }
                     }
@@ -516,7 +528,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                 if now && !leading {
                     info!("leading: starting units");
                     status.set_standby(false);
-                    let missing = units.reconcile(&config).await;
+                    let (missing, _) = units.reconcile(&config, TriggerKind::Startup).await;
                     schedule_restart(missing, &mut restart_at);
                     http_state.set_units(units.senders());
                 } else if !now && leading {
@@ -529,7 +541,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
                 leading = now;
             }
             _ = tokio::time::sleep_until(restart_at.unwrap_or_else(tokio::time::Instant::now)), if restart_at.is_some() && leading => {
-                let missing = units.reconcile(&config).await;
+                let (missing, _) = units.reconcile(&config, TriggerKind::Startup).await;
                 schedule_restart(missing, &mut restart_at);
                 http_state.set_units(units.senders());
                 if let Some(s) = &sharded {
@@ -539,8 +551,11 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
             _ = tick.tick() => {
                 let snapshot = status.snapshot();
                 let expected = units.owned.as_ref().map_or(config.units.len(), BTreeSet::len);
+                // READY=1 once every unit has applied (a sync that ran to the end against an
+                // API server that answered), not merely tried: a daemon whose syncs all fail
+                // is not ready, and systemd's start timeout is what ends a start that never is.
                 if !ready_sent && leading && !snapshot.is_empty() && snapshot.len() == expected
-                    && snapshot.values().all(|s| s.last_sync_ok.is_some())
+                    && snapshot.values().all(|s| s.applied_once)
                 {
                     ready_sent = true;
                     let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);

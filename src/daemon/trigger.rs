@@ -98,6 +98,11 @@ pub struct UnitStatus {
     pub health: Option<crate::health::Counts>,
     /// A health wait is running (sd_notify `STATUS=` says `waiting for health`).
     pub waiting: bool,
+    /// A sync of the unit has run to the end against an API server that answered
+    /// (`last_sync_ok` was `Some(true)`) at least once since its task started; it stays true.
+    /// `READY=1` waits for this of every unit, so a daemon whose syncs all failed (the cluster
+    /// unreachable) does not say it is ready.
+    pub applied_once: bool,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this

@@ -54,6 +54,9 @@ pub struct UnitTask {
     /// holds one while it runs (not during the health wait); tokio's semaphore is fair, so
     /// waiting units get slots in arrival order.
     pub sync_slots: Arc<tokio::sync::Semaphore>,
+    /// What the task's first sync is logged as: `startup`, or `reload` for a task started
+    /// by a SIGHUP that changed its unit (that one sync is the reload's).
+    pub first: TriggerKind,
 }
 
 impl UnitTask {
@@ -71,7 +74,7 @@ impl UnitTask {
         let mut heal = Heal::default();
         let mut heal_objects: Option<std::collections::BTreeSet<crate::object::ObjectRef>> = None;
         let mut last_applied: Option<Revision> = None;
-        let mut queued = Some(Trigger::now(TriggerKind::Startup));
+        let mut queued = Some(Trigger::now(self.first));
         loop {
             if *shutdown.borrow() {
                 return;
@@ -199,7 +202,10 @@ impl UnitTask {
     ) -> (Option<bool>, Option<Report>) {
         let revision = match self.engine.repo().fetch().await {
             Ok(r) => r,
-            Err(e) => return (Some(self.failed(unit, trigger, e)), None),
+            Err(e) => {
+                self.record_failure(unit, &e).await;
+                return (Some(self.failed(unit, trigger, e)), None);
+            }
         };
         if trigger.kind.needs_new_revision() && last_applied.as_ref() == Some(&revision) {
             return (None, None);
@@ -216,13 +222,18 @@ impl UnitTask {
                 release_freed_memory();
                 (Some(ok), Some(report))
             }
-            Err(e) => (Some(self.failed(unit, trigger, e)), None),
+            Err(e) => {
+                self.record_failure(unit, &e).await;
+                (Some(self.failed(unit, trigger, e)), None)
+            }
         }
     }
 
     /// After an apply: waits (at most the unit's `health_timeout`) for the objects the sync
-    /// changed to become healthy, logging a `health` event per change; then logs `sync
-    /// complete`, updates metrics and status, and records the result on the ApplySet parent.
+    /// changed, and the members an earlier wait left not `Current`, to become healthy, logging
+    /// a `health` event per change (`wait="none"` when there is nothing to wait on); then logs
+    /// `sync complete`, updates metrics and status, and records the result and the attempt on
+    /// the ApplySet parent ([`Engine::judge_health`], [`Engine::record_sync`]).
     ///
     /// The unit's task does nothing else meanwhile, but it still listens: shutdown and SIGHUP
     /// (a reload) cancel the wait; a trigger from the channel or a poll tick fetches, and a
@@ -242,92 +253,45 @@ impl UnitTask {
     ) -> Option<Trigger> {
         let timeout = self.engine.health_timeout();
         let failed = report.changes.has_failures();
-        let (wait, result, counts, next) = if failed {
-            ("skipped", SyncResult::Failed, Counts::default(), None)
+        let (wait, result, counts, next, judged) = if failed {
+            ("skipped", SyncResult::Failed, Counts::default(), None, false)
         } else if timeout.is_zero() {
-            ("disabled", SyncResult::Applied, Counts::default(), None)
+            ("disabled", SyncResult::Applied, Counts::default(), None, false)
         } else {
-            let mut wait = self.engine.health_wait(&report);
-            if !wait.targets().is_empty() {
+            let mut wait = self.engine.health_wait(&report).await;
+            let judged = wait.covers_all() || !wait.targets().is_empty();
+            if wait.targets().is_empty() {
+                // Nothing with health changed and nothing is left unhealthy: nothing to wait on.
+                let result = self.engine.judge_health(&wait, Some(Outcome::Healthy)).await;
+                let counts = Counts::of(&wait.healths());
+                self.metrics.observe_health(unit, &counts, None);
+                ("none", result, counts, None, judged)
+            } else {
                 // Ready (and READY=1) follows the apply, not the wait.
                 self.set_status(unit, &report, true, None);
                 self.set_waiting(unit, true);
-            }
-            let started = Instant::now();
-            let mut after = None;
-            let mut cancelled_by = None;
-            let mut superseded = false;
-            let outcome = {
-                let run = wait.run(timeout, |object, status| telemetry::log_health(unit, object, status));
-                tokio::pin!(run);
-                loop {
-                    let far = Instant::now() + Duration::from_secs(86_400);
-                    let trigger = tokio::select! {
-                        outcome = &mut run => break Some(outcome),
-                        _ = shutdown.changed() => break None,
-                        t = self.triggers.recv() => match t {
-                            Some(t) => t,
-                            None => break None,
-                        },
-                        _ = poll.tick() => Trigger::now(TriggerKind::Poll),
-                        // Self-heal goes on during the wait: drifted objects are re-applied
-                        // (with their per-object backoff).
-                        events = drift.next(), if self.timing.self_heal => {
-                            self.note_drift(events, heal);
-                            continue;
-                        }
-                        _ = sleep_until(heal.next().unwrap_or(far)), if heal.next().is_some() => {
-                            let objects = heal.take_due(Instant::now());
-                            if !objects.is_empty() {
-                                let trigger = Trigger::now(TriggerKind::Drift);
-                                self.metrics.observe_trigger(unit, trigger.kind);
-                                self.heal(unit, &trigger, &objects, heal).await;
-                                self.drain_drift(drift, heal);
-                            }
-                            continue;
-                        }
-                    };
-                    if trigger.kind == TriggerKind::Reload {
-                        // SIGHUP asks for a sync now, with a config that may have changed.
-                        info!(unit, revision = %report.revision, trigger = %trigger.kind, "health wait cancelled by a reload");
-                        cancelled_by = Some(trigger);
-                        break None;
-                    }
-                    match self.engine.repo().fetch().await {
-                        Ok(revision) if revision != report.revision => {
-                            info!(unit, revision = %report.revision, new_revision = %revision, trigger = %trigger.kind, "health wait cancelled by a new revision");
-                            superseded = true;
-                            cancelled_by = Some(trigger);
-                            break None;
-                        }
-                        _ if trigger.kind.needs_new_revision() => {}
-                        _ => after = Some(trigger),
-                    }
-                }
-            };
-            let counts = Counts::of(&wait.healths());
-            match outcome {
-                Some(outcome) => {
-                    let result = match outcome {
-                        Outcome::Healthy => SyncResult::Healthy,
-                        Outcome::Degraded => SyncResult::Degraded,
-                        Outcome::TimedOut => SyncResult::Progressing,
-                    };
-                    let took = (outcome == Outcome::Healthy).then(|| started.elapsed());
-                    self.metrics.observe_health(unit, &counts, took);
-                    (outcome.as_str(), result, counts, after)
-                }
-                None => {
+                let started = Instant::now();
+                let waited = self.run_wait(unit, &report, &mut wait, shutdown, poll, drift, heal).await;
+                let counts = Counts::of(&wait.healths());
+                let Some(outcome) = waited.outcome else {
                     // Unjudged: recorded as progressing, so a later no-op sync of this revision
-                    // cannot call it healthy; a superseding revision records itself instead.
-                    let summary = HealthSummary { counts, wait: "cancelled", result: SyncResult::Progressing };
+                    // cannot call it healthy (and waits for what is still not healthy); a
+                    // superseding revision records itself instead.
+                    let result = self.engine.judge_health(&wait, None).await;
+                    let summary = HealthSummary { counts, wait: "cancelled", result };
                     telemetry::log_summary(&report, &summary);
                     self.set_status(unit, &report, true, None);
-                    if !superseded && let Err(e) = self.engine.record_sync(&report, summary.result).await {
+                    if !waited.superseded
+                        && let Err(e) = self.engine.record_sync(&report, summary.result, judged).await
+                    {
                         warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
                     }
-                    return cancelled_by.or(after);
-                }
+                    return waited.cancelled_by.or(waited.after);
+                };
+                let result = self.engine.judge_health(&wait, Some(outcome)).await;
+                let took = (result == SyncResult::Healthy).then(|| started.elapsed());
+                self.metrics.observe_health(unit, &counts, took);
+                (outcome.as_str(), result, counts, waited.after, judged)
             }
         };
         telemetry::log_summary(&report, &HealthSummary { counts, wait, result });
@@ -336,10 +300,87 @@ impl UnitTask {
         // answer (an outage) do not.
         let ran = !failed || self.engine.cluster_answers().await;
         self.set_status(unit, &report, ran, waited.then_some(counts));
-        if let Err(e) = self.engine.record_sync(&report, result).await {
+        if let Err(e) = self.engine.record_sync(&report, result, judged).await {
             warn!(unit, error = %telemetry::error_chain(&e), "could not record the sync result on the inventory");
         }
         next
+    }
+
+    /// Runs `wait` (at most the unit's `health_timeout`) while listening, as
+    /// [`UnitTask::wait_health`] describes: shutdown and SIGHUP cancel it, a trigger or poll
+    /// tick that finds a new revision cancels it (and is returned to sync at once), one that
+    /// finds the same revision is kept for afterwards, drifted objects are healed meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_wait(
+        &mut self,
+        unit: &str,
+        report: &Report,
+        wait: &mut crate::health::wait::HealthWait,
+        shutdown: &mut watch::Receiver<bool>,
+        poll: &mut tokio::time::Interval,
+        drift: &DriftQueue,
+        heal: &mut Heal,
+    ) -> Waited {
+        let timeout = self.engine.health_timeout();
+        let mut waited = Waited::default();
+        let run = wait.run(timeout, |object, status| telemetry::log_health(unit, object, status));
+        tokio::pin!(run);
+        loop {
+            let far = Instant::now() + Duration::from_secs(86_400);
+            let trigger = tokio::select! {
+                outcome = &mut run => {
+                    waited.outcome = Some(outcome);
+                    return waited;
+                }
+                _ = shutdown.changed() => return waited,
+                t = self.triggers.recv() => match t {
+                    Some(t) => t,
+                    None => return waited,
+                },
+                _ = poll.tick() => Trigger::now(TriggerKind::Poll),
+                // Self-heal goes on during the wait: drifted objects are re-applied (with their
+                // per-object backoff).
+                events = drift.next(), if self.timing.self_heal => {
+                    self.note_drift(events, heal);
+                    continue;
+                }
+                _ = sleep_until(heal.next().unwrap_or(far)), if heal.next().is_some() => {
+                    let objects = heal.take_due(Instant::now());
+                    if !objects.is_empty() {
+                        let trigger = Trigger::now(TriggerKind::Drift);
+                        self.metrics.observe_trigger(unit, trigger.kind);
+                        self.heal(unit, &trigger, &objects, heal).await;
+                        self.drain_drift(drift, heal);
+                    }
+                    continue;
+                }
+            };
+            if trigger.kind == TriggerKind::Reload {
+                // SIGHUP asks for a sync now, with a config that may have changed.
+                info!(unit, revision = %report.revision, trigger = %trigger.kind, "health wait cancelled by a reload");
+                waited.cancelled_by = Some(trigger);
+                return waited;
+            }
+            match self.engine.repo().fetch().await {
+                Ok(revision) if revision != report.revision => {
+                    info!(unit, revision = %report.revision, new_revision = %revision, trigger = %trigger.kind, "health wait cancelled by a new revision");
+                    waited.superseded = true;
+                    waited.cancelled_by = Some(trigger);
+                    return waited;
+                }
+                _ if trigger.kind.needs_new_revision() => {}
+                _ => waited.after = Some(trigger),
+            }
+        }
+    }
+
+    /// Records a sync that failed as a whole on the ApplySet parent (`gitward.dev/last-error`;
+    /// written only when it changes). The failure itself is logged by the caller, so a record
+    /// that cannot be written (the cluster does not answer either) is logged at debug.
+    async fn record_failure(&mut self, unit: &str, e: &crate::sync::Error) {
+        if let Err(r) = self.engine.record_failure(e).await {
+            tracing::debug!(unit, error = %telemetry::error_chain(&r), "could not record the error on the inventory");
+        }
     }
 
     fn set_waiting(&self, unit: &str, waiting: bool) {
@@ -349,6 +390,7 @@ impl UnitTask {
     }
 
     fn set_status(&self, unit: &str, report: &Report, ok: bool, health: Option<Counts>) {
+        let applied_once = ok || self.status.snapshot().get(unit).is_some_and(|s| s.applied_once);
         let status = UnitStatus {
             cache_synced: true,
             last_sync_ok: Some(ok),
@@ -357,6 +399,7 @@ impl UnitTask {
             tracked_objects: self.engine.cache().len(),
             health,
             waiting: false,
+            applied_once,
         };
         self.status.set(unit, status);
     }
@@ -379,6 +422,21 @@ impl UnitTask {
         self.status.set(unit, status);
         false
     }
+}
+
+/// How [`UnitTask::run_wait`] ended.
+#[derive(Default)]
+struct Waited {
+    /// How the wait itself ended; `None` when it was cancelled (shutdown, SIGHUP, a new
+    /// revision).
+    outcome: Option<Outcome>,
+    /// A trigger for the revision waited for, to run after the wait.
+    after: Option<Trigger>,
+    /// The trigger that cancelled the wait (SIGHUP, or one that found a new revision), to run
+    /// at once.
+    cancelled_by: Option<Trigger>,
+    /// A new revision cancelled the wait: it records itself, this one records nothing.
+    superseded: bool,
 }
 
 /// Hands the pages that a sync's transient buffers (parsed YAML, list pages, responses) freed

@@ -7,10 +7,13 @@
 //! | `gitward.dev/last-revision` | the commit SHA last applied |
 //! | `gitward.dev/last-applied-at` | when that revision first reached this result, RFC 3339 UTC |
 //! | `gitward.dev/last-result` | [`SyncResult::as_str`]: `healthy`, `progressing`, `degraded`, `applied`, `failed` |
+//! | `gitward.dev/last-attempted-revision` | the commit SHA last tried, applied or not ([`Attempt`]) |
+//! | `gitward.dev/last-error` | why that attempt did not apply cleanly, one sentence; absent after a clean sync |
+//! | `gitward.dev/last-failed` | the objects that failed or were skipped, JSON `[{"object", "action", "reason"}]` |
 //!
-//! The record is rewritten only when the revision or the result changes, so a resync that
-//! changes nothing sends no extra request; every inventory write carries it (server-side apply
-//! would otherwise drop annotations its field manager stops declaring).
+//! The record is rewritten only when the revision, the result or the attempt changes, so a
+//! resync that changes nothing sends no extra request; every inventory write carries it
+//! (server-side apply would otherwise drop annotations its field manager stops declaring).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +24,20 @@ pub const LAST_REVISION: &str = "gitward.dev/last-revision";
 pub const LAST_APPLIED_AT: &str = "gitward.dev/last-applied-at";
 /// Annotation: the recorded result.
 pub const LAST_RESULT: &str = "gitward.dev/last-result";
+/// Annotation: the revision last attempted, whether it applied or not.
+pub const LAST_ATTEMPTED_REVISION: &str = "gitward.dev/last-attempted-revision";
+/// Annotation: why the last attempt did not apply cleanly (absent after a clean sync).
+pub const LAST_ERROR: &str = "gitward.dev/last-error";
+/// Annotation: the objects the last attempt failed or skipped, as JSON.
+pub const LAST_FAILED: &str = "gitward.dev/last-failed";
+
+/// Longest `gitward.dev/last-error`, in bytes: the parent's annotations share 256 KiB with
+/// everything else on it, and one sentence that long is already more than a person reads.
+pub const MAX_ERROR_BYTES: usize = 1024;
+/// Most objects listed in `gitward.dev/last-failed`; the sentence still counts them all.
+pub const MAX_FAILED_OBJECTS: usize = 20;
+/// Longest reason of one object in `gitward.dev/last-failed`, in bytes.
+pub const MAX_REASON_BYTES: usize = 512;
 
 /// The outcome of one sync and its health wait, as recorded on the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -110,9 +127,147 @@ impl Record {
     }
 }
 
+/// One object the last attempt did not apply: failed, skipped or in conflict.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NotApplied {
+    /// `Kind/ns/name`.
+    pub object: String,
+    /// The change-set action: `failed`, `skipped` or `conflict`.
+    pub action: String,
+    /// Why (the API server's message, the dependency that failed, the refused prune), cut to
+    /// [`MAX_REASON_BYTES`].
+    pub reason: String,
+}
+
+/// What the parent records of the last attempt to sync, applied or not: the revision tried,
+/// and why it did not apply cleanly. Written with the [`Record`] when it changes; a clean sync
+/// clears the error.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Attempt {
+    /// The revision last attempted (`gitward.dev/last-attempted-revision`); `None` before the
+    /// first attempt, or when the revision could not even be fetched.
+    pub revision: Option<String>,
+    /// Why it did not apply cleanly (`gitward.dev/last-error`), at most [`MAX_ERROR_BYTES`];
+    /// `None` after a clean sync.
+    pub error: Option<String>,
+    /// The objects that failed or were skipped (`gitward.dev/last-failed`), at most
+    /// [`MAX_FAILED_OBJECTS`].
+    pub failed: Vec<NotApplied>,
+}
+
+impl Attempt {
+    /// A clean sync of `revision`: no error, nothing failed.
+    pub fn clean(revision: impl Into<String>) -> Self {
+        Self { revision: Some(revision.into()), error: None, failed: Vec::new() }
+    }
+
+    /// An attempt of `revision` (`None`: not known, e.g. the fetch failed; the previous
+    /// attempted revision is kept by the caller) that failed as a whole with `error`.
+    pub fn failed(revision: Option<String>, error: &str) -> Self {
+        Self { revision, error: Some(bounded(error, MAX_ERROR_BYTES)), failed: Vec::new() }
+    }
+
+    /// An attempt of `revision` that applied, except `objects` (failed, skipped or in
+    /// conflict), and with `prune_refused` when the prune was refused. The error sentence
+    /// names the refused prune, counts the objects and lists the first of them with their
+    /// reasons; `failed` keeps the first [`MAX_FAILED_OBJECTS`].
+    pub fn partial(revision: impl Into<String>, objects: Vec<NotApplied>, prune_refused: Option<&str>) -> Self {
+        let mut parts = Vec::new();
+        if let Some(reason) = prune_refused {
+            parts.push(format!("prune refused: {reason}"));
+        }
+        // Objects skipped only because the prune was refused are told by that sentence.
+        let listed: Vec<&NotApplied> =
+            objects.iter().filter(|o| prune_refused.is_none() || !o.reason.starts_with("prune refused")).collect();
+        if !listed.is_empty() {
+            let n = listed.len();
+            let noun = if n == 1 { "object" } else { "objects" };
+            let each: Vec<String> = listed.iter().map(|o| format!("{} {}: {}", o.object, o.action, o.reason)).collect();
+            parts.push(format!("{n} {noun} not applied: {}", each.join("; ")));
+        }
+        let error = (!parts.is_empty()).then(|| bounded(&parts.join("; "), MAX_ERROR_BYTES));
+        let failed = objects
+            .into_iter()
+            .take(MAX_FAILED_OBJECTS)
+            .map(|o| NotApplied { reason: bounded(&o.reason, MAX_REASON_BYTES), ..o })
+            .collect();
+        Self { revision: Some(revision.into()), error, failed }
+    }
+
+    /// The annotations that carry it (none for an empty attempt).
+    pub fn annotations(&self) -> BTreeMap<String, String> {
+        let mut out = BTreeMap::new();
+        if let Some(r) = &self.revision {
+            out.insert(LAST_ATTEMPTED_REVISION.to_string(), r.clone());
+        }
+        if let Some(e) = &self.error {
+            out.insert(LAST_ERROR.to_string(), e.clone());
+        }
+        if !self.failed.is_empty() {
+            out.insert(LAST_FAILED.to_string(), serde_json::to_string(&self.failed).unwrap_or_default());
+        }
+        out
+    }
+
+    /// Reads an attempt from a parent's annotations; an unreadable `last-failed` reads as none.
+    pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Self {
+        Self {
+            revision: annotations.get(LAST_ATTEMPTED_REVISION).cloned(),
+            error: annotations.get(LAST_ERROR).cloned(),
+            failed: annotations.get(LAST_FAILED).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
+        }
+    }
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, ending in `…` when cut.
+pub fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max.saturating_sub('…'.len_utf8());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn not_applied(object: &str, action: &str, reason: &str) -> NotApplied {
+        NotApplied { object: object.into(), action: action.into(), reason: reason.into() }
+    }
+
+    #[test]
+    fn an_attempt_reads_back_from_its_annotations() {
+        let a = Attempt::partial("3f2a", vec![not_applied("ConfigMap/a/x", "failed", "denied")], None);
+        assert_eq!(a.error.as_deref(), Some("1 object not applied: ConfigMap/a/x failed: denied"));
+        assert_eq!(Attempt::from_annotations(&a.annotations()), a);
+        assert!(Attempt::clean("3f2a").annotations().keys().eq([LAST_ATTEMPTED_REVISION]));
+        assert_eq!(Attempt::from_annotations(&BTreeMap::new()), Attempt::default());
+    }
+
+    #[test]
+    fn a_refused_prune_is_one_sentence_and_its_skipped_members_are_kept_apart() {
+        let skipped = not_applied("ConfigMap/a/old", "skipped", "prune refused: over max_prune_fraction");
+        let a = Attempt::partial("3f2a", vec![skipped.clone()], Some("over max_prune_fraction"));
+        assert_eq!(a.error.as_deref(), Some("prune refused: over max_prune_fraction"));
+        assert_eq!(a.failed, [skipped]);
+    }
+
+    #[test]
+    fn the_error_and_the_object_list_are_bounded() {
+        let many: Vec<NotApplied> =
+            (0..100).map(|i| not_applied(&format!("ConfigMap/a/x{i}"), "failed", &"é".repeat(400))).collect();
+        let a = Attempt::partial("3f2a", many, None);
+        let error = a.error.unwrap();
+        assert!(error.len() <= MAX_ERROR_BYTES && error.starts_with("100 objects not applied: "), "{error}");
+        assert!(error.ends_with('…'));
+        assert_eq!(a.failed.len(), MAX_FAILED_OBJECTS);
+        assert!(a.failed.iter().all(|o| o.reason.len() <= MAX_REASON_BYTES));
+        assert_eq!(bounded("short", 10), "short");
+    }
 
     #[test]
     fn a_record_reads_back_from_its_annotations() {

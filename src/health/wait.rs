@@ -73,6 +73,10 @@ pub struct HealthWait {
     /// most of a first sync's are ConfigMaps, Secrets and RBAC).
     without_health: usize,
     statuses: BTreeMap<ObjectRef, Status>,
+    /// True when the targets include every member of the unit that was not `Current` when
+    /// the wait began (read just before it, [`super::survey`]): a `Healthy` outcome then means
+    /// every member is `Current`, and the engine need not read them again.
+    covers_all: bool,
 }
 
 /// Above this many targets of one resource in one namespace, they share one label-selected
@@ -103,7 +107,29 @@ impl HealthWait {
     pub fn new(client: kube::Client, selector: String, targets: &[Target]) -> Self {
         let waited: Vec<Target> = targets.iter().filter(|t| bears_health(&t.object.gk)).cloned().collect();
         let without_health = targets.len() - waited.len();
-        Self { client, selector, targets: waited, without_health, statuses: BTreeMap::new() }
+        Self { client, selector, targets: waited, without_health, statuses: BTreeMap::new(), covers_all: false }
+    }
+
+    /// Marks the targets as every member that was not `Current` when the wait began
+    /// ([`HealthWait::covers_all`]).
+    pub fn covering_all(mut self) -> Self {
+        self.covers_all = true;
+        self
+    }
+
+    /// True when the targets include every member of the unit that was not `Current` when the
+    /// wait began, so a `Healthy` outcome means the whole unit is.
+    pub fn covers_all(&self) -> bool {
+        self.covers_all
+    }
+
+    /// The targets waited for whose last status is not `Current` (or not known yet).
+    pub fn not_current(&self) -> Vec<Target> {
+        self.targets
+            .iter()
+            .filter(|t| self.statuses.get(&t.object).is_none_or(|s| s.health != Health::Current))
+            .cloned()
+            .collect()
     }
 
     /// The objects waited for: the targets whose kinds bear health.

@@ -28,8 +28,9 @@ use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Contents, Inventory, PART_OF, Parent, ParentWatch, Seen};
 use crate::cluster::owner::{self, UNIT, Verdict};
 use crate::config::{ClusterConfig, SyncUnit};
-use crate::health::record::{Record, SyncResult};
-use crate::health::wait::{HealthWait, Target};
+use crate::health::record::{Attempt, NotApplied, Record, SyncResult};
+use crate::health::survey;
+use crate::health::wait::{HealthWait, Outcome, Target};
 use crate::manifest::Skipped;
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::{self, Desired, Stage, Step};
@@ -116,6 +117,9 @@ pub struct Report {
     /// How many of the objects git changed were applied early, before the revision was loaded
     /// whole ([`early`]); included in `changes`.
     pub applied_early: usize,
+    /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
+    /// revision, so it leaves the recorded attempt (and its error) as it is.
+    pub heal: bool,
 }
 
 /// What [`Engine::apply_early`] applied.
@@ -158,6 +162,19 @@ pub struct Engine {
     /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
     /// over, with the change-set note; attached to their entries after the apply.
     adoptions: HashMap<ObjectRef, String>,
+    /// The last attempt as the parent records it (revision tried, error, objects not applied),
+    /// once read or written; like `recorded`, sent with every write and rewritten on change.
+    attempt: Attempt,
+    /// The revision the sync in progress attempts, once fetched: what a sync that fails as a
+    /// whole records as attempted.
+    attempting: Option<Revision>,
+    /// Members whose health was not `Current` when the last health wait ended: targets of the
+    /// next wait too, so a sync that changes nothing still waits for the Deployment an
+    /// earlier revision left unhealthy. `None` until a wait of this engine has judged the
+    /// unit (a fresh engine reads the unit's members once, [`survey`], before its first wait).
+    unhealthy: Option<Vec<Target>>,
+    /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
+    allow_prune_once: bool,
 }
 
 impl Engine {
@@ -197,6 +214,10 @@ impl Engine {
             namespace_checked: false,
             parent_namespace_defined: false,
             adoptions: HashMap::new(),
+            attempt: Attempt::default(),
+            attempting: None,
+            unhealthy: None,
+            allow_prune_once: false,
         })
     }
 
@@ -220,9 +241,17 @@ impl Engine {
         &self.repo
     }
 
+    /// Lets the next syncs of this engine prune past `max_prune_fraction` and the empty-revision
+    /// guard (`gitward sync --allow-prune`: a deliberate one-off prune, as `allow_prune_all`
+    /// would permit every time). The other prune rules (membership, re-check, cascades) stay.
+    pub fn allow_prune_once(&mut self) {
+        self.allow_prune_once = true;
+    }
+
     /// One sync: fetch, then [`Engine::sync_revision`].
     pub async fn sync(&mut self) -> Result<Report> {
         let started = Instant::now();
+        self.attempting = None;
         let revision = self.repo.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
         report.duration = started.elapsed();
@@ -233,6 +262,7 @@ impl Engine {
     /// apply stage by stage, prune, narrow the inventory.
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let started = Instant::now();
+        self.attempting = Some(revision.clone());
         let defaults = Defaults {
             namespace: self.unit.namespace.as_str().into(),
             applyset_id: self.inventory.id.as_str().into(),
@@ -349,6 +379,7 @@ impl Engine {
             applied_at,
             health_targets,
             applied_early,
+            heal: false,
         })
     }
 
@@ -390,7 +421,7 @@ impl Engine {
                 early.changes.note_change_applied(at);
             }
             for entry in applied.entries {
-                if matches!(entry.action, Action::Created | Action::Configured | Action::DriftCorrected) {
+                if entry.action.applied_change() {
                     let hash = selection.desired.iter().find(|d| d.object == entry.object).map(|d| d.hash.clone());
                     early.sent.insert(entry.object.clone(), hash.unwrap_or_default());
                     early.changes.entries.push(entry);
@@ -431,6 +462,7 @@ impl Engine {
             applied_at,
             health_targets,
             applied_early: 0,
+            heal: true,
         })
     }
 
@@ -526,60 +558,198 @@ impl Engine {
         self.unit.health_timeout
     }
 
-    /// A health wait over what `report`'s sync changed ([`crate::health::wait`]).
-    pub fn health_wait(&self, report: &Report) -> HealthWait {
+    /// A health wait ([`crate::health::wait`]) over what `report`'s sync changed and over the
+    /// members an earlier wait left not `Current` that git still holds: a sync that changes
+    /// nothing still waits for the Deployment an earlier revision never rolled out. Before
+    /// this engine's first judgement (a daemon's first sync, every `gitward sync --wait`) the
+    /// unit's health-bearing members are read once ([`survey`]) to learn which those are; the
+    /// wait then covers every member that was not `Current` ([`HealthWait::covers_all`]). A
+    /// failed read is logged and the wait covers what the sync changed.
+    pub async fn health_wait(&mut self, report: &Report) -> HealthWait {
         let selector = format!("{PART_OF}={}", self.inventory.id);
-        HealthWait::new(self.client.clone(), selector, &report.health_targets)
+        let covers_all = self.unhealthy.is_none() && self.survey().await;
+        let desired: HashSet<&ObjectRef> =
+            self.last_desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
+        let mut targets = report.health_targets.clone();
+        let changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
+        for t in self.unhealthy.iter().flatten() {
+            if desired.contains(&t.object) && !changed.contains(&t.object) {
+                targets.push(t.clone());
+            }
+        }
+        let wait = HealthWait::new(self.client.clone(), selector, &targets);
+        if covers_all { wait.covering_all() } else { wait }
     }
 
-    /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]):
-    /// one server-side apply of the parent, carrying its current contents, and only when the
-    /// revision or the result differs from what the parent records — a sync that changes
-    /// neither sends nothing. Returns whether it wrote.
+    /// The result a health wait that ended with `outcome` (`None`: cancelled) gives the unit,
+    /// and what later waits must wait for. `healthy` only when every member with health is
+    /// `Current`: when the wait covered only some of them, the unit's health-bearing members
+    /// are read once more ([`survey`]) and any that is not `Current` makes it `progressing`
+    /// (`degraded` if one is `Failed`). A failed read makes it `progressing` too (unknown is
+    /// not healthy). A wait with no targets (call it with `Healthy` without running it) reads
+    /// nothing when the last judgement left nothing unhealthy.
+    pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<Outcome>) -> SyncResult {
+        match outcome {
+            Some(Outcome::Healthy) if wait.covers_all() => {
+                self.unhealthy = Some(Vec::new());
+                SyncResult::Healthy
+            }
+            // Nothing was waited on, and the last judgement found nothing else unhealthy: a
+            // resync that changes nothing reads nothing.
+            Some(Outcome::Healthy) if wait.targets().is_empty() && self.unhealthy.is_some() => SyncResult::Healthy,
+            Some(Outcome::Healthy) => {
+                let before = self.unhealthy.take();
+                match self.read_unhealthy().await {
+                    Ok(found) if found.is_empty() => {
+                        self.unhealthy = Some(Vec::new());
+                        SyncResult::Healthy
+                    }
+                    Ok(found) => {
+                        let failed = found.iter().any(|(_, s)| s.health == crate::health::Health::Failed);
+                        self.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
+                        if failed { SyncResult::Degraded } else { SyncResult::Progressing }
+                    }
+                    Err(e) => {
+                        tracing::warn!(unit = %self.unit.name, error = %crate::telemetry::error_chain(&e), "could not read the unit's health; not recorded healthy");
+                        self.unhealthy = before;
+                        SyncResult::Progressing
+                    }
+                }
+            }
+            Some(Outcome::Degraded) => {
+                self.unhealthy = Some(wait.not_current());
+                SyncResult::Degraded
+            }
+            Some(Outcome::TimedOut) | None => {
+                self.unhealthy = Some(wait.not_current());
+                SyncResult::Progressing
+            }
+        }
+    }
+
+    /// Reads the unit's health-bearing members once ([`survey`]) and remembers those not
+    /// `Current` as targets of the next waits; false (logged) when the read failed.
+    async fn survey(&mut self) -> bool {
+        match self.read_unhealthy().await {
+            Ok(found) => {
+                self.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
+                true
+            }
+            Err(e) => {
+                tracing::warn!(unit = %self.unit.name, error = %crate::telemetry::error_chain(&e), "could not read the unit's health");
+                false
+            }
+        }
+    }
+
+    /// The members of the kinds git holds that bear health and are not `Current`, and that git
+    /// still holds (a member left behind by a refused prune is not this revision's).
+    async fn read_unhealthy(&self) -> std::result::Result<Vec<(Target, crate::health::Status)>, survey::Error> {
+        let Some((_, desired)) = &self.last_desired else { return Ok(Vec::new()) };
+        let mut kinds: BTreeMap<&GroupKind, survey::Kind> = BTreeMap::new();
+        for d in desired.iter().filter(|d| crate::health::bears_health(&d.object.gk)) {
+            kinds.entry(&d.object.gk).or_insert_with(|| survey::Kind {
+                gk: d.object.gk.clone(),
+                resource: d.resource.clone(),
+                namespaced: d.object.namespace.is_some(),
+            });
+        }
+        let kinds: Vec<survey::Kind> = kinds.into_values().collect();
+        let selector = format!("{PART_OF}={}", self.inventory.id);
+        let held: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
+        let found = survey::not_current(&self.client, &kinds, &selector).await?;
+        Ok(found.into_iter().filter(|(t, _)| held.contains(&t.object)).collect())
+    }
+
+    /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
+    /// keeping the recorded attempt: one server-side apply of the parent, carrying its current
+    /// contents, and only when the revision or the result differs from what the parent
+    /// records — a sync that changes neither sends nothing. Returns whether it wrote.
     ///
     /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
     pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
-        let record = Record::now(revision.to_string(), result);
-        if self.recorded.as_ref().is_some_and(|r| r.same_outcome(&record)) {
+        let attempt = self.attempt.clone();
+        self.write_record(Some(Record::now(revision.to_string(), result)), attempt).await
+    }
+
+    /// Records a sync's `report` with `result`: the revision and result ([`Engine::record`]),
+    /// and the attempt — the revision, and unless every object applied and the prune ran (or
+    /// had nothing to do), `gitward.dev/last-error` and the objects not applied; a clean sync
+    /// clears them. A sync of the revision already recorded that judged nothing (`judged`
+    /// false: no wait ran, or it had nothing to wait for and read nothing) keeps what the
+    /// parent says of that revision's result, unless that was `failed`. A self-heal ([`Report::heal`]) keeps the attempt.
+    /// Writes only when something recorded changes; returns whether it wrote.
+    ///
+    /// Errors: as [`Engine::record`].
+    pub async fn record_sync(&mut self, report: &Report, result: SyncResult, judged: bool) -> Result<bool> {
+        let revision = report.revision.to_string();
+        // A judgement of this revision stands until another judges it; a failure never does.
+        let same_revision =
+            self.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
+        let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
+        let record = if says_nothing && same_revision {
+            self.recorded.clone()
+        } else {
+            Some(Record::now(revision.clone(), result))
+        };
+        let attempt = if report.heal { self.attempt.clone() } else { attempt_of(&revision, &report.changes) };
+        self.write_record(record, attempt).await
+    }
+
+    /// Records that the sync in progress failed as a whole with `error` (a parse or render
+    /// error, an unknown kind, git or the cluster unreachable): `gitward.dev/last-error` and the
+    /// revision attempted (the last one kept when the fetch itself failed), leaving the last
+    /// applied revision and its result as they are. Writes only when that changes, so the
+    /// retries of one broken revision write once. Returns whether it wrote.
+    ///
+    /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
+    pub async fn record_failure(&mut self, error: &Error) -> Result<bool> {
+        if self.known_inventory.is_none() {
+            // The recorded attempt is compared with the parent's, which a fresh engine reads.
+            let parent = self.read_parent().await?;
+            self.known_inventory = parent;
+        }
+        let revision = self.attempting.as_ref().map(ToString::to_string).or_else(|| self.attempt.revision.clone());
+        let attempt = Attempt::failed(revision, &crate::telemetry::error_chain(error));
+        let record = self.recorded.clone();
+        self.write_record(record, attempt).await
+    }
+
+    /// Writes `record` and `attempt` on the parent unless both say what it records already
+    /// (the record's time does not count).
+    async fn write_record(&mut self, record: Option<Record>, attempt: Attempt) -> Result<bool> {
+        let same_record = match (&self.recorded, &record) {
+            (Some(a), Some(b)) => a.same_outcome(b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if same_record && self.attempt == attempt {
             return Ok(false);
         }
-        let mut annotations = record.annotations();
+        let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
+        annotations.extend(attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
         self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
             .await?;
-        self.recorded = Some(record);
+        self.recorded = record;
+        self.attempt = attempt;
         Ok(true)
     }
 
-    /// [`Engine::record`] for a sync's `report`, except that a sync of the revision already
-    /// recorded that judged nothing — it changed nothing that has health (a resync, a daemon
-    /// restart), or ran no wait (`applied`: `gitward sync` without `--wait`) — does not
-    /// overwrite what the parent says of that revision.
-    ///
-    /// Errors: as [`Engine::record`].
-    pub async fn record_sync(&mut self, report: &Report, result: SyncResult) -> Result<bool> {
-        let judged = report.health_targets.iter().any(|t| crate::health::bears_health(&t.object.gk));
-        let same_revision = self.recorded.as_ref().is_some_and(|r| r.revision == report.revision.to_string());
-        let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
-        if says_nothing && same_revision {
-            return Ok(false);
-        }
-        self.record(&report.revision, result).await
-    }
-
-    /// Reads the parent (one GET), remembering its record.
+    /// Reads the parent (one GET), remembering its record and attempt.
     async fn read_parent(&mut self) -> Result<Option<Parent>> {
         let parent = self.inventory.read(&self.client).await?;
         if let Some(p) = &parent {
             self.recorded = Record::from_annotations(&p.annotations);
+            self.attempt = Attempt::from_annotations(&p.annotations);
         }
         Ok(parent)
     }
 
-    /// The annotations every write of the parent carries: the last sync's record, and the
-    /// unit's name ([`UNIT`]), by which an ownership conflict names the unit.
+    /// The annotations every write of the parent carries: the last sync's record and attempt as
+    /// they stand, and the unit's name ([`UNIT`]), by which an ownership conflict names the unit.
     fn record_annotations(&self) -> BTreeMap<String, String> {
         let mut annotations = self.recorded.as_ref().map(Record::annotations).unwrap_or_default();
+        annotations.extend(self.attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
         annotations
     }
@@ -825,7 +995,11 @@ impl Engine {
         let refused = match stale {
             Some(e) => Some(format!("the metadata cache cannot be trusted: {e}")),
             None if !partial.is_empty() && !p.steps.is_empty() => Some(partial_refusal(partial)),
-            None => prune::refusal(desired.len(), members_before, p.steps.len(), &self.prune),
+            None => {
+                let opts =
+                    PruneOptions { allow_all: self.prune.allow_all || self.allow_prune_once, ..self.prune.clone() };
+                prune::refusal(desired.len(), members_before, p.steps.len(), &opts)
+            }
         };
         if let Some(reason) = refused {
             for step in &p.steps {
@@ -998,13 +1172,34 @@ async fn list_foreign(
     }
 }
 
-/// The objects a sync created, configured or drift-corrected, with their resources.
+/// The attempt a sync of `revision` with `changes` records: clean, or with the refused prune
+/// and the objects that failed, were skipped or met a conflict (in ref order, so retries of
+/// one failure record the same words and write nothing new).
+fn attempt_of(revision: &str, changes: &ChangeSet) -> Attempt {
+    let mut objects: Vec<NotApplied> = changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Failed | Action::Skipped | Action::Conflict))
+        .map(|e| NotApplied {
+            object: e.object.to_string(),
+            action: e.action.to_string(),
+            reason: e.message.clone().unwrap_or_default(),
+        })
+        .collect();
+    if objects.is_empty() && changes.prune_refused.is_none() {
+        return Attempt::clean(revision);
+    }
+    objects.sort_by(|a, b| a.object.cmp(&b.object));
+    Attempt::partial(revision, objects, changes.prune_refused.as_deref())
+}
+
+/// The objects a sync created, adopted, configured or drift-corrected, with their resources.
 fn health_targets(desired: &[Desired], changes: &ChangeSet) -> Vec<Target> {
     let resources: HashMap<&ObjectRef, &Arc<ApiResource>> = desired.iter().map(|d| (&d.object, &d.resource)).collect();
     changes
         .entries
         .iter()
-        .filter(|e| matches!(e.action, Action::Created | Action::Configured | Action::DriftCorrected))
+        .filter(|e| e.action.applied_change())
         .filter_map(|e| {
             let resource = resources.get(&e.object)?;
             Some(Target { object: e.object.clone(), resource: Arc::clone(resource) })
