@@ -28,8 +28,9 @@
 //!   assignment of units and their hand-over.
 //! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
 //!   SIGHUP), HTTP (webhook, health, metrics), sd_notify; wires in [`lease`].
-//! - [`telemetry`] — logging set-up (text or JSON on stderr) and the `sync complete` summary
-//!   event.
+//! - [`report`] — the events that report a sync (`object`, `health`, `sync complete`) and the
+//!   health step after an apply, shared by `gitward sync` and the daemon.
+//! - [`telemetry`] — logging set-up (text or JSON on stderr) and `error_chain`.
 //! - [`summary`] — the one line per unit that `sync`, `validate` and `status` print on stdout.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
@@ -48,6 +49,7 @@ pub mod object;
 pub mod plan;
 pub mod prune;
 pub mod render;
+pub mod report;
 pub mod source;
 pub mod status;
 pub mod summary;

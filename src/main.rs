@@ -283,46 +283,33 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 /// for), records the result and the attempt on the ApplySet parent, prints the unit's line on
 /// stdout; false when `--wait` found the unit not healthy.
 async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
-    use gitward::health::Counts;
     use gitward::health::record::SyncResult;
     use gitward::health::wait::Outcome;
-    use gitward::telemetry::HealthSummary;
-    telemetry::log_objects(report);
-    let failed = report.changes.has_failures();
-    let timeout = engine.health_timeout();
+    use gitward::report::{self, HealthStep};
+    report::log_objects(report);
     let (mut not_ready, mut waited) = (Vec::new(), Duration::ZERO);
     let started = std::time::Instant::now();
-    let (summary, judged) = if failed {
-        (HealthSummary { counts: Counts::default(), wait: "skipped", result: SyncResult::Failed }, false)
-    } else if !wait {
-        (HealthSummary { counts: Counts::default(), wait: "none", result: SyncResult::Applied }, false)
-    } else if timeout.is_zero() {
-        (HealthSummary { counts: Counts::default(), wait: "disabled", result: SyncResult::Applied }, false)
-    } else {
-        let mut health = engine.health_wait(report).await;
-        let judged = health.covers_all() || !health.targets().is_empty();
-        let unit = report.unit.as_str();
-        let (wait, outcome) = if health.targets().is_empty() {
-            ("none", Outcome::Healthy)
-        } else {
-            let outcome = health.run(timeout, |object, status| telemetry::log_health(unit, object, status)).await;
-            (outcome.as_str(), outcome)
-        };
-        // A timeout ends at the timeout; a Failed object ends the wait at once.
-        waited = if outcome == Outcome::TimedOut { timeout } else { started.elapsed() };
-        if outcome != Outcome::Healthy {
-            let statuses = health.statuses();
-            not_ready = health
-                .targets()
-                .iter()
-                .map(|t| (t.object.clone(), statuses.get(&t.object).cloned()))
-                .filter(|(_, s)| s.as_ref().is_none_or(|s| s.health != gitward::health::Health::Current))
-                .collect();
+    let (summary, judged) = match report::begin(engine, report, wait).await {
+        HealthStep::Done { summary, judged } => (summary, judged),
+        HealthStep::Wait { mut wait, judged } => {
+            let timeout = engine.health_timeout();
+            let unit = report.unit.as_str();
+            let outcome = wait.run(timeout, |object, status| report::log_health(unit, object, status)).await;
+            // A timeout ends at the timeout; a Failed object ends the wait at once.
+            waited = if outcome == Outcome::TimedOut { timeout } else { started.elapsed() };
+            if outcome != Outcome::Healthy {
+                let statuses = wait.statuses();
+                not_ready = wait
+                    .targets()
+                    .iter()
+                    .map(|t| (t.object.clone(), statuses.get(&t.object).cloned()))
+                    .filter(|(_, s)| s.as_ref().is_none_or(|s| s.health != gitward::health::Health::Current))
+                    .collect();
+            }
+            (report::judge(engine, &wait, Some(outcome)).await, judged)
         }
-        let result = engine.judge_health(&health, Some(outcome)).await;
-        (HealthSummary { counts: Counts::of(&health.healths()), wait, result }, judged)
     };
-    telemetry::log_summary(report, &summary);
+    report::log_summary(report, &summary);
     if let Err(e) = engine.record_sync(report, summary.result, judged).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
     }

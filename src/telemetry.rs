@@ -1,26 +1,14 @@
-//! Logging: `tracing` set-up (`text` or `json`) and the events that report a sync.
-//!
-//! One event per object that is not `unchanged` (`object`, `action`, `message`; `unchanged`
-//! ones at debug), one `health` event per changed object whose health changes during the
-//! wait, then one `sync complete` event with the counts by action and by health, how the wait
-//! ended and the result recorded (STYLE.md, Logs) — at warn when the result is `failed` or
-//! `degraded` or the wait timed out. Secret data never reaches a log: the engine's messages
-//! carry refs and API server messages only.
+//! Logging: `tracing` set-up (`text` or `json` on stderr) and [`error_chain`], an error and its
+//! causes as one line. It knows no other module of gitward (it sits at the bottom of the
+//! layering): the events that report a sync are written by `report`.
 //!
 //! Files: `text` (the text format: no module targets, span fields not repeated).
 
 mod text;
 
-use tracing::{debug, info, warn};
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
-
-use crate::changeset::Action;
-use crate::health::record::SyncResult;
-use crate::health::{Counts, Health, Status};
-use crate::object::ObjectRef;
-use crate::sync::Report;
 
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -54,116 +42,6 @@ pub fn init(format: LogFormat) {
             .with(tracing_subscriber::fmt::layer().json().flatten_event(true).with_writer(std::io::stderr))
             .try_init(),
     };
-}
-
-/// What the health wait after a sync found, for the `sync complete` event.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HealthSummary {
-    /// Objects the sync changed, by health bucket at the end of the wait.
-    pub counts: Counts,
-    /// How the wait ended: `healthy`, `degraded`, `timeout`, `cancelled` (a new revision),
-    /// `disabled` (`health_timeout = 0`), `none` (nothing waited on: `gitward sync` without
-    /// `--wait`, or no member with health changed or was left unhealthy), `skipped` (objects
-    /// failed to apply).
-    pub wait: &'static str,
-    /// What is recorded on the ApplySet parent.
-    pub result: SyncResult,
-}
-
-/// Logs a sync's report: skipped files, each object that is not `unchanged`, the summary
-/// (no health wait: `gitward sync` without `--wait`).
-pub fn log_report(report: &Report) {
-    log_objects(report);
-    let result = if report.changes.has_failures() { SyncResult::Failed } else { SyncResult::Applied };
-    log_summary(report, &HealthSummary { counts: Counts::default(), wait: "none", result });
-}
-
-/// Logs one `health` event (`object`, `health`, `reason`, `detail`): an object the sync changed
-/// has a new health (`Failed` at warn).
-pub fn log_health(unit: &str, object: &ObjectRef, status: &Status) {
-    let object = object.to_string();
-    // `detail`, not `message`: tracing's `message` field is the event's own message.
-    let (health, reason, detail) = (status.health.as_str(), status.reason.as_str(), status.message.as_str());
-    match status.health {
-        Health::Failed => warn!(unit, object, health, reason, detail, "health"),
-        _ => info!(unit, object, health, reason, detail, "health"),
-    }
-}
-
-/// Logs skipped files and each object that is not `unchanged` (at once after the apply; the
-/// summary follows the health wait).
-pub fn log_objects(report: &Report) {
-    let unit = report.unit.as_str();
-    let revision = report.revision.to_string();
-    for s in &report.skipped_files {
-        match s.index {
-            Some(i) => info!(unit, file = %s.file, document = i + 1, reason = %s.reason, "file skipped"),
-            None => info!(unit, file = %s.file, reason = %s.reason, "file skipped"),
-        }
-    }
-    for e in &report.changes.entries {
-        let object = e.object.to_string();
-        let reason = e.message.as_deref().unwrap_or("");
-        match (e.action, &e.message) {
-            (Action::Unchanged, _) => debug!(unit, object, action = %e.action, "object"),
-            (Action::Failed, _) => warn!(unit, object, action = %e.action, reason, "object failed"),
-            (Action::Skipped, _) => warn!(unit, object, action = %e.action, reason, "object skipped"),
-            (Action::Conflict, _) => warn!(unit, object, action = %e.action, reason, "object conflict"),
-            (_, Some(_)) => info!(unit, object, action = %e.action, reason, "object"),
-            (_, None) => info!(unit, object, action = %e.action, "object"),
-        }
-    }
-    for (object, reason) in &report.changes.not_members {
-        debug!(unit, object = %object, reason = %reason, "labelled but not a member: not pruned");
-    }
-    if let Some(reason) = &report.changes.prune_refused {
-        warn!(unit, revision, reason = %reason, "prune refused");
-    }
-}
-
-/// The `sync complete` event at the level `$level` (tracing fixes an event's level where it is
-/// written).
-macro_rules! summary_event {
-    ($level:ident, $report:expr, $health:expr) => {{
-        let (report, health): (&Report, &HealthSummary) = ($report, $health);
-        let unit = report.unit.as_str();
-        let revision = report.revision.to_string();
-        let c = report.changes.counts();
-        $level!(
-            unit,
-            revision,
-            created = c.created,
-            adopted = c.adopted,
-            configured = c.configured,
-            unchanged = c.unchanged,
-            drift_corrected = c.drift_corrected,
-            pruned = c.pruned,
-            skipped = c.skipped,
-            failed = c.failed,
-            conflict = c.conflict,
-            applied_early = report.applied_early,
-            requests = report.changes.requests,
-            duration_ms = report.duration.as_millis() as u64,
-            healthy = health.counts.healthy,
-            progressing = health.counts.progressing,
-            degraded = health.counts.degraded,
-            wait = health.wait,
-            result = health.result.as_str(),
-            "sync complete"
-        );
-    }};
-}
-
-/// Logs the `sync complete` event: counts by action, then by health, the wait and the result;
-/// at warn when the result is `failed` or `degraded` or the wait timed out (someone should
-/// look), else at info.
-pub fn log_summary(report: &Report, health: &HealthSummary) {
-    let warn = matches!(health.result, SyncResult::Failed | SyncResult::Degraded) || health.wait == "timeout";
-    if warn {
-        summary_event!(warn, report, health);
-    } else {
-        summary_event!(info, report, health);
-    }
 }
 
 /// The error and its sources, `: `-separated: the chain printed once, at the top (STYLE.md,
@@ -203,7 +81,7 @@ pub fn unit_error(unit: &str, e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 /// One error of a chain as text: a kube API error as `<message> (<reason>, <code>)`, a kube
-/// transport error as its cause ([`crate::cluster::server::RequestFailed`]), any other as
+/// transport error as its cause (the client's layer names the API server there), any other as
 /// its `Display`.
 fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     match e.downcast_ref::<kube::Error>() {
@@ -226,13 +104,22 @@ mod tests {
         source: kube::Error,
     }
 
+    /// A transport error as the client's layer gives it: its own sentence, no source.
+    #[derive(Debug, Clone, thiserror::Error)]
+    #[error("no answer from https://127.0.0.1:1: connection refused")]
+    struct NoAnswer;
+
+    /// An error about a unit, as the engine's start with the unit's name.
+    #[derive(Debug, thiserror::Error)]
+    #[error("app: reference \"main\" not found")]
+    struct RefNotFound;
+
     #[test]
     fn the_chain_prints_each_cause_once_and_api_errors_without_the_debug_dump() {
         let status = kube::core::Status::failure("namespaces \"shop\" not found", "NotFound").with_code(404);
         let e = Outer { source: kube::Error::Api(Box::new(status)) };
         assert_eq!(error_chain(&e), "discovery of v1: namespaces \"shop\" not found (NotFound, 404)");
-        let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        let failed = crate::cluster::server::RequestFailed::new("https://127.0.0.1:1", &io);
+        let failed = NoAnswer;
         let e = Outer { source: kube::Error::Service(Box::new(failed.clone())) };
         assert_eq!(error_chain(&e), format!("discovery of v1: {failed}"));
         assert_eq!(error_chain(&e).matches("connection refused").count(), 1, "{}", error_chain(&e));
@@ -244,7 +131,7 @@ mod tests {
 
     #[test]
     fn a_unit_error_does_not_repeat_the_unit() {
-        let e = crate::source::Error::RefNotFound { unit: "app".into(), reference: "main".into() };
+        let e = RefNotFound;
         assert!(unit_error("app", &e).starts_with("reference \"main\" not found"), "{}", unit_error("app", &e));
         assert!(unit_error("other", &e).starts_with("app: "));
     }

@@ -20,10 +20,10 @@ use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use crate::cluster::cache::{Drift, DriftQueue};
 use crate::health::Counts;
 use crate::health::record::SyncResult;
-use crate::health::wait::Outcome;
+use crate::report::{self, HealthSummary, Wait};
 use crate::source::Revision;
 use crate::sync::{Engine, Report};
-use crate::telemetry::{self, HealthSummary};
+use crate::telemetry;
 
 pub use super::heal::DRIFT_DEBOUNCE;
 
@@ -254,18 +254,18 @@ impl UnitTask {
         let timeout = self.engine.health_timeout();
         let failed = report.changes.has_failures();
         let (wait, result, counts, next, judged) = if failed {
-            ("skipped", SyncResult::Failed, Counts::default(), None, false)
+            (Wait::Skipped, SyncResult::Failed, Counts::default(), None, false)
         } else if timeout.is_zero() {
-            ("disabled", SyncResult::Applied, Counts::default(), None, false)
+            (Wait::Disabled, SyncResult::Applied, Counts::default(), None, false)
         } else {
             let mut wait = self.engine.health_wait(&report).await;
             let judged = wait.covers_all() || !wait.targets().is_empty();
             if wait.targets().is_empty() {
                 // Nothing with health changed and nothing is left unhealthy: nothing to wait on.
-                let result = self.engine.judge_health(&wait, Some(Outcome::Healthy)).await;
+                let result = self.engine.judge_health(&wait, Some(crate::health::wait::Outcome::Healthy)).await;
                 let counts = Counts::of(&wait.healths());
                 self.metrics.observe_health(unit, &counts, None);
-                ("none", result, counts, None, judged)
+                (Wait::None, result, counts, None, judged)
             } else {
                 // Ready (and READY=1) follows the apply, not the wait.
                 self.set_status(unit, &report, true, None);
@@ -278,8 +278,8 @@ impl UnitTask {
                     // cannot call it healthy (and waits for what is still not healthy); a
                     // superseding revision records itself instead.
                     let result = self.engine.judge_health(&wait, None).await;
-                    let summary = HealthSummary { counts, wait: "cancelled", result };
-                    telemetry::log_summary(&report, &summary);
+                    let summary = HealthSummary { counts, wait: Wait::Cancelled, result };
+                    report::log_summary(&report, &summary);
                     self.set_status(unit, &report, true, None);
                     if !waited.superseded
                         && let Err(e) = self.engine.record_sync(&report, summary.result, judged).await
@@ -291,11 +291,11 @@ impl UnitTask {
                 let result = self.engine.judge_health(&wait, Some(outcome)).await;
                 let took = (result == SyncResult::Healthy).then(|| started.elapsed());
                 self.metrics.observe_health(unit, &counts, took);
-                (outcome.as_str(), result, counts, waited.after, judged)
+                (Wait::from(outcome), result, counts, waited.after, judged)
             }
         };
-        telemetry::log_summary(&report, &HealthSummary { counts, wait, result });
-        let waited = wait != "skipped" && wait != "disabled";
+        report::log_summary(&report, &HealthSummary { counts, wait, result });
+        let waited = wait != Wait::Skipped && wait != Wait::Disabled;
         // Objects the API server refused leave the unit ready; failures because it did not
         // answer (an outage) do not.
         let ran = !failed || self.engine.cluster_answers().await;
@@ -323,7 +323,7 @@ impl UnitTask {
     ) -> Waited {
         let timeout = self.engine.health_timeout();
         let mut waited = Waited::default();
-        let run = wait.run(timeout, |object, status| telemetry::log_health(unit, object, status));
+        let run = wait.run(timeout, |object, status| report::log_health(unit, object, status));
         tokio::pin!(run);
         loop {
             let far = Instant::now() + Duration::from_secs(86_400);
@@ -405,7 +405,7 @@ impl UnitTask {
     }
 
     fn publish(&self, unit: &str, trigger: &Trigger, report: &Report) {
-        telemetry::log_objects(report);
+        report::log_objects(report);
         if matches!(trigger.kind, TriggerKind::Push | TriggerKind::Webhook) {
             let ms = report.applied_at.saturating_duration_since(trigger.at).as_millis() as u64;
             info!(unit, trigger = %trigger.kind, revision = %report.revision, trigger_to_applied_ms = ms, "trigger applied");
@@ -429,7 +429,7 @@ impl UnitTask {
 struct Waited {
     /// How the wait itself ended; `None` when it was cancelled (shutdown, SIGHUP, a new
     /// revision).
-    outcome: Option<Outcome>,
+    outcome: Option<crate::health::wait::Outcome>,
     /// A trigger for the revision waited for, to run after the wait.
     after: Option<Trigger>,
     /// The trigger that cancelled the wait (SIGHUP, or one that found a new revision), to run
