@@ -21,6 +21,8 @@
 //! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): unit Leases taken and handed over |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
+mod fleet;
+
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -32,9 +34,9 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
+use self::fleet::Fleet;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
-use crate::lease::shard::{Handover, ShardEvents};
 use crate::sync::{Error, Report};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output: prometheus-client's text encoder writes
@@ -256,14 +258,7 @@ impl Metrics {
 
     /// Sets `gitward_unit_cluster{unit, cluster} 1` for a unit that started.
     pub fn set_unit_cluster(&self, unit: &str, cluster: &str) {
-        let mut clusters = self.fleet.clusters.lock().expect("clusters lock");
-        if let Some(previous) = clusters.insert(unit.to_owned(), cluster.to_owned()) {
-            self.fleet.unit_cluster.remove(&UnitClusterLabels { unit: unit.to_owned(), cluster: previous });
-        }
-        self.fleet
-            .unit_cluster
-            .get_or_create(&UnitClusterLabels { unit: unit.to_owned(), cluster: cluster.to_owned() })
-            .set(1);
+        self.fleet.set_cluster(unit, cluster);
     }
 
     /// Every series, in the OpenMetrics text format (see [`CONTENT_TYPE`]), ending in `# EOF`.
@@ -282,112 +277,6 @@ impl Metrics {
         self.last_revision
             .get_or_create(&RevisionLabels { unit: unit.to_owned(), revision: revision.to_owned() })
             .set(1);
-    }
-}
-
-/// The sharding loop's reports become `gitward_shard_units_held`,
-/// `gitward_shard_handovers_total` and, with the next completed sync of a unit taken over
-/// from a dead replica, `gitward_shard_failover_seconds`.
-impl ShardEvents for Metrics {
-    fn units_held(&self, identity: &str, held: usize) {
-        let held = i64::try_from(held).unwrap_or(i64::MAX);
-        self.fleet.units_held.get_or_create(&IdentityLabels { identity: identity.to_owned() }).set(held);
-    }
-
-    fn handover(&self, identity: &str, direction: Handover) {
-        let labels = HandoverLabels { identity: identity.to_owned(), direction: direction.as_str() };
-        self.fleet.handovers.get_or_create(&labels).inc();
-    }
-
-    fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant) {
-        let mut pending = self.fleet.failovers.lock().expect("failovers lock");
-        pending.insert(unit.to_owned(), (identity.to_owned(), died));
-    }
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct UnitClusterLabels {
-    unit: String,
-    cluster: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct IdentityLabels {
-    identity: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct HandoverLabels {
-    identity: String,
-    direction: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct FailoverLabels {
-    identity: String,
-    cluster: String,
-}
-
-/// Metrics of many clusters and of sharding (issue 12), kept apart from the per-sync ones.
-struct Fleet {
-    /// `gitward_unit_cluster`.
-    unit_cluster: Family<UnitClusterLabels, Gauge>,
-    /// The cluster each unit's `gitward_unit_cluster` series names.
-    clusters: Mutex<HashMap<String, String>>,
-    /// `gitward_shard_units_held`.
-    units_held: Family<IdentityLabels, Gauge>,
-    /// `gitward_shard_handovers_total`.
-    handovers: Family<HandoverLabels, Counter>,
-    /// `gitward_shard_failover_seconds`.
-    failover: Family<FailoverLabels, Histogram, fn() -> Histogram>,
-    /// Units taken over from a dead replica and not yet synced here: the new holder and when
-    /// the old one died.
-    failovers: Mutex<HashMap<String, (String, std::time::Instant)>>,
-}
-
-impl Fleet {
-    fn register(registry: &mut Registry) -> Self {
-        let fleet = Self {
-            unit_cluster: Family::default(),
-            clusters: Mutex::default(),
-            units_held: Family::default(),
-            handovers: Family::default(),
-            failover: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
-            failovers: Mutex::default(),
-        };
-        registry.register(
-            "unit_cluster",
-            "The cluster a unit applies to (always 1; the cluster is the label)",
-            fleet.unit_cluster.clone(),
-        );
-        registry.register("shard_units_held", "Units whose Lease this replica holds", fleet.units_held.clone());
-        registry.register(
-            "shard_handovers",
-            "Unit Leases this replica acquired or handed over",
-            fleet.handovers.clone(),
-        );
-        registry.register_with_unit(
-            "shard_failover",
-            "From a dead replica's membership Lease expiring to the first sync here of a unit it held",
-            Unit::Seconds,
-            fleet.failover.clone(),
-        );
-        fleet
-    }
-
-    /// A sync of `unit` completed: ends its failover time, if one is running.
-    fn synced(&self, unit: &str) {
-        let Some((identity, died)) = self.failovers.lock().expect("failovers lock").remove(unit) else { return };
-        let cluster = self.clusters.lock().expect("clusters lock").get(unit).cloned().unwrap_or_default();
-        self.failover.get_or_create(&FailoverLabels { identity, cluster }).observe(died.elapsed().as_secs_f64());
-    }
-
-    /// `unit` stopped here: drop its cluster series and any failover time.
-    fn forget(&self, unit: &str) {
-        if let Some(cluster) = self.clusters.lock().expect("clusters lock").remove(unit) {
-            self.unit_cluster.remove(&UnitClusterLabels { unit: unit.to_owned(), cluster });
-        }
-        self.failovers.lock().expect("failovers lock").remove(unit);
     }
 }
 
