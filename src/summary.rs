@@ -173,6 +173,7 @@ mod tests {
             applied_at: std::time::Instant::now(),
             health_targets: Vec::new(),
             applied_early: 0,
+            heal: false,
         }
     }
 
