@@ -1,14 +1,24 @@
 //! The daemon: `gitward run`.
 //!
+//! - [`run`] — set-up, and the daemon's event loop: one method per event (signals, config
+//!   reload, leadership and unit ownership changes, units stopped, restarts, sd_notify).
+//! - [`decide`] — its decisions, pure: which units to start, restart and stop; when `READY=1`
+//!   and `/readyz` say ready; the `STATUS=` line.
+//! - [`units`] — the set of running unit tasks, started and stopped as decided.
+//! - [`unit`] — one unit's task: one loop over its phases (idle, backing off, syncing, waiting
+//!   for health).
 //! - [`trigger`] — why a unit syncs, and the per-unit status the HTTP server reads.
 //! - [`http`] — `/hooks/git` (signed webhooks), `/healthz`, `/readyz`, `/metrics`.
 //! - [`webhook`] — signature checks (GitHub, Gitea, GitLab) and ref matching.
 //! - [`metrics`] — Prometheus metrics.
 //! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
+//! - [`backoff`] — exponential backoff with jitter.
+//! - [`repo_watch`] — the watch of a local repository's refs.
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
 
 pub mod backoff;
+pub mod decide;
 pub mod heal;
 pub mod http;
 pub mod metrics;
@@ -16,4 +26,5 @@ pub mod repo_watch;
 pub mod run;
 pub mod trigger;
 pub mod unit;
+pub(crate) mod units;
 pub mod webhook;

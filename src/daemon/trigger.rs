@@ -142,10 +142,6 @@ impl Status {
     /// and its last sync not failed as a whole (failed objects alone do not count; see
     /// [`UnitStatus::failed_objects`]).
     pub fn ready(&self) -> bool {
-        if self.standby() {
-            return true;
-        }
-        let s = self.0.read().expect("status lock");
-        !s.is_empty() && s.values().all(|u| u.cache_synced && u.last_sync_ok == Some(true))
+        super::decide::readyz(self.standby(), &self.0.read().expect("status lock"))
     }
 }

@@ -1,0 +1,233 @@
+//! The set of running unit tasks: started, restarted and stopped as [`super::decide`] plans,
+//! each in a span carrying `unit` and `cluster`, with its cluster's client from a
+//! [`Registry`]. With sharding, only the units whose Lease this replica holds run: one that
+//! loses it is aborted at once, one handed over to another replica is stopped after its
+//! in-flight sync and only then reported stopped (its Lease is released after that).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch};
+use tracing::{Instrument, error, info, warn};
+
+use super::decide::{self, UnitPlan};
+use super::metrics::Metrics;
+use super::repo_watch::{self, RepoWatch};
+use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use super::unit::{UnitTask, UnitTiming};
+use crate::cluster::registry::Registry;
+use crate::config::{Config, SyncUnit};
+use crate::lease::shard::{Ownership, Running};
+use crate::sync::Engine;
+
+/// How long a stop waits for in-flight syncs before abandoning them.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
+
+/// One running unit task and what talks to it.
+pub(super) struct RunningUnit {
+    /// The settings it was started with: a reload that changes them restarts it.
+    config: SyncUnit,
+    /// Its trigger channel (webhooks, reloads).
+    triggers: mpsc::Sender<Trigger>,
+    /// Asks it to stop after its in-flight sync.
+    stop: watch::Sender<bool>,
+    /// Its task.
+    task: tokio::task::JoinHandle<()>,
+    /// The watch of its local repository's refs, if any; dropped with it.
+    _watch: Option<RepoWatch>,
+}
+
+/// The set of running unit tasks.
+pub(super) struct Units {
+    /// One client per cluster.
+    pub(super) clusters: Registry,
+    /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
+    pub(super) sync_slots: Arc<tokio::sync::Semaphore>,
+    /// The per-unit status the tasks publish.
+    pub(super) status: Status,
+    /// The daemon's metrics.
+    pub(super) metrics: Arc<Metrics>,
+    /// The tasks running, by unit name.
+    pub(super) running: BTreeMap<String, RunningUnit>,
+    /// With sharding, the units this replica holds the Lease of (only those run); `None`
+    /// without sharding (every unit runs).
+    pub(super) owned: Option<BTreeSet<String>>,
+    /// Units handed over and stopping after their in-flight sync: their tasks' abort
+    /// handles (for a Lease lost meanwhile); a stopper task reports on `stopped` when done.
+    pub(super) stopping: BTreeMap<String, tokio::task::AbortHandle>,
+    /// Where stoppers report the unit they stopped.
+    pub(super) stopped: mpsc::UnboundedSender<String>,
+}
+
+impl Units {
+    /// Starts every unit of `config` that is not running with the same settings, each task's
+    /// first sync logged as `first` (`reload` after a SIGHUP); stops the rest
+    /// ([`decide::plan_units`]). Units whose engine cannot start (its mirror cannot be opened:
+    /// a read-only or full state directory) are logged and marked failed. Returns whether any
+    /// such unit is left, for the caller to try again with backoff, and the plan carried out.
+    pub(super) async fn reconcile(&mut self, config: &Config, first: TriggerKind) -> (bool, UnitPlan) {
+        let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
+        let wanted: BTreeMap<&str, &SyncUnit> =
+            config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
+        let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &r.config)).collect();
+        let stopping: BTreeSet<&str> = self.stopping.keys().map(String::as_str).collect();
+        let plan = decide::plan_units(&running, &stopping, &wanted);
+        for name in &plan.stop {
+            // Aborted, not awaited: the daemon's loop must stay free to act on a lost Lease,
+            // and the restarted unit syncs again at once.
+            if let Some(r) = self.running.remove(name) {
+                r.task.abort();
+            }
+        }
+        for name in &plan.forget {
+            self.metrics.forget_unit(name);
+        }
+        self.status.retain(&wanted.keys().map(|u| u.to_string()).collect::<Vec<_>>());
+        let mut started = Vec::new();
+        for name in &plan.start {
+            let unit = wanted[name.as_str()];
+            match self.start(config, unit, first).await {
+                Ok(r) => {
+                    started.push(unit.name.clone());
+                    // Pending until its first sync: a unit still waiting for a sync slot must
+                    // keep /readyz at 503 (readiness counts only units with a status).
+                    if !self.status.snapshot().contains_key(&unit.name) {
+                        self.status.set(&unit.name, UnitStatus::default());
+                    }
+                    self.running.insert(unit.name.clone(), r);
+                }
+                Err(e) => {
+                    error!(unit = %unit.name, error = %crate::telemetry::unit_error(&unit.name, &e), "unit not started");
+                    self.metrics.observe_error(&unit.name, &e);
+                    self.status.set(&unit.name, UnitStatus { last_sync_ok: Some(false), ..Default::default() });
+                }
+            }
+        }
+        let missing = wanted.keys().any(|u| !self.running.contains_key(*u) && !self.stopping.contains_key(*u));
+        (missing, UnitPlan { start: started, ..plan })
+    }
+
+    /// Acts on a new [`Ownership`] ([`decide::plan_ownership`]): units that lost their Lease
+    /// are aborted at once (fencing), units being handed over are stopped after their
+    /// in-flight sync, newly held units are started. Returns whether some unit could not start
+    /// (as [`Self::reconcile`]).
+    pub(super) async fn own(&mut self, config: &Config, ownership: &Ownership) -> bool {
+        let plan = decide::plan_ownership(self.running.keys(), self.stopping.keys(), ownership);
+        for name in plan.abort_stopping {
+            warn!(unit = %name, "unit lease lost while stopping; aborted");
+            if let Some(abort) = self.stopping.remove(&name) {
+                abort.abort();
+            }
+        }
+        for name in plan.hand_over {
+            let Some(r) = self.running.remove(&name) else { continue };
+            self.metrics.forget_unit(&name);
+            info!(unit = %name, "unit assigned to another replica; stopping after its sync");
+            self.stopping.insert(name.clone(), r.task.abort_handle());
+            let stopped = self.stopped.clone();
+            tokio::spawn(async move {
+                stop(vec![r], SHUTDOWN_GRACE).await;
+                let _ = stopped.send(name);
+            });
+        }
+        for name in plan.abort {
+            let Some(r) = self.running.remove(&name) else { continue };
+            self.metrics.forget_unit(&name);
+            warn!(unit = %name, "unit lease lost: stopping the unit at once");
+            r.task.abort();
+        }
+        self.owned = Some(ownership.held.clone());
+        self.reconcile(config, TriggerKind::Startup).await.0
+    }
+
+    /// What the sharding loop reads before releasing a Lease.
+    pub(super) fn report(&self, generation: u64) -> Running {
+        let units = self.running.keys().chain(self.stopping.keys()).cloned().collect();
+        Running { generation, units }
+    }
+
+    /// How many units should run here: every unit of `config`, or with sharding those held.
+    pub(super) fn expected(&self, config: &Config) -> usize {
+        self.owned.as_ref().map_or(config.units.len(), BTreeSet::len)
+    }
+
+    async fn start(&self, config: &Config, unit: &SyncUnit, first: TriggerKind) -> crate::sync::Result<RunningUnit> {
+        let client = self.clusters.client(&unit.cluster).expect("clusters are fixed at start and every unit names one");
+        let engine = Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, unit).await?;
+        let (triggers, rx) = mpsc::channel(1);
+        let (stop, stop_rx) = watch::channel(false);
+        let watch = unit.local_repo().and_then(|path| match repo_watch::watch(&path, triggers.clone()) {
+            Ok(w) => Some(w),
+            Err(e) => {
+                warn!(unit = %unit.name, repo = %path.display(), error = %e, "cannot watch the repository; polling only");
+                None
+            }
+        });
+        let task = UnitTask {
+            engine,
+            triggers: rx,
+            status: self.status.clone(),
+            metrics: self.metrics.clone(),
+            timing: UnitTiming {
+                interval: config.daemon.interval,
+                resync_interval: config.daemon.resync_interval,
+                self_heal: config.daemon.self_heal,
+            },
+            sync_slots: self.sync_slots.clone(),
+            first,
+        };
+        self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
+        let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
+        let handle = tokio::spawn(task.run(stop_rx).instrument(span));
+        Ok(RunningUnit { config: unit.clone(), triggers, stop, task: handle, _watch: watch })
+    }
+
+    /// The units webhooks can trigger: name, configured ref and trigger channel of each.
+    pub(super) fn senders(&self) -> Vec<(String, String, mpsc::Sender<Trigger>)> {
+        self.running.values().map(|r| (r.config.name.clone(), r.config.reference.clone(), r.triggers.clone())).collect()
+    }
+
+    /// Sends a reload trigger to each of `names` that runs (a full channel means a sync is
+    /// queued already: it will read the new config).
+    pub(super) fn trigger_reload(&self, names: &[String]) {
+        for r in names.iter().filter_map(|name| self.running.get(name)) {
+            let _ = r.triggers.try_send(Trigger::now(TriggerKind::Reload));
+        }
+    }
+
+    /// Stops every unit now, without waiting: leadership was lost.
+    pub(super) fn abort_all(&mut self) {
+        for (_, r) in std::mem::take(&mut self.running) {
+            r.task.abort();
+        }
+    }
+
+    /// Stops every unit at shutdown: running ones after their in-flight sync (at most
+    /// [`SHUTDOWN_GRACE`]), those still stopping after a hand-over at once. Returns every unit
+    /// this replica held, for the sharding loop to release.
+    pub(super) async fn shut_down(&mut self) -> BTreeSet<String> {
+        let mut held: BTreeSet<String> = self.owned.clone().unwrap_or_default();
+        held.extend(self.running.keys().chain(self.stopping.keys()).cloned());
+        stop(std::mem::take(&mut self.running).into_values().collect(), SHUTDOWN_GRACE).await;
+        for (_, abort) in std::mem::take(&mut self.stopping) {
+            abort.abort();
+        }
+        held
+    }
+}
+
+/// Asks units to stop after their in-flight sync, waits up to `grace` for all of them (one
+/// deadline, not one per unit), then aborts those still running.
+async fn stop(units: Vec<RunningUnit>, grace: Duration) {
+    for r in &units {
+        let _ = r.stop.send(true);
+    }
+    let deadline = tokio::time::Instant::now() + grace;
+    for r in units {
+        let abort = r.task.abort_handle();
+        if tokio::time::timeout_at(deadline, r.task).await.is_err() {
+            abort.abort();
+        }
+    }
+}
