@@ -3,9 +3,10 @@
 //!
 //! [`run`] takes an already-bound listener (or binds `[daemon] listen`) and a shutdown future,
 //! so tests bind port 0 and stop the daemon on demand (mini-redis `server::run`). It sets up
-//! the clusters' clients, the HTTP server, leader election and sharding, then hands over to a
-//! `Daemon`: a struct with one method per event (mini-redis `server::Listener`) whose loop only
-//! dispatches, its decisions pure functions in [`super::decide`].
+//! the clusters' clients, the HTTP server, leader election and sharding (`start.rs`), then
+//! hands over to a `Daemon`: a struct with one method per event (mini-redis
+//! `server::Listener`) whose loop only dispatches, its decisions pure functions in
+//! [`super::decide`].
 //!
 //! SIGHUP reloads the config (a bad config is logged and the old one kept) and syncs every
 //! unit. With leader election, unit tasks run only while this replica holds the Lease and are
@@ -17,13 +18,14 @@
 //! applied ([`super::decide::ready`]), `STATUS=` carries a summary
 //! ([`super::decide::status_line`]), and `WATCHDOG=1` is sent when enabled.
 
+mod start;
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpListener;
-use tokio::signal::unix::{Signal, SignalKind, signal};
+use tokio::signal::unix::Signal;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, Interval};
@@ -31,11 +33,9 @@ use tracing::{error, info, warn};
 
 use super::backoff::Backoff;
 use super::decide;
-use super::http::{self, HttpState};
-use super::metrics::Metrics;
+use super::http::HttpState;
 use super::trigger::{Status, TriggerKind};
 use super::units::Units;
-use crate::cluster::registry::Registry;
 use crate::config::Config;
 use crate::lease::election::{self as leader, LeaderConfig, Leadership};
 use crate::lease::shard::{self, Ownership, Running, ShardConfig};
@@ -220,94 +220,6 @@ struct Daemon {
 }
 
 impl Daemon {
-    /// Sets everything up and starts the units (when this replica may run them).
-    async fn start(config_path: &Path, listener: Option<TcpListener>) -> Result<Self> {
-        let config = Config::load(config_path)?;
-        let shard_cfg = shard_config(&config);
-        let user_agent =
-            shard_cfg.as_ref().map_or_else(|| crate::TOOLING.to_owned(), |s| shard::user_agent(&s.identity));
-        let clusters = Registry::connect(&config.clusters, &user_agent)
-            .await
-            .map_err(|(name, source)| Error::ClusterNamed { name, source })?;
-        log_render_tools(&config);
-        let status = Status::default();
-        let metrics = Arc::new(Metrics::new());
-        let http = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
-        let listener = match (listener, config.daemon.listen) {
-            (Some(l), _) => Some(l),
-            (None, Some(addr)) => Some(TcpListener::bind(addr).await.map_err(io(format!("listen on {addr}")))?),
-            (None, None) => None,
-        };
-        let http_server = listener.map(|l| serve(l, http.clone()));
-        // Leader election and sharding use the first cluster's client (sharding: its own
-        // `cluster`); resolution guarantees it exists.
-        let first = config.clusters[0].name.clone();
-        let lease_cluster = config.daemon.sharding.as_ref().map_or(first, |s| s.cluster.clone());
-        let client = clusters.client(&lease_cluster).expect("the Lease cluster is configured").clone();
-        let election = config.daemon.leader_election.clone().map(|le| {
-            let cfg = LeaderConfig {
-                namespace: le.namespace,
-                name: le.name,
-                identity: identity(),
-                lease_duration: le.lease_duration,
-                renew_every: le.renew_every,
-            };
-            let (leadership, task) = leader::spawn(client.clone(), cfg.clone());
-            Election { cfg, client: client.clone(), leadership: Some(leadership), task }
-        });
-        let (stopped_tx, stopped) = mpsc::unbounded_channel();
-        let units = Units {
-            clusters,
-            // Sized at start; a reload does not resize it (the running units keep their slots).
-            sync_slots: Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs)),
-            status: status.clone(),
-            metrics: metrics.clone(),
-            running: Default::default(),
-            owned: shard_cfg.as_ref().map(|_| Default::default()),
-            stopping: Default::default(),
-            stopped: stopped_tx,
-        };
-        let sharded = shard_cfg.map(|cfg| {
-            let (units_tx, units_rx) = watch::channel(config.units.iter().map(|u| u.name.clone()).collect());
-            let (running_tx, running_rx) = watch::channel(Running::default());
-            let (ownership, task) = shard::spawn(client.clone(), cfg.clone(), units_rx, running_rx, metrics.clone());
-            Sharded { cfg, client: client.clone(), ownership, units: units_tx, running: running_tx, task }
-        });
-        let leading = election.is_none();
-        status.set_standby(!leading || sharded.is_some());
-        let hangup = signal(SignalKind::hangup()).map_err(io("SIGHUP handler"))?;
-        let mut daemon = Daemon {
-            config_path: config_path.to_path_buf(),
-            config,
-            units,
-            status,
-            http,
-            http_server,
-            election,
-            leading,
-            sharded,
-            generation: 0,
-            stopped,
-            restart: Restart::default(),
-            notifier: Notifier::new(),
-            hangup,
-        };
-        if daemon.leading {
-            daemon.reconcile(TriggerKind::Startup).await;
-        }
-        // The first tick at once after the units started, however long that took.
-        daemon.notifier.tick.reset_immediately();
-        info!(
-            units = daemon.config.units.len(),
-            clusters = daemon.config.clusters.len(),
-            leader_election = daemon.election.is_some(),
-            sharding = daemon.sharded.is_some(),
-            identity = daemon.sharded.as_ref().map(|s| s.cfg.identity.as_str()),
-            "gitward running"
-        );
-        Ok(daemon)
-    }
-
     /// Waits for the next event.
     async fn next_event(&mut self) -> Event {
         let restart_at = self.restart.at.filter(|_| self.leading);
@@ -357,7 +269,7 @@ impl Daemon {
         }
         info!(config = %path, "config reloaded");
         self.config = new;
-        if let Ok(secret) = read_secret(&self.config) {
+        if let Ok(secret) = start::read_secret(&self.config) {
             self.http.set_secret(secret);
         }
         if let Some(s) = &self.sharded {
@@ -470,75 +382,4 @@ impl Daemon {
             let _ = tokio::time::timeout(Duration::from_secs(2), server.task).await;
         }
     }
-}
-
-impl Notifier {
-    fn new() -> Self {
-        let watchdog = sd_notify::watchdog_enabled();
-        let every = watchdog.map_or(Duration::from_secs(1), |w| (w / 2).min(Duration::from_secs(1)));
-        Self { ready_sent: false, last_status: String::new(), watchdog, tick: tokio::time::interval(every) }
-    }
-}
-
-/// Serves HTTP on `listener` until told to stop.
-fn serve(listener: TcpListener, state: HttpState) -> HttpServer {
-    match listener.local_addr() {
-        Ok(addr) => info!(listen = %addr, "http listening"),
-        Err(_) => info!("http listening"),
-    }
-    let (stop, stopped) = oneshot::channel::<()>();
-    let task = tokio::spawn(http::serve(listener, state, async move {
-        let _ = stopped.await;
-    }));
-    HttpServer { stop, task }
-}
-
-fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
-    match &config.daemon.webhook_secret_file {
-        None => Ok(None),
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(io(format!("webhook secret {}", path.display())))?;
-            Ok(Some(Arc::new(text.trim().as_bytes().to_vec())))
-        }
-    }
-}
-
-/// This replica's identity for leader election: `$POD_NAME` when set and not empty (unique
-/// per pod), else the hostname with a random suffix.
-fn identity() -> String {
-    match std::env::var("POD_NAME") {
-        Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
-        _ => leader::default_identity(),
-    }
-}
-
-/// Logs the version of each render tool at start. A missing tool is a warning when a unit
-/// asks for it by name (`render = "kustomize"`/`"helm"`, or `[sync.decryption]` for sops), and
-/// an info line otherwise (`render = "auto"` needs it only if the path turns out to hold a
-/// kustomization or a chart).
-fn log_render_tools(config: &Config) {
-    use crate::config::RenderMode;
-    let needs = |tool: &str| {
-        config.units.iter().any(|u| match tool {
-            "kustomize" => u.render == RenderMode::Kustomize,
-            "helm" => u.render == RenderMode::Helm,
-            _ => u.decryption.is_some(),
-        })
-    };
-    for (tool, found) in crate::render::tool_versions(&config.render) {
-        match found {
-            Ok((path, version)) => info!(tool, version, path = %path.display(), "render tool"),
-            Err(reason) if needs(tool) => warn!(tool, reason, "render tool unavailable"),
-            Err(reason) => info!(tool, reason, "render tool unavailable"),
-        }
-    }
-}
-
-/// The sharding settings of `config`, with the identity resolved, if sharding is on.
-fn shard_config(config: &Config) -> Option<ShardConfig> {
-    config.daemon.sharding.as_ref().map(|s| ShardConfig {
-        namespace: s.namespace.clone(),
-        identity: s.identity.clone().unwrap_or_else(shard::default_identity),
-        lease_duration: s.lease_duration,
-    })
 }
