@@ -82,8 +82,8 @@ pub fn plan_ownership<'a>(
     stopping: impl IntoIterator<Item = &'a String>,
     ownership: &Ownership,
 ) -> OwnershipPlan {
-    let mut plan = OwnershipPlan::default();
-    plan.abort_stopping = stopping.into_iter().filter(|u| !ownership.releasing.contains(*u)).cloned().collect();
+    let abort_stopping = stopping.into_iter().filter(|u| !ownership.releasing.contains(*u)).cloned().collect();
+    let mut plan = OwnershipPlan { abort_stopping, ..OwnershipPlan::default() };
     for name in running.into_iter().filter(|u| !ownership.held.contains(*u)) {
         if ownership.releasing.contains(name) {
             plan.hand_over.push(name.clone());
