@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kube::discovery::ApiResource;
 
+use crate::cluster::LiveMeta;
 use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
 
@@ -90,29 +91,6 @@ impl Desired {
     pub fn body(&self) -> crate::manifest::Body {
         crate::sync::desired::request_body(&self.source, self.object.namespace.as_deref(), &self.part_of, &self.hash)
     }
-}
-
-/// What the cache holds of one live member: metadata only (DESIGN.md decision 1).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LiveMeta {
-    /// `metadata.uid`, used as a delete precondition.
-    pub uid: String,
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
-    /// `metadata.generation`, where the kind has one.
-    pub generation: Option<i64>,
-    /// The annotation `gitward.dev/desired-hash`, if present (interned, see [`Desired::hash`]).
-    pub desired_hash: Option<crate::object::Atom>,
-    /// The annotation `gitward.dev/prune: disabled` is set.
-    pub prune_disabled: bool,
-    /// `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// The annotation `gitward.dev/prune: cascade` is set: a Namespace or CRD member may be
-    /// pruned even though objects that are not members would go with it.
-    pub prune_cascade: bool,
-    /// An ownerReference with `controller: true` is set: the object is some controller's
-    /// child (it may have copied its parent's labels), never a member.
-    pub controlled: bool,
 }
 
 /// The operation planned for one desired object.

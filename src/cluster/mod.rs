@@ -4,8 +4,8 @@
 //!   bounded `Retry-After` policy.
 //! - [`discovery`] resolves the kinds found in git to resources and scopes, and nothing else
 //!   (DESIGN.md, Libraries: a full discovery fails whole when one aggregated API is down).
-//! - [`cache`] keeps live metadata of the unit's members, watched per group-kind and
-//!   selected by the ApplySet `part-of` label (DESIGN.md decision 1).
+//! - [`cache`] keeps live metadata ([`LiveMeta`], module [`live`]) of the unit's members,
+//!   watched per group-kind and selected by the ApplySet `part-of` label (DESIGN.md decision 1).
 //! - [`inventory`] reads and writes the ApplySet parent (KEP-3659); [`owner`] finds the parent
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
@@ -14,10 +14,13 @@
 pub mod cache;
 pub mod discovery;
 pub mod inventory;
+pub mod live;
 pub mod owner;
 pub mod registry;
 pub mod retry;
 pub mod server;
+
+pub use live::{LiveMeta, live_meta};
 
 use crate::config::ClusterConfig;
 

@@ -18,10 +18,11 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::cluster::LiveMeta;
 use crate::cluster::discovery::Resolved;
 use crate::manifest::Manifest;
 use crate::object::ObjectRef;
-use crate::plan::{Desired, LiveMeta, Op, Stage, Step};
+use crate::plan::{Desired, Op, Stage, Step};
 
 use super::desired::{self, Defaults};
 

@@ -857,7 +857,7 @@ impl Engine {
     async fn foreign_members(
         &self,
         desired: &[Desired],
-        live: &BTreeMap<ObjectRef, plan::LiveMeta>,
+        live: &BTreeMap<ObjectRef, crate::cluster::LiveMeta>,
         changes: &mut ChangeSet,
     ) -> Foreign {
         let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, bool)> = HashMap::new();
