@@ -40,7 +40,7 @@ mod value;
 pub use body::Body;
 pub use cache::ParseCache;
 pub use error::{Error, Result};
-pub use hash::{canonical_json, desired_hash};
+pub use hash::{HashKey, canonical_json, desired_hash};
 
 use crate::object::{Atom, GroupKind};
 
@@ -92,8 +92,8 @@ pub struct Manifest {
     pub body: Body,
     /// Set when the object was made from SOPS-decrypted input: its desired hash is then keyed
     /// with this (HMAC), not a plain sha256 of content that includes plaintext secrets.
-    /// `None` for everything else (the reader never sets it; `crate::render` does).
-    pub hash_key: Option<crate::render::sops::HashKey>,
+    /// `None` for everything else (the reader never sets it; the render step does).
+    pub hash_key: Option<HashKey>,
 }
 
 /// A file or document that is deliberately not a desired object, with the reason; for logs.

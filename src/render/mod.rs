@@ -30,12 +30,12 @@ pub use cache::RenderCache;
 pub use error::{Error, Result};
 pub use helm::{Capabilities, capabilities};
 use process::{Limits, RunError};
-use sops::{Decryptor, HashKey};
+use sops::Decryptor;
 use tool::Tool;
 pub use tool::{ToolVersion, tool_versions};
 
 use crate::config::{RenderMode, SyncUnit};
-use crate::manifest::{Loaded, parse_file};
+use crate::manifest::{HashKey, Loaded, parse_file};
 use crate::source::Revision;
 
 /// How the unit's path renders at this revision: [`RenderMode::Auto`] resolved by the files
