@@ -349,7 +349,7 @@ fn decrypt_in_place(
     limits: Limits,
 ) -> Result<bool> {
     let mut any = false;
-    for rel in written.iter().filter(|p| crate::manifest::is_manifest_path(p) || p.ends_with(".env")) {
+    for rel in written.iter().filter(|p| crate::source::is_manifest_path(p) || p.ends_with(".env")) {
         let on_disk = scratch.repo_path(rel);
         let io = |e: std::io::Error| Error::Scratch { unit: unit.name.clone(), message: format!("{rel}: {e}") };
         let bytes = std::fs::read(&on_disk).map_err(io)?;

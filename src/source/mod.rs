@@ -26,8 +26,6 @@ mod tree;
 use std::fmt;
 use std::path::Path;
 
-use crate::manifest::TreeFile;
-
 pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use mirror::configure_network_timeouts;
@@ -79,6 +77,32 @@ impl fmt::Display for Revision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// One file of a tree, as the source lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    /// Path relative to the repository root, `/`-separated; names the file in every message.
+    pub path: String,
+    /// Git blob id (hex); the parse cache key, since equal ids mean equal content.
+    pub oid: String,
+    /// Blob size in bytes, as the tree records it; lets callers bound what they read.
+    pub size: u64,
+}
+
+/// Whether a path names a manifest file: it ends in `.yaml`, `.yml` or `.json` (case-sensitive,
+/// as kubectl's `-f DIR` filter).
+pub fn is_manifest_path(path: &str) -> bool {
+    [".yaml", ".yml", ".json"].iter().any(|ext| path.ends_with(ext))
+}
+
+/// Whether a path names a kustomization file (`kustomization.yaml`, `kustomization.yml` or
+/// `Kustomization`), which kustomize reads and gitward skips: the manifest reader reports it
+/// as skipped. A tree listing that should report a bare `Kustomization` file too lists paths
+/// passing this or [`is_manifest_path`].
+pub fn is_kustomization_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(name, "kustomization.yaml" | "kustomization.yml" | "Kustomization")
 }
 
 /// The result of [`Source::list_files`]: the manifest files under the unit's path, and what was
@@ -200,7 +224,7 @@ impl Source {
     /// Lists the manifest files under the unit's path at `revision`, recursively.
     ///
     /// A file is listed when it is a regular blob (mode 100644 or 100755) whose path passes
-    /// [`crate::manifest::is_manifest_path`] (`*.yaml`, `*.yml`, `*.json`). Symbolic links and
+    /// [`is_manifest_path`] (`*.yaml`, `*.yml`, `*.json`). Symbolic links and
     /// submodules are never followed; they go to [`Listing::skipped`]. Paths are relative to the
     /// repository root.
     ///
@@ -261,5 +285,17 @@ impl Source {
             tracing::debug!(unit = %self.spec.unit, %error, "fetch by commit id failed");
         }
         self.resolve()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_paths_are_yaml_yml_and_json() {
+        assert!(is_manifest_path("a/b.yaml") && is_manifest_path("b.yml") && is_manifest_path("c.json"));
+        assert!(!is_manifest_path("README.md") && !is_manifest_path("a.YAML") && !is_manifest_path("Kustomization"));
+        assert!(is_kustomization_path("x/Kustomization") && !is_kustomization_path("x/my-kustomization.yaml"));
     }
 }

@@ -3,8 +3,7 @@
 
 use git2::{ObjectType, Oid, Repository, Tree, TreeEntry};
 
-use super::{Error, Listing, Result, Revision, SourceSpec};
-use crate::manifest::{TreeFile, is_manifest_path};
+use super::{Error, Listing, Result, Revision, SourceSpec, TreeFile, is_kustomization_path, is_manifest_path};
 
 /// Git file modes (git's `tree.h`): regular, executable, symbolic link.
 const MODE_FILE: i32 = 0o100644;
@@ -63,7 +62,7 @@ pub(super) fn changed_files(
         let file = delta.new_file();
         let Some(rel) = file.path().and_then(|p| p.to_str()) else { return Ok(None) };
         let full = join(&path, rel);
-        if crate::manifest::is_kustomization_path(&full) {
+        if is_kustomization_path(&full) {
             return Ok(None);
         }
         match delta.status() {
