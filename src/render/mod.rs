@@ -28,7 +28,7 @@ use git2::{ObjectType, Oid, Repository, Tree};
 
 pub use cache::RenderCache;
 pub use error::{Error, Result};
-pub use helm::{Capabilities, capabilities};
+pub use helm::Capabilities;
 use process::{Limits, RunError};
 use sops::Decryptor;
 use tool::Tool;

@@ -541,7 +541,7 @@ impl Engine {
     /// cluster's capabilities (once per engine).
     async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
         if self.repo.needs_capabilities(revision).await? {
-            self.repo.set_capabilities(crate::render::capabilities(&self.client).await?);
+            self.repo.set_capabilities(crate::cluster::discovery::helm_capabilities(&self.client).await?);
         }
         self.repo.load(revision).await
     }
