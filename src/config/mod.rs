@@ -92,7 +92,7 @@ pub struct Config {
     pub render: RenderTools,
 }
 
-/// The render tools and their limits (`[render]`, optional): see `crate::render`.
+/// The render tools and their limits (`[render]`, optional), which the render step reads.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RenderTools {
     /// The `kustomize` binary (v5). Default `None`: `kustomize` found on `PATH` when a unit
@@ -186,7 +186,7 @@ pub struct HelmOptions {
     pub values: serde_json::Map<String, serde_json::Value>,
 }
 
-/// `[sync.decryption]`: SOPS decryption of the unit's files (see `crate::render::sops`).
+/// `[sync.decryption]`: SOPS decryption of the unit's files before they are rendered or parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Decryption {
     /// The age identity file (`AGE-SECRET-KEY-1…` lines, as `age-keygen` writes them), given
@@ -268,8 +268,8 @@ pub struct DaemonConfig {
     pub sharding: Option<Sharding>,
 }
 
-/// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (see
-/// `crate::lease::shard`).
+/// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (the
+/// lease module's sharding).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sharding {
     /// Namespace of the membership and unit Leases (`gitward-member-<identity>`,
