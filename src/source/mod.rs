@@ -4,7 +4,9 @@
 //! One [`Source`] per sync unit owns a bare mirror at `<state_dir>/mirrors/<unit>` (no work
 //! tree, ever). [`Source::fetch`] updates the mirror's branches and tags from the remote with
 //! git2 (libgit2) and resolves the unit's reference to a [`Revision`]; [`Source::list_files`]
-//! walks the tree at that revision; [`Source::read_blob`] returns one file's bytes.
+//! walks the tree at that revision; [`Source::read_blob`] returns one file's bytes;
+//! [`Source::tree`] is a [`Tree`], a view of the whole revision for the render step. No other
+//! module uses git2.
 //!
 //! Everything here is blocking I/O: async callers run it in `tokio::task::spawn_blocking`
 //! (DESIGN.md, Libraries: git2). Credentials are read from files at fetch time and never kept,
@@ -13,7 +15,7 @@
 //! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
 //! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
 //! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `tree` (listing and
-//! reading blobs).
+//! reading blobs), `view` ([`Tree`]).
 
 mod credentials;
 mod error;
@@ -22,6 +24,7 @@ mod mirror;
 mod remote;
 mod resolve;
 mod tree;
+mod view;
 
 use std::fmt;
 use std::path::Path;
@@ -30,6 +33,7 @@ pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use mirror::configure_network_timeouts;
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
+pub use view::{Entry, EntryKind, ObjectId, Tree};
 
 /// What one sync unit wants from git: which repository, which reference, which subdirectory.
 ///
@@ -256,9 +260,12 @@ impl Source {
         tree::read_blob(self.mirror.repo(), &self.spec.unit, oid)
     }
 
-    /// The mirror's repository, for readers of whole trees (the render step).
-    pub fn git(&self) -> &git2::Repository {
-        self.mirror.repo()
+    /// The whole tree of `revision`, for readers of more than the unit's manifest files (the
+    /// render step). Blocking.
+    ///
+    /// Errors: [`Error::Git`] when the revision is not in the mirror.
+    pub fn tree(&self, revision: &Revision) -> Result<Tree<'_>> {
+        Tree::new(self.mirror.repo(), &self.spec, revision)
     }
 
     /// The spec this source was opened with.
