@@ -55,6 +55,9 @@ pub mod sync;
 pub mod telemetry;
 pub mod validate;
 
+#[cfg(test)]
+mod layering;
+
 /// The tool name and version written to the ApplySet parent's `applyset.kubernetes.io/tooling`
 /// annotation (`gitward/0.1.0`), as KEP-3659 specifies (`<name>/<semver>`).
 pub const TOOLING: &str = concat!("gitward/", env!("CARGO_PKG_VERSION"));
