@@ -220,6 +220,16 @@ pub(super) mod tests {
         }
     }
 
+    /// The ConfigMap `name` of namespace `shop`, built as the engine builds it; for the tests of
+    /// the sync's steps.
+    pub(in crate::sync) fn configmap(name: &str) -> Desired {
+        let mut m = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}));
+        m.name = name.into();
+        let object = ObjectRef::new(m.gk.clone(), Some("shop"), name);
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
+        build(m, object, ar, true, &defaults()).unwrap()
+    }
+
     /// The defaults of a unit with namespace `shop`, server-side apply (shared with
     /// `super::early`'s tests).
     pub(in crate::sync) fn defaults() -> Defaults {
