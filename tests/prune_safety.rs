@@ -646,6 +646,7 @@ async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
         .filter_map(|e| e["objectRef"]["name"].as_str())
         .collect();
     assert_eq!(deleted, ["d"], "p and q were never deleted");
+}
 
 /// Runs `gitward <args> --config <config>` with JSON logs: exit code and its log events.
 fn gitward_cli(args: &[&str], config: &std::path::Path) -> (Option<i32>, Vec<serde_json::Value>, String) {
