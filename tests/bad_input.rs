@@ -2,7 +2,7 @@
 //! real git repository. A revision that fails to read is not applied at all and nothing is
 //! pruned; the error names the file and document (or the object, or the repository).
 
-mod common;
+use crate::common;
 
 use futures::StreamExt;
 use gitward::changeset::Action;

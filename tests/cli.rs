@@ -3,7 +3,7 @@
 //! stdout, the text log format, `--help`, and each error a person meets first as one sentence
 //! that names what to fix (the repository, the API server, the kubeconfig, the config key).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};

@@ -2,7 +2,7 @@
 //! on — server-side apply and managedFields, no-op applies, optimistic locking, CRDs,
 //! metadata-only lists and watches, RBAC, and the audit log.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

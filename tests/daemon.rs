@@ -2,7 +2,7 @@
 //! the real apiserver. Waits are liveness bounds ("within 30 s"), never speed assertions; the
 //! latencies themselves are measured in benches/.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;

@@ -1,7 +1,7 @@
 //! Faults from the cluster's side, against the real apiserver: each ends with the objects git
 //! holds applied where they could be, the failures named, and nothing pruned or lost.
 
-mod common;
+use crate::common;
 
 use gitward::changeset::Action;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};

@@ -4,7 +4,7 @@
 //! gitward's new values land during the storm — and gitward neither spins nor backs off without
 //! bound: its requests per second are counted from the apiserver's audit log by its user agent.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

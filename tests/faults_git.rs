@@ -3,12 +3,10 @@
 //! good revision applied (nothing applied or pruned from a revision that could not be read)
 //! and, once the fault is gone, the cluster equal to git with nothing lost or left over.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Run, gitward};
+use crate::common::{self, Run, gitward};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 

@@ -8,7 +8,7 @@
 //! (0 orphans: no member git no longer holds), and no object git held was ever deleted
 //! (0 wrong prunes, read from the apiserver's audit log).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

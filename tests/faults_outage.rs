@@ -4,7 +4,7 @@
 //! resume, and drift detection still works afterwards — a change behind its back is healed
 //! with the poll and the resync an hour away.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! the daemon stays ready; only a sync that failed as a whole or an API server that does not
 //! answer makes it unready (the outage case is `tests/daemon.rs`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

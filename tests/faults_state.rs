@@ -8,7 +8,7 @@
 //! A full state directory likewise: a small tmpfs mounted on it by the test and filled until the
 //! kernel answers `ENOSPC`, while the new revision needs more space; freed, everything converges.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! through the status subresource, and asserts what gitward reports (log events, the record on
 //! the ApplySet parent, exit codes, `gitward status` output). Waits are liveness bounds.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -5,9 +5,7 @@
 //! a clear error naming the file, and loses nothing: the last good revision stays applied and
 //! nothing is pruned. Alias bombs and over-size files in the engine are in `bad_input.rs`.
 
-mod common;
-
-use common::{Run, gitward};
+use crate::common::{self, Run, gitward};
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! (so its storage is new) and a fresh namespace, and runs the real `gitward sync` binary, whose
 //! client is the one users get.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

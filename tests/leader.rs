@@ -5,9 +5,9 @@
 //! assertions; the safety assertions (never two leaders, a leader steps down before its Lease
 //! can expire) are exact.
 //!
-//! Run: `tests/cluster/run cargo test --test leader`.
+//! Run: `scripts/test --test integration leader::`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -11,7 +11,7 @@
 //! (202, nothing triggered); 100 badly signed (401); 50 over the 1 MiB cap (413). Each unit
 //! follows its own branch `u<i>` of its own repository, so a webhook triggers one unit only.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};

@@ -4,7 +4,7 @@
 //! an ApplySet parent deleted by hand; the guard against pruning too much at once, and the
 //! one-off `gitward sync --allow-prune` past it.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

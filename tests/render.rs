@@ -4,7 +4,7 @@
 //! The tools are found in `$GITWARD_TOOLS_BIN` (exported by scripts/test) or
 //! `target/tools/bin`; a test without them fails with a message saying to run scripts/tools.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

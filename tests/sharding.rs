@@ -3,9 +3,9 @@
 //! log (each sharded replica sends `gitward/<version> (<identity>)` as its User-Agent), never
 //! from gitward's own logs or metrics; the metrics are used only to know when to look.
 //!
-//! Run: `scripts/test --test sharding`.
+//! Run: `scripts/test --test integration sharding::`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

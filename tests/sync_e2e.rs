@@ -10,7 +10,7 @@
 //! Ingress is expected to be `failed` with the webhook's message from then on, and the shop
 //! unit is kept apart so that the platform unit can show pruning.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 
