@@ -38,6 +38,7 @@ pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: D
     let c = report.changes.counts();
     let counts = [
         (c.created, "created"),
+        (c.adopted, "adopted"),
         (c.configured, "configured"),
         (c.drift_corrected, "drift-corrected"),
         (c.pruned, "pruned"),
@@ -173,6 +174,7 @@ mod tests {
             applied_at: std::time::Instant::now(),
             health_targets: Vec::new(),
             applied_early: 0,
+            heal: false,
         }
     }
 

@@ -159,6 +159,9 @@ pub struct Engine {
     /// The revision being synced defines the ApplySet parent's namespace (a Namespace
     /// manifest): made bare before the parent's first write ([`namespaces`]).
     parent_namespace_defined: bool,
+    /// The Namespace this sync made bare before the parent's first write: its apply finds it
+    /// existing, but gitward made it, so its entry says `created` ([`Engine::note_adoptions`]).
+    made_bare: Option<ObjectRef>,
     /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
     /// over, with the change-set note; attached to their entries after the apply.
     adoptions: HashMap<ObjectRef, String>,
@@ -213,6 +216,7 @@ impl Engine {
             recorded: None,
             namespace_checked: false,
             parent_namespace_defined: false,
+            made_bare: None,
             adoptions: HashMap::new(),
             attempt: Attempt::default(),
             attempting: None,
@@ -831,15 +835,24 @@ impl Engine {
     }
 
     /// Adds the note `adopted from unit …` to the entries of the objects taken over from
-    /// another ApplySet by this apply.
+    /// another ApplySet by this apply, and reports the Namespace this sync made bare
+    /// ([`Engine::ensure_parent_namespace`]) as `created`.
     fn note_adoptions(&mut self, changes: &mut ChangeSet) {
+        if let Some(made) = self.made_bare.take()
+            && let Some(entry) = changes.entries.iter_mut().find(|e| e.object == made && e.action == Action::Adopted)
+        {
+            entry.action = Action::Created;
+            entry.message = None;
+        }
         if self.adoptions.is_empty() {
             return;
         }
         for entry in &mut changes.entries {
-            let applied = matches!(entry.action, Action::Created | Action::Configured | Action::DriftCorrected);
+            let applied =
+                matches!(entry.action, Action::Created | Action::Adopted | Action::Configured | Action::DriftCorrected);
             if let Some(note) = self.adoptions.remove(&entry.object).filter(|_| applied) {
-                entry.message = Some(match entry.message.take() {
+                // An `adopted` entry's own message only says it existed; the note says from whom.
+                entry.message = Some(match entry.message.take().filter(|_| entry.action != Action::Adopted) {
                     Some(message) => format!("{note}; {message}"),
                     None => note,
                 });
