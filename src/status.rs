@@ -326,7 +326,11 @@ pub fn render_text(units: &[UnitState]) -> String {
                 let _ = writeln!(out, "  revision   - (never applied)");
             }
         }
-        if let Some(attempted) = &u.last_attempted_revision {
+        // The revision last tried, when it is not the one applied (or it failed).
+        let applied = u.last.as_ref().map(|r| r.revision.as_str());
+        if let Some(attempted) =
+            u.last_attempted_revision.as_ref().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some())
+        {
             let _ = writeln!(out, "  attempted  {attempted}");
         }
         if let Some(error) = &u.last_error {

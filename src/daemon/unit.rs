@@ -149,11 +149,17 @@ impl UnitTask {
         }
     }
 
-    /// Hands the events that are not gitward's own writes to `heal`.
+    /// Hands the events that are not gitward's own writes to `heal`; logs each at debug, with
+    /// `own`, so that the log shows what the unit took for drift.
     fn note_drift(&self, events: Vec<Drift>, heal: &mut Heal) {
         let now = Instant::now();
-        for d in events.iter().filter(|d| !self.engine.cache().is_own(d)) {
-            heal.drifted(d, now);
+        let unit = self.engine.unit_name();
+        for d in &events {
+            let own = self.engine.cache().is_own(d);
+            tracing::debug!(unit, object = %d.object, resource_version = %d.resource_version, own, "drift event");
+            if !own {
+                heal.drifted(d, now);
+            }
         }
     }
 
@@ -208,6 +214,7 @@ impl UnitTask {
             }
         };
         if trigger.kind.needs_new_revision() && last_applied.as_ref() == Some(&revision) {
+            tracing::debug!(unit, trigger = %trigger.kind, revision = %revision, "no new revision");
             return (None, None);
         }
         info!(unit, trigger = %trigger.kind, revision = %revision, "sync triggered");

@@ -17,8 +17,12 @@ use crate::plan::Desired;
 
 impl Engine {
     /// Adds the note `adopted from unit …` to the entries of the objects taken over from
-    /// another ApplySet by this apply.
+    /// another ApplySet by this apply, and reports the Namespace this sync made bare
+    /// ([`Engine::ensure_parent_namespace`]) as `created`.
     pub(super) fn note_adoptions(&mut self, changes: &mut ChangeSet) {
+        if let Some(made) = self.made_bare.take() {
+            made_bare(changes, &made);
+        }
         if !self.adoptions.is_empty() {
             note_adoptions(changes, std::mem::take(&mut self.adoptions));
         }
@@ -103,14 +107,25 @@ impl Engine {
     }
 }
 
+/// The entry of the Namespace this sync made bare before the parent's first write: its apply
+/// found it existing (`adopted`), but gitward made it, so it says `created`.
+fn made_bare(changes: &mut ChangeSet, made: &ObjectRef) {
+    if let Some(entry) = changes.entries.iter_mut().find(|e| &e.object == made && e.action == Action::Adopted) {
+        entry.action = Action::Created;
+        entry.message = None;
+    }
+}
+
 /// Puts each note of `adoptions` (object → `adopted from unit …`) before the message of that
-/// object's entry, when the apply created, configured or drift-corrected it; an object whose
-/// apply failed or was skipped gets none.
+/// object's entry, when the apply created, adopted, configured or drift-corrected it; an object
+/// whose apply failed or was skipped gets none. An `adopted` entry's own message only says it
+/// existed, so the note, which says from whom, replaces it.
 fn note_adoptions(changes: &mut ChangeSet, mut adoptions: HashMap<ObjectRef, String>) {
     for entry in &mut changes.entries {
-        let applied = matches!(entry.action, Action::Created | Action::Configured | Action::DriftCorrected);
+        let applied =
+            matches!(entry.action, Action::Created | Action::Adopted | Action::Configured | Action::DriftCorrected);
         if let Some(note) = adoptions.remove(&entry.object).filter(|_| applied) {
-            entry.message = Some(match entry.message.take() {
+            entry.message = Some(match entry.message.take().filter(|_| entry.action != Action::Adopted) {
                 Some(message) => format!("{note}; {message}"),
                 None => note,
             });
@@ -203,5 +218,25 @@ mod tests {
                 Some("denied")
             ]
         );
+    }
+
+    #[test]
+    fn an_adopted_entry_gets_the_note_in_place_of_its_own_message() {
+        let mut changes = ChangeSet::default();
+        changes.push(cm("a"), Action::Adopted, Some("existed already".into()));
+        note_adoptions(&mut changes, HashMap::from([(cm("a"), "adopted from unit `old`".to_string())]));
+        assert_eq!(changes.entries[0].message.as_deref(), Some("adopted from unit `old`"));
+    }
+
+    #[test]
+    fn the_namespace_a_sync_made_bare_is_created_not_adopted() {
+        let shop = ObjectRef::new(GroupKind::new("", "Namespace"), None, "shop");
+        let mut changes = ChangeSet::default();
+        changes.push(shop.clone(), Action::Adopted, Some("existed already".into()));
+        changes.push(cm("a"), Action::Adopted, Some("existed already".into()));
+        made_bare(&mut changes, &shop);
+        let actions: Vec<(Action, Option<&str>)> =
+            changes.entries.iter().map(|e| (e.action, e.message.as_deref())).collect();
+        assert_eq!(actions, [(Action::Created, None), (Action::Adopted, Some("existed already"))]);
     }
 }
