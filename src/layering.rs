@@ -124,10 +124,10 @@ fn g() { crate::kappa::K }
 
 #[test]
 fn lib_rs_modules_and_reexports_are_read_without_test_modules() {
-    let lib = "//! Doc: `pub mod nope;`\n#![deny(missing_docs)]\n\npub mod apply;\nmod config;\n#[cfg(test)]\nmod layering;\n\
+    let lib = "//! Doc: `pub mod nope;`\n#![deny(missing_docs)]\n\npub mod apply;\npub(crate) mod render;\nmod config;\n#[cfg(test)]\nmod layering;\n\
                pub use sync::{Engine, report::Report as SyncReport};\npub use config::Config;\npub const TOOLING: &str = \"x\";\n";
     let (modules, reexports) = root_items(lib);
-    assert_eq!(modules, BTreeSet::from(["apply".to_string(), "config".to_string()]));
+    assert_eq!(modules, BTreeSet::from(["apply".to_string(), "config".to_string(), "render".to_string()]));
     let expected = [("Engine", "sync"), ("SyncReport", "sync"), ("Config", "config")];
     assert_eq!(reexports, expected.iter().map(|(n, m)| (n.to_string(), m.to_string())).collect());
 }
@@ -175,7 +175,8 @@ fn root_items(lib: &str) -> (BTreeSet<String>, BTreeMap<String, String>) {
             item = item[end..].trim_start();
         }
         let item = item.split_whitespace().collect::<Vec<_>>().join(" ");
-        if let Some(name) = item.strip_prefix("pub mod ").or_else(|| item.strip_prefix("mod ")) {
+        let declared = ["pub mod ", "pub(crate) mod ", "mod "].iter().find_map(|p| item.strip_prefix(p));
+        if let Some(name) = declared {
             if !test_only {
                 modules.insert(name.trim().to_string());
             }

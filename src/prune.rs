@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
 use kube::discovery::ApiResource;
 
-pub mod cascade;
+pub(crate) mod cascade;
 
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;

@@ -290,7 +290,7 @@ fn short(revision: &str) -> &str {
 }
 
 /// The human-readable report of `units`, one block per unit, headed by its line of
-/// [`line`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
+/// [`line()`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
 /// only when the parent records them):
 ///
 /// ```text

@@ -11,14 +11,14 @@
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 //! - [`server`] names the API server in errors of requests that got no answer.
 
-pub mod cache;
-pub mod discovery;
+pub(crate) mod cache;
+pub(crate) mod discovery;
 pub mod inventory;
-pub mod live;
-pub mod owner;
+pub(crate) mod live;
+pub(crate) mod owner;
 pub mod registry;
-pub mod retry;
-pub mod server;
+pub(crate) mod retry;
+pub(crate) mod server;
 
 pub use live::{LiveMeta, live_meta};
 

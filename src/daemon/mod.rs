@@ -8,12 +8,12 @@
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
 
-pub mod backoff;
-pub mod heal;
+pub(crate) mod backoff;
+pub(crate) mod heal;
 pub mod http;
 pub mod metrics;
-pub mod repo_watch;
+pub(crate) mod repo_watch;
 pub mod run;
 pub mod trigger;
-pub mod unit;
-pub mod webhook;
+pub(crate) mod unit;
+pub(crate) mod webhook;

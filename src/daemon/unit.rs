@@ -25,8 +25,6 @@ use crate::source::Revision;
 use crate::sync::{Engine, Report};
 use crate::telemetry::{self, HealthSummary};
 
-pub use super::heal::DRIFT_DEBOUNCE;
-
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
 pub struct UnitTiming {

@@ -30,7 +30,7 @@ pub use helm::Capabilities;
 use process::{Limits, RunError};
 use sops::Decryptor;
 use tool::Tool;
-pub use tool::{ToolVersion, tool_versions};
+pub use tool::tool_versions;
 
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{HashKey, Loaded, parse_file};

@@ -18,16 +18,16 @@
 //! the order of the steps.
 
 pub mod desired;
-pub mod diff;
-pub mod early;
+pub(crate) mod diff;
+pub(crate) mod early;
 mod health;
 mod inventory;
-pub mod namespaces;
+pub(crate) mod namespaces;
 mod ownership;
 mod pending;
 mod prune_step;
 mod record;
-pub mod repo;
+pub(crate) mod repo;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

@@ -230,7 +230,7 @@ mod tests {
 
     #[test]
     fn the_namespace_a_sync_made_bare_is_created_not_adopted() {
-        let shop = ObjectRef::new(GroupKind::new("", "Namespace"), None, "shop");
+        let shop = ObjectRef::new(GroupKind::new("", "Namespace"), None::<&str>, "shop");
         let mut changes = ChangeSet::default();
         changes.push(shop.clone(), Action::Adopted, Some("existed already".into()));
         changes.push(cm("a"), Action::Adopted, Some("existed already".into()));
