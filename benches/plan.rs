@@ -14,10 +14,12 @@
 use std::collections::{BTreeMap, HashMap};
 
 use criterion::{Criterion, criterion_group, criterion_main};
+use gitward::cluster::LiveMeta;
 use gitward::config::ApplyMode;
-use gitward::manifest::{Loaded, ParseCache, TreeFile};
+use gitward::manifest::{Loaded, ParseCache};
 use gitward::object::{GroupKind, ObjectRef};
-use gitward::plan::{Desired, LiveMeta, plan};
+use gitward::plan::{Desired, plan};
+use gitward::source::TreeFile;
 use gitward::sync::desired::{Built, Defaults};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;

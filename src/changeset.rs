@@ -1,6 +1,6 @@
 //! The result of one sync: a [`ChangeSet`] with one [`Entry`] per object and its [`Action`].
 //!
-//! The engine ([`crate::apply`], [`crate::prune`]) returns data and never logs; the caller (the
+//! The engine (its apply and prune steps) returns data and never logs; the caller (the
 //! CLI or the daemon) logs it, once per object that is not `unchanged` plus one summary event.
 //! Modelled on fluxcd/pkg `ssa` `ChangeSet`.
 

@@ -36,8 +36,11 @@
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
 //!   health of its members, read from the cluster.
 #![deny(missing_docs)]
+// The map above and the modules' own maps name the crate-internal modules on purpose: they are
+// the reading order. `cargo doc --document-private-items` renders them as links.
+#![allow(rustdoc::private_intra_doc_links)]
 
-pub mod apply;
+pub(crate) mod apply;
 pub mod changeset;
 pub mod cluster;
 pub mod config;
@@ -48,7 +51,7 @@ pub mod manifest;
 pub mod object;
 pub mod plan;
 pub mod prune;
-pub mod render;
+pub(crate) mod render;
 pub mod report;
 pub mod source;
 pub mod status;
@@ -56,6 +59,19 @@ pub mod summary;
 pub mod sync;
 pub mod telemetry;
 pub mod validate;
+
+#[cfg(test)]
+mod layering;
+
+// The entry points, in the order of the map above: the config a run starts from, the engine
+// that syncs one unit and what it reports, and the commands' own entries.
+pub use changeset::ChangeSet;
+pub use config::Config;
+pub use daemon::run::run;
+pub use object::ObjectRef;
+pub use status::unit_state;
+pub use sync::{Engine, Report};
+pub use validate::validate_unit;
 
 /// The tool name and version written to the ApplySet parent's `applyset.kubernetes.io/tooling`
 /// annotation (`gitward/0.1.0`), as KEP-3659 specifies (`<name>/<semver>`).

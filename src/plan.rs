@@ -10,7 +10,10 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use kube::discovery::ApiResource;
+use serde_json::{Map, Value};
 
+use crate::cluster::LiveMeta;
+use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
 use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
 
@@ -82,37 +85,37 @@ pub struct Desired {
 impl Desired {
     /// The body to send with server-side apply (or `update`), as compact JSON text: the source
     /// with `metadata.namespace` set (removed for cluster-scoped kinds), gitward's `part-of`
-    /// label and its desired-hash annotation ([`crate::sync::desired::request_body`]).
+    /// label and its desired-hash annotation.
     ///
     /// Built on each call (a parse and a serialization, microseconds) rather than held: at rest
     /// the daemon keeps only the source, which the parse cache holds anyway (issue 9: memory
     /// per tracked object).
     pub fn body(&self) -> crate::manifest::Body {
-        crate::sync::desired::request_body(&self.source, self.object.namespace.as_deref(), &self.part_of, &self.hash)
+        let mut body = self.source.to_value();
+        let meta = metadata_mut(&mut body);
+        match self.object.namespace.as_deref() {
+            Some(ns) => meta.insert("namespace".into(), Value::String(ns.to_owned())),
+            None => meta.remove("namespace"),
+        };
+        string_map(meta, "labels").insert(PART_OF.into(), Value::String(self.part_of.to_string()));
+        string_map(meta, "annotations").insert(DESIRED_HASH.into(), Value::String(self.hash.to_string()));
+        crate::manifest::Body::from_value(&body)
     }
 }
 
-/// What the cache holds of one live member: metadata only (DESIGN.md decision 1).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct LiveMeta {
-    /// `metadata.uid`, used as a delete precondition.
-    pub uid: String,
-    /// `metadata.resourceVersion`.
-    pub resource_version: String,
-    /// `metadata.generation`, where the kind has one.
-    pub generation: Option<i64>,
-    /// The annotation `gitward.dev/desired-hash`, if present (interned, see [`Desired::hash`]).
-    pub desired_hash: Option<crate::object::Atom>,
-    /// The annotation `gitward.dev/prune: disabled` is set.
-    pub prune_disabled: bool,
-    /// `metadata.deletionTimestamp` is set.
-    pub deleting: bool,
-    /// The annotation `gitward.dev/prune: cascade` is set: a Namespace or CRD member may be
-    /// pruned even though objects that are not members would go with it.
-    pub prune_cascade: bool,
-    /// An ownerReference with `controller: true` is set: the object is some controller's
-    /// child (it may have copied its parent's labels), never a member.
-    pub controlled: bool,
+/// The `metadata` object of a manifest's JSON value, made an empty object when missing or not
+/// an object.
+pub(crate) fn metadata_mut(body: &mut Value) -> &mut Map<String, Value> {
+    string_map(body.as_object_mut().expect("manifest bodies are objects"), "metadata")
+}
+
+/// The object at `parent[key]`, made an empty object when missing or not an object.
+fn string_map<'a>(parent: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
+    let slot = parent.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
+    if !slot.is_object() {
+        *slot = Value::Object(Map::new());
+    }
+    slot.as_object_mut().expect("just made an object")
 }
 
 /// The operation planned for one desired object.

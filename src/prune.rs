@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions, PropagationPolicy};
 use kube::discovery::ApiResource;
 
-pub mod cascade;
+pub(crate) mod cascade;
 
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
@@ -112,7 +112,7 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
             changes.push(step.object.clone(), Action::Skipped, Some(format!("not deleted: {reason}")));
             continue;
         }
-        let live = crate::cluster::cache::live_meta(&meta);
+        let live = crate::cluster::live_meta(&meta);
         if !live.prune_cascade {
             match cascades.check(&step.object, &mut changes).await {
                 Ok(()) => {}
@@ -155,7 +155,7 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
 /// annotation removed, a controller ownerReference added, or already being deleted. Pure.
 pub fn still_member(meta: &kube::core::ObjectMeta, uid: &str, applyset_id: &str) -> Option<String> {
     let label = meta.labels.as_ref().and_then(|l| l.get(PART_OF));
-    let live = crate::cluster::cache::live_meta(meta);
+    let live = crate::cluster::live_meta(meta);
     if meta.uid.as_deref() != Some(uid) {
         Some("re-created since it was planned (another uid)".into())
     } else if label.map(String::as_str) != Some(applyset_id) {

@@ -256,8 +256,41 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
     }
 }
 
+/// The line of `gitward status` for a unit, in the form of the stdout lines of `sync` and
+/// `validate`: the recorded result and revision, when it was applied, and its members by
+/// health.
+pub fn line(state: &UnitState) -> String {
+    let total: usize = state.objects.values().sum();
+    let h = state.health;
+    let mut health = vec![format!("{} healthy", h.healthy)];
+    if h.progressing > 0 {
+        health.push(format!("{} progressing", h.progressing));
+    }
+    if h.degraded > 0 {
+        health.push(format!("{} degraded", h.degraded));
+    }
+    if state.missing > 0 {
+        health.push(format!("{} missing", state.missing));
+    }
+    let members = format!("{total} objects: {}", health.join(", "));
+    let line = match &state.last {
+        Some(r) => format!("{}: {} {}, applied {} ({members})", state.unit, r.result, short(&r.revision), r.applied_at),
+        None => format!("{}: never applied ({members})", state.unit),
+    };
+    match &state.last_attempted_revision {
+        Some(attempted) if state.last_error.is_some() => format!("{line}; {} failed", short(attempted)),
+        _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
+        _ => line,
+    }
+}
+
+/// A revision's first 7 hex digits, as the other stdout lines print it.
+fn short(revision: &str) -> &str {
+    revision.get(..7).unwrap_or(revision)
+}
+
 /// The human-readable report of `units`, one block per unit, headed by its line of
-/// [`crate::summary::status`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
+/// [`line()`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
 /// only when the parent records them):
 ///
 /// ```text
@@ -277,7 +310,7 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 pub fn render_text(units: &[UnitState]) -> String {
     let mut out = String::new();
     for u in units {
-        let _ = writeln!(out, "{}", crate::summary::status(u));
+        let _ = writeln!(out, "{}", line(u));
         let _ = writeln!(out, "  parent     {}", u.parent);
         let _ = writeln!(out, "  applyset   {}", u.applyset_id);
         if let Some(selector) = &u.selector {
@@ -293,7 +326,11 @@ pub fn render_text(units: &[UnitState]) -> String {
                 let _ = writeln!(out, "  revision   - (never applied)");
             }
         }
-        if let Some(attempted) = &u.last_attempted_revision {
+        // The revision last tried, when it is not the one applied (or it failed).
+        let applied = u.last.as_ref().map(|r| r.revision.as_str());
+        if let Some(attempted) =
+            u.last_attempted_revision.as_ref().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some())
+        {
             let _ = writeln!(out, "  attempted  {attempted}");
         }
         if let Some(error) = &u.last_error {
@@ -365,6 +402,18 @@ mod tests {
                 Vec::new()
             },
         }
+    }
+
+    #[test]
+    fn the_line_gives_result_revision_members_by_health_and_a_failed_attempt() {
+        let mut u = state(Some(SyncResult::Degraded), true);
+        u.last.as_mut().unwrap().revision = "3f2a9c1e0b7d".into();
+        assert_eq!(line(&u), "app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (1 objects: 0 healthy, 1 degraded)");
+        u.last_attempted_revision = Some("9c1e0b7d5a6c".into());
+        u.last_error = Some("web.yaml: document 1: bad".into());
+        u.missing = 1;
+        assert!(line(&u).ends_with("(1 objects: 0 healthy, 1 degraded, 1 missing); 9c1e0b7 failed"), "{}", line(&u));
+        assert_eq!(line(&state(None, false)), "app: never applied (1 objects: 1 healthy)");
     }
 
     #[test]

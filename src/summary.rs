@@ -1,5 +1,6 @@
-//! One line per unit on stdout: what `gitward sync`, `validate` and `status` found, for a person
-//! at a terminal or a script that reads stdout (logs go to stderr).
+//! One line per unit on stdout: what `gitward sync` and `validate` found, for a person at a
+//! terminal or a script that reads stdout (logs go to stderr). `gitward status` writes its own
+//! line in the same form (`status::line`).
 //!
 //! ```text
 //! apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)
@@ -20,7 +21,6 @@ use crate::changeset::Action;
 use crate::health::record::SyncResult;
 use crate::health::{Health, Status};
 use crate::object::ObjectRef;
-use crate::status::UnitState;
 use crate::sync::Report;
 
 /// How many objects a line names before it says "and N more".
@@ -38,6 +38,7 @@ pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: D
     let c = report.changes.counts();
     let counts = [
         (c.created, "created"),
+        (c.adopted, "adopted"),
         (c.configured, "configured"),
         (c.drift_corrected, "drift-corrected"),
         (c.pruned, "pruned"),
@@ -98,33 +99,6 @@ pub fn validate(unit: &str, summary: &crate::validate::Summary) -> String {
 /// The line of `gitward validate` for a unit whose manifests could not be read at all.
 pub fn unreadable(unit: &str) -> String {
     format!("{unit}: invalid: its manifests could not be read (the error is logged)")
-}
-
-/// The line of `gitward status` for a unit: the recorded result and revision, when it was
-/// applied, and its members by health.
-pub fn status(state: &UnitState) -> String {
-    let total: usize = state.objects.values().sum();
-    let h = state.health;
-    let mut health = vec![format!("{} healthy", h.healthy)];
-    if h.progressing > 0 {
-        health.push(format!("{} progressing", h.progressing));
-    }
-    if h.degraded > 0 {
-        health.push(format!("{} degraded", h.degraded));
-    }
-    if state.missing > 0 {
-        health.push(format!("{} missing", state.missing));
-    }
-    let members = format!("{total} objects: {}", health.join(", "));
-    let line = match &state.last {
-        Some(r) => format!("{}: {} {}, applied {} ({members})", state.unit, r.result, short(&r.revision), r.applied_at),
-        None => format!("{}: never applied ({members})", state.unit),
-    };
-    match &state.last_attempted_revision {
-        Some(attempted) if state.last_error.is_some() => format!("{line}; {} failed", short(attempted)),
-        _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
-        _ => line,
-    }
 }
 
 /// Whole seconds as humantime writes them in the config: `90s`, `5m`, `1m 30s`.

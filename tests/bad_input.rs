@@ -2,16 +2,12 @@
 //! real git repository. A revision that fails to read is not applied at all and nothing is
 //! pruned; the error names the file and document (or the object, or the repository).
 
-mod common;
+use crate::common;
 
 use futures::StreamExt;
 use gitward::changeset::Action;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
-
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
 
 /// A unit over a fresh repository whose first commit (two ConfigMaps) synced cleanly.
 struct Synced {
@@ -24,8 +20,8 @@ struct Synced {
 async fn synced(prefix: &str, extra: &str) -> Synced {
     let env = common::setup(prefix).await;
     let repo = common::GitRepo::new();
-    repo.write("app/a.yaml", &cm("a", "1"));
-    repo.write("app/b.yaml", &cm("b", "1"));
+    repo.write("app/a.yaml", &common::cm("a", "1"));
+    repo.write("app/b.yaml", &common::cm("b", "1"));
     repo.commit_and_push("good");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, extra));
@@ -49,7 +45,7 @@ impl Synced {
 
     /// Commits `files` (path, content), removing b.yaml, changing a, syncs, and returns the error text.
     async fn bad_commit(&mut self, files: &[(&str, &str)]) -> String {
-        self.repo.write("app/a.yaml", &cm("a", "2"));
+        self.repo.write("app/a.yaml", &common::cm("a", "2"));
         self.repo.remove("app/b.yaml");
         for (path, content) in files {
             self.repo.write(path, content);
@@ -73,7 +69,7 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 #[tokio::test]
 async fn malformed_yaml_names_file_and_document_and_applies_nothing() {
     let mut s = synced("bad-yaml", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", &format!("{}---\nkind: [unclosed\n", cm("c", "1")))]).await;
+    let err = s.bad_commit(&[("app/c.yaml", &format!("{}---\nkind: [unclosed\n", common::cm("c", "1")))]).await;
     assert!(err.contains("app/c.yaml") && err.contains("document 2"), "{err}");
     s.untouched().await;
     assert_eq!(s.value("c").await, None);
@@ -106,7 +102,7 @@ async fn unknown_kind_is_an_error_naming_file_and_kind() {
 #[tokio::test]
 async fn duplicate_objects_name_both_files() {
     let mut s = synced("duplicate", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", &cm("a", "3"))]).await;
+    let err = s.bad_commit(&[("app/c.yaml", &common::cm("a", "3"))]).await;
     assert!(err.contains("app/a.yaml") && err.contains("app/c.yaml") && err.contains("ConfigMap/"), "{err}");
     s.untouched().await;
 }
@@ -131,7 +127,7 @@ async fn yaml_alias_bomb_is_refused() {
 #[tokio::test]
 async fn very_large_file_is_refused_naming_it() {
     let mut s = synced("large", "max_file_bytes = 4096").await;
-    let big = format!("{}  big: \"{}\"\n", cm("big", "x"), "y".repeat(8192));
+    let big = format!("{}  big: \"{}\"\n", common::cm("big", "x"), "y".repeat(8192));
     let err = s.bad_commit(&[("app/big.yaml", &big)]).await;
     assert!(err.contains("app/big.yaml"), "{err}");
     s.untouched().await;
@@ -140,9 +136,9 @@ async fn very_large_file_is_refused_naming_it() {
 #[tokio::test]
 async fn object_rejected_by_the_api_server_fails_alone_and_blocks_prune() {
     let mut s = synced("rejected", "").await;
-    s.repo.write("app/a.yaml", &cm("a", "2"));
+    s.repo.write("app/a.yaml", &common::cm("a", "2"));
     s.repo.remove("app/b.yaml");
-    s.repo.write("app/c.yaml", &cm("Not_A_Valid_Name", "1"));
+    s.repo.write("app/c.yaml", &common::cm("Not_A_Valid_Name", "1"));
     s.repo.commit_and_push("one invalid object");
     let report = s.engine.sync().await.expect("sync runs");
     let actions = common::actions(&report);
@@ -214,8 +210,8 @@ async fn object_of_another_applyset_is_failed_not_taken_over() {
         .await;
     api.patch("contested", &PatchParams::apply("other-tool"), &Patch::Apply(theirs("contested"))).await.unwrap();
     let repo = common::GitRepo::new();
-    repo.write("contested.yaml", &cm("contested", "ours"));
-    repo.write("mine.yaml", &cm("mine", "ours"));
+    repo.write("contested.yaml", &common::cm("contested", "ours"));
+    repo.write("mine.yaml", &common::cm("mine", "ours"));
     repo.commit_and_push("take over?");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
@@ -246,9 +242,9 @@ fn validate(config: &std::path::Path) -> (Option<i32>, String, String) {
 async fn validate_refuses_what_the_api_server_would_naming_file_and_document() {
     let env = common::setup("validate-refuses").await;
     let repo = common::GitRepo::new();
-    repo.write("app/a.yaml", &cm("a", "1"));
+    repo.write("app/a.yaml", &common::cm("a", "1"));
     let not_base64 = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n  password: not base64!\n";
-    repo.write("app/secrets.yaml", &format!("{}---\n{not_base64}", cm("b", "1")));
+    repo.write("app/secrets.yaml", &format!("{}---\n{not_base64}", common::cm("b", "1")));
     let big = format!(
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"{}\"\n",
         "x".repeat(1 << 20)
@@ -277,7 +273,7 @@ async fn validate_refuses_what_the_api_server_would_naming_file_and_document() {
     );
 
     // Fixed: valid, and what was checked is on stdout.
-    repo.write("app/secrets.yaml", &cm("b", "1"));
+    repo.write("app/secrets.yaml", &common::cm("b", "1"));
     repo.remove("app/big.yaml");
     let fixed = repo.commit_and_push("fixed");
     let (code, stdout, stderr) = validate(&config);

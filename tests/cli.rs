@@ -3,7 +3,7 @@
 //! stdout, the text log format, `--help`, and each error a person meets first as one sentence
 //! that names what to fix (the repository, the API server, the kubeconfig, the config key).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Output};
@@ -13,10 +13,7 @@ fn gitward(args: &[&str], config: &Path) -> Output {
 }
 
 fn write_config(dir: &Path, repo: &Path, namespace: &str) -> std::path::PathBuf {
-    let path = dir.join("config.toml");
-    let text = format!("[daemon]\nstate_dir = \"state\"\n\n{}", common::unit_toml("app", repo, "", namespace, ""));
-    std::fs::write(&path, text).unwrap();
-    path
+    common::config_file(dir, &common::unit_toml("app", repo, "", namespace, ""))
 }
 
 /// Runs `gitward <args>` with text logs (the default) at the default level and `env` set;
@@ -144,12 +141,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
 async fn a_wait_that_times_out_names_what_is_not_ready() {
     let env = common::setup("cli-wait").await;
     let repo = common::GitRepo::new();
-    repo.write(
-        "web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    \
-         matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      \
-         containers: [{name: web, image: nginx}]\n",
-    );
+    repo.write("web.yaml", &common::deployment("web", "nginx", 2));
     let revision = repo.commit_and_push("web");
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"2s\"");
@@ -321,9 +313,7 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
         let units = common::unit_toml("made", &repo.bare(), "made", &made, "")
             + &common::unit_toml("shared", &repo.bare(), "shared", &shared, "create_namespace = true")
             + &common::unit_toml("app", &repo.bare(), "app", ns, app_extra);
-        let path = dir.path().join("config.toml");
-        std::fs::write(&path, format!("[daemon]\nstate_dir = \"state\"\n\n{units}")).unwrap();
-        path
+        common::config_file(dir.path(), &units)
     };
     let plain = config("");
     let namespaces: kube::Api<k8s_openapi::api::core::v1::Namespace> = kube::Api::all(env.client.clone());

@@ -2,7 +2,7 @@
 //! on — server-side apply and managedFields, no-op applies, optimistic locking, CRDs,
 //! metadata-only lists and watches, RBAC, and the audit log.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
@@ -98,17 +98,18 @@ async fn metadata_only_list_and_watch_select_by_label() {
     assert_eq!(names, vec!["one"]);
     assert_eq!(list.types.kind, "PartialObjectMetadataList");
 
+    // "three" is made once the watcher's first list is done, so it arrives as a watch event.
     let stream = watcher::watcher(meta, watcher::Config::default().labels("app=probe")).boxed();
-    let api2 = api.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
-        api2.patch("three", &PatchParams::apply("gitward"), &Patch::Apply(config_map("three", "3"))).await.unwrap();
-    });
     let seen = tokio::time::timeout(Duration::from_secs(20), async {
         let mut stream = stream;
         while let Some(event) = stream.try_next().await.unwrap() {
-            if let watcher::Event::Apply(o) = event {
-                return o;
+            match event {
+                watcher::Event::InitDone => {
+                    let three = Patch::Apply(config_map("three", "3"));
+                    api.patch("three", &PatchParams::apply("gitward"), &three).await.unwrap();
+                }
+                watcher::Event::Apply(o) => return o,
+                _ => {}
             }
         }
         panic!("watch ended")

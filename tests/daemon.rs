@@ -2,7 +2,7 @@
 //! the real apiserver. Waits are liveness bounds ("within 30 s"), never speed assertions; the
 //! latencies themselves are measured in benches/.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::time::Duration;
@@ -13,44 +13,87 @@ use kube::api::{Api, Patch, PatchParams};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
-
-/// Writes a daemon config with one unit over `repo` and returns its path and port.
-fn daemon_config(
-    dir: &Path,
-    repo: &Path,
-    namespace: &str,
-    daemon_extra: &str,
-    unit_extra: &str,
-) -> (std::path::PathBuf, u16) {
-    let port = common::free_port();
-    let path = dir.join("config.toml");
-    let text = format!(
-        "[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n{daemon_extra}\n\n{}",
-        common::unit_toml("app", repo, "", namespace, unit_extra)
-    );
-    std::fs::write(&path, text).unwrap();
-    (path, port)
-}
-
 async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
 }
 
-async fn hand_edit(client: &kube::Client, ns: &str, name: &str, v: &str) {
+/// Sets `data.value` of ConfigMap `ns/name` by hand; returns the object as the daemon's log
+/// names it and the resourceVersion of the edit.
+async fn hand_edit(client: &kube::Client, ns: &str, name: &str, v: &str) -> (String, String) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let patch = serde_json::json!({"data": {"value": v}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let edited = api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    (format!("ConfigMap/{ns}/{name}"), edited.metadata.resource_version.expect("a resourceVersion"))
+}
+
+/// [`hand_edit`] of ConfigMap `name` away from git's `"1"`; waits until the daemon healed it
+/// (its value is back, and a self-heal more is logged). The watch delivers a kind's events in
+/// order: once this edit is healed, every earlier event of the kind has been handled. Returns
+/// what [`hand_edit`] returns.
+async fn edit_and_heal(env: &common::TestEnv, daemon: &common::Daemon, name: &str) -> (String, String) {
+    let heals = daemon.logged("self-heal of drifted objects").len();
+    let edit = hand_edit(&env.client, &env.namespace, name, "edited").await;
+    let healed = common::eventually(WAIT, || async {
+        value(&env.client, &env.namespace, name).await.as_deref() == Some("1")
+            && daemon.logged("self-heal of drifted objects").len() > heals
+    })
+    .await;
+    assert!(healed, "hand edit of {name} not reverted: {}", daemon.log_text());
+    edit
 }
 
 fn setup_repo() -> common::GitRepo {
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
+    repo.write("a.yaml", &common::cm("a", "1"));
     repo.commit_and_push("first");
     repo
+}
+
+/// The daemon config of these tests: one unit `app` over `repo` in `namespace`.
+fn daemon_config(
+    dir: &Path,
+    repo: &common::GitRepo,
+    namespace: &str,
+    daemon_extra: &str,
+    unit_extra: &str,
+) -> (std::path::PathBuf, u16) {
+    common::app_daemon_config(dir, &repo.bare(), namespace, daemon_extra, unit_extra)
+}
+
+/// Rewrites `repo`'s branch `main` with the revision it already holds, as a second `git push`
+/// of it does (lock file, then rename): the daemon's ref watch sees a push.
+fn rewrite_ref(repo: &common::GitRepo, revision: &str) {
+    let refs = repo.bare().join("refs/heads");
+    std::fs::write(refs.join("main.lock"), format!("{revision}\n")).unwrap();
+    std::fs::rename(refs.join("main.lock"), refs.join("main")).unwrap();
+}
+
+/// The daemon's `no new revision` events for a push of `revision`.
+fn pushes_of_the_same_revision(daemon: &common::Daemon, revision: &str) -> usize {
+    daemon
+        .logged(common::NO_NEW_REVISION)
+        .iter()
+        .filter(|e| e["trigger"] == "push" && e["revision"] == revision)
+        .count()
+}
+
+/// A push of the revision already applied, and its `no new revision` event: the unit takes
+/// triggers from one queue, in order, so once it says this, every trigger sent before has been
+/// handled (a sync it started has been logged). The push is repeated while none is seen: the
+/// queue holds one trigger, and a push that finds it full is merged into the one queued.
+async fn barrier(daemon: &common::Daemon, repo: &common::GitRepo) {
+    let revision = repo.git(&["rev-parse", "main"], &repo.bare());
+    let before = pushes_of_the_same_revision(daemon, &revision);
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        rewrite_ref(repo, &revision);
+        let seen = || async { pushes_of_the_same_revision(daemon, &revision) > before };
+        if common::eventually(Duration::from_secs(2), seen).await {
+            return;
+        }
+        assert!(std::time::Instant::now() < deadline, "no `no new revision` for {revision}: {}", daemon.log_text());
+    }
 }
 
 #[tokio::test]
@@ -58,11 +101,11 @@ async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
     let env = common::setup("push").await;
     let repo = setup_repo();
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
 
-    repo.write("b.yaml", &cm("b", "pushed"));
+    repo.write("b.yaml", &common::cm("b", "pushed"));
     let revision = repo.commit_and_push("second");
     let ns = env.namespace.clone();
     let applied =
@@ -79,17 +122,12 @@ async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
     .await;
     assert!(found, "no push trigger_to_applied_ms event: {}", daemon.log_text());
 
-    // The ref rewritten with the same revision (as a second `git push` of it does: lock file,
-    // then rename): the ref watch sees it, but nothing is re-sent.
-    let pushes = daemon.metric_sum("gitward_triggers_total", &["kind=\"push\""]);
-    let refs = repo.bare().join("refs/heads");
-    std::fs::write(refs.join("main.lock"), format!("{revision}\n")).unwrap();
-    std::fs::rename(refs.join("main.lock"), refs.join("main")).unwrap();
-    let seen =
-        common::eventually(WAIT, || async { daemon.metric_sum("gitward_triggers_total", &["kind=\"push\""]) > pushes })
-            .await;
+    // The ref rewritten with the same revision (as a second `git push` of it does): the ref
+    // watch sees it, the unit fetches, says it has no new revision, and re-sends nothing.
+    let before = pushes_of_the_same_revision(&daemon, &revision);
+    rewrite_ref(&repo, &revision);
+    let seen = common::eventually(WAIT, || async { pushes_of_the_same_revision(&daemon, &revision) > before }).await;
     assert!(seen, "the ref event was not seen: {}", daemon.log_text());
-    tokio::time::sleep(Duration::from_secs(2)).await;
     let syncs = daemon
         .events()
         .iter()
@@ -107,7 +145,7 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
     std::fs::write(dir.path().join("webhook-secret"), secret).unwrap();
     let (config, port) = daemon_config(
         dir.path(),
-        &repo.bare(),
+        &repo,
         &env.namespace,
         "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
         "",
@@ -122,12 +160,15 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
     assert_eq!(status, 401);
     let (status, _) = common::http(port, "POST", "/hooks/git", &[], body).unwrap();
     assert_eq!(status, 401);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(daemon.logged("webhook rejected").len(), 2, "{}", daemon.log_text());
+    // Every trigger the unit was sent so far has been handled: a rejected webhook started nothing.
+    barrier(&daemon, &repo).await;
     assert_eq!(
         value(&env.client, &env.namespace, "a").await.as_deref(),
         Some("edited"),
         "a rejected webhook must not sync"
     );
+    assert_eq!(daemon.logged("sync triggered").len(), 1, "only the startup sync: {}", daemon.log_text());
     assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"webhook\""]), 0.0);
 
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
@@ -147,29 +188,27 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
 async fn hand_edit_is_reverted_and_own_writes_trigger_no_sync() {
     let env = common::setup("selfheal").await;
     let repo = setup_repo();
+    repo.write("b.yaml", &common::cm("b", "1"));
+    repo.commit_and_push("and b");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-
-    // Quiet period: gitward's own writes (the first sync's applies) start no sync.
     let syncs = || daemon.metric_sum("gitward_triggers_total", &[]);
-    let settled = syncs();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(syncs(), settled, "syncs during a quiet period: {}", daemon.log_text());
-    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]), 0.0, "{}", daemon.log_text());
+    let startup = syncs();
 
-    hand_edit(&env.client, &env.namespace, "a", "edited").await;
-    let ns = env.namespace.clone();
-    let restored =
-        common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.as_deref() == Some("1") }).await;
-    assert!(restored, "hand edit not reverted: {}", daemon.log_text());
-    assert!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]) >= 1.0);
-    // The self-heal's own write does not start another sync.
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    let after = syncs();
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(syncs(), after, "feedback loop: {}", daemon.log_text());
+    // A hand edit is healed, and it is the only drift the daemon saw: the first sync's own
+    // writes, whose watch events came before it, were not taken for drift.
+    let a = edit_and_heal(&env, &daemon, "a").await;
+    assert_eq!(daemon.drift_seen(), std::slice::from_ref(&a), "{}", daemon.log_text());
+    assert_eq!(syncs(), startup + 1.0, "syncs besides the self-heal: {}", daemon.log_text());
+    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]), 1.0, "{}", daemon.log_text());
+
+    // Nor was the self-heal's own write, whose event came before that of another hand edit.
+    let b = edit_and_heal(&env, &daemon, "b").await;
+    assert_eq!(daemon.drift_seen(), [a, b], "feedback loop: {}", daemon.log_text());
+    assert_eq!(syncs(), startup + 2.0, "feedback loop: {}", daemon.log_text());
+    assert_eq!(daemon.logged("self-heal of drifted objects").len(), 2, "feedback loop: {}", daemon.log_text());
 }
 
 /// A cold sync of more objects than the drift channel used to hold (256 events): the watch
@@ -181,48 +220,37 @@ async fn a_cold_sync_of_a_thousand_objects_is_not_followed_by_a_re_send_and_drif
     const N: usize = 1000;
     let env = common::setup("selfheal-many").await;
     let repo = common::GitRepo::new();
-    repo.write("objects.yaml", &(0..N).map(|i| format!("---\n{}", cm(&format!("o-{i}"), "1"))).collect::<String>());
+    repo.write(
+        "objects.yaml",
+        &(0..N).map(|i| format!("---\n{}", common::cm(&format!("o-{i}"), "1"))).collect::<String>(),
+    );
     repo.commit_and_push("a thousand ConfigMaps");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "health_timeout = \"0s\"");
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "health_timeout = \"0s\"");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
 
-    // Settled: no sync for 3 s (the drift debounce is 0.5 s).
-    let syncs = || daemon.metric_sum("gitward_triggers_total", &[]);
-    let mut settled = syncs();
-    let quiet = common::eventually(WAIT, || {
-        let now = syncs();
-        let same = now == settled;
-        settled = now;
-        async move {
-            tokio::time::sleep(Duration::from_secs(3)).await;
-            same
-        }
-    })
-    .await;
-    assert!(quiet, "never quiet: {}", daemon.log_text());
-    assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"drift\""]), 0.0, "{}", daemon.log_text());
-    let audit = std::fs::read_to_string(common::audit_log()).expect("read audit log");
-    let patches = audit
-        .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")) && e["verb"] == "patch")
-        .filter(|e| e["objectRef"]["namespace"] == env.namespace.as_str())
-        .filter(|e| e["objectRef"]["name"].as_str().is_some_and(|n| n.starts_with("o-")))
-        .count();
-    assert_eq!(patches, N, "one apply per object, no re-send: {}", daemon.log_text());
-
-    // Drift is still seen and healed, one object alone.
-    hand_edit(&env.client, &env.namespace, "o-500", "edited").await;
-    let ns = env.namespace.clone();
-    let restored =
-        common::eventually(WAIT, || async { value(&env.client, &ns, "o-500").await.as_deref() == Some("1") }).await;
-    assert!(restored, "hand edit not reverted: {}", daemon.log_text());
-    let heals: Vec<_> =
-        daemon.events().into_iter().filter(|e| e["message"] == "self-heal of drifted objects").collect();
+    // Drift is still seen and healed, one object alone; and it is the only drift the daemon
+    // saw: the thousand own writes, whose watch events came before it, started nothing.
+    let edited = edit_and_heal(&env, &daemon, "o-500").await;
+    let heals = daemon.logged("self-heal of drifted objects");
     assert_eq!(heals.len(), 1, "{}", daemon.log_text());
     assert_eq!(heals[0]["objects"], 1);
+    assert_eq!(daemon.drift_seen(), [edited], "{}", daemon.log_text());
+    assert_eq!(daemon.logged("sync triggered").len(), 1, "only the startup sync: {}", daemon.log_text());
+    let patches = || {
+        let audit = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+        audit
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")) && e["verb"] == "patch")
+            .filter(|e| e["objectRef"]["namespace"] == env.namespace.as_str())
+            .filter(|e| e["objectRef"]["name"].as_str().is_some_and(|n| n.starts_with("o-")))
+            .count()
+    };
+    // The heal's response can reach the daemon just before the apiserver logs it.
+    common::eventually(WAIT, || async { patches() > N }).await;
+    assert_eq!(patches(), N + 1, "one apply per object and the heal's, no re-send: {}", daemon.log_text());
 }
 
 #[tokio::test]
@@ -230,15 +258,12 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
     let env = common::setup("signals").await;
     let repo = setup_repo();
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let config = dir.path().join("config.toml");
-    let base = format!("[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\n\n");
     let good = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
     let missing = common::unit_toml("missing", &dir.path().join("no-such-repo.git"), "", &env.namespace, "");
     let extra_ns = common::unique("signals-extra");
     common::create_namespace(&env.client, &extra_ns).await;
     let extra = common::unit_toml("extra", &repo.bare(), "", &extra_ns, "");
-    std::fs::write(&config, format!("{base}{good}{missing}{extra}")).unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "", &format!("{good}{missing}{extra}"));
     let mut daemon = common::Daemon::start(&config, port, &[]);
     let tracked_extra = || daemon.metric_sum("gitward_tracked_objects", &["unit=\"extra\""]);
     assert!(common::eventually(WAIT, || async { tracked_extra() > 0.0 }).await, "{}", daemon.log_text());
@@ -251,7 +276,7 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
     assert!(unready, "{}", daemon.log_text());
     assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
     // … and turns ready once every unit has synced: SIGHUP with the broken unit removed.
-    std::fs::write(&config, format!("{base}{good}")).unwrap();
+    common::write_daemon_config(&config, port, "", "", &good);
     daemon.signal("HUP");
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
     // The unit that left the config (extra, removed too) stops being exported.
@@ -269,7 +294,7 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
     })
     .await;
     assert!(logged, "{}", daemon.log_text());
-    repo.write("b.yaml", &cm("b", "after-bad-reload"));
+    repo.write("b.yaml", &common::cm("b", "after-bad-reload"));
     repo.commit_and_push("second");
     let ns = env.namespace.clone();
     let applied = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.is_some() }).await;
@@ -297,8 +322,8 @@ async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
     );
     let dir_a = tempfile::tempdir().unwrap();
     let dir_b = tempfile::tempdir().unwrap();
-    let (config_a, port_a) = daemon_config(dir_a.path(), &repo.bare(), &env.namespace, &lease, "");
-    let (config_b, port_b) = daemon_config(dir_b.path(), &repo.bare(), &env.namespace, &lease, "");
+    let (config_a, port_a) = daemon_config(dir_a.path(), &repo, &env.namespace, &lease, "");
+    let (config_b, port_b) = daemon_config(dir_b.path(), &repo, &env.namespace, &lease, "");
     let a = common::Daemon::start(&config_a, port_a, &[("POD_NAME", "replica-a")]);
     let b = common::Daemon::start(&config_b, port_b, &[("POD_NAME", "replica-b")]);
 
@@ -310,23 +335,26 @@ async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
     let ns = env.namespace.clone();
     assert!(common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.is_some() }).await);
     let leader = holder().await.unwrap();
-    let (leading, following) = if leader == "replica-a" { (a, b) } else { (b, a) };
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (mut leading, following) = if leader == "replica-a" { (a, b) } else { (b, a) };
     assert!(leading.metric_sum("gitward_triggers_total", &[]) >= 1.0, "{}", leading.log_text());
-    assert_eq!(
-        following.metric_sum("gitward_triggers_total", &[]),
-        0.0,
-        "the follower applied: {}",
-        following.log_text()
-    );
 
-    drop(leading); // SIGKILL: no release, the lease must expire.
-    repo.write("b.yaml", &cm("b", "after-handover"));
+    leading.kill(); // SIGKILL: no release, the lease must expire.
+    let killed = jiff::Timestamp::now();
+    repo.write("b.yaml", &common::cm("b", "after-handover"));
     repo.commit_and_push("second");
     let handed = common::eventually(WAIT, || async { holder().await.as_deref() != Some(leader.as_str()) }).await;
     assert!(handed, "lease not taken over: {}", following.log_text());
     let applied = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.is_some() }).await;
     assert!(applied, "the new leader did not apply: {}", following.log_text());
+    // The follower applied nothing while the other replica led: it took the Lease after the
+    // kill, and its first sync came after that.
+    let events = following.events();
+    let position = |message: &str| events.iter().position(|e| e["message"] == message);
+    let acquired = position("leadership acquired").unwrap_or_else(|| panic!("{}", following.log_text()));
+    let at: jiff::Timestamp = events[acquired]["timestamp"].as_str().unwrap().parse().unwrap();
+    assert!(at > killed, "the follower took the Lease at {at}, before the leader was killed at {killed}");
+    let first_sync = position("sync triggered").unwrap_or_else(|| panic!("{}", following.log_text()));
+    assert!(acquired < first_sync, "the follower synced before it led: {}", following.log_text());
 }
 
 #[tokio::test]
@@ -338,29 +366,22 @@ async fn daemon_survives_an_apiserver_outage_and_converges() {
     let kubeconfig = cluster_dir.join("kubeconfig");
     let client = common::OwnCluster::client(&kubeconfig).await;
     let repo = setup_repo();
-    let port = common::free_port();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[cluster]\nkubeconfig = \"{}\"\n[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\n\n{}",
-            kubeconfig.display(),
-            common::unit_toml("app", &repo.bare(), "", "default", "")
-        ),
-    )
-    .unwrap();
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig.display()),
+        "",
+        &common::unit_toml("app", &repo.bare(), "", "default", ""),
+    );
     let mut daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
 
     cluster.stop();
-    repo.write("b.yaml", &cm("b", "during-outage"));
+    repo.write("b.yaml", &common::cm("b", "during-outage"));
     repo.commit_and_push("pushed while the apiserver is down");
     let reported = |e: &serde_json::Value| e["message"] == "sync failed" || e["message"] == "object failed";
     let failed = common::eventually(WAIT, || async { daemon.events().iter().any(reported) }).await;
     assert!(failed, "the outage was not reported: {}", daemon.log_text());
-    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon exited: {}", daemon.log_text());
-    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
-    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "a failed last sync is not ready");
+    daemon.assert_up_but_not_ready();
 
     let _back = common::OwnCluster::start(&cluster_dir, api_port);
     // Retries back off (1 s doubling): allow for a few rounds.
@@ -493,7 +514,7 @@ async fn systemd_is_told_ready_after_the_first_sync_with_a_status() {
     let env = common::setup("notify").await;
     let repo = setup_repo();
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
     let socket_path = dir.path().join("notify.sock");
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(WAIT)).unwrap();
@@ -540,15 +561,12 @@ async fn a_field_fight_with_an_hpa_is_backed_off_heals_only_that_object_and_is_r
     use k8s_openapi::api::apps::v1::Deployment;
     let env = common::setup("fight").await;
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
-    repo.write("b.yaml", &cm("b", "1"));
-    repo.write(
-        "web.yaml",
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: registry.k8s.io/pause:3.10\n",
-    );
+    repo.write("a.yaml", &common::cm("a", "1"));
+    repo.write("b.yaml", &common::cm("b", "1"));
+    repo.write("web.yaml", &common::deployment("web", "registry.k8s.io/pause:3.10", 2));
     repo.commit_and_push("two ConfigMaps and a Deployment with replicas: 2");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
 
@@ -586,17 +604,18 @@ async fn a_sighup_that_changes_a_unit_syncs_it_once_as_a_reload() {
     let env = common::setup("reload-once").await;
     let repo = setup_repo();
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     let completed = || daemon.events().iter().filter(|e| e["message"] == "sync complete").count();
     assert!(common::eventually(WAIT, || async { completed() == 1 }).await, "{}", daemon.log_text());
 
     // The unit's settings change: its task is started again, and that start is the reload's sync.
-    daemon_config_at(&config, port, &repo.bare(), &env.namespace, "max_prune_fraction = 0.9");
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 0.9");
+    common::write_daemon_config(&config, port, "", "", &unit);
     daemon.signal("HUP");
     assert!(common::eventually(WAIT, || async { completed() == 2 }).await, "{}", daemon.log_text());
     // A push afterwards: had a second sync been queued by the reload, it would run first.
-    repo.write("b.yaml", &cm("b", "1"));
+    repo.write("b.yaml", &common::cm("b", "1"));
     repo.commit_and_push("after the reload");
     let pushed = |e: &serde_json::Value| e["message"] == "sync triggered" && e["trigger"] == "push";
     assert!(common::eventually(WAIT, || async { daemon.events().iter().any(pushed) }).await, "{}", daemon.log_text());
@@ -611,15 +630,6 @@ async fn a_sighup_that_changes_a_unit_syncs_it_once_as_a_reload() {
     assert_eq!(triggers, ["reload", "push"], "{}", daemon.log_text());
 }
 
-/// Rewrites the config at `path` as [`daemon_config`] writes it, on the same port.
-fn daemon_config_at(path: &Path, port: u16, repo: &Path, namespace: &str, unit_extra: &str) {
-    let text = format!(
-        "[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n{}",
-        common::unit_toml("app", repo, "", namespace, unit_extra)
-    );
-    std::fs::write(path, text).unwrap();
-}
-
 #[tokio::test]
 async fn a_daemon_whose_cluster_is_unreachable_does_not_say_it_is_ready() {
     let repo = setup_repo();
@@ -632,17 +642,12 @@ async fn a_daemon_whose_cluster_is_unreachable_does_not_say_it_is_ready() {
     }
     let kubeconfig_path = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig_path, serde_json::to_string(&kubeconfig).unwrap()).unwrap();
-    let port = common::free_port();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[cluster]\nkubeconfig = \"{}\"\n[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\n\n{}",
-            kubeconfig_path.display(),
-            common::unit_toml("app", &repo.bare(), "", "default", "")
-        ),
-    )
-    .unwrap();
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig_path.display()),
+        "",
+        &common::unit_toml("app", &repo.bare(), "", "default", ""),
+    );
     let socket_path = dir.path().join("notify.sock");
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(WAIT)).unwrap();

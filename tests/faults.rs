@@ -1,24 +1,13 @@
 //! Faults from the cluster's side, against the real apiserver: each ends with the objects git
 //! holds applied where they could be, the failures named, and nothing pruned or lost.
 
-mod common;
+use crate::common;
 
 use gitward::changeset::Action;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
-
-fn crd(group: &str, kind: &str, plural: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
-            "versions": [{"name": "v1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
-    })
-}
 
 /// RBAC: the identity gitward runs as may manage Gadgets and the unit's parent Secret but not
 /// Widgets. The Widgets fail with the API server's 403, the Gadgets are applied, nothing is
@@ -28,8 +17,8 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
     let env = common::setup("rbac-403").await;
     let ns = env.namespace.clone();
     let group = format!("{ns}.gitward.dev");
-    common::install_crd(&env.client, "test-admin", crd(&group, "Gadget", "gadgets")).await;
-    common::install_crd(&env.client, "test-admin", crd(&group, "Widget", "widgets")).await;
+    common::install_crd(&env.client, "test-admin", common::crd(&group, "Gadget", "gadgets")).await;
+    common::install_crd(&env.client, "test-admin", common::crd(&group, "Widget", "widgets")).await;
 
     let all = ["get", "list", "watch", "create", "patch", "update", "delete"];
     let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": ns},
@@ -103,25 +92,10 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
 /// nothing is pruned; once the webhook is gone the next sync applies them.
 #[tokio::test]
 async fn objects_guarded_by_a_down_webhook_fail_alone() {
-    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
     use k8s_openapi::api::core::v1::ConfigMap;
     let env = common::setup("webhook-down").await;
     let ns = env.namespace.clone();
-    let closed = common::free_port();
-    let webhook: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-        "metadata": {"name": ns},
-        "webhooks": [{
-            "name": format!("deny.{ns}.gitward.dev"),
-            "clientConfig": {"url": format!("https://127.0.0.1:{closed}/validate")},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
-            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "objectSelector": {"matchLabels": {"guarded": "yes"}},
-        }],
-    }))
-    .unwrap();
-    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
-    webhooks.create(&PostParams::default(), &webhook).await.expect("register the webhook");
+    let webhooks = common::down_webhook(&env.client, &ns).await;
 
     let repo = common::GitRepo::new();
     repo.write("free.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n");
@@ -133,10 +107,7 @@ async fn objects_guarded_by_a_down_webhook_fail_alone() {
     let first = engine.sync().await.expect("first sync");
     assert_eq!(first.changes.counts().created, 2, "{:#?}", common::actions(&first));
 
-    repo.write(
-        "guarded.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels:\n    guarded: \"yes\"\n",
-    );
+    repo.write("guarded.yaml", &common::guarded_cm("guarded"));
     repo.write("more.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: more\n");
     repo.remove("keep.yaml");
     repo.commit_and_push("a guarded ConfigMap, another, and keep leaves");

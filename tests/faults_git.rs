@@ -3,21 +3,15 @@
 //! good revision applied (nothing applied or pruned from a revision that could not be read)
 //! and, once the fault is gone, the cluster equal to git with nothing lost or left over.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use common::{Run, gitward};
+use crate::common::{self, Run, gitward};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams};
 
 /// The value of the unit's Secret: it must appear in no output of any run.
 const SECRET: &str = "gitward-canary-faults-git";
-
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
 
 /// A unit whose first revision (ConfigMaps `a` and `b`, value 1) was synced by the binary.
 struct Unit {
@@ -30,8 +24,8 @@ struct Unit {
 async fn synced(prefix: &str) -> Unit {
     let env = common::setup(prefix).await;
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
-    repo.write("b.yaml", &cm("b", "1"));
+    repo.write("a.yaml", &common::cm("a", "1"));
+    repo.write("b.yaml", &common::cm("b", "1"));
     repo.write("s.yaml", &common::secret_yaml("s", SECRET));
     repo.commit_and_push("good");
     let dir = tempfile::tempdir().unwrap();
@@ -58,7 +52,7 @@ impl Unit {
     /// revision needs objects fetched before.
     fn push_second(&self) {
         self.repo.remove("b.yaml");
-        self.repo.write("c.yaml", &cm("c", "2"));
+        self.repo.write("c.yaml", &common::cm("c", "2"));
         self.repo.commit_and_push("second");
     }
 
@@ -206,7 +200,7 @@ async fn a_mirror_that_lost_its_ref_or_its_head_repairs_itself() {
     unit.equals_second_revision().await;
 
     std::fs::remove_file(mirror.join("HEAD")).unwrap();
-    unit.repo.write("a.yaml", &cm("a", "3"));
+    unit.repo.write("a.yaml", &common::cm("a", "3"));
     unit.repo.commit_and_push("third");
     let run = unit.sync();
     assert_eq!(run.code, Some(0), "{}", run.stderr);

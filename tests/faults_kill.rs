@@ -8,7 +8,7 @@
 //! (0 orphans: no member git no longer holds), and no object git held was ever deleted
 //! (0 wrong prunes, read from the apiserver's audit log).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -84,19 +84,28 @@ impl Cluster {
         api.get_opt("gitward-app").await.unwrap().and_then(|s| s.metadata.resource_version)
     }
 
-    /// Waits until the parent has not changed for a second (the daemon's record of the last
-    /// sync written), so that a later change is the next sync's widen.
-    async fn parent_settled(&self) {
-        let mut last = self.parent_version().await;
-        let mut since = Instant::now();
-        while since.elapsed() < Duration::from_secs(1) {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            let now = self.parent_version().await;
-            if now != last {
-                last = now;
-                since = Instant::now();
-            }
-        }
+    /// Waits until the parent records `revision` as the last applied (`gitward.dev/last-revision`):
+    /// the daemon's last write of that sync, so that the parent's next change is the next
+    /// sync's widen.
+    async fn recorded(&self, revision: &str) {
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), &self.ns);
+        let recorded = common::eventually(LIMIT, || async {
+            let parent = api.get_opt("gitward-app").await.unwrap();
+            let annotations = parent.and_then(|p| p.metadata.annotations).unwrap_or_default();
+            annotations.get("gitward.dev/last-revision").map(String::as_str) == Some(revision)
+        })
+        .await;
+        assert!(recorded, "the parent never recorded {revision}");
+    }
+
+    /// Restarts the killed daemon (same config and state directory) and waits until it
+    /// converged: ready, nothing of generation `old` left, the cluster equal to git at `new`.
+    async fn restart_and_converge(&self, daemon: &mut common::Daemon, old: &str, new: &str) {
+        daemon.restart();
+        assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
+        let converged = common::eventually(LIMIT, || async { self.count(old).await == 0 }).await;
+        assert!(converged, "{}", daemon.log_text());
+        self.equals_git(new, &[new]).await;
     }
 
     /// Whether the parent's member record still lists objects of `generation` (the narrow after
@@ -262,14 +271,8 @@ async fn sigkill_of_the_daemon_mid_rename_then_a_restart_converges() {
     repo.write("objects.yaml", &generation("d0"));
     repo.commit_and_push("d0");
     let dir = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 1.0");
-    let config = common::config_file(dir.path(), &unit);
-    let port = common::free_port();
-    let daemon_table =
-        format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n");
-    let text = std::fs::read_to_string(&config).unwrap().replacen("[daemon]\n", &daemon_table, 1);
-    std::fs::write(&config, text).unwrap();
-
+    let (config, port) =
+        common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "max_prune_fraction = 1.0");
     let mut daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
     cluster.equals_git("d0", &["d0"]).await;
@@ -284,11 +287,7 @@ async fn sigkill_of_the_daemon_mid_rename_then_a_restart_converges() {
             cluster.count(old).await,
             cluster.count(new).await
         );
-        daemon = common::Daemon::start(&config, port, &[]);
-        assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
-        let converged = common::eventually(LIMIT, || async { cluster.count(old).await == 0 }).await;
-        assert!(converged, "{}", daemon.log_text());
-        cluster.equals_git(new, &[new]).await;
+        cluster.restart_and_converge(&mut daemon, old, new).await;
         old = new;
     }
 }
@@ -303,42 +302,31 @@ async fn sigkill_of_the_daemon_after_the_widen_and_before_the_narrow_then_a_rest
     let cluster = Cluster { client: env.client.clone(), ns: env.namespace.clone() };
     let repo = common::GitRepo::new();
     repo.write("objects.yaml", &generation("e0"));
-    repo.commit_and_push("e0");
+    let e0 = repo.commit_and_push("e0");
     let dir = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 1.0");
-    let config = common::config_file(dir.path(), &unit);
-    let port = common::free_port();
-    let daemon_table =
-        format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n");
-    let text = std::fs::read_to_string(&config).unwrap().replacen("[daemon]\n", &daemon_table, 1);
-    std::fs::write(&config, text).unwrap();
-
+    let (config, port) =
+        common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "max_prune_fraction = 1.0");
     let mut daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
     cluster.equals_git("e0", &["e0"]).await;
 
     // After the widen: the parent written, (nearly) nothing of the new generation applied yet.
-    cluster.parent_settled().await;
+    cluster.recorded(&e0).await;
     repo.write("objects.yaml", &generation("e1"));
-    repo.commit_and_push("e1");
+    let e1 = repo.commit_and_push("e1");
     let before = cluster.parent_version().await;
     let deadline = Instant::now() + LIMIT;
     while cluster.parent_version().await == before {
         assert!(Instant::now() < deadline, "no widen within {LIMIT:?}: {}", daemon.log_text());
     }
-    let _ = daemon.child.kill();
-    let _ = daemon.child.wait();
+    daemon.kill();
     let (old_left, new_applied) = (cluster.count("e0").await, cluster.count("e1").await);
     eprintln!("e1: daemon killed after the widen: {old_left} of e0 and {new_applied} of e1 exist");
     assert!(new_applied < N && old_left == N, "the kill came mid-sync, before any prune");
-    daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
-    let converged = common::eventually(LIMIT, || async { cluster.count("e0").await == 0 }).await;
-    assert!(converged, "{}", daemon.log_text());
-    cluster.equals_git("e1", &["e1"]).await;
+    cluster.restart_and_converge(&mut daemon, "e0", "e1").await;
 
     // After the last delete, before the narrow.
-    cluster.parent_settled().await;
+    cluster.recorded(&e1).await;
     repo.write("objects.yaml", &generation("e2"));
     repo.commit_and_push("e2");
     let before_narrow = cluster.kill_after_last_delete(&mut daemon.child, "e1").await;
@@ -347,10 +335,8 @@ async fn sigkill_of_the_daemon_after_the_widen_and_before_the_narrow_then_a_rest
         if before_narrow { "had not been" } else { "had already been" }
     );
     assert_eq!(cluster.count("e2").await, N, "every object applied before the prune");
-    daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(LIMIT).await, "the restarted daemon syncs: {}", daemon.log_text());
+    cluster.restart_and_converge(&mut daemon, "e1", "e2").await;
     let narrowed = common::eventually(LIMIT, || async { !cluster.record_lists("e1").await }).await;
     assert!(narrowed, "the restarted daemon narrows the inventory: {}", daemon.log_text());
-    cluster.equals_git("e2", &["e2"]).await;
     assert!(before_narrow, "the kill came after the narrow: the point was not reached");
 }

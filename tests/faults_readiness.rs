@@ -4,14 +4,12 @@
 //! the daemon stays ready; only a sync that failed as a whole or an API server that does not
 //! answer makes it unready (the outage case is `tests/daemon.rs`).
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, PostParams};
-use serde_json::json;
+use kube::api::{Api, DeleteParams};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -19,36 +17,14 @@ const WAIT: Duration = Duration::from_secs(60);
 async fn one_object_refused_by_a_down_webhook_fails_alone_and_the_daemon_stays_ready() {
     let env = common::setup("ready-webhook").await;
     let ns = env.namespace.clone();
-    let closed = common::free_port();
-    let webhook: ValidatingWebhookConfiguration = serde_json::from_value(json!({
-        "metadata": {"name": ns},
-        "webhooks": [{
-            "name": format!("deny.{ns}.gitward.dev"),
-            "clientConfig": {"url": format!("https://127.0.0.1:{closed}/validate")},
-            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
-            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
-            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
-            "objectSelector": {"matchLabels": {"guarded": "yes"}},
-        }],
-    }))
-    .unwrap();
-    let webhooks: Api<ValidatingWebhookConfiguration> = Api::all(env.client.clone());
-    webhooks.create(&PostParams::default(), &webhook).await.expect("register the webhook");
+    let webhooks = common::down_webhook(&env.client, &ns).await;
 
     let repo = common::GitRepo::new();
     repo.write("free.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n");
-    repo.write(
-        "guarded.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guarded\n  labels:\n    guarded: \"yes\"\n",
-    );
+    repo.write("guarded.yaml", &common::guarded_cm("guarded"));
     repo.commit_and_push("one free and one guarded ConfigMap");
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let daemon_table =
-        format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n");
-    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
-    let text = std::fs::read_to_string(&config).unwrap().replacen("[daemon]\n", &daemon_table, 1);
-    std::fs::write(&config, text).unwrap();
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
 
     let guarded = format!("ConfigMap/{ns}/guarded");

@@ -8,7 +8,7 @@
 //! A full state directory likewise: a small tmpfs mounted on it by the test and filled until the
 //! kernel answers `ENOSPC`, while the new revision needs more space; freed, everything converges.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -20,10 +20,6 @@ use kube::api::{Api, ListParams};
 const WAIT: Duration = Duration::from_secs(60);
 /// The value of the units' Secret: it must appear in no output of any run.
 const SECRET: &str = "gitward-canary-faults-state";
-
-fn cm(name: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n")
-}
 
 /// The command prefix that runs its arguments with `dir` read-only (see the module doc).
 fn read_only(dir: &Path) -> Vec<String> {
@@ -61,39 +57,142 @@ async fn names(client: &kube::Client, ns: &str) -> Vec<String> {
     names
 }
 
+/// A unit `app` (ConfigMaps `a` and `b`, and the canary Secret) synced once by `gitward sync`,
+/// its state under `dir/state`, and a second revision pushed: `b` leaves git, `c` (and `more`)
+/// joins.
+struct OneShot {
+    env: common::TestEnv,
+    _repo: common::GitRepo,
+    config: std::path::PathBuf,
+    runs: Vec<common::Run>,
+}
+
+impl OneShot {
+    async fn new(prefix: &str, dir: &Path, more: &[(&str, String)]) -> Self {
+        let env = common::setup(prefix).await;
+        let repo = common::GitRepo::new();
+        repo.write("a.yaml", &common::cm("a", "1"));
+        repo.write("b.yaml", &common::cm("b", "1"));
+        repo.write("s.yaml", &common::secret_yaml("s", SECRET));
+        repo.commit_and_push("first");
+        let config = common::config_file(dir, &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+        let first = common::gitward(&["sync"], &config, WAIT);
+        assert_eq!(first.code, Some(0), "{}", first.stderr);
+        repo.remove("b.yaml");
+        repo.write("c.yaml", &common::cm("c", "1"));
+        for (path, content) in more {
+            repo.write(path, content);
+        }
+        repo.commit_and_push("second");
+        Self { env, _repo: repo, config, runs: vec![first] }
+    }
+
+    /// `gitward sync` of the second revision, run by `wrapper`, fails: exit 2, `error` in its
+    /// `sync failed` event, and the first revision stays applied, nothing pruned.
+    async fn fails(&mut self, wrapper: &[&str], error: &str) {
+        let run = common::gitward_in(wrapper, &["sync"], &self.config, WAIT);
+        assert_eq!(run.code, Some(2), "{}", run.stderr);
+        let failed = common::log_events(&run.stderr, "sync failed").next().unwrap_or_else(|| panic!("{}", run.stderr));
+        let said = failed["error"].as_str().unwrap_or_default();
+        assert!(said.contains(error), "the error says why: {said}");
+        assert_eq!(names(&self.env.client, &self.env.namespace).await, ["a", "b"], "the last good revision stays");
+        self.runs.push(run);
+    }
+
+    /// The fault gone, the next `gitward sync` applies the second revision; no run printed the
+    /// Secret.
+    async fn converges(&mut self) {
+        let run = common::gitward(&["sync"], &self.config, WAIT);
+        assert_eq!(run.code, Some(0), "{}", run.stderr);
+        assert_eq!(names(&self.env.client, &self.env.namespace).await, ["a", "c"]);
+        self.runs.push(run);
+        for run in &self.runs {
+            common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
+        }
+    }
+}
+
+/// Units `old` (ConfigMaps `old-a`, `old-b` and the canary Secret; synced once by `gitward sync
+/// --sync old`) and `new` (`new-n`, never synced) of one repository, for `gitward run` with its
+/// state under `dir/state`; then a second revision of `old` pushed: `old-b` leaves git, `old-c`
+/// (and `more`) joins.
+struct TwoUnits {
+    env: common::TestEnv,
+    _repo: common::GitRepo,
+    config: std::path::PathBuf,
+    port: u16,
+    first: common::Run,
+}
+
+impl TwoUnits {
+    async fn new(prefix: &str, dir: &Path, more: &[(&str, String)]) -> Self {
+        let env = common::setup(prefix).await;
+        let ns = env.namespace.as_str();
+        let repo = common::GitRepo::new();
+        repo.write("old/a.yaml", &common::cm("old-a", "1"));
+        repo.write("old/b.yaml", &common::cm("old-b", "1"));
+        repo.write("new/n.yaml", &common::cm("new-n", "1"));
+        repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
+        repo.commit_and_push("first");
+        let units = common::unit_toml("old", &repo.bare(), "old", ns, "")
+            + &common::unit_toml("new", &repo.bare(), "new", ns, "");
+        let (config, port) = common::daemon_config(dir, "", "", &units);
+        let first = common::gitward(&["sync", "--sync", "old"], &config, WAIT);
+        assert_eq!(first.code, Some(0), "{}", first.stderr);
+        repo.remove("old/b.yaml");
+        repo.write("old/c.yaml", &common::cm("old-c", "1"));
+        for (path, content) in more {
+            repo.write(path, content);
+        }
+        repo.commit_and_push("second");
+        Self { env, _repo: repo, config, port, first }
+    }
+
+    /// The daemon, started on the faulty state directory, retries both units with backoff —
+    /// `old`'s syncs fail, `new` cannot start, each at least three times with `error` — and
+    /// stays up (`/healthz` 200) but not ready, with the first revision still applied.
+    async fn retries_without_loss(&self, daemon: &mut common::Daemon, error: &str) {
+        let count = |daemon: &common::Daemon, message: &str, unit: &str| {
+            daemon.events().iter().filter(|e| e["message"] == message && e["unit"] == unit).count()
+        };
+        let retried = common::eventually(WAIT, || async {
+            count(daemon, "sync failed", "old") >= 3 && count(daemon, "unit not started", "new") >= 3
+        })
+        .await;
+        assert!(retried, "both units are retried: {}", daemon.log_text());
+        daemon.assert_up_but_not_ready();
+        for message in ["sync failed", "unit not started"] {
+            let event = daemon.logged(message).into_iter().next().unwrap();
+            assert!(event["error"].as_str().unwrap_or_default().contains(error), "{event}");
+        }
+        let ns = &self.env.namespace;
+        assert_eq!(names(&self.env.client, ns).await, ["old-a", "old-b"], "the last good revision stays applied");
+        // Backoff, not a hot loop: 1 s doubling (with jitter) gives a handful of attempts, not hundreds.
+        let attempts = count(daemon, "sync failed", "old");
+        assert!(attempts < 10, "{attempts} attempts: {}", daemon.log_text());
+    }
+
+    /// The fault repaired, both units converge without a restart, and no output held the Secret.
+    async fn converges(&self, daemon: &mut common::Daemon) {
+        let (client, ns) = (&self.env.client, self.env.namespace.as_str());
+        let converged =
+            common::eventually(WAIT, || async { names(client, ns).await == ["new-n", "old-a", "old-c"] }).await;
+        assert!(converged, "{:?}: {}", names(client, ns).await, daemon.log_text());
+        assert!(daemon.wait_ready(WAIT).await, "ready once both units synced: {}", daemon.log_text());
+        assert!(daemon.child.try_wait().unwrap().is_none(), "no restart was needed");
+        common::assert_no_secret(&format!("{}{}", self.first.stderr, daemon.log_text()), SECRET);
+    }
+}
+
 /// `gitward sync` with its state directory read-only: exit 2, the error says so, nothing of
 /// the new revision is applied and nothing pruned; writable again, the next sync applies it.
 #[tokio::test]
 async fn a_read_only_state_directory_fails_the_sync_and_loses_nothing() {
-    let env = common::setup("state-ro").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a"));
-    repo.write("b.yaml", &cm("b"));
-    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
-    repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
-    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let first = common::gitward(&["sync"], &config, WAIT);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
-
-    repo.remove("b.yaml");
-    repo.write("c.yaml", &cm("c"));
-    repo.commit_and_push("second");
+    let mut unit = OneShot::new("state-ro", dir.path(), &[]).await;
     let wrapper = read_only(&dir.path().join("state"));
-    let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let run = common::gitward_in(&wrapper, &["sync"], &config, WAIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let failed = common::log_events(&run.stderr, "sync failed").next().unwrap_or_else(|| panic!("{}", run.stderr));
-    let error = failed["error"].as_str().unwrap_or_default();
-    assert!(error.contains("Read-only file system"), "the error says why: {error}");
-    assert_eq!(names(&env.client, &env.namespace).await, ["a", "b"], "the last good revision stays");
-
-    let second = common::gitward(&["sync"], &config, WAIT);
-    assert_eq!(second.code, Some(0), "{}", second.stderr);
-    assert_eq!(names(&env.client, &env.namespace).await, ["a", "c"]);
-    for run in [&first, &run, &second] {
-        common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
-    }
+    unit.fails(&wrapper.iter().map(String::as_str).collect::<Vec<_>>(), "Read-only file system").await;
+    unit.converges().await;
 }
 
 /// The daemon started with its state directory read-only: unit `old` (its mirror made by an
@@ -102,66 +201,15 @@ async fn a_read_only_state_directory_fails_the_sync_and_loses_nothing() {
 /// the cluster. Made writable in place, both converge without a restart.
 #[tokio::test]
 async fn the_daemon_survives_a_read_only_state_directory_and_converges_once_writable() {
-    let env = common::setup("state-ro-daemon").await;
-    let ns = env.namespace.as_str();
-    let repo = common::GitRepo::new();
-    repo.write("old/a.yaml", &cm("old-a"));
-    repo.write("old/b.yaml", &cm("old-b"));
-    repo.write("new/n.yaml", &cm("new-n"));
-    repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
-    repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let units = format!(
-        "{}{}",
-        common::unit_toml("old", &repo.bare(), "old", ns, ""),
-        common::unit_toml("new", &repo.bare(), "new", ns, "")
-    );
-    let config = common::config_file(dir.path(), &units);
-    let first = common::gitward(&["sync", "--sync", "old"], &config, WAIT);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
-    let text = std::fs::read_to_string(&config).unwrap().replacen(
-        "[daemon]\n",
-        &format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n"),
-        1,
-    );
-    std::fs::write(&config, text).unwrap();
-
-    repo.remove("old/b.yaml");
-    repo.write("old/c.yaml", &cm("old-c"));
-    repo.commit_and_push("second");
+    let units = TwoUnits::new("state-ro-daemon", dir.path(), &[]).await;
     let state = dir.path().join("state");
     let wrapper = read_only(&state);
     let wrapper: Vec<&str> = wrapper.iter().map(String::as_str).collect();
-    let mut daemon = common::Daemon::start_in(&wrapper, &config, port, &[]);
-
-    let count = |daemon: &common::Daemon, message: &str, unit: &str| {
-        daemon.events().iter().filter(|e| e["message"] == message && e["unit"] == unit).count()
-    };
-    let retried = common::eventually(WAIT, || async {
-        count(&daemon, "sync failed", "old") >= 3 && count(&daemon, "unit not started", "new") >= 3
-    })
-    .await;
-    assert!(retried, "both units are retried: {}", daemon.log_text());
-    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon keeps running: {}", daemon.log_text());
-    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
-    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "not ready while no unit can sync");
-    let failed = daemon.events().into_iter().find(|e| e["message"] == "sync failed").unwrap();
-    assert!(failed["error"].as_str().unwrap_or_default().contains("Read-only file system"), "{failed}");
-    let not_started = daemon.events().into_iter().find(|e| e["message"] == "unit not started").unwrap();
-    assert!(not_started["error"].as_str().unwrap_or_default().contains("Read-only file system"), "{not_started}");
-    assert_eq!(names(&env.client, ns).await, ["old-a", "old-b"], "the last good revision stays applied");
-    // Backoff, not a hot loop: 1 s doubling (with jitter) gives a handful of attempts, not hundreds.
-    let attempts = count(&daemon, "sync failed", "old");
-    assert!(attempts < 10, "{attempts} attempts: {}", daemon.log_text());
-
+    let mut daemon = common::Daemon::start_in(&wrapper, &units.config, units.port, &[]);
+    units.retries_without_loss(&mut daemon, "Read-only file system").await;
     make_writable(daemon.child.id(), &state);
-    let converged =
-        common::eventually(WAIT, || async { names(&env.client, ns).await == ["new-n", "old-a", "old-c"] }).await;
-    assert!(converged, "{:?}: {}", names(&env.client, ns).await, daemon.log_text());
-    assert!(daemon.wait_ready(WAIT).await, "ready once both units synced: {}", daemon.log_text());
-    assert!(daemon.child.try_wait().unwrap().is_none(), "no restart was needed");
-    common::assert_no_secret(&format!("{}{}", first.stderr, daemon.log_text()), SECRET);
+    units.converges(&mut daemon).await;
 }
 
 /// A small tmpfs mounted on a directory for one test, unmounted (lazily) when dropped. Real
@@ -231,38 +279,14 @@ fn incompressible() -> String {
 /// revision stays applied and nothing is pruned; with the space freed, the next sync applies it.
 #[tokio::test]
 async fn a_full_state_directory_fails_the_sync_and_loses_nothing() {
-    let env = common::setup("state-full").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a"));
-    repo.write("b.yaml", &cm("b"));
-    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
-    repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
     let tmpfs = Tmpfs::mount(&dir.path().join("state"), "4m");
-    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let first = common::gitward(&["sync"], &config, WAIT);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
-
-    repo.remove("b.yaml");
-    repo.write("c.yaml", &cm("c"));
-    repo.write("blob.txt", &incompressible());
-    repo.commit_and_push("second, with 2 MiB more");
+    let mut unit = OneShot::new("state-full", dir.path(), &[("blob.txt", incompressible())]).await;
     let filled = tmpfs.fill();
     eprintln!("state directory filled with {filled} bytes");
-    let run = common::gitward(&["sync"], &config, WAIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let failed = common::log_events(&run.stderr, "sync failed").next().unwrap_or_else(|| panic!("{}", run.stderr));
-    let error = failed["error"].as_str().unwrap_or_default();
-    assert!(error.contains("No space left on device"), "the error says why: {error}");
-    assert_eq!(names(&env.client, &env.namespace).await, ["a", "b"], "the last good revision stays");
-
+    unit.fails(&[], "No space left on device").await;
     tmpfs.free();
-    let second = common::gitward(&["sync"], &config, WAIT);
-    assert_eq!(second.code, Some(0), "{}", second.stderr);
-    assert_eq!(names(&env.client, &env.namespace).await, ["a", "c"]);
-    for run in [&first, &run, &second] {
-        common::assert_no_secret(&format!("{}{}", run.stdout, run.stderr), SECRET);
-    }
+    unit.converges().await;
 }
 
 /// The daemon with its state directory full: unit `old` (its mirror made by an earlier sync)
@@ -271,68 +295,12 @@ async fn a_full_state_directory_fails_the_sync_and_loses_nothing() {
 /// keeps the last good revision. Once space is freed, both converge without a restart.
 #[tokio::test]
 async fn the_daemon_survives_a_full_state_directory_and_converges_once_space_is_freed() {
-    let env = common::setup("state-full-daemon").await;
-    let ns = env.namespace.as_str();
-    let repo = common::GitRepo::new();
-    repo.write("old/a.yaml", &cm("old-a"));
-    repo.write("old/b.yaml", &cm("old-b"));
-    repo.write("new/n.yaml", &cm("new-n"));
-    repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
-    repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
-    let state = dir.path().join("state");
-    let tmpfs = Tmpfs::mount(&state, "4m");
-    let port = common::free_port();
-    let units = format!(
-        "{}{}",
-        common::unit_toml("old", &repo.bare(), "old", ns, ""),
-        common::unit_toml("new", &repo.bare(), "new", ns, "")
-    );
-    let config = common::config_file(dir.path(), &units);
-    let first = common::gitward(&["sync", "--sync", "old"], &config, WAIT);
-    assert_eq!(first.code, Some(0), "{}", first.stderr);
-    let text = std::fs::read_to_string(&config).unwrap().replacen(
-        "[daemon]\n",
-        &format!("[daemon]\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n"),
-        1,
-    );
-    std::fs::write(&config, text).unwrap();
-
-    repo.remove("old/b.yaml");
-    repo.write("old/c.yaml", &cm("old-c"));
-    repo.write("old/blob.txt", &incompressible());
-    repo.commit_and_push("second, with 2 MiB more");
+    let tmpfs = Tmpfs::mount(&dir.path().join("state"), "4m");
+    let units = TwoUnits::new("state-full-daemon", dir.path(), &[("old/blob.txt", incompressible())]).await;
     tmpfs.fill();
-    let daemon = common::Daemon::start(&config, port, &[]);
-
-    let count = |daemon: &common::Daemon, message: &str, unit: &str| {
-        daemon.events().iter().filter(|e| e["message"] == message && e["unit"] == unit).count()
-    };
-    let retried = common::eventually(WAIT, || async {
-        count(&daemon, "sync failed", "old") >= 3 && count(&daemon, "unit not started", "new") >= 3
-    })
-    .await;
-    assert!(retried, "both units are retried: {}", daemon.log_text());
-    let mut daemon = daemon;
-    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon keeps running: {}", daemon.log_text());
-    assert_eq!(daemon.get("/healthz").map(|(s, _)| s), Some(200));
-    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(503), "not ready while no unit can sync");
-    let enospc = |message: &str| {
-        let event = daemon.events().into_iter().find(|e| e["message"] == message).unwrap();
-        assert!(event["error"].as_str().unwrap_or_default().contains("No space left on device"), "{event}");
-    };
-    enospc("sync failed");
-    enospc("unit not started");
-    assert_eq!(names(&env.client, ns).await, ["old-a", "old-b"], "the last good revision stays applied");
-    // Backoff, not a hot loop: 1 s doubling (with jitter) gives a handful of attempts, not hundreds.
-    let attempts = count(&daemon, "sync failed", "old");
-    assert!(attempts < 10, "{attempts} attempts: {}", daemon.log_text());
-
+    let mut daemon = common::Daemon::start(&units.config, units.port, &[]);
+    units.retries_without_loss(&mut daemon, "No space left on device").await;
     tmpfs.free();
-    let converged =
-        common::eventually(WAIT, || async { names(&env.client, ns).await == ["new-n", "old-a", "old-c"] }).await;
-    assert!(converged, "{:?}: {}", names(&env.client, ns).await, daemon.log_text());
-    assert!(daemon.wait_ready(WAIT).await, "ready once both units synced: {}", daemon.log_text());
-    assert!(daemon.child.try_wait().unwrap().is_none(), "no restart was needed");
-    common::assert_no_secret(&format!("{}{}", first.stderr, daemon.log_text()), SECRET);
+    units.converges(&mut daemon).await;
 }

@@ -3,7 +3,7 @@
 //! through the status subresource, and asserts what gitward reports (log events, the record on
 //! the ApplySet parent, exit codes, `gitward status` output). Waits are liveness bounds.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -16,28 +16,6 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-fn deployment(name: &str, image: &str) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: 1\n  progressDeadlineSeconds: 600\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: {image}\n"
-    )
-}
-
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
-
-/// A daemon config with one unit `app` over `repo` in `namespace`; returns path and port.
-fn daemon_config(dir: &Path, repo: &Path, namespace: &str, unit_extra: &str) -> (std::path::PathBuf, u16) {
-    let port = common::free_port();
-    let path = dir.join("config.toml");
-    let text = format!(
-        "[daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n{}",
-        common::unit_toml("app", repo, "", namespace, unit_extra)
-    );
-    std::fs::write(&path, text).unwrap();
-    (path, port)
-}
 
 /// Writes a Deployment's status as the deployment controller would.
 async fn deployment_status(client: &kube::Client, ns: &str, name: &str, status: Value) {
@@ -80,11 +58,11 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
     let env = common::setup("health-rollout").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
-    repo.write("settings.yaml", &cm("settings", "1"));
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("settings.yaml", &common::cm("settings", "1"));
     let first = repo.commit_and_push("web v1");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &ns, "health_timeout = \"10m\"");
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "health_timeout = \"10m\"");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "ready follows the apply, not health: {}", daemon.log_text());
     let object = format!("Deployment/{ns}/web");
@@ -138,7 +116,7 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
 
     // A new revision whose pods never become available: the controller gives up at the
     // progress deadline, and gitward stops waiting at once (health_timeout is 10 minutes).
-    repo.write("web.yaml", &deployment("web", "nginx:does-not-exist"));
+    repo.write("web.yaml", &common::deployment("web", "nginx:does-not-exist", 1));
     let second = repo.commit_and_push("web v2");
     let rolled = common::eventually(WAIT, || async { generation(&env.client, &ns, "web").await == Some(2) }).await;
     assert!(rolled, "v2 not applied: {}", daemon.log_text());
@@ -204,18 +182,18 @@ async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
     let env = common::setup("health-cancel").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
     let first = repo.commit_and_push("web never becomes available");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo.bare(), &ns, "");
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
     let waiting = |e: &&Value| e["message"] == "health" && e["health"] == "InProgress";
     let waits = || daemon.events().iter().filter(waiting).count();
     assert!(common::eventually(WAIT, || async { waits() == 1 }).await, "{}", daemon.log_text());
 
-    repo.write("web.yaml", &deployment("web", "nginx:1.28"));
-    repo.write("settings.yaml", &cm("settings", "2"));
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.28", 1));
+    repo.write("settings.yaml", &common::cm("settings", "2"));
     let second = repo.commit_and_push("a new revision while the first is still rolling out");
     let cancelled = |e: &Value| {
         e["message"] == "health wait cancelled by a new revision"
@@ -261,12 +239,7 @@ async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
     );
     let revision = repo.commit_and_push("a migration job");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!("[daemon]\nstate_dir = \"state\"\n\n{}", common::unit_toml("app", &repo.bare(), "", &ns, "")),
-    )
-    .unwrap();
+    let config = cli_config(dir.path(), &repo.bare(), &ns, "");
     let child = Command::new(env!("CARGO_BIN_EXE_gitward"))
         .args(["--log-format", "json", "sync", "--wait", "--config"])
         .arg(&config)
@@ -329,15 +302,10 @@ async fn status_follows_a_custom_resource_ready_condition_and_exits_0_1_2() {
         "widget.yaml",
         &format!("apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: gadget\nspec:\n  size: 3\n"),
     );
-    repo.write("settings.yaml", &cm("settings", "1"));
+    repo.write("settings.yaml", &common::cm("settings", "1"));
     let revision = repo.commit_and_push("a widget");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
-    std::fs::write(
-        &config,
-        format!("[daemon]\nstate_dir = \"state\"\n\n{}", common::unit_toml("app", &repo.bare(), "", &ns, "")),
-    )
-    .unwrap();
+    let config = cli_config(dir.path(), &repo.bare(), &ns, "");
     let config = config.to_str().unwrap();
 
     let (code, _, err) = gitward(&["status", "--config", config]);
@@ -376,7 +344,7 @@ async fn status_follows_a_custom_resource_ready_condition_and_exits_0_1_2() {
 async fn the_record_is_written_only_when_revision_or_result_changes() {
     let env = common::setup("health-record").await;
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
+    repo.write("a.yaml", &common::cm("a", "1"));
     repo.commit_and_push("first");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
@@ -430,7 +398,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     let repo = common::GitRepo::new();
     let names: Vec<String> = (0..9).map(|i| format!("web-{i}")).collect();
     for name in &names {
-        repo.write(&format!("{name}.yaml"), &deployment(name, "nginx:1.27"));
+        repo.write(&format!("{name}.yaml"), &common::deployment(name, "nginx:1.27", 1));
     }
     repo.commit_and_push("nine deployments");
     let state = tempfile::tempdir().unwrap();
@@ -479,11 +447,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
 
 /// A CLI config with one unit `app` over `repo` in `namespace`.
 fn cli_config(dir: &Path, repo: &Path, namespace: &str, unit_extra: &str) -> std::path::PathBuf {
-    let config = dir.join("config.toml");
-    let text =
-        format!("[daemon]\nstate_dir = \"state\"\n\n{}", common::unit_toml("app", repo, "", namespace, unit_extra));
-    std::fs::write(&config, text).unwrap();
-    config
+    common::config_file(dir, &common::unit_toml("app", repo, "", namespace, unit_extra))
 }
 
 /// `gitward --log-format json sync --wait`: exit code, its `sync complete` event, and its
@@ -501,8 +465,8 @@ async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unheal
     let env = common::setup("health-earlier").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
-    repo.write("settings.yaml", &cm("settings", "1"));
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("settings.yaml", &common::cm("settings", "1"));
     repo.commit_and_push("web, which never rolls out");
     let dir = tempfile::tempdir().unwrap();
     // The wait times out quickly: the Deployment never becomes available by itself here.
@@ -516,7 +480,7 @@ async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unheal
     );
 
     // A revision that changes only the ConfigMap: its wait still covers the Deployment.
-    repo.write("settings.yaml", &cm("settings", "2"));
+    repo.write("settings.yaml", &common::cm("settings", "2"));
     let second = repo.commit_and_push("only the ConfigMap");
     let (code, summary, health, err) = sync_wait(&config);
     assert_eq!(code, 1, "{err}");
@@ -591,7 +555,7 @@ async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_
     let env = common::setup("health-error").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
+    repo.write("a.yaml", &common::cm("a", "1"));
     let first = repo.commit_and_push("good");
     let dir = tempfile::tempdir().unwrap();
     let config = cli_config(dir.path(), &repo.bare(), &ns, "");
@@ -625,7 +589,7 @@ async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_
     assert!(unit["last_error"].as_str().is_some_and(|e| e.contains("b.yaml")), "{unit}");
 
     // The fix: applied, the error cleared.
-    repo.write("b.yaml", &cm("b", "1"));
+    repo.write("b.yaml", &common::cm("b", "1"));
     let fixed = repo.commit_and_push("fixed");
     let report = engine.sync().await.unwrap();
     assert!(engine.record_sync(&report, SyncResult::Applied, false).await.unwrap());
@@ -648,8 +612,8 @@ async fn status_prints_the_applyset_id_and_selector_and_a_member_deleted_by_hand
     let env = common::setup("health-missing").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
-    repo.write("b.yaml", &cm("b", "1"));
+    repo.write("a.yaml", &common::cm("a", "1"));
+    repo.write("b.yaml", &common::cm("b", "1"));
     repo.write("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: robot\n");
     repo.commit_and_push("three members");
     let dir = tempfile::tempdir().unwrap();
@@ -698,7 +662,7 @@ async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged(
     let env = common::setup("health-steady").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &deployment("web", "nginx:1.27"));
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
     repo.commit_and_push("web");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));

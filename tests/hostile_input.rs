@@ -5,9 +5,7 @@
 //! a clear error naming the file, and loses nothing: the last good revision stays applied and
 //! nothing is pruned. Alias bombs and over-size files in the engine are in `bad_input.rs`.
 
-mod common;
-
-use common::{Run, gitward};
+use crate::common::{self, Run, gitward};
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -15,10 +13,6 @@ use std::time::Duration;
 use base64::Engine as _;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
-
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
 
 /// A unit whose first revision (two ConfigMaps) was synced by the binary.
 struct Unit {
@@ -31,14 +25,11 @@ struct Unit {
 async fn synced(prefix: &str, extra: &str) -> Unit {
     let env = common::setup(prefix).await;
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &cm("a", "1"));
-    repo.write("b.yaml", &cm("b", "1"));
+    repo.write("a.yaml", &common::cm("a", "1"));
+    repo.write("b.yaml", &common::cm("b", "1"));
     repo.commit_and_push("good");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("gitward.toml");
-    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, extra);
-    std::fs::write(&config, format!("[daemon]\nstate_dir = \"{}\"\n\n{unit}", dir.path().join("state").display()))
-        .unwrap();
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, extra));
     let first = gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(first.code, Some(0), "first sync: {}", first.stderr);
     Unit { env, repo, _dir: dir, config }
@@ -48,7 +39,7 @@ impl Unit {
     /// Commits `files` as they are (plus a change to `a` and the removal of `b`, which must
     /// not happen), then syncs with the binary.
     fn hostile_commit(&self, files: &[(&str, &[u8])], limit: Duration) -> Run {
-        self.repo.write("a.yaml", &cm("a", "2"));
+        self.repo.write("a.yaml", &common::cm("a", "2"));
         self.repo.remove("b.yaml");
         for (path, bytes) in files {
             std::fs::write(self.repo.work().join(path), bytes).unwrap();
@@ -86,7 +77,7 @@ async fn a_document_nested_ten_thousand_deep_is_refused_naming_the_file() {
 async fn a_file_of_100_mb_is_refused_before_it_is_parsed() {
     let unit = synced("huge", "").await;
     {
-        let mut huge = cm("huge", "x").into_bytes();
+        let mut huge = common::cm("huge", "x").into_bytes();
         huge.extend(format!("  filler: \"{}\"\n", "y".repeat(100 << 20)).into_bytes());
         std::fs::write(unit.repo.work().join("huge.yaml"), huge).unwrap();
     }
@@ -104,7 +95,7 @@ async fn a_file_of_100_mb_is_refused_before_it_is_parsed() {
 #[tokio::test]
 async fn invalid_utf8_is_refused_naming_the_file() {
     let unit = synced("utf8", "").await;
-    let mut bad = cm("bad", "x").into_bytes();
+    let mut bad = common::cm("bad", "x").into_bytes();
     bad.extend_from_slice(b"  broken: \"\xff\xfe\xc0\"\n");
     let run = unit.hostile_commit(&[("bad.yaml", &bad)], Duration::from_secs(60));
     assert_eq!(run.code, Some(2), "{}", run.stderr);
@@ -140,7 +131,7 @@ async fn a_hundred_thousand_tiny_documents_in_one_file_are_read_within_bounds() 
 async fn a_name_of_300_characters_fails_that_object_alone_and_blocks_the_prune() {
     let unit = synced("long-name", "").await;
     let long = "n".repeat(300);
-    let files = [("long.yaml", cm(&long, "x")), ("c.yaml", cm("c", "1"))];
+    let files = [("long.yaml", common::cm(&long, "x")), ("c.yaml", common::cm("c", "1"))];
     unit.repo.remove("b.yaml");
     for (path, content) in &files {
         unit.repo.write(path, content);

@@ -6,7 +6,7 @@
 //! (so its storage is new) and a fresh namespace, and runs the real `gitward sync` binary, whose
 //! client is the one users get.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;
@@ -62,9 +62,7 @@ async fn a_large_crd_and_its_custom_resources_sync_cold_ten_times() {
         repo.write("monitors.yaml", &custom_resources(&group, 100));
         repo.commit_and_push("a large CRD and 100 custom resources of it");
         let state = tempfile::tempdir().unwrap();
-        let config = state.path().join("gitward.toml");
-        let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
-        std::fs::write(&config, format!("[daemon]\nstate_dir = \"{}\"\n\n{unit}", state.path().display())).unwrap();
+        let config = common::config_file(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
 
         let out = sync(&config);
         let log = String::from_utf8_lossy(&out.stderr);

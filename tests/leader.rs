@@ -5,9 +5,9 @@
 //! assertions; the safety assertions (never two leaders, a leader steps down before its Lease
 //! can expire) are exact.
 //!
-//! Run: `tests/cluster/run cargo test --test leader`.
+//! Run: `scripts/test --test integration leader::`.
 
-mod common;
+use crate::common;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -55,6 +55,58 @@ async fn becomes_leader(leadership: &mut Leadership, who: &str) -> Instant {
     Instant::now()
 }
 
+/// The Lease's renewTime, if it has one.
+async fn renewed(
+    client: &kube::Client,
+    namespace: &str,
+) -> Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime> {
+    lease(client, namespace).await.spec.and_then(|s| s.renew_time)
+}
+
+/// Waits (bounded) until the Lease's renewTime is later than `after`: its holder renewed it.
+async fn renewed_after(
+    client: &kube::Client,
+    namespace: &str,
+    after: &k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime,
+) {
+    let deadline = Instant::now() + EVENTUALLY;
+    while renewed(client, namespace).await.as_ref().is_none_or(|t| t.0 <= after.0) {
+        assert!(Instant::now() < deadline, "the Lease was not renewed within {EVENTUALLY:?}");
+        sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The requests a client sent, as `METHOD path`, in order.
+type Sent = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
+/// A client of the test cluster that records each request it sends: a candidate's own account
+/// of its rounds, each of which reads the Lease once.
+async fn recording_client() -> (kube::Client, Sent) {
+    let sent = Sent::default();
+    let log = sent.clone();
+    let record = tower::util::MapRequestLayer::new(move |request: http::Request<kube::client::Body>| {
+        log.lock().unwrap().push(format!("{} {}", request.method(), request.uri().path()));
+        request
+    });
+    let builder = kube::client::ClientBuilder::try_from(kube_config().await).expect("client of the test cluster");
+    (builder.with_layer(&record).build(), sent)
+}
+
+/// Waits (bounded) until the candidate whose client recorded `sent` has read the Lease `rounds`
+/// times (a round reads it once, and is decided before the next begins); returns what that
+/// client sent.
+async fn rounds_of(sent: &Sent, rounds: usize) -> Vec<String> {
+    let deadline = Instant::now() + EVENTUALLY;
+    loop {
+        let requests = sent.lock().unwrap().clone();
+        if requests.iter().filter(|r| r.starts_with("GET ") && r.ends_with("/leases/gitward")).count() >= rounds {
+            return requests;
+        }
+        assert!(Instant::now() < deadline, "fewer than {rounds} reads of the Lease: {requests:?}");
+        sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Waits (bounded) until exactly one of `candidates` says leader; returns its index.
 async fn one_leader(candidates: &[&Leadership]) -> usize {
     let deadline = Instant::now() + EVENTUALLY;
@@ -85,9 +137,8 @@ async fn one_candidate_creates_the_lease_and_becomes_its_holder() {
     let first_renewal = spec.renew_time.expect("renew time");
 
     // It keeps renewing, and stays leader.
-    sleep(Duration::from_millis(1_500)).await;
+    renewed_after(&env.client, &env.namespace, &first_renewal).await;
     let spec = lease(&env.client, &env.namespace).await.spec.expect("lease spec");
-    assert!(spec.renew_time.expect("renew time") > first_renewal, "the leader renews its Lease");
     assert_eq!(spec.holder_identity.as_deref(), Some("alpha"));
     assert!(alpha.is_leader());
     task.abort();
@@ -101,12 +152,14 @@ async fn two_candidates_in_one_namespace_elect_exactly_one_leader() {
 
     let first = one_leader(&[&alpha, &beta]).await;
     let names = ["alpha", "beta"];
-    // Over several lease durations: always exactly one, always the same, and the Lease says so.
-    let until = Instant::now() + Duration::from_secs(5);
-    while Instant::now() < until {
+    // Over ten renewals (each seen in the Lease), two and a half lease durations: always
+    // exactly one leader, always the same, and the Lease says so.
+    let mut last = renewed(&env.client, &env.namespace).await.expect("renew time");
+    for _ in 0..10 {
+        renewed_after(&env.client, &env.namespace, &last).await;
+        last = renewed(&env.client, &env.namespace).await.expect("renew time");
         assert_eq!(one_leader(&[&alpha, &beta]).await, first, "leadership moved without a failure");
         assert_eq!(holder(&env.client, &env.namespace).await, names[first]);
-        sleep(Duration::from_millis(100)).await;
     }
     alpha_task.abort();
     beta_task.abort();
@@ -117,8 +170,11 @@ async fn killed_leader_is_replaced_once_its_lease_expires() {
     let env = common::setup("leader-kill").await;
     let (mut alpha, alpha_task) = leader::spawn(env.client.clone(), quick(&env.namespace, "alpha"));
     becomes_leader(&mut alpha, "alpha").await;
-    let (mut beta, beta_task) = leader::spawn(env.client.clone(), quick(&env.namespace, "beta"));
-    sleep(Duration::from_secs(1)).await;
+    let (beta_client, beta_sent) = recording_client().await;
+    let (mut beta, beta_task) = leader::spawn(beta_client, quick(&env.namespace, "beta"));
+    // Two rounds of beta's loop, the first decided: it read a Lease being renewed and left it.
+    let sent = rounds_of(&beta_sent, 2).await;
+    assert!(sent.iter().all(|r| r.starts_with("GET ")), "beta wrote the Lease: {sent:?}");
     assert!(!beta.is_leader(), "beta must not take a Lease that is being renewed");
 
     // Kill alpha without releasing: its Lease stays held until it expires.
@@ -146,8 +202,10 @@ async fn released_lease_is_taken_over_at_once() {
     let alpha_cfg = candidate(&env.namespace, "alpha", 60_000, 300);
     let (mut alpha, alpha_task) = leader::spawn(env.client.clone(), alpha_cfg.clone());
     becomes_leader(&mut alpha, "alpha").await;
-    let (mut beta, beta_task) = leader::spawn(env.client.clone(), candidate(&env.namespace, "beta", 60_000, 300));
-    sleep(Duration::from_millis(700)).await;
+    let (beta_client, beta_sent) = recording_client().await;
+    let (mut beta, beta_task) = leader::spawn(beta_client, candidate(&env.namespace, "beta", 60_000, 300));
+    let sent = rounds_of(&beta_sent, 2).await;
+    assert!(sent.iter().all(|r| r.starts_with("GET ")), "beta wrote the Lease: {sent:?}");
     assert!(!beta.is_leader());
 
     alpha_task.abort();
@@ -203,9 +261,10 @@ async fn leader_cut_off_from_the_apiserver_steps_down_before_its_lease_expires()
     let (beta, beta_task) = leader::spawn(env.client.clone(), quick(&env.namespace, "beta"));
 
     proxy.cut();
-    // alpha's last renewal that reached the apiserver: no later one can (a write that alpha saw
-    // succeed completed before the cut, so it is visible now). Its renewTime is alpha's clock.
-    sleep(Duration::from_millis(200)).await;
+    // alpha's last renewal that it saw succeed completed before the cut, so it is visible now.
+    // A renewal in flight at the cut may still land (later or not at all): either way alpha,
+    // which did not see it succeed, must step down before the expiry of the one read here.
+    // Its renewTime is alpha's clock.
     let last = lease(&env.client, &env.namespace).await.spec.expect("lease spec");
     assert_eq!(last.holder_identity.as_deref(), Some("alpha"), "nobody took over this early");
     let expiry = last.renew_time.expect("renew time").0 + Duration::from_secs(2);
@@ -255,7 +314,8 @@ async fn deploy_role_is_enough_for_leader_election() {
     let cfg = quick(ns, "alpha");
     let (mut alpha, task) = leader::spawn(sa_client.clone(), cfg.clone());
     becomes_leader(&mut alpha, "alpha (as the ServiceAccount)").await;
-    sleep(Duration::from_secs(1)).await;
+    let acquired = renewed(&env.client, ns).await.expect("renew time");
+    renewed_after(&env.client, ns, &acquired).await;
     assert!(alpha.is_leader(), "renewals (update) are allowed");
     task.abort();
     let _ = task.await;

@@ -11,11 +11,10 @@
 //! (202, nothing triggered); 100 badly signed (401); 50 over the 1 MiB cap (413). Each unit
 //! follows its own branch `u<i>` of its own repository, so a webhook triggers one unit only.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -176,23 +175,20 @@ async fn fifty_units_a_hundred_pushes_and_a_webhook_flood_every_push_applied_non
     for u in &units {
         common::create_namespace(&env.client, &u.namespace).await;
     }
-    let port = common::free_port();
-    let mut text = format!(
-        "[daemon]\nstate_dir = \"{}\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\
-         webhook_secret_file = \"{}\"\n\n",
-        dir.path().join("state").display(),
-        secret_file.display()
-    );
-    for (i, u) in units.iter().enumerate() {
-        text.push_str(&format!(
-            "[[sync]]\nname = \"u{i}\"\nrepo = \"{}\"\nref = \"{}\"\nnamespace = \"{}\"\n\n",
-            u.repo.bare().display(),
-            u.branch,
-            u.namespace
-        ));
-    }
-    let config: PathBuf = dir.path().join("gitward.toml");
-    std::fs::write(&config, text).unwrap();
+    let tables: String = units
+        .iter()
+        .enumerate()
+        .map(|(i, u)| {
+            format!(
+                "[[sync]]\nname = \"u{i}\"\nrepo = \"{}\"\nref = \"{}\"\nnamespace = \"{}\"\n\n",
+                u.repo.bare().display(),
+                u.branch,
+                u.namespace
+            )
+        })
+        .collect();
+    let secret = format!("webhook_secret_file = \"{}\"", secret_file.display());
+    let (config, port) = common::daemon_config(dir.path(), "", &secret, &tables);
     let setup = started.elapsed();
 
     let mut daemon = common::Daemon::start(&config, port, &[]);

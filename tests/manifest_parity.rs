@@ -6,7 +6,7 @@
 //! `kubectl create --dry-run=client -o json -f FILE` and compares kubectl's objects, in order,
 //! with the bodies [`gitward::manifest::parse_file`] returns.
 //!
-//! Run it through `tests/cluster/run cargo test --test manifest_parity`: kubectl needs an
+//! Run it through `scripts/test --test integration manifest_parity::`: kubectl needs an
 //! apiserver for discovery, and the test fails (never skips) without `KUBECONFIG` and a reachable
 //! cluster.
 //!
@@ -99,7 +99,7 @@ impl Kubectl {
     /// Checks that kubectl runs and reaches the cluster; panics with what to do otherwise.
     fn connect() -> Self {
         let Some(source) = std::env::var_os("KUBECONFIG") else {
-            panic!("KUBECONFIG is not set: run `tests/cluster/run cargo test --test manifest_parity`");
+            panic!("KUBECONFIG is not set: run `scripts/test --test integration manifest_parity::`");
         };
         let scratch = match tempfile::tempdir() {
             Ok(dir) => dir,

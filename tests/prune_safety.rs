@@ -4,7 +4,7 @@
 //! an ApplySet parent deleted by hand; the guard against pruning too much at once, and the
 //! one-off `gitward sync --allow-prune` past it.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 
@@ -16,10 +16,6 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Se
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
-
-fn cm(name: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"1\"\n")
-}
 
 /// A unit over a fresh repository with ConfigMaps `a`..`d` (so that one prune stays under the
 /// default max_prune_fraction) plus `files`, synced once.
@@ -34,7 +30,7 @@ async fn unit(prefix: &str, files: &[(&str, String)]) -> Unit {
     let env = common::setup(prefix).await;
     let repo = common::GitRepo::new();
     for name in ["a", "b", "c", "d"] {
-        repo.write(&format!("{name}.yaml"), &cm(name));
+        repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
     for (path, content) in files {
         repo.write(path, content);
@@ -154,7 +150,7 @@ async fn an_operator_child_with_copied_labels_is_not_pruned() {
 
 #[tokio::test]
 async fn a_member_whose_label_was_removed_just_before_the_delete_is_not_deleted() {
-    let u = unit("relabel", &[("go.yaml", cm("go"))]).await;
+    let u = unit("relabel", &[("go.yaml", common::cm("go", "1"))]).await;
     let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some(u.env.namespace.clone()), "go");
     // The prune was planned from the cache...
     let uid = u.engine.cache().snapshot()[&object].uid.clone();
@@ -206,9 +202,9 @@ async fn an_applyset_parent_deleted_by_hand_is_recreated_at_the_next_sync() {
 
 #[tokio::test]
 async fn a_manifest_turned_into_a_symbolic_link_blocks_the_prune() {
-    let mut u = unit("symlink", &[("e.yaml", cm("e"))]).await;
+    let mut u = unit("symlink", &[("e.yaml", common::cm("e", "1"))]).await;
     // e.yaml becomes a link to a file gitward does not read: its object must not be pruned.
-    u.repo.write("store/e.txt", &cm("e"));
+    u.repo.write("store/e.txt", &common::cm("e", "1"));
     std::fs::remove_file(u.repo.work().join("e.yaml")).unwrap();
     std::os::unix::fs::symlink("store/e.txt", u.repo.work().join("e.yaml")).unwrap();
     u.repo.commit_and_push("e.yaml is now a symbolic link");
@@ -221,15 +217,9 @@ async fn a_manifest_turned_into_a_symbolic_link_blocks_the_prune() {
 }
 
 fn gadget_crd(group: &str, served: bool) -> serde_json::Value {
-    json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("gadgets.{group}")},
-        "spec": {"group": group, "scope": "Namespaced",
-            "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget"},
-            "versions": [{"name": "v1", "served": served, "storage": true,
-                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]},
-    })
+    let mut crd = common::crd(group, "Gadget", "gadgets");
+    crd["spec"]["versions"][0]["served"] = json!(served);
+    crd
 }
 
 #[tokio::test]
@@ -325,9 +315,9 @@ async fn an_invalid_apply_mode_on_a_pending_custom_resource_stops_the_revision_b
 
 #[tokio::test]
 async fn a_tree_deeper_than_the_cap_is_skipped_and_blocks_the_prune() {
-    let mut u = unit("deep", &[("e.yaml", cm("e"))]).await;
+    let mut u = unit("deep", &[("e.yaml", common::cm("e", "1"))]).await;
     let deep: String = (0..=gitward::source::MAX_TREE_DEPTH).map(|i| format!("d{i}/")).collect();
-    u.repo.write(&format!("{deep}e.yaml"), &cm("e"));
+    u.repo.write(&format!("{deep}e.yaml"), &common::cm("e", "1"));
     u.repo.remove("e.yaml");
     u.repo.commit_and_push("e moves very deep");
     let report = u.engine.sync().await.expect("sync");
@@ -340,7 +330,7 @@ async fn a_tree_deeper_than_the_cap_is_skipped_and_blocks_the_prune() {
 async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds() {
     let env = common::setup("two-writers").await;
     let (repo_a, repo_b) = (common::GitRepo::new(), common::GitRepo::new());
-    repo_a.write("a.yaml", &cm("a"));
+    repo_a.write("a.yaml", &common::cm("a", "1"));
     repo_a.commit_and_push("a");
     repo_b.write("s.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s1\nstringData:\n  k: v\n");
     repo_b.commit_and_push("s1");
@@ -355,7 +345,7 @@ async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds(
     a.sync().await.expect("a syncs");
     b.sync().await.expect("b syncs");
     // a knows the parent as it wrote it; b has written it since. a's next widen must keep b's.
-    repo_a.write("e.yaml", &cm("e"));
+    repo_a.write("e.yaml", &common::cm("e", "1"));
     repo_a.commit_and_push("e");
     let report = a.sync().await.expect("a syncs again");
     assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
@@ -510,7 +500,7 @@ async fn a_renamed_unit_takes_its_objects_over_in_place_with_adopt_from() {
     let env = common::setup("rename").await;
     let repo = common::GitRepo::new();
     for name in ["a", "b", "c"] {
-        repo.write(&format!("{name}.yaml"), &cm(name));
+        repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
     repo.commit_and_push("three ConfigMaps");
     let state = tempfile::tempdir().unwrap();
@@ -571,7 +561,7 @@ async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
     let env = common::setup("split").await;
     let repo = common::GitRepo::new();
     for name in ["a", "b", "c", "d", "p", "q"] {
-        repo.write(&format!("shop/{name}.yaml"), &cm(name));
+        repo.write(&format!("shop/{name}.yaml"), &common::cm(name, "1"));
     }
     repo.commit_and_push("one unit");
     let state = tempfile::tempdir().unwrap();
@@ -584,7 +574,7 @@ async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
     drop(shop);
 
     for name in ["p", "q"] {
-        repo.write(&format!("db/{name}.yaml"), &cm(name));
+        repo.write(&format!("db/{name}.yaml"), &common::cm(name, "1"));
         repo.remove(&format!("shop/{name}.yaml"));
     }
     repo.commit_and_push("p and q move to the db unit");
@@ -608,7 +598,8 @@ async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
 
     let taken = db.sync().await.expect("sync of shop-db");
     assert!(!taken.changes.has_failures(), "{:#?}", common::actions(&taken));
-    assert_eq!(taken.changes.counts().created, 2, "{:#?}", common::actions(&taken));
+    // They existed (made by `shop`): adopted, not created.
+    assert_eq!(taken.changes.counts().adopted, 2, "{:#?}", common::actions(&taken));
     let note = taken.changes.entries[0].message.as_deref().unwrap_or_default();
     assert!(note.starts_with("adopted from unit `shop`"), "{note}");
     for name in ["p", "q"] {
@@ -646,6 +637,7 @@ async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
         .filter_map(|e| e["objectRef"]["name"].as_str())
         .collect();
     assert_eq!(deleted, ["d"], "p and q were never deleted");
+}
 
 /// Runs `gitward <args> --config <config>` with JSON logs: exit code and its log events.
 fn gitward_cli(args: &[&str], config: &std::path::Path) -> (Option<i32>, Vec<serde_json::Value>, String) {
@@ -666,13 +658,12 @@ async fn a_prune_over_the_guard_is_refused_naming_it_and_allow_prune_permits_it_
     let env = common::setup("allow-prune").await;
     let repo = common::GitRepo::new();
     for name in ["a", "b", "c", "d"] {
-        repo.write(&format!("{name}.yaml"), &cm(name));
+        repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
     repo.commit_and_push("four");
     let dir = tempfile::tempdir().unwrap();
-    let config = dir.path().join("config.toml");
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 0.25");
-    std::fs::write(&config, format!("[daemon]\nstate_dir = \"state\"\n\n{unit}")).unwrap();
+    let config = common::config_file(dir.path(), &unit);
     let (code, _, text) = gitward_cli(&["sync"], &config);
     assert_eq!(code, Some(0), "{text}");
 

@@ -4,7 +4,7 @@
 //! The tools are found in `$GITWARD_TOOLS_BIN` (exported by scripts/test) or
 //! `target/tools/bin`; a test without them fails with a message saying to run scripts/tools.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -234,10 +234,6 @@ fn encrypted_secret(dir: &Path, recipient: &str, password: &str) -> String {
     text
 }
 
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
-
 /// Runs the gitward CLI; returns (exit code, stdout + stderr).
 fn gitward(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gitward"))
@@ -260,7 +256,7 @@ async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
     let password = format!("pw-{}-hunter2", common::unique("s"));
     let repo = common::GitRepo::new();
     repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &password));
-    repo.write("app/settings.yaml", &cm("settings", "1"));
+    repo.write("app/settings.yaml", &common::cm("settings", "1"));
     repo.commit_and_push("encrypted secret");
 
     let state = tempfile::tempdir().unwrap();
@@ -290,7 +286,7 @@ async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
     // 2. A new secret value: `gitward diff` shows the change without any plaintext.
     let new_password = format!("pw-{}-correcthorse", common::unique("s"));
     repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &new_password));
-    repo.write("app/settings.yaml", &cm("settings", "2"));
+    repo.write("app/settings.yaml", &common::cm("settings", "2"));
     repo.commit_and_push("new password");
     let (code, diff) = gitward(&["diff", "--config", config_arg]);
     assert_eq!(code, 1, "{diff}");
@@ -350,7 +346,7 @@ async fn kustomize_reads_sops_encrypted_resources_and_generator_envs_decrypted_i
              generatorOptions:\n  disableNameSuffixHash: true\n"
         ),
     );
-    repo.write("app/settings.yaml", &cm("settings", "1"));
+    repo.write("app/settings.yaml", &common::cm("settings", "1"));
     repo.commit_and_push("kustomize with an encrypted secret");
     let state = tempfile::tempdir().unwrap();
     let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
@@ -393,7 +389,7 @@ async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
     for (name, text, expected) in cases {
         repo.write(kustomization, &text);
         // The same commit also changes and drops objects: none of that may happen.
-        repo.write("apps/overlays/prod/settings.yaml", &cm("settings", "bad"));
+        repo.write("apps/overlays/prod/settings.yaml", &common::cm("settings", "bad"));
         repo.commit_and_push(name);
         let err = chain(&engine.sync().await.expect_err(name));
         assert!(err.contains(expected) && err.contains("apps/overlays/prod"), "{name}: {err}");

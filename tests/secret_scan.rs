@@ -2,7 +2,7 @@
 //! saved output — plain or base64, in the test log or in a kept gitward log — and passes a clean
 //! one. No cluster needed: it runs the script on planted output.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

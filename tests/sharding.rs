@@ -3,9 +3,9 @@
 //! log (each sharded replica sends `gitward/<version> (<identity>)` as its User-Agent), never
 //! from gitward's own logs or metrics; the metrics are used only to know when to look.
 //!
-//! Run: `scripts/test --test sharding`.
+//! Run: `scripts/test --test integration sharding::`.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -26,10 +26,6 @@ const RESYNC: Duration = Duration::from_secs(3);
 const UNITS: usize = 30;
 /// Liveness bound for anything that must eventually happen.
 const WAIT: Duration = Duration::from_secs(120);
-
-fn cm(name: &str, value: &str) -> String {
-    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
-}
 
 fn unit_name(i: usize) -> String {
     format!("app-{i}")
@@ -134,6 +130,19 @@ async fn value(client: &kube::Client, namespace: &str, name: &str) -> Option<Str
     api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
 }
 
+/// Waits (bounded) until every unit's ConfigMap was written again after `since`: each owner
+/// re-applied its units (every [`RESYNC`]), so a write by any other replica since then would be
+/// in the audit log too.
+async fn rewritten_since(namespace: &str, since: Timestamp) {
+    let all = common::eventually(WAIT, || async {
+        let again: BTreeSet<usize> =
+            applies(namespace).into_iter().filter(|(_, _, at)| *at > since).map(|(u, _, _)| u).collect();
+        again.len() == UNITS
+    })
+    .await;
+    assert!(all, "not every unit was re-applied within {WAIT:?}");
+}
+
 /// Seconds between two timestamps.
 fn seconds(from: Timestamp, to: Timestamp) -> f64 {
     (to.as_microsecond() - from.as_microsecond()) as f64 / 1e6
@@ -151,7 +160,7 @@ async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_ov
     let repos: Vec<common::GitRepo> = (0..UNITS)
         .map(|i| {
             let repo = common::GitRepo::new();
-            repo.write("cm.yaml", &cm(&format!("cm-{i}"), "1"));
+            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
             repo.commit_and_push("first");
             repo
         })
@@ -171,7 +180,7 @@ async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_ov
     })
     .await;
     assert!(all_applied, "not every unit applied: {:?}\n{}", applies(&ns).len(), daemons[0].log_text());
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    rewritten_since(&ns, Timestamp::now()).await;
     let three = expected(&[&ids[0], &ids[1], &ids[2]]);
     for (unit, writes) in writes_by_unit(&ns) {
         let agents: BTreeSet<&str> = writes.iter().map(|w| w.0.as_str()).collect();
@@ -201,7 +210,7 @@ async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_ov
     })
     .await;
     assert!(moved_in_time, "units did not move to the new replica: {}", daemons[3].log_text());
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    rewritten_since(&ns, Timestamp::now()).await;
     let after = last_writer(&ns);
     let moved: BTreeSet<usize> = (0..UNITS).filter(|u| before.get(u) != after.get(u)).collect();
     eprintln!("join: {} of {UNITS} units moved to the fourth replica", moved.len());
@@ -280,28 +289,30 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
     let own_client = common::OwnCluster::client(&own_kubeconfig).await;
 
     let main_repo = common::GitRepo::new();
-    main_repo.write("cm.yaml", &cm("main-app", "1"));
+    main_repo.write("cm.yaml", &common::cm("main-app", "1"));
     main_repo.commit_and_push("first");
     let own_repo = common::GitRepo::new();
-    own_repo.write("cm.yaml", &cm("own-app", "1"));
+    own_repo.write("cm.yaml", &common::cm("own-app", "1"));
     own_repo.commit_and_push("first");
-    let port = common::free_port();
     let kubeconfig = std::env::var("KUBECONFIG").unwrap();
-    let text = format!(
-        "[[cluster]]\nname = \"main\"\nkubeconfig = \"{kubeconfig}\"\n\n[[cluster]]\nname = \"own\"\nkubeconfig = \"{}\"\n\n\
-         [daemon]\nstate_dir = \"state\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n{}{}",
-        own_kubeconfig.display(),
-        common::unit_toml(
-            "main-app",
-            &main_repo.bare(),
-            "",
-            &env.namespace,
-            "cluster = \"main\"\nhealth_timeout = \"0s\""
-        ),
-        common::unit_toml("own-app", &own_repo.bare(), "", "default", "cluster = \"own\"\nhealth_timeout = \"0s\""),
+    let clusters = format!(
+        "[[cluster]]\nname = \"main\"\nkubeconfig = \"{kubeconfig}\"\n\n[[cluster]]\nname = \"own\"\nkubeconfig = \"{}\"\n",
+        own_kubeconfig.display()
     );
-    let config = dir.path().join("gitward.toml");
-    std::fs::write(&config, text).unwrap();
+    let units = common::unit_toml(
+        "main-app",
+        &main_repo.bare(),
+        "",
+        &env.namespace,
+        "cluster = \"main\"\nhealth_timeout = \"0s\"",
+    ) + &common::unit_toml(
+        "own-app",
+        &own_repo.bare(),
+        "",
+        "default",
+        "cluster = \"own\"\nhealth_timeout = \"0s\"",
+    );
+    let (config, port) = common::daemon_config(dir.path(), &clusters, "", &units);
     let daemon = common::Daemon::start(&config, port, &[]);
 
     let main = || value(&env.client, &env.namespace, "main-app");
@@ -316,10 +327,10 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
 
     // The second cluster goes down; both repositories get a push.
     own.stop();
-    own_repo.write("cm.yaml", &cm("own-app", "2"));
+    own_repo.write("cm.yaml", &common::cm("own-app", "2"));
     own_repo.commit_and_push("second");
     let pushed = std::time::Instant::now();
-    main_repo.write("cm.yaml", &cm("main-app", "2"));
+    main_repo.write("cm.yaml", &common::cm("main-app", "2"));
     main_repo.commit_and_push("second");
     let applied = common::eventually(WAIT, || async { main().await.as_deref() == Some("2") }).await;
     assert!(applied, "the main cluster's unit did not sync while the other cluster was down: {}", daemon.log_text());
@@ -334,7 +345,7 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
     .await;
     assert!(failed, "no failed sync logged for the down cluster's unit: {}", daemon.log_text());
     // And the live cluster keeps syncing: another push lands after that failure.
-    main_repo.write("cm.yaml", &cm("main-app", "3"));
+    main_repo.write("cm.yaml", &common::cm("main-app", "3"));
     main_repo.commit_and_push("third");
     let again = common::eventually(WAIT, || async { main().await.as_deref() == Some("3") }).await;
     assert!(again, "the main cluster's unit stopped syncing: {}", daemon.log_text());

@@ -11,8 +11,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use gitward::manifest::TreeFile;
-use gitward::source::{Credentials, Error, Revision, Source, SourceSpec};
+use gitward::source::{Credentials, Error, Revision, Source, SourceSpec, TreeFile};
 use tempfile::TempDir;
 
 /// Runs git in `dir` with a fixed identity and no global or system config; panics on failure;

@@ -2,7 +2,7 @@
 //! their contents, objects that depend on a failed Namespace skipped with the reason, and the
 //! `gitward.dev/prune: disabled` annotation.
 
-mod common;
+use crate::common;
 
 use gitward::changeset::Action;
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -5,7 +5,7 @@
 //! patch type) and in the apiserver's audit log (which knows only the verb: Metadata-level
 //! audit events do not record the request's content type).
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

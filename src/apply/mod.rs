@@ -25,10 +25,11 @@ use std::time::Instant;
 use futures::StreamExt;
 
 use crate::changeset::{Action, ChangeSet, Request};
+use crate::cluster::LiveMeta;
 use crate::cluster::cache::MetadataCache;
 use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
-use crate::plan::{Desired, LiveMeta, Stage, Step};
+use crate::plan::{Desired, Stage, Step};
 
 /// How to apply.
 #[derive(Debug, Clone)]

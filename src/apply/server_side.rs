@@ -15,8 +15,9 @@ use kube::runtime::wait::{await_condition, conditions};
 
 use super::{ApplyOptions, Outcome, takeover};
 use crate::changeset::{Action, Request};
-use crate::cluster::{api_message, cache::live_meta, is_status};
-use crate::plan::{Desired, LiveMeta, Op, Step};
+use crate::cluster::LiveMeta;
+use crate::cluster::{api_message, is_status, live_meta};
+use crate::plan::{Desired, Op, Step};
 
 /// The dynamic API of a desired object (namespaced or cluster-wide).
 pub fn api_for(client: &kube::Client, d: &Desired) -> Api<DynamicObject> {

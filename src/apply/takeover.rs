@@ -33,11 +33,12 @@ use kube::core::ObjectMeta;
 use serde_json::{Map, Value, json};
 
 use crate::changeset::{Action, Request};
-use crate::cluster::cache::live_meta;
+use crate::cluster::LiveMeta;
 use crate::cluster::inventory::LAST_APPLIED;
+use crate::cluster::live_meta;
 use crate::cluster::{api_message, is_status};
 use crate::manifest::Body;
-use crate::plan::{Desired, LiveMeta};
+use crate::plan::Desired;
 
 /// A planned takeover of one object.
 #[derive(Debug, Clone, PartialEq)]

@@ -35,10 +35,11 @@ use serde_json::{Map, Value, json};
 use super::server_side::{api_for, delete_and_wait, immutable_message, is_immutable_rejection, may_recreate};
 use super::{ApplyOptions, Outcome};
 use crate::changeset::{Action, Request};
-use crate::cluster::cache::live_meta;
+use crate::cluster::LiveMeta;
 use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
+use crate::cluster::live_meta;
 use crate::cluster::{api_message, is_status};
-use crate::plan::{Desired, LiveMeta, Op, Step};
+use crate::plan::{Desired, Op, Step};
 
 /// API groups of the kinds the apiserver itself serves (Kubernetes 1.35), which accept
 /// strategic merge patch. Custom resources (and Gateway API's `gateway.networking.k8s.io`,

@@ -25,10 +25,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Notify, watch};
 
+use super::live::{LiveMeta, live_meta};
 use super::{Error, Result};
-use crate::cluster::inventory::{DESIRED_HASH, PRUNE, PRUNE_CASCADE, PRUNE_DISABLED};
 use crate::object::{GroupKind, ObjectRef};
-use crate::plan::LiveMeta;
 
 type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
 
@@ -388,21 +387,6 @@ fn is_permanent(err: &watcher::Error) -> bool {
         _ => None,
     };
     api_code.is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429 && code != 410)
-}
-
-/// Reduces a metadata object to what the cache keeps.
-pub fn live_meta(meta: &kube::core::ObjectMeta) -> LiveMeta {
-    let annotation = |key: &str| meta.annotations.as_ref().and_then(|a| a.get(key)).cloned();
-    LiveMeta {
-        uid: meta.uid.clone().unwrap_or_default(),
-        resource_version: meta.resource_version.clone().unwrap_or_default(),
-        generation: meta.generation,
-        desired_hash: annotation(DESIRED_HASH).map(crate::object::Atom::from),
-        prune_disabled: annotation(PRUNE).as_deref() == Some(PRUNE_DISABLED),
-        deleting: meta.deletion_timestamp.is_some(),
-        prune_cascade: annotation(PRUNE).as_deref() == Some(PRUNE_CASCADE),
-        controlled: meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)),
-    }
 }
 
 /// The manager, other than gitward's `own`, of the most recently written `managedFields` entry.

@@ -5,6 +5,9 @@
 //! (a CRD of the same revision may define it; [`Discovery::forget`] drops a group-version
 //! after CRDs are applied so the next lookup asks again). A full discovery (`Discovery::run`)
 //! is avoided on purpose: it fails whole when one aggregated API is down (DESIGN.md, Libraries).
+//!
+//! [`helm_capabilities`] is the one exception, for Helm units only: every served group version,
+//! what `helm template` is told about the cluster, handed to the renderer as data.
 
 use std::collections::HashMap;
 
@@ -14,6 +17,7 @@ use std::sync::Arc;
 use kube::discovery::{ApiCapabilities, ApiResource, Scope, oneshot};
 
 use super::{Error, Result, is_status};
+use crate::render::Capabilities;
 
 /// How old a group-version's answer must be before an unknown kind in it is asked about again.
 pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(10);
@@ -200,4 +204,46 @@ pub async fn group_gone(client: &kube::Client, group: &str) -> bool {
         }
     }
     true
+}
+
+/// Reads what Helm is told about the cluster ([`Capabilities`]: `--kube-version`,
+/// `--api-versions`): `/version`, then every group version's resource list (one request each,
+/// as Helm's own discovery does). Not cached here: the renderer keeps it for
+/// [`crate::render::CAPABILITIES_TTL`].
+///
+/// Errors: [`Error::DiscoveryFailed`] naming the group version.
+pub async fn helm_capabilities(client: &kube::Client) -> Result<Capabilities> {
+    let failed = |group_version: &str| {
+        let group_version = group_version.to_owned();
+        move |source| Error::DiscoveryFailed { group_version, source }
+    };
+    let version = client.apiserver_version().await.map_err(failed("/version"))?;
+    let mut api_versions = Vec::new();
+    let core = client.list_core_api_versions().await.map_err(failed("/api"))?;
+    for v in core.versions {
+        let resources = client.list_core_api_resources(&v).await.map_err(failed(&v))?;
+        push_kinds(&mut api_versions, &v, &resources);
+    }
+    let groups = client.list_api_groups().await.map_err(failed("/apis"))?;
+    for group in groups.groups {
+        for v in group.versions {
+            let resources =
+                client.list_api_group_resources(&v.group_version).await.map_err(failed(&v.group_version))?;
+            push_kinds(&mut api_versions, &v.group_version, &resources);
+        }
+    }
+    api_versions.sort();
+    api_versions.dedup();
+    Ok(Capabilities { kube_version: version.git_version, api_versions })
+}
+
+fn push_kinds(
+    out: &mut Vec<String>,
+    group_version: &str,
+    list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
+) {
+    out.push(group_version.to_owned());
+    for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
+        out.push(format!("{group_version}/{}", r.kind));
+    }
 }

@@ -53,8 +53,8 @@ pub const RECREATE: &str = "gitward.dev/recreate";
 /// Annotation on members: `update` or `server-side-apply`, the apply mode of this one object
 /// (overrides the unit's `apply_mode`).
 pub const APPLY_MODE: &str = "gitward.dev/apply-mode";
-/// Prefix of gitward's own annotations on the parent (the last sync's record,
-/// [`crate::health::record`]).
+/// Prefix of gitward's own annotations on the parent (the last sync's record and attempt, which
+/// the health module writes).
 pub const GITWARD_PREFIX: &str = "gitward.dev/";
 /// Annotation that `kubectl apply` (client-side) keeps its last applied configuration in;
 /// dropped when gitward takes such an object over.
@@ -90,8 +90,7 @@ pub struct Parent {
     pub contents: Contents,
     /// Its `metadata.resourceVersion`.
     pub resource_version: String,
-    /// Its annotations under [`GITWARD_PREFIX`]: the last sync's record
-    /// ([`crate::health::record`]).
+    /// Its annotations under [`GITWARD_PREFIX`]: the last sync's record and attempt.
     pub annotations: BTreeMap<String, String>,
 }
 

@@ -4,20 +4,23 @@
 //!   bounded `Retry-After` policy.
 //! - [`discovery`] resolves the kinds found in git to resources and scopes, and nothing else
 //!   (DESIGN.md, Libraries: a full discovery fails whole when one aggregated API is down).
-//! - [`cache`] keeps live metadata of the unit's members, watched per group-kind and
-//!   selected by the ApplySet `part-of` label (DESIGN.md decision 1).
+//! - [`cache`] keeps live metadata ([`LiveMeta`], module [`live`]) of the unit's members,
+//!   watched per group-kind and selected by the ApplySet `part-of` label (DESIGN.md decision 1).
 //! - [`inventory`] reads and writes the ApplySet parent (KEP-3659); [`owner`] finds the parent
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 //! - [`server`] names the API server in errors of requests that got no answer.
 
-pub mod cache;
-pub mod discovery;
+pub(crate) mod cache;
+pub(crate) mod discovery;
 pub mod inventory;
-pub mod owner;
+pub(crate) mod live;
+pub(crate) mod owner;
 pub mod registry;
-pub mod retry;
-pub mod server;
+pub(crate) mod retry;
+pub(crate) mod server;
+
+pub use live::{LiveMeta, live_meta};
 
 use crate::config::ClusterConfig;
 

@@ -5,7 +5,7 @@
 //! - [`decide`] — its decisions, pure: which units to start, restart and stop; when `READY=1`
 //!   and `/readyz` say ready; the `STATUS=` line.
 //! - [`units`] — the set of running unit tasks, started and stopped as decided.
-//! - [`unit`] — one unit's task: one loop over its phases (idle, backing off, syncing, waiting
+//! - [`unit`](mod@unit) — one unit's task: one loop over its phases (idle, backing off, syncing, waiting
 //!   for health).
 //! - [`trigger`] — why a unit syncs, and the per-unit status the HTTP server reads.
 //! - [`http`] — `/hooks/git` (signed webhooks), `/healthz`, `/readyz`, `/metrics`.
@@ -17,14 +17,14 @@
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
 
-pub mod backoff;
-pub mod decide;
-pub mod heal;
+pub(crate) mod backoff;
+pub(crate) mod decide;
+pub(crate) mod heal;
 pub mod http;
 pub mod metrics;
-pub mod repo_watch;
+pub(crate) mod repo_watch;
 pub mod run;
 pub mod trigger;
-pub mod unit;
+pub(crate) mod unit;
 pub(crate) mod units;
-pub mod webhook;
+pub(crate) mod webhook;

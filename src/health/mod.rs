@@ -14,8 +14,8 @@
 //!   whether every member is `Current`, not only what the last sync changed.
 
 pub mod record;
-pub mod rules;
-pub mod survey;
+pub(crate) mod rules;
+pub(crate) mod survey;
 pub mod wait;
 
 #[cfg(test)]

@@ -3,8 +3,9 @@
 use std::collections::HashMap;
 
 use super::error::{Error, Result};
-use super::{Loaded, TreeFile, is_kustomization_path, is_manifest_path, parse_file};
+use super::{Loaded, parse_file};
 use crate::object::Atom;
+use crate::source::{TreeFile, is_kustomization_path, is_manifest_path};
 
 /// Parsed files of the previous load, so [`ParseCache::load`] parses only blobs whose id changed.
 ///
@@ -35,7 +36,7 @@ impl ParseCache {
     }
 
     /// Loads the desired objects of a tree: every manifest file of `files` (see
-    /// [`super::is_manifest_path`]; kustomization files are reported as skipped without being
+    /// [`is_manifest_path`]; kustomization files are reported as skipped without being
     /// read), in path order (byte order of the `/`-separated paths), then document order.
     ///
     /// `read_blob` returns a file's bytes, or a message saying why it could not; it is called

@@ -1,5 +1,7 @@
-//! The desired hash: sha256 of an object's canonical JSON.
+//! The desired hash: sha256 of an object's canonical JSON, or, for objects made from
+//! SOPS-decrypted input, an HMAC of it keyed with [`HashKey`].
 
+use hmac::{KeyInit, Mac};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -22,6 +24,40 @@ pub fn canonical_json(value: &Value) -> String {
     let mut canonical = String::new();
     write_canonical(value, &mut canonical);
     canonical
+}
+
+/// The key that makes desired hashes of decrypted objects unguessable: 32 bytes derived from
+/// the age identity file. `Debug` does not print it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HashKey([u8; 32]);
+
+impl std::fmt::Debug for HashKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HashKey(***)")
+    }
+}
+
+impl HashKey {
+    /// Derives the key from the age identity file's bytes: sha256 of a fixed label and them.
+    pub fn derive(identity: &[u8]) -> Self {
+        let mut hasher = Sha256::new();
+        hasher.update(b"gitward desired-hash key v1\n");
+        hasher.update(identity);
+        Self(hasher.finalize().into())
+    }
+
+    /// The keyed desired hash: lowercase hex HMAC-SHA256 (RFC 2104) of `canonical` (the
+    /// object's canonical JSON, see [`desired_hash`]).
+    pub fn hash(&self, canonical: &[u8]) -> String {
+        let mut mac = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length");
+        mac.update(canonical);
+        hex::encode(mac.finalize().into_bytes())
+    }
+
+    /// A public id of the key (sha256 of it), for the render cache key.
+    pub fn id(&self) -> String {
+        hex::encode(Sha256::digest(self.0))
+    }
 }
 
 fn write_canonical(value: &Value, out: &mut String) {
@@ -80,5 +116,15 @@ mod tests {
     fn hash_is_hex_sha256_of_the_canonical_text() {
         // sha256("{}") computed independently (sha256sum).
         assert_eq!(desired_hash(&json!({})), "44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a");
+    }
+
+    #[test]
+    fn keyed_hash_depends_on_the_key_and_is_not_the_plain_hash() {
+        let a = HashKey::derive(b"AGE-SECRET-KEY-1AAA");
+        let b = HashKey::derive(b"AGE-SECRET-KEY-1BBB");
+        assert_ne!(a.hash(b"{}"), b.hash(b"{}"));
+        assert_eq!(a.hash(b"{}"), a.hash(b"{}"));
+        assert_ne!(a.hash(b"{}"), desired_hash(&serde_json::json!({})));
+        assert_eq!(format!("{a:?}"), "HashKey(***)");
     }
 }

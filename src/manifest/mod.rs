@@ -40,20 +40,10 @@ mod value;
 pub use body::Body;
 pub use cache::ParseCache;
 pub use error::{Error, Result};
-pub use hash::{canonical_json, desired_hash};
+pub use hash::{HashKey, canonical_json, desired_hash};
 
 use crate::object::{Atom, GroupKind};
-
-/// One file of a tree, as the source lists it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TreeFile {
-    /// Path relative to the repository root, `/`-separated; names the file in every message.
-    pub path: String,
-    /// Git blob id (hex); the parse cache key, since equal ids mean equal content.
-    pub oid: String,
-    /// Blob size in bytes, as the tree records it; lets callers bound what they read.
-    pub size: u64,
-}
+use crate::source::is_kustomization_path;
 
 /// Where a manifest came from: its file and document, printed `dir/file.yaml (document 2)` in
 /// messages. Sixteen bytes and a shared path, where the formatted text was a string per object.
@@ -92,8 +82,8 @@ pub struct Manifest {
     pub body: Body,
     /// Set when the object was made from SOPS-decrypted input: its desired hash is then keyed
     /// with this (HMAC), not a plain sha256 of content that includes plaintext secrets.
-    /// `None` for everything else (the reader never sets it; `crate::render` does).
-    pub hash_key: Option<crate::render::sops::HashKey>,
+    /// `None` for everything else (the reader never sets it; the render step does).
+    pub hash_key: Option<HashKey>,
 }
 
 /// A file or document that is deliberately not a desired object, with the reason; for logs.
@@ -117,21 +107,6 @@ pub struct Loaded {
     /// Skipped paths that may define objects (symbolic links to manifests, submodules, names
     /// that are not UTF-8): the revision was read only in part, so nothing may be pruned.
     pub partial: Vec<String>,
-}
-
-/// Whether a path names a manifest file: it ends in `.yaml`, `.yml` or `.json` (case-sensitive,
-/// as kubectl's `-f DIR` filter).
-pub fn is_manifest_path(path: &str) -> bool {
-    [".yaml", ".yml", ".json"].iter().any(|ext| path.ends_with(ext))
-}
-
-/// Whether a path names a kustomization file (`kustomization.yaml`, `kustomization.yml` or
-/// `Kustomization`), which kustomize reads and gitward skips: [`parse_file`] and
-/// [`ParseCache::load`] report it in [`Loaded::skipped`]. A tree listing that should report a
-/// bare `Kustomization` file too lists paths passing this or [`is_manifest_path`].
-pub fn is_kustomization_path(path: &str) -> bool {
-    let name = path.rsplit('/').next().unwrap_or(path);
-    matches!(name, "kustomization.yaml" | "kustomization.yml" | "Kustomization")
 }
 
 /// Reads all documents of one file (`file` is its path, for messages and the format; `bytes` its
@@ -330,12 +305,5 @@ mod tests {
         assert!(loaded.manifests.is_empty());
         assert_eq!(loaded.skipped.len(), 1);
         assert_eq!(loaded.skipped[0].index, None);
-    }
-
-    #[test]
-    fn manifest_paths_are_yaml_yml_and_json() {
-        assert!(is_manifest_path("a/b.yaml") && is_manifest_path("b.yml") && is_manifest_path("c.json"));
-        assert!(!is_manifest_path("README.md") && !is_manifest_path("a.YAML") && !is_manifest_path("Kustomization"));
-        assert!(is_kustomization_path("x/Kustomization") && !is_kustomization_path("x/my-kustomization.yaml"));
     }
 }

@@ -177,7 +177,7 @@ impl<'a> Checker<'a> {
             let before = found.objects.len();
             for item in list.items {
                 let meta = item.metadata;
-                let live = crate::cluster::cache::live_meta(&meta);
+                let live = crate::cluster::live_meta(&meta);
                 if live.deleting || (skip_controlled && live.controlled) {
                     continue;
                 }

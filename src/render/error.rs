@@ -110,18 +110,6 @@ pub enum Error {
         /// The revision.
         revision: Revision,
     },
-    /// A file is over the unit's `max_file_bytes`.
-    #[error("{unit}: file {path} is {size} bytes, over the limit of {limit} bytes")]
-    FileTooLarge {
-        /// The unit.
-        unit: String,
-        /// The repository path.
-        path: String,
-        /// Its size.
-        size: u64,
-        /// The unit's `max_file_bytes`.
-        limit: u64,
-    },
     /// A SOPS-encrypted file, and the unit has no `[sync.decryption]`.
     #[error("{file}: SOPS-encrypted, and unit {unit} has no [sync.decryption] age_key_file: refused")]
     NoDecryptionKey {
@@ -167,16 +155,10 @@ pub enum Error {
         /// The I/O error.
         message: String,
     },
-    /// Reading the revision's objects failed.
-    #[error("{unit}: {path}: reading from git: {message}")]
-    Git {
-        /// The unit.
-        unit: String,
-        /// The repository path.
-        path: String,
-        /// libgit2's message.
-        message: String,
-    },
+    /// Reading the revision's tree from the mirror failed, or a file it reads is over the
+    /// unit's `max_file_bytes` ([`crate::source::Error::FileTooLarge`]).
+    #[error(transparent)]
+    Source(#[from] crate::source::Error),
 }
 
 /// `Result` alias of this module.

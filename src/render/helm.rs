@@ -1,7 +1,8 @@
 //! `helm template` of the chart at a unit's path (Helm v3.19+ or v4, run as a child process).
 //!
 //! The chart is rendered as `helm install` would render it against this cluster: gitward
-//! passes `--kube-version` and `--api-versions` from discovery ([`capabilities`]), so a chart
+//! passes `--kube-version` and `--api-versions` from discovery ([`Capabilities`], read by the
+//! cluster module), so a chart
 //! that checks `kubeVersion` or `.Capabilities.APIVersions.Has` takes the branch it would take
 //! there (a bare `helm template` assumes Kubernetes v1.20 and only built-in versions). Without
 //! a cluster (`gitward validate`) it passes `[render] kube_version` (default the newest
@@ -21,7 +22,8 @@ use super::tree::Scratch;
 use crate::config::HelmOptions;
 use crate::manifest::{Loaded, Skipped};
 
-/// What the cluster serves, as Helm's `.Capabilities` sees it.
+/// What the cluster serves, as Helm's `.Capabilities` sees it: read from discovery by the engine,
+/// or from `[render]` without a cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Capabilities {
     /// The API server's `gitVersion` (`v1.35.4`), for `--kube-version`.
@@ -29,46 +31,6 @@ pub struct Capabilities {
     /// Every served `group/version` and `group/version/Kind` (`v1`, `v1/Pod`, `apps/v1`,
     /// `apps/v1/Deployment`), sorted, for `--api-versions`.
     pub api_versions: Vec<String>,
-}
-
-/// Reads [`Capabilities`] from the cluster: `/version`, then every group version's resource
-/// list (one request each, as Helm's own discovery does).
-///
-/// Errors: [`crate::cluster::Error::DiscoveryFailed`] naming the group version.
-pub async fn capabilities(client: &kube::Client) -> crate::cluster::Result<Capabilities> {
-    let failed = |group_version: &str| {
-        let group_version = group_version.to_owned();
-        move |source| crate::cluster::Error::DiscoveryFailed { group_version, source }
-    };
-    let version = client.apiserver_version().await.map_err(failed("/version"))?;
-    let mut api_versions = Vec::new();
-    let core = client.list_core_api_versions().await.map_err(failed("/api"))?;
-    for v in core.versions {
-        let resources = client.list_core_api_resources(&v).await.map_err(failed(&v))?;
-        push_kinds(&mut api_versions, &v, &resources);
-    }
-    let groups = client.list_api_groups().await.map_err(failed("/apis"))?;
-    for group in groups.groups {
-        for v in group.versions {
-            let resources =
-                client.list_api_group_resources(&v.group_version).await.map_err(failed(&v.group_version))?;
-            push_kinds(&mut api_versions, &v.group_version, &resources);
-        }
-    }
-    api_versions.sort();
-    api_versions.dedup();
-    Ok(Capabilities { kube_version: version.git_version, api_versions })
-}
-
-fn push_kinds(
-    out: &mut Vec<String>,
-    group_version: &str,
-    list: &k8s_openapi::apimachinery::pkg::apis::meta::v1::APIResourceList,
-) {
-    out.push(group_version.to_owned());
-    for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
-        out.push(format!("{group_version}/{}", r.kind));
-    }
 }
 
 /// Runs `helm template` on the materialized chart at `path`.

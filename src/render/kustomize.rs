@@ -14,12 +14,12 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
-use git2::{ObjectType, Repository, Tree};
 use serde_json::Value;
 
 use super::process::{self, Limits};
-use super::tree::{Scratch, entry_at, join, resolve, tree_at};
+use super::tree::{Scratch, join, resolve};
 use super::{Error, Result, Tool};
+use crate::source::Tree;
 
 /// The names kustomize looks for, in its order.
 pub(super) const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
@@ -34,30 +34,24 @@ const REFERENCE_FIELDS: [&str; 3] = ["resources", "bases", "components"];
 /// [`Error::LeavesRepository`] for a local reference above the repository root. A
 /// kustomization that does not parse, or a reference to nothing, is left for kustomize to
 /// report in its own words.
-pub(super) fn input_dirs(
-    repo: &Repository,
-    root: &Tree<'_>,
-    path: &str,
-    unit: &str,
-    allow_remote: bool,
-) -> Result<Vec<String>> {
+pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: bool) -> Result<Vec<String>> {
     let mut seen = BTreeSet::new();
     let mut queue = vec![path.to_owned()];
     while let Some(dir) = queue.pop() {
         if !seen.insert(dir.clone()) {
             continue;
         }
-        let Some((file, references)) = references(repo, root, &dir) else { continue };
+        let Some((file, references)) = references(tree, &dir) else { continue };
         for reference in references {
             let file = join(&dir, file);
             match resolve(&dir, &reference) {
-                _ if is_remote(root, &dir, &reference) => {
+                _ if is_remote(tree, &dir, &reference) => {
                     if !allow_remote {
                         return Err(Error::RemoteResource { unit: unit.to_owned(), file, resource: reference });
                     }
                 }
                 None => return Err(Error::LeavesRepository { unit: unit.to_owned(), file, reference }),
-                Some(target) if tree_at(root, &target).is_some() => queue.push(target),
+                Some(target) if tree.dir(&target).is_some() => queue.push(target),
                 Some(_) => {}
             }
         }
@@ -66,12 +60,13 @@ pub(super) fn input_dirs(
 }
 
 /// The kustomization file of `dir` and the references it lists; `None` when `dir` has none or
-/// it does not parse.
-fn references(repo: &Repository, root: &Tree<'_>, dir: &str) -> Option<(&'static str, Vec<String>)> {
+/// it does not parse (or cannot be read: the materializer then reports why).
+fn references(tree: &Tree<'_>, dir: &str) -> Option<(&'static str, Vec<String>)> {
     for name in KUSTOMIZATION_FILES {
-        let Some((ObjectType::Blob, oid)) = entry_at(root, &join(dir, name)) else { continue };
-        let blob = repo.find_blob(oid).ok()?;
-        let doc: Value = serde_saphyr::from_slice(blob.content()).ok()?;
+        let file = join(dir, name);
+        let Some(id) = tree.blob(&file) else { continue };
+        let content = tree.read(&file, id).ok()?;
+        let doc: Value = serde_saphyr::from_slice(&content).ok()?;
         let list = REFERENCE_FIELDS
             .iter()
             .filter_map(|field| doc.get(field)?.as_array())
@@ -86,7 +81,7 @@ fn references(repo: &Repository, root: &Tree<'_>, dir: &str) -> Option<(&'static
 /// Whether kustomize would fetch `reference` over the network: a URL, an scp-like git address,
 /// a `?ref=` or `//` repository path, or a first segment that looks like a host name
 /// (`github.com/…`) and is not a directory of the repository.
-fn is_remote(root: &Tree<'_>, dir: &str, reference: &str) -> bool {
+fn is_remote(tree: &Tree<'_>, dir: &str, reference: &str) -> bool {
     if reference.contains("://") || reference.starts_with("git@") || reference.contains("?ref=") {
         return true;
     }
@@ -98,7 +93,7 @@ fn is_remote(root: &Tree<'_>, dir: &str, reference: &str) -> bool {
         && first != "."
         && first != ".."
         && reference.contains('/')
-        && resolve(dir, reference).is_none_or(|p| entry_at(root, &p).is_none())
+        && resolve(dir, reference).is_none_or(|p| !tree.contains(&p))
 }
 
 /// Keeps only directories not inside another of the set.
@@ -134,33 +129,43 @@ pub(super) fn build(
 }
 
 /// Whether `path` holds a kustomization file.
-pub(super) fn is_kustomization_dir(root: &Tree<'_>, path: &str) -> bool {
-    KUSTOMIZATION_FILES.iter().any(|name| matches!(entry_at(root, &join(path, name)), Some((ObjectType::Blob, _))))
+pub(super) fn is_kustomization_dir(tree: &Tree<'_>, path: &str) -> bool {
+    KUSTOMIZATION_FILES.iter().any(|name| tree.blob(&join(path, name)).is_some())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A repository whose tree holds `files` (path, content); returns it with the tree id.
-    fn repo_with(files: &[(&str, &str)]) -> (tempfile::TempDir, Repository, git2::Oid) {
-        let dir = tempfile::tempdir().unwrap();
-        let repo = Repository::init(dir.path()).unwrap();
-        for (path, content) in files {
-            let full = dir.path().join(path);
+    use crate::source::{Source, SourceSpec};
+
+    /// The input directories of `path` in a repository whose one commit holds `files` (path,
+    /// content), committed with the git CLI and read through a mirror, as a sync reads it.
+    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+        let (repo, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        for (file, content) in files {
+            let full = repo.path().join(file);
             std::fs::create_dir_all(full.parent().unwrap()).unwrap();
             std::fs::write(full, content).unwrap();
         }
-        let mut index = repo.index().unwrap();
-        index.add_all(["*"], git2::IndexAddOption::DEFAULT, None).unwrap();
-        let oid = index.write_tree().unwrap();
-        (dir, repo, oid)
-    }
-
-    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
-        let (_dir, repo, oid) = repo_with(files);
-        let root = repo.find_tree(oid).unwrap();
-        input_dirs(&repo, &root, path, "u", allow_remote)
+        let git = |args: &[&str]| {
+            let status = std::process::Command::new("git").arg("-C").arg(repo.path()).args(args).status().unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(&["init", "-q", "-b", "main"]);
+        git(&["add", "."]);
+        git(&["-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-q", "-m", "files"]);
+        let spec = SourceSpec {
+            unit: "u".into(),
+            repo: repo.path().display().to_string(),
+            reference: "main".into(),
+            path: String::new(),
+            credentials: Default::default(),
+            max_file_bytes: 1 << 20,
+        };
+        let mut source = Source::open(state.path(), spec).unwrap();
+        let revision = source.fetch().unwrap();
+        input_dirs(&source.tree(&revision).unwrap(), path, "u", allow_remote)
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! with SOPS-encrypted files decrypted first (DESIGN.md, Data flow).
 //!
 //! The real tools run as child processes (as Argo CD's repo-server runs them), found through
-//! `[render]` or `PATH`, in a private scratch directory materialized from the git object
-//! database (`tree`), with an empty environment but for what the tool needs, a timeout and
+//! `[render]` or `PATH`, in a private scratch directory materialized from the revision's
+//! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout and
 //! a cap on output bytes. A render returns bytes and an origin (`apps/prod (kustomize
 //! build)`); the manifest reader parses them as it parses a file and does not know how they
 //! were made. Renders are cached by the content they read ([`RenderCache`]).
@@ -24,30 +24,24 @@ mod tree;
 
 use std::collections::HashMap;
 
-use git2::{ObjectType, Oid, Repository, Tree};
-
 pub use cache::RenderCache;
 pub use error::{Error, Result};
-pub use helm::{Capabilities, capabilities};
+pub use helm::Capabilities;
 use process::{Limits, RunError};
-use sops::{Decryptor, HashKey};
+use sops::Decryptor;
 use tool::Tool;
-pub use tool::{ToolVersion, tool_versions};
+pub use tool::tool_versions;
 
 use crate::config::{RenderMode, SyncUnit};
-use crate::manifest::{Loaded, parse_file};
-use crate::source::Revision;
+use crate::manifest::{HashKey, Loaded, parse_file};
+use crate::source::{ObjectId, Tree};
 
 /// How the unit's path renders at this revision: [`RenderMode::Auto`] resolved by the files
 /// at the path (a kustomization file → kustomize; `Chart.yaml` → Helm; else plain).
-pub fn resolve_mode(root: &Tree<'_>, unit: &SyncUnit) -> RenderMode {
+pub fn resolve_mode(tree: &Tree<'_>, unit: &SyncUnit) -> RenderMode {
     match unit.render {
-        RenderMode::Auto if kustomize::is_kustomization_dir(root, &unit.path) => RenderMode::Kustomize,
-        RenderMode::Auto
-            if matches!(tree::entry_at(root, &tree::join(&unit.path, "Chart.yaml")), Some((ObjectType::Blob, _))) =>
-        {
-            RenderMode::Helm
-        }
+        RenderMode::Auto if kustomize::is_kustomization_dir(tree, &unit.path) => RenderMode::Kustomize,
+        RenderMode::Auto if tree.blob(&tree::join(&unit.path, "Chart.yaml")).is_some() => RenderMode::Helm,
         RenderMode::Auto => RenderMode::Plain,
         mode => mode,
     }
@@ -93,24 +87,17 @@ impl Renderer {
         self.capabilities_read = Some(std::time::Instant::now());
     }
 
-    /// Renders the unit's path at `revision` with `mode` (kustomize or Helm) and parses the
-    /// output; served from the cache when nothing it reads changed.
+    /// Renders the unit's path in `tree` (one revision) with `mode` (kustomize or Helm) and
+    /// parses the output; served from the cache when nothing it reads changed.
     ///
     /// Errors: every [`Error`] variant but the plain-unit ones.
-    pub fn render(
-        &mut self,
-        repo: &Repository,
-        revision: &Revision,
-        root: &Tree<'_>,
-        unit: &SyncUnit,
-        mode: RenderMode,
-    ) -> Result<Loaded> {
+    pub fn render(&mut self, tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Loaded> {
         let name = unit.name.as_str();
         let tool = match mode {
             RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
             _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
         };
-        let inputs = inputs(repo, revision, root, unit, mode)?;
+        let inputs = inputs(tree, unit, mode)?;
         let mut decryptor = match &unit.decryption {
             Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
             None => None,
@@ -120,7 +107,7 @@ impl Renderer {
             return Ok(loaded);
         }
         self.cache.count();
-        let (bytes, decrypted) = self.run(repo, unit, mode, &tool, &inputs, decryptor.as_mut())?;
+        let (bytes, decrypted) = self.run(tree, unit, mode, &tool, &inputs, decryptor.as_mut())?;
         let path = display_path(&unit.path);
         let origin = format!("{path} ({})", if mode == RenderMode::Helm { "helm template" } else { "kustomize build" });
         let mut loaded = match parse_file(&origin, &bytes) {
@@ -147,7 +134,7 @@ impl Renderer {
     /// removed before this returns.
     fn run(
         &self,
-        repo: &Repository,
+        tree: &Tree<'_>,
         unit: &SyncUnit,
         mode: RenderMode,
         tool: &Tool,
@@ -156,16 +143,10 @@ impl Renderer {
     ) -> Result<(Vec<u8>, bool)> {
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
-        let mut materializer = tree::Materializer {
-            repo,
-            scratch: &scratch,
-            unit: name,
-            max_file_bytes: unit.max_file_bytes,
-            written: Vec::new(),
-        };
+        let mut materializer = tree::Materializer { tree, scratch: &scratch, written: Vec::new() };
         for input in inputs {
             match input.tree {
-                true => materializer.tree(&input.path, input.oid)?,
+                true => materializer.dir(&input.path, input.oid)?,
                 false => materializer.file(&input.path, input.oid, false)?,
             }
         }
@@ -291,7 +272,7 @@ impl Renderer {
 /// One thing a render reads: a directory (tree) or a values file (blob) at a repository path.
 struct Input {
     path: String,
-    oid: Oid,
+    oid: ObjectId,
     tree: bool,
 }
 
@@ -299,25 +280,17 @@ struct Input {
 /// and, for Helm, the values files.
 ///
 /// Errors: [`Error::RemoteResource`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
-fn inputs(
-    repo: &Repository,
-    revision: &Revision,
-    root: &Tree<'_>,
-    unit: &SyncUnit,
-    mode: RenderMode,
-) -> Result<Vec<Input>> {
+fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Vec<Input>> {
     let dirs = match mode {
         RenderMode::Helm => vec![unit.path.clone()],
-        _ => kustomize::input_dirs(repo, root, &unit.path, &unit.name, unit.allow_remote_bases)?,
+        _ => kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?,
     };
-    let mut inputs: Vec<Input> = dirs
-        .into_iter()
-        .filter_map(|path| Some(Input { oid: tree::tree_at(root, &path)?, path, tree: true }))
-        .collect();
+    let mut inputs: Vec<Input> =
+        dirs.into_iter().filter_map(|path| Some(Input { oid: tree.dir(&path)?, path, tree: true })).collect();
     if mode == RenderMode::Helm {
         for file in &unit.helm.values_files {
-            let Some((ObjectType::Blob, oid)) = tree::entry_at(root, file) else {
-                let (unit, path, revision) = (unit.name.clone(), file.clone(), revision.clone());
+            let Some(oid) = tree.blob(file) else {
+                let (unit, path, revision) = (unit.name.clone(), file.clone(), tree.revision().clone());
                 return Err(Error::ValuesFileMissing { unit, path, revision });
             };
             inputs.push(Input { path: file.clone(), oid, tree: false });
@@ -349,7 +322,7 @@ fn decrypt_in_place(
     limits: Limits,
 ) -> Result<bool> {
     let mut any = false;
-    for rel in written.iter().filter(|p| crate::manifest::is_manifest_path(p) || p.ends_with(".env")) {
+    for rel in written.iter().filter(|p| crate::source::is_manifest_path(p) || p.ends_with(".env")) {
         let on_disk = scratch.repo_path(rel);
         let io = |e: std::io::Error| Error::Scratch { unit: unit.name.clone(), message: format!("{rel}: {e}") };
         let bytes = std::fs::read(&on_disk).map_err(io)?;

@@ -18,13 +18,12 @@
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use hmac::{KeyInit, Mac};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use super::process::{self, Limits, RunError};
 use super::{Error, Result, Tool};
 use crate::config::Decryption;
+use crate::manifest::HashKey;
 
 /// Whether `bytes` look like a file `sops encrypt` wrote: a `sops` block (YAML, JSON) or
 /// `sops_mac=` line (dotenv), and an encrypted value.
@@ -44,40 +43,6 @@ pub fn format_of(path: &str) -> &'static str {
         "dotenv"
     } else {
         "yaml"
-    }
-}
-
-/// The key that makes desired hashes of decrypted objects unguessable: 32 bytes derived from
-/// the age identity file. `Debug` does not print it.
-#[derive(Clone, PartialEq, Eq)]
-pub struct HashKey([u8; 32]);
-
-impl std::fmt::Debug for HashKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("HashKey(***)")
-    }
-}
-
-impl HashKey {
-    /// Derives the key from the age identity file's bytes: sha256 of a fixed label and them.
-    pub fn derive(identity: &[u8]) -> Self {
-        let mut hasher = Sha256::new();
-        hasher.update(b"gitward desired-hash key v1\n");
-        hasher.update(identity);
-        Self(hasher.finalize().into())
-    }
-
-    /// The keyed desired hash: lowercase hex HMAC-SHA256 (RFC 2104) of `canonical` (the
-    /// object's canonical JSON, see [`crate::manifest::desired_hash`]).
-    pub fn hash(&self, canonical: &[u8]) -> String {
-        let mut mac = <hmac::Hmac<Sha256> as KeyInit>::new_from_slice(&self.0).expect("HMAC takes any key length");
-        mac.update(canonical);
-        hex::encode(mac.finalize().into_bytes())
-    }
-
-    /// A public id of the key (sha256 of it), for the render cache key.
-    pub fn id(&self) -> String {
-        hex::encode(Sha256::digest(self.0))
     }
 }
 
@@ -244,15 +209,5 @@ mod tests {
         let mut dotenv = Masker::default();
         dotenv.learn("dotenv", b"A=ENC[AES256_GCM,data:x]\nB=plain\n", b"A=topsecret\nB=plain\n");
         assert_eq!(dotenv.mask("A=topsecret B=plain"), "A=*** B=plain");
-    }
-
-    #[test]
-    fn keyed_hash_depends_on_the_key_and_is_not_the_plain_hash() {
-        let a = HashKey::derive(b"AGE-SECRET-KEY-1AAA");
-        let b = HashKey::derive(b"AGE-SECRET-KEY-1BBB");
-        assert_ne!(a.hash(b"{}"), b.hash(b"{}"));
-        assert_eq!(a.hash(b"{}"), a.hash(b"{}"));
-        assert_ne!(a.hash(b"{}"), crate::manifest::desired_hash(&serde_json::json!({})));
-        assert_eq!(format!("{a:?}"), "HashKey(***)");
     }
 }

@@ -1,6 +1,6 @@
-//! The scratch tree: the directories a renderer reads, written from the mirror's object
-//! database into a private directory (mode 0700, removed when dropped). No work tree of the
-//! mirror is ever checked out.
+//! The scratch tree: the directories a renderer reads, written from the revision's
+//! [`Tree`] (the mirror's object database) into a private directory (mode 0700, removed when
+//! dropped). No work tree of the mirror is ever checked out.
 //!
 //! Files keep their repository paths under `<scratch>/repo/`, so `../base` in an overlay finds
 //! its base. Symbolic links are written as links only when their target stays inside the
@@ -9,13 +9,8 @@
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-use git2::{ObjectType, Oid, Repository, Tree};
-
 use super::{Error, Result};
-
-/// Git file modes (git's `tree.h`).
-const MODE_EXECUTABLE: i32 = 0o100755;
-const MODE_SYMLINK: i32 = 0o120000;
+use crate::source::{EntryKind, ObjectId, Tree};
 
 /// A private scratch directory for one render: `repo/` (the materialized tree), `home/` and
 /// `tmp/` (the tool's `HOME` and `TMPDIR`). Removed, with any plaintext in it, on drop.
@@ -60,83 +55,62 @@ impl Scratch {
     }
 }
 
-/// Writes trees and blobs of one revision into a [`Scratch`].
+/// Writes directories and files of one revision's [`Tree`] into a [`Scratch`]. Files over the
+/// unit's `max_file_bytes` refuse the render ([`crate::source::Error::FileTooLarge`]).
 pub(super) struct Materializer<'a> {
-    /// The mirror.
-    pub repo: &'a Repository,
+    /// The revision's tree.
+    pub tree: &'a Tree<'a>,
     /// The scratch directory.
     pub scratch: &'a Scratch,
-    /// The unit, for errors.
-    pub unit: &'a str,
-    /// The largest blob written, in bytes (the unit's `max_file_bytes`).
-    pub max_file_bytes: u64,
     /// Repository paths of the files written, in write order.
     pub written: Vec<String>,
 }
 
 impl Materializer<'_> {
-    /// Writes the tree `oid`, found at repository path `rel`, recursively.
-    pub fn tree(&mut self, rel: &str, oid: Oid) -> Result<()> {
-        let tree = self.repo.find_tree(oid).map_err(|e| self.git(rel, &e))?;
+    /// Writes the directory `id`, found at repository path `rel`, recursively.
+    pub fn dir(&mut self, rel: &str, id: ObjectId) -> Result<()> {
+        let entries = self.tree.entries(rel, id)?;
         std::fs::create_dir_all(self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))?;
-        self.entries(rel, &tree)
+        for entry in entries {
+            let rel = join(rel, &entry.name);
+            match entry.kind {
+                EntryKind::Dir => self.dir(&rel, entry.id)?,
+                EntryKind::Symlink => self.symlink(&rel, entry.id)?,
+                EntryKind::File { executable } => self.file(&rel, entry.id, executable)?,
+                // Submodules are not followed.
+                EntryKind::Submodule => {}
+            }
+        }
+        Ok(())
     }
 
-    /// Writes the blob `oid` at repository path `rel` (parents created).
-    pub fn file(&mut self, rel: &str, oid: Oid, executable: bool) -> Result<()> {
-        let blob = self.repo.find_blob(oid).map_err(|e| self.git(rel, &e))?;
-        if blob.size() as u64 > self.max_file_bytes {
-            return Err(Error::FileTooLarge {
-                unit: self.unit.to_owned(),
-                path: rel.to_owned(),
-                size: blob.size() as u64,
-                limit: self.max_file_bytes,
-            });
-        }
+    /// Writes the file `id` at repository path `rel` (parents created).
+    pub fn file(&mut self, rel: &str, id: ObjectId, executable: bool) -> Result<()> {
+        let content = self.tree.read(rel, id)?;
         let target = self.scratch.repo_path(rel);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| self.io(rel, &e))?;
         }
-        std::fs::write(&target, blob.content()).map_err(|e| self.io(rel, &e))?;
+        std::fs::write(&target, content).map_err(|e| self.io(rel, &e))?;
         let mode = if executable { 0o700 } else { 0o600 };
         std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).map_err(|e| self.io(rel, &e))?;
         self.written.push(rel.to_owned());
         Ok(())
     }
 
-    fn entries(&mut self, dir: &str, tree: &Tree<'_>) -> Result<()> {
-        for entry in tree.iter() {
-            let Ok(name) = entry.name() else { continue };
-            let rel = join(dir, name);
-            match (entry.kind(), entry.filemode()) {
-                (Some(ObjectType::Tree), _) => self.tree(&rel, entry.id())?,
-                (Some(ObjectType::Blob), MODE_SYMLINK) => self.symlink(&rel, entry.id())?,
-                (Some(ObjectType::Blob), mode) => self.file(&rel, entry.id(), mode == MODE_EXECUTABLE)?,
-                // Submodules (commits) are not followed.
-                _ => {}
-            }
-        }
-        Ok(())
-    }
-
     /// A link whose target stays inside the repository is written as a link; any other
     /// refuses the render.
-    fn symlink(&mut self, rel: &str, oid: Oid) -> Result<()> {
-        let blob = self.repo.find_blob(oid).map_err(|e| self.git(rel, &e))?;
-        let target = String::from_utf8_lossy(blob.content()).into_owned();
+    fn symlink(&mut self, rel: &str, id: ObjectId) -> Result<()> {
+        let target = String::from_utf8_lossy(&self.tree.read(rel, id)?).into_owned();
         let parent = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
         if target.starts_with('/') || resolve(parent, &target).is_none() {
-            return Err(Error::SymlinkLeavesTree { unit: self.unit.to_owned(), path: rel.to_owned(), target });
+            return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path: rel.to_owned(), target });
         }
         std::os::unix::fs::symlink(&target, self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))
     }
 
-    fn git(&self, rel: &str, e: &git2::Error) -> Error {
-        Error::Git { unit: self.unit.to_owned(), path: rel.to_owned(), message: e.message().to_owned() }
-    }
-
     fn io(&self, rel: &str, e: &std::io::Error) -> Error {
-        Error::Scratch { unit: self.unit.to_owned(), message: format!("{rel}: {e}") }
+        Error::Scratch { unit: self.tree.unit().to_owned(), message: format!("{rel}: {e}") }
     }
 }
 
@@ -159,23 +133,6 @@ pub(super) fn resolve(dir: &str, reference: &str) -> Option<String> {
         }
     }
     Some(parts.join("/"))
-}
-
-/// What sits at repository path `rel` under `root`: `None` when nothing does.
-pub(super) fn entry_at(root: &Tree<'_>, rel: &str) -> Option<(ObjectType, Oid)> {
-    if rel.is_empty() {
-        return Some((ObjectType::Tree, root.id()));
-    }
-    let entry = root.get_path(Path::new(rel)).ok()?;
-    Some((entry.kind()?, entry.id()))
-}
-
-/// The tree id at `rel`, if `rel` is a directory.
-pub(super) fn tree_at(root: &Tree<'_>, rel: &str) -> Option<Oid> {
-    match entry_at(root, rel)? {
-        (ObjectType::Tree, oid) => Some(oid),
-        _ => None,
-    }
 }
 
 #[cfg(test)]

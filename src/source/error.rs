@@ -9,7 +9,7 @@ use super::Revision;
 /// Retrying ([`Error::is_retryable`]): [`FetchFailed`](Error::FetchFailed) and
 /// [`Credentials`](Error::Credentials) are worth retrying with exponential backoff (a network
 /// or server hiccup; a token file rotated in place is re-read on every fetch), as is
-/// [`Git`](Error::Git). [`RefNotFound`](Error::RefNotFound),
+/// [`Git`](Error::Git) and [`ReadObject`](Error::ReadObject). [`RefNotFound`](Error::RefNotFound),
 /// [`PathNotFound`](Error::PathNotFound), [`PathIsFile`](Error::PathIsFile) and
 /// [`FileTooLarge`](Error::FileTooLarge) describe
 /// what is in git: nothing changes until a new push, so the next poll or push trigger is soon
@@ -129,6 +129,17 @@ pub enum Error {
         /// What libgit2 said.
         message: String,
     },
+    /// An object of a revision's tree, at a path, could not be read from the mirror (a lost or
+    /// corrupt object): the mirror, not the content, is at fault.
+    #[error("{unit}: {path}: reading from git: {message}")]
+    ReadObject {
+        /// The sync unit.
+        unit: String,
+        /// Its path, relative to the repository root.
+        path: String,
+        /// What libgit2 said.
+        message: String,
+    },
     /// Any other libgit2 failure while reading the mirror (missing commit or tree, corrupt
     /// object, I/O error).
     #[error("{unit}: {step} failed: {message}")]
@@ -146,7 +157,10 @@ impl Error {
     /// Whether retrying the same operation with backoff may succeed without anyone pushing or
     /// changing config (see the enum doc).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::FetchFailed { .. } | Error::Credentials { .. } | Error::Git { .. })
+        matches!(
+            self,
+            Error::FetchFailed { .. } | Error::Credentials { .. } | Error::Git { .. } | Error::ReadObject { .. }
+        )
     }
 
     /// A stable snake_case name of the variant, for metric labels: `fetch_failed`,
@@ -163,6 +177,7 @@ impl Error {
             Error::PathIsFile { .. } => "path_is_file",
             Error::FileTooLarge { .. } => "file_too_large",
             Error::ReadBlob { .. } => "read_blob",
+            Error::ReadObject { .. } => "read_object",
             Error::Git { .. } => "git",
         }
     }

@@ -4,7 +4,9 @@
 //! One [`Source`] per sync unit owns a bare mirror at `<state_dir>/mirrors/<unit>` (no work
 //! tree, ever). [`Source::fetch`] updates the mirror's branches and tags from the remote with
 //! git2 (libgit2) and resolves the unit's reference to a [`Revision`]; [`Source::list_files`]
-//! walks the tree at that revision; [`Source::read_blob`] returns one file's bytes.
+//! walks the tree at that revision; [`Source::read_blob`] returns one file's bytes;
+//! [`Source::tree`] is a [`Tree`], a view of the whole revision for the render step. No other
+//! module uses git2.
 //!
 //! Everything here is blocking I/O: async callers run it in `tokio::task::spawn_blocking`
 //! (DESIGN.md, Libraries: git2). Credentials are read from files at fetch time and never kept,
@@ -13,7 +15,7 @@
 //! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
 //! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
 //! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `tree` (listing and
-//! reading blobs).
+//! reading blobs), `view` ([`Tree`]).
 
 mod credentials;
 mod error;
@@ -22,16 +24,16 @@ mod mirror;
 mod remote;
 mod resolve;
 mod tree;
+mod view;
 
 use std::fmt;
 use std::path::Path;
-
-use crate::manifest::TreeFile;
 
 pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use mirror::configure_network_timeouts;
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
+pub use view::{Entry, EntryKind, ObjectId, Tree};
 
 /// What one sync unit wants from git: which repository, which reference, which subdirectory.
 ///
@@ -79,6 +81,32 @@ impl fmt::Display for Revision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
     }
+}
+
+/// One file of a tree, as the source lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    /// Path relative to the repository root, `/`-separated; names the file in every message.
+    pub path: String,
+    /// Git blob id (hex); the parse cache key, since equal ids mean equal content.
+    pub oid: String,
+    /// Blob size in bytes, as the tree records it; lets callers bound what they read.
+    pub size: u64,
+}
+
+/// Whether a path names a manifest file: it ends in `.yaml`, `.yml` or `.json` (case-sensitive,
+/// as kubectl's `-f DIR` filter).
+pub fn is_manifest_path(path: &str) -> bool {
+    [".yaml", ".yml", ".json"].iter().any(|ext| path.ends_with(ext))
+}
+
+/// Whether a path names a kustomization file (`kustomization.yaml`, `kustomization.yml` or
+/// `Kustomization`), which kustomize reads and gitward skips: the manifest reader reports it
+/// as skipped. A tree listing that should report a bare `Kustomization` file too lists paths
+/// passing this or [`is_manifest_path`].
+pub fn is_kustomization_path(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    matches!(name, "kustomization.yaml" | "kustomization.yml" | "Kustomization")
 }
 
 /// The result of [`Source::list_files`]: the manifest files under the unit's path, and what was
@@ -200,7 +228,7 @@ impl Source {
     /// Lists the manifest files under the unit's path at `revision`, recursively.
     ///
     /// A file is listed when it is a regular blob (mode 100644 or 100755) whose path passes
-    /// [`crate::manifest::is_manifest_path`] (`*.yaml`, `*.yml`, `*.json`). Symbolic links and
+    /// [`is_manifest_path`] (`*.yaml`, `*.yml`, `*.json`). Symbolic links and
     /// submodules are never followed; they go to [`Listing::skipped`]. Paths are relative to the
     /// repository root.
     ///
@@ -232,9 +260,12 @@ impl Source {
         tree::read_blob(self.mirror.repo(), &self.spec.unit, oid)
     }
 
-    /// The mirror's repository, for readers of whole trees (the render step).
-    pub fn git(&self) -> &git2::Repository {
-        self.mirror.repo()
+    /// The whole tree of `revision`, for readers of more than the unit's manifest files (the
+    /// render step). Blocking.
+    ///
+    /// Errors: [`Error::Git`] when the revision is not in the mirror.
+    pub fn tree(&self, revision: &Revision) -> Result<Tree<'_>> {
+        Tree::new(self.mirror.repo(), &self.spec, revision)
     }
 
     /// The spec this source was opened with.
@@ -261,5 +292,17 @@ impl Source {
             tracing::debug!(unit = %self.spec.unit, %error, "fetch by commit id failed");
         }
         self.resolve()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn manifest_paths_are_yaml_yml_and_json() {
+        assert!(is_manifest_path("a/b.yaml") && is_manifest_path("b.yml") && is_manifest_path("c.json"));
+        assert!(!is_manifest_path("README.md") && !is_manifest_path("a.YAML") && !is_manifest_path("Kustomization"));
+        assert!(is_kustomization_path("x/Kustomization") && !is_kustomization_path("x/my-kustomization.yaml"));
     }
 }

@@ -3,8 +3,8 @@
 
 use git2::{ObjectType, Oid, Repository, Tree, TreeEntry};
 
-use super::{Error, Listing, Result, Revision, SourceSpec};
-use crate::manifest::{TreeFile, is_manifest_path};
+use super::view::root_tree;
+use super::{Error, Listing, Result, Revision, SourceSpec, TreeFile, is_kustomization_path, is_manifest_path};
 
 /// Git file modes (git's `tree.h`): regular, executable, symbolic link.
 const MODE_FILE: i32 = 0o100644;
@@ -18,10 +18,7 @@ pub const MAX_DEPTH: usize = 64;
 pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revision) -> Result<Listing> {
     let unit = spec.unit.as_str();
     let path = normalise_path(&spec.path);
-    let commit = Oid::from_str(&revision.0)
-        .and_then(|oid| repo.find_commit(oid))
-        .map_err(|e| Error::git(unit, "read commit", &e))?;
-    let root = commit.tree().map_err(|e| Error::git(unit, "read tree", &e))?;
+    let root = root_tree(repo, unit, revision)?;
     let Some(tree) = subtree(repo, &root, &path) else {
         let (unit, revision, path) = (unit.to_string(), revision.clone(), path.clone());
         let is_file = root.get_path(std::path::Path::new(&path)).is_ok_and(|e| e.kind() == Some(ObjectType::Blob));
@@ -50,11 +47,7 @@ pub(super) fn changed_files(
     let unit = spec.unit.as_str();
     let path = normalise_path(&spec.path);
     let tree_at = |revision: &Revision| -> Result<Option<Tree<'_>>> {
-        let commit = Oid::from_str(&revision.0)
-            .and_then(|oid| repo.find_commit(oid))
-            .map_err(|e| Error::git(unit, "read commit", &e))?;
-        let root = commit.tree().map_err(|e| Error::git(unit, "read tree", &e))?;
-        Ok(subtree(repo, &root, &path))
+        Ok(subtree(repo, &root_tree(repo, unit, revision)?, &path))
     };
     let (Some(old), Some(new)) = (tree_at(from)?, tree_at(to)?) else { return Ok(None) };
     let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(|e| Error::git(unit, "diff trees", &e))?;
@@ -63,7 +56,7 @@ pub(super) fn changed_files(
         let file = delta.new_file();
         let Some(rel) = file.path().and_then(|p| p.to_str()) else { return Ok(None) };
         let full = join(&path, rel);
-        if crate::manifest::is_kustomization_path(&full) {
+        if is_kustomization_path(&full) {
             return Ok(None);
         }
         match delta.status() {

@@ -4,16 +4,16 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use super::{Error, Result};
 use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
-use crate::cluster::inventory::{APPLY_MODE, DESIRED_HASH, PART_OF, RECREATE};
+use crate::cluster::inventory::{APPLY_MODE, RECREATE};
 use crate::config::ApplyMode;
 use crate::manifest::{Body, Manifest, Origin, canonical_json, desired_hash};
 use crate::object::{Atom, GroupKind, ObjectRef};
-use crate::plan::Desired;
+use crate::plan::{Desired, metadata_mut};
 
 /// What the unit adds to every object.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,7 +167,7 @@ pub fn build(
     let origin = origin(&m);
     let source = m.body;
     let mut body = source.to_value();
-    let meta = metadata(&mut body);
+    let meta = metadata_mut(&mut body);
     if namespaced {
         meta.insert("namespace".into(), Value::String(object.namespace.as_deref().unwrap_or_default().to_owned()));
     } else {
@@ -177,28 +177,12 @@ pub fn build(
         Some(key) => Atom::from(key.hash(canonical_json(&body).as_bytes())),
         None => Atom::from(desired_hash(&body)),
     };
-    let meta = metadata(&mut body);
+    let meta = metadata_mut(&mut body);
     let annotation = |key: &str| meta.get("annotations").and_then(|a| a.get(key)).and_then(Value::as_str);
     let recreate = defaults.recreate || annotation(RECREATE) == Some("enabled");
     let mode = apply_mode(annotation(APPLY_MODE), &origin)?.unwrap_or(defaults.apply_mode);
     let part_of = defaults.applyset_id.clone();
     Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode })
-}
-
-/// The body sent for an object built from `source` ([`Desired::body`]): `metadata.namespace`
-/// set to `namespace` (removed when `None`: cluster-scoped), the label
-/// `applyset.kubernetes.io/part-of: <part_of>` and the annotation
-/// `gitward.dev/desired-hash: <hash>` added, as compact JSON text.
-pub fn request_body(source: &Body, namespace: Option<&str>, part_of: &str, hash: &str) -> Body {
-    let mut body = source.to_value();
-    let meta = metadata(&mut body);
-    match namespace {
-        Some(ns) => meta.insert("namespace".into(), Value::String(ns.to_owned())),
-        None => meta.remove("namespace"),
-    };
-    string_map(meta, "labels").insert(PART_OF.into(), Value::String(part_of.to_owned()));
-    string_map(meta, "annotations").insert(DESIRED_HASH.into(), Value::String(hash.to_owned()));
-    Body::from_value(&body)
 }
 
 /// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.
@@ -217,21 +201,10 @@ fn apply_mode(value: Option<&str>, origin: &dyn std::fmt::Display) -> Result<Opt
     }
 }
 
-fn metadata(body: &mut Value) -> &mut Map<String, Value> {
-    string_map(body.as_object_mut().expect("manifest bodies are objects"), "metadata")
-}
-
-fn string_map<'a>(parent: &'a mut Map<String, Value>, key: &str) -> &'a mut Map<String, Value> {
-    let slot = parent.entry(key.to_string()).or_insert_with(|| Value::Object(Map::new()));
-    if !slot.is_object() {
-        *slot = Value::Object(Map::new());
-    }
-    slot.as_object_mut().expect("just made an object")
-}
-
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;
+    use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
     use serde_json::json;
 
     fn manifest(body: Value) -> Manifest {
@@ -245,6 +218,16 @@ pub(super) mod tests {
             body: body.into(),
             hash_key: None,
         }
+    }
+
+    /// The ConfigMap `name` of namespace `shop`, built as the engine builds it; for the tests of
+    /// the sync's steps.
+    pub(in crate::sync) fn configmap(name: &str) -> Desired {
+        let mut m = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}}));
+        m.name = name.into();
+        let object = ObjectRef::new(m.gk.clone(), Some("shop"), name);
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
+        build(m, object, ar, true, &defaults()).unwrap()
     }
 
     /// The defaults of a unit with namespace `shop`, server-side apply (shared with

@@ -223,7 +223,7 @@ impl Engine {
             let steps = plan::prune_plan(&desired, &self.cache.snapshot(), &contents.members).steps;
             let refusal = match () {
                 _ if steps.is_empty() => None,
-                _ if !loaded.partial.is_empty() => Some(super::partial_refusal(&loaded.partial)),
+                _ if !loaded.partial.is_empty() => Some(super::prune_step::partial_refusal(&loaded.partial)),
                 _ => self.prune_deferred().or_else(|| {
                     crate::prune::refusal(desired.len() + pending_count, members, steps.len(), &self.prune)
                 }),

@@ -18,11 +18,16 @@
 
 use std::collections::{HashMap, HashSet};
 
+use crate::apply::{self, Blocked};
+use crate::changeset::ChangeSet;
+use crate::cluster::LiveMeta;
 use crate::cluster::discovery::Resolved;
 use crate::manifest::Manifest;
 use crate::object::ObjectRef;
-use crate::plan::{Desired, LiveMeta, Op, Stage, Step};
+use crate::plan::{Desired, Op, Stage, Step};
+use crate::source::Revision;
 
+use super::Engine;
 use super::desired::{self, Defaults};
 
 /// At most this many changed files are read early; a larger diff (a merge, a bulk edit) goes
@@ -97,6 +102,65 @@ pub fn select(
     }
     selection.stages = STAGES.iter().filter_map(|s| steps.remove(s).map(|steps| (*s, steps))).collect();
     Some(selection)
+}
+
+/// What [`Engine::apply_early`] applied.
+#[derive(Debug, Default)]
+pub(super) struct Early {
+    /// The entries of the objects applied, and the requests of all sent.
+    pub(super) changes: ChangeSet,
+    /// The objects applied, with the desired hash sent.
+    pub(super) sent: HashMap<ObjectRef, crate::object::Atom>,
+}
+
+impl Engine {
+    /// Sends a push's changed objects before the revision is loaded whole (see the module doc): the
+    /// objects of the files changed since the last synced revision that exist live, as members,
+    /// with another desired hash. What was applied (created, configured or drift-corrected) is
+    /// returned with its hash, for the whole sync to leave out; a failed request is not: the
+    /// whole sync sends it again and reports it. Nothing is sent before the first sync, for a
+    /// revision already synced, or where [`early::select`] says no.
+    pub(super) async fn apply_early(&mut self, revision: &Revision, defaults: &Defaults) -> Early {
+        let Some((from, previous)) = self.last_desired.as_ref() else { return Early::default() };
+        if from == revision {
+            return Early::default();
+        }
+        let Some(changed) = self.repo.changed_manifests(from, revision, MAX_FILES).await else {
+            return Early::default();
+        };
+        let discovery = &self.discovery;
+        let known = |m: &crate::manifest::Manifest| discovery.known(&m.api_version, &m.gk.kind);
+        let Some(selection) = select(changed, previous, known, |o| self.cache.get(o), defaults) else {
+            tracing::debug!(unit = %self.unit.name, %revision, "no early apply: the whole sync decides");
+            return Early::default();
+        };
+        let mut early = Early::default();
+        let mut blocked = Blocked::default();
+        for (stage, steps) in &selection.stages {
+            let applied = apply::apply_stage(
+                &self.client,
+                *stage,
+                steps,
+                &selection.desired,
+                &self.cache,
+                &mut blocked,
+                &self.apply,
+            )
+            .await;
+            early.changes.requests += applied.requests;
+            if let Some(at) = applied.changes_applied_at {
+                early.changes.note_change_applied(at);
+            }
+            for entry in applied.entries {
+                if entry.action.applied_change() {
+                    let hash = selection.desired.iter().find(|d| d.object == entry.object).map(|d| d.hash.clone());
+                    early.sent.insert(entry.object.clone(), hash.unwrap_or_default());
+                    early.changes.entries.push(entry);
+                }
+            }
+        }
+        early
+    }
 }
 
 #[cfg(test)]

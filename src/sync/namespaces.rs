@@ -82,19 +82,23 @@ impl Engine {
     /// ([`crate::cluster::Error::ParentNamespaceMissing`]).
     ///
     /// Errors: [`super::Error::Cluster`] when the namespace cannot be read or created.
-    pub(super) async fn ensure_parent_namespace(&self, defined: bool) -> Result<()> {
+    pub(super) async fn ensure_parent_namespace(&mut self, defined: bool) -> Result<()> {
         let Some(namespace) = self.inventory.parent.namespace.as_deref() else { return Ok(()) };
         let made = self.unit.create_namespace && self.namespace_checked && namespace == self.unit.namespace;
         if !defined || made {
             return Ok(());
         }
-        create_if_missing(&self.client, namespace, &self.apply.field_manager).await.map_err(|e| {
+        let created = create_if_missing(&self.client, namespace, &self.apply.field_manager).await.map_err(|e| {
             let parent = self.inventory.parent.to_string();
             crate::cluster::Error::InventoryFailed {
                 parent,
                 message: format!("create its namespace {namespace}: {}", api_message(&e)),
             }
         })?;
+        if created {
+            // Made by this sync, so its apply reports `created`, not `adopted`.
+            self.made_bare = Some(namespace_ref(namespace));
+        }
         Ok(())
     }
 

@@ -1,12 +1,10 @@
 //! The git side of a unit as the engine uses it: the mirror, the render step and the parse
-//! cache, driven off the async runtime (git2 and the render tools are blocking). Needs no
+//! cache, driven off the async runtime (git and the render tools are blocking). Needs no
 //! cluster, so `gitward validate` uses it alone.
 
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-
-use git2::Oid;
 
 use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
@@ -162,8 +160,7 @@ fn load_once(
 ) -> Result<Loaded> {
     match mode_at(source, revision, unit)? {
         mode @ (RenderMode::Kustomize | RenderMode::Helm) => {
-            let root = root_tree(source, revision)?;
-            Ok(renderer.render(source.git(), revision, &root, unit, mode)?)
+            Ok(renderer.render(&source.tree(revision)?, unit, mode)?)
         }
         _ => load_plain(source, revision, unit, cache, renderer),
     }
@@ -175,24 +172,15 @@ fn may_be_the_mirror(error: &Error) -> bool {
     use crate::source::Error as Source;
     matches!(
         error,
-        Error::Source(Source::Git { .. } | Source::ReadBlob { .. })
+        Error::Source(Source::Git { .. } | Source::ReadBlob { .. } | Source::ReadObject { .. })
             | Error::Manifest(crate::manifest::Error::ReadBlob { .. })
             | Error::Render(_)
     )
 }
 
-/// The commit's root tree.
-fn root_tree<'r>(source: &'r Source, revision: &Revision) -> Result<git2::Tree<'r>> {
-    let unit = source.spec().unit.as_str();
-    Oid::from_str(&revision.0)
-        .and_then(|oid| source.git().find_commit(oid))
-        .and_then(|commit| commit.tree())
-        .map_err(|e| Error::Source(crate::source::Error::git(unit, "read tree", &e)))
-}
-
 /// The unit's render mode at `revision`, `auto` resolved.
 fn mode_at(source: &Source, revision: &Revision, unit: &SyncUnit) -> Result<RenderMode> {
-    Ok(render::resolve_mode(&root_tree(source, revision)?, unit))
+    Ok(render::resolve_mode(&source.tree(revision)?, unit))
 }
 
 /// A plain unit: list, decrypt SOPS files, parse (cached by blob id).

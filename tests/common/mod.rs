@@ -287,6 +287,10 @@ pub struct Daemon {
     /// Its HTTP port.
     pub port: u16,
     log: PathBuf,
+    /// How it was started, for [`Daemon::restart`]: wrapper, config, environment.
+    wrapper: Vec<String>,
+    config: PathBuf,
+    env: Vec<(String, String)>,
 }
 
 impl Daemon {
@@ -299,7 +303,14 @@ impl Daemon {
     /// arguments (so the child's pid is gitward's); empty for none.
     pub fn start_in(wrapper: &[&str], config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
         let log = config.with_extension(format!("{port}.log"));
-        let file = std::fs::File::create(&log).unwrap();
+        let wrapper: Vec<String> = wrapper.iter().map(|s| s.to_string()).collect();
+        let env: Vec<(String, String)> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let child = Self::spawn(&wrapper, config, &env, &log);
+        Self { child, port, log, wrapper, config: config.to_path_buf(), env }
+    }
+
+    fn spawn(wrapper: &[String], config: &Path, env: &[(String, String)], log: &Path) -> std::process::Child {
+        let file = std::fs::File::create(log).unwrap();
         let binary = env!("CARGO_BIN_EXE_gitward");
         let mut command = match wrapper.split_first() {
             Some((program, rest)) => {
@@ -309,16 +320,30 @@ impl Daemon {
             }
             None => Command::new(binary),
         };
-        let child = command
+        command
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
-            .envs(env.iter().copied())
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "info,gitward=debug")
             .stdout(std::process::Stdio::null())
             .stderr(file)
             .spawn()
-            .expect("gitward run starts");
-        Self { child, port, log }
+            .expect("gitward run starts")
+    }
+
+    /// Kills the process with SIGKILL (no chance to release anything) and waits for it; its
+    /// log is kept for the whole-suite Secret scan.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        keep_log(&self.log);
+    }
+
+    /// [`Daemon::kill`], then the same command again (same config, port, state directory and
+    /// log file), as a supervisor restarting a crashed daemon would.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = Self::spawn(&self.wrapper, &self.config, &self.env, &self.log);
     }
 
     /// Log events so far.
@@ -328,6 +353,11 @@ impl Daemon {
             .lines()
             .filter_map(|l| serde_json::from_str(l).ok())
             .collect()
+    }
+
+    /// Log events so far whose message is `message`.
+    pub fn logged(&self, message: &str) -> Vec<Value> {
+        self.events().into_iter().filter(|e| e["message"] == message).collect()
     }
 
     /// The raw log text (for failure messages).
@@ -343,6 +373,29 @@ impl Daemon {
     /// Waits until /readyz answers 200.
     pub async fn wait_ready(&self, timeout: Duration) -> bool {
         eventually(timeout, || async { self.get("/readyz").map(|(s, _)| s) == Some(200) }).await
+    }
+
+    /// Asserts that the process still runs, `/healthz` answers 200 and `/readyz` 503: alive
+    /// through a fault, and honest that it cannot sync.
+    pub fn assert_up_but_not_ready(&mut self) {
+        assert!(self.child.try_wait().unwrap().is_none(), "the daemon exited: {}", self.log_text());
+        assert_eq!(self.get("/healthz").map(|(s, _)| s), Some(200), "{}", self.log_text());
+        assert_eq!(
+            self.get("/readyz").map(|(s, _)| s),
+            Some(503),
+            "not ready while it cannot sync: {}",
+            self.log_text()
+        );
+    }
+
+    /// The `(object, resourceVersion)` of every watch event that the daemon took for drift
+    /// (its debug event [`DRIFT_EVENT`] with `own: false`), in log order.
+    pub fn drift_seen(&self) -> Vec<(String, String)> {
+        self.logged(DRIFT_EVENT)
+            .iter()
+            .filter(|e| e["own"] == false)
+            .filter_map(|e| Some((e["object"].as_str()?.to_string(), e["resource_version"].as_str()?.to_string())))
+            .collect()
     }
 
     /// The sum of a counter family's samples in /metrics whose line contains all of `filters`.
@@ -363,10 +416,114 @@ impl Daemon {
 
 impl Drop for Daemon {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        keep_log(&self.log);
+        self.kill();
     }
+}
+
+/// The message of the daemon's debug event for each watch event of a member that its unit
+/// takes in (fields `unit`, `object`, `resource_version`, and `own`: whether it reports
+/// gitward's own write, which starts nothing, or drift, which a self-heal answers). A watch
+/// delivers the events of a kind in order: once a later event is logged, every earlier one of
+/// that kind was handled.
+pub const DRIFT_EVENT: &str = "drift event";
+
+/// The message of the daemon's debug event for a poll or ref-watch trigger that found the
+/// revision already applied (fields `unit`, `trigger`, `revision`).
+pub const NO_NEW_REVISION: &str = "no new revision";
+
+/// Writes `dir/gitward.toml` for `gitward run` and returns its path and port: `tables` first (a
+/// `[cluster]` table, say; may be empty), then `[daemon]` with the state under `dir/state`, a free
+/// loopback port to listen on, the poll and the resync an hour away (so each sync of a test has
+/// a cause the test made) and the `daemon_extra` lines, then `units` (`[[sync]]` tables, see
+/// [`unit_toml`]). A one-shot `gitward sync` reads the same file.
+pub fn daemon_config(dir: &Path, tables: &str, daemon_extra: &str, units: &str) -> (PathBuf, u16) {
+    let port = free_port();
+    let path = dir.join("gitward.toml");
+    write_daemon_config(&path, port, tables, daemon_extra, units);
+    (path, port)
+}
+
+/// [`daemon_config`] with one unit, `app`, over the whole of `repo` in `namespace`, with
+/// `unit_extra` lines in its `[[sync]]` table.
+pub fn app_daemon_config(
+    dir: &Path,
+    repo: &Path,
+    namespace: &str,
+    daemon_extra: &str,
+    unit_extra: &str,
+) -> (PathBuf, u16) {
+    daemon_config(dir, "", daemon_extra, &unit_toml("app", repo, "", namespace, unit_extra))
+}
+
+/// Writes the config at `path` (in the directory [`daemon_config`] wrote it to) again, on the
+/// same `port`: for a SIGHUP.
+pub fn write_daemon_config(path: &Path, port: u16, tables: &str, daemon_extra: &str, units: &str) {
+    let state = path.parent().expect("config in a directory").join("state");
+    let text = format!(
+        "{tables}\n[daemon]\nstate_dir = \"{}\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n{daemon_extra}\n\n{units}",
+        state.display()
+    );
+    std::fs::write(path, text).unwrap();
+}
+
+/// A ConfigMap manifest named `name` with `data.value: "<value>"`.
+pub fn cm(name: &str, value: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
+}
+
+/// A Deployment manifest named `name` of `replicas` Pods of one container running `image` (the
+/// test apiserver runs no controllers: nothing ever runs it, and its status is what a test
+/// writes).
+pub fn deployment(name: &str, image: &str, replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  \
+         progressDeadlineSeconds: 600\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      \
+         labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: {image}\n"
+    )
+}
+
+/// A namespaced CustomResourceDefinition (as JSON) of `kind` in `group`, plural `plural`, one
+/// version `v1` that is served and stored, with a schema that keeps any field.
+pub fn crd(group: &str, kind: &str, plural: &str) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": plural, "singular": kind.to_lowercase(), "kind": kind},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}]}
+    })
+}
+
+/// A ConfigMap manifest named `name` labelled `guarded: "yes"`: what [`down_webhook`] guards.
+pub fn guarded_cm(name: &str) -> String {
+    format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  labels:\n    guarded: \"yes\"\n")
+}
+
+/// Registers a validating admission webhook that is down (`failurePolicy: Fail`, its URL a
+/// loopback port nothing listens on) for ConfigMaps labelled `guarded: "yes"` in `namespace`
+/// (named after it): the API server refuses to create or update them with `failed calling
+/// webhook`. Returns the API of webhooks, to delete it (named `namespace`) later.
+pub async fn down_webhook(
+    client: &kube::Client,
+    namespace: &str,
+) -> Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> {
+    let closed = free_port();
+    let webhook = serde_json::from_value(json!({
+        "metadata": {"name": namespace},
+        "webhooks": [{
+            "name": format!("deny.{namespace}.gitward.dev"),
+            "clientConfig": {"url": format!("https://127.0.0.1:{closed}/validate")},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}],
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 2,
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "objectSelector": {"matchLabels": {"guarded": "yes"}},
+        }],
+    }))
+    .expect("a webhook configuration");
+    let webhooks = Api::all(client.clone());
+    webhooks.create(&PostParams::default(), &webhook).await.expect("register the webhook");
+    webhooks
 }
 
 /// Installs `crd` (a CustomResourceDefinition as JSON) by server-side apply as `field_manager`

@@ -39,8 +39,6 @@ use crate::source::Revision;
 use crate::sync::{Engine, Report};
 use crate::telemetry;
 
-pub use super::heal::DRIFT_DEBOUNCE;
-
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
 pub struct UnitTiming {
@@ -356,8 +354,13 @@ impl Task {
     /// Hands the events that are not gitward's own writes to `heal`.
     fn note_drift(&mut self, events: Vec<Drift>) {
         let now = Instant::now();
-        for d in events.iter().filter(|d| !self.engine.cache().is_own(d)) {
-            self.heal.drifted(d, now);
+        let unit = self.unit.as_str();
+        for d in &events {
+            let own = self.engine.cache().is_own(d);
+            tracing::debug!(unit, object = %d.object, resource_version = %d.resource_version, own, "drift event");
+            if !own {
+                self.heal.drifted(d, now);
+            }
         }
     }
 
@@ -395,6 +398,7 @@ impl Task {
             Err(e) => return (self.failed(trigger, e).await, None),
         };
         if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&revision) {
+            tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "no new revision");
             return (Ran::Nothing, None);
         }
         info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "sync triggered");

@@ -1,0 +1,120 @@
+//! `[daemon]`: how `gitward run` runs, with its `[daemon.sharding]` and
+//! `[daemon.leader_election]` tables.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How the daemon runs (`[daemon]`, optional).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DaemonConfig {
+    /// Where bare mirrors and other state live, one subdirectory per unit. Default
+    /// `/var/lib/gitward`: the FHS place for state, and what systemd's `StateDirectory=gitward`
+    /// creates.
+    pub state_dir: PathBuf,
+    /// How often each unit's remote is polled for a new revision (`"60s"`, `"5m"`; humantime),
+    /// longer than zero. Default 60 s: a push is usually seen sooner through the webhook or, for
+    /// a local repository, a file watch; the poll is a fallback, and once a minute stays well
+    /// inside git hosts' rate limits.
+    pub interval: Duration,
+    /// How often each unit is fully synced even without a new revision, longer than zero.
+    /// Default 10 min: bounds how long drift the watch missed (a lost event, a change while
+    /// gitward was down) can last, at one request per object per unit every ten minutes.
+    pub resync_interval: Duration,
+    /// The address of the HTTP listener (webhook, health, metrics), an `IP:port`. Default `None`:
+    /// no port is opened unless asked for.
+    pub listen: Option<SocketAddr>,
+    /// A file holding the shared secret that signs webhook requests (HMAC-SHA256, GitHub's
+    /// `X-Hub-Signature-256`). Default `None`: no secret, so webhook requests are not accepted;
+    /// unsigned triggers from the network are never trusted.
+    pub webhook_secret_file: Option<PathBuf>,
+    /// Whether a change made by someone else to an object gitward manages triggers a sync that
+    /// reverts it. Default `true`: the cluster is meant to equal git; `false` leaves drift until
+    /// the next revision or resync.
+    pub self_heal: bool,
+    /// Leader election (`[daemon.leader_election]`, present and not `enabled = false`): only the
+    /// replica holding the Lease applies. Default `None`: a single instance applies alone.
+    pub leader_election: Option<LeaderElection>,
+    /// How many units may sync at once (`max_concurrent_syncs`), at least 1; a unit whose
+    /// trigger finds every slot taken waits for one, in arrival order (first come, first served,
+    /// so no unit starves). Default 4: each sync already sends up to `cluster.max_in_flight`
+    /// (32) requests at once, so 4 keep at most 128 in flight — inside the API server's default
+    /// `--max-mutating-requests-inflight` (200) — and bound memory when many units start together
+    /// or a webhook flood triggers them all. Health waits do not hold a slot.
+    pub max_concurrent_syncs: usize,
+    /// Sharding of units across replicas (`[daemon.sharding]`, present): each unit is applied
+    /// only by the replica holding its own Lease, assigned by rendezvous hashing over the live
+    /// replicas. Default `None`: this replica applies every unit (or, with leader election,
+    /// the leader does). Exclusive with `leader_election`.
+    pub sharding: Option<Sharding>,
+}
+
+/// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (the
+/// lease module's sharding).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sharding {
+    /// Namespace of the membership and unit Leases (`gitward-member-<identity>`,
+    /// `gitward-unit-<unit>`); the replicas' RBAC must allow `get`, `list`, `watch`, `create`
+    /// and `update` of Leases there. Default `gitward-system`, where
+    /// deploy/kubernetes/sharded installs gitward.
+    pub namespace: String,
+    /// The failover bound: a dead replica's units are applied again by others within about
+    /// this long (humantime), at least 2 s. The Leases themselves are written with half of it
+    /// (`leaseDurationSeconds`, rounded up) so that detecting the death, taking the Lease and
+    /// the first sync fit inside it. Default 15 s, as client-go's leader election.
+    pub lease_duration: Duration,
+    /// This replica's identity, an RFC 1123 label: its membership Lease's name, the
+    /// `holderIdentity` of its unit Leases, and part of its User-Agent. Default `None`: the
+    /// host name (or `$POD_NAME`) and the process id, made a valid label.
+    pub identity: Option<String>,
+    /// The cluster (a `[[cluster]]` name) whose API server holds the Leases. Default: the
+    /// first cluster in the file.
+    pub cluster: String,
+}
+
+impl Sharding {
+    /// The default Lease namespace.
+    pub const DEFAULT_NAMESPACE: &'static str = "gitward-system";
+    /// The default failover bound (client-go's customary `LeaseDuration`).
+    pub const DEFAULT_LEASE_DURATION: Duration = Duration::from_secs(15);
+}
+
+/// `[daemon.leader_election]`: a `coordination.k8s.io/v1` Lease decides which replica applies.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Namespace of the Lease. Default `gitward-system`, where deploy/kubernetes installs gitward.
+    pub namespace: String,
+    /// Name of the Lease. Default `gitward`.
+    pub name: String,
+    /// How long a Lease holds without renewal. Default 15 s, as client-go's leader election.
+    pub lease_duration: Duration,
+    /// How often the holder renews; shorter than `lease_duration`. Default 5 s.
+    pub renew_every: Duration,
+}
+
+impl Default for LeaderElection {
+    fn default() -> Self {
+        Self {
+            namespace: "gitward-system".into(),
+            name: "gitward".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_every: Duration::from_secs(5),
+        }
+    }
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        Self {
+            state_dir: PathBuf::from("/var/lib/gitward"),
+            interval: Duration::from_secs(60),
+            resync_interval: Duration::from_secs(600),
+            listen: None,
+            webhook_secret_file: None,
+            self_heal: true,
+            leader_election: None,
+            max_concurrent_syncs: 4,
+            sharding: None,
+        }
+    }
+}

@@ -1,0 +1,56 @@
+//! `[render]`: the render tools and their limits.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The render tools and their limits (`[render]`, optional), which the render step reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RenderTools {
+    /// The `kustomize` binary (v5). Default `None`: `kustomize` found on `PATH` when a unit
+    /// renders with it.
+    pub kustomize: Option<PathBuf>,
+    /// The `helm` binary (v3.19+ or v4). Default `None`: `helm` on `PATH`.
+    pub helm: Option<PathBuf>,
+    /// The `sops` binary (v3), used for `[sync.decryption]`. Default `None`: `sops` on `PATH`.
+    pub sops: Option<PathBuf>,
+    /// How long one run of a tool may take before it is killed and the revision refused.
+    /// Default 60 s: a real overlay or chart renders in well under a second; a template
+    /// looping over a huge range must not hold the unit forever.
+    pub timeout: Duration,
+    /// The most bytes one render may write to stdout; more kills the tool and refuses the
+    /// revision. Default 64 MiB: far above real charts (etcd's 1.5 MiB per object bounds
+    /// what is useful), low enough that a runaway template cannot exhaust memory.
+    pub max_output_bytes: u64,
+    /// The Kubernetes version Helm renders for when no cluster is asked (`gitward validate`):
+    /// `helm template --kube-version`, seen by a chart's `kubeVersion` constraint and
+    /// `.Capabilities.KubeVersion`. A sync asks the cluster instead. Default
+    /// [`RenderTools::DEFAULT_KUBE_VERSION`].
+    pub kube_version: String,
+    /// API versions (`group/version` or `group/version/Kind`) Helm is told exist besides its
+    /// built-in ones when no cluster is asked (`--api-versions`, seen by
+    /// `.Capabilities.APIVersions.Has`): the CRDs a chart checks for. Default: none.
+    pub api_versions: Vec<String>,
+}
+
+impl RenderTools {
+    /// The newest Kubernetes minor the pinned Helm (v3.22.0, `scripts/tools`) knows: it is built
+    /// against `k8s.io/client-go` v0.37.0, and Helm's own release builds set this as their
+    /// default (`Makefile`: `chartutil.k8sVersionMinor` from client-go's version). A `go install`
+    /// build, as `scripts/tools` makes, keeps the source default v1.20.0, which charts asking for
+    /// a recent Kubernetes (`kubeVersion: ">= 1.28.0-0"`) refuse.
+    pub const DEFAULT_KUBE_VERSION: &'static str = "v1.37.0";
+}
+
+impl Default for RenderTools {
+    fn default() -> Self {
+        Self {
+            kustomize: None,
+            helm: None,
+            sops: None,
+            timeout: Duration::from_secs(60),
+            max_output_bytes: 64 << 20,
+            kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
+            api_versions: Vec::new(),
+        }
+    }
+}

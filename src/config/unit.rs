@@ -1,0 +1,298 @@
+//! `[[sync]]`: a sync unit and its tables (`git`, `inventory`, `helm`, `decryption`), its render
+//! mode and apply mode.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ClusterConfig, RenderTools};
+
+/// How a unit's path becomes manifests (`render`: `"auto"`, `"plain"`, `"kustomize"`,
+/// `"helm"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RenderMode {
+    /// The default: kustomize when the unit's path holds `kustomization.yaml`,
+    /// `kustomization.yml` or `Kustomization`; Helm when it holds `Chart.yaml`; else plain.
+    Auto,
+    /// The YAML and JSON files under the path, read as they are (kustomization files skipped).
+    Plain,
+    /// `kustomize build` of the path.
+    Kustomize,
+    /// `helm template` of the chart at the path.
+    Helm,
+}
+
+impl fmt::Display for RenderMode {
+    /// Writes the config spelling.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Plain => "plain",
+            Self::Kustomize => "kustomize",
+            Self::Helm => "helm",
+        })
+    }
+}
+
+/// `[sync.helm]`: how a chart is templated (Helm's `helm template` flags).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HelmOptions {
+    /// The release name (`.Release.Name`). Default `None`: the unit's name.
+    pub release: Option<String>,
+    /// Values files, `/`-separated paths in the repository (not relative to the chart),
+    /// applied in order as `helm template -f`, normalized like `path`. Default: none (the
+    /// chart's own `values.yaml` applies).
+    pub values_files: Vec<String>,
+    /// Inline values (`[sync.helm.values]`), applied after the files, so they win. Default:
+    /// empty.
+    pub values: serde_json::Map<String, serde_json::Value>,
+}
+
+/// `[sync.decryption]`: SOPS decryption of the unit's files before they are rendered or parsed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decryption {
+    /// The age identity file (`AGE-SECRET-KEY-1…` lines, as `age-keygen` writes them), given
+    /// to `sops` as `SOPS_AGE_KEY_FILE`. Required.
+    pub age_key_file: PathBuf,
+}
+
+/// One sync unit (`[[sync]]`): a (repository, ref, path) kept equal to one set of cluster
+/// objects.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncUnit {
+    /// The unit's name, required: an RFC 1123 label (`[a-z0-9-]`, at most 63 characters,
+    /// starting and ending with a letter or digit), unique in the file, because it names the
+    /// unit's state directory, its inventory and its log span.
+    pub name: String,
+    /// The repository, required, as git reads it: an `https://`, `ssh://`, `git://` or
+    /// `file://` URL, an scp-like `user@host:path`, or a local path. A relative local path is
+    /// anchored at the config file's directory; URLs are kept as written.
+    pub repo: String,
+    /// The cluster the unit applies to: the `name` of a `[[cluster]]`. Default: the only
+    /// cluster (`default` for a `[cluster]` table); required when the file declares several.
+    pub cluster: String,
+    /// The branch, tag or commit SHA to follow (`ref` in the file). Default `"main"`, git's
+    /// and the major hosts' default branch name.
+    pub reference: String,
+    /// The `/`-separated directory inside the repository whose manifests are applied,
+    /// normalized (`./a//b/` → `a/b`); never `..` or absolute. Default `""`: the root.
+    pub path: String,
+    /// The namespace given to namespaced objects that name none. Default `"default"`, as kubectl.
+    pub namespace: String,
+    /// How objects are written. Default [`ApplyMode::ServerSideApply`] (see there for why).
+    pub apply_mode: ApplyMode,
+    /// Whether objects removed from git are deleted from the cluster. Default `true`: git is the
+    /// source of truth; [`SyncUnit::max_prune_fraction`] and [`SyncUnit::allow_prune_all`]
+    /// guard against mistakes.
+    pub prune: bool,
+    /// The field manager name server-side apply records ownership under, at most 128
+    /// characters. Default `"gitward"`. Changing it later leaves fields owned by the old name.
+    pub field_manager: String,
+    /// Whether server-side apply takes fields over from other managers (`force=true`). Default
+    /// `true`: what git declares wins, which is the point of GitOps; `false` reports such
+    /// conflicts as failed objects instead.
+    pub force_conflicts: bool,
+    /// Field managers whose fields gitward takes over when it server-side applies an object
+    /// they last wrote, each at most 128 characters. Their `managedFields` entries are merged
+    /// into gitward's own apply entry (with a JSON patch, RFC 6902) and the annotation
+    /// `kubectl.kubernetes.io/last-applied-configuration` is dropped, so that a field removed
+    /// from git is really removed instead of staying, owned by the old manager (KEP-555's
+    /// client-side to server-side apply upgrade; kubectl's `csaupgrade`). gitward's own
+    /// `Update` entry (left by `apply_mode = "update"`) is always taken over. Default
+    /// `["kubectl-client-side-apply", "before-first-apply"]`: the managers of `kubectl apply`
+    /// without `--server-side` and of objects that predate field management — tools that
+    /// declared whole objects, as git now does. Hand edits (`kubectl-edit`, `kubectl-patch`)
+    /// and controllers are not taken over by default: their fields are not git's to remove.
+    pub takeover_managers: Vec<String>,
+    /// Whether an object whose update is refused because an immutable field changed is deleted
+    /// and created again. Default `false`: recreating loses the object's state (a Job's pods, a
+    /// Service's cluster IP), so it must be asked for.
+    pub recreate_on_immutable: bool,
+    /// A prune that would delete more than this fraction of the inventory is refused, 0.0..=1.0.
+    /// Default 0.5: a commit that deletes most of what a unit manages is more often a mistake
+    /// (a wrong path, a bad merge) than an intent.
+    pub max_prune_fraction: f64,
+    /// Whether a prune may empty the inventory altogether. Default `false`: an emptied path (a
+    /// renamed directory, a wrong ref) would otherwise delete everything.
+    pub allow_prune_all: bool,
+    /// Files larger than this many bytes are not read. In the file: an integer of bytes or a
+    /// string with a unit (`"4MiB"`, `"512KiB"`, `"2MB"`; units `B`, `KiB`, `MiB`, `GiB`, `kB`,
+    /// `MB`, `GB`), at least 1. Default 4 MiB: bounds what a stray binary or generated file in a
+    /// commit costs, while etcd's 1.5 MiB per-object limit leaves room for multi-document files.
+    pub max_file_bytes: u64,
+    /// How long the daemon (and `gitward sync --wait`) waits, after an apply, for the objects
+    /// the sync created or configured to become healthy (kstatus `Current`), humantime
+    /// (`"5m"`, `"90s"`); `"0s"` disables the wait. A `Failed` object ends the wait at once;
+    /// a new revision cancels it. Default 5 minutes: a Deployment's own
+    /// `progressDeadlineSeconds` defaults to 10 minutes, but most rollouts that will succeed
+    /// do so within a few, and a bounded wait keeps the reported result timely.
+    pub health_timeout: Duration,
+    /// The unit's ApplySet parent (`[sync.inventory]`); no two units may share one.
+    pub inventory: InventoryConfig,
+    /// Credentials for the repository (`[sync.git]`).
+    pub git: GitCredentials,
+    /// How the path becomes manifests. Default [`RenderMode::Auto`].
+    pub render: RenderMode,
+    /// Whether kustomize may fetch remote resources (`https://…`, `github.com/…`). Default
+    /// `false`: a render reads only the revision, so what is applied is what git holds (Flux's
+    /// `--no-remote-bases`).
+    pub allow_remote_bases: bool,
+    /// Whether the unit's `namespace` is created when missing (a GET, then a bare create), as
+    /// Argo CD's `CreateNamespace=true`. Such a namespace is shared: it belongs to no unit's
+    /// ApplySet, is never relabelled, never pruned, and an existing one (even one another
+    /// ApplySet owns) is left as it is, so several units may each set this for one namespace.
+    /// A Namespace manifest in the revision is a member as any other object. Default `false`.
+    pub create_namespace: bool,
+    /// Units (by name) or ApplySets (by id, `applyset-…-v1`) whose objects this unit may take
+    /// over when its revision declares them: how objects move between units (a unit renamed
+    /// names its old name; a unit split off names the unit it came from; a unit whose
+    /// inventory moved names itself). An object's owner is found from its
+    /// `applyset.kubernetes.io/part-of` label by the ApplySet parent carrying that id, whose
+    /// annotation `gitward.dev/unit` names its unit. Default empty: an object another ApplySet
+    /// owns is never taken over (DESIGN.md decision 6). See also [`SyncUnit::adopted_by`].
+    pub adopt_from: Vec<String>,
+    /// Resolved, not in the file: the other units of the same file whose `adopt_from` names
+    /// this unit. While there is any, this unit prunes nothing (the prune is refused with that
+    /// reason), so an object moving to one of them is never deleted before it is taken over,
+    /// whichever unit syncs first. Empty once the move is done and `adopt_from` removed.
+    pub adopted_by: Vec<String>,
+    /// `[sync.helm]`, used when the unit renders with Helm.
+    pub helm: HelmOptions,
+    /// `[sync.decryption]`. Default `None`: a SOPS-encrypted file refuses the revision.
+    pub decryption: Option<Decryption>,
+    /// A copy of the file's `[render]` table, so the engine needs only the unit.
+    pub render_tools: RenderTools,
+}
+
+impl SyncUnit {
+    /// A unit with every default applied: `name` and `repo` are taken as given (neither
+    /// checked nor anchored), the inventory is `Secret` `<default namespace>/gitward-<name>`.
+    pub fn new(name: impl Into<String>, repo: impl Into<String>) -> Self {
+        let name = name.into();
+        let namespace = "default".to_owned();
+        Self {
+            inventory: InventoryConfig {
+                kind: InventoryKind::Secret,
+                namespace: namespace.clone(),
+                name: format!("gitward-{name}"),
+            },
+            name,
+            repo: repo.into(),
+            cluster: ClusterConfig::DEFAULT_NAME.to_owned(),
+            reference: "main".to_owned(),
+            path: String::new(),
+            namespace,
+            apply_mode: ApplyMode::ServerSideApply,
+            prune: true,
+            field_manager: "gitward".to_owned(),
+            force_conflicts: true,
+            takeover_managers: vec!["kubectl-client-side-apply".to_owned(), "before-first-apply".to_owned()],
+            recreate_on_immutable: false,
+            max_prune_fraction: 0.5,
+            allow_prune_all: false,
+            max_file_bytes: 4 << 20,
+            health_timeout: Duration::from_secs(300),
+            git: GitCredentials::default(),
+            render: RenderMode::Auto,
+            allow_remote_bases: false,
+            create_namespace: false,
+            adopt_from: Vec::new(),
+            adopted_by: Vec::new(),
+            helm: HelmOptions::default(),
+            decryption: None,
+            render_tools: RenderTools::default(),
+        }
+    }
+
+    /// The repository's directory when it is on this host: a local path, or the path of a
+    /// `file://` URL (not percent-decoded). `None` for network URLs and scp-like addresses.
+    /// Local repositories are watched for pushes instead of only polled.
+    pub fn local_repo(&self) -> Option<PathBuf> {
+        match self.repo.strip_prefix("file://") {
+            Some(path) => Some(PathBuf::from(path)),
+            None if is_url_or_scp(&self.repo) => None,
+            None => Some(PathBuf::from(&self.repo)),
+        }
+    }
+}
+
+/// Whether git reads `repo` as a URL (`scheme://…`) or an scp-like address (`host:path`, a `:`
+/// before any `/`) rather than a local path.
+pub(super) fn is_url_or_scp(repo: &str) -> bool {
+    repo.contains("://") || repo.find(':').is_some_and(|colon| !repo[..colon].contains('/'))
+}
+
+/// How desired objects are written (`apply_mode`: `"server-side-apply"` or `"update"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ApplyMode {
+    /// Server-side apply (`application/apply-patch+yaml`), the default: works for built-ins and
+    /// CRDs alike, records field ownership, needs no client-side merge or `last-applied`
+    /// annotation.
+    ServerSideApply,
+    /// Hash-gated Get-Modify-Update with optimistic locking (`resourceVersion`), for clusters
+    /// or objects where server-side apply is not wanted: `POST` to create; for an object git
+    /// changed, `GET` then `PUT` with the read resourceVersion, replacing the top-level fields
+    /// the manifest declares; for an unchanged one, a merge patch of gitward's label and
+    /// annotation carrying the cached resourceVersion. A 409 Conflict is reported as
+    /// `conflict` and not retried in place (DESIGN.md decision 5; ARCHITECTURE.md, Apply modes).
+    Update,
+}
+
+impl fmt::Display for ApplyMode {
+    /// Writes the config spelling: `server-side-apply` or `update`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::ServerSideApply => "server-side-apply",
+            Self::Update => "update",
+        })
+    }
+}
+
+/// The ApplySet parent of a unit (KEP-3659), `[sync.inventory]`, optional.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InventoryConfig {
+    /// The parent's kind. Default [`InventoryKind::Secret`], as kubectl's `--applyset`.
+    pub kind: InventoryKind,
+    /// The parent's namespace, an RFC 1123 label. Default: the unit's `namespace`.
+    pub namespace: String,
+    /// The parent's name, an RFC 1123 subdomain. Default `gitward-<unit name>`, so units never
+    /// collide by default.
+    pub name: String,
+}
+
+/// The kinds an ApplySet parent may be (`"Secret"` or `"ConfigMap"` in the file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+pub enum InventoryKind {
+    /// A `v1` Secret, the default: fewer actors may read Secrets than ConfigMaps.
+    Secret,
+    /// A `v1` ConfigMap.
+    ConfigMap,
+}
+
+impl fmt::Display for InventoryKind {
+    /// Writes the kind as Kubernetes spells it: `Secret` or `ConfigMap`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Secret => "Secret",
+            Self::ConfigMap => "ConfigMap",
+        })
+    }
+}
+
+/// Credentials for a unit's repository (`[sync.git]`, optional); all default to `None`. Only
+/// file paths are held here, never the secrets themselves, so this may be logged.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GitCredentials {
+    /// A private key for `ssh://` and scp-like remotes.
+    pub ssh_key_file: Option<PathBuf>,
+    /// The `known_hosts` file that ssh remotes' host keys are checked against.
+    pub known_hosts_file: Option<PathBuf>,
+    /// A file holding a token (or password) for `https://` remotes.
+    pub token_file: Option<PathBuf>,
+    /// The user name sent with the token or key; `None` lets the URL or the transport decide.
+    pub username: Option<String>,
+}

@@ -1,0 +1,242 @@
+//! The ownership check of a sync: objects about to be created that carry another ApplySet's
+//! `part-of` label are refused, naming the owning unit, or adopted when the unit's
+//! `adopt_from` names their owner; adopted objects get a note in the change set.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use kube::api::{DynamicObject, ListParams};
+use kube::discovery::ApiResource;
+
+use super::Engine;
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::inventory::PART_OF;
+use crate::cluster::owner::{self, Verdict};
+use crate::object::{GroupKind, ObjectRef};
+use crate::plan::Desired;
+
+impl Engine {
+    /// Adds the note `adopted from unit …` to the entries of the objects taken over from
+    /// another ApplySet by this apply, and reports the Namespace this sync made bare
+    /// ([`Engine::ensure_parent_namespace`]) as `created`.
+    pub(super) fn note_adoptions(&mut self, changes: &mut ChangeSet) {
+        if let Some(made) = self.made_bare.take() {
+            made_bare(changes, &made);
+        }
+        if !self.adoptions.is_empty() {
+            note_adoptions(changes, std::mem::take(&mut self.adoptions));
+        }
+    }
+
+    /// Objects about to be created that already carry another ApplySet's `part-of` label: one
+    /// metadata-only list per group-kind with creates, selecting `part-of` present and not ours,
+    /// read a page at a time ([`list_foreign`]). When there are any, their owners are looked up
+    /// by id ([`owner::owners`]: two more lists) and judged against `adopt_from`
+    /// ([`owner::verdict`]): refused with a message naming the owning unit and its parent, or
+    /// adopted.
+    pub(super) async fn foreign_members(
+        &self,
+        desired: &[Desired],
+        live: &BTreeMap<ObjectRef, crate::cluster::LiveMeta>,
+        changes: &mut ChangeSet,
+    ) -> Foreign {
+        let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, bool)> = HashMap::new();
+        for d in desired.iter().filter(|d| !live.contains_key(&d.object)) {
+            by_kind.insert(&d.object.gk, (&d.resource, d.object.namespace.is_some()));
+        }
+        let selector = format!("{PART_OF},{PART_OF}!={}", self.inventory.id);
+        // One list per kind, all at once: a cold sync of ten kinds waited for ten lists in a row.
+        let lists = futures::future::join_all(by_kind.into_iter().map(|(gk, (resource, namespaced))| {
+            let selector = &selector;
+            async move { (gk, namespaced, list_foreign(&self.client, resource, selector).await) }
+        }))
+        .await;
+        let mut foreign = Foreign::default();
+        let mut labelled = Vec::new();
+        for (gk, namespaced, list) in lists {
+            let list = match list {
+                Ok((pages, list)) => {
+                    changes.requests += pages;
+                    list
+                }
+                Err(e) => {
+                    changes.requests += 1;
+                    // Unverified ownership is not permission: refuse these creates this time.
+                    let reason = format!(
+                        "could not check whether another ApplySet owns it: {}",
+                        crate::cluster::api_message(&e)
+                    );
+                    for d in desired.iter().filter(|d| &d.object.gk == gk && !live.contains_key(&d.object)) {
+                        foreign.refused.insert(d.object.clone(), reason.clone());
+                    }
+                    continue;
+                }
+            };
+            for meta in list {
+                let namespace = if namespaced { meta.namespace } else { None };
+                let object = ObjectRef::new(gk.clone(), namespace, meta.name.unwrap_or_default());
+                let id = meta.labels.get(PART_OF).cloned().unwrap_or_default();
+                labelled.push((object, id));
+            }
+        }
+        if labelled.is_empty() {
+            return foreign;
+        }
+        let ids: std::collections::BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
+        changes.requests += 2;
+        let owners = owner::owners(&self.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));
+        for (object, id) in labelled {
+            let found = owners.as_ref().ok().and_then(|o| o.get(&id));
+            match (owner::verdict(&id, found, &self.unit.adopt_from), &owners) {
+                (Verdict::Adopt(note), _) => {
+                    foreign.adoptable_ids.insert(id);
+                    foreign.adopted.insert(object, note);
+                }
+                (Verdict::Refuse(reason), Ok(_)) => {
+                    foreign.refused.insert(object, reason);
+                }
+                (Verdict::Refuse(_), Err(e)) => {
+                    let reason = format!(
+                        "belongs to another ApplySet ({id}); not taken over (its owner could not be looked up: {e})"
+                    );
+                    foreign.refused.insert(object, reason);
+                }
+            }
+        }
+        foreign
+    }
+}
+
+/// The entry of the Namespace this sync made bare before the parent's first write: its apply
+/// found it existing (`adopted`), but gitward made it, so it says `created`.
+fn made_bare(changes: &mut ChangeSet, made: &ObjectRef) {
+    if let Some(entry) = changes.entries.iter_mut().find(|e| &e.object == made && e.action == Action::Adopted) {
+        entry.action = Action::Created;
+        entry.message = None;
+    }
+}
+
+/// Puts each note of `adoptions` (object → `adopted from unit …`) before the message of that
+/// object's entry, when the apply created, adopted, configured or drift-corrected it; an object
+/// whose apply failed or was skipped gets none. An `adopted` entry's own message only says it
+/// existed, so the note, which says from whom, replaces it.
+fn note_adoptions(changes: &mut ChangeSet, mut adoptions: HashMap<ObjectRef, String>) {
+    for entry in &mut changes.entries {
+        let applied =
+            matches!(entry.action, Action::Created | Action::Adopted | Action::Configured | Action::DriftCorrected);
+        if let Some(note) = adoptions.remove(&entry.object).filter(|_| applied) {
+            entry.message = Some(match entry.message.take().filter(|_| entry.action != Action::Adopted) {
+                Some(message) => format!("{note}; {message}"),
+                None => note,
+            });
+        }
+    }
+}
+
+/// What the ownership check found among the objects about to be created
+/// ([`Engine::foreign_members`]).
+#[derive(Debug, Default)]
+pub(super) struct Foreign {
+    /// Objects not to send, with the reason.
+    pub(super) refused: HashMap<ObjectRef, String>,
+    /// Objects another ApplySet owns that `adopt_from` lets this unit take over, with the note.
+    pub(super) adopted: HashMap<ObjectRef, String>,
+    /// The ApplySet ids of the adopted objects.
+    pub(super) adoptable_ids: std::collections::BTreeSet<String>,
+}
+
+/// Objects per page of an ownership-check list.
+const FOREIGN_PAGE: u32 = 500;
+
+/// The metadata an ownership check reads of a listed object; serde skips the rest of it
+/// (`managedFields` above all) without building it.
+#[derive(Clone, serde::Deserialize)]
+struct LabelledMeta {
+    name: Option<String>,
+    namespace: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+/// A list item of [`list_foreign`]: its metadata alone.
+#[derive(Clone, serde::Deserialize)]
+struct Labelled {
+    metadata: LabelledMeta,
+}
+
+/// Every object of `resource` in all namespaces that `selector` selects, as metadata-only
+/// pages of [`FOREIGN_PAGE`] (`limit` and `continue`, API concepts "Retrieving large results
+/// sets in chunks"), each reduced to name, namespace and labels as it is read. With the whole
+/// list in one response, a unit's cold sync beside other units' tens of thousands of members
+/// held every one of them, `managedFields` and all, at once. Returns the pages read and the
+/// objects.
+///
+/// Errors: the first failed request's.
+async fn list_foreign(
+    client: &kube::Client,
+    resource: &ApiResource,
+    selector: &str,
+) -> std::result::Result<(usize, Vec<LabelledMeta>), kube::Error> {
+    use kube::core::{ObjectList, Resource};
+    let request = kube::core::Request::new(DynamicObject::url_path(resource, None));
+    let mut params = ListParams::default().labels(selector).limit(FOREIGN_PAGE);
+    let (mut pages, mut found) = (0, Vec::new());
+    loop {
+        let http = request.list_metadata(&params).map_err(kube::Error::BuildRequest)?;
+        let page: ObjectList<Labelled> = client.request(http).await?;
+        pages += 1;
+        found.extend(page.items.into_iter().map(|item| item.metadata));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok((pages, found)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cm(name: &str) -> ObjectRef {
+        ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), name)
+    }
+
+    #[test]
+    fn adoption_notes_go_to_applied_objects_only_before_their_own_message() {
+        let mut changes = ChangeSet::default();
+        changes.push(cm("a"), Action::Created, None);
+        changes.push(cm("b"), Action::Configured, Some("fields taken over".into()));
+        changes.push(cm("c"), Action::Failed, Some("denied".into()));
+        let note = |n: &str| (cm(n), format!("adopted from unit `old` ({n})"));
+        note_adoptions(&mut changes, HashMap::from([note("a"), note("b"), note("c")]));
+        let messages: Vec<Option<&str>> = changes.entries.iter().map(|e| e.message.as_deref()).collect();
+        assert_eq!(
+            messages,
+            [
+                Some("adopted from unit `old` (a)"),
+                Some("adopted from unit `old` (b); fields taken over"),
+                Some("denied")
+            ]
+        );
+    }
+
+    #[test]
+    fn an_adopted_entry_gets_the_note_in_place_of_its_own_message() {
+        let mut changes = ChangeSet::default();
+        changes.push(cm("a"), Action::Adopted, Some("existed already".into()));
+        note_adoptions(&mut changes, HashMap::from([(cm("a"), "adopted from unit `old`".to_string())]));
+        assert_eq!(changes.entries[0].message.as_deref(), Some("adopted from unit `old`"));
+    }
+
+    #[test]
+    fn the_namespace_a_sync_made_bare_is_created_not_adopted() {
+        let shop = ObjectRef::new(GroupKind::new("", "Namespace"), None::<&str>, "shop");
+        let mut changes = ChangeSet::default();
+        changes.push(shop.clone(), Action::Adopted, Some("existed already".into()));
+        changes.push(cm("a"), Action::Adopted, Some("existed already".into()));
+        made_bare(&mut changes, &shop);
+        let actions: Vec<(Action, Option<&str>)> =
+            changes.entries.iter().map(|e| (e.action, e.message.as_deref())).collect();
+        assert_eq!(actions, [(Action::Created, None), (Action::Adopted, Some("existed already"))]);
+    }
+}

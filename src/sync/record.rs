@@ -1,0 +1,145 @@
+//! The record of a sync on the ApplySet parent: the revision and result applied, and the last
+//! attempt (revision, error, objects not applied), written only when they change.
+
+use super::{Engine, Error, Report, Result};
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::owner::UNIT;
+use crate::health::record::{Attempt, NotApplied, Record, SyncResult};
+use crate::source::Revision;
+
+impl Engine {
+    /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
+    /// keeping the recorded attempt: one server-side apply of the parent, carrying its current
+    /// contents, and only when the revision or the result differs from what the parent
+    /// records — a sync that changes neither sends nothing. Returns whether it wrote.
+    ///
+    /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
+    pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
+        let attempt = self.attempt.clone();
+        self.write_record(Some(Record::now(revision.to_string(), result)), attempt).await
+    }
+
+    /// Records a sync's `report` with `result`: the revision and result ([`Engine::record`]),
+    /// and the attempt — the revision, and unless every object applied and the prune ran (or
+    /// had nothing to do), `gitward.dev/last-error` and the objects not applied; a clean sync
+    /// clears them. A sync of the revision already recorded that judged nothing (`judged`
+    /// false: no wait ran, or it had nothing to wait for and read nothing) keeps what the
+    /// parent says of that revision's result, unless that was `failed`. A self-heal ([`Report::heal`]) keeps the attempt.
+    /// Writes only when something recorded changes; returns whether it wrote.
+    ///
+    /// Errors: as [`Engine::record`].
+    pub async fn record_sync(&mut self, report: &Report, result: SyncResult, judged: bool) -> Result<bool> {
+        let revision = report.revision.to_string();
+        // A judgement of this revision stands until another judges it; a failure never does.
+        let same_revision =
+            self.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
+        let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
+        let record = if says_nothing && same_revision {
+            self.recorded.clone()
+        } else {
+            Some(Record::now(revision.clone(), result))
+        };
+        let attempt = if report.heal { self.attempt.clone() } else { attempt_of(&revision, &report.changes) };
+        self.write_record(record, attempt).await
+    }
+
+    /// Records that the sync in progress failed as a whole with `error` (a parse or render
+    /// error, an unknown kind, git or the cluster unreachable): `gitward.dev/last-error` and the
+    /// revision attempted (the last one kept when the fetch itself failed), leaving the last
+    /// applied revision and its result as they are. Writes only when that changes, so the
+    /// retries of one broken revision write once. Returns whether it wrote.
+    ///
+    /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
+    pub async fn record_failure(&mut self, error: &Error) -> Result<bool> {
+        if self.known_inventory.is_none() {
+            // The recorded attempt is compared with the parent's, which a fresh engine reads.
+            let parent = self.read_parent().await?;
+            self.known_inventory = parent;
+        }
+        let revision = self.attempting.as_ref().map(ToString::to_string).or_else(|| self.attempt.revision.clone());
+        let attempt = Attempt::failed(revision, &crate::telemetry::error_chain(error));
+        let record = self.recorded.clone();
+        self.write_record(record, attempt).await
+    }
+
+    /// Writes `record` and `attempt` on the parent unless both say what it records already
+    /// (the record's time does not count).
+    pub(super) async fn write_record(&mut self, record: Option<Record>, attempt: Attempt) -> Result<bool> {
+        let same_record = match (&self.recorded, &record) {
+            (Some(a), Some(b)) => a.same_outcome(b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        if same_record && self.attempt == attempt {
+            return Ok(false);
+        }
+        let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
+        annotations.extend(attempt.annotations());
+        annotations.insert(UNIT.to_string(), self.unit.name.clone());
+        self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
+            .await?;
+        self.recorded = record;
+        self.attempt = attempt;
+        Ok(true)
+    }
+}
+
+/// The attempt a sync of `revision` with `changes` records: clean, or with the refused prune
+/// and the objects that failed, were skipped or met a conflict (in ref order, so retries of
+/// one failure record the same words and write nothing new).
+fn attempt_of(revision: &str, changes: &ChangeSet) -> Attempt {
+    let mut objects: Vec<NotApplied> = changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Failed | Action::Skipped | Action::Conflict))
+        .map(|e| NotApplied {
+            object: e.object.to_string(),
+            action: e.action.to_string(),
+            reason: e.message.clone().unwrap_or_default(),
+        })
+        .collect();
+    if objects.is_empty() && changes.prune_refused.is_none() {
+        return Attempt::clean(revision);
+    }
+    objects.sort_by(|a, b| a.object.cmp(&b.object));
+    Attempt::partial(revision, objects, changes.prune_refused.as_deref())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{GroupKind, ObjectRef};
+
+    fn cm(name: &str) -> ObjectRef {
+        ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), name)
+    }
+
+    #[test]
+    fn a_sync_that_applied_everything_records_a_clean_attempt() {
+        let mut changes = ChangeSet::default();
+        changes.push(cm("a"), Action::Configured, None);
+        changes.push(cm("b"), Action::Unchanged, None);
+        assert_eq!(attempt_of("3f2a", &changes), Attempt::clean("3f2a"));
+    }
+
+    #[test]
+    fn the_objects_not_applied_are_recorded_in_ref_order_with_the_refused_prune() {
+        let mut changes = ChangeSet::default();
+        changes.push(cm("z"), Action::Failed, Some("denied".into()));
+        changes.push(cm("a"), Action::Conflict, Some("resourceVersion 2, live 3".into()));
+        changes.push(cm("m"), Action::Configured, None);
+        changes.push(cm("b"), Action::Skipped, None);
+        changes.prune_refused = Some("would prune 2 of 4".into());
+        let attempt = attempt_of("3f2a", &changes);
+        let objects: Vec<(&str, &str)> =
+            attempt.failed.iter().map(|o| (o.object.as_str(), o.action.as_str())).collect();
+        assert_eq!(
+            objects,
+            [("ConfigMap/shop/a", "conflict"), ("ConfigMap/shop/b", "skipped"), ("ConfigMap/shop/z", "failed")]
+        );
+        assert!(attempt.error.as_deref().unwrap().starts_with("prune refused: would prune 2 of 4"), "{attempt:?}");
+        assert_eq!(attempt.revision.as_deref(), Some("3f2a"));
+        let only_prune =
+            ChangeSet { prune_refused: Some("the metadata cache cannot be trusted".into()), ..Default::default() };
+        assert_ne!(attempt_of("3f2a", &only_prune), Attempt::clean("3f2a"), "a refused prune is no clean sync");
+    }
+}
