@@ -1,7 +1,8 @@
 //! Discovery of only the kinds found in git: `apiVersion` + `kind` → resource and scope.
 //!
-//! One request per group-version (`/api/v1`, `/apis/<group>/<version>`), cached for the life
-//! of the process. An unknown kind is not an error here: it is `None`, and the engine decides
+//! One request per group-version (`/api/v1`, `/apis/<group>/<version>`), kept for the life of
+//! the process, except that a kind missing from an answer older than [`STALE_AFTER`] asks
+//! again and a group's preferred version is trusted for [`PREFERRED_TTL`]. An unknown kind is not an error here: it is `None`, and the engine decides
 //! (a CRD of the same revision may define it; [`Discovery::forget`] drops a group-version
 //! after CRDs are applied so the next lookup asks again). A full discovery (`Discovery::run`)
 //! is avoided on purpose: it fails whole when one aggregated API is down (DESIGN.md, Libraries).

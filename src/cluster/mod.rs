@@ -99,8 +99,8 @@ pub enum Error {
 /// `Result` alias of this module.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Builds a client: the config's kubeconfig and context if set, else `kube::Config::infer`
-/// (in-cluster service account, `$KUBECONFIG`, `~/.kube/config`).
+/// Builds a client: the config's kubeconfig and context if set, else `kube::Config::infer`,
+/// which tries `$KUBECONFIG`, then `~/.kube/config`, then the in-cluster service account.
 ///
 /// kube's own default retry (429/503/504, 15 times, waits up to 1000 s) is replaced by
 /// [`retry::RetryAfter`]: `Retry-After` on 429 and 5xx honoured as client-go does, at most

@@ -154,4 +154,47 @@ mod tests {
             assert!(lines.contains_key(&(table.to_owned(), key.to_owned())), "{table}.{key}");
         }
     }
+
+    /// The keys serde accepts in `table`, read from its refusal of an unknown one.
+    fn accepted_keys(table: &str) -> Vec<String> {
+        let header = match table {
+            "sync" => "[[sync]]\nname = \"a\"\nrepo = \"r\"".to_owned(),
+            t if t.starts_with("sync.") => format!("[[sync]]\nname = \"a\"\nrepo = \"r\"\n[{t}]"),
+            t => format!("[{t}]"),
+        };
+        let text = format!("{header}\nzzz_not_a_key = 1\n");
+        let message = toml::from_str::<super::super::raw::RawConfig>(&text).expect_err("an unknown key").to_string();
+        let expected = message.split("expected one of").nth(1).or_else(|| message.split("expected").nth(1));
+        backticked(expected.unwrap_or_else(|| panic!("{table}: {message}"))).into_iter().map(str::to_owned).collect()
+    }
+
+    #[test]
+    fn config_toml_shows_every_setting() {
+        let lines = example_lines(EXAMPLE);
+        let tables = [
+            "cluster",
+            "daemon",
+            "daemon.leader_election",
+            "daemon.sharding",
+            "render",
+            "sync",
+            "sync.helm",
+            "sync.decryption",
+            "sync.inventory",
+            "sync.git",
+        ];
+        let mut missing = Vec::new();
+        for table in tables {
+            let keys = accepted_keys(table);
+            assert!(!keys.is_empty(), "{table}");
+            for key in keys {
+                // A key that is a table of its own is shown by its header.
+                let header = format!("[{table}.{key}]");
+                if !lines.contains_key(&(table.to_owned(), key.clone())) && !EXAMPLE.contains(&header) {
+                    missing.push(format!("{table}.{key}"));
+                }
+            }
+        }
+        assert!(missing.is_empty(), "config.toml has no example line for {missing:?}");
+    }
 }

@@ -1,7 +1,8 @@
 //! The daemon's decisions, pure functions of what it knows (STYLE.md, "Decisions apart from side
 //! effects"): which unit tasks to start, restart and stop when the config or this replica's
 //! units change ([`plan_units`], [`plan_ownership`]); when `READY=1` and `/readyz` say ready
-//! ([`ready`], [`readyz`]); the sd_notify `STATUS=` line ([`status_line`]). The daemon's loop
+//! ([`ready`], [`readyz`]); the sd_notify `STATUS=` line ([`status_line`]); whether a reload may change
+//! the config ([`fixed_at_start`]). The daemon's loop
 //! ([`super::run`]) and the set of running units ([`super::units`]) carry them out.
 //!
 //! What readiness follows: `READY=1` (and the `ready` log line) once every unit has applied
@@ -14,6 +15,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::trigger::UnitStatus;
+use crate::config::Config;
 use crate::lease::shard::Ownership;
 
 /// What a reconcile of the running unit tasks with the wanted units does ([`plan_units`]).
@@ -141,6 +143,18 @@ pub fn status_line(units: &BTreeMap<String, UnitStatus>) -> String {
         .join("; ")
 }
 
+/// The tables a reload may not change, because the daemon set them up at start (clients,
+/// the leader election loop, the sharding loop): those that `new` changes, in file order;
+/// empty when the reload may go ahead. A SIGHUP that changes any is refused whole.
+pub fn fixed_at_start(old: &Config, new: &Config) -> Vec<&'static str> {
+    let changed = [
+        ("[cluster]", old.clusters != new.clusters),
+        ("[daemon.leader_election]", old.daemon.leader_election != new.daemon.leader_election),
+        ("[daemon.sharding]", old.daemon.sharding != new.daemon.sharding),
+    ];
+    changed.into_iter().filter(|(_, c)| *c).map(|(t, _)| t).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,5 +257,16 @@ mod tests {
             "app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded); \
              db: pending - (0 objects); web: synced 3f2a9c1e0b7d (12 objects, 1 failed; waiting for health)"
         );
+    }
+
+    #[test]
+    fn a_reload_may_not_turn_leader_election_or_sharding_on_or_off() {
+        let text = "[[sync]]\nname = \"a\"\nrepo = \"https://example.com/a.git\"\npath = \".\"\n";
+        let old = Config::from_toml(text, std::path::Path::new("/"), "test").expect("a config");
+        assert!(fixed_at_start(&old, &old.clone()).is_empty());
+        let mut new = old.clone();
+        new.daemon.leader_election = Some(Default::default());
+        assert_eq!(fixed_at_start(&old, &new), ["[daemon.leader_election]"]);
+        assert_eq!(fixed_at_start(&new, &old), ["[daemon.leader_election]"]);
     }
 }

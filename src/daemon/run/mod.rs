@@ -12,7 +12,7 @@
 //! unit. With leader election, unit tasks run only while this replica holds the Lease and are
 //! aborted the moment it is lost. With sharding (`[daemon.sharding]`, see
 //! [`crate::lease::shard`]), a unit task runs only while this replica holds the unit's Lease
-//! ([`super::units`]). Clusters and sharding are read at start: a SIGHUP that changes them is
+//! ([`super::units`]). Clusters, leader election and sharding are read at start: a SIGHUP that changes them is
 //! refused (the previous config is kept). Units that could not start are started again with
 //! backoff. With systemd (`Type=notify`), `READY=1` follows the first sync of every unit that
 //! applied ([`super::decide::ready`]), `STATUS=` carries a summary
@@ -263,8 +263,10 @@ impl Daemon {
                 return;
             }
         };
-        if new.clusters != self.config.clusters || new.daemon.sharding != self.config.daemon.sharding {
-            error!(config = %path, "config reload refused: [cluster] and [daemon.sharding] are read at start; restart to change them; keeping the previous config");
+        let fixed = decide::fixed_at_start(&self.config, &new);
+        if !fixed.is_empty() {
+            let changed = fixed.join(", ");
+            error!(config = %path, changed, "config reload refused: [cluster], [daemon.leader_election] and [daemon.sharding] are read at start; restart to change them; keeping the previous config");
             return;
         }
         info!(config = %path, "config reloaded");
