@@ -108,9 +108,15 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
                 continue;
             }
         };
-        if let Some(reason) = still_member(&meta, &step.uid, ctx.applyset_id) {
-            changes.push(step.object.clone(), Action::Skipped, Some(format!("not deleted: {reason}")));
-            continue;
+        match recheck(&meta, &step.uid, ctx.applyset_id) {
+            Recheck::Delete => {}
+            Recheck::Skip(reason) => {
+                changes.push(step.object.clone(), Action::Skipped, Some(format!("not deleted: {reason}")));
+                continue;
+            }
+            // Annotated while the cache lagged behind: kept as the plan keeps such a member (no
+            // entry, no failure; it stays in the inventory while it lives).
+            Recheck::Keep => continue,
         }
         let live = crate::cluster::live_meta(&meta);
         if !live.prune_cascade {
@@ -148,6 +154,29 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
         }
     }
     changes
+}
+
+/// What the re-check before a delete decides of the object just read ([`recheck`]).
+#[derive(Debug, PartialEq, Eq)]
+pub enum Recheck {
+    /// Still a member that may be deleted.
+    Delete,
+    /// No longer a member ([`still_member`]): not deleted, with the reason.
+    Skip(String),
+    /// A member annotated `gitward.dev/prune: disabled` since the plan: kept.
+    Keep,
+}
+
+/// The re-check of the object just read before its delete: [`Recheck::Skip`] when it is no
+/// longer a member ([`still_member`]), [`Recheck::Keep`] when it was annotated
+/// `gitward.dev/prune: disabled` after the plan read the cache, else [`Recheck::Delete`].
+/// Pure.
+pub fn recheck(meta: &kube::core::ObjectMeta, uid: &str, applyset_id: &str) -> Recheck {
+    match still_member(meta, uid, applyset_id) {
+        Some(reason) => Recheck::Skip(reason),
+        None if crate::cluster::live_meta(meta).prune_disabled => Recheck::Keep,
+        None => Recheck::Delete,
+    }
 }
 
 /// Why the object just read is no longer a member that may be deleted, if it is not: a
@@ -201,5 +230,19 @@ mod tests {
     #[test]
     fn nothing_to_prune_is_never_refused() {
         assert_eq!(refusal(0, 0, 0, &PruneOptions::default()), None);
+    }
+
+    #[test]
+    fn a_member_annotated_prune_disabled_after_the_plan_is_kept_at_the_recheck() {
+        let member = |annotations: &[(&str, &str)]| kube::core::ObjectMeta {
+            uid: Some("u1".into()),
+            labels: Some([(PART_OF.to_string(), "applyset-x".to_string())].into()),
+            annotations: Some(annotations.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+            ..Default::default()
+        };
+        let hash = (DESIRED_HASH, "abc");
+        assert_eq!(recheck(&member(&[hash]), "u1", "applyset-x"), Recheck::Delete);
+        assert_eq!(recheck(&member(&[hash, ("gitward.dev/prune", "disabled")]), "u1", "applyset-x"), Recheck::Keep);
+        assert!(matches!(recheck(&member(&[hash]), "u2", "applyset-x"), Recheck::Skip(_)));
     }
 }
