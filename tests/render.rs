@@ -194,6 +194,132 @@ async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
     );
 }
 
+/// A chain of in-repository links, each inside the repository when read lexically, that the
+/// kernel follows out of the scratch tree (`l0 -> .`, `l1 -> l0/..`, …): a chart's
+/// `.Files.Get` of the last one read the host's `/etc/os-release` into a ConfigMap. The render
+/// is refused naming a link of the chain, and nothing reaches the cluster.
+#[tokio::test]
+async fn a_link_chain_that_climbs_out_of_the_scratch_tree_is_refused_before_helm_runs() {
+    let env = common::setup("helm-links").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("charts/leak/Chart.yaml", "apiVersion: v2\nname: leak\nversion: 0.1.0\n");
+    // The links of the chain are hidden from Helm's own walk; `w` is not.
+    repo.write("charts/leak/.helmignore", "l[0-9]*\n");
+    repo.write(
+        "charts/leak/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: leak\ndata:\n  host: {{ .Files.Get \"w\" | quote }}\n",
+    );
+    let chart = repo.work().join("charts/leak");
+    std::os::unix::fs::symlink(".", chart.join("l0")).unwrap();
+    for i in 1..=12 {
+        std::os::unix::fs::symlink(format!("l{}/..", i - 1), chart.join(format!("l{i}"))).unwrap();
+    }
+    std::os::unix::fs::symlink("l12/etc/os-release", chart.join("w")).unwrap();
+    repo.commit_and_push("a chart with a link chain");
+    let state = tempfile::tempdir().unwrap();
+    let helm = "[sync.helm]\nrelease = \"leak\"\n";
+    let config = config(state.path(), "", &common::unit_toml("leak", &repo.bare(), "charts/leak", &ns, helm));
+    let mut engine = common::engine(&env.client, &config, "leak").await;
+    let outcome = engine.sync().await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let leaked = configmaps.get_opt("leak").await.unwrap().and_then(|c| c.data).unwrap_or_default();
+    assert!(leaked.is_empty(), "a host file reached the cluster: {leaked:?}");
+    let err = chain(&outcome.expect_err("the link chain is refused"));
+    assert!(err.contains("charts/leak/l") && err.contains("leaves the repository"), "{err}");
+    assert!(!err.contains("gitward-render-"), "scratch paths leak into the message: {err}");
+}
+
+/// A `configMapGenerator` whose `files` names a URL: kustomize fetches it over HTTP, so a
+/// repository could copy what a host endpoint serves (cloud metadata, a local admin port) into a
+/// ConfigMap. Without `allow_remote_bases` the revision is refused naming the file and the
+/// field, the endpoint is never asked, and nothing reaches the cluster.
+#[tokio::test]
+async fn a_kustomization_that_loads_a_file_from_a_url_is_refused_and_the_url_never_fetched() {
+    use std::io::{Read as _, Write as _};
+    let env = common::setup("kustomize-url").await;
+    let ns = env.namespace.clone();
+    // The endpoint: answers any request with a credential, and counts the requests.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let asked = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = asked.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 11\r\n\r\nhost-secret");
+        }
+    });
+    let repo = common::GitRepo::new();
+    repo.write(
+        "app/kustomization.yaml",
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\n\
+             configMapGenerator:\n- name: creds\n  options: {{disableNameSuffixHash: true}}\n  \
+             files:\n  - c=http://127.0.0.1:{port}/creds\n"
+        ),
+    );
+    repo.commit_and_push("a generator that reads a URL");
+    let state = tempfile::tempdir().unwrap();
+    let config = config(state.path(), "", &common::unit_toml("url", &repo.bare(), "app", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "url").await;
+    let outcome = engine.sync().await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let applied = configmaps.get_opt("creds").await.unwrap().and_then(|c| c.data).unwrap_or_default();
+    assert!(applied.is_empty(), "the endpoint's answer reached the cluster: {applied:?}");
+    assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 0, "the URL was fetched");
+    let err = chain(&outcome.expect_err("a URL in files: is refused"));
+    assert!(
+        err.contains("app/kustomization.yaml: configMapGenerator[0].files[0]")
+            && err.contains(&format!("http://127.0.0.1:{port}/creds"))
+            && err.contains("allow_remote_bases"),
+        "{err}"
+    );
+}
+
+/// A render killed mid-way leaves its scratch directory, decrypted plaintext and all: the next
+/// gitward process's first render removes those of dead processes, and only those.
+#[tokio::test]
+async fn scratch_directories_of_dead_processes_are_removed_by_the_next_render() {
+    let env = common::setup("scratch-sweep").await;
+    let repo = kustomize_repo(&env.namespace);
+    let tmp = tempfile::tempdir().unwrap();
+    let dead_pid = {
+        let mut child = Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        pid
+    };
+    let left = |name: String| {
+        let dir = tmp.path().join(name);
+        std::fs::create_dir_all(dir.join("repo")).unwrap();
+        std::fs::write(dir.join("repo/secret.yaml"), "password: plain\n").unwrap();
+        dir
+    };
+    let dead = left(format!("gitward-render-{dead_pid}-abc123"));
+    let live = left(format!("gitward-render-{}-def456", std::process::id()));
+    let unknown = left("gitward-render-ghi789".to_owned());
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("sweep", &repo.bare(), "apps/overlays/prod", &env.namespace, "");
+    let config = state.path().join("config.toml");
+    std::fs::write(&config, config_text(state.path(), "", &units)).unwrap();
+    let tmpdir = format!("TMPDIR={}", tmp.path().display());
+    let run = common::gitward_in(&["env", &tmpdir], &["sync"], &config, Duration::from_secs(120));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(!dead.exists(), "the dead process's scratch directory is still there");
+    assert!(live.exists() && unknown.exists(), "a live process's, or an unknown, directory was removed");
+    let own: Vec<String> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("gitward-render-") && n != "gitward-render-ghi789" && !n.ends_with("-def456"))
+        .collect();
+    assert!(own.is_empty(), "the sync's own scratch directories outlived it: {own:?}");
+}
+
 /// Runs a tool binary with an empty environment (and HOME) in `cwd`; returns stdout.
 fn tool(name: &str, args: &[&str], cwd: &Path) -> String {
     let out = Command::new(tools_bin().join(name))

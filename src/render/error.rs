@@ -80,6 +80,21 @@ pub enum Error {
         /// The resource as written.
         resource: String,
     },
+    /// A kustomization names a URL in a field kustomize loads a file from, and the unit does
+    /// not set `allow_remote_bases`.
+    #[error(
+        "{file}: {field} names {value:?}, which kustomize would fetch over the network: refused, a render reads only the revision (set allow_remote_bases = true in unit {unit} to allow it)"
+    )]
+    RemoteFile {
+        /// The unit.
+        unit: String,
+        /// The kustomization file.
+        file: String,
+        /// The field, with indexes (`configMapGenerator[0].files[1]`).
+        field: String,
+        /// The value as written.
+        value: String,
+    },
     /// A kustomization names a path above the repository root.
     #[error("{file}: {reference:?} leaves the repository (unit {unit})")]
     LeavesRepository {

@@ -9,7 +9,12 @@
 //! (patches, generator inputs) inside one of these directories.
 //!
 //! Remote resources (`https://…`, `git@…`, `github.com/org/repo//path?ref=…`) are refused
-//! unless the unit sets `allow_remote_bases` (Flux's `--no-remote-bases` is the default).
+//! unless the unit sets `allow_remote_bases` (Flux's `--no-remote-bases` is the default), and
+//! so is a URL in any field kustomize loads a file from ([`URL_FIELDS`]: generator `files`
+//! and `envs`, patch and replacement paths, `openapi.path`, `crds`, `configurations`,
+//! `transformers`, `generators`, `validators`, `helmCharts` repositories): kustomize fetches
+//! those over HTTP(S). Without `allow_remote_bases` kustomize also runs without network
+//! ([`process::DEAD_PROXY`]).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -30,7 +35,8 @@ const REFERENCE_FIELDS: [&str; 3] = ["resources", "bases", "components"];
 /// The directories a build of `path` reads, outermost first, none inside another; the unit's
 /// own path is always one.
 ///
-/// Errors: [`Error::RemoteResource`] for a remote resource when `allow_remote` is false;
+/// Errors: [`Error::RemoteResource`] for a remote resource and [`Error::RemoteFile`] for a URL in a
+/// file-loading field when `allow_remote` is false;
 /// [`Error::LeavesRepository`] for a local reference above the repository root. A
 /// kustomization that does not parse, or a reference to nothing, is left for kustomize to
 /// report in its own words.
@@ -41,7 +47,11 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
         if !seen.insert(dir.clone()) {
             continue;
         }
-        let Some((file, references)) = references(tree, &dir) else { continue };
+        let Some((file, references, urls)) = references(tree, &dir) else { continue };
+        if let Some((field, value)) = urls.into_iter().next().filter(|_| !allow_remote) {
+            let file = join(&dir, file);
+            return Err(Error::RemoteFile { unit: unit.to_owned(), file, field, value });
+        }
         for reference in references {
             let file = join(&dir, file);
             match resolve(&dir, &reference) {
@@ -59,9 +69,13 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
     Ok(outermost(seen))
 }
 
-/// The kustomization file of `dir` and the references it lists; `None` when `dir` has none or
-/// it does not parse (or cannot be read: the materializer then reports why).
-fn references(tree: &Tree<'_>, dir: &str) -> Option<(&'static str, Vec<String>)> {
+/// The kustomization file of `dir`, the references it lists and the URLs its file-loading
+/// fields name ([`urls`]); `None` when `dir` has none or it does not parse (or cannot be read:
+/// the materializer then reports why).
+type Read = (&'static str, Vec<String>, Vec<(String, String)>);
+
+/// See [`Read`].
+fn references(tree: &Tree<'_>, dir: &str) -> Option<Read> {
     for name in KUSTOMIZATION_FILES {
         let file = join(dir, name);
         let Some(id) = tree.blob(&file) else { continue };
@@ -73,9 +87,66 @@ fn references(tree: &Tree<'_>, dir: &str) -> Option<(&'static str, Vec<String>)>
             .flatten()
             .filter_map(|v| v.as_str().map(str::to_owned))
             .collect();
-        return Some((name, list));
+        return Some((name, list, urls(&doc)));
     }
     None
+}
+
+/// The fields of a kustomization kustomize loads a file from, as paths into the document:
+/// `*` is every item of a list, and a `files` entry may be `key=path`. Each may name a URL,
+/// which kustomize fetches over HTTP(S) (its `loader.FileLoader`).
+pub(super) const URL_FIELDS: [&[&str]; 17] = [
+    &["configMapGenerator", "*", "files", "*"],
+    &["configMapGenerator", "*", "envs", "*"],
+    &["configMapGenerator", "*", "env"],
+    &["secretGenerator", "*", "files", "*"],
+    &["secretGenerator", "*", "envs", "*"],
+    &["secretGenerator", "*", "env"],
+    &["patches", "*", "path"],
+    &["patchesJson6902", "*", "path"],
+    &["patchesStrategicMerge", "*"],
+    &["replacements", "*", "path"],
+    &["openapi", "path"],
+    &["crds", "*"],
+    &["configurations", "*"],
+    &["transformers", "*"],
+    &["generators", "*"],
+    &["validators", "*"],
+    &["helmCharts", "*", "repo"],
+];
+
+/// The file-loading fields of `doc` ([`URL_FIELDS`]) whose value names a URL (`scheme://`,
+/// after a `key=` of a generator's `files`), each as (field path with indexes, value).
+fn urls(doc: &Value) -> Vec<(String, String)> {
+    fn walk(value: &Value, rest: &[&str], at: String, out: &mut Vec<(String, String)>) {
+        match rest.split_first() {
+            None => {
+                if let Some(text) = value.as_str() {
+                    let path = text.split_once('=').filter(|(key, _)| !key.contains('/')).map_or(text, |(_, p)| p);
+                    // Inline patches and generators are YAML, not a path: only a single line can be one.
+                    if !text.contains('\n') && path.trim().contains("://") {
+                        out.push((at, text.to_owned()));
+                    }
+                }
+            }
+            Some((&"*", rest)) => {
+                for (i, item) in value.as_array().into_iter().flatten().enumerate() {
+                    walk(item, rest, format!("{at}[{i}]"), out);
+                }
+            }
+            Some((field, rest)) => {
+                if let Some(next) = value.get(field) {
+                    let at = if at.is_empty() { (*field).to_owned() } else { format!("{at}.{field}") };
+                    walk(next, rest, at, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for path in URL_FIELDS {
+        walk(doc, path, String::new(), &mut out);
+    }
+    out
 }
 
 /// Whether kustomize would fetch `reference` over the network: a URL, an scp-like git address,
@@ -124,6 +195,12 @@ pub(super) fn build(
         env.push(("PATH", system_path));
     }
     let mut cmd = process::command(&tool.path, scratch.path(), &env);
+    if allow_remote {
+        // The unit reaches the network on purpose: no dead proxy.
+        for key in process::PROXY_VARIABLES {
+            cmd.env_remove(key);
+        }
+    }
     cmd.arg("build").arg(scratch.repo_path(path));
     process::run(cmd, limits)
 }
@@ -190,6 +267,20 @@ mod tests {
             assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
             assert_eq!(dirs(&files, "app", true).unwrap(), ["app"]);
         }
+    }
+
+    #[test]
+    fn a_url_in_a_field_kustomize_loads_files_from_is_refused_unless_allowed() {
+        let text = "configMapGenerator:\n- name: c\n  literals: [url=https://example.com]\n  files: [a.txt, c=http://127.0.0.1:8080/creds]\n\
+                    patches:\n- path: https://example.com/p.yaml\n";
+        let err = dirs(&[("app/kustomization.yaml", text)], "app", false).unwrap_err();
+        let Error::RemoteFile { file, field, value, .. } = &err else { panic!("{err}") };
+        assert_eq!((file.as_str(), field.as_str()), ("app/kustomization.yaml", "configMapGenerator[0].files[1]"));
+        assert_eq!(value, "c=http://127.0.0.1:8080/creds");
+        assert_eq!(dirs(&[("app/kustomization.yaml", text)], "app", true).unwrap(), ["app"]);
+        let doc: Value = serde_saphyr::from_str(text).unwrap();
+        let fields: Vec<String> = urls(&doc).into_iter().map(|(f, _)| f).collect();
+        assert_eq!(fields, ["configMapGenerator[0].files[1]", "patches[0].path"], "a literal is not a file");
     }
 
     #[test]

@@ -150,6 +150,7 @@ impl Renderer {
                 false => materializer.file(&input.path, input.oid, false)?,
             }
         }
+        materializer.check_links()?;
         let written = std::mem::take(&mut materializer.written);
         let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
@@ -279,7 +280,7 @@ struct Input {
 /// What a render of `unit` reads: the directories (the chart, or the kustomizations' roots)
 /// and, for Helm, the values files.
 ///
-/// Errors: [`Error::RemoteResource`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
+/// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
 fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Vec<Input>> {
     let dirs = match mode {
         RenderMode::Helm => vec![unit.path.clone()],

@@ -36,15 +36,30 @@ pub(super) struct Limits {
     pub max_output: u64,
 }
 
-/// A command for `program` with an empty environment plus `env`, run in `cwd`.
+/// The proxy a tool without network is given: the discard port of the loopback address, where
+/// nothing listens, so every HTTP(S) request that honours the proxy variables (Go's
+/// `net/http`, hence kustomize, Helm and the KMS clients of sops) fails at once. Go sends
+/// requests to loopback hosts directly, past any proxy: those are refused before the tool runs
+/// (kustomize's URL fields, [`super::kustomize::input_dirs`]).
+pub(super) const DEAD_PROXY: &str = "http://127.0.0.1:9";
+
+/// A command for `program` with an empty environment plus `env`, run in `cwd`, and without
+/// network: the proxy variables name [`DEAD_PROXY`] unless `env` sets them (a unit that
+/// allows remote bases passes no proxy of its own, and then none is set).
 pub(super) fn command(program: &Path, cwd: &Path, env: &[(&str, &Path)]) -> Command {
     let mut cmd = Command::new(program);
     cmd.env_clear().current_dir(cwd);
+    for key in PROXY_VARIABLES {
+        cmd.env(key, DEAD_PROXY);
+    }
     for (key, value) in env {
         cmd.env(key, value);
     }
     cmd
 }
+
+/// The variables Go's `net/http` (`httpproxy.FromEnvironment`) reads for a proxy.
+pub(super) const PROXY_VARIABLES: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
 
 /// Runs `cmd` to completion within `limits`; returns its stdout.
 pub(super) fn run(mut cmd: Command, limits: Limits) -> Result<Vec<u8>, RunError> {

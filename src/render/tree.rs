@@ -4,7 +4,9 @@
 //!
 //! Files keep their repository paths under `<scratch>/repo/`, so `../base` in an overlay finds
 //! its base. Symbolic links are written as links only when their target stays inside the
-//! repository; one that leaves it refuses the render. Submodules are not followed.
+//! repository, read lexically; once the tree is written, every link is resolved again as the
+//! kernel will resolve it ([`Materializer::check_links`]: earlier links followed before each
+//! `..`), and one that leaves `repo/` refuses the render. Submodules are not followed.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -13,16 +15,25 @@ use super::{Error, Result};
 use crate::source::{EntryKind, ObjectId, Tree};
 
 /// A private scratch directory for one render: `repo/` (the materialized tree), `home/` and
-/// `tmp/` (the tool's `HOME` and `TMPDIR`). Removed, with any plaintext in it, on drop.
+/// `tmp/` (the tool's `HOME` and `TMPDIR`). Removed, with any plaintext in it, on drop; the
+/// scratch directories of a process that died before dropping them are removed by the next
+/// process's first render ([`sweep`]).
 pub(super) struct Scratch {
     dir: tempfile::TempDir,
 }
 
+/// The name every scratch directory starts with, followed by the process id and `-`.
+const PREFIX: &str = "gitward-render-";
+
 impl Scratch {
-    /// Creates `gitward-render-*` in the system temp directory, mode 0700.
+    /// Creates `gitward-render-<pid>-*` in the system temp directory (`$TMPDIR`, else `/tmp`),
+    /// mode 0700. The first call of a process removes what dead processes left ([`sweep`]).
     pub fn new(unit: &str) -> Result<Self> {
+        static SWEPT: std::sync::Once = std::sync::Once::new();
+        SWEPT.call_once(|| sweep(&std::env::temp_dir()));
         let io = |e: std::io::Error| Error::Scratch { unit: unit.to_owned(), message: e.to_string() };
-        let dir = tempfile::Builder::new().prefix("gitward-render-").tempdir().map_err(io)?;
+        let prefix = format!("{PREFIX}{}-", std::process::id());
+        let dir = tempfile::Builder::new().prefix(&prefix).tempdir().map_err(io)?;
         std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o700)).map_err(io)?;
         for sub in ["repo", "home", "tmp"] {
             std::fs::create_dir(dir.path().join(sub)).map_err(io)?;
@@ -109,6 +120,38 @@ impl Materializer<'_> {
         std::os::unix::fs::symlink(&target, self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))
     }
 
+    /// Resolves every symbolic link written, component by component as the kernel does (a link
+    /// met on the way is replaced by its target before the next `..` is taken), and refuses
+    /// the render at the first that leaves `repo/`: `s -> .` then `t -> s/..` stays inside
+    /// when read lexically and names the parent of the tree when followed. Call once every
+    /// input is written.
+    ///
+    /// Errors: [`Error::SymlinkLeavesTree`] naming the link and its target; [`Error::Scratch`]
+    /// when the tree cannot be read.
+    pub fn check_links(&self) -> Result<()> {
+        let root = self.scratch.repo_path("");
+        let mut dirs = vec![String::new()];
+        while let Some(rel) = dirs.pop() {
+            let entries = std::fs::read_dir(self.scratch.repo_path(&rel)).map_err(|e| self.io(&rel, &e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| self.io(&rel, &e))?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let path = join(&rel, &name);
+                let kind = entry.file_type().map_err(|e| self.io(&path, &e))?;
+                if kind.is_dir() {
+                    dirs.push(path);
+                } else if kind.is_symlink() {
+                    let target = std::fs::read_link(entry.path()).map_err(|e| self.io(&path, &e))?;
+                    if physical(&root, &self.scratch.repo_path(&rel), &target).is_none() {
+                        let target = target.to_string_lossy().into_owned();
+                        return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path, target });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn io(&self, rel: &str, e: &std::io::Error) -> Error {
         Error::Scratch { unit: self.tree.unit().to_owned(), message: format!("{rel}: {e}") }
     }
@@ -135,6 +178,85 @@ pub(super) fn resolve(dir: &str, reference: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
+/// Removes the scratch directories in `tmp` whose process is gone (no `/proc/<pid>`): a render
+/// killed mid-way (SIGKILL, OOM, power) leaves decrypted plaintext there. Directories of live
+/// processes, and names without a process id, are left alone. Best effort: what cannot be
+/// removed stays.
+pub(super) fn sweep(tmp: &Path) {
+    let Ok(entries) = std::fs::read_dir(tmp) else { return };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix(PREFIX).and_then(|rest| rest.split_once('-')).map(|(pid, _)| pid) else {
+            continue;
+        };
+        let dead = pid.parse::<u32>().is_ok_and(|pid| !Path::new(&format!("/proc/{pid}")).exists());
+        if dead && entry.file_type().is_ok_and(|t| t.is_dir()) {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// Links followed in one resolution before it counts as a loop: the kernel's own limit
+/// (`MAXSYMLINKS`, 40).
+const MAX_LINKS: usize = 40;
+
+/// The path `target` names from directory `dir` (inside `root`), resolved as the kernel
+/// resolves it: each component in turn, a symbolic link met on the way replaced by its target
+/// before the components after it. `None` when the resolution leaves `root` at any step (an
+/// absolute target, a `..` at `root`) or follows more than [`MAX_LINKS`] links. A component
+/// that does not exist ends the following of links: nothing below it can be one.
+fn physical(root: &Path, dir: &Path, target: &Path) -> Option<PathBuf> {
+    let mut current = dir.to_path_buf();
+    let mut pending = steps(target)?;
+    let mut links = 0;
+    while let Some(step) = pending.pop_front() {
+        match step {
+            Step::Parent => {
+                if current == root || !current.pop() || !current.starts_with(root) {
+                    return None;
+                }
+            }
+            Step::Name(name) => {
+                let next = current.join(&name);
+                match std::fs::symlink_metadata(&next) {
+                    Ok(meta) if meta.file_type().is_symlink() => {
+                        links += 1;
+                        if links > MAX_LINKS {
+                            return None;
+                        }
+                        let mut rest = steps(&std::fs::read_link(&next).ok()?)?;
+                        rest.append(&mut pending);
+                        pending = rest;
+                    }
+                    _ => current = next,
+                }
+            }
+        }
+    }
+    current.starts_with(root).then_some(current)
+}
+
+/// One component of a link's target that moves the resolution.
+enum Step {
+    /// `..`.
+    Parent,
+    /// A name.
+    Name(std::ffi::OsString),
+}
+
+/// The steps of a relative `path` (`.` dropped); `None` for an absolute one.
+fn steps(path: &Path) -> Option<std::collections::VecDeque<Step>> {
+    use std::path::Component;
+    path.components()
+        .filter_map(|c| match c {
+            Component::CurDir => None,
+            Component::ParentDir => Some(Some(Step::Parent)),
+            Component::Normal(name) => Some(Some(Step::Name(name.to_owned()))),
+            Component::RootDir | Component::Prefix(_) => Some(None),
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -157,5 +279,32 @@ mod tests {
         assert!(scratch.repo_path("a/b").ends_with("repo/a/b"));
         drop(scratch);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn links_are_resolved_as_the_kernel_does_and_may_not_leave_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("repo");
+        let chart = root.join("charts/leak");
+        std::fs::create_dir_all(&chart).unwrap();
+        std::fs::write(chart.join("values.yaml"), "").unwrap();
+        let link = |name: &str, target: &str| std::os::unix::fs::symlink(target, chart.join(name)).unwrap();
+        link("s", ".");
+        link("t", "s/..");
+        link("u", "t/..");
+        link("v", "u/..");
+        link("values", "s/values.yaml");
+        link("loop", "loop/x");
+        let at = |target: &str| physical(&root, &chart, Path::new(target));
+        assert_eq!(at("values").as_deref(), Some(chart.join("values.yaml").as_path()));
+        // Lexically all inside: `t/..` is the chart itself; followed, `s` is the chart, so
+        // `t` is charts/ and `u` the repository root, and `v` its parent.
+        assert_eq!(at("t").as_deref(), Some(root.join("charts").as_path()));
+        assert_eq!(at("u").as_deref(), Some(root.as_path()));
+        assert_eq!(at("v"), None);
+        assert_eq!(at("u/charts/leak/v/etc"), None);
+        assert_eq!(at("loop"), None);
+        assert_eq!(at("/etc/passwd"), None);
+        assert_eq!(at("missing/../values.yaml").as_deref(), Some(chart.join("values.yaml").as_path()));
     }
 }
