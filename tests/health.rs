@@ -445,6 +445,66 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     assert_eq!(reads.iter().filter(|v| **v == "list").count(), 1, "{reads:?}");
 }
 
+/// A unit spread over more namespaces than the watch cap: its health wait reads the
+/// Deployments with one label-selected list and watch over all namespaces, not one per
+/// namespace (20 here; hundreds in a real tenant layout).
+#[tokio::test]
+async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() {
+    let env = common::setup("health-spread").await;
+    let ns = env.namespace.clone();
+    let namespaces: Vec<String> = (0..20).map(|i| format!("{ns}-{i}")).collect();
+    for n in &namespaces {
+        common::create_namespace(&env.client, n).await;
+    }
+    let repo = common::GitRepo::new();
+    for n in &namespaces {
+        let text = common::deployment("web", "nginx:1.27", 1).replacen(
+            "  name: web\n",
+            &format!("  name: web\n  namespace: {n}\n"),
+            1,
+        );
+        repo.write(&format!("{n}.yaml"), &text);
+    }
+    repo.commit_and_push("one deployment in each of twenty namespaces");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.unwrap();
+    assert_eq!(report.health_targets.len(), 20);
+    let available = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+        "availableReplicas": 1, "conditions": [
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]});
+    for n in &namespaces {
+        deployment_status(&env.client, n, "web", available.clone()).await;
+    }
+    let mut wait = engine.health_wait(&report).await;
+    // Deployments listed in all namespaces so far: the sync's own (metadata cache, ownership
+    // check) and the survey of the unit's members that begins a wait.
+    let ours = |e: &Value| e["objectRef"]["resource"] == "deployments" && (e["verb"] == "list" || e["verb"] == "watch");
+    let cluster_lists = |events: &[Value]| {
+        events.iter().filter(|e| ours(e) && e["verb"] == "list" && e["objectRef"]["namespace"].is_null()).count()
+    };
+    let before = cluster_lists(&common::audit_events(&env.user_agent));
+    let outcome = wait.run(WAIT, |_, _| {}).await;
+    assert_eq!(outcome, gitward::health::wait::Outcome::Healthy);
+
+    let events = common::audit_events_until(&env.user_agent, |events| cluster_lists(events) > before).await;
+    let reads: Vec<(String, String)> = events
+        .iter()
+        .filter(|e| ours(e))
+        .map(|e| {
+            (
+                e["verb"].as_str().unwrap_or_default().to_owned(),
+                e["objectRef"]["namespace"].as_str().unwrap_or("*").to_owned(),
+            )
+        })
+        .collect();
+    let per_namespace = reads.iter().filter(|(_, n)| namespaces.contains(n)).count();
+    assert_eq!(per_namespace, 0, "a watch per namespace: {reads:?}");
+    assert_eq!(cluster_lists(&events), before + 1, "one list of the unit's Deployments in all namespaces: {reads:?}");
+}
+
 /// A CLI config with one unit `app` over `repo` in `namespace`.
 fn cli_config(dir: &Path, repo: &Path, namespace: &str, unit_extra: &str) -> std::path::PathBuf {
     common::config_file(dir, &common::unit_toml("app", repo, "", namespace, unit_extra))

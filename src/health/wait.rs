@@ -5,7 +5,10 @@
 //! other one gets its own watch of the full object (`fieldSelector=metadata.name=<name>` in its
 //! namespace: one list, then a watch), for the duration of the wait only — the metadata-only
 //! cache is not touched. More than [`GROUP_WATCH_MIN`] of one resource in one namespace share
-//! one watch of the unit's members there instead. Every event is judged by [`super::status`].
+//! one watch of the unit's members there instead, and a resource whose targets would need more
+//! than [`MAX_WATCHES_PER_RESOURCE`] watches (a unit spread over many namespaces) gets one
+//! watch of the unit's members in all namespaces. Only events of targets are judged, by
+//! [`super::status`]; the other members a grouped watch sees are dropped by name first.
 //!
 //! The wait ends when every object is `Current` ([`Outcome::Healthy`]), at the first `Failed`
 //! one ([`Outcome::Degraded`], fail fast: a `ProgressDeadlineExceeded` Deployment or a failed
@@ -82,6 +85,12 @@ pub struct HealthWait {
 /// Above this many targets of one resource in one namespace, they share one label-selected
 /// watch instead of one watch each.
 pub const GROUP_WATCH_MIN: usize = 8;
+
+/// At most this many watches per resource in one wait: past it, one label-selected watch of
+/// the unit's members in every namespace replaces them (one list of the unit's members of that
+/// resource, then one watch), instead of hundreds of watches for a unit spread over hundreds
+/// of namespaces.
+pub const MAX_WATCHES_PER_RESOURCE: usize = 16;
 
 /// What a watch event means for one target.
 enum Signal {
@@ -204,14 +213,17 @@ impl HealthWait {
         }
     }
 
-    /// The health-bearing targets, grouped by resource and namespace.
+    /// The health-bearing targets, grouped by resource and namespace ([`groups`]).
     fn groups(&self) -> Vec<Vec<usize>> {
-        let mut groups: BTreeMap<(String, Option<crate::object::Atom>), Vec<usize>> = BTreeMap::new();
-        for (i, t) in self.targets.iter().enumerate() {
-            let key = (format!("{}/{}", t.resource.api_version, t.resource.plural), t.object.namespace.clone());
-            groups.entry(key).or_default().push(i);
-        }
-        groups.into_values().collect()
+        let keys: Vec<(String, Option<String>)> = self
+            .targets
+            .iter()
+            .map(|t| {
+                let resource = format!("{}/{}", t.resource.api_version, t.resource.plural);
+                (resource, t.object.namespace.as_ref().map(|n| n.to_string()))
+            })
+            .collect();
+        groups(&keys, !self.selector.is_empty())
     }
 
     /// `Degraded` when any object failed, `Healthy` when all are current, else `None`.
@@ -227,44 +239,52 @@ impl HealthWait {
         all_current.then_some(Outcome::Healthy)
     }
 
-    /// One watch for a group of targets of one resource in one namespace: by name
-    /// (`fieldSelector=metadata.name=`) for one object; for more than [`GROUP_WATCH_MIN`], one
-    /// watch of the unit's members there (`labelSelector=applyset.kubernetes.io/part-of=<id>`)
+    /// One watch for a group of targets of one resource: in one namespace, by name
+    /// (`fieldSelector=metadata.name=`) for one object, and for more than [`GROUP_WATCH_MIN`]
+    /// one watch of the unit's members there (`labelSelector=applyset.kubernetes.io/part-of=<id>`)
     /// whose other objects are dropped at once — so a first sync that creates hundreds of
-    /// Deployments opens one watch per namespace, not hundreds.
+    /// Deployments opens one watch per namespace, not hundreds; a group over several
+    /// namespaces ([`groups`]) is one watch of the unit's members in all of them.
     fn watch(&self, group: Vec<usize>) -> Signals {
         let first = &self.targets[group[0]];
+        let across = group.iter().any(|&i| self.targets[i].object.namespace != first.object.namespace);
         let api: Api<DynamicObject> = match &first.object.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, first.resource.as_ref()),
-            None => Api::all_with(self.client.clone(), first.resource.as_ref()),
+            Some(ns) if !across => Api::namespaced_with(self.client.clone(), ns, first.resource.as_ref()),
+            _ => Api::all_with(self.client.clone(), first.resource.as_ref()),
         };
         let config = match group.as_slice() {
             [only] => watcher::Config::default().fields(&format!("metadata.name={}", self.targets[*only].object.name)),
+            _ if across => watcher::Config::default().labels(&self.selector),
             _ if group.len() <= GROUP_WATCH_MIN || self.selector.is_empty() => {
                 let streams: Vec<Signals> = group.into_iter().map(|i| self.watch(vec![i])).collect();
                 return futures::stream::select_all(streams).boxed();
             }
             _ => watcher::Config::default().labels(&self.selector),
         };
-        let by_name: HashMap<String, usize> =
-            group.iter().map(|&i| (self.targets[i].object.name.to_string(), i)).collect();
+        let by_name: HashMap<(Option<String>, String), usize> = group
+            .iter()
+            .map(|&i| {
+                let o = &self.targets[i].object;
+                ((o.namespace.as_ref().map(|n| n.to_string()), o.name.to_string()), i)
+            })
+            .collect();
         let resource = first.resource.clone();
         watcher::watcher(api, config)
             .default_backoff()
             .map(move |event| {
                 let all = |signal: &dyn Fn() -> Signal| group.iter().map(|&i| (i, signal())).collect::<Vec<_>>();
-                let one = |obj: &DynamicObject, signal: Signal| {
-                    let name = obj.metadata.name.as_deref().unwrap_or_default();
-                    by_name.get(name).map(|&i| vec![(i, signal)]).unwrap_or_default()
+                // The target an event is about, if any: looked up before anything is judged.
+                let target = |obj: &DynamicObject| {
+                    let key = (obj.metadata.namespace.clone(), obj.metadata.name.clone().unwrap_or_default());
+                    by_name.get(&key).copied()
                 };
                 match event {
                     Ok(Event::Init) => all(&|| Signal::Relist),
                     Ok(Event::InitDone) => all(&|| Signal::Listed),
                     Ok(Event::InitApply(obj) | Event::Apply(obj)) => {
-                        let status = judge(&resource, &obj);
-                        one(&obj, Signal::Seen(status))
+                        target(&obj).map(|i| vec![(i, Signal::Seen(judge(&resource, &obj)))]).unwrap_or_default()
                     }
-                    Ok(Event::Delete(obj)) => one(&obj, Signal::Deleted),
+                    Ok(Event::Delete(obj)) => target(&obj).map(|i| vec![(i, Signal::Deleted)]).unwrap_or_default(),
                     Err(e) => {
                         let message = e.to_string();
                         all(&|| Signal::Failed(message.clone()))
@@ -273,6 +293,34 @@ impl HealthWait {
             })
             .boxed()
     }
+}
+
+/// Target indexes grouped for watching, from each target's (resource, namespace) `keys`: one
+/// group per resource and namespace, except that a resource whose groups would open more than
+/// [`MAX_WATCHES_PER_RESOURCE`] watches is one group over all its namespaces — when `grouped`
+/// (a label selector of the unit's members exists; without one every target is watched by
+/// name). A group of one namespace opens one watch for one target or for more than
+/// [`GROUP_WATCH_MIN`], one per target otherwise. Pure.
+fn groups(keys: &[(String, Option<String>)], grouped: bool) -> Vec<Vec<usize>> {
+    let mut by_namespace: BTreeMap<(&str, Option<&str>), Vec<usize>> = BTreeMap::new();
+    for (i, (resource, namespace)) in keys.iter().enumerate() {
+        by_namespace.entry((resource.as_str(), namespace.as_deref())).or_default().push(i);
+    }
+    let watches = |n: usize| if n == 1 || (grouped && n > GROUP_WATCH_MIN) { 1 } else { n };
+    let mut by_resource: BTreeMap<&str, Vec<Vec<usize>>> = BTreeMap::new();
+    for ((resource, _), group) in by_namespace {
+        by_resource.entry(resource).or_default().push(group);
+    }
+    let mut out = Vec::new();
+    for (_, groups) in by_resource {
+        let total: usize = groups.iter().map(|g| watches(g.len())).sum();
+        if grouped && total > MAX_WATCHES_PER_RESOURCE {
+            out.push(groups.into_iter().flatten().collect());
+        } else {
+            out.extend(groups);
+        }
+    }
+    out
 }
 
 /// The status of a full object; list items may come without `apiVersion` and `kind`, so they
@@ -284,4 +332,38 @@ fn judge(resource: &ApiResource, obj: &DynamicObject) -> Status {
         value["apiVersion"] = resource.api_version.clone().into();
     }
     status(&value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn keys(spec: &[(&str, usize)]) -> Vec<(String, Option<String>)> {
+        spec.iter()
+            .flat_map(|(ns, n)| std::iter::repeat_n(("apps/v1/deployments".to_owned(), Some((*ns).to_owned())), *n))
+            .collect()
+    }
+
+    #[test]
+    fn targets_are_grouped_by_namespace_until_a_resource_needs_too_many_watches() {
+        // 3 namespaces of 2: six watches by name, under the cap: one group per namespace.
+        assert_eq!(groups(&keys(&[("a", 2), ("b", 2), ("c", 2)]), true), [vec![0, 1], vec![2, 3], vec![4, 5]]);
+        // 100 namespaces of one each: one watch of the unit's members in all of them.
+        let spread: Vec<(String, usize)> = (0..100).map(|i| (format!("ns{i:03}"), 1)).collect();
+        let spread: Vec<(&str, usize)> = spread.iter().map(|(n, c)| (n.as_str(), *c)).collect();
+        let grouped = groups(&keys(&spread), true);
+        assert_eq!(grouped.len(), 1);
+        assert_eq!(grouped[0].len(), 100);
+        // Without a selector every target keeps its own watch.
+        assert_eq!(groups(&keys(&spread), false).len(), 100);
+        // Two namespaces of 9 grouped targets each: one watch each, under the cap.
+        assert_eq!(groups(&keys(&[("a", 9), ("b", 9)]), true).len(), 2);
+    }
+
+    #[test]
+    fn resources_are_grouped_apart() {
+        let mut k = keys(&[("a", 1)]);
+        k.push(("v1/pods".to_owned(), Some("a".to_owned())));
+        assert_eq!(groups(&k, true), [vec![0], vec![1]]);
+    }
 }
