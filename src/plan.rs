@@ -80,6 +80,10 @@ pub struct Desired {
     /// How to write it: the unit's `apply_mode`, unless the object's annotation
     /// `gitward.dev/apply-mode` (`update` or `server-side-apply`) says otherwise.
     pub mode: ApplyMode,
+    /// Built from SOPS-decrypted content (a decrypted file, or any object of a render that
+    /// decrypted something): its values are masked wherever they would be shown
+    /// (`gitward diff`), whatever its kind.
+    pub decrypted: bool,
 }
 
 impl Desired {
@@ -298,6 +302,7 @@ mod tests {
             origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
             recreate: false,
             mode: ApplyMode::ServerSideApply,
+            decrypted: false,
         }
     }
 

@@ -360,6 +360,59 @@ fn encrypted_secret(dir: &Path, recipient: &str, password: &str) -> String {
     text
 }
 
+/// A SOPS-encrypted ConfigMap: the decrypted value is not a Secret's, but `gitward diff` must
+/// not print it either, old or new; the change still shows, as `*** (changed)`.
+#[tokio::test]
+async fn a_decrypted_value_in_a_configmap_is_masked_in_gitward_diff() {
+    let env = common::setup("sops-diff").await;
+    let ns = env.namespace.clone();
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = age_key(keys.path(), "key");
+    let encrypted = |password: &str| {
+        let plain = keys.path().join("cm.yaml");
+        std::fs::write(
+            &plain,
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\ndata:\n  password: {password}\n"),
+        )
+        .unwrap();
+        let text = tool(
+            "sops",
+            &["encrypt", "--age", &public, "--encrypted-regex", "^data$", plain.to_str().unwrap()],
+            keys.path(),
+        );
+        std::fs::remove_file(plain).unwrap();
+        assert!(!text.contains(password), "{text}");
+        text
+    };
+    let old = format!("pw-{}-hunter2", common::unique("s"));
+    let repo = common::GitRepo::new();
+    repo.write("app/db.enc.yaml", &encrypted(&old));
+    repo.commit_and_push("an encrypted ConfigMap");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml(
+        "vault",
+        &repo.bare(),
+        "app",
+        &ns,
+        &format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display()),
+    );
+    let config_file = state.path().join("gitward.toml");
+    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &unit)).unwrap();
+    let config_arg = config_file.to_str().unwrap();
+    let (code, log) = gitward(&["sync", "--config", config_arg]);
+    assert_eq!(code, 0, "{log}");
+    let live = Api::<ConfigMap>::namespaced(env.client.clone(), &ns).get("db").await.unwrap();
+    assert_eq!(live.data.unwrap()["password"], old, "decrypted and applied");
+
+    let new = format!("pw-{}-correcthorse", common::unique("s"));
+    repo.write("app/db.enc.yaml", &encrypted(&new));
+    repo.commit_and_push("a new password");
+    let (code, diff) = gitward(&["diff", "--config", config_arg]);
+    assert_eq!(code, 1, "{diff}");
+    assert!(!diff.contains(&old) && !diff.contains(&new), "a decrypted value in diff output:\n{diff}");
+    assert!(diff.contains("ConfigMap") && diff.contains("*** (changed)"), "{diff}");
+}
+
 /// Runs the gitward CLI; returns (exit code, stdout + stderr).
 fn gitward(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gitward"))

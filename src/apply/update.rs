@@ -378,6 +378,7 @@ mod tests {
                 origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
                 recreate: false,
                 mode: crate::config::ApplyMode::Update,
+                decrypted: false,
             }
         };
         assert_eq!(metadata_patch_type(&desired("apps/v1", "Deployment")), Request::StrategicMergePatch);

@@ -182,7 +182,8 @@ pub fn build(
     let recreate = defaults.recreate || annotation(RECREATE) == Some("enabled");
     let mode = apply_mode(annotation(APPLY_MODE), &origin)?.unwrap_or(defaults.apply_mode);
     let part_of = defaults.applyset_id.clone();
-    Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode })
+    let decrypted = m.hash_key.is_some();
+    Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode, decrypted })
 }
 
 /// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.

@@ -2,7 +2,9 @@
 //!
 //! Each desired object is sent as a server-side dry-run apply (`dryRun=All`) and its result
 //! compared with the live object; the difference is a unified diff of YAML with Secret `data`
-//! and `stringData` masked (DESIGN.md decision 10). Members a sync would prune are listed. What
+//! and `stringData` masked (DESIGN.md decision 10), and every value of an object built from
+//! SOPS-decrypted content masked, whatever its kind ([`mask_decrypted`]): a decrypted value
+//! lands in ConfigMaps, environment variables and custom resources as often as in Secrets. Members a sync would prune are listed. What
 //! a sync decides before it applies — namespaces it makes, the ownership check, the prune
 //! guard — is decided here the same way ([`Engine::diff`]).
 //! Like `kubectl diff`, this reads full objects: it is a tool for people, not the sync path.
@@ -71,12 +73,8 @@ const VOLATILE: [&str; 5] = ["managedFields", "resourceVersion", "generation", "
 /// Strips volatile metadata and masks Secret values, so the YAML shows only meaningful change.
 /// `before` is the live object when `v` is the merged one: a value that differs from it is
 /// shown as `*** (changed)`; with `None` every value is `***`.
-pub fn normalize(mut v: Value, before: Option<&Value>) -> Value {
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in VOLATILE {
-            meta.remove(key);
-        }
-    }
+pub fn normalize(v: Value, before: Option<&Value>) -> Value {
+    let mut v = strip(v);
     let is_secret = v.get("kind").and_then(Value::as_str) == Some("Secret")
         && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
     if is_secret {
@@ -93,6 +91,60 @@ pub fn normalize(mut v: Value, before: Option<&Value>) -> Value {
                     let changed = before.is_some() && theirs.get(k) != Some(val);
                     *val = Value::String(if changed { "*** (changed)".into() } else { "***".into() });
                 }
+            }
+        }
+    }
+    v
+}
+
+/// `v` without the volatile metadata ([`VOLATILE`]).
+fn strip(mut v: Value) -> Value {
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in VOLATILE {
+            meta.remove(key);
+        }
+    }
+    v
+}
+
+/// The fields of an object that are never masked: identity and labels.
+const IDENTITY: [&str; 2] = ["apiVersion", "kind"];
+
+/// Masks every value of `v`, an object built from decrypted content, but its identity (kind,
+/// name, namespace, labels): a value equal to the same place in `before` (the live object,
+/// when `v` is the merged one) is `***`, one that differs `*** (changed)`; with `None` every
+/// value is `***`. Maps and lists keep their shape, so the diff still shows where a change is.
+pub fn mask_decrypted(mut v: Value, before: Option<&Value>) -> Value {
+    fn mask(v: &mut Value, before: Option<&Value>, compare: bool) {
+        match v {
+            Value::Object(map) => {
+                for (k, val) in map.iter_mut() {
+                    mask(val, before.and_then(|b| b.get(k)), compare);
+                }
+            }
+            Value::Array(items) => {
+                for (i, val) in items.iter_mut().enumerate() {
+                    mask(val, before.and_then(|b| b.get(i)), compare);
+                }
+            }
+            Value::Null => {}
+            leaf => {
+                let changed = compare && before != Some(&*leaf);
+                *leaf = Value::String(if changed { "*** (changed)".into() } else { "***".into() });
+            }
+        }
+    }
+    let compare = before.is_some();
+    if let Value::Object(map) = &mut v {
+        for (k, val) in map.iter_mut().filter(|(k, _)| !IDENTITY.contains(&k.as_str())) {
+            let theirs = before.and_then(|b| b.get(k));
+            if k == "metadata" {
+                // Annotations may carry the values (kubectl's last-applied configuration does).
+                if let Some(annotations) = val.get_mut("annotations") {
+                    mask(annotations, theirs.and_then(|m| m.get("annotations")), compare);
+                }
+            } else {
+                mask(val, theirs, compare);
             }
         }
     }
@@ -193,7 +245,7 @@ impl Engine {
                     continue;
                 }
                 Live::NamespaceMade => {
-                    report.changed.push(created(&d.object, &d.body().to_value()));
+                    report.changed.push(created(&d.object, &d.body().to_value(), d.decrypted));
                     continue;
                 }
                 Live::Read(live) => live,
@@ -205,8 +257,17 @@ impl Engine {
                     continue;
                 }
             };
-            let before = live.clone().map(|l| to_yaml(&normalize(l, None))).unwrap_or_default();
-            let after = to_yaml(&normalize(merged, live.as_ref()));
+            let (before, after) = match d.decrypted {
+                false => (live.clone().map(|l| normalize(l, None)), normalize(merged, live.as_ref())),
+                true => {
+                    // Compared before masking, so a changed value shows as `*** (changed)`.
+                    let live = live.clone().map(strip);
+                    let after = mask_decrypted(strip(merged), live.as_ref());
+                    (live.map(|l| mask_decrypted(l, None)), after)
+                }
+            };
+            let before = before.map(|b| to_yaml(&b)).unwrap_or_default();
+            let after = to_yaml(&after);
             if before != after {
                 report.changed.push(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) });
             }
@@ -345,8 +406,9 @@ enum Live {
 }
 
 /// The diff of an object that would be created whole: every line added.
-fn created(object: &ObjectRef, body: &Value) -> ObjectDiff {
-    let after = to_yaml(&normalize(body.clone(), None));
+fn created(object: &ObjectRef, body: &Value, decrypted: bool) -> ObjectDiff {
+    let body = normalize(body.clone(), None);
+    let after = to_yaml(&if decrypted { mask_decrypted(body, None) } else { body });
     ObjectDiff { object: object.clone(), diff: unified(object, "", &after) }
 }
 
@@ -386,5 +448,25 @@ mod tests {
     fn volatile_metadata_is_dropped() {
         let v = json!({"metadata": {"name": "x", "resourceVersion": "5", "managedFields": [], "uid": "u"}});
         assert_eq!(normalize(v, None), json!({"metadata": {"name": "x"}}));
+    }
+
+    #[test]
+    fn every_value_of_a_decrypted_object_is_masked_and_a_change_still_shows() {
+        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "db", "namespace": "shop", "labels": {"app": "db"}, "resourceVersion": "7"},
+            "data": {"password": "old-hunter2", "user": "app", "ports": [5432, 5433]}});
+        let merged = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "db", "namespace": "shop", "labels": {"app": "db"}, "resourceVersion": "8"},
+            "data": {"password": "new-correcthorse", "user": "app", "ports": [5432, 5434]}});
+        let live = strip(live);
+        let after = mask_decrypted(strip(merged), Some(&live));
+        let before = mask_decrypted(live, None);
+        let text = format!("{}{}", to_yaml(&before), to_yaml(&after));
+        assert!(!text.contains("hunter2") && !text.contains("correcthorse") && !text.contains("5434"), "{text}");
+        assert_eq!(after["data"]["password"], "*** (changed)");
+        assert_eq!(after["data"]["user"], "***");
+        assert_eq!(after["data"]["ports"], json!(["***", "*** (changed)"]));
+        assert_eq!(after["metadata"]["name"], "db", "identity is kept");
+        assert_eq!(after["metadata"]["labels"]["app"], "db");
     }
 }
