@@ -60,6 +60,23 @@ fn every_module_uses_only_modules_below_it_in_the_architecture_table() {
     assert!(problems.is_empty(), "module layering (ARCHITECTURE.md, \"Module map\"):\n{}", problems.join("\n"));
 }
 
+/// The most lines a file under `src/` may have: past it, a file holds more than one thing to
+/// read at once and is split by what it does.
+const MAX_LINES: usize = 600;
+
+#[test]
+fn no_file_in_src_is_over_the_line_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let long: Vec<String> = rust_files(&root.join("src"))
+        .into_iter()
+        .filter_map(|file| {
+            let lines = std::fs::read_to_string(&file).expect("a source file").lines().count();
+            (lines > MAX_LINES).then(|| format!("{}: {lines} lines", relative(root, &file)))
+        })
+        .collect();
+    assert!(long.is_empty(), "over {MAX_LINES} lines: {long:?}");
+}
+
 #[test]
 fn only_source_uses_git2() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
