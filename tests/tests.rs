@@ -34,6 +34,7 @@ mod sharding;
 mod source;
 mod sync_e2e;
 mod sync_stages;
+mod tenancy;
 mod update_mode;
 
 /// Every `.rs` file directly in `tests/` is a module of this binary or a test target of its own

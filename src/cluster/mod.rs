@@ -117,6 +117,26 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
 ///
 /// Errors: as [`connect`], and [`Error::Client`] when `user_agent` is not a valid header value.
 pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::Client> {
+    build(cfg, user_agent, None).await
+}
+
+/// [`connect`] for the writes of a unit that names a ServiceAccount: every request carries
+/// `Impersonate-User: system:serviceaccount:<namespace>:<name>` (kube's `impersonate`; the
+/// API server then authorizes it as that ServiceAccount and its groups, and the audit log
+/// records both users). gitward's own identity needs `impersonate` on that ServiceAccount.
+///
+/// Errors: as [`connect`].
+pub async fn connect_impersonating(
+    cfg: &ClusterConfig,
+    namespace: &str,
+    service_account: &str,
+) -> Result<kube::Client> {
+    let user = format!("system:serviceaccount:{namespace}:{service_account}");
+    build(cfg, crate::TOOLING, Some(user)).await
+}
+
+/// The client of [`connect_as`], impersonating `impersonate` when given.
+async fn build(cfg: &ClusterConfig, user_agent: &str, impersonate: Option<String>) -> Result<kube::Client> {
     let user_agent = http::HeaderValue::from_str(user_agent)
         .map_err(|e| Error::Client(kube::Error::HttpError(http::Error::from(e))))?;
     let kube_error = |e: &(dyn std::error::Error + 'static)| Error::Kubeconfig(crate::telemetry::error_chain(e));
@@ -141,6 +161,10 @@ pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::C
     };
     config.default_retry = false;
     config.headers.push((http::header::USER_AGENT, user_agent));
+    if impersonate.is_some() {
+        config.auth_info.impersonate = impersonate;
+        config.auth_info.impersonate_groups = None;
+    }
     let server = config.cluster_url.to_string();
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(Error::Client)?

@@ -47,6 +47,11 @@ pub struct DaemonConfig {
     /// replicas. Default `None`: this replica applies every unit (or, with leader election,
     /// the leader does). Exclusive with `leader_election`.
     pub sharding: Option<Sharding>,
+    /// The ServiceAccount every unit that names none writes as (`default_service_account`;
+    /// see [`crate::config::SyncUnit::service_account`]): the lockdown Flux offers with
+    /// `--default-service-account`. A unit may not then opt out with `service_account = ""`.
+    /// Default `None`.
+    pub default_service_account: Option<String>,
 }
 
 /// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (the
@@ -115,6 +120,7 @@ impl Default for DaemonConfig {
             leader_election: None,
             max_concurrent_syncs: 4,
             sharding: None,
+            default_service_account: None,
         }
     }
 }

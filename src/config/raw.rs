@@ -104,6 +104,7 @@ pub(super) struct RawDaemon {
     pub leader_election: Option<RawLeaderElection>,
     pub max_concurrent_syncs: Option<Spanned<usize>>,
     pub sharding: Option<Spanned<RawSharding>>,
+    pub default_service_account: Option<Spanned<String>>,
 }
 
 /// `[daemon.sharding]`.
@@ -155,6 +156,7 @@ pub(super) struct RawSyncUnit {
     pub allow_remote_bases: Option<bool>,
     pub create_namespace: Option<bool>,
     pub adopt_from: Option<Vec<Spanned<String>>>,
+    pub service_account: Option<Spanned<String>>,
     #[serde(default)]
     pub helm: RawHelm,
     pub decryption: Option<RawDecryption>,

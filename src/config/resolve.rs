@@ -46,8 +46,10 @@ impl Resolver<'_> {
         for (index, raw_unit) in raw.sync.into_iter().enumerate() {
             let mut raw_unit = raw_unit.into_inner();
             let raw_cluster = raw_unit.cluster.take();
+            let raw_service_account = raw_unit.service_account.take();
             let (mut unit, name_span, inventory_span) = self.unit(index, raw_unit)?;
             unit.cluster = self.unit_cluster(index, raw_cluster, name_span.clone(), &clusters)?;
+            unit.service_account = self.unit_service_account(index, raw_service_account, &daemon)?;
             if let Some(first) = names.insert(unit.name.clone(), index) {
                 let message = format!("duplicate unit name `{}` (also sync[{first}])", unit.name);
                 return Err(self.invalid(Some(name_span), &format!("sync[{index}].name"), message));
@@ -257,6 +259,10 @@ impl Resolver<'_> {
             },
             max_concurrent_syncs,
             sharding: None,
+            default_service_account: raw
+                .default_service_account
+                .map(|sa| self.check(sa, "daemon.default_service_account", super::tenancy::service_account_name))
+                .transpose()?,
         })
         .and_then(|daemon| match raw.sharding {
             Some(sharding) if daemon.leader_election.is_some() => {
@@ -397,7 +403,7 @@ impl Resolver<'_> {
     }
 
     /// Runs `rule` on a string value; its message becomes an [`Error::Invalid`] at the value.
-    fn check(
+    pub(super) fn check(
         &self,
         raw: Spanned<String>,
         key: &str,
@@ -409,7 +415,7 @@ impl Resolver<'_> {
         }
     }
 
-    fn invalid(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) -> Error {
+    pub(super) fn invalid(&self, span: Option<Range<usize>>, key: &str, message: impl Into<String>) -> Error {
         Error::Invalid {
             origin: self.origin.to_owned(),
             line: span.map(|span| line_of(self.text, span.start)),

@@ -74,6 +74,15 @@ pub struct SyncUnit {
     /// The cluster the unit applies to: the `name` of a `[[cluster]]`. Default: the only
     /// cluster (`default` for a `[cluster]` table); required when the file declares several.
     pub cluster: String,
+    /// The ServiceAccount of the unit's namespace that every write of the unit is sent as
+    /// (`service_account`, or `[daemon] default_service_account`): applies, deletes,
+    /// re-creates, `update` mode's reads and the health wait's reads carry kube's impersonation
+    /// header `Impersonate-User: system:serviceaccount:<namespace>:<name>`, so a repository
+    /// can make gitward write only what that ServiceAccount may (Flux's
+    /// `spec.serviceAccountName`). Bookkeeping — the metadata cache, the ApplySet parent,
+    /// discovery, the ownership check — keeps gitward's own identity. Default `None`: writes
+    /// are gitward's own.
+    pub service_account: Option<String>,
     /// The branch, tag or commit SHA to follow (`ref` in the file). Default `"main"`, git's
     /// and the major hosts' default branch name.
     pub reference: String,
@@ -182,6 +191,7 @@ impl SyncUnit {
             name,
             repo: repo.into(),
             cluster: ClusterConfig::DEFAULT_NAME.to_owned(),
+            service_account: None,
             reference: "main".to_owned(),
             path: String::new(),
             namespace,

@@ -223,7 +223,7 @@ impl Engine {
         let mut lives = Vec::with_capacity(desired.len());
         for d in &desired {
             lives.push(match namespaces.missing(&d.object) {
-                Ok(false) => match api_for(&self.client, d).get_opt(&d.object.name).await {
+                Ok(false) => match api_for(&self.writer, d).get_opt(&d.object.name).await {
                     Ok(live) => Live::Read(live.map(|o| serde_json::to_value(o).unwrap_or_default())),
                     Err(e) => Live::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
                 },
@@ -250,7 +250,7 @@ impl Engine {
                 }
                 Live::Read(live) => live,
             };
-            let merged = match api_for(&self.client, d).patch(&d.object.name, &params, &Patch::Apply(&d.body())).await {
+            let merged = match api_for(&self.writer, d).patch(&d.object.name, &params, &Patch::Apply(&d.body())).await {
                 Ok(o) => serde_json::to_value(o).unwrap_or_default(),
                 Err(e) => {
                     report.failed.push((d.object.clone(), format!("{}: {}", d.origin, api_message(&e))));

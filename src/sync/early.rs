@@ -138,7 +138,7 @@ impl Engine {
         let mut blocked = Blocked::default();
         for (stage, steps) in &selection.stages {
             let applied = apply::apply_stage(
-                &self.client,
+                &self.writer,
                 *stage,
                 steps,
                 &selection.desired,

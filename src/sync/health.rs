@@ -36,7 +36,7 @@ impl Engine {
                 targets.push(t.clone());
             }
         }
-        let wait = HealthWait::new(self.client.clone(), selector, &targets);
+        let wait = HealthWait::new(self.writer.clone(), selector, &targets);
         if covers_all { wait.covering_all() } else { wait }
     }
 

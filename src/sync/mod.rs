@@ -139,7 +139,12 @@ pub struct Report {
 
 /// The state kept for one unit across syncs.
 pub struct Engine {
+    /// gitward's own identity: bookkeeping (metadata cache, ApplySet parent, discovery,
+    /// ownership check, namespaces a sync makes for its parent).
     client: kube::Client,
+    /// The unit's writes (applies, deletes, the health wait's reads): `client`, or one
+    /// impersonating the unit's ServiceAccount ([`SyncUnit::service_account`]).
+    writer: kube::Client,
     unit: SyncUnit,
     repo: repo::Repo,
     discovery: Discovery,
@@ -189,7 +194,8 @@ pub struct Engine {
 impl Engine {
     /// Opens (or creates) the unit's mirror under `state_dir` and prepares empty caches.
     ///
-    /// Errors: [`Error::Source`] when the mirror cannot be opened.
+    /// Errors: [`Error::Source`] when the mirror cannot be opened; [`Error::Cluster`] when the
+    /// client impersonating the unit's ServiceAccount cannot be built.
     pub async fn new(
         client: kube::Client,
         cluster: &ClusterConfig,
@@ -197,12 +203,17 @@ impl Engine {
         unit: &SyncUnit,
     ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;
+        let writer = match &unit.service_account {
+            Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa).await?,
+            None => client.clone(),
+        };
         let inventory = Inventory::new(&unit.inventory);
         let mut cache = MetadataCache::new(client.clone(), &inventory.id);
         cache.set_field_manager(&unit.field_manager);
         Ok(Self {
             cache,
             client,
+            writer,
             unit: unit.clone(),
             repo,
             discovery: Discovery::new(),
@@ -327,7 +338,7 @@ impl Engine {
             && let Some((stage, head)) = plan::changes_first(&mut stages)
         {
             let applied =
-                apply::apply_stage(&self.client, stage, &head, &desired, &self.cache, &mut blocked, &self.apply).await;
+                apply::apply_stage(&self.writer, stage, &head, &desired, &self.cache, &mut blocked, &self.apply).await;
             changes.extend(applied);
         }
         let mut pending = Some(pending);
@@ -345,7 +356,7 @@ impl Engine {
             }
             let Some(steps) = stages.remove(&stage) else { continue };
             let applied =
-                apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await;
+                apply::apply_stage(&self.writer, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await;
             changes.extend(applied);
         }
         self.note_adoptions(&mut changes);
@@ -409,7 +420,7 @@ impl Engine {
         let mut blocked = Blocked::default();
         for (stage, steps) in stages {
             changes.extend(
-                apply::apply_stage(&self.client, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
+                apply::apply_stage(&self.writer, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
             );
         }
         self.note_adoptions(&mut changes);

@@ -48,7 +48,7 @@ impl Engine {
             return Ok(());
         }
         let ctx =
-            prune::Context { client: &self.client, resources, cache: &self.cache, applyset_id: &self.inventory.id };
+            prune::Context { client: &self.writer, resources, cache: &self.cache, applyset_id: &self.inventory.id };
         let pruned = prune::prune(&ctx, &p.steps).await;
         let clean = !pruned.has_failures();
         changes.extend(pruned);
