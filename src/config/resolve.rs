@@ -259,10 +259,7 @@ impl Resolver<'_> {
             },
             max_concurrent_syncs,
             sharding: None,
-            default_service_account: raw
-                .default_service_account
-                .map(|sa| self.check(sa, "daemon.default_service_account", super::tenancy::service_account_name))
-                .transpose()?,
+            default_service_account: self.default_service_account(raw.default_service_account)?,
         })
         .and_then(|daemon| match raw.sharding {
             Some(sharding) if daemon.leader_election.is_some() => {

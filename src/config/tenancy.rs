@@ -7,6 +7,11 @@ use super::resolve::Resolver;
 use super::{DaemonConfig, Result};
 
 impl Resolver<'_> {
+    /// `[daemon] default_service_account`, checked as a ServiceAccount name.
+    pub(super) fn default_service_account(&self, raw: Option<Spanned<String>>) -> Result<Option<String>> {
+        raw.map(|sa| self.check(sa, "daemon.default_service_account", service_account_name)).transpose()
+    }
+
     /// The ServiceAccount unit `index` writes as: its own `service_account`, else the daemon's
     /// `default_service_account`, else none. `service_account = ""` says "gitward's own
     /// identity", refused when a default is set (the default is a lockdown, not a suggestion).
