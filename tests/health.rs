@@ -17,6 +17,14 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
 
+/// The status of a one-replica Deployment the deployment controller has rolled out.
+fn available() -> Value {
+    json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
+        "availableReplicas": 1, "conditions": [
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]})
+}
+
 /// Writes a Deployment's status as the deployment controller would.
 async fn deployment_status(client: &kube::Client, ns: &str, name: &str, status: Value) {
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
@@ -408,10 +416,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     assert_eq!(report.health_targets.len(), 9);
 
     // The deployment controller makes eight available; the ninth misses its deadline.
-    let available = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
-        "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]});
+    let available = available();
     for name in &names[..8] {
         deployment_status(&env.client, &ns, name, available.clone()).await;
     }
@@ -471,10 +476,7 @@ async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() 
     let mut engine = common::engine(&env.client, &config, "app").await;
     let report = engine.sync().await.unwrap();
     assert_eq!(report.health_targets.len(), 20);
-    let available = json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
-        "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]});
+    let available = available();
     for n in &namespaces {
         deployment_status(&env.client, n, "web", available.clone()).await;
     }

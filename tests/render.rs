@@ -344,10 +344,16 @@ fn age_key(dir: &Path, name: &str) -> (PathBuf, String) {
 
 /// A Secret with `password` in stringData, encrypted by the real sops for `recipient`.
 fn encrypted_secret(dir: &Path, recipient: &str, password: &str) -> String {
-    let plain = dir.join("secret.yaml");
+    encrypted(dir, recipient, "Secret", "stringData", password)
+}
+
+/// A `kind` named `db` whose `field` holds `password`, encrypted by the real sops for
+/// `recipient` (`data` and `stringData` encrypted).
+fn encrypted(dir: &Path, recipient: &str, kind: &str, field: &str, password: &str) -> String {
+    let plain = dir.join("plain.yaml");
     std::fs::write(
         &plain,
-        format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: db\nstringData:\n  password: {password}\n"),
+        format!("apiVersion: v1\nkind: {kind}\nmetadata:\n  name: db\n{field}:\n  password: {password}\n"),
     )
     .unwrap();
     let text = tool(
@@ -368,25 +374,10 @@ async fn a_decrypted_value_in_a_configmap_is_masked_in_gitward_diff() {
     let ns = env.namespace.clone();
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
-    let encrypted = |password: &str| {
-        let plain = keys.path().join("cm.yaml");
-        std::fs::write(
-            &plain,
-            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\ndata:\n  password: {password}\n"),
-        )
-        .unwrap();
-        let text = tool(
-            "sops",
-            &["encrypt", "--age", &public, "--encrypted-regex", "^data$", plain.to_str().unwrap()],
-            keys.path(),
-        );
-        std::fs::remove_file(plain).unwrap();
-        assert!(!text.contains(password), "{text}");
-        text
-    };
+    let sealed = |password: &str| encrypted(keys.path(), &public, "ConfigMap", "data", password);
     let old = format!("pw-{}-hunter2", common::unique("s"));
     let repo = common::GitRepo::new();
-    repo.write("app/db.enc.yaml", &encrypted(&old));
+    repo.write("app/db.enc.yaml", &sealed(&old));
     repo.commit_and_push("an encrypted ConfigMap");
     let state = tempfile::tempdir().unwrap();
     let unit = common::unit_toml(
@@ -405,7 +396,7 @@ async fn a_decrypted_value_in_a_configmap_is_masked_in_gitward_diff() {
     assert_eq!(live.data.unwrap()["password"], old, "decrypted and applied");
 
     let new = format!("pw-{}-correcthorse", common::unique("s"));
-    repo.write("app/db.enc.yaml", &encrypted(&new));
+    repo.write("app/db.enc.yaml", &sealed(&new));
     repo.commit_and_push("a new password");
     let (code, diff) = gitward(&["diff", "--config", config_arg]);
     assert_eq!(code, 1, "{diff}");
