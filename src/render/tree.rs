@@ -75,6 +75,8 @@ pub(super) struct Materializer<'a> {
     pub scratch: &'a Scratch,
     /// Repository paths of the files written, in write order.
     pub written: Vec<String>,
+    /// Repository paths of the symbolic links written, for [`Materializer::check_links`].
+    pub links: Vec<String>,
 }
 
 impl Materializer<'_> {
@@ -117,7 +119,9 @@ impl Materializer<'_> {
         if target.starts_with('/') || resolve(parent, &target).is_none() {
             return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path: rel.to_owned(), target });
         }
-        std::os::unix::fs::symlink(&target, self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))
+        std::os::unix::fs::symlink(&target, self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))?;
+        self.links.push(rel.to_owned());
+        Ok(())
     }
 
     /// Resolves every symbolic link written, component by component as the kernel does (a link
@@ -130,23 +134,12 @@ impl Materializer<'_> {
     /// when the tree cannot be read.
     pub fn check_links(&self) -> Result<()> {
         let root = self.scratch.repo_path("");
-        let mut dirs = vec![String::new()];
-        while let Some(rel) = dirs.pop() {
-            let entries = std::fs::read_dir(self.scratch.repo_path(&rel)).map_err(|e| self.io(&rel, &e))?;
-            for entry in entries {
-                let entry = entry.map_err(|e| self.io(&rel, &e))?;
-                let name = entry.file_name().to_string_lossy().into_owned();
-                let path = join(&rel, &name);
-                let kind = entry.file_type().map_err(|e| self.io(&path, &e))?;
-                if kind.is_dir() {
-                    dirs.push(path);
-                } else if kind.is_symlink() {
-                    let target = std::fs::read_link(entry.path()).map_err(|e| self.io(&path, &e))?;
-                    if physical(&root, &self.scratch.repo_path(&rel), &target).is_none() {
-                        let target = target.to_string_lossy().into_owned();
-                        return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path, target });
-                    }
-                }
+        for path in &self.links {
+            let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+            let target = std::fs::read_link(self.scratch.repo_path(path)).map_err(|e| self.io(path, &e))?;
+            if physical(&root, &self.scratch.repo_path(parent), &target).is_none() {
+                let (unit, target) = (self.tree.unit().to_owned(), target.to_string_lossy().into_owned());
+                return Err(Error::SymlinkLeavesTree { unit, path: path.clone(), target });
             }
         }
         Ok(())
