@@ -30,7 +30,7 @@ fn objects(version: &str) -> String {
 }
 
 /// gitward's audit events in `ns` (its user agent is `gitward/<version>`): (seconds since the
-/// first event of the log, verb, response code).
+/// first event of the log, object name, response code).
 fn gitward_events(ns: &str) -> Vec<(f64, String, u64)> {
     let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
     text.lines()
@@ -40,7 +40,8 @@ fn gitward_events(ns: &str) -> Vec<(f64, String, u64)> {
         .filter_map(|e| {
             let at = e["requestReceivedTimestamp"].as_str()?.parse::<jiff::Timestamp>().ok()?;
             let secs = at.as_millisecond() as f64 / 1000.0;
-            Some((secs, e["verb"].as_str()?.to_string(), e["responseStatus"]["code"].as_u64().unwrap_or(0)))
+            let name = e["objectRef"]["name"].as_str().unwrap_or_default().to_string();
+            Some((secs, name, e["responseStatus"]["code"].as_u64().unwrap_or(0)))
         })
         .collect()
 }
@@ -116,18 +117,18 @@ async fn a_409_storm_in_update_mode_loses_no_write_and_gitward_neither_spins_nor
     let during = &events[before..];
     let conflicts = during.iter().filter(|(_, _, code)| *code == 409).count();
     let per_second = during.len() as f64 / storm.as_secs_f64();
-    // The busiest second of gitward's requests.
-    let mut by_second: BTreeMap<i64, usize> = BTreeMap::new();
-    for (at, _, _) in during {
-        *by_second.entry(*at as i64).or_default() += 1;
+    // The object gitward sent the most requests for.
+    let mut by_object: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, name, _) in during.iter().filter(|(_, name, _)| !name.is_empty()) {
+        *by_object.entry(name.as_str()).or_default() += 1;
     }
-    let peak = by_second.values().copied().max().unwrap_or(0);
+    let (busiest, peak) = by_object.iter().max_by_key(|(_, n)| **n).map_or(("", 0), |(name, n)| (*name, *n));
     let logged_conflicts = daemon.events().iter().filter(|e| e["message"] == "object conflict").count();
     let retries =
         daemon.events().iter().filter(|e| e["message"] == "sync triggered" && e["trigger"] == "retry").count();
     eprintln!(
-        "409 storm: other writer {writes} writes in {:.1} s; gitward {} requests ({per_second:.1}/s, peak {peak} in one \
-         second, {conflicts} answered 409, {logged_conflicts} objects reported conflict, {retries} retries); \
+        "409 storm: other writer {writes} writes in {:.1} s; gitward {} requests ({per_second:.1}/s, at most {peak} for one \
+         object ({busiest}), {conflicts} answered 409, {logged_conflicts} objects reported conflict, {retries} retries); \
          its values landed {:.1} s after the push",
         storm.as_secs_f64(),
         during.len(),
@@ -137,8 +138,12 @@ async fn a_409_storm_in_update_mode_loses_no_write_and_gitward_neither_spins_nor
     assert!(conflicts >= 1, "no 409 at all: the storm did not reach gitward's writes");
     // No hot loop: each object's self-heal backs off (0.5 s doubling) whatever it finds, and the
     // unit's retries double from 1 s; at debounce speed it was 35 requests/s (24 heals a second).
-    assert!(per_second < N as f64 / 2.0, "{per_second:.1} requests/s from gitward during the storm");
-    assert!(peak <= 4 * N, "{peak} requests in one second");
+    assert!(per_second < N as f64, "{per_second:.1} requests/s from gitward during the storm");
+    // Per object, over the storm: at most 7 self-heals (0.5 s doubling fits 7 in 30 s plus the
+    // 3 s before the push), the push's own sync and at most 5 unit retries (1 s doubling), each a
+    // GET and a PUT with at most one re-send — 13 × 3 = 39. A heal at debounce speed alone
+    // would be 60 heals, 120 requests. Counted, not timed: a slower machine only sends fewer.
+    assert!(peak <= 39, "{peak} requests for {busiest} during the storm");
 
     // Nothing lost: the other writer's last value and gitward's stand side by side.
     let settled = common::eventually(WAIT, || async {
