@@ -404,6 +404,58 @@ async fn a_decrypted_value_in_a_configmap_is_masked_in_gitward_diff() {
     assert!(diff.contains("ConfigMap") && diff.contains("*** (changed)"), "{diff}");
 }
 
+/// A committer can name the key service sops decrypts with: a file whose metadata names a
+/// HashiCorp Vault at a loopback address (Go sends loopback requests past the dead proxy) made
+/// `sops decrypt` PUT to it. Only an age key is configured, so a file naming any other key
+/// source is refused before sops runs, naming the file and the key source; nothing is applied
+/// and nothing connects.
+#[tokio::test]
+async fn a_sops_file_naming_a_vault_address_is_refused_before_sops_contacts_it() {
+    let env = common::setup("sops-vault").await;
+    let ns = env.namespace.clone();
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = age_key(keys.path(), "key");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let vault = format!("http://{}", listener.local_addr().unwrap());
+    let sealed = encrypted(keys.path(), &public, "ConfigMap", "data", "pw-vault-hunter2");
+    let entry = format!(
+        "    hc_vault:\n        - vault_address: {vault}\n          engine_path: transit\n          key_name: k\n          \
+         created_at: \"2026-11-25T00:00:00Z\"\n          enc: vault:v1:abcd\n"
+    );
+    // Only the Vault key: sops would have to ask it.
+    let start = sealed.find("    age:\n").unwrap();
+    let end = sealed.find("    encrypted_regex").unwrap();
+    let vault_only = format!("{}{entry}{}", &sealed[..start], &sealed[end..]);
+    let repo = common::GitRepo::new();
+    repo.write("app/db.enc.yaml", &vault_only);
+    repo.write("app/settings.yaml", &common::cm("settings", "1"));
+    repo.commit_and_push("a file for a Vault key");
+    let state = tempfile::tempdir().unwrap();
+    let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
+    let unit = common::unit_toml("vault", &repo.bare(), "app", &ns, &decryption);
+    let config_file = state.path().join("gitward.toml");
+    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &unit)).unwrap();
+    let (code, log) = gitward(&["sync", "--config", config_file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("app/db.enc.yaml") && log.contains(&format!("hc_vault ({vault})")), "{log}");
+    assert!(
+        matches!(listener.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "sops connected to the Vault address the file named"
+    );
+    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
+    assert!(configmaps.get_opt("settings").await.unwrap().is_none(), "the refused revision was applied");
+
+    // Next to the age recipient it is refused too: the file asks for a service.
+    let both = format!("{}{entry}{}", &sealed[..start], &sealed[start..]);
+    repo.write("app/db.enc.yaml", &both);
+    repo.commit_and_push("age and Vault");
+    let (code, log) = gitward(&["sync", "--config", config_file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{log}");
+    assert!(log.contains("only an age key is configured"), "{log}");
+    assert!(configmaps.get_opt("db").await.unwrap().is_none(), "the refused revision was applied");
+}
+
 /// Runs the gitward CLI; returns (exit code, stdout + stderr).
 fn gitward(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gitward"))

@@ -88,11 +88,20 @@ impl Decryptor {
         limits: Limits,
     ) -> Result<Vec<u8>> {
         let format = format_of(rel);
+        let failed = |message: String| Error::DecryptFailed { unit: unit.to_owned(), file: rel.to_owned(), message };
+        let encrypted = std::fs::read(on_disk).map_err(|e| failed(e.to_string()))?;
+        let foreign = foreign_key_sources(format, &encrypted);
+        if !foreign.is_empty() {
+            return Err(failed(format!(
+                "its key groups name {} besides age, and only an age key is configured; refused so that \
+                 sops contacts no key service a committer chose",
+                foreign.join(", ")
+            )));
+        }
         let home = scratch.join("home");
         let env: Vec<(&str, &Path)> = vec![("HOME", &home), ("SOPS_AGE_KEY_FILE", &self.key_file)];
         let mut cmd = process::command(&self.tool.path, scratch, &env);
         cmd.args(["decrypt", "--input-type", format, "--output-type", format]).arg(on_disk);
-        let failed = |message: String| Error::DecryptFailed { unit: unit.to_owned(), file: rel.to_owned(), message };
         let plaintext = match process::run(cmd, limits) {
             Ok(bytes) => bytes,
             Err(RunError::Failed(_, message)) => return Err(failed(process::trim_message(&message))),
@@ -100,11 +109,58 @@ impl Decryptor {
             Err(RunError::Timeout) => return Err(failed(format!("sops did not finish within {:?}", limits.timeout))),
             Err(RunError::TooLarge) => return Err(failed("sops's output is over the render output cap".into())),
         };
-        if let Ok(encrypted) = std::fs::read(on_disk) {
-            self.masker.learn(format, &encrypted, &plaintext);
-        }
+        self.masker.learn(format, &encrypted, &plaintext);
         Ok(plaintext)
     }
+}
+
+/// The sops master key types other than age (sops v3 metadata: `stores.Metadata`), each a
+/// service sops would contact to decrypt the data key: AWS KMS, GCP KMS, Azure Key Vault,
+/// HashiCorp Vault transit, and PGP (a keyserver or gpg-agent).
+const FOREIGN_KEY_TYPES: [&str; 5] = ["kms", "gcp_kms", "azure_kv", "hc_vault", "pgp"];
+
+/// The non-age master keys an encrypted file's metadata names, as `type (identifier)`; empty
+/// when it names age keys only. sops tries a key group's keys in the order KMS, GCP KMS, Azure,
+/// Vault, age, PGP, so a file that names a Vault address next to an age recipient would make
+/// `sops decrypt` contact that address first. Read from the top-level `sops` block (and its
+/// `key_groups`) of every document, or the `sops_<type>__list_…` lines of a dotenv file.
+pub fn foreign_key_sources(format: &str, bytes: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    if format == "dotenv" {
+        for line in String::from_utf8_lossy(bytes).lines() {
+            let Some((key, value)) = line.split_once('=') else { continue };
+            let Some(rest) = key.strip_prefix("sops_") else { continue };
+            let on_list = rest.contains("__list_") || rest.contains("key_groups");
+            if let Some(kind) =
+                FOREIGN_KEY_TYPES.iter().find(|k| rest.starts_with(*k) || rest.contains(&format!("__{k}__")))
+                && on_list
+            {
+                found.push(format!("{kind} ({value})"));
+            }
+        }
+    } else {
+        let mut push_group = |group: &Value| {
+            for kind in FOREIGN_KEY_TYPES {
+                for key in group.get(kind).and_then(Value::as_array).into_iter().flatten() {
+                    let id = ["vault_address", "arn", "resource_id", "vault_url", "fp"]
+                        .iter()
+                        .find_map(|f| key.get(*f).and_then(Value::as_str))
+                        .unwrap_or("?");
+                    found.push(format!("{kind} ({id})"));
+                }
+            }
+        };
+        for doc in documents(format, bytes).unwrap_or_default() {
+            let Some(meta) = doc.get("sops") else { continue };
+            push_group(meta);
+            for group in meta.get("key_groups").and_then(Value::as_array).into_iter().flatten() {
+                push_group(group);
+            }
+        }
+    }
+    found.sort();
+    found.dedup();
+    found
 }
 
 /// Values that were encrypted, to replace with `***` in messages; their base64 forms too,
@@ -197,6 +253,20 @@ mod tests {
             b"PASSWORD=ENC[AES256_GCM,data:x,iv:y,tag:z,type:str]\nsops_mac=ENC[AES256_GCM,data:m]\n"
         ));
         assert_eq!((format_of("a/b.env"), format_of("x.json"), format_of("s.enc.yaml")), ("dotenv", "json", "yaml"));
+    }
+
+    #[test]
+    fn key_groups_naming_anything_but_age_are_found_in_every_format() {
+        let yaml = format!(
+            "{ENCRYPTED}    age:\n        - recipient: age1abc\n    hc_vault:\n        - vault_address: http://10.0.0.1:8200\n          engine_path: transit\n    kms: []\n"
+        );
+        assert_eq!(foreign_key_sources("yaml", yaml.as_bytes()), ["hc_vault (http://10.0.0.1:8200)"]);
+        assert!(foreign_key_sources("yaml", format!("{ENCRYPTED}    kms: []\n    pgp: []\n").as_bytes()).is_empty());
+        let grouped = r#"{"data": "ENC[AES256_GCM,x]", "sops": {"key_groups": [{"age": [{"recipient": "age1"}]}, {"kms": [{"arn": "arn:aws:kms:eu:1:key/k"}]}]}}"#;
+        assert_eq!(foreign_key_sources("json", grouped.as_bytes()), ["kms (arn:aws:kms:eu:1:key/k)"]);
+        let dotenv = "A=ENC[AES256_GCM,x]\nsops_age__list_0__map_recipient=age1\nsops_gcp_kms__list_0__map_resource_id=projects/p\nsops_mac=ENC[x]\n";
+        assert_eq!(foreign_key_sources("dotenv", dotenv.as_bytes()), ["gcp_kms (projects/p)"]);
+        assert!(foreign_key_sources("dotenv", b"A=ENC[x]\nsops_age__list_0__map_recipient=age1\n").is_empty());
     }
 
     #[test]
