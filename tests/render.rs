@@ -280,6 +280,40 @@ async fn a_kustomization_that_loads_a_file_from_a_url_is_refused_and_the_url_nev
     );
 }
 
+/// A tree over `[render] max_tree_bytes` is refused before any tool runs, naming the file that
+/// crossed the limit; nothing is applied. In the cluster `/tmp` is a 64 MiB memory emptyDir:
+/// without the cap a large tree would get the pod evicted rather than the revision refused.
+#[tokio::test]
+async fn a_tree_over_max_tree_bytes_is_refused_naming_the_file() {
+    let env = common::setup("tree-cap").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write(
+        "app/kustomization.yaml",
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\n\
+             resources:\n- small.yaml\nconfigMapGenerator:\n- name: big\n  files:\n  - blob.txt\n"
+        ),
+    );
+    repo.write("app/small.yaml", &common::cm("small", "1"));
+    repo.write("app/blob.txt", &"x".repeat(64 * 1024));
+    repo.commit_and_push("a 64 KiB file");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("big", &repo.bare(), "app", &ns, "");
+    let capped = config(state.path(), "max_tree_bytes = \"32KiB\"", &unit);
+    let mut engine = common::engine(&env.client, &capped, "big").await;
+    let err = chain(&engine.sync().await.expect_err("a tree over the cap is refused"));
+    assert!(err.contains("app/blob.txt") && err.contains("max_tree_bytes") && err.contains("32768"), "{err}");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert!(configmaps.get_opt("small").await.unwrap().is_none(), "the refused revision was applied");
+
+    // Under the default the same tree renders.
+    let default = config(state.path(), "", &unit);
+    let mut engine = common::engine(&env.client, &default, "big").await;
+    engine.sync().await.expect("under the default cap");
+    assert!(configmaps.get_opt("small").await.unwrap().is_some());
+}
+
 /// A render killed mid-way leaves its scratch directory, decrypted plaintext and all: the next
 /// gitward process's first render removes those of dead processes, and only those.
 #[tokio::test]

@@ -38,6 +38,7 @@ pub(super) struct RawRender {
     pub sops: Option<Spanned<String>>,
     pub timeout: Option<Spanned<HumanDuration>>,
     pub max_output_bytes: Option<ByteSize>,
+    pub max_tree_bytes: Option<ByteSize>,
     pub kube_version: Option<Spanned<String>>,
     pub api_versions: Option<Vec<Spanned<String>>>,
 }

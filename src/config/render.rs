@@ -21,6 +21,13 @@ pub struct RenderTools {
     /// revision. Default 64 MiB: far above real charts (etcd's 1.5 MiB per object bounds
     /// what is useful), low enough that a runaway template cannot exhaust memory.
     pub max_output_bytes: u64,
+    /// The most bytes of files one render may write into its scratch directory (the unit's
+    /// path and every file it references, vendored charts included); more refuses the
+    /// revision naming the file that crossed it, before any tool runs. Default 32 MiB: the
+    /// in-cluster manifests give `/tmp` a 64 MiB memory `emptyDir`, and a tree that filled it
+    /// would get the pod evicted instead of a clear error (Argo CD's repo server caps a
+    /// directory's manifests at 10 MB the same way).
+    pub max_tree_bytes: u64,
     /// The Kubernetes version Helm renders for when no cluster is asked (`gitward validate`):
     /// `helm template --kube-version`, seen by a chart's `kubeVersion` constraint and
     /// `.Capabilities.KubeVersion`. A sync asks the cluster instead. Default
@@ -49,6 +56,7 @@ impl Default for RenderTools {
             sops: None,
             timeout: Duration::from_secs(60),
             max_output_bytes: 64 << 20,
+            max_tree_bytes: 32 << 20,
             kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
             api_versions: Vec::new(),
         }

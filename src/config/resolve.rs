@@ -137,6 +137,7 @@ impl Resolver<'_> {
             sops: raw.sops.map(|p| self.file(p, "render.sops")).transpose()?,
             timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
             max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
+            max_tree_bytes: raw.max_tree_bytes.map_or(default.max_tree_bytes, |size| size.0),
             kube_version: match raw.kube_version {
                 Some(version) => self.check(version, "render.kube_version", kube_version)?,
                 None => default.kube_version,

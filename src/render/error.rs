@@ -56,6 +56,19 @@ pub enum Error {
         /// The limit.
         timeout: std::time::Duration,
     },
+    /// The files materialised for one render total more than `[render] max_tree_bytes`.
+    #[error(
+        "{unit}: the files this render needs are over the limit of {limit} bytes ([render] max_tree_bytes), \
+         reached at {path}"
+    )]
+    TreeTooLarge {
+        /// The unit.
+        unit: String,
+        /// The repository path of the file that crossed the limit.
+        path: String,
+        /// The limit.
+        limit: u64,
+    },
     /// The tool wrote more than `[render] max_output_bytes` and was killed.
     #[error("{unit}: {path}: {tool} output is over the limit of {limit} bytes ([render] max_output_bytes)")]
     OutputTooLarge {

@@ -143,7 +143,14 @@ impl Renderer {
     ) -> Result<(Vec<u8>, bool)> {
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
-        let mut materializer = tree::Materializer { tree, scratch: &scratch, written: Vec::new(), links: Vec::new() };
+        let mut materializer = tree::Materializer {
+            tree,
+            scratch: &scratch,
+            written: Vec::new(),
+            links: Vec::new(),
+            bytes: 0,
+            max_bytes: unit.render_tools.max_tree_bytes,
+        };
         for input in inputs {
             match input.tree {
                 true => materializer.dir(&input.path, input.oid)?,

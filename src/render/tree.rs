@@ -67,7 +67,8 @@ impl Scratch {
 }
 
 /// Writes directories and files of one revision's [`Tree`] into a [`Scratch`]. Files over the
-/// unit's `max_file_bytes` refuse the render ([`crate::source::Error::FileTooLarge`]).
+/// unit's `max_file_bytes` refuse the render ([`crate::source::Error::FileTooLarge`]), and so
+/// do files totalling over `[render] max_tree_bytes` ([`Error::TreeTooLarge`]).
 pub(super) struct Materializer<'a> {
     /// The revision's tree.
     pub tree: &'a Tree<'a>,
@@ -77,6 +78,10 @@ pub(super) struct Materializer<'a> {
     pub written: Vec<String>,
     /// Repository paths of the symbolic links written, for [`Materializer::check_links`].
     pub links: Vec<String>,
+    /// Bytes of files written so far, against `max_bytes`.
+    pub bytes: u64,
+    /// `[render] max_tree_bytes`: over it the render is refused ([`Error::TreeTooLarge`]).
+    pub max_bytes: u64,
 }
 
 impl Materializer<'_> {
@@ -100,6 +105,11 @@ impl Materializer<'_> {
     /// Writes the file `id` at repository path `rel` (parents created).
     pub fn file(&mut self, rel: &str, id: ObjectId, executable: bool) -> Result<()> {
         let content = self.tree.read(rel, id)?;
+        self.bytes += content.len() as u64;
+        if self.bytes > self.max_bytes {
+            let unit = self.tree.unit().to_owned();
+            return Err(Error::TreeTooLarge { unit, path: rel.to_owned(), limit: self.max_bytes });
+        }
         let target = self.scratch.repo_path(rel);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| self.io(rel, &e))?;
