@@ -394,8 +394,10 @@ async fn the_sharded_deployments_role_is_enough_for_sharding() {
 
     // Join, watch, create and hold the unit Leases, then leave: every verb sharding sends.
     let units = vec!["app-0".to_owned(), "app-1".to_owned()];
-    let cfg = shard::ShardConfig { namespace: ns.clone(), identity: "rbac-a".into(), lease_duration: LEASE };
-    let (_units_tx, units_rx) = tokio::sync::watch::channel(units.clone());
+    let cfg =
+        shard::ShardConfig { namespace: ns.clone(), identity: "rbac-a".into(), lease_duration: LEASE, group: None };
+    let fingerprints = units.iter().map(|u| (u.clone(), "f".to_owned())).collect();
+    let (_units_tx, units_rx) = tokio::sync::watch::channel(fingerprints);
     let (_running_tx, running_rx) = tokio::sync::watch::channel(shard::Running::default());
     let metrics = std::sync::Arc::new(gitward::daemon::metrics::Metrics::new());
     let (mut ownership, task) = shard::spawn(client.clone(), cfg.clone(), units_rx, running_rx, metrics);
@@ -410,4 +412,117 @@ async fn the_sharded_deployments_role_is_enough_for_sharding() {
         let holder = lease.spec.and_then(|s| s.holder_identity).unwrap_or_default();
         assert_eq!(holder, "", "{:?} released", lease.metadata.name);
     }
+}
+
+/// Deletes by gitward replicas in `namespace` of objects whose name starts with `prefix`.
+fn deletes(namespace: &str, prefix: &str) -> Vec<(String, Timestamp)> {
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
+        .filter(|e| e["verb"] == "delete" && e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")))
+        .filter_map(|e| {
+            let name = e["objectRef"]["name"].as_str()?;
+            let at = e["requestReceivedTimestamp"].as_str()?.parse().ok()?;
+            name.starts_with(prefix).then(|| (name.to_owned(), at))
+        })
+        .collect()
+}
+
+/// A rolling update seen from the Leases: replica `old` runs units 0–5, replica `new` (started
+/// later) runs units 0–11, and gives unit 0 another path. Before each member advertised the
+/// fingerprints of its units, every member counted for every unit: units the rendezvous gave
+/// to `old` were applied by nobody, and unit 0 would flip between its two versions with each
+/// change of owner, pruning the other version's objects each time. Now every unit is applied,
+/// units 6–11 only by `new`, unit 0 only in `new`'s version, and nothing is pruned back and
+/// forth while both run.
+#[tokio::test]
+async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_nothing_back_and_forth() {
+    let _serial = SERIAL.lock().await;
+    let env = common::setup("shard-drift").await;
+    let ns = env.namespace.clone();
+    const N: usize = 12;
+    let repos: Vec<common::GitRepo> = (0..N)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write(
+                "v1/cm.yaml",
+                &format!("{}---\n{}", common::cm(&format!("cm-{i}"), "1"), common::cm(&format!("x-{i}-v1"), "1")),
+            );
+            repo.write(
+                "v2/cm.yaml",
+                &format!("{}---\n{}", common::cm(&format!("cm-{i}"), "2"), common::cm(&format!("x-{i}-v2"), "2")),
+            );
+            repo.commit_and_push("two versions");
+            repo
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let config = |identity: &str, units: std::ops::Range<usize>, path0: &str| {
+        let port = common::free_port();
+        let kubeconfig = std::env::var("KUBECONFIG").unwrap();
+        let mut text = format!(
+            "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
+             listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
+             [daemon.sharding]\nnamespace = \"{ns}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n\n",
+            RESYNC.as_secs(),
+            LEASE.as_secs()
+        );
+        for i in units {
+            let path = if i == 0 { path0 } else { "v1" };
+            text.push_str(&common::unit_toml(&unit_name(i), &repos[i].bare(), path, &ns, "health_timeout = \"0s\""));
+        }
+        let path = dir.path().join(format!("{identity}.toml"));
+        std::fs::write(&path, text).unwrap();
+        common::Daemon::start(&path, port, &[])
+    };
+    let (old_id, new_id) = ("replica-old", "replica-new");
+    let old = config(old_id, 0..6, "v1");
+    let old_applied = common::eventually(WAIT, || async {
+        applies(&ns).into_iter().map(|(u, _, _)| u).collect::<BTreeSet<_>>() == (0..6).collect()
+    })
+    .await;
+    assert!(old_applied, "the old replica alone applies its six units: {}", old.log_text());
+    let new = config(new_id, 0..N, "v2");
+
+    // Every unit is applied, and the new version of unit 0 replaces the old one.
+    let every = common::eventually(WAIT, || async {
+        let done: BTreeSet<usize> = applies(&ns).into_iter().map(|(u, _, _)| u).collect();
+        done.len() == N && value(&env.client, &ns, "cm-0").await.as_deref() == Some("2")
+    })
+    .await;
+    let done: BTreeSet<usize> = applies(&ns).into_iter().map(|(u, _, _)| u).collect();
+    assert!(
+        every,
+        "units applied by nobody: {:?}\n{}",
+        (0..N).filter(|u| !done.contains(u)).collect::<Vec<_>>(),
+        new.log_text()
+    );
+    let settled = Timestamp::now();
+    // Both keep running for several resyncs: who writes each unit from now on, and what is deleted.
+    let again = common::eventually(WAIT, || async {
+        let mut seen: BTreeMap<usize, usize> = BTreeMap::new();
+        for (u, _, at) in applies(&ns) {
+            if at > settled {
+                *seen.entry(u).or_default() += 1;
+            }
+        }
+        seen.len() == N && seen.values().all(|n| *n >= 3)
+    })
+    .await;
+    assert!(again, "not every unit re-applied three times");
+    let by_unit = writes_by_unit(&ns);
+    for (unit, writes) in &by_unit {
+        let agents: BTreeSet<&str> = writes.iter().filter(|w| w.1 > settled).map(|w| w.0.as_str()).collect();
+        assert_eq!(agents.len(), 1, "unit {unit} written by {agents:?} after the configs settled");
+        if *unit >= 6 || *unit == 0 {
+            assert_eq!(agents, BTreeSet::from([agent(new_id).as_str()]), "unit {unit} runs only in the new config");
+        }
+    }
+    let flips: Vec<_> = deletes(&ns, "x-").into_iter().filter(|(_, at)| *at > settled).collect();
+    assert!(flips.is_empty(), "objects pruned back and forth after the configs settled: {flips:?}");
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert!(api.get_opt("x-0-v1").await.unwrap().is_none(), "the old version of unit 0 was pruned once");
+    assert!(api.get_opt("x-0-v2").await.unwrap().is_some());
+    drop(old);
 }

@@ -72,6 +72,12 @@ pub struct Sharding {
     /// `holderIdentity` of its unit Leases, and part of its User-Agent. Default `None`: the
     /// host name (or `$POD_NAME`) and the process id, made a valid label.
     pub identity: Option<String>,
+    /// The installation this replica belongs to: its Leases are named
+    /// `gitward-<group>-member-<identity>` and `gitward-<group>-unit-<unit>`, so two
+    /// installations sharing the Lease namespace never count each other's replicas. An RFC
+    /// 1123 label of at most 20 characters. Default `None`: `gitward-member-…`,
+    /// `gitward-unit-…`.
+    pub group: Option<String>,
     /// The cluster (a `[[cluster]]` name) whose API server holds the Leases. Default: the
     /// first cluster in the file.
     pub cluster: String,

@@ -23,6 +23,7 @@ mod hint;
 mod raw;
 mod render;
 mod resolve;
+mod sharding;
 mod tenancy;
 #[cfg(test)]
 mod tests;

@@ -115,6 +115,7 @@ pub(super) struct RawSharding {
     pub namespace: Option<Spanned<String>>,
     pub lease_duration: Option<Spanned<HumanDuration>>,
     pub identity: Option<Spanned<String>>,
+    pub group: Option<Spanned<String>>,
     pub cluster: Option<Spanned<String>>,
 }
 

@@ -11,11 +11,11 @@ use toml::Spanned;
 
 use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
-    RawRender, RawSharding, RawSyncUnit,
+    RawRender, RawSyncUnit,
 };
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
-    LeaderElection, RenderTools, Result, Sharding, SyncUnit, is_url_or_scp,
+    LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
 };
 
 /// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.
@@ -197,36 +197,6 @@ impl Resolver<'_> {
             kubeconfig: raw.kubeconfig.map(|p| self.file(p, &field("kubeconfig"))).transpose()?,
             context: raw.context.map(|c| self.check(c, &field("context"), non_empty)).transpose()?,
             max_in_flight,
-        })
-    }
-
-    fn sharding(&self, raw: Spanned<RawSharding>, clusters: &[ClusterConfig]) -> Result<Sharding> {
-        let raw = raw.into_inner();
-        let key = |field: &str| format!("daemon.sharding.{field}");
-        let lease_duration = match raw.lease_duration {
-            Some(value) if value.get_ref().0 < std::time::Duration::from_secs(2) => {
-                let message = "must be at least 2s (the Leases are written with half of it, in whole seconds)";
-                return Err(self.invalid(Some(value.span()), &key("lease_duration"), message));
-            }
-            Some(value) => value.into_inner().0,
-            None => Sharding::DEFAULT_LEASE_DURATION,
-        };
-        let cluster = match raw.cluster {
-            Some(name) if clusters.iter().any(|c| c.name == *name.get_ref()) => name.into_inner(),
-            Some(name) => {
-                let message = format!("no cluster named `{}`", name.get_ref());
-                return Err(self.invalid(Some(name.span()), &key("cluster"), message));
-            }
-            None => clusters[0].name.clone(),
-        };
-        Ok(Sharding {
-            namespace: match raw.namespace {
-                Some(namespace) => self.check(namespace, &key("namespace"), dns_label)?,
-                None => Sharding::DEFAULT_NAMESPACE.to_owned(),
-            },
-            lease_duration,
-            identity: raw.identity.map(|i| self.check(i, &key("identity"), dns_label)).transpose()?,
-            cluster,
         })
     }
 
@@ -457,7 +427,7 @@ fn adopt_source(value: &str) -> Rule {
 
 /// An RFC 1123 label, as Kubernetes requires of namespace names: 1–63 characters of `a-z`,
 /// `0-9` and `-`, starting and ending with a letter or digit.
-fn dns_label(value: &str) -> Rule {
+pub(super) fn dns_label(value: &str) -> Rule {
     if value.len() > 63 {
         return Err(format!("`{value}` is longer than 63 characters"));
     }

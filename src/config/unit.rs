@@ -177,6 +177,28 @@ pub struct SyncUnit {
 }
 
 impl SyncUnit {
+    /// What decides the objects this unit writes and how, as 16 hex digits (the first 8 bytes
+    /// of a SHA-256 over the settings' debug form): repository, ref, path, cluster, namespace,
+    /// ServiceAccount, apply and prune settings, inventory, render mode and options,
+    /// decryption, namespace creation and adoption. Two replicas whose configs give a unit the
+    /// same fingerprint apply the same thing; sharding assigns a unit only among replicas
+    /// that advertise one fingerprint for it. Local paths of tools and credentials, size
+    /// limits and the health timeout do not count: they may differ between machines.
+    pub fn fingerprint(&self) -> String {
+        use sha2::Digest as _;
+        let settings = format!(
+            "{:?}",
+            (
+                (&self.name, &self.repo, &self.cluster, &self.service_account, &self.reference, &self.path),
+                (&self.namespace, self.apply_mode, self.prune, &self.field_manager, self.force_conflicts),
+                (&self.takeover_managers, self.recreate_on_immutable, self.max_prune_fraction, self.allow_prune_all),
+                (&self.inventory, &self.render, self.allow_remote_bases, self.create_namespace),
+                (&self.adopt_from, &self.adopted_by, &self.helm, self.decryption.is_some()),
+            )
+        );
+        hex::encode(&sha2::Sha256::digest(settings.as_bytes())[..8])
+    }
+
     /// A unit with every default applied: `name` and `repo` are taken as given (neither
     /// checked nor anchored), the inventory is `Secret` `<default namespace>/gitward-<name>`.
     pub fn new(name: impl Into<String>, repo: impl Into<String>) -> Self {

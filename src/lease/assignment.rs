@@ -28,6 +28,30 @@ pub fn owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Opti
     members.into_iter().max_by_key(|member| (weight(member, unit), *member))
 }
 
+/// A member that runs a unit, for [`assign`]: its identity, the fingerprint it advertises for
+/// the unit ([`crate::config::SyncUnit::fingerprint`]) and when it joined (its membership
+/// Lease's `acquireTime`; `None` sorts first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Candidate<'a> {
+    /// The member's identity.
+    pub member: &'a str,
+    /// The unit's fingerprint in that member's config.
+    pub fingerprint: &'a str,
+    /// When the member joined.
+    pub joined: Option<k8s_openapi::jiff::Timestamp>,
+}
+
+/// The owner of `unit` among replicas that may run different configs: only members that run
+/// the unit are candidates, and only those whose fingerprint equals that of the member that
+/// joined last (ties: the greater identity) — in a rolling update the new config's version
+/// of a unit wins as soon as one new replica counts, and the unit is never applied by an old
+/// and a new replica in turn. Among those, rendezvous [`owner`]. `None` when no candidate.
+/// Every replica computes the same answer from the same Leases.
+pub fn assign<'a>(unit: &str, candidates: &[Candidate<'a>]) -> Option<&'a str> {
+    let newest = candidates.iter().max_by_key(|c| (c.joined, c.member))?;
+    owner(unit, candidates.iter().filter(|c| c.fingerprint == newest.fingerprint).map(|c| c.member))
+}
+
 /// The members that count for the assignment at `now`: live for the settle time `settle` by
 /// this process's clock, where `first_live` records since when (updated here: members no
 /// longer live are forgotten, new ones recorded). This replica (`own`) counts from its first
@@ -127,6 +151,21 @@ mod tests {
                 assert_eq!(before[unit], after[unit], "{unit} moved though its owner stayed");
             }
         }
+    }
+
+    #[test]
+    fn only_members_running_the_newest_version_of_a_unit_are_candidates() {
+        let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let c = |member, fingerprint, joined| Candidate { member, fingerprint, joined };
+        // Old replicas a, b run v1; c, started later, runs v2: only c may own the unit.
+        let mixed = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v2", at(50))];
+        for unit in ["u1", "u2", "u3", "u4"] {
+            assert_eq!(assign(unit, &mixed), Some("c"));
+        }
+        // The same version everywhere: plain rendezvous over all of them.
+        let same = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))];
+        assert_eq!(assign("u1", &same), owner("u1", ["a", "b", "c"]));
+        assert_eq!(assign("u1", &[]), None);
     }
 
     #[test]

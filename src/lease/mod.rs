@@ -12,4 +12,5 @@
 
 pub mod assignment;
 pub mod election;
+pub mod member;
 pub mod shard;

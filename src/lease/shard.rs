@@ -12,6 +12,10 @@
 //!   a unit belongs to the live member with the highest `sha256(identity ‖ 0 ‖ unit)` weight
 //!   ([`super::assignment`]). A member that joins takes only the units it now wins (about `1/n`), one that
 //!   leaves gives up only its own; every replica computes the same answer from the same view.
+//!   Only members that advertise a unit ([`super::member`]: the fingerprints of the units they
+//!   run, on their membership Lease) are candidates for it, and only those with the version
+//!   of the member that joined last ([`super::assignment::assign`]), so replicas running
+//!   different configs leave no unit unapplied and never apply two versions in turn.
 //! - **Ownership.** A replica runs a leader-election loop on `gitward-unit-<unit>` for each unit
 //!   assigned to it, and runs the unit only while that loop says it holds the Lease
 //!   ([`Ownership::held`]). The election loop is [`super::election`]'s: a held Lease is taken
@@ -48,8 +52,12 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::assignment::{eligible, owner};
-use super::election::{self as leader, LeaderConfig, Leadership, Seen};
+use super::assignment::{Candidate, assign, eligible};
+use super::election::{self as leader, Leadership, Seen};
+use super::member::{self, Advert};
+
+mod config;
+pub use config::{ShardConfig, default_identity, user_agent};
 
 /// Name prefix of membership Leases: `gitward-member-<identity>`.
 pub const MEMBER_PREFIX: &str = "gitward-member-";
@@ -58,89 +66,6 @@ pub const UNIT_PREFIX: &str = "gitward-unit-";
 /// How often the assignment is recomputed and the election loops' state read: well inside
 /// the fencing margin (`L/3`, at least 333 ms), so a lost Lease stops its unit in time.
 const TICK: Duration = Duration::from_millis(100);
-
-/// One replica's sharding settings, resolved from [`crate::config::Sharding`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ShardConfig {
-    /// Namespace of every membership and unit Lease.
-    pub namespace: String,
-    /// This replica: an RFC 1123 label, unique among live replicas.
-    pub identity: String,
-    /// The failover bound `D` (see the module doc); at least 2 s.
-    pub lease_duration: Duration,
-}
-
-impl ShardConfig {
-    /// `L`, the duration written to every Lease: half of `lease_duration`, rounded up to whole
-    /// seconds (the Lease counts whole seconds), at least 1 s.
-    pub fn lease(&self) -> Duration {
-        let half = self.lease_duration / 2;
-        Duration::from_secs((half.as_secs() + u64::from(half.subsec_nanos() > 0)).max(1))
-    }
-
-    /// How often Leases are renewed and free ones polled: `L/3`, as leader election's default
-    /// ratio (5 s of 15 s).
-    pub fn renew_every(&self) -> Duration {
-        self.lease() / 3
-    }
-
-    /// The name of `identity`'s membership Lease.
-    pub fn member_lease(identity: &str) -> String {
-        format!("{MEMBER_PREFIX}{identity}")
-    }
-
-    /// The name of `unit`'s Lease.
-    pub fn unit_lease(unit: &str) -> String {
-        format!("{UNIT_PREFIX}{unit}")
-    }
-
-    /// The election config for the Lease `name`, held by this replica.
-    pub fn leader_config(&self, name: String) -> LeaderConfig {
-        LeaderConfig {
-            namespace: self.namespace.clone(),
-            name,
-            identity: self.identity.clone(),
-            lease_duration: self.lease(),
-            renew_every: self.renew_every(),
-        }
-    }
-}
-
-/// A default identity: `$POD_NAME` (unique per pod; the Deployment passes it) or else the host
-/// name, then `-<pid>`, lowercased, with anything outside `[a-z0-9-]` replaced by `-`, cut to
-/// 63 characters — an RFC 1123 label, usable in a Lease name. A container restarted in the same
-/// pod gets the same identity and so takes its own Leases back at once; that is safe because
-/// the process that held them is gone.
-pub fn default_identity() -> String {
-    let base = std::env::var("POD_NAME")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(leader::hostname)
-        .unwrap_or_else(|| "gitward".to_owned());
-    identity_from(&base, std::process::id())
-}
-
-/// `<base>-<pid>` made an RFC 1123 label (see [`default_identity`]).
-fn identity_from(base: &str, pid: u32) -> String {
-    let suffix = format!("-{pid}");
-    let clean: String = base
-        .trim()
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' })
-        .collect();
-    let clean = clean.trim_matches('-');
-    let room = 63 - suffix.len();
-    let cut = clean[..clean.len().min(room)].trim_end_matches('-');
-    let cut = if cut.is_empty() { "gitward" } else { cut };
-    format!("{cut}{suffix}")
-}
-
-/// The User-Agent of a sharded replica's clients: `gitward/<version> (<identity>)`, so the API
-/// server's audit log tells which replica sent each request.
-pub fn user_agent(identity: &str) -> String {
-    format!("{} ({identity})", crate::TOOLING)
-}
 
 /// What this replica may run, published by the sharding loop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -202,7 +127,8 @@ pub struct Running {
 /// Starts the sharding loop on the current runtime: joins as a member, watches the Leases,
 /// and elects this replica for the units assigned to it.
 ///
-/// `units`: every unit name of the config (it may change on reload). `running`: the units the
+/// `units`: every unit of the config (it may change on reload), name → fingerprint
+/// ([`crate::config::SyncUnit::fingerprint`]), advertised on the membership Lease. `running`: the units the
 /// daemon is running or still stopping, which the loop reads before releasing a Lease.
 /// Returns the [`Ownership`] channel and the loop's task; aborting the task stops every
 /// election loop it started without releasing anything (as a crash would) — call [`leave`]
@@ -211,7 +137,7 @@ pub struct Running {
 pub fn spawn(
     client: kube::Client,
     cfg: ShardConfig,
-    units: watch::Receiver<Vec<String>>,
+    units: watch::Receiver<BTreeMap<String, String>>,
     running: watch::Receiver<Running>,
     metrics: Arc<dyn ShardEvents>,
 ) -> (watch::Receiver<Ownership>, JoinHandle<()>) {
@@ -226,6 +152,12 @@ pub fn spawn(
         holding: BTreeSet::new(),
         generation: 0,
         first_live: BTreeMap::new(),
+        adverts: BTreeMap::new(),
+        nonce: member::nonce(),
+        published: None,
+        publishing: None,
+        confirmed: false,
+        refused: None,
         units,
         running,
         tx,
@@ -241,10 +173,15 @@ pub fn spawn(
 pub async fn leave(client: kube::Client, cfg: &ShardConfig, held: impl IntoIterator<Item = String>) {
     let mut releases = tokio::task::JoinSet::new();
     for unit in held {
-        releases.spawn(leader::release(client.clone(), cfg.leader_config(ShardConfig::unit_lease(&unit))));
+        releases.spawn(leader::release(client.clone(), cfg.leader_config(cfg.unit_lease(&unit))));
     }
     while releases.join_next().await.is_some() {}
-    leader::release(client, cfg.leader_config(ShardConfig::member_lease(&cfg.identity))).await;
+    leader::release(client, cfg.leader_config(cfg.member_lease(&cfg.identity))).await;
+}
+
+/// The units of a config as the sharding loop takes them: name → fingerprint.
+pub fn fingerprints(units: &[crate::config::SyncUnit]) -> BTreeMap<String, String> {
+    units.iter().map(|u| (u.name.clone(), u.fingerprint())).collect()
 }
 
 /// An election loop for one Lease; aborted when dropped.
@@ -286,8 +223,21 @@ struct Shard {
     /// When each live member (this replica too) was first seen live without a break: units
     /// are assigned only to members live for the settle time `L`.
     first_live: BTreeMap<String, Instant>,
-    /// Every unit of the config.
-    units: watch::Receiver<Vec<String>>,
+    /// What each member advertises (its membership Lease's annotations), by identity.
+    adverts: BTreeMap<String, Advert>,
+    /// This process's nonce ([`member::nonce`]).
+    nonce: String,
+    /// The advert last written on this replica's membership Lease.
+    published: Option<Advert>,
+    /// A write of the advert in flight, with what it writes.
+    publishing: Option<(Advert, JoinHandle<bool>)>,
+    /// The watch has shown this process's nonce on its membership Lease.
+    confirmed: bool,
+    /// Set when another process wrote its nonce on this replica's membership Lease after this
+    /// one's: two processes were given one identity. This replica then runs nothing.
+    refused: Option<String>,
+    /// Every unit of the config, name → fingerprint.
+    units: watch::Receiver<BTreeMap<String, String>>,
     /// Units the daemon runs or is stopping.
     running: watch::Receiver<Running>,
     /// Publishes [`Ownership`].
@@ -299,7 +249,7 @@ struct Shard {
 impl Shard {
     /// Runs until aborted (or until nobody reads the ownership any more).
     async fn run(mut self) {
-        let member_name = ShardConfig::member_lease(&self.cfg.identity);
+        let member_name = self.cfg.member_lease(&self.cfg.identity);
         let (membership, member_task) = leader::spawn(self.client.clone(), self.cfg.leader_config(member_name));
         // Held for the loop's lifetime; dropping it (the loop aborted) stops the renewals.
         let _member = Elect { leadership: membership, task: member_task, failover_from: None };
@@ -346,10 +296,15 @@ impl Shard {
         }
     }
 
-    /// Stores a gitward Lease's spec if it changed; returns its name.
+    /// Stores a gitward Lease's spec if it changed, and a member's advert; returns its name.
     fn record(&mut self, lease: Lease, now: Instant) -> Option<String> {
-        let name = lease.metadata.name?;
-        if !name.starts_with(MEMBER_PREFIX) && !name.starts_with(UNIT_PREFIX) {
+        let name = lease.metadata.name.clone()?;
+        if let Some(identity) = name.strip_prefix(&self.cfg.member_prefix()) {
+            if let Some(advert) = Advert::read(&lease) {
+                self.check_nonce(identity, &advert);
+                self.adverts.insert(identity.to_owned(), advert);
+            }
+        } else if !name.starts_with(&self.cfg.unit_prefix()) {
             return None;
         }
         let spec = lease.spec.unwrap_or_default();
@@ -357,6 +312,87 @@ impl Shard {
             self.seen.insert(name.clone(), Seen { spec, at: now });
         }
         Some(name)
+    }
+
+    /// Notes this process's nonce coming back on its own membership Lease, and refuses to run
+    /// anything once another nonce follows it: only another process with this identity writes
+    /// one (a predecessor's, left on the Lease before this process first wrote, is ignored).
+    fn check_nonce(&mut self, identity: &str, advert: &Advert) {
+        if identity != self.cfg.identity || self.refused.is_some() {
+            return;
+        }
+        if advert.nonce == self.nonce {
+            self.confirmed = true;
+        } else if self.confirmed {
+            let reason = format!(
+                "another process writes the membership Lease of identity {identity} (nonce {} after this process's {}): \
+                 give every replica its own [daemon.sharding] identity",
+                advert.nonce, self.nonce
+            );
+            tracing::error!(identity, reason = %reason, "sharding: identity in use twice; this replica runs no unit");
+            self.refused = Some(reason);
+        }
+    }
+
+    /// Writes this replica's advert when it differs from the last one written (at start, after
+    /// a reload); a failed write (the membership Lease not created yet) is tried again at the
+    /// next round.
+    fn advertise(&mut self) {
+        let own = Advert { units: self.units.borrow().clone(), nonce: self.nonce.clone() };
+        if let Some((advert, task)) = &self.publishing {
+            if !task.is_finished() {
+                return;
+            }
+            let advert = advert.clone();
+            let Some((_, task)) = self.publishing.take() else { return };
+            if futures::FutureExt::now_or_never(task).and_then(Result::ok).unwrap_or(false) {
+                self.published = Some(advert);
+            }
+        }
+        if self.published.as_ref() == Some(&own) {
+            return;
+        }
+        let (client, namespace, name) =
+            (self.client.clone(), self.cfg.namespace.clone(), self.cfg.member_lease(&self.cfg.identity));
+        let advert = own.clone();
+        let task = tokio::spawn(async move {
+            match advert.publish(client, &namespace, &name).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(lease = %name, error = %e, "sharding: advert not written yet");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    false
+                }
+            }
+        });
+        self.publishing = Some((own, task));
+    }
+
+    /// The units this replica owns now: for each unit of its config, the members that count
+    /// (`eligible`) and advertise it — this replica by the advert the watch showed back, and
+    /// only while that equals its config — and [`assign`] among them.
+    fn mine(&self, eligible: &[String]) -> BTreeSet<String> {
+        let units = self.units.borrow();
+        let joined = |member: &str| {
+            let seen = self.seen.get(&self.cfg.member_lease(member))?;
+            seen.spec.acquire_time.as_ref().map(|t| t.0)
+        };
+        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == *units);
+        units
+            .keys()
+            .filter(|unit| {
+                let candidates: Vec<Candidate> = eligible
+                    .iter()
+                    .filter(|m| **m != self.cfg.identity || own_current)
+                    .filter_map(|m| {
+                        let fingerprint = self.adverts.get(m)?.units.get(*unit)?;
+                        Some(Candidate { member: m, fingerprint, joined: joined(m) })
+                    })
+                    .collect();
+                assign(unit, &candidates) == Some(self.cfg.identity.as_str())
+            })
+            .cloned()
+            .collect()
     }
 
     /// When a record seen at `seen.at` expires, by this process's clock.
@@ -370,11 +406,10 @@ impl Shard {
     fn members(&self, now: Instant) -> (BTreeSet<String>, BTreeMap<String, Instant>) {
         let mut live = BTreeSet::from([self.cfg.identity.clone()]);
         let mut dead = BTreeMap::new();
-        for (name, seen) in
-            self.seen.range(MEMBER_PREFIX.to_owned()..).take_while(|(n, _)| n.starts_with(MEMBER_PREFIX))
-        {
+        let prefix = self.cfg.member_prefix();
+        for (name, seen) in self.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)) {
             let Some(holder) = seen.spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else { continue };
-            if name.strip_prefix(MEMBER_PREFIX) != Some(holder) {
+            if name.strip_prefix(&prefix) != Some(holder) {
                 continue;
             }
             let expiry = self.expiry(seen);
@@ -390,14 +425,18 @@ impl Shard {
     /// One round: assign, start and stop election loops, release what the daemon stopped,
     /// publish.
     fn step(&mut self, now: Instant) {
+        if self.refused.is_some() {
+            self.electors.clear();
+            self.releasing.clear();
+            self.publish();
+            return;
+        }
+        self.advertise();
         let (live, dead) = self.members(now);
         let settle = self.cfg.lease();
         let eligible = eligible(&mut self.first_live, &live, &self.cfg.identity, settle, now);
-        let eligible: Vec<&str> = eligible.iter().map(String::as_str).collect();
-        let units = self.units.borrow().clone();
         let identity = self.cfg.identity.clone();
-        let mine: BTreeSet<String> =
-            units.into_iter().filter(|unit| owner(unit, eligible.iter().copied()) == Some(identity.as_str())).collect();
+        let mine = self.mine(&eligible);
         for unit in &mine {
             if !self.electors.contains_key(unit) && !self.held_by_the_dead(unit, &live, now) {
                 self.elect(unit, &dead);
@@ -439,14 +478,14 @@ impl Shard {
     /// yet: its election loop starts at the first tick after expiry and takes the Lease in its
     /// first round, rather than sleeping a poll period after finding it still valid.
     fn held_by_the_dead(&self, unit: &str, live: &BTreeSet<String>, now: Instant) -> bool {
-        let Some(seen) = self.seen.get(&ShardConfig::unit_lease(unit)) else { return false };
+        let Some(seen) = self.seen.get(&self.cfg.unit_lease(unit)) else { return false };
         let holder = seen.spec.holder_identity.as_deref().unwrap_or("");
         !holder.is_empty() && !live.contains(holder) && self.expiry(seen) > now
     }
 
     /// Starts the election loop of `unit`, seeded with what the watch saw of its Lease.
     fn elect(&mut self, unit: &str, dead: &BTreeMap<String, Instant>) {
-        let name = ShardConfig::unit_lease(unit);
+        let name = self.cfg.unit_lease(unit);
         let seen = self.seen.get(&name).cloned();
         let previous = seen.as_ref().and_then(|s| s.spec.holder_identity.clone()).unwrap_or_default();
         let failover_from = dead.get(&previous).copied();
@@ -456,7 +495,7 @@ impl Shard {
 
     /// Releases `unit`'s Lease in the background (bounded; see [`super::election::release`]).
     fn release(&self, unit: &str) {
-        let cfg = self.cfg.leader_config(ShardConfig::unit_lease(unit));
+        let cfg = self.cfg.leader_config(self.cfg.unit_lease(unit));
         tokio::spawn(leader::release(self.client.clone(), cfg));
     }
 
@@ -493,33 +532,5 @@ impl Shard {
             *current = Ownership { generation: *generation, held, releasing };
             true
         });
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lease_is_half_the_failover_bound_in_whole_seconds() {
-        let cfg = |secs| ShardConfig {
-            namespace: "ns".into(),
-            identity: "a".into(),
-            lease_duration: Duration::from_secs(secs),
-        };
-        assert_eq!(cfg(15).lease(), Duration::from_secs(8));
-        assert_eq!(cfg(4).lease(), Duration::from_secs(2));
-        assert_eq!(cfg(2).lease(), Duration::from_secs(1));
-        assert!(cfg(4).leader_config("x".into()).validate().is_ok());
-        assert!(cfg(2).leader_config("x".into()).validate().is_ok());
-    }
-
-    #[test]
-    fn identities_are_rfc_1123_labels_ending_in_the_pid() {
-        assert_eq!(identity_from("Node_7.example.com", 42), "node-7-example-com-42");
-        assert_eq!(identity_from("---", 1), "gitward-1");
-        let long = identity_from(&"a".repeat(100), 123456);
-        assert_eq!(long.len(), 63);
-        assert!(long.ends_with("-123456"));
     }
 }

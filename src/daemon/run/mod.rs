@@ -131,7 +131,7 @@ struct Sharded {
     /// What this replica may run.
     ownership: watch::Receiver<Ownership>,
     /// The unit names of the config, for the loop.
-    units: watch::Sender<Vec<String>>,
+    units: watch::Sender<std::collections::BTreeMap<String, String>>,
     /// What runs here, for the loop.
     running: watch::Sender<Running>,
     /// The loop's task.
@@ -275,7 +275,7 @@ impl Daemon {
             self.http.set_secret(secret);
         }
         if let Some(s) = &self.sharded {
-            s.units.send_replace(self.config.units.iter().map(|u| u.name.clone()).collect());
+            s.units.send_replace(shard::fingerprints(&self.config.units));
         }
         if self.leading {
             let plan = self.reconcile(TriggerKind::Reload).await;

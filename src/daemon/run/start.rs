@@ -70,7 +70,7 @@ impl Daemon {
             stopped: stopped_tx,
         };
         let sharded = shard_cfg.map(|cfg| {
-            let (units_tx, units_rx) = watch::channel(config.units.iter().map(|u| u.name.clone()).collect());
+            let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
             let (running_tx, running_rx) = watch::channel(Running::default());
             let (ownership, task) = shard::spawn(client.clone(), cfg.clone(), units_rx, running_rx, metrics.clone());
             Sharded { cfg, client: client.clone(), ownership, units: units_tx, running: running_tx, task }
@@ -179,5 +179,6 @@ fn shard_config(config: &Config) -> Option<ShardConfig> {
         namespace: s.namespace.clone(),
         identity: s.identity.clone().unwrap_or_else(shard::default_identity),
         lease_duration: s.lease_duration,
+        group: s.group.clone(),
     })
 }

@@ -1,0 +1,132 @@
+//! [`ShardConfig`]: one replica's sharding settings, its identity and the Lease names.
+
+use std::time::Duration;
+
+use super::{MEMBER_PREFIX, UNIT_PREFIX};
+use crate::lease::election::{self as leader, LeaderConfig};
+
+/// One replica's sharding settings, resolved from [`crate::config::Sharding`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ShardConfig {
+    /// Namespace of every membership and unit Lease.
+    pub namespace: String,
+    /// This replica: an RFC 1123 label, unique among live replicas.
+    pub identity: String,
+    /// The failover bound `D` (see the module doc); at least 2 s.
+    pub lease_duration: Duration,
+    /// The installation (`[daemon.sharding] group`): part of every Lease name, so that two
+    /// installations sharing the namespace never count each other's replicas. `None`: the
+    /// plain `gitward-member-`, `gitward-unit-` prefixes.
+    pub group: Option<String>,
+}
+
+impl ShardConfig {
+    /// `L`, the duration written to every Lease: half of `lease_duration`, rounded up to whole
+    /// seconds (the Lease counts whole seconds), at least 1 s.
+    pub fn lease(&self) -> Duration {
+        let half = self.lease_duration / 2;
+        Duration::from_secs((half.as_secs() + u64::from(half.subsec_nanos() > 0)).max(1))
+    }
+
+    /// How often Leases are renewed and free ones polled: `L/3`, as leader election's default
+    /// ratio (5 s of 15 s).
+    pub fn renew_every(&self) -> Duration {
+        self.lease() / 3
+    }
+
+    /// The prefix of membership Leases: [`MEMBER_PREFIX`], or `gitward-<group>-member-`.
+    pub fn member_prefix(&self) -> String {
+        self.group.as_ref().map_or_else(|| MEMBER_PREFIX.to_owned(), |g| format!("gitward-{g}-member-"))
+    }
+
+    /// The prefix of unit Leases: [`UNIT_PREFIX`], or `gitward-<group>-unit-`.
+    pub fn unit_prefix(&self) -> String {
+        self.group.as_ref().map_or_else(|| UNIT_PREFIX.to_owned(), |g| format!("gitward-{g}-unit-"))
+    }
+
+    /// The name of `identity`'s membership Lease.
+    pub fn member_lease(&self, identity: &str) -> String {
+        format!("{}{identity}", self.member_prefix())
+    }
+
+    /// The name of `unit`'s Lease.
+    pub fn unit_lease(&self, unit: &str) -> String {
+        format!("{}{unit}", self.unit_prefix())
+    }
+
+    /// The election config for the Lease `name`, held by this replica.
+    pub fn leader_config(&self, name: String) -> LeaderConfig {
+        LeaderConfig {
+            namespace: self.namespace.clone(),
+            name,
+            identity: self.identity.clone(),
+            lease_duration: self.lease(),
+            renew_every: self.renew_every(),
+        }
+    }
+}
+
+/// A default identity: `$POD_NAME` (unique per pod; the Deployment passes it) or else the host
+/// name, then `-<pid>`, lowercased, with anything outside `[a-z0-9-]` replaced by `-`, cut to
+/// 63 characters — an RFC 1123 label, usable in a Lease name. A container restarted in the same
+/// pod gets the same identity and so takes its own Leases back at once; that is safe because
+/// the process that held them is gone.
+pub fn default_identity() -> String {
+    let base = std::env::var("POD_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .or_else(leader::hostname)
+        .unwrap_or_else(|| "gitward".to_owned());
+    identity_from(&base, std::process::id())
+}
+
+/// `<base>-<pid>` made an RFC 1123 label (see [`default_identity`]).
+fn identity_from(base: &str, pid: u32) -> String {
+    let suffix = format!("-{pid}");
+    let clean: String = base
+        .trim()
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' })
+        .collect();
+    let clean = clean.trim_matches('-');
+    let room = 63 - suffix.len();
+    let cut = clean[..clean.len().min(room)].trim_end_matches('-');
+    let cut = if cut.is_empty() { "gitward" } else { cut };
+    format!("{cut}{suffix}")
+}
+
+/// The User-Agent of a sharded replica's clients: `gitward/<version> (<identity>)`, so the API
+/// server's audit log tells which replica sent each request.
+pub fn user_agent(identity: &str) -> String {
+    format!("{} ({identity})", crate::TOOLING)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_is_half_the_failover_bound_in_whole_seconds() {
+        let cfg = |secs| ShardConfig {
+            namespace: "ns".into(),
+            identity: "a".into(),
+            lease_duration: Duration::from_secs(secs),
+            group: None,
+        };
+        assert_eq!(cfg(15).lease(), Duration::from_secs(8));
+        assert_eq!(cfg(4).lease(), Duration::from_secs(2));
+        assert_eq!(cfg(2).lease(), Duration::from_secs(1));
+        assert!(cfg(4).leader_config("x".into()).validate().is_ok());
+        assert!(cfg(2).leader_config("x".into()).validate().is_ok());
+    }
+
+    #[test]
+    fn identities_are_rfc_1123_labels_ending_in_the_pid() {
+        assert_eq!(identity_from("Node_7.example.com", 42), "node-7-example-com-42");
+        assert_eq!(identity_from("---", 1), "gitward-1");
+        let long = identity_from(&"a".repeat(100), 123456);
+        assert_eq!(long.len(), 63);
+        assert!(long.ends_with("-123456"));
+    }
+}
