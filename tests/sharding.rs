@@ -526,3 +526,105 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     assert!(api.get_opt("x-0-v2").await.unwrap().is_some());
     drop(old);
 }
+
+/// A config for `identity` in `group` (none: ungrouped) running units `app-0` … `app-<n-1>`
+/// of `repos`, applied into `objects_ns`, its Leases in `lease_ns`.
+fn group_config(
+    dir: &Path,
+    identity: &str,
+    group: Option<&str>,
+    lease_ns: &str,
+    objects_ns: &str,
+    repos: &[common::GitRepo],
+) -> common::Daemon {
+    let port = common::free_port();
+    let kubeconfig = std::env::var("KUBECONFIG").unwrap();
+    let group = group.map(|g| format!("group = \"{g}\"\n")).unwrap_or_default();
+    let mut text = format!(
+        "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
+         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
+         [daemon.sharding]\nnamespace = \"{lease_ns}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n{group}\n",
+        RESYNC.as_secs(),
+        LEASE.as_secs()
+    );
+    for (i, repo) in repos.iter().enumerate() {
+        text.push_str(&common::unit_toml(&unit_name(i), &repo.bare(), "", objects_ns, "health_timeout = \"0s\""));
+    }
+    let path = dir.join(format!("{identity}.toml"));
+    std::fs::write(&path, text).unwrap();
+    common::Daemon::start(&path, port, &[])
+}
+
+/// Two installations share the Lease namespace, each with units named `app-0` … `app-3` (its
+/// own repositories, its own object namespace): with a `group` each, each applies all of its
+/// units. Then a second process given the identity of a running one: the one that sees the
+/// other's nonce on its membership Lease says so and runs nothing, and the units stay applied.
+#[tokio::test]
+async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identity_is_refused() {
+    let _serial = SERIAL.lock().await;
+    let env = common::setup("shard-group").await;
+    let ns = env.namespace.clone();
+    let other_ns = format!("{ns}-b");
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
+    let namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": other_ns}})).unwrap();
+    namespaces.create(&Default::default(), &namespace).await.unwrap();
+    let repos = |tag: &str| -> Vec<common::GitRepo> {
+        (0..4)
+            .map(|i| {
+                let repo = common::GitRepo::new();
+                repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), tag));
+                repo.commit_and_push("first");
+                repo
+            })
+            .collect()
+    };
+    let (repos_a, repos_b) = (repos("a"), repos("b"));
+    let dir = tempfile::tempdir().unwrap();
+    let a = group_config(dir.path(), "install-a", Some("alpha"), &ns, &ns, &repos_a);
+    let b = group_config(dir.path(), "install-b", Some("beta"), &ns, &other_ns, &repos_b);
+    let both = common::eventually(WAIT, || async {
+        let mut all = true;
+        for i in 0..4 {
+            all &= value(&env.client, &ns, &format!("cm-{i}")).await.as_deref() == Some("a");
+            all &= value(&env.client, &other_ns, &format!("cm-{i}")).await.as_deref() == Some("b");
+        }
+        all
+    })
+    .await;
+    assert!(both, "each installation applies all of its units:\n{}\n{}", a.log_text(), b.log_text());
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let leases = leases.list(&Default::default()).await.unwrap();
+    let names: BTreeSet<String> = leases.items.into_iter().filter_map(|l| l.metadata.name).collect();
+    assert!(names.contains("gitward-alpha-unit-app-0") && names.contains("gitward-beta-unit-app-0"), "{names:?}");
+    assert!(names.contains("gitward-alpha-member-install-a"), "{names:?}");
+
+    // A second process with install-a's identity.
+    std::fs::create_dir_all(dir.path().join("twin")).unwrap();
+    let twin = group_config(&dir.path().join("twin"), "install-a", Some("alpha"), &ns, &ns, &repos_a);
+    let refused = common::eventually(WAIT, || async {
+        [&a, &twin].iter().any(|d| {
+            d.events().iter().any(|e| e["message"] == "sharding: identity in use twice; this replica runs no unit")
+        })
+    })
+    .await;
+    assert!(refused, "a reused identity went unnoticed:\n{}\n{}", a.log_text(), twin.log_text());
+    let (loser, winner) =
+        if a.events().iter().any(|e| e["message"].as_str().is_some_and(|m| m.contains("in use twice"))) {
+            (&a, &twin)
+        } else {
+            (&twin, &a)
+        };
+    let error =
+        loser.events().into_iter().find(|e| e["message"].as_str().is_some_and(|m| m.contains("in use twice"))).unwrap();
+    assert!(error["reason"].as_str().is_some_and(|r| r.contains("install-a")), "{error}");
+    let stopped = common::eventually(WAIT, || async { loser.metric_sum("gitward_shard_units_held", &[]) == 0.0 }).await;
+    assert!(stopped, "the refusing replica still holds units");
+    // The units stay applied: each is re-applied (every resync) after the refusal.
+    let since = Timestamp::now();
+    let again = common::eventually(WAIT, || async {
+        applies(&ns).into_iter().filter(|(_, _, at)| *at > since).map(|(u, _, _)| u).collect::<BTreeSet<_>>()
+            == (0..4).collect()
+    })
+    .await;
+    assert!(again, "nobody applies install-a's units any more:\n{}", winner.log_text());
+}
