@@ -524,7 +524,27 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
     assert!(api.get_opt("x-0-v1").await.unwrap().is_none(), "the old version of unit 0 was pruned once");
     assert!(api.get_opt("x-0-v2").await.unwrap().is_some());
-    drop(old);
+
+    // The old replica dies: its membership Lease, expired and needed by nobody, is collected;
+    // its unit Leases are taken over (every unit's Lease renewed again), not collected.
+    let mut old = old;
+    old.child.kill().unwrap();
+    let _ = old.child.wait();
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let collected = common::eventually(WAIT * 2, || async {
+        leases.get_opt(&format!("gitward-member-{old_id}")).await.unwrap().is_none()
+    })
+    .await;
+    assert!(collected, "the dead replica's membership Lease is still there: {}", new.log_text());
+    let renewed = common::eventually(WAIT, || async {
+        new.metric_sum("gitward_shard_units_unrenewed", &[]) == 0.0
+            && new.metric_sum("gitward_shard_units_held", &[]) == N as f64
+    })
+    .await;
+    assert!(renewed, "units left unrenewed: {}", new.get("/metrics").unwrap().1);
+    for i in 0..N {
+        assert!(leases.get_opt(&format!("gitward-unit-{}", unit_name(i))).await.unwrap().is_some(), "unit {i}'s Lease");
+    }
 }
 
 /// A config for `identity` in `group` (none: ungrouped) running units `app-0` … `app-<n-1>`

@@ -66,6 +66,9 @@ pub const UNIT_PREFIX: &str = "gitward-unit-";
 /// How often the assignment is recomputed and the election loops' state read: well inside
 /// the fencing margin (`L/3`, at least 333 ms), so a lost Lease stops its unit in time.
 const TICK: Duration = Duration::from_millis(100);
+/// A released or expired Lease nobody needs (a dead replica's membership, a removed unit's
+/// Lease) is deleted once it has stayed so for this many Lease durations `L`.
+const STALE_AFTER: u32 = 3;
 
 /// What this replica may run, published by the sharding loop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -113,6 +116,9 @@ pub trait ShardEvents: Send + Sync {
     /// `identity` took `unit` over after its previous holder died at `died` (its membership
     /// Lease's expiry, by this process's clock).
     fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant);
+    /// `unrenewed` of the units some live member runs have a Lease that nobody renews (missing,
+    /// released or expired), as `identity` sees it.
+    fn units_unrenewed(&self, identity: &str, unrenewed: usize);
 }
 
 /// What the daemon runs, reported back to the sharding loop.
@@ -153,6 +159,8 @@ pub fn spawn(
         generation: 0,
         first_live: BTreeMap::new(),
         adverts: BTreeMap::new(),
+        versions: BTreeMap::new(),
+        collected: Instant::now(),
         nonce: member::nonce(),
         published: None,
         publishing: None,
@@ -225,6 +233,11 @@ struct Shard {
     first_live: BTreeMap<String, Instant>,
     /// What each member advertises (its membership Lease's annotations), by identity.
     adverts: BTreeMap<String, Advert>,
+    /// The `resourceVersion` of every gitward Lease as last seen: the precondition of a
+    /// collection.
+    versions: BTreeMap<String, String>,
+    /// When stale Leases were last looked for.
+    collected: Instant,
     /// This process's nonce ([`member::nonce`]).
     nonce: String,
     /// The advert last written on this replica's membership Lease.
@@ -284,6 +297,7 @@ impl Shard {
             Event::InitDone => {
                 let listed = self.relisted.take().unwrap_or_default();
                 self.seen.retain(|name, _| listed.contains(name));
+                self.versions.retain(|name, _| listed.contains(name));
             }
             Event::Apply(lease) => {
                 self.record(lease, now);
@@ -291,6 +305,7 @@ impl Shard {
             Event::Delete(lease) => {
                 if let Some(name) = lease.metadata.name {
                     self.seen.remove(&name);
+                    self.versions.remove(&name);
                 }
             }
         }
@@ -306,6 +321,9 @@ impl Shard {
             }
         } else if !name.starts_with(&self.cfg.unit_prefix()) {
             return None;
+        }
+        if let Some(version) = &lease.metadata.resource_version {
+            self.versions.insert(name.clone(), version.clone());
         }
         let spec = lease.spec.unwrap_or_default();
         if self.seen.get(&name).is_none_or(|s| s.spec != spec) {
@@ -395,6 +413,64 @@ impl Shard {
             .collect()
     }
 
+    /// Counts the units some live member runs whose Lease nobody renews, and about once a second
+    /// collects stale Leases: a membership Lease of another replica, or a unit Lease of a unit
+    /// no live member runs, that has been released or expired for [`STALE_AFTER`] Lease
+    /// durations. Only the live member that wins the Lease's name by rendezvous deletes it,
+    /// with its `resourceVersion` as precondition, so a Lease taken meanwhile is kept.
+    fn survey(&mut self, live: &BTreeSet<String>, now: Instant) {
+        let lease = self.cfg.lease();
+        let own_units = self.units.borrow().clone();
+        let mut advertised: BTreeSet<String> = own_units.keys().cloned().collect();
+        for member in live {
+            if let Some(advert) = self.adverts.get(member) {
+                advertised.extend(advert.units.keys().cloned());
+            }
+        }
+        let renewed = |seen: Option<&Seen>| {
+            seen.is_some_and(|s| {
+                s.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) && self.expiry(s) > now
+            })
+        };
+        let unrenewed = advertised.iter().filter(|u| !renewed(self.seen.get(&self.cfg.unit_lease(u)))).count();
+        self.metrics.units_unrenewed(&self.cfg.identity, unrenewed);
+        if now < self.collected + Duration::from_secs(1) {
+            return;
+        }
+        let (member_prefix, unit_prefix) = (self.cfg.member_prefix(), self.cfg.unit_prefix());
+        let own_member = self.cfg.member_lease(&self.cfg.identity);
+        let stale: Vec<(String, String)> = self
+            .seen
+            .iter()
+            .filter(|(name, seen)| {
+                let idle = seen.at + lease * (STALE_AFTER + 1) <= now;
+                let unused = match name.strip_prefix(&unit_prefix) {
+                    Some(unit) => !advertised.contains(unit),
+                    None => name.starts_with(&member_prefix) && **name != own_member,
+                };
+                idle && unused && !renewed(Some(seen))
+            })
+            .filter(|(name, _)| {
+                super::assignment::owner(name, live.iter().map(String::as_str)) == Some(self.cfg.identity.as_str())
+            })
+            .filter_map(|(name, _)| Some((name.clone(), self.versions.get(name)?.clone())))
+            .collect();
+        self.collected = now;
+        for (name, version) in stale {
+            let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
+            tokio::spawn(async move {
+                let params = kube::api::DeleteParams {
+                    preconditions: Some(kube::api::Preconditions { resource_version: Some(version), uid: None }),
+                    ..Default::default()
+                };
+                match api.delete(&name, &params).await {
+                    Ok(_) => info!(lease = %name, "sharding: stale Lease collected"),
+                    Err(e) => tracing::debug!(lease = %name, error = %e, "sharding: stale Lease kept"),
+                }
+            });
+        }
+    }
+
     /// When a record seen at `seen.at` expires, by this process's clock.
     fn expiry(&self, seen: &Seen) -> Instant {
         let secs = seen.spec.lease_duration_seconds.filter(|s| *s > 0).map(|s| u64::from(s.unsigned_abs()));
@@ -437,6 +513,7 @@ impl Shard {
         let eligible = eligible(&mut self.first_live, &live, &self.cfg.identity, settle, now);
         let identity = self.cfg.identity.clone();
         let mine = self.mine(&eligible);
+        self.survey(&live, now);
         for unit in &mine {
             if !self.electors.contains_key(unit) && !self.held_by_the_dead(unit, &live, now) {
                 self.elect(unit, &dead);

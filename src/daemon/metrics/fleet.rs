@@ -1,5 +1,5 @@
 //! The metrics of many clusters and of sharding (issue 12), kept apart from the per-sync ones:
-//! `gitward_unit_cluster`, `gitward_shard_units_held`, `gitward_shard_handovers_total`,
+//! `gitward_unit_cluster`, `gitward_shard_units_held`, `gitward_shard_units_unrenewed`, `gitward_shard_handovers_total`,
 //! `gitward_shard_failover_seconds` (see the table in [`super`]).
 
 use std::collections::HashMap;
@@ -32,6 +32,11 @@ impl ShardEvents for Metrics {
     fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant) {
         let mut pending = self.fleet.failovers.lock().expect("failovers lock");
         pending.insert(unit.to_owned(), (identity.to_owned(), died));
+    }
+
+    fn units_unrenewed(&self, identity: &str, unrenewed: usize) {
+        let unrenewed = i64::try_from(unrenewed).unwrap_or(i64::MAX);
+        self.fleet.units_unrenewed.get_or_create(&IdentityLabels { identity: identity.to_owned() }).set(unrenewed);
     }
 }
 
@@ -66,6 +71,8 @@ pub(super) struct Fleet {
     clusters: Mutex<HashMap<String, String>>,
     /// `gitward_shard_units_held`.
     units_held: Family<IdentityLabels, Gauge>,
+    /// `gitward_shard_units_unrenewed`.
+    units_unrenewed: Family<IdentityLabels, Gauge>,
     /// `gitward_shard_handovers_total`.
     handovers: Family<HandoverLabels, Counter>,
     /// `gitward_shard_failover_seconds`.
@@ -81,6 +88,7 @@ impl Fleet {
             unit_cluster: Family::default(),
             clusters: Mutex::default(),
             units_held: Family::default(),
+            units_unrenewed: Family::default(),
             handovers: Family::default(),
             failover: Family::new_with_constructor(duration_histogram as fn() -> Histogram),
             failovers: Mutex::default(),
@@ -91,6 +99,11 @@ impl Fleet {
             fleet.unit_cluster.clone(),
         );
         registry.register("shard_units_held", "Units whose Lease this replica holds", fleet.units_held.clone());
+        registry.register(
+            "shard_units_unrenewed",
+            "Units some live replica runs whose Lease nobody renews (missing, released or expired)",
+            fleet.units_unrenewed.clone(),
+        );
         registry.register(
             "shard_handovers",
             "Unit Leases this replica acquired or handed over",
