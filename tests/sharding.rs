@@ -547,8 +547,9 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     }
 }
 
-/// A config for `identity` in `group` (none: ungrouped) running units `app-0` … `app-<n-1>`
-/// of `repos`, applied into `objects_ns`, its Leases in `lease_ns`.
+/// A replica `identity` in `group` (none: ungrouped) running units `app-0` … `app-<n-1>` of
+/// `repos`, applied into `objects_ns`, its Leases in `lease_ns`, started by the command prefix
+/// `wrapper` (empty for none).
 fn group_config(
     dir: &Path,
     identity: &str,
@@ -556,6 +557,7 @@ fn group_config(
     lease_ns: &str,
     objects_ns: &str,
     repos: &[common::GitRepo],
+    wrapper: &[&str],
 ) -> common::Daemon {
     let port = common::free_port();
     let kubeconfig = std::env::var("KUBECONFIG").unwrap();
@@ -572,7 +574,7 @@ fn group_config(
     }
     let path = dir.join(format!("{identity}.toml"));
     std::fs::write(&path, text).unwrap();
-    common::Daemon::start(&path, port, &[])
+    common::Daemon::start_in(wrapper, &path, port, &[])
 }
 
 /// Two installations share the Lease namespace, each with units named `app-0` … `app-3` (its
@@ -600,8 +602,8 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
     };
     let (repos_a, repos_b) = (repos("a"), repos("b"));
     let dir = tempfile::tempdir().unwrap();
-    let a = group_config(dir.path(), "install-a", Some("alpha"), &ns, &ns, &repos_a);
-    let b = group_config(dir.path(), "install-b", Some("beta"), &ns, &other_ns, &repos_b);
+    let a = group_config(dir.path(), "install-a", Some("alpha"), &ns, &ns, &repos_a, &[]);
+    let b = group_config(dir.path(), "install-b", Some("beta"), &ns, &other_ns, &repos_b, &[]);
     let both = common::eventually(WAIT, || async {
         let mut all = true;
         for i in 0..4 {
@@ -620,7 +622,7 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
 
     // A second process with install-a's identity.
     std::fs::create_dir_all(dir.path().join("twin")).unwrap();
-    let twin = group_config(&dir.path().join("twin"), "install-a", Some("alpha"), &ns, &ns, &repos_a);
+    let twin = group_config(&dir.path().join("twin"), "install-a", Some("alpha"), &ns, &ns, &repos_a, &[]);
     let refused = common::eventually(WAIT, || async {
         [&a, &twin].iter().any(|d| {
             d.events().iter().any(|e| e["message"] == "sharding: identity in use twice; this replica runs no unit")
@@ -647,4 +649,53 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
     })
     .await;
     assert!(again, "nobody applies install-a's units any more:\n{}", winner.log_text());
+}
+
+/// A replica whose state directory cannot hold mirrors (bind-mounted read-only for it alone, as
+/// in tests/faults_state.rs) is assigned its share of the units but cannot start them: after
+/// three failed starts it leaves them to the other replica, which applies every unit, instead
+/// of holding their Leases while applying nothing.
+#[tokio::test]
+async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
+    let _serial = SERIAL.lock().await;
+    let env = common::setup("shard-bench").await;
+    let ns = env.namespace.clone();
+    let repos: Vec<common::GitRepo> = (0..6)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
+            repo.commit_and_push("first");
+            repo
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let mirrors = dir.path().join("state-broken/mirrors");
+    std::fs::create_dir_all(&mirrors).unwrap();
+    let script = r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@""#;
+    let wrapper = ["unshare", "--mount", "--map-root-user", "sh", "-c", script, mirrors.to_str().unwrap()];
+    let broken = group_config(dir.path(), "broken", None, &ns, &ns, &repos, &wrapper);
+    let healthy = group_config(dir.path(), "healthy", None, &ns, &ns, &repos, &[]);
+    // The broken replica's share per rendezvous, which it could not run.
+    let share: Vec<usize> = (0..6)
+        .filter(|i| gitward::lease::assignment::owner(&unit_name(*i), ["broken", "healthy"]) == Some("broken"))
+        .collect();
+    assert!(!share.is_empty(), "the rendezvous gives the broken replica some units");
+    let every = common::eventually(WAIT * 2, || async {
+        let done: BTreeSet<usize> = applies(&ns).into_iter().map(|(u, _, _)| u).collect();
+        done.len() == 6
+    })
+    .await;
+    assert!(every, "units applied by nobody: {}", broken.log_text());
+    for (unit, writes) in writes_by_unit(&ns) {
+        assert!(writes.iter().all(|w| w.0 == agent("healthy")), "unit {unit} written by {:?}", writes);
+    }
+    let left = broken
+        .events()
+        .iter()
+        .filter(|e| e["message"] == "sharding: unit could not start here; leaving it to the other replicas")
+        .count();
+    assert_eq!(left, share.len(), "{}", broken.log_text());
+    let idle = common::eventually(WAIT, || async { broken.metric_sum("gitward_shard_units_held", &[]) == 0.0 }).await;
+    assert!(idle, "the broken replica still holds unit Leases");
+    assert_eq!(healthy.metric_sum("gitward_shard_units_held", &[]), 6.0);
 }

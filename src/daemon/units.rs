@@ -58,7 +58,14 @@ pub(super) struct Units {
     pub(super) stopping: BTreeMap<String, tokio::task::AbortHandle>,
     /// Where stoppers report the unit they stopped.
     pub(super) stopped: mpsc::UnboundedSender<String>,
+    /// Failed starts in a row of each unit that is wanted here and not running; reported to
+    /// the sharding loop ([`Running::failed`]) from [`START_TRIES`] on.
+    pub(super) start_failures: BTreeMap<String, u32>,
 }
+
+/// Failed starts in a row after which a sharded replica gives a unit up for a while
+/// ([`Running::failed`]): a full or read-only state directory, a mirror that cannot be opened.
+pub(super) const START_TRIES: u32 = 3;
 
 impl Units {
     /// Starts every unit of `config` that is not running with the same settings, each task's
@@ -84,11 +91,13 @@ impl Units {
             self.metrics.forget_unit(name);
         }
         self.status.retain(&wanted.keys().map(|u| u.to_string()).collect::<Vec<_>>());
+        self.start_failures.retain(|u, _| wanted.contains_key(u.as_str()));
         let mut started = Vec::new();
         for name in &plan.start {
             let unit = wanted[name.as_str()];
             match self.start(config, unit, first).await {
                 Ok(r) => {
+                    self.start_failures.remove(&unit.name);
                     started.push(unit.name.clone());
                     // Pending until its first sync: a unit still waiting for a sync slot must
                     // keep /readyz at 503 (readiness counts only units with a status).
@@ -98,6 +107,7 @@ impl Units {
                     self.running.insert(unit.name.clone(), r);
                 }
                 Err(e) => {
+                    *self.start_failures.entry(unit.name.clone()).or_default() += 1;
                     error!(unit = %unit.name, error = %crate::telemetry::unit_error(&unit.name, &e), "unit not started");
                     self.metrics.observe_error(&unit.name, &e);
                     self.status.set(&unit.name, UnitStatus { last_sync_ok: Some(false), ..Default::default() });
@@ -144,7 +154,8 @@ impl Units {
     /// What the sharding loop reads before releasing a Lease.
     pub(super) fn report(&self, generation: u64) -> Running {
         let units = self.running.keys().chain(self.stopping.keys()).cloned().collect();
-        Running { generation, units }
+        let failed = self.start_failures.iter().filter(|(_, n)| **n >= START_TRIES).map(|(u, _)| u.clone()).collect();
+        Running { generation, units, failed }
     }
 
     /// How many units should run here: every unit of `config`, or with sharding those held.

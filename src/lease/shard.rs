@@ -69,6 +69,9 @@ const TICK: Duration = Duration::from_millis(100);
 /// A released or expired Lease nobody needs (a dead replica's membership, a removed unit's
 /// Lease) is deleted once it has stayed so for this many Lease durations `L`.
 const STALE_AFTER: u32 = 3;
+/// How long a unit this replica could not start ([`Running::failed`]) is left to the others
+/// before this replica advertises it again.
+pub const BENCH_FOR: Duration = Duration::from_secs(300);
 
 /// What this replica may run, published by the sharding loop.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -128,6 +131,10 @@ pub struct Running {
     pub generation: u64,
     /// Units whose task runs or is still stopping.
     pub units: BTreeSet<String>,
+    /// Units held here that failed to start several times in a row: the sharding loop stops
+    /// advertising them for [`BENCH_FOR`] and hands their Lease over, so another replica runs
+    /// them instead of nobody.
+    pub failed: BTreeSet<String>,
 }
 
 /// Starts the sharding loop on the current runtime: joins as a member, watches the Leases,
@@ -159,6 +166,7 @@ pub fn spawn(
         generation: 0,
         first_live: BTreeMap::new(),
         adverts: BTreeMap::new(),
+        benched: BTreeMap::new(),
         versions: BTreeMap::new(),
         collected: Instant::now(),
         nonce: member::nonce(),
@@ -233,6 +241,8 @@ struct Shard {
     first_live: BTreeMap<String, Instant>,
     /// What each member advertises (its membership Lease's annotations), by identity.
     adverts: BTreeMap<String, Advert>,
+    /// Units this replica could not start, left to the others until the instant given.
+    benched: BTreeMap<String, Instant>,
     /// The `resourceVersion` of every gitward Lease as last seen: the precondition of a
     /// collection.
     versions: BTreeMap<String, String>,
@@ -352,11 +362,32 @@ impl Shard {
         }
     }
 
+    /// Leaves the units the daemon could not start ([`Running::failed`]) to the others for
+    /// [`BENCH_FOR`]: they drop out of this replica's advert, so the assignment moves them and
+    /// their Leases are handed over as for any other move.
+    fn bench(&mut self, now: Instant) {
+        self.benched.retain(|_, until| *until > now);
+        let failed = self.running.borrow().failed.clone();
+        for unit in failed {
+            if !self.benched.contains_key(&unit) {
+                warn!(unit = %unit, identity = %self.cfg.identity, "sharding: unit could not start here; leaving it to the other replicas");
+                self.benched.insert(unit, now + BENCH_FOR);
+            }
+        }
+    }
+
+    /// The units this replica offers to run: those of its config, but the benched ones.
+    fn offered(&self) -> BTreeMap<String, String> {
+        let mut units = self.units.borrow().clone();
+        units.retain(|unit, _| !self.benched.contains_key(unit));
+        units
+    }
+
     /// Writes this replica's advert when it differs from the last one written (at start, after
     /// a reload); a failed write (the membership Lease not created yet) is tried again at the
     /// next round.
     fn advertise(&mut self) {
-        let own = Advert { units: self.units.borrow().clone(), nonce: self.nonce.clone() };
+        let own = Advert { units: self.offered(), nonce: self.nonce.clone() };
         if let Some((advert, task)) = &self.publishing {
             if !task.is_finished() {
                 return;
@@ -390,12 +421,12 @@ impl Shard {
     /// (`eligible`) and advertise it — this replica by the advert the watch showed back, and
     /// only while that equals its config — and [`assign`] among them.
     fn mine(&self, eligible: &[String]) -> BTreeSet<String> {
-        let units = self.units.borrow();
+        let units = self.offered();
         let joined = |member: &str| {
             let seen = self.seen.get(&self.cfg.member_lease(member))?;
             seen.spec.acquire_time.as_ref().map(|t| t.0)
         };
-        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == *units);
+        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == units);
         units
             .keys()
             .filter(|unit| {
@@ -507,6 +538,7 @@ impl Shard {
             self.publish();
             return;
         }
+        self.bench(now);
         self.advertise();
         let (live, dead) = self.members(now);
         let settle = self.cfg.lease();

@@ -67,6 +67,7 @@ impl Daemon {
             running: Default::default(),
             owned: shard_cfg.as_ref().map(|_| Default::default()),
             stopping: Default::default(),
+            start_failures: Default::default(),
             stopped: stopped_tx,
         };
         let sharded = shard_cfg.map(|cfg| {
