@@ -11,10 +11,15 @@
 //! ("the last good state stays in force"): a plain unit (a render reads whole trees), every
 //! changed file read and parsed, no SOPS-encrypted file, every kind already known to discovery,
 //! no object named twice among the changed files or still defined by a file that did not
-//! change (the whole sync's duplicate error), no invalid `gitward.dev/apply-mode`. Otherwise
-//! nothing is sent early. Objects that are new, or in the Foundations (CRDs, Namespaces) or
-//! Admission stages, wait for the whole sync: they need its ordering, its ownership check or
-//! its waits.
+//! change (the whole sync's duplicate error), no invalid `gitward.dev/apply-mode`, and no new
+//! or changed object of the Foundations (CRDs, Namespaces) or Admission stages among the
+//! changed files. Otherwise nothing is sent early. The last rule keeps the sync's stage order:
+//! a Deployment sent early would reach the API server before its Namespace's new labels (an
+//! `istio-injection` or Pod Security label its new pods miss), a custom resource before the
+//! CRD field it uses (the server drops the unknown field, and the whole sync, finding the hash
+//! sent, would not send it again), and either of them even when the API server then rejects
+//! the Namespace or CRD change the whole sync would have skipped them for. Objects that are
+//! new wait for the whole sync too: they need its ownership check.
 
 use std::collections::{HashMap, HashSet};
 
@@ -53,8 +58,8 @@ pub struct Selection {
 ///
 /// - `previous`: the desired objects of the last synced revision;
 /// - returns `None` when nothing may be sent early because the whole sync could refuse the
-///   revision (see the module doc), else the objects that exist live with another desired
-///   hash (possibly none).
+///   revision or must apply a new or changed Foundations or Admission object first (see the
+///   module doc), else the objects that exist live with another desired hash (possibly none).
 pub fn select(
     changed: Vec<Manifest>,
     previous: &[Desired],
@@ -88,6 +93,12 @@ pub fn select(
         let stage = Stage::of(&object.gk);
         let existing = defined_in.contains_key(&object);
         let d = desired::build(m, object, r.resource, r.namespaced, defaults).ok()?;
+        if !STAGES.contains(&stage) && changes_live(&d, &live) {
+            // A new or changed CRD, Namespace or admission object: what is sent early would
+            // reach the API server before it (a Deployment before its Namespace's new
+            // labels, a custom resource before its CRD's new field) or despite its rejection.
+            return None;
+        }
         let Some(meta) = live(&d.object).filter(|_| existing && STAGES.contains(&stage)) else { continue };
         if meta.deleting || meta.desired_hash.as_ref() == Some(&d.hash) {
             continue;
@@ -102,6 +113,12 @@ pub fn select(
     }
     selection.stages = STAGES.iter().filter_map(|s| steps.remove(s).map(|steps| (*s, steps))).collect();
     Some(selection)
+}
+
+/// Whether applying `d` would change the cluster: it is not a live member (new, or not yet
+/// labelled), is being deleted, or its live desired hash differs from the one `d` carries.
+fn changes_live(d: &Desired, live: &impl Fn(&ObjectRef) -> Option<LiveMeta>) -> bool {
+    live(&d.object).is_none_or(|meta| meta.deleting || meta.desired_hash.as_ref() != Some(&d.hash))
 }
 
 /// What [`Engine::apply_early`] applied.
@@ -183,7 +200,10 @@ mod tests {
             kind: m.gk.kind.to_string(),
             plural,
         };
-        (m.gk.kind != "Widget").then(|| Resolved { resource: Arc::new(resource), namespaced: m.gk.kind != "Namespace" })
+        (m.gk.kind != "Widget").then(|| Resolved {
+            resource: Arc::new(resource),
+            namespaced: !matches!(m.gk.kind.as_str(), "Namespace" | "ValidatingAdmissionPolicy"),
+        })
     }
 
     fn manifests(file: &str, yaml: &str) -> Vec<Manifest> {
@@ -267,14 +287,34 @@ mod tests {
     }
 
     #[test]
-    fn foundations_and_objects_not_live_wait_for_the_whole_sync() {
+    fn a_new_or_changed_foundation_sends_nothing_early() {
         let previous = previous();
-        let changed = manifests(
-            "b.yaml",
-            &(config_map("b", "2") + "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    a: b\n"),
-        );
-        let s = select(changed.clone(), &previous, resolved, live(&previous), &defaults()).expect("allowed");
+        let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+        // The Namespace as it was: its ConfigMap goes early.
+        let same = manifests("b.yaml", &(config_map("b", "2") + namespace));
+        let s = select(same, &previous, resolved, live(&previous), &defaults()).expect("allowed");
         assert_eq!(names(&s), ["ConfigMap/shop/b"]);
+        // A new label on it: nothing goes early, the whole sync applies it first.
+        let labelled = manifests("b.yaml", &(config_map("b", "2") + namespace + "  labels:\n    a: b\n"));
+        assert!(select(labelled, &previous, resolved, live(&previous), &defaults()).is_none());
+        // A new Namespace in another changed file, or one not live: the same.
+        let mut new = manifests("a.yaml", &config_map("a", "2"));
+        new.extend(manifests("c.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: other\n"));
+        assert!(select(new, &previous, resolved, live(&previous), &defaults()).is_none());
+        let same = manifests("b.yaml", &(config_map("b", "2") + namespace));
+        assert!(select(same, &previous, resolved, |_| None, &defaults()).is_none());
+        // An admission object, changed: the same.
+        let policy =
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: p\n";
+        let mut admission = manifests("a.yaml", &config_map("a", "2"));
+        admission.extend(manifests("p.yaml", policy));
+        assert!(select(admission, &previous, resolved, live(&previous), &defaults()).is_none());
+    }
+
+    #[test]
+    fn objects_not_live_wait_for_the_whole_sync() {
+        let previous = previous();
+        let changed = manifests("a.yaml", &config_map("a", "2"));
         let s = select(changed, &previous, resolved, |_| None, &defaults()).expect("allowed");
         assert!(s.desired.is_empty());
     }
