@@ -125,8 +125,8 @@ async fn a_namespace_label_reaches_the_api_server_before_the_deployment_in_it() 
 }
 
 /// One push adds a field to a CRD's schema and sets it in a custom resource: the CRD is written
-/// first, so the API server keeps the field (sent before, it would be dropped as unknown, and
-/// the whole sync, finding the hash sent, would not send it again).
+/// first, so the custom resource never reaches the API server under the old schema (which
+/// drops the unknown field), and the field is live.
 #[tokio::test]
 async fn a_custom_resource_using_a_new_crd_field_keeps_it() {
     let probe = common::unique("early-crd");
