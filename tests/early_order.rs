@@ -1,7 +1,8 @@
 //! The early apply keeps the sync's stage order: a push that changes a Namespace or a CRD and
-//! objects that depend on it sends nothing early, so the Namespace (CRD) reaches the API server
-//! first, with the Foundations stage's waits, and a rejected one keeps its dependents back.
-//! Order is read from the apiserver's audit log, outcomes from the cluster.
+//! objects that depend on it sends the Namespace (CRD) first, with the Foundations stage's
+//! waits, a rejected one keeps its dependents back, and an object the whole sync creates holds
+//! back the changed objects of later stages. Order is read from the apiserver's audit log,
+//! outcomes from the cluster.
 
 use crate::common;
 
@@ -101,7 +102,8 @@ fn image(d: &Deployment) -> String {
 }
 
 /// One push labels a Namespace `istio-injection: enabled` and changes the image of a Deployment
-/// in it: the Namespace is written before the Deployment (its new pods get the sidecar).
+/// in it: both go early, the Namespace written before the Deployment (its new pods get the
+/// sidecar), each once.
 #[tokio::test]
 async fn a_namespace_label_reaches_the_api_server_before_the_deployment_in_it() {
     let ns = common::unique("inject");
@@ -116,7 +118,7 @@ async fn a_namespace_label_reaches_the_api_server_before_the_deployment_in_it() 
     assert!(namespace_writes[0] < deployment_writes[0], "the Namespace first: {events:#?}");
     assert_eq!((namespace_writes.len(), deployment_writes.len()), (1, 1), "one write each: {events:#?}");
     assert!(!report.changes.has_failures(), "{actions:#?}");
-    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    assert_eq!(report.applied_early, 2, "{actions:#?}");
 
     let live = Api::<Namespace>::all(unit.env.client.clone()).get(&ns).await.unwrap();
     assert_eq!(live.metadata.labels.unwrap_or_default().get("istio-injection").map(String::as_str), Some("enabled"));
@@ -125,8 +127,8 @@ async fn a_namespace_label_reaches_the_api_server_before_the_deployment_in_it() 
 }
 
 /// One push adds a field to a CRD's schema and sets it in a custom resource: the CRD is written
-/// first, so the custom resource never reaches the API server under the old schema (which
-/// drops the unknown field), and the field is live.
+/// first (both early), so the custom resource never reaches the API server under the old schema
+/// (which drops the unknown field), and the field is live.
 #[tokio::test]
 async fn a_custom_resource_using_a_new_crd_field_keeps_it() {
     let probe = common::unique("early-crd");
@@ -148,12 +150,12 @@ async fn a_custom_resource_using_a_new_crd_field_keeps_it() {
     assert!(crd_writes[0] < gadget_writes[0], "the CRD first: {events:#?}");
     assert_eq!((crd_writes.len(), gadget_writes.len()), (1, 1), "one write each: {events:#?}");
     assert!(!report.changes.has_failures(), "{actions:#?}");
-    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    assert_eq!(report.applied_early, 2, "{actions:#?}");
 }
 
 /// One push makes a Namespace invalid (the API server rejects its label) and changes the image
-/// of a Deployment in it: the Namespace fails, the Deployment is skipped for it and never sent,
-/// and keeps its image.
+/// of a Deployment in it: the Namespace fails (early, and again in the whole sync, which reports
+/// it), the Deployment is skipped for it and never sent, and keeps its image.
 #[tokio::test]
 async fn a_rejected_namespace_change_keeps_the_deployment_in_it_back() {
     let ns = common::unique("rejected");
@@ -172,4 +174,25 @@ async fn a_rejected_namespace_change_keeps_the_deployment_in_it_back() {
     let web = entry("Deployment");
     assert_eq!(web.action, Action::Skipped, "{actions:#?}");
     assert!(web.message.unwrap_or_default().contains(&format!("Namespace/{ns}")), "{actions:#?}");
+}
+
+/// One push adds a ConfigMap and changes the Deployment that mounts it: the ConfigMap, new, waits
+/// for the whole sync (its ownership check), and so does the Deployment, created after it.
+#[tokio::test]
+async fn a_deployment_waits_for_the_new_config_map_it_mounts() {
+    let ns = common::unique("mounts");
+    let mut unit =
+        Unit::synced("early-new", &[("ns.yaml", namespace(&ns, "")), ("web.yaml", deployment(&ns, "nginx:1.0"))]).await;
+    let config_map = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\n");
+    let (report, events) =
+        unit.push_and_sync(&[("settings.yaml", config_map), ("web.yaml", deployment(&ns, "nginx:1.1"))]).await;
+    let actions = common::actions(&report);
+    let (config_map_writes, deployment_writes) =
+        (writes(&events, "configmaps", "settings"), writes(&events, "deployments", "web"));
+    assert!(config_map_writes[0] < deployment_writes[0], "the ConfigMap first: {events:#?}");
+    assert_eq!((config_map_writes.len(), deployment_writes.len()), (1, 1), "one write each: {events:#?}");
+    assert!(!report.changes.has_failures(), "{actions:#?}");
+    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    let web = Api::<Deployment>::namespaced(unit.env.client.clone(), &ns).get("web").await.unwrap();
+    assert_eq!(image(&web), "nginx:1.1");
 }
