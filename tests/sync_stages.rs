@@ -133,6 +133,39 @@ async fn a_cluster_scoped_custom_resource_of_a_new_crd_is_recorded_and_pruned() 
     let recorded: Vec<String> =
         parent.contents.members.iter().filter(|m| m.gk.kind == "Gadget").map(ToString::to_string).collect();
     assert_eq!(recorded, [gadget.to_string()], "recorded under its real ref only");
+    // Recorded before it was applied: the parent is written again between the CRD and the
+    // custom resource (a crash in between leaves it recorded, so prunable).
+    let marker = common::unique("marker");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    assert!(configmaps.get_opt(&marker).await.unwrap().is_none());
+    let events =
+        common::audit_events_until(&env.user_agent, |e| e.iter().any(|e| e["objectRef"]["name"] == marker.as_str()))
+            .await;
+    let write_of = |resource: &str, name: &str| {
+        events.iter().position(|e| {
+            matches!(e["verb"].as_str(), Some("create" | "patch" | "update"))
+                && e["objectRef"]["resource"] == resource
+                && e["objectRef"]["name"] == name
+        })
+    };
+    let (crd_at, gadget_at) = (
+        write_of("customresourcedefinitions", &format!("gadgets.{group}")).unwrap(),
+        write_of("gadgets", "g1").unwrap(),
+    );
+    let parent_name = engine.inventory().parent.name.to_string();
+    let parent_writes: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            matches!(e["verb"].as_str(), Some("create" | "patch" | "update"))
+                && e["objectRef"]["name"] == parent_name.as_str()
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        parent_writes.iter().any(|&i| crd_at < i && i < gadget_at),
+        "parent writes at {parent_writes:?}, CRD at {crd_at}, custom resource at {gadget_at}"
+    );
 
     repo.remove("gadget.yaml");
     repo.commit_and_push("the custom resource removed");
