@@ -1,6 +1,6 @@
 //! The early apply keeps the sync's stage order: a push that changes a Namespace or a CRD and
 //! objects that depend on it sends the Namespace (CRD) first, with the Foundations stage's
-//! waits, a rejected one keeps its dependents back, and an object the whole sync creates holds
+//! waits, a rejected one (Namespace or CRD) keeps its dependents back, and an object the whole sync creates holds
 //! back the changed objects of later stages. Order is read from the apiserver's audit log,
 //! outcomes from the cluster.
 
@@ -195,4 +195,26 @@ async fn a_deployment_waits_for_the_new_config_map_it_mounts() {
     assert_eq!(report.applied_early, 0, "{actions:#?}");
     let web = Api::<Deployment>::namespaced(unit.env.client.clone(), &ns).get("web").await.unwrap();
     assert_eq!(image(&web), "nginx:1.1");
+}
+
+/// One push breaks a CRD's schema (the API server rejects it) and changes a custom resource of
+/// it: the CRD fails, the custom resource is skipped for it and never sent, and keeps its spec.
+#[tokio::test]
+async fn a_rejected_crd_change_keeps_its_custom_resources_back() {
+    let probe = common::unique("early-crd-rej");
+    let group = format!("{probe}.gitward.dev");
+    let gadget =
+        |size: u32| format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec:\n  size: {size}\n");
+    let mut unit = Unit::synced("early-crd-rej", &[("crd.yaml", crd(&group, false)), ("gadget.yaml", gadget(3))]).await;
+    let broken = crd(&group, false).replace("type: integer", "type: no-such-type");
+    let (report, events) = unit.push_and_sync(&[("crd.yaml", broken), ("gadget.yaml", gadget(4))]).await;
+    let actions = common::actions(&report);
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let gadgets: Api<DynamicObject> = Api::namespaced_with(unit.env.client.clone(), &unit.env.namespace, &ar);
+    assert_eq!(gadgets.get("g1").await.unwrap().data["spec"]["size"], 3, "the last good state stays in force");
+    assert_eq!(writes(&events, "gadgets", "g1"), Vec::<usize>::new(), "never sent: {events:#?}");
+    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    let entry = |kind: &str| report.changes.entries.iter().find(|e| e.object.gk.kind == kind).unwrap().clone();
+    assert_eq!(entry("CustomResourceDefinition").action, Action::Failed, "{actions:#?}");
+    assert_eq!(entry("Gadget").action, Action::Skipped, "{actions:#?}");
 }
