@@ -1,8 +1,8 @@
 //! The early apply keeps the sync's stage order: a push that changes a Namespace or a CRD and
 //! objects that depend on it sends the Namespace (CRD) first, with the Foundations stage's
-//! waits, a rejected one (Namespace or CRD) keeps its dependents back, and an object the whole sync creates holds
-//! back the changed objects of later stages. Order is read from the apiserver's audit log,
-//! outcomes from the cluster.
+//! waits; a rejected Namespace or CRD keeps its dependents back; an object the whole sync
+//! creates holds back the changed objects of later stages. Order is read from the apiserver's
+//! audit log, outcomes from the cluster.
 
 use crate::common;
 
