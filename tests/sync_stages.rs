@@ -103,3 +103,77 @@ async fn prune_disabled_objects_stay_when_they_leave_git() {
     assert!(api.get_opt("keep").await.unwrap().is_some(), "prune: disabled must keep the object");
     assert!(api.get_opt("go").await.unwrap().is_none());
 }
+
+/// A cluster-scoped custom resource whose CRD comes in the same revision: the inventory records
+/// it under its real (cluster-scoped) ref before it is applied, not the namespaced guess made
+/// while its kind was not served; removed from git in the next revision, it is pruned, and never
+/// reported as "not recorded … (a copy?)".
+#[tokio::test]
+async fn a_cluster_scoped_custom_resource_of_a_new_crd_is_recorded_and_pruned() {
+    let env = common::setup("crd-cluster").await;
+    let group = format!("{}.gitward.dev", env.namespace);
+    let repo = common::GitRepo::new();
+    repo.write("crd.yaml", &crd(&group).replace("scope: Namespaced", "scope: Cluster"));
+    repo.write(
+        "gadget.yaml",
+        &format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\nspec:\n  size: 3\n"),
+    );
+    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stays\n");
+    repo.commit_and_push("a cluster-scoped CRD and a custom resource of it");
+    let state = tempfile::tempdir().unwrap();
+    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let first = engine.sync().await.expect("sync");
+    let actions = common::actions(&first);
+    assert!(!first.changes.has_failures(), "{actions:#?}");
+    let gadget = first.changes.entries.iter().find(|e| e.object.gk.kind == "Gadget").expect("a Gadget entry");
+    assert_eq!((gadget.action, gadget.object.namespace.as_ref()), (Action::Created, None), "{actions:#?}");
+    let gadget = gadget.object.clone();
+    let parent = engine.inventory().read(&env.client).await.expect("read parent").expect("a parent");
+    let recorded: Vec<String> =
+        parent.contents.members.iter().filter(|m| m.gk.kind == "Gadget").map(ToString::to_string).collect();
+    assert_eq!(recorded, [gadget.to_string()], "recorded under its real ref only");
+    // Recorded before it was applied: the parent is written again between the CRD and the
+    // custom resource (a crash in between leaves it recorded, so prunable).
+    let marker = common::unique("marker");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    assert!(configmaps.get_opt(&marker).await.unwrap().is_none());
+    let events =
+        common::audit_events_until(&env.user_agent, |e| e.iter().any(|e| e["objectRef"]["name"] == marker.as_str()))
+            .await;
+    let write_of = |resource: &str, name: &str| {
+        events.iter().position(|e| {
+            matches!(e["verb"].as_str(), Some("create" | "patch" | "update"))
+                && e["objectRef"]["resource"] == resource
+                && e["objectRef"]["name"] == name
+        })
+    };
+    let (crd_at, gadget_at) = (
+        write_of("customresourcedefinitions", &format!("gadgets.{group}")).unwrap(),
+        write_of("gadgets", "g1").unwrap(),
+    );
+    let parent_name = engine.inventory().parent.name.to_string();
+    let parent_writes: Vec<usize> = events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| {
+            matches!(e["verb"].as_str(), Some("create" | "patch" | "update"))
+                && e["objectRef"]["name"] == parent_name.as_str()
+        })
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        parent_writes.iter().any(|&i| crd_at < i && i < gadget_at),
+        "parent writes at {parent_writes:?}, CRD at {crd_at}, custom resource at {gadget_at}"
+    );
+
+    repo.remove("gadget.yaml");
+    repo.commit_and_push("the custom resource removed");
+    let second = engine.sync().await.expect("sync");
+    let actions = common::actions(&second);
+    assert!(second.changes.not_members.is_empty(), "{:?}", second.changes.not_members);
+    assert_eq!(actions.get(&gadget.to_string()).map(String::as_str), Some("pruned"), "{actions:#?}");
+    let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(&group, "v1", "Gadget"), "gadgets");
+    let gadgets: Api<DynamicObject> = Api::all_with(env.client.clone(), &ar);
+    assert!(gadgets.get_opt("g1").await.unwrap().is_none(), "pruned from the cluster");
+}

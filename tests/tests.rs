@@ -13,6 +13,7 @@ mod bad_input;
 mod cli;
 mod cluster;
 mod daemon;
+mod early_order;
 mod faults;
 mod faults_conflict;
 mod faults_git;

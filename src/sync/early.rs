@@ -12,9 +12,20 @@
 //! changed file read and parsed, no SOPS-encrypted file, every kind already known to discovery,
 //! no object named twice among the changed files or still defined by a file that did not
 //! change (the whole sync's duplicate error), no invalid `gitward.dev/apply-mode`. Otherwise
-//! nothing is sent early. Objects that are new, or in the Foundations (CRDs, Namespaces) or
-//! Admission stages, wait for the whole sync: they need its ordering, its ownership check or
-//! its waits.
+//! nothing is sent early.
+//!
+//! And only in the sync's stage order. Changed CRDs and Namespaces go first, in the Foundations
+//! stage with its waits (Established, Active); one that fails keeps its dependents back (the
+//! objects in the Namespace, the custom resources of the CRD), as in the whole sync, which
+//! then sends it again and reports it. Objects the whole sync sends and the early apply does
+//! not — new ones (they need its ownership check), ones not live as members or being deleted,
+//! and admission configurations (last in a sync: nothing of the revision may follow them) —
+//! hold back every changed object of a later stage: a Deployment is not sent before the new
+//! ConfigMap it mounts, nor before a new Namespace. So a Deployment never reaches the API
+//! server before its Namespace's new labels (an `istio-injection` or Pod Security label its
+//! new pods would miss), nor a custom resource before the CRD field it uses (dropped as
+//! unknown by the old schema), nor either of them despite a Namespace or CRD change the API
+//! server rejects.
 
 use std::collections::{HashMap, HashSet};
 
@@ -34,8 +45,9 @@ use super::desired::{self, Defaults};
 /// through the whole sync alone, where the parse cache reads each file once.
 pub const MAX_FILES: usize = 16;
 
-/// The stages whose objects may be sent early, in order.
-pub const STAGES: [Stage; 2] = [Stage::Configuration, Stage::Workloads];
+/// The stages whose objects may be sent early, in order (admission configurations go last in
+/// a sync, after everything else of the revision: never early).
+pub const STAGES: [Stage; 3] = [Stage::Foundations, Stage::Configuration, Stage::Workloads];
 
 /// The objects to send early, each with its planned step (a `configure`), in stage order; the
 /// step's index points into the returned desired objects.
@@ -54,7 +66,9 @@ pub struct Selection {
 /// - `previous`: the desired objects of the last synced revision;
 /// - returns `None` when nothing may be sent early because the whole sync could refuse the
 ///   revision (see the module doc), else the objects that exist live with another desired
-///   hash (possibly none).
+///   hash (possibly none), less those of a stage after the first stage of an object that the
+///   whole sync sends and this selection does not (new, not a live member, being deleted, or
+///   an admission configuration).
 pub fn select(
     changed: Vec<Manifest>,
     previous: &[Desired],
@@ -82,14 +96,24 @@ pub fn select(
     if defined_in.values().any(|file| !files.contains(file)) {
         return None;
     }
-    let mut selection = Selection::default();
-    let mut steps: HashMap<Stage, Vec<Step>> = HashMap::new();
+    // The changed live members, and the first stage of what the whole sync sends that the early
+    // apply does not: nothing of a later stage may go before it.
+    let mut candidates = Vec::new();
+    let mut held_from: Option<Stage> = None;
     for (m, (object, r)) in changed.into_iter().zip(resolved) {
         let stage = Stage::of(&object.gk);
         let existing = defined_in.contains_key(&object);
         let d = desired::build(m, object, r.resource, r.namespaced, defaults).ok()?;
-        let Some(meta) = live(&d.object).filter(|_| existing && STAGES.contains(&stage)) else { continue };
-        if meta.deleting || meta.desired_hash.as_ref() == Some(&d.hash) {
+        match live(&d.object).filter(|meta| existing && !meta.deleting) {
+            Some(meta) if meta.desired_hash.as_ref() == Some(&d.hash) => {}
+            Some(meta) if STAGES.contains(&stage) => candidates.push((stage, d, meta)),
+            _ => held_from = Some(held_from.map_or(stage, |held| held.min(stage))),
+        }
+    }
+    let mut selection = Selection::default();
+    let mut steps: HashMap<Stage, Vec<Step>> = HashMap::new();
+    for (stage, d, meta) in candidates {
+        if held_from.is_some_and(|held| stage > held) {
             continue;
         }
         let index = selection.desired.len();
@@ -183,7 +207,10 @@ mod tests {
             kind: m.gk.kind.to_string(),
             plural,
         };
-        (m.gk.kind != "Widget").then(|| Resolved { resource: Arc::new(resource), namespaced: m.gk.kind != "Namespace" })
+        (m.gk.kind != "Widget").then(|| Resolved {
+            resource: Arc::new(resource),
+            namespaced: !matches!(m.gk.kind.as_str(), "Namespace" | "ValidatingAdmissionPolicy"),
+        })
     }
 
     fn manifests(file: &str, yaml: &str) -> Vec<Manifest> {
@@ -194,13 +221,19 @@ mod tests {
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  k: {value}\n---\n")
     }
 
-    /// The last revision's objects: `a.yaml` holds `a`, `b.yaml` holds `b` and a Namespace.
+    fn deployment(image: &str) -> String {
+        format!("apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  image: {image}\n---\n")
+    }
+
+    /// The last revision's objects: `a.yaml` holds `a`, `b.yaml` holds `b` and a Namespace,
+    /// `web.yaml` a Deployment.
     fn previous() -> Vec<Desired> {
         let mut all = manifests("a.yaml", &config_map("a", "1"));
         all.extend(manifests(
             "b.yaml",
             &(config_map("b", "1") + "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n"),
         ));
+        all.extend(manifests("web.yaml", &deployment("v1")));
         all.into_iter()
             .map(|m| {
                 let r = resolved(&m).expect("known");
@@ -266,15 +299,71 @@ mod tests {
         assert!(select(invalid, &previous, resolved, live(&previous), &defaults()).is_none());
     }
 
+    /// The stage of each selected object, by name.
+    fn staged(selection: &Selection) -> Vec<(Stage, String)> {
+        let mut staged = Vec::new();
+        for (stage, steps) in &selection.stages {
+            staged.extend(steps.iter().map(|s| (*stage, selection.desired[s.index].object.to_string())));
+        }
+        staged
+    }
+
     #[test]
-    fn foundations_and_objects_not_live_wait_for_the_whole_sync() {
+    fn a_changed_namespace_goes_first_and_its_contents_after_it() {
         let previous = previous();
-        let changed = manifests(
-            "b.yaml",
-            &(config_map("b", "2") + "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n  labels:\n    a: b\n"),
-        );
-        let s = select(changed.clone(), &previous, resolved, live(&previous), &defaults()).expect("allowed");
-        assert_eq!(names(&s), ["ConfigMap/shop/b"]);
+        let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+        // The Namespace as it was: only its ConfigMap goes early.
+        let same = manifests("b.yaml", &(config_map("b", "2") + namespace));
+        let s = select(same, &previous, resolved, live(&previous), &defaults()).expect("allowed");
+        assert_eq!(staged(&s), [(Stage::Configuration, "ConfigMap/shop/b".to_string())]);
+        // A new label on it: the Namespace goes first, in the Foundations stage.
+        let mut labelled = manifests("b.yaml", &(config_map("b", "2") + namespace + "  labels:\n    a: b\n"));
+        labelled.extend(manifests("web.yaml", &deployment("v2")));
+        let s = select(labelled, &previous, resolved, live(&previous), &defaults()).expect("allowed");
+        let expected = [
+            (Stage::Foundations, "Namespace/shop"),
+            (Stage::Configuration, "ConfigMap/shop/b"),
+            (Stage::Workloads, "Deployment/shop/web"),
+        ];
+        assert_eq!(staged(&s), expected.map(|(stage, name)| (stage, name.to_string())));
+    }
+
+    #[test]
+    fn what_the_whole_sync_sends_first_holds_back_every_later_stage() {
+        let previous = previous();
+        let new_namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: other\n";
+        // A new Namespace (created by the whole sync, after its ownership check): nothing of a
+        // later stage goes before it.
+        let mut changed = manifests("a.yaml", &config_map("a", "2"));
+        changed.extend(manifests("c.yaml", new_namespace));
+        changed.extend(manifests("web.yaml", &deployment("v2")));
+        let s = select(changed, &previous, resolved, live(&previous), &defaults()).expect("allowed");
+        assert!(s.desired.is_empty(), "{:?}", staged(&s));
+        // A Namespace not live as a member (deleted by hand): the same.
+        let namespace = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: shop\n";
+        let same = manifests("b.yaml", &(config_map("b", "2") + namespace));
+        let without_namespace = |o: &ObjectRef| (o.gk.kind != "Namespace").then(|| live(&previous)(o)).flatten();
+        let s = select(same, &previous, resolved, without_namespace, &defaults()).expect("allowed");
+        assert!(s.desired.is_empty(), "{:?}", staged(&s));
+        // A new ConfigMap: the changed ConfigMap beside it goes, the Deployment (which may
+        // mount it) waits.
+        let mut changed = manifests("a.yaml", &(config_map("a", "2") + &config_map("new", "1")));
+        changed.extend(manifests("web.yaml", &deployment("v2")));
+        let s = select(changed, &previous, resolved, live(&previous), &defaults()).expect("allowed");
+        assert_eq!(staged(&s), [(Stage::Configuration, "ConfigMap/shop/a".to_string())]);
+        // An admission configuration goes last, in the whole sync; what precedes it goes early.
+        let policy =
+            "apiVersion: admissionregistration.k8s.io/v1\nkind: ValidatingAdmissionPolicy\nmetadata:\n  name: p\n";
+        let mut changed = manifests("web.yaml", &deployment("v2"));
+        changed.extend(manifests("p.yaml", policy));
+        let s = select(changed, &previous, resolved, live(&previous), &defaults()).expect("allowed");
+        assert_eq!(staged(&s), [(Stage::Workloads, "Deployment/shop/web".to_string())]);
+    }
+
+    #[test]
+    fn objects_not_live_wait_for_the_whole_sync() {
+        let previous = previous();
+        let changed = manifests("a.yaml", &config_map("a", "2"));
         let s = select(changed, &previous, resolved, |_| None, &defaults()).expect("allowed");
         assert!(s.desired.is_empty());
     }

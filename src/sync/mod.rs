@@ -302,8 +302,8 @@ impl Engine {
         let resolved_at = started.elapsed();
 
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
-        let widened = self.widen_inventory(&wanted).await?;
-        let (resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
+        let mut widened = self.widen_inventory(&wanted).await?;
+        let (mut resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
         let members_before = self.cache.len();
 
         let mut changes = ChangeSet::default();
@@ -349,6 +349,7 @@ impl Engine {
             {
                 let start = desired.len();
                 self.resolve_pending(pending, &defaults, &blocked, &mut desired, &mut changes).await?;
+                self.widen_resolved(&desired[start..], &mut widened, &mut resources).await?;
                 let added = self.plan_stages_from(&desired, start, &mut changes).await?;
                 for (s, steps) in added {
                     stages.entry(s).or_default().extend(steps);

@@ -1,18 +1,48 @@
 //! Pending custom resources: objects whose kind a CRD of the same revision defines. They are
-//! recorded in the inventory with the rest, and resolved and planned once the Foundations stage
-//! has applied the CRD and it is Established.
+//! recorded in the inventory with the rest (in their namespace or the unit's: the scope is not
+//! known yet), and resolved and planned once the Foundations stage has applied the CRD and it
+//! is Established; a ref that resolves otherwise (a cluster-scoped kind) is recorded then,
+//! before the object is applied.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use kube::discovery::ApiResource;
 
 use super::desired::{self, Defaults};
 use super::{Engine, Result};
 use crate::apply::Blocked;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::Contents;
-use crate::object::ObjectRef;
+use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
 impl Engine {
+    /// After [`Engine::resolve_pending`]: the kinds of the `resolved` custom resources join
+    /// `resources` (watched now, so prune and narrow see them as served), and the refs they
+    /// resolved to that `widened` lacks — a cluster-scoped kind, recorded under a namespace
+    /// before its CRD was served — are recorded by widening the ApplySet parent again, before
+    /// they are applied (DESIGN.md decision 6). Without it such an object is never recorded,
+    /// so never pruned: a later sync sees it as "not recorded … (a copy?)". The guessed ref is
+    /// dropped by the narrow after a clean prune (served, not live, not wanted).
+    ///
+    /// Errors: [`super::Error::Cluster`] when the parent cannot be written.
+    pub(super) async fn widen_resolved(
+        &mut self,
+        resolved: &[Desired],
+        widened: &mut Contents,
+        resources: &mut HashMap<GroupKind, (Arc<ApiResource>, bool)>,
+    ) -> Result<()> {
+        for d in resolved {
+            resources.entry(d.object.gk.clone()).or_insert_with(|| (d.resource.clone(), d.object.namespace.is_some()));
+        }
+        let wanted = widened.union(&Contents::of(resolved.iter().map(|d| &d.object)));
+        if &wanted != widened {
+            *widened = self.widen_inventory(&wanted).await?;
+        }
+        Ok(())
+    }
+
     /// After the Foundations stage: resolves custom resources whose CRD was just applied.
     pub(super) async fn resolve_pending(
         &mut self,
