@@ -1,0 +1,174 @@
+//! The sharding loop's view of what members run: its own advert (written on its membership
+//! Lease, less the units it could not start), the owner of each unit among the members that
+//! advertise it, the nonce check, and the survey of unrenewed and stale Leases.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use kube::api::Api;
+use tokio::time::Instant;
+use tracing::{info, warn};
+
+use super::super::assignment::{Candidate, assign};
+use super::super::election::Seen;
+use super::super::member::Advert;
+use super::{BENCH_FOR, STALE_AFTER, Shard};
+
+impl Shard {
+    /// Notes this process's nonce coming back on its own membership Lease, and refuses to run
+    /// anything once another nonce follows it: only another process with this identity writes
+    /// one (a predecessor's, left on the Lease before this process first wrote, is ignored).
+    pub(super) fn check_nonce(&mut self, identity: &str, advert: &Advert) {
+        if identity != self.cfg.identity || self.refused.is_some() {
+            return;
+        }
+        if advert.nonce == self.nonce {
+            self.confirmed = true;
+        } else if self.confirmed {
+            let reason = format!(
+                "another process writes the membership Lease of identity {identity} (nonce {} after this process's {}): \
+                 give every replica its own [daemon.sharding] identity",
+                advert.nonce, self.nonce
+            );
+            tracing::error!(identity, reason = %reason, "sharding: identity in use twice; this replica runs no unit");
+            self.refused = Some(reason);
+        }
+    }
+    /// Leaves the units the daemon could not start ([`Running::failed`]) to the others for
+    /// [`BENCH_FOR`]: they drop out of this replica's advert, so the assignment moves them and
+    /// their Leases are handed over as for any other move.
+    pub(super) fn bench(&mut self, now: Instant) {
+        self.benched.retain(|_, until| *until > now);
+        let failed = self.running.borrow().failed.clone();
+        for unit in failed {
+            if !self.benched.contains_key(&unit) {
+                warn!(unit = %unit, identity = %self.cfg.identity, "sharding: unit could not start here; leaving it to the other replicas");
+                self.benched.insert(unit, now + BENCH_FOR);
+            }
+        }
+    }
+    /// The units this replica offers to run: those of its config, but the benched ones.
+    pub(super) fn offered(&self) -> BTreeMap<String, String> {
+        let mut units = self.units.borrow().clone();
+        units.retain(|unit, _| !self.benched.contains_key(unit));
+        units
+    }
+    /// Writes this replica's advert when it differs from the last one written (at start, after
+    /// a reload); a failed write (the membership Lease not created yet) is tried again at the
+    /// next round.
+    pub(super) fn advertise(&mut self) {
+        let own = Advert { units: self.offered(), nonce: self.nonce.clone() };
+        if let Some((advert, task)) = &self.publishing {
+            if !task.is_finished() {
+                return;
+            }
+            let advert = advert.clone();
+            let Some((_, task)) = self.publishing.take() else { return };
+            if futures::FutureExt::now_or_never(task).and_then(Result::ok).unwrap_or(false) {
+                self.published = Some(advert);
+            }
+        }
+        if self.published.as_ref() == Some(&own) {
+            return;
+        }
+        let (client, namespace, name) =
+            (self.client.clone(), self.cfg.namespace.clone(), self.cfg.member_lease(&self.cfg.identity));
+        let advert = own.clone();
+        let task = tokio::spawn(async move {
+            match advert.publish(client, &namespace, &name).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::debug!(lease = %name, error = %e, "sharding: advert not written yet");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    false
+                }
+            }
+        });
+        self.publishing = Some((own, task));
+    }
+    /// The units this replica owns now: for each unit of its config, the members that count
+    /// (`eligible`) and advertise it — this replica by the advert the watch showed back, and
+    /// only while that equals its config — and [`assign`] among them.
+    pub(super) fn mine(&self, eligible: &[String]) -> BTreeSet<String> {
+        let units = self.offered();
+        let joined = |member: &str| {
+            let seen = self.seen.get(&self.cfg.member_lease(member))?;
+            seen.spec.acquire_time.as_ref().map(|t| t.0)
+        };
+        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == units);
+        units
+            .keys()
+            .filter(|unit| {
+                let candidates: Vec<Candidate> = eligible
+                    .iter()
+                    .filter(|m| **m != self.cfg.identity || own_current)
+                    .filter_map(|m| {
+                        let fingerprint = self.adverts.get(m)?.units.get(*unit)?;
+                        Some(Candidate { member: m, fingerprint, joined: joined(m) })
+                    })
+                    .collect();
+                assign(unit, &candidates) == Some(self.cfg.identity.as_str())
+            })
+            .cloned()
+            .collect()
+    }
+    /// Counts the units some live member runs whose Lease nobody renews, and about once a second
+    /// collects stale Leases: a membership Lease of another replica, or a unit Lease of a unit
+    /// no live member runs, that has been released or expired for [`STALE_AFTER`] Lease
+    /// durations. Only the live member that wins the Lease's name by rendezvous deletes it,
+    /// with its `resourceVersion` as precondition, so a Lease taken meanwhile is kept.
+    pub(super) fn survey(&mut self, live: &BTreeSet<String>, now: Instant) {
+        let lease = self.cfg.lease();
+        let own_units = self.units.borrow().clone();
+        let mut advertised: BTreeSet<String> = own_units.keys().cloned().collect();
+        for member in live {
+            if let Some(advert) = self.adverts.get(member) {
+                advertised.extend(advert.units.keys().cloned());
+            }
+        }
+        let renewed = |seen: Option<&Seen>| {
+            seen.is_some_and(|s| {
+                s.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) && self.expiry(s) > now
+            })
+        };
+        let unrenewed = advertised.iter().filter(|u| !renewed(self.seen.get(&self.cfg.unit_lease(u)))).count();
+        self.metrics.units_unrenewed(&self.cfg.identity, unrenewed);
+        if now < self.collected + Duration::from_secs(1) {
+            return;
+        }
+        let (member_prefix, unit_prefix) = (self.cfg.member_prefix(), self.cfg.unit_prefix());
+        let own_member = self.cfg.member_lease(&self.cfg.identity);
+        let stale: Vec<(String, String)> = self
+            .seen
+            .iter()
+            .filter(|(name, seen)| {
+                let idle = seen.at + lease * (STALE_AFTER + 1) <= now;
+                let unused = match name.strip_prefix(&unit_prefix) {
+                    Some(unit) => !advertised.contains(unit),
+                    None => name.starts_with(&member_prefix) && **name != own_member,
+                };
+                idle && unused && !renewed(Some(seen))
+            })
+            .filter(|(name, _)| {
+                super::super::assignment::owner(name, live.iter().map(String::as_str))
+                    == Some(self.cfg.identity.as_str())
+            })
+            .filter_map(|(name, _)| Some((name.clone(), self.versions.get(name)?.clone())))
+            .collect();
+        self.collected = now;
+        for (name, version) in stale {
+            let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
+            tokio::spawn(async move {
+                let params = kube::api::DeleteParams {
+                    preconditions: Some(kube::api::Preconditions { resource_version: Some(version), uid: None }),
+                    ..Default::default()
+                };
+                match api.delete(&name, &params).await {
+                    Ok(_) => info!(lease = %name, "sharding: stale Lease collected"),
+                    Err(e) => tracing::debug!(lease = %name, error = %e, "sharding: stale Lease kept"),
+                }
+            });
+        }
+    }
+}
