@@ -27,6 +27,7 @@ mod tenancy;
 #[cfg(test)]
 mod tests;
 mod unit;
+mod verify;
 
 pub use cluster::ClusterConfig;
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
@@ -35,6 +36,7 @@ use unit::is_url_or_scp;
 pub use unit::{
     ApplyMode, Decryption, GitCredentials, HelmOptions, InventoryConfig, InventoryKind, RenderMode, SyncUnit,
 };
+pub use verify::Verify;
 
 use std::path::{Path, PathBuf};
 
