@@ -458,6 +458,16 @@ mod tests {
     }
 
     #[test]
+    fn refused_revisions_are_counted_by_reason() {
+        let m = Metrics::new();
+        m.observe_refused("shop", VerifyFailure::Unsigned);
+        m.observe_refused("shop", VerifyFailure::Unsigned);
+        m.observe_refused("shop", VerifyFailure::UnknownKey);
+        assert!(has(&m, r#"gitward_revisions_refused_total{unit="shop",reason="unsigned"} 2"#), "{}", m.encode());
+        assert!(has(&m, r#"gitward_revisions_refused_total{unit="shop",reason="unknown-key"} 1"#), "{}", m.encode());
+    }
+
+    #[test]
     fn triggers_are_counted_by_kind() {
         let m = Metrics::new();
         m.observe_trigger("shop", TriggerKind::Webhook);
