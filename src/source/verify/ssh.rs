@@ -87,30 +87,20 @@ fn parse_line(line: &str) -> Result<Entry, String> {
     if rest.is_empty() {
         return Err("expected `principals [options] keytype base64-key`".to_owned());
     }
-    let mut entry = Entry {
-        principals: principals.to_owned(),
-        namespaces: None,
-        valid_after: None,
-        valid_before: None,
-        key: placeholder(),
-    };
-    let key = match PublicKey::from_openssh(rest) {
-        Ok(key) => key,
+    // Options come before the key: when the rest is not a key by itself, its first token is them.
+    let (options, key) = match PublicKey::from_openssh(rest) {
+        Ok(key) => ("", key),
         Err(_) => {
             let (options, key) = next_token(rest);
-            for option in split_outside_quotes(options) {
-                apply_option(&mut entry, option)?;
-            }
-            PublicKey::from_openssh(key).map_err(|e| format!("not a public key `keytype base64-key`: {e}"))?
+            (options, PublicKey::from_openssh(key).map_err(|e| format!("not a public key `keytype base64-key`: {e}"))?)
         }
     };
-    entry.key = key;
+    let mut entry =
+        Entry { principals: principals.to_owned(), namespaces: None, valid_after: None, valid_before: None, key };
+    for option in split_outside_quotes(options).into_iter().filter(|o| !o.is_empty()) {
+        apply_option(&mut entry, option)?;
+    }
     Ok(entry)
-}
-
-/// Stands in until the line's key is parsed.
-fn placeholder() -> PublicKey {
-    PublicKey::from(ssh_key::public::Ed25519PublicKey([0; 32]))
 }
 
 fn apply_option(entry: &mut Entry, option: &str) -> Result<(), String> {
