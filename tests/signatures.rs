@@ -173,6 +173,9 @@ async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forg
     assert!(error.contains(&format!("revision {unsigned} refused: commit {unsigned} is not signed")), "{error}");
     assert!(error.contains("allowed_signers"), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
+    let run = common::gitward(&["validate"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "validate refuses it too: {}", run.stderr);
+    assert!(run.stderr.contains(&format!("commit {unsigned} is not signed")), "{}", run.stderr);
 
     let foreign = push(&repo, "3", Sign::Ssh(&stranger));
     let run = common::gitward(&["sync"], &config, LIMIT);
@@ -343,4 +346,12 @@ async fn the_daemon_keeps_the_last_good_revision_and_logs_and_counts_refusals() 
     assert!(applied, "the signed push was not applied: {}", daemon.log_text());
     let verified = daemon.logged("revision verified").into_iter().any(|e| e["revision"] == next.as_str());
     assert!(verified, "no `revision verified` event for {next}: {}", daemon.log_text());
+
+    // The key file is read at every fetch: the stranger's key added, its next push is applied
+    // without a reload.
+    let signers = format!("{}\n{}\n", trusted.line, stranger.line);
+    std::fs::write(dir.path().join("allowed_signers"), signers).unwrap();
+    push(&repo, "5", Sign::Ssh(&stranger));
+    let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("5") }).await;
+    assert!(applied, "a push by a newly allowed key was not applied: {}", daemon.log_text());
 }
