@@ -86,6 +86,7 @@ fn spec(unit: &str, repo: &str, reference: &str) -> SourceSpec {
         path: String::new(),
         credentials: Credentials::default(),
         max_file_bytes: 1024 * 1024,
+        verify: None,
     }
 }
 

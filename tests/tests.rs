@@ -32,6 +32,7 @@ mod prune_safety;
 mod render;
 mod secret_scan;
 mod sharding;
+mod signatures;
 mod source;
 mod sync_e2e;
 mod sync_stages;

@@ -182,6 +182,7 @@ mod tests {
             "sync.decryption",
             "sync.inventory",
             "sync.git",
+            "sync.verify",
         ];
         let mut missing = Vec::new();
         for table in tables {

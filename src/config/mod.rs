@@ -28,6 +28,7 @@ mod tenancy;
 #[cfg(test)]
 mod tests;
 mod unit;
+mod verify;
 
 pub use cluster::ClusterConfig;
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
@@ -36,6 +37,7 @@ use unit::is_url_or_scp;
 pub use unit::{
     ApplyMode, Decryption, GitCredentials, HelmOptions, InventoryConfig, InventoryKind, RenderMode, SyncUnit,
 };
+pub use verify::Verify;
 
 use std::path::{Path, PathBuf};
 

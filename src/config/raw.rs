@@ -162,6 +162,7 @@ pub(super) struct RawSyncUnit {
     #[serde(default)]
     pub helm: RawHelm,
     pub decryption: Option<RawDecryption>,
+    pub verify: Option<Spanned<RawVerify>>,
 }
 
 /// `[sync.helm]`.
@@ -179,6 +180,14 @@ pub(super) struct RawHelm {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawDecryption {
     pub age_key_file: Spanned<String>,
+}
+
+/// `[sync.verify]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawVerify {
+    pub allowed_signers_file: Option<Spanned<String>>,
+    pub openpgp_keys_file: Option<Spanned<String>>,
 }
 
 /// `[sync.inventory]`.

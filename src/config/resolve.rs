@@ -304,6 +304,7 @@ impl Resolver<'_> {
         let inventory_span = raw.inventory.as_ref().map_or(name_span.clone(), Spanned::span);
         unit.inventory = self.inventory(index, raw.inventory.map(Spanned::into_inner), &unit)?;
         unit.git = self.git(index, raw.git)?;
+        unit.verify = self.verify(index, raw.verify)?;
         unit.render = raw.render.unwrap_or(unit.render);
         unit.allow_remote_bases = raw.allow_remote_bases.unwrap_or(unit.allow_remote_bases);
         unit.create_namespace = raw.create_namespace.unwrap_or(unit.create_namespace);
@@ -356,7 +357,7 @@ impl Resolver<'_> {
     }
 
     /// A host file path: relative paths are joined to the config file's directory.
-    fn file(&self, raw: Spanned<String>, key: &str) -> Result<PathBuf> {
+    pub(super) fn file(&self, raw: Spanned<String>, key: &str) -> Result<PathBuf> {
         let path = self.check(raw, key, host_path)?;
         Ok(self.base_dir.join(path))
     }

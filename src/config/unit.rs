@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ClusterConfig, RenderTools};
+use super::{ClusterConfig, RenderTools, Verify};
 
 /// How a unit's path becomes manifests (`render`: `"auto"`, `"plain"`, `"kustomize"`,
 /// `"helm"`).
@@ -172,6 +172,8 @@ pub struct SyncUnit {
     pub helm: HelmOptions,
     /// `[sync.decryption]`. Default `None`: a SOPS-encrypted file refuses the revision.
     pub decryption: Option<Decryption>,
+    /// `[sync.verify]`. Default `None`: revisions are not checked for signatures.
+    pub verify: Option<Verify>,
     /// A copy of the file's `[render]` table, so the engine needs only the unit.
     pub render_tools: RenderTools,
 }
@@ -235,6 +237,7 @@ impl SyncUnit {
             adopted_by: Vec::new(),
             helm: HelmOptions::default(),
             decryption: None,
+            verify: None,
             render_tools: RenderTools::default(),
         }
     }

@@ -239,6 +239,7 @@ mod tests {
             path: String::new(),
             credentials: Default::default(),
             max_file_bytes: 1 << 20,
+            verify: None,
         };
         let mut source = Source::open(state.path(), spec).unwrap();
         let revision = source.fetch().unwrap();

@@ -15,7 +15,9 @@ use super::Revision;
 /// what is in git: nothing changes until a new push, so the next poll or push trigger is soon
 /// enough. [`OpenMirror`](Error::OpenMirror), [`HostKeyCheck`](Error::HostKeyCheck),
 /// [`AmbiguousRef`](Error::AmbiguousRef) and [`ReadBlob`](Error::ReadBlob) need a fix by
-/// someone (disk, known_hosts, config) and are not retried.
+/// someone (disk, known_hosts, config) and are not retried; nor is
+/// [`Unverified`](Error::Unverified): a revision not signed by a trusted key stays so until a
+/// new push or a new key.
 ///
 /// Messages carry no secrets: URLs are printed with their userinfo replaced by `***`, and
 /// credential errors name files, never their contents.
@@ -140,6 +142,22 @@ pub enum Error {
         /// What libgit2 said.
         message: String,
     },
+    /// `[sync.verify]` is set and the revision's commit (or the annotated tag its reference
+    /// names) is not signed by a trusted key: nothing of the revision is read.
+    #[error("{unit}: revision {revision} refused: {reason}")]
+    Unverified {
+        /// The sync unit.
+        unit: String,
+        /// The revision refused.
+        revision: Revision,
+        /// Why, as a label.
+        failure: super::VerifyFailure,
+        /// The sentence: which commit or tag, and what is wrong with its signature.
+        reason: String,
+        /// Who signed it, when known: an SSH key's principals and fingerprint, an OpenPGP
+        /// key's fingerprint and user ID, or the fingerprint of an unknown key.
+        signer: Option<String>,
+    },
     /// Any other libgit2 failure while reading the mirror (missing commit or tree, corrupt
     /// object, I/O error).
     #[error("{unit}: {step} failed: {message}")]
@@ -178,6 +196,7 @@ impl Error {
             Error::FileTooLarge { .. } => "file_too_large",
             Error::ReadBlob { .. } => "read_blob",
             Error::ReadObject { .. } => "read_object",
+            Error::Unverified { .. } => "unverified",
             Error::Git { .. } => "git",
         }
     }

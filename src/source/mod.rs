@@ -14,8 +14,9 @@
 //!
 //! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
 //! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
-//! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `tree` (listing and
-//! reading blobs), `view` ([`Tree`]).
+//! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `verify` (signed
+//! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
+//! `tree` (listing and reading blobs), `view` ([`Tree`]).
 
 mod credentials;
 mod error;
@@ -24,6 +25,7 @@ mod mirror;
 mod remote;
 mod resolve;
 mod tree;
+mod verify;
 mod view;
 
 use std::fmt;
@@ -33,6 +35,7 @@ pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use mirror::configure_network_timeouts;
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
+pub use verify::{VerifyFailure, VerifySpec};
 pub use view::{Entry, EntryKind, ObjectId, Tree};
 
 /// What one sync unit wants from git: which repository, which reference, which subdirectory.
@@ -62,6 +65,9 @@ pub struct SourceSpec {
     /// The largest manifest file, in bytes, that [`Source::list_files`] accepts; a larger one
     /// fails the listing with [`Error::FileTooLarge`] rather than being read into memory.
     pub max_file_bytes: u64,
+    /// The keys a revision must be signed by (`[sync.verify]`); `None` (the default) checks
+    /// no signature. See [`Source::resolve`].
+    pub verify: Option<VerifySpec>,
 }
 
 /// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to.
@@ -133,6 +139,9 @@ pub struct Source {
     spec: SourceSpec,
     url: String,
     mirror: mirror::Mirror,
+    /// The revision last verified and its signer, so the signer is logged once per revision,
+    /// not at every poll.
+    verified: std::cell::RefCell<Option<(Revision, String)>>,
 }
 
 impl Source {
@@ -146,7 +155,7 @@ impl Source {
     pub fn open(state_dir: &Path, spec: SourceSpec) -> Result<Self> {
         let url = remote::normalise(&spec.repo);
         let mirror = mirror::Mirror::open(state_dir, &spec.unit)?;
-        Ok(Self { spec, url, mirror })
+        Ok(Self { spec, url, mirror, verified: Default::default() })
     }
 
     /// Fetches the remote's branches and tags into the mirror, pruning deleted ones, then
@@ -220,9 +229,29 @@ impl Source {
     /// commit), then a commit SHA or unambiguous SHA prefix; a full ref (`refs/…`) is taken as
     /// given.
     ///
-    /// Errors: [`Error::RefNotFound`] (also before the first fetch), [`Error::AmbiguousRef`].
+    /// With [`SourceSpec::verify`] set, the revision is returned only when it is signed by a
+    /// trusted key: the annotated tag's signature when the reference names an annotated tag,
+    /// else the commit's (module `verify`). The key files are read at each call. The first
+    /// verification of a revision logs its signer (`revision verified`, field `signer`).
+    ///
+    /// Errors: [`Error::RefNotFound`] (also before the first fetch), [`Error::AmbiguousRef`],
+    /// [`Error::Unverified`] (not signed, signed by an unknown key, a signature that does not
+    /// verify, an unreadable key file).
     pub fn resolve(&self) -> Result<Revision> {
-        resolve::resolve(self.mirror.repo(), &self.spec.unit, &self.spec.reference)
+        let (repo, unit) = (self.mirror.repo(), self.spec.unit.as_str());
+        let resolved = resolve::resolve(repo, unit, &self.spec.reference)?;
+        let Some(spec) = &self.spec.verify else { return Ok(resolved.revision) };
+        let subject = match resolved.tag {
+            Some(tag) => verify::Subject::Tag(&self.spec.reference, tag),
+            None => verify::Subject::Commit(resolve::oid(&resolved.revision)),
+        };
+        let signer = verify::verify(repo, unit, spec, &resolved.revision, subject)?;
+        let mut verified = self.verified.borrow_mut();
+        if verified.as_ref().is_none_or(|(revision, known)| *revision != resolved.revision || *known != signer) {
+            tracing::info!(unit, revision = %resolved.revision, signer, "revision verified");
+            *verified = Some((resolved.revision.clone(), signer));
+        }
+        Ok(resolved.revision)
     }
 
     /// Lists the manifest files under the unit's path at `revision`, recursively.

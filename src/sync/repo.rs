@@ -10,7 +10,7 @@ use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
 use crate::render::{self, Capabilities, Renderer};
-use crate::source::{Credentials, Revision, Source, SourceSpec};
+use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 
 /// A unit's mirror, renderer and parse cache.
 #[derive(Clone)]
@@ -38,6 +38,10 @@ impl Repo {
                 username: unit.git.username.clone(),
             },
             max_file_bytes: unit.max_file_bytes,
+            verify: unit.verify.as_ref().map(|v| VerifySpec {
+                allowed_signers_file: v.allowed_signers_file.clone(),
+                openpgp_keys_file: v.openpgp_keys_file.clone(),
+            }),
         };
         let state_dir = state_dir.to_path_buf();
         let source = blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await?;

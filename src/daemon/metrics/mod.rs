@@ -11,6 +11,7 @@
 //! | `gitward_objects_total` | counter | `unit`, `action` |
 //! | `gitward_api_requests_total` | counter | `unit`, `verb` (`patch`, `delete`), `result` (`ok`, `error`) |
 //! | `gitward_sync_errors_total` | counter | `unit`, `kind` |
+//! | `gitward_revisions_refused_total` | counter | `unit`, `reason` (`unsigned`, `unknown-key`, `bad-signature`, `key-file`): revisions `[sync.verify]` refused |
 //! | `gitward_last_applied_revision` | gauge, always 1 | `unit`, `revision` |
 //! | `gitward_tracked_objects` | gauge | `unit` |
 //! | `gitward_triggers_total` | counter | `unit`, `kind` |
@@ -38,6 +39,7 @@ use prometheus_client::registry::{Registry, Unit};
 use self::fleet::Fleet;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
+use crate::source::VerifyFailure;
 use crate::sync::{Error, Report};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output: prometheus-client's text encoder writes
@@ -80,6 +82,12 @@ struct KindLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    unit: String,
+    reason: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct HealthLabels {
     unit: String,
     health: &'static str,
@@ -99,6 +107,7 @@ pub struct Metrics {
     objects: Family<ObjectLabels, Counter>,
     api_requests: Family<RequestLabels, Counter>,
     errors: Family<KindLabels, Counter>,
+    refused: Family<ReasonLabels, Counter>,
     last_revision: Family<RevisionLabels, Gauge>,
     tracked: Family<UnitLabels, Gauge>,
     triggers: Family<KindLabels, Counter>,
@@ -135,6 +144,7 @@ impl Metrics {
         let objects = Family::default();
         let api_requests = Family::default();
         let errors = Family::default();
+        let refused = Family::default();
         let last_revision = Family::default();
         let tracked = Family::default();
         let triggers = Family::default();
@@ -155,6 +165,11 @@ impl Metrics {
             api_requests.clone(),
         );
         registry.register("sync_errors", "Syncs that failed as a whole, by error kind", errors.clone());
+        registry.register(
+            "revisions_refused",
+            "Revisions refused because they are not signed by a key [sync.verify] trusts, by reason",
+            refused.clone(),
+        );
         registry.register(
             "last_applied_revision",
             "The git revision a unit last applied (always 1; the revision is the label)",
@@ -181,6 +196,7 @@ impl Metrics {
             objects,
             api_requests,
             errors,
+            refused,
             last_revision,
             tracked,
             triggers,
@@ -234,6 +250,12 @@ impl Metrics {
     /// Counts a sync of `unit` that failed as a whole, under `kind` = [`error_kind`]`(err)`.
     pub fn observe_error(&self, unit: &str, err: &Error) {
         self.errors.get_or_create(&KindLabels { unit: unit.to_owned(), kind: error_kind(err) }).inc();
+    }
+
+    /// Counts a revision of `unit` refused by `[sync.verify]`, under `reason` =
+    /// [`VerifyFailure::as_str`].
+    pub fn observe_refused(&self, unit: &str, reason: VerifyFailure) {
+        self.refused.get_or_create(&ReasonLabels { unit: unit.to_owned(), reason: reason.as_str() }).inc();
     }
 
     /// Counts one sync request of `kind` for `unit` (also one that coalesced into a sync
@@ -434,6 +456,16 @@ mod tests {
         let annotation =
             Error::InvalidAnnotation { origin: "a.yaml#0".into(), annotation: "a".into(), message: "m".into() };
         assert_eq!(error_kind(&annotation), "invalid-annotation");
+    }
+
+    #[test]
+    fn refused_revisions_are_counted_by_reason() {
+        let m = Metrics::new();
+        m.observe_refused("shop", VerifyFailure::Unsigned);
+        m.observe_refused("shop", VerifyFailure::Unsigned);
+        m.observe_refused("shop", VerifyFailure::UnknownKey);
+        assert!(has(&m, r#"gitward_revisions_refused_total{unit="shop",reason="unsigned"} 2"#), "{}", m.encode());
+        assert!(has(&m, r#"gitward_revisions_refused_total{unit="shop",reason="unknown-key"} 1"#), "{}", m.encode());
     }
 
     #[test]

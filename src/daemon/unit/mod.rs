@@ -425,6 +425,16 @@ impl Task {
         if let Err(r) = self.engine.record_failure(&e).await {
             tracing::debug!(unit, error = %telemetry::error_chain(&r), "could not record the error on the inventory");
         }
+        if let crate::sync::Error::Source(crate::source::Error::Unverified {
+            revision, failure, signer, reason, ..
+        }) = &e
+        {
+            let kept = self.last_applied.as_ref().map(|r| r.to_string()).unwrap_or_default();
+            let signer = signer.as_deref().unwrap_or_default();
+            let reason_label = failure.as_str();
+            error!(unit, revision = %revision, failure = reason_label, signer, reason, kept, "revision refused: not signed by a trusted key");
+            self.metrics.observe_refused(unit, *failure);
+        }
         error!(unit, trigger = %trigger.kind, error = %telemetry::unit_error(unit, &e), "sync failed");
         self.metrics.observe_error(unit, &e);
         let mut status = self.status.snapshot().remove(unit).unwrap_or_default();

@@ -1,0 +1,357 @@
+//! Signed revisions only (`[sync.verify]`): commits and annotated tags signed with real
+//! `ssh-keygen` keys and a real `gpg` key through the git CLI, synced against the real
+//! apiserver. A signed revision syncs; an unsigned one, one signed by a key not trusted, and
+//! one whose signature was copied onto other content are refused, and the cluster keeps the
+//! last good revision.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use serde_json::Value;
+
+use crate::common;
+
+const LIMIT: Duration = Duration::from_secs(120);
+const WAIT: Duration = Duration::from_secs(60);
+
+/// An ed25519 key made by `ssh-keygen`, and its allowed_signers line.
+struct SshKey {
+    private: PathBuf,
+    line: String,
+}
+
+impl SshKey {
+    fn new(dir: &Path, name: &str, principal: &str) -> Self {
+        let private = dir.join(name);
+        let out = Command::new("ssh-keygen")
+            .args(["-q", "-t", "ed25519", "-N", "", "-C", principal, "-f"])
+            .arg(&private)
+            .output()
+            .expect("ssh-keygen runs (openssh-client; scripts/setup installs it)");
+        assert!(out.status.success(), "ssh-keygen: {}", String::from_utf8_lossy(&out.stderr));
+        let public = std::fs::read_to_string(private.with_extension("pub")).unwrap();
+        let key: Vec<&str> = public.split_whitespace().take(2).collect();
+        let line = format!("{principal} namespaces=\"git\" {}", key.join(" "));
+        Self { private, line }
+    }
+}
+
+/// An OpenPGP key made by `gpg` in a home of its own; the agent is stopped on drop.
+struct PgpKey {
+    home: tempfile::TempDir,
+    fingerprint: String,
+}
+
+impl PgpKey {
+    fn new(uid: &str) -> Self {
+        let home = tempfile::Builder::new().prefix("gnupg").tempdir_in("/tmp").unwrap();
+        std::fs::set_permissions(home.path(), std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let gpg = |args: &[&str]| {
+            let out = Command::new("gpg")
+                .env("GNUPGHOME", home.path())
+                .args(["--batch", "--quiet", "--passphrase", ""])
+                .args(args)
+                .output()
+                .expect("gpg runs (gnupg; scripts/setup installs it)");
+            assert!(out.status.success(), "gpg {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        gpg(&["--quick-gen-key", uid, "ed25519", "sign", "never"]);
+        let listing = gpg(&["--list-keys", "--with-colons", uid]);
+        let fingerprint = listing.lines().find_map(|l| l.strip_prefix("fpr:")).unwrap().trim_matches(':').to_owned();
+        Self { home, fingerprint }
+    }
+
+    fn export(&self) -> String {
+        let out = Command::new("gpg")
+            .env("GNUPGHOME", self.home.path())
+            .args(["--armor", "--export", &self.fingerprint])
+            .output()
+            .unwrap();
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl Drop for PgpKey {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf").env("GNUPGHOME", self.home.path()).args(["--kill", "gpg-agent"]).status();
+    }
+}
+
+/// How a commit or tag is signed.
+enum Sign<'a> {
+    No,
+    Ssh(&'a SshKey),
+    Pgp(&'a PgpKey),
+}
+
+/// Runs git in the work tree of `repo`, signing with `sign`; its stdout, trimmed.
+fn git(repo: &common::GitRepo, sign: &Sign<'_>, args: &[&str]) -> String {
+    let mut command = Command::new("git");
+    command.args(["-c", "user.name=gitward-test", "-c", "user.email=test@gitward.dev"]);
+    match sign {
+        Sign::No => command.args(["-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"]),
+        Sign::Ssh(key) => {
+            command.args(["-c", "gpg.format=ssh", "-c"]).arg(format!("user.signingkey={}", key.private.display()))
+        }
+        Sign::Pgp(key) => command
+            .env("GNUPGHOME", key.home.path())
+            .args(["-c", "gpg.format=openpgp", "-c"])
+            .arg(format!("user.signingkey={}", key.fingerprint)),
+    };
+    let out = command.args(args).current_dir(repo.work()).output().expect("git runs");
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// Writes ConfigMap `a` with `value`, commits (signed as `sign` says) and pushes; the SHA.
+fn push(repo: &common::GitRepo, value: &str, sign: Sign<'_>) -> String {
+    repo.write("a.yaml", &common::cm("a", value));
+    git(repo, &Sign::No, &["add", "-A"]);
+    let signed = if matches!(sign, Sign::No) { "--no-gpg-sign" } else { "-S" };
+    git(repo, &sign, &["commit", "-q", signed, "-m", &format!("a = {value}")]);
+    git(repo, &Sign::No, &["push", "-q", "-f", "origin", "main"]);
+    git(repo, &Sign::No, &["rev-parse", "HEAD"])
+}
+
+async fn value(client: &kube::Client, ns: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt("a").await.unwrap().and_then(|c| c.data).map(|d| d["value"].clone())
+}
+
+/// The `sync failed` error of a `gitward sync` run's log.
+fn sync_error(run: &common::Run) -> String {
+    let event = common::log_events(&run.stderr, "sync failed").next();
+    let event = event.unwrap_or_else(|| panic!("no `sync failed` event: {}", run.stderr));
+    let error = &event["fields"]["error"];
+    let error = if error.is_null() { &event["error"] } else { error };
+    error.as_str().unwrap_or_default().to_owned()
+}
+
+/// A field of a log event, whether the JSON layer nests fields or not.
+fn field<'a>(event: &'a Value, name: &str) -> &'a Value {
+    if event["fields"][name].is_null() { &event[name] } else { &event["fields"][name] }
+}
+
+fn fingerprint(key: &SshKey) -> String {
+    let out = Command::new("ssh-keygen").arg("-lf").arg(key.private.with_extension("pub")).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).unwrap().to_owned()
+}
+
+/// `gitward sync` with an allowed_signers file: a commit signed by a trusted SSH key is applied
+/// (its signer logged); an unsigned commit, one signed by another key and one carrying a
+/// signature copied from a trusted commit onto other content each exit 2 with a message naming
+/// the commit and the reason, and the ConfigMap keeps the value of the last good revision.
+#[tokio::test]
+async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forged_ones() {
+    let env = common::setup("verify-ssh").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    let stranger = SshKey::new(dir.path(), "stranger", "stranger@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("# who may release\n{}\n", trusted.line)).unwrap();
+    let repo = common::GitRepo::new();
+    let extra = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, extra));
+
+    let good = push(&repo, "1", Sign::Ssh(&trusted));
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+    let verified = common::log_events(&run.stderr, "revision verified").next().expect("a `revision verified` event");
+    assert_eq!(field(&verified, "revision"), good.as_str(), "{verified}");
+    let signer = field(&verified, "signer").as_str().unwrap_or_default();
+    assert!(signer.contains("release@example.com") && signer.contains(&fingerprint(&trusted)), "{signer}");
+
+    let unsigned = push(&repo, "2", Sign::No);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    assert!(error.contains(&format!("revision {unsigned} refused: commit {unsigned} is not signed")), "{error}");
+    assert!(error.contains("allowed_signers"), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
+    let run = common::gitward(&["validate"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "validate refuses it too: {}", run.stderr);
+    assert!(run.stderr.contains(&format!("commit {unsigned} is not signed")), "{}", run.stderr);
+
+    let foreign = push(&repo, "3", Sign::Ssh(&stranger));
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    let expected = format!("commit {foreign} is signed by SSH key {}, which is not in", fingerprint(&stranger));
+    assert!(error.contains(&expected), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+
+    // The trusted commit's signature header copied onto a commit of another tree (a=4): the
+    // payload no longer matches what was signed.
+    push(&repo, "4", Sign::No);
+    let tree = git(&repo, &Sign::No, &["rev-parse", "HEAD^{tree}"]);
+    let original = git(&repo, &Sign::No, &["cat-file", "commit", &good]);
+    let good_tree = original.lines().next().unwrap().strip_prefix("tree ").unwrap().to_owned();
+    let forged_text = format!("{}\n", original.replacen(&good_tree, &tree, 1));
+    let forged_file = dir.path().join("forged");
+    std::fs::write(&forged_file, forged_text).unwrap();
+    let forged = git(&repo, &Sign::No, &["hash-object", "-t", "commit", "-w", forged_file.to_str().unwrap()]);
+    git(&repo, &Sign::No, &["push", "-q", "-f", "origin", &format!("{forged}:refs/heads/main")]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    assert!(error.contains(&format!("commit {forged} has an SSH signature by release@example.com")), "{error}");
+    assert!(error.contains("does not verify"), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+}
+
+/// `gitward sync` with an OpenPGP key file: a commit signed by that `gpg` key is applied, one
+/// signed by another `gpg` key is refused (exit 2) naming that key, the cluster unchanged.
+#[tokio::test]
+async fn sync_applies_an_openpgp_signed_commit_and_refuses_one_by_another_key() {
+    let env = common::setup("verify-pgp").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = PgpKey::new("Release Key <release@example.com>");
+    let stranger = PgpKey::new("Stranger <stranger@example.com>");
+    std::fs::write(dir.path().join("keys.asc"), trusted.export()).unwrap();
+    let repo = common::GitRepo::new();
+    let extra = "[sync.verify]\nopenpgp_keys_file = \"keys.asc\"\n";
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, extra));
+
+    let good = push(&repo, "1", Sign::Pgp(&trusted));
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+    let verified = common::log_events(&run.stderr, "revision verified").next().expect("a `revision verified` event");
+    assert_eq!(field(&verified, "revision"), good.as_str(), "{verified}");
+    let signer = field(&verified, "signer").as_str().unwrap_or_default();
+    assert!(signer.contains(&trusted.fingerprint) && signer.contains("release@example.com"), "{signer}");
+
+    let foreign = push(&repo, "2", Sign::Pgp(&stranger));
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    let expected = format!("commit {foreign} is signed by OpenPGP key {}, which is not in", stranger.fingerprint);
+    assert!(error.contains(&expected), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
+
+    // An SSH-signed commit where only OpenPGP keys are trusted is refused too.
+    let ssh = SshKey::new(dir.path(), "ssh", "dev@example.com");
+    let other_format = push(&repo, "3", Sign::Ssh(&ssh));
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    assert!(error.contains(&format!("commit {other_format} has an SSH signature, but")), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+}
+
+/// A unit whose `ref` is an annotated tag checks the tag's signature, not the commit's: a
+/// signed tag of an unsigned commit syncs; the tag moved (unsigned) to a signed commit is
+/// refused, naming the tag.
+#[tokio::test]
+async fn a_unit_following_a_tag_checks_the_tag_signature() {
+    let env = common::setup("verify-tag").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let repo = common::GitRepo::new();
+    let extra = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let unit = common::unit_toml("app", &repo.bare(), "", &ns, extra).replace("ref = \"main\"", "ref = \"release\"");
+    let config = common::config_file(dir.path(), &unit);
+
+    push(&repo, "1", Sign::No);
+    git(&repo, &Sign::Ssh(&trusted), &["tag", "-s", "-m", "release 1", "release"]);
+    git(&repo, &Sign::No, &["push", "-q", "-f", "origin", "release"]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+
+    push(&repo, "2", Sign::Ssh(&trusted));
+    git(&repo, &Sign::No, &["tag", "-f", "-a", "--no-sign", "-m", "release 2", "release"]);
+    git(&repo, &Sign::No, &["push", "-q", "-f", "origin", "release"]);
+    let tag = git(&repo, &Sign::No, &["rev-parse", "release"]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    assert!(error.contains(&format!("annotated tag \"release\" ({tag}) is not signed")), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
+}
+
+/// The daemon applies a signed push, then refuses an unsigned push and one signed by a key not
+/// trusted: each logs `revision refused` (revision, failure, signer, the revision kept) and
+/// counts `gitward_revisions_refused_total`, while the cluster keeps the last good revision;
+/// a signed push after them is applied.
+#[tokio::test]
+async fn the_daemon_keeps_the_last_good_revision_and_logs_and_counts_refusals() {
+    let env = common::setup("verify-daemon").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    let stranger = SshKey::new(dir.path(), "stranger", "stranger@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let repo = common::GitRepo::new();
+    let good = push(&repo, "1", Sign::Ssh(&trusted));
+    let extra = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", extra);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("1") }).await;
+    assert!(applied, "the signed revision was not applied: {}", daemon.log_text());
+
+    let refused = |revision: String| {
+        let daemon = &daemon;
+        async move {
+            let mut found = None;
+            let seen = common::eventually(WAIT, || {
+                found = daemon
+                    .logged("revision refused: not signed by a trusted key")
+                    .into_iter()
+                    .find(|e| e["revision"] == revision.as_str());
+                let seen = found.is_some();
+                async move { seen }
+            })
+            .await;
+            assert!(seen, "no refusal of {revision}: {}", daemon.log_text());
+            found.unwrap()
+        }
+    };
+    let unsigned = push(&repo, "2", Sign::No);
+    let event = refused(unsigned.clone()).await;
+    assert_eq!(event["failure"], "unsigned", "{event}");
+    assert_eq!(event["kept"], good.as_str(), "{event}");
+    assert!(event["reason"].as_str().unwrap().contains(&format!("commit {unsigned} is not signed")), "{event}");
+    let unsigned_count = r#"unit="app",reason="unsigned""#;
+    assert!(
+        daemon.metric_sum("gitward_revisions_refused_total", &[unsigned_count]) >= 1.0,
+        "{:?}",
+        daemon.get("/metrics")
+    );
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
+
+    let foreign = push(&repo, "3", Sign::Ssh(&stranger));
+    let event = refused(foreign).await;
+    assert_eq!(event["failure"], "unknown-key", "{event}");
+    assert_eq!(event["signer"], fingerprint(&stranger).as_str(), "{event}");
+    let unknown_count = r#"unit="app",reason="unknown-key""#;
+    assert!(
+        daemon.metric_sum("gitward_revisions_refused_total", &[unknown_count]) >= 1.0,
+        "{:?}",
+        daemon.get("/metrics")
+    );
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
+
+    let next = push(&repo, "4", Sign::Ssh(&trusted));
+    let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("4") }).await;
+    assert!(applied, "the signed push was not applied: {}", daemon.log_text());
+    let verified = daemon.logged("revision verified").into_iter().any(|e| e["revision"] == next.as_str());
+    assert!(verified, "no `revision verified` event for {next}: {}", daemon.log_text());
+
+    // The key file is read at every fetch: the stranger's key added, its next push is applied
+    // without a reload.
+    let signers = format!("{}\n{}\n", trusted.line, stranger.line);
+    std::fs::write(dir.path().join("allowed_signers"), signers).unwrap();
+    push(&repo, "5", Sign::Ssh(&stranger));
+    let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("5") }).await;
+    assert!(applied, "a push by a newly allowed key was not applied: {}", daemon.log_text());
+}
