@@ -31,23 +31,43 @@ fn unit_name(i: usize) -> String {
     format!("app-{i}")
 }
 
-/// A replica's config: every unit, sharded in `namespace` as `identity`.
-fn replica_config(dir: &Path, identity: &str, namespace: &str, repos: &[common::GitRepo]) -> (std::path::PathBuf, u16) {
-    let port = common::free_port();
+/// The `[cluster]` and `[daemon]` tables of replica `identity` (its Leases in `lease_ns`, in
+/// `group` if any), listening on `port`; units follow.
+fn replica_header(identity: &str, lease_ns: &str, group: Option<&str>, port: u16) -> String {
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
-    let mut text = format!(
+    let group = group.map(|g| format!("group = \"{g}\"\n")).unwrap_or_default();
+    format!(
         "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
          listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
-         [daemon.sharding]\nnamespace = \"{namespace}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n\n",
+         [daemon.sharding]\nnamespace = \"{lease_ns}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n{group}\n",
         RESYNC.as_secs(),
         LEASE.as_secs()
-    );
+    )
+}
+
+/// A replica's config: every unit (`app-<i>` of `repos[i]`, applied into `objects_ns`),
+/// written to `dir/<identity>.toml`; returns its path and port.
+fn replica_file(
+    dir: &Path,
+    identity: &str,
+    group: Option<&str>,
+    lease_ns: &str,
+    objects_ns: &str,
+    repos: &[common::GitRepo],
+) -> (std::path::PathBuf, u16) {
+    let port = common::free_port();
+    let mut text = replica_header(identity, lease_ns, group, port);
     for (i, repo) in repos.iter().enumerate() {
-        text.push_str(&common::unit_toml(&unit_name(i), &repo.bare(), "", namespace, "health_timeout = \"0s\""));
+        text.push_str(&common::unit_toml(&unit_name(i), &repo.bare(), "", objects_ns, "health_timeout = \"0s\""));
     }
     let path = dir.join(format!("{identity}.toml"));
     std::fs::write(&path, text).unwrap();
     (path, port)
+}
+
+/// A replica's config: every unit, sharded in `namespace` as `identity`.
+fn replica_config(dir: &Path, identity: &str, namespace: &str, repos: &[common::GitRepo]) -> (std::path::PathBuf, u16) {
+    replica_file(dir, identity, None, namespace, namespace, repos)
 }
 
 /// The User-Agent replica `identity` sends.
@@ -460,14 +480,7 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     let dir = tempfile::tempdir().unwrap();
     let config = |identity: &str, units: std::ops::Range<usize>, path0: &str| {
         let port = common::free_port();
-        let kubeconfig = std::env::var("KUBECONFIG").unwrap();
-        let mut text = format!(
-            "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
-             listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
-             [daemon.sharding]\nnamespace = \"{ns}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n\n",
-            RESYNC.as_secs(),
-            LEASE.as_secs()
-        );
+        let mut text = replica_header(identity, &ns, None, port);
         for i in units {
             let path = if i == 0 { path0 } else { "v1" };
             text.push_str(&common::unit_toml(&unit_name(i), &repos[i].bare(), path, &ns, "health_timeout = \"0s\""));
@@ -559,21 +572,7 @@ fn group_config(
     repos: &[common::GitRepo],
     wrapper: &[&str],
 ) -> common::Daemon {
-    let port = common::free_port();
-    let kubeconfig = std::env::var("KUBECONFIG").unwrap();
-    let group = group.map(|g| format!("group = \"{g}\"\n")).unwrap_or_default();
-    let mut text = format!(
-        "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
-         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"{}s\"\n\n\
-         [daemon.sharding]\nnamespace = \"{lease_ns}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n{group}\n",
-        RESYNC.as_secs(),
-        LEASE.as_secs()
-    );
-    for (i, repo) in repos.iter().enumerate() {
-        text.push_str(&common::unit_toml(&unit_name(i), &repo.bare(), "", objects_ns, "health_timeout = \"0s\""));
-    }
-    let path = dir.join(format!("{identity}.toml"));
-    std::fs::write(&path, text).unwrap();
+    let (path, port) = replica_file(dir, identity, group, lease_ns, objects_ns, repos);
     common::Daemon::start_in(wrapper, &path, port, &[])
 }
 
