@@ -20,7 +20,7 @@ pub mod registry;
 pub(crate) mod retry;
 pub(crate) mod server;
 
-pub use live::{LiveMeta, live_meta};
+pub use live::{LiveMeta, live_meta, live_meta_of};
 
 use crate::config::ClusterConfig;
 
