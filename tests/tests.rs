@@ -32,6 +32,7 @@ mod render;
 mod secret_scan;
 mod sharding;
 mod source;
+mod status_writes;
 mod sync_e2e;
 mod sync_stages;
 mod tenancy;
