@@ -25,7 +25,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Notify, watch};
 
-use super::live::{LiveMeta, live_meta};
+use super::live::{LiveMeta, live_meta_of};
+use super::relist::{self, Listed};
 use super::{Error, Result};
 use crate::object::{GroupKind, ObjectRef};
 
@@ -35,9 +36,11 @@ type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
 /// of it (`None` until gitward writes it). Kept together so that each member's ref is held
 /// once, not again in a map of own writes (issue 9: memory per tracked object).
 #[derive(Debug, Clone, Default)]
-struct Entry {
-    meta: LiveMeta,
-    own: Option<String>,
+pub(super) struct Entry {
+    /// The member's live metadata.
+    pub(super) meta: LiveMeta,
+    /// The resourceVersion of gitward's last write of it.
+    pub(super) own: Option<String>,
 }
 
 /// State of one group-kind's watch.
@@ -363,7 +366,7 @@ pub(crate) fn newer(a: &str, b: &str) -> bool {
 /// Whether a watch event is a change worth a self-heal: for kinds with `metadata.generation`,
 /// only a new generation (a spec change; status updates by controllers do not move it); for
 /// kinds without (ConfigMaps, Secrets), any new resourceVersion.
-fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
+pub(super) fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
     match (previous, current.generation) {
         (None, _) => true,
         (Some(p), Some(generation)) => p.generation != Some(generation),
@@ -404,9 +407,6 @@ fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -
     ObjectRef::new(gk.clone(), namespace, meta.name.clone().unwrap_or_default())
 }
 
-/// The watch loop of one group-kind: a state machine over watcher events that keeps the
-/// shared store current. A relist (`Init` … `InitDone`) is buffered and swapped in whole, so
-/// members deleted while the watch was down disappear.
 /// Where a watch task writes: the shared store, its sync state, drift events, and the record
 /// of gitward's own writes (events of those are not broadcast, so a large sync cannot fill
 /// the channel with its own echoes).
@@ -418,6 +418,9 @@ struct Sinks {
     field_manager: Arc<str>,
 }
 
+/// The watch loop of one group-kind: a state machine over watcher events that keeps the
+/// shared store current. A list (`Init` … `InitDone`) is buffered and swapped in whole
+/// ([`relist::swap_in`]); after the first, its differences from the store are drift.
 async fn run_watch(
     api: Api<PartialObjectMeta<DynamicObject>>,
     config: watcher::Config,
@@ -427,40 +430,35 @@ async fn run_watch(
 ) {
     let Sinks { store, state, drift, errored, field_manager } = sinks;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
+    let mut listing: Option<BTreeMap<ObjectRef, Listed>> = None;
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => relist = Some(BTreeMap::new()),
+            Ok(Event::Init) => listing = Some(BTreeMap::new()),
             Ok(Event::InitApply(obj)) => {
-                if let Some(buf) = relist.as_mut() {
-                    buf.insert(object_ref(&gk, namespaced, &obj.metadata), live_meta(&obj.metadata));
+                if let Some(buf) = listing.as_mut() {
+                    let meta = live_meta_of(&obj.metadata, &field_manager);
+                    let manager = latest_manager(&obj.metadata, &field_manager);
+                    buf.insert(object_ref(&gk, namespaced, &obj.metadata), Listed { meta, manager });
                 }
             }
             Ok(Event::InitDone) => {
-                let fresh = relist.take().unwrap_or_default();
-                let mut s = store.lock().expect("cache lock");
-                // gitward's own writes stay known across the relist.
-                let mut own: HashMap<ObjectRef, String> = HashMap::new();
-                s.retain(|k, e| {
-                    if k.gk != gk {
-                        return true;
-                    }
-                    if let Some(rv) = e.own.take() {
-                        own.insert(k.clone(), rv);
-                    }
-                    false
-                });
-                s.extend(fresh.into_iter().map(|(k, meta)| {
-                    let own = own.remove(&k);
-                    (k, Entry { meta, own })
-                }));
-                drop(s);
+                let fresh = listing.take().unwrap_or_default();
+                // A relist after the first (a 410 Gone, a restarted API server): what changed
+                // while the watch was down is drift like any watch event.
+                let again = *state.borrow() == Sync::Ready;
+                let drifts = relist::swap_in(&mut store.lock().expect("cache lock"), &gk, fresh, again);
+                if !drifts.is_empty() {
+                    tracing::info!(group_kind = %gk, drifted = drifts.len(), "relist found changes made while the watch was down");
+                }
+                for d in drifts {
+                    drift.push(d);
+                }
                 errored.store(false, Ordering::SeqCst);
                 state.send_replace(Sync::Ready);
             }
             Ok(Event::Apply(obj)) => {
                 let key = object_ref(&gk, namespaced, &obj.metadata);
-                let meta = live_meta(&obj.metadata);
+                let meta = live_meta_of(&obj.metadata, &field_manager);
                 let (previous, ours) = match store.lock().expect("cache lock").entry(key.clone()) {
                     btree_map::Entry::Occupied(mut held) => {
                         let held = held.get_mut();

@@ -16,6 +16,7 @@ pub(crate) mod discovery;
 pub mod inventory;
 pub(crate) mod live;
 pub(crate) mod owner;
+pub(crate) mod relist;
 pub mod registry;
 pub(crate) mod retry;
 pub(crate) mod server;
