@@ -10,7 +10,9 @@
 //! ([`MetadataCache::record`]), so the next plan needs no read after write. A watch event whose
 //! resourceVersion differs from the one recorded may be someone else's change: it goes into the
 //! [`DriftQueue`] of [`MetadataCache::subscribe`] (the daemon's drift trigger), which keeps the
-//! latest event per object, so none is lost however long a sync keeps its reader busy.
+//! latest event per object, so none is lost however long a sync keeps its reader busy. A
+//! relist (after a 410 Gone) raises drift for what changed while the watch was down
+//! ([`super::relist`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, btree_map};
 use std::sync::atomic::{AtomicBool, Ordering};
