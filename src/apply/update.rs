@@ -21,10 +21,10 @@
 //! tells a status write from a change: when the object's `metadata.generation` is the one
 //! gitward expected (the cache's for a patch, its own read's for a `PUT`) and gitward's
 //! `part-of` label and desired-hash annotation are as they were, only status (or metadata
-//! gitward does not own) moved — a controller's routine write — and the request is sent once
-//! more with the fresh resourceVersion. Otherwise (the spec changed, gitward's metadata was
-//! edited, the kind has no `generation` so a change cannot be told from a status write, or the
-//! second request meets 409 too) the object becomes `conflict` (both resourceVersions in the
+//! gitward does not own) moved — a controller's routine write — and the request is sent again
+//! with the fresh resourceVersion, at most [`STATUS_RESENDS`] times, each after such a read.
+//! Otherwise (the spec changed, gitward's metadata was edited, the kind has no `generation` so
+//! a change cannot be told from a status write, or the last request meets 409 too) the object becomes `conflict` (both resourceVersions in the
 //! message) and the sync goes on with the others; it does not prune, and the daemon retries the
 //! unit with exponential backoff. Never a loop: retrying a real change at once would blindly
 //! overwrite what another actor just decided; the next attempt plans again on fresh state
@@ -160,6 +160,12 @@ pub fn modify(mut live: Value, desired: &Value) -> Value {
     live
 }
 
+/// How many times a write that met a 409 for a status write is sent again, each time after a
+/// read that shows only status moved (see the module doc). One was not enough: a controller
+/// that keeps writing status (20 Deployments, each written every ~100–300 ms) met both the
+/// first `PUT` and the second on a loaded 2-core machine (2 of 20 objects in one of 15 syncs).
+const STATUS_RESENDS: usize = 3;
+
 /// The note of a `create` that found the object existing; also tells [`Writer::configure`] to
 /// check ownership before adopting it.
 const ADOPTED: &str = "existed already: adopted";
@@ -253,11 +259,11 @@ impl Writer<'_> {
     }
 
     /// `GET`, [`modify`], `PUT` with the resourceVersion read; on a 409 for a status write
-    /// (see the module doc), once more from a fresh `GET`.
+    /// (see the module doc), again from a fresh `GET`.
     async fn configure(mut self, action: Action, note: Option<String>) -> Outcome {
         let name = self.d.object.name.clone();
-        // The first read's mark and resourceVersion, once its `PUT` met a 409.
-        let mut first: Option<(Mark, Option<String>)> = None;
+        // The last read's mark and resourceVersion, once its `PUT` met a 409.
+        let mut previous: Option<(Mark, Option<String>)> = None;
         loop {
             self.sent.push(Request::Get);
             let live = match self.api.get(&name).await {
@@ -275,7 +281,7 @@ impl Writer<'_> {
             }
             let mark = Mark::of(&live.metadata);
             let read_version = live.metadata.resource_version.clone();
-            if let Some((before, version)) = first.take()
+            if let Some((before, version)) = previous.take()
                 && !before.only_status_moved(&mark)
             {
                 let why = "the object changed between gitward's read and its write";
@@ -293,7 +299,7 @@ impl Writer<'_> {
             match self.api.replace(&name, &self.post_params(), &modified).await {
                 Ok(replaced) => return self.done(action, note, Some(live_meta(&replaced.metadata))),
                 Err(e) if is_status(&e, 409) && mark.generation.is_some() && !self.retried() => {
-                    first = Some((mark, read_version));
+                    previous = Some((mark, read_version));
                 }
                 Err(e) if is_status(&e, 409) => {
                     let why = "the object changed between gitward's read and its write";
@@ -309,18 +315,19 @@ impl Writer<'_> {
         }
     }
 
-    /// True once a write was sent again after a 409 (at most once per object and sync).
+    /// True once the write was sent again [`STATUS_RESENDS`] times after a 409.
     fn retried(&self) -> bool {
-        self.sent
+        let writes = self
+            .sent
             .iter()
             .filter(|r| matches!(r, Request::Update | Request::StrategicMergePatch | Request::MergePatch))
-            .count()
-            > 1
+            .count();
+        writes > STATUS_RESENDS
     }
 
     /// One metadata patch with `precondition` (the cache's resourceVersion when sent) as
     /// precondition; on a 409 for a status write (the generation is still `generation`, see
-    /// the module doc), once more with the fresh resourceVersion.
+    /// the module doc), again with the fresh resourceVersion.
     async fn touch(mut self, precondition: Option<String>, generation: Option<i64>) -> Outcome {
         let expected =
             Mark { generation, part_of: Some(self.d.part_of.to_string()), hash: Some(self.d.hash.to_string()) };
