@@ -210,3 +210,23 @@ pub async fn delete_and_wait(api: &Api<DynamicObject>, d: &Desired, uid: Option<
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(rv: &str, own_apply: Option<u64>) -> LiveMeta {
+        LiveMeta { resource_version: rv.into(), own_apply, ..Default::default() }
+    }
+
+    #[test]
+    fn a_moved_resource_version_is_a_correction_only_when_gitwards_entry_moved_too() {
+        let step = Step { index: 0, op: Op::Unchanged, cached_resource_version: Some("5".into()) };
+        assert!(!corrected(&step, Some(&meta("7", Some(1))), &meta("7", Some(1))), "nothing moved");
+        assert!(!corrected(&step, Some(&meta("7", Some(1))), &meta("9", Some(1))), "a status write");
+        assert!(corrected(&step, Some(&meta("7", Some(1))), &meta("9", Some(2))), "gitward's apply changed it");
+        assert!(corrected(&step, Some(&meta("7", None)), &meta("9", Some(2))), "entry unknown: the resourceVersion");
+        assert!(!corrected(&step, None, &meta("5", Some(2))), "no cache entry: the plan's resourceVersion");
+        assert!(corrected(&step, None, &meta("6", Some(2))));
+    }
+}

@@ -474,6 +474,22 @@ mod tests {
     }
 
     #[test]
+    fn only_a_write_that_kept_generation_label_and_hash_is_a_status_write() {
+        let mark = |generation: Option<i64>, part_of: &str, hash: &str| Mark {
+            generation,
+            part_of: Some(part_of.into()),
+            hash: Some(hash.into()),
+        };
+        let before = mark(Some(3), "applyset-x-v1", "h");
+        assert!(before.only_status_moved(&mark(Some(3), "applyset-x-v1", "h")));
+        assert!(!before.only_status_moved(&mark(Some(4), "applyset-x-v1", "h")), "the spec changed");
+        assert!(!before.only_status_moved(&mark(Some(3), "applyset-y-v1", "h")), "the label changed");
+        assert!(!before.only_status_moved(&mark(Some(3), "applyset-x-v1", "other")), "the hash changed");
+        let no_generation = mark(None, "applyset-x-v1", "h");
+        assert!(!no_generation.only_status_moved(&no_generation.clone()), "a ConfigMap's write may be a change");
+    }
+
+    #[test]
     fn built_in_kinds_get_strategic_merge_patch_and_custom_resources_merge_patch() {
         let desired = |api_version: &str, kind: &str| {
             let gk = crate::object::GroupKind::from_api_version(api_version, kind);

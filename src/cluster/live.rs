@@ -73,3 +73,39 @@ pub fn own_apply(meta: &kube::core::ObjectMeta, manager: &str) -> Option<u64> {
     entry.fields_v1.as_ref().map(|f| f.0.to_string()).hash(&mut hasher);
     Some(hasher.finish())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(entries: serde_json::Value) -> kube::core::ObjectMeta {
+        serde_json::from_value(json!({"name": "web", "managedFields": entries})).unwrap()
+    }
+
+    fn entry(manager: &str, operation: &str, time: &str, fields: serde_json::Value) -> serde_json::Value {
+        json!({"manager": manager, "operation": operation, "apiVersion": "apps/v1", "time": time,
+               "fieldsType": "FieldsV1", "fieldsV1": fields})
+    }
+
+    #[test]
+    fn the_own_apply_entry_moves_with_gitwards_changes_and_not_with_status_writes() {
+        let ours = entry("gitward", "Apply", "2026-11-25T10:00:00Z", json!({"f:spec": {"f:replicas": {}}}));
+        let status = |t: &str| {
+            let mut e = entry("controller", "Update", t, json!({"f:status": {"f:replicas": {}}}));
+            e["subresource"] = json!("status");
+            e
+        };
+        let before = own_apply(&meta(json!([ours, status("2026-11-25T10:00:01Z")])), "gitward");
+        assert!(before.is_some());
+        let after_status = own_apply(&meta(json!([ours, status("2026-11-25T10:00:09Z")])), "gitward");
+        assert_eq!(before, after_status, "a status write leaves gitward's entry as it was");
+        let reapplied = entry("gitward", "Apply", "2026-11-25T10:00:05Z", json!({"f:spec": {"f:replicas": {}}}));
+        assert_ne!(before, own_apply(&meta(json!([reapplied])), "gitward"), "gitward's apply changed it");
+        let taken = entry("gitward", "Apply", "2026-11-25T10:00:00Z", json!({"f:spec": {}}));
+        assert_ne!(before, own_apply(&meta(json!([taken])), "gitward"), "another writer took a field");
+        assert_eq!(own_apply(&meta(json!([ours])), "other-manager"), None);
+        let update = entry("gitward", "Update", "2026-11-25T10:00:00Z", json!({}));
+        assert_eq!(own_apply(&meta(json!([update])), "gitward"), None, "update mode's entry is not an apply");
+    }
+}

@@ -16,8 +16,8 @@ pub(crate) mod discovery;
 pub mod inventory;
 pub(crate) mod live;
 pub(crate) mod owner;
-pub(crate) mod relist;
 pub mod registry;
+pub(crate) mod relist;
 pub(crate) mod retry;
 pub(crate) mod server;
 
