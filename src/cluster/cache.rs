@@ -439,7 +439,9 @@ async fn run_watch(
             Ok(Event::InitApply(obj)) => {
                 if let Some(buf) = listing.as_mut() {
                     let meta = live_meta_of(&obj.metadata, &field_manager);
-                    let manager = latest_manager(&obj.metadata, &field_manager);
+                    // Named only in drift, which the first list never raises.
+                    let relisting = *state.borrow() == Sync::Ready;
+                    let manager = relisting.then(|| latest_manager(&obj.metadata, &field_manager)).flatten();
                     buf.insert(object_ref(&gk, namespaced, &obj.metadata), Listed { meta, manager });
                 }
             }
