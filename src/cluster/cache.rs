@@ -204,8 +204,11 @@ impl MetadataCache {
         .await
     }
 
-    /// Starts the watch task of `gk` (replacing any earlier one) and returns its state.
+    /// Starts the watch task of `gk` (replacing any earlier one) and returns its state. The
+    /// first list of a watch that replaces one that had listed ([`MetadataCache::relist_stale`])
+    /// is a relist: its differences from the store are drift.
     fn spawn(&mut self, gk: GroupKind, resource: &ApiResource, namespaced: bool) -> watch::Receiver<Sync> {
+        let listed = self.kinds.get(&gk).is_some_and(|k| *k.state.borrow() == Sync::Ready);
         let (tx, rx) = watch::channel(Sync::Pending);
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
         let config = watcher::Config::default().labels(&self.selector);
@@ -216,6 +219,7 @@ impl MetadataCache {
             drift: self.drift.clone(),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
+            listed,
         };
         let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
         let kind = KindWatch { state: rx.clone(), task, errored, resource: resource.clone(), namespaced };
@@ -418,6 +422,8 @@ struct Sinks {
     drift: DriftQueue,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
+    /// The store already holds a complete list of the kind (a restarted watch).
+    listed: bool,
 }
 
 /// The watch loop of one group-kind: a state machine over watcher events that keeps the
@@ -430,7 +436,8 @@ async fn run_watch(
     namespaced: bool,
     sinks: Sinks,
 ) {
-    let Sinks { store, state, drift, errored, field_manager } = sinks;
+    let Sinks { store, state, drift, errored, field_manager, listed } = sinks;
+    let relisting = |state: &watch::Sender<Sync>| listed || *state.borrow() == Sync::Ready;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     let mut listing: Option<BTreeMap<ObjectRef, Listed>> = None;
     while let Some(event) = stream.next().await {
@@ -440,8 +447,7 @@ async fn run_watch(
                 if let Some(buf) = listing.as_mut() {
                     let meta = live_meta_of(&obj.metadata, &field_manager);
                     // Named only in drift, which the first list never raises.
-                    let relisting = *state.borrow() == Sync::Ready;
-                    let manager = relisting.then(|| latest_manager(&obj.metadata, &field_manager)).flatten();
+                    let manager = relisting(&state).then(|| latest_manager(&obj.metadata, &field_manager)).flatten();
                     buf.insert(object_ref(&gk, namespaced, &obj.metadata), Listed { meta, manager });
                 }
             }
@@ -449,7 +455,7 @@ async fn run_watch(
                 let fresh = listing.take().unwrap_or_default();
                 // A relist after the first (a 410 Gone, a restarted API server): what changed
                 // while the watch was down is drift like any watch event.
-                let again = *state.borrow() == Sync::Ready;
+                let again = relisting(&state);
                 let drifts = relist::swap_in(&mut store.lock().expect("cache lock"), &gk, fresh, again);
                 if !drifts.is_empty() {
                     tracing::info!(group_kind = %gk, drifted = drifts.len(), "relist found changes made while the watch was down");
