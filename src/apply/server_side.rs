@@ -5,8 +5,8 @@
 //! round trip. A moved resourceVersion alone does not make it `drift-corrected`: a controller's
 //! status write moves it too. The object is `drift-corrected` when gitward's own `managedFields`
 //! entry moved as well against the cache's copy ([`crate::cluster::live::own_apply`]: the
-//! API server stamps it only when gitward's apply changed the object, and another writer that
-//! took gitward's fields changed it before); `unchanged` when only others' entries moved.
+//! API server rewrites that entry only when gitward's apply changes the object or another
+//! writer takes fields from gitward); `unchanged` when only others' entries moved.
 //! The response is requested as metadata only (`PartialObjectMetadata`): gitward never needs
 //! the object's spec or status back. Its `managedFields` tell, at no extra cost, whether
 //! fields of another manager must be taken over ([`super::takeover`]).
