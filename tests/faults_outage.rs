@@ -110,3 +110,59 @@ async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift
     assert_eq!(names(&client).await, Some((N, N)), "nothing lost, nothing extra");
     common::assert_no_secret(&daemon.log_text(), SECRET);
 }
+
+/// A member deleted and another edited by hand while gitward's watches were down (the apiserver
+/// restarted meanwhile, so the watches resume with a 410 Gone and a relist) are healed by the
+/// relist's drift, with the poll and the resync an hour away. The edits are made through the
+/// apiserver while it listens on another port, which the daemon does not know: its watches
+/// cannot see them as events, only in the relist once it is back on the daemon's port.
+#[tokio::test]
+async fn a_member_deleted_while_the_apiserver_restarts_is_healed_by_the_relist() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = dir.path().join("cluster");
+    let api_port = common::free_port();
+    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
+    let kubeconfig = cluster_dir.join("kubeconfig");
+    let client = common::OwnCluster::client(&kubeconfig).await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &common::cm(name, "git"));
+    }
+    repo.commit_and_push("four ConfigMaps");
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig.display()),
+        "",
+        &common::unit_toml("app", &repo.bare(), "", "default", ""),
+    );
+    let mut daemon = common::Daemon::start(&config, port, &[]);
+    const LIMIT: Duration = Duration::from_secs(120);
+    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
+    let synced = common::eventually(LIMIT, || async { names(&client).await == Some((4, 4)) }).await;
+    assert!(synced, "first sync: {}", daemon.log_text());
+    let syncs_before = daemon.logged("sync triggered").len();
+
+    // Down; up on another port for the hand edits; down; up on the daemon's port again.
+    cluster.kill();
+    let elsewhere = common::OwnCluster::start(&cluster_dir, common::free_port());
+    let by_hand = common::OwnCluster::client(&kubeconfig).await;
+    let cms: Api<ConfigMap> = Api::namespaced(by_hand.clone(), "default");
+    cms.delete("b", &Default::default()).await.unwrap();
+    let patch = serde_json::json!({"data": {"value": "hand-edit"}});
+    cms.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    elsewhere.kill();
+    let _back = common::OwnCluster::start(&cluster_dir, api_port);
+    let client = common::OwnCluster::client(&kubeconfig).await;
+
+    let healed = common::eventually(LIMIT, || async {
+        names(&client).await == Some((4, 4))
+            && value(&client, "b").await.as_deref() == Some("git")
+            && value(&client, "c").await.as_deref() == Some("git")
+    })
+    .await;
+    assert!(healed, "not healed after the relist: {:?}: {}", names(&client).await, daemon.log_text());
+    let heals = daemon.logged("self-heal of drifted objects");
+    assert!(!heals.is_empty(), "healed by a self-heal: {}", daemon.log_text());
+    assert_eq!(daemon.logged("sync triggered").len(), syncs_before, "no whole sync ran: {}", daemon.log_text());
+    assert!(daemon.child.try_wait().unwrap().is_none(), "never restarted");
+}

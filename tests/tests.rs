@@ -34,6 +34,7 @@ mod secret_scan;
 mod sharding;
 mod signatures;
 mod source;
+mod status_writes;
 mod sync_e2e;
 mod sync_stages;
 mod tenancy;

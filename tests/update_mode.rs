@@ -499,3 +499,59 @@ async fn a_post_that_finds_a_controllers_child_does_not_adopt_it() {
     assert_eq!(live.data.unwrap(), BTreeMap::from([("theirs".into(), "1".into())]), "left as the controller wrote it");
     assert!(!live.metadata.labels.unwrap_or_default().contains_key(PART_OF));
 }
+
+/// A 409 in `update` mode for a write the cache had not seen yet: a status write (the
+/// Deployment controller's routine) is told from a change by one metadata read — the
+/// generation and gitward's label and hash did not move — and the patch is sent again with the
+/// fresh resourceVersion; a spec change (the generation moved) stays a conflict.
+#[tokio::test]
+async fn a_status_write_the_cache_missed_is_sent_again_but_a_spec_change_stays_a_conflict() {
+    let env = common::setup("status-409").await;
+    let repo = common::GitRepo::new();
+    for name in ["web", "api"] {
+        repo.write(&format!("{name}.yaml"), &common::deployment(name, "nginx:1.0", 1));
+    }
+    repo.commit_and_push("two Deployments");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "apply_mode = \"update\"");
+    let client = common::admin(&format!("{}-gitward", env.user_agent)).await;
+    let mut engine = common::engine(&client, &common::config(state.path(), &unit), "app").await;
+    engine.sync().await.expect("first sync");
+    let member = |name: &str| engine.cache().snapshot().keys().find(|k| k.name == name).unwrap().clone();
+    let (web, api) = (member("web"), member("api"));
+    let stale_web = engine.cache().snapshot()[&web].clone();
+    let stale_api = engine.cache().snapshot()[&api].clone();
+
+    // Someone writes web's status and api's spec; the cache has not seen either yet (simulated:
+    // the watch is fast, so the stale entries are put back once it has).
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    let params = PatchParams { field_manager: Some("controller".into()), ..Default::default() };
+    let status = json!({"status": {"collisionCount": 1}});
+    let web_rv =
+        deployments.patch_status("web", &params, &Patch::Merge(&status)).await.unwrap().metadata.resource_version;
+    let scale = json!({"spec": {"replicas": 3}});
+    let api_rv = deployments.patch("api", &params, &Patch::Merge(&scale)).await.unwrap().metadata.resource_version;
+    let seen = common::eventually(Duration::from_secs(10), || async {
+        let now = engine.cache().snapshot();
+        Some(&now[&web].resource_version) == web_rv.as_ref() && Some(&now[&api].resource_version) == api_rv.as_ref()
+    })
+    .await;
+    assert!(seen, "the watch delivers both writes");
+    engine.cache().observe(web.clone(), stale_web.clone());
+    engine.cache().observe(api.clone(), stale_api.clone());
+
+    let r = engine.sync().await.expect("sync");
+    let w = entry(&r, "web");
+    assert_eq!(w.action, Action::Unchanged, "{w:?}");
+    let resent = [Request::StrategicMergePatch, Request::GetMetadata, Request::StrategicMergePatch];
+    assert_eq!(w.sent, resent, "sent again after one read");
+    let a = entry(&r, "api");
+    assert_eq!(a.action, Action::Conflict, "{a:?}");
+    assert_eq!(a.sent, [Request::StrategicMergePatch, Request::GetMetadata], "a spec change is not sent again");
+    let message = a.message.as_deref().unwrap();
+    assert!(message.contains(&stale_api.resource_version) && message.contains(api_rv.as_deref().unwrap()), "{message}");
+    assert_eq!(r.changes.counts().conflict, 1);
+    let live = deployments.get("web").await.unwrap();
+    assert_eq!(live.status.unwrap().collision_count, Some(1), "the status write stays");
+    assert_eq!(deployments.get("api").await.unwrap().spec.unwrap().replicas, Some(3), "nothing overwritten");
+}

@@ -84,11 +84,20 @@ pub struct Outcome {
 }
 
 /// Writes one object as planned, in its apply mode: [`server_side::apply_one`] or
-/// [`update::apply_one`].
-pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
+/// [`update::apply_one`]. `cached` is what the metadata cache holds of the object when the
+/// request is sent (not when the sync was planned): the precondition of `update` mode's
+/// metadata patch and what a server-side apply's response is compared with. `None` when the
+/// cache holds nothing of it; then the plan's resourceVersion is used.
+pub async fn apply_one(
+    client: &kube::Client,
+    d: &Desired,
+    step: &Step,
+    cached: Option<LiveMeta>,
+    opts: &ApplyOptions,
+) -> Outcome {
     match d.mode {
-        ApplyMode::ServerSideApply => server_side::apply_one(client, d, step, opts).await,
-        ApplyMode::Update => update::apply_one(client, d, step, opts).await,
+        ApplyMode::ServerSideApply => server_side::apply_one(client, d, step, cached, opts).await,
+        ApplyMode::Update => update::apply_one(client, d, step, cached, opts).await,
     }
 }
 
@@ -116,9 +125,10 @@ fn timed_apply<'a>(
     client: &'a kube::Client,
     d: &'a Desired,
     step: &'a Step,
+    cached: Option<LiveMeta>,
     opts: &'a ApplyOptions,
 ) -> futures::future::BoxFuture<'a, (Outcome, Instant)> {
-    Box::pin(async move { (apply_one(client, d, step, opts).await, Instant::now()) })
+    Box::pin(async move { (apply_one(client, d, step, cached, opts).await, Instant::now()) })
 }
 
 /// Applies one stage's steps and, for the Foundations stage, waits for what it created to be
@@ -152,7 +162,10 @@ pub async fn apply_stage(
     loop {
         while in_flight.len() < opts.max_in_flight.max(1) {
             let Some(step) = queue.next() else { break };
-            in_flight.push(timed_apply(client, &desired[step.index], step, opts));
+            // Read when the request is made, not when the sync was planned: a status write
+            // the watch delivered meanwhile is then no conflict (`update` mode) or drift.
+            let d = &desired[step.index];
+            in_flight.push(timed_apply(client, d, step, cache.get(&d.object), opts));
         }
         match in_flight.next().await {
             Some(outcome) => outcomes.push(outcome),

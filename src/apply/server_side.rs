@@ -2,7 +2,11 @@
 //!
 //! Exactly one request per object in the common case, whatever the plan says: a no-op apply
 //! writes nothing to etcd and keeps the resourceVersion, so an `unchanged` object costs one
-//! round trip; a moved resourceVersion means someone had changed it (`drift-corrected`).
+//! round trip. A moved resourceVersion alone does not make it `drift-corrected`: a controller's
+//! status write moves it too. The object is `drift-corrected` when gitward's own `managedFields`
+//! entry moved as well against the cache's copy ([`crate::cluster::live::own_apply`]: the
+//! API server rewrites that entry only when gitward's apply changes the object or another
+//! writer takes fields from gitward); `unchanged` when only others' entries moved.
 //! The response is requested as metadata only (`PartialObjectMetadata`): gitward never needs
 //! the object's spec or status back. Its `managedFields` tell, at no extra cost, whether
 //! fields of another manager must be taken over ([`super::takeover`]).
@@ -16,7 +20,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use super::{ApplyOptions, Outcome, takeover};
 use crate::changeset::{Action, Request};
 use crate::cluster::LiveMeta;
-use crate::cluster::{api_message, is_status, live_meta};
+use crate::cluster::{api_message, is_status, live_meta, live_meta_of};
 use crate::plan::{Desired, Op, Step};
 
 /// The dynamic API of a desired object (namespaced or cluster-wide).
@@ -51,8 +55,16 @@ pub fn may_recreate(d: &Desired) -> bool {
 
 /// Applies `d` as planned by `step`. When the response shows fields of managers gitward takes
 /// over ([`takeover::plan`]), merges them into gitward's entry and applies again, so that what
-/// git no longer declares goes in this very sync (3 requests, once per object).
-pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
+/// git no longer declares goes in this very sync (3 requests, once per object). `cached`: the
+/// cache's entry of the object when the request is sent ([`super::apply_one`]), which the
+/// response of an `unchanged` object is compared with ([`corrected`]).
+pub async fn apply_one(
+    client: &kube::Client,
+    d: &Desired,
+    step: &Step,
+    cached: Option<LiveMeta>,
+    opts: &ApplyOptions,
+) -> Outcome {
     let api = api_for(client, d);
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
@@ -63,14 +75,12 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
     };
     match applied {
         Ok((returned, created)) => {
-            let live = live_meta(&returned.metadata);
+            let live = live_meta_of(&returned.metadata, &opts.field_manager);
             let action = match step.op {
                 Op::Create if created => Action::Created,
                 Op::Create => Action::Adopted,
                 Op::Configure => Action::Configured,
-                Op::Unchanged if step.cached_resource_version.as_deref() != Some(&live.resource_version) => {
-                    Action::DriftCorrected
-                }
+                Op::Unchanged if corrected(step, cached.as_ref(), &live) => Action::DriftCorrected,
                 Op::Unchanged => Action::Unchanged,
             };
             let Some(plan) =
@@ -101,6 +111,21 @@ pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &A
         Err(e) => {
             outcome(Action::Failed, Some(format!("{}: {}", d.origin, api_message(&e))), None, vec![Request::Apply])
         }
+    }
+}
+
+/// True when the apply of an `unchanged` object changed it (`drift-corrected`): its
+/// resourceVersion moved from the cache's (the plan's when the cache holds none) and, where the
+/// cache knows gitward's own `managedFields` entry, that entry moved too. A status write or
+/// another manager's fields moving the resourceVersion leave gitward's entry as it was. Pure.
+pub fn corrected(step: &Step, cached: Option<&LiveMeta>, returned: &LiveMeta) -> bool {
+    let before = cached.map(|c| c.resource_version.as_str()).or(step.cached_resource_version.as_deref());
+    if before == Some(returned.resource_version.as_str()) {
+        return false;
+    }
+    match (cached.and_then(|c| c.own_apply), returned.own_apply) {
+        (Some(before), Some(after)) => before != after,
+        _ => true,
     }
 }
 
@@ -184,4 +209,24 @@ pub async fn delete_and_wait(api: &Api<DynamicObject>, d: &Desired, uid: Option<
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(rv: &str, own_apply: Option<u64>) -> LiveMeta {
+        LiveMeta { resource_version: rv.into(), own_apply, ..Default::default() }
+    }
+
+    #[test]
+    fn a_moved_resource_version_is_a_correction_only_when_gitwards_entry_moved_too() {
+        let step = Step { index: 0, op: Op::Unchanged, cached_resource_version: Some("5".into()) };
+        assert!(!corrected(&step, Some(&meta("7", Some(1))), &meta("7", Some(1))), "nothing moved");
+        assert!(!corrected(&step, Some(&meta("7", Some(1))), &meta("9", Some(1))), "a status write");
+        assert!(corrected(&step, Some(&meta("7", Some(1))), &meta("9", Some(2))), "gitward's apply changed it");
+        assert!(corrected(&step, Some(&meta("7", None)), &meta("9", Some(2))), "entry unknown: the resourceVersion");
+        assert!(!corrected(&step, None, &meta("5", Some(2))), "no cache entry: the plan's resourceVersion");
+        assert!(corrected(&step, None, &meta("6", Some(2))));
+    }
 }

@@ -35,7 +35,7 @@ use serde_json::{Map, Value, json};
 use crate::changeset::{Action, Request};
 use crate::cluster::LiveMeta;
 use crate::cluster::inventory::LAST_APPLIED;
-use crate::cluster::live_meta;
+use crate::cluster::live_meta_of;
 use crate::cluster::{api_message, is_status};
 use crate::manifest::Body;
 use crate::plan::Desired;
@@ -166,7 +166,7 @@ pub async fn run(
     sent.push(Request::Apply);
     api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body()))
         .await
-        .map(|o| live_meta(&o.metadata))
+        .map(|o| live_meta_of(&o.metadata, params.field_manager.as_deref().unwrap_or_default()))
         .map_err(|e| (Action::Failed, format!("{}: apply after field takeover failed: {}", d.origin, api_message(&e))))
 }
 

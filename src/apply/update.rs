@@ -9,20 +9,27 @@
 //!   with the resourceVersion just read. An immutable-field rejection re-creates the object
 //!   (when enabled) with a uid precondition on the delete; a PersistentVolumeClaim never.
 //! - `unchanged` — still exactly one request (DESIGN.md decision 3): a patch of gitward's
-//!   `part-of` label and desired-hash annotation carrying `metadata.resourceVersion` = the
-//!   cached one, so admission webhooks see every sync and a change the cache has not seen yet
-//!   is detected. Built-in kinds get a strategic merge patch, their native patch type; custom
-//!   resources a JSON merge patch (RFC 7396), since CRDs do not support strategic merge patch
-//!   (415). On these two maps both patch types mean the same.
+//!   `part-of` label and desired-hash annotation carrying `metadata.resourceVersion` = the one
+//!   the cache holds when the request is sent (the plan's, should the cache's entry no longer
+//!   carry the desired hash), so admission webhooks see every sync and a change the cache has
+//!   not seen yet is detected. Built-in kinds get a strategic merge patch, their native patch
+//!   type; custom resources a JSON merge patch (RFC 7396), since CRDs do not support strategic
+//!   merge patch (415). On these two maps both patch types mean the same.
 //!
 //! A 409 Conflict (compared by code, not `reason`: DESIGN.md, Libraries), or a 404 for an
-//! object the cache still held, means gitward acted on stale data. The object becomes
-//! `conflict` (both resourceVersions in the message, the live one from one metadata-only read)
-//! and the sync goes on with the others; it does not prune, and the daemon retries the unit with
-//! exponential backoff. There is deliberately no re-read-and-retry loop here: retrying at once
-//! would blindly overwrite what another actor just decided; the next attempt plans again on
-//! fresh state (Kubernetes API conventions, concurrency control; reference 003, "don't retry
-//! on conflict").
+//! object the cache still held, means gitward acted on stale data. One metadata-only read then
+//! tells a status write from a change: when the object's `metadata.generation` is the one
+//! gitward expected (the cache's for a patch, its own read's for a `PUT`) and gitward's
+//! `part-of` label and desired-hash annotation are as they were, only status (or metadata
+//! gitward does not own) moved — a controller's routine write — and the request is sent again
+//! with the fresh resourceVersion, at most [`STATUS_RESENDS`] times, each after such a read.
+//! Otherwise (the spec changed, gitward's metadata was edited, the kind has no `generation` so
+//! a change cannot be told from a status write, or the last request meets 409 too) the object becomes `conflict` (both resourceVersions in the
+//! message) and the sync goes on with the others; it does not prune, and the daemon retries the
+//! unit with exponential backoff. Never a loop: retrying a real change at once would blindly
+//! overwrite what another actor just decided; the next attempt plans again on fresh state
+//! (Kubernetes API conventions, concurrency control; reference 003, "don't retry on
+//! conflict").
 //!
 //! Drift in this mode: a change the cache had already seen is not reverted by an `unchanged`
 //! object's patch (it touches only gitward's metadata); a change it had not seen yet is a
@@ -68,14 +75,55 @@ const BUILT_IN_GROUPS: &[&str] = &[
     "storagemigration.k8s.io",
 ];
 
-/// Writes `d` as planned by `step`, in `update` mode.
-pub async fn apply_one(client: &kube::Client, d: &Desired, step: &Step, opts: &ApplyOptions) -> Outcome {
+/// Writes `d` as planned by `step`, in `update` mode. `cached`: the cache's entry of the object
+/// when the request is sent ([`super::apply_one`]).
+pub async fn apply_one(
+    client: &kube::Client,
+    d: &Desired,
+    step: &Step,
+    cached: Option<LiveMeta>,
+    opts: &ApplyOptions,
+) -> Outcome {
     let api = api_for(client, d);
     let w = Writer { api: &api, d, opts, sent: Vec::new() };
     match step.op {
         Op::Create => w.create().await,
         Op::Configure => w.configure(Action::Configured, None).await,
-        Op::Unchanged => w.touch(step.cached_resource_version.as_deref()).await,
+        Op::Unchanged => {
+            // The cache's entry, unless it no longer carries the hash the plan saw: then the
+            // plan's resourceVersion, so that the change behind it is a conflict.
+            let fresh = cached.filter(|m| m.desired_hash.as_ref() == Some(&d.hash));
+            let (rv, generation) = match fresh {
+                Some(m) => (Some(m.resource_version), m.generation),
+                None => (step.cached_resource_version.clone(), None),
+            };
+            w.touch(rv, generation).await
+        }
+    }
+}
+
+/// gitward's own metadata on a live object: its `part-of` label, its desired-hash annotation and
+/// `metadata.generation`. Equal before and after a write by someone else, that write changed
+/// neither the spec nor what gitward set: a status write (or others' labels).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Mark {
+    generation: Option<i64>,
+    part_of: Option<String>,
+    hash: Option<String>,
+}
+
+impl Mark {
+    fn of(meta: &kube::core::ObjectMeta) -> Self {
+        let label = meta.labels.as_ref().and_then(|l| l.get(PART_OF)).cloned();
+        let hash = meta.annotations.as_ref().and_then(|a| a.get(DESIRED_HASH)).cloned();
+        Self { generation: meta.generation, part_of: label, hash }
+    }
+
+    /// True when a write that moved the resourceVersion from this mark to `now` was a status
+    /// write: the kind has a generation and neither it nor gitward's label and hash moved.
+    /// Kinds without `generation` (ConfigMap, Secret) never: any write may be a change.
+    fn only_status_moved(&self, now: &Mark) -> bool {
+        self.generation.is_some() && self == now
     }
 }
 
@@ -111,6 +159,12 @@ pub fn modify(mut live: Value, desired: &Value) -> Value {
     }
     live
 }
+
+/// How many times a write that met a 409 for a status write is sent again, each time after a
+/// read that shows only status moved (see the module doc). One was not enough: a controller
+/// that keeps writing status (20 Deployments, each written every ~100–300 ms) met both the
+/// first `PUT` and the second on a loaded 2-core machine (2 of 20 objects in one of 15 syncs).
+const STATUS_RESENDS: usize = 3;
 
 /// The note of a `create` that found the object existing; also tells [`Writer::configure`] to
 /// check ownership before adopting it.
@@ -204,86 +258,142 @@ impl Writer<'_> {
         }
     }
 
-    /// `GET`, [`modify`], `PUT` with the resourceVersion read.
+    /// `GET`, [`modify`], `PUT` with the resourceVersion read; on a 409 for a status write
+    /// (see the module doc), again from a fresh `GET`.
     async fn configure(mut self, action: Action, note: Option<String>) -> Outcome {
         let name = self.d.object.name.clone();
-        self.sent.push(Request::Get);
-        let live = match self.api.get(&name).await {
-            Ok(live) => live,
-            Err(e) if is_status(&e, 404) => {
-                return self.stale(None, "the object was deleted since the cache saw it").await;
+        // The last read's mark and resourceVersion, once its `PUT` met a 409.
+        let mut previous: Option<(Mark, Option<String>)> = None;
+        loop {
+            self.sent.push(Request::Get);
+            let live = match self.api.get(&name).await {
+                Ok(live) => live,
+                Err(e) if is_status(&e, 404) => {
+                    return self.stale(None, "the object was deleted since the cache saw it").await;
+                }
+                Err(e) => return self.failed("read", &e),
+            };
+            if note.as_deref() == Some(ADOPTED)
+                && let Some(reason) = not_adoptable(&live.metadata, self.d, &self.opts.adoptable)
+            {
+                let message = format!("{}: exists already and {reason}: not adopted", self.d.origin);
+                return self.done(Action::Failed, Some(message), None);
             }
-            Err(e) => return self.failed("read", &e),
-        };
-        if note.as_deref() == Some(ADOPTED)
-            && let Some(reason) = not_adoptable(&live.metadata, self.d, &self.opts.adoptable)
-        {
-            let message = format!("{}: exists already and {reason}: not adopted", self.d.origin);
-            return self.done(Action::Failed, Some(message), None);
-        }
-        let read_version = live.metadata.resource_version.clone();
-        let read_uid = live.metadata.uid.clone();
-        let modified =
-            serde_json::to_value(&live).map(|v| modify(v, &self.d.body().to_value())).and_then(serde_json::from_value);
-        let modified: DynamicObject = match modified {
-            Ok(m) => m,
-            Err(e) => return self.invalid(&e),
-        };
-        self.sent.push(Request::Update);
-        match self.api.replace(&name, &self.post_params(), &modified).await {
-            Ok(replaced) => self.done(action, note, Some(live_meta(&replaced.metadata))),
-            Err(e) if is_status(&e, 409) => {
-                self.stale(read_version, "the object changed between gitward's read and its write").await
+            let mark = Mark::of(&live.metadata);
+            let read_version = live.metadata.resource_version.clone();
+            if let Some((before, version)) = previous.take()
+                && !before.only_status_moved(&mark)
+            {
+                let why = "the object changed between gitward's read and its write";
+                return self.conflict(version, Some(live_meta(&live.metadata)), why);
             }
-            Err(e) if is_immutable_rejection(&e) && may_recreate(self.d) => self.recreate(read_uid).await,
-            Err(e) if is_immutable_rejection(&e) => {
-                let message = immutable_message(self.d, &e);
-                self.done(Action::Failed, Some(message), None)
+            let read_uid = live.metadata.uid.clone();
+            let modified = serde_json::to_value(&live)
+                .map(|v| modify(v, &self.d.body().to_value()))
+                .and_then(serde_json::from_value);
+            let modified: DynamicObject = match modified {
+                Ok(m) => m,
+                Err(e) => return self.invalid(&e),
+            };
+            self.sent.push(Request::Update);
+            match self.api.replace(&name, &self.post_params(), &modified).await {
+                Ok(replaced) => return self.done(action, note, Some(live_meta(&replaced.metadata))),
+                Err(e) if is_status(&e, 409) && mark.generation.is_some() && !self.retried() => {
+                    previous = Some((mark, read_version));
+                }
+                Err(e) if is_status(&e, 409) => {
+                    let why = "the object changed between gitward's read and its write";
+                    return self.stale(read_version, why).await;
+                }
+                Err(e) if is_immutable_rejection(&e) && may_recreate(self.d) => return self.recreate(read_uid).await,
+                Err(e) if is_immutable_rejection(&e) => {
+                    let message = immutable_message(self.d, &e);
+                    return self.done(Action::Failed, Some(message), None);
+                }
+                Err(e) => return self.failed("update", &e),
             }
-            Err(e) => self.failed("update", &e),
         }
     }
 
-    /// One metadata patch with the cached resourceVersion as precondition.
-    async fn touch(mut self, cached: Option<&str>) -> Outcome {
-        let mut metadata = json!({
-            "labels": {PART_OF: &*self.d.part_of},
-            "annotations": {DESIRED_HASH: self.d.hash},
-        });
-        if let Some(rv) = cached {
-            metadata["resourceVersion"] = json!(rv);
-        }
-        let body = json!({ "metadata": metadata });
-        let kind = metadata_patch_type(self.d);
-        let patch = match kind {
-            Request::StrategicMergePatch => Patch::Strategic(&body),
-            _ => Patch::Merge(&body),
-        };
-        let params = PatchParams { field_manager: Some(self.opts.field_manager.clone()), ..Default::default() };
-        self.sent.push(kind);
-        match self.api.patch_metadata(&self.d.object.name, &params, &patch).await {
-            Ok(returned) => {
-                let live = live_meta(&returned.metadata);
-                let action = if cached == Some(live.resource_version.as_str()) {
-                    Action::Unchanged
-                } else {
-                    Action::DriftCorrected
-                };
-                self.done(action, None, Some(live))
+    /// True once the write was sent again [`STATUS_RESENDS`] times after a 409.
+    fn retried(&self) -> bool {
+        let writes = self
+            .sent
+            .iter()
+            .filter(|r| matches!(r, Request::Update | Request::StrategicMergePatch | Request::MergePatch))
+            .count();
+        writes > STATUS_RESENDS
+    }
+
+    /// One metadata patch with `precondition` (the cache's resourceVersion when sent) as
+    /// precondition; on a 409 for a status write (the generation is still `generation`, see
+    /// the module doc), again with the fresh resourceVersion.
+    async fn touch(mut self, precondition: Option<String>, generation: Option<i64>) -> Outcome {
+        let expected =
+            Mark { generation, part_of: Some(self.d.part_of.to_string()), hash: Some(self.d.hash.to_string()) };
+        let mut precondition = precondition;
+        loop {
+            let mut metadata = json!({
+                "labels": {PART_OF: &*self.d.part_of},
+                "annotations": {DESIRED_HASH: self.d.hash},
+            });
+            if let Some(rv) = &precondition {
+                metadata["resourceVersion"] = json!(rv);
             }
-            Err(e) if is_status(&e, 409) => {
-                self.stale(cached.map(String::from), "the object changed after the cache last saw it").await
+            let body = json!({ "metadata": metadata });
+            let kind = metadata_patch_type(self.d);
+            let patch = match kind {
+                Request::StrategicMergePatch => Patch::Strategic(&body),
+                _ => Patch::Merge(&body),
+            };
+            let params = PatchParams { field_manager: Some(self.opts.field_manager.clone()), ..Default::default() };
+            self.sent.push(kind);
+            match self.api.patch_metadata(&self.d.object.name, &params, &patch).await {
+                Ok(returned) => {
+                    let live = live_meta(&returned.metadata);
+                    let action = if precondition.as_deref() == Some(live.resource_version.as_str()) {
+                        Action::Unchanged
+                    } else {
+                        Action::DriftCorrected
+                    };
+                    return self.done(action, None, Some(live));
+                }
+                Err(e) if is_status(&e, 409) && expected.generation.is_some() && !self.retried() => {
+                    self.sent.push(Request::GetMetadata);
+                    let read = self.api.get_metadata_opt(&self.d.object.name).await;
+                    match read {
+                        Ok(Some(live)) if expected.only_status_moved(&Mark::of(&live.metadata)) => {
+                            precondition = live.metadata.resource_version.clone();
+                        }
+                        Ok(live) => {
+                            let live = live.map(|o| live_meta(&o.metadata));
+                            return self.conflict(precondition, live, "the object changed after the cache last saw it");
+                        }
+                        Err(e) => return self.failed("read after a conflict", &e),
+                    }
+                }
+                Err(e) if is_status(&e, 409) => {
+                    return self.stale(precondition, "the object changed after the cache last saw it").await;
+                }
+                Err(e) if is_status(&e, 404) => {
+                    return self.stale(None, "the object was deleted since the cache saw it").await;
+                }
+                Err(e) => return self.failed("patch", &e),
             }
-            Err(e) if is_status(&e, 404) => self.stale(None, "the object was deleted since the cache saw it").await,
-            Err(e) => self.failed("patch", &e),
         }
     }
 
     /// The object is `conflict`: one metadata-only read learns the live resourceVersion for
-    /// the message and the cache. Deliberately no retry of the write (see the module doc).
+    /// the message and the cache.
     async fn stale(mut self, ours: Option<String>, why: &str) -> Outcome {
         self.sent.push(Request::GetMetadata);
         let live = self.api.get_metadata_opt(&self.d.object.name).await.ok().flatten().map(|o| live_meta(&o.metadata));
+        self.conflict(ours, live, why)
+    }
+
+    /// The object is `conflict`, `live` being what a read after the 409 found. Not retried
+    /// now (see the module doc).
+    fn conflict(self, ours: Option<String>, live: Option<LiveMeta>, why: &str) -> Outcome {
         let theirs = live.as_ref().map_or("unknown", |l| l.resource_version.as_str());
         let message = format!(
             "{}: conflict: {why} (sent resourceVersion {}, live resourceVersion {theirs}); \
@@ -361,6 +471,22 @@ mod tests {
         let out = modify(live, &json!({"spec": {"a": 2}, "status": {"ready": false}}));
         assert_eq!(out["status"], json!({"ready": true}));
         assert_eq!(out["spec"], json!({"a": 2}));
+    }
+
+    #[test]
+    fn only_a_write_that_kept_generation_label_and_hash_is_a_status_write() {
+        let mark = |generation: Option<i64>, part_of: &str, hash: &str| Mark {
+            generation,
+            part_of: Some(part_of.into()),
+            hash: Some(hash.into()),
+        };
+        let before = mark(Some(3), "applyset-x-v1", "h");
+        assert!(before.only_status_moved(&mark(Some(3), "applyset-x-v1", "h")));
+        assert!(!before.only_status_moved(&mark(Some(4), "applyset-x-v1", "h")), "the spec changed");
+        assert!(!before.only_status_moved(&mark(Some(3), "applyset-y-v1", "h")), "the label changed");
+        assert!(!before.only_status_moved(&mark(Some(3), "applyset-x-v1", "other")), "the hash changed");
+        let no_generation = mark(None, "applyset-x-v1", "h");
+        assert!(!no_generation.only_status_moved(&no_generation.clone()), "a ConfigMap's write may be a change");
     }
 
     #[test]

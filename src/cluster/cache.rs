@@ -10,7 +10,9 @@
 //! ([`MetadataCache::record`]), so the next plan needs no read after write. A watch event whose
 //! resourceVersion differs from the one recorded may be someone else's change: it goes into the
 //! [`DriftQueue`] of [`MetadataCache::subscribe`] (the daemon's drift trigger), which keeps the
-//! latest event per object, so none is lost however long a sync keeps its reader busy.
+//! latest event per object, so none is lost however long a sync keeps its reader busy. A
+//! relist (after a 410 Gone) raises drift for what changed while the watch was down
+//! ([`super::relist`]).
 
 use std::collections::{BTreeMap, HashMap, HashSet, btree_map};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -25,7 +27,8 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Notify, watch};
 
-use super::live::{LiveMeta, live_meta};
+use super::live::{LiveMeta, live_meta_of};
+use super::relist::{self, Listed};
 use super::{Error, Result};
 use crate::object::{GroupKind, ObjectRef};
 
@@ -35,9 +38,11 @@ type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
 /// of it (`None` until gitward writes it). Kept together so that each member's ref is held
 /// once, not again in a map of own writes (issue 9: memory per tracked object).
 #[derive(Debug, Clone, Default)]
-struct Entry {
-    meta: LiveMeta,
-    own: Option<String>,
+pub(super) struct Entry {
+    /// The member's live metadata.
+    pub(super) meta: LiveMeta,
+    /// The resourceVersion of gitward's last write of it.
+    pub(super) own: Option<String>,
 }
 
 /// State of one group-kind's watch.
@@ -199,8 +204,11 @@ impl MetadataCache {
         .await
     }
 
-    /// Starts the watch task of `gk` (replacing any earlier one) and returns its state.
+    /// Starts the watch task of `gk` (replacing any earlier one) and returns its state. The
+    /// first list of a watch that replaces one that had listed ([`MetadataCache::relist_stale`])
+    /// is a relist: its differences from the store are drift.
     fn spawn(&mut self, gk: GroupKind, resource: &ApiResource, namespaced: bool) -> watch::Receiver<Sync> {
+        let listed = self.kinds.get(&gk).is_some_and(|k| *k.state.borrow() == Sync::Ready);
         let (tx, rx) = watch::channel(Sync::Pending);
         let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
         let config = watcher::Config::default().labels(&self.selector);
@@ -211,6 +219,7 @@ impl MetadataCache {
             drift: self.drift.clone(),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
+            listed,
         };
         let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
         let kind = KindWatch { state: rx.clone(), task, errored, resource: resource.clone(), namespaced };
@@ -363,7 +372,7 @@ pub(crate) fn newer(a: &str, b: &str) -> bool {
 /// Whether a watch event is a change worth a self-heal: for kinds with `metadata.generation`,
 /// only a new generation (a spec change; status updates by controllers do not move it); for
 /// kinds without (ConfigMaps, Secrets), any new resourceVersion.
-fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
+pub(super) fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
     match (previous, current.generation) {
         (None, _) => true,
         (Some(p), Some(generation)) => p.generation != Some(generation),
@@ -404,9 +413,6 @@ fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -
     ObjectRef::new(gk.clone(), namespace, meta.name.clone().unwrap_or_default())
 }
 
-/// The watch loop of one group-kind: a state machine over watcher events that keeps the
-/// shared store current. A relist (`Init` … `InitDone`) is buffered and swapped in whole, so
-/// members deleted while the watch was down disappear.
 /// Where a watch task writes: the shared store, its sync state, drift events, and the record
 /// of gitward's own writes (events of those are not broadcast, so a large sync cannot fill
 /// the channel with its own echoes).
@@ -416,8 +422,13 @@ struct Sinks {
     drift: DriftQueue,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
+    /// The store already holds a complete list of the kind (a restarted watch).
+    listed: bool,
 }
 
+/// The watch loop of one group-kind: a state machine over watcher events that keeps the
+/// shared store current. A list (`Init` … `InitDone`) is buffered and swapped in whole
+/// ([`relist::swap_in`]); after the first, its differences from the store are drift.
 async fn run_watch(
     api: Api<PartialObjectMeta<DynamicObject>>,
     config: watcher::Config,
@@ -425,42 +436,39 @@ async fn run_watch(
     namespaced: bool,
     sinks: Sinks,
 ) {
-    let Sinks { store, state, drift, errored, field_manager } = sinks;
+    let Sinks { store, state, drift, errored, field_manager, listed } = sinks;
+    let relisting = |state: &watch::Sender<Sync>| listed || *state.borrow() == Sync::Ready;
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut relist: Option<BTreeMap<ObjectRef, LiveMeta>> = None;
+    let mut listing: Option<BTreeMap<ObjectRef, Listed>> = None;
     while let Some(event) = stream.next().await {
         match event {
-            Ok(Event::Init) => relist = Some(BTreeMap::new()),
+            Ok(Event::Init) => listing = Some(BTreeMap::new()),
             Ok(Event::InitApply(obj)) => {
-                if let Some(buf) = relist.as_mut() {
-                    buf.insert(object_ref(&gk, namespaced, &obj.metadata), live_meta(&obj.metadata));
+                if let Some(buf) = listing.as_mut() {
+                    let meta = live_meta_of(&obj.metadata, &field_manager);
+                    // Named only in drift, which the first list never raises.
+                    let manager = relisting(&state).then(|| latest_manager(&obj.metadata, &field_manager)).flatten();
+                    buf.insert(object_ref(&gk, namespaced, &obj.metadata), Listed { meta, manager });
                 }
             }
             Ok(Event::InitDone) => {
-                let fresh = relist.take().unwrap_or_default();
-                let mut s = store.lock().expect("cache lock");
-                // gitward's own writes stay known across the relist.
-                let mut own: HashMap<ObjectRef, String> = HashMap::new();
-                s.retain(|k, e| {
-                    if k.gk != gk {
-                        return true;
-                    }
-                    if let Some(rv) = e.own.take() {
-                        own.insert(k.clone(), rv);
-                    }
-                    false
-                });
-                s.extend(fresh.into_iter().map(|(k, meta)| {
-                    let own = own.remove(&k);
-                    (k, Entry { meta, own })
-                }));
-                drop(s);
+                let fresh = listing.take().unwrap_or_default();
+                // A relist after the first (a 410 Gone, a restarted API server): what changed
+                // while the watch was down is drift like any watch event.
+                let again = relisting(&state);
+                let drifts = relist::swap_in(&mut store.lock().expect("cache lock"), &gk, fresh, again);
+                if !drifts.is_empty() {
+                    tracing::info!(group_kind = %gk, drifted = drifts.len(), "relist found changes made while the watch was down");
+                }
+                for d in drifts {
+                    drift.push(d);
+                }
                 errored.store(false, Ordering::SeqCst);
                 state.send_replace(Sync::Ready);
             }
             Ok(Event::Apply(obj)) => {
                 let key = object_ref(&gk, namespaced, &obj.metadata);
-                let meta = live_meta(&obj.metadata);
+                let meta = live_meta_of(&obj.metadata, &field_manager);
                 let (previous, ours) = match store.lock().expect("cache lock").entry(key.clone()) {
                     btree_map::Entry::Occupied(mut held) => {
                         let held = held.get_mut();

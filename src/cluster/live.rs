@@ -24,6 +24,12 @@ pub struct LiveMeta {
     /// An ownerReference with `controller: true` is set: the object is some controller's
     /// child (it may have copied its parent's labels), never a member.
     pub controlled: bool,
+    /// A fingerprint (hash) of gitward's own server-side apply entry in `managedFields`
+    /// ([`own_apply`]): it moves when an apply of gitward changed the object (the API server
+    /// then stamps the entry's `time`) or another writer took fields from gitward, never with a
+    /// status write. `None` when not known (read without the field manager's name, or no
+    /// such entry).
+    pub own_apply: Option<u64>,
 }
 
 /// Reduces a metadata object to what the cache keeps.
@@ -38,5 +44,68 @@ pub fn live_meta(meta: &kube::core::ObjectMeta) -> LiveMeta {
         deleting: meta.deletion_timestamp.is_some(),
         prune_cascade: annotation(PRUNE).as_deref() == Some(PRUNE_CASCADE),
         controlled: meta.owner_references.iter().flatten().any(|o| o.controller == Some(true)),
+        own_apply: None,
+    }
+}
+
+/// [`live_meta`] with [`LiveMeta::own_apply`] read for field manager `manager`.
+pub fn live_meta_of(meta: &kube::core::ObjectMeta, manager: &str) -> LiveMeta {
+    LiveMeta { own_apply: own_apply(meta, manager), ..live_meta(meta) }
+}
+
+/// The fingerprint of `manager`'s server-side apply entry of `managedFields` (operation
+/// `Apply`, on the object, not a subresource): a hash of its apiVersion, time and field set.
+/// The API server rewrites that entry only when an apply of `manager` changed the object (its
+/// `time`) or another writer took some of its fields (its `fieldsV1`); a write of status or of
+/// fields `manager` does not own leaves it as it was (KEP-555; apiserver
+/// `managedfields/internal/managedfieldsupdater.go`). `None` without such an entry.
+pub fn own_apply(meta: &kube::core::ObjectMeta, manager: &str) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let entry = meta.managed_fields.as_ref()?.iter().find(|e| {
+        e.manager.as_deref() == Some(manager)
+            && e.operation.as_deref() == Some("Apply")
+            && e.subresource.as_deref().unwrap_or_default().is_empty()
+    })?;
+    // SipHash with fixed keys: the same entry gives the same value in every process.
+    let mut hasher = std::hash::DefaultHasher::new();
+    entry.api_version.hash(&mut hasher);
+    entry.time.as_ref().map(|t| t.0.as_millisecond()).hash(&mut hasher);
+    entry.fields_v1.as_ref().map(|f| f.0.to_string()).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn meta(entries: serde_json::Value) -> kube::core::ObjectMeta {
+        serde_json::from_value(json!({"name": "web", "managedFields": entries})).unwrap()
+    }
+
+    fn entry(manager: &str, operation: &str, time: &str, fields: serde_json::Value) -> serde_json::Value {
+        json!({"manager": manager, "operation": operation, "apiVersion": "apps/v1", "time": time,
+               "fieldsType": "FieldsV1", "fieldsV1": fields})
+    }
+
+    #[test]
+    fn the_own_apply_entry_moves_with_gitwards_changes_and_not_with_status_writes() {
+        let ours = entry("gitward", "Apply", "2026-11-25T10:00:00Z", json!({"f:spec": {"f:replicas": {}}}));
+        let status = |t: &str| {
+            let mut e = entry("controller", "Update", t, json!({"f:status": {"f:replicas": {}}}));
+            e["subresource"] = json!("status");
+            e
+        };
+        let before = own_apply(&meta(json!([ours, status("2026-11-25T10:00:01Z")])), "gitward");
+        assert!(before.is_some());
+        let after_status = own_apply(&meta(json!([ours, status("2026-11-25T10:00:09Z")])), "gitward");
+        assert_eq!(before, after_status, "a status write leaves gitward's entry as it was");
+        let reapplied = entry("gitward", "Apply", "2026-11-25T10:00:05Z", json!({"f:spec": {"f:replicas": {}}}));
+        assert_ne!(before, own_apply(&meta(json!([reapplied])), "gitward"), "gitward's apply changed it");
+        let taken = entry("gitward", "Apply", "2026-11-25T10:00:00Z", json!({"f:spec": {}}));
+        assert_ne!(before, own_apply(&meta(json!([taken])), "gitward"), "another writer took a field");
+        assert_eq!(own_apply(&meta(json!([ours])), "other-manager"), None);
+        let update = entry("gitward", "Update", "2026-11-25T10:00:00Z", json!({}));
+        assert_eq!(own_apply(&meta(json!([update])), "gitward"), None, "update mode's entry is not an apply");
     }
 }

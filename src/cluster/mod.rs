@@ -17,10 +17,11 @@ pub mod inventory;
 pub(crate) mod live;
 pub(crate) mod owner;
 pub mod registry;
+pub(crate) mod relist;
 pub(crate) mod retry;
 pub(crate) mod server;
 
-pub use live::{LiveMeta, live_meta};
+pub use live::{LiveMeta, live_meta, live_meta_of};
 
 use crate::config::ClusterConfig;
 
