@@ -2,8 +2,9 @@
 //!
 //! Argo CD keys rendered manifests by commit, so any commit re-renders every application;
 //! Flux rebuilds on every reconcile. gitward keys a render by the git tree ids of the
-//! directories given to the renderer, the blob ids of the values files, the tool and its
-//! version, and the unit's render options (release, namespace, inline values, cluster
+//! directories given to the renderer, the blob ids of the values files, the tool (its path,
+//! version line and which file it is: device, inode, size, times — a binary replaced in place
+//! renders again), and the unit's render options (release, namespace, inline values, cluster
 //! capabilities, remote-base permission, decryption key id). A commit that touches none of
 //! these costs no render at all.
 

@@ -210,7 +210,7 @@ impl Renderer {
         let mut key = cache::KeyBuilder::default();
         key.part("mode", &mode.to_string())
             .part("path", &unit.path)
-            .part("tool", &format!("{} {}", tool.path.display(), tool.version))
+            .part("tool", &format!("{} {} {}", tool.path.display(), tool.version, tool.identity))
             .part("namespace", &unit.namespace)
             .part("remote", &unit.allow_remote_bases.to_string())
             .part("max_file_bytes", &unit.max_file_bytes.to_string());

@@ -1,0 +1,72 @@
+//! When a render may be served from the render cache, end to end: the real `kustomize` and
+//! `helm`, real git repositories (and a real git remote for remote bases) and the real
+//! apiserver. Every case is one where a stale render would be applied: a tool binary replaced
+//! in place, a remote base changed upstream.
+
+use crate::common;
+use crate::render::{chain, config_text, tools_bin};
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+/// A shell script at `path` that runs the real kustomize, piping `build` output through
+/// `sed -e <edit>` (`None`: runs it unchanged). Written over the old file in place (same inode).
+fn kustomize_wrapper(path: &Path, edit: Option<&str>) {
+    let real = tools_bin().join("kustomize");
+    let real = real.display();
+    let script = match edit {
+        None => format!("#!/bin/sh\nexec {real} \"$@\"\n"),
+        Some(edit) => format!(
+            "#!/bin/sh\nif [ \"$1\" = build ]; then\n  {real} \"$@\" | /bin/sed -e '{edit}'\nelse\n  exec {real} \"$@\"\nfi\n"
+        ),
+    };
+    std::fs::write(path, script).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+async fn configmap_value(client: &kube::Client, ns: &str, name: &str, key: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns).get(name).await.unwrap();
+    cm.data.unwrap_or_default().get(key).cloned()
+}
+
+#[tokio::test]
+async fn a_tool_binary_replaced_in_place_renders_again() {
+    let env = common::setup("tool-swap").await;
+    let ns = env.namespace.clone();
+    let bin = tempfile::tempdir().unwrap();
+    let wrapper = bin.path().join("kustomize");
+    kustomize_wrapper(&wrapper, None);
+
+    let repo = common::GitRepo::new();
+    repo.write("app/kustomization.yaml", "resources: [cm.yaml]\n");
+    repo.write("app/cm.yaml", &common::cm("tool", "before"));
+    repo.commit_and_push("app");
+    let state = tempfile::tempdir().unwrap();
+    let render = format!("kustomize = \"{}\"", wrapper.display());
+    let units = common::unit_toml("app", &repo.bare(), "app", &ns, "");
+    // `[render] kustomize` twice would be refused: the wrapper replaces the default line.
+    let text = config_text(state.path(), "", &units)
+        .lines()
+        .map(|l| if l.starts_with("kustomize = ") { render.clone() } else { l.to_owned() })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let config = gitward::config::Config::from_toml(&text, state.path(), "test.toml").unwrap();
+    let mut engine = common::engine(&env.client, &config, "app").await;
+
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 1);
+    assert_eq!(configmap_value(&env.client, &ns, "tool", "value").await.as_deref(), Some("before"));
+
+    // The same version line, another binary: its output must be rendered, not the cached one.
+    kustomize_wrapper(&wrapper, Some("s/value: before/value: after/"));
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 2, "a replaced tool binary must render again");
+    assert_eq!(configmap_value(&env.client, &ns, "tool", "value").await.as_deref(), Some("after"));
+
+    // Unchanged binary, unchanged inputs: served from the cache.
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 2);
+}
