@@ -4,7 +4,7 @@
 //! in place, a remote base changed upstream.
 
 use crate::common;
-use crate::render::{chain, config_text, tools_bin};
+use crate::render::{chain, config, config_text, tools_bin};
 
 use std::path::Path;
 
@@ -69,4 +69,38 @@ async fn a_tool_binary_replaced_in_place_renders_again() {
     // Unchanged binary, unchanged inputs: served from the cache.
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2);
+}
+
+#[tokio::test]
+async fn a_remote_base_changed_upstream_is_picked_up_by_the_next_sync() {
+    let env = common::setup("remote-base").await;
+    let ns = env.namespace.clone();
+    // The remote base: a git repository kustomize clones itself (`file://…//base?ref=main`,
+    // the git CLI's own transport), committed to between syncs.
+    let upstream = common::GitRepo::new();
+    upstream.write("base/kustomization.yaml", "resources: [cm.yaml]\n");
+    upstream.write("base/cm.yaml", &common::cm("remote", "one"));
+    upstream.commit_and_push("base");
+    let remote = format!("file://{}//base?ref=main", upstream.bare().display());
+
+    let repo = common::GitRepo::new();
+    repo.write("app/kustomization.yaml", &format!("resources:\n- {remote}\n"));
+    repo.commit_and_push("app");
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("app", &repo.bare(), "app", &ns, "allow_remote_bases = true");
+    let mut engine = common::engine(&env.client, &config(state.path(), "", &units), "app").await;
+
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let object = format!("ConfigMap/{ns}/remote");
+    assert_eq!(common::actions(&report).get(&object).map(String::as_str), Some("created"));
+    assert_eq!(configmap_value(&env.client, &ns, "remote", "value").await.as_deref(), Some("one"));
+
+    // Upstream moves; the unit's own repository does not. The next sync (a resync: same
+    // revision) fetches the base again and applies what it holds now.
+    upstream.write("base/cm.yaml", &common::cm("remote", "two"));
+    upstream.commit_and_push("base moves");
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 2, "a render that read a remote base must not be served from the cache");
+    assert_eq!(common::actions(&report).get(&object).map(String::as_str), Some("configured"));
+    assert_eq!(configmap_value(&env.client, &ns, "remote", "value").await.as_deref(), Some("two"));
 }

@@ -32,25 +32,40 @@ pub(super) const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustom
 /// The fields of a kustomization that name other kustomization roots or resources.
 const REFERENCE_FIELDS: [&str; 3] = ["resources", "bases", "components"];
 
-/// The directories a build of `path` reads, outermost first, none inside another; the unit's
-/// own path is always one.
+/// What a build of `path` reads ([`input_dirs`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Inputs {
+    /// The directories of the repository, outermost first, none inside another; the unit's own
+    /// path is always one.
+    pub dirs: Vec<String>,
+    /// Whether a kustomization names something kustomize fetches over the network (a remote
+    /// resource, a URL in a file-loading field); only with `allow_remote`. Such a render
+    /// depends on more than the revision and is never served from the render cache.
+    pub remote: bool,
+}
+
+/// The directories a build of `path` reads, and whether it reads anything remote ([`Inputs`]).
 ///
 /// Errors: [`Error::RemoteResource`] for a remote resource and [`Error::RemoteFile`] for a URL in a
 /// file-loading field when `allow_remote` is false;
 /// [`Error::LeavesRepository`] for a local reference above the repository root. A
 /// kustomization that does not parse, or a reference to nothing, is left for kustomize to
 /// report in its own words.
-pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: bool) -> Result<Vec<String>> {
+pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: bool) -> Result<Inputs> {
     let mut seen = BTreeSet::new();
     let mut queue = vec![path.to_owned()];
+    let mut remote = false;
     while let Some(dir) = queue.pop() {
         if !seen.insert(dir.clone()) {
             continue;
         }
         let Some((file, references, urls)) = references(tree, &dir) else { continue };
-        if let Some((field, value)) = urls.into_iter().next().filter(|_| !allow_remote) {
-            let file = join(&dir, file);
-            return Err(Error::RemoteFile { unit: unit.to_owned(), file, field, value });
+        if let Some((field, value)) = urls.into_iter().next() {
+            if !allow_remote {
+                let file = join(&dir, file);
+                return Err(Error::RemoteFile { unit: unit.to_owned(), file, field, value });
+            }
+            remote = true;
         }
         for reference in references {
             let file = join(&dir, file);
@@ -59,6 +74,7 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
                     if !allow_remote {
                         return Err(Error::RemoteResource { unit: unit.to_owned(), file, resource: reference });
                     }
+                    remote = true;
                 }
                 None => return Err(Error::LeavesRepository { unit: unit.to_owned(), file, reference }),
                 Some(target) if tree.dir(&target).is_some() => queue.push(target),
@@ -66,7 +82,7 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
             }
         }
     }
-    Ok(outermost(seen))
+    Ok(Inputs { dirs: outermost(seen), remote })
 }
 
 /// The kustomization file of `dir`, the references it lists and the URLs its file-loading
@@ -218,7 +234,7 @@ mod tests {
 
     /// The input directories of `path` in a repository whose one commit holds `files` (path,
     /// content), committed with the git CLI and read through a mirror, as a sync reads it.
-    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+    fn inputs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Inputs> {
         let (repo, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         for (file, content) in files {
             let full = repo.path().join(file);
@@ -245,6 +261,11 @@ mod tests {
         input_dirs(&source.tree(&revision).unwrap(), path, "u", allow_remote)
     }
 
+    /// The input directories of `path` (see [`inputs`]).
+    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+        inputs(files, path, allow_remote).map(|i| i.dirs)
+    }
+
     #[test]
     fn bases_and_components_outside_the_path_are_followed() {
         let files = [
@@ -255,7 +276,9 @@ mod tests {
             ("components/x/kustomization.yaml", "kind: Component\n"),
             ("elsewhere/a.yaml", "kind: ConfigMap\n"),
         ];
-        assert_eq!(dirs(&files, "apps/prod", false).unwrap(), ["apps/base", "apps/prod", "components/x"]);
+        let read = inputs(&files, "apps/prod", true).unwrap();
+        assert_eq!(read.dirs, ["apps/base", "apps/prod", "components/x"]);
+        assert!(!read.remote, "nothing remote");
     }
 
     #[test]
@@ -265,7 +288,7 @@ mod tests {
             let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
             let err = dirs(&files, "app", false).unwrap_err();
             assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
-            assert_eq!(dirs(&files, "app", true).unwrap(), ["app"]);
+            assert_eq!(inputs(&files, "app", true).unwrap(), Inputs { dirs: vec!["app".into()], remote: true });
         }
     }
 
@@ -277,7 +300,8 @@ mod tests {
         let Error::RemoteFile { file, field, value, .. } = &err else { panic!("{err}") };
         assert_eq!((file.as_str(), field.as_str()), ("app/kustomization.yaml", "configMapGenerator[0].files[1]"));
         assert_eq!(value, "c=http://127.0.0.1:8080/creds");
-        assert_eq!(dirs(&[("app/kustomization.yaml", text)], "app", true).unwrap(), ["app"]);
+        let allowed = inputs(&[("app/kustomization.yaml", text)], "app", true).unwrap();
+        assert_eq!(allowed, Inputs { dirs: vec!["app".into()], remote: true });
         let doc: Value = serde_saphyr::from_str(text).unwrap();
         let fields: Vec<String> = urls(&doc).into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["configMapGenerator[0].files[1]", "patches[0].path"], "a literal is not a file");

@@ -97,13 +97,16 @@ impl Renderer {
             RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
             _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
         };
-        let inputs = inputs(tree, unit, mode)?;
+        let (inputs, remote) = inputs(tree, unit, mode)?;
         let mut decryptor = match &unit.decryption {
             Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
             None => None,
         };
         let key = self.key(unit, mode, &tool, &inputs, decryptor.as_ref());
-        if let Some(loaded) = self.cache.get(&key) {
+        // A render that fetches a remote base depends on more than the revision: never cached,
+        // so an upstream change reaches the next sync (resync, poll) as Flux's reconcile does.
+        let cacheable = !remote;
+        if let Some(loaded) = self.cache.get(&key).filter(|_| cacheable) {
             return Ok(loaded);
         }
         self.cache.count();
@@ -125,7 +128,11 @@ impl Renderer {
                 m.hash_key = Some(d.hash_key.clone());
             }
         }
-        self.cache.store(key, loaded.clone());
+        if cacheable {
+            self.cache.store(key, loaded.clone());
+        } else {
+            self.cache.clear();
+        }
         Ok(loaded)
     }
 
@@ -278,13 +285,17 @@ struct Input {
 }
 
 /// What a render of `unit` reads: the directories (the chart, or the kustomizations' roots)
-/// and, for Helm, the values files.
+/// and, for Helm, the values files; and whether it also reads a remote base
+/// ([`kustomize::Inputs::remote`]).
 ///
 /// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
-fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Vec<Input>> {
-    let dirs = match mode {
-        RenderMode::Helm => vec![unit.path.clone()],
-        _ => kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?,
+fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool)> {
+    let (dirs, remote) = match mode {
+        RenderMode::Helm => (vec![unit.path.clone()], false),
+        _ => {
+            let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
+            (read.dirs, read.remote)
+        }
     };
     let mut inputs: Vec<Input> =
         dirs.into_iter().filter_map(|path| Some(Input { oid: tree.dir(&path)?, path, tree: true })).collect();
@@ -297,7 +308,7 @@ fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Vec<Inpu
             inputs.push(Input { path: file.clone(), oid, tree: false });
         }
     }
-    Ok(inputs)
+    Ok((inputs, remote))
 }
 
 /// A repository path for messages: `.` for the root.
