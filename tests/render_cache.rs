@@ -104,3 +104,56 @@ async fn a_remote_base_changed_upstream_is_picked_up_by_the_next_sync() {
     assert_eq!(common::actions(&report).get(&object).map(String::as_str), Some("configured"));
     assert_eq!(configmap_value(&env.client, &ns, "remote", "value").await.as_deref(), Some("two"));
 }
+
+/// A `builtin` LabelTransformer config setting `team: <team>` on every object.
+fn label_transformer(team: &str) -> String {
+    format!(
+        "apiVersion: builtin\nkind: LabelTransformer\nmetadata: {{name: team}}\nlabels: {{team: {team}}}\n\
+         fieldSpecs:\n- path: metadata/labels\n  create: true\n"
+    )
+}
+
+#[tokio::test]
+async fn generators_transformers_and_validators_outside_the_units_path_render_and_key_the_cache() {
+    let env = common::setup("plugins").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write(
+        "apps/prod/kustomization.yaml",
+        "resources: [cm.yaml]\ngenerators: [../../shared/gen]\ntransformers: [../../shared/labels]\n\
+         validators: [../../shared/check]\n",
+    );
+    repo.write("apps/prod/cm.yaml", &common::cm("own", "x"));
+    repo.write("shared/gen/kustomization.yaml", "resources: [gen.yaml]\n");
+    repo.write(
+        "shared/gen/gen.yaml",
+        "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata: {name: generated}\n\
+         literals: [from=shared-generator]\noptions: {disableNameSuffixHash: true}\n",
+    );
+    repo.write("shared/labels/kustomization.yaml", "resources: [labels.yaml]\n");
+    repo.write("shared/labels/labels.yaml", &label_transformer("platform"));
+    repo.write("shared/check/kustomization.yaml", "resources: []\n");
+    repo.commit_and_push("plugins outside the overlay");
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("prod", &repo.bare(), "apps/prod", &ns, "");
+    let mut engine = common::engine(&env.client, &config(state.path(), "", &units), "prod").await;
+
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let actions = common::actions(&report);
+    for name in ["own", "generated"] {
+        assert_eq!(actions.get(&format!("ConfigMap/{ns}/{name}")).map(String::as_str), Some("created"), "{actions:?}");
+    }
+    let api = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
+    let team = |cm: ConfigMap| cm.metadata.labels.unwrap_or_default().get("team").cloned();
+    assert_eq!(team(api.get("own").await.unwrap()).as_deref(), Some("platform"));
+    let generated = api.get("generated").await.unwrap();
+    assert_eq!(generated.data.clone().unwrap_or_default().get("from").map(String::as_str), Some("shared-generator"));
+    assert_eq!(team(generated).as_deref(), Some("platform"));
+
+    // The transformer's directory is an input of the render: a change there renders again.
+    repo.write("shared/labels/labels.yaml", &label_transformer("payments"));
+    repo.commit_and_push("another team");
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(engine.repo().renders(), 2);
+    assert_eq!(team(api.get("own").await.unwrap()).as_deref(), Some("payments"));
+}

@@ -2,8 +2,8 @@
 //!
 //! Before a build, the kustomization files are read straight from git to learn which
 //! directories kustomize will read: the unit's path, and every directory its `resources`,
-//! `bases` and `components` name, followed recursively (`../base` may lie outside the unit's
-//! path). Only those directories are materialized, and their git tree ids key the render
+//! `bases`, `components`, `generators`, `transformers` and `validators` name, followed
+//! recursively (`../base` or `../../shared/labels` may lie outside the unit's path). Only those directories are materialized, and their git tree ids key the render
 //! cache, so a commit elsewhere in the repository renders nothing. kustomize's default load
 //! restrictor (`LoadRestrictionsRootOnly`) keeps every other file a kustomization reads
 //! (patches, generator inputs) inside one of these directories.
@@ -29,8 +29,12 @@ use crate::source::Tree;
 /// The names kustomize looks for, in its order.
 pub(super) const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
-/// The fields of a kustomization that name other kustomization roots or resources.
-const REFERENCE_FIELDS: [&str; 3] = ["resources", "bases", "components"];
+/// The fields of a kustomization that name other kustomization roots or resources. A
+/// `generators`, `transformers` or `validators` entry names a directory whose build yields
+/// plugin configs (kustomize reads it as a kustomization root, so it may lie outside the
+/// unit's path, as a base may), a file inside the root, a remote target, or is an inline
+/// config (YAML text: not a reference, left out).
+const REFERENCE_FIELDS: [&str; 6] = ["resources", "bases", "components", "generators", "transformers", "validators"];
 
 /// What a build of `path` reads ([`input_dirs`]).
 #[derive(Debug, PartialEq, Eq)]
@@ -101,11 +105,17 @@ fn references(tree: &Tree<'_>, dir: &str) -> Option<Read> {
             .iter()
             .filter_map(|field| doc.get(field)?.as_array())
             .flatten()
-            .filter_map(|v| v.as_str().map(str::to_owned))
+            .filter_map(|v| v.as_str().filter(|text| !is_inline(text)).map(str::to_owned))
             .collect();
         return Some((name, list, urls(&doc)));
     }
     None
+}
+
+/// Whether a list entry is an inline plugin config (YAML text, several lines or a flow
+/// mapping) rather than a path or URL.
+fn is_inline(text: &str) -> bool {
+    text.contains('\n') || text.trim_start().starts_with('{')
 }
 
 /// The fields of a kustomization kustomize loads a file from, as paths into the document:
@@ -279,6 +289,32 @@ mod tests {
         let read = inputs(&files, "apps/prod", true).unwrap();
         assert_eq!(read.dirs, ["apps/base", "apps/prod", "components/x"]);
         assert!(!read.remote, "nothing remote");
+    }
+
+    #[test]
+    fn generators_transformers_and_validators_outside_the_path_are_followed_and_inline_ones_skipped() {
+        let prod = "resources: [cm.yaml]\ngenerators: [../../shared/gen]\ntransformers:\n- ../../shared/labels\n- |\n  \
+                    apiVersion: builtin\n  kind: LabelTransformer\n  metadata: {name: x, annotations: {a: \"https://x\"}}\n\
+                    validators: [../../shared/check]\n";
+        let files = [
+            ("apps/prod/kustomization.yaml", prod),
+            ("shared/gen/kustomization.yaml", "resources: [gen.yaml]\n"),
+            ("shared/labels/kustomization.yaml", "resources: [labels.yaml]\n"),
+            ("shared/check/kustomization.yaml", "resources: []\n"),
+        ];
+        let read = inputs(&files, "apps/prod", false).unwrap();
+        assert_eq!(
+            read,
+            Inputs {
+                dirs: ["apps/prod", "shared/check", "shared/gen", "shared/labels"].map(String::from).into(),
+                remote: false
+            }
+        );
+        let remote = [("app/kustomization.yaml", "transformers: [github.com/org/repo//labels?ref=v1]\n")];
+        let err = dirs(&remote, "app", false).unwrap_err();
+        assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource.starts_with("github.com/")), "{err}");
+        let err = dirs(&[("app/kustomization.yaml", "generators: [../../../up]\n")], "app", false).unwrap_err();
+        assert!(matches!(err, Error::LeavesRepository { .. }), "{err}");
     }
 
     #[test]
