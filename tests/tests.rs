@@ -29,7 +29,7 @@ mod load;
 mod manifest_parity;
 mod prune_safety;
 mod render;
-mod render_cache;
+mod render_inputs;
 mod secret_scan;
 mod sharding;
 mod source;

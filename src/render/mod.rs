@@ -87,6 +87,27 @@ impl Renderer {
         self.capabilities_read = Some(std::time::Instant::now());
     }
 
+    /// Takes the outcome of reading the cluster's capabilities again: a new set replaces the
+    /// old; a failed read keeps the last good set (logged, and asked again at the next load:
+    /// its age is left as it was), and fails only when there is none — a Helm unit renders as
+    /// before rather than failing on one bad discovery answer.
+    ///
+    /// Errors: the read's error `E`, when no set was ever read.
+    pub fn refresh_capabilities<E: std::fmt::Display>(
+        &mut self,
+        unit: &str,
+        read: std::result::Result<Capabilities, E>,
+    ) -> std::result::Result<(), E> {
+        match read {
+            Ok(capabilities) => self.set_capabilities(capabilities),
+            Err(e) if self.capabilities.is_some() => {
+                tracing::warn!(unit, error = %e, "cannot read the Helm capabilities again: the last good set is kept");
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
     /// Renders the unit's path in `tree` (one revision) with `mode` (kustomize or Helm) and
     /// parses the output; served from the cache when nothing it reads changed.
     ///
@@ -349,4 +370,22 @@ fn decrypt_in_place(
         any = true;
     }
     Ok(any)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_capabilities_refresh_keeps_the_last_good_set_and_fails_only_without_one() {
+        let mut renderer = Renderer::new();
+        assert_eq!(renderer.refresh_capabilities("u", Err::<Capabilities, _>("down")), Err("down"));
+        let good = Capabilities { kube_version: "v1.35.0".into(), api_versions: vec!["v1".into(), "apps/v1".into()] };
+        renderer.refresh_capabilities::<&str>("u", Ok(good.clone())).unwrap();
+        assert_eq!(renderer.refresh_capabilities("u", Err::<Capabilities, _>("down")), Ok(()));
+        assert_eq!(renderer.capabilities.as_ref(), Some(&good), "the last good set is kept");
+        let newer = Capabilities { api_versions: vec!["v1".into()], ..good };
+        renderer.refresh_capabilities::<&str>("u", Ok(newer.clone())).unwrap();
+        assert_eq!(renderer.capabilities, Some(newer));
+    }
 }

@@ -1,7 +1,9 @@
-//! When a render may be served from the render cache, end to end: the real `kustomize` and
-//! `helm`, real git repositories (and a real git remote for remote bases) and the real
-//! apiserver. Every case is one where a stale render would be applied: a tool binary replaced
-//! in place, a remote base changed upstream.
+//! What a render reads besides the revision's files, end to end: the real `kustomize` and
+//! `helm`, real git repositories (and a git remote for remote bases) and the real apiserver.
+//! Every case is one where a stale or failed render would be applied or block the unit: a
+//! tool binary replaced in place, a remote base changed upstream, generator and transformer
+//! directories outside the unit's path, an aggregated API that is down while Helm asks for
+//! the cluster's capabilities.
 
 use crate::common;
 use crate::render::{chain, config, config_text, tools_bin};
@@ -156,4 +158,109 @@ async fn generators_transformers_and_validators_outside_the_units_path_render_an
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2);
     assert_eq!(team(api.get("own").await.unwrap()).as_deref(), Some("payments"));
+}
+
+/// A Service with no endpoints, and an APIService of a fresh group `<unique>.gitward.dev`
+/// served by it: the aggregator marks it not Available and answers its group version with
+/// 503, as it does for a metrics-server whose pods are down. Returns the group version; the
+/// APIService is deleted by [`DownApi`]'s drop.
+struct DownApi {
+    name: String,
+    group_version: String,
+}
+
+impl DownApi {
+    async fn register(client: &kube::Client, ns: &str) -> Self {
+        use kube::api::{DynamicObject, PostParams};
+        use kube::core::{ApiResource, GroupVersionKind};
+        let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(client.clone(), ns);
+        let service = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "nobody"},
+            "spec": {"ports": [{"port": 443, "targetPort": 443}]}
+        }))
+        .unwrap();
+        services.create(&PostParams::default(), &service).await.unwrap();
+        let group = format!("{}.gitward.dev", common::unique("down"));
+        let name = format!("v1beta1.{group}");
+        let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+        let api: Api<DynamicObject> =
+            Api::all_with(client.clone(), &ApiResource::from_gvk_with_plural(&gvk, "apiservices"));
+        let object: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "apiregistration.k8s.io/v1",
+            "kind": "APIService",
+            "metadata": {"name": name},
+            "spec": {"group": group, "version": "v1beta1", "groupPriorityMinimum": 100, "versionPriority": 100,
+                     "insecureSkipTLSVerify": true, "service": {"namespace": ns, "name": "nobody", "port": 443}}
+        }))
+        .unwrap();
+        api.create(&PostParams::default(), &object).await.unwrap();
+        // Positive signal: the aggregator says it is not Available (a GET of its group version
+        // would answer 503, which the test client retries for minutes).
+        let down = common::eventually(std::time::Duration::from_secs(30), || async {
+            let status = api.get(&name).await.unwrap().data.get("status").cloned().unwrap_or_default();
+            status["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == "Available" && c["status"] == "False")
+        })
+        .await;
+        assert!(down, "APIService {name} never became unavailable");
+        Self { name, group_version: format!("{group}/v1beta1") }
+    }
+}
+
+impl Drop for DownApi {
+    fn drop(&mut self) {
+        let name = self.name.clone();
+        // Other tests share the apiserver: leave no unavailable APIService behind. A client of
+        // its own: the test's client is driven by the test's runtime, blocked in this drop.
+        let _ = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            runtime.block_on(async {
+                let client = common::admin("gitward-test/cleanup").await;
+                use kube::api::{DeleteParams, DynamicObject};
+                use kube::core::{ApiResource, GroupVersionKind};
+                let gvk = GroupVersionKind::gvk("apiregistration.k8s.io", "v1", "APIService");
+                let api: Api<DynamicObject> =
+                    Api::all_with(client, &ApiResource::from_gvk_with_plural(&gvk, "apiservices"));
+                let _ = api.delete(&name, &DeleteParams::default()).await;
+            })
+        })
+        .join();
+    }
+}
+
+#[tokio::test]
+async fn a_helm_unit_syncs_while_an_aggregated_api_is_unavailable_and_is_told_it_is_not_served() {
+    let env = common::setup("helm-down-api").await;
+    let ns = env.namespace.clone();
+    let down = DownApi::register(&env.client, &ns).await;
+    let repo = common::GitRepo::new();
+    repo.write("chart/Chart.yaml", "apiVersion: v2\nname: caps\nversion: 0.1.0\n");
+    repo.write(
+        "chart/templates/caps.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: caps\ndata:\n  \
+             deployments: {{{{ .Capabilities.APIVersions.Has \"apps/v1/Deployment\" | quote }}}}\n  \
+             down: {{{{ .Capabilities.APIVersions.Has \"{}\" | quote }}}}\n",
+            down.group_version
+        ),
+    );
+    repo.commit_and_push("chart");
+    let state = tempfile::tempdir().unwrap();
+    let units = common::unit_toml("caps", &repo.bare(), "chart", &ns, "");
+    let config = config(state.path(), "", &units);
+    // gitward's own client (its retry policy included), as the daemon connects.
+    let client = gitward::cluster::connect(config.cluster_of(config.unit("caps").unwrap())).await.unwrap();
+    let mut engine = common::engine(&client, &config, "caps").await;
+
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(common::actions(&report).get(&format!("ConfigMap/{ns}/caps")).map(String::as_str), Some("created"));
+    assert_eq!(configmap_value(&env.client, &ns, "caps", "deployments").await.as_deref(), Some("true"));
+    assert_eq!(
+        configmap_value(&env.client, &ns, "caps", "down").await.as_deref(),
+        Some("false"),
+        "an unavailable group version is not in .Capabilities.APIVersions, as under helm install"
+    );
 }
