@@ -264,3 +264,38 @@ async fn a_helm_unit_syncs_while_an_aggregated_api_is_unavailable_and_is_told_it
         "an unavailable group version is not in .Capabilities.APIVersions, as under helm install"
     );
 }
+
+#[tokio::test]
+async fn the_daemon_logs_an_unavailable_group_version_once_for_all_its_helm_units() {
+    const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
+    let env = common::setup("helm-down-daemon").await;
+    let ns = env.namespace.clone();
+    let down = DownApi::register(&env.client, &ns).await;
+    let repo = common::GitRepo::new();
+    repo.write("chart/Chart.yaml", "apiVersion: v2\nname: caps\nversion: 0.1.0\n");
+    repo.write(
+        "chart/templates/caps.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-caps\ndata:\n  value: rendered\n",
+    );
+    repo.commit_and_push("chart");
+    let dir = tempfile::tempdir().unwrap();
+    let units: String = ["one", "two"].iter().map(|u| common::unit_toml(u, &repo.bare(), "chart", &ns, "")).collect();
+    let tools = tools_bin();
+    let tables = format!("[render]\nhelm = \"{}\"\n", tools.join("helm").display());
+    let (config, port) = common::daemon_config(dir.path(), &tables, "", &units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    for unit in ["one", "two"] {
+        let value = configmap_value(&env.client, &ns, &format!("{unit}-caps"), "value").await;
+        assert_eq!(value.as_deref(), Some("rendered"), "unit {unit}: {}", daemon.log_text());
+    }
+    let warnings: Vec<_> = daemon
+        .events()
+        .into_iter()
+        .filter(|e| e["group_version"] == down.group_version.as_str() && e["level"] == "WARN")
+        .collect();
+    assert_eq!(warnings.len(), 1, "logged once for both units: {warnings:?}");
+    let message = warnings[0]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("left out of the Helm capabilities"), "{message}");
+}
