@@ -18,7 +18,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 /// Where the render tools are.
-fn tools_bin() -> PathBuf {
+pub(crate) fn tools_bin() -> PathBuf {
     let dir = std::env::var_os("GITWARD_TOOLS_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin"));
@@ -29,7 +29,7 @@ fn tools_bin() -> PathBuf {
 }
 
 /// Config text: state dir, `[render]` with the tools plus `render_extra`, then `units`.
-fn config_text(state: &Path, render_extra: &str, units: &str) -> String {
+pub(crate) fn config_text(state: &Path, render_extra: &str, units: &str) -> String {
     let bin = tools_bin();
     format!(
         "[daemon]\nstate_dir = \"{}\"\n\n[render]\nkustomize = \"{k}\"\nhelm = \"{h}\"\nsops = \"{s}\"\n{render_extra}\n\n{units}",
@@ -40,12 +40,12 @@ fn config_text(state: &Path, render_extra: &str, units: &str) -> String {
     )
 }
 
-fn config(state: &Path, render_extra: &str, units: &str) -> gitward::config::Config {
+pub(crate) fn config(state: &Path, render_extra: &str, units: &str) -> gitward::config::Config {
     gitward::config::Config::from_toml(&config_text(state, render_extra, units), state, "test.toml")
         .unwrap_or_else(|e| panic!("test config: {e}"))
 }
 
-fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     gitward::telemetry::error_chain(e)
 }
 

@@ -30,6 +30,7 @@ mod load;
 mod manifest_parity;
 mod prune_safety;
 mod render;
+mod render_inputs;
 mod secret_scan;
 mod sharding;
 mod signatures;

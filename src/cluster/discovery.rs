@@ -8,9 +8,10 @@
 //! is avoided on purpose: it fails whole when one aggregated API is down (DESIGN.md, Libraries).
 //!
 //! [`helm_capabilities`] is the one exception, for Helm units only: every served group version,
-//! what `helm template` is told about the cluster, handed to the renderer as data.
+//! what `helm template` is told about the cluster, handed to the renderer as data; read from
+//! aggregated discovery, with group versions that are unavailable (an APIService down) left out.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::core::GroupVersion;
 use std::sync::Arc;
@@ -208,34 +209,113 @@ pub async fn group_gone(client: &kube::Client, group: &str) -> bool {
 }
 
 /// Reads what Helm is told about the cluster ([`Capabilities`]: `--kube-version`,
-/// `--api-versions`): `/version`, then every group version's resource list (one request each,
-/// as Helm's own discovery does). Not cached here: the renderer keeps it for
-/// [`crate::render::CAPABILITIES_TTL`].
+/// `--api-versions`): `/version`, then the aggregated discovery of `/api` and `/apis` (two
+/// requests, Kubernetes 1.26+: every group version with its kinds). Not cached here: the
+/// renderer keeps it for [`crate::render::CAPABILITIES_TTL`].
 ///
-/// Errors: [`Error::DiscoveryFailed`] naming the group version.
+/// A group version the API server cannot serve now is left out, as Helm's `GetVersionSet`
+/// leaves out client-go's failed groups: in aggregated discovery, one marked `freshness:
+/// Stale` (kube-aggregator publishes an APIService whose backend is down so, with no or old
+/// resources); from a server without aggregated discovery, one whose resource list is
+/// answered with an error (503 from an unavailable APIService). One unavailable
+/// metrics-server must not fail every Helm unit. Each is logged once per process when it goes
+/// missing and once when it is back (`UNAVAILABLE`).
+///
+/// Errors: [`Error::DiscoveryFailed`] naming `/version`, `/api` or `/apis` (nothing to go on),
+/// or, without aggregated discovery, a group version whose request got no answer at all.
 pub async fn helm_capabilities(client: &kube::Client) -> Result<Capabilities> {
-    let failed = |group_version: &str| {
-        let group_version = group_version.to_owned();
-        move |source| Error::DiscoveryFailed { group_version, source }
-    };
     let version = client.apiserver_version().await.map_err(failed("/version"))?;
-    let mut api_versions = Vec::new();
-    let core = client.list_core_api_versions().await.map_err(failed("/api"))?;
-    for v in core.versions {
-        let resources = client.list_core_api_resources(&v).await.map_err(failed(&v))?;
-        push_kinds(&mut api_versions, &v, &resources);
-    }
-    let groups = client.list_api_groups().await.map_err(failed("/apis"))?;
-    for group in groups.groups {
-        for v in group.versions {
-            let resources =
-                client.list_api_group_resources(&v.group_version).await.map_err(failed(&v.group_version))?;
-            push_kinds(&mut api_versions, &v.group_version, &resources);
-        }
-    }
+    let core = client.list_core_api_versions_aggregated().await.map_err(failed("/api"))?;
+    let groups = client.list_api_groups_aggregated().await.map_err(failed("/apis"))?;
+    let (mut api_versions, unavailable) = if core.items.is_empty() || groups.items.is_empty() {
+        // A server before aggregated discovery answers with a plain list, read as empty here.
+        per_group_version(client).await?
+    } else {
+        aggregated(core.items.iter().chain(&groups.items))
+    };
+    log_unavailable(&mut UNAVAILABLE.lock().expect("unavailable lock"), unavailable);
     api_versions.sort();
     api_versions.dedup();
     Ok(Capabilities { kube_version: version.git_version, api_versions })
+}
+
+/// An error mapper naming `group_version`.
+fn failed(group_version: &str) -> impl FnOnce(kube::Error) -> Error {
+    let group_version = group_version.to_owned();
+    move |source| Error::DiscoveryFailed { group_version, source }
+}
+
+/// Group versions that could not be read: group version → why.
+type Unavailable = BTreeMap<String, String>;
+
+/// The served group versions and kinds of aggregated discovery `groups`, leaving out versions
+/// marked `Stale` (returned apart).
+fn aggregated<'a>(groups: impl Iterator<Item = &'a kube::client::APIGroupDiscovery>) -> (Vec<String>, Unavailable) {
+    let (mut out, mut unavailable) = (Vec::new(), Unavailable::new());
+    for group in groups {
+        let name = group.metadata.as_ref().and_then(|m| m.name.as_deref()).unwrap_or_default();
+        for v in &group.versions {
+            let Some(version) = v.version.as_deref() else { continue };
+            let gv = if name.is_empty() { version.to_owned() } else { format!("{name}/{version}") };
+            if v.freshness.as_deref() == Some("Stale") {
+                unavailable.insert(gv, "discovery is Stale: its APIService is not available".to_owned());
+                continue;
+            }
+            out.push(gv.clone());
+            out.extend(
+                v.resources.iter().filter_map(|r| Some(format!("{gv}/{}", r.response_kind.as_ref()?.kind.as_deref()?))),
+            );
+        }
+    }
+    (out, unavailable)
+}
+
+/// The served group versions and kinds read one group version at a time (before aggregated
+/// discovery), leaving out those answered with an error (returned apart).
+async fn per_group_version(client: &kube::Client) -> Result<(Vec<String>, Unavailable)> {
+    let (mut api_versions, mut unavailable) = (Vec::new(), Unavailable::new());
+    let core = client.list_core_api_versions().await.map_err(failed("/api"))?;
+    let mut gvs: Vec<String> = core.versions;
+    let groups = client.list_api_groups().await.map_err(failed("/apis"))?;
+    gvs.extend(groups.groups.into_iter().flat_map(|g| g.versions).map(|v| v.group_version));
+    for gv in gvs {
+        let read = match gv.contains('/') {
+            true => client.list_api_group_resources(&gv).await,
+            false => client.list_core_api_resources(&gv).await,
+        };
+        match read {
+            Ok(resources) => push_kinds(&mut api_versions, &gv, &resources),
+            Err(kube::Error::Api(status)) => {
+                unavailable.insert(gv, format!("{} {}", status.code, status.message));
+            }
+            Err(source) => return Err(failed(&gv)(source)),
+        }
+    }
+    Ok((api_versions, unavailable))
+}
+
+/// The group versions [`helm_capabilities`] last left out, so each is logged once when it goes
+/// missing and once when it is served again, not on every refresh of every Helm unit.
+static UNAVAILABLE: std::sync::Mutex<BTreeSet<String>> = std::sync::Mutex::new(BTreeSet::new());
+
+/// Logs the group versions of `now` (group version → the API server's answer) not in `known`
+/// (a warning each) and those of `known` no longer in `now` (back), then makes `known` the keys
+/// of `now`. Returns what it logged as (missing, back).
+fn log_unavailable(known: &mut BTreeSet<String>, now: Unavailable) -> (Vec<String>, Vec<String>) {
+    let missing: Vec<String> = now.keys().filter(|gv| !known.contains(*gv)).cloned().collect();
+    let back: Vec<String> = known.iter().filter(|gv| !now.contains_key(*gv)).cloned().collect();
+    for gv in &missing {
+        tracing::warn!(
+            group_version = %gv,
+            answer = %now[gv],
+            "group version unavailable (an aggregated API whose backend is down?): left out of the Helm capabilities"
+        );
+    }
+    for gv in &back {
+        tracing::info!(group_version = %gv, "group version served again: back in the Helm capabilities");
+    }
+    *known = now.into_keys().collect();
+    (missing, back)
 }
 
 fn push_kinds(
@@ -246,5 +326,20 @@ fn push_kinds(
     out.push(group_version.to_owned());
     for r in list.resources.iter().filter(|r| !r.name.contains('/')) {
         out.push(format!("{group_version}/{}", r.kind));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unavailable_group_version_is_logged_once_when_it_goes_and_once_when_it_comes_back() {
+        let mut known = BTreeSet::new();
+        let down = || BTreeMap::from([("metrics.k8s.io/v1beta1".to_owned(), "503 unavailable".to_owned())]);
+        assert_eq!(log_unavailable(&mut known, down()), (vec!["metrics.k8s.io/v1beta1".to_owned()], vec![]));
+        assert_eq!(log_unavailable(&mut known, down()), (vec![], vec![]), "not again while it stays down");
+        assert_eq!(log_unavailable(&mut known, BTreeMap::new()), (vec![], vec!["metrics.k8s.io/v1beta1".to_owned()]));
+        assert_eq!(log_unavailable(&mut known, BTreeMap::new()), (vec![], vec![]));
     }
 }

@@ -2,10 +2,12 @@
 //!
 //! Argo CD keys rendered manifests by commit, so any commit re-renders every application;
 //! Flux rebuilds on every reconcile. gitward keys a render by the git tree ids of the
-//! directories given to the renderer, the blob ids of the values files, the tool and its
-//! version, and the unit's render options (release, namespace, inline values, cluster
+//! directories given to the renderer, the blob ids of the values files, the tool (its path,
+//! version line and which file it is: device, inode, size, times — a binary replaced in place
+//! renders again), and the unit's render options (release, namespace, inline values, cluster
 //! capabilities, remote-base permission, decryption key id). A commit that touches none of
-//! these costs no render at all.
+//! these costs no render at all. A render that fetched a remote kustomize base is not cached:
+//! its content is not in the key.
 
 use sha2::{Digest, Sha256};
 
@@ -54,6 +56,11 @@ impl RenderCache {
     /// Counts a render (successful or not).
     pub(super) fn count(&mut self) {
         self.renders += 1;
+    }
+
+    /// Forgets the last render (one that must not be served again: it read a remote base).
+    pub(super) fn clear(&mut self) {
+        self.last = None;
     }
 
     /// Keeps `loaded` as the render of `key`.

@@ -2,8 +2,8 @@
 //!
 //! Before a build, the kustomization files are read straight from git to learn which
 //! directories kustomize will read: the unit's path, and every directory its `resources`,
-//! `bases` and `components` name, followed recursively (`../base` may lie outside the unit's
-//! path). Only those directories are materialized, and their git tree ids key the render
+//! `bases`, `components`, `generators`, `transformers` and `validators` name, followed
+//! recursively (`../base` or `../../shared/labels` may lie outside the unit's path). Only those directories are materialized, and their git tree ids key the render
 //! cache, so a commit elsewhere in the repository renders nothing. kustomize's default load
 //! restrictor (`LoadRestrictionsRootOnly`) keeps every other file a kustomization reads
 //! (patches, generator inputs) inside one of these directories.
@@ -29,28 +29,47 @@ use crate::source::Tree;
 /// The names kustomize looks for, in its order.
 pub(super) const KUSTOMIZATION_FILES: [&str; 3] = ["kustomization.yaml", "kustomization.yml", "Kustomization"];
 
-/// The fields of a kustomization that name other kustomization roots or resources.
-const REFERENCE_FIELDS: [&str; 3] = ["resources", "bases", "components"];
+/// The fields of a kustomization that name other kustomization roots or resources. A
+/// `generators`, `transformers` or `validators` entry names a directory whose build yields
+/// plugin configs (kustomize reads it as a kustomization root, so it may lie outside the
+/// unit's path, as a base may), a file inside the root, a remote target, or is an inline
+/// config (YAML text: not a reference, left out).
+const REFERENCE_FIELDS: [&str; 6] = ["resources", "bases", "components", "generators", "transformers", "validators"];
 
-/// The directories a build of `path` reads, outermost first, none inside another; the unit's
-/// own path is always one.
+/// What a build of `path` reads ([`input_dirs`]).
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Inputs {
+    /// The directories of the repository, outermost first, none inside another; the unit's own
+    /// path is always one.
+    pub dirs: Vec<String>,
+    /// Whether a kustomization names something kustomize fetches over the network (a remote
+    /// resource, a URL in a file-loading field); only with `allow_remote`. Such a render
+    /// depends on more than the revision and is never served from the render cache.
+    pub remote: bool,
+}
+
+/// The directories a build of `path` reads, and whether it reads anything remote ([`Inputs`]).
 ///
 /// Errors: [`Error::RemoteResource`] for a remote resource and [`Error::RemoteFile`] for a URL in a
 /// file-loading field when `allow_remote` is false;
 /// [`Error::LeavesRepository`] for a local reference above the repository root. A
 /// kustomization that does not parse, or a reference to nothing, is left for kustomize to
 /// report in its own words.
-pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: bool) -> Result<Vec<String>> {
+pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: bool) -> Result<Inputs> {
     let mut seen = BTreeSet::new();
     let mut queue = vec![path.to_owned()];
+    let mut remote = false;
     while let Some(dir) = queue.pop() {
         if !seen.insert(dir.clone()) {
             continue;
         }
         let Some((file, references, urls)) = references(tree, &dir) else { continue };
-        if let Some((field, value)) = urls.into_iter().next().filter(|_| !allow_remote) {
-            let file = join(&dir, file);
-            return Err(Error::RemoteFile { unit: unit.to_owned(), file, field, value });
+        if let Some((field, value)) = urls.into_iter().next() {
+            if !allow_remote {
+                let file = join(&dir, file);
+                return Err(Error::RemoteFile { unit: unit.to_owned(), file, field, value });
+            }
+            remote = true;
         }
         for reference in references {
             let file = join(&dir, file);
@@ -59,6 +78,7 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
                     if !allow_remote {
                         return Err(Error::RemoteResource { unit: unit.to_owned(), file, resource: reference });
                     }
+                    remote = true;
                 }
                 None => return Err(Error::LeavesRepository { unit: unit.to_owned(), file, reference }),
                 Some(target) if tree.dir(&target).is_some() => queue.push(target),
@@ -66,7 +86,7 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
             }
         }
     }
-    Ok(outermost(seen))
+    Ok(Inputs { dirs: outermost(seen), remote })
 }
 
 /// The kustomization file of `dir`, the references it lists and the URLs its file-loading
@@ -85,11 +105,17 @@ fn references(tree: &Tree<'_>, dir: &str) -> Option<Read> {
             .iter()
             .filter_map(|field| doc.get(field)?.as_array())
             .flatten()
-            .filter_map(|v| v.as_str().map(str::to_owned))
+            .filter_map(|v| v.as_str().filter(|text| !is_inline(text)).map(str::to_owned))
             .collect();
         return Some((name, list, urls(&doc)));
     }
     None
+}
+
+/// Whether a list entry is an inline plugin config (YAML text, several lines or a flow
+/// mapping) rather than a path or URL.
+fn is_inline(text: &str) -> bool {
+    text.contains('\n') || text.trim_start().starts_with('{')
 }
 
 /// The fields of a kustomization kustomize loads a file from, as paths into the document:
@@ -218,7 +244,7 @@ mod tests {
 
     /// The input directories of `path` in a repository whose one commit holds `files` (path,
     /// content), committed with the git CLI and read through a mirror, as a sync reads it.
-    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+    fn inputs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Inputs> {
         let (repo, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         for (file, content) in files {
             let full = repo.path().join(file);
@@ -246,6 +272,11 @@ mod tests {
         input_dirs(&source.tree(&revision).unwrap(), path, "u", allow_remote)
     }
 
+    /// The input directories of `path` (see [`inputs`]).
+    fn dirs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Vec<String>> {
+        inputs(files, path, allow_remote).map(|i| i.dirs)
+    }
+
     #[test]
     fn bases_and_components_outside_the_path_are_followed() {
         let files = [
@@ -256,7 +287,35 @@ mod tests {
             ("components/x/kustomization.yaml", "kind: Component\n"),
             ("elsewhere/a.yaml", "kind: ConfigMap\n"),
         ];
-        assert_eq!(dirs(&files, "apps/prod", false).unwrap(), ["apps/base", "apps/prod", "components/x"]);
+        let read = inputs(&files, "apps/prod", true).unwrap();
+        assert_eq!(read.dirs, ["apps/base", "apps/prod", "components/x"]);
+        assert!(!read.remote, "nothing remote");
+    }
+
+    #[test]
+    fn generators_transformers_and_validators_outside_the_path_are_followed_and_inline_ones_skipped() {
+        let prod = "resources: [cm.yaml]\ngenerators: [../../shared/gen]\ntransformers:\n- ../../shared/labels\n- |\n  \
+                    apiVersion: builtin\n  kind: LabelTransformer\n  metadata: {name: x, annotations: {a: \"https://x\"}}\n\
+                    validators: [../../shared/check]\n";
+        let files = [
+            ("apps/prod/kustomization.yaml", prod),
+            ("shared/gen/kustomization.yaml", "resources: [gen.yaml]\n"),
+            ("shared/labels/kustomization.yaml", "resources: [labels.yaml]\n"),
+            ("shared/check/kustomization.yaml", "resources: []\n"),
+        ];
+        let read = inputs(&files, "apps/prod", false).unwrap();
+        assert_eq!(
+            read,
+            Inputs {
+                dirs: ["apps/prod", "shared/check", "shared/gen", "shared/labels"].map(String::from).into(),
+                remote: false
+            }
+        );
+        let remote = [("app/kustomization.yaml", "transformers: [github.com/org/repo//labels?ref=v1]\n")];
+        let err = dirs(&remote, "app", false).unwrap_err();
+        assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource.starts_with("github.com/")), "{err}");
+        let err = dirs(&[("app/kustomization.yaml", "generators: [../../../up]\n")], "app", false).unwrap_err();
+        assert!(matches!(err, Error::LeavesRepository { .. }), "{err}");
     }
 
     #[test]
@@ -266,7 +325,7 @@ mod tests {
             let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
             let err = dirs(&files, "app", false).unwrap_err();
             assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
-            assert_eq!(dirs(&files, "app", true).unwrap(), ["app"]);
+            assert_eq!(inputs(&files, "app", true).unwrap(), Inputs { dirs: vec!["app".into()], remote: true });
         }
     }
 
@@ -278,7 +337,8 @@ mod tests {
         let Error::RemoteFile { file, field, value, .. } = &err else { panic!("{err}") };
         assert_eq!((file.as_str(), field.as_str()), ("app/kustomization.yaml", "configMapGenerator[0].files[1]"));
         assert_eq!(value, "c=http://127.0.0.1:8080/creds");
-        assert_eq!(dirs(&[("app/kustomization.yaml", text)], "app", true).unwrap(), ["app"]);
+        let allowed = inputs(&[("app/kustomization.yaml", text)], "app", true).unwrap();
+        assert_eq!(allowed, Inputs { dirs: vec!["app".into()], remote: true });
         let doc: Value = serde_saphyr::from_str(text).unwrap();
         let fields: Vec<String> = urls(&doc).into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["configMapGenerator[0].files[1]", "patches[0].path"], "a literal is not a file");

@@ -87,6 +87,27 @@ impl Renderer {
         self.capabilities_read = Some(std::time::Instant::now());
     }
 
+    /// Takes the outcome of reading the cluster's capabilities again: a new set replaces the
+    /// old; a failed read keeps the last good set (logged, and asked again at the next load:
+    /// its age is left as it was), and fails only when there is none — a Helm unit renders as
+    /// before rather than failing on one bad discovery answer.
+    ///
+    /// Errors: the read's error `E`, when no set was ever read.
+    pub fn refresh_capabilities<E: std::fmt::Display>(
+        &mut self,
+        unit: &str,
+        read: std::result::Result<Capabilities, E>,
+    ) -> std::result::Result<(), E> {
+        match read {
+            Ok(capabilities) => self.set_capabilities(capabilities),
+            Err(e) if self.capabilities.is_some() => {
+                tracing::warn!(unit, error = %e, "cannot read the Helm capabilities again: the last good set is kept");
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
+
     /// Renders the unit's path in `tree` (one revision) with `mode` (kustomize or Helm) and
     /// parses the output; served from the cache when nothing it reads changed.
     ///
@@ -97,13 +118,16 @@ impl Renderer {
             RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
             _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
         };
-        let inputs = inputs(tree, unit, mode)?;
+        let (inputs, remote) = inputs(tree, unit, mode)?;
         let mut decryptor = match &unit.decryption {
             Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
             None => None,
         };
         let key = self.key(unit, mode, &tool, &inputs, decryptor.as_ref());
-        if let Some(loaded) = self.cache.get(&key) {
+        // A render that fetches a remote base depends on more than the revision: never cached,
+        // so an upstream change reaches the next sync (resync, poll) as Flux's reconcile does.
+        let cacheable = !remote;
+        if let Some(loaded) = self.cache.get(&key).filter(|_| cacheable) {
             return Ok(loaded);
         }
         self.cache.count();
@@ -125,7 +149,11 @@ impl Renderer {
                 m.hash_key = Some(d.hash_key.clone());
             }
         }
-        self.cache.store(key, loaded.clone());
+        if cacheable {
+            self.cache.store(key, loaded.clone());
+        } else {
+            self.cache.clear();
+        }
         Ok(loaded)
     }
 
@@ -217,7 +245,7 @@ impl Renderer {
         let mut key = cache::KeyBuilder::default();
         key.part("mode", &mode.to_string())
             .part("path", &unit.path)
-            .part("tool", &format!("{} {}", tool.path.display(), tool.version))
+            .part("tool", &format!("{} {} {}", tool.path.display(), tool.version, tool.identity))
             .part("namespace", &unit.namespace)
             .part("remote", &unit.allow_remote_bases.to_string())
             .part("max_file_bytes", &unit.max_file_bytes.to_string());
@@ -285,13 +313,17 @@ struct Input {
 }
 
 /// What a render of `unit` reads: the directories (the chart, or the kustomizations' roots)
-/// and, for Helm, the values files.
+/// and, for Helm, the values files; and whether it also reads a remote base
+/// ([`kustomize::Inputs::remote`]).
 ///
 /// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
-fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Vec<Input>> {
-    let dirs = match mode {
-        RenderMode::Helm => vec![unit.path.clone()],
-        _ => kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?,
+fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool)> {
+    let (dirs, remote) = match mode {
+        RenderMode::Helm => (vec![unit.path.clone()], false),
+        _ => {
+            let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
+            (read.dirs, read.remote)
+        }
     };
     let mut inputs: Vec<Input> =
         dirs.into_iter().filter_map(|path| Some(Input { oid: tree.dir(&path)?, path, tree: true })).collect();
@@ -304,7 +336,7 @@ fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Vec<Inpu
             inputs.push(Input { path: file.clone(), oid, tree: false });
         }
     }
-    Ok(inputs)
+    Ok((inputs, remote))
 }
 
 /// A repository path for messages: `.` for the root.
@@ -345,4 +377,22 @@ fn decrypt_in_place(
         any = true;
     }
     Ok(any)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failed_capabilities_refresh_keeps_the_last_good_set_and_fails_only_without_one() {
+        let mut renderer = Renderer::new();
+        assert_eq!(renderer.refresh_capabilities("u", Err::<Capabilities, _>("down")), Err("down"));
+        let good = Capabilities { kube_version: "v1.35.0".into(), api_versions: vec!["v1".into(), "apps/v1".into()] };
+        renderer.refresh_capabilities::<&str>("u", Ok(good.clone())).unwrap();
+        assert_eq!(renderer.refresh_capabilities("u", Err::<Capabilities, _>("down")), Ok(()));
+        assert_eq!(renderer.capabilities.as_ref(), Some(&good), "the last good set is kept");
+        let newer = Capabilities { api_versions: vec!["v1".into()], ..good };
+        renderer.refresh_capabilities::<&str>("u", Ok(newer.clone())).unwrap();
+        assert_eq!(renderer.capabilities, Some(newer));
+    }
 }

@@ -1,4 +1,5 @@
-//! Locating a render tool (`[render]` path, else `PATH`) and asking its version once.
+//! Locating a render tool (`[render]` path, else `PATH`), telling which binary is there now
+//! ([`identity`]) and asking its version once per binary.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -17,6 +18,10 @@ pub(crate) struct Tool {
     pub path: PathBuf,
     /// Its version line; part of the render cache key.
     pub version: String,
+    /// Which file the binary is now ([`identity`]); part of the render cache key, so a tool
+    /// replaced in place (a package upgrade, a rebuilt binary with the same version line)
+    /// renders again.
+    pub identity: String,
 }
 
 impl Tool {
@@ -28,22 +33,48 @@ impl Tool {
             hint: configured.map_or_else(|| "not on PATH".to_owned(), |p| format!("no file at {}", p.display())),
         };
         let path = process::locate(name, configured).ok_or_else(missing)?;
-        let version = version_of(name, &path).map_err(|message| Error::ToolFailed {
+        let failed = |message| Error::ToolFailed {
             unit: unit.to_owned(),
             path: path.display().to_string(),
             tool: name,
             message,
-        })?;
-        Ok(Self { name, path, version })
+        };
+        let identity = identity(&path).map_err(|e| failed(format!("cannot read the binary: {e}")))?;
+        let version = version_of(name, &path, &identity).map_err(failed)?;
+        Ok(Self { name, path, version, identity })
     }
 }
 
-/// Versions already asked, per binary path.
-static VERSIONS: Mutex<BTreeMap<PathBuf, String>> = Mutex::new(BTreeMap::new());
+/// Which file `path` names now, following links: device, inode, size, and modification and
+/// change times in nanoseconds (`dev:ino size mtime ctime`). A binary replaced by a rename gets
+/// a new inode; one rewritten in place a new size or times (the change time cannot be set back,
+/// even by `cp -p` or `touch -d`). Reading metadata costs one `stat`, where hashing the content
+/// would read 50–100 MB per render.
+///
+/// Errors: the `stat` error (the binary vanished since it was located).
+pub(crate) fn identity(path: &Path) -> std::io::Result<String> {
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(path)?;
+    let nanos = |secs: i64, nsec: i64| i128::from(secs) * 1_000_000_000 + i128::from(nsec);
+    Ok(format!(
+        "{}:{} {} {} {}",
+        m.dev(),
+        m.ino(),
+        m.size(),
+        nanos(m.mtime(), m.mtime_nsec()),
+        nanos(m.ctime(), m.ctime_nsec())
+    ))
+}
 
-/// `kustomize version`, `helm version --short` or `sops --version`: the first line.
-fn version_of(name: &str, path: &Path) -> Result<String, String> {
-    if let Some(v) = VERSIONS.lock().expect("versions lock").get(path) {
+/// Versions already asked, per binary path and [`identity`]: a binary replaced in place is
+/// asked again.
+static VERSIONS: Mutex<BTreeMap<(PathBuf, String), String>> = Mutex::new(BTreeMap::new());
+
+/// `kustomize version`, `helm version --short` or `sops --version`: the first line, asked once
+/// per binary (`path` with its `identity`).
+fn version_of(name: &str, path: &Path, identity: &str) -> Result<String, String> {
+    let key = (path.to_owned(), identity.to_owned());
+    if let Some(v) = VERSIONS.lock().expect("versions lock").get(&key) {
         return Ok(v.clone());
     }
     let args: &[&str] = match name {
@@ -57,7 +88,7 @@ fn version_of(name: &str, path: &Path) -> Result<String, String> {
     let limits = Limits { timeout: std::time::Duration::from_secs(20), max_output: 64 << 10 };
     let out = process::run(cmd, limits).map_err(|e| run_message(&e))?;
     let version = String::from_utf8_lossy(&out).lines().next().unwrap_or_default().trim().to_owned();
-    VERSIONS.lock().expect("versions lock").insert(path.to_owned(), version.clone());
+    VERSIONS.lock().expect("versions lock").insert(key, version.clone());
     Ok(version)
 }
 
@@ -80,7 +111,11 @@ pub fn tool_versions(tools: &RenderTools) -> Vec<(&'static str, ToolVersion)> {
         .into_iter()
         .map(|(name, configured)| {
             let found = process::locate(name, configured.as_deref()).ok_or_else(|| "not found".to_owned());
-            (name, found.and_then(|path| version_of(name, &path).map(|v| (path, v))))
+            let version = |path: PathBuf| {
+                let identity = identity(&path).map_err(|e| format!("cannot read the binary: {e}"))?;
+                version_of(name, &path, &identity).map(|v| (path, v))
+            };
+            (name, found.and_then(version))
         })
         .collect()
 }

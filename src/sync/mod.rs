@@ -441,10 +441,11 @@ impl Engine {
     }
 
     /// Loads the revision's manifests; a unit that renders with Helm first learns the
-    /// cluster's capabilities (once per engine).
+    /// cluster's capabilities (again after [`crate::render::CAPABILITIES_TTL`]; a failed
+    /// refresh keeps the last good set).
     async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
         if self.repo.needs_capabilities(revision).await? {
-            self.repo.set_capabilities(crate::cluster::discovery::helm_capabilities(&self.client).await?);
+            self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.client).await)?;
         }
         self.repo.load(revision).await
     }

@@ -147,6 +147,17 @@ impl Repo {
         self.renderer.lock().expect("renderer lock").set_capabilities(capabilities);
     }
 
+    /// Takes a new read of the cluster's capabilities, keeping the last good set when the read
+    /// failed ([`Renderer::refresh_capabilities`]).
+    ///
+    /// Errors: the read's error, when there is no set to keep.
+    pub fn refresh_capabilities<E: std::fmt::Display>(
+        &self,
+        read: std::result::Result<Capabilities, E>,
+    ) -> std::result::Result<(), E> {
+        self.renderer.lock().expect("renderer lock").refresh_capabilities(&self.unit.name, read)
+    }
+
     /// How many renders (kustomize or Helm runs) this unit has done; a load served from the
     /// render cache does not count.
     pub fn renders(&self) -> usize {
