@@ -122,19 +122,19 @@ async fn generators_transformers_and_validators_outside_the_units_path_render_an
     let repo = common::GitRepo::new();
     repo.write(
         "apps/prod/kustomization.yaml",
-        "resources: [cm.yaml]\ngenerators: [../../shared/gen]\ntransformers: [../../shared/labels]\n\
-         validators: [../../shared/check]\n",
+        "resources: [cm.yaml]\ngenerators: [../../org/gen]\ntransformers: [../../org/labels]\n\
+         validators: [../../org/check]\n",
     );
     repo.write("apps/prod/cm.yaml", &common::cm("own", "x"));
-    repo.write("shared/gen/kustomization.yaml", "resources: [gen.yaml]\n");
+    repo.write("org/gen/kustomization.yaml", "resources: [gen.yaml]\n");
     repo.write(
-        "shared/gen/gen.yaml",
+        "org/gen/gen.yaml",
         "apiVersion: builtin\nkind: ConfigMapGenerator\nmetadata: {name: generated}\n\
-         literals: [from=shared-generator]\noptions: {disableNameSuffixHash: true}\n",
+         literals: [from=org-generator]\noptions: {disableNameSuffixHash: true}\n",
     );
-    repo.write("shared/labels/kustomization.yaml", "resources: [labels.yaml]\n");
-    repo.write("shared/labels/labels.yaml", &label_transformer("platform"));
-    repo.write("shared/check/kustomization.yaml", "resources: []\n");
+    repo.write("org/labels/kustomization.yaml", "resources: [labels.yaml]\n");
+    repo.write("org/labels/labels.yaml", &label_transformer("platform"));
+    repo.write("org/check/kustomization.yaml", "resources: []\n");
     repo.commit_and_push("plugins outside the overlay");
     let state = tempfile::tempdir().unwrap();
     let units = common::unit_toml("prod", &repo.bare(), "apps/prod", &ns, "");
@@ -149,11 +149,11 @@ async fn generators_transformers_and_validators_outside_the_units_path_render_an
     let team = |cm: ConfigMap| cm.metadata.labels.unwrap_or_default().get("team").cloned();
     assert_eq!(team(api.get("own").await.unwrap()).as_deref(), Some("platform"));
     let generated = api.get("generated").await.unwrap();
-    assert_eq!(generated.data.clone().unwrap_or_default().get("from").map(String::as_str), Some("shared-generator"));
+    assert_eq!(generated.data.clone().unwrap_or_default().get("from").map(String::as_str), Some("org-generator"));
     assert_eq!(team(generated).as_deref(), Some("platform"));
 
     // The transformer's directory is an input of the render: a change there renders again.
-    repo.write("shared/labels/labels.yaml", &label_transformer("payments"));
+    repo.write("org/labels/labels.yaml", &label_transformer("payments"));
     repo.commit_and_push("another team");
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2);

@@ -53,15 +53,7 @@ pub(super) fn service_account_name(value: &str) -> std::result::Result<(), Strin
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
-    use crate::config::Config;
-
-    fn parse(text: &str) -> crate::config::Result<Config> {
-        Config::from_toml(text, Path::new("/etc/gitward"), "config.toml")
-    }
-
-    const UNIT: &str = "[[sync]]\nname = \"shop\"\nrepo = \"https://git.example.com/shop.git\"\n";
+    use crate::config::tests::{MINIMAL as UNIT, parse};
 
     #[test]
     fn a_unit_writes_as_its_own_service_account_else_the_default_and_may_not_opt_out_of_it() {

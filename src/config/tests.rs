@@ -4,9 +4,11 @@ use std::time::Duration;
 
 use super::*;
 
-const MINIMAL: &str = "[[sync]]\nname = \"shop\"\nrepo = \"https://git.example.com/shop.git\"\n";
+/// A config of one unit `shop` with every default: the other config test modules start from it.
+pub(super) const MINIMAL: &str = "[[sync]]\nname = \"shop\"\nrepo = \"https://git.example.com/shop.git\"\n";
 
-fn parse(text: &str) -> Result<Config> {
+/// Parses `text` as `/etc/gitward/config.toml`.
+pub(super) fn parse(text: &str) -> Result<Config> {
     Config::from_toml(text, Path::new("/etc/gitward"), "config.toml")
 }
 

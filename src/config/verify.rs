@@ -47,15 +47,9 @@ impl Resolver<'_> {
 
 #[cfg(test)]
 mod tests {
-    use std::path::{Path, PathBuf};
+    use std::path::PathBuf;
 
-    use crate::config::Config;
-
-    fn parse(text: &str) -> crate::config::Result<Config> {
-        Config::from_toml(text, Path::new("/etc/gitward"), "config.toml")
-    }
-
-    const UNIT: &str = "[[sync]]\nname = \"shop\"\nrepo = \"https://git.example.com/shop.git\"\n";
+    use crate::config::tests::{MINIMAL as UNIT, parse};
 
     #[test]
     fn verify_files_are_anchored_and_an_empty_table_is_refused() {

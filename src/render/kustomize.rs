@@ -3,7 +3,7 @@
 //! Before a build, the kustomization files are read straight from git to learn which
 //! directories kustomize will read: the unit's path, and every directory its `resources`,
 //! `bases`, `components`, `generators`, `transformers` and `validators` name, followed
-//! recursively (`../base` or `../../shared/labels` may lie outside the unit's path). Only those directories are materialized, and their git tree ids key the render
+//! recursively (`../base` or `../../org/labels` may lie outside the unit's path). Only those directories are materialized, and their git tree ids key the render
 //! cache, so a commit elsewhere in the repository renders nothing. kustomize's default load
 //! restrictor (`LoadRestrictionsRootOnly`) keeps every other file a kustomization reads
 //! (patches, generator inputs) inside one of these directories.
@@ -294,20 +294,20 @@ mod tests {
 
     #[test]
     fn generators_transformers_and_validators_outside_the_path_are_followed_and_inline_ones_skipped() {
-        let prod = "resources: [cm.yaml]\ngenerators: [../../shared/gen]\ntransformers:\n- ../../shared/labels\n- |\n  \
+        let prod = "resources: [cm.yaml]\ngenerators: [../../org/gen]\ntransformers:\n- ../../org/labels\n- |\n  \
                     apiVersion: builtin\n  kind: LabelTransformer\n  metadata: {name: x, annotations: {a: \"https://x\"}}\n\
-                    validators: [../../shared/check]\n";
+                    validators: [../../org/check]\n";
         let files = [
             ("apps/prod/kustomization.yaml", prod),
-            ("shared/gen/kustomization.yaml", "resources: [gen.yaml]\n"),
-            ("shared/labels/kustomization.yaml", "resources: [labels.yaml]\n"),
-            ("shared/check/kustomization.yaml", "resources: []\n"),
+            ("org/gen/kustomization.yaml", "resources: [gen.yaml]\n"),
+            ("org/labels/kustomization.yaml", "resources: [labels.yaml]\n"),
+            ("org/check/kustomization.yaml", "resources: []\n"),
         ];
         let read = inputs(&files, "apps/prod", false).unwrap();
         assert_eq!(
             read,
             Inputs {
-                dirs: ["apps/prod", "shared/check", "shared/gen", "shared/labels"].map(String::from).into(),
+                dirs: ["apps/prod", "org/check", "org/gen", "org/labels"].map(String::from).into(),
                 remote: false
             }
         );
