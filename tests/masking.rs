@@ -76,8 +76,10 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
     repo.commit_and_push("new values");
     let (code, diff) = gitward(&["diff", "--config", config_arg]);
     assert_eq!(code, 1, "{}", diff.len());
-    for value in [&old_tier, &new_tier, &old_password, &new_password] {
-        assert!(!diff.contains(value.as_str()), "a decrypted value in diff output ({} bytes)", diff.len());
+    let values =
+        [("old label", &old_tier), ("new label", &new_tier), ("old data", &old_password), ("new data", &new_password)];
+    for (which, value) in values {
+        assert!(!diff.contains(value.as_str()), "the {which} value in diff output ({} bytes)", diff.len());
     }
     let bare = |line: &str| line.trim_start_matches(['+', '-', ' ']).trim().to_owned();
     let short: Vec<String> = diff.lines().map(bare).filter(|l| l == "code: Zq" || l == "code: Jx").collect();

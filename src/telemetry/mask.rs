@@ -197,7 +197,7 @@ pub fn mask(text: &str) -> Cow<'_, str> {
     if set.is_empty() {
         return Cow::Borrowed(text);
     }
-    Cow::Owned(set.mask(text).into_owned())
+    set.mask(text)
 }
 
 /// Standard error, each event masked before it is written: the log writer, so nothing logged
