@@ -133,6 +133,16 @@ async fn a_decrypted_value_the_api_server_quotes_in_a_rejection_is_masked_everyw
     }
     assert!(!log.contains(&secret), "the decrypted value in the log");
     assert!(!log.contains("\"-x\"") && !log.contains("\\\"-x\\\""), "the two-character value in the log");
+    // The text log format quotes a field with Rust's `{:?}`: the value escaped differently.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["--log-format", "text", "sync", "--config", config_file.to_str().unwrap()])
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("gitward runs");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "two objects fail");
+    assert!(text.contains("Invalid value: \\\"***\\\""), "the refusal, masked, in text logs ({} bytes)", text.len());
+    assert!(!text.contains(&secret) && !text.contains("\\\"-x\\\""), "a decrypted value in the text log");
     let record = recorded(&env.client, &ns, "gitward-app").await;
     let error = record.get("gitward.dev/last-error").cloned().unwrap_or_default();
     assert!(error.contains("Invalid value: \"***\""), "the recorded error: {error}");
