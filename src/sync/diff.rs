@@ -479,6 +479,16 @@ mod tests {
     }
 
     #[test]
+    fn the_live_value_a_decrypted_one_replaces_is_learned_and_no_other() {
+        crate::telemetry::mask::register(["new-tier-4f1c9"]);
+        let desired = json!({"metadata": {"labels": {"tier": "new-tier-4f1c9", "app": "db"}}, "data": {"k": "v-same"}});
+        let live = json!({"metadata": {"labels": {"tier": "old-tier-4f1c9", "app": "web"}}, "data": {"k": "v-other"}});
+        learn_replaced(&desired, &live);
+        let text = crate::telemetry::mask::mask("tier: old-tier-4f1c9 app: web k: v-other").into_owned();
+        assert_eq!(text, "tier: *** app: web k: v-other");
+    }
+
+    #[test]
     fn every_value_of_a_decrypted_object_is_masked_and_a_change_still_shows() {
         let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": "db", "namespace": "shop", "labels": {"app": "db"}, "resourceVersion": "7"},
