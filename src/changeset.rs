@@ -180,16 +180,27 @@ pub struct ChangeSet {
     pub changes_applied_at: Option<std::time::Instant>,
 }
 
+/// `message` with the decrypted values masked: an API server's message may quote the value it
+/// refused (`Invalid value: "…"`).
+fn masked(message: String) -> String {
+    match crate::telemetry::mask::mask(&message) {
+        std::borrow::Cow::Borrowed(_) => message,
+        std::borrow::Cow::Owned(m) => m,
+    }
+}
+
 impl ChangeSet {
-    /// Appends an entry for an object the apply engine sent nothing for.
+    /// Appends an entry for an object the apply engine sent nothing for; its message masked
+    /// ([`crate::telemetry::mask`]).
     pub fn push(&mut self, object: ObjectRef, action: Action, message: Option<String>) {
-        self.entries.push(Entry { object, action, message, sent: Vec::new() });
+        self.entries.push(Entry { object, action, message: message.map(masked), sent: Vec::new() });
     }
 
-    /// Appends an entry with the requests sent for it, and counts them in [`ChangeSet::requests`].
+    /// Appends an entry with the requests sent for it, and counts them in [`ChangeSet::requests`];
+    /// its message masked ([`crate::telemetry::mask`]).
     pub fn push_sent(&mut self, object: ObjectRef, action: Action, message: Option<String>, sent: Vec<Request>) {
         self.requests += sent.len();
-        self.entries.push(Entry { object, action, message, sent });
+        self.entries.push(Entry { object, action, message: message.map(masked), sent });
     }
 
     /// Counts entries by action.

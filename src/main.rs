@@ -313,7 +313,7 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     if let Err(e) = engine.record_sync(report, summary.result, judged).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
     }
-    println!("{}", gitward::summary::sync(report, summary.result, &not_ready, waited));
+    println!("{}", telemetry::mask::mask(&gitward::summary::sync(report, summary.result, &not_ready, waited)));
     !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)
 }
 
@@ -346,14 +346,16 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
             .diff()
             .await
             .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
+        // Masked: a label or an annotation of a decrypting render may hold a decrypted value,
+        // and the live object the value the revision before decrypted.
         for d in &report.changed {
-            print!("{}", d.diff);
+            print!("{}", telemetry::mask::mask(&d.diff));
         }
         for p in &report.prunes {
             println!("prune {p}");
         }
         if let Some(reason) = &report.prune_refused {
-            println!("prune refused: {reason}");
+            println!("prune refused: {}", telemetry::mask::mask(reason));
         }
         for warning in &report.warnings {
             tracing::warn!(unit = %unit.name, warning = %warning, "inventory moved");

@@ -2,8 +2,10 @@
 //! causes as one line. It knows no other module of gitward (it sits at the bottom of the
 //! layering): the events that report a sync are written by `report`.
 //!
-//! Files: `text` (the text format: no module targets, span fields not repeated).
+//! Files: `text` (the text format: no module targets, span fields not repeated), [`mask`] (the
+//! process-wide set of decrypted values, masked in everything gitward writes).
 
+pub mod mask;
 mod text;
 
 use tracing_subscriber::EnvFilter;
@@ -20,7 +22,7 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber writing to stderr. The level comes from `RUST_LOG`
+/// Installs the global subscriber writing to stderr, every event masked ([`mask`]). The level comes from `RUST_LOG`
 /// (default `info`). kube's client logs every failed request at error on its own
 /// (`kube_client`); gitward reports those failures itself, once, with the server named, so
 /// `kube_client` is silenced unless `RUST_LOG` names it. Calling it twice is harmless (the
@@ -36,10 +38,14 @@ pub fn init(format: LogFormat) {
     let _ = match format {
         LogFormat::Text => registry
             .with(text::SpanFieldsLayer)
-            .with(tracing_subscriber::fmt::layer().event_format(text::TextFormat { ansi }).with_writer(std::io::stderr))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .event_format(text::TextFormat { ansi })
+                    .with_writer(mask::MaskedStderr),
+            )
             .try_init(),
         LogFormat::Json => registry
-            .with(tracing_subscriber::fmt::layer().json().flatten_event(true).with_writer(std::io::stderr))
+            .with(tracing_subscriber::fmt::layer().json().flatten_event(true).with_writer(mask::MaskedStderr))
             .try_init(),
     };
 }

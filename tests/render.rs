@@ -355,7 +355,7 @@ async fn scratch_directories_of_dead_processes_are_removed_by_the_next_render() 
 }
 
 /// Runs a tool binary with an empty environment (and HOME) in `cwd`; returns stdout.
-fn tool(name: &str, args: &[&str], cwd: &Path) -> String {
+pub(crate) fn tool(name: &str, args: &[&str], cwd: &Path) -> String {
     let out = Command::new(tools_bin().join(name))
         .args(args)
         .env_clear()
@@ -368,7 +368,7 @@ fn tool(name: &str, args: &[&str], cwd: &Path) -> String {
 }
 
 /// Makes an age identity in `dir/<name>.txt`; returns (file, public key).
-fn age_key(dir: &Path, name: &str) -> (PathBuf, String) {
+pub(crate) fn age_key(dir: &Path, name: &str) -> (PathBuf, String) {
     let file = dir.join(format!("{name}.txt"));
     tool("age-keygen", &["-o", file.to_str().unwrap()], dir);
     let text = std::fs::read_to_string(&file).unwrap();
@@ -491,7 +491,7 @@ async fn a_sops_file_naming_a_vault_address_is_refused_before_sops_contacts_it()
 }
 
 /// Runs the gitward CLI; returns (exit code, stdout + stderr).
-fn gitward(args: &[&str]) -> (i32, String) {
+pub(crate) fn gitward(args: &[&str]) -> (i32, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_gitward"))
         .args(["--log-format", "json"])
         .args(args)

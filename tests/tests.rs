@@ -28,6 +28,7 @@ mod large_crds;
 mod leader;
 mod load;
 mod manifest_parity;
+mod masking;
 mod prune_safety;
 mod render;
 mod render_inputs;

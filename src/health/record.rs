@@ -194,17 +194,21 @@ impl Attempt {
         Self { revision: Some(revision.into()), error, failed }
     }
 
-    /// The annotations that carry it (none for an empty attempt).
+    /// The annotations that carry it (none for an empty attempt). The error and the reasons
+    /// are masked ([`crate::telemetry::mask`]): an API server's message may quote a decrypted
+    /// value, and the parent is readable by whoever may read the unit's namespace.
     pub fn annotations(&self) -> BTreeMap<String, String> {
+        use crate::telemetry::mask::mask;
         let mut out = BTreeMap::new();
         if let Some(r) = &self.revision {
             out.insert(LAST_ATTEMPTED_REVISION.to_string(), r.clone());
         }
         if let Some(e) = &self.error {
-            out.insert(LAST_ERROR.to_string(), e.clone());
+            out.insert(LAST_ERROR.to_string(), mask(e).into_owned());
         }
         if !self.failed.is_empty() {
-            out.insert(LAST_FAILED.to_string(), serde_json::to_string(&self.failed).unwrap_or_default());
+            let failed = serde_json::to_string(&self.failed).unwrap_or_default();
+            out.insert(LAST_FAILED.to_string(), mask(&failed).into_owned());
         }
         out
     }

@@ -10,14 +10,14 @@
 //! kustomize-controller refuses the same way).
 //!
 //! Plaintext stays in memory and in the render's scratch directory (mode 0700, removed after
-//! the render); it is never logged: the values that were encrypted are masked (`***`) in every
-//! message this module and the renderers return. The desired hash of objects rendered from
+//! the render); it is never logged: the values that were encrypted are registered in the
+//! process-wide mask set ([`crate::telemetry::mask`]) and masked (`***`) in every message this
+//! module and the renderers return, and in every line gitward writes. The desired hash of objects rendered from
 //! decrypted files is keyed (HMAC-SHA256 with a key derived from the age identity), so the
 //! hash on a live object does not let someone who can read metadata test guesses of a secret.
 
 use std::path::{Path, PathBuf};
 
-use base64::Engine as _;
 use serde_json::Value;
 
 use super::process::{self, Limits, RunError};
@@ -70,7 +70,7 @@ impl Decryptor {
             tool,
             key_file: decryption.age_key_file.clone(),
             hash_key: HashKey::derive(&identity),
-            masker: Masker::default(),
+            masker: Masker,
         })
     }
 
@@ -163,36 +163,27 @@ pub fn foreign_key_sources(format: &str, bytes: &[u8]) -> Vec<String> {
     found
 }
 
-/// Values that were encrypted, to replace with `***` in messages; their base64 forms too,
-/// since a Secret's `data` holds base64.
+/// The values a render decrypted: each is registered in the process-wide mask set
+/// ([`crate::telemetry::mask`]), so every later line gitward writes masks it, with its base64,
+/// escaped and per-line forms; [`Masker::mask`] masks with that whole set.
 #[derive(Default)]
-pub(super) struct Masker {
-    secrets: Vec<String>,
-}
+pub(super) struct Masker;
 
 impl Masker {
     /// Learns the plaintext of every value that is `ENC[…]` in `encrypted` (one document or
     /// a YAML stream) and a string in `plaintext` at the same place.
     pub fn learn(&mut self, format: &str, encrypted: &[u8], plaintext: &[u8]) {
         let (Some(enc), Some(plain)) = (documents(format, encrypted), documents(format, plaintext)) else { return };
+        let mut secrets = Vec::new();
         for (e, p) in enc.iter().zip(&plain) {
-            collect(e, p, &mut self.secrets);
+            collect(e, p, &mut secrets);
         }
-        let encoded: Vec<String> =
-            self.secrets.iter().map(|s| base64::engine::general_purpose::STANDARD.encode(s)).collect();
-        self.secrets.extend(encoded);
-        self.secrets.retain(|s| s.len() >= 3);
-        self.secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-        self.secrets.dedup();
+        crate::telemetry::mask::register(secrets);
     }
 
-    /// `message` with every learned secret value replaced by `***`.
+    /// `message` with every decrypted value replaced by `***`.
     pub fn mask(&self, message: &str) -> String {
-        let mut out = message.to_owned();
-        for secret in &self.secrets {
-            out = out.replace(secret.as_str(), "***");
-        }
-        out
+        crate::telemetry::mask::mask(message).into_owned()
     }
 }
 
@@ -238,6 +229,8 @@ fn collect(enc: &Value, plain: &Value, out: &mut Vec<String>) {
 
 #[cfg(test)]
 mod tests {
+    use base64::Engine as _;
+
     use super::*;
 
     const ENCRYPTED: &str = "apiVersion: v1\nkind: Secret\nmetadata:\n    name: db\nstringData:\n    password: ENC[AES256_GCM,data:abc,iv:x,tag:y,type:str]\nsops:\n    mac: ENC[AES256_GCM,data:m,iv:i,tag:t,type:str]\n";
@@ -271,12 +264,12 @@ mod tests {
 
     #[test]
     fn encrypted_values_are_masked_in_messages_with_their_base64() {
-        let mut masker = Masker::default();
+        let mut masker = Masker;
         masker.learn("yaml", ENCRYPTED.as_bytes(), PLAIN.as_bytes());
         let encoded = base64::engine::general_purpose::STANDARD.encode("hunter2-secret");
         let message = format!("bad value hunter2-secret or {encoded} in Secret db");
         assert_eq!(masker.mask(&message), "bad value *** or *** in Secret db");
-        let mut dotenv = Masker::default();
+        let mut dotenv = Masker;
         dotenv.learn("dotenv", b"A=ENC[AES256_GCM,data:x]\nB=plain\n", b"A=topsecret\nB=plain\n");
         assert_eq!(dotenv.mask("A=topsecret B=plain"), "A=*** B=plain");
     }

@@ -4,7 +4,10 @@
 //! compared with the live object; the difference is a unified diff of YAML with Secret `data`
 //! and `stringData` masked (DESIGN.md decision 10), and every value of an object built from
 //! SOPS-decrypted content masked, whatever its kind ([`mask_decrypted`]): a decrypted value
-//! lands in ConfigMaps, environment variables and custom resources as often as in Secrets. Members a sync would prune are listed. What
+//! lands in ConfigMaps, environment variables and custom resources as often as in Secrets. A
+//! live value that the revision replaces with a decrypted one is registered in the mask set
+//! ([`learn_replaced`]), so the printed diff and every message mask the old value as they mask
+//! the new. Members a sync would prune are listed. What
 //! a sync decides before it applies — namespaces it makes, the ownership check, the prune
 //! guard — is decided here the same way ([`Engine::diff`]).
 //! Like `kubectl diff`, this reads full objects: it is a tool for people, not the sync path.
@@ -151,6 +154,26 @@ pub fn mask_decrypted(mut v: Value, before: Option<&Value>) -> Value {
     v
 }
 
+/// Registers in the mask set ([`crate::telemetry::mask`]) each string of `live` that stands
+/// where `desired` holds a decrypted value and differs from it: the value an earlier revision
+/// decrypted, which this process never decrypted, so that no message or line shows it either.
+pub fn learn_replaced(desired: &Value, live: &Value) {
+    match (desired, live) {
+        (Value::Object(d), Value::Object(l)) => {
+            for (k, dv) in d {
+                if let Some(lv) = l.get(k) {
+                    learn_replaced(dv, lv);
+                }
+            }
+        }
+        (Value::Array(d), Value::Array(l)) => d.iter().zip(l).for_each(|(dv, lv)| learn_replaced(dv, lv)),
+        (Value::String(d), Value::String(l)) if d != l && crate::telemetry::mask::is_registered(d) => {
+            crate::telemetry::mask::register([l]);
+        }
+        _ => {}
+    }
+}
+
 fn to_yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).unwrap_or_else(|_| serde_json::to_string_pretty(v).unwrap_or_default())
 }
@@ -257,6 +280,11 @@ impl Engine {
                     continue;
                 }
             };
+            if d.decrypted
+                && let Some(live) = &live
+            {
+                learn_replaced(&d.body().to_value(), live);
+            }
             let (before, after) = match d.decrypted {
                 false => (live.clone().map(|l| normalize(l, None)), normalize(merged, live.as_ref())),
                 true => {
@@ -448,6 +476,16 @@ mod tests {
     fn volatile_metadata_is_dropped() {
         let v = json!({"metadata": {"name": "x", "resourceVersion": "5", "managedFields": [], "uid": "u"}});
         assert_eq!(normalize(v, None), json!({"metadata": {"name": "x"}}));
+    }
+
+    #[test]
+    fn the_live_value_a_decrypted_one_replaces_is_learned_and_no_other() {
+        crate::telemetry::mask::register(["new-tier-4f1c9"]);
+        let desired = json!({"metadata": {"labels": {"tier": "new-tier-4f1c9", "app": "db"}}, "data": {"k": "v-same"}});
+        let live = json!({"metadata": {"labels": {"tier": "old-tier-4f1c9", "app": "web"}}, "data": {"k": "v-other"}});
+        learn_replaced(&desired, &live);
+        let text = crate::telemetry::mask::mask("tier: old-tier-4f1c9 app: web k: v-other").into_owned();
+        assert_eq!(text, "tier: *** app: web k: v-other");
     }
 
     #[test]

@@ -354,7 +354,7 @@ impl Daemon {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
             info!("ready: every unit has synced once");
         }
-        let text = decide::status_line(&snapshot);
+        let text = crate::telemetry::mask::mask(&decide::status_line(&snapshot)).into_owned();
         if text != self.notifier.last_status {
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&text)]);
             self.notifier.last_status = text;
