@@ -14,7 +14,8 @@
 //!   template changed is re-created, not patched (immutable); `hook-succeeded` and
 //!   `hook-failed` delete it once it ended so. Deletes propagate in the background.
 //! - **Once per revision**: [`HOOKS_RAN`] on the ApplySet parent (`<revision> <install|upgrade>
-//!   <pre|post>`) records the last phase that ran to its end; a resync of that revision, by this
+//!   <pre|post>`) records the last phase that ran to its end (the pre phase at once, the post
+//!   phase with the sync's result); a resync of that revision, by this
 //!   process or a later one, runs neither again, and post hooks held back by an unhealthy
 //!   rollout run once a later sync of the revision finds it healthy.
 //! - **Failure**: a failed pre hook refuses the revision's other objects (`skipped`, nothing
@@ -134,7 +135,7 @@ impl Engine {
     /// members before the apply) and runs the pre hooks of that event in order, each entry in
     /// `changes`. Returns why the revision's other objects are refused when one failed.
     ///
-    /// Errors: [`super::Error::Cluster`] when discovery fails.
+    /// Errors: [`super::Error::Cluster`] when discovery fails or the record cannot be written.
     pub(super) async fn pre_hooks(
         &mut self,
         revision: &Revision,
@@ -153,7 +154,10 @@ impl Engine {
         self.revision_hooks.hooks = hooks;
         let failed = outcome?;
         if failed.is_none() {
+            // Recorded at once: a process that stops before the sync's record does not run
+            // them again.
             self.hooks_ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre });
+            self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
         }
         Ok(failed)
     }
@@ -266,7 +270,11 @@ impl Engine {
             }
         };
         let waits = matches!((m.gk.group.as_str(), m.gk.kind.as_str()), ("batch", "Job") | ("", "Pod"));
-        let status = if waits { ended(&api, &m.name, timeout).await } else { Ok(None) };
+        let status = if waits {
+            ended(&api, (m.api_version.as_str(), m.gk.kind.as_str()), &m.name, timeout).await
+        } else {
+            Ok(None)
+        };
         let (ok, mut message) = match status {
             Ok(None) => (true, format!("{event} hook, weight {}", hook.weight)),
             Ok(Some(s)) if s.health == Health::Current => {
@@ -317,10 +325,21 @@ async fn delete(api: &Api<DynamicObject>, live: &DynamicObject, timeout: Duratio
     }
 }
 
-/// Waits until the Job or Pod `name` has ended (health `Current` or `Failed`), at most
+/// Waits until the Job or Pod `name` (of `type_meta`: apiVersion and kind) has ended (health `Current` or `Failed`), at most
 /// `timeout`; returns its last status.
-async fn ended(api: &Api<DynamicObject>, name: &str, timeout: Duration) -> std::result::Result<Option<Status>, String> {
-    let judge = |o: &DynamicObject| crate::health::status(&serde_json::to_value(o).unwrap_or(Value::Null));
+async fn ended(
+    api: &Api<DynamicObject>,
+    type_meta: (&str, &str),
+    name: &str,
+    timeout: Duration,
+) -> std::result::Result<Option<Status>, String> {
+    // Items of a list carry no apiVersion and kind, and the health rules go by kind.
+    let judge = |o: &DynamicObject| {
+        let mut value = serde_json::to_value(o).unwrap_or(Value::Null);
+        value["apiVersion"] = Value::from(type_meta.0);
+        value["kind"] = Value::from(type_meta.1);
+        crate::health::status(&value)
+    };
     let done =
         |o: Option<&DynamicObject>| o.is_some_and(|o| matches!(judge(o).health, Health::Current | Health::Failed));
     match tokio::time::timeout(timeout, await_condition(api.clone(), name, done)).await {
