@@ -270,3 +270,76 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
     assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{revision} install post")), "{parent:?}");
 }
+
+/// The daemon runs post hooks once its health wait found the chart's objects healthy, and again
+/// for the next chart version (`post-install,post-upgrade`, re-created by
+/// `before-hook-creation`), recording each revision's post phase on the parent.
+#[tokio::test]
+async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision() {
+    let env = common::setup("hooks-daemon").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let post = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-post\n  annotations:\n    helm.sh/hook: post-install,post-upgrade\ndata:\n  version: {{ .Chart.Version | quote }}\n";
+    let files = [("post.yaml", post.to_string()), ("deploy.yaml", common::deployment("app-web", "nginx:1.27", 1))];
+    chart(&repo, "1.0.0", &files);
+    let first = repo.commit_and_push("app 1.0.0");
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let text = config_text(&dir.path().join("state"), "", &unit(&repo, &ns)).replacen(
+        "\n\n[render]",
+        &format!("\nlisten = \"127.0.0.1:{port}\"\ninterval = \"1s\"\nresync_interval = \"1h\"\n\n[render]"),
+        1,
+    );
+    let config = dir.path().join("config.toml");
+    std::fs::write(&config, text).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+    // Ready once applied, before the health wait ends: the Deployment is not healthy yet, so
+    // no post hook may have run.
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert!(configmaps.get_opt("app-config").await.unwrap().is_some());
+    assert!(configmaps.get_opt("app-post").await.unwrap().is_none(), "a post hook before health");
+
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(env.client.clone(), &ns);
+    let generation = deployments.get("app-web").await.unwrap().metadata.generation.unwrap_or(1);
+    let status = json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+        "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+                       {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
+    deployments.patch_status("app-web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let version =
+        || async { configmaps.get_opt("app-post").await.ok().flatten().and_then(|c| c.data?.get("version").cloned()) };
+    assert!(
+        common::eventually(WAIT, || async { version().await.as_deref() == Some("1.0.0") }).await,
+        "{}",
+        daemon.log_text()
+    );
+    let recorded =
+        || async { parent_annotations(&env.client, &ns, "gitward-app").await.get("gitward.dev/hooks-ran").cloned() };
+    let expected = format!("{first} install post");
+    assert!(
+        common::eventually(WAIT, || async { recorded().await.as_deref() == Some(expected.as_str()) }).await,
+        "{:?}",
+        recorded().await
+    );
+
+    // The next version: an upgrade; the Deployment is unchanged, so the post hook runs at once.
+    chart(&repo, "1.1.0", &files);
+    let second = repo.commit_and_push("app 1.1.0");
+    assert!(
+        common::eventually(WAIT, || async { version().await.as_deref() == Some("1.1.0") }).await,
+        "{}",
+        daemon.log_text()
+    );
+    let expected = format!("{second} upgrade post");
+    assert!(
+        common::eventually(WAIT, || async { recorded().await.as_deref() == Some(expected.as_str()) }).await,
+        "{:?}",
+        recorded().await
+    );
+    let post_events = daemon
+        .events()
+        .into_iter()
+        .filter(|e| e["message"] == "object" && e["object"] == format!("ConfigMap/{ns}/app-post"))
+        .count();
+    assert_eq!(post_events, 2, "one post hook run per revision: {}", daemon.log_text());
+}
