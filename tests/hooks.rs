@@ -343,3 +343,46 @@ async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision(
         .count();
     assert_eq!(post_events, 2, "one post hook run per revision: {}", daemon.log_text());
 }
+
+/// A hook replaces a same-named object only when it is the unit's: one of anyone else fails the
+/// hook (and refuses the revision) and is left as it is; a member of the unit's ApplySet (a hook
+/// an earlier gitward applied as an ordinary object) is deleted and made again as a hook.
+#[tokio::test]
+async fn a_hook_replaces_a_same_named_object_only_when_it_is_the_units() {
+    let env = common::setup("hooks-foreign").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    chart(&repo, "1.0.0", &[("setup.yaml", hook_cm("app-setup", "    helm.sh/hook: pre-install,pre-upgrade"))]);
+    repo.commit_and_push("app 1.0.0");
+    let state = tempfile::tempdir().unwrap();
+    let config = config(state.path(), "", &unit(&repo, &ns));
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let foreign: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "app-setup"}, "data": {"owner": "someone"}})).unwrap();
+    let foreign = configmaps.create(&Default::default(), &foreign).await.unwrap();
+
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let actions = common::actions(&report);
+    assert_eq!(actions.get(&format!("ConfigMap/{ns}/app-setup")).map(String::as_str), Some("failed"), "{actions:?}");
+    assert_eq!(actions.get(&format!("ConfigMap/{ns}/app-config")).map(String::as_str), Some("skipped"), "{actions:?}");
+    let live = configmaps.get("app-setup").await.unwrap();
+    assert_eq!(live.metadata.uid, foreign.metadata.uid, "someone else's object is not deleted");
+    assert_eq!(live.data.unwrap()["owner"], "someone", "nor written over");
+
+    // The same name as a member of the unit, as an earlier gitward applied hooks.
+    configmaps.delete("app-setup", &Default::default()).await.unwrap();
+    let id = engine.inventory().id.clone();
+    let member: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "app-setup",
+        "labels": {"applyset.kubernetes.io/part-of": id}}, "data": {"k": "old"}}))
+    .unwrap();
+    let member = configmaps.create(&Default::default(), &member).await.unwrap();
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert!(!report.changes.has_failures(), "{:?}", report.changes.entries);
+    let live = configmaps.get("app-setup").await.unwrap();
+    assert_ne!(live.metadata.uid, member.metadata.uid, "made again");
+    let labels = live.metadata.labels.unwrap_or_default();
+    assert!(!labels.contains_key("applyset.kubernetes.io/part-of"), "{labels:?}");
+    assert_eq!(live.metadata.annotations.unwrap_or_default().get("gitward.dev/hook-of"), Some(&id));
+    assert!(configmaps.get_opt("app-config").await.unwrap().is_some());
+}

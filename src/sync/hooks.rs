@@ -8,7 +8,8 @@
 //! - **Install or upgrade**: install when the unit's ApplySet has no live member yet.
 //! - **Not members**: a hook carries no `applyset.kubernetes.io/part-of` label, so it is never
 //!   recorded nor pruned; it carries [`HOOK_OF`] (the ApplySet id), and only an object that does
-//!   is deleted as a previous instance: a same-named object of anyone else fails the hook.
+//!   (or a member of the unit: a hook an earlier gitward applied as an ordinary object) is
+//!   replaced as a previous instance: a same-named object of anyone else fails the hook.
 //! - **Delete policies**: `before-hook-creation` (also when none is named) deletes the previous
 //!   instance and waits until it is gone before creating the hook again, so a Job whose pod
 //!   template changed is re-created, not patched (immutable); `hook-succeeded` and
@@ -29,6 +30,7 @@ use serde_json::Value;
 
 use super::{Engine, Report, Result};
 use crate::changeset::{Action, ChangeSet};
+use crate::cluster::inventory::PART_OF;
 use crate::health::record::SyncResult;
 use crate::health::{Health, Status};
 use crate::manifest::Manifest;
@@ -250,11 +252,12 @@ impl Engine {
         let mut action = Action::Configured;
         match existing {
             None => action = Action::Created,
+            // Helm's create would fail on it too; never written over nor deleted.
+            Some(live) if !self.made_by_unit(&live) => {
+                let message = format!("{event} hook: {object} exists and is no hook of this unit; not replaced");
+                return Ok(failed(Action::Failed, message));
+            }
             Some(live) if hook.before_hook_creation => {
-                if !self.made_by_unit(&live) {
-                    let message = format!("{event} hook: {object} exists and is no hook of this unit; not replaced");
-                    return Ok(failed(Action::Failed, message));
-                }
                 if let Err(message) = delete(&api, &live, timeout).await {
                     return Ok(failed(Action::Failed, format!("{event} hook: previous instance: {message}")));
                 }
@@ -294,10 +297,12 @@ impl Engine {
         Ok(Ran { object, action, message, failed: !ok })
     }
 
-    /// Whether `live` carries this unit's [`HOOK_OF`].
+    /// Whether `live` carries this unit's [`HOOK_OF`], or its ApplySet label: a member, as
+    /// gitward applied hooks before it ran them as phases, taken back as a hook.
     fn made_by_unit(&self, live: &DynamicObject) -> bool {
-        live.metadata.annotations.as_ref().and_then(|a| a.get(HOOK_OF)).map(String::as_str)
-            == Some(self.inventory.id.as_str())
+        let id = Some(self.inventory.id.as_str());
+        live.metadata.annotations.as_ref().and_then(|a| a.get(HOOK_OF)).map(String::as_str) == id
+            || live.metadata.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str) == id
     }
 }
 
