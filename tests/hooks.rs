@@ -386,3 +386,51 @@ async fn a_hook_replaces_a_same_named_object_only_when_it_is_the_units() {
     assert_eq!(live.metadata.annotations.unwrap_or_default().get("gitward.dev/hook-of"), Some(&id));
     assert!(configmaps.get_opt("app-config").await.unwrap().is_some());
 }
+
+/// Post hooks held back because the rollout did not become healthy run on a later sync of the
+/// same revision that finds it healthy — by another process, which reads from the parent that
+/// the revision's pre phase ran (and does not run it again) and that it was an install.
+#[tokio::test]
+async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_finds_it_healthy() {
+    let env = common::setup("hooks-later").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let files = [
+        ("pre.yaml", hook_cm("app-pre", "    helm.sh/hook: pre-install")),
+        ("post.yaml", hook_cm("app-post", "    helm.sh/hook: post-install")),
+        ("deploy.yaml", common::deployment("app-web", "nginx:1.27", 1)),
+    ];
+    chart(&repo, "1.0.0", &files);
+    let revision = repo.commit_and_push("app 1.0.0");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gitward.toml");
+    // A short bound: the first run gives up on the rollout the test never completes.
+    let unit = common::unit_toml(
+        "app",
+        &repo.bare(),
+        "chart",
+        &ns,
+        "health_timeout = \"2s\"\n[sync.helm]\nrelease = \"app\"\n",
+    );
+    std::fs::write(&path, config_text(dir.path(), "", &unit)).unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+
+    let run = common::gitward(&["sync", "--wait"], &path, Duration::from_secs(120));
+    assert_eq!(run.code, Some(1), "the rollout did not finish: {}", run.stderr);
+    let pre_uid = configmaps.get("app-pre").await.unwrap().metadata.uid;
+    assert!(configmaps.get_opt("app-post").await.unwrap().is_none(), "no post hook while progressing");
+
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(env.client.clone(), &ns);
+    let generation = deployments.get("app-web").await.unwrap().metadata.generation.unwrap_or(1);
+    let status = json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
+        "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+                       {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
+    deployments.patch_status("app-web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+
+    let run = common::gitward(&["sync", "--wait"], &path, Duration::from_secs(120));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(configmaps.get_opt("app-post").await.unwrap().is_some(), "the post-install hook ran: {}", run.stderr);
+    assert_eq!(configmaps.get("app-pre").await.unwrap().metadata.uid, pre_uid, "the pre hook did not run again");
+    let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
+    assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{revision} install post")), "{parent:?}");
+}
