@@ -209,7 +209,13 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
     let repo = common::GitRepo::new();
     let hooks = [
         ("a.yaml", hook_cm("a-late", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"5\"")),
-        ("z.yaml", hook_cm("z-early", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"-3\"")),
+        (
+            "z.yaml",
+            hook_cm(
+                "z-early",
+                "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"-3\"\n    helm.sh/hook-delete-policy: hook-succeeded",
+            ),
+        ),
         (
             "job.yaml",
             job(
@@ -246,13 +252,16 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
     // Weight -3 ran, then the Job (weight 0) is waited for: weight 5 has not run yet.
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
     created_job(&jobs, "app-notify", None).await;
-    assert!(configmaps.get_opt("z-early").await.unwrap().is_some(), "weight -3 runs before weight 0");
+    // It is deleted by hook-succeeded only once the whole phase succeeded (as a Job's
+    // ServiceAccount hook must outlive the Job).
+    assert!(configmaps.get_opt("z-early").await.unwrap().is_some(), "weight -3 runs before weight 0, and stays");
     assert!(configmaps.get_opt("a-late").await.unwrap().is_none(), "weight 5 runs after the weight 0 Job ended");
     end_job(&jobs, "app-notify", true).await;
     let run = child.join().unwrap();
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert!(configmaps.get_opt("a-late").await.unwrap().is_some());
     assert!(jobs.get_opt("app-notify").await.unwrap().is_none(), "hook-succeeded deletes the Job");
+    assert!(configmaps.get_opt("z-early").await.unwrap().is_none(), "and the ConfigMap, after the phase");
 
     // The audit log holds the creates in weight order.
     let order: Vec<String> = std::fs::read_to_string(common::audit_log())
@@ -265,6 +274,14 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
         .filter(|n| ["a-late", "z-early", "app-notify"].contains(&n.as_str()))
         .collect();
     assert_eq!(order, ["z-early", "app-notify", "a-late"], "{}", run.stderr);
+    let deletes: Vec<String> = std::fs::read_to_string(common::audit_log())
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["verb"] == "delete" && e["objectRef"]["namespace"] == ns.as_str())
+        .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(deletes, ["app-notify", "z-early"], "last first, after every hook of the phase");
     let sync_complete = common::log_events(&run.stderr, "sync complete").next().expect("sync complete");
     assert_eq!(sync_complete["result"], "healthy", "{sync_complete}");
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;

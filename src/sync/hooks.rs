@@ -12,8 +12,10 @@
 //!   replaced as a previous instance: a same-named object of anyone else fails the hook.
 //! - **Delete policies**: `before-hook-creation` (also when none is named) deletes the previous
 //!   instance and waits until it is gone before creating the hook again, so a Job whose pod
-//!   template changed is re-created, not patched (immutable); `hook-succeeded` and
-//!   `hook-failed` delete it once it ended so. Deletes propagate in the background.
+//!   template changed is re-created, not patched (immutable); `hook-failed` deletes a hook that
+//!   failed at once, `hook-succeeded` deletes the hooks of a phase once all of them succeeded,
+//!   last first (Helm's `execHook`), so the ServiceAccount hook a Job hook runs as outlives the
+//!   Job. Deletes propagate in the background.
 //! - **Once per revision**: [`HOOKS_RAN`] on the ApplySet parent (`<revision> <install|upgrade>
 //!   <pre|post>`) records the last phase that ran to its end (the pre phase at once, the post
 //!   phase with the sync's result); a resync of that revision, by this
@@ -129,6 +131,8 @@ struct Ran {
     action: Action,
     message: String,
     failed: bool,
+    /// Succeeded with `hook-succeeded`: deleted once every hook of the phase succeeded.
+    delete_later: Option<(Api<DynamicObject>, DynamicObject)>,
 }
 
 impl Engine {
@@ -211,14 +215,39 @@ impl Engine {
             .filter(|(_, h)| h.events.contains(&event))
             .collect();
         due.sort_by(|(a, x), (b, y)| x.weight.cmp(&y.weight).then_with(|| a.name.cmp(&b.name)));
+        let mut ran_all = Vec::with_capacity(due.len());
         for (m, hook) in due {
             let ran = self.run_hook(m, &hook, event).await?;
-            changes.push(ran.object.clone(), ran.action, Some(ran.message.clone()));
             if ran.failed {
-                return Ok(Some(format!("{event} hook {} failed: {}", ran.object, ran.message)));
+                let refused = format!("{event} hook {} failed: {}", ran.object, ran.message);
+                ran_all.push(ran);
+                for ran in ran_all {
+                    changes.push(ran.object, ran.action, Some(ran.message));
+                }
+                return Ok(Some(refused));
+            }
+            ran_all.push(ran);
+        }
+        // As Helm does: `hook-succeeded` objects are deleted once the whole phase succeeded, last
+        // first, so a Job's ServiceAccount hook outlives the Job.
+        let timeout = self.hook_timeout();
+        for ran in ran_all.iter_mut().rev() {
+            if let Some((api, applied)) = ran.delete_later.take() {
+                match delete(&api, &applied, timeout).await {
+                    Ok(()) => ran.message.push_str("; deleted (hook-succeeded)"),
+                    Err(e) => ran.message.push_str(&format!("; not deleted (hook-succeeded): {e}")),
+                }
             }
         }
+        for ran in ran_all {
+            changes.push(ran.object, ran.action, Some(ran.message));
+        }
         Ok(None)
+    }
+
+    /// How long one hook is waited for: `health_timeout`, or [`DEFAULT_TIMEOUT`] when it is 0.
+    fn hook_timeout(&self) -> Duration {
+        if self.unit.health_timeout.is_zero() { DEFAULT_TIMEOUT } else { self.unit.health_timeout }
     }
 
     /// One hook: the previous instance deleted (`before-hook-creation`), the hook applied
@@ -228,7 +257,7 @@ impl Engine {
         let Some(resolved) = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? else {
             let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
             let message = format!("{event} hook: unknown kind {} in {}", m.gk.kind, m.api_version);
-            return Ok(Ran { object, action: Action::Failed, message, failed: true });
+            return Ok(Ran { object, action: Action::Failed, message, failed: true, delete_later: None });
         };
         let namespace: Option<Atom> =
             resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
@@ -237,8 +266,14 @@ impl Engine {
             Some(ns) => Api::namespaced_with(self.writer.clone(), ns, &*resolved.resource),
             None => Api::all_with(self.writer.clone(), &*resolved.resource),
         };
-        let timeout = if self.unit.health_timeout.is_zero() { DEFAULT_TIMEOUT } else { self.unit.health_timeout };
-        let failed = |action: Action, message: String| Ran { object: object.clone(), action, message, failed: true };
+        let timeout = self.hook_timeout();
+        let failed = |action: Action, message: String| Ran {
+            object: object.clone(),
+            action,
+            message,
+            failed: true,
+            delete_later: None,
+        };
         let mut body: Value = m.body.to_value();
         if let Some(ns) = &namespace {
             body["metadata"]["namespace"] = Value::from(ns.as_str());
@@ -286,15 +321,15 @@ impl Engine {
             Ok(Some(s)) => (false, format!("{event} hook: {}: {}", s.reason, s.message)),
             Err(message) => (false, format!("{event} hook: {message}")),
         };
-        if (ok && hook.delete_succeeded) || (!ok && hook.delete_failed) {
-            let policy = if ok { "hook-succeeded" } else { "hook-failed" };
+        if !ok && hook.delete_failed {
             match delete(&api, &applied, timeout).await {
-                Ok(()) => message.push_str(&format!("; deleted ({policy})")),
-                Err(e) => message.push_str(&format!("; not deleted ({policy}): {e}")),
+                Ok(()) => message.push_str("; deleted (hook-failed)"),
+                Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
             }
         }
         let action = if ok { action } else { Action::Failed };
-        Ok(Ran { object, action, message, failed: !ok })
+        let delete_later = (ok && hook.delete_succeeded).then(|| (api.clone(), applied));
+        Ok(Ran { object, action, message, failed: !ok, delete_later })
     }
 
     /// Whether `live` carries this unit's [`HOOK_OF`], or its ApplySet label: a member, as
