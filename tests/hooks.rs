@@ -451,3 +451,32 @@ async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_find
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
     assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{revision} install post")), "{parent:?}");
 }
+
+/// A pre-install hook that is a custom resource of a CRD in the chart's `crds/` runs once that
+/// CRD is Established, as Helm installs `crds/` before its hooks; the chart's other objects wait
+/// for the hook.
+#[tokio::test]
+async fn a_pre_install_hook_of_a_kind_the_chart_defines_runs_after_its_crd() {
+    let env = common::setup("hooks-crd").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let crd = serde_json::to_string(&common::crd("hooks.gitward.dev", "Setup", "setups")).unwrap();
+    repo.write("chart/crds/setup.yaml", &crd);
+    let setup = "apiVersion: hooks.gitward.dev/v1\nkind: Setup\nmetadata:\n  name: app-setup\n  annotations:\n    helm.sh/hook: pre-install\nspec:\n  step: one\n";
+    chart(&repo, "1.0.0", &[("setup.yaml", setup.to_string())]);
+    repo.commit_and_push("app 1.0.0 with a CRD");
+    let state = tempfile::tempdir().unwrap();
+    let config = config(state.path(), "", &unit(&repo, &ns));
+    let mut engine = common::engine(&env.client, &config, "app").await;
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert!(!report.changes.has_failures(), "{:?}", report.changes.entries);
+    let actions = common::actions(&report);
+    assert_eq!(actions.get(&format!("Setup/{ns}/app-setup")).map(String::as_str), Some("created"), "{actions:?}");
+    let resource = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("hooks.gitward.dev", "v1", "Setup"),
+        "setups",
+    );
+    let setups: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &resource);
+    let live = setups.get("app-setup").await.unwrap();
+    assert!(!live.metadata.labels.unwrap_or_default().contains_key("applyset.kubernetes.io/part-of"));
+}

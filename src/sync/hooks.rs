@@ -1,6 +1,7 @@
 //! Helm hooks as phases of a sync (<https://helm.sh/docs/topics/charts_hooks/>): the hooks a
 //! Helm render set apart ([`crate::manifest::Loaded::hooks`]) run before the unit's own objects
-//! (`pre-install`, `pre-upgrade`) and after they are healthy (`post-install`, `post-upgrade`),
+//! (`pre-install`, `pre-upgrade`; after the Foundations stage, so a chart's CRDs are served as
+//! Helm installs `crds/` before its hooks) and after they are healthy (`post-install`, `post-upgrade`),
 //! one at a time in ascending `helm.sh/hook-weight`, then name, each waited for when it is a
 //! Job (complete) or a Pod (succeeded), as Helm waits, bounded by the unit's `health_timeout`
 //! (5 minutes, Helm's default, when that is 0).
@@ -21,8 +22,8 @@
 //!   phase with the sync's result); a resync of that revision, by this
 //!   process or a later one, runs neither again, and post hooks held back by an unhealthy
 //!   rollout run once a later sync of the revision finds it healthy.
-//! - **Failure**: a failed pre hook refuses the revision's other objects (`skipped`, nothing
-//!   pruned); a failed post hook makes the result `failed`. Either is retried as a failed sync.
+//! - **Failure**: a failed pre hook refuses the revision's objects of the stages after the
+//!   Foundations (`skipped`, nothing pruned); a failed post hook makes the result `failed`. Either is retried as a failed sync.
 
 use std::time::Duration;
 
@@ -255,7 +256,9 @@ impl Engine {
     /// when a Job or Pod, then deleted by its policy.
     async fn run_hook(&mut self, m: &Manifest, hook: &Hook, event: HookEvent) -> Result<Ran> {
         let Some(resolved) = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? else {
-            let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
+            // Scope unknown: named as a namespaced object would be, as the desired objects are.
+            let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into());
+            let object = ObjectRef::new(m.gk.clone(), Some(namespace), &m.name);
             let message = format!("{event} hook: unknown kind {} in {}", m.gk.kind, m.api_version);
             return Ok(Ran { object, action: Action::Failed, message, failed: true, delete_later: None });
         };

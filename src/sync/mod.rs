@@ -344,17 +344,14 @@ impl Engine {
         changes.extend(early.changes);
         let planned_at = started.elapsed();
         let mut blocked = Blocked::default();
-        let mut pending = pending;
-        if let Some(refused) = self.pre_hooks(&revision, hooks, members_before, &mut changes).await? {
-            // A failed pre hook refuses the rest of the revision, as `helm upgrade` stops.
-            for step in std::mem::take(&mut stages).into_values().flatten() {
-                changes.push(desired[step.index].object.clone(), Action::Skipped, Some(refused.clone()));
-            }
-            pending.clear();
-        }
+        // Helm hooks' pre phase runs once the Foundations stage is in place (a chart's CRDs are
+        // served, as Helm installs `crds/` before its hooks), before anything else.
+        let hooks_due = !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| r.revision != revision.to_string());
+        let mut hooks = Some(hooks);
         // What git changed is sent first when the stages before it hold only unchanged objects
         // (custom resources still pending their CRD are a change to the Foundations stage).
         if pending.is_empty()
+            && !hooks_due
             && let Some((stage, head)) = plan::changes_first(&mut stages)
         {
             let applied =
@@ -363,6 +360,16 @@ impl Engine {
         }
         let mut pending = Some(pending);
         for stage in Stage::ALL {
+            if stage != Stage::Foundations
+                && let Some(hooks) = hooks.take()
+                && let Some(refused) = self.pre_hooks(&revision, hooks, members_before, &mut changes).await?
+            {
+                // A failed pre hook refuses the rest of the revision, as `helm upgrade` stops.
+                for step in std::mem::take(&mut stages).into_values().flatten() {
+                    changes.push(desired[step.index].object.clone(), Action::Skipped, Some(refused.clone()));
+                }
+                break;
+            }
             if stage != Stage::Foundations
                 && let Some(pending) = pending.take()
                 && !pending.is_empty()
