@@ -309,6 +309,8 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
             (report::judge(engine, &wait, Some(outcome)).await, judged)
         }
     };
+    let after_hooks = report::post_hooks(engine, report, &summary).await;
+    let (report, summary) = after_hooks.as_ref().map_or((report, summary), |(r, s)| (r, *s));
     report::log_summary(report, &summary);
     if let Err(e) = engine.record_sync(report, summary.result, judged).await {
         tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");

@@ -171,6 +171,23 @@ pub async fn judge(engine: &mut Engine, wait: &HealthWait, outcome: Option<Outco
     HealthSummary { counts: Counts::of(&wait.healths()), wait: wait_kind, result }
 }
 
+/// Runs the post hooks of `report`'s revision once its health step has judged it
+/// ([`Engine::post_hooks`]), each logged as an `object` event; returns the report with their
+/// entries and the summary with the result they give (`failed` when one failed), or `None`
+/// when none was due, so a unit without hooks copies nothing.
+pub async fn post_hooks(
+    engine: &mut Engine,
+    report: &Report,
+    summary: &HealthSummary,
+) -> Option<(Report, HealthSummary)> {
+    let (changes, result) = engine.post_hooks(report, summary.result).await?;
+    let ran = Report { changes, skipped_files: Vec::new(), ..report.clone() };
+    log_objects(&ran);
+    let mut report = report.clone();
+    report.changes.extend(ran.changes);
+    Some((report, HealthSummary { result, ..*summary }))
+}
+
 /// Logs one `health` event (`object`, `health`, `reason`, `detail`): an object of the wait has a
 /// new health (`Failed` at warn).
 pub fn log_health(unit: &str, object: &ObjectRef, status: &Status) {

@@ -73,7 +73,8 @@ pub async fn validate_unit(state_dir: &Path, unit: &SyncUnit) -> Result<Summary>
     let loaded = repo.load(&revision).await?;
     let mut problems = Vec::new();
     let mut seen: HashMap<ObjectRef, Origin> = HashMap::new();
-    for m in &loaded.manifests {
+    // Helm hooks are checked like the unit's own objects: they are applied too.
+    for m in loaded.manifests.iter().chain(&loaded.hooks) {
         let ns = m.namespace.clone().unwrap_or_else(|| unit.namespace.as_str().into());
         let object = ObjectRef::new(m.gk.clone(), Some(ns), &m.name);
         let mut problem = |message: String| {
@@ -86,7 +87,7 @@ pub async fn validate_unit(state_dir: &Path, unit: &SyncUnit) -> Result<Summary>
             problem(message);
         }
     }
-    Ok(Summary { revision, objects: loaded.manifests.len(), problems })
+    Ok(Summary { revision, objects: loaded.manifests.len() + loaded.hooks.len(), problems })
 }
 
 /// What the API server would refuse in `m`, each as a sentence: Secret data that is not base64,

@@ -22,6 +22,7 @@ mod faults_outage;
 mod faults_readiness;
 mod faults_state;
 mod health;
+mod hooks;
 mod hostile_input;
 mod http;
 mod large_crds;

@@ -107,6 +107,10 @@ pub struct Loaded {
     /// Skipped paths that may define objects (symbolic links to manifests, submodules, names
     /// that are not UTF-8): the revision was read only in part, so nothing may be pruned.
     pub partial: Vec<String>,
+    /// Helm hooks (objects annotated `helm.sh/hook`, test hooks aside), kept out of
+    /// `manifests`: they are no desired objects of the unit but run as phases of its sync
+    /// (`render::Hook`). Empty for plain and kustomize units.
+    pub hooks: Vec<Manifest>,
 }
 
 /// Reads all documents of one file (`file` is its path, for messages and the format; `bytes` its

@@ -44,6 +44,17 @@ pub enum Error {
         /// The dependencies Helm named, comma-separated.
         missing: String,
     },
+    /// A Helm hook's annotation (`helm.sh/hook`, `helm.sh/hook-weight`,
+    /// `helm.sh/hook-delete-policy`) holds a value Helm does not know.
+    #[error("{origin}: annotation {annotation}: {message}")]
+    HookAnnotation {
+        /// File and document (`chart (helm template) (document 3)`).
+        origin: String,
+        /// The annotation's key.
+        annotation: &'static str,
+        /// What is wrong and what is allowed.
+        message: String,
+    },
     /// The tool ran past `[render] timeout` and was killed.
     #[error("{unit}: {path}: {tool} did not finish within {}s and was killed", timeout.as_secs_f64())]
     Timeout {

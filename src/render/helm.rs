@@ -9,8 +9,9 @@
 //! Kubernetes the pinned Helm knows) and `api_versions`.
 //! `--include-crds` renders the chart's `crds/`. Dependencies must be vendored in `charts/`:
 //! nothing is downloaded. Objects annotated `helm.sh/hook: test…` are skipped; other hooks
-//! (`pre-install`, `post-upgrade`, …) are applied as ordinary objects, since gitward has no
-//! release lifecycle to hook into.
+//! (`pre-install`, `post-upgrade`, …) are moved to [`Loaded::hooks`] with their annotations
+//! read ([`Hook`]): the sync runs them as phases around the unit's own objects, as `helm
+//! upgrade` does (<https://helm.sh/docs/topics/charts_hooks/>).
 
 use std::path::{Path, PathBuf};
 
@@ -20,7 +21,7 @@ use super::Tool;
 use super::process::{self, Limits};
 use super::tree::Scratch;
 use crate::config::HelmOptions;
-use crate::manifest::{Loaded, Skipped};
+use crate::manifest::{Loaded, Manifest, Skipped};
 
 /// What the cluster serves, as Helm's `.Capabilities` sees it: read from discovery by the engine,
 /// or from `[render]` without a cluster.
@@ -109,6 +110,143 @@ pub(super) fn skip_test_hooks(loaded: &mut Loaded) {
     }
 }
 
+/// `helm.sh/hook-weight`: hooks of one event run in ascending weight, then name.
+const HOOK_WEIGHT: &str = "helm.sh/hook-weight";
+/// `helm.sh/hook-delete-policy`: when a hook's object is deleted.
+const HOOK_DELETE_POLICY: &str = "helm.sh/hook-delete-policy";
+
+/// When a hook runs: the `helm.sh/hook` events gitward can meet. Only the install and
+/// upgrade ones run; gitward has no delete or rollback of a release to hook into, so a hook
+/// naming only those never runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum HookEvent {
+    /// `pre-install`: before the objects of the unit's first sync.
+    PreInstall,
+    /// `post-install`: after the objects of the unit's first sync are healthy.
+    PostInstall,
+    /// `pre-upgrade`: before the objects of a new revision, once the unit has members.
+    PreUpgrade,
+    /// `post-upgrade`: after the objects of a new revision are healthy.
+    PostUpgrade,
+    /// `pre-delete`, `post-delete`, `pre-rollback`, `post-rollback`: never run.
+    Other,
+}
+
+impl HookEvent {
+    /// Helm's name for it; `other` for the events gitward never runs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HookEvent::PreInstall => "pre-install",
+            HookEvent::PostInstall => "post-install",
+            HookEvent::PreUpgrade => "pre-upgrade",
+            HookEvent::PostUpgrade => "post-upgrade",
+            HookEvent::Other => "other",
+        }
+    }
+}
+
+impl std::fmt::Display for HookEvent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A Helm hook's annotations, read (<https://helm.sh/docs/topics/charts_hooks/>).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hook {
+    /// The events of `helm.sh/hook` (comma-separated).
+    pub events: Vec<HookEvent>,
+    /// `helm.sh/hook-weight`, an integer in a string; default 0.
+    pub weight: i64,
+    /// `helm.sh/hook-delete-policy` has `before-hook-creation`, or names no policy (Helm's
+    /// default): the previous instance is deleted before the hook is created again.
+    pub before_hook_creation: bool,
+    /// `hook-succeeded`: deleted once it succeeded.
+    pub delete_succeeded: bool,
+    /// `hook-failed`: deleted once it failed.
+    pub delete_failed: bool,
+}
+
+impl Hook {
+    /// Reads the hook annotations of `m`; `None` when it has no `helm.sh/hook`.
+    ///
+    /// Errors: [`Error::HookAnnotation`](super::Error::HookAnnotation) naming the file,
+    /// document and annotation, for an event, weight or delete policy Helm does not know.
+    pub fn of(m: &Manifest) -> Result<Option<Hook>, super::Error> {
+        let annotations = m.body.pointer("/metadata/annotations");
+        let get = |key: &str| annotations.as_ref().and_then(|a| a.get(key)).and_then(Value::as_str).map(str::to_owned);
+        let Some(events) = get(HOOK) else { return Ok(None) };
+        let bad = |annotation: &'static str, message: String| super::Error::HookAnnotation {
+            origin: crate::manifest::Origin { file: m.file.clone(), index: m.index }.to_string(),
+            annotation,
+            message,
+        };
+        let events = items(&events)
+            .map(|e| match e {
+                "pre-install" => Ok(HookEvent::PreInstall),
+                "post-install" => Ok(HookEvent::PostInstall),
+                "pre-upgrade" => Ok(HookEvent::PreUpgrade),
+                "post-upgrade" => Ok(HookEvent::PostUpgrade),
+                "pre-delete" | "post-delete" | "pre-rollback" | "post-rollback" => Ok(HookEvent::Other),
+                other => Err(bad(
+                    HOOK,
+                    format!(
+                        "unknown hook event {other:?}; Helm knows pre-install, post-install, pre-upgrade, post-upgrade, \
+                         pre-delete, post-delete, pre-rollback, post-rollback, test"
+                    ),
+                )),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let weight = match get(HOOK_WEIGHT) {
+            None => 0,
+            Some(w) => w.trim().parse().map_err(|_| bad(HOOK_WEIGHT, format!("{w:?} is not an integer")))?,
+        };
+        let mut hook =
+            Hook { events, weight, before_hook_creation: false, delete_succeeded: false, delete_failed: false };
+        let policies = get(HOOK_DELETE_POLICY).unwrap_or_default();
+        for policy in items(&policies) {
+            match policy {
+                "before-hook-creation" => hook.before_hook_creation = true,
+                "hook-succeeded" => hook.delete_succeeded = true,
+                "hook-failed" => hook.delete_failed = true,
+                other => {
+                    return Err(bad(
+                        HOOK_DELETE_POLICY,
+                        format!(
+                            "unknown delete policy {other:?}; Helm knows before-hook-creation, hook-succeeded, hook-failed"
+                        ),
+                    ));
+                }
+            }
+        }
+        if items(&policies).next().is_none() {
+            hook.before_hook_creation = true;
+        }
+        Ok(Some(hook))
+    }
+}
+
+/// The non-empty, trimmed items of a comma-separated annotation.
+fn items(list: &str) -> impl Iterator<Item = &str> {
+    list.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Moves the hooks that are not tests from the manifests to [`Loaded::hooks`], checking their
+/// annotations ([`Hook::of`]); run after [`skip_test_hooks`].
+///
+/// Errors: as [`Hook::of`].
+pub(super) fn split_hooks(loaded: &mut Loaded) -> Result<(), super::Error> {
+    let mut keep = Vec::with_capacity(loaded.manifests.len());
+    for m in std::mem::take(&mut loaded.manifests) {
+        match Hook::of(&m)? {
+            Some(_) => loaded.hooks.push(m),
+            None => keep.push(m),
+        }
+    }
+    loaded.manifests = keep;
+    Ok(())
+}
+
 /// The release name: `[sync.helm] release`, else the unit's name.
 pub(super) fn release<'a>(options: &'a HelmOptions, unit: &'a str) -> &'a str {
     options.release.as_deref().unwrap_or(unit)
@@ -138,5 +276,42 @@ mod tests {
         let kept: Vec<_> = loaded.manifests.iter().map(|m| m.name.as_str()).collect();
         assert_eq!(kept, ["j"]);
         assert_eq!(loaded.skipped.len(), 2);
+    }
+
+    #[test]
+    fn hooks_are_moved_out_of_the_manifests_with_their_annotations_read() {
+        let text = "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, annotations: {helm.sh/hook: \"pre-install, post-upgrade\", \
+                    helm.sh/hook-weight: \"-5\", helm.sh/hook-delete-policy: hook-succeeded}}\n---\n\
+                    apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, annotations: {helm.sh/hook: pre-delete}}\n---\n\
+                    apiVersion: v1\nkind: ConfigMap\nmetadata: {name: plain}\n";
+        let mut loaded = parse_file("chart (helm template)", text.as_bytes()).unwrap();
+        split_hooks(&mut loaded).unwrap();
+        assert_eq!(loaded.manifests.iter().map(|m| m.name.as_str()).collect::<Vec<_>>(), ["plain"]);
+        let job = Hook::of(&loaded.hooks[0]).unwrap().unwrap();
+        assert_eq!(job.events, [HookEvent::PreInstall, HookEvent::PostUpgrade]);
+        assert_eq!((job.weight, job.before_hook_creation, job.delete_succeeded), (-5, false, true));
+        let other = Hook::of(&loaded.hooks[1]).unwrap().unwrap();
+        assert_eq!(
+            (other.events.as_slice(), other.weight, other.before_hook_creation),
+            ([HookEvent::Other].as_slice(), 0, true)
+        );
+    }
+
+    #[test]
+    fn a_hook_annotation_helm_does_not_know_names_the_document() {
+        for (annotations, expected) in [
+            ("{helm.sh/hook: pre-instal}", "annotation helm.sh/hook: unknown hook event \"pre-instal\""),
+            (
+                "{helm.sh/hook: pre-install, helm.sh/hook-weight: high}",
+                "helm.sh/hook-weight: \"high\" is not an integer",
+            ),
+            ("{helm.sh/hook: pre-install, helm.sh/hook-delete-policy: always}", "unknown delete policy \"always\""),
+        ] {
+            let text = format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, annotations: {annotations}}}\n");
+            let mut loaded = parse_file("chart (helm template)", text.as_bytes()).unwrap();
+            let e = split_hooks(&mut loaded).unwrap_err().to_string();
+            assert!(e.starts_with("chart (helm template) (document 1): "), "{e}");
+            assert!(e.contains(expected), "{e}");
+        }
     }
 }

@@ -26,7 +26,7 @@ use std::collections::HashMap;
 
 pub use cache::RenderCache;
 pub use error::{Error, Result};
-pub use helm::Capabilities;
+pub use helm::{Capabilities, Hook, HookEvent};
 use process::{Limits, RunError};
 use sops::Decryptor;
 use tool::Tool;
@@ -143,9 +143,10 @@ impl Renderer {
         };
         if mode == RenderMode::Helm {
             helm::skip_test_hooks(&mut loaded);
+            helm::split_hooks(&mut loaded)?;
         }
         if decrypted && let Some(d) = &decryptor {
-            for m in &mut loaded.manifests {
+            for m in loaded.manifests.iter_mut().chain(&mut loaded.hooks) {
                 m.hash_key = Some(d.hash_key.clone());
             }
         }

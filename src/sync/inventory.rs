@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use kube::discovery::ApiResource;
 
+use super::hooks::{HOOKS_RAN, HooksRan};
 use super::{Engine, Result, namespaces};
 use crate::cluster::LiveMeta;
 use crate::cluster::inventory::{Contents, Parent, Seen};
@@ -71,6 +72,7 @@ impl Engine {
             let next = contents(existing.as_ref());
             let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations());
             if let Some(parent) = existing.as_ref().filter(|p| p.contents == next && p.annotations == annotations) {
+                self.hooks_recorded = self.hooks_ran.clone();
                 self.known_inventory = Some(parent.clone());
                 return Ok(next);
             }
@@ -78,6 +80,7 @@ impl Engine {
             match self.inventory.write(&self.client, &next, precondition, &self.apply.field_manager, &annotations).await
             {
                 Ok(parent) => {
+                    self.hooks_recorded = parent.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
                     self.known_inventory = Some(parent);
                     return Ok(next);
                 }
@@ -93,6 +96,8 @@ impl Engine {
         if let Some(p) = &parent {
             self.recorded = Record::from_annotations(&p.annotations);
             self.attempt = Attempt::from_annotations(&p.annotations);
+            self.hooks_ran = p.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
+            self.hooks_recorded = self.hooks_ran.clone();
         }
         Ok(parent)
     }
@@ -103,6 +108,9 @@ impl Engine {
         let mut annotations = self.recorded.as_ref().map(Record::annotations).unwrap_or_default();
         annotations.extend(self.attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
+        if let Some(ran) = &self.hooks_ran {
+            annotations.insert(HOOKS_RAN.to_string(), ran.value());
+        }
         annotations
     }
 

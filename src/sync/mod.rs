@@ -14,13 +14,14 @@
 //! ApplySet parent widened and narrowed), `ownership` (objects another ApplySet owns: refused or
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
-//! result and attempt on the parent), `diff` (`gitward diff`). This file holds the engine and
+//! result and attempt on the parent), `hooks` (Helm hooks as phases), `diff` (`gitward diff`). This file holds the engine and
 //! the order of the steps.
 
 pub mod desired;
 pub(crate) mod diff;
 pub(crate) mod early;
 mod health;
+pub mod hooks;
 mod inventory;
 pub(crate) mod namespaces;
 mod ownership;
@@ -189,6 +190,13 @@ pub struct Engine {
     unhealthy: Option<Vec<Target>>,
     /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
     allow_prune_once: bool,
+    /// The Helm hooks of the revision synced last, for its post phase ([`hooks`]).
+    revision_hooks: hooks::RevisionHooks,
+    /// The last hook phase that ran ([`hooks::HOOKS_RAN`]): read from the parent, carried by
+    /// every parent write.
+    hooks_ran: Option<hooks::HooksRan>,
+    /// What the parent was last read or written with for [`hooks::HOOKS_RAN`].
+    hooks_recorded: Option<hooks::HooksRan>,
 }
 
 impl Engine {
@@ -239,6 +247,9 @@ impl Engine {
             attempting: None,
             unhealthy: None,
             allow_prune_once: false,
+            revision_hooks: hooks::RevisionHooks::default(),
+            hooks_ran: None,
+            hooks_recorded: None,
         })
     }
 
@@ -292,8 +303,9 @@ impl Engine {
         };
         let early = self.apply_early(&revision, &defaults).await;
         let early_at = started.elapsed();
-        let loaded = self.load(&revision).await?;
+        let mut loaded = self.load(&revision).await?;
         let loaded_at = started.elapsed();
+        let hooks = std::mem::take(&mut loaded.hooks);
         let skipped_files = loaded.skipped;
         let partial = loaded.partial;
         let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
@@ -332,9 +344,14 @@ impl Engine {
         changes.extend(early.changes);
         let planned_at = started.elapsed();
         let mut blocked = Blocked::default();
+        // Helm hooks' pre phase runs once the Foundations stage is in place (a chart's CRDs are
+        // served, as Helm installs `crds/` before its hooks), before anything else.
+        let hooks_due = !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| r.revision != revision.to_string());
+        let mut hooks = Some(hooks);
         // What git changed is sent first when the stages before it hold only unchanged objects
         // (custom resources still pending their CRD are a change to the Foundations stage).
         if pending.is_empty()
+            && !hooks_due
             && let Some((stage, head)) = plan::changes_first(&mut stages)
         {
             let applied =
@@ -343,6 +360,16 @@ impl Engine {
         }
         let mut pending = Some(pending);
         for stage in Stage::ALL {
+            if stage != Stage::Foundations
+                && let Some(hooks) = hooks.take()
+                && let Some(refused) = self.pre_hooks(&revision, hooks, members_before, &mut changes).await?
+            {
+                // A failed pre hook refuses the rest of the revision, as `helm upgrade` stops.
+                for step in std::mem::take(&mut stages).into_values().flatten() {
+                    changes.push(desired[step.index].object.clone(), Action::Skipped, Some(refused.clone()));
+                }
+                break;
+            }
             if stage != Stage::Foundations
                 && let Some(pending) = pending.take()
                 && !pending.is_empty()

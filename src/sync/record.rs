@@ -69,12 +69,15 @@ impl Engine {
             (Some(a), Some(b)) => a.same_outcome(b),
             (a, b) => a.is_none() && b.is_none(),
         };
-        if same_record && self.attempt == attempt {
+        if same_record && self.attempt == attempt && self.hooks_recorded == self.hooks_ran {
             return Ok(false);
         }
         let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
         annotations.extend(attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
+        if let Some(ran) = &self.hooks_ran {
+            annotations.insert(super::hooks::HOOKS_RAN.to_string(), ran.value());
+        }
         self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
             .await?;
         self.recorded = record;

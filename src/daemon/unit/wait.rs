@@ -247,6 +247,9 @@ impl Task {
     /// The end of a sync's health step: `sync complete` logged, the unit's status set, the
     /// result and the attempt recorded on the ApplySet parent when `record`.
     async fn finish(&mut self, report: &Report, summary: &HealthSummary, judged: bool, record: bool) {
+        // Post hooks run once the revision is judged healthy (not after a cancelled wait).
+        let after_hooks = if record { report::post_hooks(&mut self.engine, report, summary).await } else { None };
+        let (report, summary) = after_hooks.as_ref().map_or((report, summary), |(r, s)| (r, s));
         report::log_summary(report, summary);
         // Objects the API server refused leave the unit ready; failures because it did not
         // answer (an outage) do not.

@@ -1,0 +1,409 @@
+//! Helm hooks as phases of a sync (<https://helm.sh/docs/topics/charts_hooks/>): the hooks a
+//! Helm render set apart ([`crate::manifest::Loaded::hooks`]) run before the unit's own objects
+//! (`pre-install`, `pre-upgrade`; after the Foundations stage, so a chart's CRDs are served as
+//! Helm installs `crds/` before its hooks) and after they are healthy (`post-install`, `post-upgrade`),
+//! one at a time in ascending `helm.sh/hook-weight`, then name, each waited for when it is a
+//! Job (complete) or a Pod (succeeded), as Helm waits, bounded by the unit's `health_timeout`
+//! (5 minutes, Helm's default, when that is 0).
+//!
+//! - **Install or upgrade**: install when the unit's ApplySet has no live member yet.
+//! - **Not members**: a hook carries no `applyset.kubernetes.io/part-of` label, so it is never
+//!   recorded nor pruned; it carries [`HOOK_OF`] (the ApplySet id), and only an object that does
+//!   (or a member of the unit: a hook an earlier gitward applied as an ordinary object) is
+//!   replaced as a previous instance: a same-named object of anyone else fails the hook.
+//! - **Delete policies**: `before-hook-creation` (also when none is named) deletes the previous
+//!   instance and waits until it is gone before creating the hook again, so a Job whose pod
+//!   template changed is re-created, not patched (immutable); `hook-failed` deletes a hook that
+//!   failed at once, `hook-succeeded` deletes the hooks of a phase once all of them succeeded,
+//!   last first (Helm's `execHook`), so the ServiceAccount hook a Job hook runs as outlives the
+//!   Job. Deletes propagate in the background.
+//! - **Once per revision**: [`HOOKS_RAN`] on the ApplySet parent (`<revision> <install|upgrade>
+//!   <pre|post>`) records the last phase that ran to its end (the pre phase at once, the post
+//!   phase with the sync's result); a resync of that revision, by this
+//!   process or a later one, runs neither again, and post hooks held back by an unhealthy
+//!   rollout run once a later sync of the revision finds it healthy.
+//! - **Failure**: a failed pre hook refuses the revision's objects of the stages after the
+//!   Foundations (`skipped`, nothing pruned); a failed post hook makes the result `failed`. Either is retried as a failed sync.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
+use kube::runtime::wait::{await_condition, conditions};
+use serde_json::Value;
+
+use super::{Engine, Report, Result};
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::inventory::PART_OF;
+use crate::health::record::SyncResult;
+use crate::health::{Health, Status};
+use crate::manifest::Manifest;
+use crate::object::{Atom, ObjectRef};
+use crate::render::{Hook, HookEvent};
+use crate::source::Revision;
+
+/// Annotation on each hook object: the ApplySet id of the unit that made it. Only an object
+/// that carries the unit's id is deleted as a previous instance.
+pub const HOOK_OF: &str = "gitward.dev/hook-of";
+/// Annotation on the ApplySet parent: the revision whose hooks ran, the event and the last
+/// phase that ran to its end (`3f2a… upgrade pre`).
+pub const HOOKS_RAN: &str = "gitward.dev/hooks-ran";
+/// How long a hook is waited for when the unit's `health_timeout` is 0 (Helm's `--timeout`
+/// default).
+const DEFAULT_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Install or upgrade: whether the unit's ApplySet had members when the revision's hooks ran.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Release {
+    /// No member yet: `pre-install`, `post-install`.
+    Install,
+    /// Members exist: `pre-upgrade`, `post-upgrade`.
+    Upgrade,
+}
+
+/// Before or after the unit's own objects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Before the objects are applied.
+    Pre,
+    /// After they are healthy.
+    Post,
+}
+
+impl Release {
+    fn event(self, phase: Phase) -> HookEvent {
+        match (self, phase) {
+            (Release::Install, Phase::Pre) => HookEvent::PreInstall,
+            (Release::Install, Phase::Post) => HookEvent::PostInstall,
+            (Release::Upgrade, Phase::Pre) => HookEvent::PreUpgrade,
+            (Release::Upgrade, Phase::Post) => HookEvent::PostUpgrade,
+        }
+    }
+}
+
+/// What [`HOOKS_RAN`] records: the last hook phase of a revision that ran to its end.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HooksRan {
+    /// The revision whose hooks ran.
+    pub revision: String,
+    /// Install or upgrade, as decided before its pre hooks.
+    pub release: Release,
+    /// The last phase that ran to its end.
+    pub phase: Phase,
+}
+
+impl HooksRan {
+    /// The annotation's value: `<revision> <install|upgrade> <pre|post>`.
+    pub fn value(&self) -> String {
+        let release = if self.release == Release::Install { "install" } else { "upgrade" };
+        let phase = if self.phase == Phase::Pre { "pre" } else { "post" };
+        format!("{} {release} {phase}", self.revision)
+    }
+
+    /// Reads the annotation's value; `None` for one gitward did not write.
+    pub fn parse(value: &str) -> Option<Self> {
+        let mut words = value.split(' ');
+        let revision = words.next().filter(|r| !r.is_empty())?.to_string();
+        let release = match words.next()? {
+            "install" => Release::Install,
+            "upgrade" => Release::Upgrade,
+            _ => return None,
+        };
+        let phase = match words.next()? {
+            "pre" => Phase::Pre,
+            "post" => Phase::Post,
+            _ => return None,
+        };
+        words.next().is_none().then_some(Self { revision, release, phase })
+    }
+}
+
+/// The hooks of the revision an engine synced last, kept for its post phase.
+#[derive(Debug, Default)]
+pub(super) struct RevisionHooks {
+    /// The revision.
+    pub(super) revision: Option<Revision>,
+    /// Its hooks, as rendered.
+    pub(super) hooks: Vec<Manifest>,
+}
+
+/// How one hook ended.
+struct Ran {
+    object: ObjectRef,
+    action: Action,
+    message: String,
+    failed: bool,
+    /// Succeeded with `hook-succeeded`: deleted once every hook of the phase succeeded.
+    delete_later: Option<(Api<DynamicObject>, DynamicObject)>,
+}
+
+impl Engine {
+    /// The pre phase of `revision`'s `hooks` (kept for its post phase): unless [`HOOKS_RAN`]
+    /// says they ran for this revision, decides install or upgrade (`members`: the unit's live
+    /// members before the apply) and runs the pre hooks of that event in order, each entry in
+    /// `changes`. Returns why the revision's other objects are refused when one failed.
+    ///
+    /// Errors: [`super::Error::Cluster`] when discovery fails or the record cannot be written.
+    pub(super) async fn pre_hooks(
+        &mut self,
+        revision: &Revision,
+        hooks: Vec<Manifest>,
+        members: usize,
+        changes: &mut ChangeSet,
+    ) -> Result<Option<String>> {
+        let rev = revision.to_string();
+        self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), hooks };
+        if self.revision_hooks.hooks.is_empty() || self.hooks_ran.as_ref().is_some_and(|r| r.revision == rev) {
+            return Ok(None);
+        }
+        let release = if members == 0 { Release::Install } else { Release::Upgrade };
+        let hooks = std::mem::take(&mut self.revision_hooks.hooks);
+        let outcome = self.run_phase(&hooks, release.event(Phase::Pre), changes).await;
+        self.revision_hooks.hooks = hooks;
+        let failed = outcome?;
+        if failed.is_none() {
+            // Recorded at once: a process that stops before the sync's record does not run
+            // them again.
+            self.hooks_ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre });
+            self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
+        }
+        Ok(failed)
+    }
+
+    /// The post phase of `report`'s revision, once its sync is judged: when `result` is
+    /// `healthy` (or `applied`: no wait ran, as `helm upgrade` without `--wait`), the
+    /// revision's pre phase ran and its post phase did not, runs the post hooks of the
+    /// recorded event in order. Returns `None` when nothing was due; else their entries, and
+    /// `failed` as the result when one failed (`result` otherwise).
+    pub async fn post_hooks(&mut self, report: &Report, result: SyncResult) -> Option<(ChangeSet, SyncResult)> {
+        if report.heal || !matches!(result, SyncResult::Healthy | SyncResult::Applied) {
+            return None;
+        }
+        let rev = report.revision.to_string();
+        let ran = self.hooks_ran.clone().filter(|r| r.revision == rev && r.phase == Phase::Pre)?;
+        if self.revision_hooks.revision.as_ref() != Some(&report.revision) {
+            return None;
+        }
+        let hooks = std::mem::take(&mut self.revision_hooks.hooks);
+        let mut changes = ChangeSet::default();
+        let outcome = self.run_phase(&hooks, ran.release.event(Phase::Post), &mut changes).await;
+        self.revision_hooks.hooks = hooks;
+        match outcome {
+            Ok(None) => {
+                self.hooks_ran = Some(HooksRan { phase: Phase::Post, ..ran });
+                Some((changes, result))
+            }
+            Ok(Some(_)) => Some((changes, SyncResult::Failed)),
+            Err(e) => {
+                let message = format!("post hooks: {}", crate::telemetry::error_chain(&e));
+                let parent = self.inventory.parent.clone();
+                changes.push(parent, Action::Failed, Some(message));
+                Some((changes, SyncResult::Failed))
+            }
+        }
+    }
+
+    /// Runs the hooks of `hooks` that name `event`, one at a time in ascending weight, then
+    /// name; stops at the first that fails and returns why.
+    async fn run_phase(
+        &mut self,
+        hooks: &[Manifest],
+        event: HookEvent,
+        changes: &mut ChangeSet,
+    ) -> Result<Option<String>> {
+        let mut due: Vec<(&Manifest, Hook)> = hooks
+            .iter()
+            .filter_map(|m| Some((m, Hook::of(m).ok()??)))
+            .filter(|(_, h)| h.events.contains(&event))
+            .collect();
+        due.sort_by(|(a, x), (b, y)| x.weight.cmp(&y.weight).then_with(|| a.name.cmp(&b.name)));
+        let mut ran_all = Vec::with_capacity(due.len());
+        for (m, hook) in due {
+            let ran = self.run_hook(m, &hook, event).await?;
+            if ran.failed {
+                let refused = format!("{event} hook {} failed: {}", ran.object, ran.message);
+                ran_all.push(ran);
+                for ran in ran_all {
+                    changes.push(ran.object, ran.action, Some(ran.message));
+                }
+                return Ok(Some(refused));
+            }
+            ran_all.push(ran);
+        }
+        // As Helm does: `hook-succeeded` objects are deleted once the whole phase succeeded, last
+        // first, so a Job's ServiceAccount hook outlives the Job.
+        let timeout = self.hook_timeout();
+        for ran in ran_all.iter_mut().rev() {
+            if let Some((api, applied)) = ran.delete_later.take() {
+                match delete(&api, &applied, timeout).await {
+                    Ok(()) => ran.message.push_str("; deleted (hook-succeeded)"),
+                    Err(e) => ran.message.push_str(&format!("; not deleted (hook-succeeded): {e}")),
+                }
+            }
+        }
+        for ran in ran_all {
+            changes.push(ran.object, ran.action, Some(ran.message));
+        }
+        Ok(None)
+    }
+
+    /// How long one hook is waited for: `health_timeout`, or [`DEFAULT_TIMEOUT`] when it is 0.
+    fn hook_timeout(&self) -> Duration {
+        if self.unit.health_timeout.is_zero() { DEFAULT_TIMEOUT } else { self.unit.health_timeout }
+    }
+
+    /// One hook: the previous instance deleted (`before-hook-creation`), the hook applied
+    /// (server-side apply, the unit's field manager, without the ApplySet label), waited for
+    /// when a Job or Pod, then deleted by its policy.
+    async fn run_hook(&mut self, m: &Manifest, hook: &Hook, event: HookEvent) -> Result<Ran> {
+        let Some(resolved) = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? else {
+            // Scope unknown: named as a namespaced object would be, as the desired objects are.
+            let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into());
+            let object = ObjectRef::new(m.gk.clone(), Some(namespace), &m.name);
+            let message = format!("{event} hook: unknown kind {} in {}", m.gk.kind, m.api_version);
+            return Ok(Ran { object, action: Action::Failed, message, failed: true, delete_later: None });
+        };
+        let namespace: Option<Atom> =
+            resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
+        let object = ObjectRef::new(m.gk.clone(), namespace.clone(), &m.name);
+        let api: Api<DynamicObject> = match &namespace {
+            Some(ns) => Api::namespaced_with(self.writer.clone(), ns, &*resolved.resource),
+            None => Api::all_with(self.writer.clone(), &*resolved.resource),
+        };
+        let timeout = self.hook_timeout();
+        let failed = |action: Action, message: String| Ran {
+            object: object.clone(),
+            action,
+            message,
+            failed: true,
+            delete_later: None,
+        };
+        let mut body: Value = m.body.to_value();
+        if let Some(ns) = &namespace {
+            body["metadata"]["namespace"] = Value::from(ns.as_str());
+        }
+        body["metadata"]["annotations"][HOOK_OF] = Value::from(self.inventory.id.as_str());
+
+        let existing = match api.get_opt(&m.name).await {
+            Ok(existing) => existing,
+            Err(e) => return Ok(failed(Action::Failed, format!("{event} hook: {e}"))),
+        };
+        let mut action = Action::Configured;
+        match existing {
+            None => action = Action::Created,
+            // Helm's create would fail on it too; never written over nor deleted.
+            Some(live) if !self.made_by_unit(&live) => {
+                let message = format!("{event} hook: {object} exists and is no hook of this unit; not replaced");
+                return Ok(failed(Action::Failed, message));
+            }
+            Some(live) if hook.before_hook_creation => {
+                if let Err(message) = delete(&api, &live, timeout).await {
+                    return Ok(failed(Action::Failed, format!("{event} hook: previous instance: {message}")));
+                }
+                action = Action::Created;
+            }
+            Some(_) => {}
+        }
+        let params = PatchParams::apply(&self.apply.field_manager).force();
+        let applied = match api.patch(&m.name, &params, &Patch::Apply(&body)).await {
+            Ok(applied) => applied,
+            Err(e) => {
+                return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::telemetry::error_chain(&e))));
+            }
+        };
+        let waits = matches!((m.gk.group.as_str(), m.gk.kind.as_str()), ("batch", "Job") | ("", "Pod"));
+        let status = if waits {
+            ended(&api, (m.api_version.as_str(), m.gk.kind.as_str()), &m.name, timeout).await
+        } else {
+            Ok(None)
+        };
+        let (ok, mut message) = match status {
+            Ok(None) => (true, format!("{event} hook, weight {}", hook.weight)),
+            Ok(Some(s)) if s.health == Health::Current => {
+                (true, format!("{event} hook, weight {}: succeeded", hook.weight))
+            }
+            Ok(Some(s)) => (false, format!("{event} hook: {}: {}", s.reason, s.message)),
+            Err(message) => (false, format!("{event} hook: {message}")),
+        };
+        if !ok && hook.delete_failed {
+            match delete(&api, &applied, timeout).await {
+                Ok(()) => message.push_str("; deleted (hook-failed)"),
+                Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
+            }
+        }
+        let action = if ok { action } else { Action::Failed };
+        let delete_later = (ok && hook.delete_succeeded).then(|| (api.clone(), applied));
+        Ok(Ran { object, action, message, failed: !ok, delete_later })
+    }
+
+    /// Whether `live` carries this unit's [`HOOK_OF`], or its ApplySet label: a member, as
+    /// gitward applied hooks before it ran them as phases, taken back as a hook.
+    fn made_by_unit(&self, live: &DynamicObject) -> bool {
+        let id = Some(self.inventory.id.as_str());
+        live.metadata.annotations.as_ref().and_then(|a| a.get(HOOK_OF)).map(String::as_str) == id
+            || live.metadata.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str) == id
+    }
+}
+
+/// Deletes `live` (its uid as a precondition, dependents in the background) and waits until it
+/// is gone, at most `timeout`.
+async fn delete(api: &Api<DynamicObject>, live: &DynamicObject, timeout: Duration) -> std::result::Result<(), String> {
+    let name = live.metadata.name.clone().unwrap_or_default();
+    let uid = live.metadata.uid.clone();
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
+        ..Default::default()
+    };
+    match api.delete(&name, &params).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+        Err(e) => return Err(crate::telemetry::error_chain(&e)),
+    }
+    let uid = uid.unwrap_or_default();
+    let gone = await_condition(api.clone(), &name, conditions::is_deleted(&uid));
+    match tokio::time::timeout(timeout, gone).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("still there after {}s", timeout.as_secs())),
+    }
+}
+
+/// Waits until the Job or Pod `name` (of `type_meta`: apiVersion and kind) has ended (health `Current` or `Failed`), at most
+/// `timeout`; returns its last status.
+async fn ended(
+    api: &Api<DynamicObject>,
+    type_meta: (&str, &str),
+    name: &str,
+    timeout: Duration,
+) -> std::result::Result<Option<Status>, String> {
+    // Items of a list carry no apiVersion and kind, and the health rules go by kind.
+    let judge = |o: &DynamicObject| {
+        let mut value = serde_json::to_value(o).unwrap_or(Value::Null);
+        value["apiVersion"] = Value::from(type_meta.0);
+        value["kind"] = Value::from(type_meta.1);
+        crate::health::status(&value)
+    };
+    let done =
+        |o: Option<&DynamicObject>| o.is_some_and(|o| matches!(judge(o).health, Health::Current | Health::Failed));
+    match tokio::time::timeout(timeout, await_condition(api.clone(), name, done)).await {
+        Ok(Ok(Some(o))) => Ok(Some(judge(&o))),
+        Ok(Ok(None)) => Err("deleted before it ended".into()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("did not end within {}s (health_timeout)", timeout.as_secs())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_record_of_a_phase_reads_back() {
+        let ran = HooksRan { revision: "3f2a".into(), release: Release::Upgrade, phase: Phase::Post };
+        assert_eq!(ran.value(), "3f2a upgrade post");
+        assert_eq!(HooksRan::parse(&ran.value()), Some(ran));
+        for bad in ["", "3f2a", "3f2a upgrade", "3f2a upgrade later", "3f2a upgrade pre x", " install pre"] {
+            assert_eq!(HooksRan::parse(bad), None, "{bad:?}");
+        }
+    }
+}
