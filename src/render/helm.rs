@@ -33,7 +33,8 @@ pub struct Capabilities {
     pub api_versions: Vec<String>,
 }
 
-/// Runs `helm template` on the materialized chart at `path`.
+/// Runs `helm template` on the chart at `chart`: a directory materialized in the scratch
+/// directory, or a chart archive (`.tgz`) from a chart repository.
 ///
 /// `values_files` are scratch paths, in order; `inline` (the unit's `[sync.helm.values]`)
 /// goes last so it wins. `capabilities` are the cluster's, or without a cluster (`gitward
@@ -42,7 +43,7 @@ pub struct Capabilities {
 pub(super) fn template(
     tool: &Tool,
     scratch: &Scratch,
-    path: &str,
+    chart: &Path,
     release: &str,
     namespace: &str,
     options: &HelmOptions,
@@ -59,7 +60,7 @@ pub(super) fn template(
         ("HELM_DATA_HOME", &data),
     ];
     let mut cmd = process::command(&tool.path, scratch.path(), &env);
-    cmd.args(["template", release]).arg(scratch.repo_path(path));
+    cmd.args(["template", release]).arg(chart);
     cmd.args(["--namespace", namespace, "--include-crds"]);
     for file in &options.values_files {
         cmd.arg("--values").arg(scratch.repo_path(file));

@@ -14,6 +14,7 @@
 //! ([`RenderCache`]), `process` (running a tool within its limits).
 
 mod cache;
+mod chart;
 mod error;
 mod helm;
 mod kustomize;
@@ -193,7 +194,8 @@ impl Renderer {
             RenderMode::Helm => {
                 let release = helm::release(&unit.helm, name);
                 let caps = self.capabilities_for(unit);
-                helm::template(tool, &scratch, &unit.path, release, &unit.namespace, &unit.helm, &caps, limits)
+                let chart = scratch.repo_path(&unit.path);
+                helm::template(tool, &scratch, &chart, release, &unit.namespace, &unit.helm, &caps, limits)
             }
             _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
         };

@@ -1,6 +1,7 @@
-//! The git side of a unit as the engine uses it: the mirror, the render step and the parse
-//! cache, driven off the async runtime (git and the render tools are blocking). Needs no
-//! cluster, so `gitward validate` uses it alone.
+//! The source side of a unit as the engine uses it: the mirror (or, for a chart unit, the
+//! chart repository and its download cache), the render step and the parse cache, driven off
+//! the async runtime (git and the render tools are blocking). Needs no cluster, so `gitward
+//! validate` uses it alone.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -10,12 +11,13 @@ use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
 use crate::render::{self, Capabilities, Renderer};
+use crate::source::chart::{ChartRepo, ChartSpec};
 use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 
-/// A unit's mirror, renderer and parse cache.
+/// A unit's mirror (or chart repository), renderer and parse cache.
 #[derive(Clone)]
 pub struct Repo {
-    source: Arc<Mutex<Source>>,
+    origin: Origin,
     parse_cache: Arc<Mutex<ParseCache>>,
     renderer: Arc<Mutex<Renderer>>,
     unit: Arc<SyncUnit>,
@@ -26,6 +28,21 @@ impl Repo {
     ///
     /// Errors: [`Error::Source`].
     pub async fn open(state_dir: &Path, unit: &SyncUnit) -> Result<Self> {
+        if let Some(source) = &unit.helm.chart {
+            let spec = ChartSpec {
+                unit: unit.name.clone(),
+                source: source.clone(),
+                max_bytes: unit.render_tools.max_tree_bytes,
+                timeout: unit.render_tools.timeout,
+            };
+            let chart = ChartRepo::open(state_dir, spec)?;
+            return Ok(Self {
+                origin: Origin::Chart(Arc::new(tokio::sync::Mutex::new(chart))),
+                parse_cache: Arc::new(Mutex::new(ParseCache::new())),
+                renderer: Arc::new(Mutex::new(Renderer::new())),
+                unit: Arc::new(unit.clone()),
+            });
+        }
         let spec = SourceSpec {
             unit: unit.name.clone(),
             repo: unit.repo.clone(),
@@ -46,19 +63,25 @@ impl Repo {
         let state_dir = state_dir.to_path_buf();
         let source = blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await?;
         Ok(Self {
-            source: Arc::new(Mutex::new(source)),
+            origin: Origin::Git(Arc::new(Mutex::new(source))),
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
             unit: Arc::new(unit.clone()),
         })
     }
 
-    /// Fetches the remote and resolves the unit's ref to a revision.
+    /// Fetches the remote and resolves the unit's ref to a revision; for a chart unit, finds
+    /// the newest version its range allows and downloads it unless cached (the revision
+    /// `<chart>@<version>@sha256:<hex>`, [`ChartRepo::fetch`]).
     ///
-    /// Errors: [`Error::Source`] (unreachable repository, unknown ref); the mirror keeps its
-    /// previous state.
+    /// Errors: [`Error::Source`] (unreachable repository, unknown ref; no matching chart
+    /// version, an index that does not parse, a digest mismatch); the mirror and the download
+    /// cache keep their previous state.
     pub async fn fetch(&self) -> Result<Revision> {
-        let source = self.source.clone();
+        let source = match &self.origin {
+            Origin::Git(source) => source.clone(),
+            Origin::Chart(chart) => return Ok(chart.lock().await.fetch().await?.revision),
+        };
         blocking(move || source.lock().expect("source lock").fetch().map_err(Error::from)).await
     }
 
@@ -75,8 +98,19 @@ impl Repo {
     /// Errors: [`Error::Source`] (path missing, file too large; a damaged mirror whose remote
     /// cannot be reached), [`Error::Manifest`], [`Error::Render`].
     pub async fn load(&self, revision: &Revision) -> Result<Loaded> {
+        let source = match &self.origin {
+            Origin::Git(source) => source.clone(),
+            Origin::Chart(chart) => {
+                let archive = chart.lock().await.archive(revision)?;
+                let (renderer, unit, revision) = (self.renderer.clone(), self.unit.clone(), revision.clone());
+                return blocking(move || {
+                    Ok(renderer.lock().expect("renderer lock").render_chart(&unit, &archive, &revision)?)
+                })
+                .await;
+            }
+        };
         let (source, cache, renderer, unit, revision) =
-            (self.source.clone(), self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
+            (source, self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
             let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
@@ -100,7 +134,8 @@ impl Repo {
     /// plain edit of at most `max_files` manifest files ([`Source::changed_files`]), a file is
     /// SOPS-encrypted, or one does not parse (the whole load reports it).
     pub async fn changed_manifests(&self, from: &Revision, to: &Revision, max_files: usize) -> Option<Vec<Manifest>> {
-        let (source, unit, from, to) = (self.source.clone(), self.unit.clone(), from.clone(), to.clone());
+        let Origin::Git(source) = &self.origin else { return None };
+        let (source, unit, from, to) = (source.clone(), self.unit.clone(), from.clone(), to.clone());
         let read = blocking(move || {
             let source = source.lock().expect("source lock");
             if mode_at(&source, &to, &unit)? != RenderMode::Plain {
@@ -131,8 +166,11 @@ impl Repo {
     ///
     /// Errors: [`Error::Source`] when the revision is not in the mirror.
     pub async fn needs_capabilities(&self, revision: &Revision) -> Result<bool> {
-        let (source, renderer, unit, revision) =
-            (self.source.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
+        let source = match &self.origin {
+            Origin::Git(source) => source.clone(),
+            Origin::Chart(_) => return Ok(!self.renderer.lock().expect("renderer lock").has_capabilities()),
+        };
+        let (source, renderer, unit, revision) = (source, self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
             if renderer.lock().expect("renderer lock").has_capabilities() {
                 return Ok(false);
@@ -163,6 +201,15 @@ impl Repo {
     pub fn renders(&self) -> usize {
         self.renderer.lock().expect("renderer lock").renders()
     }
+}
+
+/// Where a unit's revisions come from.
+#[derive(Clone)]
+enum Origin {
+    /// A git repository's bare mirror.
+    Git(Arc<Mutex<Source>>),
+    /// A chart repository or registry (`[sync.helm] repo_url`) and the download cache.
+    Chart(Arc<tokio::sync::Mutex<ChartRepo>>),
 }
 
 /// One read of `revision`: rendered, or listed and parsed.
