@@ -1,0 +1,154 @@
+//! Chart units (`[sync.helm] repo_url`) end to end: charts made by the real `helm package`,
+//! served by an HTTP chart repository on loopback (`index.yaml` from `helm repo index`) or
+//! pushed by `helm push` to the real CNCF distribution registry, templated by the real helm,
+//! applied to the real apiserver.
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+use crate::common;
+use crate::common::charts::{ChartServer, Registry, package, sha256_hex};
+use crate::render::{chain, config_text};
+
+/// A chart unit `name` in `namespace` taking chart `demo` from `repo_url` within `version`,
+/// released as `shop`.
+fn chart_unit(name: &str, namespace: &str, repo_url: &str, version: &str) -> String {
+    format!(
+        "[[sync]]\nname = \"{name}\"\nnamespace = \"{namespace}\"\n[sync.helm]\nrepo_url = \"{repo_url}\"\n\
+         chart = \"demo\"\nversion = \"{version}\"\nrelease = \"shop\"\n"
+    )
+}
+
+fn config(state: &Path, units: &str) -> gitward::config::Config {
+    gitward::config::Config::from_toml(&config_text(state, "", units), state, "test.toml").expect("valid config")
+}
+
+/// `data.version` of the ConfigMap the demo chart makes.
+async fn live_version(client: &kube::Client, namespace: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt("shop-demo").await.unwrap()?;
+    cm.data?.get("version").cloned()
+}
+
+#[tokio::test]
+async fn http_repository_installs_the_newest_match_and_upgrades_when_one_is_published() {
+    let env = common::setup("chart-http").await;
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start(&work.path().join("served"));
+    server.publish(work.path(), "demo", "0.1.0");
+    let chosen = server.publish(work.path(), "demo", "0.2.0");
+    server.publish(work.path(), "demo", "0.3.0-rc.1");
+    server.publish(work.path(), "demo", "1.0.0");
+    let state = tempfile::tempdir().unwrap();
+    let config = config(state.path(), &chart_unit("demo", &env.namespace, &server.url, ">=0.1.0 <1.0.0"));
+    let mut engine = common::engine(&env.client, &config, "demo").await;
+
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(report.revision.0, format!("demo@0.2.0@sha256:{}", sha256_hex(&chosen)), "newest in range, no rc");
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.2.0"));
+    assert_eq!(common::actions(&report)[&format!("ConfigMap/{}/shop-demo", env.namespace)], "created");
+
+    let newer = server.publish(work.path(), "demo", "0.3.0");
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(report.revision.0, format!("demo@0.3.0@sha256:{}", sha256_hex(&newer)));
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.3.0"));
+    let cached = state.path().join(format!("charts/demo/{}.tgz", sha256_hex(&newer)));
+    assert_eq!(std::fs::read(&cached).unwrap(), std::fs::read(&newer).unwrap(), "the cache holds the archive");
+}
+
+#[tokio::test]
+async fn oci_registry_installs_the_newest_match_and_upgrades_when_one_is_pushed() {
+    let env = common::setup("chart-oci").await;
+    let registry = Registry::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    for version in ["0.1.0", "0.2.0", "0.3.0-rc.1", "1.0.0"] {
+        registry.push(work.path(), &package(work.path(), "demo", version, &out), "charts");
+    }
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("oci://{}/charts", registry.host);
+    let config = config(state.path(), &chart_unit("demo", &env.namespace, &url, "~0"));
+    let mut engine = common::engine(&env.client, &config, "demo").await;
+
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let chosen = out.join("demo-0.2.0.tgz");
+    assert_eq!(report.revision.0, format!("demo@0.2.0@sha256:{}", sha256_hex(&chosen)), "newest in range, no rc");
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.2.0"));
+
+    let newer = package(work.path(), "demo", "0.3.0", &out);
+    registry.push(work.path(), &newer, "charts");
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(report.revision.0, format!("demo@0.3.0@sha256:{}", sha256_hex(&newer)));
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.3.0"));
+}
+
+#[tokio::test]
+async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
+    let env = common::setup("chart-poll").await;
+    let registry = Registry::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let out = work.path().join("out");
+    registry.push(work.path(), &package(work.path(), "demo", "1.1.0", &out), "charts");
+    let url = format!("oci://{}/charts", registry.host);
+    let unit = chart_unit("demo", &env.namespace, &url, ">=1.1 <2");
+    let (path, port) = common::daemon_config(work.path(), "", "", &unit);
+    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
+    let bin = crate::render::tools_bin();
+    std::fs::write(&path, format!("[render]\nhelm = \"{}\"\n{text}", bin.join("helm").display())).unwrap();
+    let daemon = common::Daemon::start(&path, port, &[]);
+    let (client, ns) = (env.client.clone(), env.namespace.clone());
+    let installed = common::eventually(Duration::from_secs(60), || {
+        let (client, ns) = (client.clone(), ns.clone());
+        async move { live_version(&client, &ns).await.as_deref() == Some("1.1.0") }
+    })
+    .await;
+    assert!(installed, "1.1.0 installed: {}", daemon.log_text());
+
+    registry.push(work.path(), &package(work.path(), "demo", "2.0.0", &out), "charts");
+    registry.push(work.path(), &package(work.path(), "demo", "1.2.0", &out), "charts");
+    let upgraded = common::eventually(Duration::from_secs(60), || {
+        let (client, ns) = (client.clone(), ns.clone());
+        async move { live_version(&client, &ns).await.as_deref() == Some("1.2.0") }
+    })
+    .await;
+    assert!(upgraded, "the poll found 1.2.0: {}", daemon.log_text());
+    let digest = sha256_hex(&out.join("demo-1.2.0.tgz"));
+    let synced = daemon.logged("sync complete");
+    assert!(
+        synced.iter().any(|e| e.to_string().contains(&format!("demo@1.2.0@sha256:{digest}"))),
+        "the sync names the new revision: {synced:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_names_its_url() {
+    let env = common::setup("chart-down").await;
+    let work = tempfile::tempdir().unwrap();
+    let mut server = ChartServer::start(&work.path().join("served"));
+    let archive = server.publish(work.path(), "demo", "0.1.0");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gitward.toml");
+    let units = chart_unit("demo", &env.namespace, &server.url, "*");
+    std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+
+    let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(first.code, Some(0), "{}", first.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.0"));
+
+    // A bad index is refused with its URL; nothing is applied.
+    std::fs::write(server.dir.join("index.yaml"), "entries: [this is: not an index\n").unwrap();
+    let bad = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(bad.code, Some(2), "{}", bad.stderr);
+    let index_url = format!("{}/index.yaml", server.url);
+    assert!(bad.stderr.contains(&format!("{index_url}: the index does not parse")), "{}", bad.stderr);
+
+    server.stop();
+    let down = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(down.code, Some(2), "an unreachable repository fails the sync: {}", down.stderr);
+    assert!(down.stderr.contains(&index_url), "the error names the URL: {}", down.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.0"), "nothing changed");
+    let cached = dir.path().join(format!("state/charts/demo/{}.tgz", sha256_hex(&archive)));
+    assert!(cached.is_file(), "the last good archive stays cached");
+}
