@@ -131,10 +131,8 @@ mod tests {
         assert!(err.contains("sync[0].helm.chart: needs `repo_url`"), "{err}");
         let err = parse("[[sync]]\nname = \"cm\"\n").unwrap_err().to_string();
         assert!(err.contains("sync[0].repo"), "{err}");
-        let both = format!(
-            "[[sync]]\nname = \"cm\"\nrepo = \"https://g/x.git\"\n[sync.helm]\nrepo_url = \"oci://r/c\"\nchart = \"c\"\n"
-        );
-        let err = parse(&both).unwrap_err().to_string();
+        let both = "[[sync]]\nname = \"cm\"\nrepo = \"https://g/x.git\"\n[sync.helm]\nrepo_url = \"oci://r/c\"\nchart = \"c\"\n";
+        let err = parse(both).unwrap_err().to_string();
         assert!(err.contains("sync[0].repo: cannot be combined with [sync.helm] repo_url yet"), "{err}");
     }
 }
