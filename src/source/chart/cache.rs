@@ -104,13 +104,16 @@ mod tests {
         let b = cache
             .store("http://r/b.tgz", b"b", Some(&format!("sha256:{}", hex::encode(sha2::Sha256::digest(b"b")))))
             .unwrap();
-        let c = cache.store("http://r/c.tgz", b"c", None).unwrap();
+        let stale = cache.store("http://r/old.tgz", b"old", None).unwrap();
         cache.collect(&a);
+        assert!(cache.path(&stale).is_none() && cache.path(&b).is_none(), "what is not current is collected");
+        let b = cache.store("http://r/b.tgz", b"b", None).unwrap();
         cache.collect(&b);
-        assert!(cache.path(&a).is_some() && cache.path(&b).is_some() && cache.path(&c).is_none());
-        cache.collect(&b);
+        assert!(cache.path(&a).is_some() && cache.path(&b).is_some(), "the previous archive is kept");
+        let c = cache.store("http://r/c.tgz", b"c", None).unwrap();
         cache.collect(&c);
         assert!(cache.path(&a).is_none(), "two versions back is collected");
+        assert!(cache.path(&b).is_some() && cache.path(&c).is_some());
         assert_eq!(cache.path("../x"), None);
     }
 }
