@@ -152,3 +152,85 @@ async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_
     let cached = dir.path().join(format!("state/charts/demo/{}.tgz", sha256_hex(&archive)));
     assert!(cached.is_file(), "the last good archive stays cached");
 }
+
+#[tokio::test]
+async fn repository_credentials_size_cap_and_digest_are_enforced() {
+    let env = common::setup("chart-guard").await;
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start_with_auth(&work.path().join("served"), Some(("reader", "s3cret")));
+    let archive = server.publish(work.path(), "demo", "0.1.0");
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gitward.toml");
+    let (state, password) = (dir.path().join("state"), dir.path().join("password"));
+    let run = |render_extra: &str, unit_extra: &str| {
+        let units = chart_unit("demo", &env.namespace, &server.url, "*") + unit_extra;
+        std::fs::write(&config, config_text(&state, render_extra, &units)).unwrap();
+        common::gitward(&["sync"], &config, Duration::from_secs(120))
+    };
+    let with_password = format!("username = \"reader\"\npassword_file = \"{}\"\n", password.display());
+
+    let anonymous = run("", "");
+    assert_eq!(anonymous.code, Some(2), "{}", anonymous.stderr);
+    assert!(anonymous.stderr.contains("authentication to"), "{}", anonymous.stderr);
+    std::fs::write(&password, "wrong\n").unwrap();
+    let wrong = run("", &with_password);
+    assert_eq!(wrong.code, Some(2), "{}", wrong.stderr);
+    assert!(wrong.stderr.contains("401"), "{}", wrong.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await, None, "nothing applied without credentials");
+
+    std::fs::write(&password, "s3cret\n").unwrap();
+    let capped = run("max_tree_bytes = 100", &with_password);
+    assert_eq!(capped.code, Some(2), "{}", capped.stderr);
+    assert!(capped.stderr.contains("over the limit of 100 bytes"), "{}", capped.stderr);
+
+    let index = server.dir.join("index.yaml");
+    let digest = sha256_hex(&archive);
+    let honest = std::fs::read_to_string(&index).unwrap();
+    std::fs::write(&index, honest.replace(&digest, &"0".repeat(64))).unwrap();
+    let forged = run("", &with_password);
+    assert_eq!(forged.code, Some(2), "{}", forged.stderr);
+    assert!(forged.stderr.contains("digest mismatch"), "{}", forged.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await, None, "a forged archive is not applied");
+
+    std::fs::write(&index, honest).unwrap();
+    let good = run("", &with_password);
+    assert_eq!(good.code, Some(0), "{}", good.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.0"));
+    assert!(!good.stderr.contains("s3cret"), "the password is never logged");
+}
+
+#[tokio::test]
+async fn registry_credentials_come_from_a_docker_config_or_a_password_file() {
+    let env = common::setup("chart-oci-auth").await;
+    let creds = ("pusher", "t0ps3cret");
+    let registry = Registry::start_with_auth(Some(creds)).await;
+    let work = tempfile::tempdir().unwrap();
+    let archive = package(work.path(), "demo", "0.4.0", &work.path().join("out"));
+    registry.push_as(work.path(), &archive, "charts", Some(creds));
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gitward.toml");
+    let url = format!("oci://{}/charts", registry.host);
+    let run = |unit_extra: &str| {
+        let units = chart_unit("demo", &env.namespace, &url, "*") + unit_extra;
+        std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+        common::gitward(&["sync"], &config, Duration::from_secs(120))
+    };
+
+    let anonymous = run("");
+    assert_eq!(anonymous.code, Some(2), "{}", anonymous.stderr);
+    let password = dir.path().join("password");
+    std::fs::write(&password, "not-it\n").unwrap();
+    let wrong = run(&format!("username = \"pusher\"\npassword_file = \"{}\"\n", password.display()));
+    assert_eq!(wrong.code, Some(2), "{}", wrong.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await, None, "nothing applied without credentials");
+
+    use base64::Engine as _;
+    let auth = base64::engine::general_purpose::STANDARD.encode("pusher:t0ps3cret");
+    let docker = dir.path().join("config.json");
+    let entry = serde_json::json!({"auths": {registry.host.clone(): {"auth": auth}}});
+    std::fs::write(&docker, entry.to_string()).unwrap();
+    let good = run(&format!("docker_config_file = \"{}\"\n", docker.display()));
+    assert_eq!(good.code, Some(0), "{}", good.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.4.0"));
+    assert!(!good.stderr.contains("t0ps3cret"), "the password is never logged");
+}

@@ -75,6 +75,15 @@ pub struct ChartServer {
 impl ChartServer {
     /// Serves `dir` (created if missing).
     pub fn start(dir: &Path) -> Self {
+        Self::start_with_auth(dir, None)
+    }
+
+    /// Serves `dir`, answering 401 to a request without `Authorization: Basic` for `user` and
+    /// `password` when they are given.
+    pub fn start_with_auth(dir: &Path, user_password: Option<(&str, &str)>) -> Self {
+        use base64::Engine as _;
+        let expected = user_password
+            .map(|(u, p)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))));
         std::fs::create_dir_all(dir).unwrap();
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
@@ -91,11 +100,20 @@ impl ChartServer {
                 if reader.read_line(&mut line).is_err() {
                     continue;
                 }
+                let mut authorized = expected.is_none();
                 loop {
                     let mut header = String::new();
                     if reader.read_line(&mut header).map_or(true, |n| n == 0) || header == "\r\n" {
                         break;
                     }
+                    let (name, value) = header.trim_end().split_once(':').unwrap_or(("", ""));
+                    authorized |=
+                        name.eq_ignore_ascii_case("authorization") && Some(value.trim()) == expected.as_deref();
+                }
+                if !authorized {
+                    let _ = stream
+                        .write_all(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                    continue;
                 }
                 let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
                 let file = root.join(&path);
@@ -151,12 +169,30 @@ pub struct Registry {
 impl Registry {
     /// Starts it and waits until `GET /v2/` answers 200.
     pub async fn start() -> Self {
+        Self::start_with_auth(None).await
+    }
+
+    /// Starts it with htpasswd authentication of `user` and `password` (a bcrypt entry, the
+    /// only kind the registry accepts, made by Python's `crypt`) when given; waits until
+    /// `GET /v2/` answers (200, or 401 with authentication).
+    pub async fn start_with_auth(user_password: Option<(&str, &str)>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let port = super::free_port();
-        let config = format!(
+        let mut config = format!(
             "version: 0.1\nlog: {{level: warn}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\nhttp:\n  addr: 127.0.0.1:{port}\n  secret: gitward-tests\n",
             dir.path().join("data").display()
         );
+        if let Some((user, password)) = user_password {
+            let script = format!(
+                "import crypt; print('{user}:' + crypt.crypt('{password}', crypt.mksalt(crypt.METHOD_BLOWFISH)))"
+            );
+            let out = Command::new("python3").args(["-W", "ignore", "-c", &script]).output().expect("python3 runs");
+            assert!(out.status.success(), "htpasswd entry: {}", String::from_utf8_lossy(&out.stderr));
+            let htpasswd = dir.path().join("htpasswd");
+            std::fs::write(&htpasswd, out.stdout).unwrap();
+            config.push_str(&format!("auth:\n  htpasswd: {{realm: gitward-tests, path: {}}}\n", htpasswd.display()));
+        }
+        let expected = if user_password.is_some() { 401 } else { 200 };
         std::fs::write(dir.path().join("config.yml"), config).unwrap();
         let child = Command::new(tools_bin().join("registry"))
             .arg("serve")
@@ -166,7 +202,7 @@ impl Registry {
             .spawn()
             .expect("the registry starts");
         let up = super::eventually(Duration::from_secs(30), || async move {
-            super::http(port, "GET", "/v2/", &[], b"").is_some_and(|(status, _)| status == 200)
+            super::http(port, "GET", "/v2/", &[], b"").is_some_and(|(status, _)| status == expected)
         })
         .await;
         assert!(up, "registry on port {port} never answered /v2/");
@@ -175,8 +211,17 @@ impl Registry {
 
     /// `helm push` of `archive` to `oci://<host>/<path>` over plain HTTP.
     pub fn push(&self, work: &Path, archive: &Path, path: &str) {
+        self.push_as(work, archive, path, None);
+    }
+
+    /// [`Registry::push`] with `--username` and `--password` when given.
+    pub fn push_as(&self, work: &Path, archive: &Path, path: &str, user_password: Option<(&str, &str)>) {
         let target = format!("oci://{}/{path}", self.host);
-        helm(&work.join("helm-home"), &["push", archive.to_str().unwrap(), &target, "--plain-http"], work);
+        let mut args = vec!["push", archive.to_str().unwrap(), &target, "--plain-http"];
+        if let Some((user, password)) = user_password {
+            args.extend(["--username", user, "--password", password]);
+        }
+        helm(&work.join("helm-home"), &args, work);
     }
 }
 
