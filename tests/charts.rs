@@ -234,3 +234,52 @@ async fn registry_credentials_come_from_a_docker_config_or_a_password_file() {
     assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.4.0"));
     assert!(!good.stderr.contains("t0ps3cret"), "the password is never logged");
 }
+
+#[tokio::test]
+async fn an_umbrella_chart_in_git_renders_with_its_dependency_from_the_repository() {
+    let env = common::setup("chart-deps").await;
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start(&work.path().join("served"));
+    for version in ["0.1.0", "0.1.5", "0.2.0"] {
+        server.publish(work.path(), "demo", version);
+    }
+    let repo = common::GitRepo::new();
+    let chart = format!(
+        "apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n- name: demo\n  version: \"~0.1\"\n  repository: \"{}/\"\n",
+        server.url
+    );
+    repo.write("charts/umbrella/Chart.yaml", &chart);
+    let lock = format!("dependencies:\n- name: demo\n  version: 0.1.0\n  repository: \"{}/\"\n", server.url);
+    repo.write("charts/umbrella/Chart.lock", &lock);
+    repo.write(
+        "charts/umbrella/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-umbrella\ndata:\n  umbrella: \"yes\"\n",
+    );
+    repo.commit_and_push("umbrella chart with a dependency from the chart repository");
+    let state = tempfile::tempdir().unwrap();
+    let extra = "[sync.helm]\nrelease = \"shop\"\n";
+    let other = common::unique("chart-deps-b");
+    common::create_namespace(&env.client, &other).await;
+    let units = common::unit_toml("umbrella", &repo.bare(), "charts/umbrella", &env.namespace, extra)
+        + &common::unit_toml("umbrella-b", &repo.bare(), "charts/umbrella", &other, extra);
+    let config = config(state.path(), &units);
+    let mut engine = common::engine(&env.client, &config, "umbrella").await;
+
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let umbrella = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace).get("shop-umbrella").await.unwrap();
+    assert_eq!(umbrella.data.unwrap()["umbrella"], "yes");
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.0"), "Chart.lock pins 0.1.0");
+
+    // A second unit with the same dependency uses the archive already downloaded.
+    let mut second = common::engine(&env.client, &config, "umbrella-b").await;
+    second.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(live_version(&env.client, &other).await.as_deref(), Some("0.1.0"));
+    let cached: Vec<_> = std::fs::read_dir(state.path().join("charts/dependencies")).unwrap().flatten().collect();
+    assert_eq!(cached.len(), 1, "one archive, shared: {cached:?}");
+
+    // Without the lock, the newest version in range.
+    repo.remove("charts/umbrella/Chart.lock");
+    repo.commit_and_push("drop the lock");
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.5"), "~0.1 without a lock");
+}

@@ -4,7 +4,7 @@
 //! validate` uses it alone.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{Error, Result};
@@ -18,6 +18,8 @@ use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 #[derive(Clone)]
 pub struct Repo {
     origin: Origin,
+    /// Where the download cache of chart dependencies lives (`<state_dir>/charts/dependencies`).
+    state_dir: Arc<std::path::PathBuf>,
     parse_cache: Arc<Mutex<ParseCache>>,
     renderer: Arc<Mutex<Renderer>>,
     unit: Arc<SyncUnit>,
@@ -37,6 +39,7 @@ impl Repo {
             };
             let chart = ChartRepo::open(state_dir, spec)?;
             return Ok(Self {
+                state_dir: Arc::new(state_dir.to_path_buf()),
                 origin: Origin::Chart(Arc::new(tokio::sync::Mutex::new(chart))),
                 parse_cache: Arc::new(Mutex::new(ParseCache::new())),
                 renderer: Arc::new(Mutex::new(Renderer::new())),
@@ -61,8 +64,10 @@ impl Repo {
             }),
         };
         let state_dir = state_dir.to_path_buf();
-        let source = blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await?;
+        let dir = state_dir.clone();
+        let source = blocking(move || Source::open(&dir, spec).map_err(Error::from)).await?;
         Ok(Self {
+            state_dir: Arc::new(state_dir),
             origin: Origin::Git(Arc::new(Mutex::new(source))),
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
@@ -109,6 +114,8 @@ impl Repo {
                 .await;
             }
         };
+        let dependencies = self.chart_dependencies(&source, revision).await?;
+        self.renderer.lock().expect("renderer lock").set_dependencies(dependencies);
         let (source, cache, renderer, unit, revision) =
             (source, self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
@@ -125,6 +132,46 @@ impl Repo {
             Ok(loaded)
         })
         .await
+    }
+
+    /// The remote dependencies of the unit's chart in git at `revision` (`Chart.yaml`
+    /// `dependencies` with an https/http/oci `repository`, versions pinned by `Chart.lock`),
+    /// fetched into the shared download cache ([`crate::source::chart::deps`]); empty for a
+    /// unit that does not render with Helm or whose dependencies are all vendored or local.
+    ///
+    /// Errors: [`Error::Source`] (`Chart.yaml` or `Chart.lock` does not parse; a dependency's
+    /// repository cannot be reached, has no matching version, or serves a wrong digest).
+    async fn chart_dependencies(&self, source: &Arc<Mutex<Source>>, revision: &Revision) -> Result<Vec<PathBuf>> {
+        let (source, unit, rev) = (source.clone(), self.unit.clone(), revision.clone());
+        let wanted = blocking(move || {
+            let source = source.lock().expect("source lock");
+            if mode_at(&source, &rev, &unit)? != RenderMode::Helm {
+                return Ok(Vec::new());
+            }
+            let tree = source.tree(&rev)?;
+            let at = |file: &str| if unit.path.is_empty() { file.to_owned() } else { format!("{}/{file}", unit.path) };
+            let Some(chart) = tree.blob(&at("Chart.yaml")) else { return Ok(Vec::new()) };
+            let chart = tree.read(&at("Chart.yaml"), chart)?;
+            let lock = tree.blob(&at("Chart.lock")).map(|id| tree.read(&at("Chart.lock"), id)).transpose()?;
+            let vendored: Vec<String> = match tree.dir(&at("charts")) {
+                Some(id) => tree.entries(&at("charts"), id)?.into_iter().map(|e| e.name).collect(),
+                None => Vec::new(),
+            };
+            let is_vendored = |name: &str| {
+                vendored.iter().any(|n| n == name || (n.starts_with(&format!("{name}-")) && n.ends_with(".tgz")))
+            };
+            crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(|message| {
+                Error::Source(crate::source::Error::Chart { unit: unit.name.clone(), url: at("Chart.yaml"), message })
+            })
+        })
+        .await?;
+        let mut archives = Vec::with_capacity(wanted.len());
+        let (max, timeout) = (self.unit.render_tools.max_tree_bytes, self.unit.render_tools.timeout);
+        for dep in &wanted {
+            archives
+                .push(crate::source::chart::deps::fetch(&self.state_dir, &self.unit.name, dep, max, timeout).await?);
+        }
+        Ok(archives)
     }
 
     /// The manifests of the files that `to` adds or modifies relative to `from`, read and parsed

@@ -9,9 +9,10 @@
 //! bytes is a new revision too. Unlike the git side this is async (reqwest, `oci-client`).
 //!
 //! Files: `http` (an `index.yaml` repository), `oci` (a registry), `cache` (the download
-//! cache and its collection).
+//! cache and its collection), `deps` (the dependencies of a chart in git).
 
 mod cache;
+pub mod deps;
 mod http;
 mod oci;
 
