@@ -7,8 +7,8 @@
 //! there (a bare `helm template` assumes Kubernetes v1.20 and only built-in versions). Without
 //! a cluster (`gitward validate`) it passes `[render] kube_version` (default the newest
 //! Kubernetes the pinned Helm knows) and `api_versions`.
-//! `--include-crds` renders the chart's `crds/`. Dependencies must be vendored in `charts/`:
-//! nothing is downloaded. Objects annotated `helm.sh/hook: test…` are skipped; other hooks
+//! `--include-crds` renders the chart's `crds/`. Dependencies are vendored in `charts/`, or
+//! fetched from their https/http/oci repository and added there (`source::chart::deps`). Objects annotated `helm.sh/hook: test…` are skipped; other hooks
 //! (`pre-install`, `post-upgrade`, …) are applied as ordinary objects, since gitward has no
 //! release lifecycle to hook into.
 
