@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 use crate::common;
-use crate::common::charts::{ChartServer, Registry, package, sha256_hex};
+use crate::common::charts::{ChartServer, HttpsFiles, Registry, package, sha256_hex, tls_files};
 use crate::render::{chain, config_text};
 
 /// A chart unit `name` in `namespace` taking chart `demo` from `repo_url` within `version`,
@@ -282,4 +282,34 @@ async fn an_umbrella_chart_in_git_renders_with_its_dependency_from_the_repositor
     repo.commit_and_push("drop the lock");
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.5"), "~0.1 without a lock");
+}
+
+#[tokio::test]
+async fn an_https_repository_is_trusted_through_ca_file() {
+    let env = common::setup("chart-tls").await;
+    let work = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = tls_files(work.path());
+    let served = work.path().join("served");
+    package(work.path(), "demo", "0.5.0", &served);
+    crate::common::charts::helm(
+        &work.path().join("helm-home"),
+        &["repo", "index", served.to_str().unwrap()],
+        work.path(),
+    );
+    let https = HttpsFiles::start(&served, &cert, &key).await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("gitward.toml");
+    let run = |unit_extra: &str| {
+        let units = chart_unit("demo", &env.namespace, &https.url, "*") + unit_extra;
+        std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+        common::gitward(&["sync"], &config, Duration::from_secs(120))
+    };
+
+    let untrusted = run("");
+    assert_eq!(untrusted.code, Some(2), "{}", untrusted.stderr);
+    assert!(untrusted.stderr.contains(&format!("{}/index.yaml", https.url)), "{}", untrusted.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await, None);
+    let trusted = run(&format!("ca_file = \"{}\"\n", ca.display()));
+    assert_eq!(trusted.code, Some(0), "{}", trusted.stderr);
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.5.0"));
 }

@@ -231,3 +231,80 @@ impl Drop for Registry {
         let _ = self.child.wait();
     }
 }
+
+/// A CA and a server certificate for `127.0.0.1` it signed, made by the `openssl` CLI in
+/// `dir`: returns (CA PEM, server certificate, server key) paths.
+pub fn tls_files(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    run(&[
+        &["req", "-x509"][..],
+        &ec,
+        &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=gitward test CA"],
+    ]
+    .concat());
+    run(&[&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]].concat());
+    let ext = "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n";
+    std::fs::write(dir.join("server.ext"), ext).unwrap();
+    run(&[
+        "x509",
+        "-req",
+        "-in",
+        "server.csr",
+        "-CA",
+        "ca.pem",
+        "-CAkey",
+        "ca.key",
+        "-CAcreateserial",
+        "-out",
+        "server.pem",
+        "-days",
+        "2",
+        "-extfile",
+        "server.ext",
+    ]);
+    (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
+}
+
+/// `openssl s_server -WWW`: serves the files of `dir` over HTTPS on a loopback port with the
+/// certificate `cert` and key `key`; killed on drop.
+pub struct HttpsFiles {
+    /// `https://127.0.0.1:<port>`.
+    pub url: String,
+    child: Child,
+}
+
+impl HttpsFiles {
+    /// Starts it and waits until the port accepts connections.
+    pub async fn start(dir: &Path, cert: &Path, key: &Path) -> Self {
+        let port = super::free_port();
+        let child = Command::new("openssl")
+            .args(["s_server", "-quiet", "-WWW", "-accept", &format!("127.0.0.1:{port}")])
+            .arg("-cert")
+            .arg(cert)
+            .arg("-key")
+            .arg(key)
+            .current_dir(dir)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("openssl s_server starts");
+        let up = super::eventually(Duration::from_secs(30), || async move {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .await;
+        assert!(up, "openssl s_server on port {port} never accepted");
+        Self { url: format!("https://127.0.0.1:{port}"), child }
+    }
+}
+
+impl Drop for HttpsFiles {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
