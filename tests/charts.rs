@@ -313,3 +313,41 @@ async fn an_https_repository_is_trusted_through_ca_file() {
     assert_eq!(trusted.code, Some(0), "{}", trusted.stderr);
     assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.5.0"));
 }
+
+#[tokio::test]
+async fn a_chart_unit_reads_its_values_files_from_git() {
+    let env = common::setup("chart-values").await;
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start(&work.path().join("served"));
+    server.publish(work.path(), "demo", "0.1.0");
+    let repo = common::GitRepo::new();
+    repo.write("values/prod.yaml", "greeting: from git\n");
+    let first = repo.commit_and_push("values for the chart");
+    let state = tempfile::tempdir().unwrap();
+    // The unit's own keys first, then its [sync.helm] table with the values file from git.
+    let unit = chart_unit("demo", &env.namespace, &server.url, "*").replacen(
+        "[sync.helm]\n",
+        &format!("repo = \"{}\"\n[sync.helm]\n", repo.bare().display()),
+        1,
+    ) + "values_files = [\"values/prod.yaml\"]\n";
+    let config = config(state.path(), &unit);
+    let mut engine = common::engine(&env.client, &config, "demo").await;
+    let greeting = |client: kube::Client, ns: String| async move {
+        let cm = Api::<ConfigMap>::namespaced(client, &ns).get("shop-demo").await.unwrap();
+        cm.data.unwrap()["greeting"].clone()
+    };
+
+    let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert!(report.revision.0.starts_with("demo@0.1.0@sha256:"), "{}", report.revision);
+    assert!(report.revision.0.ends_with(&format!("+git:{first}")), "{}", report.revision);
+    assert_eq!(greeting(env.client.clone(), env.namespace.clone()).await, "from git");
+
+    repo.write("values/prod.yaml", "greeting: changed in git\n");
+    repo.commit_and_push("new values");
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(
+        greeting(env.client.clone(), env.namespace.clone()).await,
+        "changed in git",
+        "a values commit is a new revision"
+    );
+}

@@ -131,8 +131,14 @@ mod tests {
         assert!(err.contains("sync[0].helm.chart: needs `repo_url`"), "{err}");
         let err = parse("[[sync]]\nname = \"cm\"\n").unwrap_err().to_string();
         assert!(err.contains("sync[0].repo"), "{err}");
-        let both = "[[sync]]\nname = \"cm\"\nrepo = \"https://g/x.git\"\n[sync.helm]\nrepo_url = \"oci://r/c\"\nchart = \"c\"\n";
-        let err = parse(both).unwrap_err().to_string();
-        assert!(err.contains("sync[0].repo: cannot be combined with [sync.helm] repo_url yet"), "{err}");
+        let both = "[[sync]]\nname = \"cm\"\nrepo = \"https://g/x.git\"\n[sync.helm]\nrepo_url = \"oci://r/c\"\n\
+                    chart = \"c\"\nvalues_files = [\"values/prod.yaml\"]\n";
+        let unit = parse(both).unwrap().units[0].clone();
+        assert_eq!(
+            (unit.repo.as_str(), unit.helm.values_files.as_slice()),
+            ("https://g/x.git", &["values/prod.yaml".to_owned()][..])
+        );
+        let err = parse(&format!("{CHART}chart = \"c\"\nvalues_files = [\"v.yaml\"]\n")).unwrap_err().to_string();
+        assert!(err.contains("sync[0].helm.values_files: needs a git repository"), "{err}");
     }
 }

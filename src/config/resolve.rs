@@ -277,10 +277,7 @@ impl Resolver<'_> {
                 }
                 None => String::new(),
             },
-            (Some(repo), Some(_)) => {
-                let message = "cannot be combined with [sync.helm] repo_url yet: a chart unit reads no git repository";
-                return Err(self.invalid(Some(repo.span()), &key("repo"), message));
-            }
+            (Some(repo), Some(_)) => self.repo(repo, &key("repo"))?,
             (None, None) => {
                 let message = "is required (or [sync.helm] repo_url, for a chart from a chart repository)";
                 return Err(self.invalid(Some(name_span), &key("repo"), message));

@@ -71,7 +71,8 @@ pub struct SyncUnit {
     /// unit's state directory, its inventory and its log span.
     pub name: String,
     /// The repository, required unless the unit takes a chart from a chart repository
-    /// ([`HelmOptions::chart`]; then `""`), as git reads it: an `https://`, `ssh://`, `git://` or
+    /// ([`HelmOptions::chart`]; then `""`, or the repository its `values_files` are read
+    /// from, at `ref`), as git reads it: an `https://`, `ssh://`, `git://` or
     /// `file://` URL, an scp-like `user@host:path`, or a local path. A relative local path is
     /// anchored at the config file's directory; URLs are kept as written.
     pub repo: String,

@@ -17,7 +17,16 @@ impl Renderer {
     ///
     /// Errors: [`Error::ToolMissing`], [`Error::ToolFailed`] (naming the revision),
     /// [`Error::Timeout`], [`Error::OutputTooLarge`], [`Error::Scratch`], [`Error::Manifest`].
-    pub fn render_chart(&mut self, unit: &SyncUnit, archive: &Path, revision: &Revision) -> Result<Loaded> {
+    ///
+    /// `values_files` are the unit's values files as read from its git repository (path,
+    /// bytes), written into the scratch directory at their repository paths for `--values`.
+    pub fn render_chart(
+        &mut self,
+        unit: &SyncUnit,
+        archive: &Path,
+        revision: &Revision,
+        values_files: &[(String, Vec<u8>)],
+    ) -> Result<Loaded> {
         let name = unit.name.as_str();
         let tool = Tool::find("helm", unit.render_tools.helm.as_deref(), name)?;
         let caps = self.capabilities_for(unit).into_owned();
@@ -36,6 +45,14 @@ impl Renderer {
         }
         self.cache.count();
         let scratch = tree::Scratch::new(name)?;
+        for (path, bytes) in values_files {
+            let on_disk = scratch.repo_path(path);
+            let write = || -> std::io::Result<()> {
+                std::fs::create_dir_all(on_disk.parent().unwrap_or(&on_disk))?;
+                std::fs::write(&on_disk, bytes)
+            };
+            write().map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("{path}: {e}") })?;
+        }
         let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
         let output = helm::template(&tool, &scratch, archive, release, &unit.namespace, &unit.helm, &caps, limits);
         let path = revision.0.clone();

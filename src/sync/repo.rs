@@ -38,36 +38,21 @@ impl Repo {
                 timeout: unit.render_tools.timeout,
             };
             let chart = ChartRepo::open(state_dir, spec)?;
+            let values = match unit.repo.is_empty() {
+                true => None,
+                false => Some(Arc::new(Mutex::new(open_git(state_dir, unit).await?))),
+            };
             return Ok(Self {
                 state_dir: Arc::new(state_dir.to_path_buf()),
-                origin: Origin::Chart(Arc::new(tokio::sync::Mutex::new(chart))),
+                origin: Origin::Chart(Arc::new(tokio::sync::Mutex::new(chart)), values),
                 parse_cache: Arc::new(Mutex::new(ParseCache::new())),
                 renderer: Arc::new(Mutex::new(Renderer::new())),
                 unit: Arc::new(unit.clone()),
             });
         }
-        let spec = SourceSpec {
-            unit: unit.name.clone(),
-            repo: unit.repo.clone(),
-            reference: unit.reference.clone(),
-            path: unit.path.clone(),
-            credentials: Credentials {
-                ssh_key_file: unit.git.ssh_key_file.clone(),
-                known_hosts_file: unit.git.known_hosts_file.clone(),
-                token_file: unit.git.token_file.clone(),
-                username: unit.git.username.clone(),
-            },
-            max_file_bytes: unit.max_file_bytes,
-            verify: unit.verify.as_ref().map(|v| VerifySpec {
-                allowed_signers_file: v.allowed_signers_file.clone(),
-                openpgp_keys_file: v.openpgp_keys_file.clone(),
-            }),
-        };
-        let state_dir = state_dir.to_path_buf();
-        let dir = state_dir.clone();
-        let source = blocking(move || Source::open(&dir, spec).map_err(Error::from)).await?;
+        let source = open_git(state_dir, unit).await?;
         Ok(Self {
-            state_dir: Arc::new(state_dir),
+            state_dir: Arc::new(state_dir.to_path_buf()),
             origin: Origin::Git(Arc::new(Mutex::new(source))),
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
@@ -85,7 +70,12 @@ impl Repo {
     pub async fn fetch(&self) -> Result<Revision> {
         let source = match &self.origin {
             Origin::Git(source) => source.clone(),
-            Origin::Chart(chart) => return Ok(chart.lock().await.fetch().await?.revision),
+            Origin::Chart(chart, values) => {
+                let chart = chart.lock().await.fetch().await?.revision;
+                let Some(values) = values.clone() else { return Ok(chart) };
+                let commit = blocking(move || values.lock().expect("source lock").fetch().map_err(Error::from)).await?;
+                return Ok(Revision(format!("{chart}+git:{commit}")));
+            }
         };
         blocking(move || source.lock().expect("source lock").fetch().map_err(Error::from)).await
     }
@@ -105,11 +95,18 @@ impl Repo {
     pub async fn load(&self, revision: &Revision) -> Result<Loaded> {
         let source = match &self.origin {
             Origin::Git(source) => source.clone(),
-            Origin::Chart(chart) => {
+            Origin::Chart(chart, values) => {
                 let archive = chart.lock().await.archive(revision)?;
                 let (renderer, unit, revision) = (self.renderer.clone(), self.unit.clone(), revision.clone());
+                let values = values.clone();
                 return blocking(move || {
-                    Ok(renderer.lock().expect("renderer lock").render_chart(&unit, &archive, &revision)?)
+                    let files = match (&values, revision.0.rsplit_once("+git:")) {
+                        (Some(source), Some((_, commit))) => {
+                            values_files(&source.lock().expect("source lock"), &Revision(commit.to_owned()), &unit)?
+                        }
+                        _ => Vec::new(),
+                    };
+                    Ok(renderer.lock().expect("renderer lock").render_chart(&unit, &archive, &revision, &files)?)
                 })
                 .await;
             }
@@ -215,7 +212,7 @@ impl Repo {
     pub async fn needs_capabilities(&self, revision: &Revision) -> Result<bool> {
         let source = match &self.origin {
             Origin::Git(source) => source.clone(),
-            Origin::Chart(_) => return Ok(!self.renderer.lock().expect("renderer lock").has_capabilities()),
+            Origin::Chart(..) => return Ok(!self.renderer.lock().expect("renderer lock").has_capabilities()),
         };
         let (source, renderer, unit, revision) = (source, self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
@@ -250,13 +247,54 @@ impl Repo {
     }
 }
 
+/// Opens (or creates) the unit's bare mirror under `state_dir`.
+async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
+    let spec = SourceSpec {
+        unit: unit.name.clone(),
+        repo: unit.repo.clone(),
+        reference: unit.reference.clone(),
+        path: unit.path.clone(),
+        credentials: Credentials {
+            ssh_key_file: unit.git.ssh_key_file.clone(),
+            known_hosts_file: unit.git.known_hosts_file.clone(),
+            token_file: unit.git.token_file.clone(),
+            username: unit.git.username.clone(),
+        },
+        max_file_bytes: unit.max_file_bytes,
+        verify: unit.verify.as_ref().map(|v| VerifySpec {
+            allowed_signers_file: v.allowed_signers_file.clone(),
+            openpgp_keys_file: v.openpgp_keys_file.clone(),
+        }),
+    };
+    let state_dir = state_dir.to_path_buf();
+    blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await
+}
+
 /// Where a unit's revisions come from.
 #[derive(Clone)]
 enum Origin {
     /// A git repository's bare mirror.
     Git(Arc<Mutex<Source>>),
-    /// A chart repository or registry (`[sync.helm] repo_url`) and the download cache.
-    Chart(Arc<tokio::sync::Mutex<ChartRepo>>),
+    /// A chart repository or registry (`[sync.helm] repo_url`) and the download cache; with
+    /// `repo` too, the git repository its `values_files` are read from (the revision is then
+    /// `<chart revision>+git:<commit>`).
+    Chart(Arc<tokio::sync::Mutex<ChartRepo>>, Option<Arc<Mutex<Source>>>),
+}
+
+/// The unit's `values_files` read from git at `commit`, as (repository path, bytes).
+///
+/// Errors: [`Error::Render`] ([`render::Error::ValuesFileMissing`]), [`Error::Source`].
+fn values_files(source: &Source, commit: &Revision, unit: &SyncUnit) -> Result<Vec<(String, Vec<u8>)>> {
+    let tree = source.tree(commit)?;
+    let mut files = Vec::new();
+    for file in &unit.helm.values_files {
+        let Some(id) = tree.blob(file) else {
+            let (unit, path, revision) = (unit.name.clone(), file.clone(), commit.clone());
+            return Err(Error::Render(render::Error::ValuesFileMissing { unit, path, revision }));
+        };
+        files.push((file.clone(), tree.read(file, id)?));
+    }
+    Ok(files)
 }
 
 /// One read of `revision`: rendered, or listed and parsed.

@@ -110,7 +110,8 @@ impl ChartRepo {
     /// Errors: [`Error::Chart`] when the revision is not a chart revision or its archive is
     /// no longer cached.
     pub fn archive(&self, revision: &Revision) -> Result<PathBuf> {
-        let digest = revision.0.rsplit_once("@sha256:").map(|(_, hex)| hex).unwrap_or_default();
+        let digest = revision.0.rsplit_once("@sha256:").map(|(_, rest)| rest.split('+').next().unwrap_or(rest));
+        let digest = digest.unwrap_or_default();
         self.cache.path(digest).ok_or_else(|| Error::Chart {
             unit: self.spec.unit.clone(),
             url: self.spec.source.repo_url.clone(),
