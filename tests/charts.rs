@@ -56,6 +56,18 @@ async fn http_repository_installs_the_newest_match_and_upgrades_when_one_is_publ
     assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.3.0"));
     let cached = state.path().join(format!("charts/demo/{}.tgz", sha256_hex(&newer)));
     assert_eq!(std::fs::read(&cached).unwrap(), std::fs::read(&newer).unwrap(), "the cache holds the archive");
+
+    // The archive two versions back is collected; the previous one stays.
+    let newest = server.publish(work.path(), "demo", "0.4.0");
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let mut left: Vec<String> = std::fs::read_dir(state.path().join("charts/demo"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    left.sort();
+    let mut expected = vec![format!("{}.tgz", sha256_hex(&newer)), format!("{}.tgz", sha256_hex(&newest))];
+    expected.sort();
+    assert_eq!(left, expected, "0.2.0 collected, 0.3.0 and 0.4.0 kept");
 }
 
 #[tokio::test]
