@@ -816,15 +816,13 @@ fn validate_passes_on_the_shipped_config_and_renders_helm_for_a_recent_kubernete
 }
 
 #[test]
-fn missing_chart_dependencies_say_gitward_does_not_download_them() {
+fn missing_local_chart_dependencies_say_to_vendor_them() {
     let repo = common::GitRepo::new();
     repo.copy_dir(&common::fixtures().join("render/helm/charts/guestbook"), "chart");
     let chart = std::fs::read_to_string(repo.work().join("chart/Chart.yaml")).unwrap();
     repo.write(
         "chart/Chart.yaml",
-        &format!(
-            "{chart}dependencies:\n  - name: mylib\n    version: 1.0.0\n    repository: https://charts.example.com\n"
-        ),
+        &format!("{chart}dependencies:\n  - name: mylib\n    version: 1.0.0\n    repository: file://../mylib\n"),
     );
     repo.commit_and_push("a dependency that is not vendored");
     let dir = tempfile::tempdir().unwrap();
@@ -835,7 +833,10 @@ fn missing_chart_dependencies_say_gitward_does_not_download_them() {
     assert_eq!(code, 2, "{stdout}{stderr}");
     assert!(stderr.contains("chart: chart dependencies not in chart/charts/: mylib"), "{stderr}");
     assert!(
-        stderr.contains("gitward does not download them: vendor them with `helm dependency build chart`"),
+        stderr.contains(
+            "gitward fetches only those with an https, http or oci repository: vendor the others with \
+                         `helm dependency build chart`"
+        ),
         "{stderr}"
     );
     assert!(stderr.contains("commit the charts/ directory"), "{stderr}");

@@ -10,6 +10,7 @@
 mod common;
 
 mod bad_input;
+mod charts;
 mod cli;
 mod cluster;
 mod daemon;

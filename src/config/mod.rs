@@ -17,7 +17,9 @@
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `hint` (did you
 //! mean), `tests`.
 
+mod chart;
 mod cluster;
+mod constraint;
 mod daemon;
 mod hint;
 mod raw;
@@ -30,7 +32,9 @@ mod tests;
 mod unit;
 mod verify;
 
+pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
+pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
 pub use render::RenderTools;
 use unit::is_url_or_scp;

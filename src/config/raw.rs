@@ -135,7 +135,7 @@ pub(super) struct RawLeaderElection {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawSyncUnit {
     pub name: Spanned<String>,
-    pub repo: Spanned<String>,
+    pub repo: Option<Spanned<String>>,
     pub cluster: Option<Spanned<String>>,
     #[serde(rename = "ref")]
     pub reference: Option<Spanned<String>>,
@@ -173,6 +173,13 @@ pub(super) struct RawHelm {
     #[serde(default)]
     pub values_files: Vec<Spanned<String>>,
     pub values: Option<toml::Table>,
+    pub repo_url: Option<Spanned<String>>,
+    pub chart: Option<Spanned<String>>,
+    pub version: Option<Spanned<String>>,
+    pub username: Option<Spanned<String>>,
+    pub password_file: Option<Spanned<String>>,
+    pub ca_file: Option<Spanned<String>>,
+    pub docker_config_file: Option<Spanned<String>>,
 }
 
 /// `[sync.decryption]`.

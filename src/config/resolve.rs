@@ -175,6 +175,7 @@ impl Resolver<'_> {
             release: raw.release.map(|r| self.check(r, &key("release"), dns_label)).transpose()?,
             values_files,
             values,
+            chart: None,
         })
     }
 
@@ -262,11 +263,26 @@ impl Resolver<'_> {
     }
 
     /// Resolves one unit; also returns the spans the cross-unit checks point at.
-    fn unit(&self, index: usize, raw: RawSyncUnit) -> Result<(SyncUnit, Range<usize>, Range<usize>)> {
+    fn unit(&self, index: usize, mut raw: RawSyncUnit) -> Result<(SyncUnit, Range<usize>, Range<usize>)> {
         let key = |field: &str| format!("sync[{index}].{field}");
         let name_span = raw.name.span();
         let name = self.check(raw.name, &key("name"), unit_name)?;
-        let repo = self.repo(raw.repo, &key("repo"))?;
+        let chart = self.chart_source(index, &mut raw.helm)?;
+        let repo = match (raw.repo, &chart) {
+            (Some(repo), None) => self.repo(repo, &key("repo"))?,
+            (None, Some(_)) => match raw.helm.values_files.first() {
+                Some(file) => {
+                    let message = "needs a git repository (`repo`) to read values files from";
+                    return Err(self.invalid(Some(file.span()), &key("helm.values_files"), message));
+                }
+                None => String::new(),
+            },
+            (Some(repo), Some(_)) => self.repo(repo, &key("repo"))?,
+            (None, None) => {
+                let message = "is required (or [sync.helm] repo_url, for a chart from a chart repository)";
+                return Err(self.invalid(Some(name_span), &key("repo"), message));
+            }
+        };
         let mut unit = SyncUnit::new(name, repo);
         if let Some(reference) = raw.reference {
             unit.reference = self.check(reference, &key("ref"), git_ref)?;
@@ -312,7 +328,10 @@ impl Resolver<'_> {
             let key = key("adopt_from");
             unit.adopt_from = sources.into_iter().map(|s| self.check(s, &key, adopt_source)).collect::<Result<_>>()?;
         }
-        unit.helm = self.helm(index, raw.helm)?;
+        unit.helm = HelmOptions { chart, ..self.helm(index, raw.helm)? };
+        if unit.helm.chart.is_some() {
+            unit.render = super::RenderMode::Helm;
+        }
         unit.decryption = match raw.decryption {
             Some(d) => Some(Decryption { age_key_file: self.file(d.age_key_file, &key("decryption.age_key_file"))? }),
             None => None,

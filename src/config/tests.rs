@@ -158,7 +158,10 @@ fn a_single_sync_table_says_to_write_two_brackets() {
 #[test]
 fn a_missing_repo_error_names_the_key() {
     let message = error("[[sync]]\nname = \"shop\"\n");
-    assert_eq!(message, "config.toml: line 1: sync: missing field `repo`");
+    assert_eq!(
+        message,
+        "config.toml: line 2: sync[0].repo: is required (or [sync.helm] repo_url, for a chart from a chart repository)"
+    );
 }
 
 #[test]

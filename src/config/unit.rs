@@ -49,6 +49,9 @@ pub struct HelmOptions {
     /// Inline values (`[sync.helm.values]`), applied after the files, so they win. Default:
     /// empty.
     pub values: serde_json::Map<String, serde_json::Value>,
+    /// Where the chart comes from when it is not in git (`repo_url` and its keys). Default
+    /// `None`: the chart is the unit's path in its repository.
+    pub chart: Option<super::ChartSource>,
 }
 
 /// `[sync.decryption]`: SOPS decryption of the unit's files before they are rendered or parsed.
@@ -67,7 +70,9 @@ pub struct SyncUnit {
     /// starting and ending with a letter or digit), unique in the file, because it names the
     /// unit's state directory, its inventory and its log span.
     pub name: String,
-    /// The repository, required, as git reads it: an `https://`, `ssh://`, `git://` or
+    /// The repository, required unless the unit takes a chart from a chart repository
+    /// ([`HelmOptions::chart`]; then `""`, or the repository its `values_files` are read
+    /// from, at `ref`), as git reads it: an `https://`, `ssh://`, `git://` or
     /// `file://` URL, an scp-like `user@host:path`, or a local path. A relative local path is
     /// anchored at the config file's directory; URLs are kept as written.
     pub repo: String,
@@ -246,6 +251,9 @@ impl SyncUnit {
     /// `file://` URL (not percent-decoded). `None` for network URLs and scp-like addresses.
     /// Local repositories are watched for pushes instead of only polled.
     pub fn local_repo(&self) -> Option<PathBuf> {
+        if self.repo.is_empty() {
+            return None;
+        }
         match self.repo.strip_prefix("file://") {
             Some(path) => Some(PathBuf::from(path)),
             None if is_url_or_scp(&self.repo) => None,

@@ -33,8 +33,9 @@ pub enum Error {
     },
     /// The chart declares dependencies that are not vendored in its `charts/` directory.
     #[error(
-        "{unit}: {path}: chart dependencies not in {path}/charts/: {missing}; gitward does not download them: \
-         vendor them with `helm dependency build {path}` and commit the charts/ directory"
+        "{unit}: {path}: chart dependencies not in {path}/charts/: {missing}; gitward fetches only those with an \
+         https, http or oci repository: vendor the others with `helm dependency build {path}` and commit the \
+         charts/ directory"
     )]
     ChartDependencies {
         /// The unit.

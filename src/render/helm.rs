@@ -7,11 +7,12 @@
 //! there (a bare `helm template` assumes Kubernetes v1.20 and only built-in versions). Without
 //! a cluster (`gitward validate`) it passes `[render] kube_version` (default the newest
 //! Kubernetes the pinned Helm knows) and `api_versions`.
-//! `--include-crds` renders the chart's `crds/`. Dependencies must be vendored in `charts/`:
-//! nothing is downloaded. Objects annotated `helm.sh/hook: test…` are skipped; other hooks
-//! (`pre-install`, `post-upgrade`, …) are moved to [`Loaded::hooks`] with their annotations
-//! read ([`Hook`]): the sync runs them as phases around the unit's own objects, as `helm
-//! upgrade` does (<https://helm.sh/docs/topics/charts_hooks/>).
+//! `--include-crds` renders the chart's `crds/`. Dependencies are vendored in `charts/`, or
+//! fetched from their https/http/oci repository and added there (`source::chart::deps`).
+//! Objects annotated `helm.sh/hook: test…` are skipped; other hooks (`pre-install`,
+//! `post-upgrade`, …) are moved to [`Loaded::hooks`] with their annotations read ([`Hook`]):
+//! the sync runs them as phases around the unit's own objects, as `helm upgrade` does
+//! (<https://helm.sh/docs/topics/charts_hooks/>).
 
 use std::path::{Path, PathBuf};
 
@@ -34,7 +35,8 @@ pub struct Capabilities {
     pub api_versions: Vec<String>,
 }
 
-/// Runs `helm template` on the materialized chart at `path`.
+/// Runs `helm template` on the chart at `chart`: a directory materialized in the scratch
+/// directory, or a chart archive (`.tgz`) from a chart repository.
 ///
 /// `values_files` are scratch paths, in order; `inline` (the unit's `[sync.helm.values]`)
 /// goes last so it wins. `capabilities` are the cluster's, or without a cluster (`gitward
@@ -43,7 +45,7 @@ pub struct Capabilities {
 pub(super) fn template(
     tool: &Tool,
     scratch: &Scratch,
-    path: &str,
+    chart: &Path,
     release: &str,
     namespace: &str,
     options: &HelmOptions,
@@ -60,7 +62,7 @@ pub(super) fn template(
         ("HELM_DATA_HOME", &data),
     ];
     let mut cmd = process::command(&tool.path, scratch.path(), &env);
-    cmd.args(["template", release]).arg(scratch.repo_path(path));
+    cmd.args(["template", release]).arg(chart);
     cmd.args(["--namespace", namespace, "--include-crds"]);
     for file in &options.values_files {
         cmd.arg("--values").arg(scratch.repo_path(file));

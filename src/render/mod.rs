@@ -14,6 +14,7 @@
 //! ([`RenderCache`]), `process` (running a tool within its limits).
 
 mod cache;
+mod chart;
 mod error;
 mod helm;
 mod kustomize;
@@ -63,6 +64,9 @@ pub struct Renderer {
     capabilities_read: Option<std::time::Instant>,
     encrypted: std::collections::HashSet<String>,
     hash_key: Option<HashKey>,
+    /// Chart archives fetched for the next Helm render's dependencies, put in the chart's
+    /// `charts/` ([`Renderer::set_dependencies`]).
+    dependencies: Vec<std::path::PathBuf>,
 }
 
 impl Renderer {
@@ -79,6 +83,13 @@ impl Renderer {
     /// Whether capabilities were set less than [`CAPABILITIES_TTL`] ago.
     pub fn has_capabilities(&self) -> bool {
         self.capabilities_read.is_some_and(|read| read.elapsed() < CAPABILITIES_TTL)
+    }
+
+    /// Sets the chart archives (in the download cache, named `<sha256>.tgz`) that the next
+    /// Helm render of a chart in git adds to its `charts/`: its remote dependencies
+    /// (`source::chart::deps`). Part of the render cache key.
+    pub fn set_dependencies(&mut self, archives: Vec<std::path::PathBuf>) {
+        self.dependencies = archives;
     }
 
     /// Sets what Helm is told about the cluster (`--kube-version`, `--api-versions`).
@@ -188,13 +199,26 @@ impl Renderer {
         }
         materializer.check_links()?;
         let written = std::mem::take(&mut materializer.written);
+        if mode == RenderMode::Helm && !self.dependencies.is_empty() {
+            let charts = scratch.repo_path(&unit.path).join("charts");
+            let copy = || -> std::io::Result<()> {
+                std::fs::create_dir_all(&charts)?;
+                for archive in &self.dependencies {
+                    std::fs::copy(archive, charts.join(archive.file_name().unwrap_or_default()))?;
+                }
+                Ok(())
+            };
+            copy()
+                .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart dependencies: {e}") })?;
+        }
         let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
         let output = match mode {
             RenderMode::Helm => {
                 let release = helm::release(&unit.helm, name);
                 let caps = self.capabilities_for(unit);
-                helm::template(tool, &scratch, &unit.path, release, &unit.namespace, &unit.helm, &caps, limits)
+                let chart = scratch.repo_path(&unit.path);
+                helm::template(tool, &scratch, &chart, release, &unit.namespace, &unit.helm, &caps, limits)
             }
             _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
         };
@@ -258,6 +282,9 @@ impl Renderer {
                 .part("values", &serde_json::Value::Object(unit.helm.values.clone()).to_string());
             let caps = self.capabilities_for(unit);
             key.part("kube_version", &caps.kube_version).part("api_versions", &caps.api_versions.join(","));
+            for archive in &self.dependencies {
+                key.part("dependency", &archive.display().to_string());
+            }
         }
         key.part("decryption", &decryptor.map_or_else(String::new, |d| d.hash_key.id()));
         key.finish()

@@ -158,6 +158,19 @@ pub enum Error {
         /// key's fingerprint and user ID, or the fingerprint of an unknown key.
         signer: Option<String>,
     },
+    /// A chart repository or registry answered, but not with the chart asked for: its index or
+    /// manifest does not parse, no version matches the range, the archive's digest differs from
+    /// the one the index or manifest gives. Nothing changes until the repository does, so the
+    /// next poll is soon enough.
+    #[error("{unit}: {url}: {message}")]
+    Chart {
+        /// The sync unit.
+        unit: String,
+        /// The index, chart or archive URL.
+        url: String,
+        /// What is wrong.
+        message: String,
+    },
     /// Any other libgit2 failure while reading the mirror (missing commit or tree, corrupt
     /// object, I/O error).
     #[error("{unit}: {step} failed: {message}")]
@@ -198,6 +211,7 @@ impl Error {
             Error::ReadObject { .. } => "read_object",
             Error::Unverified { .. } => "unverified",
             Error::Git { .. } => "git",
+            Error::Chart { .. } => "chart",
         }
     }
 

@@ -18,6 +18,7 @@
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
 //! `tree` (listing and reading blobs), `view` ([`Tree`]).
 
+pub mod chart;
 mod credentials;
 mod error;
 mod known_hosts;
@@ -70,15 +71,21 @@ pub struct SourceSpec {
     pub verify: Option<VerifySpec>,
 }
 
-/// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to.
+/// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to; for a
+/// chart unit, `<chart>@<version>@sha256:<hex>` ([`chart`]).
 ///
-/// `Display` prints the full SHA; [`Revision::short`] gives the 12-digit form for logs.
+/// `Display` prints it whole; [`Revision::short`] gives the 12-digit form (or `<chart>@<version>`)
+/// for logs.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Revision(pub String);
 
 impl Revision {
-    /// The first 12 hex digits of the SHA (all of it if shorter), for log lines and spans.
+    /// The first 12 hex digits of the SHA (all of it if shorter), for log lines and spans; a
+    /// chart revision without its digest (`demo@0.2.0`).
     pub fn short(&self) -> &str {
+        if let Some((chart, _)) = self.0.rsplit_once("@sha256:") {
+            return chart;
+        }
         self.0.get(..12).unwrap_or(&self.0)
     }
 }

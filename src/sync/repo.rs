@@ -1,21 +1,25 @@
-//! The git side of a unit as the engine uses it: the mirror, the render step and the parse
-//! cache, driven off the async runtime (git and the render tools are blocking). Needs no
-//! cluster, so `gitward validate` uses it alone.
+//! The source side of a unit as the engine uses it: the mirror (or, for a chart unit, the
+//! chart repository and its download cache), the render step and the parse cache, driven off
+//! the async runtime (git and the render tools are blocking). Needs no cluster, so `gitward
+//! validate` uses it alone.
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
 use crate::render::{self, Capabilities, Renderer};
+use crate::source::chart::{ChartRepo, ChartSpec};
 use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 
-/// A unit's mirror, renderer and parse cache.
+/// A unit's mirror (or chart repository), renderer and parse cache.
 #[derive(Clone)]
 pub struct Repo {
-    source: Arc<Mutex<Source>>,
+    origin: Origin,
+    /// Where the download cache of chart dependencies lives (`<state_dir>/charts/dependencies`).
+    state_dir: Arc<std::path::PathBuf>,
     parse_cache: Arc<Mutex<ParseCache>>,
     renderer: Arc<Mutex<Renderer>>,
     unit: Arc<SyncUnit>,
@@ -26,39 +30,53 @@ impl Repo {
     ///
     /// Errors: [`Error::Source`].
     pub async fn open(state_dir: &Path, unit: &SyncUnit) -> Result<Self> {
-        let spec = SourceSpec {
-            unit: unit.name.clone(),
-            repo: unit.repo.clone(),
-            reference: unit.reference.clone(),
-            path: unit.path.clone(),
-            credentials: Credentials {
-                ssh_key_file: unit.git.ssh_key_file.clone(),
-                known_hosts_file: unit.git.known_hosts_file.clone(),
-                token_file: unit.git.token_file.clone(),
-                username: unit.git.username.clone(),
-            },
-            max_file_bytes: unit.max_file_bytes,
-            verify: unit.verify.as_ref().map(|v| VerifySpec {
-                allowed_signers_file: v.allowed_signers_file.clone(),
-                openpgp_keys_file: v.openpgp_keys_file.clone(),
-            }),
-        };
-        let state_dir = state_dir.to_path_buf();
-        let source = blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await?;
+        if let Some(source) = &unit.helm.chart {
+            let spec = ChartSpec {
+                unit: unit.name.clone(),
+                source: source.clone(),
+                max_bytes: unit.render_tools.max_tree_bytes,
+                timeout: unit.render_tools.timeout,
+            };
+            let chart = ChartRepo::open(state_dir, spec)?;
+            let values = match unit.repo.is_empty() {
+                true => None,
+                false => Some(Arc::new(Mutex::new(open_git(state_dir, unit).await?))),
+            };
+            return Ok(Self {
+                state_dir: Arc::new(state_dir.to_path_buf()),
+                origin: Origin::Chart(Arc::new(tokio::sync::Mutex::new(chart)), values),
+                parse_cache: Arc::new(Mutex::new(ParseCache::new())),
+                renderer: Arc::new(Mutex::new(Renderer::new())),
+                unit: Arc::new(unit.clone()),
+            });
+        }
+        let source = open_git(state_dir, unit).await?;
         Ok(Self {
-            source: Arc::new(Mutex::new(source)),
+            state_dir: Arc::new(state_dir.to_path_buf()),
+            origin: Origin::Git(Arc::new(Mutex::new(source))),
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
             unit: Arc::new(unit.clone()),
         })
     }
 
-    /// Fetches the remote and resolves the unit's ref to a revision.
+    /// Fetches the remote and resolves the unit's ref to a revision; for a chart unit, finds
+    /// the newest version its range allows and downloads it unless cached (the revision
+    /// `<chart>@<version>@sha256:<hex>`, [`ChartRepo::fetch`]).
     ///
-    /// Errors: [`Error::Source`] (unreachable repository, unknown ref); the mirror keeps its
-    /// previous state.
+    /// Errors: [`Error::Source`] (unreachable repository, unknown ref; no matching chart
+    /// version, an index that does not parse, a digest mismatch); the mirror and the download
+    /// cache keep their previous state.
     pub async fn fetch(&self) -> Result<Revision> {
-        let source = self.source.clone();
+        let source = match &self.origin {
+            Origin::Git(source) => source.clone(),
+            Origin::Chart(chart, values) => {
+                let chart = chart.lock().await.fetch().await?.revision;
+                let Some(values) = values.clone() else { return Ok(chart) };
+                let commit = blocking(move || values.lock().expect("source lock").fetch().map_err(Error::from)).await?;
+                return Ok(Revision(format!("{chart}+git:{commit}")));
+            }
+        };
         blocking(move || source.lock().expect("source lock").fetch().map_err(Error::from)).await
     }
 
@@ -75,8 +93,28 @@ impl Repo {
     /// Errors: [`Error::Source`] (path missing, file too large; a damaged mirror whose remote
     /// cannot be reached), [`Error::Manifest`], [`Error::Render`].
     pub async fn load(&self, revision: &Revision) -> Result<Loaded> {
+        let source = match &self.origin {
+            Origin::Git(source) => source.clone(),
+            Origin::Chart(chart, values) => {
+                let archive = chart.lock().await.archive(revision)?;
+                let (renderer, unit, revision) = (self.renderer.clone(), self.unit.clone(), revision.clone());
+                let values = values.clone();
+                return blocking(move || {
+                    let files = match (&values, revision.0.rsplit_once("+git:")) {
+                        (Some(source), Some((_, commit))) => {
+                            values_files(&source.lock().expect("source lock"), &Revision(commit.to_owned()), &unit)?
+                        }
+                        _ => Vec::new(),
+                    };
+                    Ok(renderer.lock().expect("renderer lock").render_chart(&unit, &archive, &revision, &files)?)
+                })
+                .await;
+            }
+        };
+        let dependencies = self.chart_dependencies(&source, revision).await?;
+        self.renderer.lock().expect("renderer lock").set_dependencies(dependencies);
         let (source, cache, renderer, unit, revision) =
-            (self.source.clone(), self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
+            (source, self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
             let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
@@ -93,6 +131,46 @@ impl Repo {
         .await
     }
 
+    /// The remote dependencies of the unit's chart in git at `revision` (`Chart.yaml`
+    /// `dependencies` with an https/http/oci `repository`, versions pinned by `Chart.lock`),
+    /// fetched into the shared download cache ([`crate::source::chart::deps`]); empty for a
+    /// unit that does not render with Helm or whose dependencies are all vendored or local.
+    ///
+    /// Errors: [`Error::Source`] (`Chart.yaml` or `Chart.lock` does not parse; a dependency's
+    /// repository cannot be reached, has no matching version, or serves a wrong digest).
+    async fn chart_dependencies(&self, source: &Arc<Mutex<Source>>, revision: &Revision) -> Result<Vec<PathBuf>> {
+        let (source, unit, rev) = (source.clone(), self.unit.clone(), revision.clone());
+        let wanted = blocking(move || {
+            let source = source.lock().expect("source lock");
+            if mode_at(&source, &rev, &unit)? != RenderMode::Helm {
+                return Ok(Vec::new());
+            }
+            let tree = source.tree(&rev)?;
+            let at = |file: &str| if unit.path.is_empty() { file.to_owned() } else { format!("{}/{file}", unit.path) };
+            let Some(chart) = tree.blob(&at("Chart.yaml")) else { return Ok(Vec::new()) };
+            let chart = tree.read(&at("Chart.yaml"), chart)?;
+            let lock = tree.blob(&at("Chart.lock")).map(|id| tree.read(&at("Chart.lock"), id)).transpose()?;
+            let vendored: Vec<String> = match tree.dir(&at("charts")) {
+                Some(id) => tree.entries(&at("charts"), id)?.into_iter().map(|e| e.name).collect(),
+                None => Vec::new(),
+            };
+            let is_vendored = |name: &str| {
+                vendored.iter().any(|n| n == name || (n.starts_with(&format!("{name}-")) && n.ends_with(".tgz")))
+            };
+            crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(|message| {
+                Error::Source(crate::source::Error::Chart { unit: unit.name.clone(), url: at("Chart.yaml"), message })
+            })
+        })
+        .await?;
+        let mut archives = Vec::with_capacity(wanted.len());
+        let (max, timeout) = (self.unit.render_tools.max_tree_bytes, self.unit.render_tools.timeout);
+        for dep in &wanted {
+            archives
+                .push(crate::source::chart::deps::fetch(&self.state_dir, &self.unit.name, dep, max, timeout).await?);
+        }
+        Ok(archives)
+    }
+
     /// The manifests of the files that `to` adds or modifies relative to `from`, read and parsed
     /// apart from the parse cache (the whole load that follows parses them again), for the
     /// early apply of a push's changes ([`super::early`]). `None` whenever that is not a safe
@@ -100,7 +178,8 @@ impl Repo {
     /// plain edit of at most `max_files` manifest files ([`Source::changed_files`]), a file is
     /// SOPS-encrypted, or one does not parse (the whole load reports it).
     pub async fn changed_manifests(&self, from: &Revision, to: &Revision, max_files: usize) -> Option<Vec<Manifest>> {
-        let (source, unit, from, to) = (self.source.clone(), self.unit.clone(), from.clone(), to.clone());
+        let Origin::Git(source) = &self.origin else { return None };
+        let (source, unit, from, to) = (source.clone(), self.unit.clone(), from.clone(), to.clone());
         let read = blocking(move || {
             let source = source.lock().expect("source lock");
             if mode_at(&source, &to, &unit)? != RenderMode::Plain {
@@ -131,8 +210,11 @@ impl Repo {
     ///
     /// Errors: [`Error::Source`] when the revision is not in the mirror.
     pub async fn needs_capabilities(&self, revision: &Revision) -> Result<bool> {
-        let (source, renderer, unit, revision) =
-            (self.source.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
+        let source = match &self.origin {
+            Origin::Git(source) => source.clone(),
+            Origin::Chart(..) => return Ok(!self.renderer.lock().expect("renderer lock").has_capabilities()),
+        };
+        let (source, renderer, unit, revision) = (source, self.renderer.clone(), self.unit.clone(), revision.clone());
         blocking(move || {
             if renderer.lock().expect("renderer lock").has_capabilities() {
                 return Ok(false);
@@ -163,6 +245,56 @@ impl Repo {
     pub fn renders(&self) -> usize {
         self.renderer.lock().expect("renderer lock").renders()
     }
+}
+
+/// Opens (or creates) the unit's bare mirror under `state_dir`.
+async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
+    let spec = SourceSpec {
+        unit: unit.name.clone(),
+        repo: unit.repo.clone(),
+        reference: unit.reference.clone(),
+        path: unit.path.clone(),
+        credentials: Credentials {
+            ssh_key_file: unit.git.ssh_key_file.clone(),
+            known_hosts_file: unit.git.known_hosts_file.clone(),
+            token_file: unit.git.token_file.clone(),
+            username: unit.git.username.clone(),
+        },
+        max_file_bytes: unit.max_file_bytes,
+        verify: unit.verify.as_ref().map(|v| VerifySpec {
+            allowed_signers_file: v.allowed_signers_file.clone(),
+            openpgp_keys_file: v.openpgp_keys_file.clone(),
+        }),
+    };
+    let state_dir = state_dir.to_path_buf();
+    blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await
+}
+
+/// Where a unit's revisions come from.
+#[derive(Clone)]
+enum Origin {
+    /// A git repository's bare mirror.
+    Git(Arc<Mutex<Source>>),
+    /// A chart repository or registry (`[sync.helm] repo_url`) and the download cache; with
+    /// `repo` too, the git repository its `values_files` are read from (the revision is then
+    /// `<chart revision>+git:<commit>`).
+    Chart(Arc<tokio::sync::Mutex<ChartRepo>>, Option<Arc<Mutex<Source>>>),
+}
+
+/// The unit's `values_files` read from git at `commit`, as (repository path, bytes).
+///
+/// Errors: [`Error::Render`] ([`render::Error::ValuesFileMissing`]), [`Error::Source`].
+fn values_files(source: &Source, commit: &Revision, unit: &SyncUnit) -> Result<Vec<(String, Vec<u8>)>> {
+    let tree = source.tree(commit)?;
+    let mut files = Vec::new();
+    for file in &unit.helm.values_files {
+        let Some(id) = tree.blob(file) else {
+            let (unit, path, revision) = (unit.name.clone(), file.clone(), commit.clone());
+            return Err(Error::Render(render::Error::ValuesFileMissing { unit, path, revision }));
+        };
+        files.push((file.clone(), tree.read(file, id)?));
+    }
+    Ok(files)
 }
 
 /// One read of `revision`: rendered, or listed and parsed.

@@ -6,6 +6,8 @@
 //! every test panics with a message saying how to start one: it never skips.
 #![allow(dead_code)]
 
+pub mod charts;
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};

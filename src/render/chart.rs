@@ -1,0 +1,76 @@
+//! `helm template` of a chart archive from a chart repository (a chart unit: `[sync.helm]
+//! repo_url`), cached by the archive's digest like any render.
+
+use std::path::Path;
+
+use super::process::{self, Limits, RunError};
+use super::{Error, Renderer, Result, Tool, helm, tree};
+use crate::config::SyncUnit;
+use crate::manifest::{Loaded, parse_file};
+use crate::source::Revision;
+
+impl Renderer {
+    /// Renders the chart archive `archive` (of `revision`, `<chart>@<version>@sha256:<hex>`)
+    /// with the unit's release, namespace and inline values; served from the render cache
+    /// when the revision, values and capabilities are those of the last render. Test hooks
+    /// are skipped as for a chart in git.
+    ///
+    /// Errors: [`Error::ToolMissing`], [`Error::ToolFailed`] (naming the revision),
+    /// [`Error::Timeout`], [`Error::OutputTooLarge`], [`Error::Scratch`], [`Error::Manifest`].
+    ///
+    /// `values_files` are the unit's values files as read from its git repository (path,
+    /// bytes), written into the scratch directory at their repository paths for `--values`.
+    pub fn render_chart(
+        &mut self,
+        unit: &SyncUnit,
+        archive: &Path,
+        revision: &Revision,
+        values_files: &[(String, Vec<u8>)],
+    ) -> Result<Loaded> {
+        let name = unit.name.as_str();
+        let tool = Tool::find("helm", unit.render_tools.helm.as_deref(), name)?;
+        let caps = self.capabilities_for(unit).into_owned();
+        let release = helm::release(&unit.helm, name);
+        let mut key = super::cache::KeyBuilder::default();
+        key.part("chart", &revision.0)
+            .part("tool", &format!("{} {} {}", tool.path.display(), tool.version, tool.identity))
+            .part("namespace", &unit.namespace)
+            .part("release", release)
+            .part("values", &serde_json::Value::Object(unit.helm.values.clone()).to_string())
+            .part("kube_version", &caps.kube_version)
+            .part("api_versions", &caps.api_versions.join(","));
+        let key = key.finish();
+        if let Some(loaded) = self.cache.get(&key) {
+            return Ok(loaded);
+        }
+        self.cache.count();
+        let scratch = tree::Scratch::new(name)?;
+        for (path, bytes) in values_files {
+            let on_disk = scratch.repo_path(path);
+            let write = || -> std::io::Result<()> {
+                std::fs::create_dir_all(on_disk.parent().unwrap_or(&on_disk))?;
+                std::fs::write(&on_disk, bytes)
+            };
+            write().map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("{path}: {e}") })?;
+        }
+        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let output = helm::template(&tool, &scratch, archive, release, &unit.namespace, &unit.helm, &caps, limits);
+        let path = revision.0.clone();
+        let bytes = output.map_err(|e| {
+            let (unit, tool) = (name.to_owned(), tool.name);
+            match e {
+                RunError::Spawn(e) => Error::ToolFailed { unit, path, tool, message: format!("cannot run: {e}") },
+                RunError::Failed(_, message) => {
+                    let message = process::trim_message(&message.replace(&archive.display().to_string(), &revision.0));
+                    Error::ToolFailed { unit, path, tool, message }
+                }
+                RunError::Timeout => Error::Timeout { unit, path, tool, timeout: limits.timeout },
+                RunError::TooLarge => Error::OutputTooLarge { unit, path, tool, limit: limits.max_output },
+            }
+        })?;
+        let mut loaded = parse_file(&format!("{revision} (helm template)"), &bytes)?;
+        helm::skip_test_hooks(&mut loaded);
+        self.cache.store(key, loaded.clone());
+        Ok(loaded)
+    }
+}

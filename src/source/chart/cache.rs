@@ -1,0 +1,119 @@
+//! The download cache of one chart unit: `<dir>/<sha256 hex>.tgz`, written whole (a temporary
+//! file renamed into place) only after its digest was checked, so a file there is always a
+//! complete, verified archive.
+
+use std::path::{Path, PathBuf};
+
+use sha2::Digest as _;
+
+use crate::source::{Error, Result};
+
+/// One unit's cache directory, and the digest fetched before the current one.
+#[derive(Debug)]
+pub(super) struct Cache {
+    dir: PathBuf,
+    unit: String,
+    previous: std::sync::Mutex<Option<String>>,
+}
+
+impl Cache {
+    /// Opens (creates) `dir`.
+    ///
+    /// Errors: [`Error::OpenMirror`] naming the directory.
+    pub fn open(dir: &Path, unit: &str) -> Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::OpenMirror {
+            unit: unit.to_owned(),
+            path: dir.to_owned(),
+            message: e.to_string(),
+        })?;
+        Ok(Self { dir: dir.to_owned(), unit: unit.to_owned(), previous: Default::default() })
+    }
+
+    /// The cached archive with SHA-256 `digest` (hex), if there is one.
+    pub fn path(&self, digest: &str) -> Option<PathBuf> {
+        let valid = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+        Some(self.dir.join(format!("{digest}.tgz"))).filter(|path| valid && path.is_file())
+    }
+
+    /// Checks `bytes` against `expected` (hex SHA-256, `None` when the repository gives none)
+    /// and stores them; returns their digest.
+    ///
+    /// Errors: [`Error::Chart`] on a digest mismatch (naming `url`, both digests);
+    /// [`Error::OpenMirror`] when the file cannot be written.
+    pub fn store(&self, url: &str, bytes: &[u8], expected: Option<&str>) -> Result<String> {
+        let digest = hex::encode(sha2::Sha256::digest(bytes));
+        if let Some(expected) =
+            expected.map(|e| e.trim_start_matches("sha256:")).filter(|e| !e.eq_ignore_ascii_case(&digest))
+        {
+            let message =
+                format!("digest mismatch: the repository gives sha256:{expected}, the download is sha256:{digest}");
+            return Err(Error::Chart { unit: self.unit.clone(), url: url.to_owned(), message });
+        }
+        let write = || -> std::io::Result<()> {
+            let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
+            std::io::Write::write_all(&mut file, bytes)?;
+            file.persist(self.dir.join(format!("{digest}.tgz"))).map_err(|e| e.error)?;
+            Ok(())
+        };
+        write().map_err(|e| Error::OpenMirror {
+            unit: self.unit.clone(),
+            path: self.dir.clone(),
+            message: e.to_string(),
+        })?;
+        Ok(digest)
+    }
+
+    /// Deletes every archive but `current` and the one current before it (kept so a revision
+    /// applied before a failing new one can still be read).
+    pub fn collect(&self, current: &str) {
+        let mut previous = self.previous.lock().expect("cache lock");
+        if previous.as_deref() != Some(current) {
+            let before = previous.replace(current.to_owned());
+            self.sweep(&[Some(current.to_owned()), before]);
+        }
+    }
+
+    fn sweep(&self, keep: &[Option<String>]) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let digest = name.strip_suffix(".tgz").unwrap_or(&name);
+            if !keep.iter().flatten().any(|k| k == digest) {
+                match std::fs::remove_file(entry.path()) {
+                    Ok(()) => tracing::debug!(unit = %self.unit, archive = %name, "old chart archive collected"),
+                    Err(e) => {
+                        tracing::warn!(unit = %self.unit, archive = %name, error = %e, "cannot remove an old chart archive")
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn archives_are_checked_stored_and_old_ones_collected() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path(), "u").unwrap();
+        let a = cache.store("http://r/a.tgz", b"a", None).unwrap();
+        let err = cache.store("http://r/b.tgz", b"b", Some(&a)).unwrap_err().to_string();
+        assert!(err.starts_with("u: http://r/b.tgz: digest mismatch"), "{err}");
+        let b = cache
+            .store("http://r/b.tgz", b"b", Some(&format!("sha256:{}", hex::encode(sha2::Sha256::digest(b"b")))))
+            .unwrap();
+        let stale = cache.store("http://r/old.tgz", b"old", None).unwrap();
+        cache.collect(&a);
+        assert!(cache.path(&stale).is_none() && cache.path(&b).is_none(), "what is not current is collected");
+        let b = cache.store("http://r/b.tgz", b"b", None).unwrap();
+        cache.collect(&b);
+        assert!(cache.path(&a).is_some() && cache.path(&b).is_some(), "the previous archive is kept");
+        let c = cache.store("http://r/c.tgz", b"c", None).unwrap();
+        cache.collect(&c);
+        assert!(cache.path(&a).is_none(), "two versions back is collected");
+        assert!(cache.path(&b).is_some() && cache.path(&c).is_some());
+        assert_eq!(cache.path("../x"), None);
+    }
+}

@@ -1,0 +1,138 @@
+//! Dependencies of a chart in git: the `dependencies` of its `Chart.yaml` whose `repository`
+//! is an `https://`, `http://` or `oci://` URL are fetched as `helm dependency build` fetches
+//! them — the version `Chart.lock` pins when there is a lock, else the newest the constraint
+//! allows — into a download cache shared by every unit, `<state_dir>/charts/dependencies/`,
+//! keyed by the archive's digest, so an archive is downloaded once. A dependency already
+//! vendored in the chart's `charts/` (a directory or archive named after it) is left to Helm,
+//! as are `alias`, `condition` and `tags`, which `helm template` applies to what `charts/`
+//! holds.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::cache::Cache;
+use super::{ChartSpec, http, oci};
+use crate::config::{ChartSource, VersionConstraint};
+use crate::source::{Error, Result};
+
+/// One dependency to fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Dependency {
+    /// The chart's name in its repository.
+    pub name: String,
+    /// The version constraint (`Chart.yaml`), or the exact version `Chart.lock` pins.
+    pub version: String,
+    /// The repository URL, without a trailing `/`.
+    pub repository: String,
+}
+
+#[derive(Deserialize)]
+struct ChartFile {
+    #[serde(default)]
+    dependencies: Vec<RawDependency>,
+}
+
+#[derive(Deserialize)]
+struct RawDependency {
+    name: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    repository: String,
+}
+
+/// The dependencies of `chart_yaml` to fetch: remote repositories only (a `file://` or empty
+/// repository, or one vendored in `charts/` — `vendored(name)` — is Helm's to find), versions
+/// from `chart_lock` when it names the dependency.
+///
+/// Errors: a message naming the file that does not parse.
+pub fn remote(
+    chart_yaml: &[u8],
+    chart_lock: Option<&[u8]>,
+    vendored: impl Fn(&str) -> bool,
+) -> std::result::Result<Vec<Dependency>, String> {
+    let parse = |file: &str, bytes: &[u8]| -> std::result::Result<ChartFile, String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("{file}: {e}"))?;
+        serde_saphyr::from_str(text).map_err(|e| format!("{file}: {e}"))
+    };
+    let chart = parse("Chart.yaml", chart_yaml)?;
+    let lock = chart_lock.map(|bytes| parse("Chart.lock", bytes)).transpose()?;
+    let mut out = Vec::new();
+    for dep in chart.dependencies {
+        let remote = ["https://", "http://", "oci://"].iter().any(|s| dep.repository.starts_with(s));
+        if !remote || vendored(&dep.name) {
+            continue;
+        }
+        let locked = lock
+            .as_ref()
+            .and_then(|l| l.dependencies.iter().find(|d| d.name == dep.name && d.repository == dep.repository));
+        out.push(Dependency {
+            version: locked.map_or(dep.version.clone(), |l| l.version.clone()),
+            repository: dep.repository.trim_end_matches('/').to_owned(),
+            name: dep.name,
+        });
+    }
+    Ok(out)
+}
+
+/// Fetches `dep` for `unit` into the shared cache under `state_dir`; returns the archive.
+///
+/// Errors: those of a chart unit's fetch ([`super::ChartRepo::fetch`]), and [`Error::Chart`]
+/// for a version constraint that does not parse.
+pub async fn fetch(
+    state_dir: &Path,
+    unit: &str,
+    dep: &Dependency,
+    max_bytes: u64,
+    timeout: std::time::Duration,
+) -> Result<PathBuf> {
+    let version = VersionConstraint::parse(&dep.version).map_err(|message| Error::Chart {
+        unit: unit.to_owned(),
+        url: dep.repository.clone(),
+        message: format!("dependency {} has the version `{}`: {message}", dep.name, dep.version),
+    })?;
+    let source = ChartSource {
+        repo_url: dep.repository.clone(),
+        chart: dep.name.clone(),
+        version,
+        username: None,
+        password_file: None,
+        ca_file: None,
+        docker_config_file: None,
+    };
+    let spec = ChartSpec { unit: unit.to_owned(), source, max_bytes, timeout };
+    let cache = Cache::open(&state_dir.join("charts").join("dependencies"), unit)?;
+    let work =
+        async { if spec.source.is_oci() { oci::fetch(&spec, &cache).await } else { http::fetch(&spec, &cache).await } };
+    let fetched = tokio::time::timeout(timeout, work).await.map_err(|_| Error::FetchFailed {
+        unit: unit.to_owned(),
+        repo: dep.repository.clone(),
+        message: format!("timed out after {timeout:?}"),
+    })??;
+    cache.path(&fetched.digest).ok_or_else(|| Error::Chart {
+        unit: unit.to_owned(),
+        url: dep.repository.clone(),
+        message: format!("dependency {} was fetched but is not in the cache", dep.name),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn remote_dependencies_take_the_locked_version_and_skip_vendored_and_local_ones() {
+        let chart = b"apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n\
+            - {name: demo, version: '>=0.1.0', repository: 'http://charts.example.com/'}\n\
+            - {name: lib, version: 0.1.0, repository: 'file://../lib'}\n\
+            - {name: vendored, version: 1.x, repository: 'oci://r/charts'}\n\
+            - {name: other, version: '~2', repository: 'oci://r/charts', alias: second}\n";
+        let lock = b"dependencies:\n- {name: demo, version: 0.1.3, repository: 'http://charts.example.com/'}\n";
+        let deps = remote(chart, Some(lock), |name| name == "vendored").unwrap();
+        let got: Vec<(&str, &str, &str)> =
+            deps.iter().map(|d| (d.name.as_str(), d.version.as_str(), d.repository.as_str())).collect();
+        assert_eq!(got, [("demo", "0.1.3", "http://charts.example.com"), ("other", "~2", "oci://r/charts")]);
+        assert!(remote(b"dependencies: {", None, |_| false).unwrap_err().starts_with("Chart.yaml: "));
+    }
+}
