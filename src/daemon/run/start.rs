@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::daemon::http::{self, HttpState};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::trigger::{Status, TriggerKind};
-use crate::daemon::units::Units;
+use crate::daemon::units::{Fences, Units};
 use crate::lease::election::{self as leader, LeaderConfig};
 use crate::lease::shard::{self, Running, ShardConfig};
 
@@ -69,6 +69,11 @@ impl Daemon {
             stopping: Default::default(),
             start_failures: Default::default(),
             stopped: stopped_tx,
+            fences: match (&election, &shard_cfg) {
+                (Some(e), _) => Fences::Leader(e.leadership.as_ref().expect("just started").fence().clone()),
+                (None, Some(_)) => Fences::Units(Default::default()),
+                (None, None) => Fences::None,
+            },
         };
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
