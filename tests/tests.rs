@@ -21,6 +21,7 @@ mod faults_kill;
 mod faults_outage;
 mod faults_readiness;
 mod faults_state;
+mod fencing;
 mod health;
 mod hostile_input;
 mod http;

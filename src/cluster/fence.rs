@@ -376,4 +376,35 @@ mod tests {
         drop(answered);
         assert!(other.drained(Duration::from_millis(20)).await);
     }
+
+    #[tokio::test]
+    async fn a_write_the_server_asks_to_retry_is_not_sent_again_once_the_fence_closed() {
+        use kube::client::Body;
+        use tower::ServiceExt;
+        let fence = Fence::new("Lease/ns/l");
+        fence.publish(boottime() + Duration::from_secs(60), Duration::from_secs(1));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (seen, closing) = (calls.clone(), fence.clone());
+        // The transport: every try answers 429 Retry-After: 0, and the deadline passes while
+        // the first is out.
+        let transport = tower::service_fn(move |_req: Request<Body>| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            closing.close();
+            async move {
+                Ok::<_, BoxError>(
+                    http::Response::builder().status(429).header("Retry-After", "0").body(Body::empty()).unwrap(),
+                )
+            }
+        });
+        let client = tower::Layer::layer(&super::super::stack("https://k", &fence), transport);
+        let request = Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/a/configmaps/b")
+            .body(Body::from(b"{}".to_vec()))
+            .unwrap();
+        let answer = client.oneshot(request).await;
+        let Err(error) = answer else { panic!("the retry was sent, not refused") };
+        assert!(error.is::<Fenced>(), "{error}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "the retry never reached the transport");
+    }
 }

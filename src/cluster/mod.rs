@@ -193,11 +193,31 @@ pub(crate) fn assemble(config: kube::Config, fence: &fence::Fence) -> Result<kub
     let server = config.cluster_url.to_string();
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(Error::Client)?
-        .with_layer(&fence.layer())
-        .with_layer(&tower::buffer::BufferLayer::new(1024))
-        .with_layer(&tower::retry::RetryLayer::new(retry::RetryAfter::default()))
-        .with_layer(&server::NameServerLayer::new(server.trim_end_matches('/')))
+        .with_layer(&stack(server.trim_end_matches('/'), fence))
         .build())
+}
+
+/// gitward's layers over kube's stack, outermost first (see [`assemble`]).
+pub(crate) type Stack = tower::ServiceBuilder<
+    tower::layer::util::Stack<
+        fence::FenceLayer,
+        tower::layer::util::Stack<
+            tower::buffer::BufferLayer<http::Request<kube::client::Body>>,
+            tower::layer::util::Stack<
+                tower::retry::RetryLayer<retry::RetryAfter>,
+                tower::layer::util::Stack<server::NameServerLayer, tower::layer::util::Identity>,
+            >,
+        >,
+    >,
+>;
+
+/// The layers [`assemble`] puts over kube's stack for `server`, the fence innermost.
+pub(crate) fn stack(server: &str, fence: &fence::Fence) -> Stack {
+    tower::ServiceBuilder::new()
+        .layer(server::NameServerLayer::new(server))
+        .layer(tower::retry::RetryLayer::new(retry::RetryAfter::default()))
+        .layer(tower::buffer::BufferLayer::new(1024))
+        .layer(fence.layer())
 }
 
 /// [`Error::Kubeconfig`] saying where a kubeconfig was looked for and how to give one, when
