@@ -267,3 +267,106 @@ async fn two_leader_replicas_with_one_identity_never_both_lead() {
     let at: Timestamp = b.logged("leadership acquired")[0]["timestamp"].as_str().unwrap().parse().unwrap();
     assert!(at > killed, "B led at {at}, before A died at {killed}");
 }
+
+/// Shutdown releases every Lease the replica holds, the ones it won during its grace too: A
+/// is told to stop (SIGTERM) in the middle of a long sync, and B is killed at the same moment;
+/// while A finishes its sync (the grace) it takes B's unit Leases as they expire, and when it
+/// exits no unit Lease names it. Before, the Leases to release were read before the grace,
+/// so those won during it stayed held until they expired.
+#[tokio::test]
+async fn shutdown_releases_the_leases_won_during_its_grace() {
+    const SMALL: usize = 6;
+    let env = common::setup("fence-grace").await;
+    let ns = env.namespace.clone();
+    let big = common::GitRepo::new();
+    big.write(
+        "cms.yaml",
+        &(0..KEPT * 3 / 2).map(|i| common::cm(&format!("kept-{i}"), "1")).collect::<Vec<_>>().join("---\n"),
+    );
+    big.commit_and_push("first");
+    let small: Vec<common::GitRepo> = (0..SMALL)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write("cm.yaml", &common::cm(&format!("small-{i}"), "1"));
+            repo.commit_and_push("first");
+            repo
+        })
+        .collect();
+    let ids = ["grace-a", "grace-b"];
+    let a_id = gitward::lease::assignment::owner("big", ids.iter().copied()).unwrap().to_owned();
+    let b_id = ids.iter().find(|i| **i != a_id).unwrap().to_string();
+    let b_units: Vec<String> = (0..SMALL)
+        .map(|i| format!("small-{i}"))
+        .filter(|u| gitward::lease::assignment::owner(u, ids.iter().copied()) == Some(b_id.as_str()))
+        .collect();
+    assert!(!b_units.is_empty(), "the names give B no unit; rename them");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let config = |identity: &str| {
+        let port = common::free_port();
+        let mut text = format!(
+            "[cluster]\nkubeconfig = \"{kubeconfig}\"\nmax_in_flight = 1\n\n[daemon]\nstate_dir = \"{}\"\n\
+             listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n\
+             [daemon.sharding]\nnamespace = \"{ns}\"\nlease_duration = \"4s\"\nidentity = \"{identity}\"\n\n{}",
+            dir.path().join(format!("state-{identity}")).display(),
+            common::unit_toml("big", &big.bare(), "", &ns, "health_timeout = \"0s\"")
+        );
+        for (i, repo) in small.iter().enumerate() {
+            text.push_str(&common::unit_toml(&format!("small-{i}"), &repo.bare(), "", &ns, "health_timeout = \"0s\""));
+        }
+        let path = dir.path().join(format!("{identity}.toml"));
+        std::fs::write(&path, text).unwrap();
+        common::Daemon::start(&path, port, &[])
+    };
+    let mut a = config(&a_id);
+    let mut b = config(&b_id);
+    let (agent_a, agent_b) = (shard::user_agent(&a_id), shard::user_agent(&b_id));
+    let synced = common::eventually(WAIT, || async {
+        let all = writes(&ns);
+        let b_small = all.iter().filter(|w| w.agent == agent_b && w.name.starts_with("small-")).count();
+        b_small >= b_units.len() && a.events().iter().any(|e| e["message"] == "sync complete" && e["unit"] == "big")
+    })
+    .await;
+    assert!(synced, "the units were not applied:\n{}\n{}", a.log_text(), b.log_text());
+
+    // A second revision of the big unit: once A is writing it, A is told to stop and B dies.
+    let pushed = Timestamp::now();
+    big.write(
+        "cms.yaml",
+        &(0..KEPT * 3 / 2).map(|i| common::cm(&format!("kept-{i}"), "2")).collect::<Vec<_>>().join("---\n"),
+    );
+    big.commit_and_push("second");
+    let writing = common::eventually(WAIT, || async {
+        writes(&ns).iter().filter(|w| w.agent == agent_a && w.received > pushed).count() >= 20
+    })
+    .await;
+    assert!(writing, "A did not start the second sync:\n{}", a.log_text());
+    a.signal("TERM");
+    b.kill();
+    let deadline = std::time::Instant::now() + WAIT;
+    while a.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "A did not exit:\n{}", a.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let events = a.events();
+    let shutting = events.iter().position(|e| e["message"] == "shutting down").expect("A logged its shutdown");
+    let won: Vec<String> = events[shutting..]
+        .iter()
+        .filter(|e| e["message"] == "leadership acquired")
+        .filter_map(|e| e["lease"].as_str()?.rsplit('/').next().map(str::to_owned))
+        .collect();
+    assert!(!won.is_empty(), "A won no Lease during its grace (the sync ended too soon):\n{}", a.log_text());
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let held: Vec<String> = leases
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|l| l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(a_id.as_str()))
+        .filter_map(|l| l.metadata.name)
+        .collect();
+    eprintln!("A won {won:?} during its grace; still naming A after it exited: {held:?}");
+    assert!(held.is_empty(), "A exited still holding {held:?} (won during the grace: {won:?})");
+}

@@ -148,8 +148,10 @@ pub(super) fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
     }
 }
 
-/// This replica's identity for leader election: `$POD_NAME` when set and not empty (unique
-/// per pod), else the hostname with a random suffix.
+/// This replica's identity for leader election: `$POD_NAME` when set and not empty, else the
+/// hostname with a random suffix. `$POD_NAME` is shared by the processes of one Pod (a
+/// restarted container) and can be set alike by hand; the process nonce the election writes
+/// on the Lease keeps two such processes from both leading ([`crate::lease::election`]).
 fn identity() -> String {
     match std::env::var("POD_NAME") {
         Ok(name) if !name.trim().is_empty() => name.trim().to_string(),
