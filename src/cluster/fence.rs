@@ -17,9 +17,10 @@
 //!
 //! The fence also counts the writes it let through whose answer has not come
 //! ([`Fence::drained`]): a Lease is released only once none of them can still be in flight,
-//! so the next holder's first write cannot be overtaken by one of ours. Each admitted write is
-//! bounded by [`WRITE_TIMEOUT`]; a write abandoned before its answer (its task aborted) counts
-//! as in flight until that bound has passed since it was sent.
+//! so the next holder's first write cannot be overtaken by one of ours. Each admitted write
+//! runs in a task of its own, bounded by [`WRITE_TIMEOUT`], so a caller that stops waiting
+//! (its unit task aborted) does not cut the count short: the write stays counted until the
+//! server has answered it or the bound has passed.
 //!
 //! What no client-side check covers: a write handed to the transport just before the deadline
 //! and delayed after it (a pause between the check and the socket write, a slow connection
@@ -87,9 +88,6 @@ struct Inner {
     valid_until: AtomicU64,
     /// Writes let through whose answer has not come yet.
     in_flight: AtomicUsize,
-    /// Writes abandoned before their answer may still reach the server until then
-    /// ([`boottime`], ns).
-    abandoned_until: AtomicU64,
     /// Woken when `in_flight` drops.
     idle: Notify,
 }
@@ -120,7 +118,6 @@ impl Fence {
                 closes_at: AtomicU64::new(closes_at),
                 valid_until: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
-                abandoned_until: AtomicU64::new(0),
                 idle: Notify::new(),
             }),
         }
@@ -196,10 +193,9 @@ impl Fence {
         self.inner.in_flight.load(Ordering::SeqCst)
     }
 
-    /// True when no write let through can still be in flight: none awaits its answer and every
-    /// abandoned one is past [`WRITE_TIMEOUT`] since it was sent.
+    /// True when no write let through can still be in flight: each was answered or timed out.
     pub fn is_drained(&self) -> bool {
-        self.in_flight() == 0 && nanos(boottime()) >= self.inner.abandoned_until.load(Ordering::SeqCst)
+        self.in_flight() == 0
     }
 
     /// Waits until [`Self::is_drained`], at most `bound`; returns whether it is. Close the
@@ -211,9 +207,7 @@ impl Fence {
             if self.is_drained() {
                 return true;
             }
-            let abandoned = Duration::from_nanos(self.inner.abandoned_until.load(Ordering::SeqCst));
-            let nap = abandoned.saturating_sub(boottime()).clamp(Duration::from_millis(10), Duration::from_millis(200));
-            let wake = (tokio::time::Instant::now() + nap).min(until);
+            let wake = (tokio::time::Instant::now() + Duration::from_millis(200)).min(until);
             tokio::select! {
                 () = notified => {}
                 () = tokio::time::sleep_until(wake) => {}
@@ -230,26 +224,20 @@ impl Fence {
     }
 }
 
-/// Counts one admitted write until its answer (or its timeout) comes; dropped earlier, it
-/// leaves the write counted as possibly in flight until [`WRITE_TIMEOUT`] after it was sent.
+/// Counts one admitted write while it lives: held by the task that awaits the answer.
 struct InFlight {
     fence: Fence,
-    sent: Duration,
-    answered: bool,
 }
 
 impl InFlight {
     fn start(fence: &Fence) -> Self {
         fence.inner.in_flight.fetch_add(1, Ordering::SeqCst);
-        Self { fence: fence.clone(), sent: boottime(), answered: false }
+        Self { fence: fence.clone() }
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        if !self.answered {
-            self.fence.inner.abandoned_until.fetch_max(nanos(self.sent + WRITE_TIMEOUT), Ordering::SeqCst);
-        }
         self.fence.inner.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.fence.inner.idle.notify_waiters();
     }
@@ -308,17 +296,19 @@ where
             tracing::debug!(lease = %fenced.lease, method = %fenced.method, path = %fenced.path, "write fenced");
             return Box::pin(std::future::ready(Err(Box::new(fenced) as BoxError)));
         }
-        let mut guard = InFlight::start(&self.fence);
+        let guard = InFlight::start(&self.fence);
         let future = self.inner.call(request);
-        Box::pin(async move {
+        // Its own task: a caller that stops waiting does not cancel the count (see the module
+        // doc), and the write ends by its answer or the bound.
+        let write = tokio::spawn(async move {
             let answer = tokio::time::timeout(WRITE_TIMEOUT, future).await;
-            guard.answered = true;
             drop(guard);
             match answer {
                 Ok(result) => result.map_err(Into::into),
-                Err(_) => Err(format!("no answer within {WRITE_TIMEOUT:?}").into()),
+                Err(_) => Err(BoxError::from(format!("no answer within {WRITE_TIMEOUT:?}"))),
             }
-        })
+        });
+        Box::pin(async move { write.await.map_err(BoxError::from)? })
     }
 }
 
@@ -362,19 +352,33 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn an_abandoned_write_counts_as_in_flight_until_its_bound() {
+    async fn a_write_whose_caller_stopped_waiting_counts_until_it_is_answered() {
+        use kube::client::Body;
+        use tower::ServiceExt;
         let fence = Fence::new("Lease/ns/l");
-        let guard = InFlight::start(&fence);
-        assert!(!fence.is_drained());
-        drop(guard);
-        assert_eq!(fence.in_flight(), 0);
-        assert!(!fence.is_drained(), "abandoned: the server may still act on it");
-        assert!(!fence.drained(Duration::from_millis(20)).await);
-        let mut answered = InFlight::start(&Fence::new("Lease/ns/m"));
-        answered.answered = true;
-        let other = answered.fence.clone();
-        drop(answered);
-        assert!(other.drained(Duration::from_millis(20)).await);
+        fence.publish(boottime() + Duration::from_secs(60), Duration::ZERO);
+        let (answer_tx, answer_rx) = tokio::sync::oneshot::channel::<()>();
+        let answer = std::sync::Mutex::new(Some(answer_rx));
+        let transport = tower::service_fn(move |_req: Request<Body>| {
+            let wait = answer.lock().unwrap().take();
+            async move {
+                if let Some(wait) = wait {
+                    let _ = wait.await;
+                }
+                Ok::<_, BoxError>(http::Response::new(Body::empty()))
+            }
+        });
+        let service = fence.layer().layer(transport);
+        let request = Request::builder().method("DELETE").uri("/api/v1/namespaces/a").body(Body::empty()).unwrap();
+        let caller = tokio::spawn(service.oneshot(request));
+        while fence.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        caller.abort();
+        let _ = caller.await;
+        assert!(!fence.drained(Duration::from_millis(20)).await, "aborted, but the server has not answered");
+        answer_tx.send(()).unwrap();
+        assert!(fence.drained(Duration::from_secs(5)).await);
     }
 
     #[tokio::test]
