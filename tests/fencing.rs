@@ -370,3 +370,71 @@ async fn shutdown_releases_the_leases_won_during_its_grace() {
     eprintln!("A won {won:?} during its grace; still naming A after it exited: {held:?}");
     assert!(held.is_empty(), "A exited still holding {held:?} (won during the grace: {won:?})");
 }
+
+/// A Lease lost during the shutdown's grace stops the writes at once: a leader-mode replica
+/// told to stop (SIGTERM) in the middle of a long sync goes on with that sync (the grace),
+/// and when its Lease is taken meanwhile it sends at most the one write already in flight
+/// (`max_in_flight = 1`) after it learns of the loss; the revision stays unfinished. Before,
+/// the sync ran on to its end under a Lease someone else held.
+#[tokio::test]
+async fn a_lease_lost_during_the_shutdown_grace_stops_the_writes_at_once() {
+    const OBJECTS: usize = 2000;
+    let env = common::setup("fence-lost").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let revision =
+        |value: &str| (0..OBJECTS).map(|i| common::cm(&format!("kept-{i}"), value)).collect::<Vec<_>>().join("---\n");
+    repo.write("cms.yaml", &revision("1"));
+    repo.commit_and_push("first");
+    let lease = format!(
+        "[daemon.leader_election]\nnamespace = \"{ns}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &ns, "health_timeout = \"0s\"");
+    let (config, port) = common::daemon_config(dir.path(), "[cluster]\nmax_in_flight = 1\n", &lease, &unit);
+    let mut a = common::Daemon::start(&config, port, &[("POD_NAME", "lost-a")]);
+    let first = common::eventually(WAIT, || async { !a.logged("sync complete").is_empty() }).await;
+    assert!(first, "the first revision was not synced:\n{}", a.log_text());
+
+    let pushed = Timestamp::now();
+    repo.write("cms.yaml", &revision("2"));
+    repo.commit_and_push("second");
+    let gitward_writes = || {
+        writes(&ns).into_iter().filter(|w| w.agent.starts_with("gitward/") && w.received > pushed).collect::<Vec<_>>()
+    };
+    let writing = common::eventually(WAIT, || async { gitward_writes().len() >= 20 }).await;
+    assert!(writing, "the second sync did not start:\n{}", a.log_text());
+    a.signal("TERM");
+    // Someone else takes the Lease (as a replica would once it expired).
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let mut held = leases.get("gitward").await.unwrap();
+    let spec = held.spec.as_mut().unwrap();
+    spec.holder_identity = Some("thief".into());
+    spec.lease_duration_seconds = Some(3600);
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()));
+    leases.replace("gitward", &PostParams::default(), &held).await.expect("take the Lease");
+    let deadline = std::time::Instant::now() + WAIT;
+    while a.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "A did not exit:\n{}", a.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    audit_barrier(&env.client, &ns, "fence-lost-barrier").await;
+
+    let events = a.events();
+    let shutting = events.iter().position(|e| e["message"] == "shutting down").expect("A logged its shutdown");
+    let lost = events[shutting..]
+        .iter()
+        .find(|e| e["message"] == "leadership lost")
+        .unwrap_or_else(|| panic!("A did not notice the Lease taken during its grace:\n{}", a.log_text()));
+    let lost_at: Timestamp = lost["timestamp"].as_str().unwrap().parse().unwrap();
+    let all = gitward_writes();
+    let after: Vec<&Write> = all.iter().filter(|w| w.received > lost_at).collect();
+    eprintln!(
+        "A wrote {} objects of the second revision, {} after it lost the Lease at {lost_at}",
+        all.len(),
+        after.len()
+    );
+    assert!(after.len() <= 1, "A wrote after it lost the Lease: {:?}", &after[..after.len().min(10)]);
+    assert!(all.len() < OBJECTS, "the sync ran to its end under a Lease another held");
+    let _ = a.child.wait();
+}
