@@ -20,7 +20,9 @@
 //!   assigned to it, and runs the unit only while that loop says it holds the Lease
 //!   ([`Ownership::held`]). The election loop is [`super::election`]'s: a held Lease is taken
 //!   only when released or when its record has not changed for its duration; the holder stops
-//!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing.
+//!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing; the
+//!   unit's clients refuse its writes from that deadline on, request by request
+//!   ([`Ownership::fences`], [`crate::cluster::fence`]).
 //!   [`leader::spawn_seen`](super::election::spawn_seen) hands it what the watch already saw, so a dead member's unit
 //!   Leases are taken as soon as they expire rather than one lease duration after the new
 //!   owner first looks.
