@@ -4,8 +4,9 @@
 //! A [`Fence`] holds the deadline its Lease's election loop publishes on every acquisition and
 //! renewal ([`Fence::publish`]: the Lease's `valid_until` and a margin), and is closed when the
 //! loop steps down or ends. [`FenceLayer`] sits in each unit client's stack *below* the retry
-//! layer (see [`super::connect_fenced`]), so every try of a write — the first and each retry —
-//! is checked when it is handed to the transport: a write (`POST`, `PUT`, `PATCH`, `DELETE`)
+//! layer (see [`super::registry::Registry::fenced_client`]), so every try of a write — the
+//! first and each retry — is checked when it is handed to the transport: a write (`POST`,
+//! `PUT`, `PATCH`, `DELETE`)
 //! at or after `valid_until − margin` fails with [`Fenced`] and is never sent. Reads pass, and
 //! so do dry-run writes (`dryRun=All`: the API server persists nothing).
 //!

@@ -27,7 +27,7 @@
 //!   shared config, a `$POD_NAME` reused) never both lead; the second waits as for any holder.
 //! - The Lease's deadline itself — `valid_until`, the start of the last successful renewal
 //!   plus `lease_duration`, by `CLOCK_BOOTTIME` — is published on a
-//!   [`Fence`](crate::cluster::fence::Fence) ([`Leadership::fence`]) with the margin
+//!   [`Fence`] ([`Leadership::fence`]) with the margin
 //!   `lease_duration − renew_deadline`, so the clients of what runs under the Lease refuse
 //!   writes from the renew deadline on, request by request, whatever their tasks are doing;
 //!   stepping down or the loop ending closes it.
