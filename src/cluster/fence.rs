@@ -6,9 +6,9 @@
 //! loop steps down or ends. [`FenceLayer`] sits in each unit client's stack *below* the retry
 //! layer (see [`super::registry::Registry::fenced_client`]), so every try of a write — the
 //! first and each retry — is checked when it is handed to the transport: a write (`POST`,
-//! `PUT`, `PATCH`, `DELETE`)
-//! at or after `valid_until − margin` fails with [`Fenced`] and is never sent. Reads pass, and
-//! so do dry-run writes (`dryRun=All`: the API server persists nothing).
+//! `PUT`, `PATCH`, `DELETE`) at or after `valid_until − margin` fails with [`Fenced`] and is
+//! never sent. Reads pass, and so do dry-run writes (`dryRun=All`: the API server persists
+//! nothing).
 //!
 //! Time is read from `CLOCK_BOOTTIME` ([`boottime`]), which keeps counting while the machine
 //! is suspended; tokio's `Instant` (`CLOCK_MONOTONIC`) stops then, so a replica whose VM was
