@@ -18,6 +18,7 @@ pub(crate) mod cascade;
 
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
+use crate::cluster::fence::Fence;
 use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
 use crate::cluster::{api_message, is_status};
 use crate::object::GroupKind;
@@ -72,6 +73,9 @@ pub struct Context<'a> {
     pub cache: &'a MetadataCache,
     /// The unit's ApplySet id (the `part-of` label value a member must still carry).
     pub applyset_id: &'a str,
+    /// The fence of the Lease the unit runs under, checked again between each re-check's
+    /// read and its delete ([`crate::cluster::fence`]).
+    pub fence: &'a Fence,
 }
 
 /// Deletes `steps` (already in reverse stage order), each only after a metadata GET confirms
@@ -136,6 +140,14 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
             }),
             ..Default::default()
         };
+        // The re-check's read is fresh even when this replica was paused before it and its
+        // Lease has passed to another: the delete's preconditions would then pass, and it
+        // would remove what the new owner just applied. The fence says whether it may still
+        // write; the client's fence layer checks again as the request leaves.
+        if let Err(fenced) = ctx.fence.check("DELETE", &step.object.to_string()) {
+            changes.push(step.object.clone(), Action::Skipped, Some(format!("not deleted: {fenced}")));
+            continue;
+        }
         changes.requests += 1;
         match api.delete(&step.object.name, &params).await {
             Ok(_) => {

@@ -165,6 +165,7 @@ async fn a_member_whose_label_was_removed_just_before_the_delete_is_not_deleted(
         resources: &resources,
         cache: u.engine.cache(),
         applyset_id: &u.engine.inventory().id,
+        fence: &gitward::cluster::fence::Fence::unfenced(),
     };
     let changes = gitward::prune::prune(&ctx, &[step]).await;
     let entry = changes.get(&object).expect("entry");

@@ -413,7 +413,7 @@ async fn the_sharded_deployments_role_is_enough_for_sharding() {
     assert!(matches!(other, Err(kube::Error::Api(ref s)) if s.code == 403), "the Role is all it has: {other:?}");
 
     // Join, watch, create and hold the unit Leases, then leave: every verb sharding sends.
-    let units = vec!["app-0".to_owned(), "app-1".to_owned()];
+    let units = ["app-0".to_owned(), "app-1".to_owned()];
     let cfg =
         shard::ShardConfig { namespace: ns.clone(), identity: "rbac-a".into(), lease_duration: LEASE, group: None };
     let fingerprints = units.iter().map(|u| (u.clone(), "f".to_owned())).collect();
@@ -425,7 +425,7 @@ async fn the_sharded_deployments_role_is_enough_for_sharding() {
     assert!(matches!(both, Ok(Ok(_))), "the ServiceAccount could not take the unit Leases");
     task.abort();
     let _ = task.await;
-    shard::leave(client, &cfg, units).await;
+    shard::leave(client, &cfg, &Default::default()).await;
     let leases = Api::<Lease>::namespaced(env.client.clone(), &ns).list(&Default::default()).await.unwrap();
     assert_eq!(leases.items.len(), 3, "a membership Lease and two unit Leases");
     for lease in leases.items {

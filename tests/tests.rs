@@ -22,6 +22,7 @@ mod faults_kill;
 mod faults_outage;
 mod faults_readiness;
 mod faults_state;
+mod fencing;
 mod health;
 mod hooks;
 mod hostile_input;

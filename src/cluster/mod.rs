@@ -10,9 +10,11 @@
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 //! - [`server`] names the API server in errors of requests that got no answer.
+//! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out.
 
 pub(crate) mod cache;
 pub(crate) mod discovery;
+pub mod fence;
 pub mod inventory;
 pub(crate) mod live;
 pub(crate) mod owner;
@@ -118,7 +120,7 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
 ///
 /// Errors: as [`connect`], and [`Error::Client`] when `user_agent` is not a valid header value.
 pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::Client> {
-    build(cfg, user_agent, None).await
+    assemble(prepare(cfg, user_agent, None).await?, &fence::Fence::unfenced())
 }
 
 /// [`connect`] for the writes of a unit that names a ServiceAccount: every request carries
@@ -126,18 +128,27 @@ pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::C
 /// API server then authorizes it as that ServiceAccount and its groups, and the audit log
 /// records both users). gitward's own identity needs `impersonate` on that ServiceAccount.
 ///
+/// Its writes are checked by `fence` ([`fence::FenceLayer`]; [`fence::Fence::unfenced`] for
+/// none).
+///
 /// Errors: as [`connect`].
 pub async fn connect_impersonating(
     cfg: &ClusterConfig,
     namespace: &str,
     service_account: &str,
+    fence: &fence::Fence,
 ) -> Result<kube::Client> {
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
-    build(cfg, crate::TOOLING, Some(user)).await
+    assemble(prepare(cfg, crate::TOOLING, Some(user)).await?, fence)
 }
 
-/// The client of [`connect_as`], impersonating `impersonate` when given.
-async fn build(cfg: &ClusterConfig, user_agent: &str, impersonate: Option<String>) -> Result<kube::Client> {
+/// The kube config of [`connect_as`], impersonating `impersonate` when given: read from the
+/// kubeconfig, kube's own retry off, `user_agent` added.
+pub(crate) async fn prepare(
+    cfg: &ClusterConfig,
+    user_agent: &str,
+    impersonate: Option<String>,
+) -> Result<kube::Config> {
     let user_agent = http::HeaderValue::from_str(user_agent)
         .map_err(|e| Error::Client(kube::Error::HttpError(http::Error::from(e))))?;
     let kube_error = |e: &(dyn std::error::Error + 'static)| Error::Kubeconfig(crate::telemetry::error_chain(e));
@@ -166,13 +177,47 @@ async fn build(cfg: &ClusterConfig, user_agent: &str, impersonate: Option<String
         config.auth_info.impersonate = impersonate;
         config.auth_info.impersonate_groups = None;
     }
+    Ok(config)
+}
+
+/// A client from `config` ([`prepare`]) whose writes `fence` checks.
+///
+/// The stack, outermost first: [`server::NameServerLayer`], the bounded
+/// [`retry::RetryAfter`], a `Buffer`, the [`fence::FenceLayer`] (passing everything through
+/// when unfenced), then kube's own stack (auth, headers, the transport). The fence sits below
+/// the retry, so a write admitted just before the deadline is checked again on each retry and
+/// never re-sent after it (kube's own retry layer would sit inside the fence; it is off).
+///
+/// Errors: [`Error::Client`] when kube cannot build its stack (TLS, auth plugin).
+pub(crate) fn assemble(config: kube::Config, fence: &fence::Fence) -> Result<kube::Client> {
     let server = config.cluster_url.to_string();
     Ok(kube::client::ClientBuilder::try_from(config)
         .map_err(Error::Client)?
-        .with_layer(&tower::buffer::BufferLayer::new(1024))
-        .with_layer(&tower::retry::RetryLayer::new(retry::RetryAfter::default()))
-        .with_layer(&server::NameServerLayer::new(server.trim_end_matches('/')))
+        .with_layer(&stack(server.trim_end_matches('/'), fence))
         .build())
+}
+
+/// gitward's layers over kube's stack, outermost first (see [`assemble`]).
+pub(crate) type Stack = tower::ServiceBuilder<
+    tower::layer::util::Stack<
+        fence::FenceLayer,
+        tower::layer::util::Stack<
+            tower::buffer::BufferLayer<http::Request<kube::client::Body>>,
+            tower::layer::util::Stack<
+                tower::retry::RetryLayer<retry::RetryAfter>,
+                tower::layer::util::Stack<server::NameServerLayer, tower::layer::util::Identity>,
+            >,
+        >,
+    >,
+>;
+
+/// The layers [`assemble`] puts over kube's stack for `server`, the fence innermost.
+pub(crate) fn stack(server: &str, fence: &fence::Fence) -> Stack {
+    tower::ServiceBuilder::new()
+        .layer(server::NameServerLayer::new(server))
+        .layer(tower::retry::RetryLayer::new(retry::RetryAfter::default()))
+        .layer(tower::buffer::BufferLayer::new(1024))
+        .layer(fence.layer())
 }
 
 /// [`Error::Kubeconfig`] saying where a kubeconfig was looked for and how to give one, when

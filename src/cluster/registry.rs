@@ -7,15 +7,18 @@
 
 use std::collections::BTreeMap;
 
-use super::{Result, connect_as};
+use super::fence::Fence;
+use super::{Result, assemble, prepare};
 use crate::config::ClusterConfig;
 
 /// The clients of every configured cluster, keyed by [`ClusterConfig::name`]. Cheap to clone
 /// (clients are reference-counted).
 #[derive(Clone)]
 pub struct Registry {
-    /// One client per cluster name.
+    /// One client per cluster name (unfenced: bookkeeping, Leases, the one-shot commands).
     clients: BTreeMap<String, kube::Client>,
+    /// The kube config of each cluster, read once, for the units' fenced clients.
+    configs: BTreeMap<String, kube::Config>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -36,16 +39,31 @@ impl Registry {
         user_agent: &str,
     ) -> std::result::Result<Self, (String, super::Error)> {
         let mut clients = BTreeMap::new();
+        let mut configs = BTreeMap::new();
         for cluster in clusters {
-            let client: Result<kube::Client> = connect_as(cluster, user_agent).await;
-            clients.insert(cluster.name.clone(), client.map_err(|e| (cluster.name.clone(), e))?);
+            let named = |e| (cluster.name.clone(), e);
+            let config: kube::Config = prepare(cluster, user_agent, None).await.map_err(named)?;
+            clients.insert(cluster.name.clone(), assemble(config.clone(), &Fence::unfenced()).map_err(named)?);
+            configs.insert(cluster.name.clone(), config);
         }
-        Ok(Self { clients })
+        Ok(Self { clients, configs })
     }
 
     /// The client of the cluster named `name`, if configured.
     pub fn client(&self, name: &str) -> Option<&kube::Client> {
         self.clients.get(name)
+    }
+
+    /// A client of the cluster named `name` for one unit's writes, checked by `fence`
+    /// ([`super::fence`]): a new client (own connection pool and stack) unless `fence` is
+    /// unfenced, when the shared client is returned. `None` when `name` is not configured.
+    ///
+    /// Errors: [`super::Error::Client`] when kube cannot build the stack.
+    pub fn fenced_client(&self, name: &str, fence: &Fence) -> Option<Result<kube::Client>> {
+        if fence.is_unfenced() {
+            return self.clients.get(name).cloned().map(Ok);
+        }
+        self.configs.get(name).map(|config| assemble(config.clone(), fence))
     }
 
     /// The configured cluster names, sorted.

@@ -109,9 +109,10 @@ where
     }
 }
 
-/// `error` as [`RequestFailed`], unless kube raised it (kube reads those back by type).
+/// `error` as [`RequestFailed`], unless kube raised it (kube reads those back by type) or the
+/// fence refused the request before sending it ([`super::fence::Fenced`]).
 fn name(server: &str, error: BoxError) -> BoxError {
-    if error.is::<kube::Error>() {
+    if error.is::<kube::Error>() || error.is::<super::fence::Fenced>() {
         return error;
     }
     Box::new(RequestFailed::new(server, error.as_ref()))

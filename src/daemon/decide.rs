@@ -199,6 +199,7 @@ mod tests {
             generation: 3,
             held: BTreeSet::from(["a".to_string()]),
             releasing: BTreeSet::from(["b".to_string(), "s".to_string()]),
+            ..Default::default()
         };
         let running = names(&["a", "b", "c"]);
         let stopping = names(&["s", "t"]);

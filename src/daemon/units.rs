@@ -16,6 +16,7 @@ use super::metrics::Metrics;
 use super::repo_watch::{self, RepoWatch};
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
+use crate::cluster::fence::{Fence, WRITE_TIMEOUT};
 use crate::cluster::registry::Registry;
 use crate::config::{Config, SyncUnit};
 use crate::lease::shard::{Ownership, Running};
@@ -61,6 +62,40 @@ pub(super) struct Units {
     /// Failed starts in a row of each unit that is wanted here and not running; reported to
     /// the sharding loop ([`Running::failed`]) from [`START_TRIES`] on.
     pub(super) start_failures: BTreeMap<String, u32>,
+    /// The fence of every unit's writes: with leader election the Lease's ([`Fences::Leader`]),
+    /// with sharding each unit's own, from the [`Ownership`] ([`Fences::Units`]).
+    pub(super) fences: Fences,
+}
+
+/// Which Lease fences the units' writes ([`crate::cluster::fence`]).
+#[derive(Debug, Clone)]
+pub(super) enum Fences {
+    /// No Lease: one replica, writes never fenced.
+    None,
+    /// Leader election: every unit runs under the one Lease.
+    Leader(Fence),
+    /// Sharding: each unit under its own Lease, as the last ownership gave them.
+    Units(BTreeMap<String, Fence>),
+}
+
+impl Fences {
+    /// The fence of `unit`; a closed one when sharding gave none (it is not held here).
+    pub(super) fn of(&self, unit: &str) -> Fence {
+        match self {
+            Fences::None => Fence::unfenced(),
+            Fences::Leader(fence) => fence.clone(),
+            Fences::Units(fences) => fences.get(unit).cloned().unwrap_or_else(|| Fence::new(format!("unit {unit}"))),
+        }
+    }
+
+    /// Every fence.
+    pub(super) fn all(&self) -> Vec<(Option<String>, Fence)> {
+        match self {
+            Fences::None => Vec::new(),
+            Fences::Leader(fence) => vec![(None, fence.clone())],
+            Fences::Units(fences) => fences.iter().map(|(u, f)| (Some(u.clone()), f.clone())).collect(),
+        }
+    }
 }
 
 /// Failed starts in a row after which a sharded replica gives a unit up for a while
@@ -136,8 +171,15 @@ impl Units {
             info!(unit = %name, "unit assigned to another replica; stopping after its sync");
             self.stopping.insert(name.clone(), r.task.abort_handle());
             let stopped = self.stopped.clone();
+            let fence = ownership.fences.get(&name).cloned().unwrap_or_else(Fence::unfenced);
             tokio::spawn(async move {
                 stop(vec![r], SHUTDOWN_GRACE).await;
+                // The Lease is released once reported stopped: first let every write the
+                // task sent be answered (or, abandoned, pass its bound), so the next owner's
+                // first write cannot be overtaken by one of ours.
+                if !fence.drained(WRITE_TIMEOUT).await {
+                    warn!(unit = %name, in_flight = fence.in_flight(), "writes of the unit still in flight at hand-over");
+                }
                 let _ = stopped.send(name);
             });
         }
@@ -148,6 +190,7 @@ impl Units {
             r.task.abort();
         }
         self.owned = Some(ownership.held.clone());
+        self.fences = Fences::Units(ownership.fences.clone());
         self.reconcile(config, TriggerKind::Startup).await.0
     }
 
@@ -164,8 +207,13 @@ impl Units {
     }
 
     async fn start(&self, config: &Config, unit: &SyncUnit, first: TriggerKind) -> crate::sync::Result<RunningUnit> {
-        let client = self.clusters.client(&unit.cluster).expect("clusters are fixed at start and every unit names one");
-        let engine = Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, unit).await?;
+        let fence = self.fences.of(&unit.name);
+        let client = self
+            .clusters
+            .fenced_client(&unit.cluster, &fence)
+            .expect("clusters are fixed at start and every unit names one")
+            .map_err(crate::sync::Error::Cluster)?;
+        let engine = Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, unit, &fence).await?;
         let (triggers, rx) = mpsc::channel(1);
         let (stop, stop_rx) = watch::channel(false);
         let watch = unit.local_repo().and_then(|path| match repo_watch::watch(&path, triggers.clone()) {
@@ -215,16 +263,12 @@ impl Units {
     }
 
     /// Stops every unit at shutdown: running ones after their in-flight sync (at most
-    /// [`SHUTDOWN_GRACE`]), those still stopping after a hand-over at once. Returns every unit
-    /// this replica held, for the sharding loop to release.
-    pub(super) async fn shut_down(&mut self) -> BTreeSet<String> {
-        let mut held: BTreeSet<String> = self.owned.clone().unwrap_or_default();
-        held.extend(self.running.keys().chain(self.stopping.keys()).cloned());
+    /// [`SHUTDOWN_GRACE`]), those still stopping after a hand-over at once.
+    pub(super) async fn shut_down(&mut self) {
         stop(std::mem::take(&mut self.running).into_values().collect(), SHUTDOWN_GRACE).await;
         for (_, abort) in std::mem::take(&mut self.stopping) {
             abort.abort();
         }
-        held
     }
 }
 

@@ -21,6 +21,17 @@
 //!   strictly before `lease_duration` has passed since the start of its last successful renewal.
 //!   No other candidate can take over before then, so a leader that says `true` is the only one.
 //!
+//! - The holder writes this process's nonce ([`super::member::process_nonce`]) on the Lease
+//!   (annotation [`super::member::HOLDER_NONCE_ANNOTATION`]) and counts a Lease naming its
+//!   identity as its own only when the nonce is its own: two processes given one identity (a
+//!   shared config, a `$POD_NAME` reused) never both lead; the second waits as for any holder.
+//! - The Lease's deadline itself — `valid_until`, the start of the last successful renewal
+//!   plus `lease_duration`, by `CLOCK_BOOTTIME` — is published on a
+//!   [`Fence`] ([`Leadership::fence`]) with the margin
+//!   `lease_duration − renew_deadline`, so the clients of what runs under the Lease refuse
+//!   writes from the renew deadline on, request by request, whatever their tasks are doing;
+//!   stepping down or the loop ending closes it.
+//!
 //! [`spawn`] runs the loop as a task and hands back a [`Leadership`] handle; the daemon applies
 //! only while [`Leadership::is_leader`] is true. On shutdown, stop the task and call [`release`]
 //! so that another replica takes over at once instead of after the Lease expires.
@@ -36,6 +47,8 @@ use tokio::sync::watch;
 use tokio::time::{Instant, timeout};
 use tracing::{info, warn};
 
+use super::member::{HOLDER_NONCE_ANNOTATION, holder_nonce, process_nonce};
+use crate::cluster::fence::Fence;
 use crate::telemetry::error_chain;
 use elector::Elector;
 
@@ -223,13 +236,22 @@ pub(crate) fn hostname() -> Option<String> {
 pub struct Leadership {
     /// The state the loop publishes; its sender lives in the loop's task.
     rx: watch::Receiver<bool>,
+    /// The Lease's deadline, published by the loop.
+    fence: Fence,
 }
 
 impl Leadership {
-    /// True while this candidate holds the Lease. Check it before each apply; an apply already
-    /// in flight when it turns false is not interrupted by this module.
+    /// True while this candidate holds the Lease and its deadline less the margin has not
+    /// passed. Check it before each apply; writes already under way are refused by the
+    /// clients that [`Self::fence`] guards.
     pub fn is_leader(&self) -> bool {
-        *self.rx.borrow() && !self.has_ended()
+        *self.rx.borrow() && !self.has_ended() && self.fence.admits()
+    }
+
+    /// The fence of this Lease: give it to the clients of whatever runs only while this
+    /// candidate leads ([`crate::cluster::registry::Registry::fenced_client`]).
+    pub fn fence(&self) -> &Fence {
+        &self.fence
     }
 
     /// True when the election loop has ended (never true while it runs).
@@ -294,12 +316,14 @@ pub fn spawn_seen(
     }
     let cfg = cfg.repaired();
     let (tx, rx) = watch::channel(false);
+    let fence = Fence::new(cfg.lease_ref());
     let api = Api::namespaced(client, &cfg.namespace);
-    let elector = Elector::new(api, cfg, tx, seen);
-    (Leadership { rx }, tokio::spawn(elector.run()))
+    let elector = Elector::new(api, cfg, tx, fence.clone(), seen);
+    (Leadership { rx, fence }, tokio::spawn(elector.run()))
 }
 
-/// Gives the Lease up, if `cfg.identity` holds it, so another candidate takes over at once:
+/// Gives the Lease up, if `cfg.identity` holds it with this process's nonce (never another
+/// process's that was given the same identity), so another candidate takes over at once:
 /// clears `holderIdentity` and sets `leaseDurationSeconds` to 1 (as client-go's
 /// `ReleaseOnCancel` does), with optimistic locking. Stop the loop of [`spawn`] first (abort its
 /// task), or it re-acquires the Lease; and stop applying before calling this.
@@ -334,12 +358,16 @@ async fn try_release(client: kube::Client, cfg: &LeaderConfig, lease: &str) -> R
     let Some(mut current) = api.get_opt(&cfg.name).await.map_err(request(lease, "get"))? else {
         return Ok(false);
     };
+    let nonce_ours = holder_nonce(&current) == process_nonce();
     let spec = current.spec.get_or_insert_with(Default::default);
-    if spec.holder_identity.as_deref() != Some(cfg.identity.as_str()) {
+    if spec.holder_identity.as_deref() != Some(cfg.identity.as_str()) || !nonce_ours {
         return Ok(false);
     }
     spec.holder_identity = None;
     spec.lease_duration_seconds = Some(1);
+    if let Some(annotations) = current.metadata.annotations.as_mut() {
+        annotations.remove(HOLDER_NONCE_ANNOTATION);
+    }
     spec.renew_time = Some(now());
     api.replace(&cfg.name, &PostParams::default(), &current).await.map_err(request(lease, "replace"))?;
     Ok(true)

@@ -51,9 +51,28 @@ impl Advert {
     }
 }
 
+/// Annotation holding the nonce of the process that holds a Lease as its `holderIdentity`
+/// (written by the election loop, [`crate::lease::election`]): a process re-takes a Lease
+/// naming its identity only when the nonce is its own, so two processes given one identity
+/// never both hold it.
+pub const HOLDER_NONCE_ANNOTATION: &str = "gitward.dev/holder-nonce";
+
 /// A fresh nonce: 16 random hex digits.
 pub fn nonce() -> String {
     format!("{:016x}", rand::random::<u64>())
+}
+
+/// This process's nonce, drawn once ([`nonce`]): what it advertises and writes on the Leases
+/// it holds.
+pub fn process_nonce() -> &'static str {
+    static NONCE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    NONCE.get_or_init(nonce)
+}
+
+/// The holder nonce on `lease` ([`HOLDER_NONCE_ANNOTATION`]), empty when it carries none.
+pub fn holder_nonce(lease: &Lease) -> &str {
+    let annotations = lease.metadata.annotations.as_ref();
+    annotations.and_then(|a| a.get(HOLDER_NONCE_ANNOTATION)).map_or("", String::as_str)
 }
 
 #[cfg(test)]

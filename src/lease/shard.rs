@@ -20,7 +20,9 @@
 //!   assigned to it, and runs the unit only while that loop says it holds the Lease
 //!   ([`Ownership::held`]). The election loop is [`super::election`]'s: a held Lease is taken
 //!   only when released or when its record has not changed for its duration; the holder stops
-//!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing.
+//!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing; the
+//!   unit's clients refuse its writes from that deadline on, request by request
+//!   ([`Ownership::fences`], [`crate::cluster::fence`]).
 //!   [`leader::spawn_seen`](super::election::spawn_seen) hands it what the watch already saw, so a dead member's unit
 //!   Leases are taken as soon as they expire rather than one lease duration after the new
 //!   owner first looks.
@@ -55,6 +57,7 @@ use tracing::{info, warn};
 use super::assignment::eligible;
 use super::election::{self as leader, Leadership, Seen};
 use super::member::{self, Advert};
+use crate::cluster::fence::Fence;
 
 mod config;
 mod view;
@@ -89,6 +92,10 @@ pub struct Ownership {
     /// another replica now: stop them after their in-flight sync and report them stopped (the
     /// `running` channel of [`spawn`]); the Lease is then released.
     pub releasing: BTreeSet<String>,
+    /// The fence of each unit in `held` or `releasing`: the deadline of its Lease, for the
+    /// unit's clients ([`crate::cluster::fence`]). Wait for it to drain before reporting a
+    /// unit handed over stopped.
+    pub fences: BTreeMap<String, Fence>,
 }
 
 /// A unit Lease changing hands at this replica, as [`ShardEvents::handover`] reports it.
@@ -170,7 +177,7 @@ pub fn spawn(
         benched: BTreeMap::new(),
         versions: BTreeMap::new(),
         collected: Instant::now(),
-        nonce: member::nonce(),
+        nonce: member::process_nonce().to_owned(),
         published: None,
         publishing: None,
         confirmed: false,
@@ -183,18 +190,48 @@ pub fn spawn(
     (rx, tokio::spawn(shard.run()))
 }
 
-/// Releases this replica's Leases on shutdown — the units in `held` first, then its
+/// Releases this replica's Leases on shutdown — every unit Lease it holds, then its
 /// membership — so that the others take over at once instead of after the Leases expire.
-/// Stop the units and abort the loop of [`spawn`] before. Best effort, in parallel, bounded
-/// as [`leader::release`] is.
-pub async fn leave(client: kube::Client, cfg: &ShardConfig, held: impl IntoIterator<Item = String>) {
+/// The unit Leases are listed rather than taken from what ran: a Lease won during the
+/// shutdown's grace ran no unit but is held all the same. A unit in `undrained` (a write of
+/// it may still be in flight, [`Fence::drained`]) keeps its Lease until it expires, so its
+/// next owner cannot be overtaken by that write. Stop the units and abort the loop of
+/// [`spawn`] before. Best effort, in parallel, bounded as [`leader::release`] is; the list is
+/// bounded by [`LIST_BOUND`].
+pub async fn leave(client: kube::Client, cfg: &ShardConfig, undrained: &BTreeSet<String>) {
+    let api: Api<Lease> = Api::namespaced(client.clone(), &cfg.namespace);
+    let prefix = cfg.unit_prefix();
+    let listed = tokio::time::timeout(LIST_BOUND, api.list(&Default::default())).await;
+    let leases = match listed {
+        Ok(Ok(list)) => list.items,
+        Ok(Err(e)) => {
+            warn!(namespace = %cfg.namespace, error = %crate::telemetry::error_chain(&e), "sharding: cannot list Leases to release them; they expire");
+            Vec::new()
+        }
+        Err(_) => {
+            warn!(namespace = %cfg.namespace, "sharding: listing Leases to release them timed out; they expire");
+            Vec::new()
+        }
+    };
     let mut releases = tokio::task::JoinSet::new();
-    for unit in held {
-        releases.spawn(leader::release(client.clone(), cfg.leader_config(cfg.unit_lease(&unit))));
+    for lease in leases {
+        let Some(unit) = lease.metadata.name.as_deref().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+        let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
+        if holder != Some(cfg.identity.as_str()) {
+            continue;
+        }
+        if undrained.contains(unit) {
+            warn!(unit, "sharding: a write of the unit may still be in flight; its Lease is left to expire");
+            continue;
+        }
+        releases.spawn(leader::release(client.clone(), cfg.leader_config(cfg.unit_lease(unit))));
     }
     while releases.join_next().await.is_some() {}
     leader::release(client, cfg.leader_config(cfg.member_lease(&cfg.identity))).await;
 }
+
+/// Longest wait for the list of Leases at shutdown ([`leave`]).
+const LIST_BOUND: Duration = Duration::from_secs(2);
 
 /// The units of a config as the sharding loop takes them: name → fingerprint.
 pub fn fingerprints(units: &[crate::config::SyncUnit]) -> BTreeMap<String, String> {
@@ -249,7 +286,7 @@ struct Shard {
     versions: BTreeMap<String, String>,
     /// When stale Leases were last looked for.
     collected: Instant,
-    /// This process's nonce ([`member::nonce`]).
+    /// This process's nonce ([`member::process_nonce`]).
     nonce: String,
     /// The advert last written on this replica's membership Lease.
     published: Option<Advert>,
@@ -473,13 +510,18 @@ impl Shard {
         self.metrics.units_held(identity, held.len());
         self.holding = held.clone();
         let releasing: BTreeSet<String> = self.releasing.keys().cloned().collect();
+        let fences: BTreeMap<String, Fence> = held
+            .iter()
+            .chain(&releasing)
+            .filter_map(|unit| Some((unit.clone(), self.electors.get(unit)?.leadership.fence().clone())))
+            .collect();
         let generation = &mut self.generation;
         self.tx.send_if_modified(|current| {
-            if current.held == held && current.releasing == releasing {
+            if current.held == held && current.releasing == releasing && current.fences == fences {
                 return false;
             }
             *generation += 1;
-            *current = Ownership { generation: *generation, held, releasing };
+            *current = Ownership { generation: *generation, held, releasing, fences };
             true
         });
     }

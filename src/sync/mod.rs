@@ -40,6 +40,7 @@ use crate::apply::{self, ApplyOptions, Blocked};
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
+use crate::cluster::fence::Fence;
 use crate::cluster::inventory::{Contents, Inventory, Parent, ParentWatch};
 use crate::config::{ClusterConfig, SyncUnit};
 use crate::health::record::{Attempt, Record};
@@ -197,6 +198,8 @@ pub struct Engine {
     hooks_ran: Option<hooks::HooksRan>,
     /// What the parent was last read or written with for [`hooks::HOOKS_RAN`].
     hooks_recorded: Option<hooks::HooksRan>,
+    /// The fence of the Lease the unit runs under ([`Fence::unfenced`] without one).
+    fence: Fence,
 }
 
 impl Engine {
@@ -210,9 +213,25 @@ impl Engine {
         state_dir: &std::path::Path,
         unit: &SyncUnit,
     ) -> Result<Self> {
+        Self::fenced(client, cluster, state_dir, unit, &Fence::unfenced()).await
+    }
+
+    /// [`Engine::new`] for a unit that runs under a Lease: `client` is already checked by
+    /// `fence` ([`crate::cluster::registry::Registry::fenced_client`]), and so is the client
+    /// impersonating the unit's ServiceAccount, built here; the prune checks it again before
+    /// each delete.
+    ///
+    /// Errors: as [`Engine::new`].
+    pub async fn fenced(
+        client: kube::Client,
+        cluster: &ClusterConfig,
+        state_dir: &std::path::Path,
+        unit: &SyncUnit,
+        fence: &Fence,
+    ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;
         let writer = match &unit.service_account {
-            Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa).await?,
+            Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence).await?,
             None => client.clone(),
         };
         let inventory = Inventory::new(&unit.inventory);
@@ -250,6 +269,7 @@ impl Engine {
             revision_hooks: hooks::RevisionHooks::default(),
             hooks_ran: None,
             hooks_recorded: None,
+            fence: fence.clone(),
         })
     }
 

@@ -47,8 +47,13 @@ impl Engine {
             changes.prune_refused = Some(reason);
             return Ok(());
         }
-        let ctx =
-            prune::Context { client: &self.writer, resources, cache: &self.cache, applyset_id: &self.inventory.id };
+        let ctx = prune::Context {
+            client: &self.writer,
+            resources,
+            cache: &self.cache,
+            applyset_id: &self.inventory.id,
+            fence: &self.fence,
+        };
         let pruned = prune::prune(&ctx, &p.steps).await;
         let clean = !pruned.has_failures();
         changes.extend(pruned);

@@ -43,6 +43,10 @@ use crate::telemetry::error_chain;
 
 pub use super::units::SHUTDOWN_GRACE;
 
+/// Longest wait at shutdown, after the units stopped, for their writes still in flight to be
+/// answered before the Leases are released ([`crate::cluster::fence::Fence::drained`]).
+pub const DRAIN_AT_SHUTDOWN: Duration = Duration::from_secs(2);
+
 /// Errors that stop the daemon from starting. Not worth retrying without a fix.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -366,18 +370,41 @@ impl Daemon {
 
     /// Stops the units (in-flight syncs finish, at most [`SHUTDOWN_GRACE`]), releases the
     /// Leases so that other replicas take over at once, and stops the HTTP server (at most 2 s).
+    ///
+    /// During the grace the election loops keep renewing, and a Lease lost meanwhile closes
+    /// its fence: the units it guards send no write from that moment, even while they finish
+    /// their sync. A Lease is released only once none of its units' writes can still be in
+    /// flight (bounded by [`DRAIN_AT_SHUTDOWN`]; else it is left to expire); with sharding,
+    /// every unit Lease this replica holds is released, those won during the grace too.
     async fn shut_down(mut self) {
         info!("shutting down");
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-        let held = self.units.shut_down().await;
+        let fences = self.units.fences.clone();
+        self.units.shut_down().await;
+        let drain_until = Instant::now() + DRAIN_AT_SHUTDOWN;
         if let Some(election) = self.election {
             election.task.abort();
-            leader::release(election.client, election.cfg).await;
+            let _ = election.task.await;
+            let drained = match fences.all().first() {
+                Some((_, fence)) => fence.drained(drain_until.saturating_duration_since(Instant::now())).await,
+                None => true,
+            };
+            if drained {
+                leader::release(election.client, election.cfg).await;
+            } else {
+                warn!(lease = %election.cfg.name, "a write may still be in flight; the Lease is left to expire");
+            }
         }
         if let Some(s) = self.sharded {
             s.task.abort();
             let _ = s.task.await;
-            shard::leave(s.client, &s.cfg, held).await;
+            let mut undrained = std::collections::BTreeSet::new();
+            for (unit, fence) in fences.all() {
+                if !fence.drained(drain_until.saturating_duration_since(Instant::now())).await {
+                    undrained.extend(unit);
+                }
+            }
+            shard::leave(s.client, &s.cfg, &undrained).await;
         }
         if let Some(server) = self.http_server {
             let _ = server.stop.send(());

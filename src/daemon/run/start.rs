@@ -17,7 +17,7 @@ use crate::config::Config;
 use crate::daemon::http::{self, HttpState};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::trigger::{Status, TriggerKind};
-use crate::daemon::units::Units;
+use crate::daemon::units::{Fences, Units};
 use crate::lease::election::{self as leader, LeaderConfig};
 use crate::lease::shard::{self, Running, ShardConfig};
 
@@ -69,6 +69,11 @@ impl Daemon {
             stopping: Default::default(),
             start_failures: Default::default(),
             stopped: stopped_tx,
+            fences: match (&election, &shard_cfg) {
+                (Some(e), _) => Fences::Leader(e.leadership.as_ref().expect("just started").fence().clone()),
+                (None, Some(_)) => Fences::Units(Default::default()),
+                (None, None) => Fences::None,
+            },
         };
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
@@ -143,8 +148,10 @@ pub(super) fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
     }
 }
 
-/// This replica's identity for leader election: `$POD_NAME` when set and not empty (unique
-/// per pod), else the hostname with a random suffix.
+/// This replica's identity for leader election: `$POD_NAME` when set and not empty, else the
+/// hostname with a random suffix. `$POD_NAME` is shared by the processes of one Pod (a
+/// restarted container) and can be set alike by hand; the process nonce the election writes
+/// on the Lease keeps two such processes from both leading ([`crate::lease::election`]).
 fn identity() -> String {
     match std::env::var("POD_NAME") {
         Ok(name) if !name.trim().is_empty() => name.trim().to_string(),

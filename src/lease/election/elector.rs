@@ -10,7 +10,8 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tracing::{debug, info, warn};
 
-use super::{Error, LeaderConfig, Result, Seen, now, request};
+use super::{Error, HOLDER_NONCE_ANNOTATION, LeaderConfig, Result, Seen, holder_nonce, now, process_nonce, request};
+use crate::cluster::fence::{Fence, boottime};
 use crate::cluster::is_status;
 use crate::telemetry::error_chain;
 
@@ -44,6 +45,15 @@ enum Renewal {
     Lost(Option<String>),
 }
 
+/// `metadata` carrying this process's nonce as the holder's ([`HOLDER_NONCE_ANNOTATION`]).
+fn with_nonce(mut metadata: ObjectMeta) -> ObjectMeta {
+    metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(HOLDER_NONCE_ANNOTATION.into(), process_nonce().into());
+    metadata
+}
+
 /// The election loop's state machine (client-go's `LeaderElector`).
 pub(super) struct Elector {
     /// The Leases of `cfg.namespace`.
@@ -54,6 +64,14 @@ pub(super) struct Elector {
     cfg: LeaderConfig,
     /// Publishes the state to every [`super::Leadership`].
     tx: watch::Sender<bool>,
+    /// Publishes the Lease's deadline to the clients it guards; closed on stepping down and
+    /// when the loop ends (dropped).
+    fence: Fence,
+    /// The start of the attempt in progress by `CLOCK_BOOTTIME`: a successful write makes
+    /// the Lease ours until this plus `lease_duration`.
+    attempt_started: Duration,
+    /// A Lease naming our identity with another process's nonce was seen (logged once).
+    twin_seen: bool,
     /// The record as last seen, for the expiry judgement.
     observed: Option<Observed>,
     /// The Lease as last written by us while leader (its `resourceVersion` locks the renewal).
@@ -62,12 +80,35 @@ pub(super) struct Elector {
     failures: u32,
 }
 
+impl Drop for Elector {
+    /// The loop ended (its task aborted or every handle dropped): nobody renews the Lease any
+    /// more, so nothing it guards may write.
+    fn drop(&mut self) {
+        self.fence.close();
+    }
+}
+
 impl Elector {
     /// The loop for `cfg` (already repaired), publishing on `tx`; `seen` starts the expiry
     /// judgement ([`super::spawn_seen`]).
-    pub(super) fn new(api: Api<Lease>, cfg: LeaderConfig, tx: watch::Sender<bool>, seen: Option<Seen>) -> Self {
+    pub(super) fn new(
+        api: Api<Lease>,
+        cfg: LeaderConfig,
+        tx: watch::Sender<bool>,
+        fence: Fence,
+        seen: Option<Seen>,
+    ) -> Self {
         let observed = seen.map(|seen| Observed { spec: seen.spec, at: seen.at });
-        Self { api, lease: cfg.lease_ref(), cfg, tx, observed, held: None, failures: 0 }
+        let lease = cfg.lease_ref();
+        let attempt_started = boottime();
+        Self { api, lease, cfg, tx, fence, attempt_started, twin_seen: false, observed, held: None, failures: 0 }
+    }
+
+    /// Publishes the deadline won by the write whose attempt started at `attempt_started`:
+    /// `valid_until` = that start + `lease_duration`, refused from the renew deadline on.
+    fn publish_deadline(&self) {
+        let margin = self.cfg.lease_duration.saturating_sub(self.cfg.renew_deadline());
+        self.fence.publish(self.attempt_started + self.cfg.lease_duration, margin);
     }
 
     /// Runs rounds until every [`super::Leadership`] is gone.
@@ -98,6 +139,7 @@ impl Elector {
         match attempt {
             Ok(Some(start)) => {
                 self.failures = 0;
+                self.publish_deadline();
                 self.tx.send_replace(true);
                 info!(identity = %self.cfg.identity, lease = %self.lease, "leadership acquired");
                 State::Leader {
@@ -123,12 +165,14 @@ impl Elector {
     async fn leader_round(&mut self, valid_until: Instant, next_renew: Instant) -> State {
         sleep_until(next_renew.min(valid_until)).await;
         let left = valid_until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
+        // The fence counts time suspended, which tokio's clock does not.
+        if left.is_zero() || !self.fence.admits() {
             return self.step_down("renew deadline passed");
         }
         match timeout(left, self.renew()).await {
             Ok(Ok(Renewal::Renewed(start))) => {
                 self.failures = 0;
+                self.publish_deadline();
                 State::Leader {
                     valid_until: start + self.cfg.renew_deadline(),
                     next_renew: start + self.cfg.renew_every,
@@ -150,6 +194,7 @@ impl Elector {
 
     /// Publishes `false` and logs why; the next round reads the Lease again as a follower.
     fn step_down(&mut self, reason: &'static str) -> State {
+        self.fence.close();
         self.tx.send_replace(false);
         self.held = None;
         info!(identity = %self.cfg.identity, lease = %self.lease, reason, "leadership lost");
@@ -160,13 +205,18 @@ impl Elector {
     /// the instant the attempt started when we now hold it, `None` when someone else does.
     async fn try_acquire(&mut self) -> Result<Option<Instant>> {
         let start = Instant::now();
+        self.attempt_started = boottime();
         let Some(current) = self.api.get_opt(&self.cfg.name).await.map_err(request(&self.lease, "get"))? else {
             return self.create(start).await;
         };
         let spec = current.spec.clone().unwrap_or_default();
         self.observe(&spec, start);
         let holder = spec.holder_identity.as_deref().unwrap_or("");
-        let ours = holder == self.cfg.identity;
+        let ours = holder == self.cfg.identity && holder_nonce(&current) == process_nonce();
+        if holder == self.cfg.identity && !ours && !self.twin_seen {
+            self.twin_seen = true;
+            warn!(identity = %self.cfg.identity, lease = %self.lease, nonce = holder_nonce(&current), "another process holds this Lease under this replica's identity; not taking it while it renews (give each replica its own identity)");
+        }
         if !ours && !holder.is_empty() && !self.expired(&spec, start) {
             return Ok(None);
         }
@@ -176,7 +226,7 @@ impl Elector {
         } else {
             self.record(now(), transitions.saturating_add(1), &spec)
         };
-        let lease = Lease { metadata: current.metadata, spec: Some(wanted) };
+        let lease = Lease { metadata: with_nonce(current.metadata), spec: Some(wanted) };
         match self.api.replace(&self.cfg.name, &PostParams::default(), &lease).await {
             Ok(written) => Ok(self.hold(written, start)),
             Err(e) if is_status(&e, 409) => Ok(None),
@@ -186,11 +236,11 @@ impl Elector {
 
     /// Creates the missing Lease with us as holder; `None` if another candidate created it first.
     async fn create(&mut self, start: Instant) -> Result<Option<Instant>> {
-        let metadata = ObjectMeta {
+        let metadata = with_nonce(ObjectMeta {
             name: Some(self.cfg.name.clone()),
             namespace: Some(self.cfg.namespace.clone()),
             ..Default::default()
-        };
+        });
         let lease = Lease { metadata, spec: Some(self.record(now(), 0, &LeaseSpec::default())) };
         match self.api.create(&PostParams::default(), &lease).await {
             Ok(written) => Ok(self.hold(written, start)),
@@ -211,6 +261,7 @@ impl Elector {
     async fn renew(&mut self) -> Result<Renewal> {
         for _ in 0..2 {
             let start = Instant::now();
+            self.attempt_started = boottime();
             let Some(mut lease) = self.held.clone() else { return Ok(Renewal::Lost(None)) };
             let spec = lease.spec.get_or_insert_with(Default::default);
             spec.renew_time = Some(now());
@@ -225,7 +276,8 @@ impl Elector {
                     let fresh = self.api.get_opt(&self.cfg.name).await.map_err(request(&self.lease, "get"))?;
                     let Some(fresh) = fresh else { return Ok(Renewal::Lost(None)) };
                     let holder = fresh.spec.as_ref().and_then(|s| s.holder_identity.clone());
-                    if holder.as_deref() != Some(self.cfg.identity.as_str()) {
+                    if holder.as_deref() != Some(self.cfg.identity.as_str()) || holder_nonce(&fresh) != process_nonce()
+                    {
                         return Ok(Renewal::Lost(holder));
                     }
                     self.held = Some(fresh);

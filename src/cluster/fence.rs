@@ -1,0 +1,415 @@
+//! Fencing at send time: a unit's writes are refused by its client, request by request, once
+//! the Lease that lets this replica run the unit may have run out.
+//!
+//! A [`Fence`] holds the deadline its Lease's election loop publishes on every acquisition and
+//! renewal ([`Fence::publish`]: the Lease's `valid_until` and a margin), and is closed when the
+//! loop steps down or ends. [`FenceLayer`] sits in each unit client's stack *below* the retry
+//! layer (see [`super::registry::Registry::fenced_client`]), so every try of a write — the
+//! first and each retry — is checked when it is handed to the transport: a write (`POST`,
+//! `PUT`, `PATCH`, `DELETE`) at or after `valid_until − margin` fails with [`Fenced`] and is
+//! never sent. Reads pass, and so do dry-run writes (`dryRun=All`: the API server persists
+//! nothing).
+//!
+//! Time is read from `CLOCK_BOOTTIME` ([`boottime`]), which keeps counting while the machine
+//! is suspended; tokio's `Instant` (`CLOCK_MONOTONIC`) stops then, so a replica whose VM was
+//! paused would wake believing its Lease still valid. A process stopped by SIGSTOP, swapped
+//! out or throttled wakes with its deadline passed by either clock, and its first write is
+//! refused before the task that would abort the unit has run.
+//!
+//! The fence also counts the writes it let through whose answer has not come
+//! ([`Fence::drained`]): a Lease is released only once none of them can still be in flight,
+//! so the next holder's first write cannot be overtaken by one of ours. Each admitted write
+//! runs in a task of its own, bounded by [`WRITE_TIMEOUT`], so a caller that stops waiting
+//! (its unit task aborted) does not cut the count short: the write stays counted until the
+//! server has answered it or the bound has passed.
+//!
+//! What no client-side check covers: a write handed to the transport just before the deadline
+//! and delayed after it (a pause between the check and the socket write, a slow connection
+//! set-up, the API server's own queue). The margin (a third of the Lease at the defaults) is
+//! the budget for that; Kubernetes Leases offer no server-side precondition to close it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use http::{Method, Request};
+use tokio::sync::Notify;
+use tower::{BoxError, Layer, Service};
+
+/// Longest a write let through the fence may take to be answered; past it the write fails
+/// with a timeout, and an abandoned write stops counting as in flight. The API server's own
+/// default `--request-timeout` is 60 s; writes of one object answer in milliseconds.
+pub const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A fence that never closes (no Lease: one replica, `gitward sync`).
+const OPEN: u64 = u64::MAX;
+/// A closed fence (no Lease held yet, or no longer).
+const CLOSED: u64 = 0;
+
+/// Time since boot by `CLOCK_BOOTTIME`, which counts time spent suspended (Linux
+/// `clock_gettime(2)`).
+pub fn boottime() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::Boottime);
+    Duration::new(u64::try_from(t.tv_sec).unwrap_or(0), u32::try_from(t.tv_nsec).unwrap_or(0))
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(OPEN - 1)
+}
+
+/// A write refused by a [`Fence`]: it was not sent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{method} {path} not sent: this replica no longer holds {lease} (fenced: its deadline less the margin has passed)"
+)]
+pub struct Fenced {
+    /// The Lease, `Lease/<namespace>/<name>`.
+    pub lease: String,
+    /// The request's method.
+    pub method: String,
+    /// The request's path.
+    pub path: String,
+}
+
+/// The deadline of one Lease as the unit clients check it. Cheap to clone: clones share the
+/// state. Equal when they are clones of one fence.
+#[derive(Clone)]
+pub struct Fence {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    /// `Lease/<namespace>/<name>`, for [`Fenced`]; empty for [`Fence::unfenced`].
+    lease: String,
+    /// Writes are refused from this instant on ([`boottime`], ns); [`CLOSED`] or [`OPEN`].
+    closes_at: AtomicU64,
+    /// The Lease's deadline itself, as last published ([`boottime`], ns; 0 before).
+    valid_until: AtomicU64,
+    /// Writes let through whose answer has not come yet.
+    in_flight: AtomicUsize,
+    /// Woken when `in_flight` drops.
+    idle: Notify,
+}
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Fence")
+            .field("lease", &self.inner.lease)
+            .field("admits", &self.admits())
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+impl PartialEq for Fence {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl Eq for Fence {}
+
+impl Fence {
+    fn with(lease: String, closes_at: u64) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                lease,
+                closes_at: AtomicU64::new(closes_at),
+                valid_until: AtomicU64::new(0),
+                in_flight: AtomicUsize::new(0),
+                idle: Notify::new(),
+            }),
+        }
+    }
+
+    /// A fence for the Lease `lease` (`Lease/<namespace>/<name>`), closed until its election
+    /// loop publishes a deadline.
+    pub fn new(lease: impl Into<String>) -> Self {
+        Self::with(lease.into(), CLOSED)
+    }
+
+    /// A fence that admits every write, for clients no Lease guards.
+    pub fn unfenced() -> Self {
+        Self::with(String::new(), OPEN)
+    }
+
+    /// True for [`Fence::unfenced`].
+    pub fn is_unfenced(&self) -> bool {
+        self.inner.lease.is_empty()
+    }
+
+    /// The Lease this fence guards (`Lease/<namespace>/<name>`; empty when unfenced).
+    pub fn lease(&self) -> &str {
+        &self.inner.lease
+    }
+
+    /// Publishes the Lease's deadline: `valid_until` ([`boottime`]) is when another replica
+    /// may take the Lease over, judged by this process's clock; writes are refused from
+    /// `valid_until − margin` on. Does nothing to an unfenced fence.
+    pub fn publish(&self, valid_until: Duration, margin: Duration) {
+        if self.is_unfenced() {
+            return;
+        }
+        self.inner.valid_until.store(nanos(valid_until), Ordering::SeqCst);
+        let closes = nanos(valid_until.saturating_sub(margin)).max(1);
+        self.inner.closes_at.store(closes, Ordering::SeqCst);
+    }
+
+    /// Closes the fence at once (the Lease was lost, released or its loop ended). Does nothing
+    /// to an unfenced fence.
+    pub fn close(&self) {
+        if !self.is_unfenced() {
+            self.inner.closes_at.store(CLOSED, Ordering::SeqCst);
+        }
+    }
+
+    /// The Lease deadline last published ([`boottime`]), if any.
+    pub fn valid_until(&self) -> Option<Duration> {
+        match self.inner.valid_until.load(Ordering::SeqCst) {
+            0 => None,
+            ns => Some(Duration::from_nanos(ns)),
+        }
+    }
+
+    /// True while a write may be sent now.
+    pub fn admits(&self) -> bool {
+        let closes = self.inner.closes_at.load(Ordering::SeqCst);
+        closes == OPEN || nanos(boottime()) < closes
+    }
+
+    /// `Ok` while a write may be sent now, else the [`Fenced`] error for `method` and `path`.
+    ///
+    /// Errors: [`Fenced`] at or after the published deadline less the margin, or when closed.
+    pub fn check(&self, method: &str, path: &str) -> Result<(), Fenced> {
+        if self.admits() {
+            return Ok(());
+        }
+        Err(Fenced { lease: self.inner.lease.clone(), method: method.to_owned(), path: path.to_owned() })
+    }
+
+    /// Writes let through whose answer has not come yet.
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::SeqCst)
+    }
+
+    /// True when no write let through can still be in flight: each was answered or timed out.
+    pub fn is_drained(&self) -> bool {
+        self.in_flight() == 0
+    }
+
+    /// Waits until [`Self::is_drained`], at most `bound`; returns whether it is. Close the
+    /// fence first, or new writes may keep it busy.
+    pub async fn drained(&self, bound: Duration) -> bool {
+        let until = tokio::time::Instant::now() + bound;
+        loop {
+            let notified = self.inner.idle.notified();
+            if self.is_drained() {
+                return true;
+            }
+            let wake = (tokio::time::Instant::now() + Duration::from_millis(200)).min(until);
+            tokio::select! {
+                () = notified => {}
+                () = tokio::time::sleep_until(wake) => {}
+            }
+            if tokio::time::Instant::now() >= until {
+                return self.is_drained();
+            }
+        }
+    }
+
+    /// The [`FenceLayer`] checking this fence.
+    pub fn layer(&self) -> FenceLayer {
+        FenceLayer { fence: self.clone() }
+    }
+}
+
+/// Counts one admitted write while it lives: held by the task that awaits the answer.
+struct InFlight {
+    fence: Fence,
+}
+
+impl InFlight {
+    fn start(fence: &Fence) -> Self {
+        fence.inner.in_flight.fetch_add(1, Ordering::SeqCst);
+        Self { fence: fence.clone() }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.fence.inner.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.fence.inner.idle.notify_waiters();
+    }
+}
+
+/// Whether `request` changes state on the server: a write that is not a dry run.
+fn is_write<B>(request: &Request<B>) -> bool {
+    let write = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
+    let dry_run = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "dryRun=All"));
+    write && !dry_run
+}
+
+/// The [`Layer`] of [`FenceService`] for one [`Fence`].
+#[derive(Debug, Clone)]
+pub struct FenceLayer {
+    fence: Fence,
+}
+
+impl<S> Layer<S> for FenceLayer {
+    type Service = FenceService<S>;
+
+    fn layer(&self, inner: S) -> FenceService<S> {
+        FenceService { inner, fence: self.fence.clone() }
+    }
+}
+
+/// Refuses writes its [`Fence`] does not admit, bounds and counts those it lets through (see
+/// the module doc).
+#[derive(Debug, Clone)]
+pub struct FenceService<S> {
+    inner: S,
+    fence: Fence,
+}
+
+impl<S, B> Service<Request<B>> for FenceService<S>
+where
+    S: Service<Request<B>>,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = BoxError;
+    type Future = BoxFuture<'static, Result<S::Response, BoxError>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, request: Request<B>) -> Self::Future {
+        if self.fence.is_unfenced() || !is_write(&request) {
+            let future = self.inner.call(request);
+            return Box::pin(async move { future.await.map_err(Into::into) });
+        }
+        if let Err(fenced) = self.fence.check(request.method().as_str(), request.uri().path()) {
+            tracing::debug!(lease = %fenced.lease, method = %fenced.method, path = %fenced.path, "write fenced");
+            return Box::pin(std::future::ready(Err(Box::new(fenced) as BoxError)));
+        }
+        let guard = InFlight::start(&self.fence);
+        let future = self.inner.call(request);
+        // Its own task: a caller that stops waiting does not cancel the count (see the module
+        // doc), and the write ends by its answer or the bound.
+        let write = tokio::spawn(async move {
+            let answer = tokio::time::timeout(WRITE_TIMEOUT, future).await;
+            drop(guard);
+            match answer {
+                Ok(result) => result.map_err(Into::into),
+                Err(_) => Err(BoxError::from(format!("no answer within {WRITE_TIMEOUT:?}"))),
+            }
+        });
+        Box::pin(async move { write.await.map_err(BoxError::from)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boottime_advances() {
+        let a = boottime();
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(boottime() > a);
+    }
+
+    #[test]
+    fn a_fence_admits_until_its_deadline_less_the_margin() {
+        let fence = Fence::new("Lease/ns/l");
+        assert!(!fence.admits(), "closed until a deadline is published");
+        fence.publish(boottime() + Duration::from_secs(60), Duration::from_secs(20));
+        assert!(fence.admits());
+        fence.publish(boottime() + Duration::from_secs(10), Duration::from_secs(20));
+        let err = fence.check("PATCH", "/api/v1/namespaces/a/configmaps/b").unwrap_err();
+        assert_eq!(err.lease, "Lease/ns/l");
+        assert!(err.to_string().starts_with("PATCH /api/v1/namespaces/a/configmaps/b not sent"), "{err}");
+        fence.publish(boottime() + Duration::from_secs(60), Duration::ZERO);
+        fence.close();
+        assert!(!fence.admits());
+        let open = Fence::unfenced();
+        open.close();
+        assert!(open.admits(), "an unfenced client is never closed");
+    }
+
+    #[test]
+    fn writes_are_told_from_reads_and_dry_runs() {
+        let req = |m: &str, uri: &str| Request::builder().method(m).uri(uri).body(()).unwrap();
+        assert!(is_write(&req("PATCH", "/api/v1/namespaces/a/configmaps/b?fieldManager=gitward")));
+        assert!(is_write(&req("DELETE", "/api/v1/namespaces/a/configmaps/b")));
+        assert!(is_write(&req("POST", "/api/v1/namespaces")));
+        assert!(!is_write(&req("GET", "/api/v1/namespaces/a/configmaps/b")));
+        assert!(!is_write(&req("PATCH", "/api/v1/namespaces/a/configmaps/b?dryRun=All&fieldManager=x")));
+    }
+
+    #[tokio::test]
+    async fn a_write_whose_caller_stopped_waiting_counts_until_it_is_answered() {
+        use kube::client::Body;
+        use tower::ServiceExt;
+        let fence = Fence::new("Lease/ns/l");
+        fence.publish(boottime() + Duration::from_secs(60), Duration::ZERO);
+        let (answer_tx, answer_rx) = tokio::sync::oneshot::channel::<()>();
+        let answer = std::sync::Mutex::new(Some(answer_rx));
+        let transport = tower::service_fn(move |_req: Request<Body>| {
+            let wait = answer.lock().unwrap().take();
+            async move {
+                if let Some(wait) = wait {
+                    let _ = wait.await;
+                }
+                Ok::<_, BoxError>(http::Response::new(Body::empty()))
+            }
+        });
+        let service = fence.layer().layer(transport);
+        let request = Request::builder().method("DELETE").uri("/api/v1/namespaces/a").body(Body::empty()).unwrap();
+        let caller = tokio::spawn(service.oneshot(request));
+        while fence.in_flight() == 0 {
+            tokio::task::yield_now().await;
+        }
+        caller.abort();
+        let _ = caller.await;
+        assert!(!fence.drained(Duration::from_millis(20)).await, "aborted, but the server has not answered");
+        answer_tx.send(()).unwrap();
+        assert!(fence.drained(Duration::from_secs(5)).await);
+    }
+
+    #[tokio::test]
+    async fn a_write_the_server_asks_to_retry_is_not_sent_again_once_the_fence_closed() {
+        use kube::client::Body;
+        use tower::ServiceExt;
+        let fence = Fence::new("Lease/ns/l");
+        fence.publish(boottime() + Duration::from_secs(60), Duration::from_secs(1));
+        let calls = Arc::new(AtomicUsize::new(0));
+        let (seen, closing) = (calls.clone(), fence.clone());
+        // The transport: every try answers 429 Retry-After: 0, and the deadline passes while
+        // the first is out.
+        let transport = tower::service_fn(move |_req: Request<Body>| {
+            seen.fetch_add(1, Ordering::SeqCst);
+            closing.close();
+            async move {
+                Ok::<_, BoxError>(
+                    http::Response::builder().status(429).header("Retry-After", "0").body(Body::empty()).unwrap(),
+                )
+            }
+        });
+        let client = tower::Layer::layer(&super::super::stack("https://k", &fence), transport);
+        let request = Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/a/configmaps/b")
+            .body(Body::from(b"{}".to_vec()))
+            .unwrap();
+        let answer = client.oneshot(request).await;
+        let Err(error) = answer else { panic!("the retry was sent, not refused") };
+        assert!(error.is::<Fenced>(), "{error}");
+        assert_eq!(calls.load(Ordering::SeqCst), 1, "the retry never reached the transport");
+    }
+}

@@ -1,0 +1,440 @@
+//! Fencing at send time (issue 21, What to build 5) with real `gitward run` processes, a real
+//! bare repository and the real apiserver: a replica stopped (SIGSTOP) past its Lease sends
+//! no write once it wakes, a unit client refuses writes past its fence, and two processes
+//! given one identity never both lead. Who wrote what is read from the apiserver's audit
+//! log (each sharded replica sends `gitward/<version> (<identity>)`).
+//!
+//! Run: `scripts/test --test integration fencing::`.
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use gitward::cluster::fence::{Fence, boottime};
+use gitward::lease::shard;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// Liveness bound for anything that must eventually happen.
+const WAIT: Duration = Duration::from_secs(120);
+/// The sharding failover bound `D` of the SIGSTOP test (unit Leases last `⌈D/2⌉` s).
+const LEASE: Duration = Duration::from_secs(10);
+/// ConfigMaps the unit keeps, rewritten by the second revision: a sync long enough to stop
+/// the replica in the middle of it.
+const KEPT: usize = 1000;
+/// ConfigMaps the second revision removes: the prune the stopped replica must never send.
+const REMOVED: usize = 40;
+
+/// A write (create, update, patch, delete) of a ConfigMap or Secret in a namespace, from
+/// the audit log.
+#[derive(Debug, Clone)]
+struct Write {
+    agent: String,
+    verb: String,
+    name: String,
+    received: Timestamp,
+}
+
+/// Every write in `namespace` of ConfigMaps and Secrets (the unit's objects and its ApplySet
+/// parent), in log order.
+fn writes(namespace: &str) -> Vec<Write> {
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    let quoted = format!("\"{namespace}\"");
+    text.lines()
+        .filter(|l| l.contains(&quoted) && l.contains("ResponseComplete"))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
+        .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
+        .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
+        .filter_map(|e| {
+            Some(Write {
+                agent: e["userAgent"].as_str()?.to_owned(),
+                verb: e["verb"].as_str()?.to_owned(),
+                name: e["objectRef"]["name"].as_str()?.to_owned(),
+                received: e["requestReceivedTimestamp"].as_str()?.parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The manifests of one revision: `kept-<i>` with `value`, and `gone-<i>` when `with_removed`.
+fn manifests(value: &str, with_removed: bool) -> String {
+    let mut docs: Vec<String> = (0..KEPT).map(|i| common::cm(&format!("kept-{i}"), value)).collect();
+    if with_removed {
+        docs.extend((0..REMOVED).map(|i| common::cm(&format!("gone-{i}"), "old")));
+    }
+    docs.join("---\n")
+}
+
+/// A sharded replica's config: one unit `app` of `repo` into `namespace`, Leases there too,
+/// one write at a time (a long sync), no resync during the test.
+fn replica(dir: &Path, identity: &str, namespace: &str, repo: &Path) -> (std::path::PathBuf, u16) {
+    let port = common::free_port();
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let text = format!(
+        "[cluster]\nkubeconfig = \"{kubeconfig}\"\nmax_in_flight = 1\n\n[daemon]\nstate_dir = \"{}\"\n\
+         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n\
+         [daemon.sharding]\nnamespace = \"{namespace}\"\nlease_duration = \"{}s\"\nidentity = \"{identity}\"\n\n{}",
+        dir.join(format!("state-{identity}")).display(),
+        LEASE.as_secs(),
+        common::unit_toml("app", repo, "", namespace, "health_timeout = \"0s\"")
+    );
+    let path = dir.join(format!("{identity}.toml"));
+    std::fs::write(&path, text).unwrap();
+    (path, port)
+}
+
+/// Makes a write of the test's own and waits until the audit log shows it: every request the
+/// apiserver completed before it is in the log by then.
+async fn audit_barrier(client: &kube::Client, namespace: &str, name: &str) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let cm = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    api.create(&PostParams::default(), &cm).await.expect("barrier write");
+    let seen = common::eventually(WAIT, || async { writes(namespace).iter().any(|w| w.name == name) }).await;
+    assert!(seen, "the barrier write never reached the audit log");
+}
+
+/// The done-when test of fencing: replica A, owner of a unit with a thousand objects, is
+/// stopped (SIGSTOP) in the middle of a sync that would then prune, for twice the Lease
+/// duration; B takes the unit over and syncs it. Once A runs again (SIGCONT) it sends no
+/// write after B's first — its apply loop does not refill, its prune never starts — and it
+/// stops the unit. Without the fence, A's apply loop sends writes when it wakes, before the
+/// abort of the unit lands.
+#[tokio::test]
+async fn a_replica_stopped_past_its_lease_sends_no_write_after_the_new_owners_first() {
+    let env = common::setup("fence-stop").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("cms.yaml", &manifests("1", true));
+    repo.commit_and_push("first");
+    // A is the rendezvous owner of `app` while both replicas live.
+    let ids = ["fence-a", "fence-b"];
+    let owner = gitward::lease::assignment::owner("app", ids.iter().copied()).unwrap().to_owned();
+    let other = ids.iter().find(|i| **i != owner).unwrap().to_string();
+    let (agent_a, agent_b) = (shard::user_agent(&owner), shard::user_agent(&other));
+    let dir = tempfile::tempdir().unwrap();
+    let (config_a, port_a) = replica(dir.path(), &owner, &ns, &repo.bare());
+    let (config_b, port_b) = replica(dir.path(), &other, &ns, &repo.bare());
+    let mut a = common::Daemon::start(&config_a, port_a, &[]);
+    let b = common::Daemon::start(&config_b, port_b, &[]);
+
+    // 1. A applies the first revision whole.
+    let first = common::eventually(WAIT, || async { !a.logged("sync complete").is_empty() }).await;
+    assert!(first, "A did not sync the first revision:\n{}", a.log_text());
+    assert!(writes(&ns).iter().all(|w| w.agent != agent_b), "B wrote while A owned the unit");
+
+    // 2. The second revision rewrites every kept ConfigMap and removes the others: A stops
+    //    (SIGSTOP) once it has applied a few of them.
+    let pushed = Timestamp::now();
+    repo.write("cms.yaml", &manifests("2", false));
+    repo.commit_and_push("second: rewrite kept-*, remove gone-*");
+    let a_applies = || writes(&ns).into_iter().filter(|w| w.agent == agent_a && w.received > pushed).count();
+    let started = common::eventually(WAIT, || async { a_applies() >= 20 }).await;
+    assert!(started, "A did not start the second sync:\n{}", a.log_text());
+    a.signal("STOP");
+    let stopped_at = std::time::Instant::now();
+    let done_before_stop = a_applies();
+    assert!(done_before_stop < KEPT, "A finished its sync before it was stopped ({done_before_stop} writes)");
+
+    // 3. B takes the unit over and syncs it, prune included, while A stays stopped for at
+    //    least twice the Lease duration.
+    let b_synced = common::eventually(WAIT, || async {
+        let all = writes(&ns);
+        let pruned = all.iter().filter(|w| w.agent == agent_b && w.verb == "delete").count();
+        pruned == REMOVED && !b.logged("sync complete").is_empty()
+    })
+    .await;
+    assert!(b_synced, "B did not take the unit over:\n{}", b.log_text());
+    if let Some(rest) = (LEASE * 2).checked_sub(stopped_at.elapsed()) {
+        tokio::time::sleep(rest).await; // the pause is the scenario, not an assertion
+    }
+
+    // 4. A runs again: it must notice that it lost the unit (its positive signal), then it
+    //    is killed before it could legitimately win the unit back.
+    a.signal("CONT");
+    let noticed = common::eventually(WAIT, || async {
+        a.events().iter().any(|e| e["message"] == "sharding: unit lease lost; unit stopped")
+    })
+    .await;
+    assert!(noticed, "A did not notice it lost the unit:\n{}", a.log_text());
+    a.kill();
+    audit_barrier(&env.client, &ns, "fence-barrier").await;
+
+    let all = writes(&ns);
+    let b_first = all.iter().filter(|w| w.agent == agent_b).map(|w| w.received).min().expect("B wrote");
+    let late: Vec<&Write> = all.iter().filter(|w| w.agent == agent_a && w.received >= b_first).collect();
+    eprintln!(
+        "A wrote {done_before_stop}+ objects before SIGSTOP; after B's first write ({b_first}) it wrote {}",
+        late.len()
+    );
+    assert!(late.is_empty(), "A wrote after the new owner's first write: {:?}", &late[..late.len().min(10)]);
+    let a_deletes = all.iter().filter(|w| w.agent == agent_a && w.verb == "delete").count();
+    assert_eq!(a_deletes, 0, "A pruned after it lost the unit");
+    // The cluster holds B's sync: every kept ConfigMap rewritten, every removed one gone.
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    let live = api.list(&Default::default()).await.unwrap().items;
+    let value = |c: &ConfigMap| c.data.as_ref().and_then(|d| d.get("value")).cloned().unwrap_or_default();
+    let kept = live.iter().filter(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("kept-")));
+    assert!(kept.clone().count() == KEPT && kept.clone().all(|c| value(c) == "2"), "kept-* not all at revision 2");
+    assert!(!live.iter().any(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("gone-"))));
+}
+
+/// A unit's client (built as the daemon builds it, from the cluster config) sends writes
+/// while its fence is open and refuses them once the published deadline less the margin has
+/// passed: the ConfigMap keeps its value and the apiserver never saw the refused request;
+/// reads and dry runs still pass.
+#[tokio::test]
+async fn a_unit_client_refuses_writes_past_its_fence_and_still_reads() {
+    let env = common::setup("fence-client").await;
+    let ns = env.namespace.clone();
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let dir = tempfile::tempdir().unwrap();
+    let config = gitward::config::Config::from_toml(
+        &format!(
+            "[cluster]\nkubeconfig = \"{kubeconfig}\"\n[daemon]\nstate_dir = \"{}\"\n\n{}",
+            dir.path().display(),
+            common::unit_toml("app", dir.path(), "", &ns, "")
+        ),
+        dir.path(),
+        "test.toml",
+    )
+    .unwrap();
+    let agent = format!("gitward-test-fence-{ns}");
+    let registry = gitward::cluster::registry::Registry::connect(&config.clusters, &agent).await.unwrap();
+    let fence = Fence::new("Lease/test/unit");
+    let client = registry.fenced_client("default", &fence).unwrap().unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(client, &ns);
+    let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "f"}, "data": {"value": "1"}})).unwrap();
+
+    let closed = api.create(&PostParams::default(), &cm).await;
+    assert!(closed.as_ref().err().is_some_and(|e| e.to_string().contains("not sent")), "{closed:?}");
+    fence.publish(boottime() + Duration::from_secs(60), Duration::from_secs(20));
+    api.create(&PostParams::default(), &cm).await.expect("the fence is open");
+
+    fence.publish(boottime() + Duration::from_secs(5), Duration::from_secs(20));
+    let patch = json!({"data": {"value": "2"}});
+    let refused = api.patch("f", &PatchParams::default(), &Patch::Merge(&patch)).await;
+    let error = refused.expect_err("a write past the deadline less the margin");
+    assert!(error.to_string().contains("Lease/test/unit"), "{error}");
+    let deleted = api.delete("f", &Default::default()).await;
+    assert!(deleted.is_err(), "a delete past the deadline is refused too");
+    let read = api.get("f").await.expect("reads pass the fence");
+    assert_eq!(read.data.unwrap()["value"], "1");
+    let dry = api.patch("f", &PatchParams::default().dry_run(), &Patch::Merge(&patch)).await;
+    assert_eq!(dry.expect("dry runs pass the fence").data.unwrap()["value"], "2");
+
+    audit_barrier(&env.client, &ns, "fence-client-barrier").await;
+    let sent: Vec<String> = writes(&ns).into_iter().filter(|w| w.agent == agent).map(|w| w.verb).collect();
+    // The open create and the dry run, nothing refused.
+    assert_eq!(sent, ["create", "patch"], "the apiserver saw a refused write");
+}
+
+/// Two leader-mode replicas given one identity (`$POD_NAME` reused): the second finds the
+/// Lease held under its identity by another process (the nonce on it is not its own) and
+/// does not take it while the first renews; it leads only after the first dies and the
+/// Lease expires. Before the nonce, both re-took the Lease as their own and both applied.
+#[tokio::test]
+async fn two_leader_replicas_with_one_identity_never_both_lead() {
+    let env = common::setup("fence-twin").await;
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &common::cm("a", "1"));
+    repo.commit_and_push("first");
+    let lease = format!(
+        "[daemon.leader_election]\nnamespace = \"{}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n",
+        env.namespace
+    );
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
+    let (dir_a, dir_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (config_a, port_a) = common::daemon_config(dir_a.path(), "", &lease, &unit);
+    let (config_b, port_b) = common::daemon_config(dir_b.path(), "", &lease, &unit);
+    let mut a = common::Daemon::start(&config_a, port_a, &[("POD_NAME", "twin")]);
+    let led = common::eventually(WAIT, || async { !a.logged("leadership acquired").is_empty() }).await;
+    assert!(led, "A did not lead:\n{}", a.log_text());
+    let b = common::Daemon::start(&config_b, port_b, &[("POD_NAME", "twin")]);
+    let twin_seen = "another process holds this Lease under this replica's identity; not taking it while it renews (give each replica its own identity)";
+    let noticed = common::eventually(WAIT, || async { !b.logged(twin_seen).is_empty() }).await;
+    assert!(noticed, "B did not notice the Lease held under its identity:\n{}", b.log_text());
+    assert!(b.logged("leadership acquired").is_empty(), "B took the Lease A holds:\n{}", b.log_text());
+
+    // A dies without releasing: B leads once the Lease has expired, not before.
+    a.kill();
+    let killed = Timestamp::now();
+    let took = common::eventually(WAIT, || async { !b.logged("leadership acquired").is_empty() }).await;
+    assert!(took, "B never took the expired Lease:\n{}", b.log_text());
+    let at: Timestamp = b.logged("leadership acquired")[0]["timestamp"].as_str().unwrap().parse().unwrap();
+    assert!(at > killed, "B led at {at}, before A died at {killed}");
+}
+
+/// Shutdown releases every Lease the replica holds, the ones it won during its grace too: A
+/// is told to stop (SIGTERM) in the middle of a long sync, and B is killed at the same moment;
+/// while A finishes its sync (the grace) it takes B's unit Leases as they expire, and when it
+/// exits no unit Lease names it. Before, the Leases to release were read before the grace,
+/// so those won during it stayed held until they expired.
+#[tokio::test]
+async fn shutdown_releases_the_leases_won_during_its_grace() {
+    const SMALL: usize = 6;
+    let env = common::setup("fence-grace").await;
+    let ns = env.namespace.clone();
+    let big = common::GitRepo::new();
+    big.write(
+        "cms.yaml",
+        &(0..KEPT * 3 / 2).map(|i| common::cm(&format!("kept-{i}"), "1")).collect::<Vec<_>>().join("---\n"),
+    );
+    big.commit_and_push("first");
+    let small: Vec<common::GitRepo> = (0..SMALL)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write("cm.yaml", &common::cm(&format!("small-{i}"), "1"));
+            repo.commit_and_push("first");
+            repo
+        })
+        .collect();
+    let ids = ["grace-a", "grace-b"];
+    let a_id = gitward::lease::assignment::owner("big", ids.iter().copied()).unwrap().to_owned();
+    let b_id = ids.iter().find(|i| **i != a_id).unwrap().to_string();
+    let b_units: Vec<String> = (0..SMALL)
+        .map(|i| format!("small-{i}"))
+        .filter(|u| gitward::lease::assignment::owner(u, ids.iter().copied()) == Some(b_id.as_str()))
+        .collect();
+    assert!(!b_units.is_empty(), "the names give B no unit; rename them");
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let config = |identity: &str| {
+        let port = common::free_port();
+        let mut text = format!(
+            "[cluster]\nkubeconfig = \"{kubeconfig}\"\nmax_in_flight = 1\n\n[daemon]\nstate_dir = \"{}\"\n\
+             listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n\
+             [daemon.sharding]\nnamespace = \"{ns}\"\nlease_duration = \"4s\"\nidentity = \"{identity}\"\n\n{}",
+            dir.path().join(format!("state-{identity}")).display(),
+            common::unit_toml("big", &big.bare(), "", &ns, "health_timeout = \"0s\"")
+        );
+        for (i, repo) in small.iter().enumerate() {
+            text.push_str(&common::unit_toml(&format!("small-{i}"), &repo.bare(), "", &ns, "health_timeout = \"0s\""));
+        }
+        let path = dir.path().join(format!("{identity}.toml"));
+        std::fs::write(&path, text).unwrap();
+        common::Daemon::start(&path, port, &[])
+    };
+    let mut a = config(&a_id);
+    let mut b = config(&b_id);
+    let (agent_a, agent_b) = (shard::user_agent(&a_id), shard::user_agent(&b_id));
+    let synced = common::eventually(WAIT, || async {
+        let all = writes(&ns);
+        let b_small = all.iter().filter(|w| w.agent == agent_b && w.name.starts_with("small-")).count();
+        b_small >= b_units.len() && a.events().iter().any(|e| e["message"] == "sync complete" && e["unit"] == "big")
+    })
+    .await;
+    assert!(synced, "the units were not applied:\n{}\n{}", a.log_text(), b.log_text());
+
+    // A second revision of the big unit: once A is writing it, A is told to stop and B dies.
+    let pushed = Timestamp::now();
+    big.write(
+        "cms.yaml",
+        &(0..KEPT * 3 / 2).map(|i| common::cm(&format!("kept-{i}"), "2")).collect::<Vec<_>>().join("---\n"),
+    );
+    big.commit_and_push("second");
+    let writing = common::eventually(WAIT, || async {
+        writes(&ns).iter().filter(|w| w.agent == agent_a && w.received > pushed).count() >= 20
+    })
+    .await;
+    assert!(writing, "A did not start the second sync:\n{}", a.log_text());
+    a.signal("TERM");
+    b.kill();
+    let deadline = std::time::Instant::now() + WAIT;
+    while a.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "A did not exit:\n{}", a.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let events = a.events();
+    let shutting = events.iter().position(|e| e["message"] == "shutting down").expect("A logged its shutdown");
+    let won: Vec<String> = events[shutting..]
+        .iter()
+        .filter(|e| e["message"] == "leadership acquired")
+        .filter_map(|e| e["lease"].as_str()?.rsplit('/').next().map(str::to_owned))
+        .collect();
+    assert!(!won.is_empty(), "A won no Lease during its grace (the sync ended too soon):\n{}", a.log_text());
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let held: Vec<String> = leases
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|l| l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(a_id.as_str()))
+        .filter_map(|l| l.metadata.name)
+        .collect();
+    eprintln!("A won {won:?} during its grace; still naming A after it exited: {held:?}");
+    assert!(held.is_empty(), "A exited still holding {held:?} (won during the grace: {won:?})");
+}
+
+/// A Lease lost during the shutdown's grace stops the writes at once: a leader-mode replica
+/// told to stop (SIGTERM) in the middle of a long sync goes on with that sync (the grace),
+/// and when its Lease is taken meanwhile it sends at most the one write already in flight
+/// (`max_in_flight = 1`) after it learns of the loss; the revision stays unfinished. Before,
+/// the sync ran on to its end under a Lease someone else held.
+#[tokio::test]
+async fn a_lease_lost_during_the_shutdown_grace_stops_the_writes_at_once() {
+    const OBJECTS: usize = 2000;
+    let env = common::setup("fence-lost").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let revision =
+        |value: &str| (0..OBJECTS).map(|i| common::cm(&format!("kept-{i}"), value)).collect::<Vec<_>>().join("---\n");
+    repo.write("cms.yaml", &revision("1"));
+    repo.commit_and_push("first");
+    let lease = format!(
+        "[daemon.leader_election]\nnamespace = \"{ns}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &ns, "health_timeout = \"0s\"");
+    let (config, port) = common::daemon_config(dir.path(), "[cluster]\nmax_in_flight = 1\n", &lease, &unit);
+    let mut a = common::Daemon::start(&config, port, &[("POD_NAME", "lost-a")]);
+    let first = common::eventually(WAIT, || async { !a.logged("sync complete").is_empty() }).await;
+    assert!(first, "the first revision was not synced:\n{}", a.log_text());
+
+    let pushed = Timestamp::now();
+    repo.write("cms.yaml", &revision("2"));
+    repo.commit_and_push("second");
+    let gitward_writes = || {
+        writes(&ns).into_iter().filter(|w| w.agent.starts_with("gitward/") && w.received > pushed).collect::<Vec<_>>()
+    };
+    let writing = common::eventually(WAIT, || async { gitward_writes().len() >= 20 }).await;
+    assert!(writing, "the second sync did not start:\n{}", a.log_text());
+    a.signal("TERM");
+    // Someone else takes the Lease (as a replica would once it expired).
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let mut held = leases.get("gitward").await.unwrap();
+    let spec = held.spec.as_mut().unwrap();
+    spec.holder_identity = Some("thief".into());
+    spec.lease_duration_seconds = Some(3600);
+    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()));
+    leases.replace("gitward", &PostParams::default(), &held).await.expect("take the Lease");
+    let deadline = std::time::Instant::now() + WAIT;
+    while a.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline, "A did not exit:\n{}", a.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    audit_barrier(&env.client, &ns, "fence-lost-barrier").await;
+
+    let events = a.events();
+    let shutting = events.iter().position(|e| e["message"] == "shutting down").expect("A logged its shutdown");
+    let lost = events[shutting..]
+        .iter()
+        .find(|e| e["message"] == "leadership lost")
+        .unwrap_or_else(|| panic!("A did not notice the Lease taken during its grace:\n{}", a.log_text()));
+    let lost_at: Timestamp = lost["timestamp"].as_str().unwrap().parse().unwrap();
+    let all = gitward_writes();
+    let after: Vec<&Write> = all.iter().filter(|w| w.received > lost_at).collect();
+    eprintln!(
+        "A wrote {} objects of the second revision, {} after it lost the Lease at {lost_at}",
+        all.len(),
+        after.len()
+    );
+    assert!(after.len() <= 1, "A wrote after it lost the Lease: {:?}", &after[..after.len().min(10)]);
+    assert!(all.len() < OBJECTS, "the sync ran to its end under a Lease another held");
+    let _ = a.child.wait();
+}
