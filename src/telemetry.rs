@@ -25,9 +25,11 @@ pub enum LogFormat {
 /// Installs the global subscriber writing to stderr, every event masked ([`mask`]). The level comes from `RUST_LOG`
 /// (default `info`). kube's client logs every failed request at error on its own
 /// (`kube_client`); gitward reports those failures itself, once, with the server named, so
-/// `kube_client` is silenced unless `RUST_LOG` names it. Calling it twice is harmless (the
-/// second call does nothing).
+/// `kube_client` is silenced unless `RUST_LOG` names it. A panic's message goes through the
+/// same mask (the default hook writes it to stderr unmasked). Calling it twice is harmless
+/// (the second call does nothing).
 pub fn init(format: LogFormat) {
+    mask_panics();
     let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
     let mut filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
     if !directives.contains("kube_client") {
@@ -48,6 +50,33 @@ pub fn init(format: LogFormat) {
             .with(tracing_subscriber::fmt::layer().json().flatten_event(true).with_writer(mask::MaskedStderr))
             .try_init(),
     };
+}
+
+/// Replaces the panic hook with one that prints the same line as the default hook
+/// (`thread '<name>' panicked at <file>:<line>:<col>:` and the message) with every decrypted
+/// value masked ([`mask::mask`]), and the backtrace when `RUST_BACKTRACE` asks for one.
+/// Installed once.
+fn mask_panics() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        std::panic::set_hook(Box::new(|info| {
+            let thread = std::thread::current();
+            let name = thread.name().unwrap_or("<unnamed>");
+            let at = info.location().map(|l| format!(" at {l}")).unwrap_or_default();
+            let payload = info.payload();
+            let message = payload
+                .downcast_ref::<&str>()
+                .copied()
+                .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+                .unwrap_or("Box<dyn Any>");
+            let mut line = format!("thread '{name}' panicked{at}:\n{message}\n");
+            let trace = std::backtrace::Backtrace::capture();
+            if trace.status() == std::backtrace::BacktraceStatus::Captured {
+                line.push_str(&format!("stack backtrace:\n{trace}\n"));
+            }
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), mask::mask(&line).as_bytes());
+        }));
+    });
 }
 
 /// The error and its sources, `: `-separated: the chain printed once, at the top (STYLE.md,
