@@ -166,6 +166,43 @@ async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_
 }
 
 #[tokio::test]
+async fn the_daemon_keeps_the_last_good_revision_while_the_repository_is_down_and_recovers() {
+    let env = common::setup("chart-down-daemon").await;
+    let work = tempfile::tempdir().unwrap();
+    let mut server = ChartServer::start(&work.path().join("served"));
+    server.publish(work.path(), "demo", "0.1.0");
+    let unit = chart_unit("demo", &env.namespace, &server.url, "*");
+    let (path, port) = common::daemon_config(work.path(), "", "", &unit);
+    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
+    let bin = crate::render::tools_bin();
+    std::fs::write(&path, format!("[render]\nhelm = \"{}\"\n{text}", bin.join("helm").display())).unwrap();
+    let daemon = common::Daemon::start(&path, port, &[]);
+    let (client, ns) = (env.client.clone(), env.namespace.clone());
+    let at = |want: &'static str| {
+        let (client, ns) = (client.clone(), ns.clone());
+        common::eventually(Duration::from_secs(60), move || {
+            let (client, ns) = (client.clone(), ns.clone());
+            async move { live_version(&client, &ns).await.as_deref() == Some(want) }
+        })
+    };
+    assert!(at("0.1.0").await, "0.1.0 installed: {}", daemon.log_text());
+
+    server.stop();
+    let index_url = format!("{}/index.yaml", server.url);
+    let failed = common::eventually(Duration::from_secs(60), || {
+        let (daemon, index_url) = (&daemon, index_url.clone());
+        async move { daemon.logged("sync failed").iter().any(|e| e.to_string().contains(&index_url)) }
+    })
+    .await;
+    assert!(failed, "the failure names the index URL: {}", daemon.log_text());
+    assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.0"), "the unit stays");
+
+    server.restart();
+    server.publish(work.path(), "demo", "0.2.0");
+    assert!(at("0.2.0").await, "the repository is back: the poll applies 0.2.0: {}", daemon.log_text());
+}
+
+#[tokio::test]
 async fn repository_credentials_size_cap_and_digest_are_enforced() {
     let env = common::setup("chart-guard").await;
     let work = tempfile::tempdir().unwrap();

@@ -9,6 +9,7 @@
 
 mod common;
 
+mod artifacts;
 mod bad_input;
 mod charts;
 mod cli;

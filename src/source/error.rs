@@ -171,6 +171,19 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// An OCI artifact (`repo = "oci://…"`) was pulled but cannot be used: its manifest has no
+    /// layer of manifests, the layer is not a tar+gzip, or an entry would leave the tree (a
+    /// `..` or absolute path, a symbolic link pointing out, a device file). Names the URL and
+    /// the entry; nothing of the artifact is applied.
+    #[error("{unit}: {url}: {message}")]
+    Artifact {
+        /// The sync unit.
+        unit: String,
+        /// The artifact's URL (`oci://host/path:tag`).
+        url: String,
+        /// What is wrong, naming the tar entry when one is.
+        message: String,
+    },
     /// Any other libgit2 failure while reading the mirror (missing commit or tree, corrupt
     /// object, I/O error).
     #[error("{unit}: {step} failed: {message}")]
@@ -212,6 +225,7 @@ impl Error {
             Error::Unverified { .. } => "unverified",
             Error::Git { .. } => "git",
             Error::Chart { .. } => "chart",
+            Error::Artifact { .. } => "artifact",
         }
     }
 

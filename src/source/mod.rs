@@ -12,12 +12,16 @@
 //! (DESIGN.md, Libraries: git2). Credentials are read from files at fetch time and never kept,
 //! printed or logged (DESIGN.md, decision 10).
 //!
+//! `artifact` is the OCI artifact side (`repo = "oci://…"`): its layer unpacked into the mirror
+//! as a commit, so it reads as a git revision.
+//!
 //! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
 //! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
 //! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `verify` (signed
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
 //! `tree` (listing and reading blobs), `view` ([`Tree`]).
 
+pub mod artifact;
 pub mod chart;
 mod credentials;
 mod error;

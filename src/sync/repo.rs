@@ -11,6 +11,7 @@ use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
 use crate::render::{self, Capabilities, Renderer};
+use crate::source::artifact::{Artifact, ArtifactSpec, Pulled};
 use crate::source::chart::{ChartRepo, ChartSpec};
 use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 
@@ -50,10 +51,14 @@ impl Repo {
                 unit: Arc::new(unit.clone()),
             });
         }
-        let source = open_git(state_dir, unit).await?;
+        let source = Arc::new(Mutex::new(open_git(state_dir, unit).await?));
+        let origin = match unit.repo.starts_with("oci://") {
+            true => Origin::Artifact(Arc::new(Artifact::new(artifact_spec(unit))?), source),
+            false => Origin::Git(source),
+        };
         Ok(Self {
             state_dir: Arc::new(state_dir.to_path_buf()),
-            origin: Origin::Git(Arc::new(Mutex::new(source))),
+            origin,
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
             unit: Arc::new(unit.clone()),
@@ -70,6 +75,17 @@ impl Repo {
     pub async fn fetch(&self) -> Result<Revision> {
         let source = match &self.origin {
             Origin::Git(source) => source.clone(),
+            Origin::Artifact(artifact, source) => {
+                let mirror = source.clone();
+                let known = move |r: &Revision| Artifact::commit(&mirror.lock().expect("source lock"), r).is_some();
+                let (revision, layer) = match artifact.pull(known).await? {
+                    Pulled::Known(revision) => return Ok(revision),
+                    Pulled::New(revision, layer) => (revision, layer),
+                };
+                let (artifact, source, rev) = (artifact.clone(), source.clone(), revision.clone());
+                blocking(move || Ok(artifact.import(&source.lock().expect("source lock"), &rev, &layer)?)).await?;
+                return Ok(revision);
+            }
             Origin::Chart(chart, values) => {
                 let chart = chart.lock().await.fetch().await?.revision;
                 let Some(values) = values.clone() else { return Ok(chart) };
@@ -93,8 +109,9 @@ impl Repo {
     /// Errors: [`Error::Source`] (path missing, file too large; a damaged mirror whose remote
     /// cannot be reached), [`Error::Manifest`], [`Error::Render`].
     pub async fn load(&self, revision: &Revision) -> Result<Loaded> {
-        let source = match &self.origin {
-            Origin::Git(source) => source.clone(),
+        let (source, revision) = match &self.origin {
+            Origin::Git(source) => (source.clone(), revision.clone()),
+            Origin::Artifact(_, source) => (source.clone(), artifact_commit(&self.unit.name, source, revision)?),
             Origin::Chart(chart, values) => {
                 let archive = chart.lock().await.archive(revision)?;
                 let (renderer, unit, revision) = (self.renderer.clone(), self.unit.clone(), revision.clone());
@@ -111,10 +128,10 @@ impl Repo {
                 .await;
             }
         };
-        let dependencies = self.chart_dependencies(&source, revision).await?;
+        let dependencies = self.chart_dependencies(&source, &revision).await?;
         self.renderer.lock().expect("renderer lock").set_dependencies(dependencies);
         let (source, cache, renderer, unit, revision) =
-            (source, self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision.clone());
+            (source, self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision);
         blocking(move || {
             let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
@@ -210,11 +227,12 @@ impl Repo {
     ///
     /// Errors: [`Error::Source`] when the revision is not in the mirror.
     pub async fn needs_capabilities(&self, revision: &Revision) -> Result<bool> {
-        let source = match &self.origin {
-            Origin::Git(source) => source.clone(),
+        let (source, revision) = match &self.origin {
+            Origin::Git(source) => (source.clone(), revision.clone()),
+            Origin::Artifact(_, source) => (source.clone(), artifact_commit(&self.unit.name, source, revision)?),
             Origin::Chart(..) => return Ok(!self.renderer.lock().expect("renderer lock").has_capabilities()),
         };
-        let (source, renderer, unit, revision) = (source, self.renderer.clone(), self.unit.clone(), revision.clone());
+        let (source, renderer, unit) = (source, self.renderer.clone(), self.unit.clone());
         blocking(move || {
             if renderer.lock().expect("renderer lock").has_capabilities() {
                 return Ok(false);
@@ -270,6 +288,28 @@ async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
     blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await
 }
 
+/// The unit's OCI artifact: its URL, `[sync.git] username` + `token_file`, the render limits.
+fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
+    ArtifactSpec {
+        unit: unit.name.clone(),
+        url: unit.repo.clone(),
+        username: unit.git.username.clone(),
+        password_file: unit.git.token_file.clone(),
+        max_bytes: unit.render_tools.max_tree_bytes,
+        timeout: unit.render_tools.timeout,
+    }
+}
+
+/// The mirror commit an artifact revision (`<tag>@sha256:<hex>`) was unpacked to.
+///
+/// Errors: [`Error::Source`] when it was not (the mirror was removed since the fetch).
+fn artifact_commit(unit: &str, source: &Mutex<Source>, revision: &Revision) -> Result<Revision> {
+    Artifact::commit(&source.lock().expect("source lock"), revision).ok_or_else(|| {
+        let (unit, path) = (unit.to_owned(), revision.0.clone());
+        Error::Source(crate::source::Error::ReadObject { unit, path, message: "the artifact is not unpacked".into() })
+    })
+}
+
 /// Where a unit's revisions come from.
 #[derive(Clone)]
 enum Origin {
@@ -279,6 +319,9 @@ enum Origin {
     /// `repo` too, the git repository its `values_files` are read from (the revision is then
     /// `<chart revision>+git:<commit>`).
     Chart(Arc<tokio::sync::Mutex<ChartRepo>>, Option<Arc<Mutex<Source>>>),
+    /// An OCI artifact (`repo = "oci://…"`), each revision unpacked into the mirror as a
+    /// commit ([`Artifact::import`]).
+    Artifact(Arc<Artifact>, Arc<Mutex<Source>>),
 }
 
 /// The unit's `values_files` read from git at `commit`, as (repository path, bytes).

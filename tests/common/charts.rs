@@ -81,11 +81,21 @@ impl ChartServer {
     /// Serves `dir`, answering 401 to a request without `Authorization: Basic` for `user` and
     /// `password` when they are given.
     pub fn start_with_auth(dir: &Path, user_password: Option<(&str, &str)>) -> Self {
+        Self::serve(dir, user_password, 0)
+    }
+
+    /// After [`ChartServer::stop`]: serves its directory again on the same port (so the same
+    /// URL), without authentication.
+    pub fn restart(&mut self) {
+        *self = Self::serve(&self.dir.clone(), None, self.port);
+    }
+
+    fn serve(dir: &Path, user_password: Option<(&str, &str)>, port: u16) -> Self {
         use base64::Engine as _;
         let expected = user_password
             .map(|(u, p)| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))));
         std::fs::create_dir_all(dir).unwrap();
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = TcpListener::bind(("127.0.0.1", port)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let (root, flag) = (dir.to_owned(), stop.clone());

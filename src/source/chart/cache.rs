@@ -8,6 +8,10 @@ use sha2::Digest as _;
 
 use crate::source::{Error, Result};
 
+/// How long an archive of the shared dependency cache (`state_dir/charts/dependencies`) may
+/// go unused before it is collected: 7 days.
+pub(super) const DEPENDENCY_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(7 * 86_400);
+
 /// One unit's cache directory, and the digest fetched before the current one.
 #[derive(Debug)]
 pub(super) struct Cache {
@@ -73,6 +77,41 @@ impl Cache {
         }
     }
 
+    /// Marks the archive `digest` used now (its modification time), for
+    /// [`Cache::collect_unused`]. A failure is only logged: the archive is then collected
+    /// sooner and downloaded again.
+    pub fn touch(&self, digest: &str) {
+        let Some(path) = self.path(digest) else { return };
+        let now = std::time::SystemTime::now();
+        if let Err(e) = std::fs::File::options().append(true).open(&path).and_then(|f| f.set_modified(now)) {
+            tracing::warn!(unit = %self.unit, archive = %path.display(), error = %e, "cannot mark a chart archive used");
+        }
+    }
+
+    /// Deletes every archive not used ([`Cache::touch`], or stored) for `max_age`, and
+    /// temporary files as old. For the shared cache of dependencies, where no one unit knows
+    /// what the others still use: an archive some unit uses is touched at each of its loads.
+    pub fn collect_unused(&self, max_age: std::time::Duration) {
+        let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
+        let now = std::time::SystemTime::now();
+        for entry in entries.flatten() {
+            let modified = entry.metadata().and_then(|m| m.modified());
+            let idle = modified.ok().and_then(|m| now.duration_since(m).ok()).unwrap_or_default();
+            if idle <= max_age {
+                continue;
+            }
+            let name = entry.file_name().to_string_lossy().into_owned();
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    tracing::info!(unit = %self.unit, archive = %name, idle_secs = idle.as_secs(), "unused chart archive collected")
+                }
+                Err(e) => {
+                    tracing::warn!(unit = %self.unit, archive = %name, error = %e, "cannot remove an unused chart archive")
+                }
+            }
+        }
+    }
+
     fn sweep(&self, keep: &[Option<String>]) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };
         for entry in entries.flatten() {
@@ -115,5 +154,21 @@ mod tests {
         assert!(cache.path(&a).is_none(), "two versions back is collected");
         assert!(cache.path(&b).is_some() && cache.path(&c).is_some());
         assert_eq!(cache.path("../x"), None);
+    }
+
+    #[test]
+    fn archives_unused_for_longer_than_the_age_are_collected_and_touched_ones_kept() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path(), "u").unwrap();
+        let (used, idle) = (cache.store("u", b"used", None).unwrap(), cache.store("u", b"idle", None).unwrap());
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(30 * 86_400);
+        for digest in [&used, &idle] {
+            let file = std::fs::File::options().append(true).open(cache.path(digest).unwrap()).unwrap();
+            file.set_modified(long_ago).unwrap();
+        }
+        cache.touch(&used);
+        cache.collect_unused(DEPENDENCY_MAX_AGE);
+        assert!(cache.path(&used).is_some(), "used now: kept");
+        assert!(cache.path(&idle).is_none(), "unused for 30 days: collected");
     }
 }

@@ -5,7 +5,8 @@
 //! keyed by the archive's digest, so an archive is downloaded once. A dependency already
 //! vendored in the chart's `charts/` (a directory or archive named after it) is left to Helm,
 //! as are `alias`, `condition` and `tags`, which `helm template` applies to what `charts/`
-//! holds.
+//! holds. Each use of an archive marks it (its modification time); an archive no unit has
+//! used for [`super::cache::DEPENDENCY_MAX_AGE`] (7 days) is collected at the next fetch.
 
 use std::path::{Path, PathBuf};
 
@@ -76,7 +77,8 @@ pub fn remote(
     Ok(out)
 }
 
-/// Fetches `dep` for `unit` into the shared cache under `state_dir`; returns the archive.
+/// Fetches `dep` for `unit` into the shared cache under `state_dir`; returns the archive,
+/// marked used. Archives unused for 7 days are collected.
 ///
 /// Errors: those of a chart unit's fetch ([`super::ChartRepo::fetch`]), and [`Error::Chart`]
 /// for a version constraint that does not parse.
@@ -110,6 +112,8 @@ pub async fn fetch(
         repo: dep.repository.clone(),
         message: format!("timed out after {timeout:?}"),
     })??;
+    cache.touch(&fetched.digest);
+    cache.collect_unused(super::cache::DEPENDENCY_MAX_AGE);
     cache.path(&fetched.digest).ok_or_else(|| Error::Chart {
         unit: unit.to_owned(),
         url: dep.repository.clone(),

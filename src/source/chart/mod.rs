@@ -14,7 +14,7 @@
 mod cache;
 pub mod deps;
 mod http;
-mod oci;
+pub(super) mod oci;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;

@@ -61,7 +61,11 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
 
 /// An `oci-client` error as a source error: 401/403 are [`Error::Credentials`], a body that
 /// does not parse is [`Error::Chart`] naming the URL, anything else [`Error::FetchFailed`].
-fn classify(spec: &ChartSpec, url: &str, error: oci_client::errors::OciDistributionError) -> Error {
+pub(in crate::source) fn classify(
+    spec: &ChartSpec,
+    url: &str,
+    error: oci_client::errors::OciDistributionError,
+) -> Error {
     use oci_client::errors::OciDistributionError as E;
     let message = crate::telemetry::error_chain(&error);
     match error {
@@ -78,7 +82,7 @@ fn classify(spec: &ChartSpec, url: &str, error: oci_client::errors::OciDistribut
 }
 
 /// A client for `registry` (`host[:port]`): plain HTTP for loopback hosts, the unit's CA file.
-fn client(spec: &ChartSpec, registry: &str) -> Result<Client> {
+pub(in crate::source) fn client(spec: &ChartSpec, registry: &str) -> Result<Client> {
     let host = registry.rsplit_once(':').filter(|(_, port)| port.chars().all(|c| c.is_ascii_digit()));
     let host = host.map_or(registry, |(host, _)| host).trim_matches(['[', ']']);
     let loopback = host == "localhost" || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
@@ -100,7 +104,7 @@ fn client(spec: &ChartSpec, registry: &str) -> Result<Client> {
 /// entry for `registry`, else anonymous.
 ///
 /// Errors: [`Error::Credentials`] naming the file that cannot be read or has no usable entry.
-fn auth(spec: &ChartSpec, registry: &str) -> Result<RegistryAuth> {
+pub(in crate::source) fn auth(spec: &ChartSpec, registry: &str) -> Result<RegistryAuth> {
     if let Some((user, password)) = super::basic_auth(spec)? {
         return Ok(RegistryAuth::Basic(user, password));
     }

@@ -1,0 +1,381 @@
+//! An OCI artifact as a unit's source: `repo = "oci://host/path:tag"` (or `@sha256:<hex>`),
+//! a manifest whose layer is a tar+gzip of the manifests, as `flux push artifact` writes it
+//! (layer `application/vnd.cncf.flux.content.v1.tar+gzip`, config
+//! `application/vnd.cncf.flux.config.v1+json`; a plain `application/vnd.oci.image.layer.v1.tar+gzip`
+//! layer is taken too).
+//!
+//! The layer is unpacked into the unit's bare mirror as a commit with no parent, named by the
+//! ref `refs/artifacts/<manifest digest hex>`, so listing, [`super::Tree`] and the render
+//! sandbox read it exactly as a git revision. The unit's revision is `<tag>@sha256:<hex>` (the
+//! manifest digest); [`Artifact::commit`] maps it back to the commit. Entries that would leave
+//! the tree are refused, naming the entry: a `..` or absolute path, a symbolic link whose
+//! target leaves the tree (read lexically; the render checks links again as the kernel
+//! resolves them), hard links and device files. The unpacked size is capped by
+//! `[render] max_tree_bytes`.
+//!
+//! Credentials as for OCI charts: `[sync.git] username` with `token_file` as its password;
+//! a loopback registry is spoken to over plain HTTP (`chart::oci`).
+
+use std::io::Read;
+use std::path::{Component, Path};
+use std::time::Duration;
+
+use oci_client::Reference;
+
+use super::chart::{ChartSpec, oci};
+use super::{Error, Result, Revision, Source};
+use crate::config::ChartSource;
+
+/// The layer media types taken as the artifact's content, in order of preference.
+pub const LAYER_MEDIA_TYPES: [&str; 2] =
+    ["application/vnd.cncf.flux.content.v1.tar+gzip", "application/vnd.oci.image.layer.v1.tar+gzip"];
+
+/// What an artifact unit pulls, and the limits of a pull.
+#[derive(Debug, Clone)]
+pub struct ArtifactSpec {
+    /// The sync unit: the subject of every error.
+    pub unit: String,
+    /// `oci://host[:port]/path:tag` or `oci://host[:port]/path@sha256:<hex>`; no tag means
+    /// `latest`.
+    pub url: String,
+    /// The user name sent with `password_file` (HTTP Basic). Default none.
+    pub username: Option<String>,
+    /// A file holding the password (or token); its trailing newline is dropped.
+    pub password_file: Option<std::path::PathBuf>,
+    /// The largest layer downloaded and the most bytes unpacked from it (`[render]
+    /// max_tree_bytes`).
+    pub max_bytes: u64,
+    /// How long one pull (manifest and layer) may take in all (`[render] timeout`).
+    pub timeout: Duration,
+}
+
+/// One unit's artifact: where it is and how to reach it.
+#[derive(Debug, Clone)]
+pub struct Artifact {
+    spec: ArtifactSpec,
+    chart: ChartSpec,
+    registry: String,
+    repository: String,
+    tag: Option<String>,
+    digest: Option<String>,
+}
+
+/// What [`Artifact::pull`] found.
+pub enum Pulled {
+    /// The manifest's revision is already unpacked in the mirror.
+    Known(Revision),
+    /// A new revision and its layer (tar+gzip bytes), to [`Artifact::import`].
+    New(Revision, Vec<u8>),
+}
+
+impl Artifact {
+    /// Parses `spec.url`.
+    ///
+    /// Errors: [`Error::Artifact`] when it is not `oci://host/path[:tag|@sha256:<hex>]`.
+    pub fn new(spec: ArtifactSpec) -> Result<Self> {
+        let bad =
+            |message: &str| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message: message.into() };
+        let location = spec.url.strip_prefix("oci://").ok_or_else(|| bad("not an oci:// URL"))?;
+        let (registry, rest) = location.split_once('/').ok_or_else(|| bad("no repository path after the host"))?;
+        let (repository, tag, digest) = match rest.split_once('@') {
+            Some((repository, digest)) => (repository, None, Some(digest.to_owned())),
+            None => match rest.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')) {
+                Some((repository, tag)) => (repository, Some(tag.to_owned()), None),
+                None => (rest, Some("latest".to_owned()), None),
+            },
+        };
+        if repository.is_empty() || digest.as_deref().is_some_and(|d| !d.starts_with("sha256:")) {
+            return Err(bad("expected oci://host/path:tag or oci://host/path@sha256:<hex>"));
+        }
+        let source = ChartSource {
+            repo_url: spec.url.clone(),
+            chart: String::new(),
+            version: crate::config::VersionConstraint::parse("").expect("the empty constraint parses"),
+            username: spec.username.clone(),
+            password_file: spec.password_file.clone(),
+            ca_file: None,
+            docker_config_file: None,
+        };
+        let chart = ChartSpec { unit: spec.unit.clone(), source, max_bytes: spec.max_bytes, timeout: spec.timeout };
+        let (registry, repository) = (registry.to_owned(), repository.to_owned());
+        Ok(Self { spec, chart, registry, repository, tag, digest })
+    }
+
+    /// Reads the tag's (or digest's) manifest; when its revision is not in `known`'s mirror
+    /// yet, downloads the content layer. Bounded by the spec's timeout.
+    ///
+    /// Errors: [`Error::FetchFailed`] (unreachable, timeout), [`Error::Credentials`],
+    /// [`Error::Artifact`] (a manifest that does not parse or has no content layer, naming the
+    /// URL), [`Error::FileTooLarge`].
+    pub async fn pull(&self, known: impl Fn(&Revision) -> bool) -> Result<Pulled> {
+        super::chart::install_crypto_provider();
+        match tokio::time::timeout(self.spec.timeout, self.pull_once(known)).await {
+            Ok(pulled) => pulled,
+            Err(_) => Err(Error::FetchFailed {
+                unit: self.spec.unit.clone(),
+                repo: self.spec.url.clone(),
+                message: format!("timed out after {:?}", self.spec.timeout),
+            }),
+        }
+    }
+
+    async fn pull_once(&self, known: impl Fn(&Revision) -> bool) -> Result<Pulled> {
+        let spec = &self.spec;
+        let client = oci::client(&self.chart, &self.registry)?;
+        let auth = oci::auth(&self.chart, &self.registry)?;
+        let reference = match (&self.tag, &self.digest) {
+            (_, Some(digest)) => Reference::with_digest(self.registry.clone(), self.repository.clone(), digest.clone()),
+            (tag, None) => Reference::with_tag(
+                self.registry.clone(),
+                self.repository.clone(),
+                tag.clone().unwrap_or_else(|| "latest".into()),
+            ),
+        };
+        let classify = |e| match oci::classify(&self.chart, &spec.url, e) {
+            Error::Chart { unit, url, message } => Error::Artifact { unit, url, message },
+            other => other,
+        };
+        let (manifest, digest) = client.pull_image_manifest(&reference, &auth).await.map_err(classify)?;
+        let revision = match &self.tag {
+            Some(tag) if self.digest.is_none() => Revision(format!("{tag}@{digest}")),
+            _ => Revision(digest.clone()),
+        };
+        if known(&revision) {
+            return Ok(Pulled::Known(revision));
+        }
+        let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message };
+        let layer = LAYER_MEDIA_TYPES.iter().find_map(|t| manifest.layers.iter().find(|l| l.media_type == *t));
+        let Some(layer) = layer else {
+            let found: Vec<&str> = manifest.layers.iter().map(|l| l.media_type.as_str()).collect();
+            return Err(refused(format!(
+                "the manifest {digest} has no content layer ({}; found: {})",
+                LAYER_MEDIA_TYPES.join(" or "),
+                if found.is_empty() { "none".to_owned() } else { found.join(", ") }
+            )));
+        };
+        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
+        if size > spec.max_bytes {
+            let (unit, path, limit) = (spec.unit.clone(), spec.url.clone(), spec.max_bytes);
+            return Err(Error::FileTooLarge { unit, path, size, limit });
+        }
+        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        client.pull_blob(&reference, layer, &mut bytes).await.map_err(|e| Error::FetchFailed {
+            unit: spec.unit.clone(),
+            repo: spec.url.clone(),
+            message: crate::telemetry::error_chain(&e),
+        })?;
+        tracing::info!(unit = %spec.unit, url = %spec.url, %revision, "artifact downloaded");
+        Ok(Pulled::New(revision, bytes))
+    }
+
+    /// Unpacks `layer` (tar+gzip) into `source`'s mirror as the commit of `revision`.
+    /// Blocking.
+    ///
+    /// Errors: [`Error::Artifact`] naming the entry that would leave the tree, or a layer that
+    /// is not tar+gzip; [`Error::FileTooLarge`] when the files unpack to more than
+    /// `max_bytes`; [`Error::Git`] when the mirror cannot be written.
+    pub fn import(&self, source: &Source, revision: &Revision, layer: &[u8]) -> Result<()> {
+        let files = unpack(&self.spec, layer)?;
+        let repo = source.mirror.repo();
+        let unit = self.spec.unit.as_str();
+        let git = |step: &'static str| move |e: git2::Error| Error::git(unit, step, &e);
+        let mut index = git2::Index::new().map_err(git("index"))?;
+        for file in files {
+            let id = repo.blob(&file.bytes).map_err(git("write blob"))?;
+            let time = git2::IndexTime::new(0, 0);
+            let path = file.path.into_bytes();
+            index
+                .add(&git2::IndexEntry {
+                    ctime: time,
+                    mtime: time,
+                    dev: 0,
+                    ino: 0,
+                    mode: file.mode,
+                    uid: 0,
+                    gid: 0,
+                    file_size: u32::try_from(file.bytes.len()).unwrap_or(u32::MAX),
+                    id,
+                    flags: u16::try_from(path.len().min(0xfff)).unwrap_or(0xfff),
+                    flags_extended: 0,
+                    path,
+                })
+                .map_err(git("index add"))?;
+        }
+        let tree = index.write_tree_to(repo).map_err(git("write tree"))?;
+        let tree = repo.find_tree(tree).map_err(git("read tree"))?;
+        let signature =
+            git2::Signature::new("gitward", "gitward@localhost", &git2::Time::new(0, 0)).map_err(git("signature"))?;
+        let message = format!("{}\n\n{revision}\n", self.spec.url);
+        let commit = repo.commit(None, &signature, &signature, &message, &tree, &[]).map_err(git("write commit"))?;
+        repo.reference(&ref_name(revision), commit, true, "artifact").map_err(git("write ref"))?;
+        Ok(())
+    }
+
+    /// The commit `revision` was unpacked to ([`Artifact::import`]), `None` when it was not.
+    pub fn commit(source: &Source, revision: &Revision) -> Option<Revision> {
+        let reference = source.mirror.repo().find_reference(&ref_name(revision)).ok()?;
+        reference.peel_to_commit().ok().map(|c| Revision(c.id().to_string()))
+    }
+}
+
+/// `refs/artifacts/<hex>` of the revision's manifest digest.
+fn ref_name(revision: &Revision) -> String {
+    let hex = revision.0.rsplit_once("sha256:").map_or(revision.0.as_str(), |(_, hex)| hex);
+    format!("refs/artifacts/{hex}")
+}
+
+/// One file of an artifact: its tree path, git mode and bytes (a link's target for 0o120000).
+struct File {
+    path: String,
+    mode: u32,
+    bytes: Vec<u8>,
+}
+
+/// The files of a tar+gzip layer, checked against the sandbox rules (see the module docs).
+fn unpack(spec: &ArtifactSpec, layer: &[u8]) -> Result<Vec<File>> {
+    let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message };
+    let decoder = flate2::read::GzDecoder::new(layer);
+    // One byte past the cap, so an archive that inflates over it is noticed.
+    let mut archive = tar::Archive::new(decoder.take(spec.max_bytes.saturating_mul(2).saturating_add(1 << 20)));
+    let mut files = Vec::new();
+    let mut total = 0u64;
+    let entries = archive.entries().map_err(|e| refused(format!("the layer is not a tar+gzip: {e}")))?;
+    for entry in entries {
+        let mut entry = entry.map_err(|e| refused(format!("the layer is not a tar+gzip: {e}")))?;
+        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let kind = entry.header().entry_type();
+        let Some(path) = tree_path(&raw) else {
+            return Err(refused(format!("tar entry {raw:?} leaves the tree (absolute or `..` path)")));
+        };
+        use tar::EntryType as T;
+        let (mode, bytes) = match kind {
+            T::Directory | T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => continue,
+            T::Regular | T::Continuous | T::GNUSparse => {
+                total = total.saturating_add(entry.size());
+                if total > spec.max_bytes {
+                    let (unit, limit) = (spec.unit.clone(), spec.max_bytes);
+                    return Err(Error::FileTooLarge { unit, path: format!("{}: {raw}", spec.url), size: total, limit });
+                }
+                let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
+                entry.read_to_end(&mut bytes).map_err(|e| refused(format!("tar entry {raw:?}: {e}")))?;
+                let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
+                (if executable { 0o100755 } else { 0o100644 }, bytes)
+            }
+            T::Symlink => {
+                let target = entry.link_name_bytes().map(|t| String::from_utf8_lossy(&t).into_owned());
+                let target = target.unwrap_or_default();
+                let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
+                let joined = if parent.is_empty() { target.clone() } else { format!("{parent}/{target}") };
+                if target.starts_with('/') || tree_path(&joined).is_none() {
+                    return Err(refused(format!(
+                        "tar entry {raw:?} is a symbolic link to {target:?}, outside the tree"
+                    )));
+                }
+                (0o120000, target.into_bytes())
+            }
+            other => {
+                return Err(refused(format!(
+                    "tar entry {raw:?} is a {other:?}: only files, directories and links are taken"
+                )));
+            }
+        };
+        if path.is_empty() {
+            return Err(refused(format!("tar entry {raw:?} has no name")));
+        }
+        files.push(File { path, mode, bytes });
+    }
+    Ok(files)
+}
+
+/// `raw` as a `/`-separated path inside the tree, `.` components dropped and `..` resolved
+/// lexically; `None` when it is absolute or climbs out.
+fn tree_path(raw: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for component in Path::new(raw).components() {
+        match component {
+            Component::Normal(part) => parts.push(part.to_str()?),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                parts.pop()?;
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
+    }
+    Some(parts.join("/"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> ArtifactSpec {
+        ArtifactSpec {
+            unit: "u".into(),
+            url: "oci://127.0.0.1:5000/manifests/app:v1".into(),
+            username: None,
+            password_file: None,
+            max_bytes: 1 << 20,
+            timeout: Duration::from_secs(1),
+        }
+    }
+
+    /// A tar+gzip of (path, kind, content-or-target), headers written raw so bad paths stay.
+    fn layer(entries: &[(&str, tar::EntryType, &str)]) -> Vec<u8> {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        for (path, kind, content) in entries {
+            let mut header = tar::Header::new_gnu();
+            header.as_gnu_mut().unwrap().name[..path.len()].copy_from_slice(path.as_bytes());
+            header.set_entry_type(*kind);
+            header.set_mode(0o644);
+            if *kind == tar::EntryType::Symlink {
+                header.set_size(0);
+                header.as_gnu_mut().unwrap().linkname[..content.len()].copy_from_slice(content.as_bytes());
+                header.set_cksum();
+                builder.append(&header, std::io::empty()).unwrap();
+            } else {
+                header.set_size(content.len() as u64);
+                header.set_cksum();
+                builder.append(&header, content.as_bytes()).unwrap();
+            }
+        }
+        builder.into_inner().unwrap().finish().unwrap()
+    }
+
+    #[test]
+    fn urls_give_registry_repository_and_tag_or_digest() {
+        let a = Artifact::new(spec()).unwrap();
+        assert_eq!(
+            (a.registry.as_str(), a.repository.as_str(), a.tag.as_deref()),
+            ("127.0.0.1:5000", "manifests/app", Some("v1"))
+        );
+        let mut pinned = spec();
+        pinned.url = "oci://r.example/app@sha256:abcd".into();
+        let a = Artifact::new(pinned).unwrap();
+        assert_eq!((a.repository.as_str(), a.digest.as_deref()), ("app", Some("sha256:abcd")));
+        let mut bare = spec();
+        bare.url = "oci://r.example:5000/a/b".into();
+        assert_eq!(Artifact::new(bare).unwrap().tag.as_deref(), Some("latest"));
+    }
+
+    #[test]
+    fn entries_leaving_the_tree_are_refused_by_name() {
+        use tar::EntryType as T;
+        let ok = unpack(&spec(), &layer(&[("./app/cm.yaml", T::Regular, "a: 1"), ("app/l", T::Symlink, "cm.yaml")]))
+            .unwrap();
+        assert_eq!(ok.iter().map(|f| f.path.as_str()).collect::<Vec<_>>(), ["app/cm.yaml", "app/l"]);
+        for (entries, named) in [
+            (vec![("app/../../x.yaml", T::Regular, "a: 1")], "app/../../x.yaml"),
+            (vec![("/etc/x.yaml", T::Regular, "a: 1")], "/etc/x.yaml"),
+            (vec![("app/l", T::Symlink, "../../etc")], "app/l"),
+            (vec![("app/l", T::Symlink, "/etc/passwd")], "app/l"),
+            (vec![("dev", T::Char, "")], "dev"),
+        ] {
+            let error = unpack(&spec(), &layer(&entries)).err().expect("refused").to_string();
+            assert!(error.contains(&format!("{named:?}")), "{error}");
+        }
+        let mut small = spec();
+        small.max_bytes = 4;
+        let error = unpack(&small, &layer(&[("a.yaml", T::Regular, "a: 12345")])).err().unwrap();
+        assert!(matches!(error, Error::FileTooLarge { .. }), "{error}");
+    }
+}
