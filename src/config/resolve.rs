@@ -285,6 +285,10 @@ impl Resolver<'_> {
         };
         let mut unit = SyncUnit::new(name, repo);
         if let Some(reference) = raw.reference {
+            if unit.repo.starts_with("oci://") {
+                let message = "does not apply to an OCI artifact: name its tag or digest in `repo`";
+                return Err(self.invalid(Some(reference.span()), &key("ref"), message));
+            }
             unit.reference = self.check(reference, &key("ref"), git_ref)?;
         }
         if let Some(path) = raw.path {

@@ -381,3 +381,12 @@ fn the_example_config_toml_parses() {
     assert_eq!(config.daemon.state_dir, PathBuf::from("/src/gitward/target/gitward-state"));
     assert_eq!(config.clusters[0].kubeconfig, None);
 }
+
+#[test]
+fn a_ref_on_an_oci_artifact_unit_is_refused_with_its_line() {
+    let artifact = "[[sync]]\nname = \"app\"\nrepo = \"oci://registry.example/manifests/app:v1\"\n";
+    assert_eq!(parse(artifact).unwrap().unit("app").unwrap().repo, "oci://registry.example/manifests/app:v1");
+    let message = error(&format!("{artifact}ref = \"v2\"\n"));
+    assert!(message.contains("line 4: sync[0].ref:"), "{message}");
+    assert!(message.contains("does not apply to an OCI artifact"), "{message}");
+}
