@@ -6,7 +6,7 @@
 //! token in any form.
 
 use crate::common;
-use crate::render::{age_key, config_text, gitward, tool, tools_bin};
+use crate::render::{age_key, config_text, decrypting_config, gitward, tool, tools_bin};
 
 use std::path::Path;
 use std::time::Duration;
@@ -61,10 +61,7 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
     repo.write("app/db.enc.yaml", &sealed(&old_tier, "Zq", &old_password));
     repo.commit_and_push("an encrypted ConfigMap");
     let state = tempfile::tempdir().unwrap();
-    let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
-    let unit = common::unit_toml("vault", &repo.bare(), "app", &ns, &decryption);
-    let config_file = state.path().join("gitward.toml");
-    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &unit)).unwrap();
+    let (_, config_file) = decrypting_config(state.path(), "vault", &repo, &ns, &key);
     let config_arg = config_file.to_str().unwrap();
     let (code, log) = gitward(&["sync", "--config", config_arg]);
     assert_eq!(code, 0, "{log}");
@@ -113,10 +110,7 @@ async fn a_decrypted_value_the_api_server_quotes_in_a_rejection_is_masked_everyw
     repo.write("app/ok.yaml", &common::cm("ok", "1"));
     repo.commit_and_push("labels the API server refuses");
     let state = tempfile::tempdir().unwrap();
-    let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
-    let unit = common::unit_toml("app", &repo.bare(), "app", &ns, &decryption);
-    let config_file = state.path().join("gitward.toml");
-    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &unit)).unwrap();
+    let (unit, config_file) = decrypting_config(state.path(), "app", &repo, &ns, &key);
 
     // The one-shot sync: its log (JSON) and the error it records on the parent.
     let (code, log) = gitward(&["sync", "--config", config_file.to_str().unwrap()]);
@@ -225,10 +219,7 @@ async fn one_line_of_a_decrypted_pem_value_is_masked_where_a_message_quotes_it_a
     );
     repo.commit_and_push("a PEM key, one line of it in a label");
     let state = tempfile::tempdir().unwrap();
-    let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
-    let unit = common::unit_toml("pem", &repo.bare(), "app", &ns, &decryption);
-    let config_file = state.path().join("gitward.toml");
-    std::fs::write(&config_file, config_text(&state.path().join("state"), "", &unit)).unwrap();
+    let (_, config_file) = decrypting_config(state.path(), "pem", &repo, &ns, &key);
     let (code, log) = gitward(&["sync", "--config", config_file.to_str().unwrap()]);
     assert_eq!(code, 1, "the label is refused: {log}");
     let live = Api::<ConfigMap>::namespaced(env.client.clone(), &ns).get("tls").await.unwrap();
