@@ -97,6 +97,15 @@ fn writes(events: &[Value], resource: &str, name: &str) -> Vec<usize> {
         .collect()
 }
 
+/// Those of `positions` (into `events`) the API server answered without a server error (5xx).
+fn taken(events: &[Value], positions: &[usize]) -> Vec<usize> {
+    positions
+        .iter()
+        .copied()
+        .filter(|&i| events[i]["responseStatus"]["code"].as_u64().is_some_and(|c| c < 500))
+        .collect()
+}
+
 fn image(d: &Deployment) -> String {
     d.spec.as_ref().unwrap().template.spec.as_ref().unwrap().containers[0].image.clone().unwrap_or_default()
 }
@@ -148,7 +157,12 @@ async fn a_custom_resource_using_a_new_crd_field_keeps_it() {
     let crd_writes = writes(&events, "customresourcedefinitions", &format!("gadgets.{group}"));
     let gadget_writes = writes(&events, "gadgets", "g1");
     assert!(crd_writes[0] < gadget_writes[0], "the CRD first: {events:#?}");
-    assert_eq!((crd_writes.len(), gadget_writes.len()), (1, 1), "one write each: {events:#?}");
+    // The API server may answer the first write of the custom resource with a 500 while it swaps
+    // the CRD's storage for the new schema (seen once in CI); the whole sync then sends it again.
+    // What must hold is one write each that the API server took, the CRD's before the resource's.
+    let (crd_taken, gadget_taken) = (taken(&events, &crd_writes), taken(&events, &gadget_writes));
+    assert_eq!((crd_taken.len(), gadget_taken.len()), (1, 1), "one write each taken: {events:#?}");
+    assert!(crd_taken[0] < gadget_taken[0], "the CRD taken first: {events:#?}");
     assert!(!report.changes.has_failures(), "{actions:#?}");
     assert_eq!(report.applied_early, 2, "{actions:#?}");
 }
