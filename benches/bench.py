@@ -9,7 +9,8 @@ measurement so that no peer pays its discovery wait, and every peer then applies
 Peers:
   kubectl  apply --server-side with an ApplySet prune (the kubectl of the apiserver's version)
   flux     fluxcd/pkg/ssa ResourceManager.ApplyAllStaged with DefaultApplyOptions, then
-           DeleteAll of the previous inventory's leftovers (benches/flux, built by benches/run)
+           DeleteAll of the previous inventory's leftovers (benches/flux, built by benches/run);
+           SetConcurrency(4), QPS 50, burst 300: kustomize-controller's defaults
   floor    examples/floor.rs: kube server-side apply of every object, 32 in flight, nothing else
 Scenarios: cold sync, no-op resync, one object changed, prune (namespace 9's objects removed).
 Figures per run: wall seconds, peak RSS (MiB) and CPU seconds (user + system) of the process

@@ -57,6 +57,9 @@ func run(dir, inventory string) error {
 	}
 	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
 	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: "kustomize-controller", Group: "kustomize.toolkit.fluxcd.io"})
+	// As kustomize-controller runs it: its --concurrent-ssa flag defaults to 4
+	// (kustomization_controller.go calls SetConcurrency with it); the library's own default is 1.
+	rm.SetConcurrency(4)
 	_, err = rm.ApplyAllStaged(ctx, objects, ssa.DefaultApplyOptions())
 	if err != nil {
 		return err
