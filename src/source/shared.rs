@@ -89,12 +89,7 @@ pub fn mirror_dir(state_dir: &Path, spec: &SourceSpec, url: &str) -> Result<Path
 /// read-only state directory), or an artifact unit's name is not one path component.
 pub fn open(state_dir: &Path, spec: &SourceSpec, url: &str) -> Result<Arc<Shared>> {
     let dir = mirror_dir(state_dir, spec, url)?;
-    let mut open = OPEN.lock().expect("mirror registry lock");
-    open.retain(|_, weak| weak.strong_count() > 0);
-    if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
-        return Ok(shared);
-    }
-    let repo = mirror::open_or_init(&dir, &spec.unit)?;
+    let shared = open_dir(dir.clone(), spec, url)?;
     if !spec.repo.starts_with("oci://") && is_single_component(&spec.unit) {
         let old = state_dir.join("mirrors").join(&spec.unit);
         if old.join("HEAD").exists() || old.join("objects").is_dir() {
@@ -106,11 +101,24 @@ pub fn open(state_dir: &Path, spec: &SourceSpec, url: &str) -> Result<Arc<Shared
             tracing::info!(unit = %spec.unit, removed = %old.display(), mirror = %dir.display(), "per-unit mirror removed: units of one repository and credentials share one mirror");
         }
     }
+    Ok(shared)
+}
+
+/// The open mirror of `dir`: the one this process has open, or the directory opened (created
+/// when missing) and registered.
+fn open_dir(dir: PathBuf, spec: &SourceSpec, url: &str) -> Result<Arc<Shared>> {
+    let mut open = OPEN.lock().expect("mirror registry lock");
+    open.retain(|_, weak| weak.strong_count() > 0);
+    if let Some(shared) = open.get(&dir).and_then(Weak::upgrade) {
+        return Ok(shared);
+    }
+    let repo = mirror::open_or_init(&dir, &spec.unit)?;
     let shared = Arc::new(Shared {
         url: url.to_string(),
         idle: Mutex::new(vec![repo]),
         generation: AtomicU64::new(0),
         fetch: Mutex::new(FetchState::default()),
+        fetches: AtomicU64::new(0),
         fetched: Condvar::new(),
         path: dir.clone(),
     });
@@ -129,6 +137,8 @@ pub struct Shared {
     /// closed when returned, not kept.
     generation: AtomicU64,
     fetch: Mutex<FetchState>,
+    /// Fetches of refs this mirror ran (not those it served from another's).
+    fetches: AtomicU64,
     /// Signalled when a fetch or a reclone ends.
     fetched: Condvar,
 }
@@ -238,7 +248,9 @@ impl Shared {
             _ => 2,
         }]
         .fetch_add(1, Ordering::Relaxed);
-        tracing::debug!(unit = %spec.unit, mirror = %self.path.display(), result, elapsed_ms = started.elapsed().as_millis() as u64, "mirror fetched");
+        let fetches = self.fetches.fetch_add(1, Ordering::Relaxed) + 1;
+        let elapsed_ms = started.elapsed().as_millis() as u64;
+        tracing::debug!(unit = %spec.unit, mirror = %self.path.display(), result, fetches, elapsed_ms, "mirror fetched");
         let outcome = outcome.map(|_| ());
         self.finish(Some((started, outcome.clone())));
         outcome
@@ -375,16 +387,62 @@ mod tests {
         }
     }
 
+    /// Units asking at once for a fetch no older than one instant wait for the one running:
+    /// one fetch serves them all, and each gets its outcome.
+    #[test]
+    fn concurrent_requests_are_served_by_one_fetch() {
+        let temp = tempfile::tempdir().unwrap();
+        let remote = temp.path().join("remote.git");
+        let work = temp.path().join("work");
+        let git = |dir: &Path, args: &[&str]| {
+            let status = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .status()
+                .unwrap();
+            assert!(status.success(), "git {args:?}");
+        };
+        git(temp.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        git(temp.path(), &["init", "-q", work.to_str().unwrap()]);
+        std::fs::write(work.join("a.yaml"), "kind: A\n").unwrap();
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "first"]);
+        git(&work, &["push", "-q", remote.to_str().unwrap(), "main"]);
+        let url = remote.to_str().unwrap();
+        let shared = open(&temp.path().join("state"), &spec("a", url), url).unwrap();
+        let asked = Instant::now();
+        let barrier = std::sync::Barrier::new(8);
+        std::thread::scope(|scope| {
+            for unit in 0..8 {
+                let (shared, barrier) = (&shared, &barrier);
+                scope.spawn(move || {
+                    barrier.wait();
+                    shared.fetch_refs(&spec(&format!("u{unit}"), url), asked).unwrap();
+                });
+            }
+        });
+        assert_eq!(shared.fetches.load(Ordering::Relaxed), 1, "one fetch for eight requests");
+        assert!(mirror::tips(&shared.handle("a").unwrap()).iter().any(|(name, _)| name == "refs/heads/main"));
+        shared.fetch_refs(&spec("a", url), Instant::now()).unwrap();
+        assert_eq!(shared.fetches.load(Ordering::Relaxed), 2, "a later request fetches again");
+    }
+
     #[test]
     fn units_of_one_url_share_one_open_mirror_and_old_ones_go() {
         let state = tempfile::tempdir().unwrap();
-        let old = state.path().join("mirrors/shop");
-        Repository::init_bare(&old).unwrap();
+        let old = |unit: &str| state.path().join("mirrors").join(unit);
+        Repository::init_bare(old("shop")).unwrap();
+        Repository::init_bare(old("cart")).unwrap();
         let url = "/srv/git/fleet.git";
         let first = open(state.path(), &spec("shop", url), url).unwrap();
-        assert!(!old.exists(), "the per-unit mirror of the old layout is removed");
+        assert!(!old("shop").exists(), "the per-unit mirror of the old layout is removed");
+        assert!(old("cart").exists(), "only the opening unit's");
         let second = open(state.path(), &spec("cart", url), url).unwrap();
         assert!(Arc::ptr_eq(&first, &second));
+        assert!(!old("cart").exists(), "removed too when the shared mirror was open already");
         assert!(first.handle("shop").unwrap().is_bare());
         let path = first.path().to_path_buf();
         drop((first, second));
