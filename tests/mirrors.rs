@@ -7,10 +7,14 @@ use crate::common;
 
 use std::time::Duration;
 
+use hmac::{KeyInit, Mac};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// The webhook secret of these tests.
+const SECRET: &str = "mirrors-webhook-secret";
 
 /// The units of these tests: `a`, `b`, `c` (no credentials) and `d` (a token file) over one
 /// repository, each at its own directory holding one ConfigMap named after it.
@@ -39,8 +43,8 @@ fn write_paths(repo: &common::GitRepo, value: &str) {
 
 /// Three units of one URL without credentials and a fourth with a token file: two mirrors on
 /// disk; the first fetch of each fills it (two `updated` fetches for four units), and one push
-/// that changes every unit's path is fetched once per mirror, not once per unit. Each unit
-/// records only the object of its own path.
+/// that changes every unit's path is fetched once per mirror, not once per unit; so is a
+/// webhook to all four. Each unit records only the object of its own path.
 #[tokio::test]
 async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
     let env = common::setup("mirrors-shared").await;
@@ -60,7 +64,8 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
             common::unit_toml(unit, &repo.bare(), unit, &env.namespace, &extra)
         })
         .collect();
-    let (config, port) = common::daemon_config(dir.path(), "", "", &units);
+    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "webhook_secret_file = \"webhook-secret\"", &units);
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
     assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
@@ -83,4 +88,19 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
     let applied = common::eventually(WAIT, || all_hold(&env.client, &env.namespace, "2")).await;
     assert!(applied, "push not applied by every unit: {}", daemon.log_text());
     assert_eq!(updated(), 4.0, "one fetch per mirror brought the push: {}", daemon.get("/metrics").unwrap().1);
+
+    // A webhook asks every unit at one instant: each mirror is fetched once for all its units.
+    let fetches = || daemon.metric_sum("gitward_git_fetches_total", &[]);
+    let (before, completed) = (fetches(), daemon.logged("sync complete").len());
+    let body = br#"{"ref": "refs/heads/main"}"#;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(body);
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let (status, reply) =
+        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    assert_eq!(status, 202, "{reply}");
+    let synced =
+        common::eventually(WAIT, || async { daemon.logged("sync complete").len() >= completed + UNITS.len() }).await;
+    assert!(synced, "every unit syncs for the webhook: {}", daemon.log_text());
+    assert_eq!(fetches() - before, 2.0, "one fetch per mirror for four units: {}", daemon.log_text());
 }
