@@ -152,6 +152,19 @@ struct FetchState {
     last: Option<(Instant, Result<()>)>,
 }
 
+/// The fetch or reclone a thread runs: ended when dropped, with `last` as its outcome (none
+/// when it panicked), so the units waiting for it never wait for ever.
+struct Running<'s> {
+    shared: &'s Shared,
+    last: Option<(Instant, Result<()>)>,
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.shared.finish(self.last.take());
+    }
+}
+
 /// A libgit2 handle lent by a [`Shared`] mirror; returned to it when dropped.
 pub struct Handle<'s> {
     shared: &'s Shared,
@@ -231,6 +244,7 @@ impl Shared {
         }
         state.running = true;
         drop(state);
+        let mut running = Running { shared: self, last: None };
         let started = Instant::now();
         let outcome = self.handle(&spec.unit).and_then(|repo| {
             let before = mirror::tips(&repo);
@@ -252,7 +266,7 @@ impl Shared {
         let elapsed_ms = started.elapsed().as_millis() as u64;
         tracing::debug!(unit = %spec.unit, mirror = %self.path.display(), result, fetches, elapsed_ms, "mirror fetched");
         let outcome = outcome.map(|_| ());
-        self.finish(Some((started, outcome.clone())));
+        running.last = Some((started, outcome.clone()));
         outcome
     }
 
@@ -271,13 +285,14 @@ impl Shared {
         }
         state.running = true;
         drop(state);
+        let mut running = Running { shared: self, last: None };
         let started = Instant::now();
         let outcome = mirror::reclone(&self.path, spec, &self.url);
         if outcome.is_ok() {
             self.generation.fetch_add(1, Ordering::AcqRel);
             self.idle.lock().expect("mirror handles lock").clear();
+            running.last = Some((started, Ok(())));
         }
-        self.finish(outcome.is_ok().then_some((started, Ok(()))));
         outcome
     }
 
