@@ -29,6 +29,7 @@ until then (VmHWM), and push-to-applied over 20 pushes measured from outside: fr
 `git push` returning to a `kubectl get --watch` of the changed object seeing the new value.
 `benches/run N daemon` measures the daemon figures alone.
 Writes target/bench/results.md and target/bench/results.json.
+`benches/run mirror`: the state directory of 1,000 units on one repository (mirror_scenario).
 """
 import datetime
 import hashlib
@@ -507,12 +508,60 @@ def daemon_figures(tmp, bare, work, peer, small, floor):
             "push_to_applied_ms": external, "own_trigger_to_applied_ms": own, "warm_resync": warm}
 
 
+def du_bytes(path):
+    """Disk usage of `path` in bytes (`du -s --block-size=1`: blocks allocated, as a state
+    directory costs)."""
+    return int(sh(["du", "-s", "--block-size=1", path]).stdout.split()[0])
+
+
+def mirror_scenario(units=1000, per_unit=10):
+    """`benches/run mirror`: the state directory of `units` units that follow one repository,
+    a path each holding `per_unit` ConfigMaps, after `gitward validate` has fetched and read
+    every unit (no cluster involved: the state directory holds only mirrors). Figures: the bare
+    repository's size, the state directory's, the mirrors in it; per-unit mirrors would hold a
+    copy of the repository each. Writes target/bench/results-mirror.md."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-mirror-")
+    work, bare = os.path.join(tmp, "work"), os.path.join(tmp, "repo.git")
+    tables = []
+    for u in range(units):
+        d = os.path.join(work, f"u{u:04d}")
+        os.makedirs(d)
+        for i in range(per_unit):
+            open(os.path.join(d, f"cm-{i}.yaml"), "w").write(
+                f"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: u{u:04d}-cm-{i}\n"
+                f"data:\n  value: \"{u}-{i}-{'x' * 64}\"\n")
+        tables.append(f'[[sync]]\nname = "u{u:04d}"\nrepo = "{bare}"\nref = "main"\npath = "u{u:04d}"\n'
+                      f'namespace = "fleet-{u % NAMESPACES}"\n')
+    sh(["git", "init", "-q", "--bare", "--initial-branch=main", bare])
+    sh(["git", "init", "-q", "--initial-branch=main", work])
+    commit(work, bare, "initial")
+    state = os.path.join(tmp, "state")
+    config = os.path.join(tmp, "gitward.toml")
+    open(config, "w").write(f'[daemon]\nstate_dir = "{state}"\n\n' + "\n".join(tables))
+    start = time.monotonic()
+    sh([GITWARD, "validate", "--config", config])
+    wall = time.monotonic() - start
+    repo_bytes, state_bytes = du_bytes(bare), du_bytes(state)
+    mirrors = sorted(os.listdir(os.path.join(state, "mirrors")))
+    text = (f"{units} units on one repository ({units * per_unit} ConfigMaps, a path each), after `gitward "
+            f"validate` fetched and read every unit ({wall:.1f} s): repository {repo_bytes / 2**20:.2f} MiB, "
+            f"state directory {state_bytes / 2**20:.2f} MiB ({state_bytes / repo_bytes:.2f}x the repository) in "
+            f"{len(mirrors)} mirror(s) {mirrors}; per-unit mirrors would hold {units} copies, about "
+            f"{units * repo_bytes / 2**30:.2f} GiB.")
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/results-mirror.md"), "w").write(text + "\n")
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def percentile(values, q):
     values = sorted(v for v in values if v is not None)
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
 
 
 def main():
+    if sys.argv[1] == "mirror":
+        return mirror_scenario()
     n = int(sys.argv[1])
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
     crd = os.path.join(tmp, "crd.yaml")

@@ -3,8 +3,9 @@
 //! One sync of a sync unit flows through these modules, in order (see ARCHITECTURE.md):
 //!
 //! - [`config`] — the TOML config file: raw (what the file says) resolved into [`config::Config`].
-//! - [`source`] — the git side: a bare mirror per unit, fetched with git2; a ref resolved to a
-//!   revision; the files under the unit's path listed and read from the object database.
+//! - [`source`] — the git side: a bare mirror per repository and credentials, shared by its
+//!   units and fetched with git2; a ref resolved to a revision; the files under the unit's path
+//!   listed and read from the object database.
 //! - [`render`] — between source and manifest: plain files, `kustomize build` or `helm
 //!   template` run as child processes on a scratch tree from git, SOPS decryption, and a
 //!   render cache keyed by the content read.

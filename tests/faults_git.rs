@@ -44,8 +44,16 @@ impl Unit {
         run
     }
 
+    /// The unit's mirror: the one directory under `state/mirrors` (shared by repository and
+    /// credentials, so not named after the unit).
     fn mirror(&self) -> PathBuf {
-        self.dir.path().join("state/mirrors/app")
+        let mut dirs: Vec<PathBuf> = std::fs::read_dir(self.dir.path().join("state/mirrors"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| !p.file_name().unwrap().to_string_lossy().starts_with('.'))
+            .collect();
+        assert_eq!(dirs.len(), 1, "one mirror: {dirs:?}");
+        dirs.remove(0)
     }
 
     /// The second revision: `b` leaves git, `c` joins; `a` stays as it was, so reading this
@@ -179,7 +187,8 @@ async fn a_truncated_pack_in_the_mirror_is_cloned_again() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
         .collect();
-    assert_eq!(leftovers, ["app"], "no fresh or broken copies are left behind");
+    let mirror = unit.mirror().file_name().unwrap().to_string_lossy().to_string();
+    assert_eq!(leftovers, [mirror], "no fresh or broken copies are left behind");
 }
 
 /// The mirror's branch ref deleted (loose and packed), then its `HEAD`: the fetch writes the

@@ -113,7 +113,8 @@ impl OneShot {
 }
 
 /// Units `old` (ConfigMaps `old-a`, `old-b` and the canary Secret; synced once by `gitward sync
-/// --sync old`) and `new` (`new-n`, never synced) of one repository, for `gitward run` with its
+/// --sync old`) and `new` (`new-n`, never synced; other credentials, so its mirror is its own,
+/// not `old`'s, and does not exist yet) of one repository, for `gitward run` with its
 /// state under `dir/state`; then a second revision of `old` pushed: `old-b` leaves git, `old-c`
 /// (and `more`) joins.
 struct TwoUnits {
@@ -135,7 +136,7 @@ impl TwoUnits {
         repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
         repo.commit_and_push("first");
         let units = common::unit_toml("old", &repo.bare(), "old", ns, "")
-            + &common::unit_toml("new", &repo.bare(), "new", ns, "");
+            + &common::unit_toml("new", &repo.bare(), "new", ns, "[sync.git]\nusername = \"new\"\n");
         let (config, port) = common::daemon_config(dir, "", "", &units);
         let first = common::gitward(&["sync", "--sync", "old"], &config, WAIT);
         assert_eq!(first.code, Some(0), "{}", first.stderr);

@@ -104,7 +104,10 @@ fn fetch_resolves_branch_to_pushed_commit() {
 
     assert_eq!(source.fetch().unwrap(), rev(&first));
     assert_eq!(source.resolve().unwrap(), rev(&first));
-    assert_eq!(source.mirror_path(), fx.state.join("mirrors/shop"));
+    // Shared by repository and credentials: `mirrors/<name>.<key>`, not the unit's name.
+    assert_eq!(source.mirror_path().parent(), Some(fx.state.join("mirrors").as_path()));
+    let name = source.mirror_path().file_name().unwrap().to_string_lossy().to_string();
+    assert!(name.contains('.') && !name.starts_with("shop"), "{name}");
     assert_eq!(git(source.mirror_path(), &["rev-parse", "--is-bare-repository"]), "true");
 
     fx.write("a.yaml", "kind: A2\n");
@@ -510,10 +513,43 @@ fn read_blob_returns_the_committed_bytes() {
     }
 }
 
+/// A git unit's mirror is named by its repository, so its name never makes a path; an OCI
+/// artifact unit's mirror is named by the unit, which must then be one path component.
 #[test]
 fn unit_name_must_be_one_path_component() {
     let state = tempfile::tempdir().unwrap();
-    let error = Source::open(state.path(), spec("../escape", "/nowhere", "main")).err().unwrap();
+    let git = Source::open(state.path(), spec("../escape", "/nowhere", "main")).unwrap();
+    assert_eq!(git.mirror_path().parent(), Some(state.path().join("mirrors").as_path()));
+    let error = Source::open(state.path(), spec("../escape", "oci://registry.invalid/x", "main")).err().unwrap();
     assert!(matches!(error, Error::OpenMirror { .. }), "{error:?}");
     assert!(!state.path().parent().unwrap().join("escape").exists());
+}
+
+/// Units of one URL and credentials read one mirror, and a fetch that started after a unit's
+/// request serves it: the second unit asking for a fetch no older than the first one's gets
+/// what that fetch brought, not a commit pushed since, until it asks for a fresh fetch. A unit
+/// with other credentials has its own mirror and fetches for itself.
+#[test]
+fn units_of_one_repository_share_a_mirror_and_its_fetches() {
+    let fx = Fixture::new();
+    fx.write("a.yaml", "kind: A\n");
+    let first = fx.commit_and_push("first");
+    let mut a = fx.open(fx.spec("shop", "main"));
+    let mut b = fx.open(fx.spec("cart", "main"));
+    let mut keyed = fx.spec("billing", "main");
+    keyed.credentials.token_file = Some(fx.state.join("token"));
+    let mut c = fx.open(keyed);
+    assert_eq!(a.mirror_path(), b.mirror_path(), "one mirror for one URL and credentials");
+    assert_ne!(a.mirror_path(), c.mirror_path(), "other credentials, another mirror");
+
+    let asked = Instant::now();
+    assert_eq!(a.fetch_since(asked).unwrap(), rev(&first));
+    fx.write("a.yaml", "kind: A2\n");
+    let second = fx.commit_and_push("second");
+    assert_eq!(b.fetch_since(asked).unwrap(), rev(&first), "served by the fetch `shop` started after the request");
+    assert_eq!(c.fetch_since(asked).unwrap(), rev(&second), "its own mirror, its own fetch");
+    assert_eq!(b.fetch().unwrap(), rev(&second), "a fresh request fetches");
+    assert_eq!(a.resolve().unwrap(), rev(&second), "what `cart` fetched, `shop` reads");
+    let entries = std::fs::read_dir(fx.state.join("mirrors")).unwrap().count();
+    assert_eq!(entries, 2, "two mirrors on disk for three units");
 }

@@ -33,6 +33,7 @@ mod leader;
 mod load;
 mod manifest_parity;
 mod masking;
+mod mirrors;
 mod prune_safety;
 mod render;
 mod render_inputs;

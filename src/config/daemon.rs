@@ -8,7 +8,7 @@ use std::time::Duration;
 /// How the daemon runs (`[daemon]`, optional).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
-    /// Where bare mirrors and other state live, one subdirectory per unit. Default
+    /// Where bare mirrors (`mirrors/`, one per repository and credentials) and other state live. Default
     /// `/var/lib/gitward`: the FHS place for state, and what systemd's `StateDirectory=gitward`
     /// creates.
     pub state_dir: PathBuf,

@@ -92,11 +92,14 @@ impl HttpState {
     fn trigger(&self, pushed: Option<&str>) -> Vec<String> {
         let units = self.units.read().expect("units lock");
         let mut triggered = Vec::new();
+        // One instant for every unit: the units of one repository then take one fetch of it
+        // (a fetch that started after the webhook serves them all, `Repo::fetch_since`).
+        let trigger = Trigger::now(TriggerKind::Webhook);
         for (name, reference, sender) in units.iter() {
             if pushed.is_some_and(|pushed| !webhook::ref_matches(pushed, reference)) {
                 continue;
             }
-            if let Err(TrySendError::Closed(_)) = sender.try_send(Trigger::now(TriggerKind::Webhook)) {
+            if let Err(TrySendError::Closed(_)) = sender.try_send(trigger.clone()) {
                 debug!(unit = %name, "unit task gone, webhook trigger dropped");
                 continue;
             }

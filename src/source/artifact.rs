@@ -176,7 +176,7 @@ impl Artifact {
     /// `max_bytes`; [`Error::Git`] when the mirror cannot be written.
     pub fn import(&self, source: &Source, revision: &Revision, layer: &[u8]) -> Result<()> {
         let files = unpack(&self.spec, layer)?;
-        let repo = source.mirror.repo();
+        let repo = source.handle()?;
         let unit = self.spec.unit.as_str();
         let git = |step: &'static str| move |e: git2::Error| Error::git(unit, step, &e);
         let mut index = git2::Index::new().map_err(git("index"))?;
@@ -201,7 +201,7 @@ impl Artifact {
                 })
                 .map_err(git("index add"))?;
         }
-        let tree = index.write_tree_to(repo).map_err(git("write tree"))?;
+        let tree = index.write_tree_to(&repo).map_err(git("write tree"))?;
         let tree = repo.find_tree(tree).map_err(git("read tree"))?;
         let signature =
             git2::Signature::new("gitward", "gitward@localhost", &git2::Time::new(0, 0)).map_err(git("signature"))?;
@@ -213,7 +213,8 @@ impl Artifact {
 
     /// The commit `revision` was unpacked to ([`Artifact::import`]), `None` when it was not.
     pub fn commit(source: &Source, revision: &Revision) -> Option<Revision> {
-        let reference = source.mirror.repo().find_reference(&ref_name(revision)).ok()?;
+        let repo = source.handle().ok()?;
+        let reference = repo.find_reference(&ref_name(revision)).ok()?;
         reference.peel_to_commit().ok().map(|c| Revision(c.id().to_string()))
     }
 }

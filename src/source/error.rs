@@ -229,6 +229,21 @@ impl Error {
         }
     }
 
+    /// The same error naming `unit`: a fetch of a shared mirror fails for every unit that
+    /// took its outcome, and each reports it as its own. Only the errors of a fetch (opening
+    /// the mirror, the fetch, credentials, host key) are renamed; others come back as they are.
+    pub(crate) fn for_unit(mut self, unit: &str) -> Self {
+        if let Error::OpenMirror { unit: named, .. }
+        | Error::FetchFailed { unit: named, .. }
+        | Error::Credentials { unit: named, .. }
+        | Error::HostKeyCheck { unit: named, .. }
+        | Error::Git { unit: named, .. } = &mut self
+        {
+            *named = unit.to_string();
+        }
+        self
+    }
+
     /// Builds [`Error::Git`] from a libgit2 error.
     pub(crate) fn git(unit: &str, step: &'static str, error: &git2::Error) -> Self {
         Error::Git { unit: unit.to_string(), step, message: error.message().to_string() }

@@ -1,9 +1,11 @@
-//! The bare mirror of one sync unit: opening (or creating) it, and fetching into it.
+//! What is done to one bare mirror directory through a libgit2 handle: opening (or creating)
+//! it, checking it can be read, fetching into it, and cloning it again when damaged. Who
+//! shares the directory and when a fetch runs is [`super::shared`]'s.
 
-use std::path::{Component, Path, PathBuf};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use git2::{AutotagOption, FetchOptions, FetchPrune, Repository};
+use git2::{AutotagOption, FetchOptions, FetchPrune, Oid, Repository};
 
 use super::credentials::{Auth, Failure};
 use super::{Error, Result, SourceSpec, remote};
@@ -12,137 +14,129 @@ use super::{Error, Result, SourceSpec, remote};
 /// remote wins) and pruned (a branch deleted on the remote disappears from the mirror).
 const REFSPECS: [&str; 2] = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
 
-/// A bare repository under the state directory, holding what was last fetched.
-pub(super) struct Mirror {
-    repo: Repository,
-    path: PathBuf,
+/// Opens the bare repository at `path`, or creates it (and its parents) empty; one libgit2
+/// cannot open (`HEAD` or config lost) is removed and created again, empty.
+///
+/// Errors: [`Error::OpenMirror`] for `unit` when the directory cannot be created or removed.
+pub(super) fn open_or_init(path: &Path, unit: &str) -> Result<Repository> {
+    let repo = if path.exists() { Repository::open_bare(path).or_else(|_| start_again(path)) } else { init(path) };
+    repo.map_err(|e| open_error(unit, path, e.message().to_string()))
 }
 
-impl Mirror {
-    /// Opens `<state_dir>/mirrors/<unit>`, or creates it as an empty bare repository.
-    pub(super) fn open(state_dir: &Path, unit: &str) -> Result<Self> {
-        let path = state_dir.join("mirrors").join(unit);
-        let error = |message: String| Error::OpenMirror { unit: unit.to_string(), path: path.clone(), message };
-        if !is_single_component(unit) {
-            return Err(error("the unit name must be one path component".into()));
-        }
-        let repo =
-            if path.exists() { Repository::open_bare(&path).or_else(|_| start_again(&path)) } else { init(&path) };
-        let repo = repo.map_err(|e| error(e.message().to_string()))?;
-        Ok(Self { repo, path })
-    }
+/// Opens the existing bare repository at `path` (another handle on a mirror already opened).
+///
+/// Errors: [`Error::OpenMirror`] for `unit`.
+pub(super) fn open(path: &Path, unit: &str) -> Result<Repository> {
+    Repository::open_bare(path).map_err(|e| open_error(unit, path, e.message().to_string()))
+}
 
-    /// Whether the revision's commit and its root tree can be read from the object database:
-    /// false when a pack file is truncated or an object is missing.
-    pub(super) fn reads(&self, revision: &str) -> bool {
-        git2::Oid::from_str(revision)
-            .and_then(|oid| self.repo.find_commit(oid))
-            .and_then(|commit| commit.tree())
-            .is_ok()
-    }
+/// Whether the revision's commit and its root tree can be read from the object database:
+/// false when a pack file is truncated or an object is missing.
+pub(super) fn reads(repo: &Repository, revision: &str) -> bool {
+    Oid::from_str(revision).and_then(|oid| repo.find_commit(oid)).and_then(|commit| commit.tree()).is_ok()
+}
 
-    /// Whether every object of the revision can be found: its commit, every tree under its
-    /// root, and the header of every blob (read from its pack: a truncated pack fails here).
-    /// Walks the trees with an explicit stack, so a deep tree cannot exhaust the thread's stack.
-    pub(super) fn reads_all(&self, revision: &str) -> bool {
-        let walk = || -> std::result::Result<(), git2::Error> {
-            let odb = self.repo.odb()?;
-            let mut trees = vec![self.repo.find_commit(git2::Oid::from_str(revision)?)?.tree_id()];
-            while let Some(id) = trees.pop() {
-                for entry in self.repo.find_tree(id)?.iter() {
-                    match entry.kind() {
-                        Some(git2::ObjectType::Tree) => trees.push(entry.id()),
-                        Some(git2::ObjectType::Blob) => {
-                            odb.read_header(entry.id())?;
-                        }
-                        _ => {}
+/// Whether every object of the revision can be found: its commit, every tree under its
+/// root, and the header of every blob (read from its pack: a truncated pack fails here).
+/// Walks the trees with an explicit stack, so a deep tree cannot exhaust the thread's stack.
+pub(super) fn reads_all(repo: &Repository, revision: &str) -> bool {
+    let walk = || -> std::result::Result<(), git2::Error> {
+        let odb = repo.odb()?;
+        let mut trees = vec![repo.find_commit(Oid::from_str(revision)?)?.tree_id()];
+        while let Some(id) = trees.pop() {
+            for entry in repo.find_tree(id)?.iter() {
+                match entry.kind() {
+                    Some(git2::ObjectType::Tree) => trees.push(entry.id()),
+                    Some(git2::ObjectType::Blob) => {
+                        odb.read_header(entry.id())?;
                     }
+                    _ => {}
                 }
             }
-            Ok(())
-        };
-        walk().is_ok()
-    }
-
-    /// Whether every branch and tag leads to a commit whose root tree can be read. A mirror
-    /// with no refs at all is sound (a fetch fills it). Reads a few objects per ref.
-    pub(super) fn is_sound(&self) -> bool {
-        let Ok(references) = self.repo.references() else { return false };
-        references.into_iter().all(|reference| {
-            let Ok(reference) = reference else { return false };
-            let wanted = reference.name().is_ok_and(|n| n.starts_with("refs/heads/") || n.starts_with("refs/tags/"));
-            !wanted || reference.peel_to_commit().and_then(|c| c.tree()).is_ok()
-        })
-    }
-
-    /// Replaces a damaged mirror by a fresh one: fetches all refs into
-    /// `<state_dir>/mirrors/.<unit>.fresh` (an empty bare repository; the leading dot keeps it
-    /// apart from unit names, which are RFC 1123 labels), and only when that fetch succeeds
-    /// removes the old mirror and renames the fresh one into its place. The mirror holds
-    /// nothing but what the remote has, so nothing is lost; when the remote cannot be reached
-    /// the old mirror is left as it was.
-    ///
-    /// Errors: those of [`Mirror::fetch_refs`] (the old mirror kept); [`Error::OpenMirror`]
-    /// when the directories cannot be created, removed or renamed.
-    pub(super) fn reclone(&mut self, spec: &SourceSpec, url: &str) -> Result<()> {
-        let unit = spec.unit.as_str();
-        let fresh_path = self.path.with_file_name(format!(".{unit}.fresh"));
-        let error = |path: &Path, message: String| Error::OpenMirror {
-            unit: unit.to_string(),
-            path: path.to_path_buf(),
-            message,
-        };
-        let _ = std::fs::remove_dir_all(&fresh_path);
-        let fresh = init(&fresh_path).map_err(|e| error(&fresh_path, e.message().to_string()))?;
-        let fresh = Mirror { repo: fresh, path: fresh_path.clone() };
-        if let Err(e) = fresh.fetch_refs(spec, url) {
-            drop(fresh);
-            let _ = std::fs::remove_dir_all(&fresh_path);
-            return Err(e);
         }
-        drop(fresh);
-        match std::fs::remove_dir_all(&self.path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(error(&self.path, e.to_string())),
-            _ => {}
-        }
-        std::fs::rename(&fresh_path, &self.path).map_err(|e| error(&self.path, e.to_string()))?;
-        self.repo = Repository::open_bare(&self.path).map_err(|e| error(&self.path, e.message().to_string()))?;
         Ok(())
-    }
+    };
+    walk().is_ok()
+}
 
-    /// The libgit2 handle.
-    pub(super) fn repo(&self) -> &Repository {
-        &self.repo
-    }
+/// Whether every branch and tag leads to a commit whose root tree can be read. A mirror
+/// with no refs at all is sound (a fetch fills it). Reads a few objects per ref.
+pub(super) fn is_sound(repo: &Repository) -> bool {
+    let Ok(references) = repo.references() else { return false };
+    references.into_iter().all(|reference| {
+        let Ok(reference) = reference else { return false };
+        let wanted = reference.name().is_ok_and(|n| n.starts_with("refs/heads/") || n.starts_with("refs/tags/"));
+        !wanted || reference.peel_to_commit().and_then(|c| c.tree()).is_ok()
+    })
+}
 
-    /// The mirror directory.
-    pub(super) fn path(&self) -> &Path {
-        &self.path
+/// Fills a fresh mirror for the damaged one at `path`: fetches all refs into
+/// `<parent>/.<name>.fresh` (an empty bare repository; the leading dot keeps it apart from
+/// mirror names), and only when that fetch succeeds removes the old mirror and renames the
+/// fresh one into its place. The mirror holds nothing but what the remote has, so nothing is
+/// lost; when the remote cannot be reached the old mirror is left as it was. Handles open on
+/// the old directory must be dropped by the caller.
+///
+/// Errors: those of [`fetch_refs`] (the old mirror kept); [`Error::OpenMirror`] when the
+/// directories cannot be created, removed or renamed.
+pub(super) fn reclone(path: &Path, spec: &SourceSpec, url: &str) -> Result<()> {
+    let unit = spec.unit.as_str();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let fresh_path = path.with_file_name(format!(".{name}.fresh"));
+    let _ = std::fs::remove_dir_all(&fresh_path);
+    let fresh = init(&fresh_path).map_err(|e| open_error(unit, &fresh_path, e.message().to_string()))?;
+    if let Err(e) = fetch_refs(&fresh, spec, url) {
+        drop(fresh);
+        let _ = std::fs::remove_dir_all(&fresh_path);
+        return Err(e);
     }
+    drop(fresh);
+    match std::fs::remove_dir_all(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(open_error(unit, path, e.to_string())),
+        _ => {}
+    }
+    std::fs::rename(&fresh_path, path).map_err(|e| open_error(unit, path, e.to_string()))
+}
 
-    /// Fetches all branches and tags ([`REFSPECS`]), pruning refs deleted on the remote.
-    pub(super) fn fetch_refs(&self, spec: &SourceSpec, url: &str) -> Result<()> {
-        self.fetch(spec, url, &REFSPECS, FetchPrune::On)
-    }
+/// The target of every branch and tag, sorted: what a fetch may move.
+pub(super) fn tips(repo: &Repository) -> Vec<(String, Option<Oid>)> {
+    let Ok(references) = repo.references() else { return Vec::new() };
+    let mut tips: Vec<(String, Option<Oid>)> = references
+        .flatten()
+        .filter_map(|r| {
+            let name = r.name().ok()?.to_owned();
+            (name.starts_with("refs/heads/") || name.starts_with("refs/tags/")).then(|| (name, r.target()))
+        })
+        .collect();
+    tips.sort();
+    tips
+}
 
-    /// Fetches one commit by its full SHA (no ref is written; the objects stay in the object
-    /// database). Servers must allow unadvertised ids; libgit2's local transport (paths,
-    /// `file://`) sends only objects reachable from refs, so there it adds nothing.
-    pub(super) fn fetch_commit(&self, spec: &SourceSpec, url: &str, sha: &str) -> Result<()> {
-        self.fetch(spec, url, &[sha], FetchPrune::Off)
-    }
+/// Fetches all branches and tags ([`REFSPECS`]), pruning refs deleted on the remote.
+pub(super) fn fetch_refs(repo: &Repository, spec: &SourceSpec, url: &str) -> Result<()> {
+    fetch(repo, spec, url, &REFSPECS, FetchPrune::On)
+}
 
-    /// Fetches `refspecs` from `url` (an anonymous remote: the URL, which may carry a token,
-    /// is never written to the mirror's config). Refs move only when the whole fetch succeeds.
-    fn fetch(&self, spec: &SourceSpec, url: &str, refspecs: &[&str], prune: FetchPrune) -> Result<()> {
-        let auth = Auth::new(&spec.credentials, remote::ssh_port(url).unwrap_or(22));
-        let mut options = FetchOptions::new();
-        options.remote_callbacks(auth.callbacks());
-        options.prune(prune).download_tags(AutotagOption::None);
-        let fetched =
-            self.repo.remote_anonymous(url).and_then(|mut remote| remote.fetch(refspecs, Some(&mut options), None));
-        fetched.map_err(|error| fetch_error(spec, url, auth.failure(), &error))
-    }
+/// Fetches one commit by its full SHA (no ref is written; the objects stay in the object
+/// database). Servers must allow unadvertised ids; libgit2's local transport (paths,
+/// `file://`) sends only objects reachable from refs, so there it adds nothing.
+pub(super) fn fetch_commit(repo: &Repository, spec: &SourceSpec, url: &str, sha: &str) -> Result<()> {
+    fetch(repo, spec, url, &[sha], FetchPrune::Off)
+}
+
+/// Fetches `refspecs` from `url` (an anonymous remote: the URL, which may carry a token,
+/// is never written to the mirror's config). Refs move only when the whole fetch succeeds.
+fn fetch(repo: &Repository, spec: &SourceSpec, url: &str, refspecs: &[&str], prune: FetchPrune) -> Result<()> {
+    let auth = Auth::new(&spec.credentials, remote::ssh_port(url).unwrap_or(22));
+    let mut options = FetchOptions::new();
+    options.remote_callbacks(auth.callbacks());
+    options.prune(prune).download_tags(AutotagOption::None);
+    let fetched = repo.remote_anonymous(url).and_then(|mut remote| remote.fetch(refspecs, Some(&mut options), None));
+    fetched.map_err(|error| fetch_error(spec, url, auth.failure(), &error))
+}
+
+fn open_error(unit: &str, path: &Path, message: String) -> Error {
+    Error::OpenMirror { unit: unit.to_string(), path: PathBuf::from(path), message }
 }
 
 /// Sets libgit2's process-wide network timeouts, so that an unreachable or stalled remote fails
@@ -181,12 +175,6 @@ fn start_again(path: &Path) -> std::result::Result<Repository, git2::Error> {
     init(path)
 }
 
-/// Whether `unit` names exactly one normal directory (no `/`, not `.` or `..`, not empty).
-fn is_single_component(unit: &str) -> bool {
-    let mut components = Path::new(unit).components();
-    matches!((components.next(), components.next()), (Some(Component::Normal(_)), None)) && !unit.contains(['/', '\\'])
-}
-
 /// The error for a failed fetch: a callback's own failure if there was one, else the transport
 /// error; URL userinfo redacted from both.
 fn fetch_error(spec: &SourceSpec, url: &str, failure: Option<Failure>, error: &git2::Error) -> Error {
@@ -205,29 +193,5 @@ fn fetch_error(spec: &SourceSpec, url: &str, failure: Option<Failure>, error: &g
             };
             Error::FetchFailed { unit, repo, message }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn unit_names_that_escape_the_mirrors_directory_are_refused() {
-        let state = tempfile::tempdir().unwrap();
-        for bad in ["", ".", "..", "a/b", "../x", "/abs"] {
-            let result = Mirror::open(state.path(), bad);
-            assert!(matches!(result, Err(Error::OpenMirror { .. })), "{bad:?} was accepted");
-        }
-    }
-
-    #[test]
-    fn opening_twice_reuses_the_bare_mirror() {
-        let state = tempfile::tempdir().unwrap();
-        let first = Mirror::open(state.path(), "shop").unwrap();
-        assert!(first.repo().is_bare());
-        assert_eq!(first.path(), state.path().join("mirrors/shop"));
-        drop(first);
-        assert!(Mirror::open(state.path(), "shop").unwrap().repo().is_bare());
     }
 }

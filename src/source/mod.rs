@@ -1,8 +1,10 @@
 //! The git side of a sync unit: a bare mirror of the remote, a ref resolved to a revision, and
 //! the manifest files under the unit's path, read straight from the object database.
 //!
-//! One [`Source`] per sync unit owns a bare mirror at `<state_dir>/mirrors/<unit>` (no work
-//! tree, ever). [`Source::fetch`] updates the mirror's branches and tags from the remote with
+//! One [`Source`] per sync unit reads a bare mirror under `<state_dir>/mirrors/` (no work
+//! tree, ever), shared by the units that follow the same repository with the same credentials
+//! (`shared`: one directory, a few libgit2 handles and one fetch at a time per repository).
+//! [`Source::fetch`] updates the mirror's branches and tags from the remote with
 //! git2 (libgit2) and resolves the unit's reference to a [`Revision`]; [`Source::list_files`]
 //! walks the tree at that revision; [`Source::read_blob`] returns one file's bytes;
 //! [`Source::tree`] is a [`Tree`], a view of the whole revision for the render step. No other
@@ -17,7 +19,8 @@
 //!
 //! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
 //! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
-//! redaction), `mirror` (open and fetch), `resolve` (reference → commit), `verify` (signed
+//! redaction), `mirror` (open, fetch, clone again), `shared` (the mirror of a repository and
+//! credentials, its handles and coalesced fetches), `resolve` (reference → commit), `verify` (signed
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
 //! `tree` (listing and reading blobs), `view` ([`Tree`]).
 
@@ -29,16 +32,20 @@ mod known_hosts;
 mod mirror;
 mod remote;
 mod resolve;
+mod shared;
 mod tree;
 mod verify;
 mod view;
 
 use std::fmt;
 use std::path::Path;
+use std::sync::Arc;
+use std::time::Instant;
 
 pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use mirror::configure_network_timeouts;
+pub use shared::{Handle, MAX_IDLE_HANDLES, fetches_total};
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
 pub use verify::{VerifyFailure, VerifySpec};
 pub use view::{Entry, EntryKind, ObjectId, Tree};
@@ -49,8 +56,9 @@ pub use view::{Entry, EntryKind, ObjectId, Tree};
 /// keeps it for the life of the mirror.
 #[derive(Debug, Clone)]
 pub struct SourceSpec {
-    /// The sync unit's name: the subject of every error and the mirror's directory name under
-    /// `<state_dir>/mirrors/`, so it must be a single path component (no `/`, not `.`/`..`).
+    /// The sync unit's name: the subject of every error; for an OCI artifact unit also its
+    /// mirror's directory name under `<state_dir>/mirrors/`, so it must then be a single path
+    /// component (no `/`, not `.`/`..`).
     pub unit: String,
     /// The remote: `https://…`, `ssh://…`, scp-like `git@host:path`, `file:///…`, or a local
     /// path (absolute, or relative to the working directory at [`Source::open`]). A token
@@ -142,35 +150,48 @@ pub struct Listing {
     pub partial: Vec<String>,
 }
 
-/// The git side of one sync unit: its spec and its bare mirror.
+/// The git side of one sync unit: its spec and the bare mirror it reads (shared with the
+/// units of the same repository and credentials).
 ///
-/// Not `Sync` (a libgit2 repository handle is used from one thread at a time) but `Send`: move
-/// it into `spawn_blocking` and back. Two `Source`s must not share one unit's mirror.
+/// Not `Sync` but `Send`: move it into `spawn_blocking` and back. Each call borrows a libgit2
+/// handle of the mirror for its duration (a [`Tree`] for its life).
 pub struct Source {
     spec: SourceSpec,
-    url: String,
-    mirror: mirror::Mirror,
+    mirror: Arc<shared::Shared>,
     /// The revision last verified and its signer, so the signer is logged once per revision,
     /// not at every poll.
     verified: std::cell::RefCell<Option<(Revision, String)>>,
 }
 
 impl Source {
-    /// Opens the bare mirror of `spec.unit` at `<state_dir>/mirrors/<unit>`, creating it (and
-    /// its parent directories) if it does not exist yet. Nothing is fetched.
+    /// Opens the bare mirror of `spec`'s repository and credentials under
+    /// `<state_dir>/mirrors/` (`<name>.<key>`; an OCI artifact unit's own `<unit>`; module
+    /// `shared`), creating it (and its parent directories) if it does not exist yet; a unit
+    /// of this process that has it open already shares its handles. Nothing is fetched. The
+    /// unit's mirror of the per-unit layout, `mirrors/<unit>`, is removed.
     ///
     /// A local path in `spec.repo` is made absolute here. A mirror directory libgit2 cannot
     /// open (`HEAD` or config lost) is removed and created again, empty: the next fetch fills
-    /// it. Errors: [`Error::OpenMirror`] when the unit name is not a single path component, or
-    /// the directory cannot be created or removed (a read-only state directory).
+    /// it. Errors: [`Error::OpenMirror`] when an artifact unit's name is not a single path
+    /// component, or the directory cannot be created or removed (a read-only state directory).
     pub fn open(state_dir: &Path, spec: SourceSpec) -> Result<Self> {
         let url = remote::normalise(&spec.repo);
-        let mirror = mirror::Mirror::open(state_dir, &spec.unit)?;
-        Ok(Self { spec, url, mirror, verified: Default::default() })
+        let mirror = shared::open(state_dir, &spec, &url)?;
+        Ok(Self { spec, mirror, verified: Default::default() })
     }
 
     /// Fetches the remote's branches and tags into the mirror, pruning deleted ones, then
-    /// resolves the reference (see [`Source::resolve`]).
+    /// resolves the reference (see [`Source::resolve`]): [`Source::fetch_since`] now.
+    pub fn fetch(&mut self) -> Result<Revision> {
+        self.fetch_since(Instant::now())
+    }
+
+    /// Fetches the remote's branches and tags into the mirror, pruning deleted ones, unless a
+    /// fetch of the shared mirror that started at or after `not_before` ended or is running
+    /// (for another unit of the repository): its outcome is taken, as fresh as asked. Then
+    /// resolves the reference (see [`Source::resolve`]). A caller passes the instant the
+    /// event that asks for the fetch was seen (a webhook, a ref change), so one push seen by
+    /// many units is fetched once.
     ///
     /// Refspecs: `+refs/heads/*:refs/heads/*` and `+refs/tags/*:refs/tags/*`, full history (no
     /// shallow fetch: libgit2 cannot do it over `file://`). When the reference is a full SHA
@@ -188,11 +209,14 @@ impl Source {
     /// the remote into a fresh directory that then replaces it (a `mirror cloned again`
     /// warning is logged). A missing ref needs no repair: the fetch writes it again. An
     /// unreachable remote leaves a sound mirror untouched, and its error is returned.
-    pub fn fetch(&mut self) -> Result<Revision> {
-        let outcome = self.fetch_and_resolve();
+    pub fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
+        let generation = self.mirror.generation();
+        let outcome = self.fetch_and_resolve(not_before);
         let damaged = match &outcome {
-            Ok(revision) => !self.mirror.reads(&revision.0),
-            Err(Error::FetchFailed { .. } | Error::Git { .. } | Error::RefNotFound { .. }) => !self.mirror.is_sound(),
+            Ok(revision) => !mirror::reads(&*self.handle()?, &revision.0),
+            Err(Error::FetchFailed { .. } | Error::Git { .. } | Error::RefNotFound { .. }) => {
+                !mirror::is_sound(&*self.handle()?)
+            }
             Err(_) => false,
         };
         if !damaged {
@@ -202,9 +226,9 @@ impl Source {
             Ok(revision) => format!("revision {revision} cannot be read"),
             Err(error) => error.to_string(),
         };
-        self.mirror.reclone(&self.spec, &self.url)?;
+        self.mirror.reclone(&self.spec, generation)?;
         tracing::warn!(unit = %self.spec.unit, mirror = %self.mirror.path().display(), reason, "mirror damaged; cloned again");
-        self.fetch_and_resolve()
+        self.fetch_and_resolve(not_before)
     }
 
     /// After reading `revision` failed: when an object of it cannot be read from the mirror
@@ -217,18 +241,19 @@ impl Source {
     /// remote cannot be reached; [`Error::OpenMirror`] when the fresh mirror cannot be put in
     /// place.
     pub fn repair(&mut self, revision: &Revision) -> Result<bool> {
-        if self.mirror.reads_all(&revision.0) {
+        let generation = self.mirror.generation();
+        if mirror::reads_all(&*self.handle()?, &revision.0) {
             return Ok(false);
         }
-        self.mirror.reclone(&self.spec, &self.url)?;
+        self.mirror.reclone(&self.spec, generation)?;
         let reason = format!("objects of revision {revision} cannot be read");
         tracing::warn!(unit = %self.spec.unit, mirror = %self.mirror.path().display(), reason, "mirror damaged; cloned again");
         Ok(true)
     }
 
     /// One fetch of refs, then the resolve (with the by-id second chance for a full SHA).
-    fn fetch_and_resolve(&mut self) -> Result<Revision> {
-        self.mirror.fetch_refs(&self.spec, &self.url)?;
+    fn fetch_and_resolve(&mut self, not_before: Instant) -> Result<Revision> {
+        self.mirror.fetch_refs(&self.spec, not_before)?;
         match self.resolve() {
             Err(Error::RefNotFound { .. }) if resolve::is_full_sha(&self.spec.reference) => self.fetch_commit_by_id(),
             resolved => resolved,
@@ -249,14 +274,14 @@ impl Source {
     /// [`Error::Unverified`] (not signed, signed by an unknown key, a signature that does not
     /// verify, an unreadable key file).
     pub fn resolve(&self) -> Result<Revision> {
-        let (repo, unit) = (self.mirror.repo(), self.spec.unit.as_str());
-        let resolved = resolve::resolve(repo, unit, &self.spec.reference)?;
+        let (repo, unit) = (self.handle()?, self.spec.unit.as_str());
+        let resolved = resolve::resolve(&repo, unit, &self.spec.reference)?;
         let Some(spec) = &self.spec.verify else { return Ok(resolved.revision) };
         let subject = match resolved.tag {
             Some(tag) => verify::Subject::Tag(&self.spec.reference, tag),
             None => verify::Subject::Commit(resolve::oid(&resolved.revision)),
         };
-        let signer = verify::verify(repo, unit, spec, &resolved.revision, subject)?;
+        let signer = verify::verify(&repo, unit, spec, &resolved.revision, subject)?;
         let mut verified = self.verified.borrow_mut();
         if verified.as_ref().is_none_or(|(revision, known)| *revision != resolved.revision || *known != signer) {
             tracing::info!(unit, revision = %resolved.revision, signer, "revision verified");
@@ -276,7 +301,7 @@ impl Source {
     /// [`Error::PathIsFile`] when it is a file; [`Error::FileTooLarge`] for the first manifest over `max_file_bytes`;
     /// [`Error::Git`] when the revision or a tree is missing from the mirror.
     pub fn list_files(&self, revision: &Revision) -> Result<Listing> {
-        tree::list_files(self.mirror.repo(), &self.spec, revision)
+        tree::list_files(&*self.handle()?, &self.spec, revision)
     }
 
     /// The manifest files under the unit's path that `to` adds or modifies relative to `from`
@@ -289,7 +314,7 @@ impl Source {
     ///
     /// Errors: [`Error::Git`] when a revision or an object is missing from the mirror.
     pub fn changed_files(&self, from: &Revision, to: &Revision, max_files: usize) -> Result<Option<Vec<TreeFile>>> {
-        tree::changed_files(self.mirror.repo(), &self.spec, from, to, max_files)
+        tree::changed_files(&*self.handle()?, &self.spec, from, to, max_files)
     }
 
     /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`]) straight
@@ -297,7 +322,7 @@ impl Source {
     ///
     /// Errors: [`Error::ReadBlob`] when `oid` is not a valid id or names no blob in the mirror.
     pub fn read_blob(&self, oid: &str) -> Result<Vec<u8>> {
-        tree::read_blob(self.mirror.repo(), &self.spec.unit, oid)
+        tree::read_blob(&*self.handle()?, &self.spec.unit, oid)
     }
 
     /// The whole tree of `revision`, for readers of more than the unit's manifest files (the
@@ -305,7 +330,7 @@ impl Source {
     ///
     /// Errors: [`Error::Git`] when the revision is not in the mirror.
     pub fn tree(&self, revision: &Revision) -> Result<Tree<'_>> {
-        Tree::new(self.mirror.repo(), &self.spec, revision)
+        Tree::new(self.handle()?, &self.spec, revision)
     }
 
     /// The spec this source was opened with.
@@ -313,7 +338,8 @@ impl Source {
         &self.spec
     }
 
-    /// Where the bare mirror lives: `<state_dir>/mirrors/<unit>`.
+    /// Where the bare mirror lives: `<state_dir>/mirrors/<name>.<key>` (shared by repository
+    /// and credentials), or `<state_dir>/mirrors/<unit>` for an OCI artifact unit.
     pub fn mirror_path(&self) -> &Path {
         self.mirror.path()
     }
@@ -321,14 +347,22 @@ impl Source {
     /// The remote URL as fetched, with any userinfo (user, token) replaced by `***`: safe to
     /// log.
     pub fn redacted_url(&self) -> String {
-        remote::redact(&self.url)
+        remote::redact(self.mirror.url())
+    }
+
+    /// A libgit2 handle of the mirror, lent for as long as it is held.
+    ///
+    /// Errors: [`Error::OpenMirror`] when the directory cannot be opened.
+    pub(crate) fn handle(&self) -> Result<Handle<'_>> {
+        self.mirror.handle(&self.spec.unit)
     }
 
     /// Second chance for a full SHA reference: fetch that commit by id, then resolve again.
     /// A server that refuses unadvertised ids yields the original [`Error::RefNotFound`].
     fn fetch_commit_by_id(&mut self) -> Result<Revision> {
         let sha = self.spec.reference.to_ascii_lowercase();
-        if let Err(error) = self.mirror.fetch_commit(&self.spec, &self.url, &sha) {
+        let fetched = self.handle().and_then(|repo| mirror::fetch_commit(&repo, &self.spec, self.mirror.url(), &sha));
+        if let Err(error) = fetched {
             tracing::debug!(unit = %self.spec.unit, %error, "fetch by commit id failed");
         }
         self.resolve()

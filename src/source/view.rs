@@ -7,7 +7,7 @@ use std::path::Path;
 
 use git2::{ObjectType, Oid, Repository};
 
-use super::{Error, Result, Revision, SourceSpec};
+use super::{Error, Handle, Result, Revision, SourceSpec};
 
 /// Git file modes (git's `tree.h`): executable, symbolic link.
 const MODE_EXECUTABLE: i32 = 0o100755;
@@ -57,10 +57,12 @@ pub struct Entry {
 /// Blobs are read at most `max_file_bytes` at a time (the unit's limit, from its
 /// [`SourceSpec`]).
 ///
-/// Borrowed from its [`super::Source`]: blocking, used on one thread, like the source itself.
+/// Borrowed from its [`super::Source`], holding one of the mirror's libgit2 handles for its
+/// life: blocking, used on one thread, like the source itself.
 pub struct Tree<'r> {
-    repo: &'r Repository,
-    root: git2::Tree<'r>,
+    repo: Handle<'r>,
+    /// The root tree's id (looked up per read: the handle's object cache keeps it).
+    root: Oid,
     unit: &'r str,
     revision: Revision,
     max_file_bytes: u64,
@@ -70,8 +72,8 @@ impl<'r> Tree<'r> {
     /// The root tree of `revision`.
     ///
     /// Errors: [`Error::Git`] when the commit or its tree is not in the mirror.
-    pub(super) fn new(repo: &'r Repository, spec: &'r SourceSpec, revision: &Revision) -> Result<Self> {
-        let root = root_tree(repo, &spec.unit, revision)?;
+    pub(super) fn new(repo: Handle<'r>, spec: &'r SourceSpec, revision: &Revision) -> Result<Self> {
+        let root = root_tree(&repo, &spec.unit, revision)?.id();
         Ok(Self { repo, root, unit: &spec.unit, revision: revision.clone(), max_file_bytes: spec.max_file_bytes })
     }
 
@@ -145,9 +147,9 @@ impl<'r> Tree<'r> {
     /// What sits at `rel`: `None` when nothing does.
     fn entry_at(&self, rel: &str) -> Option<(ObjectType, Oid)> {
         if rel.is_empty() {
-            return Some((ObjectType::Tree, self.root.id()));
+            return Some((ObjectType::Tree, self.root));
         }
-        let entry = self.root.get_path(Path::new(rel)).ok()?;
+        let entry = self.repo.find_tree(self.root).ok()?.get_path(Path::new(rel)).ok()?;
         Some((entry.kind()?, entry.id()))
     }
 

@@ -6,6 +6,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
@@ -27,7 +28,9 @@ pub struct Repo {
 }
 
 impl Repo {
-    /// Opens (or creates) the unit's bare mirror under `state_dir`.
+    /// Opens (or creates) the bare mirror of the unit's repository and credentials under
+    /// `state_dir`, shared with the other units of this process that follow them
+    /// ([`Source::open`]).
     ///
     /// Errors: [`Error::Source`].
     pub async fn open(state_dir: &Path, unit: &SyncUnit) -> Result<Self> {
@@ -73,6 +76,16 @@ impl Repo {
     /// version, an index that does not parse, a digest mismatch); the mirror and the download
     /// cache keep their previous state.
     pub async fn fetch(&self) -> Result<Revision> {
+        self.fetch_since(Instant::now()).await
+    }
+
+    /// [`Repo::fetch`], satisfied for a git repository by a fetch of its shared mirror that
+    /// started at or after `not_before` ([`Source::fetch_since`]): pass the instant the event
+    /// asking for it was seen (a webhook, a ref change), and the units of one repository that
+    /// saw one push fetch it once. A chart repository or OCI artifact is asked every time.
+    ///
+    /// Errors: those of [`Repo::fetch`].
+    pub async fn fetch_since(&self, not_before: Instant) -> Result<Revision> {
         let source = match &self.origin {
             Origin::Git(source) => source.clone(),
             Origin::Artifact(artifact, source) => {
@@ -89,11 +102,12 @@ impl Repo {
             Origin::Chart(chart, values) => {
                 let chart = chart.lock().await.fetch().await?.revision;
                 let Some(values) = values.clone() else { return Ok(chart) };
-                let commit = blocking(move || values.lock().expect("source lock").fetch().map_err(Error::from)).await?;
+                let fetch = move || values.lock().expect("source lock").fetch_since(not_before).map_err(Error::from);
+                let commit = blocking(fetch).await?;
                 return Ok(Revision(format!("{chart}+git:{commit}")));
             }
         };
-        blocking(move || source.lock().expect("source lock").fetch().map_err(Error::from)).await
+        blocking(move || source.lock().expect("source lock").fetch_since(not_before).map_err(Error::from)).await
     }
 
     /// Reads the manifests of `revision`: renders the unit's path (kustomize or Helm, see

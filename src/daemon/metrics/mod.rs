@@ -21,9 +21,11 @@
 //! | `gitward_shard_units_held` | gauge | `identity`: units whose Lease this replica holds (sharding) |
 //! | `gitward_shard_units_unrenewed` | gauge | `identity`: units some live replica runs whose Lease nobody renews (missing, released or expired), as this replica sees it; above 0 for longer than the lease duration means units are applied by nobody |
 //! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): unit Leases taken and handed over |
+//! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
 mod fleet;
+mod git;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -189,6 +191,7 @@ impl Metrics {
             time_to_healthy.clone(),
         );
         let fleet = Fleet::register(&mut registry);
+        registry.register_collector(Box::new(git::GitFetches));
         Self {
             registry,
             fleet,

@@ -393,7 +393,7 @@ impl Task {
 
     /// Runs one sync for `trigger`, with the report when it applied (for the health wait).
     async fn sync(&mut self, trigger: &Trigger) -> (Ran, Option<Report>) {
-        let revision = match self.engine.repo().fetch().await {
+        let revision = match self.engine.repo().fetch_since(trigger.at).await {
             Ok(r) => r,
             Err(e) => return (self.failed(trigger, e).await, None),
         };

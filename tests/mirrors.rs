@@ -1,0 +1,106 @@
+//! Units that follow one repository share its mirror: one bare mirror under
+//! `state_dir/mirrors/` per repository URL and credentials, one fetch per push, each unit
+//! applying only its own path. Counted from the daemon's `gitward_git_fetches_total` and the
+//! state directory; the cluster state is read back.
+
+use crate::common;
+
+use std::time::Duration;
+
+use hmac::{KeyInit, Mac};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// The webhook secret of these tests.
+const SECRET: &str = "mirrors-webhook-secret";
+
+/// The units of these tests: `a`, `b`, `c` (no credentials) and `d` (a token file) over one
+/// repository, each at its own directory holding one ConfigMap named after it.
+const UNITS: [&str; 4] = ["a", "b", "c", "d"];
+
+async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
+}
+
+/// Whether every unit's ConfigMap holds `expected`.
+async fn all_hold(client: &kube::Client, ns: &str, expected: &str) -> bool {
+    for unit in UNITS {
+        if value(client, ns, &format!("{unit}-cm")).await.as_deref() != Some(expected) {
+            return false;
+        }
+    }
+    true
+}
+
+fn write_paths(repo: &common::GitRepo, value: &str) {
+    for unit in UNITS {
+        repo.write(&format!("{unit}/cm.yaml"), &common::cm(&format!("{unit}-cm"), value));
+    }
+}
+
+/// Three units of one URL without credentials and a fourth with a token file: two mirrors on
+/// disk; the first fetch of each fills it (two `updated` fetches for four units), and one push
+/// that changes every unit's path is fetched once per mirror, not once per unit; so is a
+/// webhook to all four. Each unit records only the object of its own path.
+#[tokio::test]
+async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
+    let env = common::setup("mirrors-shared").await;
+    let repo = common::GitRepo::new();
+    write_paths(&repo, "1");
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "not-asked-by-a-local-remote\n").unwrap();
+    let units: String = UNITS
+        .iter()
+        .map(|unit| {
+            let extra = match *unit {
+                "d" => format!("[sync.git]\ntoken_file = \"{}\"\n", token.display()),
+                _ => String::new(),
+            };
+            common::unit_toml(unit, &repo.bare(), unit, &env.namespace, &extra)
+        })
+        .collect();
+    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "webhook_secret_file = \"webhook-secret\"", &units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
+
+    let mirrors: Vec<String> = std::fs::read_dir(dir.path().join("state/mirrors"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(mirrors.len(), 2, "one mirror per URL and credentials: {mirrors:?}");
+    for unit in UNITS {
+        assert!(!mirrors.contains(&unit.to_string()), "no per-unit mirror: {mirrors:?}");
+        let tracked = daemon.metric_sum("gitward_tracked_objects", &[&format!("unit=\"{unit}\"")]);
+        assert_eq!(tracked, 1.0, "unit {unit} records only its path's object");
+    }
+    let updated = || daemon.metric_sum("gitward_git_fetches_total", &["result=\"updated\""]);
+    assert_eq!(updated(), 2.0, "each mirror filled once: {}", daemon.get("/metrics").unwrap().1);
+
+    write_paths(&repo, "2");
+    repo.commit_and_push("second");
+    let applied = common::eventually(WAIT, || all_hold(&env.client, &env.namespace, "2")).await;
+    assert!(applied, "push not applied by every unit: {}", daemon.log_text());
+    assert_eq!(updated(), 4.0, "one fetch per mirror brought the push: {}", daemon.get("/metrics").unwrap().1);
+
+    // A webhook asks every unit at one instant: each mirror is fetched once for all its units.
+    let fetches = || daemon.metric_sum("gitward_git_fetches_total", &[]);
+    let (before, completed) = (fetches(), daemon.logged("sync complete").len());
+    let body = br#"{"ref": "refs/heads/main"}"#;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(body);
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let (status, reply) =
+        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    assert_eq!(status, 202, "{reply}");
+    let synced =
+        common::eventually(WAIT, || async { daemon.logged("sync complete").len() >= completed + UNITS.len() }).await;
+    assert!(synced, "every unit syncs for the webhook: {}", daemon.log_text());
+    assert_eq!(fetches() - before, 2.0, "one fetch per mirror for four units: {}", daemon.log_text());
+}
