@@ -34,6 +34,7 @@ mod load;
 mod manifest_parity;
 mod masking;
 mod prune_safety;
+mod record;
 mod render;
 mod render_inputs;
 mod secret_scan;
