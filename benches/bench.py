@@ -559,10 +559,161 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(round(q * (len(values) - 1))))] if values else None
 
 
+def applyset_id_like(name):
+    """An id shaped like an ApplySet's (KEP-3659: 55 characters), for the floor's bodies."""
+    import base64
+    digest = hashlib.sha256(name.encode()).digest()
+    return "applyset-" + base64.urlsafe_b64encode(digest).decode().rstrip("=") + "-v1"
+
+
+def floor_warm_bodies(tmp, work, objects, part_of):
+    """The floor's warm resync as floor_warm, but sending gitward's exact bodies: each object
+    with the `part-of` label and a 64-hex `gitward.dev/desired-hash` annotation (floor's 4th
+    argument), the CRD left out (`objects` counts it). Its first pass brings the objects to
+    those bodies; the second is the no-op."""
+    # Without the CRD: labelled with another ApplySet's id, gitward's unit (which holds it)
+    # would refuse it and retry. Its own inventory file, so the floor deletes nothing.
+    tree = os.path.join(tmp, "floor", "tree-warm-bodies")
+    shutil.rmtree(tree, ignore_errors=True)
+    shutil.copytree(work, tree, ignore=shutil.ignore_patterns(".git", "crd.yaml"))
+    objects -= 1
+    mark = audit_len()
+    sh([FLOOR, tree, os.path.join(tmp, "floor", "inventory-warm-bodies"), "2", part_of])
+    time.sleep(1.0)  # the audit backend writes asynchronously
+    events = audit_events(mark)
+    patches = sorted((e for e in events if e["verb"] == "patch"), key=lambda e: stamp(e["requestReceivedTimestamp"]))
+    if len(patches) != 2 * objects:
+        sys.exit(f"floor warm (gitward's bodies): {len(patches)} patches for 2 passes of {objects} objects")
+    first_end = max(stamp(e["stageTimestamp"]) for e in patches[:objects])
+    second = [e for e in events if stamp(e["requestReceivedTimestamp"]) >= first_end]
+    return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in second) - first_end, 3),
+            "requests": verbs_of(second), "in_flight": in_flight(second)}
+
+
+def warm_only(n):
+    """`benches/run N warm`: the warm resync alone, three peers taking turns WARM_RUNS times:
+    gitward run synced by a webhook, the floor's second pass, and the floor's second pass with
+    gitward's exact bodies (so the body's cost to the API server is measured apart from
+    gitward's own)."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-warm-")
+    crd = os.path.join(tmp, "crd.yaml")
+    open(crd, "w").write(CRD)
+    sh(["kubectl", "apply", "--server-side", "-f", crd])
+    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    repos = {}
+    for peer in ["gitward", "floor"]:
+        for k in range(NAMESPACES):
+            sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+        repos[peer] = make_repo(tmp, peer, n)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    daemon, log = start_daemon(tmp, repos["gitward"][1], "gitward", health_timeout="30s")
+    first_sync_ended(daemon, log)
+    floor_work, _, _ = repos["floor"]
+    objects = sum(f.endswith(".yaml") for _, _, files in os.walk(floor_work) for f in files)
+    part_of = applyset_id_like("floor")
+    runs = {"gitward": [], "floor": [], "floor, gitward's bodies": []}
+    for _ in range(WARM_RUNS):
+        runs["gitward"].append(daemon_warm(daemon, log, daemon.port))
+        runs["floor"].append(floor_warm(tmp, floor_work, objects))
+        runs["floor, gitward's bodies"].append(floor_warm_bodies(tmp, floor_work, objects, part_of))
+        print({peer: r[-1]["seconds"] for peer, r in runs.items()}, file=sys.stderr)
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=60)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    median = {peer: statistics.median(r["seconds"] for r in rs) for peer, rs in runs.items()}
+    out = [f"# Warm resync, {repos['gitward'][2]} objects ({WARM_RUNS} runs each, the peers taking turns)\n",
+           f"Load average before: {' '.join(load_before)}; after: {' '.join(load_after)}.\n",
+           "| peer | seconds, median | each run | in flight, each run | requests by verb (first run) "
+           "| gitward ÷ peer |", "|---|---|---|---|---|---|"]
+    for peer, rs in runs.items():
+        verbs = ", ".join(f"{v} {c}" for v, c in rs[0]["requests"].items())
+        each = ", ".join(f"{r['seconds']:.2f}" for r in rs)
+        flight = ", ".join(str(r["in_flight"]) for r in rs)
+        ratio = "" if peer == "gitward" else f"{median['gitward'] / median[peer]:.2f}"
+        out.append(f"| {peer} | {median[peer]:.2f} | {each} | {flight} | {verbs} | {ratio} |")
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/warm.md"), "w").write(text + "\n")
+    json.dump({"runs": runs, "median": median}, open(os.path.join(ROOT, "target/bench/warm.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def one_unit(n):
+    """`benches/run N unit` (N = 100000 for the issue's figure): one unit of N objects. The
+    floor's cold sync, then gitward's (`gitward sync`, one-shot), each in namespaces of its
+    own; then `gitward run` on N/10 objects and on the N objects (its first sync a no-op
+    resync), VmRSS at rest of each and the marginal KiB per object; and how many pieces the
+    unit's members record was split into."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-unit-")
+    crd = os.path.join(tmp, "crd.yaml")
+    open(crd, "w").write(CRD)
+    sh(["kubectl", "apply", "--server-side", "-f", crd])
+    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    for peer in ["floor", "gitward", "gwsmall"]:
+        for k in range(NAMESPACES):
+            sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+    # The floor reads files: no repository. gitward's work tree goes once pushed (disk).
+    tree = os.path.join(tmp, "floor", "tree")
+    count = generate(tree, "floor", n)
+    work, bare, gw_count = make_repo(tmp, "gitward", n)
+    shutil.rmtree(work)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    results = {"floor": timed([FLOOR, tree, os.path.join(tmp, "floor", "inventory")])}
+    print(f"floor cold {results['floor']}", file=sys.stderr)
+    shutil.rmtree(tree)
+    config = write_config(tmp, bare, "gitward")
+    results["gitward"] = timed([GITWARD, "sync", "--config", config])
+    print(f"gitward cold {results['gitward']}", file=sys.stderr)
+    pieces = sh(["kubectl", "get", "secret", "-n", "gitward-0", "-l", "gitward.dev/members-of", "-o", "name"]).stdout.split()
+    small_work, small_bare, small_count = make_repo(tmp, "gwsmall", max(1, n // 10), crd=False)
+    shutil.rmtree(small_work)
+    small, small_log = start_daemon(tmp, small_bare, "gwsmall", health_timeout="30s")
+    first_sync_ended(small, small_log)
+    small_rss = at_rest_kib(small)
+    small.send_signal(signal.SIGTERM)
+    small.wait(timeout=60)
+    daemon, log = start_daemon(tmp, bare, "gitward", health_timeout="30s")
+    first_sync_ended(daemon, log)
+    rss = at_rest_kib(daemon)
+    peak = hwm_kib(daemon.pid)
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=60)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    marginal = (rss - small_rss) / max(1, gw_count - small_count)
+    gw, fl = results["gitward"], results["floor"]
+    out = [f"# One unit of {gw_count} objects (the floor: {count})\n",
+           f"Load average before: {' '.join(load_before)}; after: {' '.join(load_after)}.\n",
+           "| peer | seconds | CPU s | peak MiB | requests by verb |", "|---|---|---|---|---|"]
+    for peer, r in results.items():
+        verbs = ", ".join(f"{v} {c}" for v, c in r["requests"].items())
+        out.append(f"| {peer} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.0f} | {verbs} |")
+    out.append("")
+    out.append(f"Cold sync gitward ÷ floor: {gw['seconds'] / fl['seconds']:.2f} (time), "
+               f"{gw['cpu_seconds'] / max(fl['cpu_seconds'], 0.01):.2f} (CPU), {gw['rss_mib'] / fl['rss_mib']:.2f} (RSS). "
+               f"Members record: {len(pieces)} pieces beside the parent.")
+    out.append(f"gitward run at rest: {rss / 1024:.0f} MiB resident with {gw_count} objects, "
+               f"{small_rss / 1024:.0f} MiB with {small_count}: {marginal:.2f} KiB per tracked object; "
+               f"peak {peak / 1024:.0f} MiB (VmHWM) through its first sync (a no-op resync).")
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/unit.md"), "w").write(text + "\n")
+    json.dump({"results": results, "pieces": len(pieces), "rss_kib": rss, "small_rss_kib": small_rss,
+               "peak_kib": peak, "objects": gw_count, "small_objects": small_count},
+              open(os.path.join(ROOT, "target/bench/unit.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if sys.argv[1] == "mirror":
         return mirror_scenario()
     n = int(sys.argv[1])
+    # `benches/run N warm`, `benches/run N unit`: one scenario alone (see warm_only, one_unit).
+    if sys.argv[2:] == ["warm"]:
+        return warm_only(n)
+    if sys.argv[2:] == ["unit"]:
+        return one_unit(n)
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
     crd = os.path.join(tmp, "crd.yaml")
     open(crd, "w").write(CRD)

@@ -8,6 +8,9 @@
 //!   the previous desired objects are reused where their manifest came out of the cache
 //!   unchanged, and the plan runs against live metadata that matches every desired hash.
 //!
+//! - `request bodies`: the 10,000 request bodies of a resync, spliced (`Desired::body`) and
+//!   parsed and serialized (`Desired::parsed_body`, what each request did before 2026-11-26).
+//!
 //! Run: `cargo bench --bench plan` (criterion; its report goes to `target/criterion/`).
 //! `cargo test --all-targets` runs each benchmark once, as a check that it still works.
 
@@ -130,6 +133,18 @@ fn benches(c: &mut Criterion) {
         })
     });
     group.finish();
+
+    // The bodies of one warm resync: spliced at offsets found when the objects were built, and
+    // (what every request did before 2026-11-26) parsed and serialized.
+    let mut bodies = c.benchmark_group("request bodies, 10,000 objects");
+    bodies.sample_size(10);
+    assert!(previous.iter().all(|d| d.splice.is_some()));
+    assert!(previous.iter().all(|d| d.body().to_value() == d.parsed_body().to_value()));
+    bodies.bench_function("spliced", |b| b.iter(|| previous.iter().map(|d| d.body().as_str().len()).sum::<usize>()));
+    bodies.bench_function("parsed", |b| {
+        b.iter(|| previous.iter().map(|d| d.parsed_body().as_str().len()).sum::<usize>())
+    });
+    bodies.finish();
 }
 
 criterion_group!(plan_benches, benches);

@@ -3,10 +3,13 @@
 //! else: no plan, no hashing, no cache, no status. Objects of the previous run's inventory
 //! (INVENTORY, one `apiVersion kind namespace name` per line) that are gone are deleted.
 //!
-//! Usage: `floor DIR INVENTORY [PASSES]` (KUBECONFIG as for kubectl). Field manager `floor`.
-//! PASSES (default 1) applies every object that many times in a row with the same client, so
-//! that the last pass is a warm resync: discovery done, connections open (the benchmark's
-//! "warm resync" scenario times it from the audit log).
+//! Usage: `floor DIR INVENTORY [PASSES [PART_OF]]` (KUBECONFIG as for kubectl). Field manager
+//! `floor`. PASSES (default 1) applies every object that many times in a row with the same
+//! client, so that the last pass is a warm resync: discovery done, connections open (the
+//! benchmark's "warm resync" scenario times it from the audit log). With PART_OF, each body is
+//! the one gitward sends: the label `applyset.kubernetes.io/part-of: PART_OF` and the
+//! annotation `gitward.dev/desired-hash` (gitward's own hash of the manifest, 64 hex) added,
+//! once before the first pass, so the floor's requests cost the API server what gitward's do.
 
 use std::collections::{BTreeSet, HashMap};
 use std::path::Path;
@@ -75,6 +78,16 @@ async fn main() -> anyhow::Result<()> {
         resolved.push(resolve(&client, &mut cache, &v, &k).await?);
     }
     let passes: usize = args.get(3).map(|p| p.parse()).transpose()?.unwrap_or(1);
+    if let Some(part_of) = args.get(4) {
+        for o in &mut objects {
+            let hash = gitward::manifest::desired_hash(o);
+            let meta = o["metadata"].as_object_mut().expect("manifests have metadata");
+            let labels = meta.entry("labels").or_insert_with(|| serde_json::json!({}));
+            labels[gitward::cluster::inventory::PART_OF] = serde_json::json!(part_of);
+            let annotations = meta.entry("annotations").or_insert_with(|| serde_json::json!({}));
+            annotations[gitward::cluster::inventory::DESIRED_HASH] = serde_json::json!(hash);
+        }
+    }
     let params = PatchParams::apply("floor").force();
     for _ in 0..passes {
         let results: Vec<_> = futures::stream::iter(objects.iter().zip(&resolved))

@@ -17,6 +17,8 @@ use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
 use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
 
+pub mod splice;
+
 /// Apply stages, in order (DESIGN.md decision 7). Prune walks them in reverse.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Stage {
@@ -84,17 +86,32 @@ pub struct Desired {
     /// decrypted something): its values are masked wherever they would be shown
     /// (`gitward diff`), whatever its kind.
     pub decrypted: bool,
+    /// Where [`Desired::body`] writes gitward's fields into the source's text, found when the
+    /// object was built; `None` when the body needs a parse ([`splice::Splice::find`]).
+    pub splice: Option<splice::Splice>,
 }
 
 impl Desired {
-    /// The body to send with server-side apply (or `update`), as compact JSON text: the source
-    /// with `metadata.namespace` set (removed for cluster-scoped kinds), gitward's `part-of`
-    /// label and its desired-hash annotation.
+    /// The body to send with server-side apply (or `update`), as JSON text: the source with
+    /// `metadata.namespace` set (removed for cluster-scoped kinds), gitward's `part-of` label
+    /// and its desired-hash annotation.
     ///
-    /// Built on each call (a parse and a serialization, microseconds) rather than held: at rest
-    /// the daemon keeps only the source, which the parse cache holds anyway (issue 9: memory
-    /// per tracked object).
+    /// Built on each call rather than held: at rest the daemon keeps only the source, which the
+    /// parse cache holds anyway (issue 9: memory per tracked object). With a [`Desired::splice`]
+    /// it is the source's text with those fields written in at offsets found once per build (a
+    /// copy, then serde_json's check of the text); without, a parse and a serialization.
     pub fn body(&self) -> crate::manifest::Body {
+        if let Some(splice) = &self.splice {
+            let text = splice.apply(self.source.as_str(), self.object.namespace.as_deref(), &self.part_of, &self.hash);
+            if let Some(body) = crate::manifest::Body::from_text(text) {
+                return body;
+            }
+        }
+        self.parsed_body()
+    }
+
+    /// [`Desired::body`] by a parse of the source and a serialization.
+    pub fn parsed_body(&self) -> crate::manifest::Body {
         let mut body = self.source.to_value();
         let meta = metadata_mut(&mut body);
         match self.object.namespace.as_deref() {
@@ -303,6 +320,7 @@ mod tests {
             recreate: false,
             mode: ApplyMode::ServerSideApply,
             decrypted: false,
+            splice: None,
         }
     }
 

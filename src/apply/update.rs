@@ -505,6 +505,7 @@ mod tests {
                 recreate: false,
                 mode: crate::config::ApplyMode::Update,
                 decrypted: false,
+                splice: None,
             }
         };
         assert_eq!(metadata_patch_type(&desired("apps/v1", "Deployment")), Request::StrategicMergePatch);

@@ -25,6 +25,10 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::{Error, Result, api_message, is_status};
+pub use record::{CHUNKS_KEY, Chunk, MEMBERS_OF};
+
+mod chunks;
+pub mod record;
 use crate::config::{InventoryConfig, InventoryKind};
 use crate::object::{GroupKind, ObjectRef};
 
@@ -92,6 +96,11 @@ pub struct Parent {
     pub resource_version: String,
     /// Its annotations under [`GITWARD_PREFIX`]: the last sync's record and attempt.
     pub annotations: BTreeMap<String, String>,
+    /// The pieces of its members record it lists (empty when the record is inline), so a write
+    /// creates only the pieces not listed yet.
+    pub chunks: Vec<Chunk>,
+    /// Its `metadata.uid`, the owner of its pieces; `None` from an answer that had none.
+    pub uid: Option<String>,
 }
 
 /// One ref as a line of the members record: `Kind.group/namespace/name` (namespace empty for
@@ -143,6 +152,9 @@ pub struct Inventory {
     /// The ApplySet id derived from the parent.
     pub id: String,
     resource: ApiResource,
+    /// [`InventoryConfig::record_chunk_bytes`]: the longest record kept in the parent, the
+    /// longest piece of a longer one.
+    chunk_bytes: usize,
 }
 
 impl Inventory {
@@ -157,6 +169,7 @@ impl Inventory {
             parent: ObjectRef::new(GroupKind::from_api_version("v1", kind), Some(cfg.namespace.clone()), &cfg.name),
             id: applyset_id(&cfg.name, &cfg.namespace, kind, ""),
             resource: ApiResource::from_gvk(&gvk),
+            chunk_bytes: cfg.record_chunk_bytes,
         }
     }
 
@@ -164,12 +177,21 @@ impl Inventory {
         Api::namespaced_with(client.clone(), self.parent.namespace.as_deref().unwrap_or_default(), &self.resource)
     }
 
-    /// Reads the parent (one GET: its `data` holds the members record); `None` when it does
-    /// not exist yet.
+    /// Reads the parent (one GET: its `data` holds the members record, or lists the pieces
+    /// that hold it, read too); `None` when it does not exist yet.
     ///
     /// Errors: [`Error::InventoryForeign`] when the parent is another tool's ApplySet or has
-    /// another id; [`Error::InventoryFailed`] on API failure.
+    /// another id; [`Error::InventoryFailed`] on API failure, or when a piece the parent lists
+    /// is missing or altered (twice in a row: a piece deleted by a concurrent write is read
+    /// again from the parent that replaced it).
     pub async fn read(&self, client: &kube::Client) -> Result<Option<Parent>> {
+        match self.read_once(client).await {
+            Err(Error::InventoryFailed { .. }) => self.read_once(client).await,
+            other => other,
+        }
+    }
+
+    async fn read_once(&self, client: &kube::Client) -> Result<Option<Parent>> {
         let parent = self.parent.to_string();
         let object = self.api(client).get_opt(&self.parent.name).await.map_err(|e| Error::InventoryFailed {
             parent: parent.clone(),
@@ -197,16 +219,21 @@ impl Inventory {
                 .map(|v| v.split(',').filter(|s| !s.is_empty()).map(String::from).collect())
                 .unwrap_or_default()
         };
-        let record = object.data.get("data").and_then(|d| d.get(MEMBERS_KEY)).and_then(|v| v.as_str());
-        let record = match (record, self.parent.gk.kind.as_str()) {
-            (None, _) => String::new(),
-            (Some(text), "Secret") => base64::engine::general_purpose::STANDARD
-                .decode(text)
-                .ok()
-                .and_then(|b| String::from_utf8(b).ok())
-                .unwrap_or_default(),
-            (Some(text), _) => text.to_string(),
+        let kind = self.parent.gk.kind.as_str();
+        let data = |key: &str| object.data.get("data").and_then(|d| d.get(key)).and_then(|v| v.as_str());
+        let mut record = data(MEMBERS_KEY).and_then(|v| record::decode(kind, v)).unwrap_or_default();
+        let listing = data(CHUNKS_KEY).map(|v| record::decode(kind, v).as_deref().and_then(record::parse_listing));
+        let chunks = match listing {
+            None => Vec::new(),
+            Some(None) => {
+                let message = format!("{CHUNKS_KEY} is not a listing of `<name> <sha256>` lines");
+                return Err(Error::InventoryFailed { parent, message });
+            }
+            Some(Some(chunks)) => chunks,
         };
+        for text in self.read_chunks(client, &chunks).await? {
+            record.push_str(&text);
+        }
         let mut contents = Contents {
             group_kinds: split(CONTAINS_GROUP_KINDS).iter().map(|s| GroupKind::parse_applyset_string(s)).collect(),
             namespaces: split(ADDITIONAL_NAMESPACES).iter().map(|n| crate::object::Atom::new(n)).collect(),
@@ -215,37 +242,68 @@ impl Inventory {
         contents.namespaces.extend(self.parent.namespace.clone());
         let resource_version = object.metadata.resource_version.unwrap_or_default();
         let annotations = annotations.into_iter().filter(|(k, _)| k.starts_with(GITWARD_PREFIX)).collect();
-        Ok(Some(Parent { contents, resource_version, annotations }))
+        let uid = object.metadata.uid;
+        Ok(Some(Parent { contents, resource_version, annotations, chunks, uid }))
     }
 
-    /// Writes the parent with these contents by server-side apply (one request), with
-    /// `resource_version` as a precondition when given (the version read or last written;
-    /// `None` creates it), plus `extra` annotations (the last sync's record: they must be sent
-    /// with every write, or server-side apply removes them as no longer declared by this field
-    /// manager). Returns the parent as written.
+    /// Writes the parent with these contents by server-side apply, after `previous` (the
+    /// parent as read or last written, whose resourceVersion is the precondition; `None`
+    /// writes without one, creating it), plus `extra` annotations (the last sync's record: they
+    /// must be sent with every write, or server-side apply removes them as no longer declared
+    /// by this field manager). A members record longer than the chunk size is written as
+    /// pieces first, the parent then switched to them, and the pieces no longer listed deleted
+    /// ([`record`]); one request when the record fits the parent. Returns the parent as
+    /// written.
     ///
     /// Errors: [`Error::InventoryConflict`] when the precondition fails (409, or 404 because
     /// the parent was deleted): read it again; [`Error::ParentNamespaceMissing`] when creating
     /// it finds no namespace (a 404 without a precondition); [`Error::InventoryFailed`] otherwise
-    /// (for example the record is over the size limit).
+    /// (for example a piece that could not be written).
     pub async fn write(
         &self,
         client: &kube::Client,
         contents: &Contents,
-        resource_version: Option<&str>,
+        previous: Option<&Parent>,
         field_manager: &str,
         extra: &BTreeMap<String, String>,
     ) -> Result<Parent> {
+        let kind = self.parent.gk.kind.as_str();
+        let (data, chunks) = match record::layout(&self.parent.name, &contents.members, self.chunk_bytes) {
+            record::Layout::Inline(text) => (json!({ MEMBERS_KEY: record::encode(kind, text) }), Vec::new()),
+            record::Layout::Chunked(pieces) => {
+                let created;
+                let owner = match previous {
+                    Some(previous) => previous,
+                    None => {
+                        created = self.create_bare(client, contents, field_manager, extra).await?;
+                        &created
+                    }
+                };
+                self.write_chunks(client, &pieces, owner, field_manager).await?;
+                let chunks: Vec<Chunk> = pieces.into_iter().map(|(c, _)| c).collect();
+                return self.switch(client, contents, owner, chunks, field_manager, extra).await;
+            }
+        };
+        let precondition = previous.map(|p| p.resource_version.as_str());
+        let written = self.apply(client, contents, precondition, field_manager, extra, data).await?;
+        let parent = Parent { chunks, ..written };
+        if previous.is_some_and(|p| !p.chunks.is_empty()) {
+            self.sweep(client, &parent.chunks).await;
+        }
+        Ok(parent)
+    }
+
+    /// The parent's body for a write of `contents` with `extra` annotations and `data`.
+    fn body(
+        &self,
+        contents: &Contents,
+        extra: &BTreeMap<String, String>,
+        data: serde_json::Value,
+    ) -> serde_json::Value {
         let own_ns = self.parent.namespace.clone().unwrap_or_default();
-        let gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
-        let mut gks = gks;
+        let mut gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
         gks.sort();
         let namespaces: Vec<&str> = contents.namespaces.iter().filter(|n| **n != own_ns).map(|n| n.as_str()).collect();
-        let record: String = contents.members.iter().map(|m| member_line(m) + "\n").collect();
-        let record = match self.parent.gk.kind.as_str() {
-            "Secret" => base64::engine::general_purpose::STANDARD.encode(record),
-            _ => record,
-        };
         let mut body = json!({
             "apiVersion": "v1",
             "kind": self.parent.gk.kind,
@@ -259,22 +317,37 @@ impl Inventory {
                     ADDITIONAL_NAMESPACES: namespaces.join(","),
                 },
             },
-            "data": { MEMBERS_KEY: record },
+            "data": data,
         });
-        if let Some(rv) = resource_version {
-            body["metadata"]["resourceVersion"] = json!(rv);
-        }
         for (k, v) in extra {
             body["metadata"]["annotations"][k] = json!(v);
+        }
+        body
+    }
+
+    /// One server-side apply of the parent (see [`Inventory::write`] for `precondition` and the
+    /// errors); the returned parent lists no pieces.
+    async fn apply(
+        &self,
+        client: &kube::Client,
+        contents: &Contents,
+        precondition: Option<&str>,
+        field_manager: &str,
+        extra: &BTreeMap<String, String>,
+        data: serde_json::Value,
+    ) -> Result<Parent> {
+        let mut body = self.body(contents, extra, data);
+        if let Some(rv) = precondition {
+            body["metadata"]["resourceVersion"] = json!(rv);
         }
         let params = PatchParams::apply(field_manager).force();
         let written = match self.api(client).patch(&self.parent.name, &params, &Patch::Apply(&body)).await {
             Ok(written) => written,
-            Err(e) if resource_version.is_some() && (is_status(&e, 409) || is_status(&e, 404)) => {
+            Err(e) if precondition.is_some() && (is_status(&e, 409) || is_status(&e, 404)) => {
                 return Err(Error::InventoryConflict { parent: self.parent.to_string(), message: api_message(&e) });
             }
-            Err(e) if resource_version.is_none() && is_status(&e, 404) => {
-                let namespace = own_ns.to_string();
+            Err(e) if precondition.is_none() && is_status(&e, 404) => {
+                let namespace = self.parent.namespace.as_deref().unwrap_or_default().to_string();
                 return Err(Error::ParentNamespaceMissing { parent: self.parent.to_string(), namespace });
             }
             Err(e) => {
@@ -282,8 +355,13 @@ impl Inventory {
                 return Err(Error::InventoryFailed { parent: self.parent.to_string(), message });
             }
         };
-        let resource_version = written.metadata.resource_version.unwrap_or_default();
-        Ok(Parent { contents: contents.clone(), resource_version, annotations: extra.clone() })
+        Ok(Parent {
+            contents: contents.clone(),
+            resource_version: written.metadata.resource_version.unwrap_or_default(),
+            annotations: extra.clone(),
+            chunks: Vec::new(),
+            uid: written.metadata.uid,
+        })
     }
 }
 

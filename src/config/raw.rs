@@ -204,6 +204,7 @@ pub(super) struct RawInventory {
     pub kind: Option<InventoryKind>,
     pub namespace: Option<Spanned<String>>,
     pub name: Option<Spanned<String>>,
+    pub record_chunk_bytes: Option<Spanned<ByteSize>>,
 }
 
 /// `[sync.git]`.

@@ -346,12 +346,18 @@ impl Resolver<'_> {
     fn inventory(&self, index: usize, raw: Option<RawInventory>, unit: &SyncUnit) -> Result<InventoryConfig> {
         let mut inventory = InventoryConfig { namespace: unit.namespace.clone(), ..unit.inventory.clone() };
         let Some(raw) = raw else { return Ok(inventory) };
+        let key = |field: &str| format!("sync[{index}].inventory.{field}");
         inventory.kind = raw.kind.unwrap_or(inventory.kind);
         if let Some(namespace) = raw.namespace {
-            inventory.namespace = self.check(namespace, &format!("sync[{index}].inventory.namespace"), dns_label)?;
+            inventory.namespace = self.check(namespace, &key("namespace"), dns_label)?;
         }
         if let Some(name) = raw.name {
-            inventory.name = self.check(name, &format!("sync[{index}].inventory.name"), dns_subdomain)?;
+            inventory.name = self.check(name, &key("name"), dns_subdomain)?;
+        }
+        if let Some(size) = raw.record_chunk_bytes {
+            let bytes = InventoryConfig::chunk_bytes(size.get_ref().0);
+            inventory.record_chunk_bytes =
+                bytes.map_err(|m| self.invalid(Some(size.span()), &key("record_chunk_bytes"), m))?;
         }
         Ok(inventory)
     }

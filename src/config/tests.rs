@@ -390,3 +390,11 @@ fn a_ref_on_an_oci_artifact_unit_is_refused_with_its_line() {
     assert!(message.contains("line 4: sync[0].ref:"), "{message}");
     assert!(message.contains("does not apply to an OCI artifact"), "{message}");
 }
+
+#[test]
+fn record_chunk_bytes_is_a_size_between_one_kib_and_768_kib() {
+    let ok = parse(&format!("{MINIMAL}[sync.inventory]\nrecord_chunk_bytes = \"4KiB\"\n")).unwrap();
+    assert_eq!(ok.units[0].inventory.record_chunk_bytes, 4096);
+    let err = parse(&format!("{MINIMAL}[sync.inventory]\nrecord_chunk_bytes = \"1MiB\"\n")).unwrap_err().to_string();
+    assert!(err.contains("inventory.record_chunk_bytes") && err.contains("768KiB"), "{err}");
+}

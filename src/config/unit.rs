@@ -216,6 +216,7 @@ impl SyncUnit {
                 kind: InventoryKind::Secret,
                 namespace: namespace.clone(),
                 name: format!("gitward-{name}"),
+                record_chunk_bytes: InventoryConfig::RECORD_CHUNK_BYTES,
             },
             name,
             repo: repo.into(),
@@ -305,6 +306,26 @@ pub struct InventoryConfig {
     /// The parent's name, an RFC 1123 subdomain. Default `gitward-<unit name>`, so units never
     /// collide by default.
     pub name: String,
+    /// `record_chunk_bytes`: the largest members record kept in the parent's own `data`, and the
+    /// largest piece of a longer record, in bytes (a ByteSize, 1 KiB..=768 KiB). Default 768 KiB:
+    /// a Secret's 1 MiB data limit after base64, and room under etcd's 1.5 MiB request limit.
+    /// A longer record is split over objects beside the parent (ARCHITECTURE.md, "Where the
+    /// member record lives"); lowering it only makes more, smaller pieces.
+    pub record_chunk_bytes: usize,
+}
+
+impl InventoryConfig {
+    /// The default of [`InventoryConfig::record_chunk_bytes`]: 768 KiB.
+    pub const RECORD_CHUNK_BYTES: usize = 768 << 10;
+
+    /// `bytes` as a [`InventoryConfig::record_chunk_bytes`]; the message when it is not within
+    /// 1 KiB..=768 KiB.
+    pub fn chunk_bytes(bytes: u64) -> Result<usize, String> {
+        match usize::try_from(bytes) {
+            Ok(n) if (1024..=Self::RECORD_CHUNK_BYTES).contains(&n) => Ok(n),
+            _ => Err(format!("{bytes} is out of range: must be between 1KiB and 768KiB")),
+        }
+    }
 }
 
 /// The kinds an ApplySet parent may be (`"Secret"` or `"ConfigMap"` in the file).

@@ -30,6 +30,12 @@ impl Body {
         Self(Arc::from(raw))
     }
 
+    /// The body of JSON `text` as it is (whitespace kept); `None` when it is not JSON (serde_json
+    /// checks it, without building a tree).
+    pub fn from_text(text: String) -> Option<Self> {
+        RawValue::from_string(text).ok().map(|raw| Self(Arc::from(raw)))
+    }
+
     /// The value parsed again from the text: a fresh tree the caller may change.
     pub fn to_value(&self) -> Value {
         serde_json::from_str(self.0.get()).expect("a Body holds JSON it serialized itself")

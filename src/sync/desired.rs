@@ -167,6 +167,8 @@ pub fn build(
     let origin = origin(&m);
     let source = m.body;
     let mut body = source.to_value();
+    let namespace = object.namespace.as_deref().filter(|_| namespaced);
+    let splice = crate::plan::splice::Splice::find(source.as_str(), &body, namespace);
     let meta = metadata_mut(&mut body);
     if namespaced {
         meta.insert("namespace".into(), Value::String(object.namespace.as_deref().unwrap_or_default().to_owned()));
@@ -183,7 +185,7 @@ pub fn build(
     let mode = apply_mode(annotation(APPLY_MODE), &origin)?.unwrap_or(defaults.apply_mode);
     let part_of = defaults.applyset_id.clone();
     let decrypted = m.hash_key.is_some();
-    Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode, decrypted })
+    Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode, decrypted, splice })
 }
 
 /// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.

@@ -76,8 +76,10 @@ impl Engine {
                 self.known_inventory = Some(parent.clone());
                 return Ok(next);
             }
-            let precondition = existing.as_ref().map(|p| p.resource_version.as_str());
-            match self.inventory.write(&self.client, &next, precondition, &self.apply.field_manager, &annotations).await
+            match self
+                .inventory
+                .write(&self.client, &next, existing.as_ref(), &self.apply.field_manager, &annotations)
+                .await
             {
                 Ok(parent) => {
                     self.hooks_recorded = parent.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
@@ -143,12 +145,9 @@ impl Engine {
         if &narrowed == widened {
             return Ok(());
         }
-        let precondition = self.known_inventory.take().map(|p| p.resource_version);
+        let previous = self.known_inventory.take();
         let record = self.record_annotations();
-        match self
-            .inventory
-            .write(&self.client, &narrowed, precondition.as_deref(), &self.apply.field_manager, &record)
-            .await
+        match self.inventory.write(&self.client, &narrowed, previous.as_ref(), &self.apply.field_manager, &record).await
         {
             Ok(parent) => self.known_inventory = Some(parent),
             Err(crate::cluster::Error::InventoryConflict { .. }) => {}

@@ -1,0 +1,165 @@
+//! The requests behind a members record split into pieces ([`super::record`]): reading the
+//! pieces a parent lists, writing new ones before the parent is switched to them, and sweeping
+//! the ones no parent lists any more.
+
+use std::collections::{BTreeMap, HashSet};
+
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+use super::record::{self, Chunk, MEMBERS_OF};
+use super::{Contents, Inventory, MEMBERS_KEY, Parent};
+use crate::cluster::owner::UNIT;
+use crate::cluster::{Error, Result, api_message, is_status};
+
+/// Requests in flight when reading pieces.
+const IN_FLIGHT: usize = 4;
+
+impl Inventory {
+    fn failed(&self, message: String) -> Error {
+        Error::InventoryFailed { parent: self.parent.to_string(), message }
+    }
+
+    /// The texts of `chunks`, in order, each checked against its listed sha256.
+    pub(super) async fn read_chunks(&self, client: &kube::Client, chunks: &[Chunk]) -> Result<Vec<String>> {
+        let api = self.api(client);
+        let kind = self.parent.gk.kind.as_str();
+        let reads: Vec<_> = chunks
+            .iter()
+            .map(|chunk| {
+                let api = api.clone();
+                async move {
+                    let piece = format!("members record piece {kind}/{}", chunk.name);
+                    let object = api
+                        .get_opt(&chunk.name)
+                        .await
+                        .map_err(|e| self.failed(format!("read {piece}: {}", api_message(&e))))?;
+                    let Some(object) = object else {
+                        return Err(self.failed(format!("{piece} is listed but missing")));
+                    };
+                    let value = object.data.get("data").and_then(|d| d.get(MEMBERS_KEY)).and_then(|v| v.as_str());
+                    let text = value.and_then(|v| record::decode(kind, v)).unwrap_or_default();
+                    if record::sha256_hex(&text) != chunk.sha256 {
+                        return Err(self.failed(format!("{piece} does not hold what the parent lists (altered)")));
+                    }
+                    Ok(text)
+                }
+            })
+            .collect();
+        futures::stream::iter(reads).buffered(IN_FLIGHT).try_collect().await
+    }
+
+    /// Creates the parent with no members record (a POST, which fails if it exists: an
+    /// existing record is never replaced by an empty one), so that pieces can name it as their
+    /// owner before it lists them.
+    pub(super) async fn create_bare(
+        &self,
+        client: &kube::Client,
+        contents: &Contents,
+        field_manager: &str,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<Parent> {
+        let bare = Contents { members: Default::default(), ..contents.clone() };
+        let object: DynamicObject =
+            serde_json::from_value(self.body(&bare, extra, json!({}))).map_err(|e| self.failed(e.to_string()))?;
+        let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
+        let created = match self.api(client).create(&params, &object).await {
+            Ok(created) => created,
+            Err(e) if is_status(&e, 409) => {
+                return Err(Error::InventoryConflict { parent: self.parent.to_string(), message: api_message(&e) });
+            }
+            Err(e) if is_status(&e, 404) => {
+                let namespace = self.parent.namespace.as_deref().unwrap_or_default().to_string();
+                return Err(Error::ParentNamespaceMissing { parent: self.parent.to_string(), namespace });
+            }
+            Err(e) => return Err(self.failed(format!("create: {}", api_message(&e)))),
+        };
+        Ok(Parent {
+            contents: bare,
+            resource_version: created.metadata.resource_version.unwrap_or_default(),
+            annotations: extra.clone(),
+            chunks: Vec::new(),
+            uid: created.metadata.uid,
+        })
+    }
+
+    /// Writes the `pieces` that `owner` does not list yet, one at a time in record order
+    /// (server-side apply; a piece is named by its content, so one that exists from a write
+    /// that did not finish is the same).
+    pub(super) async fn write_chunks(
+        &self,
+        client: &kube::Client,
+        pieces: &[(Chunk, String)],
+        owner: &Parent,
+        field_manager: &str,
+    ) -> Result<()> {
+        let listed: HashSet<&Chunk> = owner.chunks.iter().collect();
+        let api = self.api(client);
+        let params = PatchParams::apply(field_manager).force();
+        let kind = self.parent.gk.kind.as_str();
+        let owners = owner
+            .uid
+            .as_ref()
+            .map(|uid| json!([{ "apiVersion": "v1", "kind": kind, "name": self.parent.name, "uid": uid }]));
+        for (chunk, text) in pieces.iter().filter(|(c, _)| !listed.contains(c)) {
+            let mut body = json!({
+                "apiVersion": "v1",
+                "kind": kind,
+                "metadata": {
+                    "name": chunk.name,
+                    "namespace": self.parent.namespace.as_deref().unwrap_or_default(),
+                    "labels": { MEMBERS_OF: self.id },
+                    "annotations": { UNIT: owner.annotations.get(UNIT).cloned().unwrap_or_default() },
+                },
+                "data": { MEMBERS_KEY: record::encode(kind, text.clone()) },
+            });
+            if let Some(owners) = &owners {
+                body["metadata"]["ownerReferences"] = owners.clone();
+            }
+            api.patch(&chunk.name, &params, &Patch::Apply(&body)).await.map_err(|e| {
+                self.failed(format!("write members record piece {kind}/{}: {}", chunk.name, api_message(&e)))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Switches the parent (read or written as `owner`) to list `chunks`, under its
+    /// resourceVersion, then sweeps the pieces it no longer lists.
+    pub(super) async fn switch(
+        &self,
+        client: &kube::Client,
+        contents: &Contents,
+        owner: &Parent,
+        chunks: Vec<Chunk>,
+        field_manager: &str,
+        extra: &BTreeMap<String, String>,
+    ) -> Result<Parent> {
+        let listing = record::encode(&self.parent.gk.kind, record::listing(&chunks));
+        let data = json!({ super::CHUNKS_KEY: listing });
+        let precondition = Some(owner.resource_version.as_str());
+        let written = self.apply(client, contents, precondition, field_manager, extra, data).await?;
+        let parent = Parent { chunks, ..written };
+        if parent.chunks != owner.chunks {
+            self.sweep(client, &parent.chunks).await;
+        }
+        Ok(parent)
+    }
+
+    /// Deletes the pieces labelled with this ApplySet's id that `keep` does not name: those
+    /// the parent listed before its last write, and those of a write that stopped before it
+    /// switched the parent. Best effort: one that cannot be listed or deleted now is swept by
+    /// a later write.
+    pub(super) async fn sweep(&self, client: &kube::Client, keep: &[Chunk]) {
+        let api: Api<DynamicObject> = self.api(client);
+        let selector = format!("{MEMBERS_OF}={}", self.id);
+        let Ok(list) = api.list_metadata(&ListParams::default().labels(&selector)).await else { return };
+        let keep: HashSet<&str> = keep.iter().map(|c| c.name.as_str()).collect();
+        for object in list.items {
+            let Some(name) = object.metadata.name else { continue };
+            if !keep.contains(name.as_str()) {
+                let _ = api.delete(&name, &DeleteParams::default()).await;
+            }
+        }
+    }
+}
