@@ -34,6 +34,7 @@ mod load;
 mod manifest_parity;
 mod masking;
 mod prune_safety;
+mod push;
 mod render;
 mod render_inputs;
 mod secret_scan;
