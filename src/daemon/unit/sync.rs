@@ -6,10 +6,13 @@
 //!   slot. Other triggers take a slot first, as before.
 //! - **Yielding to a newer revision.** From the end of the early apply until the sync ends, the
 //!   task keeps reading its trigger channel ([`YieldWatch`]). A push or webhook is fetched at
-//!   once; when it finds a revision other than the one being synced, the sync yields: still
-//!   waiting for a slot, it gives up; in its apply, it sends no new request, waits for those in
-//!   flight and skips prune and narrow ([`crate::apply::Yield`]). The newer revision's sync then
-//!   runs at once, with its own early apply, and sends everything the yielded one had not. Other
+//!   once; when it finds a revision other than the one being synced, the sync yields. Still
+//!   waiting for a slot, the newer revision takes its place in the queue: its early apply runs
+//!   at once (in the lane), and the rest of its sync gets the slot (so pushes that keep coming do
+//!   not send a unit to the back of the queue). In its apply, the sync sends no new request,
+//!   waits for those in flight and skips prune and narrow ([`crate::apply::Yield`]); the newer
+//!   revision's sync then runs at once, with its own early apply, and sends everything the
+//!   yielded one had not. Other
 //!   triggers (and pushes that found nothing new) are kept for after the sync, as the channel's
 //!   one queued sync.
 
@@ -48,6 +51,7 @@ impl Task {
     /// holding a sync slot), then the rest holding a slot, yielding to a push that brings a newer
     /// revision meanwhile (module doc).
     pub(super) async fn sync(&mut self, trigger: &Trigger) -> Synced {
+        let mut trigger = trigger.clone();
         let lane = match trigger.kind.is_push() {
             true => self.push_lane.clone().acquire_owned().await.ok(),
             false => None,
@@ -56,24 +60,40 @@ impl Task {
             Some(_) => None,
             None => self.slot().await,
         };
-        let revision = match self.engine.repo().fetch().await {
+        let mut revision = match self.engine.repo().fetch().await {
             Ok(r) => r,
-            Err(e) => return Synced::Done(self.failed(trigger, e).await, None),
+            Err(e) => return Synced::Done(self.failed(&trigger, e).await, None),
         };
         if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&revision) {
             tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "no new revision");
             return Synced::Done(Ran::Nothing, None);
         }
         info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "sync triggered");
-        let early = self.engine.early(&revision).await;
+        let mut early = self.engine.early(&revision).await;
         drop(lane);
         let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone());
         if slot.is_none() {
-            tokio::select! {
-                s = self.sync_slots.clone().acquire_owned() => slot = s.ok(),
-                (next, to) = watch.next(&mut self.triggers, &mut self.queued) => {
-                    let answered = early.changes().entries.len();
-                    return self.yielded(&revision, &to, next, answered);
+            // Waiting for a slot, a newer revision takes this sync's place in the queue: its
+            // early apply runs now, in the lane, and the rest of its sync gets the slot.
+            let waiting = self.sync_slots.clone().acquire_owned();
+            tokio::pin!(waiting);
+            loop {
+                tokio::select! {
+                    s = &mut waiting => {
+                        slot = s.ok();
+                        break;
+                    }
+                    (next, to) = watch.next(&mut self.triggers, &mut self.queued) => {
+                        self.log_yield(&revision, &to, &next, early.changes().entries.len());
+                        if next.kind != TriggerKind::Webhook {
+                            self.metrics.observe_trigger(&self.unit, next.kind);
+                        }
+                        let _lane = self.push_lane.clone().acquire_owned().await.ok();
+                        info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
+                        early = self.engine.early(&to).await;
+                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone());
+                        (trigger, revision) = (next, to);
+                    }
                 }
             }
         }
@@ -99,7 +119,7 @@ impl Task {
                 if let Some((t, _)) = next {
                     self.queued = Some(t);
                 }
-                return Synced::Done(self.failed(trigger, e).await, None);
+                return Synced::Done(self.failed(&trigger, e).await, None);
             }
         };
         match next {
@@ -117,7 +137,7 @@ impl Task {
         // that finds the same revision has nothing to add.
         self.last_applied = Some(report.revision.clone());
         self.report_fights(&report);
-        self.publish(trigger, &report);
+        self.publish(&trigger, &report);
         super::release_freed_memory();
         Synced::Done(Ran::Synced(ok), Some(Box::new(report)))
     }
@@ -126,6 +146,14 @@ impl Task {
     /// objects of it whose requests were answered (field `objects_sent`). The yielded revision is not applied whole, so the next sync runs even for
     /// a trigger that syncs only new revisions.
     fn yielded(&mut self, revision: &Revision, to: &Revision, next: Trigger, answered: usize) -> Synced {
+        self.log_yield(revision, to, &next, answered);
+        self.last_applied = None;
+        Synced::Yielded(next)
+    }
+
+    /// The `sync yielded to a newer revision` event (fields `revision`, `to`, `trigger`,
+    /// `objects_sent`).
+    fn log_yield(&self, revision: &Revision, to: &Revision, next: &Trigger, answered: usize) {
         info!(
             unit = self.unit.as_str(),
             revision = %revision,
@@ -134,8 +162,6 @@ impl Task {
             objects_sent = answered,
             "sync yielded to a newer revision"
         );
-        self.last_applied = None;
-        Synced::Yielded(next)
     }
 }
 
