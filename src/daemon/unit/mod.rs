@@ -131,11 +131,14 @@ struct Job {
     /// The retry of a failed sync that was due when the job began; kept unless the job
     /// decides otherwise ([`retry`]).
     retry_at: Option<Instant>,
+    /// The sync slot of a sync that yielded to this one's revision: kept, so the newer
+    /// revision does not queue for a slot again.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Job {
     fn sync(trigger: Trigger, retry_at: Option<Instant>) -> Self {
-        Self { trigger, heal: None, retry_at }
+        Self { trigger, heal: None, retry_at, slot: None }
     }
 }
 
@@ -307,7 +310,7 @@ impl Task {
                     return idle(retry_at);
                 }
                 let trigger = Trigger::now(TriggerKind::Drift);
-                return Phase::Syncing(Job { trigger, heal: Some(objects), retry_at });
+                return Phase::Syncing(Job { trigger, heal: Some(objects), retry_at, slot: None });
             }
             Event::RetryDue => return Phase::Syncing(Job::sync(Trigger::now(TriggerKind::Retry), None)),
         };
@@ -318,7 +321,7 @@ impl Task {
     /// the health wait of what it applied; a sync that yielded to a newer revision runs that
     /// one's trigger at once instead.
     async fn run_job(&mut self, job: Job) -> Phase {
-        let Job { trigger, heal, retry_at } = job;
+        let Job { trigger, heal, retry_at, slot } = job;
         // Webhooks are counted by the HTTP server when accepted (coalesced ones too).
         if trigger.kind != TriggerKind::Webhook {
             self.metrics.observe_trigger(&self.unit, trigger.kind);
@@ -332,9 +335,14 @@ impl Task {
         };
         let (ran, report) = match healed {
             Some((ok, report)) => (Ran::Healed(ok), Some(report)),
-            None => match self.sync(&trigger).await {
+            None => match self.sync(&trigger, slot).await {
                 Synced::Done(ran, report) => (ran, report.map(|r| *r)),
-                Synced::Yielded(next) => return self.after(SyncEnd { ran: Ran::Nothing, retry_at }, Some(next)),
+                Synced::Yielded(next, slot) => {
+                    return match self.after(SyncEnd { ran: Ran::Nothing, retry_at }, Some(next)) {
+                        Phase::Syncing(job) => Phase::Syncing(Job { slot, ..job }),
+                        phase => phase,
+                    };
+                }
             },
         };
         let end = SyncEnd { ran, retry_at };

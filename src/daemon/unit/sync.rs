@@ -11,8 +11,8 @@
 //!   at once (in the lane), and the rest of its sync gets the slot (so pushes that keep coming do
 //!   not send a unit to the back of the queue). In its apply, the sync sends no new request,
 //!   waits for those in flight and skips prune and narrow ([`crate::apply::Yield`]); the newer
-//!   revision's sync then runs at once, with its own early apply, and sends everything the
-//!   yielded one had not. Other
+//!   revision's sync then runs at once, in the slot the yielded one held, with its own early
+//!   apply, and sends everything the yielded one had not. Other
 //!   triggers (and pushes that found nothing new) are kept for after the sync, as the channel's
 //!   one queued sync.
 
@@ -33,8 +33,9 @@ pub(super) enum Synced {
     /// It ran (or found nothing to do); the report when it applied (boxed: a report is ten
     /// times the size of a trigger).
     Done(Ran, Option<Box<Report>>),
-    /// It yielded to a newer revision: the trigger that brought it, to run at once.
-    Yielded(Trigger),
+    /// It yielded to a newer revision: the trigger that brought it, to run at once, and the
+    /// sync slot it held, for that sync.
+    Yielded(Trigger, Option<tokio::sync::OwnedSemaphorePermit>),
 }
 
 impl TriggerKind {
@@ -50,15 +51,16 @@ impl Task {
     /// Runs one sync for `trigger`: fetch and early apply (in the push lane for a push, else
     /// holding a sync slot), then the rest holding a slot, yielding to a push that brings a newer
     /// revision meanwhile (module doc).
-    pub(super) async fn sync(&mut self, trigger: &Trigger) -> Synced {
+    pub(super) async fn sync(&mut self, trigger: &Trigger, held: Option<tokio::sync::OwnedSemaphorePermit>) -> Synced {
         let mut trigger = trigger.clone();
-        let lane = match trigger.kind.is_push() {
+        let lane = match trigger.kind.is_push() && held.is_none() {
             true => self.push_lane.clone().acquire_owned().await.ok(),
             false => None,
         };
-        let mut slot = match lane {
-            Some(_) => None,
-            None => self.slot().await,
+        let mut slot = match (held, &lane) {
+            (Some(held), _) => Some(held),
+            (None, Some(_)) => None,
+            (None, None) => self.slot().await,
         };
         let mut revision = match self.engine.repo().fetch().await {
             Ok(r) => r,
@@ -112,10 +114,10 @@ impl Task {
                 }
             }
         };
-        drop(slot);
         let report = match result {
             Ok(report) => report,
             Err(e) => {
+                drop(slot);
                 if let Some((t, _)) = next {
                     self.queued = Some(t);
                 }
@@ -126,12 +128,13 @@ impl Task {
             Some((next, to)) if report.yielded => {
                 crate::report::log_objects(&report);
                 let answered = report.changes.entries.len();
-                return self.yielded(&revision, &to, next, answered);
+                return self.yielded(&revision, &to, next, answered, slot);
             }
             // The apply had ended: the newer revision runs next, cancelling the health wait.
             Some((next, _)) => self.queued = Some(next),
             None => {}
         }
+        drop(slot);
         let ok = !report.changes.has_failures();
         // Set even on failure: the backoff retry re-syncs a failed revision, so a poll
         // that finds the same revision has nothing to add.
@@ -145,10 +148,17 @@ impl Task {
     /// Logs the yield of the sync of `revision` to `to`, which `next` brought; `answered`: the
     /// objects of it whose requests were answered (field `objects_sent`). The yielded revision is not applied whole, so the next sync runs even for
     /// a trigger that syncs only new revisions.
-    fn yielded(&mut self, revision: &Revision, to: &Revision, next: Trigger, answered: usize) -> Synced {
+    fn yielded(
+        &mut self,
+        revision: &Revision,
+        to: &Revision,
+        next: Trigger,
+        answered: usize,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Synced {
         self.log_yield(revision, to, &next, answered);
         self.last_applied = None;
-        Synced::Yielded(next)
+        Synced::Yielded(next, slot)
     }
 
     /// The `sync yielded to a newer revision` event (fields `revision`, `to`, `trigger`,
