@@ -705,9 +705,117 @@ def one_unit(n):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+
+def push_idle(log):
+    """No sync in flight: every `sync triggered` has its `sync complete` or its yield."""
+    text = open(log).read()
+    return text.count('"sync triggered"') <= text.count('"sync complete"') + text.count('"sync yielded')
+
+
+def push_settled(daemon, log, revision):
+    """Waits (at most 10 min) until the sync of `revision` has completed and no other runs."""
+    deadline = time.time() + 600
+    quiet = 0
+    while quiet < 20:
+        lines = open(log).read().splitlines()
+        done = any('"sync complete"' in line and revision in line for line in lines)
+        quiet = quiet + 1 if done and push_idle(log) else 0
+        if time.time() > deadline or daemon.poll() is not None:
+            sys.exit(f"sync of {revision} did not end:\n" + open(log).read()[-3000:])
+        time.sleep(0.05)
+
+
+def push_once(work, bare, watch, value, path):
+    """Commits `value` into cm-00000 and pushes; ms from `git push` returning to the watch
+    seeing it (None past 60 s), and the revision."""
+    text = open(path).read()
+    open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
+    sh(GIT + ["commit", "-q", "-a", "-m", f"push {value}"], cwd=work)
+    sh(GIT + ["push", "-q", bare, "main"], cwd=work)
+    pushed = time.monotonic()
+    revision = sh(GIT + ["rev-parse", "HEAD"], cwd=work).stdout.strip()
+    seen = watch.wait(value, pushed + 60)
+    return (round((seen - pushed) * 1000, 1) if seen else None), revision
+
+
+def push_main(n=10000, pushes=20, idle_pushes=5):
+    """`benches/run push`: push to applied while a full re-send of the same unit is in flight.
+
+    One `gitward run` over N objects (the workload above, 10,000 by default). Each measured push
+    is made once a webhook-forced resync of the unit is in its apply (500 of its PATCHes in the
+    audit log), and timed from `git push` returning to a `kubectl get --watch` of the changed
+    ConfigMap seeing the new value; the next one waits until that push's sync has completed.
+    The reference in the same run: pushes with nothing else in flight (the daemon figures'
+    method). Writes target/bench/push.md and push.json."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-push-")
+    crd = os.path.join(tmp, "crd.yaml")
+    open(crd, "w").write(CRD)
+    sh(["kubectl", "apply", "--server-side", "-f", crd])
+    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    peer = "gitward"
+    for k in range(NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+    work, bare, count = make_repo(tmp, peer, n)
+    daemon, log = start_daemon(tmp, bare, peer, health_timeout="30s")
+    first_sync_ended(daemon, log)
+    watch = Watch(f"{peer}-0", "cm-00000")
+    path = os.path.join(work, f"{peer}-0", "configmap", "cm-00000.yaml")
+    time.sleep(1)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    idle, during, yields = [], [], 0
+    revision = None
+    for k in range(idle_pushes):
+        if revision:
+            push_settled(daemon, log, revision)
+        ms, revision = push_once(work, bare, watch, f"idle-{k}", path)
+        idle.append(ms)
+    for k in range(pushes):
+        push_settled(daemon, log, revision)
+        mark = audit_len()
+        webhook(daemon.port)
+        deadline = time.time() + 120
+        while sum(1 for e in audit_events(mark) if e["verb"] == "patch"
+                  and e.get("userAgent", "").startswith("gitward")) < 500:
+            if time.time() > deadline:
+                sys.exit("the forced resync sent no 500 PATCHes:\n" + open(log).read()[-3000:])
+            time.sleep(0.05)
+        ms, revision = push_once(work, bare, watch, f"during-{k}", path)
+        during.append(ms)
+        print(f"push {k} during a resync: {ms} ms", file=sys.stderr)
+    push_settled(daemon, log, revision)
+    yields = open(log).read().count('"sync yielded to a newer revision"')
+    watch.stop()
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=60)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    p50, p95 = percentile(during, 0.5), percentile(during, 0.95)
+    i50 = percentile(idle, 0.5)
+    out = [f"# gitward push during a forced resync: {count} objects, one unit\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs.\n",
+           f"Push to applied, from `git push` returning to a watch seeing the new value, each push made once a "
+           f"webhook-forced resync of the unit had sent 500 PATCHes ({len(during)} pushes, "
+           f"{sum(v is None for v in during)} not seen within 60 s; {yields} resyncs yielded): "
+           f"p50 {p50} ms, p95 {p95} ms, max {percentile(during, 1.0)} ms.",
+           f"The same daemon with nothing else in flight ({len(idle)} pushes): p50 {i50} ms, max "
+           f"{percentile(idle, 1.0)} ms; during a resync ÷ idle, p50: "
+           f"{(p50 / i50) if p50 and i50 else float('nan'):.2f}."]
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/push.md"), "w").write(text + "\n")
+    json.dump({"objects": count, "load_before": load_before, "load_after": load_after, "during_resync_ms": during,
+               "idle_ms": idle, "yields": yields},
+              open(os.path.join(ROOT, "target/bench/push.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if sys.argv[1] == "mirror":
         return mirror_scenario()
+    # `benches/run push`: push to applied during a forced resync at 10,000 objects.
+    if sys.argv[1:2] == ["push"]:
+        return push_main()
     n = int(sys.argv[1])
     # `benches/run N warm`, `benches/run N unit`: one scenario alone (see warm_only, one_unit).
     if sys.argv[2:] == ["warm"]:

@@ -35,6 +35,7 @@ mod manifest_parity;
 mod masking;
 mod mirrors;
 mod prune_safety;
+mod push;
 mod record;
 mod render;
 mod render_inputs;

@@ -51,6 +51,34 @@ pub struct ApplyOptions {
     /// ownership check): `update` mode's `POST` that finds such an object existing adopts it
     /// instead of refusing it. Default empty.
     pub adoptable: std::collections::BTreeSet<String>,
+    /// Raised by the daemon when a newer revision is waiting: a stage sends no new request
+    /// once it is up ([`apply_stage`]). Default: a fresh signal, never raised.
+    pub yield_to: Yield,
+}
+
+/// A flag that makes [`apply_stage`] stop sending: once raised, a stage starts no new request,
+/// waits for those in flight, and returns their outcomes; the steps it did not send have no
+/// entry. The daemon raises it when a push brings a newer revision during a full re-send of
+/// the unit, so the push's sync runs at once (ARCHITECTURE.md, "The daemon"). Clones share the
+/// flag.
+#[derive(Debug, Clone, Default)]
+pub struct Yield(std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl Yield {
+    /// Raises the flag: stages stop sending.
+    pub fn raise(&self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Lowers the flag (a new sync begins).
+    pub fn clear(&self) {
+        self.0.store(false, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// True once raised and not cleared since.
+    pub fn is_raised(&self) -> bool {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
 }
 
 impl Default for ApplyOptions {
@@ -62,6 +90,7 @@ impl Default for ApplyOptions {
             wait_timeout: Duration::from_secs(60),
             takeover_managers: vec!["kubectl-client-side-apply".into(), "before-first-apply".into()],
             adoptable: std::collections::BTreeSet::new(),
+            yield_to: Yield::default(),
         }
     }
 }
@@ -133,6 +162,8 @@ fn timed_apply<'a>(
 
 /// Applies one stage's steps and, for the Foundations stage, waits for what it created to be
 /// usable. Records each returned resourceVersion in `cache`. Updates `blocked` with what failed.
+/// Once [`ApplyOptions::yield_to`] is raised, no new request starts: the stage waits for those
+/// in flight and returns, its other steps without an entry.
 pub async fn apply_stage(
     client: &kube::Client,
     stage: Stage,
@@ -160,7 +191,7 @@ pub async fn apply_stage(
     let mut in_flight = futures::stream::FuturesUnordered::new();
     let mut outcomes = Vec::new();
     loop {
-        while in_flight.len() < opts.max_in_flight.max(1) {
+        while in_flight.len() < opts.max_in_flight.max(1) && !opts.yield_to.is_raised() {
             let Some(step) = queue.next() else { break };
             // Read when the request is made, not when the sync was planned: a status write
             // the watch delivered meanwhile is then no conflict (`update` mode) or drift.

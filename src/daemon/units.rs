@@ -45,6 +45,9 @@ pub(super) struct Units {
     pub(super) clusters: Registry,
     /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
     pub(super) sync_slots: Arc<tokio::sync::Semaphore>,
+    /// The push lane ([`super::unit::PUSH_LANE`] permits), shared by every unit task: a push's
+    /// fetch and early apply hold one of these instead of a sync slot.
+    pub(super) push_lane: Arc<tokio::sync::Semaphore>,
     /// The per-unit status the tasks publish.
     pub(super) status: Status,
     /// The daemon's metrics.
@@ -234,6 +237,7 @@ impl Units {
                 self_heal: config.daemon.self_heal,
             },
             sync_slots: self.sync_slots.clone(),
+            push_lane: self.push_lane.clone(),
             first,
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);

@@ -137,7 +137,56 @@ pub(super) struct Early {
     pub(super) sent: HashMap<ObjectRef, crate::object::Atom>,
 }
 
+/// A sync begun by [`Engine::early`]: its revision and what went early, for
+/// [`Engine::sync_rest`] to finish.
+#[derive(Debug)]
+pub struct EarlyApply {
+    pub(super) early: Early,
+    pub(super) revision: Revision,
+    /// When the sync began.
+    pub(super) started: std::time::Instant,
+    /// How long the early apply took.
+    pub(super) early_at: std::time::Duration,
+}
+
+impl EarlyApply {
+    /// The entries of the objects that went early (for the log of a sync that never got to
+    /// [`Engine::sync_rest`]).
+    pub fn changes(&self) -> &ChangeSet {
+        &self.early.changes
+    }
+}
+
 impl Engine {
+    /// Begins a sync of `revision`: lowers [`Engine::yield_signal`] and sends a push's changed
+    /// objects ([`Engine::apply_early`]). [`Engine::sync_rest`] finishes it. Never fails: what
+    /// could not go early goes with the rest.
+    pub async fn early(&mut self, revision: &Revision) -> EarlyApply {
+        let started = std::time::Instant::now();
+        self.apply.yield_to.clear();
+        self.attempting = Some(revision.clone());
+        let defaults = self.defaults();
+        let early = self.apply_early(revision, &defaults).await;
+        EarlyApply { early, revision: revision.clone(), started, early_at: started.elapsed() }
+    }
+
+    /// The signal that makes a sync in its apply stop sending ([`crate::apply::Yield`]); the
+    /// daemon raises it when a push brings a newer revision. Lowered when a sync or self-heal
+    /// begins.
+    pub fn yield_signal(&self) -> crate::apply::Yield {
+        self.apply.yield_to.clone()
+    }
+
+    /// What every desired object of this unit is built with.
+    pub(super) fn defaults(&self) -> Defaults {
+        Defaults {
+            namespace: self.unit.namespace.as_str().into(),
+            applyset_id: self.inventory.id.as_str().into(),
+            recreate: self.unit.recreate_on_immutable,
+            apply_mode: self.unit.apply_mode,
+        }
+    }
+
     /// Sends a push's changed objects before the revision is loaded whole (see the module doc): the
     /// objects of the files changed since the last synced revision that exist live, as members,
     /// with another desired hash. What was applied (created, configured or drift-corrected) is

@@ -14,12 +14,14 @@
 //! ApplySet parent widened and narrowed), `ownership` (objects another ApplySet owns: refused or
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
-//! result and attempt on the parent), `hooks` (Helm hooks as phases), `diff` (`gitward diff`). This file holds the engine and
+//! result and attempt on the parent), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
+//! `heal` (the drifted objects re-applied). This file holds the engine and
 //! the order of the steps.
 
 pub mod desired;
 pub(crate) mod diff;
 pub(crate) mod early;
+mod heal;
 mod health;
 pub mod hooks;
 mod inventory;
@@ -50,7 +52,8 @@ use crate::object::{GroupKind, ObjectRef};
 use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
-use desired::{Defaults, Resolution};
+use desired::Resolution;
+pub use early::EarlyApply;
 use health::health_targets;
 use pending::pending_contents;
 use prune_step::PruneInputs;
@@ -137,6 +140,9 @@ pub struct Report {
     /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
     /// revision, so it leaves the recorded attempt (and its error) as it is.
     pub heal: bool,
+    /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
+    /// was sent, nothing was pruned, and the revision is not applied whole.
+    pub yielded: bool,
 }
 
 /// The state kept for one unit across syncs.
@@ -310,19 +316,24 @@ impl Engine {
         Ok(report)
     }
 
-    /// One sync of an already fetched revision: load, resolve, widen the inventory, plan,
-    /// apply stage by stage, prune, narrow the inventory.
+    /// One sync of an already fetched revision: [`Engine::early`] (a push's changed objects
+    /// sent first), then [`Engine::sync_rest`] (load, resolve, widen the inventory, plan,
+    /// apply stage by stage, prune, narrow the inventory).
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
-        let started = Instant::now();
-        self.attempting = Some(revision.clone());
-        let defaults = Defaults {
-            namespace: self.unit.namespace.as_str().into(),
-            applyset_id: self.inventory.id.as_str().into(),
-            recreate: self.unit.recreate_on_immutable,
-            apply_mode: self.unit.apply_mode,
-        };
-        let early = self.apply_early(&revision, &defaults).await;
-        let early_at = started.elapsed();
+        let early = self.early(&revision).await;
+        self.sync_rest(early).await
+    }
+
+    /// The rest of the sync that `early` began: load, resolve, widen the inventory, plan, apply
+    /// stage by stage, prune, narrow the inventory. The daemon runs [`Engine::early`] before it
+    /// holds a sync slot and this once it holds one.
+    ///
+    /// When [`Engine::yield_signal`] is raised during the apply, no new request is sent: those
+    /// in flight are answered, prune and narrow are skipped (as after a crash: the parent was
+    /// widened first), and the report says [`Report::yielded`]. The next sync sends the rest.
+    pub async fn sync_rest(&mut self, early: EarlyApply) -> Result<Report> {
+        let EarlyApply { early, revision, started, early_at } = early;
+        let defaults = self.defaults();
         let mut loaded = self.load(&revision).await?;
         let loaded_at = started.elapsed();
         let hooks = std::mem::take(&mut loaded.hooks);
@@ -380,6 +391,9 @@ impl Engine {
         }
         let mut pending = Some(pending);
         for stage in Stage::ALL {
+            if self.apply.yield_to.is_raised() {
+                break;
+            }
             if stage != Stage::Foundations
                 && let Some(hooks) = hooks.take()
                 && let Some(refused) = self.pre_hooks(&revision, hooks, members_before, &mut changes).await?
@@ -424,7 +438,8 @@ impl Engine {
             "sync phases"
         );
 
-        let pruned = if self.unit.prune && !changes.has_failures() && unwatchable.is_empty() {
+        let yielded = self.apply.yield_to.is_raised();
+        let pruned = if self.unit.prune && !yielded && !changes.has_failures() && unwatchable.is_empty() {
             let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
             self.prune_and_narrow(inputs, &widened, &mut changes).await
         } else {
@@ -449,41 +464,7 @@ impl Engine {
             health_targets,
             applied_early,
             heal: false,
-        })
-    }
-
-    /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
-    /// decision 9): planned from the cache, applied stage by stage; no fetch, no inventory
-    /// write, no prune. `None` before the first sync, or when git holds none of `objects`.
-    pub async fn heal(&mut self, objects: &std::collections::BTreeSet<ObjectRef>) -> Option<Report> {
-        let started = Instant::now();
-        let (revision, last) = self.last_desired.as_ref()?;
-        let desired: Vec<Desired> = last.iter().filter(|d| objects.contains(&d.object)).cloned().collect();
-        let revision = revision.clone();
-        if desired.is_empty() {
-            return None;
-        }
-        let mut changes = ChangeSet::default();
-        let stages = self.plan_stages(&desired, &mut changes).await.ok()?;
-        let mut blocked = Blocked::default();
-        for (stage, steps) in stages {
-            changes.extend(
-                apply::apply_stage(&self.writer, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
-            );
-        }
-        self.note_adoptions(&mut changes);
-        let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
-        let health_targets = health_targets(&desired, &changes);
-        Some(Report {
-            unit: self.unit.name.clone(),
-            revision,
-            changes,
-            skipped_files: Vec::new(),
-            duration: started.elapsed(),
-            applied_at,
-            health_targets,
-            applied_early: 0,
-            heal: true,
+            yielded,
         })
     }
 

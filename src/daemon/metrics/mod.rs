@@ -361,6 +361,7 @@ mod tests {
             health_targets: Vec::new(),
             applied_early: 0,
             heal: false,
+            yielded: false,
         }
     }
 

@@ -62,6 +62,7 @@ impl Daemon {
             clusters,
             // Sized at start; a reload does not resize it (the running units keep their slots).
             sync_slots: Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs)),
+            push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
             status: status.clone(),
             metrics: metrics.clone(),
             running: Default::default(),

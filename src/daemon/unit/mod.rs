@@ -15,6 +15,7 @@
 //! new revision cancels it (`wait.rs`); the resync and the retry wait for the end of a health
 //! wait; drift is healed in both.
 
+mod sync;
 mod wait;
 
 use std::collections::BTreeSet;
@@ -25,6 +26,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{error, info, warn};
 
+use self::sync::Synced;
 use self::wait::Waiting;
 use super::backoff::Backoff;
 use super::heal::Heal;
@@ -66,6 +68,10 @@ pub struct UnitTask {
     /// holds one while it runs (not during the health wait); tokio's semaphore is fair, so
     /// waiting units get slots in arrival order.
     pub sync_slots: Arc<tokio::sync::Semaphore>,
+    /// The push lane shared by every unit ([`PUSH_LANE`] permits): a push or webhook fetches and
+    /// sends its changed objects early holding one of these instead of a sync slot, so a push
+    /// is applied even while every sync slot is taken; the rest of its sync takes a slot.
+    pub push_lane: Arc<tokio::sync::Semaphore>,
     /// What the task's first sync is logged as: `startup`, or `reload` for a task started
     /// by a SIGHUP that changed its unit (that one sync is the reload's).
     pub first: TriggerKind,
@@ -125,11 +131,14 @@ struct Job {
     /// The retry of a failed sync that was due when the job began; kept unless the job
     /// decides otherwise ([`retry`]).
     retry_at: Option<Instant>,
+    /// The sync slot of a sync that yielded to this one's revision: kept, so the newer
+    /// revision does not queue for a slot again.
+    slot: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Job {
     fn sync(trigger: Trigger, retry_at: Option<Instant>) -> Self {
-        Self { trigger, heal: None, retry_at }
+        Self { trigger, heal: None, retry_at, slot: None }
     }
 }
 
@@ -211,6 +220,10 @@ struct Task {
     metrics: Arc<Metrics>,
     timing: UnitTiming,
     sync_slots: Arc<tokio::sync::Semaphore>,
+    push_lane: Arc<tokio::sync::Semaphore>,
+    /// A trigger taken from the channel while a sync ran and kept for after it (the channel's
+    /// one queued sync); the next event.
+    queued: Option<Trigger>,
     shutdown: watch::Receiver<bool>,
     /// Drift events of the unit's members, from its metadata cache.
     drift: DriftQueue,
@@ -227,11 +240,12 @@ struct Task {
 
 impl Task {
     fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
-        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, first: _ } = task;
+        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first: _ } = task;
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let mut resync = interval_at(start + timing.resync_interval, timing.resync_interval);
+        let first_resync = first_resync(timing.resync_interval, rand::random::<f64>());
+        let mut resync = interval_at(start + first_resync, timing.resync_interval);
         resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
         Self {
             unit: engine.unit_name().to_string(),
@@ -242,6 +256,8 @@ impl Task {
             metrics,
             timing,
             sync_slots,
+            push_lane,
+            queued: None,
             shutdown,
             heal: Heal::default(),
             poll,
@@ -254,6 +270,9 @@ impl Task {
     /// The next event; the retry is listened to when backing off until `retry_at`. The resync
     /// is not listened to during a health wait (`waiting`): it waits for its end.
     async fn next_event(&mut self, waiting: Option<&mut Waiting>, retry_at: Option<Instant>) -> Event {
+        if let Some(t) = self.queued.take() {
+            return Event::Trigger(Some(t));
+        }
         let far = Instant::now() + Duration::from_secs(86_400);
         let idle = waiting.is_none();
         let heal_at = self.heal.next();
@@ -291,36 +310,52 @@ impl Task {
                     return idle(retry_at);
                 }
                 let trigger = Trigger::now(TriggerKind::Drift);
-                return Phase::Syncing(Job { trigger, heal: Some(objects), retry_at });
+                return Phase::Syncing(Job { trigger, heal: Some(objects), retry_at, slot: None });
             }
             Event::RetryDue => return Phase::Syncing(Job::sync(Trigger::now(TriggerKind::Retry), None)),
         };
         Phase::Syncing(Job::sync(trigger, retry_at))
     }
 
-    /// Runs `job` holding a sync slot, then starts the health wait of what it applied.
+    /// Runs `job` — a self-heal holding a sync slot, or a sync ([`Task::sync`]) — then starts
+    /// the health wait of what it applied; a sync that yielded to a newer revision runs that
+    /// one's trigger at once instead.
     async fn run_job(&mut self, job: Job) -> Phase {
-        let Job { trigger, heal, retry_at } = job;
+        let Job { trigger, heal, retry_at, slot } = job;
         // Webhooks are counted by the HTTP server when accepted (coalesced ones too).
         if trigger.kind != TriggerKind::Webhook {
             self.metrics.observe_trigger(&self.unit, trigger.kind);
         }
-        // Closed only if the daemon dropped it, which it never does while units run.
-        let slot = self.sync_slots.clone().acquire_owned().await.ok();
         let healed = match heal {
-            Some(objects) => self.heal_objects(&trigger, &objects).await,
+            Some(objects) => {
+                let _slot = self.slot().await;
+                self.heal_objects(&trigger, &objects).await
+            }
             None => None,
         };
         let (ran, report) = match healed {
             Some((ok, report)) => (Ran::Healed(ok), Some(report)),
-            None => self.sync(&trigger).await,
+            None => match self.sync(&trigger, slot).await {
+                Synced::Done(ran, report) => (ran, report.map(|r| *r)),
+                Synced::Yielded(next, slot) => {
+                    return match self.after(SyncEnd { ran: Ran::Nothing, retry_at }, Some(next)) {
+                        Phase::Syncing(job) => Phase::Syncing(Job { slot, ..job }),
+                        phase => phase,
+                    };
+                }
+            },
         };
-        drop(slot);
         let end = SyncEnd { ran, retry_at };
         match report {
             Some(report) => self.begin_wait(report, end).await,
             None => self.after(end, None),
         }
+    }
+
+    /// One of the `max_concurrent_syncs` slots, held until dropped; `None` only if the daemon
+    /// closed the semaphore, which it never does while units run.
+    async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.sync_slots.clone().acquire_owned().await.ok()
     }
 
     /// The next phase after a sync and its wait: the retry decided ([`retry`]), the drift events
@@ -391,32 +426,6 @@ impl Task {
         }
     }
 
-    /// Runs one sync for `trigger`, with the report when it applied (for the health wait).
-    async fn sync(&mut self, trigger: &Trigger) -> (Ran, Option<Report>) {
-        let revision = match self.engine.repo().fetch_since(trigger.at).await {
-            Ok(r) => r,
-            Err(e) => return (self.failed(trigger, e).await, None),
-        };
-        if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&revision) {
-            tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "no new revision");
-            return (Ran::Nothing, None);
-        }
-        info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "sync triggered");
-        match self.engine.sync_revision(revision).await {
-            Ok(report) => {
-                let ok = !report.changes.has_failures();
-                // Set even on failure: the backoff retry re-syncs a failed revision, so a poll
-                // that finds the same revision has nothing to add.
-                self.last_applied = Some(report.revision.clone());
-                self.report_fights(&report);
-                self.publish(trigger, &report);
-                release_freed_memory();
-                (Ran::Synced(ok), Some(report))
-            }
-            Err(e) => (self.failed(trigger, e).await, None),
-        }
-    }
-
     /// A sync that failed as a whole: recorded on the ApplySet parent (`gitward.dev/last-error`;
     /// written only when it changes; a record that cannot be written — the cluster does not
     /// answer either — is logged at debug), logged, counted, and the unit's status set failed.
@@ -475,6 +484,21 @@ impl Task {
     }
 }
 
+/// Permits of the push lane ([`UnitTask::push_lane`]): how many units may fetch and send a
+/// push's changed objects at once beside the `max_concurrent_syncs` slots. Each early apply
+/// sends the objects of at most [`crate::sync::early::MAX_FILES`] files.
+pub const PUSH_LANE: usize = 2;
+
+/// When a unit's first resync is due after its task starts: `interval` × (0.5 + `r`), `r` in
+/// [0, 1) drawn at random, so the resyncs of units started together spread over one
+/// `resync_interval` (from half to one and a half of it) instead of all landing at start +
+/// interval; later ones follow every `interval`. The same window as Config Connector's
+/// jittered re-enqueue period (½ to 3⁄2 of the mean); Argo CD spreads its reconciliations with
+/// `timeout.reconciliation.jitter`.
+fn first_resync(interval: Duration, r: f64) -> Duration {
+    interval.mul_f64(0.5 + r.clamp(0.0, 1.0))
+}
+
 /// Hands the pages that a sync's transient buffers (parsed YAML, list pages, responses) freed
 /// back to the kernel. glibc malloc keeps them in its arenas otherwise: at 10,000 objects the
 /// daemon's resident set after a sync stayed ~20 MB above what it holds live (issue 9, README
@@ -506,6 +530,15 @@ mod tests {
     fn a_self_heal_that_failed_schedules_a_retry_and_one_that_succeeded_leaves_it() {
         assert_eq!(retry(Ran::Healed(false)), Retry::Schedule);
         assert_eq!(retry(Ran::Healed(true)), Retry::Keep, "a failed sync's retry stays due");
+    }
+
+    #[test]
+    fn first_resyncs_spread_over_one_interval_around_it() {
+        let hour = Duration::from_secs(3600);
+        assert_eq!(first_resync(hour, 0.0), Duration::from_secs(1800));
+        assert_eq!(first_resync(hour, 0.5), hour);
+        assert!(first_resync(hour, 0.999) < Duration::from_secs(5400));
+        assert!(first_resync(hour, 0.25) != first_resync(hour, 0.75), "not all at one instant");
     }
 
     #[test]

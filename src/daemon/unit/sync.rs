@@ -1,0 +1,246 @@
+//! One sync of a unit's task, and the two ways a push gets ahead of other work.
+//!
+//! - **The push lane.** A push or webhook fetches and sends its changed objects early
+//!   ([`Engine::early`]) holding a permit of the small push lane shared by every unit, not a
+//!   `max_concurrent_syncs` slot; only the rest of its sync ([`Engine::sync_rest`]) waits for a
+//!   slot. Other triggers take a slot first, as before.
+//! - **Yielding to a newer revision.** From the end of the early apply until the sync ends, the
+//!   task keeps reading its trigger channel ([`YieldWatch`]). A push or webhook is fetched at
+//!   once; when it finds a revision other than the one being synced, the sync yields (in its
+//!   apply, only a re-send of the revision last applied: a new revision's sync ends first). Still
+//!   waiting for a slot, the newer revision takes its place in the queue: its early apply runs
+//!   at once (in the lane), and the rest of its sync gets the slot (so pushes that keep coming do
+//!   not send a unit to the back of the queue). In its apply, the sync sends no new request,
+//!   waits for those in flight and skips prune and narrow ([`crate::apply::Yield`]); the newer
+//!   revision's sync then runs at once, in the slot the yielded one held, with its own early
+//!   apply, and sends everything the yielded one had not. Other
+//!   triggers (and pushes that found nothing new) are kept for after the sync, as the channel's
+//!   one queued sync.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use tokio::sync::mpsc;
+use tracing::info;
+
+use super::{Ran, Task};
+use crate::daemon::trigger::{Trigger, TriggerKind};
+use crate::source::Revision;
+use crate::sync::Report;
+use crate::sync::repo::Repo;
+
+/// How [`Task::sync`] ended.
+pub(super) enum Synced {
+    /// It ran (or found nothing to do); the report when it applied (boxed: a report is ten
+    /// times the size of a trigger).
+    Done(Ran, Option<Box<Report>>),
+    /// It yielded to a newer revision: the trigger that brought it, to run at once, and the
+    /// sync slot it held, for that sync.
+    Yielded(Trigger, Option<tokio::sync::OwnedSemaphorePermit>),
+}
+
+impl TriggerKind {
+    /// True for the triggers that mean "someone pushed" (a local repository's ref, a webhook):
+    /// their fetch and early apply take the push lane, and during another sync they are fetched
+    /// at once to see whether it should yield.
+    pub(crate) fn is_push(self) -> bool {
+        matches!(self, TriggerKind::Push | TriggerKind::Webhook)
+    }
+}
+
+impl Task {
+    /// Runs one sync for `trigger`: fetch and early apply (in the push lane for a push, else
+    /// holding a sync slot), then the rest holding a slot, yielding to a push that brings a newer
+    /// revision meanwhile (module doc).
+    pub(super) async fn sync(&mut self, trigger: &Trigger, held: Option<tokio::sync::OwnedSemaphorePermit>) -> Synced {
+        let mut trigger = trigger.clone();
+        let lane = match trigger.kind.is_push() && held.is_none() {
+            true => self.push_lane.clone().acquire_owned().await.ok(),
+            false => None,
+        };
+        let mut slot = match (held, &lane) {
+            (Some(held), _) => Some(held),
+            (None, Some(_)) => None,
+            (None, None) => self.slot().await,
+        };
+        let mut revision = match self.engine.repo().fetch_since(trigger.at).await {
+            Ok(r) => r,
+            Err(e) => return Synced::Done(self.failed(&trigger, e).await, None),
+        };
+        if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&revision) {
+            tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "no new revision");
+            return Synced::Done(Ran::Nothing, None);
+        }
+        info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "sync triggered");
+        let mut early = self.engine.early(&revision).await;
+        drop(lane);
+        let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone());
+        if slot.is_none() {
+            // Waiting for a slot, a newer revision takes this sync's place in the queue: its
+            // early apply runs now, in the lane, and the rest of its sync gets the slot.
+            let waiting = self.sync_slots.clone().acquire_owned();
+            tokio::pin!(waiting);
+            loop {
+                tokio::select! {
+                    s = &mut waiting => {
+                        slot = s.ok();
+                        break;
+                    }
+                    (next, to) = watch.next(&mut self.triggers, &mut self.queued) => {
+                        self.log_yield(&revision, &to, &next, early.changes().entries.len());
+                        if next.kind != TriggerKind::Webhook {
+                            self.metrics.observe_trigger(&self.unit, next.kind);
+                        }
+                        let _lane = self.push_lane.clone().acquire_owned().await.ok();
+                        info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
+                        early = self.engine.early(&to).await;
+                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone());
+                        (trigger, revision) = (next, to);
+                    }
+                }
+            }
+        }
+        let signal = self.engine.yield_signal();
+        // Only a re-send of the revision last applied (a resync, webhook, drift or reload) yields:
+        // a sync of a new revision runs to its end, prune included, so that pushes arriving faster
+        // than a whole sync cannot keep a unit from ever completing one (with yields, the load
+        // test's 50 units took 59–146 s from push to a completed sync, where 41 s without).
+        let resend = self.last_applied.as_ref() == Some(&revision);
+        let (result, next) = {
+            let rest = self.engine.sync_rest(early);
+            tokio::pin!(rest);
+            let mut next = None;
+            loop {
+                tokio::select! {
+                    r = &mut rest => break (r, next),
+                    found = watch.next(&mut self.triggers, &mut self.queued), if next.is_none() => {
+                        if resend {
+                            signal.raise();
+                        }
+                        next = Some(found);
+                    }
+                }
+            }
+        };
+        let report = match result {
+            Ok(report) => report,
+            Err(e) => {
+                drop(slot);
+                if let Some((t, _)) = next {
+                    self.queued = Some(t);
+                }
+                return Synced::Done(self.failed(&trigger, e).await, None);
+            }
+        };
+        match next {
+            Some((next, to)) if report.yielded => {
+                crate::report::log_objects(&report);
+                let answered = report.changes.entries.len();
+                return self.yielded(&revision, &to, next, answered, slot);
+            }
+            // The apply had ended, or this sync was of a new revision: the newer revision runs
+            // next, cancelling the health wait.
+            Some((next, _)) => self.queued = Some(next),
+            None => {}
+        }
+        drop(slot);
+        let ok = !report.changes.has_failures();
+        // Set even on failure: the backoff retry re-syncs a failed revision, so a poll
+        // that finds the same revision has nothing to add.
+        self.last_applied = Some(report.revision.clone());
+        self.report_fights(&report);
+        self.publish(&trigger, &report);
+        super::release_freed_memory();
+        Synced::Done(Ran::Synced(ok), Some(Box::new(report)))
+    }
+
+    /// Logs the yield of the sync of `revision` to `to`, which `next` brought; `answered`: the
+    /// objects of it whose requests were answered (field `objects_sent`). The yielded revision is not applied whole, so the next sync runs even for
+    /// a trigger that syncs only new revisions.
+    fn yielded(
+        &mut self,
+        revision: &Revision,
+        to: &Revision,
+        next: Trigger,
+        answered: usize,
+        slot: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Synced {
+        self.log_yield(revision, to, &next, answered);
+        self.last_applied = None;
+        Synced::Yielded(next, slot)
+    }
+
+    /// The `sync yielded to a newer revision` event (fields `revision`, `to`, `trigger`,
+    /// `objects_sent`).
+    fn log_yield(&self, revision: &Revision, to: &Revision, next: &Trigger, answered: usize) {
+        info!(
+            unit = self.unit.as_str(),
+            revision = %revision,
+            to = %to,
+            trigger = %next.kind,
+            objects_sent = answered,
+            "sync yielded to a newer revision"
+        );
+    }
+}
+
+/// A fetch started for a push seen during a sync, with the trigger.
+type Fetching = Pin<Box<dyn Future<Output = (Trigger, crate::sync::Result<Revision>)> + Send>>;
+
+/// Reads the trigger channel while a sync runs, for a push that brings a newer revision.
+struct YieldWatch {
+    /// A handle on the unit's mirror (clones share it).
+    repo: Repo,
+    /// The revision being synced.
+    syncing: Revision,
+    /// The fetch of the push being looked at; kept here, so that [`YieldWatch::next`] can be
+    /// cancelled and called again without losing it.
+    fetching: Option<Fetching>,
+    /// The channel closed.
+    closed: bool,
+}
+
+impl YieldWatch {
+    fn new(repo: Repo, syncing: Revision) -> Self {
+        Self { repo, syncing, fetching: None, closed: false }
+    }
+
+    /// Resolves with a push or webhook whose fetch found a revision other than the one being
+    /// synced, and that revision. The other triggers go to `queued` unless one is there (more
+    /// coalesce, as in the channel), and so does a push that found nothing new. Cancel-safe.
+    async fn next(
+        &mut self,
+        triggers: &mut mpsc::Receiver<Trigger>,
+        queued: &mut Option<Trigger>,
+    ) -> (Trigger, Revision) {
+        loop {
+            let fetching = self.fetching.is_some();
+            tokio::select! {
+                t = triggers.recv(), if !self.closed && !fetching => match t {
+                    None => self.closed = true,
+                    Some(t) if t.kind.is_push() => {
+                        let repo = self.repo.clone();
+                        self.fetching = Some(Box::pin(async move {
+                            let fetched = repo.fetch_since(t.at).await;
+                            (t, fetched)
+                        }));
+                    }
+                    Some(t) => {
+                        queued.get_or_insert(t);
+                    }
+                },
+                (t, fetched) = async { self.fetching.as_mut().expect("guarded").await }, if fetching => {
+                    self.fetching = None;
+                    match fetched {
+                        Ok(to) if to != self.syncing => return (t, to),
+                        // Nothing new (or the fetch failed): the trigger runs after the sync.
+                        _ => {
+                            queued.get_or_insert(t);
+                        }
+                    }
+                },
+                else => std::future::pending::<()>().await,
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+//! The self-heal: re-applies only the drifted objects of the last synced revision.
+
+use std::time::Instant;
+
+use super::{Engine, Report};
+use crate::apply::{self, Blocked};
+use crate::changeset::ChangeSet;
+use crate::object::ObjectRef;
+use crate::plan::Desired;
+
+use super::health::health_targets;
+
+impl Engine {
+    /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
+    /// decision 9): planned from the cache, applied stage by stage; no fetch, no inventory
+    /// write, no prune. `None` before the first sync, or when git holds none of `objects`.
+    pub async fn heal(&mut self, objects: &std::collections::BTreeSet<ObjectRef>) -> Option<Report> {
+        let started = Instant::now();
+        self.apply.yield_to.clear();
+        let (revision, last) = self.last_desired.as_ref()?;
+        let desired: Vec<Desired> = last.iter().filter(|d| objects.contains(&d.object)).cloned().collect();
+        let revision = revision.clone();
+        if desired.is_empty() {
+            return None;
+        }
+        let mut changes = ChangeSet::default();
+        let stages = self.plan_stages(&desired, &mut changes).await.ok()?;
+        let mut blocked = Blocked::default();
+        for (stage, steps) in stages {
+            changes.extend(
+                apply::apply_stage(&self.writer, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
+            );
+        }
+        self.note_adoptions(&mut changes);
+        let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
+        let health_targets = health_targets(&desired, &changes);
+        Some(Report {
+            unit: self.unit.name.clone(),
+            revision,
+            changes,
+            skipped_files: Vec::new(),
+            duration: started.elapsed(),
+            applied_at,
+            health_targets,
+            applied_early: 0,
+            heal: true,
+            yielded: false,
+        })
+    }
+}

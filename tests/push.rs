@@ -1,0 +1,199 @@
+//! A push gets ahead of other work in `gitward run`: a full re-send of the same unit yields to
+//! it, and it does not wait for a sync slot that another unit's long sync holds. Order is read
+//! from the API server's audit log; nothing here is timed.
+
+use crate::common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use hmac::{KeyInit, Mac};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::Value;
+
+const WAIT: Duration = Duration::from_secs(120);
+const SECRET: &str = "push-lane-secret";
+
+/// `files` files of `per_file` ConfigMaps each, named `<prefix>-<file>-<n>`, `data.value` set to
+/// `value`; written to `repo` as `<prefix>-<file>.yaml`. Returns the names, in path order.
+fn write_config_maps(repo: &common::GitRepo, prefix: &str, files: usize, per_file: usize, value: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    for f in 0..files {
+        let mut text = String::new();
+        for n in 0..per_file {
+            let name = format!("{prefix}-{f:03}-{n:03}");
+            text.push_str(&common::cm(&name, value));
+            text.push_str("---\n");
+            names.push(name);
+        }
+        repo.write(&format!("{prefix}-{f:03}.yaml"), &text);
+    }
+    names
+}
+
+/// The audit events of the daemon's writes (patch, create, update) of ConfigMaps in `namespace`,
+/// in the order the API server logged them.
+fn config_map_writes(namespace: &str) -> Vec<Value> {
+    common::audit_events(gitward::TOOLING)
+        .into_iter()
+        .filter(|e| {
+            matches!(e["verb"].as_str(), Some("patch" | "create" | "update"))
+                && e["objectRef"]["resource"] == "configmaps"
+                && e["objectRef"]["namespace"] == namespace
+                && e["objectRef"]["subresource"].is_null()
+        })
+        .collect()
+}
+
+fn name(e: &Value) -> &str {
+    e["objectRef"]["name"].as_str().unwrap_or_default()
+}
+
+async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
+}
+
+/// Waits until at least `n` ConfigMap writes in `namespace` follow the first `after` ones: the
+/// sync writing them is in its apply.
+async fn writes_seen(namespace: &str, after: usize, n: usize) {
+    let seen = common::eventually(WAIT, || async { config_map_writes(namespace).len() >= after + n }).await;
+    assert!(seen, "no {n} writes of the sync in the audit log");
+}
+
+/// POSTs a signed webhook for `main`; 202 expected.
+fn webhook(port: u16) {
+    let body = br#"{"ref": "refs/heads/main"}"#;
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
+    mac.update(body);
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    let (status, reply) =
+        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    assert_eq!(status, 202, "{reply}");
+}
+
+#[tokio::test]
+async fn a_push_during_a_forced_resync_is_written_before_the_resync_ends_and_the_rest_still_converges() {
+    let env = common::setup("yield").await;
+    let repo = common::GitRepo::new();
+    // 2,000 ConfigMaps, sent in path order by a resync; the pushed one is in the last file.
+    let mut names = write_config_maps(&repo, "cm", 40, 50, "1");
+    repo.write("zz.yaml", &common::cm("zz-pushed", "1"));
+    names.push("zz-pushed".into());
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        "[cluster]\nmax_in_flight = 4\n",
+        "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
+        &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""),
+    );
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    // A hand edit (no self-heal) that only a sync sending every object puts right: the resync's
+    // next-to-last object.
+    let edited = names[names.len() - 2].clone();
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let patch = serde_json::json!({"data": {"value": "edited"}});
+    api.patch(&edited, &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+
+    let before = config_map_writes(&env.namespace).len();
+    webhook(port);
+    writes_seen(&env.namespace, before, 50).await;
+    repo.write("zz.yaml", &common::cm("zz-pushed", "pushed"));
+    let pushed = repo.commit_and_push("push during the resync");
+
+    let ns = env.namespace.clone();
+    let converged = common::eventually(WAIT, || async {
+        value(&env.client, &ns, "zz-pushed").await.as_deref() == Some("pushed")
+            && value(&env.client, &ns, &edited).await.as_deref() == Some("1")
+            && daemon.logged("sync complete").iter().any(|e| e["revision"] == pushed.as_str())
+    })
+    .await;
+    assert!(converged, "the push and the rest of the resync not applied: {}", daemon.log_text());
+    let yielded = daemon.logged("sync yielded to a newer revision");
+    assert!(
+        yielded.iter().any(|e| e["to"] == pushed.as_str() && e["trigger"] == "push"),
+        "the resync did not yield to the push: {}",
+        daemon.log_text()
+    );
+
+    let writes: Vec<Value> = config_map_writes(&env.namespace).split_off(before);
+    let first_push = writes.iter().position(|e| name(e) == "zz-pushed").expect("zz-pushed written");
+    let written_before: BTreeSet<&str> = writes[..first_push].iter().map(name).collect();
+    // The resync sends zz-pushed last: had the push waited for it, every other object would
+    // have been written first.
+    assert!(
+        written_before.len() < names.len() - 1,
+        "the pushed object was written after all {} others of the resync",
+        written_before.len()
+    );
+    // The resync's remaining objects were sent after all (by the push's sync): every object.
+    let written: BTreeSet<&str> = writes.iter().map(name).collect();
+    let missing: Vec<&String> = names.iter().filter(|n| !written.contains(n.as_str())).collect();
+    assert!(missing.is_empty(), "not re-sent after the resync yielded: {missing:?}");
+}
+
+#[tokio::test]
+async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_only_slot() {
+    let env = common::setup("lane").await;
+    let long = common::GitRepo::new();
+    let names = write_config_maps(&long, "long", 40, 50, "1");
+    long.commit_and_push("first");
+    let small = common::GitRepo::new();
+    small.write("b.yaml", &common::cm("b", "1"));
+    small.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let units = format!(
+        "{}{}",
+        common::unit_toml("long", &long.bare(), "", &env.namespace, ""),
+        common::unit_toml("small", &small.bare(), "", &env.namespace, "")
+    );
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        "[cluster]\nmax_in_flight = 4\n",
+        "max_concurrent_syncs = 1\nself_heal = false",
+        &units,
+    );
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    // Every file of the long unit changes: more than the early apply takes, so its whole sync
+    // sends 2,000 objects holding the one slot.
+    let before = config_map_writes(&env.namespace).len();
+    write_config_maps(&long, "long", 40, 50, "2");
+    let long_revision = long.commit_and_push("every object");
+    writes_seen(&env.namespace, before, 50).await;
+    small.write("b.yaml", &common::cm("b", "pushed"));
+    let small_revision = small.commit_and_push("push");
+
+    let ns = env.namespace.clone();
+    let done = common::eventually(WAIT, || async {
+        let complete = daemon.logged("sync complete");
+        complete.iter().any(|e| e["revision"] == long_revision.as_str())
+            && complete.iter().any(|e| e["revision"] == small_revision.as_str())
+    })
+    .await;
+    assert!(done, "both pushes not synced: {}", daemon.log_text());
+    assert_eq!(value(&env.client, &ns, "b").await.as_deref(), Some("pushed"));
+    for n in [&names[0], &names[names.len() - 1]] {
+        assert_eq!(value(&env.client, &ns, n).await.as_deref(), Some("2"), "{n}");
+    }
+
+    let writes: Vec<Value> = config_map_writes(&env.namespace).split_off(before);
+    let small_write = writes.iter().position(|e| name(e) == "b").expect("b written");
+    let last_long = writes.iter().rposition(|e| name(e).starts_with("long-")).expect("long unit written");
+    assert!(
+        small_write < last_long,
+        "the push to `small` was written at {small_write}, after the long sync's last write at {last_long}"
+    );
+    // It went early, in the lane: the rest of its sync waited for the slot.
+    let small_sync = daemon
+        .logged("sync complete")
+        .into_iter()
+        .find(|e| e["revision"] == small_revision.as_str())
+        .expect("sync complete of the push");
+    assert_eq!(small_sync["applied_early"], 1, "{small_sync}");
+}
