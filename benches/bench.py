@@ -45,7 +45,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GITWARD = os.path.join(ROOT, "target/release/gitward")
+# GITWARD_BENCH_GITWARD: another gitward binary, e.g. one built --no-default-features for heaptrack.
+GITWARD = os.environ.get("GITWARD_BENCH_GITWARD", os.path.join(ROOT, "target/release/gitward"))
 FLOOR = os.path.join(ROOT, "target/release/examples/floor")
 FLUX = os.environ.get("GITWARD_BENCH_FLUX", os.path.join(ROOT, "target/bench/flux-apply"))
 AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
@@ -586,7 +587,7 @@ def fleet_writes(since, prefix):
         ref = e.get("objectRef") or {}
         if (e["verb"] == "patch" and ref.get("resource") == "configmaps"
                 and (ref.get("namespace") or "").startswith(prefix + "-")
-                and e.get("userAgent", "").startswith("gitward") and e.get("responseStatus", {}).get("code") == 200):
+                and e.get("userAgent", "").startswith("gitward") and e.get("responseStatus", {}).get("code") in (200, 201)):
             out.append((ref["name"], e["userAgent"], stamp(e["stageTimestamp"])))
     return out
 
@@ -609,6 +610,7 @@ def fleet_run(tmp, prefix, units, pushes=0):
     writes = fleet_writes(mark, prefix)
     applied = {name for name, _, _ in writes}
     if len(applied) != units * FLEET_OBJECTS:
+        daemon.kill()
         sys.exit(f"{prefix}: {len(applied)} of {units * FLEET_OBJECTS} objects applied:\n" + open(log).read()[-3000:])
     all_synced = max(at for _, _, at in writes) - started
     log_quiet(log)
