@@ -47,7 +47,8 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-GITWARD = os.path.join(ROOT, "target/release/gitward")
+# GITWARD_BENCH_GITWARD: another gitward binary, e.g. one built --no-default-features for heaptrack.
+GITWARD = os.environ.get("GITWARD_BENCH_GITWARD", os.path.join(ROOT, "target/release/gitward"))
 FLOOR = os.path.join(ROOT, "target/release/examples/floor")
 FLUX = os.environ.get("GITWARD_BENCH_FLUX", os.path.join(ROOT, "target/bench/flux-apply"))
 AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
@@ -810,7 +811,285 @@ def push_main(n=10000, pushes=20, idle_pushes=5):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- fleet: many units on one repository (issue 23, What to build 3 and 6) -------------------
+
+FLEET_OBJECTS = 10          # ConfigMaps per unit
+FLEET_NAMESPACES = 10       # units spread over <prefix>-0..9
+FLUX_FLEET_SECONDS = 253    # flux-benchmark RESULTS.md, Flux v2.9.0: 1,000 Kustomizations, 4m13s
+FLUX_FLEET_MIB = 223        # the same row's kustomize-controller memory
+
+
+def fleet_repo(tmp, prefix, units):
+    """A repository with one directory per unit, `units/<prefix>-NNNN/`, of FLEET_OBJECTS
+    ConfigMaps each (one file per object, no namespace: the unit's is the default)."""
+    work = os.path.join(tmp, prefix, "work")
+    bare = os.path.join(tmp, prefix, "repo.git")
+    for u in range(units):
+        d = os.path.join(work, "units", f"{prefix}-{u:04d}")
+        os.makedirs(d)
+        for j in range(FLEET_OBJECTS):
+            name = f"{prefix}-{u:04d}-{j}"
+            open(os.path.join(d, f"cm-{j}.yaml"), "w").write(
+                f"apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, labels: {{app: fleet}}}}\n"
+                f"data:\n  index: \"{j}\"\n  settings.yaml: |\n    log_level: info\n    payload: {'x' * 120}\n")
+    sh(["git", "init", "-q", "--bare", "--initial-branch=main", bare])
+    sh(["git", "init", "-q", "--initial-branch=main", work])
+    commit(work, bare, "fleet")
+    return work, bare
+
+
+def fleet_config(tmp, prefix, bare, units, name, sharding=None, listen=None):
+    """A daemon config with `units` units, unit i following `units/<prefix>-i` into namespace
+    `<prefix>-(i mod 10)`; `sharding` is a [daemon.sharding] body."""
+    path = os.path.join(tmp, prefix, f"{name}.toml")
+    text = [f'[daemon]\nstate_dir = "{tmp}/{prefix}/state-{name}"\ninterval = "1h"\nresync_interval = "1h"\n']
+    if listen:
+        text.append(f'listen = "{listen}"\n')
+    if sharding:
+        text.append(f"[daemon.sharding]\n{sharding}\n")
+    for u in range(units):
+        text.append(f'[[sync]]\nname = "{prefix}-{u:04d}"\nrepo = "{bare}"\npath = "units/{prefix}-{u:04d}"\n'
+                    f'namespace = "{prefix}-{u % FLEET_NAMESPACES}"\nhealth_timeout = "0s"\n')
+    open(path, "w").write("\n".join(text))
+    return path
+
+
+def wait_log(daemon, log, text, seconds=1800):
+    deadline = time.time() + seconds
+    while text not in open(log).read():
+        if time.time() > deadline or daemon.poll() is not None:
+            sys.exit(f"no `{text}` in {log}:\n" + open(log).read()[-3000:])
+        time.sleep(0.5)
+
+
+def log_quiet(log, seconds=2.0, deadline=600):
+    """Waits until the daemon's log shows no sync in flight for `seconds`."""
+    quiet_since, end = None, time.time() + deadline
+    while time.time() < end:
+        text = open(log).read()
+        idle = text.count('"sync triggered"') <= text.count('"sync complete"') + text.count('"sync failed"')
+        if idle:
+            quiet_since = quiet_since or time.time()
+            if time.time() - quiet_since >= seconds:
+                return True
+        else:
+            quiet_since = None
+        time.sleep(0.1)
+    return False
+
+
+def fleet_writes(since, prefix):
+    """gitward's PATCHes of the fleet's ConfigMaps in the audit log after line `since`:
+    (object name, user agent, completed)."""
+    out = []
+    for e in audit_events(since):
+        ref = e.get("objectRef") or {}
+        if (e["verb"] == "patch" and ref.get("resource") == "configmaps"
+                and (ref.get("namespace") or "").startswith(prefix + "-")
+                and e.get("userAgent", "").startswith("gitward") and e.get("responseStatus", {}).get("code") in (200, 201)):
+            out.append((ref["name"], e["userAgent"], stamp(e["stageTimestamp"])))
+    return out
+
+
+def fleet_run(tmp, prefix, units, pushes=0):
+    """One `gitward run` of `units` units: seconds from its start to the last of their objects
+    applied (audit log), VmRSS at rest, peak, state directory size, push-to-applied."""
+    for k in range(FLEET_NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    work, bare = fleet_repo(tmp, prefix, units)
+    config = fleet_config(tmp, prefix, bare, units, "run")
+    log = os.path.join(tmp, f"{prefix}-daemon.log")
+    mark = audit_len()
+    started = time.time()
+    daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config],
+                              stderr=open(log, "w"))
+    wait_log(daemon, log, "every unit has synced once")
+    ready = time.time() - started
+    time.sleep(2.0)  # the audit backend writes asynchronously
+    writes = fleet_writes(mark, prefix)
+    applied = {name for name, _, _ in writes}
+    if len(applied) != units * FLEET_OBJECTS:
+        daemon.kill()
+        sys.exit(f"{prefix}: {len(applied)} of {units * FLEET_OBJECTS} objects applied:\n" + open(log).read()[-3000:])
+    all_synced = max(at for _, _, at in writes) - started
+    log_quiet(log)
+    rss = at_rest_kib(daemon)
+    peak = hwm_kib(daemon.pid)
+    state = int(sh(["du", "-sb", os.path.join(tmp, prefix, "state-run")]).stdout.split()[0])
+    repo_size = int(sh(["du", "-sb", bare]).stdout.split()[0])
+    latencies = []
+    if pushes:
+        watch = Watch(f"{prefix}-0", f"{prefix}-0000-0")
+        time.sleep(1)
+        for k in range(pushes):
+            log_quiet(log, 1.0)
+            value = f"push-{k}"
+            path = os.path.join(work, "units", f"{prefix}-0000", "cm-0.yaml")
+            text = open(path).read()
+            open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
+            sh(GIT + ["commit", "-q", "-a", "-m", f"push {k}"], cwd=work)
+            sh(GIT + ["push", "-q", bare, "main"], cwd=work)
+            pushed = time.monotonic()
+            seen = watch.wait(value, pushed + 60)
+            latencies.append(round((seen - pushed) * 1000, 1) if seen else None)
+            print(f"fleet push {k}: {latencies[-1]} ms", file=sys.stderr)
+        watch.stop()
+    text = open(log).read()
+    unwatched = text.count("cannot watch the repository")
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=120)
+    return {"units": units, "objects": units * FLEET_OBJECTS, "all_synced_seconds": round(all_synced, 1),
+            "ready_seconds": round(ready, 1), "rss_at_rest_mib": round(rss / 1024, 1),
+            "peak_rss_mib": round(peak / 1024, 1), "state_dir_mib": round(state / 2**20, 1),
+            "repo_mib": round(repo_size / 2**20, 2), "units_without_ref_watch": unwatched,
+            "push_to_applied_ms": latencies}
+
+
+def fleet(units):
+    """`benches/run fleet [UNITS]`: one `gitward run` with 100 units, then one with UNITS
+    (default 1,000), on one repository each (a path per unit, 10 ConfigMaps each)."""
+    tmp = tempfile.mkdtemp(prefix="gitward-fleet-")
+    pushes = int(os.environ.get("GITWARD_BENCH_FLEET_PUSHES", "20"))
+    load_before = open("/proc/loadavg").read().split()[:3]
+    small = fleet_run(tmp, "fleets", units // 10)
+    print(f"fleet {small}", file=sys.stderr)
+    large = fleet_run(tmp, "fleet", units, pushes)
+    print(f"fleet {large}", file=sys.stderr)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    marginal = (large["rss_at_rest_mib"] - small["rss_at_rest_mib"]) * 1024 / (large["units"] - small["units"])
+    lat = large["push_to_applied_ms"]
+    out = [f"# gitward fleet benchmark: {units} units on one repository, {FLEET_OBJECTS} ConfigMaps each\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs.\n",
+           "| units | objects | all synced once, s | ÷ Flux 253 s | at rest MiB | peak MiB | state dir MiB (repository MiB) |",
+           "|---|---|---|---|---|---|---|"]
+    for r in (small, large):
+        out.append(f"| {r['units']} | {r['objects']} | {r['all_synced_seconds']:.1f} | "
+                   f"{r['all_synced_seconds'] / FLUX_FLEET_SECONDS:.2f} | {r['rss_at_rest_mib']:.0f} | "
+                   f"{r['peak_rss_mib']:.0f} | {r['state_dir_mib']:.1f} ({r['repo_mib']:.2f}) |")
+    out.append("")
+    out.append(f"Marginal resident memory per unit ({small['units']} → {large['units']} units): {marginal:.0f} KiB. "
+               f"Flux v2.9.0 (flux-benchmark RESULTS.md): 1,000 Kustomizations × 4 objects in {FLUX_FLEET_SECONDS} s, "
+               f"{FLUX_FLEET_MIB} MiB; gitward ÷ Flux: time {large['all_synced_seconds'] / FLUX_FLEET_SECONDS:.2f}, "
+               f"memory {large['rss_at_rest_mib'] / FLUX_FLEET_MIB:.2f}. Units whose repository refs could not be "
+               f"watched (inotify limits; they poll): {large['units_without_ref_watch']}.")
+    if lat:
+        missed = sum(1 for v in lat if v is None)
+        out.append(f"Push to one unit's path → applied ({len(lat)} pushes, each once every sync ended; {missed} not "
+                   f"seen within 60 s): p50 {percentile(lat, 0.5)} ms, p95 {percentile(lat, 0.95)} ms, "
+                   f"max {percentile(lat, 1.0)} ms.")
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/fleet.md"), "w").write(text + "\n")
+    json.dump({"small": small, "large": large, "marginal_kib_per_unit": round(marginal, 1),
+               "load_before": load_before, "load_after": load_after},
+              open(os.path.join(ROOT, "target/bench/fleet.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+FLEET_LEASE_SECONDS = 15    # [daemon.sharding] lease_duration in fleet-sharded (its default)
+
+
+def fleet_sharded(units):
+    """`benches/run fleet-sharded [UNITS]`: three sharded `gitward run` replicas sharing UNITS
+    units (default 1,000); once every unit has been applied, the replica that applied the most
+    is killed (SIGKILL). From the audit log: seconds from the kill until each of its units has
+    all its objects applied again by another replica, against lease_duration + 5 s, and that
+    no unit was applied by two replicas after the kill."""
+    tmp = tempfile.mkdtemp(prefix="gitward-fleet-sharded-")
+    prefix, lease_ns = "fsh", "fleet-leases"
+    sh(["kubectl", "create", "namespace", lease_ns])
+    for k in range(FLEET_NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    work, bare = fleet_repo(tmp, prefix, units)
+    mark = audit_len()
+    replicas = {}
+    for r in ("r0", "r1", "r2"):
+        sharding = f'namespace = "{lease_ns}"\nlease_duration = "{FLEET_LEASE_SECONDS}s"\nidentity = "{r}"\n'
+        config = fleet_config(tmp, prefix, bare, units, r, sharding=sharding)
+        log = os.path.join(tmp, f"{r}.log")
+        replicas[r] = (subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config],
+                                        stderr=open(log, "w")), log)
+    started = time.time()
+    unit_of = lambda name: name.rsplit("-", 1)[0]
+    deadline = time.time() + 1800
+    while True:
+        time.sleep(5)
+        writes = fleet_writes(mark, prefix)
+        if len({name for name, _, _ in writes}) == units * FLEET_OBJECTS:
+            break
+        if time.time() > deadline or any(p.poll() is not None for p, _ in replicas.values()):
+            sys.exit("fleet-sharded: not every object applied:\n" + open(replicas["r0"][1]).read()[-3000:])
+    all_synced = max(at for _, _, at in writes) - started
+    for _, log in replicas.values():
+        log_quiet(log)
+    rss = {r: round(rss_kib(p.pid) / 1024, 1) for r, (p, _) in replicas.items()}
+    writes = fleet_writes(mark, prefix)
+    holder = {}
+    for name, agent, at in sorted(writes, key=lambda w: w[2]):
+        holder[unit_of(name)] = agent
+    by_agent = {}
+    for unit, agent in holder.items():
+        by_agent.setdefault(agent, []).append(unit)
+    victim_agent = max(by_agent, key=lambda a: len(by_agent[a]))
+    victim = re.search(r"\((\S+)\)", victim_agent).group(1)
+    orphans = set(by_agent[victim_agent])
+    after = audit_len()
+    killed_at = time.time()
+    replicas[victim][0].kill()
+    replicas[victim][0].wait()
+    deadline = killed_at + 300
+    while True:
+        time.sleep(2)
+        later = [w for w in fleet_writes(after, prefix) if w[2] > killed_at]
+        done = {}
+        for name, agent, at in later:
+            done.setdefault(unit_of(name), set()).add(name)
+        if all(len(done.get(u, ())) == FLEET_OBJECTS for u in orphans) or time.time() > deadline:
+            break
+    taken = {}
+    heirs = {}
+    for name, agent, at in sorted(later, key=lambda w: w[2]):
+        unit = unit_of(name)
+        heirs.setdefault(unit, set()).add(agent)
+        first = taken.setdefault(unit, {})
+        first.setdefault(name, at)
+    seconds = sorted(max(first.values()) - killed_at for u, first in taken.items()
+                     if u in orphans and len(first) == FLEET_OBJECTS)
+    missing = len(orphans) - len(seconds)
+    twice = sorted(u for u, agents in heirs.items() if len(agents) > 1)
+    strays = sorted(u for u in heirs if u not in orphans)
+    for p, _ in replicas.values():
+        if p.poll() is None:
+            p.send_signal(signal.SIGTERM)
+            p.wait(timeout=120)
+    bound = FLEET_LEASE_SECONDS + 5
+    out = [f"# gitward fleet-sharded benchmark: {units} units over three replicas, lease_duration "
+           f"{FLEET_LEASE_SECONDS} s\n",
+           f"Every unit applied once {all_synced:.1f} s after the replicas started; at rest "
+           f"{', '.join(f'{r} {m:.0f} MiB' for r, m in rss.items())} (VmRSS).",
+           f"SIGKILL of {victim}, which held {len(orphans)} units: {len(seconds)} of them applied again "
+           f"(every object) by another replica, the last {seconds[-1] if seconds else float('nan'):.1f} s after "
+           f"the kill (p50 {percentile(seconds, 0.5) or float('nan'):.1f} s; bound lease_duration + 5 s = "
+           f"{bound} s: {'met' if seconds and not missing and seconds[-1] <= bound else 'NOT met'}); "
+           f"{missing} not applied within 300 s; units applied by two replicas after the kill: {len(twice)}; "
+           f"units the killed replica did not hold applied after the kill: {len(strays)}."]
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/fleet-sharded.md"), "w").write(text + "\n")
+    json.dump({"units": units, "all_synced_seconds": all_synced, "rss_mib": rss, "victim": victim,
+               "orphans": len(orphans), "takeover_seconds": seconds, "missing": missing, "twice": twice,
+               "strays": strays}, open(os.path.join(ROOT, "target/bench/fleet-sharded.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
+    if sys.argv[1] == "fleet":
+        return fleet(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+    if sys.argv[1] == "fleet-sharded":
+        return fleet_sharded(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "mirror":
         return mirror_scenario()
     # `benches/run push`: push to applied during a forced resync at 10,000 objects.

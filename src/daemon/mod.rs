@@ -13,7 +13,8 @@
 //! - [`metrics`] — Prometheus metrics.
 //! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
 //! - [`backoff`] — exponential backoff with jitter.
-//! - [`repo_watch`] — the watch of a local repository's refs.
+//! - [`repo_watch`] — the watch of a local repository's refs; [`shared_watch`] shares one
+//!   per repository among the units that follow it.
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
 
@@ -24,6 +25,7 @@ pub mod http;
 pub mod metrics;
 pub(crate) mod repo_watch;
 pub mod run;
+pub(crate) mod shared_watch;
 pub mod trigger;
 pub(crate) mod unit;
 pub(crate) mod units;

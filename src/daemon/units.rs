@@ -13,7 +13,7 @@ use tracing::{Instrument, error, info, warn};
 
 use super::decide::{self, UnitPlan};
 use super::metrics::Metrics;
-use super::repo_watch::{self, RepoWatch};
+use super::shared_watch::{RepoWatches, Subscription};
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
 use crate::cluster::fence::{Fence, WRITE_TIMEOUT};
@@ -35,8 +35,8 @@ pub(super) struct RunningUnit {
     stop: watch::Sender<bool>,
     /// Its task.
     task: tokio::task::JoinHandle<()>,
-    /// The watch of its local repository's refs, if any; dropped with it.
-    _watch: Option<RepoWatch>,
+    /// Its share of the watch of its local repository's refs, if any; dropped with it.
+    _watch: Option<Subscription>,
 }
 
 /// The set of running unit tasks.
@@ -68,6 +68,8 @@ pub(super) struct Units {
     /// The fence of every unit's writes: with leader election the Lease's ([`Fences::Leader`]),
     /// with sharding each unit's own, from the [`Ownership`] ([`Fences::Units`]).
     pub(super) fences: Fences,
+    /// One watch of each local repository's refs, shared by the units that follow it.
+    pub(super) repo_watches: RepoWatches,
 }
 
 /// Which Lease fences the units' writes ([`crate::cluster::fence`]).
@@ -219,7 +221,7 @@ impl Units {
         let engine = Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, unit, &fence).await?;
         let (triggers, rx) = mpsc::channel(1);
         let (stop, stop_rx) = watch::channel(false);
-        let watch = unit.local_repo().and_then(|path| match repo_watch::watch(&path, triggers.clone()) {
+        let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone()) {
             Ok(w) => Some(w),
             Err(e) => {
                 warn!(unit = %unit.name, repo = %path.display(), error = %e, "cannot watch the repository; polling only");

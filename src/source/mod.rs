@@ -20,7 +20,8 @@
 //! Files: `error` ([`Error`]), `credentials` ([`Credentials`] and the libgit2 credential and
 //! host-key callbacks), `known_hosts` (the host-key check), `remote` (URL normalisation and
 //! redaction), `mirror` (open, fetch, clone again), `shared` (the mirror of a repository and
-//! credentials, its handles and coalesced fetches), `resolve` (reference → commit), `verify` (signed
+//! credentials, its handles and coalesced fetches), `memory` (bounds on the pack files libgit2
+//! keeps mapped across every open mirror), `resolve` (reference → commit), `verify` (signed
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
 //! `tree` (listing and reading blobs), `view` ([`Tree`]).
 
@@ -29,6 +30,7 @@ pub mod chart;
 mod credentials;
 mod error;
 mod known_hosts;
+mod memory;
 mod mirror;
 mod remote;
 mod resolve;
@@ -44,6 +46,7 @@ use std::time::Instant;
 
 pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
+pub use memory::{MAPPED_PACK_FILES, MAPPED_PACK_LIMIT, limit_mapped_packs};
 pub use mirror::configure_network_timeouts;
 pub use shared::{Handle, MAX_IDLE_HANDLES, fetches_total};
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;

@@ -75,6 +75,7 @@ impl Daemon {
                 (None, Some(_)) => Fences::Units(Default::default()),
                 (None, None) => Fences::None,
             },
+            repo_watches: Default::default(),
         };
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));

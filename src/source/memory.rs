@@ -1,0 +1,36 @@
+//! libgit2's process-wide limits on what its open repositories keep mapped and cached.
+//!
+//! libgit2 reads pack files through memory-mapped windows (up to 1 GiB each) and keeps every
+//! window and pack file of a repository open while the repository is open; by default the
+//! total may reach 8 GiB of address space and any number of files (`GIT_OPT_SET_MWINDOW_*`).
+//! The pages a read touched stay mapped, and they count in the process's resident set
+//! (`RssFile`) once per mapping. A daemon holding one open mirror per unit therefore grew by
+//! the pack pages each unit's tree walk touched: at 200 units of one 1.5 MB repository,
+//! about 30 MiB of mapped pack pages (`/proc/PID/smaps`, 2026-11-26). With a limit, libgit2
+//! closes the least recently used windows (and pack files) not in use before it maps another;
+//! nothing in use is unmapped, so a limit only costs re-mapping (the page cache keeps the
+//! data) when many mirrors are read in turn.
+
+/// Total bytes of pack windows libgit2 may keep mapped across every open repository: 32 MiB,
+/// a few repositories' worth, far below libgit2's 8 GiB default (64-bit).
+pub const MAPPED_PACK_LIMIT: usize = 32 << 20;
+
+/// Pack files libgit2 may keep open (mapped) at once across every open repository: 64.
+/// libgit2's default, 0, is no limit: one descriptor per pack per open mirror.
+pub const MAPPED_PACK_FILES: usize = 64;
+
+/// Bounds libgit2's pack mappings ([`MAPPED_PACK_LIMIT`], [`MAPPED_PACK_FILES`]), so that the
+/// resident memory of many open mirrors does not grow with how much of each was read.
+///
+/// # Safety
+///
+/// This writes libgit2 globals without synchronisation (`git_libgit2_opts`): call it once from
+/// `main`, before any thread (and so before the tokio runtime) is started.
+pub unsafe fn limit_mapped_packs() {
+    // SAFETY: the caller guarantees no other thread runs libgit2 yet. Neither call can fail
+    // for these options.
+    unsafe {
+        let _ = git2::opts::set_mwindow_mapped_limit(MAPPED_PACK_LIMIT);
+        let _ = git2::opts::set_mwindow_file_limit(MAPPED_PACK_FILES);
+    }
+}
