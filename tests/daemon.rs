@@ -7,7 +7,6 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use hmac::{KeyInit, Mac};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 
@@ -171,11 +170,7 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
     assert_eq!(daemon.logged("sync triggered").len(), 1, "only the startup sync: {}", daemon.log_text());
     assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"webhook\""]), 0.0);
 
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
-    mac.update(body);
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let (status, reply) =
-        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    let (status, reply) = common::signed_webhook(port, secret, body);
     assert_eq!(status, 202, "{reply}");
     let ns = env.namespace.clone();
     let restored =

@@ -7,7 +7,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use hmac::{KeyInit, Mac};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
@@ -93,11 +92,7 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
     let fetches = || daemon.metric_sum("gitward_git_fetches_total", &[]);
     let (before, completed) = (fetches(), daemon.logged("sync complete").len());
     let body = br#"{"ref": "refs/heads/main"}"#;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let (status, reply) =
-        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    let (status, reply) = common::signed_webhook(port, SECRET, body);
     assert_eq!(status, 202, "{reply}");
     let synced =
         common::eventually(WAIT, || async { daemon.logged("sync complete").len() >= completed + UNITS.len() }).await;

@@ -7,7 +7,6 @@ use crate::common;
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use hmac::{KeyInit, Mac};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, Patch, PatchParams};
 use serde_json::Value;
@@ -70,11 +69,7 @@ async fn triggered(daemon: &common::Daemon, unit: &str, field: &str, value: &str
 /// POSTs a signed webhook for `main`; 202 expected.
 fn webhook(port: u16) {
     let body = br#"{"ref": "refs/heads/main"}"#;
-    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(SECRET.as_bytes()).unwrap();
-    mac.update(body);
-    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let (status, reply) =
-        common::http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap();
+    let (status, reply) = common::signed_webhook(port, SECRET, body);
     assert_eq!(status, 202, "{reply}");
 }
 

@@ -239,6 +239,17 @@ pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
 }
 
+/// POSTs `body` to the daemon's `/hooks/git` on `port`, signed as GitHub signs it
+/// (`X-Hub-Signature-256: sha256=<hex HMAC-SHA256 of the body under secret>`); the status and
+/// reply.
+pub fn signed_webhook(port: u16, secret: &str, body: &[u8]) -> (u16, String) {
+    use hmac::{KeyInit, Mac};
+    let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(secret.as_bytes()).unwrap();
+    mac.update(body);
+    let signature = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
+    http(port, "POST", "/hooks/git", &[("X-Hub-Signature-256", &signature)], body).unwrap()
+}
+
 /// One HTTP/1.1 request over a real socket; returns status and body. `None` when nothing
 /// listens (yet).
 pub fn http(port: u16, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> Option<(u16, String)> {
