@@ -299,11 +299,11 @@ fn run(args: &[&str], config: &Path) -> (Option<i32>, String, String) {
 async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inventory() {
     let env = common::setup("diff-sync").await;
     let ns = env.namespace.as_str();
-    let (made, shared, gone) = (common::unique("made"), common::unique("shared"), common::unique("gone"));
+    let (made, joint, gone) = (common::unique("made"), common::unique("joint"), common::unique("gone"));
     let repo = common::GitRepo::new();
     repo.write("made/ns.yaml", &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {made}\n"));
     repo.write("made/cm.yaml", &configmap("conf"));
-    repo.write("shared/cm.yaml", &configmap("conf"));
+    repo.write("joint/cm.yaml", &configmap("conf"));
     for name in ["a", "b", "c", "d"] {
         repo.write(&format!("app/{name}.yaml"), &configmap(name));
     }
@@ -311,7 +311,7 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     let dir = tempfile::tempdir().unwrap();
     let config = |app_extra: &str| {
         let units = common::unit_toml("made", &repo.bare(), "made", &made, "")
-            + &common::unit_toml("shared", &repo.bare(), "shared", &shared, "create_namespace = true")
+            + &common::unit_toml("joint", &repo.bare(), "joint", &joint, "create_namespace = true")
             + &common::unit_toml("app", &repo.bare(), "app", ns, app_extra);
         common::config_file(dir.path(), &units)
     };
@@ -328,14 +328,15 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     assert_eq!(run(&["diff", "--sync", "made"], &plain).0, Some(0));
 
     // 2. create_namespace: the Namespace is announced, the ConfigMap shown whole.
-    let (code, stdout, stderr) = run(&["diff", "--sync", "shared"], &plain);
+    let (code, stdout, stderr) = run(&["diff", "--sync", "joint"], &plain);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
-    let announced = format!("Namespace/{shared}: would be created (create_namespace: shared, a member of no ApplySet)");
+    let announced =
+        format!("Namespace/{joint}: would be created (create_namespace; kept by no unit, a member of no ApplySet)");
     assert!(stdout.contains(&announced), "{stdout}");
-    assert!(stdout.contains(&format!("+++ merged/ConfigMap/{shared}/conf")), "{stdout}");
-    assert!(namespaces.get_opt(&shared).await.unwrap().is_none(), "diff changes nothing");
-    assert_eq!(run(&["sync", "--sync", "shared"], &plain).0, Some(0));
-    assert_eq!(run(&["diff", "--sync", "shared"], &plain).0, Some(0));
+    assert!(stdout.contains(&format!("+++ merged/ConfigMap/{joint}/conf")), "{stdout}");
+    assert!(namespaces.get_opt(&joint).await.unwrap().is_none(), "diff changes nothing");
+    assert_eq!(run(&["sync", "--sync", "joint"], &plain).0, Some(0));
+    assert_eq!(run(&["diff", "--sync", "joint"], &plain).0, Some(0));
 
     // 3. The prune guard: 3 of 4 members leaving git is refused by diff as by sync.
     assert_eq!(run(&["sync", "--sync", "app"], &plain).0, Some(0));

@@ -345,29 +345,29 @@ async fn a_repository_that_creates_its_units_namespace_syncs_first_time() {
     assert!(namespaces.get_opt(&nowhere).await.unwrap().is_none(), "nothing makes a namespace nobody asked for");
 }
 
-/// `create_namespace` makes a shared namespace (issue 19): two units of one namespace, each with
+/// `create_namespace` makes a namespace that several units share (issue 19): two units of one namespace, each with
 /// `create_namespace = true`, sync cleanly three times each; the Namespace is a member of
 /// neither, and what others declared on it stays: a third unit that holds the Namespace as a
 /// member (its ApplySet label, a Pod Security label) and a label set by hand. The two units
 /// send it nothing but a GET and one create.
 #[tokio::test]
 async fn units_sharing_a_create_namespace_namespace_sync_cleanly_and_keep_what_others_declared() {
-    let env = common::setup("shared-ns").await;
-    let shared = common::unique("shared");
+    let env = common::setup("joint-ns").await;
+    let joint = common::unique("joint");
     let repo = common::GitRepo::new();
     repo.write("a/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  k: v\n");
     repo.write("b/cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: b\ndata:\n  k: v\n");
     repo.write(
         "owner/namespace.yaml",
         &format!(
-            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {shared}\n  labels:\n    \
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {joint}\n  labels:\n    \
              pod-security.kubernetes.io/enforce: baseline\n"
         ),
     );
     repo.commit_and_push("two apps in one namespace, and its owner");
     let state = tempfile::tempdir().unwrap();
-    let units = common::unit_toml("a", &repo.bare(), "a", &shared, "create_namespace = true")
-        + &common::unit_toml("b", &repo.bare(), "b", &shared, "create_namespace = true")
+    let units = common::unit_toml("a", &repo.bare(), "a", &joint, "create_namespace = true")
+        + &common::unit_toml("b", &repo.bare(), "b", &joint, "create_namespace = true")
         + &common::unit_toml("owner", &repo.bare(), "owner", &env.namespace, "");
     let config = common::config(state.path(), &units);
     let agent = format!("{}-apps", env.user_agent);
@@ -379,14 +379,14 @@ async fn units_sharing_a_create_namespace_namespace_sync_cleanly_and_keep_what_o
     let first = a.sync().await.unwrap_or_else(|e| panic!("{}", gitward::telemetry::error_chain(&e)));
     assert!(!first.changes.has_failures(), "{:#?}", common::actions(&first));
     assert!(first.changes.entries.iter().all(|e| e.object.gk.kind != "Namespace"), "not a member of a");
-    let labels = common::namespace_labels(&env.client, &shared).await;
-    assert!(!labels.contains_key(PART_OF), "a shared namespace is nobody's member: {labels:?}");
+    let labels = common::namespace_labels(&env.client, &joint).await;
+    assert!(!labels.contains_key(PART_OF), "a joint namespace is nobody's member: {labels:?}");
     // The owner takes the Namespace into its ApplySet; someone labels it by hand.
     let owned = owner.sync().await.expect("owner sync");
     assert!(!owned.changes.has_failures(), "{:#?}", common::actions(&owned));
     let hand = serde_json::json!({"metadata": {"labels": {"team": "shop"}}});
     Api::<Namespace>::all(env.client.clone())
-        .patch(&shared, &PatchParams::default(), &Patch::Merge(&hand))
+        .patch(&joint, &PatchParams::default(), &Patch::Merge(&hand))
         .await
         .unwrap();
 
@@ -398,8 +398,8 @@ async fn units_sharing_a_create_namespace_namespace_sync_cleanly_and_keep_what_o
         }
     }
     let again = owner.sync().await.expect("owner sync");
-    assert_eq!(common::actions(&again)[&format!("Namespace/{shared}")], "unchanged");
-    let labels = common::namespace_labels(&env.client, &shared).await;
+    assert_eq!(common::actions(&again)[&format!("Namespace/{joint}")], "unchanged");
+    let labels = common::namespace_labels(&env.client, &joint).await;
     assert_eq!(labels.get(PART_OF), Some(&owner.inventory().id), "{labels:?}");
     assert_eq!(labels.get("pod-security.kubernetes.io/enforce").map(String::as_str), Some("baseline"), "{labels:?}");
     assert_eq!(labels.get("team").map(String::as_str), Some("shop"), "{labels:?}");
@@ -413,11 +413,11 @@ async fn units_sharing_a_create_namespace_namespace_sync_cleanly_and_keep_what_o
     .await;
     let verbs: Vec<&str> = events
         .iter()
-        .filter(|e| e["objectRef"]["resource"] == "namespaces" && e["objectRef"]["name"] == shared.as_str())
+        .filter(|e| e["objectRef"]["resource"] == "namespaces" && e["objectRef"]["name"] == joint.as_str())
         .filter_map(|e| e["verb"].as_str())
         .collect();
     assert_eq!(verbs.iter().filter(|v| **v == "create").count(), 1, "{verbs:?}");
-    assert!(verbs.iter().all(|v| matches!(*v, "get" | "create")), "the shared namespace is never written: {verbs:?}");
+    assert!(verbs.iter().all(|v| matches!(*v, "get" | "create")), "the joint namespace is never written: {verbs:?}");
 }
 
 /// A Namespace that an earlier gitward made a member for `create_namespace` (labelled, hashed,

@@ -365,7 +365,9 @@ impl Engine {
             let object = super::namespaces::namespace_ref(ns);
             let defined = desired.iter().any(|d| d.object == object);
             if !defined {
-                let diff = format!("{object}: would be created (create_namespace: shared, a member of no ApplySet)\n");
+                let diff = format!(
+                    "{object}: would be created (create_namespace; kept by no unit, a member of no ApplySet)\n"
+                );
                 report.changed.push(ObjectDiff { object, diff });
             }
         }
