@@ -83,13 +83,7 @@ async fn a_record_past_one_mib_is_split_read_whole_and_pruned_from() {
     write_config_maps(&repo, &kept, 100);
     repo.commit_and_push("one object of every piece leaves git");
     let report = engine.sync().await.expect("sync");
-    let pruned: BTreeSet<String> = report
-        .changes
-        .entries
-        .iter()
-        .filter(|e| e.action == Action::Pruned)
-        .map(|e| e.object.name.to_string())
-        .collect();
+    let pruned = pruned_names(&report);
     assert_eq!(pruned, gone, "{:?}", report.changes.counts());
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     for name in &gone {
@@ -228,13 +222,7 @@ async fn a_write_stopped_between_pieces_loses_no_member() {
     let mut engine = common::engine(&env.client, &config, "crash").await;
     let report = engine.sync().await.expect("sync after the crash");
     let actions = common::actions(&report);
-    let pruned: BTreeSet<String> = report
-        .changes
-        .entries
-        .iter()
-        .filter(|e| e.action == Action::Pruned)
-        .map(|e| e.object.name.to_string())
-        .collect();
+    let pruned = pruned_names(&report);
     assert_eq!(pruned, first_of_each, "{actions:#?}");
     assert_eq!(actions[&format!("ConfigMap/{}/cm-000a", env.namespace)], "created");
     assert_eq!(actions[&format!("ConfigMap/{}/cm-zz-victim", env.namespace)], "created");
@@ -247,4 +235,9 @@ async fn a_write_stopped_between_pieces_loses_no_member() {
         "pieces of the stopped write and of the old record are swept"
     );
     assert_eq!(record::listing(&after.chunks).lines().count(), after.chunks.len());
+}
+
+/// The names of the objects `report` pruned.
+fn pruned_names(report: &gitward::sync::Report) -> BTreeSet<String> {
+    report.changes.entries.iter().filter(|e| e.action == Action::Pruned).map(|e| e.object.name.to_string()).collect()
 }
