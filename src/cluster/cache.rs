@@ -1,8 +1,10 @@
 //! The metadata-only cache of a unit's members (DESIGN.md decision 1).
 //!
-//! One kube `watcher` per group-kind over `Api<PartialObjectMeta<DynamicObject>>` (metadata
-//! requests only: no spec, no status), across all namespaces, selected by the unit's label
-//! `applyset.kubernetes.io/part-of=<id>`. Each event is reduced at once to a [`LiveMeta`]
+//! One kube `metadata_watcher` per group-kind (metadata requests only: no spec, no status),
+//! across all namespaces, for the unit's label `applyset.kubernetes.io/part-of=<id>`: in the
+//! daemon one watch per kind shared by every unit of the cluster and fanned out by the label's
+//! value ([`super::feed`]), in one-shot commands a watch of the unit's own. Each event is
+//! reduced at once to a [`LiveMeta`]
 //! (uid, resourceVersion, generation, our two annotations); managedFields and everything else
 //! is dropped, so memory grows with what gitward manages, not with the cluster.
 //!
@@ -19,14 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
-use kube::api::{Api, DynamicObject};
-use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
-use kube::runtime::WatchStreamExt;
-use kube::runtime::watcher::{self, Event};
 use tokio::sync::{Notify, watch};
 
+use super::feed::{Meta, Sink, Subscription, Watches};
 use super::live::{LiveMeta, live_meta_of};
 use super::relist::{self, Listed};
 use super::{Error, Result};
@@ -60,9 +58,10 @@ enum Sync {
 
 struct KindWatch {
     state: watch::Receiver<Sync>,
-    task: tokio::task::JoinHandle<()>,
-    /// Set by the watch task on any watch error, cleared when a full list completes: while set,
-    /// the store may miss changes, so no prune may trust it ([`MetadataCache::relist_stale`]).
+    /// The unit's place in the kind's watch ([`Watches`]); dropping it stops the deliveries.
+    _subscription: Subscription<Members>,
+    /// Set on any watch error, cleared when a full list completes: while set, the store may
+    /// miss changes, so no prune may trust it ([`MetadataCache::relist_stale`]).
     errored: Arc<AtomicBool>,
     resource: ApiResource,
     namespaced: bool,
@@ -125,8 +124,9 @@ impl DriftQueue {
 
 /// Live metadata of one unit's members, kept current by watches.
 pub struct MetadataCache {
-    client: kube::Client,
-    selector: String,
+    watches: Watches,
+    /// The unit's ApplySet id: the value of `applyset.kubernetes.io/part-of` on its members.
+    id: String,
     store: Store,
     kinds: HashMap<GroupKind, KindWatch>,
     drift: DriftQueue,
@@ -141,18 +141,32 @@ pub struct MetadataCache {
 type OwnDeletes = Arc<Mutex<HashSet<ObjectRef>>>;
 
 impl MetadataCache {
-    /// An empty cache for members labelled `applyset.kubernetes.io/part-of=<applyset_id>`.
+    /// An empty cache for members labelled `applyset.kubernetes.io/part-of=<applyset_id>`,
+    /// watched by watches of its own ([`Watches::private`]) until [`MetadataCache::share`].
     pub fn new(client: kube::Client, applyset_id: &str) -> Self {
         let drift = DriftQueue::default();
         Self {
-            client,
-            selector: format!("{}={applyset_id}", super::inventory::PART_OF),
+            watches: Watches::private(client),
+            id: applyset_id.to_owned(),
             store: Arc::default(),
             kinds: HashMap::new(),
             drift,
             own_deletes: OwnDeletes::default(),
             field_manager: Arc::from("gitward"),
         }
+    }
+
+    /// Watches the unit's kinds through `watches` (the daemon's, shared by the units of the
+    /// cluster) instead of watches of its own. Kinds already watched keep their watch until
+    /// it restarts ([`MetadataCache::relist_stale`]).
+    pub fn share(&mut self, watches: &Watches) {
+        self.watches = watches.clone();
+    }
+
+    /// The watches this cache subscribes through (the unit's ApplySet parent is watched through
+    /// them too).
+    pub fn watches(&self) -> &Watches {
+        &self.watches
     }
 
     /// Sets gitward's field manager (default `gitward`), so drift events name another one.
@@ -204,28 +218,34 @@ impl MetadataCache {
         .await
     }
 
-    /// Starts the watch task of `gk` (replacing any earlier one) and returns its state. The
-    /// first list of a watch that replaces one that had listed ([`MetadataCache::relist_stale`])
-    /// is a relist: its differences from the store are drift.
+    /// Subscribes to the watch of `gk` (replacing any earlier subscription) and returns its
+    /// state. The first list after a subscription that had listed
+    /// ([`MetadataCache::relist_stale`]) is a relist: its differences from the store are drift.
     fn spawn(&mut self, gk: GroupKind, resource: &ApiResource, namespaced: bool) -> watch::Receiver<Sync> {
         let listed = self.kinds.get(&gk).is_some_and(|k| *k.state.borrow() == Sync::Ready);
+        // The old subscription goes first: the new one's list must not race its deliveries.
+        self.kinds.remove(&gk);
         let (tx, rx) = watch::channel(Sync::Pending);
-        let api: Api<PartialObjectMeta<DynamicObject>> = Api::all_with(self.client.clone(), resource);
-        let config = watcher::Config::default().labels(&self.selector);
         let errored = Arc::new(AtomicBool::new(false));
-        let sinks = Sinks {
+        let sink = Arc::new(Members {
+            gk: gk.clone(),
+            namespaced,
             store: self.store.clone(),
             state: tx,
             drift: self.drift.clone(),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
-            listed,
+            listed: AtomicBool::new(listed),
+        });
+        let subscription = self.watches.subscribe(resource, None, super::inventory::PART_OF, &self.id, sink);
+        let kind = KindWatch {
+            state: rx.clone(),
+            _subscription: subscription,
+            errored,
+            resource: resource.clone(),
+            namespaced,
         };
-        let task = tokio::spawn(run_watch(api, config, gk.clone(), namespaced, sinks));
-        let kind = KindWatch { state: rx.clone(), task, errored, resource: resource.clone(), namespaced };
-        if let Some(old) = self.kinds.insert(gk, kind) {
-            old.task.abort();
-        }
+        self.kinds.insert(gk, kind);
         rx
     }
 
@@ -257,9 +277,7 @@ impl MetadataCache {
     pub fn retain_kinds(&mut self, keep: impl Fn(&GroupKind) -> bool) {
         let dropped: Vec<GroupKind> = self.kinds.keys().filter(|gk| !keep(gk)).cloned().collect();
         for gk in &dropped {
-            if let Some(k) = self.kinds.remove(gk) {
-                k.task.abort();
-            }
+            self.kinds.remove(gk);
         }
         if !dropped.is_empty() {
             self.store.lock().expect("cache lock").retain(|k, _| !dropped.contains(&k.gk));
@@ -339,14 +357,6 @@ impl MetadataCache {
     }
 }
 
-impl Drop for MetadataCache {
-    fn drop(&mut self) {
-        for k in self.kinds.values() {
-            k.task.abort();
-        }
-    }
-}
-
 async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Duration) -> Result<()> {
     let failed = |message: String| Error::CacheFailed { group_kind: gk.to_string(), message };
     let last = rx.clone();
@@ -380,24 +390,6 @@ pub(super) fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool
     }
 }
 
-/// True when a watch error will not go away by itself: the API server refused the list
-/// (401, 403, 404, 400 …). Anything else — 429 `storage is (re)initializing` right after a CRD
-/// is Established, 5xx, a dropped connection — leaves the kind pending while the watcher backs
-/// off and lists again, bounded by the caller's timeout in [`MetadataCache::ensure`].
-fn is_permanent(err: &watcher::Error) -> bool {
-    let api_code = match err {
-        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
-            match e {
-                kube::Error::Api(status) => Some(status.code),
-                _ => None,
-            }
-        }
-        watcher::Error::WatchError(status) => Some(status.code),
-        _ => None,
-    };
-    api_code.is_some_and(|code| (400..500).contains(&code) && code != 408 && code != 429 && code != 410)
-}
-
 /// The manager, other than gitward's `own`, of the most recently written `managedFields` entry.
 fn latest_manager(meta: &kube::core::ObjectMeta, own: &str) -> Option<String> {
     let entries = meta.managed_fields.as_ref()?;
@@ -413,92 +405,91 @@ fn object_ref(gk: &GroupKind, namespaced: bool, meta: &kube::core::ObjectMeta) -
     ObjectRef::new(gk.clone(), namespace, meta.name.clone().unwrap_or_default())
 }
 
-/// Where a watch task writes: the shared store, its sync state, drift events, and the record
-/// of gitward's own writes (events of those are not broadcast, so a large sync cannot fill
-/// the channel with its own echoes).
-struct Sinks {
+/// One unit's subscription to a kind's watch: where its events go — the unit's store, the
+/// kind's sync state, drift events, and the record of gitward's own writes (events of those
+/// are not drift).
+struct Members {
+    gk: GroupKind,
+    namespaced: bool,
     store: Store,
     state: watch::Sender<Sync>,
     drift: DriftQueue,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
-    /// The store already holds a complete list of the kind (a restarted watch).
-    listed: bool,
+    /// The store already holds a complete list of the kind: the next list is a relist.
+    listed: AtomicBool,
 }
 
-/// The watch loop of one group-kind: a state machine over watcher events that keeps the
-/// shared store current. A list (`Init` … `InitDone`) is buffered and swapped in whole
-/// ([`relist::swap_in`]); after the first, its differences from the store are drift.
-async fn run_watch(
-    api: Api<PartialObjectMeta<DynamicObject>>,
-    config: watcher::Config,
-    gk: GroupKind,
-    namespaced: bool,
-    sinks: Sinks,
-) {
-    let Sinks { store, state, drift, errored, field_manager, listed } = sinks;
-    let relisting = |state: &watch::Sender<Sync>| listed || *state.borrow() == Sync::Ready;
-    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-    let mut listing: Option<BTreeMap<ObjectRef, Listed>> = None;
-    while let Some(event) = stream.next().await {
-        match event {
-            Ok(Event::Init) => listing = Some(BTreeMap::new()),
-            Ok(Event::InitApply(obj)) => {
-                if let Some(buf) = listing.as_mut() {
-                    let meta = live_meta_of(&obj.metadata, &field_manager);
-                    // Named only in drift, which the first list never raises.
-                    let manager = relisting(&state).then(|| latest_manager(&obj.metadata, &field_manager)).flatten();
-                    buf.insert(object_ref(&gk, namespaced, &obj.metadata), Listed { meta, manager });
+impl Sink for Members {
+    type Listing = BTreeMap<ObjectRef, Listed>;
+
+    fn list_item(&self, listing: &mut Self::Listing, object: &Meta) {
+        let meta = live_meta_of(&object.metadata, &self.field_manager);
+        // Named only in drift, which the first list never raises.
+        let relisting = self.listed.load(Ordering::SeqCst);
+        let manager = relisting.then(|| latest_manager(&object.metadata, &self.field_manager)).flatten();
+        listing.insert(object_ref(&self.gk, self.namespaced, &object.metadata), Listed { meta, manager });
+    }
+
+    fn listed(&self, listing: Self::Listing) {
+        // A relist after the first (a 410 Gone, a restarted API server): what changed while
+        // the watch was down is drift like any watch event.
+        let again = self.listed.swap(true, Ordering::SeqCst);
+        let drifts = relist::swap_in(&mut self.store.lock().expect("cache lock"), &self.gk, listing, again);
+        if !drifts.is_empty() {
+            tracing::info!(group_kind = %self.gk, drifted = drifts.len(), "relist found changes made while the watch was down");
+        }
+        for d in drifts {
+            self.drift.push(d);
+        }
+        self.errored.store(false, Ordering::SeqCst);
+        self.state.send_replace(Sync::Ready);
+    }
+
+    fn applied(&self, object: &Meta) {
+        let key = object_ref(&self.gk, self.namespaced, &object.metadata);
+        let meta = live_meta_of(&object.metadata, &self.field_manager);
+        let (previous, ours) = match self.store.lock().expect("cache lock").entry(key.clone()) {
+            btree_map::Entry::Occupied(mut held) => {
+                let held = held.get_mut();
+                // An event older than what is held (delivered after a list that already had
+                // it, or after gitward recorded a later write): nothing new.
+                if newer(&held.meta.resource_version, &meta.resource_version) {
+                    return;
                 }
+                let ours = held.own.as_deref() == Some(meta.resource_version.as_str());
+                (Some(std::mem::replace(&mut held.meta, meta.clone())), ours)
             }
-            Ok(Event::InitDone) => {
-                let fresh = listing.take().unwrap_or_default();
-                // A relist after the first (a 410 Gone, a restarted API server): what changed
-                // while the watch was down is drift like any watch event.
-                let again = relisting(&state);
-                let drifts = relist::swap_in(&mut store.lock().expect("cache lock"), &gk, fresh, again);
-                if !drifts.is_empty() {
-                    tracing::info!(group_kind = %gk, drifted = drifts.len(), "relist found changes made while the watch was down");
-                }
-                for d in drifts {
-                    drift.push(d);
-                }
-                errored.store(false, Ordering::SeqCst);
-                state.send_replace(Sync::Ready);
+            btree_map::Entry::Vacant(slot) => {
+                slot.insert(Entry { meta: meta.clone(), own: None });
+                (None, false)
             }
-            Ok(Event::Apply(obj)) => {
-                let key = object_ref(&gk, namespaced, &obj.metadata);
-                let meta = live_meta_of(&obj.metadata, &field_manager);
-                let (previous, ours) = match store.lock().expect("cache lock").entry(key.clone()) {
-                    btree_map::Entry::Occupied(mut held) => {
-                        let held = held.get_mut();
-                        let ours = held.own.as_deref() == Some(meta.resource_version.as_str());
-                        (Some(std::mem::replace(&mut held.meta, meta.clone())), ours)
-                    }
-                    btree_map::Entry::Vacant(slot) => {
-                        slot.insert(Entry { meta: meta.clone(), own: None });
-                        (None, false)
-                    }
-                };
-                if is_change(previous.as_ref(), &meta) && !ours {
-                    let manager = latest_manager(&obj.metadata, &field_manager);
-                    drift.push(Drift { object: key, resource_version: meta.resource_version, manager });
-                }
-            }
-            Ok(Event::Delete(obj)) => {
-                let key = object_ref(&gk, namespaced, &obj.metadata);
-                if store.lock().expect("cache lock").remove(&key).is_some() {
-                    drift.push(Drift { object: key, resource_version: String::new(), manager: None });
-                }
-            }
-            Err(e) => {
-                errored.store(true, Ordering::SeqCst);
-                if matches!(*state.borrow(), Sync::Pending | Sync::Retrying(_)) {
-                    let message = crate::telemetry::error_chain(&e);
-                    state.send_replace(if is_permanent(&e) { Sync::Failed(message) } else { Sync::Retrying(message) });
-                }
-                tracing::warn!(group_kind = %gk, error = %crate::telemetry::error_chain(&e), "metadata watch failed; retrying");
-            }
+        };
+        if is_change(previous.as_ref(), &meta) && !ours {
+            let manager = latest_manager(&object.metadata, &self.field_manager);
+            self.drift.push(Drift { object: key, resource_version: meta.resource_version, manager });
+        }
+    }
+
+    fn deleted(&self, object: &Meta) {
+        let key = object_ref(&self.gk, self.namespaced, &object.metadata);
+        let rv = object.metadata.resource_version.as_deref().unwrap_or_default();
+        let mut store = self.store.lock().expect("cache lock");
+        // A delete older than what is held: the object was made again since.
+        if store.get(&key).is_some_and(|held| newer(&held.meta.resource_version, rv)) {
+            return;
+        }
+        if store.remove(&key).is_some() {
+            drop(store);
+            self.drift.push(Drift { object: key, resource_version: String::new(), manager: None });
+        }
+    }
+
+    fn failed(&self, message: &str, permanent: bool) {
+        self.errored.store(true, Ordering::SeqCst);
+        if matches!(*self.state.borrow(), Sync::Pending | Sync::Retrying(_)) {
+            let message = message.to_owned();
+            self.state.send_replace(if permanent { Sync::Failed(message) } else { Sync::Retrying(message) });
         }
     }
 }
@@ -555,20 +546,6 @@ mod tests {
         let before = meta("10", Some(3));
         assert!(!is_change(Some(&before), &meta("11", Some(3))), "status update: same generation");
         assert!(is_change(Some(&before), &meta("12", Some(4))), "spec change: new generation");
-    }
-
-    fn list_failed(code: u16) -> watcher::Error {
-        let status = kube::core::Status { code, ..Default::default() };
-        watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)))
-    }
-
-    #[test]
-    fn storage_reinitializing_is_retried_but_forbidden_fails_the_kind() {
-        assert!(!is_permanent(&list_failed(429)), "429 storage is (re)initializing");
-        assert!(!is_permanent(&list_failed(503)));
-        assert!(!is_permanent(&list_failed(410)), "410 Gone: relist");
-        assert!(is_permanent(&list_failed(403)));
-        assert!(is_permanent(&list_failed(404)));
     }
 
     #[test]

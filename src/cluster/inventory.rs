@@ -17,6 +17,7 @@
 //! crash in between never hides a member from the next prune.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use base64::Engine;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -24,6 +25,7 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
+use super::feed::{Meta, Sink, Subscription, Watches};
 use super::{Error, Result, api_message, is_status};
 pub use record::{CHUNKS_KEY, Chunk, MEMBERS_OF};
 
@@ -376,12 +378,14 @@ pub enum Seen {
     Present(String),
 }
 
-/// A metadata watch of the parent alone (field selector on its name): tells the engine, with
-/// no request on the sync path, when the parent was deleted or written by someone else, so
-/// the parent is re-read (and re-created) instead of trusted from memory.
+/// A metadata watch of the parent: tells the engine, with no request on the sync path, when
+/// the parent was deleted or written by someone else, so the parent is re-read (and
+/// re-created) instead of trusted from memory. Through the daemon's shared [`Watches`], the
+/// parents of one namespace share one watch (selector `applyset.kubernetes.io/id`), fanned
+/// out by their id; a parent that loses the label reads as absent, so it is re-read.
 pub struct ParentWatch {
     seen: tokio::sync::watch::Receiver<Seen>,
-    task: tokio::task::JoinHandle<()>,
+    _subscription: Subscription<ParentSink>,
 }
 
 impl ParentWatch {
@@ -391,46 +395,59 @@ impl ParentWatch {
     }
 }
 
-impl Drop for ParentWatch {
-    fn drop(&mut self) {
-        self.task.abort();
+/// The parent's side of its watch: the objects of its id named as it is.
+struct ParentSink {
+    name: String,
+    seen: tokio::sync::watch::Sender<Seen>,
+}
+
+impl ParentSink {
+    fn is_parent(&self, object: &Meta) -> bool {
+        object.metadata.name.as_deref() == Some(self.name.as_str())
+    }
+
+    fn present(object: &Meta) -> Seen {
+        Seen::Present(object.metadata.resource_version.clone().unwrap_or_default())
     }
 }
 
+impl Sink for ParentSink {
+    type Listing = Option<Seen>;
+
+    fn list_item(&self, listing: &mut Self::Listing, object: &Meta) {
+        if self.is_parent(object) {
+            *listing = Some(Self::present(object));
+        }
+    }
+
+    fn listed(&self, listing: Self::Listing) {
+        self.seen.send_replace(listing.unwrap_or(Seen::Absent));
+    }
+
+    fn applied(&self, object: &Meta) {
+        if self.is_parent(object) {
+            self.seen.send_replace(Self::present(object));
+        }
+    }
+
+    fn deleted(&self, object: &Meta) {
+        if self.is_parent(object) {
+            self.seen.send_replace(Seen::Absent);
+        }
+    }
+
+    fn failed(&self, _message: &str, _permanent: bool) {}
+}
+
 impl Inventory {
-    /// Starts watching the parent (one LIST and one WATCH, kept open).
-    pub fn watch(&self, client: &kube::Client) -> ParentWatch {
-        use futures::StreamExt;
-        use kube::runtime::WatchStreamExt;
-        use kube::runtime::watcher::{self, Event};
-        let api: Api<kube::core::PartialObjectMeta<DynamicObject>> =
-            Api::namespaced_with(client.clone(), self.parent.namespace.as_deref().unwrap_or_default(), &self.resource);
-        let config = watcher::Config::default().fields(&format!("metadata.name={}", self.parent.name));
+    /// Starts watching the parent through `watches` (one LIST and one WATCH kept open, shared
+    /// with the other parents of its namespace in the daemon).
+    pub fn watch(&self, watches: &Watches) -> ParentWatch {
         let (tx, seen) = tokio::sync::watch::channel(Seen::Unknown);
-        let task = tokio::spawn(async move {
-            let mut stream = watcher::watcher(api, config).default_backoff().boxed();
-            let mut listed: Option<Seen> = None;
-            while let Some(event) = stream.next().await {
-                let rv = |o: &kube::core::PartialObjectMeta<DynamicObject>| {
-                    Seen::Present(o.metadata.resource_version.clone().unwrap_or_default())
-                };
-                match event {
-                    Ok(Event::Init) => listed = Some(Seen::Absent),
-                    Ok(Event::InitApply(o)) => listed = Some(rv(&o)),
-                    Ok(Event::InitDone) => {
-                        tx.send_replace(listed.take().unwrap_or(Seen::Absent));
-                    }
-                    Ok(Event::Apply(o)) => {
-                        tx.send_replace(rv(&o));
-                    }
-                    Ok(Event::Delete(_)) => {
-                        tx.send_replace(Seen::Absent);
-                    }
-                    Err(_) => {}
-                }
-            }
-        });
-        ParentWatch { seen, task }
+        let sink = Arc::new(ParentSink { name: self.parent.name.to_string(), seen: tx });
+        let namespace = self.parent.namespace.as_deref().unwrap_or_default();
+        let subscription = watches.subscribe(&self.resource, Some(namespace), ID, &self.id, sink);
+        ParentWatch { seen, _subscription: subscription }
     }
 }
 

@@ -5,7 +5,8 @@
 //! - [`discovery`] resolves the kinds found in git to resources and scopes, and nothing else
 //!   (DESIGN.md, Libraries: a full discovery fails whole when one aggregated API is down).
 //! - [`cache`] keeps live metadata ([`LiveMeta`], module [`live`]) of the unit's members,
-//!   watched per group-kind and selected by the ApplySet `part-of` label (DESIGN.md decision 1).
+//!   watched per group-kind and selected by the ApplySet `part-of` label (DESIGN.md decision 1);
+//!   [`feed`] runs those watches, one per kind shared by the daemon's units of a cluster.
 //! - [`inventory`] reads and writes the ApplySet parent (KEP-3659); [`owner`] finds the parent
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
@@ -14,6 +15,7 @@
 
 pub(crate) mod cache;
 pub(crate) mod discovery;
+pub(crate) mod feed;
 pub mod fence;
 pub mod inventory;
 pub(crate) mod live;

@@ -2,11 +2,12 @@
 //!
 //! Building a client reads the kubeconfig but contacts nobody, so a cluster that is down at
 //! start does not stop the daemon: only its units fail their syncs and retry with backoff,
-//! each unit in its own task. Discovery and metadata watches stay per unit, as before (see
-//! ARCHITECTURE.md, "Many clusters").
+//! each unit in its own task. Discovery stays per unit (see ARCHITECTURE.md, "Many clusters");
+//! metadata watches are one per kind per cluster ([`Watches`]), shared by its units.
 
 use std::collections::BTreeMap;
 
+use super::feed::Watches;
 use super::fence::Fence;
 use super::{Result, assemble, prepare};
 use crate::config::ClusterConfig;
@@ -19,6 +20,8 @@ pub struct Registry {
     clients: BTreeMap<String, kube::Client>,
     /// The kube config of each cluster, read once, for the units' fenced clients.
     configs: BTreeMap<String, kube::Config>,
+    /// The metadata watches of each cluster, shared by its units (reads: unfenced).
+    watches: BTreeMap<String, Watches>,
 }
 
 impl std::fmt::Debug for Registry {
@@ -40,18 +43,26 @@ impl Registry {
     ) -> std::result::Result<Self, (String, super::Error)> {
         let mut clients = BTreeMap::new();
         let mut configs = BTreeMap::new();
+        let mut watches = BTreeMap::new();
         for cluster in clusters {
             let named = |e| (cluster.name.clone(), e);
             let config: kube::Config = prepare(cluster, user_agent, None).await.map_err(named)?;
-            clients.insert(cluster.name.clone(), assemble(config.clone(), &Fence::unfenced()).map_err(named)?);
+            let client = assemble(config.clone(), &Fence::unfenced()).map_err(named)?;
+            watches.insert(cluster.name.clone(), Watches::shared(client.clone()));
+            clients.insert(cluster.name.clone(), client);
             configs.insert(cluster.name.clone(), config);
         }
-        Ok(Self { clients, configs })
+        Ok(Self { clients, configs, watches })
     }
 
     /// The client of the cluster named `name`, if configured.
     pub fn client(&self, name: &str) -> Option<&kube::Client> {
         self.clients.get(name)
+    }
+
+    /// The metadata watches of the cluster named `name`, shared by its units, if configured.
+    pub fn watches(&self, name: &str) -> Option<&Watches> {
+        self.watches.get(name)
     }
 
     /// A client of the cluster named `name` for one unit's writes, checked by `fence`

@@ -218,7 +218,11 @@ impl Units {
             .fenced_client(&unit.cluster, &fence)
             .expect("clusters are fixed at start and every unit names one")
             .map_err(crate::sync::Error::Cluster)?;
-        let engine = Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, unit, &fence).await?;
+        let mut engine =
+            Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, unit, &fence).await?;
+        if let Some(watches) = self.clusters.watches(&unit.cluster) {
+            engine.share_watches(watches);
+        }
         let (triggers, rx) = mpsc::channel(1);
         let (stop, stop_rx) = watch::channel(false);
         let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone()) {

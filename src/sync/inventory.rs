@@ -22,7 +22,7 @@ impl Engine {
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it
     /// again and retries once. A missing parent is created.
     pub(super) async fn widen_inventory(&mut self, wanted: &Contents) -> Result<Contents> {
-        let watch = self.parent_watch.get_or_insert_with(|| self.inventory.watch(&self.client));
+        let watch = self.parent_watch.get_or_insert_with(|| self.inventory.watch(self.cache.watches()));
         let stale = match (watch.seen(), &self.known_inventory) {
             (Seen::Absent, Some(_)) => true,
             (Seen::Present(rv), Some(known)) => crate::cluster::cache::newer(&rv, &known.resource_version),

@@ -289,6 +289,14 @@ impl Engine {
         &self.inventory
     }
 
+    /// Watches the unit's members and ApplySet parent through `watches`, the daemon's watches
+    /// of the unit's cluster shared by all its units ([`crate::cluster::feed`]), instead of
+    /// watches of its own. Call before the first sync.
+    pub fn share_watches(&mut self, watches: &crate::cluster::feed::Watches) {
+        self.cache.share(watches);
+        self.parent_watch = None;
+    }
+
     /// The metadata cache (the daemon subscribes to its drift events).
     pub fn cache(&self) -> &MetadataCache {
         &self.cache

@@ -1,0 +1,460 @@
+//! Watches shared by the units of one cluster: one metadata-only watch per resource and label
+//! key, fanned out to its subscribers by the label's value.
+//!
+//! Each unit watched its own members (selector `applyset.kubernetes.io/part-of=<id>`, one
+//! watch per kind) and its own ApplySet parent: two long-lived HTTP/1.1 connections per unit,
+//! which at 1,000 units held about half a gigabyte (2,048 sockets and their buffers). A
+//! [`Watches`] of the daemon instead keeps one watch per resource selected by the label's
+//! *existence* (`applyset.kubernetes.io/part-of`; for parents `applyset.kubernetes.io/id` in
+//! one namespace) and hands each event to the subscriber whose value the object carries.
+//!
+//! A subscriber that arrives after the watch's list has completed gets its own objects by
+//! one paged LIST with its exact selector (no connection kept); the events the shared watch
+//! delivers meanwhile are held and replayed after that list is swapped in (a subscriber skips
+//! an event older than what it holds). A relist of the shared watch (410 Gone, restart)
+//! reaches every subscriber as a complete list, as kube-runtime's `watcher` documents for
+//! `Event::InitDone`. [`Watches::private`] keeps the old shape — the exact selector, a watch
+//! per subscriber — for one-shot commands, which watch one unit among possibly many.
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::PartialObjectMeta;
+use kube::discovery::ApiResource;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, Event};
+
+/// The object a shared watch delivers: metadata only.
+pub(super) type Meta = PartialObjectMeta<DynamicObject>;
+
+/// What a subscriber does with the objects of its label value. Called with the feed's lock
+/// held: never call back into the feed.
+pub(super) trait Sink: Send + Sync + 'static {
+    /// A list being built (the objects of one complete list, reduced).
+    type Listing: Default + Send + 'static;
+    /// Adds one listed object to `listing`.
+    fn list_item(&self, listing: &mut Self::Listing, object: &Meta);
+    /// A complete list: replaces what the subscriber held of this resource.
+    fn listed(&self, listing: Self::Listing);
+    /// An object added or changed after the list.
+    fn applied(&self, object: &Meta);
+    /// An object deleted (or no longer matching the selector) after the list.
+    fn deleted(&self, object: &Meta);
+    /// A watch or list error: `permanent` when it will not go away by itself (see
+    /// [`is_permanent`]).
+    fn failed(&self, message: &str, permanent: bool);
+}
+
+/// Which watches a [`Watches`] keeps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// One watch per resource and label key, selected by the key's existence, shared.
+    Shared,
+    /// One watch per subscriber, selected by its exact value.
+    Private,
+}
+
+/// The watches of one cluster's client; cheap to clone. The daemon keeps one
+/// [shared](Watches::shared) per `[[cluster]]`; a one-shot command uses a
+/// [private](Watches::private) one per unit.
+#[derive(Clone)]
+pub struct Watches {
+    client: kube::Client,
+    mode: Mode,
+    feeds: Arc<Mutex<HashMap<FeedKey, Weak<dyn Any + Send + Sync>>>>,
+}
+
+impl std::fmt::Debug for Watches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watches").field("mode", &self.mode).finish()
+    }
+}
+
+/// A feed's identity: sink type, resource (group, version, kind), label key, namespace (a
+/// parent's feed watches one namespace) and, in private mode, the label value.
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct FeedKey {
+    sink: TypeId,
+    api_version: String,
+    kind: String,
+    label: &'static str,
+    namespace: Option<String>,
+    value: Option<String>,
+}
+
+impl Watches {
+    /// Watches shared by every subscriber of `client`'s cluster.
+    pub fn shared(client: kube::Client) -> Self {
+        Self { client, mode: Mode::Shared, feeds: Arc::default() }
+    }
+
+    /// A watch per subscriber, selected by its exact label value (what a one-shot command of
+    /// one unit needs: it lists that unit's objects only).
+    pub fn private(client: kube::Client) -> Self {
+        Self { client, mode: Mode::Private, feeds: Arc::default() }
+    }
+
+    /// Number of watches running (shared ones count once).
+    pub fn running(&self) -> usize {
+        let mut feeds = self.feeds.lock().expect("feeds lock");
+        feeds.retain(|_, f| f.strong_count() > 0);
+        feeds.len()
+    }
+
+    /// Subscribes `sink` to the objects of `resource` (in `namespace`, or all) whose label
+    /// `label` is `value`. The subscription ends when the returned handle is dropped; the
+    /// watch ends with its last subscription.
+    pub(super) fn subscribe<S: Sink>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        label: &'static str,
+        value: &str,
+        sink: Arc<S>,
+    ) -> Subscription<S> {
+        let key = FeedKey {
+            sink: TypeId::of::<S>(),
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            label,
+            namespace: namespace.map(str::to_owned),
+            value: (self.mode == Mode::Private).then(|| value.to_owned()),
+        };
+        let feed = {
+            let mut feeds = self.feeds.lock().expect("feeds lock");
+            let held = feeds.get(&key).and_then(Weak::upgrade).and_then(|f| f.downcast::<Feed<S>>().ok());
+            match held {
+                Some(feed) => feed,
+                None => {
+                    let selector = match &key.value {
+                        Some(value) => format!("{label}={value}"),
+                        None => label.to_owned(),
+                    };
+                    let (api, watched) = match namespace {
+                        Some(ns) => (
+                            Api::namespaced_with(self.client.clone(), ns, resource),
+                            Api::namespaced_with(self.client.clone(), ns, resource),
+                        ),
+                        None => {
+                            (Api::all_with(self.client.clone(), resource), Api::all_with(self.client.clone(), resource))
+                        }
+                    };
+                    let what =
+                        format!("{} ({selector})", crate::object::GroupKind::new(&resource.group, &resource.kind));
+                    let feed = Feed::start(api, watched, label, selector, what);
+                    let erased: Arc<dyn Any + Send + Sync> = feed.clone();
+                    feeds.retain(|_, f| f.strong_count() > 0);
+                    feeds.insert(key, Arc::downgrade(&erased));
+                    feed
+                }
+            }
+        };
+        let id = feed.add(value, sink);
+        Subscription { feed, id }
+    }
+}
+
+/// One subscriber's place in a feed; dropping it removes the subscriber.
+pub(super) struct Subscription<S: Sink> {
+    feed: Arc<Feed<S>>,
+    id: u64,
+}
+
+impl<S: Sink> Drop for Subscription<S> {
+    fn drop(&mut self) {
+        self.feed.remove(self.id);
+    }
+}
+
+/// One shared watch and its subscribers.
+struct Feed<S: Sink> {
+    state: Mutex<State<S>>,
+    api: Api<DynamicObject>,
+    label: &'static str,
+    /// `Kind.group` and selector, for the log.
+    what: String,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl<S: Sink> Drop for Feed<S> {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.get_mut().expect("task lock").take() {
+            task.abort();
+        }
+    }
+}
+
+/// Where the shared watch is.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Its first list has not begun.
+    Starting,
+    /// A list is in progress (`Init` … `InitDone`).
+    Listing,
+    /// Watching after a complete list.
+    Watching,
+}
+
+struct State<S: Sink> {
+    phase: Phase,
+    /// Counts lists begun (`Init` events): a subscriber's own list is valid only if none began
+    /// while it ran.
+    lists: u64,
+    next_id: u64,
+    subs: HashMap<u64, Sub<S>>,
+    by_value: HashMap<String, Vec<u64>>,
+}
+
+/// An event held for a subscriber whose own list is in flight.
+enum Held {
+    Applied(Meta),
+    Deleted(Meta),
+}
+
+struct Sub<S: Sink> {
+    sink: Arc<S>,
+    value: String,
+    /// Set at `Init` for every subscriber then present: the shared list being built for it.
+    listing: Option<S::Listing>,
+    /// Set until the subscriber has had a complete list: the events held meanwhile.
+    joining: Option<Vec<Held>>,
+}
+
+impl<S: Sink> Feed<S> {
+    /// Starts the watch (`watched`: `Api<PartialObjectMeta<_>>`, which kube serves with
+    /// metadata-only requests); `api` lists for subscribers that join later.
+    fn start(
+        api: Api<DynamicObject>,
+        watched: Api<Meta>,
+        label: &'static str,
+        selector: String,
+        what: String,
+    ) -> Arc<Self> {
+        let feed = Arc::new(Self {
+            state: Mutex::new(State {
+                phase: Phase::Starting,
+                lists: 0,
+                next_id: 0,
+                subs: HashMap::new(),
+                by_value: HashMap::new(),
+            }),
+            api,
+            label,
+            what,
+            task: Mutex::new(None),
+        });
+        let config = watcher::Config::default().labels(&selector);
+        let task = tokio::spawn(run(Arc::downgrade(&feed), watched, config));
+        *feed.task.lock().expect("task lock") = Some(task);
+        feed
+    }
+
+    /// Adds a subscriber. Before the first list it waits for that list; otherwise it lists its
+    /// own objects (after the list in progress, if any, completes).
+    fn add(self: &Arc<Self>, value: &str, sink: Arc<S>) -> u64 {
+        let mut state = self.state.lock().expect("feed lock");
+        let id = state.next_id;
+        state.next_id += 1;
+        state.by_value.entry(value.to_owned()).or_default().push(id);
+        state.subs.insert(id, Sub { sink, value: value.to_owned(), listing: None, joining: Some(Vec::new()) });
+        if state.phase == Phase::Watching {
+            tokio::spawn(join(self.clone(), id));
+        }
+        id
+    }
+
+    fn remove(&self, id: u64) {
+        let mut state = self.state.lock().expect("feed lock");
+        if let Some(sub) = state.subs.remove(&id)
+            && let Some(ids) = state.by_value.get_mut(&sub.value)
+        {
+            ids.retain(|i| *i != id);
+            if ids.is_empty() {
+                state.by_value.remove(&sub.value);
+            }
+        }
+    }
+}
+
+/// The label value that routes `object`, if it carries the label.
+fn value_of<'a>(object: &'a Meta, label: &str) -> Option<&'a str> {
+    object.metadata.labels.as_ref()?.get(label).map(String::as_str)
+}
+
+/// The shared watch's loop: routes each event to the subscribers of the object's label value.
+async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Config) {
+    let mut stream = watcher::watcher(api, config).default_backoff().boxed();
+    while let Some(event) = stream.next().await {
+        let Some(feed) = feed.upgrade() else { return };
+        let label = feed.label;
+        let mut state = feed.state.lock().expect("feed lock");
+        let state = &mut *state;
+        match event {
+            Ok(Event::Init) => {
+                state.phase = Phase::Listing;
+                state.lists += 1;
+                for sub in state.subs.values_mut() {
+                    sub.listing = Some(S::Listing::default());
+                }
+            }
+            Ok(Event::InitApply(object)) => {
+                let Some(ids) = value_of(&object, label).and_then(|v| state.by_value.get(v)) else { continue };
+                for id in ids {
+                    if let Some(sub) = state.subs.get_mut(id)
+                        && let Some(listing) = sub.listing.as_mut()
+                    {
+                        sub.sink.list_item(listing, &object);
+                    }
+                }
+            }
+            Ok(Event::InitDone) => {
+                state.phase = Phase::Watching;
+                for (id, sub) in &mut state.subs {
+                    match sub.listing.take() {
+                        Some(listing) => {
+                            sub.joining = None;
+                            sub.sink.listed(listing);
+                        }
+                        // Subscribed while the list ran: it lists its own objects now.
+                        None if sub.joining.is_some() => {
+                            tokio::spawn(join(feed.clone(), *id));
+                        }
+                        None => {}
+                    }
+                }
+            }
+            Ok(Event::Apply(object)) => route(state, label, object, Held::Applied),
+            Ok(Event::Delete(object)) => route(state, label, object, Held::Deleted),
+            Err(e) => {
+                let message = crate::telemetry::error_chain(&e);
+                let permanent = is_permanent(&e);
+                tracing::warn!(resource = %feed.what, subscribers = state.subs.len(), error = %message, "metadata watch failed; retrying");
+                for sub in state.subs.values() {
+                    sub.sink.failed(&message, permanent);
+                }
+            }
+        }
+    }
+}
+
+fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, held: fn(Meta) -> Held) {
+    let Some(ids) = value_of(&object, label).and_then(|v| state.by_value.get(v)) else { return };
+    let ids = ids.clone();
+    for id in ids {
+        let Some(sub) = state.subs.get_mut(&id) else { continue };
+        match sub.joining.as_mut() {
+            Some(buffer) => buffer.push(held(object.clone())),
+            None => match held(object.clone()) {
+                Held::Applied(o) => sub.sink.applied(&o),
+                Held::Deleted(o) => sub.sink.deleted(&o),
+            },
+        }
+    }
+}
+
+/// A subscriber's own list: one paged LIST with its exact selector while the shared watch is
+/// watching, swapped in with the events held meanwhile replayed after it. Retried with
+/// backoff on transient errors; ends without effect when the subscriber is gone or a list of
+/// the shared watch began meanwhile (that list includes it).
+async fn join<S: Sink>(feed: Arc<Feed<S>>, id: u64) {
+    let mut delay = Duration::from_millis(200);
+    loop {
+        let (lists, sink, value) = {
+            let state = feed.state.lock().expect("feed lock");
+            let Some(sub) = state.subs.get(&id) else { return };
+            if state.phase != Phase::Watching || sub.joining.is_none() {
+                return;
+            }
+            (state.lists, sub.sink.clone(), sub.value.clone())
+        };
+        let selector = format!("{}={value}", feed.label);
+        match list_all(&feed.api, &selector, &*sink).await {
+            Ok(listing) => {
+                let mut state = feed.state.lock().expect("feed lock");
+                if state.lists != lists {
+                    return;
+                }
+                let Some(sub) = state.subs.get_mut(&id) else { return };
+                let Some(held) = sub.joining.take() else { return };
+                sub.sink.listed(listing);
+                for event in held {
+                    match event {
+                        Held::Applied(o) => sub.sink.applied(&o),
+                        Held::Deleted(o) => sub.sink.deleted(&o),
+                    }
+                }
+                return;
+            }
+            Err(e) => {
+                let permanent = matches!(&e, kube::Error::Api(s) if permanent_code(s.code));
+                sink.failed(&crate::telemetry::error_chain(&e), permanent);
+                if permanent {
+                    return;
+                }
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(30));
+            }
+        }
+    }
+}
+
+/// Every object the selector matches, reduced into a listing, 500 per page.
+async fn list_all<S: Sink>(api: &Api<DynamicObject>, selector: &str, sink: &S) -> kube::Result<S::Listing> {
+    let mut listing = S::Listing::default();
+    let mut params = ListParams::default().labels(selector).limit(500);
+    loop {
+        let page = api.list_metadata(&params).await?;
+        for object in &page.items {
+            sink.list_item(&mut listing, object);
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(listing),
+        }
+    }
+}
+
+fn permanent_code(code: u16) -> bool {
+    (400..500).contains(&code) && code != 408 && code != 429 && code != 410
+}
+
+/// True when a watch error will not go away by itself: the API server refused the list
+/// (401, 403, 404, 400 …). Anything else — 429 `storage is (re)initializing` right after a CRD
+/// is Established, 5xx, a dropped connection — leaves the subscriber pending while the watcher
+/// backs off and lists again, bounded by the caller's timeout.
+pub(super) fn is_permanent(err: &watcher::Error) -> bool {
+    let api_code = match err {
+        watcher::Error::InitialListFailed(e) | watcher::Error::WatchStartFailed(e) | watcher::Error::WatchFailed(e) => {
+            match e {
+                kube::Error::Api(status) => Some(status.code),
+                _ => None,
+            }
+        }
+        watcher::Error::WatchError(status) => Some(status.code),
+        _ => None,
+    };
+    api_code.is_some_and(permanent_code)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list_failed(code: u16) -> watcher::Error {
+        let status = kube::core::Status { code, ..Default::default() };
+        watcher::Error::InitialListFailed(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn storage_reinitializing_is_retried_but_forbidden_fails_the_kind() {
+        assert!(!is_permanent(&list_failed(429)), "429 storage is (re)initializing");
+        assert!(!is_permanent(&list_failed(503)));
+        assert!(!is_permanent(&list_failed(410)), "410 Gone: relist");
+        assert!(is_permanent(&list_failed(403)));
+        assert!(is_permanent(&list_failed(404)));
+    }
+}
