@@ -1085,6 +1085,97 @@ def fleet_sharded(units):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- load: 50 units, 100 pushes a minute (issue 23, What to build 1) -------------------------
+
+LOAD_UNITS = 50
+LOAD_OBJECTS = 200        # ConfigMaps per unit, in one file (as tests/load.rs)
+LOAD_PUSHES = 100
+LOAD_SPREAD = 60.0        # seconds over which the pushes are made
+
+
+def load_objects(unit, rev):
+    docs = []
+    for j in range(LOAD_OBJECTS):
+        value = f"r{rev}" if j == 0 else f"u{unit}"
+        docs.append(f"---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c-{j}\ndata:\n  value: \"{value}\"\n")
+    return "".join(docs)
+
+
+def load_scenario():
+    """`benches/run load`: one `gitward run` with 50 units (a repository each, 200 ConfigMaps
+    in one file), then 100 pushes spread evenly over 60 s, round robin over the units (each
+    push changes one ConfigMap). Push to applied: from `git push` returning to the first
+    PATCH of that ConfigMap the API server completed afterwards (audit log; nothing else
+    writes it: no resync, no drift). Writes target/bench/load.md and load.json."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-load-")
+    works, text = [], ['[daemon]\nstate_dir = "%s/state"\ninterval = "1h"\nresync_interval = "1h"\n' % tmp]
+    for u in range(LOAD_UNITS):
+        ns = f"load-{u}"
+        sh(["kubectl", "create", "namespace", ns])
+        work, bare = os.path.join(tmp, f"u{u}", "work"), os.path.join(tmp, f"u{u}", "repo.git")
+        os.makedirs(work)
+        open(os.path.join(work, "objects.yaml"), "w").write(load_objects(u, 0))
+        sh(["git", "init", "-q", "--bare", "--initial-branch=main", bare])
+        sh(["git", "init", "-q", "--initial-branch=main", work])
+        commit(work, bare, "r0")
+        works.append((work, bare))
+        text.append(f'[[sync]]\nname = "load-{u}"\nrepo = "{bare}"\nnamespace = "{ns}"\nhealth_timeout = "0s"\n')
+    config = os.path.join(tmp, "load.toml")
+    open(config, "w").write("\n".join(text))
+    log = os.path.join(tmp, "load-daemon.log")
+    daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=open(log, "w"))
+    wait_log(daemon, log, "every unit has synced once", seconds=900)
+    log_quiet(log)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    mark = audit_len()
+    started = time.time()
+    pushed = []
+    for i in range(LOAD_PUSHES):
+        at = started + i * LOAD_SPREAD / LOAD_PUSHES
+        time.sleep(max(0.0, at - time.time()))
+        u = i % LOAD_UNITS
+        work, bare = works[u]
+        open(os.path.join(work, "objects.yaml"), "w").write(load_objects(u, i + 1))
+        commit(work, bare, f"r{i + 1}")
+        pushed.append((u, time.time()))
+    spread = time.time() - started
+    log_quiet(log, 2.0, deadline=600)
+    time.sleep(2.0)  # the audit backend writes asynchronously
+    rss = at_rest_kib(daemon)
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=120)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    patches = {}
+    for e in audit_events(mark):
+        ref = e.get("objectRef") or {}
+        if (e["verb"] == "patch" and ref.get("resource") == "configmaps" and ref.get("name") == "c-0"
+                and e.get("userAgent", "").startswith("gitward") and e.get("responseStatus", {}).get("code") == 200):
+            patches.setdefault(ref.get("namespace"), []).append(stamp(e["stageTimestamp"]))
+    latencies = []
+    for u, at in pushed:
+        after = [t for t in patches.get(f"load-{u}", []) if t >= at]
+        latencies.append(round((min(after) - at) * 1000, 1) if after else None)
+    missed = sum(v is None for v in latencies)
+    p50, p95 = percentile(latencies, 0.5), percentile(latencies, 0.95)
+    out = [f"# gitward load: {LOAD_UNITS} units × {LOAD_OBJECTS} ConfigMaps, {LOAD_PUSHES} pushes over "
+           f"{spread:.0f} s\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs.\n",
+           f"Push to applied, from `git push` returning to the API server completing the PATCH of the changed "
+           f"ConfigMap (audit log): p50 {p50} ms, p95 {p95} ms, max {percentile(latencies, 1.0)} ms; "
+           f"{missed} of {len(latencies)} never applied. Target p95 < 2,000 ms. VmRSS at rest after: "
+           f"{rss / 1024:.0f} MiB."]
+    text = "\n".join(out)
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, "target/bench/load.md"), "w").write(text + "\n")
+    json.dump({"units": LOAD_UNITS, "objects_per_unit": LOAD_OBJECTS, "pushes": LOAD_PUSHES,
+               "spread_seconds": round(spread, 1), "push_to_applied_ms": latencies,
+               "load_before": load_before, "load_after": load_after, "rss_at_rest_mib": round(rss / 1024, 1)},
+              open(os.path.join(ROOT, "target/bench/load.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if sys.argv[1] == "fleet":
         return fleet(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
@@ -1092,6 +1183,8 @@ def main():
         return fleet_sharded(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "mirror":
         return mirror_scenario()
+    if sys.argv[1] == "load":
+        return load_scenario()
     # `benches/run push`: push to applied during a forced resync at 10,000 objects.
     if sys.argv[1:2] == ["push"]:
         return push_main()
