@@ -162,19 +162,11 @@ impl Engine {
     /// objects ([`Engine::apply_early`]). [`Engine::sync_rest`] finishes it. Never fails: what
     /// could not go early goes with the rest.
     pub async fn early(&mut self, revision: &Revision) -> EarlyApply {
-        self.early_in(revision, std::future::ready(())).await
-    }
-
-    /// [`Engine::early`] that awaits `lane` (the daemon's push lane: a permit bounding early
-    /// applies across units) only once it has objects to send, and holds what `lane` gives
-    /// until their requests are answered. A unit whose files the push left unchanged (one of
-    /// many following one repository) never waits for the lane.
-    pub async fn early_in<P>(&mut self, revision: &Revision, lane: impl std::future::Future<Output = P>) -> EarlyApply {
         let started = std::time::Instant::now();
         self.apply.yield_to.clear();
         self.attempting = Some(revision.clone());
         let defaults = self.defaults();
-        let early = self.apply_early(revision, &defaults, lane).await;
+        let early = self.apply_early(revision, &defaults).await;
         EarlyApply { early, revision: revision.clone(), started, early_at: started.elapsed() }
     }
 
@@ -201,12 +193,7 @@ impl Engine {
     /// returned with its hash, for the whole sync to leave out; a failed request is not: the
     /// whole sync sends it again and reports it. Nothing is sent before the first sync, for a
     /// revision already synced, or where [`early::select`] says no.
-    pub(super) async fn apply_early<P>(
-        &mut self,
-        revision: &Revision,
-        defaults: &Defaults,
-        lane: impl std::future::Future<Output = P>,
-    ) -> Early {
+    pub(super) async fn apply_early(&mut self, revision: &Revision, defaults: &Defaults) -> Early {
         let Some((from, previous)) = self.last_desired.as_ref() else { return Early::default() };
         if from == revision {
             return Early::default();
@@ -221,10 +208,6 @@ impl Engine {
             return Early::default();
         };
         let mut early = Early::default();
-        if selection.desired.is_empty() {
-            return early;
-        }
-        let _lane = lane.await;
         let mut blocked = Blocked::default();
         for (stage, steps) in &selection.stages {
             let applied = apply::apply_stage(

@@ -1,11 +1,9 @@
 //! One sync of a unit's task, and the two ways a push gets ahead of other work.
 //!
-//! - **The push lane.** A push or webhook fetches (the mirror is shared, its fetches
-//!   coalesced) and sends its changed objects early ([`Engine::early_in`]) holding a permit of
-//!   the small push lane shared by every unit, not a `max_concurrent_syncs` slot, and only
-//!   while it has objects to send: the units a push left unchanged (many following one
-//!   repository) never queue for it. Only the rest of its sync ([`Engine::sync_rest`]) waits
-//!   for a slot. Other triggers take a slot first, as before.
+//! - **The push lane.** A push or webhook fetches and sends its changed objects early
+//!   ([`Engine::early`]) holding a permit of the small push lane shared by every unit, not a
+//!   `max_concurrent_syncs` slot; only the rest of its sync ([`Engine::sync_rest`]) waits for a
+//!   slot. Other triggers take a slot first, as before.
 //! - **Yielding to a newer revision.** From the end of the early apply until the sync ends, the
 //!   task keeps reading its trigger channel ([`YieldWatch`]). A push or webhook is fetched at
 //!   once; when it finds a revision other than the one being synced, the sync yields (in its
@@ -56,11 +54,14 @@ impl Task {
     /// revision meanwhile (module doc).
     pub(super) async fn sync(&mut self, trigger: &Trigger, held: Option<tokio::sync::OwnedSemaphorePermit>) -> Synced {
         let mut trigger = trigger.clone();
-        let in_lane = trigger.kind.is_push() && held.is_none();
-        let mut slot = match held {
-            Some(held) => Some(held),
-            None if in_lane => None,
-            None => self.slot().await,
+        let lane = match trigger.kind.is_push() && held.is_none() {
+            true => self.push_lane.clone().acquire_owned().await.ok(),
+            false => None,
+        };
+        let mut slot = match (held, &lane) {
+            (Some(held), _) => Some(held),
+            (None, Some(_)) => None,
+            (None, None) => self.slot().await,
         };
         let mut revision = match self.engine.repo().fetch_since(trigger.at).await {
             Ok(r) => r,
@@ -71,10 +72,8 @@ impl Task {
             return Synced::Done(Ran::Nothing, None);
         }
         info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "sync triggered");
-        let mut early = match in_lane {
-            true => self.engine.early_in(&revision, self.push_lane.clone().acquire_owned()).await,
-            false => self.engine.early(&revision).await,
-        };
+        let mut early = self.engine.early(&revision).await;
+        drop(lane);
         let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone());
         if slot.is_none() {
             // Waiting for a slot, a newer revision takes this sync's place in the queue: its
@@ -92,8 +91,9 @@ impl Task {
                         if next.kind != TriggerKind::Webhook {
                             self.metrics.observe_trigger(&self.unit, next.kind);
                         }
+                        let _lane = self.push_lane.clone().acquire_owned().await.ok();
                         info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
-                        early = self.engine.early_in(&to, self.push_lane.clone().acquire_owned()).await;
+                        early = self.engine.early(&to).await;
                         watch = YieldWatch::new(self.engine.repo().clone(), to.clone());
                         (trigger, revision) = (next, to);
                     }
