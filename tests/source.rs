@@ -553,3 +553,31 @@ fn units_of_one_repository_share_a_mirror_and_its_fetches() {
     let entries = std::fs::read_dir(fx.state.join("mirrors")).unwrap().count();
     assert_eq!(entries, 2, "two mirrors on disk for three units");
 }
+
+/// A commit that changes only another unit's directory leaves this unit's path the same tree;
+/// one that changes a file under it (or removes it) does not. The early apply of a push to a
+/// repository many units follow reads no diff for the units it left alone.
+#[test]
+fn a_path_another_commit_left_alone_is_unchanged_and_an_edited_one_is_not() {
+    let fx = Fixture::new();
+    fx.write("units/a/cm.yaml", "kind: A\n");
+    fx.write("units/b/cm.yaml", "kind: B\n");
+    let first = rev(&fx.commit_and_push("first"));
+    fx.write("units/b/cm.yaml", "kind: B2\n");
+    let second = rev(&fx.commit_and_push("b only"));
+    std::fs::remove_dir_all(fx.work.join("units/a")).unwrap();
+    let third = rev(&fx.commit_and_push("a removed"));
+    let open = |unit: &str, path: &str| {
+        let mut spec = fx.spec(unit, "main");
+        spec.path = path.into();
+        let mut source = fx.open(spec);
+        assert_eq!(source.fetch().unwrap(), third);
+        source
+    };
+    let (a, b, root) = (open("a", "units/a/"), open("b", "./units/b"), open("root", ""));
+    assert!(a.path_unchanged(&first, &second).unwrap(), "b's commit leaves units/a alone");
+    assert!(!b.path_unchanged(&first, &second).unwrap(), "b's commit edits units/b");
+    assert!(!root.path_unchanged(&first, &second).unwrap(), "the root holds units/b");
+    assert!(!a.path_unchanged(&second, &third).unwrap(), "units/a removed");
+    assert!(b.path_unchanged(&second, &third).unwrap());
+}

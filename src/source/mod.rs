@@ -320,6 +320,15 @@ impl Source {
         tree::changed_files(&*self.handle()?, &self.spec, from, to, max_files)
     }
 
+    /// True when the unit's path is the same tree (same object id) at `from` and `to`: a
+    /// commit that changed only other paths of the repository (another unit's). Two tree
+    /// lookups, no diff. False when the path is missing at either revision.
+    ///
+    /// Errors: [`Error::Git`] when a revision is missing from the mirror.
+    pub fn path_unchanged(&self, from: &Revision, to: &Revision) -> Result<bool> {
+        tree::path_unchanged(&*self.handle()?, &self.spec, from, to)
+    }
+
     /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`]) straight
     /// from the mirror's object database; no work tree is involved.
     ///

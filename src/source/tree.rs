@@ -81,6 +81,20 @@ pub(super) fn changed_files(
     Ok(Some(files))
 }
 
+/// See [`super::Source::path_unchanged`].
+pub(super) fn path_unchanged(repo: &Repository, spec: &SourceSpec, from: &Revision, to: &Revision) -> Result<bool> {
+    let unit = spec.unit.as_str();
+    let path = normalise_path(&spec.path);
+    let id_at = |revision: &Revision| -> Result<Option<Oid>> {
+        let root = root_tree(repo, unit, revision)?;
+        if path.is_empty() {
+            return Ok(Some(root.id()));
+        }
+        Ok(root.get_path(std::path::Path::new(&path)).ok().map(|entry| entry.id()))
+    };
+    Ok(matches!((id_at(from)?, id_at(to)?), (Some(a), Some(b)) if a == b))
+}
+
 /// See [`super::Source::read_blob`].
 pub(super) fn read_blob(repo: &Repository, unit: &str, oid: &str) -> Result<Vec<u8>> {
     Oid::from_str(oid)

@@ -204,7 +204,8 @@ impl Repo {
 
     /// The manifests of the files that `to` adds or modifies relative to `from`, read and parsed
     /// apart from the parse cache (the whole load that follows parses them again), for the
-    /// early apply of a push's changes ([`super::early`]). `None` whenever that is not a safe
+    /// early apply of a push's changes ([`super::early`]); none, at once, when the unit's path
+    /// is the same tree at both ([`Source::path_unchanged`]). `None` whenever that is not a safe
     /// shortcut, never an error: the unit renders (kustomize or Helm) at `to`, the diff is not a
     /// plain edit of at most `max_files` manifest files ([`Source::changed_files`]), a file is
     /// SOPS-encrypted, or one does not parse (the whole load reports it).
@@ -213,6 +214,11 @@ impl Repo {
         let (source, unit, from, to) = (source.clone(), self.unit.clone(), from.clone(), to.clone());
         let read = blocking(move || {
             let source = source.lock().expect("source lock");
+            // A push to another unit's path of a shared repository: nothing to send early, and
+            // no render mode to read (the whole sync that follows reads what it needs).
+            if source.path_unchanged(&from, &to)? {
+                return Ok(Some(Vec::new()));
+            }
             if mode_at(&source, &to, &unit)? != RenderMode::Plain {
                 return Ok(None);
             }
