@@ -52,7 +52,11 @@ GITWARD = os.environ.get("GITWARD_BENCH_GITWARD", os.path.join(ROOT, "target/rel
 FLOOR = os.path.join(ROOT, "target/release/examples/floor")
 FLUX = os.environ.get("GITWARD_BENCH_FLUX", os.path.join(ROOT, "target/bench/flux-apply"))
 AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
-GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@gitward.dev"]
+# Automatic gc (a commit or push past gc.auto loose objects: 10,000 files and up) in the
+# foreground: detached, it packs a work tree's objects while one_unit removes that tree, and
+# rmtree fails on a file gone under it. The repositories end up as packed as before.
+GIT = ["git", "-c", "user.name=bench", "-c", "user.email=bench@gitward.dev",
+       "-c", "gc.autoDetach=false", "-c", "maintenance.autoDetach=false"]
 PEERS = ["gitward", "kubectl", "flux", "floor"]
 NAMESPACES = 10
 
