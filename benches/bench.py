@@ -743,6 +743,14 @@ def push_once(work, bare, watch, value, path):
     return (round((seen - pushed) * 1000, 1) if seen else None), revision
 
 
+def write_results(name, text, data):
+    """Prints `text` and writes it to target/bench/<name>.md, `data` to <name>.json."""
+    print(text)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    open(os.path.join(ROOT, f"target/bench/{name}.md"), "w").write(text + "\n")
+    json.dump(data, open(os.path.join(ROOT, f"target/bench/{name}.json"), "w"), indent=2)
+
+
 def push_main(n=10000, pushes=20, idle_pushes=5):
     """`benches/run push`: push to applied while a full re-send of the same unit is in flight.
 
@@ -805,13 +813,9 @@ def push_main(n=10000, pushes=20, idle_pushes=5):
            f"The same daemon with nothing else in flight ({len(idle)} pushes): p50 {i50} ms, max "
            f"{percentile(idle, 1.0)} ms; during a resync ÷ idle, p50: "
            f"{(p50 / i50) if p50 and i50 else float('nan'):.2f}."]
-    text = "\n".join(out)
-    print(text)
-    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
-    open(os.path.join(ROOT, "target/bench/push.md"), "w").write(text + "\n")
-    json.dump({"objects": count, "load_before": load_before, "load_after": load_after, "during_resync_ms": during,
-               "idle_ms": idle, "yields": yields},
-              open(os.path.join(ROOT, "target/bench/push.json"), "w"), indent=2)
+    write_results("push", "\n".join(out),
+                  {"objects": count, "load_before": load_before, "load_after": load_after,
+                   "during_resync_ms": during, "idle_ms": idle, "yields": yields})
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -1187,14 +1191,10 @@ def load_scenario():
            f"ConfigMap (audit log): p50 {p50} ms, p95 {p95} ms, max {percentile(latencies, 1.0)} ms; "
            f"{missed} of {len(latencies)} never applied. Target p95 < 2,000 ms. VmRSS at rest after: "
            f"{rss / 1024:.0f} MiB."]
-    text = "\n".join(out)
-    print(text)
-    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
-    open(os.path.join(ROOT, "target/bench/load.md"), "w").write(text + "\n")
-    json.dump({"units": LOAD_UNITS, "objects_per_unit": LOAD_OBJECTS, "pushes": LOAD_PUSHES,
-               "spread_seconds": round(spread, 1), "push_to_applied_ms": latencies,
-               "load_before": load_before, "load_after": load_after, "rss_at_rest_mib": round(rss / 1024, 1)},
-              open(os.path.join(ROOT, "target/bench/load.json"), "w"), indent=2)
+    write_results("load", "\n".join(out),
+                  {"units": LOAD_UNITS, "objects_per_unit": LOAD_OBJECTS, "pushes": LOAD_PUSHES,
+                   "spread_seconds": round(spread, 1), "push_to_applied_ms": latencies,
+                   "load_before": load_before, "load_after": load_after, "rss_at_rest_mib": round(rss / 1024, 1)})
     shutil.rmtree(tmp, ignore_errors=True)
 
 
