@@ -295,8 +295,11 @@ def webhook(port):
 
 
 def daemon_warm(daemon, log, port):
-    """gitward run's warm resync: from a webhook being sent to the last response in the audit
-    log, every request the daemon made meanwhile counted by verb."""
+    """gitward run's warm resync: from a webhook being sent to the last PATCH response in the
+    audit log (the floor's pass is PATCHes alone), every request the daemon made until the sync
+    ended counted by verb. The health wait after the apply is left out of the time: it waits
+    for the members an earlier wait left unhealthy (the workload's Deployments never roll out
+    on an API server without controllers), up to health_timeout, and its watches end with it."""
     quiet = 0
     while quiet < 20:  # 1 s with no sync in flight
         text = open(log).read()
@@ -313,7 +316,8 @@ def daemon_warm(daemon, log, port):
         time.sleep(0.05)
     time.sleep(1.0)  # the audit backend writes asynchronously
     events = [e for e in audit_events(mark) if e.get("userAgent", "").startswith("gitward")]
-    return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in events) - sent, 3),
+    patches = [e for e in events if e["verb"] == "patch"]
+    return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in patches) - sent, 3),
             "requests": verbs_of(events), "in_flight": in_flight(events)}
 
 
