@@ -98,13 +98,6 @@ impl Watches {
         Self { client, mode: Mode::Private, feeds: Arc::default() }
     }
 
-    /// Number of watches running (shared ones count once).
-    pub fn running(&self) -> usize {
-        let mut feeds = self.feeds.lock().expect("feeds lock");
-        feeds.retain(|_, f| f.strong_count() > 0);
-        feeds.len()
-    }
-
     /// Subscribes `sink` to the objects of `resource` (in `namespace`, or all) whose label
     /// `label` is `value`. The subscription ends when the returned handle is dropped; the
     /// watch ends with its last subscription.
@@ -213,6 +206,15 @@ struct State<S: Sink> {
 enum Held {
     Applied(Meta),
     Deleted(Meta),
+}
+
+impl Held {
+    fn deliver<S: Sink>(&self, sink: &S) {
+        match self {
+            Held::Applied(o) => sink.applied(o),
+            Held::Deleted(o) => sink.deleted(o),
+        }
+    }
 }
 
 struct Sub<S: Sink> {
@@ -327,8 +329,8 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
                     }
                 }
             }
-            Ok(Event::Apply(object)) => route(state, label, object, Held::Applied),
-            Ok(Event::Delete(object)) => route(state, label, object, Held::Deleted),
+            Ok(Event::Apply(object)) => route(state, label, object, false),
+            Ok(Event::Delete(object)) => route(state, label, object, true),
             Err(e) => {
                 let message = crate::telemetry::error_chain(&e);
                 let permanent = is_permanent(&e);
@@ -341,17 +343,18 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
     }
 }
 
-fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, held: fn(Meta) -> Held) {
-    let Some(ids) = value_of(&object, label).and_then(|v| state.by_value.get(v)) else { return };
-    let ids = ids.clone();
+/// Hands a watch event (`deleted`, else added or changed) to the subscribers of the object's
+/// label value, or holds it for one whose own list is in flight.
+fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, deleted: bool) {
+    let State { subs, by_value, .. } = state;
+    let Some(ids) = value_of(&object, label).and_then(|v| by_value.get(v)) else { return };
     for id in ids {
-        let Some(sub) = state.subs.get_mut(&id) else { continue };
-        match sub.joining.as_mut() {
-            Some(buffer) => buffer.push(held(object.clone())),
-            None => match held(object.clone()) {
-                Held::Applied(o) => sub.sink.applied(&o),
-                Held::Deleted(o) => sub.sink.deleted(&o),
-            },
+        let Some(sub) = subs.get_mut(id) else { continue };
+        match (sub.joining.as_mut(), deleted) {
+            (Some(buffer), false) => buffer.push(Held::Applied(object.clone())),
+            (Some(buffer), true) => buffer.push(Held::Deleted(object.clone())),
+            (None, false) => sub.sink.applied(&object),
+            (None, true) => sub.sink.deleted(&object),
         }
     }
 }
@@ -382,10 +385,7 @@ async fn join<S: Sink>(feed: Arc<Feed<S>>, id: u64) {
                 let Some(held) = sub.joining.take() else { return };
                 sub.sink.listed(listing);
                 for event in held {
-                    match event {
-                        Held::Applied(o) => sub.sink.applied(&o),
-                        Held::Deleted(o) => sub.sink.deleted(&o),
-                    }
+                    event.deliver(&*sub.sink);
                 }
                 return;
             }

@@ -86,11 +86,7 @@ pub(super) fn path_unchanged(repo: &Repository, spec: &SourceSpec, from: &Revisi
     let unit = spec.unit.as_str();
     let path = normalise_path(&spec.path);
     let id_at = |revision: &Revision| -> Result<Option<Oid>> {
-        let root = root_tree(repo, unit, revision)?;
-        if path.is_empty() {
-            return Ok(Some(root.id()));
-        }
-        Ok(root.get_path(std::path::Path::new(&path)).ok().map(|entry| entry.id()))
+        Ok(subtree(repo, &root_tree(repo, unit, revision)?, &path).map(|tree| tree.id()))
     };
     Ok(matches!((id_at(from)?, id_at(to)?), (Some(a), Some(b)) if a == b))
 }
