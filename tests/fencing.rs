@@ -112,7 +112,7 @@ async fn a_replica_stopped_past_its_lease_sends_no_write_after_the_new_owners_fi
     repo.commit_and_push("first");
     // A is the rendezvous owner of `app` while both replicas live.
     let ids = ["fence-a", "fence-b"];
-    let owner = gitward::lease::assignment::owner("app", ids.iter().copied()).unwrap().to_owned();
+    let owner = gitward::lease::assignment::unit_owner("app", ids.iter().copied()).unwrap().to_owned();
     let other = ids.iter().find(|i| **i != owner).unwrap().to_string();
     let (agent_a, agent_b) = (shard::user_agent(&owner), shard::user_agent(&other));
     let dir = tempfile::tempdir().unwrap();
@@ -293,11 +293,11 @@ async fn shutdown_releases_the_leases_won_during_its_grace() {
         })
         .collect();
     let ids = ["grace-a", "grace-b"];
-    let a_id = gitward::lease::assignment::owner("big", ids.iter().copied()).unwrap().to_owned();
+    let a_id = gitward::lease::assignment::unit_owner("big", ids.iter().copied()).unwrap().to_owned();
     let b_id = ids.iter().find(|i| **i != a_id).unwrap().to_string();
     let b_units: Vec<String> = (0..SMALL)
         .map(|i| format!("small-{i}"))
-        .filter(|u| gitward::lease::assignment::owner(u, ids.iter().copied()) == Some(b_id.as_str()))
+        .filter(|u| gitward::lease::assignment::unit_owner(u, ids.iter().copied()) == Some(b_id.as_str()))
         .collect();
     assert!(!b_units.is_empty(), "the names give B no unit; rename them");
     let dir = tempfile::tempdir().unwrap();

@@ -130,7 +130,9 @@ fn applies(namespace: &str) -> Vec<(usize, String, Timestamp)> {
 /// The owner of every unit by rendezvous over `members`, as the library computes it.
 fn expected(members: &[&str]) -> BTreeMap<usize, String> {
     (0..UNITS)
-        .map(|i| (i, gitward::lease::assignment::owner(&unit_name(i), members.iter().copied()).unwrap().to_owned()))
+        .map(|i| {
+            (i, gitward::lease::assignment::unit_owner(&unit_name(i), members.iter().copied()).unwrap().to_owned())
+        })
         .collect()
 }
 
@@ -539,7 +541,7 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     assert!(api.get_opt("x-0-v2").await.unwrap().is_some());
 
     // The old replica dies: its membership Lease, expired and needed by nobody, is collected;
-    // its unit Leases are taken over (every unit's Lease renewed again), not collected.
+    // its bucket Leases are taken over (every unit's bucket Lease renewed again), not collected.
     let mut old = old;
     old.child.kill().unwrap();
     let _ = old.child.wait();
@@ -556,7 +558,8 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     .await;
     assert!(renewed, "units left unrenewed: {}", new.get("/metrics").unwrap().1);
     for i in 0..N {
-        assert!(leases.get_opt(&format!("gitward-unit-{}", unit_name(i))).await.unwrap().is_some(), "unit {i}'s Lease");
+        let lease = format!("gitward-bucket-{}", gitward::lease::assignment::bucket(&unit_name(i)));
+        assert!(leases.get_opt(&lease).await.unwrap().is_some(), "unit {i}'s bucket Lease {lease}");
     }
 }
 
@@ -616,7 +619,9 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
     let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
     let leases = leases.list(&Default::default()).await.unwrap();
     let names: BTreeSet<String> = leases.items.into_iter().filter_map(|l| l.metadata.name).collect();
-    assert!(names.contains("gitward-alpha-unit-app-0") && names.contains("gitward-beta-unit-app-0"), "{names:?}");
+    let b = gitward::lease::assignment::bucket("app-0");
+    let (alpha, beta) = (format!("gitward-alpha-bucket-{b}"), format!("gitward-beta-bucket-{b}"));
+    assert!(names.contains(&alpha) && names.contains(&beta), "{names:?}");
     assert!(names.contains("gitward-alpha-member-install-a"), "{names:?}");
 
     // A second process with install-a's identity.
@@ -668,15 +673,17 @@ async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
         })
         .collect();
     let dir = tempfile::tempdir().unwrap();
-    let mirrors = dir.path().join("state-broken/mirrors");
+    let mirrors = dir.path().join("state-broken-2/mirrors");
     std::fs::create_dir_all(&mirrors).unwrap();
     let script = r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@""#;
     let wrapper = ["unshare", "--mount", "--map-root-user", "sh", "-c", script, mirrors.to_str().unwrap()];
-    let broken = group_config(dir.path(), "broken", None, &ns, &ns, &repos, &wrapper);
-    let healthy = group_config(dir.path(), "healthy", None, &ns, &ns, &repos, &[]);
+    let broken = group_config(dir.path(), "broken-2", None, &ns, &ns, &repos, &wrapper);
+    let healthy = group_config(dir.path(), "healthy-2", None, &ns, &ns, &repos, &[]);
     // The broken replica's share per rendezvous, which it could not run.
     let share: Vec<usize> = (0..6)
-        .filter(|i| gitward::lease::assignment::owner(&unit_name(*i), ["broken", "healthy"]) == Some("broken"))
+        .filter(|i| {
+            gitward::lease::assignment::unit_owner(&unit_name(*i), ["broken-2", "healthy-2"]) == Some("broken-2")
+        })
         .collect();
     assert!(!share.is_empty(), "the rendezvous gives the broken replica some units");
     let every = common::eventually(WAIT * 2, || async {
@@ -686,7 +693,7 @@ async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
     .await;
     assert!(every, "units applied by nobody: {}", broken.log_text());
     for (unit, writes) in writes_by_unit(&ns) {
-        assert!(writes.iter().all(|w| w.0 == agent("healthy")), "unit {unit} written by {:?}", writes);
+        assert!(writes.iter().all(|w| w.0 == agent("healthy-2")), "unit {unit} written by {:?}", writes);
     }
     let left = broken
         .events()
@@ -697,4 +704,73 @@ async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
     let idle = common::eventually(WAIT, || async { broken.metric_sum("gitward_shard_units_held", &[]) == 0.0 }).await;
     assert!(idle, "the broken replica still holds unit Leases");
     assert_eq!(healthy.metric_sum("gitward_shard_units_held", &[]), 6.0);
+}
+
+/// A rolling update from a gitward that leased each unit on its own (`gitward-unit-<unit>`)
+/// and advertised no bucket count. An old replica's membership Lease, joined last and running
+/// both units, and its unit Lease of `app-0` are written by hand (long durations, so they stay
+/// live without renewals). The new replica counts the old member for no bucket (otherwise the
+/// old member, newest, would win both buckets and nothing would be applied), applies `app-1`,
+/// and leaves `app-0`'s bucket unclaimed while the old unit Lease guards it. Once the old
+/// replica leaves (membership deleted, unit Lease released), `app-0` is applied and the old
+/// unit Lease is collected.
+#[tokio::test]
+async fn an_old_replicas_unit_lease_keeps_its_unit_from_the_new_replicas_until_released() {
+    let _serial = SERIAL.lock().await;
+    let env = common::setup("shard-upgrade").await;
+    let ns = env.namespace.clone();
+    let repos: Vec<common::GitRepo> = (0..2)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
+            repo.commit_and_push("first");
+            repo
+        })
+        .collect();
+    let (b0, b1) = (gitward::lease::assignment::bucket("app-0"), gitward::lease::assignment::bucket("app-1"));
+    assert_ne!(b0, b1, "the two units share a bucket; rename them");
+    let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
+    let now = Timestamp::now();
+    let later = now + k8s_openapi::jiff::SignedDuration::from_hours(1);
+    let lease = |name: &str, acquired: Timestamp, annotations: Value| {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+        let mut lease: k8s_openapi::api::coordination::v1::Lease =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": name, "annotations": annotations}}))
+                .unwrap();
+        lease.spec = Some(k8s_openapi::api::coordination::v1::LeaseSpec {
+            holder_identity: Some("old".into()),
+            lease_duration_seconds: Some(3600),
+            acquire_time: Some(MicroTime(acquired)),
+            renew_time: Some(MicroTime(now)),
+            ..Default::default()
+        });
+        lease
+    };
+    let units = serde_json::json!({"app-0": "old", "app-1": "old"}).to_string();
+    let member =
+        lease("gitward-member-old", later, serde_json::json!({"gitward.dev/units": units, "gitward.dev/nonce": "0"}));
+    leases.create(&Default::default(), &member).await.unwrap();
+    leases.create(&Default::default(), &lease("gitward-unit-app-0", now, serde_json::json!({}))).await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = replica_config(dir.path(), "new", &ns, &repos);
+    let new = common::Daemon::start(&config, port, &[]);
+    let applied = |unit: usize| applies(&ns).into_iter().filter(move |(u, _, _)| *u == unit);
+    let first = common::eventually(WAIT, || async { applied(1).next().is_some() }).await;
+    assert!(first, "the new replica did not apply app-1 beside an old member: {}", new.log_text());
+    assert!(applied(1).all(|(_, by, _)| by == agent("new")));
+    assert_eq!(applied(0).count(), 0, "app-0 applied while the old replica's unit Lease guards it");
+    assert!(leases.get_opt(&format!("gitward-bucket-{b0}")).await.unwrap().is_none(), "app-0's bucket claimed");
+
+    // The old replica leaves as it does on shutdown: unit Lease released, membership gone.
+    let release = serde_json::json!({"spec": {"holderIdentity": ""}});
+    let params = kube::api::PatchParams::default();
+    leases.patch("gitward-unit-app-0", &params, &kube::api::Patch::Merge(&release)).await.unwrap();
+    leases.delete("gitward-member-old", &Default::default()).await.unwrap();
+    let taken = common::eventually(WAIT, || async { applied(0).next().is_some() }).await;
+    assert!(taken, "app-0 not applied once the old unit Lease was released: {}", new.log_text());
+    assert!(applied(0).all(|(_, by, _)| by == agent("new")));
+    let collected =
+        common::eventually(WAIT, || async { leases.get_opt("gitward-unit-app-0").await.unwrap().is_none() }).await;
+    assert!(collected, "the released old unit Lease was not collected: {}", new.log_text());
 }

@@ -58,8 +58,8 @@ pub struct DaemonConfig {
 /// lease module's sharding).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Sharding {
-    /// Namespace of the membership and unit Leases (`gitward-member-<identity>`,
-    /// `gitward-unit-<unit>`); the replicas' RBAC must allow `get`, `list`, `watch`, `create`
+    /// Namespace of the membership and bucket Leases (`gitward-member-<identity>`,
+    /// `gitward-bucket-<n>`); the replicas' RBAC must allow `get`, `list`, `watch`, `create`
     /// and `update` of Leases there. Default `gitward-system`, where
     /// deploy/kubernetes/sharded installs gitward.
     pub namespace: String,
@@ -69,14 +69,14 @@ pub struct Sharding {
     /// the first sync fit inside it. Default 15 s, as client-go's leader election.
     pub lease_duration: Duration,
     /// This replica's identity, an RFC 1123 label: its membership Lease's name, the
-    /// `holderIdentity` of its unit Leases, and part of its User-Agent. Default `None`: the
+    /// `holderIdentity` of its bucket Leases, and part of its User-Agent. Default `None`: the
     /// host name (or `$POD_NAME`) and the process id, made a valid label.
     pub identity: Option<String>,
     /// The installation this replica belongs to: its Leases are named
-    /// `gitward-<group>-member-<identity>` and `gitward-<group>-unit-<unit>`, so two
+    /// `gitward-<group>-member-<identity>` and `gitward-<group>-bucket-<n>`, so two
     /// installations sharing the Lease namespace never count each other's replicas. An RFC
     /// 1123 label of at most 20 characters. Default `None`: `gitward-member-…`,
-    /// `gitward-unit-…`.
+    /// `gitward-bucket-…`.
     pub group: Option<String>,
     /// The cluster (a `[[cluster]]` name) whose API server holds the Leases. Default: the
     /// first cluster in the file.

@@ -1,7 +1,14 @@
-//! Which live replica owns which unit: rendezvous (highest-random-weight) hashing, Thaler and
-//! Ravishankar 1996, and the settle time before a member counts. Pure functions of names and
-//! instants, so every replica with the same view computes the same owner (see [`super::shard`]
-//! for the loop that feeds them).
+//! Which live replica owns which bucket of units: rendezvous (highest-random-weight) hashing,
+//! Thaler and Ravishankar 1996, and the settle time before a member counts. Pure functions of
+//! names and instants, so every replica with the same view computes the same owner (see
+//! [`super::shard`] for the loop that feeds them).
+//!
+//! Units are grouped into [`BUCKETS`] buckets by the hash of their name ([`bucket`]); a bucket
+//! is owned, fenced and handed over whole, under one Lease. A Lease per unit cost
+//! `3 × units / L` renewals a second: at 1,000 units and `L` = 8 s, 375 writes a second, which
+//! the API server of a small cluster could not keep up with, and units hopped between replicas
+//! as their renewals missed the deadline. A fixed count keeps every replica's map of units to
+//! Leases the same whatever its config: two replicas never guard one unit with two Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -28,6 +35,32 @@ pub fn owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Opti
     members.into_iter().max_by_key(|member| (weight(member, unit), *member))
 }
 
+/// How many buckets the units are spread over, each under one Lease: at most this many unit
+/// Leases are renewed, however many units there are. 64 buckets over 3 replicas give each
+/// about 21 (±4, the binomial spread); a replica's share of the units is as even as its
+/// share of the buckets.
+pub const BUCKETS: u32 = 64;
+
+/// The bucket of `unit`: the first 8 bytes, big-endian, of `sha256(unit)`, modulo [`BUCKETS`].
+pub fn bucket(unit: &str) -> u32 {
+    let digest = Sha256::digest(unit.as_bytes());
+    let mut first = [0u8; 8];
+    first.copy_from_slice(&digest[..8]);
+    // The remainder is below BUCKETS, a u32.
+    (u64::from_be_bytes(first) % u64::from(BUCKETS)) as u32
+}
+
+/// The rendezvous key of bucket `b`: its number in decimal, as in its Lease's name.
+pub fn bucket_key(b: u32) -> String {
+    b.to_string()
+}
+
+/// The member that owns `unit` when every member runs the same config: the rendezvous
+/// [`owner`] of its [`bucket`]. `None` when there are no members.
+pub fn unit_owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    owner(&bucket_key(bucket(unit)), members)
+}
+
 /// A member that runs a unit, for [`assign`]: its identity, the fingerprint it advertises for
 /// the unit ([`crate::config::SyncUnit::fingerprint`]) and when it joined (its membership
 /// Lease's `acquireTime`; `None` sorts first).
@@ -50,6 +83,39 @@ pub struct Candidate<'a> {
 pub fn assign<'a>(unit: &str, candidates: &[Candidate<'a>]) -> Option<&'a str> {
     let newest = candidates.iter().max_by_key(|c| (c.joined, c.member))?;
     owner(unit, candidates.iter().filter(|c| c.fingerprint == newest.fingerprint).map(|c| c.member))
+}
+
+/// The owner of bucket `b`, whose units are given by their candidates (`units`: for each unit
+/// of the bucket any counting member runs, the members that run it).
+///
+/// A member qualifies for a unit as in [`assign`]: it runs the unit in the version of the
+/// unit's newest-joined candidate. The bucket goes by rendezvous on [`bucket_key`] to a member
+/// that qualifies for every unit of the bucket; when none does (replicas whose configs differ
+/// in more than versions: a unit only old replicas run beside one the newest changed), to the
+/// newest-joined candidate of the bucket (ties: the greater identity) — the newest config
+/// wins, as for one unit, and the units it no longer runs wait for the old replicas to leave.
+/// `None` when no unit has a candidate. Every replica computes the same answer from the same
+/// Leases.
+pub fn assign_bucket<'a>(b: u32, units: &[Vec<Candidate<'a>>]) -> Option<&'a str> {
+    let mut qualified: Option<BTreeSet<&'a str>> = None;
+    let mut newest: Option<&Candidate<'a>> = None;
+    for candidates in units {
+        let Some(unit_newest) = candidates.iter().max_by_key(|c| (c.joined, c.member)) else { continue };
+        if newest.is_none_or(|n| (unit_newest.joined, unit_newest.member) > (n.joined, n.member)) {
+            newest = Some(unit_newest);
+        }
+        let winners: BTreeSet<&'a str> =
+            candidates.iter().filter(|c| c.fingerprint == unit_newest.fingerprint).map(|c| c.member).collect();
+        qualified = Some(match qualified {
+            None => winners,
+            Some(q) => q.intersection(&winners).copied().collect(),
+        });
+    }
+    let qualified = qualified?;
+    if qualified.is_empty() {
+        return newest.map(|n| n.member);
+    }
+    owner(&bucket_key(b), qualified)
 }
 
 /// The members that count for the assignment at `now`: live for the settle time `settle` by
@@ -166,6 +232,50 @@ mod tests {
         let same = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))];
         assert_eq!(assign("u1", &same), owner("u1", ["a", "b", "c"]));
         assert_eq!(assign("u1", &[]), None);
+    }
+
+    #[test]
+    fn buckets_are_spread_evenly_and_each_is_owned_whole() {
+        let units = units(3000);
+        let mut sizes = vec![0usize; BUCKETS as usize];
+        for unit in &units {
+            sizes[bucket(unit) as usize] += 1;
+        }
+        // 3000 / 64 ≈ 47 a bucket; none empty or more than twice that.
+        assert!(sizes.iter().all(|n| (20..=94).contains(n)), "{sizes:?}");
+        let members = members(3);
+        let owners: BTreeSet<&str> = units
+            .iter()
+            .filter(|u| bucket(u) == 7)
+            .map(|u| unit_owner(u, members.iter().map(String::as_str)).unwrap())
+            .collect();
+        assert_eq!(owners.len(), 1, "a bucket's units have one owner");
+    }
+
+    #[test]
+    fn a_bucket_goes_to_a_member_running_the_newest_version_of_each_of_its_units() {
+        let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
+        let c = |member, fingerprint, joined| Candidate { member, fingerprint, joined };
+        // The same config everywhere: rendezvous over all members on the bucket's key.
+        let same = vec![vec![c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))]; 2];
+        assert_eq!(assign_bucket(5, &same), owner("5", ["a", "b", "c"]));
+        // c, newest, changed unit 1 and runs unit 2 as the others do: only c qualifies for both.
+        let changed = [
+            vec![c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v2", at(50))],
+            vec![c("a", "w", at(10)), c("b", "w", at(11)), c("c", "w", at(50))],
+        ];
+        for b in 0..BUCKETS {
+            assert_eq!(assign_bucket(b, &changed), Some("c"));
+        }
+        // A unit only the old members run, beside a new one only c runs: c, the newest, owns
+        // the bucket.
+        let split = [vec![c("a", "x", at(10)), c("b", "x", at(11))], vec![c("c", "y", at(50))]];
+        assert_eq!(assign_bucket(3, &split), Some("c"));
+        // A unit only a and b run (c has dropped it, or benched it): they share the bucket.
+        let dropped = [vec![c("a", "x", at(10)), c("b", "x", at(11))]];
+        assert_eq!(assign_bucket(9, &dropped), owner("9", ["a", "b"]));
+        assert_eq!(assign_bucket(9, &[]), None);
+        assert_eq!(assign_bucket(9, &[vec![]]), None);
     }
 
     #[test]

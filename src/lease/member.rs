@@ -1,8 +1,9 @@
 //! What a sharded replica advertises on its membership Lease, so that replicas running
 //! different configs (a rolling update that adds units or changes one) agree on who applies
-//! what: the fingerprint of every unit it runs and a per-process nonce.
+//! what: the fingerprint of every unit it runs, how many buckets it groups units into, and a
+//! per-process nonce.
 //!
-//! Both are annotations of the membership Lease, written by a JSON merge patch of its
+//! All are annotations of the membership Lease, written by a JSON merge patch of its
 //! metadata (RFC 7396) that leaves the spec to the election loop; the loop's renewals are
 //! `replace`s carrying the `resourceVersion` they read, so a renewal that raced the patch gets
 //! a 409, reads the Lease again and keeps the annotations.
@@ -17,6 +18,10 @@ use kube::api::{Api, Patch, PatchParams};
 pub const UNITS_ANNOTATION: &str = "gitward.dev/units";
 /// Annotation holding the nonce of the process that holds the membership Lease.
 pub const NONCE_ANNOTATION: &str = "gitward.dev/nonce";
+/// Annotation holding how many buckets the member groups units into
+/// ([`super::assignment::BUCKETS`]). A member without it guards each unit with a Lease of its
+/// own (gitward before bucket Leases) and is a candidate for no bucket.
+pub const BUCKETS_ANNOTATION: &str = "gitward.dev/buckets";
 
 /// A member's advertisement, as read from or written to its membership Lease.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -26,6 +31,8 @@ pub struct Advert {
     /// A random value chosen once per process: two processes that were given one identity
     /// write different nonces on the same Lease, and each sees the other's.
     pub nonce: String,
+    /// How many buckets the member groups units into; `None` for a member that predates them.
+    pub buckets: Option<u32>,
 }
 
 impl Advert {
@@ -35,7 +42,8 @@ impl Advert {
         let annotations = lease.metadata.annotations.as_ref()?;
         let units = serde_json::from_str(annotations.get(UNITS_ANNOTATION)?).ok()?;
         let nonce = annotations.get(NONCE_ANNOTATION).cloned().unwrap_or_default();
-        Some(Self { units, nonce })
+        let buckets = annotations.get(BUCKETS_ANNOTATION).and_then(|b| b.parse().ok());
+        Some(Self { units, nonce, buckets })
     }
 
     /// Writes this advert on the Lease `name` in `namespace` (a merge patch of its annotations).
@@ -45,8 +53,10 @@ impl Advert {
     pub async fn publish(&self, client: kube::Client, namespace: &str, name: &str) -> Result<(), kube::Error> {
         let api: Api<Lease> = Api::namespaced(client, namespace);
         let units = serde_json::to_string(&self.units).unwrap_or_else(|_| "{}".to_owned());
-        let patch =
-            serde_json::json!({"metadata": {"annotations": {UNITS_ANNOTATION: units, NONCE_ANNOTATION: self.nonce}}});
+        let buckets = self.buckets.map(|b| b.to_string());
+        let annotations =
+            serde_json::json!({UNITS_ANNOTATION: units, NONCE_ANNOTATION: self.nonce, BUCKETS_ANNOTATION: buckets});
+        let patch = serde_json::json!({"metadata": {"annotations": annotations}});
         api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await.map(|_| ())
     }
 }
@@ -82,10 +92,12 @@ mod tests {
 
     #[test]
     fn adverts_read_back_what_they_write_and_tolerate_leases_without_one() {
-        let advert = Advert { units: BTreeMap::from([("a".into(), "0011".into())]), nonce: "n1".into() };
+        let advert =
+            Advert { units: BTreeMap::from([("a".into(), "0011".into())]), nonce: "n1".into(), buckets: Some(64) };
         let annotations = BTreeMap::from([
             (UNITS_ANNOTATION.to_owned(), serde_json::to_string(&advert.units).unwrap()),
             (NONCE_ANNOTATION.to_owned(), "n1".to_owned()),
+            (BUCKETS_ANNOTATION.to_owned(), "64".to_owned()),
         ]);
         let lease = Lease { metadata: ObjectMeta { annotations: Some(annotations), ..Default::default() }, spec: None };
         assert_eq!(Advert::read(&lease), Some(advert));

@@ -1,5 +1,5 @@
 //! Sharding: units spread over the live replicas, each unit applied only by the holder of its
-//! own `coordination.k8s.io/v1` Lease (`[daemon.sharding]`; issue 12).
+//! bucket's `coordination.k8s.io/v1` Lease (`[daemon.sharding]`; issues 12 and 23).
 //!
 //! - **Membership.** Every replica holds a Lease `gitward-member-<identity>` in the sharding
 //!   namespace, renewed by the same loop as leader election ([`super::election`]); on shutdown it
@@ -8,28 +8,38 @@
 //!   Lease has a holder and its record has changed within its `leaseDurationSeconds`, judged
 //!   by this process's monotonic clock from when it saw the record (client-go's rule; clock
 //!   skew between machines cannot make a live member look dead).
+//! - **Buckets.** Units are grouped into [`super::assignment::BUCKETS`] buckets by the hash of
+//!   their name; a bucket is assigned, fenced and handed over whole, under one Lease, so the
+//!   Leases renewed stay at most that many however many units there are.
 //! - **Assignment.** Rendezvous (highest-random-weight) hashing, Thaler and Ravishankar 1996:
-//!   a unit belongs to the live member with the highest `sha256(identity ‖ 0 ‖ unit)` weight
-//!   ([`super::assignment`]). A member that joins takes only the units it now wins (about `1/n`), one that
+//!   a bucket belongs to the live member with the highest `sha256(identity ‖ 0 ‖ bucket)` weight
+//!   ([`super::assignment`]). A member that joins takes only the buckets it now wins (about `1/n`), one that
 //!   leaves gives up only its own; every replica computes the same answer from the same view.
-//!   Only members that advertise a unit ([`super::member`]: the fingerprints of the units they
-//!   run, on their membership Lease) are candidates for it, and only those with the version
-//!   of the member that joined last ([`super::assignment::assign`]), so replicas running
-//!   different configs leave no unit unapplied and never apply two versions in turn.
-//! - **Ownership.** A replica runs a leader-election loop on `gitward-unit-<unit>` for each unit
-//!   assigned to it, and runs the unit only while that loop says it holds the Lease
-//!   ([`Ownership::held`]). The election loop is [`super::election`]'s: a held Lease is taken
+//!   Only members that advertise a bucket's units ([`super::member`]: the fingerprints of the
+//!   units they run, on their membership Lease) are candidates for it, and only those with the
+//!   version of each unit of the member that joined last
+//!   ([`super::assignment::assign_bucket`]), so replicas running different configs leave no
+//!   unit of the newest config unapplied and never apply two versions in turn.
+//! - **Ownership.** A replica runs a leader-election loop on `gitward-bucket-<n>` for each bucket
+//!   assigned to it, and runs the bucket's units of its config only while that loop says it
+//!   holds the Lease ([`Ownership::held`]). The election loop is [`super::election`]'s: a held Lease is taken
 //!   only when released or when its record has not changed for its duration; the holder stops
 //!   (publishes `false`) at its renew deadline, before anyone else can take it — fencing; the
 //!   unit's clients refuse its writes from that deadline on, request by request
 //!   ([`Ownership::fences`], [`crate::cluster::fence`]).
-//!   [`leader::spawn_seen`](super::election::spawn_seen) hands it what the watch already saw, so a dead member's unit
+//!   [`leader::spawn_seen`](super::election::spawn_seen) hands it what the watch already saw, so a dead member's bucket
 //!   Leases are taken as soon as they expire rather than one lease duration after the new
 //!   owner first looks.
-//! - **Handover.** A unit no longer assigned here is listed in [`Ownership::releasing`]: the
-//!   daemon stops it after its in-flight sync while this loop keeps renewing the Lease; once
-//!   the daemon reports it stopped, the Lease is released and the new owner takes it at its
-//!   next poll. No unit is applied by two replicas at once.
+//! - **Handover.** The units of a bucket no longer assigned here are listed in
+//!   [`Ownership::releasing`]: the daemon stops them after their in-flight syncs while this
+//!   loop keeps renewing the Lease; once the daemon reports them all stopped, the Lease is
+//!   released and the new owner takes it at its next poll. No unit is applied by two replicas
+//!   at once.
+//! - **Upgrade.** A gitward older than bucket Leases guards each unit with `gitward-unit-<unit>`
+//!   and advertises no bucket count; such a member is a candidate for no bucket, and a bucket
+//!   is not claimed while a unit Lease of one of its units is held and unexpired, so old and
+//!   new replicas of a rolling update never apply one unit at once. Unit Leases nobody renews
+//!   are collected as stale.
 //! - **Timing.** The configured `lease_duration` `D` is the failover bound. The Leases are
 //!   written with `L = ⌈D/2⌉` s and renewed every `L/3`; a dead replica's units are taken
 //!   when its Leases expire, at most `L` after its death, leaving `D − L` for the new owner's
@@ -54,7 +64,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::assignment::eligible;
+use super::assignment::{bucket, eligible};
 use super::election::{self as leader, Leadership, Seen};
 use super::member::{self, Advert};
 use crate::cluster::fence::Fence;
@@ -65,13 +75,16 @@ pub use config::{ShardConfig, default_identity, user_agent};
 
 /// Name prefix of membership Leases: `gitward-member-<identity>`.
 pub const MEMBER_PREFIX: &str = "gitward-member-";
-/// Name prefix of unit Leases: `gitward-unit-<unit>`.
-pub const UNIT_PREFIX: &str = "gitward-unit-";
+/// Name prefix of bucket Leases: `gitward-bucket-<n>`, `n` below [`super::assignment::BUCKETS`].
+pub const BUCKET_PREFIX: &str = "gitward-bucket-";
+/// Name prefix of the unit Leases of gitward before bucket Leases, `gitward-unit-<unit>`:
+/// respected during an upgrade, then collected.
+pub const LEGACY_UNIT_PREFIX: &str = "gitward-unit-";
 /// How often the assignment is recomputed and the election loops' state read: well inside
 /// the fencing margin (`L/3`, at least 333 ms), so a lost Lease stops its unit in time.
 const TICK: Duration = Duration::from_millis(100);
-/// A released or expired Lease nobody needs (a dead replica's membership, a removed unit's
-/// Lease) is deleted once it has stayed so for this many Lease durations `L`.
+/// A released or expired Lease nobody needs (a dead replica's membership, the Lease of a bucket
+/// no unit falls in any more) is deleted once it has stayed so for this many Lease durations `L`.
 const STALE_AFTER: u32 = 3;
 /// How long a unit this replica could not start ([`Running::failed`]) is left to the others
 /// before this replica advertises it again.
@@ -84,26 +97,26 @@ pub struct Ownership {
     /// so a Lease is never released on the strength of a report older than the request to
     /// stop its unit.
     pub generation: u64,
-    /// Units whose Lease this replica holds and which are still assigned to it: run these.
-    /// A unit that leaves this set without entering [`Self::releasing`] lost its Lease (or
-    /// is about to): stop it at once.
+    /// Units whose bucket's Lease this replica holds and which are still assigned to it: run
+    /// these. A unit that leaves this set without entering [`Self::releasing`] lost its Lease
+    /// (or is about to): stop it at once.
     pub held: BTreeSet<String>,
-    /// Units whose Lease this replica still holds and renews, but which are assigned to
-    /// another replica now: stop them after their in-flight sync and report them stopped (the
-    /// `running` channel of [`spawn`]); the Lease is then released.
+    /// Units whose bucket's Lease this replica still holds and renews, but which are assigned
+    /// to another replica now: stop them after their in-flight sync and report them stopped
+    /// (the `running` channel of [`spawn`]); the Lease is released once all are.
     pub releasing: BTreeSet<String>,
-    /// The fence of each unit in `held` or `releasing`: the deadline of its Lease, for the
+    /// The fence of each unit in `held` or `releasing`: the deadline of its bucket's Lease, for the
     /// unit's clients ([`crate::cluster::fence`]). Wait for it to drain before reporting a
     /// unit handed over stopped.
     pub fences: BTreeMap<String, Fence>,
 }
 
-/// A unit Lease changing hands at this replica, as [`ShardEvents::handover`] reports it.
+/// A unit changing hands at this replica (with its bucket's Lease), as [`ShardEvents::handover`] reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Handover {
-    /// This replica took the unit's Lease.
+    /// This replica took the Lease of the unit's bucket.
     Acquired,
-    /// This replica handed the unit over: it stopped the unit and released the Lease.
+    /// This replica handed the unit over: it stopped the unit and released its bucket's Lease.
     Released,
 }
 
@@ -122,13 +135,13 @@ impl Handover {
 pub trait ShardEvents: Send + Sync {
     /// This replica (`identity`) now holds `held` unit Leases.
     fn units_held(&self, identity: &str, held: usize);
-    /// A unit Lease was acquired or handed over by `identity`.
+    /// A unit was acquired or handed over by `identity` (one call per unit of the bucket).
     fn handover(&self, identity: &str, direction: Handover);
     /// `identity` took `unit` over after its previous holder died at `died` (its membership
     /// Lease's expiry, by this process's clock).
     fn failover_started(&self, unit: &str, identity: &str, died: std::time::Instant);
-    /// `unrenewed` of the units some live member runs have a Lease that nobody renews (missing,
-    /// released or expired), as `identity` sees it.
+    /// `unrenewed` of the units some live member runs are in a bucket whose Lease nobody renews
+    /// (missing, released or expired), as `identity` sees it.
     fn units_unrenewed(&self, identity: &str, unrenewed: usize);
 }
 
@@ -190,17 +203,16 @@ pub fn spawn(
     (rx, tokio::spawn(shard.run()))
 }
 
-/// Releases this replica's Leases on shutdown — every unit Lease it holds, then its
+/// Releases this replica's Leases on shutdown — every bucket Lease it holds, then its
 /// membership — so that the others take over at once instead of after the Leases expire.
-/// The unit Leases are listed rather than taken from what ran: a Lease won during the
-/// shutdown's grace ran no unit but is held all the same. A unit in `undrained` (a write of
-/// it may still be in flight, [`Fence::drained`]) keeps its Lease until it expires, so its
-/// next owner cannot be overtaken by that write. Stop the units and abort the loop of
+/// The bucket Leases are listed rather than taken from what ran: a Lease won during the
+/// shutdown's grace ran no unit but is held all the same. The bucket of a unit in `undrained`
+/// (a write of it may still be in flight, [`Fence::drained`]) keeps its Lease until it
+/// expires, so its next owner cannot be overtaken by that write. Stop the units and abort the loop of
 /// [`spawn`] before. Best effort, in parallel, bounded as [`leader::release`] is; the list is
 /// bounded by [`LIST_BOUND`].
 pub async fn leave(client: kube::Client, cfg: &ShardConfig, undrained: &BTreeSet<String>) {
     let api: Api<Lease> = Api::namespaced(client.clone(), &cfg.namespace);
-    let prefix = cfg.unit_prefix();
     let listed = tokio::time::timeout(LIST_BOUND, api.list(&Default::default())).await;
     let leases = match listed {
         Ok(Ok(list)) => list.items,
@@ -215,16 +227,20 @@ pub async fn leave(client: kube::Client, cfg: &ShardConfig, undrained: &BTreeSet
     };
     let mut releases = tokio::task::JoinSet::new();
     for lease in leases {
-        let Some(unit) = lease.metadata.name.as_deref().and_then(|n| n.strip_prefix(&prefix)) else { continue };
+        let Some(b) = lease.metadata.name.as_deref().and_then(|n| cfg.bucket_of_lease(n)) else { continue };
         let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.as_deref());
         if holder != Some(cfg.identity.as_str()) {
             continue;
         }
-        if undrained.contains(unit) {
-            warn!(unit, "sharding: a write of the unit may still be in flight; its Lease is left to expire");
+        if let Some(unit) = undrained.iter().find(|u| bucket(u) == b) {
+            warn!(
+                unit,
+                bucket = b,
+                "sharding: a write of the unit may still be in flight; its bucket's Lease is left to expire"
+            );
             continue;
         }
-        releases.spawn(leader::release(client.clone(), cfg.leader_config(cfg.unit_lease(unit))));
+        releases.spawn(leader::release(client.clone(), cfg.leader_config(cfg.bucket_lease(b))));
     }
     while releases.join_next().await.is_some() {}
     leader::release(client, cfg.leader_config(cfg.member_lease(&cfg.identity))).await;
@@ -244,8 +260,8 @@ struct Elect {
     leadership: Leadership,
     /// Its task.
     task: JoinHandle<()>,
-    /// When the member that held this unit's Lease died (its membership Lease expired), if
-    /// the unit was assigned here because of that death: the start of the failover time.
+    /// When the member that held this bucket's Lease died (its membership Lease expired), if
+    /// the bucket was assigned here because of that death: the start of the failover time.
     failover_from: Option<Instant>,
 }
 
@@ -265,11 +281,11 @@ struct Shard {
     seen: BTreeMap<String, Seen>,
     /// Names listed by a relist in progress (`Init` … `InitDone`); the rest are dropped at its end.
     relisted: Option<BTreeSet<String>>,
-    /// Election loops of the units assigned here (or being released).
-    electors: BTreeMap<String, Elect>,
-    /// Units held but no longer assigned here, waiting for the daemon to stop them, with the
-    /// first ownership generation that asked for it.
-    releasing: BTreeMap<String, u64>,
+    /// Election loops of the buckets assigned here (or being released).
+    electors: BTreeMap<u32, Elect>,
+    /// Buckets held but no longer assigned here, waiting for the daemon to stop their units,
+    /// with the first ownership generation that asked for it.
+    releasing: BTreeMap<u32, u64>,
     /// The generation of the last published ownership.
     generation: u64,
     /// Units published as held at the last step, to log and count changes.
@@ -367,7 +383,7 @@ impl Shard {
                 self.check_nonce(identity, &advert);
                 self.adverts.insert(identity.to_owned(), advert);
             }
-        } else if !name.starts_with(&self.cfg.unit_prefix()) {
+        } else if !name.starts_with(&self.cfg.bucket_prefix()) && !name.starts_with(&self.cfg.legacy_unit_prefix()) {
             return None;
         }
         if let Some(version) = &lease.metadata.resource_version {
@@ -424,96 +440,117 @@ impl Shard {
         let identity = self.cfg.identity.clone();
         let mine = self.mine(&eligible);
         self.survey(&live, now);
-        for unit in &mine {
-            if !self.electors.contains_key(unit) && !self.held_by_the_dead(unit, &live, now) {
-                self.elect(unit, &dead);
+        for b in &mine {
+            if !self.electors.contains_key(b) && !self.held_by_the_dead(*b, &live, now) && !self.held_by_old(*b, now) {
+                self.elect(*b, &dead);
             }
         }
-        self.releasing.retain(|unit, _| !mine.contains(unit));
-        let unassigned: Vec<String> = self.electors.keys().filter(|u| !mine.contains(*u)).cloned().collect();
-        for unit in unassigned {
-            let leading = self.electors.get(&unit).is_some_and(|e| e.leadership.is_leader());
+        self.releasing.retain(|b, _| !mine.contains(b));
+        let unassigned: Vec<u32> = self.electors.keys().filter(|b| !mine.contains(*b)).copied().collect();
+        for b in unassigned {
+            let leading = self.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
             if leading {
                 // The publish below changes the ownership, so it carries generation + 1.
                 let next = self.generation + 1;
-                self.releasing.entry(unit).or_insert(next);
+                self.releasing.entry(b).or_insert(next);
             } else {
                 // Not holding it (or about to be told it lost it): nothing to hand over. A
                 // release in case the loop was mid-acquire; it does nothing if we hold nothing.
-                self.electors.remove(&unit);
-                self.release(&unit);
+                self.electors.remove(&b);
+                self.release(b);
             }
         }
         let running = self.running.borrow().clone();
-        for (unit, asked) in self.releasing.clone() {
-            let leading = self.electors.get(&unit).is_some_and(|e| e.leadership.is_leader());
-            let stopped = running.generation >= asked && !running.units.contains(&unit);
+        let running_buckets: BTreeSet<u32> = running.units.iter().map(|u| bucket(u)).collect();
+        for (b, asked) in self.releasing.clone() {
+            let leading = self.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
+            let stopped = running.generation >= asked && !running_buckets.contains(&b);
             if !leading || stopped {
-                self.releasing.remove(&unit);
-                self.electors.remove(&unit);
+                self.releasing.remove(&b);
+                self.electors.remove(&b);
                 if leading {
-                    self.release(&unit);
-                    self.metrics.handover(&identity, Handover::Released);
-                    info!(unit = %unit, identity = %identity, "sharding: unit handed over");
+                    self.release(b);
+                    let units: Vec<String> = self.offered().into_keys().filter(|u| bucket(u) == b).collect();
+                    for _ in &units {
+                        self.metrics.handover(&identity, Handover::Released);
+                    }
+                    info!(bucket = b, units = ?units, identity = %identity, "sharding: bucket handed over");
                 }
             }
         }
         self.publish();
     }
 
-    /// True while `unit`'s Lease names a holder that is not a live member and has not expired
-    /// yet: its election loop starts at the first tick after expiry and takes the Lease in its
-    /// first round, rather than sleeping a poll period after finding it still valid.
-    fn held_by_the_dead(&self, unit: &str, live: &BTreeSet<String>, now: Instant) -> bool {
-        let Some(seen) = self.seen.get(&self.cfg.unit_lease(unit)) else { return false };
+    /// True while bucket `b`'s Lease names a holder that is not a live member and has not
+    /// expired yet: its election loop starts at the first tick after expiry and takes the
+    /// Lease in its first round, rather than sleeping a poll period after finding it still valid.
+    fn held_by_the_dead(&self, b: u32, live: &BTreeSet<String>, now: Instant) -> bool {
+        let Some(seen) = self.seen.get(&self.cfg.bucket_lease(b)) else { return false };
         let holder = seen.spec.holder_identity.as_deref().unwrap_or("");
         !holder.is_empty() && !live.contains(holder) && self.expiry(seen) > now
     }
 
-    /// Starts the election loop of `unit`, seeded with what the watch saw of its Lease.
-    fn elect(&mut self, unit: &str, dead: &BTreeMap<String, Instant>) {
-        let name = self.cfg.unit_lease(unit);
+    /// True while a unit Lease of a gitward older than bucket Leases
+    /// ([`LEGACY_UNIT_PREFIX`]) guards a unit of bucket `b`: held and unexpired, so a replica
+    /// of the old version may be applying that unit.
+    fn held_by_old(&self, b: u32, now: Instant) -> bool {
+        let prefix = self.cfg.legacy_unit_prefix();
+        self.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)).any(|(name, seen)| {
+            let held = seen.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
+            held && self.expiry(seen) > now && bucket(&name[prefix.len()..]) == b
+        })
+    }
+
+    /// Starts the election loop of bucket `b`, seeded with what the watch saw of its Lease.
+    fn elect(&mut self, b: u32, dead: &BTreeMap<String, Instant>) {
+        let name = self.cfg.bucket_lease(b);
         let seen = self.seen.get(&name).cloned();
         let previous = seen.as_ref().and_then(|s| s.spec.holder_identity.clone()).unwrap_or_default();
         let failover_from = dead.get(&previous).copied();
         let (leadership, task) = leader::spawn_seen(self.client.clone(), self.cfg.leader_config(name), seen);
-        self.electors.insert(unit.to_owned(), Elect { leadership, task, failover_from });
+        self.electors.insert(b, Elect { leadership, task, failover_from });
     }
 
-    /// Releases `unit`'s Lease in the background (bounded; see [`super::election::release`]).
-    fn release(&self, unit: &str) {
-        let cfg = self.cfg.leader_config(self.cfg.unit_lease(unit));
+    /// Releases bucket `b`'s Lease in the background (bounded; see [`super::election::release`]).
+    fn release(&self, b: u32) {
+        let cfg = self.cfg.leader_config(self.cfg.bucket_lease(b));
         tokio::spawn(leader::release(self.client.clone(), cfg));
     }
 
     /// Publishes the ownership if it changed; logs and counts acquisitions and losses.
     fn publish(&mut self) {
-        let held: BTreeSet<String> = self
+        let offered = self.offered();
+        let units_of = |buckets: &BTreeSet<u32>| -> BTreeSet<String> {
+            offered.keys().filter(|u| buckets.contains(&bucket(u))).cloned().collect()
+        };
+        let held_buckets: BTreeSet<u32> = self
             .electors
             .iter()
-            .filter(|(unit, e)| e.leadership.is_leader() && !self.releasing.contains_key(*unit))
-            .map(|(unit, _)| unit.clone())
+            .filter(|(b, e)| e.leadership.is_leader() && !self.releasing.contains_key(*b))
+            .map(|(b, _)| *b)
             .collect();
+        let held = units_of(&held_buckets);
+        let releasing = units_of(&self.releasing.keys().copied().collect());
         let identity = &self.cfg.identity;
         for unit in held.difference(&self.holding) {
             self.metrics.handover(identity, Handover::Acquired);
-            if let Some(from) = self.electors.get(unit).and_then(|e| e.failover_from) {
+            if let Some(from) = self.electors.get(&bucket(unit)).and_then(|e| e.failover_from) {
                 self.metrics.failover_started(unit, identity, from.into_std());
             }
             info!(unit = %unit, identity = %identity, "sharding: unit acquired");
         }
         for unit in self.holding.difference(&held) {
-            if !self.releasing.contains_key(unit) {
+            // A unit of a bucket still held left the config (a reload) or was benched.
+            if !releasing.contains(unit) && !held_buckets.contains(&bucket(unit)) {
                 warn!(unit = %unit, identity = %identity, "sharding: unit lease lost; unit stopped");
             }
         }
         self.metrics.units_held(identity, held.len());
         self.holding = held.clone();
-        let releasing: BTreeSet<String> = self.releasing.keys().cloned().collect();
         let fences: BTreeMap<String, Fence> = held
             .iter()
             .chain(&releasing)
-            .filter_map(|unit| Some((unit.clone(), self.electors.get(unit)?.leadership.fence().clone())))
+            .filter_map(|unit| Some((unit.clone(), self.electors.get(&bucket(unit))?.leadership.fence().clone())))
             .collect();
         let generation = &mut self.generation;
         self.tx.send_if_modified(|current| {

@@ -20,7 +20,7 @@
 //! | `gitward_unit_cluster` | gauge, always 1 | `unit`, `cluster`: which cluster a running unit applies to (join on `unit`) |
 //! | `gitward_shard_units_held` | gauge | `identity`: units whose Lease this replica holds (sharding) |
 //! | `gitward_shard_units_unrenewed` | gauge | `identity`: units some live replica runs whose Lease nobody renews (missing, released or expired), as this replica sees it; above 0 for longer than the lease duration means units are applied by nobody |
-//! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): unit Leases taken and handed over |
+//! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): units taken and handed over with their bucket's Lease |
 //! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 

@@ -11,7 +11,7 @@
 //! SIGHUP reloads the config (a bad config is logged and the old one kept) and syncs every
 //! unit. With leader election, unit tasks run only while this replica holds the Lease and are
 //! aborted the moment it is lost. With sharding (`[daemon.sharding]`, see
-//! [`crate::lease::shard`]), a unit task runs only while this replica holds the unit's Lease
+//! [`crate::lease::shard`]), a unit task runs only while this replica holds its bucket's Lease
 //! ([`super::units`]). Clusters, leader election and sharding are read at start: a SIGHUP that changes them is
 //! refused (the previous config is kept). Units that could not start are started again with
 //! backoff. With systemd (`Type=notify`), `READY=1` follows the first sync of every unit that
@@ -375,7 +375,7 @@ impl Daemon {
     /// its fence: the units it guards send no write from that moment, even while they finish
     /// their sync. A Lease is released only once none of its units' writes can still be in
     /// flight (bounded by [`DRAIN_AT_SHUTDOWN`]; else it is left to expire); with sharding,
-    /// every unit Lease this replica holds is released, those won during the grace too.
+    /// every bucket Lease this replica holds is released, those won during the grace too.
     async fn shut_down(mut self) {
         info!("shutting down");
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);

@@ -2,13 +2,13 @@
 
 use std::time::Duration;
 
-use super::{MEMBER_PREFIX, UNIT_PREFIX};
+use super::{BUCKET_PREFIX, LEGACY_UNIT_PREFIX, MEMBER_PREFIX};
 use crate::lease::election::{self as leader, LeaderConfig};
 
 /// One replica's sharding settings, resolved from [`crate::config::Sharding`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardConfig {
-    /// Namespace of every membership and unit Lease.
+    /// Namespace of every membership and bucket Lease.
     pub namespace: String,
     /// This replica: an RFC 1123 label, unique among live replicas.
     pub identity: String,
@@ -16,7 +16,7 @@ pub struct ShardConfig {
     pub lease_duration: Duration,
     /// The installation (`[daemon.sharding] group`): part of every Lease name, so that two
     /// installations sharing the namespace never count each other's replicas. `None`: the
-    /// plain `gitward-member-`, `gitward-unit-` prefixes.
+    /// plain `gitward-member-`, `gitward-bucket-` prefixes.
     pub group: Option<String>,
 }
 
@@ -39,9 +39,15 @@ impl ShardConfig {
         self.group.as_ref().map_or_else(|| MEMBER_PREFIX.to_owned(), |g| format!("gitward-{g}-member-"))
     }
 
-    /// The prefix of unit Leases: [`UNIT_PREFIX`], or `gitward-<group>-unit-`.
-    pub fn unit_prefix(&self) -> String {
-        self.group.as_ref().map_or_else(|| UNIT_PREFIX.to_owned(), |g| format!("gitward-{g}-unit-"))
+    /// The prefix of bucket Leases: [`BUCKET_PREFIX`], or `gitward-<group>-bucket-`.
+    pub fn bucket_prefix(&self) -> String {
+        self.group.as_ref().map_or_else(|| BUCKET_PREFIX.to_owned(), |g| format!("gitward-{g}-bucket-"))
+    }
+
+    /// The prefix of the unit Leases of gitward before bucket Leases: [`LEGACY_UNIT_PREFIX`],
+    /// or `gitward-<group>-unit-`.
+    pub fn legacy_unit_prefix(&self) -> String {
+        self.group.as_ref().map_or_else(|| LEGACY_UNIT_PREFIX.to_owned(), |g| format!("gitward-{g}-unit-"))
     }
 
     /// The name of `identity`'s membership Lease.
@@ -49,9 +55,14 @@ impl ShardConfig {
         format!("{}{identity}", self.member_prefix())
     }
 
-    /// The name of `unit`'s Lease.
-    pub fn unit_lease(&self, unit: &str) -> String {
-        format!("{}{unit}", self.unit_prefix())
+    /// The name of bucket `b`'s Lease ([`crate::lease::assignment::bucket`]).
+    pub fn bucket_lease(&self, b: u32) -> String {
+        format!("{}{b}", self.bucket_prefix())
+    }
+
+    /// The bucket whose Lease is `name`, if it is one of this installation's bucket Leases.
+    pub fn bucket_of_lease(&self, name: &str) -> Option<u32> {
+        name.strip_prefix(&self.bucket_prefix())?.parse().ok()
     }
 
     /// The election config for the Lease `name`, held by this replica.

@@ -1,6 +1,6 @@
 //! The sharding loop's view of what members run: its own advert (written on its membership
-//! Lease, less the units it could not start), the owner of each unit among the members that
-//! advertise it, the nonce check, and the survey of unrenewed and stale Leases.
+//! Lease, less the units it could not start), the owner of each bucket among the members that
+//! advertise its units, the nonce check, and the survey of unrenewed and stale Leases.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -10,7 +10,7 @@ use kube::api::Api;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::super::assignment::{Candidate, assign};
+use super::super::assignment::{BUCKETS, Candidate, assign_bucket, bucket};
 use super::super::election::Seen;
 use super::super::member::Advert;
 use super::{BENCH_FOR, STALE_AFTER, Shard};
@@ -58,7 +58,7 @@ impl Shard {
     /// a reload); a failed write (the membership Lease not created yet) is tried again at the
     /// next round.
     pub(super) fn advertise(&mut self) {
-        let own = Advert { units: self.offered(), nonce: self.nonce.clone() };
+        let own = Advert { units: self.offered(), nonce: self.nonce.clone(), buckets: Some(BUCKETS) };
         if let Some((advert, task)) = &self.publishing {
             if !task.is_finished() {
                 return;
@@ -87,36 +87,43 @@ impl Shard {
         });
         self.publishing = Some((own, task));
     }
-    /// The units this replica owns now: for each unit of its config, the members that count
-    /// (`eligible`) and advertise it — this replica by the advert the watch showed back, and
-    /// only while that equals its config — and [`assign`] among them.
-    pub(super) fn mine(&self, eligible: &[String]) -> BTreeSet<String> {
+    /// The buckets this replica owns now: for each bucket holding a unit of its config, the
+    /// members that count (`eligible`), group units into [`BUCKETS`] buckets, and advertise
+    /// units of it — this replica by the advert the watch showed back, and only while that
+    /// equals its config — and [`assign_bucket`] among them.
+    pub(super) fn mine(&self, eligible: &[String]) -> BTreeSet<u32> {
         let units = self.offered();
+        let wanted: BTreeSet<u32> = units.keys().map(|u| bucket(u)).collect();
         let joined = |member: &str| {
             let seen = self.seen.get(&self.cfg.member_lease(member))?;
             seen.spec.acquire_time.as_ref().map(|t| t.0)
         };
         let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == units);
-        units
-            .keys()
-            .filter(|unit| {
-                let candidates: Vec<Candidate> = eligible
-                    .iter()
-                    .filter(|m| **m != self.cfg.identity || own_current)
-                    .filter_map(|m| {
-                        let fingerprint = self.adverts.get(m)?.units.get(*unit)?;
-                        Some(Candidate { member: m, fingerprint, joined: joined(m) })
-                    })
-                    .collect();
-                assign(unit, &candidates) == Some(self.cfg.identity.as_str())
+        let mut by_bucket: BTreeMap<u32, BTreeMap<&str, Vec<Candidate>>> = BTreeMap::new();
+        for member in eligible.iter().filter(|m| **m != self.cfg.identity || own_current) {
+            let Some(advert) = self.adverts.get(member).filter(|a| a.buckets == Some(BUCKETS)) else { continue };
+            let joined = joined(member);
+            for (unit, fingerprint) in &advert.units {
+                let b = bucket(unit);
+                if wanted.contains(&b) {
+                    let candidate = Candidate { member, fingerprint, joined };
+                    by_bucket.entry(b).or_default().entry(unit).or_default().push(candidate);
+                }
+            }
+        }
+        by_bucket
+            .into_iter()
+            .filter(|(b, units)| {
+                let units: Vec<Vec<Candidate>> = units.values().cloned().collect();
+                assign_bucket(*b, &units) == Some(self.cfg.identity.as_str())
             })
-            .cloned()
+            .map(|(b, _)| b)
             .collect()
     }
-    /// Counts the units some live member runs whose Lease nobody renews, and about once a second
-    /// collects stale Leases: a membership Lease of another replica, or a unit Lease of a unit
-    /// no live member runs, that has been released or expired for [`STALE_AFTER`] Lease
-    /// durations. Only the live member that wins the Lease's name by rendezvous deletes it,
+    /// Counts the units some live member runs whose bucket's Lease nobody renews, and about once
+    /// a second collects stale Leases: a membership Lease of another replica, a bucket Lease of
+    /// a bucket no unit a live member runs falls in, or a unit Lease of a gitward before bucket
+    /// Leases, that has been released or expired for [`STALE_AFTER`] Lease durations. Only the live member that wins the Lease's name by rendezvous deletes it,
     /// with its `resourceVersion` as precondition, so a Lease taken meanwhile is kept.
     pub(super) fn survey(&mut self, live: &BTreeSet<String>, now: Instant) {
         let lease = self.cfg.lease();
@@ -132,21 +139,25 @@ impl Shard {
                 s.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) && self.expiry(s) > now
             })
         };
-        let unrenewed = advertised.iter().filter(|u| !renewed(self.seen.get(&self.cfg.unit_lease(u)))).count();
+        let unrenewed =
+            advertised.iter().filter(|u| !renewed(self.seen.get(&self.cfg.bucket_lease(bucket(u))))).count();
+        let buckets: BTreeSet<u32> = advertised.iter().map(|u| bucket(u)).collect();
         self.metrics.units_unrenewed(&self.cfg.identity, unrenewed);
         if now < self.collected + Duration::from_secs(1) {
             return;
         }
-        let (member_prefix, unit_prefix) = (self.cfg.member_prefix(), self.cfg.unit_prefix());
+        let (member_prefix, legacy_prefix) = (self.cfg.member_prefix(), self.cfg.legacy_unit_prefix());
         let own_member = self.cfg.member_lease(&self.cfg.identity);
         let stale: Vec<(String, String)> = self
             .seen
             .iter()
             .filter(|(name, seen)| {
                 let idle = seen.at + lease * (STALE_AFTER + 1) <= now;
-                let unused = match name.strip_prefix(&unit_prefix) {
-                    Some(unit) => !advertised.contains(unit),
-                    None => name.starts_with(&member_prefix) && **name != own_member,
+                let unused = match self.cfg.bucket_of_lease(name) {
+                    Some(b) => !buckets.contains(&b),
+                    None => {
+                        name.starts_with(&legacy_prefix) || (name.starts_with(&member_prefix) && **name != own_member)
+                    }
                 };
                 idle && unused && !renewed(Some(seen))
             })
