@@ -2,7 +2,7 @@
 //! `part-of` label are refused, naming the owning unit, or adopted when the unit's
 //! `adopt_from` names their owner; adopted objects get a note in the change set.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use kube::api::{DynamicObject, ListParams};
@@ -29,8 +29,12 @@ impl Engine {
     }
 
     /// Objects about to be created that already carry another ApplySet's `part-of` label: one
-    /// metadata-only list per group-kind with creates, selecting `part-of` present and not ours,
-    /// read a page at a time ([`list_foreign`]). When there are any, their owners are looked up
+    /// metadata-only list per group-kind and namespace with creates (per group-kind in all
+    /// namespaces when its creates span more than [`NAMESPACE_LISTS`] namespaces, and for
+    /// cluster-scoped kinds), selecting `part-of` present and not ours, read a page at a time
+    /// ([`list_foreign`]). A list in all namespaces read every other unit's members of the
+    /// kind: each of 1,000 units following one repository into 10 namespaces read about
+    /// 10,000 objects' metadata for its 10 creates. When there are any, their owners are looked up
     /// by id ([`owner::owners`]: two more lists) and judged against `adopt_from`
     /// ([`owner::verdict`]): refused with a message naming the owning unit and its parent, or
     /// adopted.
@@ -40,15 +44,27 @@ impl Engine {
         live: &BTreeMap<ObjectRef, crate::cluster::LiveMeta>,
         changes: &mut ChangeSet,
     ) -> Foreign {
-        let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, bool)> = HashMap::new();
+        let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, BTreeSet<Option<&str>>)> = HashMap::new();
+        let creates: std::collections::HashSet<&ObjectRef> =
+            desired.iter().map(|d| &d.object).filter(|o| !live.contains_key(*o)).collect();
         for d in desired.iter().filter(|d| !live.contains_key(&d.object)) {
-            by_kind.insert(&d.object.gk, (&d.resource, d.object.namespace.is_some()));
+            let entry = by_kind.entry(&d.object.gk).or_insert_with(|| (&d.resource, BTreeSet::new()));
+            entry.1.insert(d.object.namespace.as_deref());
+        }
+        let mut scopes = Vec::new();
+        for (gk, (resource, namespaces)) in by_kind {
+            let namespaced = namespaces.iter().any(Option::is_some);
+            if namespaced && namespaces.len() <= NAMESPACE_LISTS {
+                scopes.extend(namespaces.into_iter().map(|ns| (gk, resource, namespaced, ns)));
+            } else {
+                scopes.push((gk, resource, namespaced, None));
+            }
         }
         let selector = format!("{PART_OF},{PART_OF}!={}", self.inventory.id);
-        // One list per kind, all at once: a cold sync of ten kinds waited for ten lists in a row.
-        let lists = futures::future::join_all(by_kind.into_iter().map(|(gk, (resource, namespaced))| {
+        // One list per scope, all at once: a cold sync of ten kinds waited for ten lists in a row.
+        let lists = futures::future::join_all(scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
             let selector = &selector;
-            async move { (gk, namespaced, list_foreign(&self.client, resource, selector).await) }
+            async move { (gk, namespaced, list_foreign(&self.client, resource, namespace, selector).await) }
         }))
         .await;
         let mut foreign = Foreign::default();
@@ -75,6 +91,11 @@ impl Engine {
             for meta in list {
                 let namespace = if namespaced { meta.namespace } else { None };
                 let object = ObjectRef::new(gk.clone(), namespace, meta.name.unwrap_or_default());
+                // Other units' members beside the creates: not this check's business, and their
+                // owners would be looked up for nothing.
+                if !creates.contains(&object) {
+                    continue;
+                }
                 let id = meta.labels.get(PART_OF).cloned().unwrap_or_default();
                 labelled.push((object, id));
             }
@@ -82,7 +103,7 @@ impl Engine {
         if labelled.is_empty() {
             return foreign;
         }
-        let ids: std::collections::BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
+        let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
         changes.requests += 2;
         let owners = owner::owners(&self.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));
         for (object, id) in labelled {
@@ -142,11 +163,15 @@ pub(super) struct Foreign {
     /// Objects another ApplySet owns that `adopt_from` lets this unit take over, with the note.
     pub(super) adopted: HashMap<ObjectRef, String>,
     /// The ApplySet ids of the adopted objects.
-    pub(super) adoptable_ids: std::collections::BTreeSet<String>,
+    pub(super) adoptable_ids: BTreeSet<String>,
 }
 
 /// Objects per page of an ownership-check list.
 const FOREIGN_PAGE: u32 = 500;
+
+/// Namespaces of one kind's creates up to which the ownership check lists each namespace on
+/// its own; beyond, one list in all namespaces costs fewer requests.
+const NAMESPACE_LISTS: usize = 8;
 
 /// The metadata an ownership check reads of a listed object; serde skips the rest of it
 /// (`managedFields` above all) without building it.
@@ -164,7 +189,8 @@ struct Labelled {
     metadata: LabelledMeta,
 }
 
-/// Every object of `resource` in all namespaces that `selector` selects, as metadata-only
+/// Every object of `resource` in `namespace` (`None`: in all namespaces, or cluster-scoped)
+/// that `selector` selects, as metadata-only
 /// pages of [`FOREIGN_PAGE`] (`limit` and `continue`, API concepts "Retrieving large results
 /// sets in chunks"), each reduced to name, namespace and labels as it is read. With the whole
 /// list in one response, a unit's cold sync beside other units' tens of thousands of members
@@ -175,10 +201,11 @@ struct Labelled {
 async fn list_foreign(
     client: &kube::Client,
     resource: &ApiResource,
+    namespace: Option<&str>,
     selector: &str,
 ) -> std::result::Result<(usize, Vec<LabelledMeta>), kube::Error> {
     use kube::core::{ObjectList, Resource};
-    let request = kube::core::Request::new(DynamicObject::url_path(resource, None));
+    let request = kube::core::Request::new(DynamicObject::url_path(resource, namespace));
     let mut params = ListParams::default().labels(selector).limit(FOREIGN_PAGE);
     let (mut pages, mut found) = (0, Vec::new());
     loop {
