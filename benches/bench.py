@@ -1112,7 +1112,10 @@ def fleet_sharded(units):
     json.dump({"units": units, "all_synced_seconds": all_synced, "rss_mib": rss, "victim": victim,
                "orphans": len(orphans), "takeover_seconds": seconds, "missing": missing, "twice": twice,
                "strays": strays}, open(os.path.join(ROOT, "target/bench/fleet-sharded.json"), "w"), indent=2)
-    shutil.rmtree(tmp, ignore_errors=True)
+    if os.environ.get("GITWARD_BENCH_KEEP"):
+        print(f"replica logs kept in {tmp}")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 # --- load: 50 units, 100 pushes a minute (issue 23, What to build 1) -------------------------
