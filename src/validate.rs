@@ -12,6 +12,7 @@
 
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use base64::Engine as _;
 use serde_json::Value;
@@ -68,7 +69,7 @@ impl std::fmt::Display for Problem {
 /// [`crate::sync::Error::Manifest`], naming the file and document (or the unit, path and
 /// tool). Objects that do not pass are [`Summary::problems`], all of them.
 pub async fn validate_unit(state_dir: &Path, unit: &SyncUnit) -> Result<Summary> {
-    let repo = crate::sync::repo::Repo::open(state_dir, unit).await?;
+    let repo = crate::sync::repo::Repo::open(state_dir, &Arc::new(unit.clone())).await?;
     let revision = repo.fetch().await?;
     let loaded = repo.load(&revision).await?;
     let mut problems = Vec::new();

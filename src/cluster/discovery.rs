@@ -16,7 +16,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use kube::core::GroupVersion;
 use std::sync::Arc;
 
-use kube::discovery::{ApiCapabilities, ApiResource, Scope, oneshot};
+use internment::ArcIntern;
+use kube::discovery::{ApiResource, Scope, oneshot};
 
 use super::{Error, Result, is_status};
 use crate::render::Capabilities;
@@ -42,10 +43,17 @@ pub struct Resolved {
     pub namespaced: bool,
 }
 
+/// The kinds one group-version serves, each with whether it is namespaced: what
+/// [`Discovery::known`] reads of an answer (its subresources and verbs are dropped). Interned
+/// process-wide (`internment`'s `ArcIntern`, freed with its last holder): every unit's engine
+/// asks for itself, and the units of a cluster that got the same answer hold one copy of it
+/// (at 1,000 units each held ~15 KiB of `/api/v1` before; README "Fleet").
+type Kinds = ArcIntern<Vec<(Arc<ApiResource>, bool)>>;
+
 /// The discovery cache: group-version → the kinds it serves.
 #[derive(Debug, Default)]
 pub struct Discovery {
-    groups: HashMap<String, Vec<(Arc<ApiResource>, ApiCapabilities)>>,
+    groups: HashMap<String, Kinds>,
     /// Group → its preferred version and when that was learned ([`PREFERRED_TTL`]).
     preferred: HashMap<crate::object::Atom, (String, std::time::Instant)>,
     fetched: HashMap<String, std::time::Instant>,
@@ -76,8 +84,8 @@ impl Discovery {
                 Err(e) if is_status(&e, 404) => Vec::new(),
                 Err(source) => return Err(Error::DiscoveryFailed { group_version: api_version.to_string(), source }),
             };
-            self.groups
-                .insert(api_version.to_string(), resources.into_iter().map(|(ar, c)| (Arc::new(ar), c)).collect());
+            let kinds = resources.into_iter().map(|(ar, c)| (Arc::new(ar), c.scope == Scope::Namespaced)).collect();
+            self.groups.insert(api_version.to_string(), ArcIntern::new(kinds));
             self.fetched.insert(api_version.to_string(), std::time::Instant::now());
         }
         Ok(self.known(api_version, kind))
@@ -90,7 +98,7 @@ impl Discovery {
             .get(api_version)?
             .iter()
             .find(|(ar, _)| ar.kind == kind)
-            .map(|(ar, caps)| Resolved { resource: ar.clone(), namespaced: caps.scope == Scope::Namespaced })
+            .map(|(ar, namespaced)| Resolved { resource: ar.clone(), namespaced: *namespaced })
     }
 
     /// Resolves a kind whose CRD was just applied and reported Established, asking again with

@@ -28,7 +28,7 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
 /// One running unit task and what talks to it.
 pub(super) struct RunningUnit {
     /// The settings it was started with: a reload that changes them restarts it.
-    config: SyncUnit,
+    config: Arc<SyncUnit>,
     /// Its trigger channel (webhooks, reloads).
     triggers: mpsc::Sender<Trigger>,
     /// Asks it to stop after its in-flight sync.
@@ -117,7 +117,7 @@ impl Units {
         let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
-        let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &r.config)).collect();
+        let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &*r.config)).collect();
         let stopping: BTreeSet<&str> = self.stopping.keys().map(String::as_str).collect();
         let plan = decide::plan_units(&running, &stopping, &wanted);
         for name in &plan.stop {
@@ -218,8 +218,9 @@ impl Units {
             .fenced_client(&unit.cluster, &fence)
             .expect("clusters are fixed at start and every unit names one")
             .map_err(crate::sync::Error::Cluster)?;
+        let shared = Arc::new(unit.clone());
         let mut engine =
-            Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, unit, &fence).await?;
+            Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, &shared, &fence).await?;
         if let Some(watches) = self.clusters.watches(&unit.cluster) {
             engine.share_watches(watches);
         }
@@ -249,7 +250,7 @@ impl Units {
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
         let handle = tokio::spawn(task.run(stop_rx).instrument(span));
-        Ok(RunningUnit { config: unit.clone(), triggers, stop, task: handle, _watch: watch })
+        Ok(RunningUnit { config: shared, triggers, stop, task: handle, _watch: watch })
     }
 
     /// The units webhooks can trigger: name, configured ref and trigger channel of each.

@@ -153,7 +153,8 @@ pub struct Engine {
     /// The unit's writes (applies, deletes, the health wait's reads): `client`, or one
     /// impersonating the unit's ServiceAccount ([`SyncUnit::service_account`]).
     writer: kube::Client,
-    unit: SyncUnit,
+    /// Shared with the repo and the daemon's running-unit map: one copy per unit.
+    unit: Arc<SyncUnit>,
     repo: repo::Repo,
     discovery: Discovery,
     cache: MetadataCache,
@@ -219,7 +220,7 @@ impl Engine {
         state_dir: &std::path::Path,
         unit: &SyncUnit,
     ) -> Result<Self> {
-        Self::fenced(client, cluster, state_dir, unit, &Fence::unfenced()).await
+        Self::fenced(client, cluster, state_dir, &Arc::new(unit.clone()), &Fence::unfenced()).await
     }
 
     /// [`Engine::new`] for a unit that runs under a Lease: `client` is already checked by
@@ -227,12 +228,14 @@ impl Engine {
     /// impersonating the unit's ServiceAccount, built here; the prune checks it again before
     /// each delete.
     ///
+    /// `unit` is shared, not copied (the daemon keeps the same copy in its map of running units).
+    ///
     /// Errors: as [`Engine::new`].
     pub async fn fenced(
         client: kube::Client,
         cluster: &ClusterConfig,
         state_dir: &std::path::Path,
-        unit: &SyncUnit,
+        unit: &Arc<SyncUnit>,
         fence: &Fence,
     ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;

@@ -33,7 +33,8 @@ impl Repo {
     /// ([`Source::open`]).
     ///
     /// Errors: [`Error::Source`].
-    pub async fn open(state_dir: &Path, unit: &SyncUnit) -> Result<Self> {
+    /// `unit` is the engine's own copy, shared rather than copied again (a copy is ~1 KiB).
+    pub async fn open(state_dir: &Path, unit: &Arc<SyncUnit>) -> Result<Self> {
         if let Some(source) = &unit.helm.chart {
             let spec = ChartSpec {
                 unit: unit.name.clone(),
@@ -51,7 +52,7 @@ impl Repo {
                 origin: Origin::Chart(Arc::new(tokio::sync::Mutex::new(chart)), values),
                 parse_cache: Arc::new(Mutex::new(ParseCache::new())),
                 renderer: Arc::new(Mutex::new(Renderer::new())),
-                unit: Arc::new(unit.clone()),
+                unit: unit.clone(),
             });
         }
         let source = Arc::new(Mutex::new(open_git(state_dir, unit).await?));
@@ -64,7 +65,7 @@ impl Repo {
             origin,
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
-            unit: Arc::new(unit.clone()),
+            unit: unit.clone(),
         })
     }
 

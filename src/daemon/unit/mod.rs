@@ -98,10 +98,13 @@ impl UnitTask {
                     let event = task.next_event(None, Some(retry_at)).await;
                     task.on_idle(event, Some(retry_at))
                 }
-                Phase::Syncing(job) => task.run_job(job).await,
+                // Boxed: a sync's and a wait's futures are large (the engine's whole sync),
+                // and inline they would size the task's future at rest, which is idle
+                // (~16 KiB a unit at 1,000 units; README "Fleet").
+                Phase::Syncing(job) => Box::pin(task.run_job(job)).await,
                 Phase::Waiting(mut waiting) => {
                     let event = task.next_event(Some(&mut waiting), None).await;
-                    task.on_waiting(waiting, event).await
+                    Box::pin(task.on_waiting(waiting, event)).await
                 }
             };
         }
