@@ -27,6 +27,18 @@ const UNITS: usize = 30;
 /// Liveness bound for anything that must eventually happen.
 const WAIT: Duration = Duration::from_secs(120);
 
+/// `n` bare repositories, the `i`-th holding the ConfigMap `cm-<i>` with value `1`.
+fn cm_repos(n: usize) -> Vec<common::GitRepo> {
+    (0..n)
+        .map(|i| {
+            let repo = common::GitRepo::new();
+            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
+            repo.commit_and_push("first");
+            repo
+        })
+        .collect()
+}
+
 fn unit_name(i: usize) -> String {
     format!("app-{i}")
 }
@@ -179,14 +191,7 @@ async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_ov
     let _serial = SERIAL.lock().await;
     let env = common::setup("shard").await;
     let ns = env.namespace.clone();
-    let repos: Vec<common::GitRepo> = (0..UNITS)
-        .map(|i| {
-            let repo = common::GitRepo::new();
-            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
-            repo.commit_and_push("first");
-            repo
-        })
-        .collect();
+    let repos = cm_repos(UNITS);
     let dir = tempfile::tempdir().unwrap();
     let ids: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| format!("replica-{s}")).collect();
     let start = |id: &str| {
@@ -664,14 +669,7 @@ async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
     let _serial = SERIAL.lock().await;
     let env = common::setup("shard-bench").await;
     let ns = env.namespace.clone();
-    let repos: Vec<common::GitRepo> = (0..6)
-        .map(|i| {
-            let repo = common::GitRepo::new();
-            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
-            repo.commit_and_push("first");
-            repo
-        })
-        .collect();
+    let repos = cm_repos(6);
     let dir = tempfile::tempdir().unwrap();
     let mirrors = dir.path().join("state-broken-2/mirrors");
     std::fs::create_dir_all(&mirrors).unwrap();
@@ -719,14 +717,7 @@ async fn an_old_replicas_unit_lease_keeps_its_unit_from_the_new_replicas_until_r
     let _serial = SERIAL.lock().await;
     let env = common::setup("shard-upgrade").await;
     let ns = env.namespace.clone();
-    let repos: Vec<common::GitRepo> = (0..2)
-        .map(|i| {
-            let repo = common::GitRepo::new();
-            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
-            repo.commit_and_push("first");
-            repo
-        })
-        .collect();
+    let repos = cm_repos(2);
     let (b0, b1) = (gitward::lease::assignment::bucket("app-0"), gitward::lease::assignment::bucket("app-1"));
     assert_ne!(b0, b1, "the two units share a bucket; rename them");
     let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
