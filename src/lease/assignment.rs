@@ -23,7 +23,12 @@ pub fn weight(member: &str, unit: &str) -> u64 {
     input.extend_from_slice(member.as_bytes());
     input.push(0);
     input.extend_from_slice(unit.as_bytes());
-    let digest = Sha256::digest(&input);
+    leading_u64(&input)
+}
+
+/// The first 8 bytes, big-endian, of `sha256(input)`.
+fn leading_u64(input: &[u8]) -> u64 {
+    let digest = Sha256::digest(input);
     let mut first = [0u8; 8];
     first.copy_from_slice(&digest[..8]);
     u64::from_be_bytes(first)
@@ -43,11 +48,26 @@ pub const BUCKETS: u32 = 64;
 
 /// The bucket of `unit`: the first 8 bytes, big-endian, of `sha256(unit)`, modulo [`BUCKETS`].
 pub fn bucket(unit: &str) -> u32 {
-    let digest = Sha256::digest(unit.as_bytes());
-    let mut first = [0u8; 8];
-    first.copy_from_slice(&digest[..8]);
     // The remainder is below BUCKETS, a u32.
-    (u64::from_be_bytes(first) % u64::from(BUCKETS)) as u32
+    (leading_u64(unit.as_bytes()) % u64::from(BUCKETS)) as u32
+}
+
+/// [`bucket`] remembered by unit name, for a loop that asks for the bucket of every unit of
+/// every member ten times a second. Holds one entry per unit name ever asked about (the units
+/// of the replicas' configs); one task's, not shared.
+#[derive(Debug, Default)]
+pub(crate) struct BucketMemo(std::cell::RefCell<std::collections::HashMap<String, u32>>);
+
+impl BucketMemo {
+    /// The bucket of `unit`.
+    pub(crate) fn of(&self, unit: &str) -> u32 {
+        if let Some(b) = self.0.borrow().get(unit) {
+            return *b;
+        }
+        let b = bucket(unit);
+        self.0.borrow_mut().insert(unit.to_owned(), b);
+        b
+    }
 }
 
 /// The rendezvous key of bucket `b`: its number in decimal, as in its Lease's name.
@@ -61,7 +81,7 @@ pub fn unit_owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) ->
     owner(&bucket_key(bucket(unit)), members)
 }
 
-/// A member that runs a unit, for [`assign`]: its identity, the fingerprint it advertises for
+/// A member that runs a unit, for [`assign_bucket`]: its identity, the fingerprint it advertises for
 /// the unit ([`crate::config::SyncUnit::fingerprint`]) and when it joined (its membership
 /// Lease's `acquireTime`; `None` sorts first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,29 +94,23 @@ pub struct Candidate<'a> {
     pub joined: Option<k8s_openapi::jiff::Timestamp>,
 }
 
-/// The owner of `unit` among replicas that may run different configs: only members that run
-/// the unit are candidates, and only those whose fingerprint equals that of the member that
-/// joined last (ties: the greater identity) — in a rolling update the new config's version
-/// of a unit wins as soon as one new replica counts, and the unit is never applied by an old
-/// and a new replica in turn. Among those, rendezvous [`owner`]. `None` when no candidate.
-/// Every replica computes the same answer from the same Leases.
-pub fn assign<'a>(unit: &str, candidates: &[Candidate<'a>]) -> Option<&'a str> {
-    let newest = candidates.iter().max_by_key(|c| (c.joined, c.member))?;
-    owner(unit, candidates.iter().filter(|c| c.fingerprint == newest.fingerprint).map(|c| c.member))
-}
-
 /// The owner of bucket `b`, whose units are given by their candidates (`units`: for each unit
 /// of the bucket any counting member runs, the members that run it).
 ///
-/// A member qualifies for a unit as in [`assign`]: it runs the unit in the version of the
-/// unit's newest-joined candidate. The bucket goes by rendezvous on [`bucket_key`] to a member
+/// A member qualifies for a unit when it runs the unit in the version of the unit's
+/// newest-joined candidate (ties: the greater identity): in a rolling update the new config's
+/// version of a unit wins as soon as one new replica counts, and the unit is never applied by
+/// an old and a new replica in turn. The bucket goes by rendezvous on [`bucket_key`] to a member
 /// that qualifies for every unit of the bucket; when none does (replicas whose configs differ
 /// in more than versions: a unit only old replicas run beside one the newest changed), to the
 /// newest-joined candidate of the bucket (ties: the greater identity) — the newest config
 /// wins, as for one unit, and the units it no longer runs wait for the old replicas to leave.
 /// `None` when no unit has a candidate. Every replica computes the same answer from the same
 /// Leases.
-pub fn assign_bucket<'a>(b: u32, units: &[Vec<Candidate<'a>>]) -> Option<&'a str> {
+pub fn assign_bucket<'a, 'u>(b: u32, units: impl IntoIterator<Item = &'u [Candidate<'a>]>) -> Option<&'a str>
+where
+    'a: 'u,
+{
     let mut qualified: Option<BTreeSet<&'a str>> = None;
     let mut newest: Option<&Candidate<'a>> = None;
     for candidates in units {
@@ -223,15 +237,14 @@ mod tests {
     fn only_members_running_the_newest_version_of_a_unit_are_candidates() {
         let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
         let c = |member, fingerprint, joined| Candidate { member, fingerprint, joined };
-        // Old replicas a, b run v1; c, started later, runs v2: only c may own the unit.
+        // Old replicas a, b run v1; c, started later, runs v2: only c may own the unit's bucket.
         let mixed = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v2", at(50))];
-        for unit in ["u1", "u2", "u3", "u4"] {
-            assert_eq!(assign(unit, &mixed), Some("c"));
+        for b in [1, 2, 3, 4] {
+            assert_eq!(assign_bucket(b, [&mixed[..]]), Some("c"));
         }
         // The same version everywhere: plain rendezvous over all of them.
         let same = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))];
-        assert_eq!(assign("u1", &same), owner("u1", ["a", "b", "c"]));
-        assert_eq!(assign("u1", &[]), None);
+        assert_eq!(assign_bucket(1, [&same[..]]), owner("1", ["a", "b", "c"]));
     }
 
     #[test]
@@ -258,24 +271,24 @@ mod tests {
         let c = |member, fingerprint, joined| Candidate { member, fingerprint, joined };
         // The same config everywhere: rendezvous over all members on the bucket's key.
         let same = vec![vec![c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))]; 2];
-        assert_eq!(assign_bucket(5, &same), owner("5", ["a", "b", "c"]));
+        assert_eq!(assign_bucket(5, same.iter().map(Vec::as_slice)), owner("5", ["a", "b", "c"]));
         // c, newest, changed unit 1 and runs unit 2 as the others do: only c qualifies for both.
         let changed = [
             vec![c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v2", at(50))],
             vec![c("a", "w", at(10)), c("b", "w", at(11)), c("c", "w", at(50))],
         ];
         for b in 0..BUCKETS {
-            assert_eq!(assign_bucket(b, &changed), Some("c"));
+            assert_eq!(assign_bucket(b, changed.iter().map(Vec::as_slice)), Some("c"));
         }
         // A unit only the old members run, beside a new one only c runs: c, the newest, owns
         // the bucket.
         let split = [vec![c("a", "x", at(10)), c("b", "x", at(11))], vec![c("c", "y", at(50))]];
-        assert_eq!(assign_bucket(3, &split), Some("c"));
+        assert_eq!(assign_bucket(3, split.iter().map(Vec::as_slice)), Some("c"));
         // A unit only a and b run (c has dropped it, or benched it): they share the bucket.
         let dropped = [vec![c("a", "x", at(10)), c("b", "x", at(11))]];
-        assert_eq!(assign_bucket(9, &dropped), owner("9", ["a", "b"]));
-        assert_eq!(assign_bucket(9, &[]), None);
-        assert_eq!(assign_bucket(9, &[vec![]]), None);
+        assert_eq!(assign_bucket(9, dropped.iter().map(Vec::as_slice)), owner("9", ["a", "b"]));
+        assert_eq!(assign_bucket(9, []), None);
+        assert_eq!(assign_bucket(9, [&[][..]]), None);
     }
 
     #[test]

@@ -64,7 +64,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::assignment::{bucket, eligible};
+use super::assignment::{BucketMemo, bucket, eligible};
 use super::election::{self as leader, Leadership, Seen};
 use super::member::{self, Advert};
 use crate::cluster::fence::Fence;
@@ -183,6 +183,7 @@ pub fn spawn(
         relisted: None,
         electors: BTreeMap::new(),
         releasing: BTreeMap::new(),
+        buckets: BucketMemo::default(),
         holding: BTreeSet::new(),
         generation: 0,
         first_live: BTreeMap::new(),
@@ -283,6 +284,8 @@ struct Shard {
     relisted: Option<BTreeSet<String>>,
     /// Election loops of the buckets assigned here (or being released).
     electors: BTreeMap<u32, Elect>,
+    /// The bucket of each unit name seen ([`super::assignment::bucket`]), asked for every round.
+    buckets: BucketMemo,
     /// Buckets held but no longer assigned here, waiting for the daemon to stop their units,
     /// with the first ownership generation that asked for it.
     releasing: BTreeMap<u32, u64>,
@@ -461,7 +464,7 @@ impl Shard {
             }
         }
         let running = self.running.borrow().clone();
-        let running_buckets: BTreeSet<u32> = running.units.iter().map(|u| bucket(u)).collect();
+        let running_buckets: BTreeSet<u32> = running.units.iter().map(|u| self.buckets.of(u)).collect();
         for (b, asked) in self.releasing.clone() {
             let leading = self.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
             let stopped = running.generation >= asked && !running_buckets.contains(&b);
@@ -470,7 +473,7 @@ impl Shard {
                 self.electors.remove(&b);
                 if leading {
                     self.release(b);
-                    let units: Vec<String> = self.offered().into_keys().filter(|u| bucket(u) == b).collect();
+                    let units: Vec<String> = self.offered().into_keys().filter(|u| self.buckets.of(u) == b).collect();
                     for _ in &units {
                         self.metrics.handover(&identity, Handover::Released);
                     }
@@ -497,7 +500,7 @@ impl Shard {
         let prefix = self.cfg.legacy_unit_prefix();
         self.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)).any(|(name, seen)| {
             let held = seen.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
-            held && self.expiry(seen) > now && bucket(&name[prefix.len()..]) == b
+            held && self.expiry(seen) > now && self.buckets.of(&name[prefix.len()..]) == b
         })
     }
 
@@ -521,7 +524,7 @@ impl Shard {
     fn publish(&mut self) {
         let offered = self.offered();
         let units_of = |buckets: &BTreeSet<u32>| -> BTreeSet<String> {
-            offered.keys().filter(|u| buckets.contains(&bucket(u))).cloned().collect()
+            offered.keys().filter(|u| buckets.contains(&self.buckets.of(u))).cloned().collect()
         };
         let held_buckets: BTreeSet<u32> = self
             .electors
@@ -534,14 +537,14 @@ impl Shard {
         let identity = &self.cfg.identity;
         for unit in held.difference(&self.holding) {
             self.metrics.handover(identity, Handover::Acquired);
-            if let Some(from) = self.electors.get(&bucket(unit)).and_then(|e| e.failover_from) {
+            if let Some(from) = self.electors.get(&self.buckets.of(unit)).and_then(|e| e.failover_from) {
                 self.metrics.failover_started(unit, identity, from.into_std());
             }
             info!(unit = %unit, identity = %identity, "sharding: unit acquired");
         }
         for unit in self.holding.difference(&held) {
             // A unit of a bucket still held left the config (a reload) or was benched.
-            if !releasing.contains(unit) && !held_buckets.contains(&bucket(unit)) {
+            if !releasing.contains(unit) && !held_buckets.contains(&self.buckets.of(unit)) {
                 warn!(unit = %unit, identity = %identity, "sharding: unit lease lost; unit stopped");
             }
         }
@@ -550,7 +553,9 @@ impl Shard {
         let fences: BTreeMap<String, Fence> = held
             .iter()
             .chain(&releasing)
-            .filter_map(|unit| Some((unit.clone(), self.electors.get(&bucket(unit))?.leadership.fence().clone())))
+            .filter_map(|unit| {
+                Some((unit.clone(), self.electors.get(&self.buckets.of(unit))?.leadership.fence().clone()))
+            })
             .collect();
         let generation = &mut self.generation;
         self.tx.send_if_modified(|current| {

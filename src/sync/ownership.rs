@@ -32,12 +32,12 @@ impl Engine {
     /// metadata-only list per group-kind and namespace with creates (per group-kind in all
     /// namespaces when its creates span more than [`NAMESPACE_LISTS`] namespaces, and for
     /// cluster-scoped kinds), selecting `part-of` present and not ours, read a page at a time
-    /// ([`list_foreign`]). A list in all namespaces read every other unit's members of the
-    /// kind: each of 1,000 units following one repository into 10 namespaces read about
-    /// 10,000 objects' metadata for its 10 creates. When there are any, their owners are looked up
-    /// by id ([`owner::owners`]: two more lists) and judged against `adopt_from`
-    /// ([`owner::verdict`]): refused with a message naming the owning unit and its parent, or
-    /// adopted.
+    /// ([`list_foreign`]). Of what is listed, the creates are kept; when there are any, their
+    /// owners are looked up by id ([`owner::owners`]: two more lists) and judged against
+    /// `adopt_from` ([`owner::verdict`]): refused with a message naming the owning unit and its
+    /// parent, or adopted. (A list in all namespaces read every other unit's members of the
+    /// kind: each of 1,000 units following one repository into 10 namespaces read about 10,000
+    /// objects' metadata for its 10 creates.)
     pub(super) async fn foreign_members(
         &self,
         desired: &[Desired],
@@ -45,9 +45,9 @@ impl Engine {
         changes: &mut ChangeSet,
     ) -> Foreign {
         let mut by_kind: HashMap<&GroupKind, (&Arc<ApiResource>, BTreeSet<Option<&str>>)> = HashMap::new();
-        let creates: std::collections::HashSet<&ObjectRef> =
-            desired.iter().map(|d| &d.object).filter(|o| !live.contains_key(*o)).collect();
+        let mut creates = std::collections::HashSet::new();
         for d in desired.iter().filter(|d| !live.contains_key(&d.object)) {
+            creates.insert(&d.object);
             let entry = by_kind.entry(&d.object.gk).or_insert_with(|| (&d.resource, BTreeSet::new()));
             entry.1.insert(d.object.namespace.as_deref());
         }

@@ -10,7 +10,7 @@ use kube::api::Api;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::super::assignment::{BUCKETS, Candidate, assign_bucket, bucket};
+use super::super::assignment::{BUCKETS, Candidate, assign_bucket};
 use super::super::election::Seen;
 use super::super::member::Advert;
 use super::{BENCH_FOR, STALE_AFTER, Shard};
@@ -93,7 +93,7 @@ impl Shard {
     /// equals its config — and [`assign_bucket`] among them.
     pub(super) fn mine(&self, eligible: &[String]) -> BTreeSet<u32> {
         let units = self.offered();
-        let wanted: BTreeSet<u32> = units.keys().map(|u| bucket(u)).collect();
+        let wanted: BTreeSet<u32> = units.keys().map(|u| self.buckets.of(u)).collect();
         let joined = |member: &str| {
             let seen = self.seen.get(&self.cfg.member_lease(member))?;
             seen.spec.acquire_time.as_ref().map(|t| t.0)
@@ -104,7 +104,7 @@ impl Shard {
             let Some(advert) = self.adverts.get(member).filter(|a| a.buckets == Some(BUCKETS)) else { continue };
             let joined = joined(member);
             for (unit, fingerprint) in &advert.units {
-                let b = bucket(unit);
+                let b = self.buckets.of(unit);
                 if wanted.contains(&b) {
                     let candidate = Candidate { member, fingerprint, joined };
                     by_bucket.entry(b).or_default().entry(unit).or_default().push(candidate);
@@ -114,8 +114,7 @@ impl Shard {
         by_bucket
             .into_iter()
             .filter(|(b, units)| {
-                let units: Vec<Vec<Candidate>> = units.values().cloned().collect();
-                assign_bucket(*b, &units) == Some(self.cfg.identity.as_str())
+                assign_bucket(*b, units.values().map(Vec::as_slice)) == Some(self.cfg.identity.as_str())
             })
             .map(|(b, _)| b)
             .collect()
@@ -139,9 +138,13 @@ impl Shard {
                 s.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) && self.expiry(s) > now
             })
         };
-        let unrenewed =
-            advertised.iter().filter(|u| !renewed(self.seen.get(&self.cfg.bucket_lease(bucket(u))))).count();
-        let buckets: BTreeSet<u32> = advertised.iter().map(|u| bucket(u)).collect();
+        // Units per bucket: each bucket's Lease is looked up once.
+        let mut buckets: BTreeMap<u32, usize> = BTreeMap::new();
+        for unit in &advertised {
+            *buckets.entry(self.buckets.of(unit)).or_default() += 1;
+        }
+        let unrenewed: usize =
+            buckets.iter().filter(|(b, _)| !renewed(self.seen.get(&self.cfg.bucket_lease(**b)))).map(|(_, n)| n).sum();
         self.metrics.units_unrenewed(&self.cfg.identity, unrenewed);
         if now < self.collected + Duration::from_secs(1) {
             return;
@@ -154,7 +157,7 @@ impl Shard {
             .filter(|(name, seen)| {
                 let idle = seen.at + lease * (STALE_AFTER + 1) <= now;
                 let unused = match self.cfg.bucket_of_lease(name) {
-                    Some(b) => !buckets.contains(&b),
+                    Some(b) => !buckets.contains_key(&b),
                     None => {
                         name.starts_with(&legacy_prefix) || (name.starts_with(&member_prefix) && **name != own_member)
                     }
