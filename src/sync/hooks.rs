@@ -124,6 +124,10 @@ pub(super) struct RevisionHooks {
     pub(super) revision: Option<Revision>,
     /// Its hooks, as rendered.
     pub(super) hooks: Vec<Manifest>,
+    /// The kinds its CRDs define: a hook of one of them may find discovery not serving it yet
+    /// right after the CRD was Established, and is asked about again as a pending custom
+    /// resource is ([`crate::cluster::discovery::Discovery::resolve_new`]).
+    pub(super) crd_kinds: std::collections::BTreeSet<crate::object::GroupKind>,
 }
 
 /// How one hook ended.
@@ -147,11 +151,12 @@ impl Engine {
         &mut self,
         revision: &Revision,
         hooks: Vec<Manifest>,
+        crd_kinds: std::collections::BTreeSet<crate::object::GroupKind>,
         members: usize,
         changes: &mut ChangeSet,
     ) -> Result<Option<String>> {
         let rev = revision.to_string();
-        self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), hooks };
+        self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), hooks, crd_kinds };
         if self.revision_hooks.hooks.is_empty() || self.hooks_ran.as_ref().is_some_and(|r| r.revision == rev) {
             return Ok(None);
         }
@@ -255,7 +260,13 @@ impl Engine {
     /// (server-side apply, the unit's field manager, without the ApplySet label), waited for
     /// when a Job or Pod, then deleted by its policy.
     async fn run_hook(&mut self, m: &Manifest, hook: &Hook, event: HookEvent) -> Result<Ran> {
-        let Some(resolved) = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await? else {
+        let mut resolved = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await?;
+        if resolved.is_none() && self.revision_hooks.crd_kinds.contains(&m.gk) {
+            // Its CRD was applied this sync: the answer cached may be from before it was served.
+            self.discovery.forget(&m.api_version);
+            resolved = self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?;
+        }
+        let Some(resolved) = resolved else {
             // Scope unknown: named as a namespaced object would be, as the desired objects are.
             let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into());
             let object = ObjectRef::new(m.gk.clone(), Some(namespace), &m.name);
