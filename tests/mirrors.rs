@@ -99,3 +99,46 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
     assert!(synced, "every unit syncs for the webhook: {}", daemon.log_text());
     assert_eq!(fetches() - before, 2.0, "one fetch per mirror for four units: {}", daemon.log_text());
 }
+
+/// A push that changes one unit's path of a shared repository: that unit's sync takes the
+/// push lane; the others learn from the mirror's one fetch and tree diff that nothing of theirs
+/// changed, and wait for a sync slot instead (`push_lane = false`), as at 1,000 units the one
+/// changed unit must not queue behind 999 unchanged ones. Every unit still syncs the new
+/// revision, and the change is applied.
+#[tokio::test]
+async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
+    let env = common::setup("mirrors-lane").await;
+    let repo = common::GitRepo::new();
+    write_paths(&repo, "1");
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let units: String =
+        UNITS.iter().map(|unit| common::unit_toml(unit, &repo.bare(), unit, &env.namespace, "")).collect();
+    let (config, port) = common::daemon_config(dir.path(), "", "", &units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    repo.write("b/cm.yaml", &common::cm("b-cm", "2"));
+    let revision = repo.commit_and_push("b only");
+    let applied =
+        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "b-cm").await.as_deref() == Some("2") })
+            .await;
+    assert!(applied, "push not applied: {}", daemon.log_text());
+    let triggered = || -> Vec<(String, bool)> {
+        let mut seen: Vec<(String, bool)> = daemon
+            .logged("sync triggered")
+            .into_iter()
+            .filter(|e| e["trigger"] == "push" && e["revision"] == revision.as_str())
+            .map(|e| (e["unit"].as_str().unwrap_or_default().to_owned(), e["push_lane"] == true))
+            .collect();
+        seen.sort();
+        seen
+    };
+    let all = common::eventually(WAIT, || async { triggered().len() == UNITS.len() }).await;
+    assert!(all, "every unit syncs the new revision: {:?}\n{}", triggered(), daemon.log_text());
+    let expected: Vec<(String, bool)> = UNITS.iter().map(|u| (u.to_string(), *u == "b")).collect();
+    assert_eq!(triggered(), expected, "{}", daemon.log_text());
+    for unit in ["a", "c", "d"] {
+        assert_eq!(value(&env.client, &env.namespace, &format!("{unit}-cm")).await.as_deref(), Some("1"));
+    }
+}

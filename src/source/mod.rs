@@ -86,6 +86,42 @@ pub struct SourceSpec {
     pub verify: Option<VerifySpec>,
 }
 
+/// What a unit needs to learn, without reading the mirror, whether a push touched its path
+/// ([`PushProbe::touched`]).
+#[derive(Clone)]
+pub struct PushProbe {
+    mirror: Arc<shared::Shared>,
+    spec: SourceSpec,
+}
+
+impl PushProbe {
+    /// Waits for a fetch that started at or after `not_before` (the push seen; one fetch for
+    /// all the units of the mirror, see [`shared`]), then answers from what that fetch recorded:
+    /// `Some(false)` when the unit's branch moved from `from` and no file under the unit's
+    /// path changed, `Some(true)` when one did, `None` when it cannot be told so (the
+    /// reference is a tag or a commit, the branch did not move from `from`, the fetch failed:
+    /// the caller fetches and reads the diff itself, and meets the error there).
+    ///
+    /// Only a hint for ordering work: the sync that follows resolves and verifies the
+    /// revision as always. A rendered unit that reads files outside its path (a kustomize
+    /// `../base`) is told `Some(false)` for a change there, which is right for what it is
+    /// used for: such a change has no early apply ([`tree::path_unchanged`]).
+    pub async fn touched(&self, from: &Revision, not_before: Instant) -> Option<bool> {
+        let branch = match self.spec.reference.strip_prefix("refs/heads/") {
+            Some(_) => self.spec.reference.clone(),
+            None if self.spec.reference.starts_with("refs/") => return None,
+            None => format!("refs/heads/{}", self.spec.reference),
+        };
+        let from = git2::Oid::from_str(&from.0).ok()?;
+        self.mirror.fetched_since(&self.spec, not_before).await.ok()?;
+        let moved = self.mirror.moved(&branch)?;
+        if moved.to == from {
+            return Some(false);
+        }
+        (moved.from == from).then(|| moved.touches(&tree::normalise_path(&self.spec.path)))
+    }
+}
+
 /// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to; for a
 /// chart unit, `<chart>@<version>@sha256:<hex>` ([`chart`]).
 ///
@@ -261,6 +297,12 @@ impl Source {
             Err(Error::RefNotFound { .. }) if resolve::is_full_sha(&self.spec.reference) => self.fetch_commit_by_id(),
             resolved => resolved,
         }
+    }
+
+    /// The shared mirror and this unit's spec, for [`Source::touched_by_push`] off the
+    /// blocking pool.
+    pub fn push_probe(&self) -> PushProbe {
+        PushProbe { mirror: self.mirror.clone(), spec: self.spec.clone() }
     }
 
     /// Resolves the reference in the mirror as last fetched, without touching the network:

@@ -18,6 +18,12 @@
 //! after an instant ([`Shared::fetch_refs`]) takes the outcome of the last one when it started
 //! late enough, waits for the one running, or starts one — so one push seen by many units is
 //! fetched once.
+//!
+//! A fetch that moves a branch also records which files the move changed ([`Moved`]: one
+//! tree diff per branch, computed by the thread that fetched), so that each unit of a push
+//! learns whether the push touched its path without reading the mirror itself
+//! ([`Shared::fetched_since`], [`Shared::moved`]): at 1,000 units of one repository, the one
+//! unit a push changed no longer queues behind 999 units' tree reads (issue 23).
 
 use std::collections::HashMap;
 use std::ops::Deref;
@@ -120,6 +126,8 @@ fn open_dir(dir: PathBuf, spec: &SourceSpec, url: &str) -> Result<Arc<Shared>> {
         fetch: Mutex::new(FetchState::default()),
         fetches: AtomicU64::new(0),
         fetched: Condvar::new(),
+        ended: tokio::sync::watch::Sender::new(0),
+        moved: Mutex::new(HashMap::new()),
         path: dir.clone(),
     });
     open.insert(dir, Arc::downgrade(&shared));
@@ -141,6 +149,44 @@ pub struct Shared {
     fetches: AtomicU64,
     /// Signalled when a fetch or a reclone ends.
     fetched: Condvar,
+    /// The same, for async waiters ([`Shared::fetched_since`]): the count of ends.
+    ended: tokio::sync::watch::Sender<u64>,
+    /// Branch → its last move by a fetch of this process.
+    moved: Mutex<HashMap<String, Arc<Moved>>>,
+}
+
+/// The last move of one branch by a fetch: from which commit to which, and the paths of the
+/// files the move added, deleted or modified (both paths of a rename).
+#[derive(Debug)]
+pub struct Moved {
+    /// The commit the branch pointed to before the fetch.
+    pub from: git2::Oid,
+    /// The commit it points to after.
+    pub to: git2::Oid,
+    /// The changed files' paths, sorted; `None` when more than [`MAX_MOVED_PATHS`] changed
+    /// (taken as "every path touched").
+    pub paths: Option<Vec<String>>,
+}
+
+/// The most changed paths one [`Moved`] keeps.
+pub const MAX_MOVED_PATHS: usize = 4096;
+
+impl Moved {
+    /// Whether a changed file lies at or under `path` (`/`-separated, normalised; `""` is the
+    /// root, touched by any change).
+    pub fn touches(&self, path: &str) -> bool {
+        let Some(paths) = &self.paths else { return true };
+        if path.is_empty() {
+            return !paths.is_empty();
+        }
+        // Sorted: the paths that start with `path` follow one another from the first not
+        // before it (`a/b`, `a/b-c`, `a/b/x`).
+        let start = paths.partition_point(|p| p.as_str() < path);
+        paths[start..]
+            .iter()
+            .take_while(|p| p.starts_with(path))
+            .any(|p| p.len() == path.len() || p[path.len()..].starts_with('/'))
+    }
 }
 
 /// The fetch of refs in progress and the last one's outcome.
@@ -249,7 +295,11 @@ impl Shared {
         let outcome = self.handle(&spec.unit).and_then(|repo| {
             let before = mirror::tips(&repo);
             mirror::fetch_refs(&repo, spec, &self.url)?;
-            Ok(mirror::tips(&repo) != before)
+            let after = mirror::tips(&repo);
+            if after != before {
+                self.record_moves(&repo, &before, &after);
+            }
+            Ok(after != before)
         });
         let result = match &outcome {
             Ok(true) => "updated",
@@ -268,6 +318,71 @@ impl Shared {
         let outcome = outcome.map(|_| ());
         running.last = Some((started, outcome.clone()));
         outcome
+    }
+
+    /// Waits, without blocking a thread, until a fetch of refs that started at or after
+    /// `not_before` has ended, and returns its outcome; starts one on the blocking pool
+    /// ([`Shared::fetch_refs`]) when none has started since. Many units of one push call this
+    /// at once: one fetches, the others wait on a channel, not each on a thread of their own.
+    ///
+    /// Errors: those of [`Shared::fetch_refs`]; [`Error::FetchFailed`] when the fetching task
+    /// panicked.
+    pub(super) async fn fetched_since(self: &Arc<Self>, spec: &SourceSpec, not_before: Instant) -> Result<()> {
+        let mut ended = self.ended.subscribe();
+        loop {
+            let start = {
+                let state = self.fetch.lock().expect("mirror fetch lock");
+                if let Some((started, outcome)) = &state.last
+                    && *started >= not_before
+                {
+                    return outcome.clone().map_err(|e| e.for_unit(&spec.unit));
+                }
+                !state.running
+            };
+            if start {
+                let (shared, owned) = (self.clone(), spec.clone());
+                return tokio::task::spawn_blocking(move || shared.fetch_refs(&owned, not_before))
+                    .await
+                    .unwrap_or_else(|e| Err(self.failed(spec, format!("the fetch stopped: {e}"))));
+            }
+            if ended.changed().await.is_err() {
+                return Err(self.failed(spec, "the mirror was closed".into()));
+            }
+        }
+    }
+
+    /// A fetch failure of `spec`'s unit that libgit2 did not report.
+    fn failed(&self, spec: &SourceSpec, message: String) -> Error {
+        Error::FetchFailed { unit: spec.unit.clone(), repo: super::remote::redact(&self.url), message }
+    }
+
+    /// The last move of `branch` (`refs/heads/…`) by a fetch of this process, if any.
+    pub(super) fn moved(&self, branch: &str) -> Option<Arc<Moved>> {
+        self.moved.lock().expect("mirror moves lock").get(branch).cloned()
+    }
+
+    /// Records, for each branch that moved from one commit to another between `before` and
+    /// `after` (sorted tips), the paths its move changed: one tree-to-tree diff each, whose
+    /// walk skips subtrees with the same id. A failed diff records nothing for that branch.
+    fn record_moves(
+        &self,
+        repo: &git2::Repository,
+        before: &[(String, Option<git2::Oid>)],
+        after: &[(String, Option<git2::Oid>)],
+    ) {
+        let old: HashMap<&str, git2::Oid> =
+            before.iter().filter_map(|(name, oid)| Some((name.as_str(), (*oid)?))).collect();
+        let mut moves = Vec::new();
+        for (name, to) in after {
+            let (Some(to), Some(from)) = (*to, old.get(name.as_str()).copied()) else { continue };
+            if from == to || !name.starts_with("refs/heads/") {
+                continue;
+            }
+            if let Ok(paths) = changed_paths(repo, from, to) {
+                moves.push((name.clone(), Arc::new(Moved { from, to, paths })));
+            }
+        }
+        self.moved.lock().expect("mirror moves lock").extend(moves);
     }
 
     /// Replaces the damaged directory by a fresh clone ([`mirror::reclone`]) unless it was
@@ -306,7 +421,31 @@ impl Shared {
         }
         drop(state);
         self.fetched.notify_all();
+        self.ended.send_modify(|n| *n += 1);
     }
+}
+
+/// The paths of the files changed between commits `from` and `to` (both paths of a rename,
+/// no rename detection), sorted; `None` past [`MAX_MOVED_PATHS`].
+fn changed_paths(
+    repo: &git2::Repository,
+    from: git2::Oid,
+    to: git2::Oid,
+) -> std::result::Result<Option<Vec<String>>, git2::Error> {
+    let (old, new) = (repo.find_commit(from)?.tree()?, repo.find_commit(to)?.tree()?);
+    let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None)?;
+    if diff.deltas().len() > MAX_MOVED_PATHS {
+        return Ok(None);
+    }
+    let mut paths: Vec<String> = diff
+        .deltas()
+        .flat_map(|d| [d.old_file().path(), d.new_file().path()])
+        .flatten()
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    paths.sort();
+    paths.dedup();
+    Ok(Some(paths))
 }
 
 /// Holds the registry lock for tests that open the same directory twice.
@@ -443,6 +582,81 @@ mod tests {
         assert!(mirror::tips(&shared.handle("a").unwrap()).iter().any(|(name, _)| name == "refs/heads/main"));
         shared.fetch_refs(&spec("a", url), Instant::now()).unwrap();
         assert_eq!(shared.fetches.load(Ordering::Relaxed), 2, "a later request fetches again");
+    }
+
+    #[test]
+    fn a_move_touches_the_paths_at_and_under_its_changed_files_only() {
+        let moved = |paths: &[&str]| Moved {
+            from: git2::Oid::ZERO_SHA1,
+            to: git2::Oid::ZERO_SHA1,
+            paths: Some(paths.iter().map(|p| p.to_string()).collect()),
+        };
+        let m = moved(&["units/a-b/cm.yaml", "units/a/cm.yaml", "z.yaml"]);
+        assert!(m.touches("units/a") && m.touches("units/a-b") && m.touches("units") && m.touches(""));
+        assert!(m.touches("z.yaml"), "a file path itself");
+        assert!(!m.touches("units/a-") && !m.touches("units/b") && !m.touches("unit") && !m.touches("z"));
+        assert!(!moved(&[]).touches(""), "nothing changed");
+        assert!(Moved { paths: None, ..moved(&[]) }.touches("any"), "too many changes: every path");
+    }
+
+    /// Eight units of one mirror ask at once whether a push touched their path: one fetch and
+    /// one diff serve them, and only the unit whose directory changed is told so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn one_fetch_tells_every_unit_whether_a_push_touched_its_path() {
+        let temp = tempfile::tempdir().unwrap();
+        let remote = temp.path().join("remote.git");
+        let work = temp.path().join("work");
+        let git = |dir: &Path, args: &[&str]| {
+            let out = std::process::Command::new("git")
+                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+                .args(args)
+                .current_dir(dir)
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "git {args:?}");
+            String::from_utf8(out.stdout).unwrap().trim().to_owned()
+        };
+        git(temp.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
+        git(temp.path(), &["init", "-q", work.to_str().unwrap()]);
+        for unit in 0..8 {
+            std::fs::create_dir_all(work.join(format!("units/u{unit}"))).unwrap();
+            std::fs::write(work.join(format!("units/u{unit}/cm.yaml")), "kind: A\n").unwrap();
+        }
+        git(&work, &["add", "-A"]);
+        git(&work, &["commit", "-q", "-m", "first"]);
+        git(&work, &["push", "-q", remote.to_str().unwrap(), "main"]);
+        let first = super::super::Revision(git(&work, &["rev-parse", "HEAD"]));
+        let url = remote.to_str().unwrap();
+        let state = temp.path().join("state");
+        let unit = |n: usize| {
+            let mut spec = spec(&format!("u{n}"), url);
+            spec.path = format!("/units/u{n}/");
+            super::super::Source::open(&state, spec).unwrap().push_probe()
+        };
+        let shared = open(&state, &spec("u0", url), url).unwrap();
+        shared.fetch_refs(&spec("u0", url), Instant::now()).unwrap();
+
+        std::fs::write(work.join("units/u3/cm.yaml"), "kind: B\n").unwrap();
+        git(&work, &["commit", "-q", "-a", "-m", "u3 only"]);
+        git(&work, &["push", "-q", remote.to_str().unwrap(), "main"]);
+        let pushed = Instant::now();
+        let asked = (0..8).map(|n| {
+            let (probe, first) = (unit(n), first.clone());
+            tokio::spawn(async move { probe.touched(&first, pushed).await })
+        });
+        let answers: Vec<Option<bool>> =
+            futures::future::join_all(asked).await.into_iter().map(|r| r.unwrap()).collect();
+        let expected: Vec<Option<bool>> = (0..8).map(|n| Some(n == 3)).collect();
+        assert_eq!(answers, expected);
+        assert_eq!(shared.fetches.load(Ordering::Relaxed), 2, "one fetch for the push, whoever asked");
+        let head = super::super::Revision(git(&work, &["rev-parse", "HEAD"]));
+        assert_eq!(unit(3).touched(&head, pushed).await, Some(false), "a unit already at the new commit");
+        let mut tag = spec("u3", url);
+        tag.reference = "refs/tags/v1".into();
+        let tagged = super::super::Source::open(&state, tag).unwrap().push_probe();
+        assert_eq!(tagged.touched(&first, pushed).await, None, "a tag is not told apart");
     }
 
     #[test]

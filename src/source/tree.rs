@@ -100,7 +100,7 @@ pub(super) fn read_blob(repo: &Repository, unit: &str, oid: &str) -> Result<Vec<
 }
 
 /// `path` without leading/trailing `/` and `./` segments; `""` for the root.
-fn normalise_path(path: &str) -> String {
+pub(super) fn normalise_path(path: &str) -> String {
     let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
     segments.join("/")
 }

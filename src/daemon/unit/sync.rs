@@ -3,7 +3,10 @@
 //! - **The push lane.** A push or webhook fetches and sends its changed objects early
 //!   ([`Engine::early`]) holding a permit of the small push lane shared by every unit, not a
 //!   `max_concurrent_syncs` slot; only the rest of its sync ([`Engine::sync_rest`]) waits for a
-//!   slot. Other triggers take a slot first, as before.
+//!   slot. Other triggers take a slot first, as before, and so does a push that changed no
+//!   file under the unit's path ([`crate::sync::repo::Repo::push_touches`]: told from the one
+//!   fetch and tree diff of the shared mirror), so that of 1,000 units following one
+//!   repository, the one a push changed does not queue in the lane behind the 999 others.
 //! - **Yielding to a newer revision.** From the end of the early apply until the sync ends, the
 //!   task keeps reading its trigger channel ([`YieldWatch`]). A push or webhook is fetched at
 //!   once; when it finds a revision other than the one being synced, the sync yields (in its
@@ -54,7 +57,13 @@ impl Task {
     /// revision meanwhile (module doc).
     pub(super) async fn sync(&mut self, trigger: &Trigger, held: Option<tokio::sync::OwnedSemaphorePermit>) -> Synced {
         let mut trigger = trigger.clone();
-        let lane = match trigger.kind.is_push() && held.is_none() {
+        // A push that changed nothing under this unit's path (another unit's, in a shared
+        // repository) has nothing to send early: it waits for a slot as other triggers do, and
+        // leaves the lane to the units it changed.
+        let push = trigger.kind.is_push() && held.is_none();
+        let untouched =
+            push && self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await == Some(false);
+        let lane = match push && !untouched {
             true => self.push_lane.clone().acquire_owned().await.ok(),
             false => None,
         };
@@ -71,7 +80,7 @@ impl Task {
             tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "no new revision");
             return Synced::Done(Ran::Nothing, None);
         }
-        info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, "sync triggered");
+        info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, push_lane = lane.is_some(), "sync triggered");
         let mut early = self.engine.early(&revision).await;
         drop(lane);
         let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone());
