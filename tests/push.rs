@@ -14,9 +14,12 @@ use serde_json::Value;
 const WAIT: Duration = Duration::from_secs(120);
 const SECRET: &str = "push-lane-secret";
 
-/// `files` files of `per_file` ConfigMaps each, named `<prefix>-<file>-<n>`, `data.value` set to
-/// `value`; written to `repo` as `<prefix>-<file>.yaml`. Returns the names, in path order.
-fn write_config_maps(repo: &common::GitRepo, prefix: &str, files: usize, per_file: usize, value: &str) -> Vec<String> {
+/// `files` files of `per_file` ConfigMaps each, written to `repo` as `<path>-<file>.yaml` and
+/// named `<prefix>-<file>-<n>` (`prefix`: the last component of `path`; `long/long` gives
+/// `long/long-000.yaml` holding `long-000-000`…), `data.value` set to `value`. Returns the
+/// names, in path order.
+fn write_config_maps(repo: &common::GitRepo, path: &str, files: usize, per_file: usize, value: &str) -> Vec<String> {
+    let prefix = path.rsplit('/').next().unwrap_or(path);
     let mut names = Vec::new();
     for f in 0..files {
         let mut text = String::new();
@@ -26,7 +29,7 @@ fn write_config_maps(repo: &common::GitRepo, prefix: &str, files: usize, per_fil
             text.push_str("---\n");
             names.push(name);
         }
-        repo.write(&format!("{prefix}-{f:03}.yaml"), &text);
+        repo.write(&format!("{path}-{f:03}.yaml"), &text);
     }
     names
 }
@@ -196,4 +199,84 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
         .find(|e| e["revision"] == small_revision.as_str())
         .expect("sync complete of the push");
     assert_eq!(small_sync["applied_early"], 1, "{small_sync}");
+}
+
+/// Three units of one repository and one sync slot: `long` follows branch `long`, `b` and
+/// `c` follow `main`. A push to `long` changes its 2,000 objects, and its sync holds the slot. A
+/// push to `main` that changes no unit's path leaves `b` and `c` waiting for the slot outside
+/// the push lane. A push to `b`'s path ends `b`'s wait: `b` takes the lane and its object is
+/// written while `long`'s sync still holds the slot; `c`, still left alone, keeps waiting and
+/// syncs the newest revision outside the lane (`push_lane = false`).
+#[tokio::test]
+async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_the_lane() {
+    let env = common::setup("lane-shared").await;
+    let repo = common::GitRepo::new();
+    let work = repo.work();
+    write_config_maps(&repo, "long/long", 40, 50, "1");
+    repo.write("b/b.yaml", &common::cm("b", "1"));
+    repo.write("c/c.yaml", &common::cm("c", "1"));
+    repo.commit_and_push("first");
+    repo.git(&["push", "-q", "origin", "HEAD:refs/heads/long"], &work);
+    let dir = tempfile::tempdir().unwrap();
+    let long =
+        common::unit_toml("long", &repo.bare(), "long", &env.namespace, "").replace("ref = \"main\"", "ref = \"long\"");
+    let units = format!(
+        "{long}{}{}",
+        common::unit_toml("b", &repo.bare(), "b", &env.namespace, ""),
+        common::unit_toml("c", &repo.bare(), "c", &env.namespace, "")
+    );
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        "[cluster]\nmax_in_flight = 4\n",
+        "max_concurrent_syncs = 1\nself_heal = false",
+        &units,
+    );
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let completed = |unit: &str, revision: &str| {
+        daemon.logged("sync complete").iter().any(|e| e["unit"] == unit && e["revision"] == revision)
+    };
+
+    let before = config_map_writes(&env.namespace).len();
+    let names = write_config_maps(&repo, "long/long", 40, 50, "2");
+    repo.git(&["add", "-A"], &work);
+    repo.git(&["commit", "-q", "-m", "every object of long"], &work);
+    repo.git(&["push", "-q", "origin", "HEAD:refs/heads/long"], &work);
+    let long_revision = repo.git(&["rev-parse", "HEAD"], &work);
+    triggered(&daemon, "long", "revision", &long_revision).await;
+    repo.write("README.md", "no unit's path\n");
+    let readme_revision = repo.commit_and_push("readme");
+    repo.write("b/b.yaml", &common::cm("b", "pushed"));
+    let b_revision = repo.commit_and_push("b");
+
+    let ns = env.namespace.clone();
+    let done = common::eventually(WAIT, || async {
+        completed("long", &long_revision) && completed("b", &b_revision) && completed("c", &b_revision)
+    })
+    .await;
+    assert!(done, "the pushes were not all synced: {}", daemon.log_text());
+    assert_eq!(value(&env.client, &ns, "b").await.as_deref(), Some("pushed"));
+    assert_eq!(value(&env.client, &ns, &names[names.len() - 1]).await.as_deref(), Some("2"));
+
+    // `b` was written before `long`'s sync had sent its 2,000 objects: it did not wait for the
+    // slot that sync held.
+    let writes: Vec<Value> = config_map_writes(&env.namespace).split_off(before);
+    let b_pushed = writes.iter().position(|e| name(e) == "b").expect("b written");
+    let long_before_b = writes[..b_pushed].iter().filter(|e| name(e).starts_with("long-")).count();
+    assert!(long_before_b < names.len(), "b was written after {long_before_b} writes of long's objects");
+    let lane = |unit: &str, revision: &str| -> Vec<Value> {
+        daemon
+            .logged("sync triggered")
+            .into_iter()
+            .filter(|e| e["unit"] == unit && e["revision"] == revision)
+            .map(|e| e["push_lane"].clone())
+            .collect()
+    };
+    assert_eq!(lane("b", &b_revision), [Value::Bool(true)], "{}", daemon.log_text());
+    assert_eq!(lane("c", &b_revision), [Value::Bool(false)], "{}", daemon.log_text());
+    assert!(
+        lane("b", &readme_revision).is_empty() && lane("c", &readme_revision).is_empty(),
+        "waiting for the slot, each took the newer push in place of the one that left it alone: {}",
+        daemon.log_text()
+    );
 }

@@ -97,8 +97,9 @@ pub struct PushProbe {
 impl PushProbe {
     /// Waits for a fetch that started at or after `not_before` (the push seen; one fetch for
     /// all the units of the mirror, see [`shared`]), then answers from what that fetch recorded:
-    /// `Some(false)` when the unit's branch moved from `from` and no file under the unit's
-    /// path changed, `Some(true)` when one did, `None` when it cannot be told so (the
+    /// `touched: false` when the unit's branch moved from `from` (or already points at
+    /// `from`) and no file under the unit's path changed, `touched: true` when one did, with
+    /// the commit it points to now; `None` when it cannot be told so (the
     /// reference is a tag or a commit, the branch did not move from `from`, the fetch failed:
     /// the caller fetches and reads the diff itself, and meets the error there).
     ///
@@ -106,7 +107,7 @@ impl PushProbe {
     /// revision as always. A rendered unit that reads files outside its path (a kustomize
     /// `../base`) is told `Some(false)` for a change there, which is right for what it is
     /// used for: such a change has no early apply ([`tree::path_unchanged`]).
-    pub async fn touched(&self, from: &Revision, not_before: Instant) -> Option<bool> {
+    pub async fn touched(&self, from: &Revision, not_before: Instant) -> Option<Touch> {
         let branch = match self.spec.reference.strip_prefix("refs/heads/") {
             Some(_) => self.spec.reference.clone(),
             None if self.spec.reference.starts_with("refs/") => return None,
@@ -115,11 +116,22 @@ impl PushProbe {
         let from = git2::Oid::from_str(&from.0).ok()?;
         self.mirror.fetched_since(&self.spec, not_before).await.ok()?;
         let moved = self.mirror.moved(&branch)?;
+        let to = Revision(moved.to.to_string());
         if moved.to == from {
-            return Some(false);
+            return Some(Touch { touched: false, to });
         }
-        (moved.from == from).then(|| moved.touches(&tree::normalise_path(&self.spec.path)))
+        (moved.from == from).then(|| Touch { touched: moved.touches(&tree::normalise_path(&self.spec.path)), to })
     }
+}
+
+/// What [`PushProbe::touched`] tells of a push.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Touch {
+    /// A file under the unit's path changed.
+    pub touched: bool,
+    /// The commit the branch points to after the push (not verified: [`Source::fetch_since`]
+    /// does that).
+    pub to: Revision,
 }
 
 /// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to; for a

@@ -647,12 +647,18 @@ mod tests {
             tokio::spawn(async move { probe.touched(&first, pushed).await })
         });
         let answers: Vec<Option<bool>> =
-            futures::future::join_all(asked).await.into_iter().map(|r| r.unwrap()).collect();
+            futures::future::join_all(asked).await.into_iter().map(|r| r.unwrap().map(|t| t.touched)).collect();
         let expected: Vec<Option<bool>> = (0..8).map(|n| Some(n == 3)).collect();
         assert_eq!(answers, expected);
         assert_eq!(shared.fetches.load(Ordering::Relaxed), 2, "one fetch for the push, whoever asked");
         let head = super::super::Revision(git(&work, &["rev-parse", "HEAD"]));
-        assert_eq!(unit(3).touched(&head, pushed).await, Some(false), "a unit already at the new commit");
+        let at_head = unit(3).touched(&head, pushed).await;
+        assert_eq!(
+            at_head,
+            Some(super::super::Touch { touched: false, to: head.clone() }),
+            "a unit already at the new commit"
+        );
+        assert_eq!(unit(5).touched(&first, pushed).await.map(|t| t.to), Some(head), "the commit pushed");
         let mut tag = spec("u3", url);
         tag.reference = "refs/tags/v1".into();
         let tagged = super::super::Source::open(&state, tag).unwrap().push_probe();

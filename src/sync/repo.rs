@@ -111,11 +111,12 @@ impl Repo {
         blocking(move || source.lock().expect("source lock").fetch_since(not_before).map_err(Error::from)).await
     }
 
-    /// Whether the push seen at `not_before` touched the unit's path, told without reading the
-    /// mirror (one fetch and one tree diff per push for every unit of a repository,
-    /// [`crate::source::PushProbe::touched`]); `None` when it cannot be told so, for a chart or
-    /// artifact unit, or before the unit's first sync (`from` unset).
-    pub async fn push_touches(&self, from: Option<&Revision>, not_before: Instant) -> Option<bool> {
+    /// Whether the push seen at `not_before` touched the unit's path since `from`, and the
+    /// commit it brought, told without reading the mirror (one fetch and one tree diff per push
+    /// for every unit of a repository, [`crate::source::PushProbe::touched`]); `None` when it
+    /// cannot be told so, for a chart or artifact unit, or before the unit's first sync
+    /// (`from` unset).
+    pub async fn push_touches(&self, from: Option<&Revision>, not_before: Instant) -> Option<crate::source::Touch> {
         let Origin::Git(source) = &self.origin else { return None };
         let from = from?;
         let probe = source.lock().expect("source lock").push_probe();

@@ -57,15 +57,27 @@ impl Task {
     /// revision meanwhile (module doc).
     pub(super) async fn sync(&mut self, trigger: &Trigger, held: Option<tokio::sync::OwnedSemaphorePermit>) -> Synced {
         let mut trigger = trigger.clone();
+        let mut held = held;
         // A push that changed nothing under this unit's path (another unit's, in a shared
         // repository) has nothing to send early: it waits for a slot as other triggers do, and
-        // leaves the lane to the units it changed.
-        let push = trigger.kind.is_push() && held.is_none();
-        let untouched =
-            push && self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await == Some(false);
-        let lane = match push && !untouched {
-            true => self.push_lane.clone().acquire_owned().await.ok(),
-            false => None,
+        // leaves the lane to the units it changed; a later push that does change the path ends
+        // that wait and takes the lane.
+        let lane = loop {
+            if !trigger.kind.is_push() || held.is_some() {
+                break None;
+            }
+            let probe = self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await;
+            let Some(to) = probe.filter(|p| !p.touched).map(|p| p.to) else {
+                break self.push_lane.clone().acquire_owned().await.ok();
+            };
+            if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&to) {
+                tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %to, "no new revision");
+                return Synced::Done(Ran::Nothing, None);
+            }
+            match self.slot_unless_pushed(to).await {
+                Ok(slot) => held = slot,
+                Err(next) => trigger = next,
+            }
         };
         let mut slot = match (held, &lane) {
             (Some(held), _) => Some(held),
@@ -161,6 +173,38 @@ impl Task {
         self.publish(&trigger, &report);
         super::release_freed_memory();
         Synced::Done(Ran::Synced(ok), Some(Box::new(report)))
+    }
+
+    /// Waits for a sync slot for a push that left this unit's path alone (the branch now at
+    /// `to`), reading the trigger channel meanwhile: a push or webhook that changed the path,
+    /// or whose effect cannot be told from the mirror's last fetch
+    /// ([`crate::sync::repo::Repo::push_touches`]), ends the wait as `Err` with that trigger,
+    /// to be run in the push lane; one that left the path alone again keeps waiting; other
+    /// triggers are kept as the queued one. `Ok(None)` when the slots are closed.
+    async fn slot_unless_pushed(
+        &mut self,
+        mut to: Revision,
+    ) -> Result<Option<tokio::sync::OwnedSemaphorePermit>, Trigger> {
+        let waiting = self.sync_slots.clone().acquire_owned();
+        tokio::pin!(waiting);
+        let mut closed = false;
+        loop {
+            tokio::select! {
+                slot = &mut waiting => return Ok(slot.ok()),
+                t = self.triggers.recv(), if !closed => match t {
+                    None => closed = true,
+                    Some(t) if t.kind.is_push() => {
+                        match self.engine.repo().push_touches(Some(&to), t.at).await {
+                            Some(probe) if !probe.touched => to = probe.to,
+                            _ => return Err(t),
+                        }
+                    }
+                    Some(t) => {
+                        self.queued.get_or_insert(t);
+                    }
+                },
+            }
+        }
     }
 
     /// Logs the yield of the sync of `revision` to `to`, which `next` brought; `answered`: the
