@@ -75,7 +75,9 @@ impl Task {
                 return Synced::Done(Ran::Nothing, None);
             }
             match self.slot_unless_pushed(to).await {
-                Ok(slot) => held = slot,
+                Ok(Some(slot)) => held = Some(slot),
+                // The slots are closed (the daemon stops): go on as without one.
+                Ok(None) => break None,
                 Err(next) => trigger = next,
             }
         };
