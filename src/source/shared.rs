@@ -363,7 +363,7 @@ impl Shared {
 
     /// Records, for each branch that moved from one commit to another between `before` and
     /// `after` (sorted tips), the paths its move changed: one tree-to-tree diff each, whose
-    /// walk skips subtrees with the same id. A failed diff records nothing for that branch.
+    /// walk skips subtrees with the same id. A failed diff removes that branch's record.
     fn record_moves(
         &self,
         repo: &git2::Repository,
@@ -375,14 +375,20 @@ impl Shared {
         let mut moves = Vec::new();
         for (name, to) in after {
             let (Some(to), Some(from)) = (*to, old.get(name.as_str()).copied()) else { continue };
-            if from == to || !name.starts_with("refs/heads/") {
-                continue;
-            }
-            if let Ok(paths) = changed_paths(repo, from, to) {
-                moves.push((name.clone(), Arc::new(Moved { from, to, paths })));
+            if from != to && name.starts_with("refs/heads/") {
+                let paths = changed_paths(repo, from, to).ok();
+                moves.push((name, paths.map(|paths| Arc::new(Moved { from, to, paths }))));
             }
         }
-        self.moved.lock().expect("mirror moves lock").extend(moves);
+        // Taken after the diffs: units read it from async tasks.
+        let mut moved = self.moved.lock().expect("mirror moves lock");
+        for (name, record) in moves {
+            match record {
+                Some(record) => moved.insert(name.clone(), record),
+                // A move whose diff cannot be read leaves no record, not the previous one.
+                None => moved.remove(name),
+            };
+        }
     }
 
     /// Replaces the damaged directory by a fresh clone ([`mirror::reclone`]) unless it was
