@@ -69,6 +69,20 @@ async fn triggered(daemon: &common::Daemon, unit: &str, field: &str, value: &str
     assert!(seen, "no `sync triggered` of {unit} with {field} {value}: {}", daemon.log_text());
 }
 
+/// A daemon of `units` with one sync slot (`max_concurrent_syncs = 1`), 4 requests in flight
+/// and no self-heal, its state under `dir`; returned once ready.
+async fn one_slot_daemon(dir: &std::path::Path, units: &str) -> common::Daemon {
+    let (config, port) = common::daemon_config(
+        dir,
+        "[cluster]\nmax_in_flight = 4\n",
+        "max_concurrent_syncs = 1\nself_heal = false",
+        units,
+    );
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    daemon
+}
+
 /// POSTs a signed webhook for `main`; 202 expected.
 fn webhook(port: u16) {
     let body = br#"{"ref": "refs/heads/main"}"#;
@@ -154,14 +168,7 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
         common::unit_toml("long", &long.bare(), "", &env.namespace, ""),
         common::unit_toml("small", &small.bare(), "", &env.namespace, "")
     );
-    let (config, port) = common::daemon_config(
-        dir.path(),
-        "[cluster]\nmax_in_flight = 4\n",
-        "max_concurrent_syncs = 1\nself_heal = false",
-        &units,
-    );
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = one_slot_daemon(dir.path(), &units).await;
 
     // Every file of the long unit changes: more than the early apply takes, so its whole sync
     // sends 2,000 objects holding the one slot.
@@ -225,14 +232,7 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
         common::unit_toml("b", &repo.bare(), "b", &env.namespace, ""),
         common::unit_toml("c", &repo.bare(), "c", &env.namespace, "")
     );
-    let (config, port) = common::daemon_config(
-        dir.path(),
-        "[cluster]\nmax_in_flight = 4\n",
-        "max_concurrent_syncs = 1\nself_heal = false",
-        &units,
-    );
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = one_slot_daemon(dir.path(), &units).await;
     let completed = |unit: &str, revision: &str| {
         daemon.logged("sync complete").iter().any(|e| e["unit"] == unit && e["revision"] == revision)
     };

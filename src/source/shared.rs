@@ -547,6 +547,20 @@ mod tests {
         }
     }
 
+    /// Runs `git args` in `dir` with no user or system config; its standard output, trimmed.
+    fn git(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8(out.stdout).unwrap().trim().to_owned()
+    }
+
     /// Units asking at once for a fetch no older than one instant wait for the one running:
     /// one fetch serves them all, and each gets its outcome.
     #[test]
@@ -554,17 +568,6 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let remote = temp.path().join("remote.git");
         let work = temp.path().join("work");
-        let git = |dir: &Path, args: &[&str]| {
-            let status = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-                .args(args)
-                .current_dir(dir)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .status()
-                .unwrap();
-            assert!(status.success(), "git {args:?}");
-        };
         git(temp.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
         git(temp.path(), &["init", "-q", work.to_str().unwrap()]);
         std::fs::write(work.join("a.yaml"), "kind: A\n").unwrap();
@@ -612,18 +615,6 @@ mod tests {
         let temp = tempfile::tempdir().unwrap();
         let remote = temp.path().join("remote.git");
         let work = temp.path().join("work");
-        let git = |dir: &Path, args: &[&str]| {
-            let out = std::process::Command::new("git")
-                .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-                .args(args)
-                .current_dir(dir)
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "git {args:?}");
-            String::from_utf8(out.stdout).unwrap().trim().to_owned()
-        };
         git(temp.path(), &["init", "-q", "--bare", remote.to_str().unwrap()]);
         git(temp.path(), &["init", "-q", work.to_str().unwrap()]);
         for unit in 0..8 {
