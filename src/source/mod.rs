@@ -311,7 +311,7 @@ impl Source {
         }
     }
 
-    /// The shared mirror and this unit's spec, for [`Source::touched_by_push`] off the
+    /// The shared mirror and this unit's spec, for [`PushProbe::touched`] off the
     /// blocking pool.
     pub fn push_probe(&self) -> PushProbe {
         PushProbe { mirror: self.mirror.clone(), spec: self.spec.clone() }
