@@ -32,6 +32,7 @@ mod error;
 mod known_hosts;
 mod memory;
 mod mirror;
+mod moves;
 mod remote;
 mod resolve;
 mod shared;
@@ -48,6 +49,7 @@ pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use error::{Error, Result};
 pub use memory::{MAPPED_PACK_FILES, MAPPED_PACK_LIMIT, limit_mapped_packs};
 pub use mirror::configure_network_timeouts;
+pub use moves::{PushProbe, Touch};
 pub use shared::{Handle, MAX_IDLE_HANDLES, fetches_total};
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
 pub use verify::{VerifyFailure, VerifySpec};
@@ -84,54 +86,6 @@ pub struct SourceSpec {
     /// The keys a revision must be signed by (`[sync.verify]`); `None` (the default) checks
     /// no signature. See [`Source::resolve`].
     pub verify: Option<VerifySpec>,
-}
-
-/// What a unit needs to learn, without reading the mirror, whether a push touched its path
-/// ([`PushProbe::touched`]).
-#[derive(Clone)]
-pub struct PushProbe {
-    mirror: Arc<shared::Shared>,
-    spec: SourceSpec,
-}
-
-impl PushProbe {
-    /// Waits for a fetch that started at or after `not_before` (the push seen; one fetch for
-    /// all the units of the mirror, see [`shared`]), then answers from what that fetch recorded:
-    /// `touched: false` when the unit's branch moved from `from` (or already points at
-    /// `from`) and no file under the unit's path changed, `touched: true` when one did, with
-    /// the commit it points to now; `None` when it cannot be told so (the
-    /// reference is a tag or a commit, the branch did not move from `from`, the fetch failed:
-    /// the caller fetches and reads the diff itself, and meets the error there).
-    ///
-    /// Only a hint for ordering work: the sync that follows resolves and verifies the
-    /// revision as always. A rendered unit that reads files outside its path (a kustomize
-    /// `../base`) is told `Some(false)` for a change there, which is right for what it is
-    /// used for: such a change has no early apply ([`tree::path_unchanged`]).
-    pub async fn touched(&self, from: &Revision, not_before: Instant) -> Option<Touch> {
-        let branch = match self.spec.reference.strip_prefix("refs/heads/") {
-            Some(_) => self.spec.reference.clone(),
-            None if self.spec.reference.starts_with("refs/") => return None,
-            None => format!("refs/heads/{}", self.spec.reference),
-        };
-        let from = git2::Oid::from_str(&from.0).ok()?;
-        self.mirror.fetched_since(&self.spec, not_before).await.ok()?;
-        let moved = self.mirror.moved(&branch)?;
-        let to = Revision(moved.to.to_string());
-        if moved.to == from {
-            return Some(Touch { touched: false, to });
-        }
-        (moved.from == from).then(|| Touch { touched: moved.touches(&tree::normalise_path(&self.spec.path)), to })
-    }
-}
-
-/// What [`PushProbe::touched`] tells of a push.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Touch {
-    /// A file under the unit's path changed.
-    pub touched: bool,
-    /// The commit the branch points to after the push (not verified: [`Source::fetch_since`]
-    /// does that).
-    pub to: Revision,
 }
 
 /// A resolved commit: the full 40-hex-digit SHA-1 of the commit a reference pointed to; for a
@@ -314,7 +268,7 @@ impl Source {
     /// The shared mirror and this unit's spec, for [`PushProbe::touched`] off the
     /// blocking pool.
     pub fn push_probe(&self) -> PushProbe {
-        PushProbe { mirror: self.mirror.clone(), spec: self.spec.clone() }
+        PushProbe::new(self.mirror.clone(), self.spec.clone())
     }
 
     /// Resolves the reference in the mirror as last fetched, without touching the network:
