@@ -126,36 +126,8 @@ pub struct Touch {
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use super::*;
-    use crate::source::Credentials;
-
-    fn spec(unit: &str, repo: &str) -> SourceSpec {
-        SourceSpec {
-            unit: unit.into(),
-            repo: repo.into(),
-            reference: "main".into(),
-            path: String::new(),
-            credentials: Credentials::default(),
-            max_file_bytes: 1 << 20,
-            verify: None,
-        }
-    }
-
-    /// Runs `git args` in `dir` with no user or system config; its standard output, trimmed.
-    fn git(dir: &Path, args: &[&str]) -> String {
-        let out = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
-            .args(args)
-            .current_dir(dir)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "git {args:?}");
-        String::from_utf8(out.stdout).unwrap().trim().to_owned()
-    }
+    use crate::source::shared::tests::{git, spec};
 
     #[test]
     fn a_move_touches_the_paths_at_and_under_its_changed_files_only() {

@@ -443,11 +443,12 @@ fn readable_name(url: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::source::Credentials;
 
-    fn spec(unit: &str, repo: &str) -> SourceSpec {
+    /// A unit's spec for `main` of `repo`, at the root, without credentials.
+    pub(in crate::source) fn spec(unit: &str, repo: &str) -> SourceSpec {
         SourceSpec {
             unit: unit.into(),
             repo: repo.into(),
@@ -497,7 +498,7 @@ mod tests {
     }
 
     /// Runs `git args` in `dir` with no user or system config; its standard output, trimmed.
-    fn git(dir: &Path, args: &[&str]) -> String {
+    pub(in crate::source) fn git(dir: &Path, args: &[&str]) -> String {
         let out = std::process::Command::new("git")
             .args(["-c", "user.name=t", "-c", "user.email=t@t", "-c", "init.defaultBranch=main"])
             .args(args)
