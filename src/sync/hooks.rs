@@ -151,11 +151,13 @@ impl Engine {
         &mut self,
         revision: &Revision,
         hooks: Vec<Manifest>,
-        crd_kinds: std::collections::BTreeSet<crate::object::GroupKind>,
+        desired: &[crate::plan::Desired],
         members: usize,
         changes: &mut ChangeSet,
     ) -> Result<Option<String>> {
         let rev = revision.to_string();
+        // Read only for a revision with hooks: it parses every CRD body of the revision.
+        let crd_kinds = if hooks.is_empty() { Default::default() } else { crd_kinds(desired) };
         self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), hooks, crd_kinds };
         if self.revision_hooks.hooks.is_empty() || self.hooks_ran.as_ref().is_some_and(|r| r.revision == rev) {
             return Ok(None);
@@ -402,6 +404,15 @@ async fn ended(
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("did not end within {}s (health_timeout)", timeout.as_secs())),
     }
+}
+
+/// The kinds that the CRDs among `desired` define.
+fn crd_kinds(desired: &[crate::plan::Desired]) -> std::collections::BTreeSet<crate::object::GroupKind> {
+    desired
+        .iter()
+        .filter(|d| d.object.gk.group == "apiextensions.k8s.io" && d.object.gk.kind == "CustomResourceDefinition")
+        .filter_map(|d| crate::apply::wait::defined_kind(&d.source))
+        .collect()
 }
 
 #[cfg(test)]

@@ -407,8 +407,7 @@ impl Engine {
             }
             if stage != Stage::Foundations
                 && let Some(hooks) = hooks.take()
-                && let Some(refused) =
-                    self.pre_hooks(&revision, hooks, crd_kinds(&desired), members_before, &mut changes).await?
+                && let Some(refused) = self.pre_hooks(&revision, hooks, &desired, members_before, &mut changes).await?
             {
                 // A failed pre hook refuses the rest of the revision, as `helm upgrade` stops.
                 for step in std::mem::take(&mut stages).into_values().flatten() {
@@ -577,13 +576,4 @@ impl Engine {
             })
             .collect())
     }
-}
-
-/// The kinds that the CRDs among `desired` define.
-fn crd_kinds(desired: &[Desired]) -> std::collections::BTreeSet<crate::object::GroupKind> {
-    desired
-        .iter()
-        .filter(|d| d.object.gk.group == "apiextensions.k8s.io" && d.object.gk.kind == "CustomResourceDefinition")
-        .filter_map(|d| crate::apply::wait::defined_kind(&d.source))
-        .collect()
 }
