@@ -49,7 +49,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # GITWARD_BENCH_GITWARD: another gitward binary, e.g. one built --no-default-features for heaptrack.
 GITWARD = os.environ.get("GITWARD_BENCH_GITWARD", os.path.join(ROOT, "target/release/gitward"))
-FLOOR = os.path.join(ROOT, "target/release/examples/floor")
+FLOOR = os.environ.get("GITWARD_BENCH_FLOOR", os.path.join(ROOT, "target/release/examples/floor"))
 FLUX = os.environ.get("GITWARD_BENCH_FLUX", os.path.join(ROOT, "target/bench/flux-apply"))
 AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
 # Automatic gc (a commit or push past gc.auto loose objects: 10,000 files and up) in the
@@ -321,19 +321,39 @@ def daemon_warm(daemon, log, port):
             "requests": verbs_of(events), "in_flight": in_flight(events)}
 
 
+def server_cpu_seconds():
+    """CPU seconds (user + system) the test cluster's process (kube-apiserver and its embedded
+    etcd, tests/cluster/main.go) has used so far, from /proc/PID/stat."""
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmdline = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+            if not (cmdline and cmdline[0].endswith(b"testcluster") and b"serve" in cmdline):
+                continue
+            fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return 0.0
+
+
 def timed(cmd, env=None):
-    """Runs cmd under /usr/bin/time -v: wall s, peak RSS MiB, CPU s (user + system), requests."""
+    """Runs cmd under /usr/bin/time -v: wall s, peak RSS MiB, CPU s (user + system), requests,
+    and the CPU seconds the API server spent meanwhile."""
     mark = audit_len()
+    server = server_cpu_seconds()
     start = time.monotonic()
     p = subprocess.run(["/usr/bin/time", "-v"] + cmd, capture_output=True, text=True, env=env)
     wall = time.monotonic() - start
+    server = server_cpu_seconds() - server
     if p.returncode != 0:
         sys.exit(f"{cmd[0]} failed ({p.returncode}):\n{p.stdout[-2000:]}\n{p.stderr[-3000:]}")
     field = lambda name: float(re.search(name + r": ([\d.]+)", p.stderr).group(1))
     time.sleep(1.0)  # the audit backend writes asynchronously
     return {"seconds": round(wall, 3), "rss_mib": round(field(r"Maximum resident set size \(kbytes\)") / 1024, 1),
             "cpu_seconds": round(field(r"User time \(seconds\)") + field(r"System time \(seconds\)"), 2),
-            "requests": audit_verbs(mark)}
+            "server_cpu_seconds": round(server, 2), "requests": audit_verbs(mark)}
 
 
 def write_config(tmp, bare, peer, listen=None, health_timeout=None):
@@ -648,29 +668,61 @@ def warm_only(n):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+UNIT_FLOORS = {"floor": "floor", "fbodies": "floor, gitward's bodies"}
+
+
+def unit_floor(n, peer):
+    """`benches/run N unit` runs this first for each floor, each in a cluster of its own (an
+    API server already holding another peer's N objects is slower: at 100,000, on 2026-11-26,
+    gitward's cold sync took 123 s run second in one cluster, 163 s run third, against 100 s
+    for the floor run first): the cold sync of N objects by the
+    floor (`floor`) or by the floor sending gitward's exact bodies (`fbodies`: the `part-of`
+    label and the 64-hex desired-hash annotation, floor's 4th argument: what those two fields
+    cost the API server, apart from gitward's own work). Writes target/bench/unit-<peer>.json."""
+    tmp = tempfile.mkdtemp(prefix=f"gitward-bench-unit-{peer}-")
+    crd = os.path.join(tmp, "crd.yaml")
+    open(crd, "w").write(CRD)
+    sh(["kubectl", "apply", "--server-side", "-f", crd])
+    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    for k in range(NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+    # The floor reads files: no repository. The bodies' run leaves the CRD out: kubectl made it.
+    tree = os.path.join(tmp, peer, "tree")
+    count = generate(tree, peer, n, crd=peer == "floor")
+    load = open("/proc/loadavg").read().split()[:3]
+    extra = ["1", applyset_id_like(peer)] if peer == "fbodies" else []
+    result = timed([FLOOR, tree, os.path.join(tmp, peer, "inventory")] + extra)
+    result["objects"] = count
+    result["load_before"] = load
+    result["load_after"] = open("/proc/loadavg").read().split()[:3]
+    print(f"{UNIT_FLOORS[peer]} cold {result}", file=sys.stderr)
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    json.dump(result, open(os.path.join(ROOT, f"target/bench/unit-{peer}.json"), "w"), indent=2)
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def one_unit(n):
-    """`benches/run N unit` (N = 100000 for the issue's figure): one unit of N objects. The
-    floor's cold sync, then gitward's (`gitward sync`, one-shot), each in namespaces of its
-    own; then `gitward run` on N/10 objects and on the N objects (its first sync a no-op
-    resync), VmRSS at rest of each and the marginal KiB per object; and how many pieces the
-    unit's members record was split into."""
+    """`benches/run N unit` (N = 100000 for the issue's figure): one unit of N objects.
+    gitward's cold sync (`gitward sync`, one-shot) in a cluster of its own, against the two
+    floors' (unit_floor, each in its own cluster, run before); then, in gitward's cluster,
+    `gitward run` on N/10 objects and on the N objects (its first sync a no-op resync), VmRSS
+    at rest of each and the marginal KiB per object; and how many pieces the unit's members
+    record was split into."""
     tmp = tempfile.mkdtemp(prefix="gitward-bench-unit-")
     crd = os.path.join(tmp, "crd.yaml")
     open(crd, "w").write(CRD)
     sh(["kubectl", "apply", "--server-side", "-f", crd])
     sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
-    for peer in ["floor", "gitward", "gwsmall"]:
+    for peer in ["gitward", "gwsmall"]:
         for k in range(NAMESPACES):
             sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
-    # The floor reads files: no repository. gitward's work tree goes once pushed (disk).
-    tree = os.path.join(tmp, "floor", "tree")
-    count = generate(tree, "floor", n)
+    results = {}
+    for peer, name in UNIT_FLOORS.items():
+        results[name] = json.load(open(os.path.join(ROOT, f"target/bench/unit-{peer}.json")))
+    count = results["floor"]["objects"]
     work, bare, gw_count = make_repo(tmp, "gitward", n)
     shutil.rmtree(work)
     load_before = open("/proc/loadavg").read().split()[:3]
-    results = {"floor": timed([FLOOR, tree, os.path.join(tmp, "floor", "inventory")])}
-    print(f"floor cold {results['floor']}", file=sys.stderr)
-    shutil.rmtree(tree)
     config = write_config(tmp, bare, "gitward")
     results["gitward"] = timed([GITWARD, "sync", "--config", config])
     print(f"gitward cold {results['gitward']}", file=sys.stderr)
@@ -691,15 +743,20 @@ def one_unit(n):
     load_after = open("/proc/loadavg").read().split()[:3]
     marginal = (rss - small_rss) / max(1, gw_count - small_count)
     gw, fl = results["gitward"], results["floor"]
-    out = [f"# One unit of {gw_count} objects (the floor: {count})\n",
-           f"Load average before: {' '.join(load_before)}; after: {' '.join(load_after)}.\n",
-           "| peer | seconds | CPU s | peak MiB | requests by verb |", "|---|---|---|---|---|"]
+    floors = "; ".join(f"{name}: {' '.join(r['load_before'])} before, {' '.join(r['load_after'])} after"
+                       for name, r in results.items() if "load_before" in r)
+    out = [f"# One unit of {gw_count} objects (the floor: {count}), each peer in a cluster of its own\n",
+           f"Load average before gitward: {' '.join(load_before)}; after: {' '.join(load_after)} ({floors}).\n",
+           "| peer | seconds | CPU s | API server CPU s | peak MiB | requests by verb |", "|---|---|---|---|---|---|"]
     for peer, r in results.items():
         verbs = ", ".join(f"{v} {c}" for v, c in r["requests"].items())
-        out.append(f"| {peer} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['rss_mib']:.0f} | {verbs} |")
+        out.append(f"| {peer} | {r['seconds']:.2f} | {r['cpu_seconds']:.2f} | {r['server_cpu_seconds']:.2f} "
+                   f"| {r['rss_mib']:.0f} | {verbs} |")
     out.append("")
+    fb = results["floor, gitward's bodies"]
     out.append(f"Cold sync gitward ÷ floor: {gw['seconds'] / fl['seconds']:.2f} (time), "
-               f"{gw['cpu_seconds'] / max(fl['cpu_seconds'], 0.01):.2f} (CPU), {gw['rss_mib'] / fl['rss_mib']:.2f} (RSS). "
+               f"{gw['cpu_seconds'] / max(fl['cpu_seconds'], 0.01):.2f} (CPU), {gw['rss_mib'] / fl['rss_mib']:.2f} (RSS); "
+               f"÷ the floor sending gitward's bodies: {gw['seconds'] / fb['seconds']:.2f} (time). "
                f"Members record: {len(pieces)} pieces beside the parent.")
     out.append(f"gitward run at rest: {rss / 1024:.0f} MiB resident with {gw_count} objects, "
                f"{small_rss / 1024:.0f} MiB with {small_count}: {marginal:.2f} KiB per tracked object; "
@@ -1223,6 +1280,8 @@ def main():
         return warm_only(n)
     if sys.argv[2:] == ["unit"]:
         return one_unit(n)
+    if sys.argv[2:3] == ["unit-floor"]:
+        return unit_floor(n, sys.argv[3])
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
     crd = os.path.join(tmp, "crd.yaml")
     open(crd, "w").write(CRD)
