@@ -179,6 +179,15 @@ def generate(work, peer, n, crd=True):
     return count
 
 
+def install_crd(tmp):
+    """Applies the workload's CRD (written under `tmp`) with kubectl and waits until it is
+    Established, so every peer's custom resources are served from its first request."""
+    crd = os.path.join(tmp, "crd.yaml")
+    open(crd, "w").write(CRD)
+    sh(["kubectl", "apply", "--server-side", "-f", crd])
+    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+
+
 def make_repo(tmp, peer, n, crd=True):
     work = os.path.join(tmp, peer, "work")
     bare = os.path.join(tmp, peer, "repo.git")
@@ -625,10 +634,7 @@ def warm_only(n):
     gitward's exact bodies (so the body's cost to the API server is measured apart from
     gitward's own)."""
     tmp = tempfile.mkdtemp(prefix="gitward-bench-warm-")
-    crd = os.path.join(tmp, "crd.yaml")
-    open(crd, "w").write(CRD)
-    sh(["kubectl", "apply", "--server-side", "-f", crd])
-    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    install_crd(tmp)
     repos = {}
     for peer in ["gitward", "floor"]:
         for k in range(NAMESPACES):
@@ -680,10 +686,7 @@ def unit_floor(n, peer):
     label and the 64-hex desired-hash annotation, floor's 4th argument: what those two fields
     cost the API server, apart from gitward's own work). Writes target/bench/unit-<peer>.json."""
     tmp = tempfile.mkdtemp(prefix=f"gitward-bench-unit-{peer}-")
-    crd = os.path.join(tmp, "crd.yaml")
-    open(crd, "w").write(CRD)
-    sh(["kubectl", "apply", "--server-side", "-f", crd])
-    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    install_crd(tmp)
     for k in range(NAMESPACES):
         sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
     # The floor reads files: no repository. The bodies' run leaves the CRD out: kubectl made it.
@@ -709,10 +712,7 @@ def one_unit(n):
     at rest of each and the marginal KiB per object; and how many pieces the unit's members
     record was split into."""
     tmp = tempfile.mkdtemp(prefix="gitward-bench-unit-")
-    crd = os.path.join(tmp, "crd.yaml")
-    open(crd, "w").write(CRD)
-    sh(["kubectl", "apply", "--server-side", "-f", crd])
-    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    install_crd(tmp)
     for peer in ["gitward", "gwsmall"]:
         for k in range(NAMESPACES):
             sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
@@ -822,10 +822,7 @@ def push_main(n=10000, pushes=20, idle_pushes=5):
     The reference in the same run: pushes with nothing else in flight (the daemon figures'
     method). Writes target/bench/push.md and push.json."""
     tmp = tempfile.mkdtemp(prefix="gitward-bench-push-")
-    crd = os.path.join(tmp, "crd.yaml")
-    open(crd, "w").write(CRD)
-    sh(["kubectl", "apply", "--server-side", "-f", crd])
-    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    install_crd(tmp)
     peer = "gitward"
     for k in range(NAMESPACES):
         sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
@@ -1283,10 +1280,7 @@ def main():
     if sys.argv[2:3] == ["unit-floor"]:
         return unit_floor(n, sys.argv[3])
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
-    crd = os.path.join(tmp, "crd.yaml")
-    open(crd, "w").write(CRD)
-    sh(["kubectl", "apply", "--server-side", "-f", crd])
-    sh(["kubectl", "wait", "--for=condition=Established", "crd/widgets.bench.gitward.dev", "--timeout=60s"])
+    install_crd(tmp)
     # `benches/run N daemon`: only gitward's daemon figures (memory at rest, push to applied),
     # for N = 10,000 where the four peers' scenarios take long.
     daemon_only = sys.argv[2:] == ["daemon"]
