@@ -257,6 +257,7 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
                 continue;
             }
         };
+        engine.one_shot();
         if args.allow_prune {
             engine.allow_prune_once();
         }
@@ -346,6 +347,7 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
         let mut engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit)
             .await
             .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
+        engine.one_shot();
         let report = engine
             .diff()
             .await

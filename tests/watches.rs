@@ -4,7 +4,7 @@
 //! A unit that arrives after the shared watch has listed (a SIGHUP adding it) lists its own
 //! members once and then takes its events from the shared watch. Read back from the cluster
 //! (self-heal through the shared watch) and from the API server's audit log (which watches
-//! were opened).
+//! were opened). A one-shot `gitward sync` lists and keeps no watch at all.
 //!
 //! Run: `scripts/test --test integration watches::`.
 
@@ -105,4 +105,61 @@ async fn units_of_one_cluster_share_one_watch_per_kind_and_a_late_unit_joins_it(
         let own = watches_with(&format!("applyset.kubernetes.io%2Fpart-of%3D{id}"));
         assert!(own.is_empty(), "a watch of one unit's members: {own:#?}");
     }
+}
+
+/// The requests of the audit log whose `requestURI` contains `part`, as (verb, URI).
+fn requests_with(part: &str) -> Vec<(String, String)> {
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    text.lines()
+        .filter(|l| l.contains(part))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        // A watch is logged when its response starts, any other request when it completes.
+        .filter(|e| e["stage"] == if e["verb"] == "watch" { "ResponseStarted" } else { "ResponseComplete" })
+        .filter_map(|e| Some((e["verb"].as_str()?.to_owned(), e["requestURI"].as_str()?.to_owned())))
+        .collect()
+}
+
+/// A one-shot `gitward sync` reads its members by one list and keeps no watch: a process
+/// that exits after the sync has no use for an event per applied object. Two syncs (create,
+/// then a change and a prune) leave the cluster as git says, and the audit log shows lists
+/// of the unit's members by its ApplySet id and no watch of them.
+#[tokio::test]
+async fn a_one_shot_sync_lists_its_members_and_opens_no_watch() {
+    let env = common::setup("watches-oneshot").await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &common::cm(&format!("{name}-cm"), "1"));
+    }
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
+    let sync = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+            .args(["sync", "--allow-prune", "--config"])
+            .arg(&config)
+            .output()
+            .expect("gitward runs")
+    };
+    let out = sync();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    repo.write("a.yaml", &common::cm("a-cm", "2"));
+    repo.remove("d.yaml");
+    repo.commit_and_push("second");
+    let out = sync();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(value(&env.client, &env.namespace, "a-cm").await.as_deref(), Some("2"));
+    assert_eq!(value(&env.client, &env.namespace, "b-cm").await.as_deref(), Some("1"));
+    assert_eq!(value(&env.client, &env.namespace, "d-cm").await, None, "d-cm pruned");
+
+    let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);
+    let parents = secrets.list(&ListParams::default().labels("applyset.kubernetes.io/id")).await.unwrap();
+    let [parent] = &parents.items[..] else { panic!("one parent: {:?}", parents.items.len()) };
+    let id = parent.metadata.labels.as_ref().unwrap()["applyset.kubernetes.io/id"].clone();
+    let members = requests_with(&format!("applyset.kubernetes.io%2Fpart-of%3D{id}"));
+    let lists = members.iter().filter(|(verb, _)| verb == "list").count();
+    assert!(lists >= 2, "a list of the members per sync: {members:#?}");
+    let watches: Vec<_> = members.iter().filter(|(verb, _)| verb == "watch").collect();
+    assert!(watches.is_empty(), "a watch of the unit's members: {watches:#?}");
+    let parent_watches = watches_with(&format!("applyset.kubernetes.io%2Fid%3D{id}"));
+    assert!(parent_watches.is_empty(), "a watch of the unit's parent: {parent_watches:#?}");
 }

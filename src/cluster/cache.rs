@@ -163,6 +163,13 @@ impl MetadataCache {
         self.watches = watches.clone();
     }
 
+    /// Lists the unit's kinds once and keeps no watch of them ([`Watches::listed`]): for a
+    /// one-shot command, whose store then changes only by what it records. Kinds already
+    /// watched keep their watch. Call before the first sync.
+    pub fn list_only(&mut self) {
+        self.watches = self.watches.to_listed();
+    }
+
     /// The watches this cache subscribes through (the unit's ApplySet parent is watched through
     /// them too).
     pub fn watches(&self) -> &Watches {

@@ -14,7 +14,11 @@
 //! an event older than what it holds). A relist of the shared watch (410 Gone, restart)
 //! reaches every subscriber as a complete list, as kube-runtime's `watcher` documents for
 //! `Event::InitDone`. [`Watches::private`] keeps the old shape — the exact selector, a watch
-//! per subscriber — for one-shot commands, which watch one unit among possibly many.
+//! per subscriber — for a unit that watches alone; [`Watches::listed`] lists with the exact
+//! selector and keeps no watch, for one-shot commands: watch events serve drift and the next
+//! sync of a daemon, and a one-shot sync records what each apply returns
+//! ([`super::cache::MetadataCache::record`]). Without the watch, the API server sends no event
+//! per applied object to a client that would only drop it.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -56,6 +60,8 @@ enum Mode {
     Shared,
     /// One watch per subscriber, selected by its exact value.
     Private,
+    /// One list per subscriber, selected by its exact value; no watch kept.
+    Listed,
 }
 
 /// The watches of one cluster's client; cheap to clone. The daemon keeps one
@@ -98,6 +104,18 @@ impl Watches {
         Self { client, mode: Mode::Private, feeds: Arc::default() }
     }
 
+    /// A list per subscriber, selected by its exact label value, and no watch after it: what a
+    /// one-shot command needs (it reads the unit's objects once; nothing is left to see
+    /// drift). A subscriber's state after its list never changes but by what it records.
+    pub fn listed(client: kube::Client) -> Self {
+        Self { client, mode: Mode::Listed, feeds: Arc::default() }
+    }
+
+    /// A [`Watches::listed`] over the same client.
+    pub fn to_listed(&self) -> Self {
+        Self::listed(self.client.clone())
+    }
+
     /// Subscribes `sink` to the objects of `resource` (in `namespace`, or all) whose label
     /// `label` is `value`. The subscription ends when the returned handle is dropped; the
     /// watch ends with its last subscription.
@@ -115,7 +133,7 @@ impl Watches {
             kind: resource.kind.clone(),
             label,
             namespace: namespace.map(str::to_owned),
-            value: (self.mode == Mode::Private).then(|| value.to_owned()),
+            value: (self.mode != Mode::Shared).then(|| value.to_owned()),
         };
         let feed = {
             let mut feeds = self.feeds.lock().expect("feeds lock");
@@ -138,7 +156,8 @@ impl Watches {
                     };
                     let what =
                         format!("{} ({selector})", crate::object::GroupKind::new(&resource.group, &resource.kind));
-                    let feed = Feed::start(api, watched, label, selector, what);
+                    let keep_watching = self.mode != Mode::Listed;
+                    let feed = Feed::start(api, watched, label, selector, what, keep_watching);
                     let erased: Arc<dyn Any + Send + Sync> = feed.clone();
                     feeds.retain(|_, f| f.strong_count() > 0);
                     feeds.insert(key, Arc::downgrade(&erased));
@@ -235,6 +254,7 @@ impl<S: Sink> Feed<S> {
         label: &'static str,
         selector: String,
         what: String,
+        keep_watching: bool,
     ) -> Arc<Self> {
         let feed = Arc::new(Self {
             state: Mutex::new(State {
@@ -250,7 +270,7 @@ impl<S: Sink> Feed<S> {
             task: Mutex::new(None),
         });
         let config = watcher::Config::default().labels(&selector);
-        let task = tokio::spawn(run(Arc::downgrade(&feed), watched, config));
+        let task = tokio::spawn(run(Arc::downgrade(&feed), watched, config, keep_watching));
         *feed.task.lock().expect("task lock") = Some(task);
         feed
     }
@@ -288,7 +308,9 @@ fn value_of<'a>(object: &'a Meta, label: &str) -> Option<&'a str> {
 }
 
 /// The shared watch's loop: routes each event to the subscribers of the object's label value.
-async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Config) {
+/// Without `keep_watching` it ends after its first complete list (kube-runtime's `watcher`
+/// opens the watch only when polled after `InitDone`, so none is ever opened).
+async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Config, keep_watching: bool) {
     let mut stream = watcher::watcher(api, config).default_backoff().boxed();
     while let Some(event) = stream.next().await {
         let Some(feed) = feed.upgrade() else { return };
@@ -327,6 +349,9 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
                         }
                         None => {}
                     }
+                }
+                if !keep_watching {
+                    return;
                 }
             }
             Ok(Event::Apply(object)) => route(state, label, object, false),

@@ -300,6 +300,15 @@ impl Engine {
         self.parent_watch = None;
     }
 
+    /// For a one-shot command (`gitward sync`, `gitward diff`): reads the unit's members and
+    /// ApplySet parent by one list each and keeps no watch, so the API server streams no
+    /// event per applied object to a process that exits after the sync. Call before the
+    /// first sync; a daemon's unit keeps its watches (they see drift).
+    pub fn one_shot(&mut self) {
+        self.cache.list_only();
+        self.parent_watch = None;
+    }
+
     /// The metadata cache (the daemon subscribes to its drift events).
     pub fn cache(&self) -> &MetadataCache {
         &self.cache
