@@ -51,7 +51,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GITWARD = os.environ.get("GITWARD_BENCH_GITWARD", os.path.join(ROOT, "target/release/gitward"))
 FLOOR = os.environ.get("GITWARD_BENCH_FLOOR", os.path.join(ROOT, "target/release/examples/floor"))
 FLUX = os.environ.get("GITWARD_BENCH_FLUX", os.path.join(ROOT, "target/bench/flux-apply"))
-AUDIT = os.environ["GITWARD_TEST_AUDIT_LOG"]
+AUDIT = os.environ.get("GITWARD_TEST_AUDIT_LOG", "")  # set by tests/cluster/run
 # Automatic gc (a commit or push past gc.auto loose objects: 10,000 files and up) in the
 # foreground: detached, it packs a work tree's objects while one_unit removes that tree, and
 # rmtree fails on a file gone under it. The repositories end up as packed as before.
@@ -1259,7 +1259,93 @@ def load_scenario():
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# --- scale: every issue-23 scenario, one table (benches/run scale) ---------------------------
+
+SCALE_SCENARIOS = ["push", "load", "warm", "unit", "fleet", "fleet-sharded"]
+
+
+def scale_report():
+    """`benches/run scale` ends here (no cluster): reads the JSON each scenario of the run
+    wrote (push, load, warm, unit, fleet, fleet-sharded; benches/run removes the old ones
+    first, so a missing one fails) and writes target/bench/scale.md and scale.json: one row
+    per target of issue 23 with the figure, the target and whether it is met."""
+    bench = os.path.join(ROOT, "target/bench")
+    r = {name: json.load(open(os.path.join(bench, f"{name}.json"))) for name in SCALE_SCENARIOS}
+    rows = []
+
+    def row(what, figure, target, met):
+        rows.append({"what": what, "figure": figure, "target": target, "met": bool(met)})
+
+    during = r["push"]["during_resync_ms"]
+    p50, p95 = percentile(during, 0.5), percentile(during, 0.95)
+    missed = sum(v is None for v in during)
+    row(f"push → applied during a forced resync, {r['push']['objects']} objects ({len(during)} pushes)",
+        f"p50 {p50} ms, p95 {p95} ms ({missed} not seen)", "p50 < 100 ms, p95 < 250 ms",
+        not missed and p50 < 100 and p95 < 250)
+    lat = r["load"]["push_to_applied_ms"]
+    missed = sum(v is None for v in lat)
+    row(f"push → applied, {r['load']['units']} units, {len(lat)} pushes in {r['load']['spread_seconds']:.0f} s",
+        f"p50 {percentile(lat, 0.5)} ms, p95 {percentile(lat, 0.95)} ms ({missed} never applied)",
+        "p95 < 2,000 ms", not missed and percentile(lat, 0.95) < 2000)
+    large, small = r["fleet"]["large"], r["fleet"]["small"]
+    row(f"{large['units']} units on one replica: all synced once", f"{large['all_synced_seconds']:.1f} s "
+        f"({large['all_synced_seconds'] / FLUX_FLEET_SECONDS:.2f}× Flux's published {FLUX_FLEET_SECONDS} s for "
+        f"1,000 × 4 objects)", "reported against Flux", large["all_synced_seconds"] < FLUX_FLEET_SECONDS)
+    row(f"{large['units']} units: daemon at rest", f"{large['rss_at_rest_mib']:.0f} MiB", "< 128 MiB",
+        large["rss_at_rest_mib"] < 128)
+    row(f"marginal memory per unit, {small['units']} → {large['units']} units",
+        f"{r['fleet']['marginal_kib_per_unit']:.0f} KiB", "about 100 KiB (≤ 100)", r["fleet"]["marginal_kib_per_unit"] <= 100)
+    row(f"{large['units']} units: state directory", f"{large['state_dir_mib']:.1f} MiB (repository "
+        f"{large['repo_mib']:.2f} MiB)", "about one repository (≤ 2×)", large["state_dir_mib"] <= 2 * large["repo_mib"])
+    fl = large["push_to_applied_ms"]
+    missed = sum(v is None for v in fl)
+    row(f"{large['units']} units: push to one unit's path → applied ({len(fl)} pushes)",
+        f"p50 {percentile(fl, 0.5)} ms, p95 {percentile(fl, 0.95)} ms ({missed} not seen)", "p95 < 250 ms",
+        fl and not missed and percentile(fl, 0.95) < 250)
+    u = r["unit"]
+    gw, floor, bodies = (u["results"][k] for k in ("gitward", *UNIT_FLOORS.values()))
+    row(f"one unit of {u['objects']} objects: members record", f"{u['pieces']} pieces beside the parent",
+        "past 1 MiB, read whole, written crash-safe", u["pieces"] > 0)
+    per_object = (u["rss_kib"] - u["small_rss_kib"]) / max(1, u["objects"] - u["small_objects"])
+    row(f"{u['objects']} objects: marginal memory per tracked object", f"{per_object:.2f} KiB", "< 2 KiB",
+        per_object < 2)
+    row(f"{u['objects']} objects: daemon at rest", f"{u['rss_kib'] / 1024:.0f} MiB", "< 200 MiB",
+        u["rss_kib"] / 1024 < 200)
+    ratio = gw["seconds"] / floor["seconds"]
+    row(f"{u['objects']} objects: cold sync ÷ the floor (each in a fresh cluster)",
+        f"{ratio:.2f}× ({gw['seconds']:.1f} s against {floor['seconds']:.1f} s; API server CPU "
+        f"{gw['server_cpu_seconds']:.0f} against {floor['server_cpu_seconds']:.0f} s; ÷ the floor sending "
+        f"gitward's bodies {gw['seconds'] / bodies['seconds']:.2f}×)", "≤ 1.15×", ratio <= 1.15)
+    w = r["warm"]["median"]
+    ratio, with_bodies = w["gitward"] / w["floor"], w["gitward"] / w[UNIT_FLOORS["fbodies"]]
+    row("warm resync at 10,000 objects ÷ the floor (medians of 5, taking turns)",
+        f"{ratio:.2f}× ({w['gitward']:.2f} s against {w['floor']:.2f} s; ÷ the floor sending gitward's bodies "
+        f"{with_bodies:.2f}×)", "≤ 1.10×", ratio <= 1.10)
+    sh_ = r["fleet-sharded"]
+    bound = FLEET_LEASE_SECONDS + 5
+    last = max(sh_["takeover_seconds"]) if sh_["takeover_seconds"] else None
+    row(f"three replicas, {sh_['units']} units: the killed replica's {sh_['orphans']} units applied again",
+        f"last after {last:.1f} s, {sh_['missing']} missing, {len(sh_['twice'])} applied twice, "
+        f"{len(sh_['strays'])} strays" if last is not None else "none applied again",
+        f"≤ lease_duration + 5 s = {bound} s, none twice",
+        last is not None and last <= bound and not sh_["missing"] and not sh_["twice"])
+    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,
+                            text=True).stdout.strip()
+    dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    when = datetime.date.today().isoformat()
+    out = [f"# Fleet scale (issue 23): one run of `benches/run scale`, {when}, {commit}"
+           f"{' (with uncommitted changes)' if dirty else ''}, {os.cpu_count()} CPUs\n",
+           "| target | figure | wanted | met |", "|---|---|---|---|"]
+    out += [f"| {x['what']} | {x['figure']} | {x['target']} | {'yes' if x['met'] else '**no**'} |" for x in rows]
+    out.append("")
+    out.append("Each scenario ran in a cluster of its own; its own report is in target/bench/<scenario>.md.")
+    write_results("scale", "\n".join(out), {"date": when, "commit": commit, "dirty": bool(dirty), "rows": rows})
+
+
 def main():
+    if sys.argv[1] == "scale-report":
+        return scale_report()
     if sys.argv[1] == "fleet":
         return fleet(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "fleet-sharded":
