@@ -205,7 +205,7 @@ async fn a_unit_client_refuses_writes_past_its_fence_and_still_reads() {
     let agent = format!("gitward-test-fence-{ns}");
     let registry = gitward::cluster::registry::Registry::connect(&config.clusters, &agent).await.unwrap();
     let fence = Fence::new("Lease/test/unit");
-    let client = registry.fenced_client("default", &fence).unwrap().unwrap();
+    let client = registry.fenced_client("default", &fence).unwrap();
     let api: Api<ConfigMap> = Api::namespaced(client, &ns);
     let cm: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "f"}, "data": {"value": "1"}})).unwrap();
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use super::feed::Watches;
 use super::fence::Fence;
-use super::{Result, assemble, prepare};
+use super::{Transport, prepare};
 use crate::config::ClusterConfig;
 
 /// The clients of every configured cluster, keyed by [`ClusterConfig::name`]. Cheap to clone
@@ -18,8 +18,9 @@ use crate::config::ClusterConfig;
 pub struct Registry {
     /// One client per cluster name (unfenced: bookkeeping, Leases, the one-shot commands).
     clients: BTreeMap<String, kube::Client>,
-    /// The kube config of each cluster, read once, for the units' fenced clients.
-    configs: BTreeMap<String, kube::Config>,
+    /// The transport of each cluster (its one connection pool), shared by its client and
+    /// the units' fenced clients.
+    transports: BTreeMap<String, Transport>,
     /// The metadata watches of each cluster, shared by its units (reads: unfenced).
     watches: BTreeMap<String, Watches>,
 }
@@ -42,17 +43,18 @@ impl Registry {
         user_agent: &str,
     ) -> std::result::Result<Self, (String, super::Error)> {
         let mut clients = BTreeMap::new();
-        let mut configs = BTreeMap::new();
+        let mut transports = BTreeMap::new();
         let mut watches = BTreeMap::new();
         for cluster in clusters {
             let named = |e| (cluster.name.clone(), e);
             let config: kube::Config = prepare(cluster, user_agent, None).await.map_err(named)?;
-            let client = assemble(config.clone(), &Fence::unfenced()).map_err(named)?;
+            let transport = Transport::new(config).map_err(named)?;
+            let client = transport.client(&Fence::unfenced());
             watches.insert(cluster.name.clone(), Watches::shared(client.clone()));
             clients.insert(cluster.name.clone(), client);
-            configs.insert(cluster.name.clone(), config);
+            transports.insert(cluster.name.clone(), transport);
         }
-        Ok(Self { clients, configs, watches })
+        Ok(Self { clients, transports, watches })
     }
 
     /// The client of the cluster named `name`, if configured.
@@ -66,15 +68,14 @@ impl Registry {
     }
 
     /// A client of the cluster named `name` for one unit's writes, checked by `fence`
-    /// ([`super::fence`]): a new client (own connection pool and stack) unless `fence` is
-    /// unfenced, when the shared client is returned. `None` when `name` is not configured.
-    ///
-    /// Errors: [`super::Error::Client`] when kube cannot build the stack.
-    pub fn fenced_client(&self, name: &str, fence: &Fence) -> Option<Result<kube::Client>> {
+    /// ([`super::fence`]): the fence and retry layers of its own over the cluster's one
+    /// transport (its connections are the cluster client's), or the cluster's client when
+    /// `fence` is unfenced. `None` when `name` is not configured.
+    pub fn fenced_client(&self, name: &str, fence: &Fence) -> Option<kube::Client> {
         if fence.is_unfenced() {
-            return self.clients.get(name).cloned().map(Ok);
+            return self.clients.get(name).cloned();
         }
-        self.configs.get(name).map(|config| assemble(config.clone(), fence))
+        self.transports.get(name).map(|transport| transport.client(fence))
     }
 
     /// The configured cluster names, sorted.

@@ -216,8 +216,7 @@ impl Units {
         let client = self
             .clusters
             .fenced_client(&unit.cluster, &fence)
-            .expect("clusters are fixed at start and every unit names one")
-            .map_err(crate::sync::Error::Cluster)?;
+            .expect("clusters are fixed at start and every unit names one");
         let shared = Arc::new(unit.clone());
         let mut engine =
             Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, &shared, &fence).await?;
