@@ -284,7 +284,8 @@ def floor_warm(tmp, work, objects):
         sys.exit(f"floor warm: {len(patches)} patches for 2 passes of {objects} objects")
     first_end = max(stamp(e["stageTimestamp"]) for e in patches[:objects])
     second = [e for e in events if stamp(e["requestReceivedTimestamp"]) >= first_end]
-    return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in second) - first_end, 3),
+    last = max(stamp(e["stageTimestamp"]) for e in second)
+    return {"seconds": round(last - first_end, 3), "window": (first_end, last),
             "requests": verbs_of(second), "in_flight": in_flight(second)}
 
 
@@ -326,7 +327,8 @@ def daemon_warm(daemon, log, port):
     time.sleep(1.0)  # the audit backend writes asynchronously
     events = [e for e in audit_events(mark) if e.get("userAgent", "").startswith("gitward")]
     patches = [e for e in events if e["verb"] == "patch"]
-    return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in patches) - sent, 3),
+    last = max(stamp(e["stageTimestamp"]) for e in patches)
+    return {"seconds": round(last - sent, 3), "window": (sent, last),
             "requests": verbs_of(events), "in_flight": in_flight(events)}
 
 
@@ -345,6 +347,35 @@ def server_cpu_seconds():
             continue
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
     return 0.0
+
+
+class ServerCpu:
+    """Samples server_cpu_seconds() every 50 ms on a thread, so the API server's CPU over a
+    window known only afterwards (a floor's second pass, from the audit log) can be read:
+    `between(t0, t1)` with wall-clock times (time.time(), as the audit log's stamps)."""
+
+    def __init__(self):
+        import threading
+        self.samples = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            self.samples.append((time.time(), server_cpu_seconds()))
+            self.stop.wait(0.05)
+
+    def at(self, t):
+        before = [cpu for at, cpu in self.samples if at <= t]
+        return before[-1] if before else self.samples[0][1]
+
+    def between(self, t0, t1):
+        return round(self.at(t1) - self.at(t0), 2)
+
+    def close(self):
+        self.stop.set()
+        self.thread.join()
 
 
 def timed(cmd, env=None):
@@ -624,7 +655,8 @@ def floor_warm_bodies(tmp, work, objects, part_of):
         sys.exit(f"floor warm (gitward's bodies): {len(patches)} patches for 2 passes of {objects} objects")
     first_end = max(stamp(e["stageTimestamp"]) for e in patches[:objects])
     second = [e for e in events if stamp(e["requestReceivedTimestamp"]) >= first_end]
-    return {"seconds": round(max(stamp(e["stageTimestamp"]) for e in second) - first_end, 3),
+    last = max(stamp(e["stageTimestamp"]) for e in second)
+    return {"seconds": round(last - first_end, 3), "window": (first_end, last),
             "requests": verbs_of(second), "in_flight": in_flight(second)}
 
 
@@ -647,30 +679,38 @@ def warm_only(n):
     objects = sum(f.endswith(".yaml") for _, _, files in os.walk(floor_work) for f in files)
     part_of = applyset_id_like("floor")
     runs = {"gitward": [], "floor": [], "floor, gitward's bodies": []}
+    cpu = ServerCpu()
     for _ in range(WARM_RUNS):
         runs["gitward"].append(daemon_warm(daemon, log, daemon.port))
         runs["floor"].append(floor_warm(tmp, floor_work, objects))
         runs["floor, gitward's bodies"].append(floor_warm_bodies(tmp, floor_work, objects, part_of))
-        print({peer: r[-1]["seconds"] for peer, r in runs.items()}, file=sys.stderr)
+        for r in runs.values():
+            r[-1]["server_cpu_seconds"] = cpu.between(*r[-1]["window"])
+        print({peer: (r[-1]["seconds"], r[-1]["server_cpu_seconds"]) for peer, r in runs.items()}, file=sys.stderr)
+    cpu.close()
     daemon.send_signal(signal.SIGTERM)
     daemon.wait(timeout=60)
     load_after = open("/proc/loadavg").read().split()[:3]
     median = {peer: statistics.median(r["seconds"] for r in rs) for peer, rs in runs.items()}
+    server = {peer: statistics.median(r["server_cpu_seconds"] for r in rs) for peer, rs in runs.items()}
     out = [f"# Warm resync, {repos['gitward'][2]} objects ({WARM_RUNS} runs each, the peers taking turns)\n",
            f"Load average before: {' '.join(load_before)}; after: {' '.join(load_after)}.\n",
-           "| peer | seconds, median | each run | in flight, each run | requests by verb (first run) "
-           "| gitward ÷ peer |", "|---|---|---|---|---|---|"]
+           "| peer | seconds, median | each run | API server CPU s, median (each run) | in flight, each run "
+           "| requests by verb (first run) | gitward ÷ peer |", "|---|---|---|---|---|---|---|"]
     for peer, rs in runs.items():
         verbs = ", ".join(f"{v} {c}" for v, c in rs[0]["requests"].items())
         each = ", ".join(f"{r['seconds']:.2f}" for r in rs)
+        cpus = ", ".join(f"{r['server_cpu_seconds']:.1f}" for r in rs)
         flight = ", ".join(str(r["in_flight"]) for r in rs)
         ratio = "" if peer == "gitward" else f"{median['gitward'] / median[peer]:.2f}"
-        out.append(f"| {peer} | {median[peer]:.2f} | {each} | {flight} | {verbs} | {ratio} |")
+        out.append(f"| {peer} | {median[peer]:.2f} | {each} | {server[peer]:.1f} ({cpus}) | {flight} | {verbs} "
+                   f"| {ratio} |")
     text = "\n".join(out)
     print(text)
     os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
     open(os.path.join(ROOT, "target/bench/warm.md"), "w").write(text + "\n")
-    json.dump({"runs": runs, "median": median}, open(os.path.join(ROOT, "target/bench/warm.json"), "w"), indent=2)
+    json.dump({"runs": runs, "median": median, "server_cpu_median": server},
+              open(os.path.join(ROOT, "target/bench/warm.json"), "w"), indent=2)
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -1318,9 +1358,12 @@ def scale_report():
         f"gitward's bodies {gw['seconds'] / bodies['seconds']:.2f}×)", "≤ 1.15×", ratio <= 1.15)
     w = r["warm"]["median"]
     ratio, with_bodies = w["gitward"] / w["floor"], w["gitward"] / w[UNIT_FLOORS["fbodies"]]
+    c = r["warm"].get("server_cpu_median")
+    server_cpu = (f"; API server CPU s: {c['gitward']:.1f}, the floor {c['floor']:.1f}, with gitward's bodies "
+                  f"{c[UNIT_FLOORS['fbodies']]:.1f}") if c else ""
     row("warm resync at 10,000 objects ÷ the floor (medians of 5, taking turns)",
         f"{ratio:.2f}× ({w['gitward']:.2f} s against {w['floor']:.2f} s; ÷ the floor sending gitward's bodies "
-        f"{with_bodies:.2f}×)", "≤ 1.10×", ratio <= 1.10)
+        f"{with_bodies:.2f}×{server_cpu})", "≤ 1.10×", ratio <= 1.10)
     sh_ = r["fleet-sharded"]
     bound = FLEET_LEASE_SECONDS + 5
     last = max(sh_["takeover_seconds"]) if sh_["takeover_seconds"] else None

@@ -25,8 +25,9 @@
 //!
 //! What no client-side check covers: a write handed to the transport just before the deadline
 //! and delayed after it (a pause between the check and the socket write, the queue of the
-//! cluster's shared transport, a slow connection set-up, the API server's own queue). The margin (a third of the Lease at the defaults) is
-//! the budget for that; Kubernetes Leases offer no server-side precondition to close it.
+//! cluster's shared transport, a slow connection set-up, the API server's own queue). The
+//! margin (a third of the Lease at the defaults) is the budget for that; Kubernetes Leases
+//! offer no server-side precondition to close it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
