@@ -44,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -269,25 +270,34 @@ def verbs_of(events):
     return dict(sorted(verbs.items()))
 
 
-def floor_warm(tmp, work, objects):
+def floor_warm(tmp, work, objects, part_of=None):
     """The floor's warm resync: two passes in one process over a checkout of `work`, the second
-    timed in the audit log from the last response of the first to its own last response."""
-    tree = os.path.join(tmp, "floor", "tree-warm")
+    timed in the audit log from the last response of the first to its own last response.
+
+    With `part_of`, it sends gitward's exact bodies: each object with the `part-of` label and a
+    64-hex `gitward.dev/desired-hash` annotation (floor's 4th argument), the CRD left out
+    (`objects` counts it). Its first pass brings the objects to those bodies; the second is
+    the no-op."""
+    suffix = "-bodies" if part_of else ""
+    tree = os.path.join(tmp, "floor", f"tree-warm{suffix}")
     shutil.rmtree(tree, ignore_errors=True)
-    shutil.copytree(work, tree, ignore=shutil.ignore_patterns(".git"))
+    # Without the CRD when labelled: with another ApplySet's id, gitward's unit (which holds
+    # it) would refuse it and retry. Each its own inventory file, so the floor deletes nothing.
+    ignore = [".git", "crd.yaml"] if part_of else [".git"]
+    shutil.copytree(work, tree, ignore=shutil.ignore_patterns(*ignore))
+    objects -= 1 if part_of else 0
     mark = audit_len()
-    sh([FLOOR, tree, os.path.join(tmp, "floor", "inventory-warm"), "2"])
+    sh([FLOOR, tree, os.path.join(tmp, "floor", f"inventory-warm{suffix}"), "2"] + ([part_of] if part_of else []))
     time.sleep(1.0)  # the audit backend writes asynchronously
     events = audit_events(mark)
     patches = sorted((e for e in events if e["verb"] == "patch"), key=lambda e: stamp(e["requestReceivedTimestamp"]))
     if len(patches) != 2 * objects:
-        sys.exit(f"floor warm: {len(patches)} patches for 2 passes of {objects} objects")
+        sys.exit(f"floor warm{suffix}: {len(patches)} patches for 2 passes of {objects} objects")
     first_end = max(stamp(e["stageTimestamp"]) for e in patches[:objects])
     second = [e for e in events if stamp(e["requestReceivedTimestamp"]) >= first_end]
     last = max(stamp(e["stageTimestamp"]) for e in second)
     return {"seconds": round(last - first_end, 3), "window": (first_end, last),
             "requests": verbs_of(second), "in_flight": in_flight(second)}
-
 
 WEBHOOK_SECRET = b"bench-webhook-secret"
 WARM_RUNS = 5
@@ -355,7 +365,6 @@ class ServerCpu:
     `between(t0, t1)` with wall-clock times (time.time(), as the audit log's stamps)."""
 
     def __init__(self):
-        import threading
         self.samples = []
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
@@ -493,7 +502,6 @@ class Watch:
     """`kubectl get --watch` of one ConfigMap's data.index: when each value was first seen."""
 
     def __init__(self, ns, name):
-        import threading
         self.seen = {}
         self.proc = subprocess.Popen(
             ["kubectl", "get", "configmap", name, "-n", ns, "--watch", "-o", "jsonpath={.data.index}{\"\\n\"}"],
@@ -635,31 +643,6 @@ def applyset_id_like(name):
     return "applyset-" + base64.urlsafe_b64encode(digest).decode().rstrip("=") + "-v1"
 
 
-def floor_warm_bodies(tmp, work, objects, part_of):
-    """The floor's warm resync as floor_warm, but sending gitward's exact bodies: each object
-    with the `part-of` label and a 64-hex `gitward.dev/desired-hash` annotation (floor's 4th
-    argument), the CRD left out (`objects` counts it). Its first pass brings the objects to
-    those bodies; the second is the no-op."""
-    # Without the CRD: labelled with another ApplySet's id, gitward's unit (which holds it)
-    # would refuse it and retry. Its own inventory file, so the floor deletes nothing.
-    tree = os.path.join(tmp, "floor", "tree-warm-bodies")
-    shutil.rmtree(tree, ignore_errors=True)
-    shutil.copytree(work, tree, ignore=shutil.ignore_patterns(".git", "crd.yaml"))
-    objects -= 1
-    mark = audit_len()
-    sh([FLOOR, tree, os.path.join(tmp, "floor", "inventory-warm-bodies"), "2", part_of])
-    time.sleep(1.0)  # the audit backend writes asynchronously
-    events = audit_events(mark)
-    patches = sorted((e for e in events if e["verb"] == "patch"), key=lambda e: stamp(e["requestReceivedTimestamp"]))
-    if len(patches) != 2 * objects:
-        sys.exit(f"floor warm (gitward's bodies): {len(patches)} patches for 2 passes of {objects} objects")
-    first_end = max(stamp(e["stageTimestamp"]) for e in patches[:objects])
-    second = [e for e in events if stamp(e["requestReceivedTimestamp"]) >= first_end]
-    last = max(stamp(e["stageTimestamp"]) for e in second)
-    return {"seconds": round(last - first_end, 3), "window": (first_end, last),
-            "requests": verbs_of(second), "in_flight": in_flight(second)}
-
-
 def warm_only(n):
     """`benches/run N warm`: the warm resync alone, three peers taking turns WARM_RUNS times:
     gitward run synced by a webhook, the floor's second pass, and the floor's second pass with
@@ -683,7 +666,7 @@ def warm_only(n):
     for _ in range(WARM_RUNS):
         runs["gitward"].append(daemon_warm(daemon, log, daemon.port))
         runs["floor"].append(floor_warm(tmp, floor_work, objects))
-        runs["floor, gitward's bodies"].append(floor_warm_bodies(tmp, floor_work, objects, part_of))
+        runs["floor, gitward's bodies"].append(floor_warm(tmp, floor_work, objects, part_of))
         for r in runs.values():
             r[-1]["server_cpu_seconds"] = cpu.between(*r[-1]["window"])
         print({peer: (r[-1]["seconds"], r[-1]["server_cpu_seconds"]) for peer, r in runs.items()}, file=sys.stderr)
@@ -705,12 +688,7 @@ def warm_only(n):
         ratio = "" if peer == "gitward" else f"{median['gitward'] / median[peer]:.2f}"
         out.append(f"| {peer} | {median[peer]:.2f} | {each} | {server[peer]:.1f} ({cpus}) | {flight} | {verbs} "
                    f"| {ratio} |")
-    text = "\n".join(out)
-    print(text)
-    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
-    open(os.path.join(ROOT, "target/bench/warm.md"), "w").write(text + "\n")
-    json.dump({"runs": runs, "median": median, "server_cpu_median": server},
-              open(os.path.join(ROOT, "target/bench/warm.json"), "w"), indent=2)
+    write_results("warm", "\n".join(out), {"runs": runs, "median": median, "server_cpu_median": server})
     shutil.rmtree(tmp, ignore_errors=True)
 
 

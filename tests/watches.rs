@@ -38,15 +38,21 @@ async fn heals(client: &kube::Client, ns: &str, unit: &str, daemon: &common::Dae
     assert!(healed, "{name} not healed through the shared watch: {}", daemon.log_text());
 }
 
-/// The `requestURI`s of the audit log's WATCH requests that contain `part`.
-fn watches_with(part: &str) -> Vec<String> {
+/// The requests of the audit log whose `requestURI` contains `part`, as (verb, URI), each
+/// once: a watch when its response starts, any other request when it completes.
+fn requests_with(part: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
     text.lines()
         .filter(|l| l.contains(part))
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["verb"] == "watch" && e["stage"] == "ResponseStarted")
-        .filter_map(|e| e["requestURI"].as_str().map(str::to_owned))
+        .filter(|e| e["stage"] == if e["verb"] == "watch" { "ResponseStarted" } else { "ResponseComplete" })
+        .filter_map(|e| Some((e["verb"].as_str()?.to_owned(), e["requestURI"].as_str()?.to_owned())))
         .collect()
+}
+
+/// The `requestURI`s of the audit log's WATCH requests that contain `part`.
+fn watches_with(part: &str) -> Vec<String> {
+    requests_with(part).into_iter().filter(|(verb, _)| verb == "watch").map(|(_, uri)| uri).collect()
 }
 
 /// Units a and b start together, c joins by SIGHUP once the shared watches run. Every unit's
@@ -105,18 +111,6 @@ async fn units_of_one_cluster_share_one_watch_per_kind_and_a_late_unit_joins_it(
         let own = watches_with(&format!("applyset.kubernetes.io%2Fpart-of%3D{id}"));
         assert!(own.is_empty(), "a watch of one unit's members: {own:#?}");
     }
-}
-
-/// The requests of the audit log whose `requestURI` contains `part`, as (verb, URI).
-fn requests_with(part: &str) -> Vec<(String, String)> {
-    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
-    text.lines()
-        .filter(|l| l.contains(part))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        // A watch is logged when its response starts, any other request when it completes.
-        .filter(|e| e["stage"] == if e["verb"] == "watch" { "ResponseStarted" } else { "ResponseComplete" })
-        .filter_map(|e| Some((e["verb"].as_str()?.to_owned(), e["requestURI"].as_str()?.to_owned())))
-        .collect()
 }
 
 /// A one-shot `gitward sync` reads its members by one list and keeps no watch: a process
