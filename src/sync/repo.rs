@@ -41,6 +41,7 @@ impl Repo {
                 source: source.clone(),
                 max_bytes: unit.render_tools.max_tree_bytes,
                 timeout: unit.render_tools.timeout,
+                cosign_public_key_file: cosign_key(unit),
             };
             let chart = ChartRepo::open(state_dir, spec)?;
             let values = match unit.repo.is_empty() {
@@ -312,7 +313,7 @@ async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
             username: unit.git.username.clone(),
         },
         max_file_bytes: unit.max_file_bytes,
-        verify: unit.verify.as_ref().map(|v| VerifySpec {
+        verify: unit.verify.as_ref().filter(|v| v.checks_git()).map(|v| VerifySpec {
             allowed_signers_file: v.allowed_signers_file.clone(),
             openpgp_keys_file: v.openpgp_keys_file.clone(),
         }),
@@ -330,7 +331,14 @@ fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
         password_file: unit.git.token_file.clone(),
         max_bytes: unit.render_tools.max_tree_bytes,
         timeout: unit.render_tools.timeout,
+        cosign_public_key_file: cosign_key(unit),
     }
+}
+
+/// `[sync.verify] cosign_public_key_file`, which an OCI artifact's or OCI chart's manifest
+/// must be signed by.
+fn cosign_key(unit: &SyncUnit) -> Option<PathBuf> {
+    unit.verify.as_ref().and_then(|v| v.cosign_public_key_file.clone())
 }
 
 /// The mirror commit an artifact revision (`<tag>@sha256:<hex>`) was unpacked to.
