@@ -355,3 +355,53 @@ async fn the_daemon_keeps_the_last_good_revision_and_logs_and_counts_refusals() 
     let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("5") }).await;
     assert!(applied, "a push by a newly allowed key was not applied: {}", daemon.log_text());
 }
+
+/// A branch pushed under the name of a signed annotated tag: with `[sync.verify]` and `ref =
+/// "release"`, the branch `release` at an older signed commit does not take the tag's place —
+/// the sync is refused as ambiguous, naming both refs, and the tag's revision stays applied;
+/// `refs/tags/release` in full syncs the tag. Without `[sync.verify]` the name resolves as
+/// `git rev-parse` resolves it: the tag.
+#[tokio::test]
+async fn a_branch_named_like_a_signed_tag_does_not_shadow_it() {
+    let env = common::setup("verify-shadow").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let repo = common::GitRepo::new();
+    let verify = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let unit = |reference: &str, extra: &str| {
+        let unit = common::unit_toml("app", &repo.bare(), "", &ns, extra);
+        unit.replace("ref = \"main\"", &format!("ref = \"{reference}\""))
+    };
+    let config = |reference: &str, extra: &str| common::config_file(dir.path(), &unit(reference, extra));
+
+    let older = push(&repo, "1", Sign::Ssh(&trusted));
+    let tagged = push(&repo, "2", Sign::Ssh(&trusted));
+    git(&repo, &Sign::Ssh(&trusted), &["tag", "-s", "-m", "release 2", "release"]);
+    git(&repo, &Sign::No, &["push", "-q", "origin", "release"]);
+    let run = common::gitward(&["sync"], &config("release", verify), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
+
+    git(&repo, &Sign::No, &["push", "-q", "origin", &format!("{older}:refs/heads/release")]);
+    let bare = repo.bare();
+    let resolved = repo.git(&["--git-dir", bare.to_str().unwrap(), "rev-parse", "release^{commit}"], &repo.work());
+    assert_eq!(resolved.trim(), tagged, "git itself takes the tag");
+    let run = common::gitward(&["sync"], &config("release", verify), LIMIT);
+    assert_eq!(run.code, Some(2), "the shadowing branch is refused: {}", run.stderr);
+    let error = sync_error(&run);
+    let expected = "reference \"release\" is ambiguous: it names refs/tags/release and refs/heads/release";
+    assert!(error.contains(expected), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"), "the tag's revision stays applied");
+
+    let run = common::gitward(&["sync"], &config("refs/tags/release", verify), LIMIT);
+    assert_eq!(run.code, Some(0), "the full tag name syncs: {}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
+
+    let run = common::gitward(&["sync"], &config("release", ""), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let synced = common::log_events(&run.stderr, "sync complete").next().expect("a `sync complete` event");
+    assert_eq!(field(&synced, "revision"), tagged.as_str(), "git's order: the tag, not the branch: {synced}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
+}

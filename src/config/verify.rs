@@ -70,7 +70,12 @@ impl Parts {
 impl Resolver<'_> {
     /// `sync[index].verify`: the files anchored at the config's directory, then checked
     /// against the kinds of source of `unit` (see [`Verify`]).
-    pub(super) fn verify(&self, index: usize, raw: Option<Spanned<RawVerify>>, unit: &SyncUnit) -> Result<Option<Verify>> {
+    pub(super) fn verify(
+        &self,
+        index: usize,
+        raw: Option<Spanned<RawVerify>>,
+        unit: &SyncUnit,
+    ) -> Result<Option<Verify>> {
         let Some(raw) = raw else { return Ok(None) };
         let key = |field: &str| format!("sync[{index}].verify{field}");
         let span = raw.span();
@@ -123,8 +128,10 @@ mod tests {
     use crate::config::tests::{MINIMAL as UNIT, parse};
 
     const ARTIFACT: &str = "[[sync]]\nname = \"a\"\nrepo = \"oci://127.0.0.1:5000/app:v1\"\n";
-    const OCI_CHART: &str = "[[sync]]\nname = \"c\"\n[sync.helm]\nrepo_url = \"oci://r.example/charts\"\nchart = \"c\"\n";
-    const HTTP_CHART: &str = "[[sync]]\nname = \"c\"\n[sync.helm]\nrepo_url = \"https://charts.example.com\"\nchart = \"c\"\n";
+    const OCI_CHART: &str =
+        "[[sync]]\nname = \"c\"\n[sync.helm]\nrepo_url = \"oci://r.example/charts\"\nchart = \"c\"\n";
+    const HTTP_CHART: &str =
+        "[[sync]]\nname = \"c\"\n[sync.helm]\nrepo_url = \"https://charts.example.com\"\nchart = \"c\"\n";
 
     fn error(text: &str) -> String {
         parse(text).unwrap_err().to_string()

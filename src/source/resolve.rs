@@ -77,7 +77,11 @@ pub(super) fn resolve(repo: &Repository, unit: &str, reference: &str, strict: bo
             all.push(format!("commit {commit}"));
         }
         if all.len() > 1 {
-            return Err(Error::AmbiguousName { unit: unit.to_string(), reference: reference.to_string(), matches: all });
+            return Err(Error::AmbiguousName {
+                unit: unit.to_string(),
+                reference: reference.to_string(),
+                matches: all,
+            });
         }
     }
     peel_ref(repo, chosen).ok_or_else(|| Error::NotACommit {

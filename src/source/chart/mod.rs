@@ -95,7 +95,11 @@ impl ChartRepo {
         let spec = &self.spec;
         if spec.cosign_public_key_file.is_some() && !spec.source.is_oci() {
             let message = "cosign signatures are checked only for oci:// charts, not an HTTP chart repository's";
-            return Err(Error::Chart { unit: spec.unit.clone(), url: spec.source.repo_url.clone(), message: message.into() });
+            return Err(Error::Chart {
+                unit: spec.unit.clone(),
+                url: spec.source.repo_url.clone(),
+                message: message.into(),
+            });
         }
         let work = async {
             if spec.source.is_oci() {

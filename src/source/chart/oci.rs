@@ -16,8 +16,8 @@ use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
 
 use super::cache::Cache;
-use crate::source::verify::cosign;
 use super::{ChartSpec, Fetched, Offer};
+use crate::source::verify::cosign;
 use crate::source::{Error, Result};
 
 /// The media types of a chart archive layer: Helm's, and the legacy one of Helm 3.0–3.7.

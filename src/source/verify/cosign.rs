@@ -130,7 +130,10 @@ pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> R
         Err(error) => return Err(Failure::Registry(error)),
     };
     let manifest: OciImageManifest = serde_json::from_slice(&manifest).map_err(|e| {
-        Refusal::new(VerifyFailure::BadSignature, format!("manifest {digest}: its signature tag {tag} does not parse: {e}"))
+        Refusal::new(
+            VerifyFailure::BadSignature,
+            format!("manifest {digest}: its signature tag {tag} does not parse: {e}"),
+        )
     })?;
     let layers: Vec<&OciDescriptor> =
         manifest.layers.iter().filter(|l| l.media_type == PAYLOAD_MEDIA_TYPE).take(MAX_SIGNATURES).collect();
@@ -151,7 +154,9 @@ pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> R
             None => outcome.unreadable += 1,
         }
     }
-    Err(outcome.refusal(digest, &tag, key_file).map_or_else(|| unsigned(&format!("{tag} holds no signed payload")), Failure::from))
+    Err(outcome
+        .refusal(digest, &tag, key_file)
+        .map_or_else(|| unsigned(&format!("{tag} holds no signed payload")), Failure::from))
 }
 
 /// What the signature layers of a tag held, when none signed the manifest by the key.
@@ -247,10 +252,9 @@ async fn payload(
 /// Whether the registry said the signature tag does not exist (HTTP 404, `MANIFEST_UNKNOWN`).
 fn is_not_found(error: &OciDistributionError) -> bool {
     match error {
-        OciDistributionError::RegistryError { envelope, .. } => envelope
-            .errors
-            .iter()
-            .any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound)),
+        OciDistributionError::RegistryError { envelope, .. } => {
+            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound))
+        }
         OciDistributionError::ServerError { code, .. } => *code == 404,
         OciDistributionError::ImageManifestNotFoundError(_) => true,
         _ => false,
