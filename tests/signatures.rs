@@ -405,3 +405,53 @@ async fn a_branch_named_like_a_signed_tag_does_not_shadow_it() {
     assert_eq!(field(&synced, "revision"), tagged.as_str(), "git's order: the tag, not the branch: {synced}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
 }
+
+/// A signed commit whose Helm chart takes a dependency from a chart repository: the
+/// dependency's bytes are not covered by the signature (`Chart.lock` pins a version, not the
+/// archive), so with `[sync.verify]` the revision is refused naming the dependency and its
+/// repository, and nothing is applied; the same chart with the dependency vendored under
+/// `charts/` in a signed commit is applied.
+#[tokio::test]
+async fn a_signed_chart_takes_no_dependency_from_outside_the_signed_revision() {
+    use crate::common::charts::{ChartServer, package};
+    let env = common::setup("verify-deps").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let server = ChartServer::start(&dir.path().join("served"));
+    server.publish(dir.path(), "demo", "0.1.0");
+    let repo = common::GitRepo::new();
+    let dependency = format!("- name: demo\n  version: 0.1.0\n  repository: \"{}/\"\n", server.url);
+    repo.write(
+        "chart/Chart.yaml",
+        &format!("apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n{dependency}"),
+    );
+    repo.write("chart/Chart.lock", &format!("dependencies:\n{dependency}"));
+    let extra = "[sync.helm]\nrelease = \"shop\"\n[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let unit = common::unit_toml("app", &repo.bare(), "chart", &ns, extra);
+    let config = dir.path().join("gitward.toml");
+    std::fs::write(&config, crate::render::config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let demo = || async {
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+        api.get_opt("shop-demo").await.unwrap().and_then(|c| c.data).map(|d| d["version"].clone())
+    };
+
+    git(&repo, &Sign::No, &["add", "-A"]);
+    git(&repo, &Sign::Ssh(&trusted), &["commit", "-q", "-S", "-m", "umbrella with a remote dependency"]);
+    git(&repo, &Sign::No, &["push", "-q", "origin", "main"]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    let named = format!("dependency demo 0.1.0 comes from {}, outside the signed revision", server.url);
+    assert!(error.contains(&named) && error.contains("chart/Chart.yaml"), "{error}");
+    assert_eq!(demo().await, None, "nothing applied");
+
+    package(dir.path(), "demo", "0.1.0", &repo.work().join("chart/charts"));
+    git(&repo, &Sign::No, &["add", "-A"]);
+    git(&repo, &Sign::Ssh(&trusted), &["commit", "-q", "-S", "-m", "vendor the dependency"]);
+    git(&repo, &Sign::No, &["push", "-q", "origin", "main"]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(0), "the vendored dependency renders: {}", run.stderr);
+    assert_eq!(demo().await.as_deref(), Some("0.1.0"));
+}

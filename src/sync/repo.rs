@@ -182,7 +182,8 @@ impl Repo {
     /// unit that does not render with Helm or whose dependencies are all vendored or local.
     ///
     /// Errors: [`Error::Source`] (`Chart.yaml` or `Chart.lock` does not parse; a dependency's
-    /// repository cannot be reached, has no matching version, or serves a wrong digest).
+    /// repository cannot be reached, has no matching version, or serves a wrong digest; a
+    /// remote dependency of a unit with `[sync.verify]`, whose bytes no signature covers).
     async fn chart_dependencies(&self, source: &Arc<Mutex<Source>>, revision: &Revision) -> Result<Vec<PathBuf>> {
         let (source, unit, rev) = (source.clone(), self.unit.clone(), revision.clone());
         let wanted = blocking(move || {
@@ -202,9 +203,14 @@ impl Repo {
             let is_vendored = |name: &str| {
                 vendored.iter().any(|n| n == name || (n.starts_with(&format!("{name}-")) && n.ends_with(".tgz")))
             };
-            crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(|message| {
+            let refused = |message| {
                 Error::Source(crate::source::Error::Chart { unit: unit.name.clone(), url: at("Chart.yaml"), message })
-            })
+            };
+            let remote = crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(refused)?;
+            match (&unit.verify, remote.first()) {
+                (Some(_), Some(dep)) => Err(refused(unverifiable(dep))),
+                _ => Ok(remote),
+            }
         })
         .await?;
         let mut archives = Vec::with_capacity(wanted.len());
@@ -297,6 +303,16 @@ impl Repo {
     pub fn renders(&self) -> usize {
         self.renderer.lock().expect("renderer lock").renders()
     }
+}
+
+/// Why a unit with `[sync.verify]` refuses a chart dependency fetched from a repository: its
+/// bytes are not part of the signed revision (`Chart.lock` pins a version, not the archive).
+fn unverifiable(dep: &crate::source::chart::deps::Dependency) -> String {
+    format!(
+        "dependency {} {} comes from {}, outside the signed revision, and [sync.verify] takes only what the \
+         signature covers: vendor it under charts/ (helm dependency build) and commit it",
+        dep.name, dep.version, dep.repository
+    )
 }
 
 /// Opens (or creates) the unit's bare mirror under `state_dir`.
