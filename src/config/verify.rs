@@ -23,7 +23,10 @@ use super::{Result, SyncUnit};
 ///   "oci://…"`): the manifest's cosign signature is checked against
 ///   `cosign_public_key_file`, which is then required;
 /// - a chart from an HTTP chart repository cannot be verified (Helm provenance files are not
-///   read): `[sync.verify]` on such a unit is refused.
+///   read): `[sync.verify]` on such a unit is refused, and so it is with `allow_remote_bases
+///   = true` (kustomize's remote bases are fetched from outside the signed revision). A Helm
+///   chart's dependencies from a chart repository are refused at sync for the same reason
+///   (`sync::repo`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verify {
     /// SSH signers in git's `gpg.ssh.allowedSignersFile` format (ssh-keygen(1), "ALLOWED
@@ -53,6 +56,9 @@ struct Parts {
     oci: bool,
     /// A chart from an HTTP chart repository is synced.
     http_chart: bool,
+    /// kustomize may fetch remote bases (`allow_remote_bases`), bytes from outside the
+    /// revision.
+    remote_bases: bool,
 }
 
 impl Parts {
@@ -63,6 +69,7 @@ impl Parts {
             git: !unit.repo.is_empty() && !artifact,
             oci: artifact || chart.is_some_and(|c| c.is_oci()),
             http_chart: chart.is_some_and(|c| !c.is_oci()),
+            remote_bases: unit.allow_remote_bases,
         }
     }
 }
@@ -99,6 +106,11 @@ fn check(verify: &Verify, parts: Parts) -> std::result::Result<(), String> {
         return Err("cannot be checked for a chart from an HTTP chart repository (gitward reads no Helm \
                     provenance files): remove [sync.verify], or take the chart from an oci:// registry and sign \
                     it with cosign (cosign_public_key_file)"
+            .into());
+    }
+    if parts.remote_bases {
+        return Err("cannot hold with allow_remote_bases = true: kustomize would fetch remote bases that no \
+                    signature covers"
             .into());
     }
     if !parts.git && verify.checks_git() {
@@ -181,6 +193,16 @@ mod tests {
             let err = error(&format!("{HTTP_CHART}[sync.verify]\n{keys}"));
             assert!(err.contains("cannot be checked for a chart from an HTTP chart repository"), "{err}");
         }
+    }
+
+    #[test]
+    fn remote_bases_are_outside_any_signature() {
+        let err = error(&format!(
+            "{UNIT}allow_remote_bases = true
+[sync.verify]
+allowed_signers_file = \"a\"\n"
+        ));
+        assert!(err.contains("sync[0].verify: cannot hold with allow_remote_bases = true"), "{err}");
     }
 
     #[test]
