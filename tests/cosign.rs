@@ -156,6 +156,11 @@ async fn an_oci_artifact_is_applied_only_when_cosign_signed_by_the_key() {
     let run = common::gitward(&["sync"], &config, LIMIT);
     assert_eq!(run.code, Some(0), "the signed artifact is applied: {}", run.stderr);
     assert_eq!(current().await.as_deref(), Some("1"));
+    let verified = common::log_events(&run.stderr, "revision verified").next().expect("a `revision verified` event");
+    let signer =
+        if verified["fields"]["signer"].is_null() { &verified["signer"] } else { &verified["fields"]["signer"] };
+    let key = format!("cosign key {} (sha256:", trusted.public().display());
+    assert!(signer.as_str().unwrap_or_default().starts_with(&key), "{verified}");
     let good = unsigned;
 
     let repushed = push(&registry.host, "v1", "2").await;

@@ -151,14 +151,17 @@ impl Artifact {
             Some(tag) if self.digest.is_none() => Revision(format!("{tag}@{digest}")),
             _ => Revision(digest.clone()),
         };
+        let is_known = known(&revision);
         if let Some(key) = &spec.cosign_public_key_file {
             let (registry, repository) = (&self.registry, &self.repository);
             let signed = cosign::Signed { client: &client, auth: &auth, registry, repository, digest: &digest };
             let verified = cosign::verify(key, &signed).await;
             let signer = verified.map_err(|failure| failure.into_error(&spec.unit, &revision, classify))?;
-            tracing::debug!(unit = %spec.unit, %revision, signer, "revision verified");
+            if !is_known {
+                tracing::info!(unit = %spec.unit, %revision, signer, "revision verified");
+            }
         }
-        if known(&revision) {
+        if is_known {
             return Ok(Pulled::Known(revision));
         }
         let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message };

@@ -50,15 +50,18 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
         let message = format!("the chart layer's digest {} is not a sha256 digest", layer.digest);
         return Err(Error::Chart { unit: spec.unit.clone(), url: chart_url, message });
     };
+    let cached = cache.path(digest).is_some();
     if let Some(key) = &spec.cosign_public_key_file {
         let (registry, repository) = (registry, repository.as_str());
         let signed = cosign::Signed { client: &client, auth: &auth, registry, repository, digest: &manifest_digest };
         let revision = super::revision(spec, &offer.version, digest).revision;
         let verified = cosign::verify(key, &signed).await;
         let signer = verified.map_err(|f| f.into_error(&spec.unit, &revision, |e| classify(spec, &chart_url, e)))?;
-        tracing::debug!(unit = %spec.unit, %revision, manifest = %manifest_digest, signer, "revision verified");
+        if !cached {
+            tracing::info!(unit = %spec.unit, %revision, manifest = %manifest_digest, signer, "revision verified");
+        }
     }
-    if cache.path(digest).is_some() {
+    if cached {
         return Ok(super::revision(spec, &offer.version, digest));
     }
     let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
