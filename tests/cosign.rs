@@ -230,3 +230,58 @@ async fn an_oci_chart_is_installed_only_when_cosign_signed_by_the_key() {
     assert!(error.contains("revision demo@0.2.0@sha256:") && error.contains("is not signed"), "{error}");
     assert_eq!(installed().await.as_deref(), Some("0.1.0"), "the signed version stays installed");
 }
+
+/// The daemon polling a cosign-verified artifact tag: the signed push is applied; an unsigned
+/// re-push of the tag is refused (`revision refused`, `failure="unsigned"`, the signed revision
+/// `kept`, counted in `gitward_revisions_refused_total`) and the cluster keeps the signed
+/// value; once that push is signed, the next poll applies it.
+#[tokio::test]
+async fn the_daemon_keeps_the_last_signed_artifact_and_counts_the_refusal() {
+    let env = common::setup("cosign-daemon").await;
+    let registry = Registry::start().await;
+    let work = tempfile::tempdir().unwrap();
+    let key = CosignKey::new(work.path(), "key");
+    let first = push(&registry.host, "stable", "1").await;
+    key.sign(&format!("{}/manifests/app@{first}", registry.host));
+    let url = format!("oci://{}/manifests/app:stable", registry.host);
+    let unit = format!(
+        "[[sync]]\nname = \"art\"\nrepo = \"{url}\"\npath = \"app\"\nnamespace = \"{}\"\n[sync.verify]\n\
+         cosign_public_key_file = \"{}\"\n",
+        env.namespace,
+        key.public().display()
+    );
+    let (path, port) = common::daemon_config(work.path(), "", "", &unit);
+    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
+    std::fs::write(&path, text).unwrap();
+    let daemon = common::Daemon::start(&path, port, &[]);
+    let (client, ns) = (env.client.clone(), env.namespace.clone());
+    let at = |want: &'static str| {
+        let (client, ns) = (client.clone(), ns.clone());
+        common::eventually(Duration::from_secs(60), move || {
+            let (client, ns) = (client.clone(), ns.clone());
+            async move { value(&client, &ns, "signed", "value").await.as_deref() == Some(want) }
+        })
+    };
+    assert!(at("1").await, "the signed artifact applied: {}", daemon.log_text());
+
+    let unsigned = push(&registry.host, "stable", "2").await;
+    let revision = format!("stable@{unsigned}");
+    let refused = common::eventually(Duration::from_secs(60), || {
+        let seen = daemon.logged("revision refused: not signed by a trusted key").iter().any(|e| {
+            e["revision"] == revision.as_str() && e["failure"] == "unsigned" && e["kept"] == format!("stable@{first}")
+        });
+        async move { seen }
+    })
+    .await;
+    assert!(refused, "no refusal of {revision}: {}", daemon.log_text());
+    let counted = r#"unit="art",reason="unsigned""#;
+    assert!(daemon.metric_sum("gitward_revisions_refused_total", &[counted]) >= 1.0, "{:?}", daemon.get("/metrics"));
+    assert_eq!(
+        value(&env.client, &env.namespace, "signed", "value").await.as_deref(),
+        Some("1"),
+        "the signed value stays"
+    );
+
+    key.sign(&format!("{}/manifests/app@{unsigned}", registry.host));
+    assert!(at("2").await, "the push, once signed, applied: {}", daemon.log_text());
+}
