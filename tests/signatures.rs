@@ -355,3 +355,103 @@ async fn the_daemon_keeps_the_last_good_revision_and_logs_and_counts_refusals() 
     let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("5") }).await;
     assert!(applied, "a push by a newly allowed key was not applied: {}", daemon.log_text());
 }
+
+/// A branch pushed under the name of a signed annotated tag: with `[sync.verify]` and `ref =
+/// "release"`, the branch `release` at an older signed commit does not take the tag's place —
+/// the sync is refused as ambiguous, naming both refs, and the tag's revision stays applied;
+/// `refs/tags/release` in full syncs the tag. Without `[sync.verify]` the name resolves as
+/// `git rev-parse` resolves it: the tag.
+#[tokio::test]
+async fn a_branch_named_like_a_signed_tag_does_not_shadow_it() {
+    let env = common::setup("verify-shadow").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let repo = common::GitRepo::new();
+    let verify = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let unit = |reference: &str, extra: &str| {
+        let unit = common::unit_toml("app", &repo.bare(), "", &ns, extra);
+        unit.replace("ref = \"main\"", &format!("ref = \"{reference}\""))
+    };
+    let config = |reference: &str, extra: &str| common::config_file(dir.path(), &unit(reference, extra));
+
+    let older = push(&repo, "1", Sign::Ssh(&trusted));
+    let tagged = push(&repo, "2", Sign::Ssh(&trusted));
+    git(&repo, &Sign::Ssh(&trusted), &["tag", "-s", "-m", "release 2", "release"]);
+    git(&repo, &Sign::No, &["push", "-q", "origin", "release"]);
+    let run = common::gitward(&["sync"], &config("release", verify), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
+
+    git(&repo, &Sign::No, &["push", "-q", "origin", &format!("{older}:refs/heads/release")]);
+    let bare = repo.bare();
+    let resolved = repo.git(&["--git-dir", bare.to_str().unwrap(), "rev-parse", "release^{commit}"], &repo.work());
+    assert_eq!(resolved.trim(), tagged, "git itself takes the tag");
+    let run = common::gitward(&["sync"], &config("release", verify), LIMIT);
+    assert_eq!(run.code, Some(2), "the shadowing branch is refused: {}", run.stderr);
+    let error = sync_error(&run);
+    let expected = "reference \"release\" is ambiguous: it names refs/tags/release and refs/heads/release";
+    assert!(error.contains(expected), "{error}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"), "the tag's revision stays applied");
+
+    let run = common::gitward(&["sync"], &config("refs/tags/release", verify), LIMIT);
+    assert_eq!(run.code, Some(0), "the full tag name syncs: {}", run.stderr);
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
+
+    let run = common::gitward(&["sync"], &config("release", ""), LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let synced = common::log_events(&run.stderr, "sync complete").next().expect("a `sync complete` event");
+    assert_eq!(field(&synced, "revision"), tagged.as_str(), "git's order: the tag, not the branch: {synced}");
+    assert_eq!(value(&env.client, &ns).await.as_deref(), Some("2"));
+}
+
+/// A signed commit whose Helm chart takes a dependency from a chart repository: the
+/// dependency's bytes are not covered by the signature (`Chart.lock` pins a version, not the
+/// archive), so with `[sync.verify]` the revision is refused naming the dependency and its
+/// repository, and nothing is applied; the same chart with the dependency vendored under
+/// `charts/` in a signed commit is applied.
+#[tokio::test]
+async fn a_signed_chart_takes_no_dependency_from_outside_the_signed_revision() {
+    use crate::common::charts::{ChartServer, package};
+    let env = common::setup("verify-deps").await;
+    let ns = env.namespace.clone();
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let server = ChartServer::start(&dir.path().join("served"));
+    server.publish(dir.path(), "demo", "0.1.0");
+    let repo = common::GitRepo::new();
+    let dependency = format!("- name: demo\n  version: 0.1.0\n  repository: \"{}/\"\n", server.url);
+    repo.write(
+        "chart/Chart.yaml",
+        &format!("apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n{dependency}"),
+    );
+    repo.write("chart/Chart.lock", &format!("dependencies:\n{dependency}"));
+    let extra = "[sync.helm]\nrelease = \"shop\"\n[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
+    let unit = common::unit_toml("app", &repo.bare(), "chart", &ns, extra);
+    let config = dir.path().join("gitward.toml");
+    std::fs::write(&config, crate::render::config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let demo = || async {
+        let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+        api.get_opt("shop-demo").await.unwrap().and_then(|c| c.data).map(|d| d["version"].clone())
+    };
+
+    git(&repo, &Sign::No, &["add", "-A"]);
+    git(&repo, &Sign::Ssh(&trusted), &["commit", "-q", "-S", "-m", "umbrella with a remote dependency"]);
+    git(&repo, &Sign::No, &["push", "-q", "origin", "main"]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let error = sync_error(&run);
+    let named = format!("dependency demo 0.1.0 comes from {}, outside the signed revision", server.url);
+    assert!(error.contains(&named) && error.contains("chart/Chart.yaml"), "{error}");
+    assert_eq!(demo().await, None, "nothing applied");
+
+    package(dir.path(), "demo", "0.1.0", &repo.work().join("chart/charts"));
+    git(&repo, &Sign::No, &["add", "-A"]);
+    git(&repo, &Sign::Ssh(&trusted), &["commit", "-q", "-S", "-m", "vendor the dependency"]);
+    git(&repo, &Sign::No, &["push", "-q", "origin", "main"]);
+    let run = common::gitward(&["sync"], &config, LIMIT);
+    assert_eq!(run.code, Some(0), "the vendored dependency renders: {}", run.stderr);
+    assert_eq!(demo().await.as_deref(), Some("0.1.0"));
+}

@@ -158,6 +158,7 @@ fn tag_and_commit_sha_references_resolve() {
     let tag_object = fx.git(&["rev-parse", "v1.0.0"]);
     let upper = head.to_uppercase();
     assert_ne!(tag_object, tagged, "an annotated tag is its own object");
+    assert_eq!(fx.git(&["rev-parse", "release^{commit}"]), head, "git's own order: the tag");
 
     let cases = [
         ("v1.0.0", &tagged, "annotated tag, peeled to its commit"),
@@ -166,8 +167,9 @@ fn tag_and_commit_sha_references_resolve() {
         (tagged.as_str(), &tagged, "full SHA"),
         (&tagged[..10], &tagged, "SHA prefix"),
         (upper.as_str(), &head, "upper-case SHA"),
-        ("release", &tagged, "a branch wins over a tag of the same name"),
-        ("refs/tags/release", &head, "unless the full tag ref is given"),
+        ("release", &head, "a tag wins over a branch of the same name, as in git"),
+        ("refs/heads/release", &tagged, "unless the full branch ref is given"),
+        ("heads/release", &tagged, "refs/<name>"),
         ("main", &head, "branch"),
     ];
     for (reference, expected, why) in cases {

@@ -14,6 +14,7 @@ mod bad_input;
 mod charts;
 mod cli;
 mod cluster;
+mod cosign;
 mod daemon;
 mod early_order;
 mod faults;

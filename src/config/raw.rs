@@ -195,6 +195,7 @@ pub(super) struct RawDecryption {
 pub(super) struct RawVerify {
     pub allowed_signers_file: Option<Spanned<String>>,
     pub openpgp_keys_file: Option<Spanned<String>>,
+    pub cosign_public_key_file: Option<Spanned<String>>,
 }
 
 /// `[sync.inventory]`.

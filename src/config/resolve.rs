@@ -324,7 +324,6 @@ impl Resolver<'_> {
         let inventory_span = raw.inventory.as_ref().map_or(name_span.clone(), Spanned::span);
         unit.inventory = self.inventory(index, raw.inventory.map(Spanned::into_inner), &unit)?;
         unit.git = self.git(index, raw.git)?;
-        unit.verify = self.verify(index, raw.verify)?;
         unit.render = raw.render.unwrap_or(unit.render);
         unit.allow_remote_bases = raw.allow_remote_bases.unwrap_or(unit.allow_remote_bases);
         unit.create_namespace = raw.create_namespace.unwrap_or(unit.create_namespace);
@@ -333,6 +332,7 @@ impl Resolver<'_> {
             unit.adopt_from = sources.into_iter().map(|s| self.check(s, &key, adopt_source)).collect::<Result<_>>()?;
         }
         unit.helm = HelmOptions { chart, ..self.helm(index, raw.helm)? };
+        unit.verify = self.verify(index, raw.verify, &unit)?;
         if unit.helm.chart.is_some() {
             unit.render = super::RenderMode::Helm;
         }

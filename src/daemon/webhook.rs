@@ -161,10 +161,11 @@ pub fn pushed_ref(body: &[u8]) -> Option<String> {
 /// Whether a unit whose configured ref is `unit_reference` follows the pushed ref `pushed`.
 ///
 /// `refs/heads/main` matches `main` and `refs/heads/main`; `refs/tags/v1` matches `v1` and
-/// `refs/tags/v1`. This mirrors how the source resolves a short name (`refs/heads/<name>`,
-/// then `refs/tags/<name>`, then a commit SHA prefix): a unit pinned to a commit SHA never
-/// matches a pushed branch or tag, since a commit cannot move — unless a branch or tag of that
-/// very name exists, which the resolver would follow before the SHA. Other full refs
+/// `refs/tags/v1`. This mirrors how the source resolves a short name (`refs/tags/<name>`,
+/// then `refs/heads/<name>`, then a commit SHA prefix, as `git rev-parse` orders them): a unit
+/// pinned to a commit SHA never matches a pushed branch or tag, since a commit cannot move —
+/// unless a branch or tag named by an abbreviated SHA exists, which the resolver would follow
+/// before the SHA (a full SHA is never shadowed). Other full refs
 /// (`refs/pull/1/head`) match only themselves.
 pub fn ref_matches(pushed: &str, unit_reference: &str) -> bool {
     if pushed == unit_reference {

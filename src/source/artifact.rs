@@ -23,6 +23,7 @@ use std::time::Duration;
 use oci_client::Reference;
 
 use super::chart::{ChartSpec, oci};
+use super::verify::cosign;
 use super::{Error, Result, Revision, Source};
 use crate::config::ChartSource;
 
@@ -47,6 +48,10 @@ pub struct ArtifactSpec {
     pub max_bytes: u64,
     /// How long one pull (manifest and layer) may take in all (`[render] timeout`).
     pub timeout: Duration,
+    /// `[sync.verify] cosign_public_key_file`: the manifest must carry a cosign signature by
+    /// this key (module `verify::cosign`), checked at every pull, before anything of it is
+    /// read. Default none: no signature is checked.
+    pub cosign_public_key_file: Option<std::path::PathBuf>,
 }
 
 /// One unit's artifact: where it is and how to reach it.
@@ -96,7 +101,13 @@ impl Artifact {
             ca_file: None,
             docker_config_file: None,
         };
-        let chart = ChartSpec { unit: spec.unit.clone(), source, max_bytes: spec.max_bytes, timeout: spec.timeout };
+        let chart = ChartSpec {
+            unit: spec.unit.clone(),
+            source,
+            max_bytes: spec.max_bytes,
+            timeout: spec.timeout,
+            cosign_public_key_file: None,
+        };
         let (registry, repository) = (registry.to_owned(), repository.to_owned());
         Ok(Self { spec, chart, registry, repository, tag, digest })
     }
@@ -140,7 +151,17 @@ impl Artifact {
             Some(tag) if self.digest.is_none() => Revision(format!("{tag}@{digest}")),
             _ => Revision(digest.clone()),
         };
-        if known(&revision) {
+        let is_known = known(&revision);
+        if let Some(key) = &spec.cosign_public_key_file {
+            let (registry, repository) = (&self.registry, &self.repository);
+            let signed = cosign::Signed { client: &client, auth: &auth, registry, repository, digest: &digest };
+            let verified = cosign::verify(key, &signed).await;
+            let signer = verified.map_err(|failure| failure.into_error(&spec.unit, &revision, classify))?;
+            if !is_known {
+                tracing::info!(unit = %spec.unit, %revision, signer, "revision verified");
+            }
+        }
+        if is_known {
             return Ok(Pulled::Known(revision));
         }
         let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message };
@@ -317,6 +338,7 @@ mod tests {
             password_file: None,
             max_bytes: 1 << 20,
             timeout: Duration::from_secs(1),
+            cosign_public_key_file: None,
         }
     }
 

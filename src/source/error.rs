@@ -14,7 +14,8 @@ use super::Revision;
 /// [`FileTooLarge`](Error::FileTooLarge) describe
 /// what is in git: nothing changes until a new push, so the next poll or push trigger is soon
 /// enough. [`OpenMirror`](Error::OpenMirror), [`HostKeyCheck`](Error::HostKeyCheck),
-/// [`AmbiguousRef`](Error::AmbiguousRef) and [`ReadBlob`](Error::ReadBlob) need a fix by
+/// [`AmbiguousRef`](Error::AmbiguousRef), [`AmbiguousName`](Error::AmbiguousName),
+/// [`NotACommit`](Error::NotACommit) and [`ReadBlob`](Error::ReadBlob) need a fix by
 /// someone (disk, known_hosts, config) and are not retried; nor is
 /// [`Unverified`](Error::Unverified): a revision not signed by a trusted key stays so until a
 /// new push or a new key.
@@ -84,6 +85,35 @@ pub enum Error {
         unit: String,
         /// The reference as configured.
         reference: String,
+    },
+    /// `[sync.verify]` is set and the short name `ref` gives matches more than one ref (a
+    /// branch and a tag both named `release`), or a ref and a commit's abbreviated id: git
+    /// would warn "refname is ambiguous" and pick the first, so a push of the other kind of
+    /// ref could choose what is synced. Needs a full name in the config.
+    #[error(
+        "{unit}: reference {reference:?} is ambiguous: it names {}; [sync.verify] takes only a name \
+         that matches one ref: write it in full (e.g. {})",
+        matches.join(" and "),
+        matches[0]
+    )]
+    AmbiguousName {
+        /// The sync unit.
+        unit: String,
+        /// The reference as configured.
+        reference: String,
+        /// What it matches, in git's order: full ref names, then `commit <sha>`.
+        matches: Vec<String>,
+    },
+    /// The ref the reference resolves to leads to a tree or a blob, not a commit (git's
+    /// `<ref>^{commit}` fails alike).
+    #[error("{unit}: reference {reference:?} resolves to {name}, which names no commit")]
+    NotACommit {
+        /// The sync unit.
+        unit: String,
+        /// The reference as configured.
+        reference: String,
+        /// The full name of the ref it resolved to.
+        name: String,
     },
     /// The unit's path does not exist at the revision.
     #[error("{unit}: path {path:?} not found at revision {revision}")]
@@ -217,6 +247,8 @@ impl Error {
             Error::HostKeyCheck { .. } => "host_key_check",
             Error::RefNotFound { .. } => "ref_not_found",
             Error::AmbiguousRef { .. } => "ambiguous_ref",
+            Error::AmbiguousName { .. } => "ambiguous_name",
+            Error::NotACommit { .. } => "not_a_commit",
             Error::PathNotFound { .. } => "path_not_found",
             Error::PathIsFile { .. } => "path_is_file",
             Error::FileTooLarge { .. } => "file_too_large",

@@ -71,8 +71,9 @@ pub struct SourceSpec {
     /// [`Credentials::token_file`].
     pub repo: String,
     /// What to sync: a branch name, a tag name, a full ref (`refs/heads/…`, `refs/tags/…`), or a
-    /// commit SHA (full, or an unambiguous prefix of at least 4 hex digits). Branches win over
-    /// tags, tags over SHAs, as `git rev-parse` orders them.
+    /// commit SHA (full, or an unambiguous prefix of at least 4 hex digits), resolved in `git
+    /// rev-parse`'s order: a full SHA first, then `refs/<ref>`, tags, branches, then a SHA
+    /// prefix (see [`Source::resolve`]).
     pub reference: String,
     /// The subdirectory of the repository that holds this unit's manifests, `/`-separated;
     /// `""` (or `.`, or `/`) is the repository root. Leading and trailing `/` are ignored.
@@ -271,22 +272,26 @@ impl Source {
         PushProbe::new(self.mirror.clone(), self.spec.clone())
     }
 
-    /// Resolves the reference in the mirror as last fetched, without touching the network:
-    /// `refs/heads/<reference>`, then `refs/tags/<reference>` (annotated tags peeled to their
-    /// commit), then a commit SHA or unambiguous SHA prefix; a full ref (`refs/…`) is taken as
-    /// given.
+    /// Resolves the reference in the mirror as last fetched, without touching the network, in
+    /// the order of `git rev-parse` (refs.c `ref_rev_parse_rules`): a full 40-digit SHA is that
+    /// commit (or annotated tag); a full ref (`refs/…`) is taken as given; a short name is the
+    /// first of `refs/<ref>`, `refs/tags/<ref>`, `refs/heads/<ref>` (and git's
+    /// `refs/remotes/…` rules, which a mirror never holds) that exists, annotated tags peeled to
+    /// their commit; then a commit SHA prefix. A tag and a branch of one name: the tag.
     ///
-    /// With [`SourceSpec::verify`] set, the revision is returned only when it is signed by a
-    /// trusted key: the annotated tag's signature when the reference names an annotated tag,
-    /// else the commit's (module `verify`). The key files are read at each call. The first
+    /// With [`SourceSpec::verify`] set, a short name matching more than one ref (or a ref and
+    /// a commit prefix) is refused as ambiguous, so that a branch pushed under a signed tag's
+    /// name cannot choose what is synced; and the revision is returned only when it is signed
+    /// by a trusted key: the annotated tag's signature when the reference names an annotated
+    /// tag, else the commit's (module `verify`). The key files are read at each call. The first
     /// verification of a revision logs its signer (`revision verified`, field `signer`).
     ///
     /// Errors: [`Error::RefNotFound`] (also before the first fetch), [`Error::AmbiguousRef`],
-    /// [`Error::Unverified`] (not signed, signed by an unknown key, a signature that does not
-    /// verify, an unreadable key file).
+    /// [`Error::AmbiguousName`], [`Error::NotACommit`], [`Error::Unverified`] (not signed,
+    /// signed by an unknown key, a signature that does not verify, an unreadable key file).
     pub fn resolve(&self) -> Result<Revision> {
         let (repo, unit) = (self.handle()?, self.spec.unit.as_str());
-        let resolved = resolve::resolve(&repo, unit, &self.spec.reference)?;
+        let resolved = resolve::resolve(&repo, unit, &self.spec.reference, self.spec.verify.is_some())?;
         let Some(spec) = &self.spec.verify else { return Ok(resolved.revision) };
         let subject = match resolved.tag {
             Some(tag) => verify::Subject::Tag(&self.spec.reference, tag),

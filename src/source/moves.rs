@@ -89,7 +89,8 @@ impl PushProbe {
     /// `touched: false` when the unit's branch moved from `from` (or already points at
     /// `from`) and no file under the unit's path changed, `touched: true` when one did, with
     /// the commit it points to now; `None` when it cannot be told so (the
-    /// reference is a tag or a commit, the branch did not move from `from`, the fetch failed:
+    /// reference is a tag or a commit — a short name is a tag first, as in `git rev-parse` —,
+    /// the branch did not move from `from`, the fetch failed:
     /// the caller fetches and reads the diff itself, and meets the error there).
     ///
     /// Only a hint for ordering work: the sync that follows resolves and verifies the
@@ -104,6 +105,9 @@ impl PushProbe {
         };
         let from = git2::Oid::from_str(&from.0).ok()?;
         self.mirror.fetched_since(&self.spec, not_before).await.ok()?;
+        if !self.spec.reference.starts_with("refs/") && self.shadowed() {
+            return None;
+        }
         let moved = self.mirror.moved(&branch)?;
         let to = Revision(moved.to.to_string());
         if moved.to == from {
@@ -111,6 +115,17 @@ impl PushProbe {
         }
         (moved.from == from)
             .then(|| Touch { touched: moved.touches(&super::tree::normalise_path(&self.spec.path)), to })
+    }
+}
+
+impl PushProbe {
+    /// Whether the short reference names a ref that `git rev-parse` takes before the branch
+    /// (`refs/<name>`, `refs/tags/<name>`; module `resolve`), or the mirror cannot be read:
+    /// then the branch's move says nothing of the unit's revision.
+    fn shadowed(&self) -> bool {
+        let Ok(repo) = self.mirror.handle(&self.spec.unit) else { return true };
+        let name = &self.spec.reference;
+        [format!("refs/{name}"), format!("refs/tags/{name}")].iter().any(|r| repo.find_reference(r).is_ok())
     }
 }
 
@@ -196,5 +211,10 @@ mod tests {
         tag.reference = "refs/tags/v1".into();
         let tagged = super::super::Source::open(&state, tag).unwrap().push_probe();
         assert_eq!(tagged.touched(&first, pushed).await, None, "a tag is not told apart");
+        // A tag named like the branch is what `main` resolves to: the branch's move tells nothing.
+        git(&work, &["tag", "main", first.0.as_str()]);
+        git(&work, &["push", "-q", remote.to_str().unwrap(), "refs/tags/main"]);
+        let tagged_too = Instant::now();
+        assert_eq!(unit(3).touched(&first, tagged_too).await, None, "refs/tags/main comes first");
     }
 }

@@ -41,6 +41,7 @@ impl Repo {
                 source: source.clone(),
                 max_bytes: unit.render_tools.max_tree_bytes,
                 timeout: unit.render_tools.timeout,
+                cosign_public_key_file: cosign_key(unit),
             };
             let chart = ChartRepo::open(state_dir, spec)?;
             let values = match unit.repo.is_empty() {
@@ -181,7 +182,8 @@ impl Repo {
     /// unit that does not render with Helm or whose dependencies are all vendored or local.
     ///
     /// Errors: [`Error::Source`] (`Chart.yaml` or `Chart.lock` does not parse; a dependency's
-    /// repository cannot be reached, has no matching version, or serves a wrong digest).
+    /// repository cannot be reached, has no matching version, or serves a wrong digest; a
+    /// remote dependency of a unit with `[sync.verify]`, whose bytes no signature covers).
     async fn chart_dependencies(&self, source: &Arc<Mutex<Source>>, revision: &Revision) -> Result<Vec<PathBuf>> {
         let (source, unit, rev) = (source.clone(), self.unit.clone(), revision.clone());
         let wanted = blocking(move || {
@@ -201,9 +203,14 @@ impl Repo {
             let is_vendored = |name: &str| {
                 vendored.iter().any(|n| n == name || (n.starts_with(&format!("{name}-")) && n.ends_with(".tgz")))
             };
-            crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(|message| {
+            let refused = |message| {
                 Error::Source(crate::source::Error::Chart { unit: unit.name.clone(), url: at("Chart.yaml"), message })
-            })
+            };
+            let remote = crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(refused)?;
+            match (&unit.verify, remote.first()) {
+                (Some(_), Some(dep)) => Err(refused(unverifiable(dep))),
+                _ => Ok(remote),
+            }
         })
         .await?;
         let mut archives = Vec::with_capacity(wanted.len());
@@ -298,6 +305,16 @@ impl Repo {
     }
 }
 
+/// Why a unit with `[sync.verify]` refuses a chart dependency fetched from a repository: its
+/// bytes are not part of the signed revision (`Chart.lock` pins a version, not the archive).
+fn unverifiable(dep: &crate::source::chart::deps::Dependency) -> String {
+    format!(
+        "dependency {} {} comes from {}, outside the signed revision, and [sync.verify] takes only what the \
+         signature covers: vendor it under charts/ (helm dependency build) and commit it",
+        dep.name, dep.version, dep.repository
+    )
+}
+
 /// Opens (or creates) the unit's bare mirror under `state_dir`.
 async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
     let spec = SourceSpec {
@@ -312,7 +329,7 @@ async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
             username: unit.git.username.clone(),
         },
         max_file_bytes: unit.max_file_bytes,
-        verify: unit.verify.as_ref().map(|v| VerifySpec {
+        verify: unit.verify.as_ref().filter(|v| v.checks_git()).map(|v| VerifySpec {
             allowed_signers_file: v.allowed_signers_file.clone(),
             openpgp_keys_file: v.openpgp_keys_file.clone(),
         }),
@@ -330,7 +347,14 @@ fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
         password_file: unit.git.token_file.clone(),
         max_bytes: unit.render_tools.max_tree_bytes,
         timeout: unit.render_tools.timeout,
+        cosign_public_key_file: cosign_key(unit),
     }
+}
+
+/// `[sync.verify] cosign_public_key_file`, which an OCI artifact's or OCI chart's manifest
+/// must be signed by.
+fn cosign_key(unit: &SyncUnit) -> Option<PathBuf> {
+    unit.verify.as_ref().and_then(|v| v.cosign_public_key_file.clone())
 }
 
 /// The mirror commit an artifact revision (`<tag>@sha256:<hex>`) was unpacked to.

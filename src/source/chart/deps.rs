@@ -103,7 +103,7 @@ pub async fn fetch(
         ca_file: None,
         docker_config_file: None,
     };
-    let spec = ChartSpec { unit: unit.to_owned(), source, max_bytes, timeout };
+    let spec = ChartSpec { unit: unit.to_owned(), source, max_bytes, timeout, cosign_public_key_file: None };
     let cache = Cache::open(&state_dir.join("charts").join("dependencies"), unit)?;
     let work =
         async { if spec.source.is_oci() { oci::fetch(&spec, &cache).await } else { http::fetch(&spec, &cache).await } };

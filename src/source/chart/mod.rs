@@ -39,6 +39,11 @@ pub struct ChartSpec {
     /// How long one fetch (index or tag list, manifest and archive) may take in all
     /// (`[render] timeout`).
     pub timeout: Duration,
+    /// `[sync.verify] cosign_public_key_file`: an OCI chart's manifest must carry a cosign
+    /// signature by this key (module `verify::cosign`), checked at every fetch, the cached
+    /// archive too. Default none. Only `oci://` repositories can be verified (config refuses
+    /// it for an HTTP chart repository).
+    pub cosign_public_key_file: Option<PathBuf>,
 }
 
 /// A chart fetched: its revision and the archive in the download cache.
@@ -84,9 +89,18 @@ impl ChartRepo {
     /// Errors: [`Error::FetchFailed`] (unreachable, timeout, an HTTP error status),
     /// [`Error::Credentials`] (401/403, an unreadable credential file), [`Error::Chart`] (an
     /// index or manifest that does not parse, naming its URL; no version matches; the digest
-    /// differs), [`Error::FileTooLarge`].
+    /// differs; a cosign key set for an HTTP repository), [`Error::FileTooLarge`],
+    /// [`Error::Unverified`] (an OCI chart not signed by the cosign key).
     pub async fn fetch(&mut self) -> Result<Fetched> {
         let spec = &self.spec;
+        if spec.cosign_public_key_file.is_some() && !spec.source.is_oci() {
+            let message = "cosign signatures are checked only for oci:// charts, not an HTTP chart repository's";
+            return Err(Error::Chart {
+                unit: spec.unit.clone(),
+                url: spec.source.repo_url.clone(),
+                message: message.into(),
+            });
+        }
         let work = async {
             if spec.source.is_oci() {
                 oci::fetch(spec, &self.cache).await

@@ -2,6 +2,10 @@
 //! `oci://<host>/<path>`, one tag per version (`+` written `_`), an image manifest whose
 //! layer `application/vnd.cncf.helm.chart.content.v1.tar+gzip` is the archive.
 //!
+//! With a cosign key (`[sync.verify] cosign_public_key_file`), the chosen tag's manifest must
+//! carry a cosign signature by it (`verify::cosign`), checked before the cached archive is
+//! used.
+//!
 //! A registry on a loopback address (`localhost`, `127.0.0.0/8`, `[::1]`) is spoken to over
 //! plain HTTP, as Docker treats loopback registries as insecure by default; any other over
 //! HTTPS.
@@ -13,6 +17,7 @@ use oci_client::{Client, Reference};
 
 use super::cache::Cache;
 use super::{ChartSpec, Fetched, Offer};
+use crate::source::verify::cosign;
 use crate::source::{Error, Result};
 
 /// The media types of a chart archive layer: Helm's, and the legacy one of Helm 3.0–3.7.
@@ -34,8 +39,8 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
     let tags = client.list_tags(&reference, &auth, None, None).await.map_err(|e| classify(spec, &chart_url, e))?;
     let offers = tags.tags.iter().map(|tag| Offer { version: tag.replace('_', "+"), location: tag.clone() }).collect();
     let offer = super::choose(spec, &chart_url, offers)?;
-    let reference = Reference::with_tag(registry.to_owned(), repository, offer.location.clone());
-    let (manifest, _) =
+    let reference = Reference::with_tag(registry.to_owned(), repository.clone(), offer.location.clone());
+    let (manifest, manifest_digest) =
         client.pull_image_manifest(&reference, &auth).await.map_err(|e| classify(spec, &chart_url, e))?;
     let Some(layer) = manifest.layers.iter().find(|l| CHART_LAYER.contains(&l.media_type.as_str())) else {
         let message = format!("the manifest of tag {} has no Helm chart layer ({})", offer.location, CHART_LAYER[0]);
@@ -45,7 +50,18 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
         let message = format!("the chart layer's digest {} is not a sha256 digest", layer.digest);
         return Err(Error::Chart { unit: spec.unit.clone(), url: chart_url, message });
     };
-    if cache.path(digest).is_some() {
+    let cached = cache.path(digest).is_some();
+    if let Some(key) = &spec.cosign_public_key_file {
+        let (registry, repository) = (registry, repository.as_str());
+        let signed = cosign::Signed { client: &client, auth: &auth, registry, repository, digest: &manifest_digest };
+        let revision = super::revision(spec, &offer.version, digest).revision;
+        let verified = cosign::verify(key, &signed).await;
+        let signer = verified.map_err(|f| f.into_error(&spec.unit, &revision, |e| classify(spec, &chart_url, e)))?;
+        if !cached {
+            tracing::info!(unit = %spec.unit, %revision, manifest = %manifest_digest, signer, "revision verified");
+        }
+    }
+    if cached {
         return Ok(super::revision(spec, &offer.version, digest));
     }
     let size = u64::try_from(layer.size).unwrap_or(u64::MAX);

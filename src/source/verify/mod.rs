@@ -11,7 +11,11 @@
 //! keys (`openpgp`). Nothing shells out to `gpg` or `ssh-keygen`.
 //!
 //! The key files are read at each check, so a key added or removed counts from the next fetch.
+//!
+//! `cosign` checks the other kind of source: an OCI manifest (an artifact unit's, an OCI
+//! chart's) against a cosign public key, the signature read from the registry.
 
+pub(super) mod cosign;
 mod openpgp;
 mod ssh;
 
