@@ -17,6 +17,7 @@
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `hint` (did you
 //! mean), `tests`.
 
+mod allow;
 mod chart;
 mod cluster;
 mod constraint;
@@ -32,6 +33,7 @@ mod tests;
 mod unit;
 mod verify;
 
+pub use allow::{ChartRepositories, Location, Restricted, artifact_repository, restricted_host, restricted_ip};
 pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};

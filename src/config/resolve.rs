@@ -11,11 +11,11 @@ use toml::Spanned;
 
 use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
-    RawRender, RawSyncUnit,
+    RawSyncUnit,
 };
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
-    LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
+    LeaderElection, Result, SyncUnit, is_url_or_scp,
 };
 
 /// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.
@@ -63,6 +63,7 @@ impl Resolver<'_> {
                 );
                 return Err(self.invalid(Some(inventory_span), &format!("sync[{index}].inventory"), message));
             }
+            self.own_repository_allowed(index, &unit, &render, name_span)?;
             units.push(SyncUnit { render_tools: render.clone(), ..unit });
         }
         for index in 0..units.len() {
@@ -127,29 +128,6 @@ impl Resolver<'_> {
             clusters.push(cluster);
         }
         Ok(clusters)
-    }
-
-    fn render(&self, raw: RawRender) -> Result<RenderTools> {
-        let default = RenderTools::default();
-        Ok(RenderTools {
-            kustomize: raw.kustomize.map(|p| self.file(p, "render.kustomize")).transpose()?,
-            helm: raw.helm.map(|p| self.file(p, "render.helm")).transpose()?,
-            sops: raw.sops.map(|p| self.file(p, "render.sops")).transpose()?,
-            timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
-            max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
-            max_tree_bytes: raw.max_tree_bytes.map_or(default.max_tree_bytes, |size| size.0),
-            kube_version: match raw.kube_version {
-                Some(version) => self.check(version, "render.kube_version", kube_version)?,
-                None => default.kube_version,
-            },
-            api_versions: match raw.api_versions {
-                Some(list) => list
-                    .into_iter()
-                    .map(|v| self.check(v, "render.api_versions", api_version))
-                    .collect::<Result<_>>()?,
-                None => default.api_versions,
-            },
-        })
     }
 
     fn helm(&self, index: usize, raw: RawHelm) -> Result<HelmOptions> {
@@ -391,7 +369,11 @@ impl Resolver<'_> {
         Ok(self.base_dir.join(path))
     }
 
-    fn duration(&self, raw: Option<Spanned<HumanDuration>>, key: &str) -> Result<Option<std::time::Duration>> {
+    pub(super) fn duration(
+        &self,
+        raw: Option<Spanned<HumanDuration>>,
+        key: &str,
+    ) -> Result<Option<std::time::Duration>> {
         match raw {
             Some(value) if value.get_ref().0.is_zero() => {
                 Err(self.invalid(Some(value.span()), key, "must be longer than zero"))
@@ -509,7 +491,7 @@ pub(crate) fn kube_version(value: &str) -> Rule {
 
 /// An API version as Helm's `--api-versions` takes it: `group/version`, `v1`, or with a kind,
 /// `monitoring.coreos.com/v1/ServiceMonitor`.
-fn api_version(value: &str) -> Rule {
+pub(super) fn api_version(value: &str) -> Rule {
     let ok = !value.is_empty()
         && value.split('/').count() <= 3
         && value
