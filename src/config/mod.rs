@@ -151,7 +151,15 @@ impl Config {
                 key,
             }
         })?;
-        resolve::Resolver { text, origin, base_dir }.config(raw)
+        let config = resolve::Resolver { text, origin, base_dir }.config(raw)?;
+        // A token written into a repository URL is masked in every line gitward writes.
+        for unit in &config.units {
+            crate::telemetry::url::register(&unit.repo);
+            if let Some(chart) = &unit.helm.chart {
+                crate::telemetry::url::register(&chart.repo_url);
+            }
+        }
+        Ok(config)
     }
 
     /// The unit named `name`, if any.

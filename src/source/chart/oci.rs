@@ -81,7 +81,7 @@ pub(in crate::source) fn net(
         },
     };
     let ca = super::ca_pem(spec)?;
-    super::net::Net::new(&spec.unit, &spec.chart_repositories, Some(&own), Some(&origin), ca, credentials, spec.timeout)
+    super::net::Net::new(&spec.unit, &spec.chart_repositories, Some(own), Some(&origin), ca, credentials, spec.timeout)
 }
 
 /// The `docker_config_file` entry for `registry`: `username` and `password`, or `auth`

@@ -157,7 +157,14 @@ impl<'a> Registry<'a> {
             None => Auth::None,
         };
         for attempt in 0..2 {
-            let response = self.net.send(url, Some(accept), &auth, false).await?;
+            // A request that got no answer names the registry as configured; the message names
+            // the URL asked.
+            let response = self.net.send(url, Some(accept), &auth, false).await.map_err(|e| match e {
+                Error::FetchFailed { unit, message, .. } => {
+                    Error::FetchFailed { unit, repo: self.shown.clone(), message }
+                }
+                other => other,
+            })?;
             let status = response.status();
             if status == reqwest::StatusCode::UNAUTHORIZED && attempt == 0 {
                 let challenge = response.headers().get(reqwest::header::WWW_AUTHENTICATE);
@@ -209,18 +216,14 @@ impl<'a> Registry<'a> {
         }
         let token_url = token_url.to_string();
         let on_registry = token_url.starts_with(&format!("{}/", self.base));
-        let host =
-            url::Url::parse(&token_url).ok().and_then(|u| Some((u.host_str()?.to_owned(), u.port_or_known_default()?)));
-        if let Some((host, port)) = &host
-            && let Some(kind) = crate::config::restricted_host(host)
+        let host = url::Url::parse(&token_url).ok().and_then(|u| u.host_str().map(str::to_owned));
+        if let Some(kind) = host.as_deref().and_then(crate::config::restricted_host)
             && !on_registry
             && !self.net.listed(&token_url)
         {
-            let message = format!(
-                "the token realm {} is a {kind} address not in [render] chart_repositories",
-                redact(&token_url)
-            );
-            return Err(Error::Chart { unit: self.unit.clone(), url: format!("{}:{port}", self.shown), message });
+            let shown = redact(&token_url);
+            let message = format!("the token realm {shown} is a {kind} address not in [render] chart_repositories");
+            return Err(Error::Chart { unit: self.unit.clone(), url: self.shown.clone(), message });
         }
         let response = self.net.send(&token_url, Some("application/json"), &Auth::Basic, true).await?;
         let status = response.status();
