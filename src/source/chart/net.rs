@@ -10,8 +10,10 @@
 //!   link-local or metadata address that `chart_repositories` does not list with its port,
 //!   and at most 10 times.
 //! - A host *name* is resolved by gitward's resolver, which refuses a name that resolves to
-//!   such an address unless the name itself is listed (a DNS name pointed at `127.0.0.1`);
-//!   an address literal is judged from the URL, since no resolution happens.
+//!   such an address (a DNS name pointed at `127.0.0.1` or `169.254.169.254`, rebinding
+//!   included, since the check is on the addresses the connection uses) unless the name is
+//!   `localhost` or a metadata name listed as such; an address literal is judged from the
+//!   URL, since no resolution happens.
 //! - Credentials (`username` + `password_file`, or a registry token) go only to the
 //!   (scheme, host, port) of the unit's own repository — as Helm 3.6.1 does since
 //!   CVE-2021-32690 — never to an absolute URL elsewhere, and reqwest drops the
@@ -222,7 +224,8 @@ fn redirect_policy(allow: Arc<ChartRepositories>) -> reqwest::redirect::Policy {
 }
 
 /// The system resolver (`getaddrinfo`, through tokio), refusing a name that resolves to a
-/// loopback, link-local or metadata address unless `chart_repositories` names that host.
+/// loopback, link-local or metadata address unless the name is itself one of those
+/// (`localhost`, `metadata.google.internal`) and `chart_repositories` names it.
 struct Resolver {
     allow: Arc<ChartRepositories>,
 }
@@ -233,14 +236,72 @@ impl reqwest::dns::Resolve for Resolver {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if !allow.lists_host(&host)
-                && let Some((addr, kind)) = addrs.iter().find_map(|a| Some((a, restricted_ip(a.ip())?)))
-            {
+            // Only a name that says what it is (`localhost`) and is listed may resolve to such an
+            // address; a listed ordinary name that does (DNS rebinding, a poisoned resolver) is
+            // refused like any other.
+            let vouched = restricted_host(&host).is_some() && allow.lists_host(&host);
+            if !vouched && let Some((addr, kind)) = addrs.iter().find_map(|a| Some((a, restricted_ip(a.ip())?))) {
                 let message =
                     format!("{host} resolves to {}, a {kind} address not in [render] chart_repositories", addr.ip());
                 return Err(message.into());
             }
             Ok(Box::new(addrs.into_iter()) as reqwest::dns::Addrs)
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn net(allowed: &[&str]) -> Net {
+        let allow = ChartRepositories::parse(allowed.iter().copied()).unwrap();
+        Net::new("u", &allow, None, None, None, None, std::time::Duration::from_secs(5)).unwrap()
+    }
+
+    /// A loopback server answering 404 to each connection; returns its port and the count of
+    /// connections it accepted.
+    fn not_found() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = accepted.clone();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let _ = stream.read(&mut [0; 4096]);
+                let _ = stream.write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+            }
+        });
+        (port, accepted)
+    }
+
+    #[tokio::test]
+    async fn a_name_resolving_to_loopback_is_refused_at_connect_unless_listed() {
+        let (port, accepted) = not_found();
+        let url = format!("http://localhost:{port}/index.yaml");
+        let error = net(&[]).get(&url, 1024).await.unwrap_err().to_string();
+        assert!(error.contains("localhost resolves to ") && error.contains(", a loopback address"), "{error}");
+        let error = net(&[&format!("http://localhost:{port}")]).get(&url, 1024).await.unwrap_err().to_string();
+        assert!(error.contains("answered 404"), "listed, it connects: {error}");
+        assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "only the listed name was connected to");
+    }
+
+    #[tokio::test]
+    async fn a_body_over_the_cap_is_an_error_naming_the_url_and_the_cap() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let _ = stream.read(&mut [0; 4096]);
+            let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n");
+            let _ = stream.write_all(&[b'x'; 3000]);
+        });
+        let url = format!("http://127.0.0.1:{port}/index.yaml");
+        let error = net(&[&format!("http://127.0.0.1:{port}")]).get(&url, 1024).await.unwrap_err();
+        assert!(matches!(error, Error::FileTooLarge { limit: 1024, .. }), "{error}");
+        assert!(error.to_string().contains(&url), "{error}");
     }
 }
