@@ -23,8 +23,8 @@ use crate::render::config_text;
 /// One request a [`Listener`] got: its request line and header lines.
 type Request = Vec<String>;
 
-/// What a [`Listener`] answers to a request path: the whole HTTP response.
-type Answer = Box<dyn Fn(&str) -> Vec<u8> + Send + Sync>;
+/// What a [`Listener`] answers to a request (its path and head): the whole HTTP response.
+type Answer = Box<dyn Fn(&str, &[String]) -> Vec<u8> + Send + Sync>;
 
 /// A loopback HTTP server that records each request's head and answers with `answer`;
 /// stopped on drop.
@@ -56,8 +56,8 @@ impl Listener {
                     head.push(line.trim_end().to_owned());
                 }
                 let path = head.first().and_then(|l| l.split_whitespace().nth(1)).unwrap_or("/").to_owned();
+                let _ = stream.write_all(&answer(&path, &head));
                 seen.lock().unwrap().push(head);
-                let _ = stream.write_all(&answer(&path));
             }
         });
         Self { port, requests, stop }
@@ -65,7 +65,7 @@ impl Listener {
 
     /// A listener that answers everything with 404.
     fn refusing() -> Self {
-        Self::start(Box::new(|_| response("404 Not Found", "text/plain", b"")))
+        Self::start(Box::new(|_, _| response("404 Not Found", "text/plain", b"")))
     }
 
     fn requests(&self) -> Vec<Request> {
@@ -154,7 +154,7 @@ async fn an_index_pointing_at_another_host_gets_no_credentials() {
     let server = ChartServer::start_with_auth(&work.path().join("served"), Some(("reader", "s3cret-pw")));
     let archive = server.publish(work.path(), "demo", "0.1.0");
     let bytes = std::fs::read(&archive).unwrap();
-    let elsewhere = Listener::start(Box::new(move |_| response("200 OK", "application/gzip", &bytes)));
+    let elsewhere = Listener::start(Box::new(move |_, _| response("200 OK", "application/gzip", &bytes)));
     // The index sends the download to another origin (another port of the same host).
     let index = server.dir.join("index.yaml");
     let text = std::fs::read_to_string(&index).unwrap();
@@ -268,7 +268,7 @@ async fn credentials_in_a_repo_url_reach_neither_the_logs_nor_the_parent() {
 /// layer with the bodies given; the layer and the tag list are sent without `Content-Length`,
 /// so only a cap on the bytes read stops them.
 fn fake_registry(tags: Vec<u8>, manifest: Vec<u8>, layer: Vec<u8>) -> Listener {
-    Listener::start(Box::new(move |path| {
+    Listener::start(Box::new(move |path, _| {
         let streamed = |content_type: &str, body: &[u8]| {
             let mut out =
                 format!("HTTP/1.1 200 OK\r\nContent-Type: {content_type}\r\nConnection: close\r\n\r\n").into_bytes();
@@ -387,4 +387,59 @@ async fn an_unlisted_loopback_registry_or_repository_is_a_config_error() {
         assert!(run.stderr.contains(key) && run.stderr.contains("loopback address"), "{key}: {}", run.stderr);
     }
     assert_eq!(listener.requests(), Vec::<Request>::new(), "nothing was asked");
+}
+
+/// The value of header `name` in a request head, if any.
+fn header<'a>(head: &'a [String], name: &str) -> Option<&'a str> {
+    head.iter().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        key.eq_ignore_ascii_case(name).then(|| value.trim())
+    })
+}
+
+#[tokio::test]
+async fn a_registry_token_service_gets_the_credentials_only_when_listed() {
+    let dir = tempfile::tempdir().unwrap();
+    let token_service =
+        Arc::new(Listener::start(Box::new(|_, _| response("200 OK", "application/json", br#"{"token":"t0k"}"#))));
+    let realm = format!("http://127.0.0.1:{}/token", token_service.port);
+    let registry = Listener::start(Box::new(move |_, head| match header(head, "authorization") {
+        Some("Bearer t0k") => response("404 Not Found", "application/json", b"{}"),
+        _ => {
+            let challenge = format!("Bearer realm=\"{realm}\",service=\"fake\",scope=\"repository:x/app:pull\"");
+            let mut out = response("401 Unauthorized", "application/json", b"{}");
+            let at = out.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+            out.splice(at..at, format!("\r\nWWW-Authenticate: {challenge}").into_bytes());
+            out
+        }
+    }));
+    let token = dir.path().join("token");
+    std::fs::write(&token, "registry-pw\n").unwrap();
+    let host = format!("127.0.0.1:{}", registry.port);
+    let unit = format!(
+        "[[sync]]\nname = \"art\"\nrepo = \"oci://{host}/x/app:v1\"\npath = \"app\"\n[sync.git]\nusername = \"puller\"\ntoken_file = \"{}\"\n",
+        token.display()
+    );
+
+    // The realm is another loopback origin, unlisted: refused, asked nothing.
+    let config = write_config(dir.path(), &listed(&format!("oci://{host}")), &unit);
+    let run = common::gitward(&["validate"], &config, Duration::from_secs(60));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("token realm") && run.stderr.contains("loopback address"), "{}", run.stderr);
+    assert_eq!(token_service.requests(), Vec::<Request>::new(), "the unlisted token service was not asked");
+
+    // Listed: it gets the registry's credentials, and the registry the token it gave.
+    let allowed = format!("chart_repositories = [\"oci://{host}\", \"http://127.0.0.1:{}\"]\n", token_service.port);
+    let config = write_config(dir.path(), &allowed, &unit);
+    let run = common::gitward(&["validate"], &config, Duration::from_secs(60));
+    assert_eq!(run.code, Some(2), "the manifest is not there: {}", run.stderr);
+    assert!(run.stderr.contains("answered 404 Not Found"), "{}", run.stderr);
+    let asked = token_service.requests();
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    use base64::Engine as _;
+    let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("puller:registry-pw"));
+    assert_eq!(header(&asked[0], "authorization"), Some(basic.as_str()), "{asked:?}");
+    assert!(asked[0][0].contains("scope=repository%3Ax%2Fapp%3Apull"), "{asked:?}");
+    let bearer = registry.requests().iter().filter(|h| header(h, "authorization") == Some("Bearer t0k")).count();
+    assert_eq!(bearer, 1, "the token went to the registry: {:?}", registry.requests());
 }
