@@ -36,6 +36,7 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
     let base = format!("{repo_url}/");
     let index_url = format!("{base}index.yaml");
     let shown = redact(&index_url);
+    net.allowed(&index_url).map_err(|message| Error::Chart { unit: spec.unit.clone(), url: shown.clone(), message })?;
     let bytes = net.get(&index_url, MAX_INDEX_BYTES).await?;
     let unreadable = |message: String| Error::Chart {
         unit: spec.unit.clone(),

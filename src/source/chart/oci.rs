@@ -22,6 +22,7 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
     let repository = if path.is_empty() { spec.source.chart.clone() } else { format!("{path}/{}", spec.source.chart) };
     let chart_url = redact(&format!("{url}/{}", spec.source.chart));
     let net = net(spec, url, &registry, userinfo)?;
+    net.allowed(url).map_err(|message| Error::Chart { unit: spec.unit.clone(), url: chart_url.clone(), message })?;
     let client = Registry::new(&net, &spec.unit, &registry, &chart_url);
     let tags = client.tags(&repository).await?;
     let offers = tags.iter().map(|tag| Offer { version: tag.replace('_', "+"), location: tag.clone() }).collect();
