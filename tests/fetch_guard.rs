@@ -17,7 +17,7 @@ use kube::api::Api;
 
 use crate::charts::listed;
 use crate::common;
-use crate::common::charts::{ChartServer, helm, sha256_hex};
+use crate::common::charts::{ChartServer, helm, package, sha256_hex};
 use crate::render::config_text;
 
 /// One request a [`Listener`] got: its request line and header lines.
@@ -442,4 +442,85 @@ async fn a_registry_token_service_gets_the_credentials_only_when_listed() {
     assert!(asked[0][0].contains("scope=repository%3Ax%2Fapp%3Apull"), "{asked:?}");
     let bearer = registry.requests().iter().filter(|h| header(h, "authorization") == Some("Bearer t0k")).count();
     assert_eq!(bearer, 1, "the token went to the registry: {:?}", registry.requests());
+}
+
+#[tokio::test]
+async fn a_redirect_carries_no_credentials_and_reaches_loopback_only_when_listed() {
+    let env = common::setup("fetch-redirect").await;
+    let work = tempfile::tempdir().unwrap();
+    let served = work.path().join("served");
+    let archive = package(work.path(), "demo", "0.1.0", &served);
+    helm(&work.path().join("helm-home"), &["repo", "index", served.to_str().unwrap()], work.path());
+    let (index, bytes) = (std::fs::read(served.join("index.yaml")).unwrap(), std::fs::read(&archive).unwrap());
+    let elsewhere = Arc::new(Listener::start(Box::new(move |_, _| response("200 OK", "application/gzip", &bytes))));
+    let target = format!("http://127.0.0.1:{}/moved/demo-0.1.0.tgz", elsewhere.port);
+    use base64::Engine as _;
+    let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("reader:redirect-pw"));
+    // The repository asks for the credentials and answers the archive with a redirect.
+    let repository = Listener::start(Box::new(move |path, head| match (path, header(head, "authorization")) {
+        (_, Some(auth)) if auth != basic => response("401 Unauthorized", "text/plain", b""),
+        (_, None) => response("401 Unauthorized", "text/plain", b""),
+        ("/index.yaml", _) => response("200 OK", "application/yaml", &index),
+        _ => format!("HTTP/1.1 302 Found\r\nLocation: {target}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .into_bytes(),
+    }));
+    let url = format!("http://127.0.0.1:{}", repository.port);
+    let dir = tempfile::tempdir().unwrap();
+    let password = dir.path().join("password");
+    std::fs::write(&password, "redirect-pw\n").unwrap();
+    let unit = format!(
+        "[[sync]]\nname = \"demo\"\nnamespace = \"{}\"\n[sync.helm]\nrepo_url = \"{url}\"\nchart = \"demo\"\nrelease = \"shop\"\n\
+         username = \"reader\"\npassword_file = \"{}\"\n",
+        env.namespace,
+        password.display()
+    );
+
+    let config = write_config(dir.path(), &listed(&url), &unit);
+    let refused = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(refused.code, Some(2), "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("redirected to") && refused.stderr.contains("loopback address"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(elsewhere.requests(), Vec::<Request>::new(), "an unlisted loopback target is never reached");
+
+    let allowed = format!("chart_repositories = [\"{url}\", \"http://127.0.0.1:{}\"]\n", elsewhere.port);
+    let config = write_config(dir.path(), &allowed, &unit);
+    let followed = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(followed.code, Some(0), "{}", followed.stderr);
+    let requests = elsewhere.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(header(&requests[0], "authorization"), None, "the redirect dropped the credentials: {requests:?}");
+    let cm = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace).get("shop-demo").await.unwrap();
+    assert_eq!(cm.data.unwrap()["version"], "0.1.0");
+}
+
+#[tokio::test]
+async fn units_of_different_service_accounts_never_share_a_dependency_cache() {
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start(&work.path().join("served"));
+    server.publish(work.path(), "demo", "0.1.0");
+    let repo = umbrella(&format!("{}/", server.url));
+    let dir = tempfile::tempdir().unwrap();
+    let extra = "[sync.helm]\nrelease = \"shop\"\n";
+    let units = common::unit_toml("own", &repo.bare(), "charts/umbrella", "a", extra)
+        + &common::unit_toml("own-too", &repo.bare(), "charts/umbrella", "b", extra)
+        + &common::unit_toml(
+            "tenant",
+            &repo.bare(),
+            "charts/umbrella",
+            "c",
+            &format!("service_account = \"deployer\"\n{extra}"),
+        );
+    let config = write_config(dir.path(), &listed(&server.url), &units);
+    let run = common::gitward(&["validate"], &config, Duration::from_secs(120));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let mut domains: Vec<usize> = std::fs::read_dir(dir.path().join("state/charts/dependencies"))
+        .unwrap()
+        .flatten()
+        .map(|d| std::fs::read_dir(d.path()).unwrap().count())
+        .collect();
+    domains.sort();
+    assert_eq!(domains, [1, 1], "gitward's own units share one cache, the tenant has its own, each with the archive");
 }
