@@ -2,7 +2,8 @@
 //! file renamed into place) only after its digest was checked, and hashed again each time it
 //! is looked up ([`Cache::path`]): a file whose bytes no longer match its name (replaced by
 //! anything that could write there) is removed and downloaded again, never used. The
-//! directory is made `0700`.
+//! directory is made `0700`. What remains is the moment between that hash and the render's
+//! copy of the file into its own scratch directory.
 
 use std::path::{Path, PathBuf};
 
