@@ -153,6 +153,37 @@ impl Cache {
     }
 }
 
+/// Removes what earlier versions kept under `charts` (`state_dir/charts`) for `unit`: its
+/// archives in `charts/<unit>/` (the directory too, once empty), and the archives left
+/// directly in `charts/dependencies/` (the cache all units shared, now one directory per
+/// trust domain) and `charts/units/` (a unit named `units`). Files only, and only
+/// `<64 hex>.tgz` ones; a failure is logged.
+pub(super) fn remove_legacy(charts: &Path, unit: &str) {
+    let archive = |name: &str| {
+        name.strip_suffix(".tgz").is_some_and(|d| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let own = charts.join(unit);
+    let mut dirs = vec![charts.join("dependencies"), charts.join("units")];
+    if unit != "units" && unit != "dependencies" {
+        dirs.push(own.clone());
+    }
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+            if is_file
+                && archive(&entry.file_name().to_string_lossy())
+                && let Err(e) = std::fs::remove_file(entry.path())
+            {
+                tracing::warn!(unit, archive = %entry.path().display(), error = %e, "cannot remove a chart archive of an earlier version's cache");
+            }
+        }
+        if dir == own {
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -178,6 +209,21 @@ mod tests {
         assert!(cache.path(&a).is_none(), "two versions back is collected");
         assert!(cache.path(&b).is_some() && cache.path(&c).is_some());
         assert_eq!(cache.path("../x"), None);
+    }
+
+    #[test]
+    fn the_caches_of_earlier_versions_are_removed_and_nothing_else() {
+        let charts = tempfile::tempdir().unwrap();
+        let (old, shared, kept) = (charts.path().join("demo"), charts.path().join("dependencies"), "a".repeat(64));
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::create_dir_all(shared.join("0123456789abcdef")).unwrap();
+        std::fs::write(old.join(format!("{kept}.tgz")), b"x").unwrap();
+        std::fs::write(shared.join(format!("{kept}.tgz")), b"x").unwrap();
+        std::fs::write(shared.join("0123456789abcdef").join(format!("{kept}.tgz")), b"x").unwrap();
+        remove_legacy(charts.path(), "demo");
+        assert!(!old.exists(), "the unit's old cache is gone");
+        assert!(!shared.join(format!("{kept}.tgz")).exists(), "the old shared archives are gone");
+        assert!(shared.join("0123456789abcdef").join(format!("{kept}.tgz")).exists(), "a trust domain's cache stays");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //! downloaded within a size cap and a timeout, checked against the digest the index or the
 //! OCI manifest gives, and kept in a download cache under `<state_dir>/charts/units/<unit>/`,
 //! one `<sha256 hex>.tgz` per chart archive, hashed again each time it is used. `helm` only
-//! templates the archive. Every request goes through `net`: the `[render]
+//! templates the archive (earlier versions kept it in `<state_dir>/charts/<unit>/`, where a
+//! unit named `dependencies` shared the dependency cache; that directory is removed). Every
+//! request goes through `net`: the `[render]
 //! chart_repositories` allow-list, credentials to their own origin only, bodies capped.
 //!
 //! The revision of a chart is `<chart>@<version>@sha256:<hex>` (the digest of the archive,
@@ -81,7 +83,9 @@ impl ChartRepo {
     ///
     /// Errors: [`Error::OpenMirror`] when the directory cannot be created.
     pub fn open(state_dir: &Path, spec: ChartSpec) -> Result<Self> {
-        let cache = cache::Cache::open(&state_dir.join("charts").join("units").join(&spec.unit), &spec.unit)?;
+        let charts = state_dir.join("charts");
+        cache::remove_legacy(&charts, &spec.unit);
+        let cache = cache::Cache::open(&charts.join("units").join(&spec.unit), &spec.unit)?;
         Ok(Self { spec, cache })
     }
 
