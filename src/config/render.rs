@@ -8,8 +8,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::allow::ChartRepositories;
-use super::raw::RawRender;
-use super::resolve::{Resolver, api_version, kube_version};
+use super::resolve::Resolver;
 use super::{Result, SyncUnit};
 
 /// The render tools and their limits (`[render]`, optional), which the render step reads.
@@ -82,36 +81,12 @@ impl Default for RenderTools {
 }
 
 impl Resolver<'_> {
-    /// `[render]` with every default applied.
-    pub(super) fn render(&self, raw: RawRender) -> Result<RenderTools> {
-        let default = RenderTools::default();
-        Ok(RenderTools {
-            kustomize: raw.kustomize.map(|p| self.file(p, "render.kustomize")).transpose()?,
-            helm: raw.helm.map(|p| self.file(p, "render.helm")).transpose()?,
-            sops: raw.sops.map(|p| self.file(p, "render.sops")).transpose()?,
-            timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
-            max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
-            max_tree_bytes: raw.max_tree_bytes.map_or(default.max_tree_bytes, |size| size.0),
-            kube_version: match raw.kube_version {
-                Some(version) => self.check(version, "render.kube_version", kube_version)?,
-                None => default.kube_version,
-            },
-            api_versions: match raw.api_versions {
-                Some(list) => list
-                    .into_iter()
-                    .map(|v| self.check(v, "render.api_versions", api_version))
-                    .collect::<Result<_>>()?,
-                None => default.api_versions,
-            },
-            chart_repositories: match raw.chart_repositories {
-                Some(list) => {
-                    let span = list.first().map(Spanned::span);
-                    ChartRepositories::parse(list.iter().map(|u| u.get_ref().as_str()))
-                        .map_err(|m| self.invalid(span, "render.chart_repositories", m))?
-                }
-                None => default.chart_repositories,
-            },
-        })
+    /// `[render] chart_repositories` ([`super::allow`]); none when absent.
+    pub(super) fn chart_repositories(&self, raw: Option<Vec<Spanned<String>>>) -> Result<ChartRepositories> {
+        let Some(list) = raw else { return Ok(ChartRepositories::default()) };
+        let span = list.first().map(Spanned::span);
+        ChartRepositories::parse(list.iter().map(|u| u.get_ref().as_str()))
+            .map_err(|m| self.invalid(span, "render.chart_repositories", m))
     }
 
     /// Refuses a unit whose own chart repository (`[sync.helm] repo_url`) or OCI artifact
@@ -131,5 +106,20 @@ impl Resolver<'_> {
         };
         let checked = render.chart_repositories.allows(Some(&url), &url);
         checked.map_err(|m| self.invalid(Some(span), &format!("sync[{index}].{key}"), m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::resolve::kube_version;
+
+    #[test]
+    fn kube_versions_are_what_helm_takes() {
+        for ok in ["v1.34.2", "1.34", "v1.35.0-rc.1", "1.37.0"] {
+            assert!(kube_version(ok).is_ok(), "{ok}");
+        }
+        for bad in ["latest", "v1", "1.x", "", "v1.34.2.1"] {
+            assert!(kube_version(bad).is_err(), "{bad}");
+        }
     }
 }

@@ -11,11 +11,11 @@ use toml::Spanned;
 
 use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
-    RawSyncUnit,
+    RawRender, RawSyncUnit,
 };
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
-    LeaderElection, Result, SyncUnit, is_url_or_scp,
+    LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
 };
 
 /// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.
@@ -128,6 +128,30 @@ impl Resolver<'_> {
             clusters.push(cluster);
         }
         Ok(clusters)
+    }
+
+    fn render(&self, raw: RawRender) -> Result<RenderTools> {
+        let default = RenderTools::default();
+        Ok(RenderTools {
+            kustomize: raw.kustomize.map(|p| self.file(p, "render.kustomize")).transpose()?,
+            helm: raw.helm.map(|p| self.file(p, "render.helm")).transpose()?,
+            sops: raw.sops.map(|p| self.file(p, "render.sops")).transpose()?,
+            timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
+            max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
+            max_tree_bytes: raw.max_tree_bytes.map_or(default.max_tree_bytes, |size| size.0),
+            kube_version: match raw.kube_version {
+                Some(version) => self.check(version, "render.kube_version", kube_version)?,
+                None => default.kube_version,
+            },
+            api_versions: match raw.api_versions {
+                Some(list) => list
+                    .into_iter()
+                    .map(|v| self.check(v, "render.api_versions", api_version))
+                    .collect::<Result<_>>()?,
+                None => default.api_versions,
+            },
+            chart_repositories: self.chart_repositories(raw.chart_repositories)?,
+        })
     }
 
     fn helm(&self, index: usize, raw: RawHelm) -> Result<HelmOptions> {
@@ -369,11 +393,7 @@ impl Resolver<'_> {
         Ok(self.base_dir.join(path))
     }
 
-    pub(super) fn duration(
-        &self,
-        raw: Option<Spanned<HumanDuration>>,
-        key: &str,
-    ) -> Result<Option<std::time::Duration>> {
+    fn duration(&self, raw: Option<Spanned<HumanDuration>>, key: &str) -> Result<Option<std::time::Duration>> {
         match raw {
             Some(value) if value.get_ref().0.is_zero() => {
                 Err(self.invalid(Some(value.span()), key, "must be longer than zero"))
@@ -491,7 +511,7 @@ pub(crate) fn kube_version(value: &str) -> Rule {
 
 /// An API version as Helm's `--api-versions` takes it: `group/version`, `v1`, or with a kind,
 /// `monitoring.coreos.com/v1/ServiceMonitor`.
-pub(super) fn api_version(value: &str) -> Rule {
+fn api_version(value: &str) -> Rule {
     let ok = !value.is_empty()
         && value.split('/').count() <= 3
         && value
@@ -543,17 +563,7 @@ pub(super) fn tree_path(value: &str) -> std::result::Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{dns_label, dns_subdomain, kube_version, line_of, tree_path};
-
-    #[test]
-    fn kube_versions_are_what_helm_takes() {
-        for ok in ["v1.34.2", "1.34", "v1.35.0-rc.1", "1.37.0"] {
-            assert!(kube_version(ok).is_ok(), "{ok}");
-        }
-        for bad in ["latest", "v1", "1.x", "", "v1.34.2.1"] {
-            assert!(kube_version(bad).is_err(), "{bad}");
-        }
-    }
+    use super::{dns_label, dns_subdomain, line_of, tree_path};
 
     #[test]
     fn tree_paths_are_normalized() {

@@ -155,7 +155,9 @@ pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Res
         timeout,
         chart_repositories: fetcher.chart_repositories.clone(),
     };
-    let cache = Cache::open(&state_dir.join("charts").join("dependencies").join(&fetcher.domain), unit)?;
+    let charts = state_dir.join("charts");
+    super::cache::remove_legacy(&charts, unit);
+    let cache = Cache::open(&charts.join("dependencies").join(&fetcher.domain), unit)?;
     let work =
         async { if spec.source.is_oci() { oci::fetch(&spec, &cache).await } else { http::fetch(&spec, &cache).await } };
     let fetched = tokio::time::timeout(timeout, work).await.map_err(|_| Error::FetchFailed {

@@ -5,12 +5,12 @@
 //! one `<sha256 hex>.tgz` per chart archive, hashed again each time it is used. `helm` only
 //! templates the archive (earlier versions kept it in `<state_dir>/charts/<unit>/`, where a
 //! unit named `dependencies` shared the dependency cache; that directory is removed). Every
-//! request goes through `net`: the `[render]
-//! chart_repositories` allow-list, credentials to their own origin only, bodies capped.
+//! request goes through `net`: the `[render] chart_repositories` allow-list, credentials to
+//! their own origin only, bodies capped.
 //!
 //! The revision of a chart is `<chart>@<version>@sha256:<hex>` (the digest of the archive,
 //! which `helm repo index` and `helm push` both record), so a version re-published with other
-//! bytes is a new revision too. Unlike the git side this is async (reqwest, `oci-client`).
+//! bytes is a new revision too. Unlike the git side this is async (reqwest).
 //!
 //! Files: `http` (an `index.yaml` repository), `oci` (a chart in a registry), `registry` (the
 //! registry reads: tags, manifests, blobs), `net` (the allow-listed, capped HTTP client),
