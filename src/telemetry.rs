@@ -3,10 +3,12 @@
 //! layering): the events that report a sync are written by `report`.
 //!
 //! Files: `text` (the text format: no module targets, span fields not repeated), [`mask`] (the
-//! process-wide set of decrypted values, masked in everything gitward writes).
+//! process-wide set of decrypted values, masked in everything gitward writes), [`url`] (the
+//! secrets of URLs — userinfo, credential query values — redacted wherever a URL is shown).
 
 pub mod mask;
 mod text;
+pub mod url;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;

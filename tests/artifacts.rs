@@ -84,7 +84,8 @@ async fn an_artifact_syncs_plain_and_kustomize_a_new_push_is_applied_and_an_outa
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
     let units = unit("art-plain", &url, "app", &env.namespace) + &unit("art-kust", &url, "overlay", &env.namespace);
-    std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+    let allowed = crate::charts::listed(&format!("oci://{}/manifests", registry.host));
+    std::fs::write(&config, config_text(&dir.path().join("state"), &allowed, &units)).unwrap();
 
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(first.code, Some(0), "{}", first.stderr);
@@ -112,7 +113,8 @@ async fn the_daemon_polls_an_artifact_tag_and_applies_a_new_push() {
     push(&registry.host, "stable", manifests("1")).await;
     let url = format!("oci://{}/manifests/app:stable", registry.host);
     let work = tempfile::tempdir().unwrap();
-    let (path, port) = common::daemon_config(work.path(), "", "", &unit("art", &url, "app", &env.namespace));
+    let allowed = format!("[render]\n{}", crate::charts::listed(&format!("oci://{}/manifests", registry.host)));
+    let (path, port) = common::daemon_config(work.path(), &allowed, "", &unit("art", &url, "app", &env.namespace));
     let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
     std::fs::write(&path, text).unwrap();
     let daemon = common::Daemon::start(&path, port, &[]);
@@ -149,7 +151,8 @@ async fn an_artifact_entry_leaving_the_tree_is_refused_by_name_and_nothing_is_ap
         push(&registry.host, tag, layer(&items)).await;
         let url = format!("oci://{}/manifests/app:{tag}", registry.host);
         let name = format!("art-{tag}");
-        let text = config_text(state.path(), "", &unit(&name, &url, "app", &env.namespace));
+        let allowed = crate::charts::listed(&format!("oci://{}", registry.host));
+        let text = config_text(state.path(), &allowed, &unit(&name, &url, "app", &env.namespace));
         let config = gitward::config::Config::from_toml(&text, state.path(), "test.toml").expect("valid config");
         let mut engine = common::engine(&env.client, &config, &name).await;
         let error = chain(&engine.sync().await.expect_err("the artifact is refused"));

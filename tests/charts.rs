@@ -22,8 +22,15 @@ fn chart_unit(name: &str, namespace: &str, repo_url: &str, version: &str) -> Str
     )
 }
 
-fn config(state: &Path, units: &str) -> gitward::config::Config {
-    gitward::config::Config::from_toml(&config_text(state, "", units), state, "test.toml").expect("valid config")
+/// `[render] chart_repositories` listing `url`: a loopback repository is reached only when
+/// listed.
+pub(crate) fn listed(url: &str) -> String {
+    format!("chart_repositories = [\"{url}\"]\n")
+}
+
+fn config(state: &Path, allowed: &str, units: &str) -> gitward::config::Config {
+    gitward::config::Config::from_toml(&config_text(state, &listed(allowed), units), state, "test.toml")
+        .expect("valid config")
 }
 
 /// `data.version` of the ConfigMap the demo chart makes.
@@ -42,7 +49,7 @@ async fn http_repository_installs_the_newest_match_and_upgrades_when_one_is_publ
     server.publish(work.path(), "demo", "0.3.0-rc.1");
     server.publish(work.path(), "demo", "1.0.0");
     let state = tempfile::tempdir().unwrap();
-    let config = config(state.path(), &chart_unit("demo", &env.namespace, &server.url, ">=0.1.0 <1.0.0"));
+    let config = config(state.path(), &server.url, &chart_unit("demo", &env.namespace, &server.url, ">=0.1.0 <1.0.0"));
     let mut engine = common::engine(&env.client, &config, "demo").await;
 
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
@@ -54,13 +61,13 @@ async fn http_repository_installs_the_newest_match_and_upgrades_when_one_is_publ
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(report.revision.0, format!("demo@0.3.0@sha256:{}", sha256_hex(&newer)));
     assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.3.0"));
-    let cached = state.path().join(format!("charts/demo/{}.tgz", sha256_hex(&newer)));
+    let cached = state.path().join(format!("charts/units/demo/{}.tgz", sha256_hex(&newer)));
     assert_eq!(std::fs::read(&cached).unwrap(), std::fs::read(&newer).unwrap(), "the cache holds the archive");
 
     // The archive two versions back is collected; the previous one stays.
     let newest = server.publish(work.path(), "demo", "0.4.0");
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
-    let mut left: Vec<String> = std::fs::read_dir(state.path().join("charts/demo"))
+    let mut left: Vec<String> = std::fs::read_dir(state.path().join("charts/units/demo"))
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
@@ -81,7 +88,7 @@ async fn oci_registry_installs_the_newest_match_and_upgrades_when_one_is_pushed(
     }
     let state = tempfile::tempdir().unwrap();
     let url = format!("oci://{}/charts", registry.host);
-    let config = config(state.path(), &chart_unit("demo", &env.namespace, &url, "~0"));
+    let config = config(state.path(), &url, &chart_unit("demo", &env.namespace, &url, "~0"));
     let mut engine = common::engine(&env.client, &config, "demo").await;
 
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
@@ -108,7 +115,8 @@ async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
     let (path, port) = common::daemon_config(work.path(), "", "", &unit);
     let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
     let bin = crate::render::tools_bin();
-    std::fs::write(&path, format!("[render]\nhelm = \"{}\"\n{text}", bin.join("helm").display())).unwrap();
+    std::fs::write(&path, format!("[render]\nhelm = \"{}\"\n{}{text}", bin.join("helm").display(), listed(&url)))
+        .unwrap();
     let daemon = common::Daemon::start(&path, port, &[]);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let installed = common::eventually(Duration::from_secs(60), || {
@@ -143,7 +151,7 @@ async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
     let units = chart_unit("demo", &env.namespace, &server.url, "*");
-    std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+    std::fs::write(&config, config_text(&dir.path().join("state"), &listed(&server.url), &units)).unwrap();
 
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(first.code, Some(0), "{}", first.stderr);
@@ -161,7 +169,7 @@ async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_
     assert_eq!(down.code, Some(2), "an unreachable repository fails the sync: {}", down.stderr);
     assert!(down.stderr.contains(&index_url), "the error names the URL: {}", down.stderr);
     assert_eq!(live_version(&env.client, &env.namespace).await.as_deref(), Some("0.1.0"), "nothing changed");
-    let cached = dir.path().join(format!("state/charts/demo/{}.tgz", sha256_hex(&archive)));
+    let cached = dir.path().join(format!("state/charts/units/demo/{}.tgz", sha256_hex(&archive)));
     assert!(cached.is_file(), "the last good archive stays cached");
 }
 
@@ -175,7 +183,11 @@ async fn the_daemon_keeps_the_last_good_revision_while_the_repository_is_down_an
     let (path, port) = common::daemon_config(work.path(), "", "", &unit);
     let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
     let bin = crate::render::tools_bin();
-    std::fs::write(&path, format!("[render]\nhelm = \"{}\"\n{text}", bin.join("helm").display())).unwrap();
+    std::fs::write(
+        &path,
+        format!("[render]\nhelm = \"{}\"\n{}{text}", bin.join("helm").display(), listed(&server.url)),
+    )
+    .unwrap();
     let daemon = common::Daemon::start(&path, port, &[]);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
@@ -213,7 +225,8 @@ async fn repository_credentials_size_cap_and_digest_are_enforced() {
     let (state, password) = (dir.path().join("state"), dir.path().join("password"));
     let run = |render_extra: &str, unit_extra: &str| {
         let units = chart_unit("demo", &env.namespace, &server.url, "*") + unit_extra;
-        std::fs::write(&config, config_text(&state, render_extra, &units)).unwrap();
+        std::fs::write(&config, config_text(&state, &format!("{render_extra}\n{}", listed(&server.url)), &units))
+            .unwrap();
         common::gitward(&["sync"], &config, Duration::from_secs(120))
     };
     let with_password = format!("username = \"reader\"\npassword_file = \"{}\"\n", password.display());
@@ -261,7 +274,7 @@ async fn registry_credentials_come_from_a_docker_config_or_a_password_file() {
     let url = format!("oci://{}/charts", registry.host);
     let run = |unit_extra: &str| {
         let units = chart_unit("demo", &env.namespace, &url, "*") + unit_extra;
-        std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+        std::fs::write(&config, config_text(&dir.path().join("state"), &listed(&url), &units)).unwrap();
         common::gitward(&["sync"], &config, Duration::from_secs(120))
     };
 
@@ -311,7 +324,7 @@ async fn an_umbrella_chart_in_git_renders_with_its_dependency_from_the_repositor
     common::create_namespace(&env.client, &other).await;
     let units = common::unit_toml("umbrella", &repo.bare(), "charts/umbrella", &env.namespace, extra)
         + &common::unit_toml("umbrella-b", &repo.bare(), "charts/umbrella", &other, extra);
-    let config = config(state.path(), &units);
+    let config = config(state.path(), &server.url, &units);
     let mut engine = common::engine(&env.client, &config, "umbrella").await;
 
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
@@ -323,7 +336,9 @@ async fn an_umbrella_chart_in_git_renders_with_its_dependency_from_the_repositor
     let mut second = common::engine(&env.client, &config, "umbrella-b").await;
     second.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(live_version(&env.client, &other).await.as_deref(), Some("0.1.0"));
-    let cached: Vec<_> = std::fs::read_dir(state.path().join("charts/dependencies")).unwrap().flatten().collect();
+    let domains: Vec<_> = std::fs::read_dir(state.path().join("charts/dependencies")).unwrap().flatten().collect();
+    assert_eq!(domains.len(), 1, "both units write as gitward to one cluster: one trust domain: {domains:?}");
+    let cached: Vec<_> = std::fs::read_dir(domains[0].path()).unwrap().flatten().collect();
     assert_eq!(cached.len(), 1, "one archive, shared: {cached:?}");
 
     // Without the lock, the newest version in range.
@@ -350,7 +365,7 @@ async fn an_https_repository_is_trusted_through_ca_file() {
     let config = dir.path().join("gitward.toml");
     let run = |unit_extra: &str| {
         let units = chart_unit("demo", &env.namespace, &https.url, "*") + unit_extra;
-        std::fs::write(&config, config_text(&dir.path().join("state"), "", &units)).unwrap();
+        std::fs::write(&config, config_text(&dir.path().join("state"), &listed(&https.url), &units)).unwrap();
         common::gitward(&["sync"], &config, Duration::from_secs(120))
     };
 
@@ -379,7 +394,7 @@ async fn a_chart_unit_reads_its_values_files_from_git() {
         &format!("repo = \"{}\"\n[sync.helm]\n", repo.bare().display()),
         1,
     ) + "values_files = [\"values/prod.yaml\"]\n";
-    let config = config(state.path(), &unit);
+    let config = config(state.path(), &server.url, &unit);
     let mut engine = common::engine(&env.client, &config, "demo").await;
     let greeting = |client: kube::Client, ns: String| async move {
         let cm = Api::<ConfigMap>::namespaced(client, &ns).get("shop-demo").await.unwrap();

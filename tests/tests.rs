@@ -25,6 +25,7 @@ mod faults_outage;
 mod faults_readiness;
 mod faults_state;
 mod fencing;
+mod fetch_guard;
 mod health;
 mod hooks;
 mod hostile_input;

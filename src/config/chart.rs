@@ -13,12 +13,17 @@ use super::resolve::Resolver;
 
 /// Where a chart unit's chart comes from and which versions it takes (`repo_url`, `chart`,
 /// `version` and the credential files of `[sync.helm]`). Credentials are file paths, read at
-/// each fetch and never kept, so this may be logged.
+/// each fetch and never kept; a `repo_url` may still carry userinfo, so it is shown only
+/// through [`crate::telemetry::url::redact`] (and its secrets are masked in every line
+/// gitward writes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ChartSource {
     /// `https://…` or `http://…` (a chart repository: `<repo_url>/index.yaml`), or
     /// `oci://host[:port]/path` (a registry; the chart is the repository `<path>/<chart>`,
     /// its tags the versions, as `helm push` writes them). Kept as written, no trailing `/`.
+    /// The unit's own repository counts as listed in `[render] chart_repositories`, unless it
+    /// is a loopback, link-local or metadata address ([`super::allow`]); userinfo
+    /// (`https://user:password@host/…`) is sent as Basic credentials to this origin only.
     pub repo_url: String,
     /// The chart's name in the repository's index, or the last part of its OCI repository.
     pub chart: String,

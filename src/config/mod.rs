@@ -17,6 +17,7 @@
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `hint` (did you
 //! mean), `tests`.
 
+mod allow;
 mod chart;
 mod cluster;
 mod constraint;
@@ -32,6 +33,7 @@ mod tests;
 mod unit;
 mod verify;
 
+pub use allow::{ChartRepositories, Location, Restricted, artifact_repository, restricted_host, restricted_ip};
 pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
@@ -149,7 +151,15 @@ impl Config {
                 key,
             }
         })?;
-        resolve::Resolver { text, origin, base_dir }.config(raw)
+        let config = resolve::Resolver { text, origin, base_dir }.config(raw)?;
+        // A token written into a repository URL is masked in every line gitward writes.
+        for unit in &config.units {
+            crate::telemetry::url::register(&unit.repo);
+            if let Some(chart) = &unit.helm.chart {
+                crate::telemetry::url::register(&chart.repo_url);
+            }
+        }
+        Ok(config)
     }
 
     /// The unit named `name`, if any.

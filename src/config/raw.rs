@@ -41,6 +41,7 @@ pub(super) struct RawRender {
     pub max_tree_bytes: Option<ByteSize>,
     pub kube_version: Option<Spanned<String>>,
     pub api_versions: Option<Vec<Spanned<String>>>,
+    pub chart_repositories: Option<Vec<Spanned<String>>>,
 }
 
 /// `[cluster]` (one table) or `[[cluster]]` (an array of tables): TOML gives both the key

@@ -1,7 +1,15 @@
-//! `[render]`: the render tools and their limits.
+//! `[render]`: the render tools and their limits, and the chart repositories gitward may
+//! fetch from ([`super::allow`]).
 
+use std::ops::Range;
 use std::path::PathBuf;
 use std::time::Duration;
+
+use toml::Spanned;
+
+use super::allow::ChartRepositories;
+use super::resolve::Resolver;
+use super::{Result, SyncUnit};
 
 /// The render tools and their limits (`[render]`, optional), which the render step reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -37,6 +45,14 @@ pub struct RenderTools {
     /// built-in ones when no cluster is asked (`--api-versions`, seen by
     /// `.Capabilities.APIVersions.Has`): the CRDs a chart checks for. Default: none.
     pub api_versions: Vec<String>,
+    /// The chart repositories and registries gitward itself may fetch from besides each
+    /// unit's own `repo_url` (or OCI artifact repository): `https://`, `http://` and `oci://`
+    /// URLs, each allowing its path and below (`chart_repositories`, [`super::allow`]). A
+    /// `Chart.yaml` dependency, an `index.yaml` archive URL or a registry token service
+    /// outside them is refused before any request. Loopback, link-local and cloud metadata
+    /// addresses are reached only when listed here, even as a unit's own repository. Default:
+    /// none — a repository's content never chooses where gitward connects.
+    pub chart_repositories: ChartRepositories,
 }
 
 impl RenderTools {
@@ -59,6 +75,51 @@ impl Default for RenderTools {
             max_tree_bytes: 32 << 20,
             kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
             api_versions: Vec::new(),
+            chart_repositories: ChartRepositories::default(),
+        }
+    }
+}
+
+impl Resolver<'_> {
+    /// `[render] chart_repositories` ([`super::allow`]); none when absent.
+    pub(super) fn chart_repositories(&self, raw: Option<Vec<Spanned<String>>>) -> Result<ChartRepositories> {
+        let Some(list) = raw else { return Ok(ChartRepositories::default()) };
+        let span = list.first().map(Spanned::span);
+        ChartRepositories::parse(list.iter().map(|u| u.get_ref().as_str()))
+            .map_err(|m| self.invalid(span, "render.chart_repositories", m))
+    }
+
+    /// Refuses a unit whose own chart repository (`[sync.helm] repo_url`) or OCI artifact
+    /// (`repo = "oci://…"`) is a loopback, link-local or metadata address that
+    /// `[render] chart_repositories` does not list ([`super::allow`]).
+    pub(super) fn own_repository_allowed(
+        &self,
+        index: usize,
+        unit: &SyncUnit,
+        render: &RenderTools,
+        span: Range<usize>,
+    ) -> Result<()> {
+        let (key, url) = match (&unit.helm.chart, unit.repo.starts_with("oci://")) {
+            (Some(chart), _) => ("helm.repo_url", chart.repo_url.clone()),
+            (None, true) => ("repo", super::allow::artifact_repository(&unit.repo)),
+            (None, false) => return Ok(()),
+        };
+        let checked = render.chart_repositories.allows(Some(&url), &url);
+        checked.map_err(|m| self.invalid(Some(span), &format!("sync[{index}].{key}"), m))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::resolve::kube_version;
+
+    #[test]
+    fn kube_versions_are_what_helm_takes() {
+        for ok in ["v1.34.2", "1.34", "v1.35.0-rc.1", "1.37.0"] {
+            assert!(kube_version(ok).is_ok(), "{ok}");
+        }
+        for bad in ["latest", "v1", "1.x", "", "v1.34.2.1"] {
+            assert!(kube_version(bad).is_err(), "{bad}");
         }
     }
 }

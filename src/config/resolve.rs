@@ -63,6 +63,7 @@ impl Resolver<'_> {
                 );
                 return Err(self.invalid(Some(inventory_span), &format!("sync[{index}].inventory"), message));
             }
+            self.own_repository_allowed(index, &unit, &render, name_span)?;
             units.push(SyncUnit { render_tools: render.clone(), ..unit });
         }
         for index in 0..units.len() {
@@ -149,6 +150,7 @@ impl Resolver<'_> {
                     .collect::<Result<_>>()?,
                 None => default.api_versions,
             },
+            chart_repositories: self.chart_repositories(raw.chart_repositories)?,
         })
     }
 
@@ -561,17 +563,7 @@ pub(super) fn tree_path(value: &str) -> std::result::Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{dns_label, dns_subdomain, kube_version, line_of, tree_path};
-
-    #[test]
-    fn kube_versions_are_what_helm_takes() {
-        for ok in ["v1.34.2", "1.34", "v1.35.0-rc.1", "1.37.0"] {
-            assert!(kube_version(ok).is_ok(), "{ok}");
-        }
-        for bad in ["latest", "v1", "1.x", "", "v1.34.2.1"] {
-            assert!(kube_version(bad).is_err(), "{bad}");
-        }
-    }
+    use super::{dns_label, dns_subdomain, line_of, tree_path};
 
     #[test]
     fn tree_paths_are_normalized() {

@@ -13,19 +13,21 @@
 //! resolves them), hard links and device files. The unpacked size is capped by
 //! `[render] max_tree_bytes`.
 //!
-//! Credentials as for OCI charts: `[sync.git] username` with `token_file` as its password;
-//! a loopback registry is spoken to over plain HTTP (`chart::oci`).
+//! Credentials as for OCI charts: `[sync.git] username` with `token_file` as its password,
+//! sent to the registry's origin only; a loopback registry is spoken to over plain HTTP, and
+//! must be listed in `[render] chart_repositories` (`chart::registry`). The manifest is read
+//! within 4 MiB and the layer within `max_tree_bytes`, each checked against its digest.
 
 use std::io::Read;
 use std::path::{Component, Path};
 use std::time::Duration;
 
-use oci_client::Reference;
-
+use super::chart::registry::Registry;
 use super::chart::{ChartSpec, oci};
 use super::verify::cosign;
 use super::{Error, Result, Revision, Source};
-use crate::config::ChartSource;
+use crate::config::{ChartRepositories, ChartSource};
+use crate::telemetry::url::redact;
 
 /// The layer media types taken as the artifact's content, in order of preference.
 pub const LAYER_MEDIA_TYPES: [&str; 2] =
@@ -52,6 +54,9 @@ pub struct ArtifactSpec {
     /// this key (module `verify::cosign`), checked at every pull, before anything of it is
     /// read. Default none: no signature is checked.
     pub cosign_public_key_file: Option<std::path::PathBuf>,
+    /// `[render] chart_repositories`: a loopback, link-local or metadata registry must be
+    /// listed there.
+    pub chart_repositories: ChartRepositories,
 }
 
 /// One unit's artifact: where it is and how to reach it.
@@ -60,6 +65,7 @@ pub struct Artifact {
     spec: ArtifactSpec,
     chart: ChartSpec,
     registry: String,
+    userinfo: Option<String>,
     repository: String,
     tag: Option<String>,
     digest: Option<String>,
@@ -78,15 +84,23 @@ impl Artifact {
     ///
     /// Errors: [`Error::Artifact`] when it is not `oci://host/path[:tag|@sha256:<hex>]`.
     pub fn new(spec: ArtifactSpec) -> Result<Self> {
-        let bad =
-            |message: &str| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message: message.into() };
-        let location = spec.url.strip_prefix("oci://").ok_or_else(|| bad("not an oci:// URL"))?;
-        let (registry, rest) = location.split_once('/').ok_or_else(|| bad("no repository path after the host"))?;
+        let bad = |message: &str| Error::Artifact {
+            unit: spec.unit.clone(),
+            url: redact(&spec.url),
+            message: message.into(),
+        };
+        if !spec.url.starts_with("oci://") {
+            return Err(bad("not an oci:// URL"));
+        }
+        let (registry, rest, userinfo) = oci::split(&spec.url);
+        if rest.is_empty() {
+            return Err(bad("no repository path after the host"));
+        }
         let (repository, tag, digest) = match rest.split_once('@') {
             Some((repository, digest)) => (repository, None, Some(digest.to_owned())),
             None => match rest.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')) {
                 Some((repository, tag)) => (repository, Some(tag.to_owned()), None),
-                None => (rest, Some("latest".to_owned()), None),
+                None => (rest.as_str(), Some("latest".to_owned()), None),
             },
         };
         if repository.is_empty() || digest.as_deref().is_some_and(|d| !d.starts_with("sha256:")) {
@@ -107,9 +121,10 @@ impl Artifact {
             max_bytes: spec.max_bytes,
             timeout: spec.timeout,
             cosign_public_key_file: None,
+            chart_repositories: spec.chart_repositories.clone(),
         };
-        let (registry, repository) = (registry.to_owned(), repository.to_owned());
-        Ok(Self { spec, chart, registry, repository, tag, digest })
+        let repository = repository.to_owned();
+        Ok(Self { spec, chart, registry, userinfo, repository, tag, digest })
     }
 
     /// Reads the tag's (or digest's) manifest; when its revision is not in `known`'s mirror
@@ -119,12 +134,11 @@ impl Artifact {
     /// [`Error::Artifact`] (a manifest that does not parse or has no content layer, naming the
     /// URL), [`Error::FileTooLarge`].
     pub async fn pull(&self, known: impl Fn(&Revision) -> bool) -> Result<Pulled> {
-        super::chart::install_crypto_provider();
         match tokio::time::timeout(self.spec.timeout, self.pull_once(known)).await {
             Ok(pulled) => pulled,
             Err(_) => Err(Error::FetchFailed {
                 unit: self.spec.unit.clone(),
-                repo: self.spec.url.clone(),
+                repo: redact(&self.spec.url),
                 message: format!("timed out after {:?}", self.spec.timeout),
             }),
         }
@@ -132,31 +146,30 @@ impl Artifact {
 
     async fn pull_once(&self, known: impl Fn(&Revision) -> bool) -> Result<Pulled> {
         let spec = &self.spec;
-        let client = oci::client(&self.chart, &self.registry)?;
-        let auth = oci::auth(&self.chart, &self.registry)?;
-        let reference = match (&self.tag, &self.digest) {
-            (_, Some(digest)) => Reference::with_digest(self.registry.clone(), self.repository.clone(), digest.clone()),
-            (tag, None) => Reference::with_tag(
-                self.registry.clone(),
-                self.repository.clone(),
-                tag.clone().unwrap_or_else(|| "latest".into()),
-            ),
-        };
-        let classify = |e| match oci::classify(&self.chart, &spec.url, e) {
+        let shown = redact(&spec.url);
+        let own = crate::config::artifact_repository(&spec.url);
+        let as_artifact = |e| match e {
             Error::Chart { unit, url, message } => Error::Artifact { unit, url, message },
             other => other,
         };
-        let (manifest, digest) = client.pull_image_manifest(&reference, &auth).await.map_err(classify)?;
+        let net = oci::net(&self.chart, &own, &self.registry, self.userinfo.clone())?;
+        net.allowed(&own).map_err(|message| Error::Artifact {
+            unit: spec.unit.clone(),
+            url: shown.clone(),
+            message,
+        })?;
+        let registry = Registry::new(&net, &spec.unit, &self.registry, &shown);
+        let reference = self.digest.clone().or_else(|| self.tag.clone()).unwrap_or_else(|| "latest".into());
+        let (manifest, digest) = registry.manifest(&self.repository, &reference).await.map_err(as_artifact)?;
         let revision = match &self.tag {
             Some(tag) if self.digest.is_none() => Revision(format!("{tag}@{digest}")),
             _ => Revision(digest.clone()),
         };
         let is_known = known(&revision);
         if let Some(key) = &spec.cosign_public_key_file {
-            let (registry, repository) = (&self.registry, &self.repository);
-            let signed = cosign::Signed { client: &client, auth: &auth, registry, repository, digest: &digest };
+            let signed = cosign::Signed { registry: &registry, repository: &self.repository, digest: &digest };
             let verified = cosign::verify(key, &signed).await;
-            let signer = verified.map_err(|failure| failure.into_error(&spec.unit, &revision, classify))?;
+            let signer = verified.map_err(|failure| as_artifact(failure.into_error(&spec.unit, &revision)))?;
             if !is_known {
                 tracing::info!(unit = %spec.unit, %revision, signer, "revision verified");
             }
@@ -164,7 +177,7 @@ impl Artifact {
         if is_known {
             return Ok(Pulled::Known(revision));
         }
-        let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message };
+        let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: shown.clone(), message };
         let layer = LAYER_MEDIA_TYPES.iter().find_map(|t| manifest.layers.iter().find(|l| l.media_type == *t));
         let Some(layer) = layer else {
             let found: Vec<&str> = manifest.layers.iter().map(|l| l.media_type.as_str()).collect();
@@ -174,18 +187,8 @@ impl Artifact {
                 if found.is_empty() { "none".to_owned() } else { found.join(", ") }
             )));
         };
-        let size = u64::try_from(layer.size).unwrap_or(u64::MAX);
-        if size > spec.max_bytes {
-            let (unit, path, limit) = (spec.unit.clone(), spec.url.clone(), spec.max_bytes);
-            return Err(Error::FileTooLarge { unit, path, size, limit });
-        }
-        let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-        client.pull_blob(&reference, layer, &mut bytes).await.map_err(|e| Error::FetchFailed {
-            unit: spec.unit.clone(),
-            repo: spec.url.clone(),
-            message: crate::telemetry::error_chain(&e),
-        })?;
-        tracing::info!(unit = %spec.unit, url = %spec.url, %revision, "artifact downloaded");
+        let bytes = registry.blob(&self.repository, layer, spec.max_bytes).await.map_err(as_artifact)?;
+        tracing::info!(unit = %spec.unit, url = %shown, %revision, "artifact downloaded");
         Ok(Pulled::New(revision, bytes))
     }
 
@@ -226,7 +229,7 @@ impl Artifact {
         let tree = repo.find_tree(tree).map_err(git("read tree"))?;
         let signature =
             git2::Signature::new("gitward", "gitward@localhost", &git2::Time::new(0, 0)).map_err(git("signature"))?;
-        let message = format!("{}\n\n{revision}\n", self.spec.url);
+        let message = format!("{}\n\n{revision}\n", redact(&self.spec.url));
         let commit = repo.commit(None, &signature, &signature, &message, &tree, &[]).map_err(git("write commit"))?;
         repo.reference(&ref_name(revision), commit, true, "artifact").map_err(git("write ref"))?;
         Ok(())
@@ -339,6 +342,7 @@ mod tests {
             max_bytes: 1 << 20,
             timeout: Duration::from_secs(1),
             cosign_public_key_file: None,
+            chart_repositories: ChartRepositories::default(),
         }
     }
 

@@ -196,7 +196,8 @@ pub enum Error {
     Chart {
         /// The sync unit.
         unit: String,
-        /// The index, chart or archive URL.
+        /// The index, chart or archive URL (userinfo redacted), or the `Chart.yaml` whose
+        /// dependency was refused.
         url: String,
         /// What is wrong.
         message: String,

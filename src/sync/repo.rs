@@ -12,15 +12,17 @@ use super::{Error, Result};
 use crate::config::{RenderMode, SyncUnit};
 use crate::manifest::{Loaded, Manifest, ParseCache, Skipped};
 use crate::render::{self, Capabilities, Renderer};
+use crate::source;
 use crate::source::artifact::{Artifact, ArtifactSpec, Pulled};
-use crate::source::chart::{ChartRepo, ChartSpec};
+use crate::source::chart::{ChartRepo, ChartSpec, deps};
 use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 
 /// A unit's mirror (or chart repository), renderer and parse cache.
 #[derive(Clone)]
 pub struct Repo {
     origin: Origin,
-    /// Where the download cache of chart dependencies lives (`<state_dir>/charts/dependencies`).
+    /// Where the download cache of chart dependencies lives
+    /// (`<state_dir>/charts/dependencies/<trust domain>`).
     state_dir: Arc<std::path::PathBuf>,
     parse_cache: Arc<Mutex<ParseCache>>,
     renderer: Arc<Mutex<Renderer>>,
@@ -35,13 +37,17 @@ impl Repo {
     /// Errors: [`Error::Source`].
     /// `unit` is the engine's own copy, shared rather than copied again (a copy is ~1 KiB).
     pub async fn open(state_dir: &Path, unit: &Arc<SyncUnit>) -> Result<Self> {
+        // A token written into a URL is masked in every line gitward writes from now on.
+        crate::telemetry::url::register(&unit.repo);
         if let Some(source) = &unit.helm.chart {
+            crate::telemetry::url::register(&source.repo_url);
             let spec = ChartSpec {
                 unit: unit.name.clone(),
                 source: source.clone(),
                 max_bytes: unit.render_tools.max_tree_bytes,
                 timeout: unit.render_tools.timeout,
                 cosign_public_key_file: cosign_key(unit),
+                chart_repositories: unit.render_tools.chart_repositories.clone(),
             };
             let chart = ChartRepo::open(state_dir, spec)?;
             let values = match unit.repo.is_empty() {
@@ -181,9 +187,13 @@ impl Repo {
     /// fetched into the shared download cache ([`crate::source::chart::deps`]); empty for a
     /// unit that does not render with Helm or whose dependencies are all vendored or local.
     ///
+    /// Every dependency's repository must be listed in `[render] chart_repositories`; one that
+    /// is not refuses the revision, naming the `Chart.yaml` and the URL, before any request.
+    ///
     /// Errors: [`Error::Source`] (`Chart.yaml` or `Chart.lock` does not parse; a dependency's
-    /// repository cannot be reached, has no matching version, or serves a wrong digest; a
-    /// remote dependency of a unit with `[sync.verify]`, whose bytes no signature covers).
+    /// repository is not allowed, cannot be reached, has no matching version, or serves a
+    /// wrong digest; a remote dependency of a unit with `[sync.verify]`, whose bytes no
+    /// signature covers).
     async fn chart_dependencies(&self, source: &Arc<Mutex<Source>>, revision: &Revision) -> Result<Vec<PathBuf>> {
         let (source, unit, rev) = (source.clone(), self.unit.clone(), revision.clone());
         let wanted = blocking(move || {
@@ -204,20 +214,30 @@ impl Repo {
                 vendored.iter().any(|n| n == name || (n.starts_with(&format!("{name}-")) && n.ends_with(".tgz")))
             };
             let refused = |message| {
-                Error::Source(crate::source::Error::Chart { unit: unit.name.clone(), url: at("Chart.yaml"), message })
+                Error::Source(source::Error::Chart { unit: unit.name.clone(), url: at("Chart.yaml"), message })
             };
-            let remote = crate::source::chart::deps::remote(&chart, lock.as_deref(), is_vendored).map_err(refused)?;
-            match (&unit.verify, remote.first()) {
+            let wanted = deps::remote(&chart, lock.as_deref(), is_vendored).map_err(refused)?;
+            deps::allowed(&wanted, &unit.render_tools.chart_repositories).map_err(refused)?;
+            match (&unit.verify, wanted.first()) {
                 (Some(_), Some(dep)) => Err(refused(unverifiable(dep))),
-                _ => Ok(remote),
+                _ => Ok(wanted),
             }
         })
         .await?;
+        let unit = &self.unit;
+        let fetcher = deps::Fetcher {
+            unit: unit.name.clone(),
+            domain: deps::trust_domain(
+                &unit.cluster,
+                unit.service_account.as_ref().map(|sa| format!("{}/{sa}", unit.namespace)).as_deref(),
+            ),
+            max_bytes: unit.render_tools.max_tree_bytes,
+            timeout: unit.render_tools.timeout,
+            chart_repositories: unit.render_tools.chart_repositories.clone(),
+        };
         let mut archives = Vec::with_capacity(wanted.len());
-        let (max, timeout) = (self.unit.render_tools.max_tree_bytes, self.unit.render_tools.timeout);
         for dep in &wanted {
-            archives
-                .push(crate::source::chart::deps::fetch(&self.state_dir, &self.unit.name, dep, max, timeout).await?);
+            archives.push(deps::fetch(&self.state_dir, &fetcher, dep).await?);
         }
         Ok(archives)
     }
@@ -348,6 +368,7 @@ fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
         max_bytes: unit.render_tools.max_tree_bytes,
         timeout: unit.render_tools.timeout,
         cosign_public_key_file: cosign_key(unit),
+        chart_repositories: unit.render_tools.chart_repositories.clone(),
     }
 }
 

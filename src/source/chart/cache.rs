@@ -1,6 +1,9 @@
-//! The download cache of one chart unit: `<dir>/<sha256 hex>.tgz`, written whole (a temporary
-//! file renamed into place) only after its digest was checked, so a file there is always a
-//! complete, verified archive.
+//! A download cache of chart archives: `<dir>/<sha256 hex>.tgz`, written whole (a temporary
+//! file renamed into place) only after its digest was checked, and hashed again each time it
+//! is looked up ([`Cache::path`]): a file whose bytes no longer match its name (replaced by
+//! anything that could write there) is removed and downloaded again, never used. The
+//! directory is made `0700`. What remains is the moment between that hash and the render's
+//! copy of the file into its own scratch directory.
 
 use std::path::{Path, PathBuf};
 
@@ -21,11 +24,15 @@ pub(super) struct Cache {
 }
 
 impl Cache {
-    /// Opens (creates) `dir`.
+    /// Opens (creates) `dir`, mode `0700`.
     ///
     /// Errors: [`Error::OpenMirror`] naming the directory.
     pub fn open(dir: &Path, unit: &str) -> Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| Error::OpenMirror {
+        let create = || -> std::io::Result<()> {
+            std::fs::create_dir_all(dir)?;
+            std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))
+        };
+        create().map_err(|e| Error::OpenMirror {
             unit: unit.to_owned(),
             path: dir.to_owned(),
             message: e.to_string(),
@@ -33,10 +40,27 @@ impl Cache {
         Ok(Self { dir: dir.to_owned(), unit: unit.to_owned(), previous: Default::default() })
     }
 
-    /// The cached archive with SHA-256 `digest` (hex), if there is one.
+    /// The cached archive with SHA-256 `digest` (hex), if there is one whose bytes hash to
+    /// `digest` now. One that does not is removed (logged as a warning) and `None` returned,
+    /// so the caller downloads it again.
     pub fn path(&self, digest: &str) -> Option<PathBuf> {
         let valid = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
-        Some(self.dir.join(format!("{digest}.tgz"))).filter(|path| valid && path.is_file())
+        let path = Some(self.dir.join(format!("{digest}.tgz"))).filter(|path| valid && path.is_file())?;
+        let actual = std::fs::read(&path).map(|bytes| hex::encode(sha2::Sha256::digest(bytes)));
+        match actual {
+            Ok(actual) if actual.eq_ignore_ascii_case(digest) => Some(path),
+            Ok(actual) => {
+                tracing::warn!(unit = %self.unit, archive = %path.display(), actual = %format!("sha256:{actual}"), "a cached chart archive does not match its digest: removed, to be downloaded again");
+                if let Err(e) = std::fs::remove_file(&path) {
+                    tracing::warn!(unit = %self.unit, archive = %path.display(), error = %e, "cannot remove a cached chart archive");
+                }
+                None
+            }
+            Err(e) => {
+                tracing::warn!(unit = %self.unit, archive = %path.display(), error = %e, "cannot read a cached chart archive");
+                None
+            }
+        }
     }
 
     /// Checks `bytes` against `expected` (hex SHA-256, `None` when the repository gives none)
@@ -129,6 +153,37 @@ impl Cache {
     }
 }
 
+/// Removes what earlier versions kept under `charts` (`state_dir/charts`) for `unit`: its
+/// archives in `charts/<unit>/` (the directory too, once empty), and the archives left
+/// directly in `charts/dependencies/` (the cache all units shared, now one directory per
+/// trust domain) and `charts/units/` (a unit named `units`). Files only, and only
+/// `<64 hex>.tgz` ones; a failure is logged.
+pub(super) fn remove_legacy(charts: &Path, unit: &str) {
+    let archive = |name: &str| {
+        name.strip_suffix(".tgz").is_some_and(|d| d.len() == 64 && d.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    let own = charts.join(unit);
+    let mut dirs = vec![charts.join("dependencies"), charts.join("units")];
+    if unit != "units" && unit != "dependencies" {
+        dirs.push(own.clone());
+    }
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(&dir) else { continue };
+        for entry in entries.flatten() {
+            let is_file = entry.file_type().is_ok_and(|t| t.is_file());
+            if is_file
+                && archive(&entry.file_name().to_string_lossy())
+                && let Err(e) = std::fs::remove_file(entry.path())
+            {
+                tracing::warn!(unit, archive = %entry.path().display(), error = %e, "cannot remove a chart archive of an earlier version's cache");
+            }
+        }
+        if dir == own {
+            let _ = std::fs::remove_dir(&dir);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -154,6 +209,32 @@ mod tests {
         assert!(cache.path(&a).is_none(), "two versions back is collected");
         assert!(cache.path(&b).is_some() && cache.path(&c).is_some());
         assert_eq!(cache.path("../x"), None);
+    }
+
+    #[test]
+    fn the_caches_of_earlier_versions_are_removed_and_nothing_else() {
+        let charts = tempfile::tempdir().unwrap();
+        let (old, shared, kept) = (charts.path().join("demo"), charts.path().join("dependencies"), "a".repeat(64));
+        std::fs::create_dir_all(&old).unwrap();
+        std::fs::create_dir_all(shared.join("0123456789abcdef")).unwrap();
+        std::fs::write(old.join(format!("{kept}.tgz")), b"x").unwrap();
+        std::fs::write(shared.join(format!("{kept}.tgz")), b"x").unwrap();
+        std::fs::write(shared.join("0123456789abcdef").join(format!("{kept}.tgz")), b"x").unwrap();
+        remove_legacy(charts.path(), "demo");
+        assert!(!old.exists(), "the unit's old cache is gone");
+        assert!(!shared.join(format!("{kept}.tgz")).exists(), "the old shared archives are gone");
+        assert!(shared.join("0123456789abcdef").join(format!("{kept}.tgz")).exists(), "a trust domain's cache stays");
+    }
+
+    #[test]
+    fn an_archive_replaced_in_the_cache_is_removed_not_used() {
+        let dir = tempfile::tempdir().unwrap();
+        let cache = Cache::open(dir.path(), "u").unwrap();
+        let digest = cache.store("http://r/a.tgz", b"honest", None).unwrap();
+        let path = cache.path(&digest).expect("stored and verified");
+        std::fs::write(&path, b"poisoned").unwrap();
+        assert_eq!(cache.path(&digest), None, "a file whose bytes are not its digest is not used");
+        assert!(!path.exists(), "and is removed, to be downloaded again");
     }
 
     #[test]

@@ -1,8 +1,12 @@
 //! Dependencies of a chart in git: the `dependencies` of its `Chart.yaml` whose `repository`
 //! is an `https://`, `http://` or `oci://` URL are fetched as `helm dependency build` fetches
 //! them — the version `Chart.lock` pins when there is a lock, else the newest the constraint
-//! allows — into a download cache shared by every unit, `<state_dir>/charts/dependencies/`,
-//! keyed by the archive's digest, so an archive is downloaded once. A dependency already
+//! allows — into a download cache shared by the units of one trust domain,
+//! `<state_dir>/charts/dependencies/<domain>/` ([`trust_domain`]: the cluster and the
+//! ServiceAccount the unit writes as), keyed by the archive's digest, so an archive is
+//! downloaded once per domain and no unit reads bytes a unit of another domain placed. Each
+//! archive is hashed again when it is used. Only repositories `[render] chart_repositories`
+//! lists are asked ([`allowed`]), and no credentials are sent. A dependency already
 //! vendored in the chart's `charts/` (a directory or archive named after it) is left to Helm,
 //! as are `alias`, `condition` and `tags`, which `helm template` applies to what `charts/`
 //! holds. Each use of an archive marks it (its modification time); an archive no unit has
@@ -12,10 +16,37 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use sha2::Digest as _;
+
 use super::cache::Cache;
 use super::{ChartSpec, http, oci};
-use crate::config::{ChartSource, VersionConstraint};
+use crate::config::{ChartRepositories, ChartSource, VersionConstraint};
 use crate::source::{Error, Result};
+use crate::telemetry::url::redact;
+
+/// The trust domain of a unit that applies to `cluster` as `service_account`
+/// (`<namespace>/<name>`, or `None` for gitward's own identity): 16 hex digits of a SHA-256
+/// of both, naming its dependency cache directory. Units that write as the same identity to
+/// the same cluster could write each other's objects anyway, so they share downloads; no
+/// other unit does.
+pub fn trust_domain(cluster: &str, service_account: Option<&str>) -> String {
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(format!("cluster={cluster}\nservice_account={}\n", service_account.unwrap_or("")));
+    hex::encode(hasher.finalize())[..16].to_owned()
+}
+
+/// Whether every dependency's repository is listed in `chart_repositories` (a chart in git
+/// has no repository of its own): checked for all before any is fetched.
+///
+/// Errors: a message naming the first dependency refused and why.
+pub fn allowed(deps: &[Dependency], chart_repositories: &ChartRepositories) -> std::result::Result<(), String> {
+    for dep in deps {
+        chart_repositories
+            .allows(None, &dep.repository)
+            .map_err(|reason| format!("dependency {} on {reason}", dep.name))?;
+    }
+    Ok(())
+}
 
 /// One dependency to fetch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,21 +108,35 @@ pub fn remote(
     Ok(out)
 }
 
-/// Fetches `dep` for `unit` into the shared cache under `state_dir`; returns the archive,
-/// marked used. Archives unused for 7 days are collected.
+/// How one unit fetches its dependencies: the limits of a fetch, where it may fetch from, and
+/// its trust domain's cache.
+#[derive(Debug, Clone)]
+pub struct Fetcher {
+    /// The sync unit, the subject of every error.
+    pub unit: String,
+    /// The unit's [`trust_domain`].
+    pub domain: String,
+    /// The largest archive downloaded (`[render] max_tree_bytes`).
+    pub max_bytes: u64,
+    /// How long one fetch may take (`[render] timeout`).
+    pub timeout: std::time::Duration,
+    /// `[render] chart_repositories`.
+    pub chart_repositories: ChartRepositories,
+}
+
+/// Fetches `dep` into the cache of the fetcher's trust domain under `state_dir`; returns the
+/// archive, verified and marked used. Archives unused for 7 days are collected.
 ///
 /// Errors: those of a chart unit's fetch ([`super::ChartRepo::fetch`]), and [`Error::Chart`]
-/// for a version constraint that does not parse.
-pub async fn fetch(
-    state_dir: &Path,
-    unit: &str,
-    dep: &Dependency,
-    max_bytes: u64,
-    timeout: std::time::Duration,
-) -> Result<PathBuf> {
+/// for a version constraint that does not parse or a repository not allowed.
+pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Result<PathBuf> {
+    let (unit, timeout) = (fetcher.unit.as_str(), fetcher.timeout);
+    if let Err(message) = allowed(std::slice::from_ref(dep), &fetcher.chart_repositories) {
+        return Err(Error::Chart { unit: unit.to_owned(), url: redact(&dep.repository), message });
+    }
     let version = VersionConstraint::parse(&dep.version).map_err(|message| Error::Chart {
         unit: unit.to_owned(),
-        url: dep.repository.clone(),
+        url: redact(&dep.repository),
         message: format!("dependency {} has the version `{}`: {message}", dep.name, dep.version),
     })?;
     let source = ChartSource {
@@ -103,20 +148,29 @@ pub async fn fetch(
         ca_file: None,
         docker_config_file: None,
     };
-    let spec = ChartSpec { unit: unit.to_owned(), source, max_bytes, timeout, cosign_public_key_file: None };
-    let cache = Cache::open(&state_dir.join("charts").join("dependencies"), unit)?;
+    let spec = ChartSpec {
+        unit: unit.to_owned(),
+        source,
+        max_bytes: fetcher.max_bytes,
+        timeout,
+        cosign_public_key_file: None,
+        chart_repositories: fetcher.chart_repositories.clone(),
+    };
+    let charts = state_dir.join("charts");
+    super::cache::remove_legacy(&charts, unit);
+    let cache = Cache::open(&charts.join("dependencies").join(&fetcher.domain), unit)?;
     let work =
         async { if spec.source.is_oci() { oci::fetch(&spec, &cache).await } else { http::fetch(&spec, &cache).await } };
     let fetched = tokio::time::timeout(timeout, work).await.map_err(|_| Error::FetchFailed {
         unit: unit.to_owned(),
-        repo: dep.repository.clone(),
+        repo: redact(&dep.repository),
         message: format!("timed out after {timeout:?}"),
     })??;
     cache.touch(&fetched.digest);
     cache.collect_unused(super::cache::DEPENDENCY_MAX_AGE);
     cache.path(&fetched.digest).ok_or_else(|| Error::Chart {
         unit: unit.to_owned(),
-        url: dep.repository.clone(),
+        url: redact(&dep.repository),
         message: format!("dependency {} was fetched but is not in the cache", dep.name),
     })
 }
@@ -138,5 +192,17 @@ mod tests {
             deps.iter().map(|d| (d.name.as_str(), d.version.as_str(), d.repository.as_str())).collect();
         assert_eq!(got, [("demo", "0.1.3", "http://charts.example.com"), ("other", "~2", "oci://r/charts")]);
         assert!(remote(b"dependencies: {", None, |_| false).unwrap_err().starts_with("Chart.yaml: "));
+        let error = allowed(&deps, &ChartRepositories::parse(["oci://r/charts"]).unwrap()).unwrap_err();
+        assert!(error.starts_with("dependency demo on `http://charts.example.com` is not in"), "{error}");
+        assert!(allowed(&deps, &ChartRepositories::parse(["http://charts.example.com", "oci://r"]).unwrap()).is_ok());
+    }
+
+    #[test]
+    fn trust_domains_differ_by_cluster_and_service_account() {
+        let own = trust_domain("prod", None);
+        assert_eq!(own, trust_domain("prod", None));
+        assert_ne!(own, trust_domain("prod", Some("shop/deployer")));
+        assert_ne!(own, trust_domain("staging", None));
+        assert_ne!(trust_domain("prod", Some("a/b")), trust_domain("prod", Some("a/c")));
     }
 }

@@ -1,26 +1,35 @@
 //! A chart unit's source: the chart named by `[sync.helm] repo_url`, `chart` and `version`,
 //! found in a chart repository's `index.yaml` (`http`) or an OCI registry's tags (`oci`),
 //! downloaded within a size cap and a timeout, checked against the digest the index or the
-//! OCI manifest gives, and kept in a download cache under `<state_dir>/charts/<unit>/`,
-//! one `<sha256 hex>.tgz` per chart archive. `helm` only templates the archive.
+//! OCI manifest gives, and kept in a download cache under `<state_dir>/charts/units/<unit>/`,
+//! one `<sha256 hex>.tgz` per chart archive, hashed again each time it is used. `helm` only
+//! templates the archive (earlier versions kept it in `<state_dir>/charts/<unit>/`, where a
+//! unit named `dependencies` shared the dependency cache; that directory is removed). Every
+//! request goes through `net`: the `[render] chart_repositories` allow-list, credentials to
+//! their own origin only, bodies capped.
 //!
 //! The revision of a chart is `<chart>@<version>@sha256:<hex>` (the digest of the archive,
 //! which `helm repo index` and `helm push` both record), so a version re-published with other
-//! bytes is a new revision too. Unlike the git side this is async (reqwest, `oci-client`).
+//! bytes is a new revision too. Unlike the git side this is async (reqwest).
 //!
-//! Files: `http` (an `index.yaml` repository), `oci` (a registry), `cache` (the download
-//! cache and its collection), `deps` (the dependencies of a chart in git).
+//! Files: `http` (an `index.yaml` repository), `oci` (a chart in a registry), `registry` (the
+//! registry reads: tags, manifests, blobs), `net` (the allow-listed, capped HTTP client),
+//! `cache` (the download cache and its collection), `deps` (the dependencies of a chart in
+//! git).
 
 mod cache;
 pub mod deps;
 mod http;
+pub(super) mod net;
 pub(super) mod oci;
+pub(super) mod registry;
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::{Error, Result, Revision};
-use crate::config::ChartSource;
+use crate::config::{ChartRepositories, ChartSource};
+use crate::telemetry::url::redact;
 
 /// The largest `index.yaml` read: 64 MiB (the largest public repositories' indexes are a few
 /// tens of MiB). A larger one fails the fetch with [`Error::FileTooLarge`].
@@ -44,6 +53,8 @@ pub struct ChartSpec {
     /// archive too. Default none. Only `oci://` repositories can be verified (config refuses
     /// it for an HTTP chart repository).
     pub cosign_public_key_file: Option<PathBuf>,
+    /// Where gitward may fetch from besides `source.repo_url` (`[render] chart_repositories`).
+    pub chart_repositories: ChartRepositories,
 }
 
 /// A chart fetched: its revision and the archive in the download cache.
@@ -73,11 +84,13 @@ pub(super) struct Offer {
 }
 
 impl ChartRepo {
-    /// Opens the unit's download cache, `<state_dir>/charts/<unit>/`, creating it.
+    /// Opens the unit's download cache, `<state_dir>/charts/units/<unit>/`, creating it.
     ///
     /// Errors: [`Error::OpenMirror`] when the directory cannot be created.
     pub fn open(state_dir: &Path, spec: ChartSpec) -> Result<Self> {
-        let cache = cache::Cache::open(&state_dir.join("charts").join(&spec.unit), &spec.unit)?;
+        let charts = state_dir.join("charts");
+        cache::remove_legacy(&charts, &spec.unit);
+        let cache = cache::Cache::open(&charts.join("units").join(&spec.unit), &spec.unit)?;
         Ok(Self { spec, cache })
     }
 
@@ -112,23 +125,25 @@ impl ChartRepo {
             Ok(fetched) => fetched?,
             Err(_) => {
                 let message = format!("timed out after {:?}", spec.timeout);
-                return Err(self.failed(&spec.source.repo_url, message));
+                return Err(self.failed(&redact(&spec.source.repo_url), message));
             }
         };
         self.cache.collect(&fetched.digest);
         Ok(fetched)
     }
 
-    /// The cached archive of `revision` (one [`ChartRepo::fetch`] returned).
+    /// The cached archive of `revision` (one [`ChartRepo::fetch`] returned), hashed again
+    /// against the revision's digest now ([`cache::Cache::path`]).
     ///
     /// Errors: [`Error::Chart`] when the revision is not a chart revision or its archive is
-    /// no longer cached.
+    /// no longer cached, or no longer has its digest (then it is removed, and the next fetch
+    /// downloads it again).
     pub fn archive(&self, revision: &Revision) -> Result<PathBuf> {
         let digest = revision.0.rsplit_once("@sha256:").map(|(_, rest)| rest.split('+').next().unwrap_or(rest));
         let digest = digest.unwrap_or_default();
         self.cache.path(digest).ok_or_else(|| Error::Chart {
             unit: self.spec.unit.clone(),
-            url: self.spec.source.repo_url.clone(),
+            url: redact(&self.spec.source.repo_url),
             message: format!("the archive of {revision} is not in the download cache"),
         })
     }
@@ -171,7 +186,7 @@ pub(super) fn basic_auth(spec: &ChartSpec) -> Result<Option<(String, String)>> {
     let (Some(user), Some(file)) = (&spec.source.username, &spec.source.password_file) else { return Ok(None) };
     let password = std::fs::read_to_string(file).map_err(|e| Error::Credentials {
         unit: spec.unit.clone(),
-        repo: spec.source.repo_url.clone(),
+        repo: redact(&spec.source.repo_url),
         message: format!("cannot read password_file {}: {e}", file.display()),
     })?;
     Ok(Some((user.clone(), password.trim_end_matches(['\n', '\r']).to_owned())))
@@ -184,9 +199,18 @@ pub(super) fn ca_pem(spec: &ChartSpec) -> Result<Option<Vec<u8>>> {
     let Some(file) = &spec.source.ca_file else { return Ok(None) };
     std::fs::read(file).map(Some).map_err(|e| Error::Credentials {
         unit: spec.unit.clone(),
-        repo: spec.source.repo_url.clone(),
+        repo: redact(&spec.source.repo_url),
         message: format!("cannot read ca_file {}: {e}", file.display()),
     })
+}
+
+/// The HTTP client of one fetch for `spec` ([`net::Net`]): `own` is the repository the
+/// allow-list counts as the unit's own, `origin` the URL its credentials go to.
+///
+/// Errors: those of [`basic_auth`], [`ca_pem`] and [`net::Net::new`].
+pub(super) fn net(spec: &ChartSpec, own: Option<&str>, origin: Option<&str>) -> Result<net::Net> {
+    let (ca, basic) = (ca_pem(spec)?, basic_auth(spec)?);
+    net::Net::new(&spec.unit, &spec.chart_repositories, own, origin, ca, basic, spec.timeout)
 }
 
 /// rustls needs a process-wide crypto provider for reqwest's client; gitward uses ring (as

@@ -18,16 +18,12 @@
 use std::path::Path;
 
 use base64::Engine as _;
-use futures::StreamExt as _;
-use oci_client::errors::{OciDistributionError, OciErrorCode};
-use oci_client::manifest::{IMAGE_MANIFEST_MEDIA_TYPE, OCI_IMAGE_MEDIA_TYPE, OciDescriptor, OciImageManifest};
-use oci_client::secrets::RegistryAuth;
-use oci_client::{Client, Reference};
 use p256::ecdsa::signature::Verifier as _;
 use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use sha2::Digest as _;
 
 use super::{Refusal, VerifyFailure};
+use crate::source::chart::registry::{Descriptor, Registry};
 use crate::source::{Error, Revision};
 
 /// The media type of a simple-signing payload layer.
@@ -48,12 +44,8 @@ const MAX_SIGNATURES: usize = 32;
 
 /// The signed manifest: where it is and how to reach its registry.
 pub(in crate::source) struct Signed<'a> {
-    /// A client that has read the manifest (its token for the repository is reused).
-    pub client: &'a Client,
-    /// The credentials the manifest was read with.
-    pub auth: &'a RegistryAuth,
-    /// `host[:port]`.
-    pub registry: &'a str,
+    /// The registry the manifest was read from (its allow-list, caps and token are reused).
+    pub registry: &'a Registry<'a>,
     /// The repository path in the registry.
     pub repository: &'a str,
     /// The manifest's digest, `sha256:<hex>`, as computed from the bytes read.
@@ -66,18 +58,13 @@ pub(in crate::source) enum Failure {
     Refused(Refusal),
     /// Reading the signature failed for another reason than its absence (network, server,
     /// credentials): worth retrying.
-    Registry(OciDistributionError),
+    Registry(Error),
 }
 
 impl Failure {
     /// The source error: [`Error::Unverified`] of `unit`'s `revision` for a refusal, else
-    /// what `registry` makes of the registry's error.
-    pub(in crate::source) fn into_error(
-        self,
-        unit: &str,
-        revision: &Revision,
-        registry: impl FnOnce(OciDistributionError) -> Error,
-    ) -> Error {
+    /// the registry's error.
+    pub(in crate::source) fn into_error(self, unit: &str, revision: &Revision) -> Error {
         match self {
             Failure::Refused(refusal) => Error::Unverified {
                 unit: unit.to_owned(),
@@ -86,7 +73,7 @@ impl Failure {
                 reason: refusal.reason,
                 signer: refusal.signer,
             },
-            Failure::Registry(error) => registry(error),
+            Failure::Registry(error) => error,
         }
     }
 }
@@ -115,7 +102,6 @@ pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> R
         return Err(Refusal::new(VerifyFailure::BadSignature, reason).into());
     };
     let tag = format!("sha256-{hex}.sig");
-    let reference = Reference::with_tag(signed.registry.to_owned(), signed.repository.to_owned(), tag.clone());
     let unsigned = |why: &str| {
         let reason = format!(
             "manifest {digest} is not signed: {why} ([sync.verify] requires a cosign signature by the key in {})",
@@ -123,24 +109,21 @@ pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> R
         );
         Failure::Refused(Refusal::new(VerifyFailure::Unsigned, reason))
     };
-    let media_types = [OCI_IMAGE_MEDIA_TYPE, IMAGE_MANIFEST_MEDIA_TYPE];
-    let manifest = match signed.client.pull_manifest_raw(&reference, signed.auth, &media_types).await {
-        Ok((body, _)) => body,
-        Err(error) if is_not_found(&error) => return Err(unsigned(&format!("no signature tag {tag}"))),
+    let manifest = match signed.registry.manifest_if_any(signed.repository, &tag).await {
+        Ok(Some((manifest, _))) => manifest,
+        Ok(None) => return Err(unsigned(&format!("no signature tag {tag}"))),
+        Err(Error::Chart { message, .. }) => {
+            let reason = format!("manifest {digest}: its signature tag {tag} does not parse: {message}");
+            return Err(Refusal::new(VerifyFailure::BadSignature, reason).into());
+        }
         Err(error) => return Err(Failure::Registry(error)),
     };
-    let manifest: OciImageManifest = serde_json::from_slice(&manifest).map_err(|e| {
-        Refusal::new(
-            VerifyFailure::BadSignature,
-            format!("manifest {digest}: its signature tag {tag} does not parse: {e}"),
-        )
-    })?;
-    let layers: Vec<&OciDescriptor> =
+    let layers: Vec<&Descriptor> =
         manifest.layers.iter().filter(|l| l.media_type == PAYLOAD_MEDIA_TYPE).take(MAX_SIGNATURES).collect();
     let mut outcome = Outcome::default();
     for layer in layers {
         let Some(signature) = layer.annotations.as_ref().and_then(|a| a.get(SIGNATURE_ANNOTATION)) else { continue };
-        let Some(payload) = payload(signed.client, &reference, layer).await.map_err(Failure::Registry)? else {
+        let Some(payload) = payload(signed, layer).await.map_err(Failure::Registry)? else {
             outcome.unreadable += 1;
             continue;
         };
@@ -229,35 +212,13 @@ fn signed_digest(payload: &[u8]) -> Option<String> {
 
 /// A payload layer's bytes, read up to [`MAX_PAYLOAD_BYTES`] and checked against the layer's
 /// digest; `None` when it is larger or its bytes do not match.
-async fn payload(
-    client: &Client,
-    reference: &Reference,
-    layer: &OciDescriptor,
-) -> Result<Option<Vec<u8>>, OciDistributionError> {
-    if u64::try_from(layer.size).map_or(true, |size| size > MAX_PAYLOAD_BYTES) {
-        return Ok(None);
-    }
-    let mut stream = client.pull_blob_stream(reference, layer).await?;
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        bytes.extend_from_slice(&chunk?);
-        if bytes.len() as u64 > MAX_PAYLOAD_BYTES {
-            return Ok(None);
-        }
-    }
-    let computed = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
-    Ok((computed == layer.digest).then_some(bytes))
-}
-
-/// Whether the registry said the signature tag does not exist (HTTP 404, `MANIFEST_UNKNOWN`).
-fn is_not_found(error: &OciDistributionError) -> bool {
-    match error {
-        OciDistributionError::RegistryError { envelope, .. } => {
-            envelope.errors.iter().any(|e| matches!(e.code, OciErrorCode::ManifestUnknown | OciErrorCode::NotFound))
-        }
-        OciDistributionError::ServerError { code, .. } => *code == 404,
-        OciDistributionError::ImageManifestNotFoundError(_) => true,
-        _ => false,
+///
+/// Errors: the registry's, when the blob cannot be read.
+async fn payload(signed: &Signed<'_>, layer: &Descriptor) -> Result<Option<Vec<u8>>, Error> {
+    match signed.registry.blob(signed.repository, layer, MAX_PAYLOAD_BYTES).await {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(Error::FileTooLarge { .. } | Error::Chart { .. }) => Ok(None),
+        Err(error) => Err(error),
     }
 }
 
