@@ -74,6 +74,33 @@ pub struct Fenced {
     pub path: String,
 }
 
+/// A write whose bytes were stopped on the wire by a [`Fence`] ([`super::wire::FencedIo`]): the
+/// request was not completed, so the API server did not act on it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "write stopped on the wire before its last byte: this replica no longer holds {lease} (fenced: its deadline less the margin has passed)"
+)]
+pub struct FencedOnWire {
+    /// The Lease, `Lease/<namespace>/<name>`.
+    pub lease: String,
+}
+
+/// A [`Fence`] that does not keep it alive, to key what belongs to it.
+#[derive(Clone)]
+pub(crate) struct WeakFence(std::sync::Weak<Inner>);
+
+impl WeakFence {
+    /// True while a [`Fence`] handle of it lives.
+    pub(crate) fn is_live(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// True when this is a handle of `fence`.
+    pub(crate) fn is(&self, fence: &Fence) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&fence.inner))
+    }
+}
+
 /// The deadline of one Lease as the unit clients check it. Cheap to clone: clones share the
 /// state. Equal when they are clones of one fence.
 #[derive(Clone)]
@@ -220,6 +247,31 @@ impl Fence {
         }
     }
 
+    /// `Ok` while a write's bytes may go on the wire now ([`super::wire::FencedIo`]).
+    ///
+    /// Errors: [`FencedOnWire`] when [`Self::admits`] is false.
+    pub fn check_wire(&self) -> Result<(), FencedOnWire> {
+        if self.admits() {
+            return Ok(());
+        }
+        Err(FencedOnWire { lease: self.inner.lease.clone() })
+    }
+
+    /// How long a write admitted now may wait for its answer: until the Lease's published
+    /// deadline (`valid_until`, when another replica may take it over), at most
+    /// [`WRITE_TIMEOUT`]; [`WRITE_TIMEOUT`] for an unfenced fence or before any deadline.
+    pub fn write_budget(&self) -> Duration {
+        match self.valid_until() {
+            Some(until) if !self.is_unfenced() => until.saturating_sub(boottime()).min(WRITE_TIMEOUT),
+            _ => WRITE_TIMEOUT,
+        }
+    }
+
+    /// A handle that does not keep the fence alive.
+    pub(crate) fn downgrade(&self) -> WeakFence {
+        WeakFence(Arc::downgrade(&self.inner))
+    }
+
     /// The [`FenceLayer`] checking this fence.
     pub fn layer(&self) -> FenceLayer {
         FenceLayer { fence: self.clone() }
@@ -246,10 +298,34 @@ impl Drop for InFlight {
 }
 
 /// Whether `request` changes state on the server: a write that is not a dry run.
-fn is_write<B>(request: &Request<B>) -> bool {
+pub(crate) fn is_write<B>(request: &Request<B>) -> bool {
     let write = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
     let dry_run = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "dryRun=All"));
     write && !dry_run
+}
+
+/// Adds the API server's `timeout` query parameter (a Go duration, here in milliseconds) to a
+/// fenced write that has none: the server cancels the request's context once that long has
+/// passed since it received the request (k8s.io/apiserver `WithRequestDeadline`, as client-go
+/// sends it for `--request-timeout`), so a write queued on the server is not acted on after
+/// the Lease it was sent under has run out.
+fn ask_server_to_give_up<B>(request: &mut Request<B>, budget: Duration) {
+    let uri = request.uri();
+    if uri.query().is_some_and(|q| q.split('&').any(|p| p.starts_with("timeout="))) {
+        return;
+    }
+    let millis = budget.as_millis().max(1);
+    let path_and_query = match uri.query() {
+        Some(q) => format!("{}?{q}&timeout={millis}ms", uri.path()),
+        None => format!("{}?timeout={millis}ms", uri.path()),
+    };
+    let mut parts = uri.clone().into_parts();
+    if let Ok(pq) = path_and_query.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
 }
 
 /// The [`Layer`] of [`FenceService`] for one [`Fence`].
@@ -298,16 +374,21 @@ where
             tracing::debug!(lease = %fenced.lease, method = %fenced.method, path = %fenced.path, "write fenced");
             return Box::pin(std::future::ready(Err(Box::new(fenced) as BoxError)));
         }
+        let budget = self.fence.write_budget();
+        let mut request = request;
+        ask_server_to_give_up(&mut request, budget);
         let guard = InFlight::start(&self.fence);
         let future = self.inner.call(request);
         // Its own task: a caller that stops waiting does not cancel the count (see the module
-        // doc), and the write ends by its answer or the bound.
+        // doc), and the write ends by its answer or the Lease's deadline.
         let write = tokio::spawn(async move {
-            let answer = tokio::time::timeout(WRITE_TIMEOUT, future).await;
+            let answer = tokio::time::timeout(budget, future).await;
             drop(guard);
             match answer {
                 Ok(result) => result.map_err(Into::into),
-                Err(_) => Err(BoxError::from(format!("no answer within {WRITE_TIMEOUT:?}"))),
+                Err(_) => Err(BoxError::from(format!(
+                    "no answer within {budget:?} (the time left of the Lease it was sent under)"
+                ))),
             }
         });
         Box::pin(async move { write.await.map_err(BoxError::from)? })

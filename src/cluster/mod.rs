@@ -24,6 +24,7 @@ pub mod registry;
 pub(crate) mod relist;
 pub(crate) mod retry;
 pub(crate) mod server;
+pub(crate) mod wire;
 
 pub use live::{LiveMeta, live_meta, live_meta_of};
 
@@ -200,12 +201,14 @@ pub(crate) fn assemble(config: kube::Config, fence: &fence::Fence) -> Result<kub
 #[derive(Clone)]
 pub(crate) struct Transport {
     buffer: Buffered,
+    /// The connection pool of each fence ([`wire`]): its clients' writes go there.
+    pools: wire::Pools,
     default_namespace: String,
     /// The API server's URL, no trailing slash ([`server::NameServerLayer`]).
     server: String,
 }
 
-/// The `Buffer` of [`Transport`] over kube's boxed stack.
+/// The `Buffer` of [`Transport`] over kube's boxed stack (and of each fence's pool).
 type Buffered = tower::buffer::Buffer<
     http::Request<kube::client::Body>,
     futures::future::BoxFuture<
@@ -228,20 +231,25 @@ impl Transport {
             *slot.borrow_mut() = Some(buffer.clone());
             buffer
         });
+        let pools = wire::Pools::new(&config).map_err(Error::Client)?;
         drop(kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?.with_layer(&buffer));
         let buffer = slot.into_inner().expect("with_layer applies the layer");
-        Ok(Self { buffer, default_namespace, server })
+        Ok(Self { buffer, pools, default_namespace, server })
     }
 
     /// A client over this transport whose writes `fence` checks.
     ///
     /// The stack, outermost first: [`server::NameServerLayer`], the bounded
     /// [`retry::RetryAfter`], the [`fence::FenceLayer`] (passing everything through when
-    /// unfenced), then the shared buffer and kube's own stack. The fence sits below the retry,
-    /// so a write admitted just before the deadline is checked again on each retry and never
-    /// re-sent after it (kube's own retry layer would sit inside the fence; it is off).
+    /// unfenced), then [`wire::Route`]: reads and dry runs to the shared buffer and kube's own
+    /// stack, writes of a fenced client to its fence's pool, whose connections check the fence
+    /// again before each write of request bytes. The fence layer sits below the retry, so a
+    /// write admitted just before the deadline is checked again on each retry and never re-sent
+    /// after it (kube's own retry layer would sit inside the fence; it is off).
     pub(crate) fn client(&self, fence: &fence::Fence) -> kube::Client {
-        kube::client::ClientBuilder::new(self.buffer.clone(), self.default_namespace.clone())
+        let fenced = (!fence.is_unfenced()).then(|| self.pools.of(fence));
+        let route = wire::Route { shared: self.buffer.clone(), fenced };
+        kube::client::ClientBuilder::new(route, self.default_namespace.clone())
             .with_layer(&stack(&self.server, fence))
             .build()
     }
