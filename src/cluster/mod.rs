@@ -13,6 +13,7 @@
 //! - [`server`] names the API server in errors of requests that got no answer.
 //! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out.
 
+pub mod agent;
 pub(crate) mod cache;
 pub(crate) mod discovery;
 pub(crate) mod feed;
@@ -112,10 +113,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// [`retry::RetryAfter`]: `Retry-After` on 429 and 5xx honoured as client-go does, at most
 /// [`retry::MAX_RETRIES`] retries within [`retry::DEADLINE`] per request. kube 5 boxes its
 /// service stack, which tower's retry layer cannot clone, so a `Buffer` (a channel to one task
-/// driving the stack) makes it cloneable. Requests carry the user agent `gitward/<version>`,
-/// visible in the apiserver's audit log.
+/// driving the stack) makes it cloneable. Requests carry the user agent `gitward/<version>
+/// (<process identity>)` ([`agent::process_identity`]), visible in the apiserver's audit log.
 pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
-    connect_as(cfg, crate::TOOLING).await
+    connect_as(cfg, &agent::user_agent(&agent::process_identity())).await
 }
 
 /// [`connect`] with another User-Agent: a sharded replica sends `gitward/<version>
@@ -129,20 +130,22 @@ pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::C
 /// [`connect`] for the writes of a unit that names a ServiceAccount: every request carries
 /// `Impersonate-User: system:serviceaccount:<namespace>:<name>` (kube's `impersonate`; the
 /// API server then authorizes it as that ServiceAccount and its groups, and the audit log
-/// records both users). gitward's own identity needs `impersonate` on that ServiceAccount.
+/// records both users) and `user_agent` (the replica's, [`agent::user_agent`], as its other
+/// clients). gitward's own identity needs `impersonate` on that ServiceAccount.
 ///
 /// Its writes are checked by `fence` ([`fence::FenceLayer`]; [`fence::Fence::unfenced`] for
 /// none).
 ///
-/// Errors: as [`connect`].
+/// Errors: as [`connect_as`].
 pub async fn connect_impersonating(
     cfg: &ClusterConfig,
     namespace: &str,
     service_account: &str,
     fence: &fence::Fence,
+    user_agent: &str,
 ) -> Result<kube::Client> {
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
-    assemble(prepare(cfg, crate::TOOLING, Some(user)).await?, fence)
+    assemble(prepare(cfg, user_agent, Some(user)).await?, fence)
 }
 
 /// The kube config of [`connect_as`], impersonating `impersonate` when given: read from the
