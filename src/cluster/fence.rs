@@ -1,33 +1,72 @@
-//! Fencing at send time: a unit's writes are refused by its client, request by request, once
-//! the Lease that lets this replica run the unit may have run out.
+//! Fencing to the wire: a unit's writes are refused, request by request and byte by byte,
+//! once the Lease that lets this replica run the unit may have run out.
 //!
 //! A [`Fence`] holds the deadline its Lease's election loop publishes on every acquisition and
 //! renewal ([`Fence::publish`]: the Lease's `valid_until` and a margin), and is closed when the
-//! loop steps down or ends. [`FenceLayer`] sits in each unit client's stack *below* the retry
-//! layer (see [`super::registry::Registry::fenced_client`]), so every try of a write — the
-//! first and each retry — is checked when it is handed to the transport: a write (`POST`,
-//! `PUT`, `PATCH`, `DELETE`) at or after `valid_until − margin` fails with [`Fenced`] and is
-//! never sent. Reads pass, and so do dry-run writes (`dryRun=All`: the API server persists
-//! nothing).
+//! loop steps down or ends. It is checked twice on the way out:
+//!
+//! 1. [`FenceLayer`] sits in each unit client's stack *below* the retry layer (see
+//!    [`super::registry::Registry::fenced_client`]), so every try of a write — the first and
+//!    each retry — is checked when it is handed to the transport: a write (`POST`, `PUT`,
+//!    `PATCH`, `DELETE`) at or after `valid_until − margin` fails with [`Fenced`] and is never
+//!    queued. Reads pass, and so do dry-run writes (`dryRun=All`: the API server persists
+//!    nothing).
+//! 2. The write then goes out on a connection of its fence's own pool
+//!    ([`super::wire`]), whose stream checks the fence again before each write of request
+//!    bytes and flush ([`FencedIo`](super::wire::FencedIo)): a write admitted by the layer and
+//!    then held — in the client's queues, waiting for a connection or its TLS handshake, or in a
+//!    process stopped between the two checks — is cut off on the wire with
+//!    [`FencedOnWire`]. The API server acts on a request only once its last byte has arrived,
+//!    and no byte leaves after the deadline less the margin but from a write checked at that
+//!    moment.
 //!
 //! Time is read from `CLOCK_BOOTTIME` ([`boottime`]), which keeps counting while the machine
 //! is suspended; tokio's `Instant` (`CLOCK_MONOTONIC`) stops then, so a replica whose VM was
 //! paused would wake believing its Lease still valid. A process stopped by SIGSTOP, swapped
-//! out or throttled wakes with its deadline passed by either clock, and its first write is
-//! refused before the task that would abort the unit has run.
+//! out or throttled wakes with its deadline passed by either clock, and its first write — or
+//! the rest of one it had begun — is refused before the task that would abort the unit has
+//! run.
+//!
+//! Each admitted write is bounded by the time its Lease has left when it is admitted
+//! ([`Fence::write_budget`]: until `valid_until`, at most [`WRITE_TIMEOUT`]), twice: the
+//! client gives up on it then (closing its connection, which cancels the request's context in
+//! the API server), and the request carries the API server's `timeout` parameter for that
+//! long, so the server abandons it that long after it received it. kube's own socket timeouts
+//! (connect 30 s, a write blocked 295 s, reads unbounded) are far longer and stay as they are:
+//! the per-write bound is the one that matters for fencing.
 //!
 //! The fence also counts the writes it let through whose answer has not come
 //! ([`Fence::drained`]): a Lease is released only once none of them can still be in flight,
 //! so the next holder's first write cannot be overtaken by one of ours. Each admitted write
-//! runs in a task of its own, bounded by [`WRITE_TIMEOUT`], so a caller that stops waiting
-//! (its unit task aborted) does not cut the count short: the write stays counted until the
-//! server has answered it or the bound has passed.
+//! runs in a task of its own, so a caller that stops waiting (its unit task aborted) does not
+//! cut the count short: the write stays counted until the server has answered it or its bound
+//! has passed.
 //!
-//! What no client-side check covers: a write handed to the transport just before the deadline
-//! and delayed after it (a pause between the check and the socket write, the queue of the
-//! cluster's shared transport, a slow connection set-up, the API server's own queue). The
-//! margin (a third of the Lease at the defaults) is the budget for that; Kubernetes Leases
-//! offer no server-side precondition to close it.
+//! The window that remains, exactly:
+//!
+//! - **A pause inside the last check.** [`FencedIo`](super::wire::FencedIo) reads the clock
+//!   and then, in the same synchronous call (no await between), hands the bytes to rustls,
+//!   which encrypts them and writes them to the socket. A stop (SIGSTOP, a VM suspended, a
+//!   thread descheduled) that lands between that clock read and the `write(2)` sends those
+//!   bytes when the process runs again, however late. It is a few microseconds of code per
+//!   write call, and it can complete at most the request being written on each connection of
+//!   the pool: at most `max_in_flight` requests of the unit, in practice none or one.
+//! - **Bytes sent in time, acted on late.** Bytes that reached the socket before
+//!   `valid_until − margin` reach the API server at once, but the server may act on them
+//!   later (API Priority and Fairness queues, admission webhooks, etcd). The `timeout`
+//!   parameter makes it abandon such a request at the Lease's deadline counted from its
+//!   arrival, at its next context check; a transaction already handed to etcd still commits.
+//!   The margin (`L − renew deadline`, a third of the Lease at the defaults) is the budget for
+//!   this. Kubernetes Leases offer no server-side precondition to close it.
+//!
+//! Why the next owner's writes win over such a late write: both replicas apply with the same
+//! field manager, so a late apply of the revision the new owner applied is a no-op (same
+//! fields, same values: the resourceVersion stays); a late apply of anything else moves the
+//! object's resourceVersion to one the new owner did not write, which its member watch
+//! reports as drift (`MetadataCache::is_own`), and its self-heal (`[daemon] self_heal`, on by
+//! default) applies the new owner's revision again; a late prune delete carries the uid and
+//! resourceVersion preconditions of the old owner's re-check read, so it fails with 409 on
+//! any object the new owner has written since.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -93,6 +132,16 @@ impl WeakFence {
     /// True while a [`Fence`] handle of it lives.
     pub(crate) fn is_live(&self) -> bool {
         self.0.strong_count() > 0
+    }
+
+    /// [`Fence::check_wire`] of the fence; a fence no handle is left of admits nothing.
+    ///
+    /// Errors: [`FencedOnWire`].
+    pub(crate) fn check_wire(&self) -> Result<(), FencedOnWire> {
+        match self.0.upgrade() {
+            Some(inner) => Fence { inner }.check_wire(),
+            None => Err(FencedOnWire { lease: "its Lease (dropped)".to_owned() }),
+        }
     }
 
     /// True when this is a handle of `fence`.
@@ -422,6 +471,27 @@ mod tests {
         let open = Fence::unfenced();
         open.close();
         assert!(open.admits(), "an unfenced client is never closed");
+    }
+
+    #[test]
+    fn a_fenced_write_asks_the_server_to_give_up_when_its_lease_runs_out() {
+        let req = |uri: &str| Request::builder().method("PATCH").uri(uri).body(()).unwrap();
+        let mut plain = req("/api/v1/namespaces/a/configmaps/b");
+        ask_server_to_give_up(&mut plain, Duration::from_millis(2500));
+        assert_eq!(plain.uri().to_string(), "/api/v1/namespaces/a/configmaps/b?timeout=2500ms");
+        let mut with_query = req("/api/v1/namespaces/a/configmaps/b?fieldManager=gitward&force=true");
+        ask_server_to_give_up(&mut with_query, Duration::ZERO);
+        assert_eq!(with_query.uri().query(), Some("fieldManager=gitward&force=true&timeout=1ms"));
+        let mut own = req("/api/v1/namespaces/a/configmaps/b?timeout=5s");
+        ask_server_to_give_up(&mut own, Duration::from_secs(1));
+        assert_eq!(own.uri().query(), Some("timeout=5s"), "a timeout already asked for stays");
+
+        let fence = Fence::new("Lease/ns/l");
+        assert_eq!(fence.write_budget(), WRITE_TIMEOUT, "no deadline yet");
+        fence.publish(boottime() + Duration::from_secs(4), Duration::from_secs(1));
+        let budget = fence.write_budget();
+        assert!(budget <= Duration::from_secs(4) && budget > Duration::from_secs(3), "{budget:?}");
+        assert_eq!(Fence::unfenced().write_budget(), WRITE_TIMEOUT);
     }
 
     #[test]

@@ -36,7 +36,8 @@ use super::fence::{Fence, WeakFence, is_write};
 /// module doc). Reads pass unchecked: a response is read whatever the fence says.
 pub struct FencedIo<T> {
     io: T,
-    fence: Fence,
+    /// Weak: a pool's connections must not keep its fence alive ([`Pools::of`]).
+    fence: WeakFence,
 }
 
 impl<T> FencedIo<T> {
@@ -96,7 +97,7 @@ impl<T: Connection> Connection for FencedIo<T> {
 #[derive(Clone)]
 struct FencedConnector<C> {
     inner: C,
-    fence: Fence,
+    fence: WeakFence,
 }
 
 impl<C> Service<Uri> for FencedConnector<C>
@@ -147,7 +148,7 @@ impl Pools {
         let config = config.clone();
         let make = move |fence: &Fence| -> Buffered {
             let mut connector =
-                hyper_timeout::TimeoutConnector::new(FencedConnector { inner: https.clone(), fence: fence.clone() });
+                hyper_timeout::TimeoutConnector::new(FencedConnector { inner: https.clone(), fence: fence.downgrade() });
             connector.set_connect_timeout(config.connect_timeout);
             connector.set_read_timeout(config.read_timeout);
             connector.set_write_timeout(config.write_timeout);
@@ -216,5 +217,105 @@ impl Service<Request<Body>> for Route {
             _ => self.shared.clone(),
         };
         Box::pin(target.oneshot(request))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::time::Duration;
+
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+    use crate::cluster::fence::boottime;
+
+    /// A plain-HTTP server on loopback answering every request `200 {}`; counts the bytes it
+    /// received.
+    async fn server() -> (String, Arc<AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let received = Arc::new(AtomicUsize::new(0));
+        let count = received.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let count = count.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 65536];
+                    while let Ok(n) = stream.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        count.fetch_add(n, Ordering::SeqCst);
+                        let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        if stream.write_all(answer).await.is_err() {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        (url, received)
+    }
+
+    fn patch() -> Request<Body> {
+        Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/a/configmaps/b")
+            .body(Body::from(b"{\"data\":{\"v\":\"1\"}}".to_vec()))
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_write_that_reaches_the_wire_after_its_fence_closed_sends_no_byte() {
+        let (url, received) = server().await;
+        let config = kube::Config::new(url.parse().unwrap());
+        let pools = Pools::new(&config).unwrap();
+        let fence = Fence::new("Lease/ns/l");
+        fence.publish(boottime() + Duration::from_secs(60), Duration::ZERO);
+        let pool = pools.of(&fence);
+        let answer = pool.clone().oneshot(patch()).await.expect("an open fence lets the write out");
+        assert_eq!(answer.status(), 200);
+        let sent = received.load(Ordering::SeqCst);
+        assert!(sent > 0);
+
+        // A write the layer admitted before the fence closed, reaching the wire after: the
+        // idle connection and any new one refuse its bytes.
+        fence.close();
+        let Err(refused) = pool.clone().oneshot(patch()).await else { panic!("a write past its fence went out") };
+        let chain = crate::telemetry::error_chain(refused.as_ref());
+        assert!(chain.contains("write stopped on the wire") && chain.contains("Lease/ns/l"), "{chain}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(received.load(Ordering::SeqCst), sent, "bytes of the refused write reached the server");
+    }
+
+    #[tokio::test]
+    async fn each_live_fence_has_one_pool_and_a_fenced_client_sends_only_its_writes_there() {
+        let (url, _) = server().await;
+        let config = kube::Config::new(url.parse().unwrap());
+        let pools = Pools::new(&config).unwrap();
+        let fence = Fence::new("Lease/ns/l");
+        let again = fence.clone();
+        pools.of(&fence);
+        pools.of(&again);
+        assert_eq!(pools.len(), 1, "clones of one fence share a pool");
+        drop((fence, again));
+        pools.of(&Fence::new("Lease/ns/m"));
+        assert_eq!(pools.len(), 1, "a dropped fence's pool goes");
+
+        // The fence is closed: a read still goes out (on the shared stack), a write does not.
+        let closed = Fence::new("Lease/ns/n");
+        let open = Fence::unfenced();
+        let shared = pools.of(&open);
+        let mut route = Route { shared, fenced: Some(pools.of(&closed)) };
+        let read = Request::builder().uri("/api/v1/namespaces/a/configmaps/b").body(Body::empty()).unwrap();
+        assert_eq!(route.call(read).await.expect("reads pass").status(), 200);
+        let dry = Request::builder()
+            .method("PATCH")
+            .uri("/api/v1/namespaces/a/configmaps/b?dryRun=All")
+            .body(Body::from(b"{}".to_vec()))
+            .unwrap();
+        assert_eq!(route.call(dry).await.expect("dry runs pass").status(), 200);
+        assert!(route.call(patch()).await.is_err(), "a write goes to the fence's pool");
     }
 }
