@@ -6,8 +6,8 @@ use crate::common;
 use gitward::changeset::Action;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
-use serde_json::Value;
 use kube::api::{Api, PostParams};
+use serde_json::Value;
 use serde_json::json;
 
 /// A ServiceAccount `tenant` of `ns` that may manage ConfigMaps in `ns` and nothing else.

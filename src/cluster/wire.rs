@@ -147,8 +147,10 @@ impl Pools {
         config.extra_headers_layer()?;
         let config = config.clone();
         let make = move |fence: &Fence| -> Buffered {
-            let mut connector =
-                hyper_timeout::TimeoutConnector::new(FencedConnector { inner: https.clone(), fence: fence.downgrade() });
+            let mut connector = hyper_timeout::TimeoutConnector::new(FencedConnector {
+                inner: https.clone(),
+                fence: fence.downgrade(),
+            });
             connector.set_connect_timeout(config.connect_timeout);
             connector.set_read_timeout(config.read_timeout);
             connector.set_write_timeout(config.write_timeout);
@@ -163,9 +165,8 @@ impl Pools {
                 .map_err(BoxError::from)
                 .service(client)
                 .map_response(|response: http::Response<hyper::body::Incoming>| {
-                    response.map(|body| {
-                        Box::new(http_body_util::BodyExt::map_err(body, BoxError::from)) as Box<DynBody>
-                    })
+                    response
+                        .map(|body| Box::new(http_body_util::BodyExt::map_err(body, BoxError::from)) as Box<DynBody>)
                 })
                 .map_err(Into::<BoxError>::into)
                 .map_future(|f| Box::pin(f) as BoxFuture<'static, _>);
@@ -247,7 +248,8 @@ mod tests {
                             break;
                         }
                         count.fetch_add(n, Ordering::SeqCst);
-                        let answer = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
+                        let answer =
+                            b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}";
                         if stream.write_all(answer).await.is_err() {
                             break;
                         }

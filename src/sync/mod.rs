@@ -246,9 +246,7 @@ impl Engine {
     ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;
         let writer = match &unit.service_account {
-            Some(sa) => {
-                crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence, user_agent).await?
-            }
+            Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence, user_agent).await?,
             None => client.clone(),
         };
         let inventory = Inventory::new(&unit.inventory);
