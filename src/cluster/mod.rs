@@ -11,7 +11,9 @@
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 //! - [`server`] names the API server in errors of requests that got no answer.
-//! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out.
+//! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out, and
+//!   [`wire`] checks it again on each connection's writes.
+//! - [`agent`] is the User-Agent every client sends, `gitward/<version> (<replica identity>)`.
 
 pub mod agent;
 pub(crate) mod cache;
