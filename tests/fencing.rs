@@ -79,8 +79,19 @@ fn manifests(value: &str, with_removed: bool) -> String {
 /// A sharded replica's config: one unit `app` of `repo` into `namespace`, Leases there too,
 /// [`IN_FLIGHT`] writes at a time, no resync during the test.
 fn replica(dir: &Path, identity: &str, namespace: &str, repo: &Path) -> (std::path::PathBuf, u16) {
-    let port = common::free_port();
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    replica_via(dir, identity, namespace, repo, &kubeconfig)
+}
+
+/// [`replica`] reaching the API server through `kubeconfig`.
+fn replica_via(
+    dir: &Path,
+    identity: &str,
+    namespace: &str,
+    repo: &Path,
+    kubeconfig: &str,
+) -> (std::path::PathBuf, u16) {
+    let port = common::free_port();
     let text = format!(
         "[cluster]\nkubeconfig = \"{kubeconfig}\"\nmax_in_flight = {IN_FLIGHT}\n\n[daemon]\nstate_dir = \"{}\"\n\
          listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n\
@@ -206,6 +217,133 @@ async fn stop_once(run: usize) -> usize {
     assert!(kept.clone().count() == KEPT && kept.clone().all(|c| value(c) == "2"), "kept-* not all at revision 2");
     assert!(!live.iter().any(|c| c.metadata.name.as_deref().is_some_and(|n| n.starts_with("gone-"))));
     late.len()
+}
+
+/// A TCP relay on loopback in front of the API server: it can cut every connection through
+/// it and hold the new ones (accepted, nothing forwarded) until released — a connection
+/// set-up that hangs, as on a lossy network or an overloaded server.
+struct Relay {
+    port: u16,
+    held: std::sync::Arc<tokio::sync::watch::Sender<bool>>,
+    relays: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Relay {
+    async fn start(upstream: std::net::SocketAddr) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let held = std::sync::Arc::new(tokio::sync::watch::channel(false).0);
+        let relays = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let (hold, list) = (held.clone(), relays.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let mut released = hold.subscribe();
+                let relay = tokio::spawn(async move {
+                    if released.wait_for(|held| !held).await.is_err() {
+                        return;
+                    }
+                    let Ok(mut server) = tokio::net::TcpStream::connect(upstream).await else { return };
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                });
+                list.lock().unwrap().push(relay);
+            }
+        });
+        Self { port, held, relays }
+    }
+
+    /// Closes every connection through the relay and holds the new ones.
+    fn cut_and_hold(&self) {
+        self.held.send_replace(true);
+        for relay in self.relays.lock().unwrap().drain(..) {
+            relay.abort();
+        }
+    }
+
+    /// Lets the held connections (and new ones) through.
+    fn release(&self) {
+        self.held.send_replace(false);
+    }
+}
+
+/// The writes a replica admitted while its fence was open but could not put on the wire (its
+/// connections to the API server cut, the new ones hanging in their set-up) are never sent
+/// once the fence has closed: A loses its Lease behind the hanging relay, B takes the unit
+/// over and syncs it, and when the relay lets A's connections through, no write of A reaches
+/// the API server after B's first. Before the fence was checked on the wire, the writes
+/// admitted before the Lease ran out went out when their connections came up.
+#[tokio::test]
+async fn writes_held_in_a_hanging_connection_set_up_are_not_sent_once_the_fence_closed() {
+    let env = common::setup("fence-hang").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("cms.yaml", &manifests("1", true));
+    repo.commit_and_push("first");
+    let ids = ["hang-a", "hang-b"];
+    let owner = gitward::lease::assignment::unit_owner("app", ids.iter().copied()).unwrap().to_owned();
+    let other = ids.iter().find(|i| **i != owner).unwrap().to_string();
+    let (agent_a, agent_b) = (shard::user_agent(&owner), shard::user_agent(&other));
+    let dir = tempfile::tempdir().unwrap();
+    // A reaches the API server through the relay.
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let text = std::fs::read_to_string(&kubeconfig).unwrap();
+    let server = text.lines().find_map(|l| l.trim().strip_prefix("server: https://")).expect("a server line");
+    let relay = Relay::start(server.parse().expect("host:port")).await;
+    let relayed = dir.path().join("relayed.kubeconfig");
+    std::fs::write(&relayed, text.replace(server, &format!("127.0.0.1:{}", relay.port))).unwrap();
+    let (config_a, port_a) = replica_via(dir.path(), &owner, &ns, &repo.bare(), relayed.to_str().unwrap());
+    let (config_b, port_b) = replica(dir.path(), &other, &ns, &repo.bare());
+    let mut a = common::Daemon::start(&config_a, port_a, &[]);
+    let b = common::Daemon::start(&config_b, port_b, &[]);
+    let first = common::eventually(WAIT, || async { !a.logged("sync complete").is_empty() }).await;
+    assert!(first, "A did not sync the first revision:\n{}", a.log_text());
+
+    // A is writing the second revision when its connections are cut and new ones hang.
+    let pushed = Timestamp::now();
+    repo.write("cms.yaml", &manifests("2", false));
+    repo.commit_and_push("second: rewrite kept-*, remove gone-*");
+    let a_applies = || writes(&ns).into_iter().filter(|w| w.agent == agent_a && w.received > pushed).count();
+    let started = common::eventually(WAIT, || async { a_applies() >= 20 }).await;
+    assert!(started, "A did not start the second sync:\n{}", a.log_text());
+    relay.cut_and_hold();
+
+    // A cannot renew: its Lease runs out, B takes the unit over and syncs it.
+    let b_synced = common::eventually(WAIT, || async {
+        let pruned = writes(&ns).iter().filter(|w| w.agent == agent_b && w.verb == "delete").count();
+        pruned == REMOVED && !b.logged("sync complete").is_empty()
+    })
+    .await;
+    assert!(b_synced, "B did not take the unit over:\n{}", b.log_text());
+    assert!(
+        a.events().iter().any(|e| e["message"] == "sharding: unit lease lost; unit stopped"),
+        "A did not notice it lost the unit:\n{}",
+        a.log_text()
+    );
+
+    // The held connections go through: A's next requests (its Lease reads) reach the API
+    // server, and so would anything queued behind the hanging set-ups. A is killed before it
+    // could legitimately win the unit back.
+    let released = Timestamp::now();
+    relay.release();
+    let through = common::eventually(WAIT, || async {
+        let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+        text.lines()
+            .filter(|l| l.contains(agent_a.as_str()))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter_map(|e| e["requestReceivedTimestamp"].as_str()?.parse::<Timestamp>().ok())
+            .filter(|at| *at > released)
+            .count()
+            >= 2
+    })
+    .await;
+    assert!(through, "A sent nothing once the relay let it through:\n{}", a.log_text());
+    a.kill();
+    audit_barrier(&env.client, &ns, "fence-hang-barrier").await;
+
+    let all = writes(&ns);
+    let b_first = all.iter().filter(|w| w.agent == agent_b).map(|w| w.received).min().expect("B wrote");
+    let late: Vec<&Write> = all.iter().filter(|w| w.agent == agent_a && w.received >= b_first).collect();
+    eprintln!("after B's first write ({b_first}) A wrote {}: {:?}", late.len(), &late[..late.len().min(10)]);
+    assert!(late.is_empty(), "A wrote after the new owner's first write");
 }
 
 /// A unit's client (built as the daemon builds it, from the cluster config) sends writes
