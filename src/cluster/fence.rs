@@ -113,11 +113,13 @@ pub struct Fenced {
     pub path: String,
 }
 
-/// A write whose bytes were stopped on the wire by a [`Fence`] ([`super::wire::FencedIo`]): the
-/// request was not completed, so the API server did not act on it.
+/// A write whose bytes were stopped on the wire by a [`Fence`] ([`super::wire::FencedIo`]):
+/// refused at a write of its bytes, the request was not completed and the API server does not
+/// act on it; refused at the flush after its last write, it may have arrived whole (the fence
+/// closed in between).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "write stopped on the wire before its last byte: this replica no longer holds {lease} (fenced: its deadline less the margin has passed)"
+    "write stopped on the wire: this replica no longer holds {lease} (fenced: its deadline less the margin has passed)"
 )]
 pub struct FencedOnWire {
     /// The Lease, `Lease/<namespace>/<name>`.
