@@ -27,13 +27,16 @@
 //! the rest of one it had begun — is refused before the task that would abort the unit has
 //! run.
 //!
-//! Each admitted write is bounded by the time its Lease has left when it is admitted
-//! ([`Fence::write_budget`]: until `valid_until`, at most [`WRITE_TIMEOUT`]), twice: the
-//! client gives up on it then (closing its connection, which cancels the request's context in
-//! the API server), and the request carries the API server's `timeout` parameter for that
-//! long, so the server abandons it that long after it received it. kube's own socket timeouts
-//! (connect 30 s, a write blocked 295 s, reads unbounded) are far longer and stay as they are:
-//! the per-write bound is the one that matters for fencing.
+//! Each admitted write is bounded twice. The client gives up on it when the Lease it was
+//! admitted under runs out ([`Fence::write_budget`]: until `valid_until`, at most
+//! [`WRITE_TIMEOUT`]), closing its connection, which cancels the request's context in the API
+//! server. And the request carries the API server's `timeout` parameter set to the margin
+//! ([`Fence::server_timeout`]), below the fencing margin by construction: its bytes leave only
+//! before `valid_until − margin`, so the server, which abandons it that long after receiving
+//! it, does so by `valid_until`. A write the server cannot answer within the margin fails (504,
+//! retried while the fence admits it): a longer `lease_duration` gives slow writes more time.
+//! kube's own socket timeouts (connect 30 s, a write blocked 295 s, reads unbounded) are far
+//! longer and stay as they are for reads and unfenced clients.
 //!
 //! The fence also counts the writes it let through whose answer has not come
 //! ([`Fence::drained`]): a Lease is released only once none of them can still be in flight,
@@ -54,10 +57,12 @@
 //! - **Bytes sent in time, acted on late.** Bytes that reached the socket before
 //!   `valid_until − margin` reach the API server at once, but the server may act on them
 //!   later (API Priority and Fairness queues, admission webhooks, etcd). The `timeout`
-//!   parameter makes it abandon such a request at the Lease's deadline counted from its
-//!   arrival, at its next context check; a transaction already handed to etcd still commits.
-//!   The margin (`L − renew deadline`, a third of the Lease at the defaults) is the budget for
-//!   this. Kubernetes Leases offer no server-side precondition to close it.
+//!   parameter makes it abandon such a request a margin after its arrival, so by
+//!   `valid_until`, at its next context check; a transaction already handed to etcd by then
+//!   still commits, and a server that does not honour the parameter is bounded only by its own
+//!   `--request-timeout` (60 s by default). The margin (`L − renew deadline`, a third of the
+//!   Lease with sharding) is the budget for this. Kubernetes Leases offer no server-side
+//!   precondition to close it.
 //!
 //! Why the next owner's writes win over such a late write: both replicas apply with the same
 //! field manager, so a late apply of the revision the new owner applied is a no-op (same
@@ -166,6 +171,8 @@ struct Inner {
     closes_at: AtomicU64,
     /// The Lease's deadline itself, as last published ([`boottime`], ns; 0 before).
     valid_until: AtomicU64,
+    /// The margin last published (ns).
+    margin: AtomicU64,
     /// Writes let through whose answer has not come yet.
     in_flight: AtomicUsize,
     /// Woken when `in_flight` drops.
@@ -197,6 +204,7 @@ impl Fence {
                 lease,
                 closes_at: AtomicU64::new(closes_at),
                 valid_until: AtomicU64::new(0),
+                margin: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
                 idle: Notify::new(),
             }),
@@ -232,6 +240,7 @@ impl Fence {
             return;
         }
         self.inner.valid_until.store(nanos(valid_until), Ordering::SeqCst);
+        self.inner.margin.store(nanos(margin), Ordering::SeqCst);
         let closes = nanos(valid_until.saturating_sub(margin)).max(1);
         self.inner.closes_at.store(closes, Ordering::SeqCst);
     }
@@ -318,6 +327,19 @@ impl Fence {
         }
     }
 
+    /// How long the API server may work on a write admitted now, counted from when it receives
+    /// it: the margin last published, at most [`Self::write_budget`] (the budget alone when no
+    /// margin is published). A write's bytes leave only before `valid_until − margin`
+    /// ([`super::wire`]), so a server that gives up that long after receiving it does so by
+    /// `valid_until`, when another replica may take the Lease.
+    pub fn server_timeout(&self) -> Duration {
+        let budget = self.write_budget();
+        match Duration::from_nanos(self.inner.margin.load(Ordering::SeqCst)) {
+            Duration::ZERO => budget,
+            margin => margin.min(budget),
+        }
+    }
+
     /// A handle that does not keep the fence alive.
     pub(crate) fn downgrade(&self) -> WeakFence {
         WeakFence(Arc::downgrade(&self.inner))
@@ -359,7 +381,7 @@ pub(crate) fn is_write<B>(request: &Request<B>) -> bool {
 /// fenced write that has none: the server cancels the request's context once that long has
 /// passed since it received the request (k8s.io/apiserver `WithRequestDeadline`, as client-go
 /// sends it for `--request-timeout`), so a write queued on the server is not acted on after
-/// the Lease it was sent under has run out.
+/// the Lease it was sent under has run out ([`Fence::server_timeout`]).
 fn ask_server_to_give_up<B>(request: &mut Request<B>, budget: Duration) {
     let uri = request.uri();
     if uri.query().is_some_and(|q| q.split('&').any(|p| p.starts_with("timeout="))) {
@@ -427,7 +449,7 @@ where
         }
         let budget = self.fence.write_budget();
         let mut request = request;
-        ask_server_to_give_up(&mut request, budget);
+        ask_server_to_give_up(&mut request, self.fence.server_timeout());
         let guard = InFlight::start(&self.fence);
         let future = self.inner.call(request);
         // Its own task: a caller that stops waiting does not cancel the count (see the module
@@ -493,6 +515,9 @@ mod tests {
         fence.publish(boottime() + Duration::from_secs(4), Duration::from_secs(1));
         let budget = fence.write_budget();
         assert!(budget <= Duration::from_secs(4) && budget > Duration::from_secs(3), "{budget:?}");
+        assert_eq!(fence.server_timeout(), Duration::from_secs(1), "the margin, below the budget");
+        fence.publish(boottime() + Duration::from_secs(4), Duration::ZERO);
+        assert!(fence.server_timeout() > Duration::from_secs(3), "no margin: the budget");
         assert_eq!(Fence::unfenced().write_budget(), WRITE_TIMEOUT);
     }
 
