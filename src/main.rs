@@ -226,9 +226,11 @@ async fn daemon(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One client per configured cluster (connecting reads kubeconfigs; it contacts nobody).
+/// One client per configured cluster (connecting reads kubeconfigs; it contacts nobody), each
+/// sending `gitward/<version> (<host name>-<pid>)`.
 async fn connect(config: &Config) -> anyhow::Result<gitward::cluster::registry::Registry> {
-    gitward::cluster::registry::Registry::connect(&config.clusters, gitward::TOOLING)
+    use gitward::cluster::agent;
+    gitward::cluster::registry::Registry::connect(&config.clusters, &agent::user_agent(&agent::process_identity()))
         .await
         .map_err(|(name, e)| anyhow::Error::new(e).context(format!("connecting to cluster {name}")))
 }

@@ -35,10 +35,13 @@ fn write_config_maps(repo: &common::GitRepo, path: &str, files: usize, per_file:
 }
 
 /// The audit events of the daemon's writes (patch, create, update) of ConfigMaps in `namespace`,
-/// in the order the API server logged them.
+/// in the order the API server logged them (its User-Agent: `gitward/<version> (<identity>)`).
 fn config_map_writes(namespace: &str) -> Vec<Value> {
-    common::audit_events(gitward::TOOLING)
-        .into_iter()
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    let agent = format!("{} (", gitward::TOOLING);
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with(&agent)))
         .filter(|e| {
             matches!(e["verb"].as_str(), Some("patch" | "create" | "update"))
                 && e["objectRef"]["resource"] == "configmaps"

@@ -1,33 +1,77 @@
-//! Fencing at send time: a unit's writes are refused by its client, request by request, once
-//! the Lease that lets this replica run the unit may have run out.
+//! Fencing to the wire: a unit's writes are refused, request by request and byte by byte,
+//! once the Lease that lets this replica run the unit may have run out.
 //!
 //! A [`Fence`] holds the deadline its Lease's election loop publishes on every acquisition and
 //! renewal ([`Fence::publish`]: the Lease's `valid_until` and a margin), and is closed when the
-//! loop steps down or ends. [`FenceLayer`] sits in each unit client's stack *below* the retry
-//! layer (see [`super::registry::Registry::fenced_client`]), so every try of a write — the
-//! first and each retry — is checked when it is handed to the transport: a write (`POST`,
-//! `PUT`, `PATCH`, `DELETE`) at or after `valid_until − margin` fails with [`Fenced`] and is
-//! never sent. Reads pass, and so do dry-run writes (`dryRun=All`: the API server persists
-//! nothing).
+//! loop steps down or ends. It is checked twice on the way out:
+//!
+//! 1. [`FenceLayer`] sits in each unit client's stack *below* the retry layer (see
+//!    [`super::registry::Registry::fenced_client`]), so every try of a write — the first and
+//!    each retry — is checked when it is handed to the transport: a write (`POST`, `PUT`,
+//!    `PATCH`, `DELETE`) at or after `valid_until − margin` fails with [`Fenced`] and is never
+//!    queued. Reads pass, and so do dry-run writes (`dryRun=All`: the API server persists
+//!    nothing).
+//! 2. The write then goes out on a connection of its fence's own pool
+//!    ([`super::wire`]), whose stream checks the fence again before each write of request
+//!    bytes and flush ([`FencedIo`](super::wire::FencedIo)): a write admitted by the layer and
+//!    then held — in the client's queues, waiting for a connection or its TLS handshake, or in a
+//!    process stopped between the two checks — is cut off on the wire with
+//!    [`FencedOnWire`]. The API server acts on a request only once its last byte has arrived,
+//!    and no byte leaves after the deadline less the margin but from a write checked at that
+//!    moment.
 //!
 //! Time is read from `CLOCK_BOOTTIME` ([`boottime`]), which keeps counting while the machine
 //! is suspended; tokio's `Instant` (`CLOCK_MONOTONIC`) stops then, so a replica whose VM was
 //! paused would wake believing its Lease still valid. A process stopped by SIGSTOP, swapped
-//! out or throttled wakes with its deadline passed by either clock, and its first write is
-//! refused before the task that would abort the unit has run.
+//! out or throttled wakes with its deadline passed by either clock, and its first write — or
+//! the rest of one it had begun — is refused before the task that would abort the unit has
+//! run.
+//!
+//! Each admitted write is bounded twice. The client gives up on it when the Lease it was
+//! admitted under runs out ([`Fence::write_budget`]: until `valid_until`, at most
+//! [`WRITE_TIMEOUT`]), closing its connection, which cancels the request's context in the API
+//! server. And the request carries the API server's `timeout` parameter set to the margin
+//! ([`Fence::server_timeout`]), below the fencing margin by construction: its bytes leave only
+//! before `valid_until − margin`, so the server, which abandons it that long after receiving
+//! it, does so by `valid_until`. A write the server cannot answer within the margin fails (504,
+//! retried while the fence admits it): a longer `lease_duration` gives slow writes more time.
+//! kube's own socket timeouts (connect 30 s, a write blocked 295 s, reads unbounded) are far
+//! longer and stay as they are for reads and unfenced clients.
 //!
 //! The fence also counts the writes it let through whose answer has not come
 //! ([`Fence::drained`]): a Lease is released only once none of them can still be in flight,
 //! so the next holder's first write cannot be overtaken by one of ours. Each admitted write
-//! runs in a task of its own, bounded by [`WRITE_TIMEOUT`], so a caller that stops waiting
-//! (its unit task aborted) does not cut the count short: the write stays counted until the
-//! server has answered it or the bound has passed.
+//! runs in a task of its own, so a caller that stops waiting (its unit task aborted) does not
+//! cut the count short: the write stays counted until the server has answered it or its bound
+//! has passed.
 //!
-//! What no client-side check covers: a write handed to the transport just before the deadline
-//! and delayed after it (a pause between the check and the socket write, the queue of the
-//! cluster's shared transport, a slow connection set-up, the API server's own queue). The
-//! margin (a third of the Lease at the defaults) is the budget for that; Kubernetes Leases
-//! offer no server-side precondition to close it.
+//! The window that remains, exactly:
+//!
+//! - **A pause inside the last check.** [`FencedIo`](super::wire::FencedIo) reads the clock
+//!   and then, in the same synchronous call (no await between), hands the bytes to rustls,
+//!   which encrypts them and writes them to the socket. A stop (SIGSTOP, a VM suspended, a
+//!   thread descheduled) that lands between that clock read and the `write(2)` sends those
+//!   bytes when the process runs again, however late. It is a few microseconds of code per
+//!   write call, and it can complete at most the request being written on each connection of
+//!   the pool: at most `max_in_flight` requests of the unit, in practice none or one.
+//! - **Bytes sent in time, acted on late.** Bytes that reached the socket before
+//!   `valid_until − margin` reach the API server at once, but the server may act on them
+//!   later (API Priority and Fairness queues, admission webhooks, etcd). The `timeout`
+//!   parameter makes it abandon such a request a margin after its arrival, so by
+//!   `valid_until`, at its next context check; a transaction already handed to etcd by then
+//!   still commits, and a server that does not honour the parameter is bounded only by its own
+//!   `--request-timeout` (60 s by default). The margin (`L − renew deadline`, a third of the
+//!   Lease with sharding) is the budget for this. Kubernetes Leases offer no server-side
+//!   precondition to close it.
+//!
+//! Why the next owner's writes win over such a late write: both replicas apply with the same
+//! field manager, so a late apply of the revision the new owner applied is a no-op (same
+//! fields, same values: the resourceVersion stays); a late apply of anything else moves the
+//! object's resourceVersion to one the new owner did not write, which its member watch
+//! reports as drift (`MetadataCache::is_own`), and its self-heal (`[daemon] self_heal`, on by
+//! default) applies the new owner's revision again; a late prune delete carries the uid and
+//! resourceVersion preconditions of the old owner's re-check read, so it fails with 409 on
+//! any object the new owner has written since.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -74,6 +118,45 @@ pub struct Fenced {
     pub path: String,
 }
 
+/// A write whose bytes were stopped on the wire by a [`Fence`] ([`super::wire::FencedIo`]):
+/// refused at a write of its bytes, the request was not completed and the API server does not
+/// act on it; refused at the flush after its last write, it may have arrived whole (the fence
+/// closed in between).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "write stopped on the wire: this replica no longer holds {lease} (fenced: its deadline less the margin has passed)"
+)]
+pub struct FencedOnWire {
+    /// The Lease, `Lease/<namespace>/<name>`.
+    pub lease: String,
+}
+
+/// A [`Fence`] that does not keep it alive, to key what belongs to it.
+#[derive(Clone)]
+pub(crate) struct WeakFence(std::sync::Weak<Inner>);
+
+impl WeakFence {
+    /// True while a [`Fence`] handle of it lives.
+    pub(crate) fn is_live(&self) -> bool {
+        self.0.strong_count() > 0
+    }
+
+    /// [`Fence::check_wire`] of the fence; a fence no handle is left of admits nothing.
+    ///
+    /// Errors: [`FencedOnWire`].
+    pub(crate) fn check_wire(&self) -> Result<(), FencedOnWire> {
+        match self.0.upgrade() {
+            Some(inner) => Fence { inner }.check_wire(),
+            None => Err(FencedOnWire { lease: "its Lease (dropped)".to_owned() }),
+        }
+    }
+
+    /// True when this is a handle of `fence`.
+    pub(crate) fn is(&self, fence: &Fence) -> bool {
+        std::ptr::eq(self.0.as_ptr(), Arc::as_ptr(&fence.inner))
+    }
+}
+
 /// The deadline of one Lease as the unit clients check it. Cheap to clone: clones share the
 /// state. Equal when they are clones of one fence.
 #[derive(Clone)]
@@ -88,6 +171,8 @@ struct Inner {
     closes_at: AtomicU64,
     /// The Lease's deadline itself, as last published ([`boottime`], ns; 0 before).
     valid_until: AtomicU64,
+    /// The margin last published (ns).
+    margin: AtomicU64,
     /// Writes let through whose answer has not come yet.
     in_flight: AtomicUsize,
     /// Woken when `in_flight` drops.
@@ -119,6 +204,7 @@ impl Fence {
                 lease,
                 closes_at: AtomicU64::new(closes_at),
                 valid_until: AtomicU64::new(0),
+                margin: AtomicU64::new(0),
                 in_flight: AtomicUsize::new(0),
                 idle: Notify::new(),
             }),
@@ -154,6 +240,7 @@ impl Fence {
             return;
         }
         self.inner.valid_until.store(nanos(valid_until), Ordering::SeqCst);
+        self.inner.margin.store(nanos(margin), Ordering::SeqCst);
         let closes = nanos(valid_until.saturating_sub(margin)).max(1);
         self.inner.closes_at.store(closes, Ordering::SeqCst);
     }
@@ -220,6 +307,44 @@ impl Fence {
         }
     }
 
+    /// `Ok` while a write's bytes may go on the wire now ([`super::wire::FencedIo`]).
+    ///
+    /// Errors: [`FencedOnWire`] when [`Self::admits`] is false.
+    pub fn check_wire(&self) -> Result<(), FencedOnWire> {
+        if self.admits() {
+            return Ok(());
+        }
+        Err(FencedOnWire { lease: self.inner.lease.clone() })
+    }
+
+    /// How long a write admitted now may wait for its answer: until the Lease's published
+    /// deadline (`valid_until`, when another replica may take it over), at most
+    /// [`WRITE_TIMEOUT`]; [`WRITE_TIMEOUT`] for an unfenced fence or before any deadline.
+    pub fn write_budget(&self) -> Duration {
+        match self.valid_until() {
+            Some(until) if !self.is_unfenced() => until.saturating_sub(boottime()).min(WRITE_TIMEOUT),
+            _ => WRITE_TIMEOUT,
+        }
+    }
+
+    /// How long the API server may work on a write admitted now, counted from when it receives
+    /// it: the margin last published, at most [`Self::write_budget`] (the budget alone when no
+    /// margin is published). A write's bytes leave only before `valid_until − margin`
+    /// ([`super::wire`]), so a server that gives up that long after receiving it does so by
+    /// `valid_until`, when another replica may take the Lease.
+    pub fn server_timeout(&self) -> Duration {
+        let budget = self.write_budget();
+        match Duration::from_nanos(self.inner.margin.load(Ordering::SeqCst)) {
+            Duration::ZERO => budget,
+            margin => margin.min(budget),
+        }
+    }
+
+    /// A handle that does not keep the fence alive.
+    pub(crate) fn downgrade(&self) -> WeakFence {
+        WeakFence(Arc::downgrade(&self.inner))
+    }
+
     /// The [`FenceLayer`] checking this fence.
     pub fn layer(&self) -> FenceLayer {
         FenceLayer { fence: self.clone() }
@@ -246,10 +371,34 @@ impl Drop for InFlight {
 }
 
 /// Whether `request` changes state on the server: a write that is not a dry run.
-fn is_write<B>(request: &Request<B>) -> bool {
+pub(crate) fn is_write<B>(request: &Request<B>) -> bool {
     let write = matches!(*request.method(), Method::POST | Method::PUT | Method::PATCH | Method::DELETE);
     let dry_run = request.uri().query().is_some_and(|q| q.split('&').any(|p| p == "dryRun=All"));
     write && !dry_run
+}
+
+/// Adds the API server's `timeout` query parameter (a Go duration, here in milliseconds) to a
+/// fenced write that has none: the server cancels the request's context once that long has
+/// passed since it received the request (k8s.io/apiserver `WithRequestDeadline`, as client-go
+/// sends it for `--request-timeout`), so a write queued on the server is not acted on after
+/// the Lease it was sent under has run out ([`Fence::server_timeout`]).
+fn ask_server_to_give_up<B>(request: &mut Request<B>, budget: Duration) {
+    let uri = request.uri();
+    if uri.query().is_some_and(|q| q.split('&').any(|p| p.starts_with("timeout="))) {
+        return;
+    }
+    let millis = budget.as_millis().max(1);
+    let path_and_query = match uri.query() {
+        Some(q) => format!("{}?{q}&timeout={millis}ms", uri.path()),
+        None => format!("{}?timeout={millis}ms", uri.path()),
+    };
+    let mut parts = uri.clone().into_parts();
+    if let Ok(pq) = path_and_query.parse() {
+        parts.path_and_query = Some(pq);
+        if let Ok(uri) = http::Uri::from_parts(parts) {
+            *request.uri_mut() = uri;
+        }
+    }
 }
 
 /// The [`Layer`] of [`FenceService`] for one [`Fence`].
@@ -298,16 +447,21 @@ where
             tracing::debug!(lease = %fenced.lease, method = %fenced.method, path = %fenced.path, "write fenced");
             return Box::pin(std::future::ready(Err(Box::new(fenced) as BoxError)));
         }
+        let budget = self.fence.write_budget();
+        let mut request = request;
+        ask_server_to_give_up(&mut request, self.fence.server_timeout());
         let guard = InFlight::start(&self.fence);
         let future = self.inner.call(request);
         // Its own task: a caller that stops waiting does not cancel the count (see the module
-        // doc), and the write ends by its answer or the bound.
+        // doc), and the write ends by its answer or the Lease's deadline.
         let write = tokio::spawn(async move {
-            let answer = tokio::time::timeout(WRITE_TIMEOUT, future).await;
+            let answer = tokio::time::timeout(budget, future).await;
             drop(guard);
             match answer {
                 Ok(result) => result.map_err(Into::into),
-                Err(_) => Err(BoxError::from(format!("no answer within {WRITE_TIMEOUT:?}"))),
+                Err(_) => Err(BoxError::from(format!(
+                    "no answer within {budget:?} (the time left of the Lease it was sent under)"
+                ))),
             }
         });
         Box::pin(async move { write.await.map_err(BoxError::from)? })
@@ -341,6 +495,30 @@ mod tests {
         let open = Fence::unfenced();
         open.close();
         assert!(open.admits(), "an unfenced client is never closed");
+    }
+
+    #[test]
+    fn a_fenced_write_asks_the_server_to_give_up_when_its_lease_runs_out() {
+        let req = |uri: &str| Request::builder().method("PATCH").uri(uri).body(()).unwrap();
+        let mut plain = req("/api/v1/namespaces/a/configmaps/b");
+        ask_server_to_give_up(&mut plain, Duration::from_millis(2500));
+        assert_eq!(plain.uri().to_string(), "/api/v1/namespaces/a/configmaps/b?timeout=2500ms");
+        let mut with_query = req("/api/v1/namespaces/a/configmaps/b?fieldManager=gitward&force=true");
+        ask_server_to_give_up(&mut with_query, Duration::ZERO);
+        assert_eq!(with_query.uri().query(), Some("fieldManager=gitward&force=true&timeout=1ms"));
+        let mut own = req("/api/v1/namespaces/a/configmaps/b?timeout=5s");
+        ask_server_to_give_up(&mut own, Duration::from_secs(1));
+        assert_eq!(own.uri().query(), Some("timeout=5s"), "a timeout already asked for stays");
+
+        let fence = Fence::new("Lease/ns/l");
+        assert_eq!(fence.write_budget(), WRITE_TIMEOUT, "no deadline yet");
+        fence.publish(boottime() + Duration::from_secs(4), Duration::from_secs(1));
+        let budget = fence.write_budget();
+        assert!(budget <= Duration::from_secs(4) && budget > Duration::from_secs(3), "{budget:?}");
+        assert_eq!(fence.server_timeout(), Duration::from_secs(1), "the margin, below the budget");
+        fence.publish(boottime() + Duration::from_secs(4), Duration::ZERO);
+        assert!(fence.server_timeout() > Duration::from_secs(3), "no margin: the budget");
+        assert_eq!(Fence::unfenced().write_budget(), WRITE_TIMEOUT);
     }
 
     #[test]

@@ -11,8 +11,11 @@
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
 //! - [`server`] names the API server in errors of requests that got no answer.
-//! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out.
+//! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out, and
+//!   [`wire`] checks it again on each connection's writes.
+//! - [`agent`] is the User-Agent every client sends, `gitward/<version> (<replica identity>)`.
 
+pub mod agent;
 pub(crate) mod cache;
 pub(crate) mod discovery;
 pub(crate) mod feed;
@@ -24,6 +27,7 @@ pub mod registry;
 pub(crate) mod relist;
 pub(crate) mod retry;
 pub(crate) mod server;
+pub(crate) mod wire;
 
 pub use live::{LiveMeta, live_meta, live_meta_of};
 
@@ -111,10 +115,10 @@ pub type Result<T> = std::result::Result<T, Error>;
 /// [`retry::RetryAfter`]: `Retry-After` on 429 and 5xx honoured as client-go does, at most
 /// [`retry::MAX_RETRIES`] retries within [`retry::DEADLINE`] per request. kube 5 boxes its
 /// service stack, which tower's retry layer cannot clone, so a `Buffer` (a channel to one task
-/// driving the stack) makes it cloneable. Requests carry the user agent `gitward/<version>`,
-/// visible in the apiserver's audit log.
+/// driving the stack) makes it cloneable. Requests carry the user agent `gitward/<version>
+/// (<process identity>)` ([`agent::process_identity`]), visible in the apiserver's audit log.
 pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
-    connect_as(cfg, crate::TOOLING).await
+    connect_as(cfg, &agent::user_agent(&agent::process_identity())).await
 }
 
 /// [`connect`] with another User-Agent: a sharded replica sends `gitward/<version>
@@ -128,20 +132,22 @@ pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::C
 /// [`connect`] for the writes of a unit that names a ServiceAccount: every request carries
 /// `Impersonate-User: system:serviceaccount:<namespace>:<name>` (kube's `impersonate`; the
 /// API server then authorizes it as that ServiceAccount and its groups, and the audit log
-/// records both users). gitward's own identity needs `impersonate` on that ServiceAccount.
+/// records both users) and `user_agent` (the replica's, [`agent::user_agent`], as its other
+/// clients). gitward's own identity needs `impersonate` on that ServiceAccount.
 ///
 /// Its writes are checked by `fence` ([`fence::FenceLayer`]; [`fence::Fence::unfenced`] for
 /// none).
 ///
-/// Errors: as [`connect`].
+/// Errors: as [`connect_as`].
 pub async fn connect_impersonating(
     cfg: &ClusterConfig,
     namespace: &str,
     service_account: &str,
     fence: &fence::Fence,
+    user_agent: &str,
 ) -> Result<kube::Client> {
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
-    assemble(prepare(cfg, crate::TOOLING, Some(user)).await?, fence)
+    assemble(prepare(cfg, user_agent, Some(user)).await?, fence)
 }
 
 /// The kube config of [`connect_as`], impersonating `impersonate` when given: read from the
@@ -200,12 +206,14 @@ pub(crate) fn assemble(config: kube::Config, fence: &fence::Fence) -> Result<kub
 #[derive(Clone)]
 pub(crate) struct Transport {
     buffer: Buffered,
+    /// The connection pool of each fence ([`wire`]): its clients' writes go there.
+    pools: wire::Pools,
     default_namespace: String,
     /// The API server's URL, no trailing slash ([`server::NameServerLayer`]).
     server: String,
 }
 
-/// The `Buffer` of [`Transport`] over kube's boxed stack.
+/// The `Buffer` of [`Transport`] over kube's boxed stack (and of each fence's pool).
 type Buffered = tower::buffer::Buffer<
     http::Request<kube::client::Body>,
     futures::future::BoxFuture<
@@ -228,20 +236,25 @@ impl Transport {
             *slot.borrow_mut() = Some(buffer.clone());
             buffer
         });
+        let pools = wire::Pools::new(&config).map_err(Error::Client)?;
         drop(kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?.with_layer(&buffer));
         let buffer = slot.into_inner().expect("with_layer applies the layer");
-        Ok(Self { buffer, default_namespace, server })
+        Ok(Self { buffer, pools, default_namespace, server })
     }
 
     /// A client over this transport whose writes `fence` checks.
     ///
     /// The stack, outermost first: [`server::NameServerLayer`], the bounded
     /// [`retry::RetryAfter`], the [`fence::FenceLayer`] (passing everything through when
-    /// unfenced), then the shared buffer and kube's own stack. The fence sits below the retry,
-    /// so a write admitted just before the deadline is checked again on each retry and never
-    /// re-sent after it (kube's own retry layer would sit inside the fence; it is off).
+    /// unfenced), then [`wire::Route`]: reads and dry runs to the shared buffer and kube's own
+    /// stack, writes of a fenced client to its fence's pool, whose connections check the fence
+    /// again before each write of request bytes. The fence layer sits below the retry, so a
+    /// write admitted just before the deadline is checked again on each retry and never re-sent
+    /// after it (kube's own retry layer would sit inside the fence; it is off).
     pub(crate) fn client(&self, fence: &fence::Fence) -> kube::Client {
-        kube::client::ClientBuilder::new(self.buffer.clone(), self.default_namespace.clone())
+        let fenced = (!fence.is_unfenced()).then(|| self.pools.of(fence));
+        let route = wire::Route { shared: self.buffer.clone(), fenced };
+        kube::client::ClientBuilder::new(route, self.default_namespace.clone())
             .with_layer(&stack(&self.server, fence))
             .build()
     }

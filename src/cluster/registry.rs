@@ -23,6 +23,8 @@ pub struct Registry {
     transports: BTreeMap<String, Transport>,
     /// The metadata watches of each cluster, shared by its units (reads: unfenced).
     watches: BTreeMap<String, Watches>,
+    /// The User-Agent every client sends.
+    user_agent: String,
 }
 
 impl std::fmt::Debug for Registry {
@@ -54,7 +56,13 @@ impl Registry {
             clients.insert(cluster.name.clone(), client);
             transports.insert(cluster.name.clone(), transport);
         }
-        Ok(Self { clients, transports, watches })
+        Ok(Self { clients, transports, watches, user_agent: user_agent.to_owned() })
+    }
+
+    /// The User-Agent every client of this registry sends (give it to clients built beside it,
+    /// such as the impersonating ones, [`super::connect_impersonating`]).
+    pub fn user_agent(&self) -> &str {
+        &self.user_agent
     }
 
     /// The client of the cluster named `name`, if configured.

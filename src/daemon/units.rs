@@ -218,8 +218,9 @@ impl Units {
             .fenced_client(&unit.cluster, &fence)
             .expect("clusters are fixed at start and every unit names one");
         let shared = Arc::new(unit.clone());
+        let agent = self.clusters.user_agent();
         let mut engine =
-            Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, &shared, &fence).await?;
+            Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, &shared, &fence, agent).await?;
         if let Some(watches) = self.clusters.watches(&unit.cluster) {
             engine.share_watches(watches);
         }

@@ -219,11 +219,7 @@ pub fn default_identity() -> String {
 
 /// The kernel's host name, if readable.
 pub(crate) fn hostname() -> Option<String> {
-    ["/proc/sys/kernel/hostname", "/etc/hostname"]
-        .iter()
-        .filter_map(|p| std::fs::read_to_string(p).ok())
-        .map(|s| s.trim().to_string())
-        .find(|s| !s.is_empty())
+    crate::cluster::agent::hostname()
 }
 
 /// A handle on the election's outcome, like a `watch::Receiver<bool>`: cheap to clone, every

@@ -210,7 +210,9 @@ pub struct Engine {
 }
 
 impl Engine {
-    /// Opens (or creates) the unit's mirror under `state_dir` and prepares empty caches.
+    /// Opens (or creates) the unit's mirror under `state_dir` and prepares empty caches. The
+    /// client impersonating the unit's ServiceAccount, if any, sends the User-Agent of this
+    /// process's identity ([`crate::cluster::agent::process_identity`]).
     ///
     /// Errors: [`Error::Source`] when the mirror cannot be opened; [`Error::Cluster`] when the
     /// client impersonating the unit's ServiceAccount cannot be built.
@@ -220,7 +222,8 @@ impl Engine {
         state_dir: &std::path::Path,
         unit: &SyncUnit,
     ) -> Result<Self> {
-        Self::fenced(client, cluster, state_dir, &Arc::new(unit.clone()), &Fence::unfenced()).await
+        let user_agent = crate::cluster::agent::user_agent(&crate::cluster::agent::process_identity());
+        Self::fenced(client, cluster, state_dir, &Arc::new(unit.clone()), &Fence::unfenced(), &user_agent).await
     }
 
     /// [`Engine::new`] for a unit that runs under a Lease: `client` is already checked by
@@ -229,6 +232,8 @@ impl Engine {
     /// each delete.
     ///
     /// `unit` is shared, not copied (the daemon keeps the same copy in its map of running units).
+    /// `user_agent` is the replica's ([`crate::cluster::agent::user_agent`]), sent by the
+    /// impersonating client as by `client`.
     ///
     /// Errors: as [`Engine::new`].
     pub async fn fenced(
@@ -237,10 +242,11 @@ impl Engine {
         state_dir: &std::path::Path,
         unit: &Arc<SyncUnit>,
         fence: &Fence,
+        user_agent: &str,
     ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;
         let writer = match &unit.service_account {
-            Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence).await?,
+            Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence, user_agent).await?,
             None => client.clone(),
         };
         let inventory = Inventory::new(&unit.inventory);

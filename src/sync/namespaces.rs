@@ -24,19 +24,25 @@ use crate::cluster::{api_message, is_status};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
-/// Creates Namespace `name` if it does not exist: a GET, then a POST of the bare Namespace
-/// (`metadata.name` alone) under `field_manager`; a 409 AlreadyExists (someone created it in
-/// between) is success. Returns whether this call created it.
+/// Creates Namespace `name` if it does not exist: a GET by `reader`, then a POST of the bare
+/// Namespace (`metadata.name` alone) by `writer` under `field_manager`; a 409 AlreadyExists
+/// (someone created it in between) is success. Returns whether this call created it. The
+/// engine reads as gitward and writes as the unit's writer (its ServiceAccount when it names
+/// one), so a tenant's namespace is made only when its ServiceAccount may make it.
 ///
 /// Errors: the API server's, of the GET or the POST.
-pub async fn create_if_missing(client: &kube::Client, name: &str, field_manager: &str) -> kube::Result<bool> {
-    let api: Api<Namespace> = Api::all(client.clone());
-    if api.get_metadata_opt(name).await?.is_some() {
+pub async fn create_if_missing(
+    reader: &kube::Client,
+    writer: &kube::Client,
+    name: &str,
+    field_manager: &str,
+) -> kube::Result<bool> {
+    if Api::<Namespace>::all(reader.clone()).get_metadata_opt(name).await?.is_some() {
         return Ok(false);
     }
     let bare: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid Namespace");
     let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
-    match api.create(&params, &bare).await {
+    match Api::<Namespace>::all(writer.clone()).create(&params, &bare).await {
         Ok(_) => Ok(true),
         Err(e) if is_status(&e, 409) => Ok(false),
         Err(e) => Err(e),
@@ -66,10 +72,10 @@ impl Engine {
             return Ok(());
         }
         let name = self.unit.namespace.as_str();
-        create_if_missing(&self.client, name, &self.apply.field_manager).await.map_err(|e| {
+        create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager).await.map_err(|e| {
             crate::cluster::Error::NamespaceFailed {
                 namespace: name.to_string(),
-                message: format!("create_namespace: {}", api_message(&e)),
+                message: format!("create_namespace: {}", self.refusal(&e)),
             }
         })?;
         self.namespace_checked = true;
@@ -88,11 +94,12 @@ impl Engine {
         if !defined || made {
             return Ok(());
         }
-        let created = create_if_missing(&self.client, namespace, &self.apply.field_manager).await.map_err(|e| {
+        let fm = &self.apply.field_manager;
+        let created = create_if_missing(&self.client, &self.writer, namespace, fm).await.map_err(|e| {
             let parent = self.inventory.parent.to_string();
             crate::cluster::Error::InventoryFailed {
                 parent,
-                message: format!("create its namespace {namespace}: {}", api_message(&e)),
+                message: format!("create its namespace {namespace}: {}", self.refusal(&e)),
             }
         })?;
         if created {
@@ -100,6 +107,20 @@ impl Engine {
             self.made_bare = Some(namespace_ref(namespace));
         }
         Ok(())
+    }
+
+    /// The API server's message for a failed namespace write; a 403 of a unit that names a
+    /// ServiceAccount says that ServiceAccount may not create namespaces.
+    fn refusal(&self, err: &kube::Error) -> String {
+        match &self.unit.service_account {
+            Some(sa) if is_status(err, 403) => format!(
+                "ServiceAccount {}/{sa} may not create namespaces (grant it `create` on `namespaces`, or create the \
+                 namespace): {}",
+                self.unit.namespace,
+                api_message(err)
+            ),
+            _ => api_message(err),
+        }
     }
 
     /// Releases the unit's namespace when an earlier gitward made it a member for

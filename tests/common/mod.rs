@@ -293,6 +293,12 @@ where
     }
 }
 
+/// The `gitward` binary the daemons run: `$GITWARD_TEST_BIN` when set (a copy pinned for a
+/// long run, while the target directory may be rebuilt), else cargo's.
+pub fn binary() -> String {
+    std::env::var("GITWARD_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gitward").to_owned())
+}
+
 /// A `gitward run` process with JSON logs captured to a file.
 pub struct Daemon {
     /// The child process.
@@ -324,7 +330,7 @@ impl Daemon {
 
     fn spawn(wrapper: &[String], config: &Path, env: &[(String, String)], log: &Path) -> std::process::Child {
         let file = std::fs::File::create(log).unwrap();
-        let binary = env!("CARGO_BIN_EXE_gitward");
+        let binary = binary();
         let mut command = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
@@ -589,7 +595,7 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
     use std::time::Instant;
     let dir = config.parent().unwrap();
     let (out, err) = (dir.join("stdout.log"), dir.join("stderr.log"));
-    let binary = env!("CARGO_BIN_EXE_gitward");
+    let binary = binary();
     let mut command = match wrapper.split_first() {
         Some((program, rest)) => {
             let mut c = Command::new(program);

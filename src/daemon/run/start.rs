@@ -26,8 +26,14 @@ impl Daemon {
     pub(super) async fn start(config_path: &Path, listener: Option<TcpListener>) -> Result<Self> {
         let config = Config::load(config_path)?;
         let shard_cfg = shard_config(&config);
-        let user_agent =
-            shard_cfg.as_ref().map_or_else(|| crate::TOOLING.to_owned(), |s| shard::user_agent(&s.identity));
+        // The identity the Leases name is the one every request names too (its User-Agent).
+        let leader_identity = identity();
+        let replica = match (&shard_cfg, &config.daemon.leader_election) {
+            (Some(s), _) => s.identity.clone(),
+            (None, Some(_)) => leader_identity.clone(),
+            (None, None) => crate::cluster::agent::process_identity(),
+        };
+        let user_agent = crate::cluster::agent::user_agent(&replica);
         let clusters = Registry::connect(&config.clusters, &user_agent)
             .await
             .map_err(|(name, source)| Error::ClusterNamed { name, source })?;
@@ -50,7 +56,7 @@ impl Daemon {
             let cfg = LeaderConfig {
                 namespace: le.namespace,
                 name: le.name,
-                identity: identity(),
+                identity: leader_identity,
                 lease_duration: le.lease_duration,
                 renew_every: le.renew_every,
             };

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::{BUCKET_PREFIX, LEGACY_UNIT_PREFIX, MEMBER_PREFIX};
-use crate::lease::election::{self as leader, LeaderConfig};
+use crate::lease::election::LeaderConfig;
 
 /// One replica's sharding settings, resolved from [`crate::config::Sharding`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,40 +77,18 @@ impl ShardConfig {
     }
 }
 
-/// A default identity: `$POD_NAME` (unique per pod; the Deployment passes it) or else the host
-/// name, then `-<pid>`, lowercased, with anything outside `[a-z0-9-]` replaced by `-`, cut to
-/// 63 characters — an RFC 1123 label, usable in a Lease name. A container restarted in the same
-/// pod gets the same identity and so takes its own Leases back at once; that is safe because
-/// the process that held them is gone.
+/// A default identity: [`crate::cluster::agent::process_identity`] (`$POD_NAME` or the host
+/// name, then `-<pid>`, an RFC 1123 label). A container restarted in the same pod gets the same
+/// identity and so takes its own Leases back at once; that is safe because the process that
+/// held them is gone.
 pub fn default_identity() -> String {
-    let base = std::env::var("POD_NAME")
-        .ok()
-        .filter(|s| !s.trim().is_empty())
-        .or_else(leader::hostname)
-        .unwrap_or_else(|| "gitward".to_owned());
-    identity_from(&base, std::process::id())
+    crate::cluster::agent::process_identity()
 }
 
-/// `<base>-<pid>` made an RFC 1123 label (see [`default_identity`]).
-fn identity_from(base: &str, pid: u32) -> String {
-    let suffix = format!("-{pid}");
-    let clean: String = base
-        .trim()
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_lowercase() || c.is_ascii_digit() { c } else { '-' })
-        .collect();
-    let clean = clean.trim_matches('-');
-    let room = 63 - suffix.len();
-    let cut = clean[..clean.len().min(room)].trim_end_matches('-');
-    let cut = if cut.is_empty() { "gitward" } else { cut };
-    format!("{cut}{suffix}")
-}
-
-/// The User-Agent of a sharded replica's clients: `gitward/<version> (<identity>)`, so the API
-/// server's audit log tells which replica sent each request.
+/// The User-Agent of a sharded replica's clients: `gitward/<version> (<identity>)`
+/// ([`crate::cluster::agent::user_agent`]).
 pub fn user_agent(identity: &str) -> String {
-    format!("{} ({identity})", crate::TOOLING)
+    crate::cluster::agent::user_agent(identity)
 }
 
 #[cfg(test)]
@@ -130,14 +108,5 @@ mod tests {
         assert_eq!(cfg(2).lease(), Duration::from_secs(1));
         assert!(cfg(4).leader_config("x".into()).validate().is_ok());
         assert!(cfg(2).leader_config("x".into()).validate().is_ok());
-    }
-
-    #[test]
-    fn identities_are_rfc_1123_labels_ending_in_the_pid() {
-        assert_eq!(identity_from("Node_7.example.com", 42), "node-7-example-com-42");
-        assert_eq!(identity_from("---", 1), "gitward-1");
-        let long = identity_from(&"a".repeat(100), 123456);
-        assert_eq!(long.len(), 63);
-        assert!(long.ends_with("-123456"));
     }
 }
