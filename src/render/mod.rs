@@ -183,33 +183,29 @@ impl Renderer {
     ) -> Result<(Vec<u8>, bool)> {
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
-        let mut materializer = tree::Materializer {
-            tree,
-            scratch: &scratch,
-            written: Vec::new(),
-            links: Vec::new(),
-            bytes: 0,
-            max_bytes: unit.render_tools.max_tree_bytes,
-        };
+        let mut materializer = tree::Materializer::new(tree, &scratch, unit.render_tools.max_tree_bytes);
         for input in inputs {
             match input.tree {
                 true => materializer.dir(&input.path, input.oid)?,
-                false => materializer.file(&input.path, input.oid, false)?,
+                false => materializer.file(&input.path, input.oid)?,
             }
         }
-        materializer.check_links()?;
-        let written = std::mem::take(&mut materializer.written);
+        let written = materializer.finish()?;
         if mode == RenderMode::Helm && !self.dependencies.is_empty() {
             let charts = scratch.repo_path(&unit.path).join("charts");
-            let copy = || -> std::io::Result<()> {
-                std::fs::create_dir_all(&charts)?;
-                for archive in &self.dependencies {
-                    std::fs::copy(archive, charts.join(archive.file_name().unwrap_or_default()))?;
-                }
-                Ok(())
-            };
-            copy()
-                .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart dependencies: {e}") })?;
+            for archive in &self.dependencies {
+                let file = archive.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let bytes = chart::checked_archive(name, archive, &file, unit.render_tools.max_tree_bytes)?;
+                let write = || -> std::io::Result<()> {
+                    std::fs::create_dir_all(&charts)?;
+                    let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(charts.join(&file))?;
+                    std::io::Write::write_all(&mut out, &bytes)
+                };
+                write().map_err(|e| Error::Scratch {
+                    unit: name.to_owned(),
+                    message: format!("chart dependency {file}: {e}"),
+                })?;
+            }
         }
         let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
