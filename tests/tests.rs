@@ -15,6 +15,7 @@ mod charts;
 mod cli;
 mod cluster;
 mod daemon;
+mod door;
 mod early_order;
 mod faults;
 mod faults_conflict;
