@@ -134,8 +134,8 @@ async fn a_tree_entry_named_as_a_path_out_of_the_tree_is_refused_and_writes_noth
     let entry = format!("charts/app/{name}");
     for command in ["validate", "sync"] {
         let run = gitward(&[command], &config, Duration::from_secs(120));
-        assert_refused(&run, &entry);
         assert!(!outside.path().join("pwned").exists(), "{command} wrote a file outside the scratch tree");
+        assert_refused(&run, &entry);
     }
     assert_eq!(value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"), "the last good revision");
 }
@@ -171,8 +171,8 @@ async fn nested_tree_entries_named_dotdot_are_refused_and_write_nothing() {
     push_crafted(&repo, &dir(vec![("app", Node::Dir(app))]));
     for command in ["validate", "sync"] {
         let run = gitward(&[command], &config, Duration::from_secs(120));
-        assert_refused(&run, "app/..");
         assert!(!outside.path().join("pwned").exists(), "{command} wrote a file outside the scratch tree");
+        assert_refused(&run, "app/..");
     }
     assert_eq!(value(&env.client, &env.namespace, "door-kust").await.as_deref(), Some("1"), "the last good revision");
 }
