@@ -324,7 +324,7 @@ impl Daemon {
 
     fn spawn(wrapper: &[String], config: &Path, env: &[(String, String)], log: &Path) -> std::process::Child {
         let file = std::fs::File::create(log).unwrap();
-        let binary = env!("CARGO_BIN_EXE_gitward");
+        let binary = binary();
         let mut command = match wrapper.split_first() {
             Some((program, rest)) => {
                 let mut c = Command::new(program);
@@ -589,7 +589,7 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
     use std::time::Instant;
     let dir = config.parent().unwrap();
     let (out, err) = (dir.join("stdout.log"), dir.join("stderr.log"));
-    let binary = env!("CARGO_BIN_EXE_gitward");
+    let binary = binary();
     let mut command = match wrapper.split_first() {
         Some((program, rest)) => {
             let mut c = Command::new(program);
@@ -635,6 +635,13 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
         stdout: std::fs::read_to_string(&out).unwrap(),
         peak_kib,
     }
+}
+
+/// The `gitward` binary the runs of [`gitward`] start: `$GITWARD_TEST_BIN` when set (a build's
+/// own `target/debug/deps/gitward-<hash>`, which a build of another checkout sharing the target
+/// directory does not replace, as it replaces `target/debug/gitward`), else cargo's.
+pub fn binary() -> PathBuf {
+    std::env::var_os("GITWARD_TEST_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gitward")), PathBuf::from)
 }
 
 /// `VmHWM` of a live process, in KiB; `None` once it has exited.
