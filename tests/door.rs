@@ -140,6 +140,54 @@ async fn a_tree_entry_named_as_a_path_out_of_the_tree_is_refused_and_writes_noth
     assert_eq!(value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"), "the last good revision");
 }
 
+/// The daemon meets the same tree on a poll: it logs the refusal naming the entry, writes
+/// nothing outside, keeps the last good revision applied, and applies the next good push.
+#[tokio::test]
+async fn the_daemon_refuses_the_crafted_tree_keeps_the_last_good_revision_and_applies_the_next() {
+    let env = common::setup("door-daemon").await;
+    let outside = tempfile::tempdir().unwrap();
+    let repo = GitRepo::new();
+    repo.write("charts/app/Chart.yaml", "apiVersion: v2\nname: app\nversion: 0.1.0\n");
+    repo.write("charts/app/templates/cm.yaml", &common::cm("door-app", "1"));
+    repo.commit_and_push("a good chart");
+    let work = tempfile::tempdir().unwrap();
+    let tools = format!("[render]\nhelm = \"{}\"\n", common::charts::tools_bin().join("helm").display());
+    let helm = "[sync.helm]\nrelease = \"app\"\n";
+    let unit = common::unit_toml("door", &repo.bare(), "charts/app", &env.namespace, helm);
+    let (path, port) = common::daemon_config(work.path(), &tools, "", &unit);
+    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
+    std::fs::write(&path, text).unwrap();
+    let daemon = common::Daemon::start(&path, port, &[]);
+    let (client, ns) = (env.client.clone(), env.namespace.clone());
+    let at = |want: &'static str| {
+        let (client, ns) = (client.clone(), ns.clone());
+        common::eventually(Duration::from_secs(60), move || {
+            let (client, ns) = (client.clone(), ns.clone());
+            async move { value(&client, &ns, "door-app").await.as_deref() == Some(want) }
+        })
+    };
+    assert!(at("1").await, "the good chart applied: {}", daemon.log_text());
+
+    let name = format!("{}{}/pwned", "../".repeat(16), outside.path().display().to_string().trim_start_matches('/'));
+    let crafted = dir(vec![("charts", dir(vec![("app", chart("2", vec![(&name, Node::File("pwned".into()))]))]))]);
+    let commit = push_crafted(&repo, &crafted);
+    let entry = format!("charts/app/{name}");
+    let refused = common::eventually(Duration::from_secs(60), || {
+        let hit = daemon.logged("sync failed").iter().any(|e| e.to_string().contains(&entry));
+        async move { hit }
+    })
+    .await;
+    assert!(refused, "the daemon logs the refusal naming the entry: {}", daemon.log_text());
+    assert!(!outside.path().join("pwned").exists(), "the daemon wrote a file outside the scratch tree");
+    assert_eq!(value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"), "the last good revision");
+
+    // The next good push, on top of the crafted commit, is applied.
+    repo.git(&["reset", "-q", "--soft", &commit], &repo.work());
+    repo.write("charts/app/templates/cm.yaml", &common::cm("door-app", "3"));
+    repo.commit_and_push("a good chart again");
+    assert!(at("3").await, "the next good revision applied: {}", daemon.log_text());
+}
+
 /// A kustomization directory holding nested trees named `..` down to `<outside>/pwned`.
 #[tokio::test]
 async fn nested_tree_entries_named_dotdot_are_refused_and_write_nothing() {
