@@ -328,3 +328,60 @@ async fn an_artifact_past_the_cap_is_refused_not_cut_short() {
     let b = value(&env.client, &env.namespace, "b").await;
     assert_eq!((a.as_deref(), b.as_deref()), (Some("1"), Some("1")), "the last good revision stays, nothing pruned");
 }
+
+/// A chart unit's archive is read through the door before Helm gets it: a chart repository
+/// serving an archive with a hard link entry (Helm itself would read it as an empty file) is
+/// refused naming the archive's entry, and the last good version stays.
+#[tokio::test]
+async fn a_chart_archive_with_an_entry_the_door_refuses_is_refused_before_helm_runs() {
+    use crate::common::charts::{ChartServer, sha256_hex};
+    use std::io::Read as _;
+    let env = common::setup("door-chart").await;
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start(&work.path().join("served"));
+    server.publish(work.path(), "demo", "0.1.0");
+    let state = tempfile::tempdir().unwrap();
+    let unit = format!(
+        "[[sync]]\nname = \"demo\"\nnamespace = \"{}\"\n[sync.helm]\nrepo_url = \"{}\"\nchart = \"demo\"\n\
+         version = \">=0.1.0\"\nrelease = \"shop\"\n",
+        env.namespace, server.url
+    );
+    let config = gitward::config::Config::from_toml(&config_text(state.path(), "", &unit), state.path(), "t.toml")
+        .expect("valid config");
+    let mut engine = common::engine(&env.client, &config, "demo").await;
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", crate::render::chain(&e)));
+    let version = || async {
+        let api = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace);
+        api.get_opt("shop-demo").await.unwrap().and_then(|c| c.data?.get("version").cloned())
+    };
+    assert_eq!(version().await.as_deref(), Some("0.1.0"));
+
+    // 0.2.0 as `helm package` made it, plus a hard link entry; the index gives its digest.
+    let archive = server.publish(work.path(), "demo", "0.2.0");
+    let honest = sha256_hex(&archive);
+    let mut stream = Vec::new();
+    flate2::read::GzDecoder::new(std::fs::File::open(&archive).unwrap()).read_to_end(&mut stream).unwrap();
+    let mut builder = tar::Builder::new(Vec::new());
+    for entry in tar::Archive::new(&stream[..]).entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let mut header = entry.header().clone();
+        let mut body = Vec::new();
+        entry.read_to_end(&mut body).unwrap();
+        builder.append_data(&mut header, entry.path().unwrap(), &body[..]).unwrap();
+    }
+    let mut link = tar::Header::new_ustar();
+    link.set_entry_type(tar::EntryType::Link);
+    link.set_size(0);
+    builder.append_link(&mut link, "demo/templates/passwd.yaml", "/etc/passwd").unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    gz.write_all(&builder.into_inner().unwrap()).unwrap();
+    std::fs::write(&archive, gz.finish().unwrap()).unwrap();
+    let index = server.dir.join("index.yaml");
+    let text = std::fs::read_to_string(&index).unwrap().replace(&honest, &sha256_hex(&archive));
+    std::fs::write(&index, text).unwrap();
+
+    let error = crate::render::chain(&engine.sync().await.expect_err("the archive is refused"));
+    assert!(error.contains("entry demo/templates/passwd.yaml: refused") && error.contains("hard link"), "{error}");
+    assert!(error.contains("demo@0.2.0"), "the error names the archive: {error}");
+    assert_eq!(version().await.as_deref(), Some("0.1.0"), "the last good version stays");
+}
