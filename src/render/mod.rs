@@ -184,7 +184,11 @@ impl Renderer {
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
         let mut materializer = tree::Materializer::new(tree, &scratch, unit.render_tools.max_tree_bytes);
-        for input in inputs {
+        // Directories before files, each before what it holds: an input inside one already
+        // written is skipped, not written twice.
+        let mut ordered: Vec<&Input> = inputs.iter().collect();
+        ordered.sort_by(|a, b| (!a.tree, &a.path).cmp(&(!b.tree, &b.path)));
+        for input in ordered {
             match input.tree {
                 true => materializer.dir(&input.path, input.oid)?,
                 false => materializer.file(&input.path, input.oid)?,
