@@ -308,7 +308,13 @@ impl Renderer {
         let mut decryptor = Decryptor::new(name, sops, decryption)?;
         self.hash_key = Some(decryptor.hash_key.clone());
         let scratch = tree::Scratch::new(name)?;
+        // The one file written goes through the door's name check too: a crafted tree can
+        // name an entry `..`.
         let file_name = rel.rsplit('/').next().unwrap_or(rel);
+        let file_name = crate::source::door::name::check(file_name.as_bytes(), false).map_err(|reason| {
+            let refusal = crate::source::door::Refusal { path: rel.to_owned(), reason: format!("the name {reason}") };
+            crate::source::Error::refused(name, None, refusal)
+        })?;
         let on_disk = scratch.tmp().join(file_name);
         std::fs::write(&on_disk, &bytes)
             .map_err(|e| Error::Scratch { unit: name.to_owned(), message: e.to_string() })?;
