@@ -20,13 +20,13 @@ const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
 const FLUX_CONFIG: &str = "application/vnd.cncf.flux.config.v1+json";
 
 /// What a tar entry is: a file with content, or a symbolic link to a target.
-enum Item<'a> {
+pub(crate) enum Item<'a> {
     File(&'a str, String),
     Link(&'a str, &'a str),
 }
 
 /// A tar+gzip of `items`, headers written raw so that paths like `../x` stay as given.
-fn layer(items: &[Item<'_>]) -> Vec<u8> {
+pub(crate) fn layer(items: &[Item<'_>]) -> Vec<u8> {
     let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
     for item in items {
         let mut header = tar::Header::new_gnu();
@@ -46,7 +46,7 @@ fn layer(items: &[Item<'_>]) -> Vec<u8> {
 }
 
 /// Pushes `layer` as a Flux artifact to `<host>/manifests/app:<tag>`; returns the manifest digest.
-async fn push(host: &str, tag: &str, layer: Vec<u8>) -> String {
+pub(crate) async fn push(host: &str, tag: &str, layer: Vec<u8>) -> String {
     let client = Client::new(ClientConfig { protocol: ClientProtocol::Http, ..ClientConfig::default() });
     let reference = Reference::with_tag(host.to_owned(), "manifests/app".to_owned(), tag.to_owned());
     let layers = [ImageLayer::new(layer, FLUX_LAYER.to_owned(), None)];
@@ -66,11 +66,11 @@ fn manifests(value: &str) -> Vec<u8> {
     ])
 }
 
-fn unit(name: &str, url: &str, path: &str, namespace: &str) -> String {
+pub(crate) fn unit(name: &str, url: &str, path: &str, namespace: &str) -> String {
     format!("[[sync]]\nname = \"{name}\"\nrepo = \"{url}\"\npath = \"{path}\"\nnamespace = \"{namespace}\"\n\n")
 }
 
-async fn value(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
+pub(crate) async fn value(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
     let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(name).await.unwrap()?;
     cm.data?.get("value").cloned()
 }

@@ -16,6 +16,7 @@ mod cli;
 mod cluster;
 mod cosign;
 mod daemon;
+mod door;
 mod early_order;
 mod faults;
 mod faults_conflict;

@@ -7,7 +7,7 @@ use super::process::{self, Limits, RunError};
 use super::{Error, Renderer, Result, Tool, helm, tree};
 use crate::config::SyncUnit;
 use crate::manifest::{Loaded, parse_file};
-use crate::source::Revision;
+use crate::source::{Revision, door};
 
 impl Renderer {
     /// Renders the chart archive `archive` (of `revision`, `<chart>@<version>@sha256:<hex>`)
@@ -53,6 +53,13 @@ impl Renderer {
             };
             write().map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("{path}: {e}") })?;
         }
+        // Helm reads the archive itself: the door reads it first, and Helm gets the bytes the
+        // door checked, copied into the scratch directory.
+        let bytes = checked_archive(name, archive, &revision.0, unit.render_tools.max_tree_bytes)?;
+        let checked = scratch.tmp().join("chart.tgz");
+        std::fs::write(&checked, &bytes)
+            .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart archive: {e}") })?;
+        let archive = checked.as_path();
         let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
         let output = helm::template(&tool, &scratch, archive, release, &unit.namespace, &unit.helm, &caps, limits);
         let path = revision.0.clone();
@@ -73,4 +80,20 @@ impl Renderer {
         self.cache.store(key, loaded.clone());
         Ok(loaded)
     }
+}
+
+/// The bytes of the chart archive at `path` (named `name` in errors: the revision or the
+/// dependency's file name), once the door has read it whole ([`door::archive`]): every entry
+/// name and kind checked, links resolved inside it, the stream complete; its files may total
+/// at most `max_bytes` (`[render] max_tree_bytes`) and its tar stream twice that and 1 MiB.
+///
+/// Errors: [`crate::source::Error::Refused`] naming the archive and the entry (through
+/// [`Error::Source`]); [`Error::Scratch`] when the archive cannot be read.
+pub(super) fn checked_archive(unit: &str, path: &Path, name: &str, max_bytes: u64) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Error::Scratch { unit: unit.to_owned(), message: format!("chart archive {name}: {e}") })?;
+    let max_stream = max_bytes.saturating_mul(2).saturating_add(1 << 20);
+    door::archive::read_tar_gz(&bytes, max_stream, max_bytes)
+        .map_err(|e| crate::source::Error::refused_archive(unit, name, e))?;
+    Ok(bytes)
 }

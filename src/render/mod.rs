@@ -183,33 +183,33 @@ impl Renderer {
     ) -> Result<(Vec<u8>, bool)> {
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
-        let mut materializer = tree::Materializer {
-            tree,
-            scratch: &scratch,
-            written: Vec::new(),
-            links: Vec::new(),
-            bytes: 0,
-            max_bytes: unit.render_tools.max_tree_bytes,
-        };
-        for input in inputs {
+        let mut materializer = tree::Materializer::new(tree, &scratch, unit.render_tools.max_tree_bytes);
+        // Directories before files, each before what it holds: an input inside one already
+        // written is skipped, not written twice.
+        let mut ordered: Vec<&Input> = inputs.iter().collect();
+        ordered.sort_by(|a, b| (!a.tree, &a.path).cmp(&(!b.tree, &b.path)));
+        for input in ordered {
             match input.tree {
                 true => materializer.dir(&input.path, input.oid)?,
-                false => materializer.file(&input.path, input.oid, false)?,
+                false => materializer.file(&input.path, input.oid)?,
             }
         }
-        materializer.check_links()?;
-        let written = std::mem::take(&mut materializer.written);
+        let written = materializer.finish()?;
         if mode == RenderMode::Helm && !self.dependencies.is_empty() {
             let charts = scratch.repo_path(&unit.path).join("charts");
-            let copy = || -> std::io::Result<()> {
-                std::fs::create_dir_all(&charts)?;
-                for archive in &self.dependencies {
-                    std::fs::copy(archive, charts.join(archive.file_name().unwrap_or_default()))?;
-                }
-                Ok(())
-            };
-            copy()
-                .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart dependencies: {e}") })?;
+            for archive in &self.dependencies {
+                let file = archive.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                let bytes = chart::checked_archive(name, archive, &file, unit.render_tools.max_tree_bytes)?;
+                let write = || -> std::io::Result<()> {
+                    std::fs::create_dir_all(&charts)?;
+                    let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(charts.join(&file))?;
+                    std::io::Write::write_all(&mut out, &bytes)
+                };
+                write().map_err(|e| Error::Scratch {
+                    unit: name.to_owned(),
+                    message: format!("chart dependency {file}: {e}"),
+                })?;
+            }
         }
         let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
@@ -308,7 +308,13 @@ impl Renderer {
         let mut decryptor = Decryptor::new(name, sops, decryption)?;
         self.hash_key = Some(decryptor.hash_key.clone());
         let scratch = tree::Scratch::new(name)?;
+        // The one file written goes through the door's name check too: a crafted tree can
+        // name an entry `..`.
         let file_name = rel.rsplit('/').next().unwrap_or(rel);
+        let file_name = crate::source::door::name::check(file_name.as_bytes(), false).map_err(|reason| {
+            let refusal = crate::source::door::Refusal { path: rel.to_owned(), reason: format!("the name {reason}") };
+            crate::source::Error::refused(name, None, refusal)
+        })?;
         let on_disk = scratch.tmp().join(file_name);
         std::fs::write(&on_disk, &bytes)
             .map_err(|e| Error::Scratch { unit: name.to_owned(), message: e.to_string() })?;

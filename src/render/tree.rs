@@ -3,15 +3,17 @@
 //! dropped). No work tree of the mirror is ever checked out.
 //!
 //! Files keep their repository paths under `<scratch>/repo/`, so `../base` in an overlay finds
-//! its base. Symbolic links are written as links only when their target stays inside the
-//! repository, read lexically; once the tree is written, every link is resolved again as the
-//! kernel will resolve it ([`Materializer::check_links`]: earlier links followed before each
-//! `..`), and one that leaves `repo/` refuses the render. Submodules are not followed.
+//! its base. Everything written goes through the door ([`crate::source::door`]): the inputs'
+//! entries are read into memory, their names checked as git checks them, every symbolic link
+//! resolved against that map as the kernel will resolve it (earlier links followed before
+//! each `..`), and a tree with one refused entry or one link that leaves `repo/` refuses the
+//! render before anything is written. Submodules are not followed.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::{Error, Result};
+use crate::source::door::{Door, Kind, Refusal};
 use crate::source::{EntryKind, ObjectId, Tree};
 
 /// A private scratch directory for one render: `repo/` (the materialized tree), `home/` and
@@ -66,97 +68,133 @@ impl Scratch {
     }
 }
 
-/// Writes directories and files of one revision's [`Tree`] into a [`Scratch`]. Files over the
-/// unit's `max_file_bytes` refuse the render ([`crate::source::Error::FileTooLarge`]), and so
-/// do files totalling over `[render] max_tree_bytes` ([`Error::TreeTooLarge`]).
+/// Writes directories and files of one revision's [`Tree`] into a [`Scratch`], through the
+/// door ([`door`]): every entry of the inputs is read into an in-memory [`Door`] first (names
+/// checked as git checks them, no path twice, links resolved against the map as the kernel
+/// will resolve them), and only a tree the door accepts is written. Files over the unit's
+/// `max_file_bytes` refuse the render ([`crate::source::Error::FileTooLarge`]), and so do files
+/// totalling over `[render] max_tree_bytes` ([`Error::TreeTooLarge`]).
 pub(super) struct Materializer<'a> {
-    /// The revision's tree.
-    pub tree: &'a Tree<'a>,
-    /// The scratch directory.
-    pub scratch: &'a Scratch,
-    /// Repository paths of the files written, in write order.
-    pub written: Vec<String>,
-    /// Repository paths of the symbolic links written, for [`Materializer::check_links`].
-    pub links: Vec<String>,
-    /// Bytes of files written so far, against `max_bytes`.
-    pub bytes: u64,
-    /// `[render] max_tree_bytes`: over it the render is refused ([`Error::TreeTooLarge`]).
-    pub max_bytes: u64,
+    tree: &'a Tree<'a>,
+    scratch: &'a Scratch,
+    max_bytes: u64,
+    door: Door<ObjectId>,
+    /// The directories and files added, to skip an input inside one already added.
+    inputs: Vec<String>,
 }
 
-impl Materializer<'_> {
-    /// Writes the directory `id`, found at repository path `rel`, recursively.
+impl<'a> Materializer<'a> {
+    /// A materializer of `tree` into `scratch`; `max_bytes` is `[render] max_tree_bytes`.
+    pub fn new(tree: &'a Tree<'a>, scratch: &'a Scratch, max_bytes: u64) -> Self {
+        Self { tree, scratch, max_bytes, door: Door::new(), inputs: Vec::new() }
+    }
+
+    /// Adds the directory `id`, found at repository path `rel`, and everything below it. A
+    /// directory inside one already added is not added again.
+    ///
+    /// Errors: [`crate::source::Error::Refused`] (through [`Error::Source`]) naming the first
+    /// entry the door refuses; [`Error::SymlinkLeavesTree`] for an absolute link;
+    /// [`crate::source::Error::ReadObject`] for an object the mirror lacks.
     pub fn dir(&mut self, rel: &str, id: ObjectId) -> Result<()> {
-        let entries = self.tree.entries(rel, id)?;
-        std::fs::create_dir_all(self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))?;
-        for entry in entries {
-            let rel = join(rel, &entry.name);
-            match entry.kind {
-                EntryKind::Dir => self.dir(&rel, entry.id)?,
-                EntryKind::Symlink => self.symlink(&rel, entry.id)?,
-                EntryKind::File { executable } => self.file(&rel, entry.id, executable)?,
-                // Submodules are not followed.
-                EntryKind::Submodule => {}
+        if self.covered(rel) {
+            return Ok(());
+        }
+        self.door.add_dirs(rel).map_err(|r| self.refused(r))?;
+        self.inputs.push(rel.to_owned());
+        let mut pending = vec![(rel.to_owned(), id)];
+        while let Some((dir, id)) = pending.pop() {
+            for entry in self.tree.entries(&dir, id)? {
+                let kind = match entry.kind {
+                    EntryKind::Dir => Kind::Dir,
+                    EntryKind::File { executable } => Kind::File { executable },
+                    EntryKind::Symlink => {
+                        let path = join(&dir, &String::from_utf8_lossy(&entry.name));
+                        Kind::Symlink { target: self.link_target(&path, entry.id)? }
+                    }
+                    // Submodules are not followed.
+                    EntryKind::Submodule => continue,
+                };
+                let is_dir = kind == Kind::Dir;
+                let path = self.door.add(&dir, &entry.name, kind, entry.id).map_err(|r| self.refused(r))?;
+                if is_dir {
+                    pending.push((path, entry.id));
+                }
             }
         }
         Ok(())
     }
 
-    /// Writes the file `id` at repository path `rel` (parents created).
-    pub fn file(&mut self, rel: &str, id: ObjectId, executable: bool) -> Result<()> {
-        let content = self.tree.read(rel, id)?;
-        self.bytes += content.len() as u64;
-        if self.bytes > self.max_bytes {
-            let unit = self.tree.unit().to_owned();
-            return Err(Error::TreeTooLarge { unit, path: rel.to_owned(), limit: self.max_bytes });
+    /// Adds the file `id` at repository path `rel` (a values file), unless a directory
+    /// added holds it.
+    ///
+    /// Errors: as [`Materializer::dir`].
+    pub fn file(&mut self, rel: &str, id: ObjectId) -> Result<()> {
+        if self.covered(rel) {
+            return Ok(());
         }
-        let target = self.scratch.repo_path(rel);
-        if let Some(parent) = target.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| self.io(rel, &e))?;
-        }
-        std::fs::write(&target, content).map_err(|e| self.io(rel, &e))?;
-        let mode = if executable { 0o700 } else { 0o600 };
-        std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode)).map_err(|e| self.io(rel, &e))?;
-        self.written.push(rel.to_owned());
+        let parent = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
+        self.door.add_dirs(parent).map_err(|r| self.refused(r))?;
+        self.door.add_path(rel, Kind::File { executable: false }, id).map_err(|r| self.refused(r))?;
+        self.inputs.push(rel.to_owned());
         Ok(())
     }
 
-    /// A link whose target stays inside the repository is written as a link; any other
-    /// refuses the render.
-    fn symlink(&mut self, rel: &str, id: ObjectId) -> Result<()> {
+    /// Checks every link against the tree ([`Door::check_links`]) and writes the tree into
+    /// `repo/`; returns the repository paths of the files written, in path order.
+    ///
+    /// Errors: [`Error::SymlinkLeavesTree`] naming the first link whose resolution leaves the
+    /// tree and its target; [`Error::TreeTooLarge`]; [`crate::source::Error::FileTooLarge`];
+    /// [`Error::Scratch`] when the scratch directory cannot be written.
+    pub fn finish(self) -> Result<Vec<String>> {
+        if let Err(refusal) = self.door.check_links() {
+            let target = match self.door.get(&refusal.path) {
+                Some(Kind::Symlink { target }) => target.clone(),
+                _ => String::new(),
+            };
+            return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path: refusal.path, target });
+        }
+        let (unit, mut bytes, mut written) = (self.tree.unit(), 0u64, Vec::new());
+        let io =
+            |rel: &str, e: std::io::Error| Error::Scratch { unit: unit.to_owned(), message: format!("{rel}: {e}") };
+        self.door.materialize(
+            &self.scratch.repo_path(""),
+            |rel, id| {
+                let content = self.tree.read(rel, *id)?;
+                bytes += content.len() as u64;
+                if bytes > self.max_bytes {
+                    return Err(Error::TreeTooLarge {
+                        unit: unit.to_owned(),
+                        path: rel.to_owned(),
+                        limit: self.max_bytes,
+                    });
+                }
+                written.push(rel.to_owned());
+                Ok(content)
+            },
+            io,
+        )?;
+        Ok(written)
+    }
+
+    /// Whether `rel` is (inside) an input already added.
+    fn covered(&self, rel: &str) -> bool {
+        self.inputs.iter().any(|added| {
+            added.is_empty() || rel == added || rel.strip_prefix(added.as_str()).is_some_and(|r| r.starts_with('/'))
+        })
+    }
+
+    /// The target of the link `id` at `rel`: refused when absolute, as the common case, with
+    /// the message a person knows.
+    fn link_target(&self, rel: &str, id: ObjectId) -> Result<String> {
         let target = String::from_utf8_lossy(&self.tree.read(rel, id)?).into_owned();
-        let parent = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
-        if target.starts_with('/') || resolve(parent, &target).is_none() {
+        if target.starts_with('/') {
             return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path: rel.to_owned(), target });
         }
-        std::os::unix::fs::symlink(&target, self.scratch.repo_path(rel)).map_err(|e| self.io(rel, &e))?;
-        self.links.push(rel.to_owned());
-        Ok(())
+        Ok(target)
     }
 
-    /// Resolves every symbolic link written, component by component as the kernel does (a link
-    /// met on the way is replaced by its target before the next `..` is taken), and refuses
-    /// the render at the first that leaves `repo/`: `s -> .` then `t -> s/..` stays inside
-    /// when read lexically and names the parent of the tree when followed. Call once every
-    /// input is written.
-    ///
-    /// Errors: [`Error::SymlinkLeavesTree`] naming the link and its target; [`Error::Scratch`]
-    /// when the tree cannot be read.
-    pub fn check_links(&self) -> Result<()> {
-        let root = self.scratch.repo_path("");
-        for path in &self.links {
-            let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
-            let target = std::fs::read_link(self.scratch.repo_path(path)).map_err(|e| self.io(path, &e))?;
-            if physical(&root, &self.scratch.repo_path(parent), &target).is_none() {
-                let (unit, target) = (self.tree.unit().to_owned(), target.to_string_lossy().into_owned());
-                return Err(Error::SymlinkLeavesTree { unit, path: path.clone(), target });
-            }
-        }
-        Ok(())
-    }
-
-    fn io(&self, rel: &str, e: &std::io::Error) -> Error {
-        Error::Scratch { unit: self.tree.unit().to_owned(), message: format!("{rel}: {e}") }
+    fn refused(&self, refusal: Refusal) -> Error {
+        crate::source::Error::refused(self.tree.unit(), None, refusal).into()
     }
 }
 
@@ -199,67 +237,6 @@ pub(super) fn sweep(tmp: &Path) {
     }
 }
 
-/// Links followed in one resolution before it counts as a loop: the kernel's own limit
-/// (`MAXSYMLINKS`, 40).
-const MAX_LINKS: usize = 40;
-
-/// The path `target` names from directory `dir` (inside `root`), resolved as the kernel
-/// resolves it: each component in turn, a symbolic link met on the way replaced by its target
-/// before the components after it. `None` when the resolution leaves `root` at any step (an
-/// absolute target, a `..` at `root`) or follows more than [`MAX_LINKS`] links. A component
-/// that does not exist ends the following of links: nothing below it can be one.
-fn physical(root: &Path, dir: &Path, target: &Path) -> Option<PathBuf> {
-    let mut current = dir.to_path_buf();
-    let mut pending = steps(target)?;
-    let mut links = 0;
-    while let Some(step) = pending.pop_front() {
-        match step {
-            Step::Parent => {
-                if current == root || !current.pop() || !current.starts_with(root) {
-                    return None;
-                }
-            }
-            Step::Name(name) => {
-                let next = current.join(&name);
-                match std::fs::symlink_metadata(&next) {
-                    Ok(meta) if meta.file_type().is_symlink() => {
-                        links += 1;
-                        if links > MAX_LINKS {
-                            return None;
-                        }
-                        let mut rest = steps(&std::fs::read_link(&next).ok()?)?;
-                        rest.append(&mut pending);
-                        pending = rest;
-                    }
-                    _ => current = next,
-                }
-            }
-        }
-    }
-    current.starts_with(root).then_some(current)
-}
-
-/// One component of a link's target that moves the resolution.
-enum Step {
-    /// `..`.
-    Parent,
-    /// A name.
-    Name(std::ffi::OsString),
-}
-
-/// The steps of a relative `path` (`.` dropped); `None` for an absolute one.
-fn steps(path: &Path) -> Option<std::collections::VecDeque<Step>> {
-    use std::path::Component;
-    path.components()
-        .filter_map(|c| match c {
-            Component::CurDir => None,
-            Component::ParentDir => Some(Some(Step::Parent)),
-            Component::Normal(name) => Some(Some(Step::Name(name.to_owned()))),
-            Component::RootDir | Component::Prefix(_) => Some(None),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -282,32 +259,5 @@ mod tests {
         assert!(scratch.repo_path("a/b").ends_with("repo/a/b"));
         drop(scratch);
         assert!(!path.exists());
-    }
-
-    #[test]
-    fn links_are_resolved_as_the_kernel_does_and_may_not_leave_the_tree() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("repo");
-        let chart = root.join("charts/leak");
-        std::fs::create_dir_all(&chart).unwrap();
-        std::fs::write(chart.join("values.yaml"), "").unwrap();
-        let link = |name: &str, target: &str| std::os::unix::fs::symlink(target, chart.join(name)).unwrap();
-        link("s", ".");
-        link("t", "s/..");
-        link("u", "t/..");
-        link("v", "u/..");
-        link("values", "s/values.yaml");
-        link("loop", "loop/x");
-        let at = |target: &str| physical(&root, &chart, Path::new(target));
-        assert_eq!(at("values").as_deref(), Some(chart.join("values.yaml").as_path()));
-        // Lexically all inside: `t/..` is the chart itself; followed, `s` is the chart, so
-        // `t` is charts/ and `u` the repository root, and `v` its parent.
-        assert_eq!(at("t").as_deref(), Some(root.join("charts").as_path()));
-        assert_eq!(at("u").as_deref(), Some(root.as_path()));
-        assert_eq!(at("v"), None);
-        assert_eq!(at("u/charts/leak/v/etc"), None);
-        assert_eq!(at("loop"), None);
-        assert_eq!(at("/etc/passwd"), None);
-        assert_eq!(at("missing/../values.yaml").as_deref(), Some(chart.join("values.yaml").as_path()));
     }
 }

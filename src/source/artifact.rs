@@ -8,18 +8,17 @@
 //! ref `refs/artifacts/<manifest digest hex>`, so listing, [`super::Tree`] and the render
 //! sandbox read it exactly as a git revision. The unit's revision is `<tag>@sha256:<hex>` (the
 //! manifest digest); [`Artifact::commit`] maps it back to the commit. Entries that would leave
-//! the tree are refused, naming the entry: a `..` or absolute path, a symbolic link whose
-//! target leaves the tree (read lexically; the render checks links again as the kernel
-//! resolves them), hard links and device files. The unpacked size is capped by
-//! `[render] max_tree_bytes`.
+//! the tree are refused by the door ([`super::door`]), naming the entry: a name git refuses
+//! (`..`, `.git`), an absolute path, a symbolic link whose resolution leaves the tree, hard
+//! links, devices and FIFOs; so is a layer whose gzip or tar stream is truncated or corrupt.
+//! The unpacked size is capped by `[render] max_tree_bytes`: a layer past it is refused, never
+//! cut short.
 //!
 //! Credentials as for OCI charts: `[sync.git] username` with `token_file` as its password,
 //! sent to the registry's origin only; a loopback registry is spoken to over plain HTTP, and
 //! must be listed in `[render] chart_repositories` (`chart::registry`). The manifest is read
 //! within 4 MiB and the layer within `max_tree_bytes`, each checked against its digest.
 
-use std::io::Read;
-use std::path::{Component, Path};
 use std::time::Duration;
 
 use super::chart::registry::Registry;
@@ -256,77 +255,35 @@ struct File {
     bytes: Vec<u8>,
 }
 
-/// The files of a tar+gzip layer, checked against the sandbox rules (see the module docs).
+/// The files of a tar+gzip layer, read whole through the door ([`super::door::archive`]):
+/// every entry's name and kind checked, links resolved inside the layer, the gzip and tar
+/// streams complete. The tar stream may inflate to at most twice `max_bytes` and 1 MiB, the
+/// files may total at most `max_bytes`; past either the layer is refused, never cut.
 fn unpack(spec: &ArtifactSpec, layer: &[u8]) -> Result<Vec<File>> {
-    let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message };
-    let decoder = flate2::read::GzDecoder::new(layer);
-    // One byte past the cap, so an archive that inflates over it is noticed.
-    let mut archive = tar::Archive::new(decoder.take(spec.max_bytes.saturating_mul(2).saturating_add(1 << 20)));
-    let mut files = Vec::new();
-    let mut total = 0u64;
-    let entries = archive.entries().map_err(|e| refused(format!("the layer is not a tar+gzip: {e}")))?;
-    for entry in entries {
-        let mut entry = entry.map_err(|e| refused(format!("the layer is not a tar+gzip: {e}")))?;
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
-        let kind = entry.header().entry_type();
-        let Some(path) = tree_path(&raw) else {
-            return Err(refused(format!("tar entry {raw:?} leaves the tree (absolute or `..` path)")));
+    use super::door::Kind;
+    use super::door::archive::{ArchiveError, read_tar_gz};
+    let max_stream = spec.max_bytes.saturating_mul(2).saturating_add(1 << 20);
+    let door = read_tar_gz(layer, max_stream, spec.max_bytes).map_err(|e| {
+        let message = match e {
+            ArchiveError::FilesTooLarge { path, .. } => {
+                let (unit, limit) = (spec.unit.clone(), spec.max_bytes);
+                return Error::FileTooLarge { unit, path: format!("{}: {path}", spec.url), size: limit + 1, limit };
+            }
+            ArchiveError::Entry(refusal) => format!("tar entry {:?}: refused: {}", refusal.path, refusal.reason),
+            other => format!("the layer is refused: {other}"),
         };
-        use tar::EntryType as T;
-        let (mode, bytes) = match kind {
-            T::Directory | T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => continue,
-            T::Regular | T::Continuous | T::GNUSparse => {
-                total = total.saturating_add(entry.size());
-                if total > spec.max_bytes {
-                    let (unit, limit) = (spec.unit.clone(), spec.max_bytes);
-                    return Err(Error::FileTooLarge { unit, path: format!("{}: {raw}", spec.url), size: total, limit });
-                }
-                let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
-                entry.read_to_end(&mut bytes).map_err(|e| refused(format!("tar entry {raw:?}: {e}")))?;
-                let executable = entry.header().mode().is_ok_and(|m| m & 0o111 != 0);
-                (if executable { 0o100755 } else { 0o100644 }, bytes)
-            }
-            T::Symlink => {
-                let target = entry.link_name_bytes().map(|t| String::from_utf8_lossy(&t).into_owned());
-                let target = target.unwrap_or_default();
-                let parent = path.rsplit_once('/').map_or("", |(dir, _)| dir);
-                let joined = if parent.is_empty() { target.clone() } else { format!("{parent}/{target}") };
-                if target.starts_with('/') || tree_path(&joined).is_none() {
-                    return Err(refused(format!(
-                        "tar entry {raw:?} is a symbolic link to {target:?}, outside the tree"
-                    )));
-                }
-                (0o120000, target.into_bytes())
-            }
-            other => {
-                return Err(refused(format!(
-                    "tar entry {raw:?} is a {other:?}: only files, directories and links are taken"
-                )));
-            }
+        Error::Artifact { unit: spec.unit.clone(), url: spec.url.clone(), message }
+    })?;
+    let files = door.entries().filter_map(|(path, kind, bytes)| {
+        let mode = match kind {
+            Kind::Dir => return None,
+            Kind::File { executable: true } => 0o100755,
+            Kind::File { executable: false } => 0o100644,
+            Kind::Symlink { .. } => 0o120000,
         };
-        if path.is_empty() {
-            return Err(refused(format!("tar entry {raw:?} has no name")));
-        }
-        files.push(File { path, mode, bytes });
-    }
-    Ok(files)
-}
-
-/// `raw` as a `/`-separated path inside the tree, `.` components dropped and `..` resolved
-/// lexically; `None` when it is absolute or climbs out.
-fn tree_path(raw: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for component in Path::new(raw).components() {
-        match component {
-            Component::Normal(part) => parts.push(part.to_str()?),
-            Component::CurDir => {}
-            Component::ParentDir => {
-                parts.pop()?;
-            }
-            Component::RootDir | Component::Prefix(_) => return None,
-        }
-    }
-    Some(parts.join("/"))
+        Some(File { path: path.to_owned(), mode, bytes: bytes.cloned().unwrap_or_default() })
+    });
+    Ok(files.collect())
 }
 
 #[cfg(test)]
@@ -404,5 +361,38 @@ mod tests {
         small.max_bytes = 4;
         let error = unpack(&small, &layer(&[("a.yaml", T::Regular, "a: 12345")])).err().unwrap();
         assert!(matches!(error, Error::FileTooLarge { .. }), "{error}");
+    }
+
+    /// A layer cut anywhere, or one whose tar stream inflates past the cap, is an error:
+    /// before, the stream was read through `take()` and what fit was taken as the tree.
+    #[test]
+    fn a_truncated_layer_or_one_past_the_cap_is_refused_never_cut_short() {
+        use tar::EntryType as T;
+        let whole = layer(&[("app/a.yaml", T::Regular, "a: 1"), ("app/b.yaml", T::Regular, "b: 2")]);
+        assert_eq!(unpack(&spec(), &whole).unwrap().len(), 2);
+        for cut in [whole.len() - 1, whole.len() - 8, whole.len() / 2, 20] {
+            let error = unpack(&spec(), &whole[..cut]).err().unwrap_or_else(|| panic!("cut at {cut} accepted"));
+            assert!(error.to_string().contains("the layer is refused"), "{error}");
+        }
+        // A complete gzip of a tar cut at an entry boundary (no end-of-archive block).
+        let mut tar = tar::Builder::new(Vec::new());
+        let mut header = tar::Header::new_gnu();
+        header.set_path("app/a.yaml").unwrap();
+        header.set_size(4);
+        header.set_cksum();
+        tar.append(&header, &b"a: 1"[..]).unwrap();
+        let mut cut = tar.into_inner().unwrap();
+        cut.truncate(1024);
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, &cut).unwrap();
+        let error = unpack(&spec(), &gz.finish().unwrap()).err().expect("a tar without its end is refused");
+        assert!(error.to_string().contains("truncated"), "{error}");
+        // Past the cap: many small files whose headers alone pass twice the cap.
+        let mut small = spec();
+        small.max_bytes = 1 << 10;
+        let names: Vec<String> = (0..2200).map(|i| format!("f{i}")).collect();
+        let many: Vec<(&str, T, &str)> = names.iter().map(|n| (n.as_str(), T::Regular, "")).collect();
+        let error = unpack(&small, &layer(&many)).err().expect("past the cap");
+        assert!(error.to_string().contains("inflates to more than"), "{error}");
     }
 }

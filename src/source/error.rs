@@ -215,6 +215,23 @@ pub enum Error {
         /// What is wrong, naming the tar entry when one is.
         message: String,
     },
+    /// An entry of a revision's tree or of an archive that the door ([`super::door`]) refuses
+    /// to write: a name git refuses on checkout (`..`, `.git`, a `/` in a name), a path twice,
+    /// a hard link or device, a symbolic link whose resolution leaves the tree, or an archive
+    /// that is truncated, corrupt or over its cap. Nothing of the revision is used; it changes
+    /// only with a new revision.
+    #[error("{}", refused_message(unit, within.as_deref(), path, reason))]
+    Refused {
+        /// The sync unit.
+        unit: String,
+        /// The archive (its URL or name) the entry is in; `None` for the revision's git tree.
+        within: Option<String>,
+        /// The entry's path in the tree or archive, as stored (`""` when the archive itself is
+        /// refused).
+        path: String,
+        /// Which rule it breaks.
+        reason: String,
+    },
     /// Any other libgit2 failure while reading the mirror (missing commit or tree, corrupt
     /// object, I/O error).
     #[error("{unit}: {step} failed: {message}")]
@@ -259,6 +276,7 @@ impl Error {
             Error::Git { .. } => "git",
             Error::Chart { .. } => "chart",
             Error::Artifact { .. } => "artifact",
+            Error::Refused { .. } => "refused",
         }
     }
 
@@ -280,6 +298,37 @@ impl Error {
     /// Builds [`Error::Git`] from a libgit2 error.
     pub(crate) fn git(unit: &str, step: &'static str, error: &git2::Error) -> Self {
         Error::Git { unit: unit.to_string(), step, message: error.message().to_string() }
+    }
+}
+
+/// The sentence of [`Error::Refused`]: `unit: path: refused: reason` for an entry of the git
+/// tree, `unit: archive: entry path: refused: reason` for an archive's, `unit: archive:
+/// refused: reason` for an archive as a whole.
+fn refused_message(unit: &str, within: Option<&str>, path: &str, reason: &str) -> String {
+    match (within, path) {
+        (None, path) => format!("{unit}: {path}: refused: {reason}"),
+        (Some(archive), "") => format!("{unit}: {archive}: refused: {reason}"),
+        (Some(archive), path) => format!("{unit}: {archive}: entry {path}: refused: {reason}"),
+    }
+}
+
+impl Error {
+    /// [`Error::Refused`] for an entry of the revision's git tree (`within` `None`) or of an
+    /// archive.
+    pub fn refused(unit: &str, within: Option<&str>, refusal: super::door::Refusal) -> Self {
+        let (path, reason) = (refusal.path, refusal.reason);
+        Error::Refused { unit: unit.to_owned(), within: within.map(str::to_owned), path, reason }
+    }
+
+    /// [`Error::Refused`] for the archive `within` ([`super::door::archive`]).
+    pub fn refused_archive(unit: &str, within: &str, error: super::door::archive::ArchiveError) -> Self {
+        use super::door::archive::ArchiveError as A;
+        let (path, reason) = match error {
+            A::Entry(refusal) => (refusal.path, refusal.reason),
+            A::FilesTooLarge { path, limit } => (path, format!("the archive's files total more than {limit} bytes")),
+            other => (String::new(), other.to_string()),
+        };
+        Error::Refused { unit: unit.to_owned(), within: Some(within.to_owned()), path, reason }
     }
 }
 

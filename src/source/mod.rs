@@ -23,11 +23,13 @@
 //! credentials, its handles and coalesced fetches), `memory` (bounds on the pack files libgit2
 //! keeps mapped across every open mirror), `resolve` (reference → commit), `verify` (signed
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
-//! `tree` (listing and reading blobs), `view` ([`Tree`]).
+//! `tree` (listing and reading blobs), `view` ([`Tree`]), `door` (the one way repository bytes
+//! become files: every entry name, kind and link checked in memory before anything is written).
 
 pub mod artifact;
 pub mod chart;
 mod credentials;
+pub mod door;
 mod error;
 mod known_hosts;
 mod memory;

@@ -43,8 +43,8 @@ pub enum EntryKind {
 /// One entry of a directory of a [`Tree`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
-    /// Its name in the directory (one path component).
-    pub name: String,
+    /// Its name in the directory as stored (one path component, unless the tree is crafted).
+    pub name: Vec<u8>,
     /// What it is.
     pub kind: EntryKind,
     /// Its object: a tree for [`EntryKind::Dir`], a blob for files and links, a commit of
@@ -111,23 +111,31 @@ impl<'r> Tree<'r> {
     }
 
     /// The entries of the directory `id`, found at `rel` (for messages), in git's order (by
-    /// name). Entries whose name is not UTF-8 and of unknown kinds are left out.
+    /// name), names as stored: a crafted tree may hold any bytes there (`..`, `a/b`), and
+    /// [`super::door`] checks them before anything is written.
     ///
-    /// Errors: [`Error::ReadObject`] when `id` is not a tree of the mirror.
+    /// Errors: [`Error::ReadObject`] when `id` is not a tree of the mirror;
+    /// [`Error::Refused`] for an entry of no kind git writes (mode other than a directory,
+    /// file, link or submodule).
     pub fn entries(&self, rel: &str, id: ObjectId) -> Result<Vec<Entry>> {
         let tree = self.repo.find_tree(id.0).map_err(|e| self.read_failed(rel, &e))?;
-        let entries = tree.iter().filter_map(|entry| {
-            let name = entry.name().ok()?.to_owned();
-            let kind = match (entry.kind()?, entry.filemode()) {
-                (ObjectType::Tree, _) => EntryKind::Dir,
-                (ObjectType::Blob, MODE_SYMLINK) => EntryKind::Symlink,
-                (ObjectType::Blob, mode) => EntryKind::File { executable: mode == MODE_EXECUTABLE },
-                (ObjectType::Commit, _) => EntryKind::Submodule,
-                _ => return None,
+        let mut entries = Vec::with_capacity(tree.len());
+        for entry in tree.iter() {
+            let name = entry.name_bytes().to_vec();
+            let kind = match (entry.kind(), entry.filemode()) {
+                (Some(ObjectType::Tree), _) => EntryKind::Dir,
+                (Some(ObjectType::Blob), MODE_SYMLINK) => EntryKind::Symlink,
+                (Some(ObjectType::Blob), mode) => EntryKind::File { executable: mode == MODE_EXECUTABLE },
+                (Some(ObjectType::Commit), _) => EntryKind::Submodule,
+                (_, mode) => {
+                    let path = format!("{rel}/{}", String::from_utf8_lossy(&name)).trim_start_matches('/').to_owned();
+                    let reason = format!("an entry of mode {mode:o}, which git does not write");
+                    return Err(Error::refused(self.unit, None, super::door::Refusal { path, reason }));
+                }
             };
-            Some(Entry { name, kind, id: ObjectId(entry.id()) })
-        });
-        Ok(entries.collect())
+            entries.push(Entry { name, kind, id: ObjectId(entry.id()) });
+        }
+        Ok(entries)
     }
 
     /// The content of the blob `id`, found at `rel`.

@@ -207,7 +207,11 @@ impl Repo {
             let chart = tree.read(&at("Chart.yaml"), chart)?;
             let lock = tree.blob(&at("Chart.lock")).map(|id| tree.read(&at("Chart.lock"), id)).transpose()?;
             let vendored: Vec<String> = match tree.dir(&at("charts")) {
-                Some(id) => tree.entries(&at("charts"), id)?.into_iter().map(|e| e.name).collect(),
+                Some(id) => tree
+                    .entries(&at("charts"), id)?
+                    .into_iter()
+                    .map(|e| String::from_utf8_lossy(&e.name).into_owned())
+                    .collect(),
                 None => Vec::new(),
             };
             let is_vendored = |name: &str| {

@@ -293,12 +293,6 @@ where
     }
 }
 
-/// The `gitward` binary the daemons run: `$GITWARD_TEST_BIN` when set (a copy pinned for a
-/// long run, while the target directory may be rebuilt), else cargo's.
-pub fn binary() -> String {
-    std::env::var("GITWARD_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_gitward").to_owned())
-}
-
 /// A `gitward run` process with JSON logs captured to a file.
 pub struct Daemon {
     /// The child process.
@@ -641,6 +635,13 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
         stdout: std::fs::read_to_string(&out).unwrap(),
         peak_kib,
     }
+}
+
+/// The `gitward` binary the runs of [`gitward`] and the [`Daemon`]s start: `$GITWARD_TEST_BIN` when set (a build's
+/// own `target/debug/deps/gitward-<hash>`, which a build of another checkout sharing the target
+/// directory does not replace, as it replaces `target/debug/gitward`), else cargo's.
+pub fn binary() -> PathBuf {
+    std::env::var_os("GITWARD_TEST_BIN").map_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_gitward")), PathBuf::from)
 }
 
 /// `VmHWM` of a live process, in KiB; `None` once it has exited.
