@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{ApplyMode, InventoryKind, RenderMode};
+use super::{ApplyMode, InventoryKind, RenderMode, SandboxMode};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -41,6 +41,8 @@ pub(super) struct RawRender {
     pub max_tree_bytes: Option<ByteSize>,
     pub kube_version: Option<Spanned<String>>,
     pub api_versions: Option<Vec<Spanned<String>>>,
+    pub sandbox: Option<SandboxMode>,
+    pub max_memory: Option<ByteSize>,
 }
 
 /// `[cluster]` (one table) or `[[cluster]]` (an array of tables): TOML gives both the key

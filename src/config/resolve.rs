@@ -138,17 +138,14 @@ impl Resolver<'_> {
             timeout: self.duration(raw.timeout, "render.timeout")?.unwrap_or(default.timeout),
             max_output_bytes: raw.max_output_bytes.map_or(default.max_output_bytes, |size| size.0),
             max_tree_bytes: raw.max_tree_bytes.map_or(default.max_tree_bytes, |size| size.0),
-            kube_version: match raw.kube_version {
-                Some(version) => self.check(version, "render.kube_version", kube_version)?,
-                None => default.kube_version,
-            },
-            api_versions: match raw.api_versions {
-                Some(list) => list
-                    .into_iter()
-                    .map(|v| self.check(v, "render.api_versions", api_version))
-                    .collect::<Result<_>>()?,
-                None => default.api_versions,
-            },
+            kube_version: raw
+                .kube_version
+                .map_or(Ok(default.kube_version), |v| self.check(v, "render.kube_version", kube_version))?,
+            sandbox: raw.sandbox.unwrap_or(default.sandbox),
+            max_memory: raw.max_memory.map_or(default.max_memory, |size| size.0),
+            api_versions: raw.api_versions.map_or(Ok(default.api_versions), |list| {
+                list.into_iter().map(|v| self.check(v, "render.api_versions", api_version)).collect()
+            })?,
         })
     }
 

@@ -228,7 +228,8 @@ pub(super) fn build(
         }
     }
     cmd.arg("build").arg(scratch.repo_path(path));
-    process::run(cmd, limits)
+    let grants = process::Grants { network: allow_remote, ..process::Grants::scratch(scratch.path(), &tool.path) };
+    process::run(cmd, limits, &grants)
 }
 
 /// Whether `path` holds a kustomization file.

@@ -19,6 +19,7 @@ mod error;
 mod helm;
 mod kustomize;
 mod process;
+pub mod sandbox;
 pub mod sops;
 mod tool;
 mod tree;
@@ -126,12 +127,12 @@ impl Renderer {
     pub fn render(&mut self, tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Loaded> {
         let name = unit.name.as_str();
         let tool = match mode {
-            RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
-            _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
+            RenderMode::Helm => Tool::find("helm", &unit.render_tools, name)?,
+            _ => Tool::find("kustomize", &unit.render_tools, name)?,
         };
         let (inputs, remote) = inputs(tree, unit, mode)?;
         let mut decryptor = match &unit.decryption {
-            Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
+            Some(d) => Some(Decryptor::new(name, Tool::find("sops", &unit.render_tools, name)?, d)?),
             None => None,
         };
         let key = self.key(unit, mode, &tool, &inputs, decryptor.as_ref());
@@ -211,7 +212,7 @@ impl Renderer {
             copy()
                 .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart dependencies: {e}") })?;
         }
-        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let limits = Limits::of(&unit.render_tools);
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
         let output = match mode {
             RenderMode::Helm => {
@@ -240,6 +241,7 @@ impl Renderer {
                 }
                 RunError::Timeout => Error::Timeout { unit, path, tool, timeout: limits.timeout },
                 RunError::TooLarge => Error::OutputTooLarge { unit, path, tool, limit: limits.max_output },
+                RunError::Sandbox(message) => Error::Sandbox { unit, tool, message },
             }
         };
         Ok((output.map_err(failure)?, decrypted))
@@ -304,7 +306,7 @@ impl Renderer {
         let Some(decryption) = &unit.decryption else {
             return Err(Error::NoDecryptionKey { unit: name.to_owned(), file: rel.to_owned() });
         };
-        let sops = Tool::find("sops", unit.render_tools.sops.as_deref(), name)?;
+        let sops = Tool::find("sops", &unit.render_tools, name)?;
         let mut decryptor = Decryptor::new(name, sops, decryption)?;
         self.hash_key = Some(decryptor.hash_key.clone());
         let scratch = tree::Scratch::new(name)?;
@@ -312,7 +314,7 @@ impl Renderer {
         let on_disk = scratch.tmp().join(file_name);
         std::fs::write(&on_disk, &bytes)
             .map_err(|e| Error::Scratch { unit: name.to_owned(), message: e.to_string() })?;
-        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let limits = Limits::of(&unit.render_tools);
         let plaintext = decryptor.decrypt(name, rel, &on_disk, scratch.path(), limits)?;
         // The parse of a decrypted file must not quote it in an error.
         if let Err(e) = parse_file(rel, &plaintext) {

@@ -102,12 +102,15 @@ impl Decryptor {
         let env: Vec<(&str, &Path)> = vec![("HOME", &home), ("SOPS_AGE_KEY_FILE", &self.key_file)];
         let mut cmd = process::command(&self.tool.path, scratch, &env);
         cmd.args(["decrypt", "--input-type", format, "--output-type", format]).arg(on_disk);
-        let plaintext = match process::run(cmd, limits) {
+        let grants = process::Grants::scratch(scratch, &self.tool.path);
+        let grants = process::Grants { read: [grants.read, vec![self.key_file.clone()]].concat(), ..grants };
+        let plaintext = match process::run(cmd, limits, &grants) {
             Ok(bytes) => bytes,
             Err(RunError::Failed(_, message)) => return Err(failed(process::trim_message(&message))),
             Err(RunError::Spawn(e)) => return Err(failed(format!("sops could not be started: {e}"))),
             Err(RunError::Timeout) => return Err(failed(format!("sops did not finish within {:?}", limits.timeout))),
             Err(RunError::TooLarge) => return Err(failed("sops's output is over the render output cap".into())),
+            Err(RunError::Sandbox(message)) => return Err(failed(format!("sops cannot run confined: {message}"))),
         };
         self.masker.learn(format, &encrypted, &plaintext);
         Ok(plaintext)
