@@ -192,10 +192,8 @@ pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<(), Refusal>
     }
     let ruleset = if on { Some(ruleset(policy, support.landlock_abi)?) } else { None };
     let (uid, gid) = (unsafe { libc::getuid() }, unsafe { libc::getgid() });
-    let maps = (on && support.network_namespace && !policy.network).then(|| IdMaps {
-        uid: format!("{uid} {uid} 1\n").into_bytes(),
-        gid: format!("{gid} {gid} 1\n").into_bytes(),
-    });
+    let maps = (on && support.network_namespace && !policy.network)
+        .then(|| IdMaps { uid: format!("{uid} {uid} 1\n").into_bytes(), gid: format!("{gid} {gid} 1\n").into_bytes() });
     let max_memory = policy.max_memory;
     let child = move || -> std::io::Result<()> {
         close_inherited()?;
@@ -230,7 +228,8 @@ fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
     };
     let read = AccessFs::from_read(abi);
     let all = AccessFs::from_all(abi);
-    let mut base = Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(all).map_err(|e| err(&e))?;
+    let mut base =
+        Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(all).map_err(|e| err(&e))?;
     if !policy.network && abi >= ABI::V4 {
         base = base.handle_access(AccessNet::from_all(abi)).map_err(|e| err(&e))?;
     }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::process::{self, Limits, RunError};
-use super::{Error, Result};
 use super::sandbox;
+use super::{Error, Result};
 use crate::config::{RenderTools, SandboxMode};
 
 /// A located tool and its version.
