@@ -333,7 +333,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     }
     let sandbox = gitward::status::sandbox(config.render.sandbox);
     match args.output {
-        Output::Text => print!("{}sandbox: {sandbox}\n", gitward::status::render_text(&states)),
+        Output::Text => println!("{}sandbox: {sandbox}", gitward::status::render_text(&states)),
         Output::Json => {
             let mut json: serde_json::Value =
                 serde_json::from_str(&gitward::status::render_json(&states)).unwrap_or_default();

@@ -39,6 +39,7 @@ mod push;
 mod record;
 mod render;
 mod render_inputs;
+mod sandbox;
 mod secret_scan;
 mod sharding;
 mod signatures;

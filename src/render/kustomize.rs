@@ -13,8 +13,9 @@
 //! so is a URL in any field kustomize loads a file from ([`URL_FIELDS`]: generator `files`
 //! and `envs`, patch and replacement paths, `openapi.path`, `crds`, `configurations`,
 //! `transformers`, `generators`, `validators`, `helmCharts` repositories): kustomize fetches
-//! those over HTTP(S). Without `allow_remote_bases` kustomize also runs without network
-//! ([`process::DEAD_PROXY`]).
+//! those over HTTP(S). These scans give clear errors early; what holds is the sandbox
+//! ([`super::sandbox`]): without `allow_remote_bases` kustomize runs with no network at all,
+//! whatever a kustomization names.
 
 use std::collections::BTreeSet;
 use std::path::Path;

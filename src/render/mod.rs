@@ -4,14 +4,17 @@
 //!
 //! The real tools run as child processes (as Argo CD's repo-server runs them), found through
 //! `[render]` or `PATH`, in a private scratch directory materialized from the revision's
-//! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout and
-//! a cap on output bytes. A render returns bytes and an origin (`apps/prod (kustomize
+//! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout,
+//! a cap on output bytes, and inside the OS sandbox of [`sandbox`] (Landlock, a private
+//! network namespace, no inherited descriptors, a memory cap): what a repository can make a
+//! tool read, write or reach is bounded by the kernel; the scans before a run only give the
+//! common attempts a clearer error. A render returns bytes and an origin (`apps/prod (kustomize
 //! build)`); the manifest reader parses them as it parses a file and does not know how they
 //! were made. Renders are cached by the content they read ([`RenderCache`]).
 //!
 //! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
 //! `kustomize`, `helm`, [`sops`], `cache`
-//! ([`RenderCache`]), `process` (running a tool within its limits).
+//! ([`RenderCache`]), `process` (running a tool within its limits), [`sandbox`] (confining it).
 
 mod cache;
 mod chart;

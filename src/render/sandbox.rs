@@ -19,9 +19,11 @@
 //!    loopback ports.
 //! 3. `RLIMIT_DATA` of `[render] max_memory` (default 1 GiB). Not `RLIMIT_AS`: the Go runtime
 //!    reserves address space it never touches (its heap arena index, goroutine stacks), and
-//!    counting reservations would fail healthy runs at random; `RLIMIT_DATA` counts private
-//!    writable memory, which is what a runaway template grows (Linux 4.7 counts anonymous
-//!    `mmap` in it).
+//!    counting reservations measures the runtime, not the render: under an `RLIMIT_AS` of
+//!    256 MiB the pinned kustomize does not start (`failed to reserve page summary memory`),
+//!    though `kustomize version` touches about 12 MiB. `RLIMIT_DATA` counts private writable
+//!    memory, which is what a runaway template grows (Linux 4.7 counts anonymous `mmap` in it;
+//!    the Go heap is such memory). No cgroup is used: gitward does not assume a delegated one.
 //! 4. `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (Landlock, `landlock(7)`):
 //!    - files: read and execute beneath the scratch directory, the tool binary and the system
 //!      directories a dynamically linked tool needs (`/usr`, `/lib`, `/lib64`, `/bin`,
@@ -113,6 +115,17 @@ pub fn state(mode: SandboxMode) -> String {
             let net = if support.network_namespace { "network namespace" } else { "no network namespace" };
             format!("landlock ABI {}, {net}", support.landlock_abi)
         }
+    }
+}
+
+/// Logs, once per process, the warning that `[render] sandbox = "off"` runs tools unconfined;
+/// called at the daemon's start and before the first tool of a one-shot command runs.
+pub fn warn_if_off(mode: SandboxMode) {
+    static WARNED: std::sync::Once = std::sync::Once::new();
+    if mode == SandboxMode::Off {
+        WARNED.call_once(|| {
+            tracing::warn!("render sandbox off: [render] sandbox = \"off\", render tools run unconfined");
+        });
     }
 }
 

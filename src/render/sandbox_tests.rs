@@ -40,6 +40,17 @@ fn this_kernel_confines_tools() {
 }
 
 #[test]
+fn a_kernel_without_landlock_or_any_tcp_control_is_not_usable() {
+    let support = |landlock_abi, network_namespace| Support { landlock_abi, network_namespace };
+    assert!(!support(0, true).usable());
+    assert!(support(0, true).missing().unwrap().contains("no Landlock"));
+    assert!(!support(3, false).usable(), "Landlock before ABI 4 cannot close TCP");
+    assert!(support(3, false).missing().unwrap().contains("ABI 4"));
+    assert!(support(3, true).usable() && support(4, false).usable());
+    assert_eq!(support(7, true).missing(), None);
+}
+
+#[test]
 fn reads_outside_the_granted_paths_are_denied() {
     let (dir, grants) = scratch();
     let outside = tempfile::tempdir().unwrap();

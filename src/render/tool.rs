@@ -32,6 +32,7 @@ impl Tool {
     /// Errors: [`Error::Sandbox`] first, when `[render] sandbox` is on and the kernel cannot
     /// confine a tool; [`Error::ToolMissing`]; [`Error::ToolFailed`] when the version run fails.
     pub fn find(name: &'static str, tools: &RenderTools, unit: &str) -> Result<Self> {
+        sandbox::warn_if_off(tools.sandbox);
         let support = sandbox::Support::probe();
         if let (SandboxMode::On, Some(missing)) = (tools.sandbox, support.missing()) {
             let message = format!("{missing}; set [render] sandbox = \"off\" to run render tools unconfined");

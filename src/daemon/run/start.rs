@@ -173,7 +173,7 @@ fn log_render_tools(config: &Config) {
     use crate::render::sandbox::{Support, state};
     let support = Support::probe();
     match (config.render.sandbox, support.missing()) {
-        (SandboxMode::Off, _) => warn!("render sandbox off: [render] sandbox = \"off\", render tools run unconfined"),
+        (SandboxMode::Off, _) => crate::render::sandbox::warn_if_off(SandboxMode::Off),
         (SandboxMode::On, Some(reason)) => {
             error!(reason, "render sandbox unavailable: units that run kustomize, helm or sops are refused")
         }
