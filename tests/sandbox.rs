@@ -247,3 +247,54 @@ async fn a_sops_file_whose_metadata_hides_a_vault_key_is_refused_and_vault_never
     assert!(run.stderr.contains("app/secret.yaml") && run.stderr.contains("refused"), "{}", run.stderr);
     assert_eq!(listener.connections(), 0, "sops contacted the Vault address");
 }
+
+/// A unit with `allow_remote_bases` reaches the hosts of its remote bases through gitward's
+/// `CONNECT` proxy, and nothing else: `git` (run by kustomize) clones the base at
+/// `https://127.0.0.1:<base>/…` through the proxy, so that listener gets a connection; a
+/// generator file at `http://127.0.0.1:<other>/creds` — a URL, not a base — is fetched by
+/// kustomize directly (Go sends loopback requests past any proxy), and Landlock, which lets the
+/// tool connect to the proxy's port alone, denies it. Without the sandbox (`sandbox = "off"`)
+/// the same generator file is fetched.
+#[tokio::test]
+async fn a_remote_bases_unit_reaches_its_bases_through_the_proxy_and_nothing_else() {
+    let env = common::setup("sandbox-remote").await;
+    let ns = env.namespace.clone();
+    let base = Listener::start();
+    let other = Listener::start();
+    let head = format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\n");
+    let remote = "allow_remote_bases = true";
+
+    let repo = common::GitRepo::new();
+    repo.write(
+        "app/kustomization.yaml",
+        &format!("{head}resources:\n- https://127.0.0.1:{}/org/repo//base?ref=main\n", base.port),
+    );
+    repo.commit_and_push("a remote base");
+    let dir = tempfile::tempdir().unwrap();
+    let run = sync(dir.path(), "", &common::unit_toml("base", &repo.bare(), "app", &ns, remote));
+    assert_ne!(run.code, Some(0), "the listener is no git server: {}", run.stderr);
+    assert!(base.connections() > 0, "the remote base was not reached through the proxy: {}", run.stderr);
+
+    let repo = common::GitRepo::new();
+    repo.write(
+        "app/kustomization.yaml",
+        &format!(
+            "{head}configMapGenerator:\n- name: creds\n  options: {{disableNameSuffixHash: true}}\n  files:\n  \
+             - k=http://127.0.0.1:{}/creds\n",
+            other.port
+        ),
+    );
+    repo.commit_and_push("a URL that is no base");
+    let unit = common::unit_toml("creds", &repo.bare(), "app", &ns, remote);
+    let dir = tempfile::tempdir().unwrap();
+    let run = sync(dir.path(), "", &unit);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("permission denied"), "Landlock refused the connect: {}", run.stderr);
+    assert_eq!(other.connections(), 0, "a host that is no remote base was reached");
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+    assert!(configmaps.get_opt("creds").await.unwrap().is_none());
+
+    let run = sync(dir.path(), "sandbox = \"off\"", &unit);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(other.connections() > 0);
+}

@@ -22,6 +22,7 @@ mod error;
 mod helm;
 mod kustomize;
 mod process;
+mod proxy;
 pub mod sandbox;
 pub mod sops;
 mod tool;
@@ -133,7 +134,7 @@ impl Renderer {
             RenderMode::Helm => Tool::find("helm", &unit.render_tools, name)?,
             _ => Tool::find("kustomize", &unit.render_tools, name)?,
         };
-        let (inputs, remote) = inputs(tree, unit, mode)?;
+        let (inputs, remote, hosts) = inputs(tree, unit, mode)?;
         let mut decryptor = match &unit.decryption {
             Some(d) => Some(Decryptor::new(name, Tool::find("sops", &unit.render_tools, name)?, d)?),
             None => None,
@@ -146,7 +147,8 @@ impl Renderer {
             return Ok(loaded);
         }
         self.cache.count();
-        let (bytes, decrypted) = self.run(tree, unit, mode, &tool, &inputs, decryptor.as_mut())?;
+        let job = Job { mode, tool: &tool, inputs: &inputs, hosts: &hosts };
+        let (bytes, decrypted) = self.run(tree, unit, job, decryptor.as_mut())?;
         let path = display_path(&unit.path);
         let origin = format!("{path} ({})", if mode == RenderMode::Helm { "helm template" } else { "kustomize build" });
         let mut loaded = match parse_file(&origin, &bytes) {
@@ -180,11 +182,10 @@ impl Renderer {
         &self,
         tree: &Tree<'_>,
         unit: &SyncUnit,
-        mode: RenderMode,
-        tool: &Tool,
-        inputs: &[Input],
+        job: Job<'_>,
         mut decryptor: Option<&mut Decryptor>,
     ) -> Result<(Vec<u8>, bool)> {
+        let Job { mode, tool, inputs, hosts } = job;
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
         let mut materializer = tree::Materializer {
@@ -224,7 +225,7 @@ impl Renderer {
                 let chart = scratch.repo_path(&unit.path);
                 helm::template(tool, &scratch, &chart, release, &unit.namespace, &unit.helm, &caps, limits)
             }
-            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
+            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, hosts, limits),
         };
         let failure = |e: RunError| {
             let path = display_path(&unit.path);
@@ -350,12 +351,12 @@ struct Input {
 /// ([`kustomize::Inputs::remote`]).
 ///
 /// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
-fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool)> {
-    let (dirs, remote) = match mode {
-        RenderMode::Helm => (vec![unit.path.clone()], false),
+fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool, Hosts)> {
+    let (dirs, remote, hosts) = match mode {
+        RenderMode::Helm => (vec![unit.path.clone()], false, Hosts::new()),
         _ => {
             let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
-            (read.dirs, read.remote)
+            (read.dirs, read.remote, read.hosts)
         }
     };
     let mut inputs: Vec<Input> =
@@ -369,7 +370,20 @@ fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Inp
             inputs.push(Input { path: file.clone(), oid, tree: false });
         }
     }
-    Ok((inputs, remote))
+    Ok((inputs, remote, hosts))
+}
+
+/// The remote-base hosts a kustomize render may reach ([`kustomize::Inputs::hosts`]).
+type Hosts = std::collections::BTreeSet<String>;
+
+/// What one render runs: the mode, the tool, the inputs materialized and the hosts its proxy
+/// may reach.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    mode: RenderMode,
+    tool: &'a Tool,
+    inputs: &'a [Input],
+    hosts: &'a Hosts,
 }
 
 /// A repository path for messages: `.` for the root.

@@ -68,6 +68,8 @@ pub(super) struct Grants {
     pub write: Vec<PathBuf>,
     /// Network and a readable filesystem (kustomize with `allow_remote_bases`).
     pub network: bool,
+    /// With `network`: the remote-bases proxy's port, the only one TCP may reach.
+    pub proxy_port: Option<u16>,
 }
 
 impl Grants {
@@ -78,6 +80,7 @@ impl Grants {
             read: vec![root.to_owned(), tool.to_owned()],
             write: vec![root.join("home"), root.join("tmp")],
             network: false,
+            proxy_port: None,
         }
     }
 }
@@ -114,6 +117,7 @@ pub(super) fn run(mut cmd: Command, limits: Limits, grants: &Grants) -> Result<V
         read: grants.read.clone(),
         write: grants.write.clone(),
         network: grants.network,
+        proxy_port: grants.proxy_port,
         max_memory: limits.max_memory,
     };
     sandbox::confine(&mut cmd, &policy).map_err(|e| RunError::Sandbox(e.to_string()))?;

@@ -41,9 +41,12 @@
 //!
 //! Not blocked: connecting to a UNIX socket by path in a readable directory (Landlock does not
 //! mediate it before ABI 8; no such directory is granted but the scratch tree), and UDP where
-//! there is Landlock but no user namespace. A unit with `allow_remote_bases` is confined to
-//! writes in its scratch directory but keeps read access to the whole filesystem and the network
-//! (kustomize clones remote bases with `git`, which reads the system's git and TLS settings).
+//! there is Landlock but no user namespace. A unit with `allow_remote_bases` runs without the
+//! network namespace and may read the whole filesystem (kustomize clones remote bases with
+//! `git`, which reads the system's git and TLS settings), still writes only in its scratch
+//! directory, and may connect over TCP to one loopback port only (ABI 4): the `CONNECT` proxy
+//! of [`super::proxy`], which tunnels to the hosts of its remote bases and nowhere else. UDP
+//! (DNS) is open for such a unit.
 //!
 //! What is enforced is known at start ([`Support::probe`]): the daemon logs it once, `/readyz`
 //! and `gitward status` show it ([`state`]). A kernel that can confine neither files nor TCP
@@ -56,7 +59,7 @@ use std::process::Command;
 use std::sync::OnceLock;
 
 use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, PathBeneath, PathFd, Ruleset, RulesetAttr,
+    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, NetPort, PathBeneath, PathFd, Ruleset, RulesetAttr,
     RulesetCreatedAttr, Scope,
 };
 
@@ -173,6 +176,9 @@ pub(super) struct Policy {
     /// Whether the tool may reach the network and read the whole filesystem (kustomize with
     /// `allow_remote_bases`); writes stay confined to [`Policy::write`].
     pub network: bool,
+    /// With [`Policy::network`]: the one loopback port TCP may connect to (the remote-bases
+    /// proxy, [`super::proxy`]), with Landlock ABI 4; `None` leaves TCP open.
+    pub proxy_port: Option<u16>,
     /// `RLIMIT_DATA` in bytes (`[render] max_memory`).
     pub max_memory: u64,
 }
@@ -243,7 +249,8 @@ fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
     let all = AccessFs::from_all(abi);
     let mut base =
         Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(all).map_err(|e| err(&e))?;
-    if !policy.network && abi >= ABI::V4 {
+    let net_handled = abi >= ABI::V4 && (!policy.network || policy.proxy_port.is_some());
+    if net_handled {
         base = base.handle_access(AccessNet::from_all(abi)).map_err(|e| err(&e))?;
     }
     if abi >= ABI::V6 {
@@ -274,6 +281,9 @@ fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
     let mut created = base.create().map_err(|e| err(&e))?;
     for rule in rules {
         created = created.add_rule(rule).map_err(|e| err(&e))?;
+    }
+    if let (true, true, Some(port)) = (net_handled, policy.network, policy.proxy_port) {
+        created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(|e| err(&e))?;
     }
     Option::<OwnedFd>::from(created).ok_or_else(|| Refusal::Ruleset("no ruleset was created".into()))
 }
