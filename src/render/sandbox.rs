@@ -213,7 +213,11 @@ pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<(), Refusal>
     let (uid, gid) = (unsafe { libc::getuid() }, unsafe { libc::getgid() });
     let maps = (on && support.network_namespace && !policy.network)
         .then(|| IdMaps { uid: format!("{uid} {uid} 1\n").into_bytes(), gid: format!("{gid} {gid} 1\n").into_bytes() });
-    let max_memory = policy.max_memory;
+    // Never above the hard limit this process has: raising it would fail without privilege.
+    let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit fills a valid struct.
+    check(unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut current) }).map_err(|e| Refusal::Ruleset(e.to_string()))?;
+    let max_memory = policy.max_memory.min(current.rlim_max);
     let child = move || -> std::io::Result<()> {
         close_inherited()?;
         if let Some(maps) = &maps {
@@ -321,11 +325,24 @@ fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
     Ok(())
 }
 
-/// Marks every descriptor above 2 close-on-exec (`close_range` with `CLOSE_RANGE_CLOEXEC`).
+/// Marks every descriptor above 2 close-on-exec: `close_range` with `CLOSE_RANGE_CLOEXEC`
+/// (Linux 5.11), else `fcntl(F_SETFD)` on each descriptor below the soft `RLIMIT_NOFILE`.
 fn close_inherited() -> std::io::Result<()> {
-    // SAFETY: a system call on integers.
-    let r = unsafe { libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC) };
-    check(r as i32)
+    // SAFETY: system calls on integers and a valid struct; all async-signal-safe.
+    unsafe {
+        let r = libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, libc::CLOSE_RANGE_CLOEXEC);
+        if r == 0 {
+            return Ok(());
+        }
+        let mut limit = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+        check(libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit))?;
+        let last = i32::try_from(limit.rlim_cur.min(1 << 20)).unwrap_or(1 << 20);
+        for fd in 3..last {
+            // EBADF for a descriptor not open: nothing to do.
+            libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        }
+    }
+    Ok(())
 }
 
 /// `prctl(PR_SET_NO_NEW_PRIVS)` then `landlock_restrict_self(fd, 0)`.
