@@ -333,9 +333,15 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
         let state = gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
         states.push(state);
     }
+    let sandbox = gitward::status::sandbox(config.render.sandbox);
     match args.output {
-        Output::Text => print!("{}", gitward::status::render_text(&states)),
-        Output::Json => println!("{}", gitward::status::render_json(&states)),
+        Output::Text => println!("{}sandbox: {sandbox}", gitward::status::render_text(&states)),
+        Output::Json => {
+            let mut json: serde_json::Value =
+                serde_json::from_str(&gitward::status::render_json(&states)).unwrap_or_default();
+            json["sandbox"] = serde_json::Value::String(sandbox);
+            println!("{}", serde_json::to_string_pretty(&json).unwrap_or_default());
+        }
     }
     Ok(if states.iter().all(|s| s.healthy()) { ExitCode::SUCCESS } else { ExitCode::from(1) })
 }

@@ -370,6 +370,14 @@ pub fn render_json(units: &[UnitState]) -> String {
     serde_json::to_string_pretty(&serde_json::json!({ "units": units })).unwrap_or_default()
 }
 
+/// The render sandbox this process would run tools in with `mode`, as `/readyz` shows it:
+/// `landlock ABI 7, network namespace`, `off (…)` or `unavailable: <what the kernel lacks>`
+/// ([`crate::render::sandbox::state`]). `gitward status` prints it after the units (text:
+/// a last line `sandbox: …`; JSON: the top-level `sandbox` field).
+pub fn sandbox(mode: crate::config::SandboxMode) -> String {
+    crate::render::sandbox::state(mode)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

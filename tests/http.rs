@@ -331,6 +331,8 @@ async fn readyz_is_unavailable_until_every_unit_has_synced() {
     h.state.status.set("blog", ready());
     let reply = request(server.addr, "GET", "/readyz", &[], b"").await;
     assert_eq!(reply.status, 200, "{}", reply.body);
+    // The second line says what the render sandbox enforces on this kernel.
+    assert!(reply.body.starts_with("ready\nsandbox: landlock ABI "), "{}", reply.body);
     server.shutdown().await;
 }
 

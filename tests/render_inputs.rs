@@ -13,17 +13,15 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
-/// A shell script at `path` that runs the real kustomize, piping `build` output through
-/// `sed -e <edit>` (`None`: runs it unchanged). Written over the old file in place (same inode).
+/// A shell script at `path` standing in for kustomize: `version` prints a fixed line, `build
+/// <dir>` prints `<dir>/cm.yaml` through `sed -e <edit>` (`None`: unchanged). Written over the
+/// old file in place (same inode). It does not run the real kustomize: the render sandbox grants
+/// a tool its own binary and the system directories, not another binary beside it.
 fn kustomize_wrapper(path: &Path, edit: Option<&str>) {
-    let real = tools_bin().join("kustomize");
-    let real = real.display();
-    let script = match edit {
-        None => format!("#!/bin/sh\nexec {real} \"$@\"\n"),
-        Some(edit) => format!(
-            "#!/bin/sh\nif [ \"$1\" = build ]; then\n  {real} \"$@\" | /bin/sed -e '{edit}'\nelse\n  exec {real} \"$@\"\nfi\n"
-        ),
-    };
+    let edit = edit.unwrap_or("");
+    let script = format!(
+        "#!/bin/sh\nif [ \"$1\" = build ]; then\n  /bin/sed -e '{edit}' \"$2/cm.yaml\"\nelse\n  echo v5.8.1\nfi\n"
+    );
     std::fs::write(path, script).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -63,7 +61,7 @@ async fn a_tool_binary_replaced_in_place_renders_again() {
     assert_eq!(configmap_value(&env.client, &ns, "tool", "value").await.as_deref(), Some("before"));
 
     // The same version line, another binary: its output must be rendered, not the cached one.
-    kustomize_wrapper(&wrapper, Some("s/value: before/value: after/"));
+    kustomize_wrapper(&wrapper, Some("s/before/after/"));
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2, "a replaced tool binary must render again");
     assert_eq!(configmap_value(&env.client, &ns, "tool", "value").await.as_deref(), Some("after"));

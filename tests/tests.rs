@@ -42,6 +42,7 @@ mod push;
 mod record;
 mod render;
 mod render_inputs;
+mod sandbox;
 mod secret_scan;
 mod sharding;
 mod signatures;

@@ -38,7 +38,7 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
-pub use render::RenderTools;
+pub use render::{RenderTools, SandboxMode};
 use unit::is_url_or_scp;
 pub use unit::{
     ApplyMode, Decryption, GitCredentials, HelmOptions, InventoryConfig, InventoryKind, RenderMode, SyncUnit,

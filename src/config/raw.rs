@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{ApplyMode, InventoryKind, RenderMode};
+use super::{ApplyMode, InventoryKind, RenderMode, SandboxMode};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -42,6 +42,8 @@ pub(super) struct RawRender {
     pub kube_version: Option<Spanned<String>>,
     pub api_versions: Option<Vec<Spanned<String>>>,
     pub chart_repositories: Option<Vec<Spanned<String>>>,
+    pub sandbox: Option<SandboxMode>,
+    pub max_memory: Option<ByteSize>,
 }
 
 /// `[cluster]` (one table) or `[[cluster]]` (an array of tables): TOML gives both the key

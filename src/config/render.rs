@@ -53,6 +53,26 @@ pub struct RenderTools {
     /// addresses are reached only when listed here, even as a unit's own repository. Default:
     /// none — a repository's content never chooses where gitward connects.
     pub chart_repositories: ChartRepositories,
+    /// Whether render tools run in the OS sandbox (`render::sandbox`: Landlock, a network
+    /// namespace, no inherited descriptors). Default [`SandboxMode::On`]: a kernel that cannot
+    /// enforce it refuses every unit that runs a tool; `"off"` is logged as a warning at each
+    /// start.
+    pub sandbox: SandboxMode,
+    /// The most private writable memory one run of a tool may map (`RLIMIT_DATA`), in bytes.
+    /// Default 1 GiB: helm, kustomize and sops render real charts and overlays in under
+    /// 200 MiB; a template that grows without end fails instead of starving the daemon.
+    pub max_memory: u64,
+}
+
+/// `[render] sandbox`: `"on"` (the default) or `"off"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SandboxMode {
+    /// Tools run confined; units that run one are refused where the kernel cannot confine them.
+    #[default]
+    On,
+    /// Tools run with an empty environment, no inherited descriptors and the memory cap only.
+    Off,
 }
 
 impl RenderTools {
@@ -76,6 +96,8 @@ impl Default for RenderTools {
             kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
             api_versions: Vec::new(),
             chart_repositories: ChartRepositories::default(),
+            sandbox: SandboxMode::On,
+            max_memory: 1 << 30,
         }
     }
 }

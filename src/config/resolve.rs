@@ -151,6 +151,8 @@ impl Resolver<'_> {
                 None => default.api_versions,
             },
             chart_repositories: self.chart_repositories(raw.chart_repositories)?,
+            sandbox: raw.sandbox.unwrap_or(default.sandbox),
+            max_memory: raw.max_memory.map_or(default.max_memory, |size| size.0),
         })
     }
 

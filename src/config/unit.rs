@@ -152,7 +152,9 @@ pub struct SyncUnit {
     pub render: RenderMode,
     /// Whether kustomize may fetch remote resources (`https://…`, `github.com/…`). Default
     /// `false`: a render reads only the revision, so what is applied is what git holds (Flux's
-    /// `--no-remote-bases`).
+    /// `--no-remote-bases`). With `true`, kustomize reaches only the hosts of the remote bases
+    /// its kustomizations name, over HTTPS through gitward's loopback `CONNECT` proxy
+    /// (`render::proxy`; the render sandbox lets it connect to that port alone).
     pub allow_remote_bases: bool,
     /// Whether the unit's `namespace` is created when missing (a GET, then a bare create), as
     /// Argo CD's `CreateNamespace=true`. Such a namespace is shared: it belongs to no unit's

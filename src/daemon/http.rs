@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed ref; 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
-//! | `GET /readyz` | 200 `ready` when [`Status::ready`], else 503 naming the units not ready |
+//! | `GET /readyz` | 200 `ready` when [`Status::ready`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]) |
 //! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
 //!
 //! Webhooks are refused unless a secret is configured (DESIGN.md, Triggers; decision 10: the
@@ -60,13 +60,22 @@ pub struct HttpState {
     pub status: Status,
     /// The registry `/metrics` encodes; webhook triggers are counted in it.
     pub metrics: Arc<Metrics>,
+    /// The render sandbox as [`crate::render::sandbox::state`] describes it, the second line
+    /// of every `/readyz` answer ([`HttpState::set_sandbox`]).
+    pub sandbox: Arc<RwLock<String>>,
 }
 
 impl HttpState {
     /// A state with `webhook_secret` (`None` when none is configured) and no units yet (see
     /// [`HttpState::set_units`]).
     pub fn new(webhook_secret: Secret, status: Status, metrics: Arc<Metrics>) -> Self {
-        Self { webhook_secret: Arc::new(RwLock::new(webhook_secret)), units: Arc::default(), status, metrics }
+        let sandbox = Arc::new(RwLock::new(crate::render::sandbox::state(crate::config::SandboxMode::On)));
+        Self { webhook_secret: Arc::new(RwLock::new(webhook_secret)), units: Arc::default(), status, metrics, sandbox }
+    }
+
+    /// Replaces the sandbox line of `/readyz` (at start and after a reload).
+    pub fn set_sandbox(&self, mode: crate::config::SandboxMode) {
+        *self.sandbox.write().expect("sandbox lock") = crate::render::sandbox::state(mode);
     }
 
     /// Replaces the units webhooks can trigger (after a reload; empty when leadership is lost).
@@ -195,11 +204,12 @@ async fn healthz() -> &'static str {
 }
 
 async fn readyz(State(state): State<HttpState>) -> Response {
+    let sandbox = format!("\nsandbox: {}\n", state.sandbox.read().expect("sandbox lock"));
     if state.status.standby() {
-        return (StatusCode::OK, "ready: standing by for leadership").into_response();
+        return (StatusCode::OK, format!("ready: standing by for leadership{sandbox}")).into_response();
     }
     if state.status.ready() {
-        return (StatusCode::OK, "ready").into_response();
+        return (StatusCode::OK, format!("ready{sandbox}")).into_response();
     }
     let snapshot = state.status.snapshot();
     let waiting: Vec<&str> = snapshot
@@ -212,6 +222,7 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     } else {
         format!("not ready: {}", waiting.join(", "))
     };
+    let message = format!("{message}{sandbox}");
     (StatusCode::SERVICE_UNAVAILABLE, message).into_response()
 }
 

@@ -28,7 +28,7 @@ impl Renderer {
         values_files: &[(String, Vec<u8>)],
     ) -> Result<Loaded> {
         let name = unit.name.as_str();
-        let tool = Tool::find("helm", unit.render_tools.helm.as_deref(), name)?;
+        let tool = Tool::find("helm", &unit.render_tools, name)?;
         let caps = self.capabilities_for(unit).into_owned();
         let release = helm::release(&unit.helm, name);
         let mut key = super::cache::KeyBuilder::default();
@@ -60,7 +60,7 @@ impl Renderer {
         std::fs::write(&checked, &bytes)
             .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart archive: {e}") })?;
         let archive = checked.as_path();
-        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let limits = Limits::of(&unit.render_tools);
         let output = helm::template(&tool, &scratch, archive, release, &unit.namespace, &unit.helm, &caps, limits);
         let path = revision.0.clone();
         let bytes = output.map_err(|e| {
@@ -73,6 +73,7 @@ impl Renderer {
                 }
                 RunError::Timeout => Error::Timeout { unit, path, tool, timeout: limits.timeout },
                 RunError::TooLarge => Error::OutputTooLarge { unit, path, tool, limit: limits.max_output },
+                RunError::Sandbox(message) => Error::Sandbox { unit, tool, message },
             }
         })?;
         let mut loaded = parse_file(&format!("{revision} (helm template)"), &bytes)?;

@@ -19,6 +19,18 @@ pub enum Error {
         /// Where it was looked for.
         hint: String,
     },
+    /// The tool cannot run in the OS sandbox ([`crate::config::SandboxMode::On`]): the kernel
+    /// lacks Landlock, or the ruleset could not be built. Not retried: a config change
+    /// (`[render] sandbox = "off"`) or another kernel fixes it.
+    #[error("{unit}: {tool} refused: cannot confine render tools: {message}")]
+    Sandbox {
+        /// The unit.
+        unit: String,
+        /// `kustomize`, `helm` or `sops`.
+        tool: &'static str,
+        /// What the kernel lacks, or why the ruleset failed.
+        message: String,
+    },
     /// The tool ran and failed; `message` is its own (trimmed, secrets masked).
     #[error("{unit}: {path}: {tool} failed: {message}")]
     ToolFailed {

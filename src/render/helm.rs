@@ -77,7 +77,12 @@ pub(super) fn template(
     if !capabilities.api_versions.is_empty() {
         cmd.arg("--api-versions").arg(capabilities.api_versions.join(","));
     }
-    process::run(cmd, limits)
+    let mut grants = process::Grants::scratch(scratch.path(), &tool.path);
+    if !chart.starts_with(scratch.path()) {
+        // A fetched chart archive, read where the download cache keeps it.
+        grants.read.push(chart.to_owned());
+    }
+    process::run(cmd, limits, &grants)
 }
 
 /// The chart dependencies Helm found missing from `charts/` (`mylib, common`), from its message

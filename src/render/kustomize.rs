@@ -13,8 +13,9 @@
 //! so is a URL in any field kustomize loads a file from ([`URL_FIELDS`]: generator `files`
 //! and `envs`, patch and replacement paths, `openapi.path`, `crds`, `configurations`,
 //! `transformers`, `generators`, `validators`, `helmCharts` repositories): kustomize fetches
-//! those over HTTP(S). Without `allow_remote_bases` kustomize also runs without network
-//! ([`process::DEAD_PROXY`]).
+//! those over HTTP(S). These scans give clear errors early; what holds is the sandbox
+//! ([`super::sandbox`]): without `allow_remote_bases` kustomize runs with no network at all,
+//! whatever a kustomization names.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -22,6 +23,7 @@ use std::path::Path;
 use serde_json::Value;
 
 use super::process::{self, Limits};
+use super::proxy::Proxy;
 use super::tree::{Scratch, join, resolve};
 use super::{Error, Result, Tool};
 use crate::source::Tree;
@@ -46,6 +48,11 @@ pub(super) struct Inputs {
     /// resource, a URL in a file-loading field); only with `allow_remote`. Such a render
     /// depends on more than the revision and is never served from the render cache.
     pub remote: bool,
+    /// The `host:port` (lowercase) of every remote base the kustomizations name
+    /// ([`remote_host`]; a URL in a file-loading field is no base and names none): the only
+    /// targets the remote-bases proxy tunnels to ([`super::proxy`]). Empty without
+    /// `allow_remote`.
+    pub hosts: BTreeSet<String>,
 }
 
 /// The directories a build of `path` reads, and whether it reads anything remote ([`Inputs`]).
@@ -59,6 +66,7 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
     let mut seen = BTreeSet::new();
     let mut queue = vec![path.to_owned()];
     let mut remote = false;
+    let mut hosts = BTreeSet::new();
     while let Some(dir) = queue.pop() {
         if !seen.insert(dir.clone()) {
             continue;
@@ -79,6 +87,7 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
                         return Err(Error::RemoteResource { unit: unit.to_owned(), file, resource: reference });
                     }
                     remote = true;
+                    hosts.extend(remote_host(&reference));
                 }
                 None => return Err(Error::LeavesRepository { unit: unit.to_owned(), file, reference }),
                 Some(target) if tree.dir(&target).is_some() => queue.push(target),
@@ -86,7 +95,27 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
             }
         }
     }
-    Ok(Inputs { dirs: outermost(seen), remote })
+    Ok(Inputs { dirs: outermost(seen), remote, hosts })
+}
+
+/// The `host:port` kustomize (or the `git` it runs) connects to for a remote reference, in
+/// lowercase: `https://h/…` and `git::https://h/…` → `h:443` (or the port given),
+/// `http://h/…` → `h:80`, `github.com/org/repo` → `github.com:443`; `None` for what goes
+/// through no proxy (`file://`, `ssh://`, `git@h:…`).
+pub(super) fn remote_host(reference: &str) -> Option<String> {
+    let reference = reference.trim().strip_prefix("git::").unwrap_or(reference.trim());
+    if reference.contains("://") {
+        let url = url::Url::parse(reference).ok()?;
+        if !matches!(url.scheme(), "https" | "http") {
+            return None;
+        }
+        return Some(format!("{}:{}", url.host_str()?.to_ascii_lowercase(), url.port_or_known_default()?));
+    }
+    if reference.starts_with("git@") {
+        return None;
+    }
+    let first = reference.split('/').next()?;
+    first.contains('.').then(|| format!("{}:443", first.to_ascii_lowercase()))
 }
 
 /// The kustomization file of `dir`, the references it lists and the URLs its file-loading
@@ -211,6 +240,7 @@ pub(super) fn build(
     scratch: &Scratch,
     path: &str,
     allow_remote: bool,
+    hosts: &BTreeSet<String>,
     limits: Limits,
 ) -> std::result::Result<Vec<u8>, process::RunError> {
     let (home, tmp) = (scratch.home(), scratch.tmp());
@@ -221,14 +251,24 @@ pub(super) fn build(
         env.push(("PATH", system_path));
     }
     let mut cmd = process::command(&tool.path, scratch.path(), &env);
-    if allow_remote {
-        // The unit reaches the network on purpose: no dead proxy.
+    // The unit reaches its remote bases through a proxy that lets it reach nothing else; it
+    // lives as long as the run.
+    let proxy = match allow_remote {
+        true => Some(Proxy::start(hosts.clone()).map_err(process::RunError::Spawn)?),
+        false => None,
+    };
+    if let Some(proxy) = &proxy {
         for key in process::PROXY_VARIABLES {
-            cmd.env_remove(key);
+            cmd.env(key, proxy.url());
         }
     }
     cmd.arg("build").arg(scratch.repo_path(path));
-    process::run(cmd, limits)
+    let grants = process::Grants {
+        network: allow_remote,
+        proxy_port: proxy.as_ref().map(Proxy::port),
+        ..process::Grants::scratch(scratch.path(), &tool.path)
+    };
+    process::run(cmd, limits, &grants)
 }
 
 /// Whether `path` holds a kustomization file.
@@ -308,7 +348,8 @@ mod tests {
             read,
             Inputs {
                 dirs: ["apps/prod", "org/check", "org/gen", "org/labels"].map(String::from).into(),
-                remote: false
+                remote: false,
+                hosts: BTreeSet::new(),
             }
         );
         let remote = [("app/kustomization.yaml", "transformers: [github.com/org/repo//labels?ref=v1]\n")];
@@ -319,13 +360,20 @@ mod tests {
     }
 
     #[test]
-    fn remote_resources_are_refused_unless_allowed() {
-        for remote in ["https://example.com/base.yaml", "github.com/org/repo//base?ref=v1", "git@github.com:o/r.git"] {
+    fn remote_resources_are_refused_unless_allowed_and_name_the_hosts_the_proxy_reaches() {
+        let cases = [
+            ("https://example.com/base.yaml", Some("example.com:443")),
+            ("github.com/org/repo//base?ref=v1", Some("github.com:443")),
+            ("git@github.com:o/r.git", None),
+            ("git::https://Git.Example.org:8443/o/r//b?ref=x", Some("git.example.org:8443")),
+        ];
+        for (remote, host) in cases {
             let files = [("app/kustomization.yaml", format!("resources: [\"{remote}\"]\n"))];
             let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
             let err = dirs(&files, "app", false).unwrap_err();
             assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
-            assert_eq!(inputs(&files, "app", true).unwrap(), Inputs { dirs: vec!["app".into()], remote: true });
+            let hosts = host.map(String::from).into_iter().collect();
+            assert_eq!(inputs(&files, "app", true).unwrap(), Inputs { dirs: vec!["app".into()], remote: true, hosts });
         }
     }
 
@@ -338,7 +386,7 @@ mod tests {
         assert_eq!((file.as_str(), field.as_str()), ("app/kustomization.yaml", "configMapGenerator[0].files[1]"));
         assert_eq!(value, "c=http://127.0.0.1:8080/creds");
         let allowed = inputs(&[("app/kustomization.yaml", text)], "app", true).unwrap();
-        assert_eq!(allowed, Inputs { dirs: vec!["app".into()], remote: true });
+        assert_eq!(allowed, Inputs { dirs: vec!["app".into()], remote: true, hosts: BTreeSet::new() });
         let doc: Value = serde_saphyr::from_str(text).unwrap();
         let fields: Vec<String> = urls(&doc).into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["configMapGenerator[0].files[1]", "patches[0].path"], "a literal is not a file");

@@ -4,14 +4,17 @@
 //!
 //! The real tools run as child processes (as Argo CD's repo-server runs them), found through
 //! `[render]` or `PATH`, in a private scratch directory materialized from the revision's
-//! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout and
-//! a cap on output bytes. A render returns bytes and an origin (`apps/prod (kustomize
+//! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout,
+//! a cap on output bytes, and inside the OS sandbox of [`sandbox`] (Landlock, a private
+//! network namespace, no inherited descriptors, a memory cap): what a repository can make a
+//! tool read, write or reach is bounded by the kernel; the scans before a run only give the
+//! common attempts a clearer error. A render returns bytes and an origin (`apps/prod (kustomize
 //! build)`); the manifest reader parses them as it parses a file and does not know how they
 //! were made. Renders are cached by the content they read ([`RenderCache`]).
 //!
 //! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
 //! `kustomize`, `helm`, [`sops`], `cache`
-//! ([`RenderCache`]), `process` (running a tool within its limits).
+//! ([`RenderCache`]), `process` (running a tool within its limits), [`sandbox`] (confining it).
 
 mod cache;
 mod chart;
@@ -19,6 +22,8 @@ mod error;
 mod helm;
 mod kustomize;
 mod process;
+mod proxy;
+pub mod sandbox;
 pub mod sops;
 mod tool;
 mod tree;
@@ -126,12 +131,12 @@ impl Renderer {
     pub fn render(&mut self, tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<Loaded> {
         let name = unit.name.as_str();
         let tool = match mode {
-            RenderMode::Helm => Tool::find("helm", unit.render_tools.helm.as_deref(), name)?,
-            _ => Tool::find("kustomize", unit.render_tools.kustomize.as_deref(), name)?,
+            RenderMode::Helm => Tool::find("helm", &unit.render_tools, name)?,
+            _ => Tool::find("kustomize", &unit.render_tools, name)?,
         };
-        let (inputs, remote) = inputs(tree, unit, mode)?;
+        let (inputs, remote, hosts) = inputs(tree, unit, mode)?;
         let mut decryptor = match &unit.decryption {
-            Some(d) => Some(Decryptor::new(name, Tool::find("sops", unit.render_tools.sops.as_deref(), name)?, d)?),
+            Some(d) => Some(Decryptor::new(name, Tool::find("sops", &unit.render_tools, name)?, d)?),
             None => None,
         };
         let key = self.key(unit, mode, &tool, &inputs, decryptor.as_ref());
@@ -142,7 +147,8 @@ impl Renderer {
             return Ok(loaded);
         }
         self.cache.count();
-        let (bytes, decrypted) = self.run(tree, unit, mode, &tool, &inputs, decryptor.as_mut())?;
+        let job = Job { mode, tool: &tool, inputs: &inputs, hosts: &hosts };
+        let (bytes, decrypted) = self.run(tree, unit, job, decryptor.as_mut())?;
         let path = display_path(&unit.path);
         let origin = format!("{path} ({})", if mode == RenderMode::Helm { "helm template" } else { "kustomize build" });
         let mut loaded = match parse_file(&origin, &bytes) {
@@ -176,11 +182,10 @@ impl Renderer {
         &self,
         tree: &Tree<'_>,
         unit: &SyncUnit,
-        mode: RenderMode,
-        tool: &Tool,
-        inputs: &[Input],
+        job: Job<'_>,
         mut decryptor: Option<&mut Decryptor>,
     ) -> Result<(Vec<u8>, bool)> {
+        let Job { mode, tool, inputs, hosts } = job;
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
         let mut materializer = tree::Materializer::new(tree, &scratch, unit.render_tools.max_tree_bytes);
@@ -211,7 +216,7 @@ impl Renderer {
                 })?;
             }
         }
-        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let limits = Limits::of(&unit.render_tools);
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
         let output = match mode {
             RenderMode::Helm => {
@@ -220,7 +225,7 @@ impl Renderer {
                 let chart = scratch.repo_path(&unit.path);
                 helm::template(tool, &scratch, &chart, release, &unit.namespace, &unit.helm, &caps, limits)
             }
-            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, limits),
+            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, hosts, limits),
         };
         let failure = |e: RunError| {
             let path = display_path(&unit.path);
@@ -240,6 +245,7 @@ impl Renderer {
                 }
                 RunError::Timeout => Error::Timeout { unit, path, tool, timeout: limits.timeout },
                 RunError::TooLarge => Error::OutputTooLarge { unit, path, tool, limit: limits.max_output },
+                RunError::Sandbox(message) => Error::Sandbox { unit, tool, message },
             }
         };
         Ok((output.map_err(failure)?, decrypted))
@@ -304,7 +310,7 @@ impl Renderer {
         let Some(decryption) = &unit.decryption else {
             return Err(Error::NoDecryptionKey { unit: name.to_owned(), file: rel.to_owned() });
         };
-        let sops = Tool::find("sops", unit.render_tools.sops.as_deref(), name)?;
+        let sops = Tool::find("sops", &unit.render_tools, name)?;
         let mut decryptor = Decryptor::new(name, sops, decryption)?;
         self.hash_key = Some(decryptor.hash_key.clone());
         let scratch = tree::Scratch::new(name)?;
@@ -318,7 +324,7 @@ impl Renderer {
         let on_disk = scratch.tmp().join(file_name);
         std::fs::write(&on_disk, &bytes)
             .map_err(|e| Error::Scratch { unit: name.to_owned(), message: e.to_string() })?;
-        let limits = Limits { timeout: unit.render_tools.timeout, max_output: unit.render_tools.max_output_bytes };
+        let limits = Limits::of(&unit.render_tools);
         let plaintext = decryptor.decrypt(name, rel, &on_disk, scratch.path(), limits)?;
         // The parse of a decrypted file must not quote it in an error.
         if let Err(e) = parse_file(rel, &plaintext) {
@@ -351,12 +357,12 @@ struct Input {
 /// ([`kustomize::Inputs::remote`]).
 ///
 /// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
-fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool)> {
-    let (dirs, remote) = match mode {
-        RenderMode::Helm => (vec![unit.path.clone()], false),
+fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool, Hosts)> {
+    let (dirs, remote, hosts) = match mode {
+        RenderMode::Helm => (vec![unit.path.clone()], false, Hosts::new()),
         _ => {
             let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
-            (read.dirs, read.remote)
+            (read.dirs, read.remote, read.hosts)
         }
     };
     let mut inputs: Vec<Input> =
@@ -370,7 +376,20 @@ fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Inp
             inputs.push(Input { path: file.clone(), oid, tree: false });
         }
     }
-    Ok((inputs, remote))
+    Ok((inputs, remote, hosts))
+}
+
+/// The remote-base hosts a kustomize render may reach ([`kustomize::Inputs::hosts`]).
+type Hosts = std::collections::BTreeSet<String>;
+
+/// What one render runs: the mode, the tool, the inputs materialized and the hosts its proxy
+/// may reach.
+#[derive(Clone, Copy)]
+struct Job<'a> {
+    mode: RenderMode,
+    tool: &'a Tool,
+    inputs: &'a [Input],
+    hosts: &'a Hosts,
 }
 
 /// A repository path for messages: `.` for the root.

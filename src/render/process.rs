@@ -1,12 +1,16 @@
 //! Running one render tool as a child process: an empty environment but for what is passed,
-//! stdin closed, stdout collected up to a cap, stderr kept for the error message, and a
-//! deadline after which the tool is killed. Blocking: callers run in `spawn_blocking`.
+//! stdin closed, stdout collected up to a cap, stderr kept for the error message, a deadline
+//! after which the tool is killed, and the OS sandbox of [`super::sandbox`] around it (the
+//! [`Grants`] a run names). Blocking: callers run in `spawn_blocking`.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
+
+use super::sandbox::{self, Policy};
+use crate::config::SandboxMode;
 
 /// The most bytes of a tool's stderr kept for its error message.
 const MAX_STDERR: usize = 64 << 10;
@@ -25,6 +29,9 @@ pub(super) enum RunError {
     Timeout,
     /// stdout went over the cap; the tool was killed.
     TooLarge,
+    /// The sandbox cannot be set up (the kernel lacks it and `[render] sandbox` is on); the
+    /// tool was not started.
+    Sandbox(String),
 }
 
 /// What one run may use.
@@ -34,6 +41,48 @@ pub(super) struct Limits {
     pub timeout: Duration,
     /// Most bytes read from stdout.
     pub max_output: u64,
+    /// Most private writable memory, in bytes (`RLIMIT_DATA`).
+    pub max_memory: u64,
+    /// Whether the run is confined ([`super::sandbox`]).
+    pub sandbox: SandboxMode,
+}
+
+impl Limits {
+    /// The limits `[render]` sets.
+    pub fn of(tools: &crate::config::RenderTools) -> Self {
+        Self {
+            timeout: tools.timeout,
+            max_output: tools.max_output_bytes,
+            max_memory: tools.max_memory,
+            sandbox: tools.sandbox,
+        }
+    }
+}
+
+/// What one run may touch besides the system directories ([`super::sandbox::Policy`]).
+#[derive(Debug, Clone, Default)]
+pub(super) struct Grants {
+    /// Read (and execute) beneath these: the scratch directory, the tool binary, a key file.
+    pub read: Vec<PathBuf>,
+    /// Read and write beneath these: the tool's `HOME` and `TMPDIR`.
+    pub write: Vec<PathBuf>,
+    /// Network and a readable filesystem (kustomize with `allow_remote_bases`).
+    pub network: bool,
+    /// With `network`: the remote-bases proxy's port, the only one TCP may reach.
+    pub proxy_port: Option<u16>,
+}
+
+impl Grants {
+    /// A run of `tool` in scratch directory `root`: read `root` and the binary, write
+    /// `root/home` and `root/tmp`.
+    pub fn scratch(root: &Path, tool: &Path) -> Self {
+        Self {
+            read: vec![root.to_owned(), tool.to_owned()],
+            write: vec![root.join("home"), root.join("tmp")],
+            network: false,
+            proxy_port: None,
+        }
+    }
 }
 
 /// The proxy a tool without network is given: the discard port of the loopback address, where
@@ -61,8 +110,17 @@ pub(super) fn command(program: &Path, cwd: &Path, env: &[(&str, &Path)]) -> Comm
 /// The variables Go's `net/http` (`httpproxy.FromEnvironment`) reads for a proxy.
 pub(super) const PROXY_VARIABLES: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
 
-/// Runs `cmd` to completion within `limits`; returns its stdout.
-pub(super) fn run(mut cmd: Command, limits: Limits) -> Result<Vec<u8>, RunError> {
+/// Runs `cmd` to completion within `limits`, confined to `grants`; returns its stdout.
+pub(super) fn run(mut cmd: Command, limits: Limits, grants: &Grants) -> Result<Vec<u8>, RunError> {
+    let policy = Policy {
+        mode: limits.sandbox,
+        read: grants.read.clone(),
+        write: grants.write.clone(),
+        network: grants.network,
+        proxy_port: grants.proxy_port,
+        max_memory: limits.max_memory,
+    };
+    sandbox::confine(&mut cmd, &policy).map_err(|e| RunError::Sandbox(e.to_string()))?;
     cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(RunError::Spawn)?;
     let stdout = child.stdout.take().expect("stdout is piped");
@@ -167,19 +225,20 @@ mod tests {
         cmd
     }
 
-    const LIMITS: Limits = Limits { timeout: Duration::from_secs(30), max_output: 1 << 20 };
+    const LIMITS: Limits =
+        Limits { timeout: Duration::from_secs(30), max_output: 1 << 20, max_memory: 1 << 30, sandbox: SandboxMode::On };
 
     #[test]
     fn stdout_is_returned_and_the_environment_is_empty() {
         // CARGO and HOME are set for this test process; the tool inherits neither.
         assert!(std::env::var_os("CARGO").is_some());
-        let out = run(sh("echo hello; printf '[%s|%s]' \"$HOME\" \"$CARGO\""), LIMITS).unwrap();
+        let out = run(sh("echo hello; printf '[%s|%s]' \"$HOME\" \"$CARGO\""), LIMITS, &Grants::default()).unwrap();
         assert_eq!(String::from_utf8(out).unwrap(), "hello\n[|]");
     }
 
     #[test]
     fn a_failing_tool_reports_its_stderr() {
-        match run(sh("echo oops >&2; exit 3"), LIMITS) {
+        match run(sh("echo oops >&2; exit 3"), LIMITS, &Grants::default()) {
             Err(RunError::Failed(status, message)) => {
                 assert_eq!(status.code(), Some(3));
                 assert_eq!(message.trim(), "oops");
@@ -191,13 +250,13 @@ mod tests {
     #[test]
     fn output_over_the_cap_kills_the_tool() {
         let limits = Limits { max_output: 1000, ..LIMITS };
-        assert!(matches!(run(sh("yes"), limits), Err(RunError::TooLarge)));
+        assert!(matches!(run(sh("yes"), limits, &Grants::default()), Err(RunError::TooLarge)));
     }
 
     #[test]
     fn a_tool_past_its_deadline_is_killed() {
         let limits = Limits { timeout: Duration::from_millis(200), ..LIMITS };
-        assert!(matches!(run(sh("exec sleep 30"), limits), Err(RunError::Timeout)));
+        assert!(matches!(run(sh("exec sleep 30"), limits, &Grants::default()), Err(RunError::Timeout)));
     }
 
     #[test]

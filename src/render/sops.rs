@@ -90,7 +90,12 @@ impl Decryptor {
         let format = format_of(rel);
         let failed = |message: String| Error::DecryptFailed { unit: unit.to_owned(), file: rel.to_owned(), message };
         let encrypted = std::fs::read(on_disk).map_err(|e| failed(e.to_string()))?;
-        let foreign = foreign_key_sources(format, &encrypted);
+        let foreign = foreign_key_sources(format, &encrypted).map_err(|reason| {
+            failed(format!(
+                "its sops metadata cannot be read in full ({reason}); refused rather than taken as age only, so \
+                 that sops contacts no key service a committer chose"
+            ))
+        })?;
         if !foreign.is_empty() {
             return Err(failed(format!(
                 "its key groups name {} besides age, and only an age key is configured; refused so that \
@@ -102,12 +107,15 @@ impl Decryptor {
         let env: Vec<(&str, &Path)> = vec![("HOME", &home), ("SOPS_AGE_KEY_FILE", &self.key_file)];
         let mut cmd = process::command(&self.tool.path, scratch, &env);
         cmd.args(["decrypt", "--input-type", format, "--output-type", format]).arg(on_disk);
-        let plaintext = match process::run(cmd, limits) {
+        let grants = process::Grants::scratch(scratch, &self.tool.path);
+        let grants = process::Grants { read: [grants.read, vec![self.key_file.clone()]].concat(), ..grants };
+        let plaintext = match process::run(cmd, limits, &grants) {
             Ok(bytes) => bytes,
             Err(RunError::Failed(_, message)) => return Err(failed(process::trim_message(&message))),
             Err(RunError::Spawn(e)) => return Err(failed(format!("sops could not be started: {e}"))),
             Err(RunError::Timeout) => return Err(failed(format!("sops did not finish within {:?}", limits.timeout))),
             Err(RunError::TooLarge) => return Err(failed("sops's output is over the render output cap".into())),
+            Err(RunError::Sandbox(message)) => return Err(failed(format!("sops cannot run confined: {message}"))),
         };
         self.masker.learn(format, &encrypted, &plaintext);
         Ok(plaintext)
@@ -124,7 +132,12 @@ const FOREIGN_KEY_TYPES: [&str; 5] = ["kms", "gcp_kms", "azure_kv", "hc_vault", 
 /// Vault, age, PGP, so a file that names a Vault address next to an age recipient would make
 /// `sops decrypt` contact that address first. Read from the top-level `sops` block (and its
 /// `key_groups`) of every document, or the `sops_<type>__list_…` lines of a dotenv file.
-pub fn foreign_key_sources(format: &str, bytes: &[u8]) -> Vec<String> {
+///
+/// Errors: why a YAML or JSON file does not parse (not UTF-8, nested past the parser's depth
+/// limit — serde_json stops at 128 levels, serde-saphyr at its own — or malformed). sops's own
+/// parser may read what this one cannot, and the metadata then unread could name any key
+/// service: such a file is refused, never taken as age-only.
+pub fn foreign_key_sources(format: &str, bytes: &[u8]) -> std::result::Result<Vec<String>, String> {
     let mut found = Vec::new();
     if format == "dotenv" {
         for line in String::from_utf8_lossy(bytes).lines() {
@@ -150,7 +163,7 @@ pub fn foreign_key_sources(format: &str, bytes: &[u8]) -> Vec<String> {
                 }
             }
         };
-        for doc in documents(format, bytes).unwrap_or_default() {
+        for doc in parse_documents(format, bytes)? {
             let Some(meta) = doc.get("sops") else { continue };
             push_group(meta);
             for group in meta.get("key_groups").and_then(Value::as_array).into_iter().flatten() {
@@ -160,7 +173,16 @@ pub fn foreign_key_sources(format: &str, bytes: &[u8]) -> Vec<String> {
     }
     found.sort();
     found.dedup();
-    found
+    Ok(found)
+}
+
+/// The YAML or JSON documents of `bytes`, or why they do not parse.
+fn parse_documents(format: &str, bytes: &[u8]) -> std::result::Result<Vec<Value>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+    match format {
+        "json" => serde_json::from_str::<Value>(text).map(|v| vec![v]).map_err(|e| e.to_string()),
+        _ => serde_saphyr::from_multiple::<Value>(text).map_err(|e| e.to_string()),
+    }
 }
 
 /// The values a render decrypted: each is registered in the process-wide mask set
@@ -250,16 +272,39 @@ mod tests {
 
     #[test]
     fn key_groups_naming_anything_but_age_are_found_in_every_format() {
+        let f = |format: &str, bytes: &[u8]| foreign_key_sources(format, bytes).unwrap();
         let yaml = format!(
             "{ENCRYPTED}    age:\n        - recipient: age1abc\n    hc_vault:\n        - vault_address: http://10.0.0.1:8200\n          engine_path: transit\n    kms: []\n"
         );
-        assert_eq!(foreign_key_sources("yaml", yaml.as_bytes()), ["hc_vault (http://10.0.0.1:8200)"]);
-        assert!(foreign_key_sources("yaml", format!("{ENCRYPTED}    kms: []\n    pgp: []\n").as_bytes()).is_empty());
+        assert_eq!(f("yaml", yaml.as_bytes()), ["hc_vault (http://10.0.0.1:8200)"]);
+        assert!(f("yaml", format!("{ENCRYPTED}    kms: []\n    pgp: []\n").as_bytes()).is_empty());
         let grouped = r#"{"data": "ENC[AES256_GCM,x]", "sops": {"key_groups": [{"age": [{"recipient": "age1"}]}, {"kms": [{"arn": "arn:aws:kms:eu:1:key/k"}]}]}}"#;
-        assert_eq!(foreign_key_sources("json", grouped.as_bytes()), ["kms (arn:aws:kms:eu:1:key/k)"]);
+        assert_eq!(f("json", grouped.as_bytes()), ["kms (arn:aws:kms:eu:1:key/k)"]);
         let dotenv = "A=ENC[AES256_GCM,x]\nsops_age__list_0__map_recipient=age1\nsops_gcp_kms__list_0__map_resource_id=projects/p\nsops_mac=ENC[x]\n";
-        assert_eq!(foreign_key_sources("dotenv", dotenv.as_bytes()), ["gcp_kms (projects/p)"]);
-        assert!(foreign_key_sources("dotenv", b"A=ENC[x]\nsops_age__list_0__map_recipient=age1\n").is_empty());
+        assert_eq!(f("dotenv", dotenv.as_bytes()), ["gcp_kms (projects/p)"]);
+        assert!(f("dotenv", b"A=ENC[x]\nsops_age__list_0__map_recipient=age1\n").is_empty());
+    }
+
+    #[test]
+    fn metadata_nested_past_the_parser_is_an_error_not_age_only() {
+        // 200 levels of JSON arrays before the sops block: serde_json stops at 128.
+        let json = format!(
+            r#"{{"data": {}"ENC[AES256_GCM,x]"{}, "sops": {{"hc_vault": [{{"vault_address": "http://127.0.0.1:1"}}]}}}}"#,
+            "[".repeat(200),
+            "]".repeat(200)
+        );
+        let err = foreign_key_sources("json", json.as_bytes()).unwrap_err();
+        assert!(err.contains("recursion"), "{err}");
+        let mut yaml = String::from("data:\n");
+        for depth in 1..=300 {
+            yaml.push_str(&format!("{}k:\n", "  ".repeat(depth)));
+        }
+        yaml.push_str(&format!(
+            "{}v: ENC[AES256_GCM,x]\nsops:\n  hc_vault:\n  - vault_address: http://127.0.0.1:1\n",
+            "  ".repeat(301)
+        ));
+        assert!(foreign_key_sources("yaml", yaml.as_bytes()).is_err(), "300 levels of YAML");
+        assert!(foreign_key_sources("yaml", b"a: [unclosed\nsops: {}\n").is_err());
     }
 
     #[test]

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use super::process::{self, Limits, RunError};
+use super::sandbox;
 use super::{Error, Result};
-use crate::config::RenderTools;
+use crate::config::{RenderTools, SandboxMode};
 
 /// A located tool and its version.
 #[derive(Debug, Clone)]
@@ -25,8 +26,19 @@ pub(crate) struct Tool {
 }
 
 impl Tool {
-    /// Finds `name` (configured path, else `PATH`) and asks its version (cached per path).
-    pub fn find(name: &'static str, configured: Option<&Path>, unit: &str) -> Result<Self> {
+    /// Finds `name` (configured path in `tools`, else `PATH`) and asks its version (cached per
+    /// path), in the sandbox.
+    ///
+    /// Errors: [`Error::Sandbox`] first, when `[render] sandbox` is on and the kernel cannot
+    /// confine a tool; [`Error::ToolMissing`]; [`Error::ToolFailed`] when the version run fails.
+    pub fn find(name: &'static str, tools: &RenderTools, unit: &str) -> Result<Self> {
+        sandbox::warn_if_off(tools.sandbox);
+        let support = sandbox::Support::probe();
+        if let (SandboxMode::On, Some(missing)) = (tools.sandbox, support.missing()) {
+            let message = format!("{missing}; set [render] sandbox = \"off\" to run render tools unconfined");
+            return Err(Error::Sandbox { unit: unit.to_owned(), tool: name, message });
+        }
+        let configured = configured(name, tools);
         let missing = || Error::ToolMissing {
             unit: unit.to_owned(),
             tool: name,
@@ -40,7 +52,7 @@ impl Tool {
             message,
         };
         let identity = identity(&path).map_err(|e| failed(format!("cannot read the binary: {e}")))?;
-        let version = version_of(name, &path, &identity).map_err(failed)?;
+        let version = version_of(name, &path, &identity, tools).map_err(failed)?;
         Ok(Self { name, path, version, identity })
     }
 }
@@ -72,7 +84,7 @@ static VERSIONS: Mutex<BTreeMap<(PathBuf, String), String>> = Mutex::new(BTreeMa
 
 /// `kustomize version`, `helm version --short` or `sops --version`: the first line, asked once
 /// per binary (`path` with its `identity`).
-fn version_of(name: &str, path: &Path, identity: &str) -> Result<String, String> {
+fn version_of(name: &str, path: &Path, identity: &str, tools: &RenderTools) -> Result<String, String> {
     let key = (path.to_owned(), identity.to_owned());
     if let Some(v) = VERSIONS.lock().expect("versions lock").get(&key) {
         return Ok(v.clone());
@@ -85,8 +97,9 @@ fn version_of(name: &str, path: &Path, identity: &str) -> Result<String, String>
     let tmp = std::env::temp_dir();
     let mut cmd = process::command(path, &tmp, &[("HOME", &tmp)]);
     cmd.args(args);
-    let limits = Limits { timeout: std::time::Duration::from_secs(20), max_output: 64 << 10 };
-    let out = process::run(cmd, limits).map_err(|e| run_message(&e))?;
+    let limits = Limits { timeout: std::time::Duration::from_secs(20), max_output: 64 << 10, ..Limits::of(tools) };
+    let grants = process::Grants { read: vec![path.to_owned()], ..Default::default() };
+    let out = process::run(cmd, limits, &grants).map_err(|e| run_message(&e))?;
     let version = String::from_utf8_lossy(&out).lines().next().unwrap_or_default().trim().to_owned();
     VERSIONS.lock().expect("versions lock").insert(key, version.clone());
     Ok(version)
@@ -98,6 +111,16 @@ fn run_message(e: &RunError) -> String {
         RunError::Failed(status, message) => format!("{status}: {}", process::trim_message(message)),
         RunError::Timeout => "timed out".into(),
         RunError::TooLarge => "output too large".into(),
+        RunError::Sandbox(message) => format!("cannot run confined: {message}"),
+    }
+}
+
+/// The configured binary of `name` in `[render]`.
+fn configured<'a>(name: &str, tools: &'a RenderTools) -> Option<&'a Path> {
+    match name {
+        "helm" => tools.helm.as_deref(),
+        "sops" => tools.sops.as_deref(),
+        _ => tools.kustomize.as_deref(),
     }
 }
 
@@ -107,13 +130,13 @@ pub type ToolVersion = Result<(PathBuf, String), String>;
 /// The version line of each configured tool, or why it cannot be run; for the daemon's start
 /// log. A tool no unit uses may well be missing.
 pub fn tool_versions(tools: &RenderTools) -> Vec<(&'static str, ToolVersion)> {
-    [("kustomize", &tools.kustomize), ("helm", &tools.helm), ("sops", &tools.sops)]
+    ["kustomize", "helm", "sops"]
         .into_iter()
-        .map(|(name, configured)| {
-            let found = process::locate(name, configured.as_deref()).ok_or_else(|| "not found".to_owned());
+        .map(|name| {
+            let found = process::locate(name, configured(name, tools)).ok_or_else(|| "not found".to_owned());
             let version = |path: PathBuf| {
                 let identity = identity(&path).map_err(|e| format!("cannot read the binary: {e}"))?;
-                version_of(name, &path, &identity).map(|v| (path, v))
+                version_of(name, &path, &identity, tools).map(|v| (path, v))
             };
             (name, found.and_then(version))
         })

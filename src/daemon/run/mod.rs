@@ -278,6 +278,7 @@ impl Daemon {
         if let Ok(secret) = start::read_secret(&self.config) {
             self.http.set_secret(secret);
         }
+        self.http.set_sandbox(self.config.render.sandbox);
         if let Some(s) = &self.sharded {
             s.units.send_replace(shard::fingerprints(&self.config.units));
         }

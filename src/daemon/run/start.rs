@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot, watch};
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use super::{Daemon, Election, Error, HttpServer, Notifier, Restart, Result, Sharded, io};
 use crate::cluster::registry::Registry;
@@ -41,6 +41,7 @@ impl Daemon {
         let status = Status::default();
         let metrics = Arc::new(Metrics::new());
         let http = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
+        http.set_sandbox(config.render.sandbox);
         let listener = match (listener, config.daemon.listen) {
             (Some(l), _) => Some(l),
             (None, Some(addr)) => Some(TcpListener::bind(addr).await.map_err(io(format!("listen on {addr}")))?),
@@ -170,9 +171,20 @@ fn identity() -> String {
 /// Logs the version of each render tool at start. A missing tool is a warning when a unit
 /// asks for it by name (`render = "kustomize"`/`"helm"`, or `[sync.decryption]` for sops), and
 /// an info line otherwise (`render = "auto"` needs it only if the path turns out to hold a
-/// kustomization or a chart).
+/// kustomization or a chart). Then the render sandbox, once: what the kernel enforces, a
+/// warning when `[render] sandbox = "off"`, an error when it is on and the kernel cannot
+/// confine a tool (every unit that runs one is then refused).
 fn log_render_tools(config: &Config) {
-    use crate::config::RenderMode;
+    use crate::config::{RenderMode, SandboxMode};
+    use crate::render::sandbox::{Support, state};
+    let support = Support::probe();
+    match (config.render.sandbox, support.missing()) {
+        (SandboxMode::Off, _) => crate::render::sandbox::warn_if_off(SandboxMode::Off),
+        (SandboxMode::On, Some(reason)) => {
+            error!(reason, "render sandbox unavailable: units that run kustomize, helm or sops are refused")
+        }
+        (SandboxMode::On, None) => info!(sandbox = state(SandboxMode::On), "render sandbox"),
+    }
     let needs = |tool: &str| {
         config.units.iter().any(|u| match tool {
             "kustomize" => u.render == RenderMode::Kustomize,

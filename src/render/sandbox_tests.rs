@@ -1,0 +1,159 @@
+//! The sandbox against a shell that tries to leave it: each test runs `/bin/sh` (or `bash`, for
+//! its `/dev/tcp`) through [`super::super::process::run`] with the sandbox on, and asserts on
+//! what the attempt left behind — a file, a connection, a byte count.
+
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use super::*;
+use crate::render::process::{self, Grants, Limits, RunError};
+
+const LIMITS: Limits =
+    Limits { timeout: Duration::from_secs(30), max_output: 1 << 20, max_memory: 1 << 30, sandbox: SandboxMode::On };
+
+fn shell(program: &str, script: &str, cwd: &Path) -> Command {
+    let mut cmd = process::command(Path::new(program), cwd, &[]);
+    cmd.args(["-c", script]);
+    cmd
+}
+
+/// A scratch-like directory: `home/` and `tmp/` writable, the rest readable.
+fn scratch() -> (tempfile::TempDir, Grants) {
+    let dir = tempfile::tempdir().unwrap();
+    for sub in ["home", "tmp"] {
+        std::fs::create_dir(dir.path().join(sub)).unwrap();
+    }
+    let grants = Grants::scratch(dir.path(), Path::new("/bin/sh"));
+    (dir, grants)
+}
+
+#[test]
+fn this_kernel_confines_tools() {
+    // The machines gitward is tested on have Landlock with network rules and user namespaces;
+    // a kernel without them must fail here, not skip the tests below.
+    let support = Support::probe();
+    assert!(support.usable(), "{support:?}: {:?}", support.missing());
+    assert!(state(SandboxMode::On).starts_with("landlock ABI "), "{}", state(SandboxMode::On));
+    assert!(state(SandboxMode::Off).starts_with("off"));
+}
+
+#[test]
+fn a_kernel_without_landlock_or_any_tcp_control_is_not_usable() {
+    let support = |landlock_abi, network_namespace| Support { landlock_abi, network_namespace };
+    assert!(!support(0, true).usable());
+    assert!(support(0, true).missing().unwrap().contains("no Landlock"));
+    assert!(!support(3, false).usable(), "Landlock before ABI 4 cannot close TCP");
+    assert!(support(3, false).missing().unwrap().contains("ABI 4"));
+    assert!(support(3, true).usable() && support(4, false).usable());
+    assert_eq!(support(7, true).missing(), None);
+}
+
+#[test]
+fn reads_outside_the_granted_paths_are_denied() {
+    let (dir, grants) = scratch();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret"), "host-bytes").unwrap();
+    std::fs::write(dir.path().join("inside"), "tree-bytes").unwrap();
+    let script = format!("cat inside; cat {}/secret; cat /etc/hostname; exit 0", outside.path().display());
+    let out = process::run(shell("/bin/sh", &script, dir.path()), LIMITS, &grants).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    assert_eq!(out, "tree-bytes", "only the scratch tree is readable");
+    let hostname = std::fs::read_to_string("/etc/hostname").unwrap();
+    assert!(!out.contains(hostname.trim()));
+}
+
+#[test]
+fn writes_outside_home_and_tmp_are_denied() {
+    let (dir, grants) = scratch();
+    let outside = tempfile::tempdir().unwrap();
+    let script = format!(
+        "echo a > home/ok; echo b > tmp/ok; echo c > tree-file; echo d > {}/pwned; mkdir {}/dir; exit 0",
+        outside.path().display(),
+        outside.path().display()
+    );
+    process::run(shell("/bin/sh", &script, dir.path()), LIMITS, &grants).unwrap();
+    assert_eq!(std::fs::read_to_string(dir.path().join("home/ok")).unwrap(), "a\n");
+    assert_eq!(std::fs::read_to_string(dir.path().join("tmp/ok")).unwrap(), "b\n");
+    assert!(!dir.path().join("tree-file").exists(), "the materialized tree is read-only");
+    assert!(!outside.path().join("pwned").exists() && !outside.path().join("dir").exists());
+}
+
+#[test]
+fn tcp_connections_to_loopback_are_denied() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (dir, grants) = scratch();
+    let script = format!("echo hi > /dev/tcp/127.0.0.1/{port} && echo connected; exit 0");
+    let out = process::run(shell("/bin/bash", &script, dir.path()), LIMITS, &grants).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out), "", "bash could not connect");
+    // The shell has exited: a connect it made would be queued on the listener by now.
+    assert_eq!(listener.accept().map(|_| ()).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
+    // Off, the same script connects: the test can fail.
+    let off = Limits { sandbox: SandboxMode::Off, ..LIMITS };
+    let out = process::run(shell("/bin/bash", &script, dir.path()), off, &grants).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out), "connected\n");
+    assert!(listener.accept().is_ok());
+}
+
+#[test]
+fn the_network_namespace_has_no_interface_up() {
+    let (dir, mut grants) = scratch();
+    grants.read.push("/proc".into());
+    // /proc/net/dev lists the namespace's interfaces; a fresh one has only `lo`.
+    let script = "cat /proc/self/net/dev";
+    let out = process::run(shell("/bin/sh", script, dir.path()), LIMITS, &grants).unwrap();
+    let out = String::from_utf8(out).unwrap();
+    let interfaces: Vec<&str> = out.lines().skip(2).filter_map(|l| l.split(':').next()).map(str::trim).collect();
+    assert_eq!(interfaces, ["lo"], "{out}");
+}
+
+#[test]
+fn inherited_descriptors_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let target = dir.path().join("leak");
+    let file = std::fs::File::create(&target).unwrap();
+    // SAFETY: dup of a valid descriptor; the copy has no close-on-exec flag, as a descriptor
+    // opened by a C library or inherited from the parent may not.
+    let fd = unsafe { libc::dup(std::os::fd::AsRawFd::as_raw_fd(&file)) };
+    assert!(fd > 2);
+    let script = format!("echo leaked >&{fd} && echo wrote; exit 0");
+    let (scratch, grants) = scratch();
+    let out = process::run(shell("/bin/sh", &script, scratch.path()), LIMITS, &grants).unwrap();
+    // SAFETY: the descriptor dup returned.
+    unsafe { libc::close(fd) };
+    assert_eq!(String::from_utf8_lossy(&out), "");
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), "", "nothing reached the inherited file");
+}
+
+#[test]
+fn the_memory_cap_fails_a_tool_that_allocates_past_it() {
+    let (dir, mut grants) = scratch();
+    grants.read.push("/dev/zero".into());
+    let script = "dd if=/dev/zero of=/dev/null bs=256M count=1 2>&1";
+    let small = Limits { max_memory: 64 << 20, ..LIMITS };
+    match process::run(shell("/bin/sh", script, dir.path()), small, &grants) {
+        Err(RunError::Failed(_, message)) => assert!(message.contains("memory"), "{message}"),
+        other => panic!("{other:?}"),
+    }
+    process::run(shell("/bin/sh", script, dir.path()), LIMITS, &grants).expect("256 MiB fit under 1 GiB");
+}
+
+#[test]
+fn the_environment_is_empty() {
+    let (dir, grants) = scratch();
+    assert!(std::env::var_os("HOME").is_some());
+    let out = process::run(shell("/bin/sh", "/usr/bin/env", dir.path()), LIMITS, &grants).unwrap();
+    let mut names: Vec<String> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_once('=').map(|(k, _)| k.to_owned()))
+        .filter(|k| k != "PWD")
+        .collect();
+    names.sort();
+    let mut proxies = process::PROXY_VARIABLES.map(str::to_owned).to_vec();
+    proxies.sort();
+    assert_eq!(names, proxies, "only the dead proxy is set");
+}
