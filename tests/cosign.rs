@@ -140,7 +140,8 @@ async fn an_oci_artifact_is_applied_only_when_cosign_signed_by_the_key() {
         trusted.public().display()
     );
     let config = dir.path().join("gitward.toml");
-    std::fs::write(&config, config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let listed = crate::charts::listed(&format!("oci://{}", registry.host));
+    std::fs::write(&config, config_text(&dir.path().join("state"), &listed, &unit)).unwrap();
     let current = || value(&env.client, &env.namespace, "signed", "value");
 
     let unsigned = push(&registry.host, "v1", "1").await;
@@ -211,8 +212,10 @@ async fn an_oci_chart_is_installed_only_when_cosign_signed_by_the_key() {
         key.public().display()
     );
     let state = tempfile::tempdir().unwrap();
-    let config = gitward::config::Config::from_toml(&config_text(state.path(), "", &unit), state.path(), "test.toml")
-        .expect("valid config");
+    let listed = crate::charts::listed(&format!("oci://{}", registry.host));
+    let config =
+        gitward::config::Config::from_toml(&config_text(state.path(), &listed, &unit), state.path(), "test.toml")
+            .expect("valid config");
     let mut engine = common::engine(&env.client, &config, "demo").await;
     let installed = || value(&env.client, &env.namespace, "shop-demo", "version");
 
@@ -250,7 +253,8 @@ async fn the_daemon_keeps_the_last_signed_artifact_and_counts_the_refusal() {
         env.namespace,
         key.public().display()
     );
-    let (path, port) = common::daemon_config(work.path(), "", "", &unit);
+    let render = format!("[render]\n{}", crate::charts::listed(&format!("oci://{}", registry.host)));
+    let (path, port) = common::daemon_config(work.path(), &render, "", &unit);
     let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
     std::fs::write(&path, text).unwrap();
     let daemon = common::Daemon::start(&path, port, &[]);

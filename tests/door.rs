@@ -276,7 +276,7 @@ async fn an_artifact_past_the_cap_is_refused_not_cut_short() {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("gitward.toml");
     let max: u64 = 4096;
-    let render = format!("max_tree_bytes = {max}");
+    let render = format!("max_tree_bytes = {max}\n{}", crate::charts::listed(&format!("oci://{}", registry.host)));
     std::fs::write(
         &config,
         config_text(&work.path().join("state"), &render, &unit("door", &url, "app", &env.namespace)),
@@ -346,7 +346,8 @@ async fn a_chart_archive_with_an_entry_the_door_refuses_is_refused_before_helm_r
          version = \">=0.1.0\"\nrelease = \"shop\"\n",
         env.namespace, server.url
     );
-    let config = gitward::config::Config::from_toml(&config_text(state.path(), "", &unit), state.path(), "t.toml")
+    let listed = crate::charts::listed(&server.url);
+    let config = gitward::config::Config::from_toml(&config_text(state.path(), &listed, &unit), state.path(), "t.toml")
         .expect("valid config");
     let mut engine = common::engine(&env.client, &config, "demo").await;
     engine.sync().await.unwrap_or_else(|e| panic!("{}", crate::render::chain(&e)));

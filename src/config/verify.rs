@@ -139,7 +139,7 @@ mod tests {
 
     use crate::config::tests::{MINIMAL as UNIT, parse};
 
-    const ARTIFACT: &str = "[[sync]]\nname = \"a\"\nrepo = \"oci://127.0.0.1:5000/app:v1\"\n";
+    const ARTIFACT: &str = "[[sync]]\nname = \"a\"\nrepo = \"oci://registry.example/app:v1\"\n";
     const OCI_CHART: &str =
         "[[sync]]\nname = \"c\"\n[sync.helm]\nrepo_url = \"oci://r.example/charts\"\nchart = \"c\"\n";
     const HTTP_CHART: &str =

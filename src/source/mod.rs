@@ -222,9 +222,10 @@ impl Source {
         let outcome = self.fetch_and_resolve(not_before);
         let damaged = match &outcome {
             Ok(revision) => !mirror::reads(&*self.handle()?, &revision.0),
-            Err(Error::FetchFailed { .. } | Error::Git { .. } | Error::RefNotFound { .. }) => {
-                !mirror::is_sound(&*self.handle()?)
-            }
+            // A ref whose object cannot be read resolves to no commit: the mirror is checked.
+            Err(
+                Error::FetchFailed { .. } | Error::Git { .. } | Error::RefNotFound { .. } | Error::NotACommit { .. },
+            ) => !mirror::is_sound(&*self.handle()?),
             Err(_) => false,
         };
         if !damaged {
