@@ -12,11 +12,13 @@ use crate::source::Revision;
 impl Renderer {
     /// Renders the chart archive `archive` (of `revision`, `<chart>@<version>@sha256:<hex>`)
     /// with the unit's release, namespace and inline values; served from the render cache
-    /// when the revision, values and capabilities are those of the last render. Test hooks
-    /// are skipped as for a chart in git.
+    /// when the revision, values and capabilities are those of the last render. Its objects
+    /// are sorted as a chart in git's are (`helm::sort_release`): test hooks skipped, other
+    /// hooks set apart in [`Loaded::hooks`] to run as phases of the sync.
     ///
     /// Errors: [`Error::ToolMissing`], [`Error::ToolFailed`] (naming the revision),
-    /// [`Error::Timeout`], [`Error::OutputTooLarge`], [`Error::Scratch`], [`Error::Manifest`].
+    /// [`Error::Timeout`], [`Error::OutputTooLarge`], [`Error::Scratch`], [`Error::Manifest`],
+    /// [`Error::HookAnnotation`].
     ///
     /// `values_files` are the unit's values files as read from its git repository (path,
     /// bytes), written into the scratch directory at their repository paths for `--values`.
@@ -69,7 +71,7 @@ impl Renderer {
             }
         })?;
         let mut loaded = parse_file(&format!("{revision} (helm template)"), &bytes)?;
-        helm::skip_test_hooks(&mut loaded);
+        helm::sort_release(&mut loaded)?;
         self.cache.store(key, loaded.clone());
         Ok(loaded)
     }
