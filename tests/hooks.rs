@@ -13,7 +13,7 @@ use crate::common;
 use crate::render::{chain, config, config_text};
 
 /// A liveness bound for the waits below, not a speed assertion.
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// A chart `app` at `chart/` of version `version`: a ConfigMap of its own, and `hooks` (extra
 /// template files, by name).
@@ -29,7 +29,7 @@ fn chart(repo: &common::GitRepo, version: &str, hooks: &[(&str, String)]) {
 }
 
 /// A hook Job `name` running `image`, with `annotations` (YAML lines, indented 4).
-fn job(name: &str, image: &str, annotations: &str) -> String {
+pub(crate) fn job(name: &str, image: &str, annotations: &str) -> String {
     format!(
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n{annotations}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: run\n        image: {image}\n"
     )
@@ -44,7 +44,7 @@ fn hook_cm(name: &str, annotations: &str) -> String {
 
 /// Waits until gitward created the Job `name` (a new one when `not_uid` names the old one's uid)
 /// and returns it.
-async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str>) -> Job {
+pub(crate) async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str>) -> Job {
     let found = common::eventually(WAIT, || async {
         api.get_opt(name).await.ok().flatten().is_some_and(|j| j.metadata.uid.as_deref() != not_uid)
     })
@@ -54,7 +54,7 @@ async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str>) -> Job {
 }
 
 /// Writes the status the Job controller writes when the Job's pod succeeded (`ok`) or failed.
-async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
+pub(crate) async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
     let now = "2026-11-26T03:00:00Z";
     let status = if ok {
         json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1, "active": 0, "ready": 0, "conditions": [
@@ -68,12 +68,16 @@ async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("job status written");
 }
 
-fn image(job: &Job) -> String {
+pub(crate) fn image(job: &Job) -> String {
     let spec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
     spec.containers[0].image.clone().unwrap_or_default()
 }
 
-async fn parent_annotations(client: &kube::Client, ns: &str, name: &str) -> std::collections::BTreeMap<String, String> {
+pub(crate) async fn parent_annotations(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
     let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
     api.get(name).await.unwrap().metadata.annotations.unwrap_or_default()
 }
@@ -479,4 +483,49 @@ async fn a_pre_install_hook_of_a_kind_the_chart_defines_runs_after_its_crd() {
     let setups: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &resource);
     let live = setups.get("app-setup").await.unwrap();
     assert!(!live.metadata.labels.unwrap_or_default().contains_key("applyset.kubernetes.io/part-of"));
+}
+
+/// A post-install Job hook that does not end within `health_timeout` fails the sync: `gitward
+/// sync` exits 1, its line names the Job, `gitward status` shows it, and the chart's objects
+/// stay applied. A pre-upgrade Job hook that does not end refuses the next version's objects:
+/// the members stay as they were.
+#[tokio::test]
+async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
+    let env = common::setup("hooks-timeout").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let check = ("check.yaml", job("app-check", "busybox:1.36", "    helm.sh/hook: post-install"));
+    chart(&repo, "1.0.0", &[check.clone()]);
+    repo.commit_and_push("app 1.0.0");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gitward.toml");
+    let unit = common::unit_toml(
+        "app",
+        &repo.bare(),
+        "chart",
+        &ns,
+        "health_timeout = \"2s\"\n[sync.helm]\nrelease = \"app\"\n",
+    );
+    std::fs::write(&path, config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+
+    let run = common::gitward(&["sync"], &path, Duration::from_secs(60));
+    assert_eq!(run.code, Some(1), "a hook that did not end fails the sync: {}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(&format!("Job/{ns}/app-check")), "the line names the hook: {}", run.stdout);
+    assert!(run.stdout.contains("failed"), "{}", run.stdout);
+    assert!(configmaps.get_opt("app-config").await.unwrap().is_some(), "the chart's objects stay applied");
+    let status = common::gitward(&["status"], &path, Duration::from_secs(30));
+    assert_eq!(status.code, Some(1), "{}\n{}", status.stdout, status.stderr);
+    let shown = status.stdout.lines().find(|l| l.contains(&format!("Job/{ns}/app-check")));
+    let shown = shown.unwrap_or_else(|| panic!("status does not show the hook: {}", status.stdout));
+    assert!(shown.contains("failed") && shown.contains("did not end within 2s"), "{shown}");
+
+    // The next version's pre-upgrade hook does not end: nothing of that version is applied.
+    let migrate = ("migrate.yaml", job("app-migrate", "busybox:1.36", "    helm.sh/hook: pre-upgrade"));
+    chart(&repo, "1.1.0", &[check, migrate]);
+    repo.commit_and_push("app 1.1.0");
+    let run = common::gitward(&["sync"], &path, Duration::from_secs(60));
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(&format!("Job/{ns}/app-migrate")), "{}", run.stdout);
+    assert_eq!(configmaps.get("app-config").await.unwrap().data.unwrap()["version"], "1.0.0", "members as they were");
 }
