@@ -11,7 +11,7 @@ use kube::api::Api;
 
 use crate::common;
 use crate::common::charts::ChartServer;
-use crate::hooks::{created_job, end_job, image, job, parent_annotations};
+use crate::hooks::{created_job, end_job, hooks_ran, image, job, parent_annotations};
 use crate::render::{config, config_text};
 
 /// The chart unit `shop` taking chart `hooked` (any version) from `repo_url` into `namespace`.
@@ -63,8 +63,7 @@ async fn a_repository_charts_post_install_job_runs_as_a_hook_and_is_recreated_fo
     let members = common::member_record(&env.client, &engine).await;
     assert!(members.iter().any(|m| m.contains("shop-hooked")), "{members:?}");
     assert!(!members.iter().any(|m| m.contains("shop-check")), "a hook is never a member: {members:?}");
-    let ran = parent_annotations(&env.client, &ns, "gitward-shop").await.get("gitward.dev/hooks-ran").cloned();
-    let ran = ran.unwrap_or_default();
+    let ran = hooks_ran(&parent_annotations(&env.client, &ns, "gitward-shop").await).unwrap_or_default();
     assert!(ran.starts_with("hooked@0.1.0@sha256:") && ran.ends_with(" install post"), "{ran}");
 
     // The next chart version changes the Job's pod template: re-created, not patched.
@@ -79,7 +78,6 @@ async fn a_repository_charts_post_install_job_runs_as_a_hook_and_is_recreated_fo
     let run = run.join().unwrap();
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(!run.stderr.contains("immutable"), "{}", run.stderr);
-    let ran = parent_annotations(&env.client, &ns, "gitward-shop").await.get("gitward.dev/hooks-ran").cloned();
-    let ran = ran.unwrap_or_default();
+    let ran = hooks_ran(&parent_annotations(&env.client, &ns, "gitward-shop").await).unwrap_or_default();
     assert!(ran.starts_with("hooked@0.2.0@sha256:") && ran.ends_with(" upgrade post"), "{ran}");
 }
