@@ -501,7 +501,7 @@ async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
     let check = ("check.yaml", job("app-check", "busybox:1.36", "    helm.sh/hook: post-install"));
-    chart(&repo, "1.0.0", &[check.clone()]);
+    chart(&repo, "1.0.0", std::slice::from_ref(&check));
     repo.commit_and_push("app 1.0.0");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gitward.toml");

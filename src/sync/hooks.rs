@@ -19,7 +19,7 @@
 //!   Job. Deletes propagate in the background.
 //! - **Once per release content**: [`HOOKS_RAN`] on the ApplySet parent (`<revision>
 //!   <install|upgrade> <pre|post> <digest>`) records the last phase that ran to its end (the pre
-//!   phase at once, the post phase with the sync's result) and the [`release_digest`] of the
+//!   phase at once, the post phase with the sync's result) and the `release_digest` of the
 //!   rendered release it ran for. Hooks run again only when that content changed (a new chart
 //!   version, other values, another template), as `helm upgrade` runs for a changed release, not
 //!   for every commit: in a monorepo a commit that leaves the unit's render as it was runs no
@@ -49,7 +49,7 @@ use crate::source::Revision;
 /// that carries the unit's id is deleted as a previous instance.
 pub const HOOK_OF: &str = "gitward.dev/hook-of";
 /// Annotation on the ApplySet parent: the revision whose hooks ran, the event, the last
-/// phase that ran to its end and the release's [`release_digest`] (`3f2a… upgrade pre 9c1e…`).
+/// phase that ran to its end and the release's `release_digest` (`3f2a… upgrade pre 9c1e…`).
 pub const HOOKS_RAN: &str = "gitward.dev/hooks-ran";
 /// How long a hook is waited for when the unit's `health_timeout` is 0 (Helm's `--timeout`
 /// default).
@@ -93,7 +93,7 @@ pub struct HooksRan {
     pub release: Release,
     /// The last phase that ran to its end.
     pub phase: Phase,
-    /// The [`release_digest`] of the rendered release the hooks ran for; `None` in a record
+    /// The `release_digest` of the rendered release the hooks ran for; `None` in a record
     /// an older gitward wrote (then the revision is compared).
     pub digest: Option<String>,
 }
@@ -143,7 +143,7 @@ impl HooksRan {
 pub(super) struct RevisionHooks {
     /// The revision.
     pub(super) revision: Option<Revision>,
-    /// Its rendered release's [`release_digest`].
+    /// Its rendered release's `release_digest`.
     pub(super) digest: String,
     /// Its hooks, as rendered.
     pub(super) hooks: Vec<Manifest>,
@@ -165,7 +165,7 @@ struct Ran {
 
 impl Engine {
     /// The pre phase of `revision`'s `hooks` (kept for its post phase), whose release renders
-    /// to `digest` ([`release_digest`]): unless [`HOOKS_RAN`] says they ran for that content,
+    /// to `digest` (`release_digest`): unless [`HOOKS_RAN`] says they ran for that content,
     /// decides install or upgrade (`members`: the unit's live
     /// members before the apply) and runs the pre hooks of that event in order, each entry in
     /// `changes`. Returns why the revision's other objects are refused when one failed.
