@@ -46,8 +46,9 @@ const SYNC_HELP: &str = "\
 Prints one line per unit on stdout, e.g. `apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)`;
 logs go to stderr.
 
-Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped,
-or with --wait did not become healthy within health_timeout; 2 the revision could not be read or
+Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped
+(a Helm hook included: one that failed or did not end within health_timeout), or with --wait did
+not become healthy within health_timeout; 2 the revision could not be read or
 the cluster reached (nothing applied, nothing pruned).
 
 Example:
@@ -265,8 +266,8 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
         match engine.sync().await {
             Ok(report) => {
-                let healthy = finish(&mut engine, &report, args.wait).await;
-                if (!healthy || report.changes.has_failures()) && code == ExitCode::SUCCESS {
+                let ok = finish(&mut engine, &report, args.wait).await;
+                if !ok && code == ExitCode::SUCCESS {
                     code = ExitCode::from(1);
                 }
             }
@@ -286,7 +287,9 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
 /// Logs a one-shot sync's report, waits for health when asked (for what the sync changed and
 /// the members an earlier sync left unhealthy; `wait="none"` when there is nothing to wait
 /// for), records the result and the attempt on the ApplySet parent, prints the unit's line on
-/// stdout; false when `--wait` found the unit not healthy.
+/// stdout; false when an object failed (a hook included: one that failed or did not end
+/// within `health_timeout` fails the sync, as `helm upgrade` fails) or `--wait` found the unit
+/// not healthy.
 async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
     use gitward::health::record::SyncResult;
     use gitward::health::wait::Outcome;
@@ -321,7 +324,8 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
         tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
     }
     println!("{}", telemetry::mask::mask(&gitward::summary::sync(report, summary.result, &not_ready, waited)));
-    !matches!(summary.result, SyncResult::Degraded | SyncResult::Progressing)
+    !report.changes.has_failures()
+        && !matches!(summary.result, SyncResult::Failed | SyncResult::Degraded | SyncResult::Progressing)
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {

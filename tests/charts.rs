@@ -415,3 +415,48 @@ async fn a_chart_unit_reads_its_values_files_from_git() {
         "a values commit is a new revision"
     );
 }
+
+/// A SOPS-encrypted values file of a chart unit reaches helm decrypted with the unit's age key,
+/// as a chart in git's does; without `[sync.decryption]` the revision is refused, naming the
+/// file, instead of rendering the chart with ciphertext as its configuration.
+#[tokio::test]
+async fn a_chart_units_sops_encrypted_values_file_is_decrypted_before_helm_reads_it() {
+    let env = common::setup("chart-sops").await;
+    let work = tempfile::tempdir().unwrap();
+    let server = ChartServer::start(&work.path().join("served"));
+    server.publish(work.path(), "demo", "0.1.0");
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = crate::render::age_key(keys.path(), "key");
+    let greeting = format!("sealed-{}", common::unique("g"));
+    let plain = keys.path().join("prod.yaml");
+    std::fs::write(&plain, format!("greeting: {greeting}\n")).unwrap();
+    let sealed = crate::render::tool("sops", &["encrypt", "--age", &public, plain.to_str().unwrap()], keys.path());
+    assert!(!sealed.contains(&greeting) && sealed.contains("ENC[AES256_GCM"), "{sealed}");
+    let repo = common::GitRepo::new();
+    repo.write("values/prod.yaml", &sealed);
+    repo.commit_and_push("sealed values for the chart");
+    let unit = |decryption: &str| {
+        chart_unit("demo", &env.namespace, &server.url, "*").replacen(
+            "[sync.helm]\n",
+            &format!("repo = \"{}\"\n{decryption}[sync.helm]\n", repo.bare().display()),
+            1,
+        ) + "values_files = [\"values/prod.yaml\"]\n"
+    };
+
+    // Without a key: refused, nothing applied.
+    let state = tempfile::tempdir().unwrap();
+    let mut engine = common::engine(&env.client, &config(state.path(), &server.url, &unit("")), "demo").await;
+    let e = engine.sync().await.expect_err("an encrypted values file without a key is refused");
+    let message = chain(&e);
+    assert!(message.contains("values/prod.yaml") && message.contains("[sync.decryption]"), "{message}");
+    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace);
+    assert!(configmaps.get_opt("shop-demo").await.unwrap().is_none());
+
+    // With the age key: helm reads the plaintext.
+    let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
+    let state = tempfile::tempdir().unwrap();
+    let mut engine = common::engine(&env.client, &config(state.path(), &server.url, &unit(&decryption)), "demo").await;
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    let live = configmaps.get("shop-demo").await.unwrap();
+    assert_eq!(live.data.unwrap()["greeting"], greeting);
+}

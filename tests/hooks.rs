@@ -13,7 +13,7 @@ use crate::common;
 use crate::render::{chain, config, config_text};
 
 /// A liveness bound for the waits below, not a speed assertion.
-const WAIT: Duration = Duration::from_secs(60);
+pub(crate) const WAIT: Duration = Duration::from_secs(60);
 
 /// A chart `app` at `chart/` of version `version`: a ConfigMap of its own, and `hooks` (extra
 /// template files, by name).
@@ -29,7 +29,7 @@ fn chart(repo: &common::GitRepo, version: &str, hooks: &[(&str, String)]) {
 }
 
 /// A hook Job `name` running `image`, with `annotations` (YAML lines, indented 4).
-fn job(name: &str, image: &str, annotations: &str) -> String {
+pub(crate) fn job(name: &str, image: &str, annotations: &str) -> String {
     format!(
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n{annotations}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: run\n        image: {image}\n"
     )
@@ -44,7 +44,7 @@ fn hook_cm(name: &str, annotations: &str) -> String {
 
 /// Waits until gitward created the Job `name` (a new one when `not_uid` names the old one's uid)
 /// and returns it.
-async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str>) -> Job {
+pub(crate) async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str>) -> Job {
     let found = common::eventually(WAIT, || async {
         api.get_opt(name).await.ok().flatten().is_some_and(|j| j.metadata.uid.as_deref() != not_uid)
     })
@@ -54,7 +54,7 @@ async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str>) -> Job {
 }
 
 /// Writes the status the Job controller writes when the Job's pod succeeded (`ok`) or failed.
-async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
+pub(crate) async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
     let now = "2026-11-26T03:00:00Z";
     let status = if ok {
         json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1, "active": 0, "ready": 0, "conditions": [
@@ -68,12 +68,23 @@ async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("job status written");
 }
 
-fn image(job: &Job) -> String {
+pub(crate) fn image(job: &Job) -> String {
     let spec = job.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
     spec.containers[0].image.clone().unwrap_or_default()
 }
 
-async fn parent_annotations(client: &kube::Client, ns: &str, name: &str) -> std::collections::BTreeMap<String, String> {
+/// The first three words of the parent's `gitward.dev/hooks-ran` (`<revision> <install|upgrade>
+/// <pre|post>`), without the release digest that follows them.
+pub(crate) fn hooks_ran(parent: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    let value = parent.get("gitward.dev/hooks-ran")?;
+    Some(value.split(' ').take(3).collect::<Vec<_>>().join(" "))
+}
+
+pub(crate) async fn parent_annotations(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+) -> std::collections::BTreeMap<String, String> {
     let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), ns);
     api.get(name).await.unwrap().metadata.annotations.unwrap_or_default()
 }
@@ -121,7 +132,7 @@ async fn a_pre_upgrade_job_hook_is_recreated_for_the_next_chart_version_and_not_
     assert!(!report.changes.has_failures(), "{actions:?}");
     assert_eq!(configmaps.get("app-config").await.unwrap().data.unwrap()["version"], "1.0.0");
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
-    assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{first} install pre")), "{parent:?}");
+    assert_eq!(hooks_ran(&parent), Some(format!("{first} install pre")), "{parent:?}");
     assert!(configmaps.get_opt("app-upgraded").await.unwrap().is_none(), "a pre-upgrade hook on install");
 
     // The next chart version changes the Job's image: the old Job is deleted, a new one made.
@@ -144,7 +155,7 @@ async fn a_pre_upgrade_job_hook_is_recreated_for_the_next_chart_version_and_not_
     assert_eq!(configmaps.get("app-config").await.unwrap().data.unwrap()["version"], "1.1.0");
     assert!(configmaps.get_opt("app-upgraded").await.unwrap().is_some(), "the pre-upgrade hook ran on the upgrade");
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
-    assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{second} upgrade pre")), "{parent:?}");
+    assert_eq!(hooks_ran(&parent), Some(format!("{second} upgrade pre")), "{parent:?}");
 
     // A resync of the same revision runs no hook: it returns without a Job to complete.
     let new_uid = new.metadata.uid.clone();
@@ -285,7 +296,7 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
     let sync_complete = common::log_events(&run.stderr, "sync complete").next().expect("sync complete");
     assert_eq!(sync_complete["result"], "healthy", "{sync_complete}");
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
-    assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{revision} install post")), "{parent:?}");
+    assert_eq!(hooks_ran(&parent), Some(format!("{revision} install post")), "{parent:?}");
 }
 
 /// The daemon runs post hooks once its health wait found the chart's objects healthy, and again
@@ -330,8 +341,7 @@ async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision(
         "{}",
         daemon.log_text()
     );
-    let recorded =
-        || async { parent_annotations(&env.client, &ns, "gitward-app").await.get("gitward.dev/hooks-ran").cloned() };
+    let recorded = || async { hooks_ran(&parent_annotations(&env.client, &ns, "gitward-app").await) };
     let expected = format!("{first} install post");
     assert!(
         common::eventually(WAIT, || async { recorded().await.as_deref() == Some(expected.as_str()) }).await,
@@ -449,7 +459,7 @@ async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_find
     assert!(configmaps.get_opt("app-post").await.unwrap().is_some(), "the post-install hook ran: {}", run.stderr);
     assert_eq!(configmaps.get("app-pre").await.unwrap().metadata.uid, pre_uid, "the pre hook did not run again");
     let parent = parent_annotations(&env.client, &ns, "gitward-app").await;
-    assert_eq!(parent.get("gitward.dev/hooks-ran"), Some(&format!("{revision} install post")), "{parent:?}");
+    assert_eq!(hooks_ran(&parent), Some(format!("{revision} install post")), "{parent:?}");
 }
 
 /// A pre-install hook that is a custom resource of a CRD in the chart's `crds/` runs once that
@@ -479,4 +489,117 @@ async fn a_pre_install_hook_of_a_kind_the_chart_defines_runs_after_its_crd() {
     let setups: Api<kube::api::DynamicObject> = Api::namespaced_with(env.client.clone(), &ns, &resource);
     let live = setups.get("app-setup").await.unwrap();
     assert!(!live.metadata.labels.unwrap_or_default().contains_key("applyset.kubernetes.io/part-of"));
+}
+
+/// A post-install Job hook that does not end within `health_timeout` fails the sync: `gitward
+/// sync` exits 1, its line names the Job, `gitward status` shows it, and the chart's objects
+/// stay applied. A pre-upgrade Job hook that does not end refuses the next version's objects:
+/// the members stay as they were.
+#[tokio::test]
+async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
+    let env = common::setup("hooks-timeout").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let check = ("check.yaml", job("app-check", "busybox:1.36", "    helm.sh/hook: post-install"));
+    chart(&repo, "1.0.0", std::slice::from_ref(&check));
+    repo.commit_and_push("app 1.0.0");
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("gitward.toml");
+    let unit = common::unit_toml(
+        "app",
+        &repo.bare(),
+        "chart",
+        &ns,
+        "health_timeout = \"2s\"\n[sync.helm]\nrelease = \"app\"\n",
+    );
+    std::fs::write(&path, config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
+
+    let run = common::gitward(&["sync"], &path, Duration::from_secs(60));
+    assert_eq!(run.code, Some(1), "a hook that did not end fails the sync: {}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(&format!("Job/{ns}/app-check")), "the line names the hook: {}", run.stdout);
+    assert!(run.stdout.contains("failed"), "{}", run.stdout);
+    assert!(configmaps.get_opt("app-config").await.unwrap().is_some(), "the chart's objects stay applied");
+    let status = common::gitward(&["status"], &path, Duration::from_secs(30));
+    assert_eq!(status.code, Some(1), "{}\n{}", status.stdout, status.stderr);
+    let shown = status.stdout.lines().find(|l| l.contains(&format!("Job/{ns}/app-check")));
+    let shown = shown.unwrap_or_else(|| panic!("status does not show the hook: {}", status.stdout));
+    assert!(shown.contains("failed") && shown.contains("did not end within 2s"), "{shown}");
+
+    // The next version's pre-upgrade hook does not end: nothing of that version is applied.
+    let migrate = ("migrate.yaml", job("app-migrate", "busybox:1.36", "    helm.sh/hook: pre-upgrade"));
+    chart(&repo, "1.1.0", &[check, migrate]);
+    repo.commit_and_push("app 1.1.0");
+    let run = common::gitward(&["sync"], &path, Duration::from_secs(60));
+    assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.contains(&format!("Job/{ns}/app-migrate")), "{}", run.stdout);
+    assert_eq!(configmaps.get("app-config").await.unwrap().data.unwrap()["version"], "1.0.0", "members as they were");
+}
+
+/// Hooks run for a changed release, not for every commit: a commit that changes only another
+/// path of the repository (a monorepo) leaves the unit's render as it was and runs no
+/// `pre-upgrade` hook; a commit that changes the chart's values does.
+#[tokio::test]
+async fn a_commit_that_leaves_the_release_unchanged_runs_no_upgrade_hook() {
+    let env = common::setup("hooks-digest").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    let hook = "    helm.sh/hook: pre-install,pre-upgrade";
+    chart(&repo, "1.0.0", &[("migrate.yaml", job("app-migrate", "busybox:1.36", hook))]);
+    repo.commit_and_push("app 1.0.0");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml(
+        "app",
+        &repo.bare(),
+        "chart",
+        &ns,
+        "health_timeout = \"30s\"\n[sync.helm]\nrelease = \"app\"\n",
+    );
+    let config = config(state.path(), "", &unit);
+    let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
+    let engine = common::engine(&env.client, &config, "app").await;
+    let sync = |engine: gitward::sync::Engine| {
+        tokio::spawn(async move {
+            let mut engine = engine;
+            let report = engine.sync().await;
+            (engine, report)
+        })
+    };
+    let first = sync(engine);
+    let old = created_job(&jobs, "app-migrate", None).await;
+    end_job(&jobs, "app-migrate", true).await;
+    let (engine, report) = first.await.unwrap();
+    assert!(!report.unwrap_or_else(|e| panic!("{}", chain(&e))).changes.has_failures());
+
+    // Another path of the repository: same release, no hook.
+    repo.write("other/README.md", "another team's directory\n");
+    let elsewhere = repo.commit_and_push("elsewhere");
+    let (engine, report) = sync(engine).await.unwrap();
+    let report = report.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(report.revision.to_string(), elsewhere);
+    assert!(!common::actions(&report).contains_key(&format!("Job/{ns}/app-migrate")), "{:?}", report.changes.entries);
+    assert!(!report.changes.has_failures(), "{:?}", report.changes.entries);
+    assert_eq!(
+        jobs.get("app-migrate").await.unwrap().metadata.uid,
+        old.metadata.uid,
+        "the hook Job was not made again"
+    );
+    // Nor by a new process reading the record.
+    let (_, report) = sync(common::engine(&env.client, &config, "app").await).await.unwrap();
+    let report = report.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert!(!common::actions(&report).contains_key(&format!("Job/{ns}/app-migrate")), "{:?}", report.changes.entries);
+
+    // New values change the release: the upgrade hook runs.
+    repo.write("chart/values.yaml", "replicas: 2\n");
+    repo.write(
+        "chart/templates/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-config\ndata:\n  replicas: {{ .Values.replicas | quote }}\n",
+    );
+    repo.commit_and_push("values");
+    let next = sync(engine);
+    created_job(&jobs, "app-migrate", old.metadata.uid.as_deref()).await;
+    end_job(&jobs, "app-migrate", true).await;
+    let (_, report) = next.await.unwrap();
+    let report = report.unwrap_or_else(|e| panic!("{}", chain(&e)));
+    assert_eq!(common::actions(&report).get(&format!("Job/{ns}/app-migrate")).map(String::as_str), Some("created"));
 }

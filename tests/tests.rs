@@ -11,6 +11,7 @@ mod common;
 
 mod artifacts;
 mod bad_input;
+mod chart_hooks;
 mod charts;
 mod cli;
 mod cluster;

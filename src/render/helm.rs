@@ -98,7 +98,7 @@ const HOOK: &str = "helm.sh/hook";
 
 /// Moves objects whose `helm.sh/hook` names a test hook (`test`, `test-success`,
 /// `test-failure`) from the manifests to the skipped list.
-pub(super) fn skip_test_hooks(loaded: &mut Loaded) {
+fn skip_test_hooks(loaded: &mut Loaded) {
     let (tests, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut loaded.manifests).into_iter().partition(|m| {
         m.body
             .pointer("/metadata/annotations")
@@ -242,7 +242,7 @@ fn items(list: &str) -> impl Iterator<Item = &str> {
 /// annotations ([`Hook::of`]); run after [`skip_test_hooks`].
 ///
 /// Errors: as [`Hook::of`].
-pub(super) fn split_hooks(loaded: &mut Loaded) -> Result<(), super::Error> {
+fn split_hooks(loaded: &mut Loaded) -> Result<(), super::Error> {
     let mut keep = Vec::with_capacity(loaded.manifests.len());
     for m in std::mem::take(&mut loaded.manifests) {
         match Hook::of(&m)? {
@@ -252,6 +252,18 @@ pub(super) fn split_hooks(loaded: &mut Loaded) -> Result<(), super::Error> {
     }
     loaded.manifests = keep;
     Ok(())
+}
+
+/// Sorts the objects of one `helm template` output as Helm's install sorts a release, for
+/// every chart source alike (a chart in git, an archive from an HTTP chart repository or an
+/// OCI registry, and the dependencies an umbrella chart renders with it): test hooks skipped
+/// ([`skip_test_hooks`]), other hooks moved to [`Loaded::hooks`] ([`split_hooks`]), the rest
+/// left as the release's members.
+///
+/// Errors: as [`Hook::of`].
+pub(super) fn sort_release(loaded: &mut Loaded) -> Result<(), super::Error> {
+    skip_test_hooks(loaded);
+    split_hooks(loaded)
 }
 
 /// The release name: `[sync.helm] release`, else the unit's name.

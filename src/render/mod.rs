@@ -159,8 +159,7 @@ impl Renderer {
             }
         };
         if mode == RenderMode::Helm {
-            helm::skip_test_hooks(&mut loaded);
-            helm::split_hooks(&mut loaded)?;
+            helm::sort_release(&mut loaded)?;
         }
         if decrypted && let Some(d) = &decryptor {
             for m in loaded.manifests.iter_mut().chain(&mut loaded.hooks) {

@@ -17,11 +17,15 @@
 //!   failed at once, `hook-succeeded` deletes the hooks of a phase once all of them succeeded,
 //!   last first (Helm's `execHook`), so the ServiceAccount hook a Job hook runs as outlives the
 //!   Job. Deletes propagate in the background.
-//! - **Once per revision**: [`HOOKS_RAN`] on the ApplySet parent (`<revision> <install|upgrade>
-//!   <pre|post>`) records the last phase that ran to its end (the pre phase at once, the post
-//!   phase with the sync's result); a resync of that revision, by this
-//!   process or a later one, runs neither again, and post hooks held back by an unhealthy
-//!   rollout run once a later sync of the revision finds it healthy.
+//! - **Once per release content**: [`HOOKS_RAN`] on the ApplySet parent (`<revision>
+//!   <install|upgrade> <pre|post> <digest>`) records the last phase that ran to its end (the pre
+//!   phase at once, the post phase with the sync's result) and the `release_digest` of the
+//!   rendered release it ran for. Hooks run again only when that content changed (a new chart
+//!   version, other values, another template), as `helm upgrade` runs for a changed release, not
+//!   for every commit: in a monorepo a commit that leaves the unit's render as it was runs no
+//!   hook. A resync, by this process or a later one, runs neither phase again, and post hooks
+//!   held back by an unhealthy rollout run once a later sync of the same content finds it
+//!   healthy. A record without a digest (written by an older gitward) matches its revision.
 //! - **Failure**: a failed pre hook refuses the revision's objects of the stages after the
 //!   Foundations (`skipped`, nothing pruned); a failed post hook makes the result `failed`. Either is retried as a failed sync.
 
@@ -44,8 +48,8 @@ use crate::source::Revision;
 /// Annotation on each hook object: the ApplySet id of the unit that made it. Only an object
 /// that carries the unit's id is deleted as a previous instance.
 pub const HOOK_OF: &str = "gitward.dev/hook-of";
-/// Annotation on the ApplySet parent: the revision whose hooks ran, the event and the last
-/// phase that ran to its end (`3f2a… upgrade pre`).
+/// Annotation on the ApplySet parent: the revision whose hooks ran, the event, the last
+/// phase that ran to its end and the release's `release_digest` (`3f2a… upgrade pre 9c1e…`).
 pub const HOOKS_RAN: &str = "gitward.dev/hooks-ran";
 /// How long a hook is waited for when the unit's `health_timeout` is 0 (Helm's `--timeout`
 /// default).
@@ -89,14 +93,27 @@ pub struct HooksRan {
     pub release: Release,
     /// The last phase that ran to its end.
     pub phase: Phase,
+    /// The `release_digest` of the rendered release the hooks ran for; `None` in a record
+    /// an older gitward wrote (then the revision is compared).
+    pub digest: Option<String>,
 }
 
 impl HooksRan {
-    /// The annotation's value: `<revision> <install|upgrade> <pre|post>`.
+    /// The annotation's value: `<revision> <install|upgrade> <pre|post> <digest>`.
     pub fn value(&self) -> String {
         let release = if self.release == Release::Install { "install" } else { "upgrade" };
         let phase = if self.phase == Phase::Pre { "pre" } else { "post" };
-        format!("{} {release} {phase}", self.revision)
+        let digest = self.digest.as_ref().map(|d| format!(" {d}")).unwrap_or_default();
+        format!("{} {release} {phase}{digest}", self.revision)
+    }
+
+    /// Whether the hooks recorded ran for the release rendered as `digest` (of `revision`): the
+    /// digests are equal, or, for a record without one, the revisions are.
+    pub fn is_for(&self, revision: &str, digest: &str) -> bool {
+        match &self.digest {
+            Some(d) => d == digest,
+            None => self.revision == revision,
+        }
     }
 
     /// Reads the annotation's value; `None` for one gitward did not write.
@@ -113,7 +130,11 @@ impl HooksRan {
             "post" => Phase::Post,
             _ => return None,
         };
-        words.next().is_none().then_some(Self { revision, release, phase })
+        let digest = words.next().map(str::to_owned);
+        if digest.as_deref() == Some("") {
+            return None;
+        }
+        words.next().is_none().then_some(Self { revision, release, phase, digest })
     }
 }
 
@@ -122,6 +143,8 @@ impl HooksRan {
 pub(super) struct RevisionHooks {
     /// The revision.
     pub(super) revision: Option<Revision>,
+    /// Its rendered release's `release_digest`.
+    pub(super) digest: String,
     /// Its hooks, as rendered.
     pub(super) hooks: Vec<Manifest>,
     /// The kinds its CRDs define: a hook of one of them may find discovery not serving it yet
@@ -141,8 +164,9 @@ struct Ran {
 }
 
 impl Engine {
-    /// The pre phase of `revision`'s `hooks` (kept for its post phase): unless [`HOOKS_RAN`]
-    /// says they ran for this revision, decides install or upgrade (`members`: the unit's live
+    /// The pre phase of `revision`'s `hooks` (kept for its post phase), whose release renders
+    /// to `digest` (`release_digest`): unless [`HOOKS_RAN`] says they ran for that content,
+    /// decides install or upgrade (`members`: the unit's live
     /// members before the apply) and runs the pre hooks of that event in order, each entry in
     /// `changes`. Returns why the revision's other objects are refused when one failed.
     ///
@@ -150,6 +174,7 @@ impl Engine {
     pub(super) async fn pre_hooks(
         &mut self,
         revision: &Revision,
+        digest: String,
         hooks: Vec<Manifest>,
         desired: &[crate::plan::Desired],
         members: usize,
@@ -158,8 +183,9 @@ impl Engine {
         let rev = revision.to_string();
         // Read only for a revision with hooks: it parses every CRD body of the revision.
         let crd_kinds = if hooks.is_empty() { Default::default() } else { crd_kinds(desired) };
-        self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), hooks, crd_kinds };
-        if self.revision_hooks.hooks.is_empty() || self.hooks_ran.as_ref().is_some_and(|r| r.revision == rev) {
+        let ran = self.hooks_ran.as_ref().is_some_and(|r| r.is_for(&rev, &digest));
+        self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), digest, hooks, crd_kinds };
+        if self.revision_hooks.hooks.is_empty() || ran {
             return Ok(None);
         }
         let release = if members == 0 { Release::Install } else { Release::Upgrade };
@@ -170,7 +196,8 @@ impl Engine {
         if failed.is_none() {
             // Recorded at once: a process that stops before the sync's record does not run
             // them again.
-            self.hooks_ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre });
+            let digest = Some(self.revision_hooks.digest.clone());
+            self.hooks_ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre, digest });
             self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
         }
         Ok(failed)
@@ -186,10 +213,11 @@ impl Engine {
             return None;
         }
         let rev = report.revision.to_string();
-        let ran = self.hooks_ran.clone().filter(|r| r.revision == rev && r.phase == Phase::Pre)?;
         if self.revision_hooks.revision.as_ref() != Some(&report.revision) {
             return None;
         }
+        let digest = &self.revision_hooks.digest;
+        let ran = self.hooks_ran.clone().filter(|r| r.is_for(&rev, digest) && r.phase == Phase::Pre)?;
         let hooks = std::mem::take(&mut self.revision_hooks.hooks);
         let mut changes = ChangeSet::default();
         let outcome = self.run_phase(&hooks, ran.release.event(Phase::Post), &mut changes).await;
@@ -406,6 +434,27 @@ async fn ended(
     }
 }
 
+/// The digest of a rendered release, what decides whether its hooks run again: sha256 (lowercase
+/// hex) over each member's and hook's identity and body text in render order. The body of an
+/// object made from SOPS-decrypted input enters as its keyed hash ([`crate::manifest::HashKey`]),
+/// so the digest on the parent cannot be used to guess a secret's value.
+pub(super) fn release_digest(members: &[Manifest], hooks: &[Manifest]) -> String {
+    use sha2::Digest as _;
+    let mut digest = sha2::Sha256::new();
+    for (part, list) in [("member", members), ("hook", hooks)] {
+        for m in list {
+            let namespace = m.namespace.as_deref().unwrap_or("");
+            digest.update(format!("{part} {} {} {namespace} {}\n", m.api_version, m.gk.kind, m.name).as_bytes());
+            match &m.hash_key {
+                Some(key) => digest.update(key.hash(m.body.as_str().as_bytes()).as_bytes()),
+                None => digest.update(m.body.as_str().as_bytes()),
+            }
+            digest.update(b"\n");
+        }
+    }
+    hex::encode(digest.finalize())
+}
+
 /// The kinds that the CRDs among `desired` define.
 fn crd_kinds(desired: &[crate::plan::Desired]) -> std::collections::BTreeSet<crate::object::GroupKind> {
     desired
@@ -421,11 +470,35 @@ mod tests {
 
     #[test]
     fn the_record_of_a_phase_reads_back() {
-        let ran = HooksRan { revision: "3f2a".into(), release: Release::Upgrade, phase: Phase::Post };
+        let ran = HooksRan { revision: "3f2a".into(), release: Release::Upgrade, phase: Phase::Post, digest: None };
         assert_eq!(ran.value(), "3f2a upgrade post");
-        assert_eq!(HooksRan::parse(&ran.value()), Some(ran));
-        for bad in ["", "3f2a", "3f2a upgrade", "3f2a upgrade later", "3f2a upgrade pre x", " install pre"] {
+        assert_eq!(HooksRan::parse(&ran.value()), Some(ran.clone()));
+        let with_digest = HooksRan { digest: Some("9c1e".into()), ..ran };
+        assert_eq!(with_digest.value(), "3f2a upgrade post 9c1e");
+        assert_eq!(HooksRan::parse(&with_digest.value()), Some(with_digest));
+        for bad in [
+            "",
+            "3f2a",
+            "3f2a upgrade",
+            "3f2a upgrade later",
+            "3f2a upgrade pre x y",
+            " install pre",
+            "3f2a install pre ",
+        ] {
             assert_eq!(HooksRan::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_record_is_for_the_same_content_whatever_the_revision_and_an_old_one_for_its_revision() {
+        let ran = |digest: Option<&str>| HooksRan {
+            revision: "3f2a".into(),
+            release: Release::Upgrade,
+            phase: Phase::Pre,
+            digest: digest.map(str::to_owned),
+        };
+        assert!(ran(Some("9c1e")).is_for("77b0", "9c1e"), "another commit, same content");
+        assert!(!ran(Some("9c1e")).is_for("3f2a", "0d4f"), "same commit, other content (values, capabilities)");
+        assert!(ran(None).is_for("3f2a", "0d4f") && !ran(None).is_for("77b0", "9c1e"));
     }
 }

@@ -363,6 +363,9 @@ impl Engine {
         let mut loaded = self.load(&revision).await?;
         let loaded_at = started.elapsed();
         let hooks = std::mem::take(&mut loaded.hooks);
+        // Read only for a render with hooks: it reads every body of the release.
+        let mut digest =
+            if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
         let skipped_files = loaded.skipped;
         let partial = loaded.partial;
         let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
@@ -403,7 +406,8 @@ impl Engine {
         let mut blocked = Blocked::default();
         // Helm hooks' pre phase runs once the Foundations stage is in place (a chart's CRDs are
         // served, as Helm installs `crds/` before its hooks), before anything else.
-        let hooks_due = !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| r.revision != revision.to_string());
+        let hooks_due =
+            !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), &digest));
         let mut hooks = Some(hooks);
         // What git changed is sent first when the stages before it hold only unchanged objects
         // (custom resources still pending their CRD are a change to the Foundations stage).
@@ -422,7 +426,9 @@ impl Engine {
             }
             if stage != Stage::Foundations
                 && let Some(hooks) = hooks.take()
-                && let Some(refused) = self.pre_hooks(&revision, hooks, &desired, members_before, &mut changes).await?
+                && let Some(refused) = self
+                    .pre_hooks(&revision, std::mem::take(&mut digest), hooks, &desired, members_before, &mut changes)
+                    .await?
             {
                 // A failed pre hook refuses the rest of the revision, as `helm upgrade` stops.
                 for step in std::mem::take(&mut stages).into_values().flatten() {

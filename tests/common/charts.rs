@@ -41,6 +41,11 @@ pub fn helm(home: &Path, args: &[&str], cwd: &Path) -> String {
 /// A chart `name` at `version`: one ConfigMap `<release>-<name>` whose `data.version` is the
 /// chart version, packaged by `helm package` into `out`; returns the archive's path.
 pub fn package(work: &Path, name: &str, version: &str, out: &Path) -> PathBuf {
+    package_with(work, name, version, out, &[])
+}
+
+/// [`package`] with `templates` (file name, text) added to the chart's `templates/`.
+pub fn package_with(work: &Path, name: &str, version: &str, out: &Path, templates: &[(&str, &str)]) -> PathBuf {
     let dir = work.join(format!("src-{name}-{version}"));
     std::fs::create_dir_all(dir.join("templates")).unwrap();
     std::fs::write(dir.join("Chart.yaml"), format!("apiVersion: v2\nname: {name}\nversion: {version}\n")).unwrap();
@@ -48,6 +53,9 @@ pub fn package(work: &Path, name: &str, version: &str, out: &Path) -> PathBuf {
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-{{ .Chart.Name }}\n\
               data:\n  version: {{ .Chart.Version | quote }}\n  greeting: {{ .Values.greeting | quote }}\n";
     std::fs::write(dir.join("templates/cm.yaml"), cm).unwrap();
+    for (file, text) in templates {
+        std::fs::write(dir.join("templates").join(file), text).unwrap();
+    }
     std::fs::create_dir_all(out).unwrap();
     helm(&work.join("helm-home"), &["package", dir.to_str().unwrap(), "-d", out.to_str().unwrap()], work);
     out.join(format!("{name}-{version}.tgz"))
@@ -146,7 +154,12 @@ impl ChartServer {
     /// Packages chart `name` at `version` into the served directory and indexes it again
     /// (`helm repo index`, relative URLs); returns the archive's path.
     pub fn publish(&self, work: &Path, name: &str, version: &str) -> PathBuf {
-        let archive = package(work, name, version, &self.dir);
+        self.publish_with(work, name, version, &[])
+    }
+
+    /// [`ChartServer::publish`] of a chart with `templates` (file name, text) added.
+    pub fn publish_with(&self, work: &Path, name: &str, version: &str, templates: &[(&str, &str)]) -> PathBuf {
+        let archive = package_with(work, name, version, &self.dir, templates);
         helm(&work.join("helm-home"), &["repo", "index", self.dir.to_str().unwrap()], work);
         archive
     }
