@@ -895,7 +895,7 @@ def push_main(n=10000, pushes=20, idle_pushes=5):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-# --- fleet: many units on one repository (issue 23, What to build 3 and 6) -------------------
+# --- fleet: many units on one repository -------------------
 
 FLEET_OBJECTS = 10          # ConfigMaps per unit
 FLEET_NAMESPACES = 10       # units spread over <prefix>-0..9
@@ -1190,7 +1190,7 @@ def fleet_sharded(units):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-# --- load: 50 units, 100 pushes a minute (issue 23, What to build 1) -------------------------
+# --- load: 50 units, 100 pushes a minute -------------------------
 
 LOAD_UNITS = 50
 LOAD_OBJECTS = 200        # ConfigMaps per unit, in one file (as tests/load.rs)
@@ -1286,7 +1286,7 @@ def scale_report():
     """`benches/run scale` ends here (no cluster): reads the JSON each scenario of the run
     wrote (push, load, warm, unit, fleet, fleet-sharded; benches/run removes the old ones
     first, so a missing one fails) and writes target/bench/scale.md and scale.json: one row
-    per target of issue 23 with the figure, the target and whether it is met."""
+    per fleet-scale target with the figure, the target and whether it is met."""
     bench = os.path.join(ROOT, "target/bench")
     r = {name: json.load(open(os.path.join(bench, f"{name}.json"))) for name in SCALE_SCENARIOS}
     rows = []
@@ -1355,7 +1355,7 @@ def scale_report():
     dirty = subprocess.run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"],
                            capture_output=True, text=True).stdout.strip()
     when = datetime.date.today().isoformat()
-    out = [f"# Fleet scale (issue 23): one run of `benches/run scale`, {when}, {commit}"
+    out = [f"# Fleet scale: one run of `benches/run scale`, {when}, {commit}"
            f"{' (with uncommitted changes)' if dirty else ''}, {os.cpu_count()} CPUs\n",
            "| target | figure | wanted | met |", "|---|---|---|---|"]
     out += [f"| {x['what']} | {x['figure']} | {x['target']} | {'yes' if x['met'] else '**no**'} |" for x in rows]

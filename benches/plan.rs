@@ -1,5 +1,5 @@
 //! Parse + hash + plan of 10,000 objects, the part of a sync that is gitward's own CPU before any
-//! request is sent (issue 9: < 100 ms for a revision that changes one file).
+//! request is sent (the target: < 100 ms for a revision that changes one file).
 //!
 //! The workload is 100 files of 100 documents (ConfigMaps and Deployments over 10 namespaces).
 //! - `cold`: an empty parse cache; every file read, every object built and hashed, planned

@@ -8,7 +8,7 @@
 //! A daemon holds each member's ref in several places at once — the parse cache, the last
 //! sync's desired objects, the metadata cache and the inventory's member record — and every
 //! kind and namespace in thousands of refs. Interned, each distinct string is stored once and a
-//! ref is four pointers (32 bytes) wherever it is held (issue 9: memory per tracked object).
+//! ref is four pointers (32 bytes) wherever it is held.
 
 use std::fmt;
 use std::ops::Deref;

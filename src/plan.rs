@@ -97,7 +97,7 @@ impl Desired {
     /// and its desired-hash annotation.
     ///
     /// Built on each call rather than held: at rest the daemon keeps only the source, which the
-    /// parse cache holds anyway (issue 9: memory per tracked object). With a [`Desired::splice`]
+    /// parse cache holds anyway. With a [`Desired::splice`]
     /// it is the source's text with those fields written in at offsets found once per build (a
     /// copy, then serde_json's check of the text); without, a parse and a serialization.
     pub fn body(&self) -> crate::manifest::Body {

@@ -292,7 +292,7 @@ fn run(args: &[&str], config: &Path) -> (Option<i32>, String, String) {
     (out.status.code(), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
 }
 
-/// `gitward diff` agrees with `gitward sync` (issue 19): objects of a namespace the revision
+/// `gitward diff` agrees with `gitward sync`: objects of a namespace the revision
 /// or `create_namespace` makes are shown as created, without a dry run and without making the
 /// namespace; the prune guard applies (`prune refused: …` instead of the prunes); an inventory
 /// moved to a namespace that does not exist is the error a sync stops on; a changed ApplySet

@@ -1,4 +1,4 @@
-//! Fencing at send time (issue 21, What to build 5) with real `gitward run` processes, a real
+//! Fencing at send time with real `gitward run` processes, a real
 //! bare repository and the real apiserver: a replica stopped (SIGSTOP) past its Lease sends
 //! no write once it wakes, a unit client refuses writes past its fence, and two processes
 //! given one identity never both lead. Who wrote what is read from the apiserver's audit

@@ -1,4 +1,4 @@
-//! Never delete what gitward does not own (issue 13), each case against the real apiserver:
+//! Never delete what gitward does not own, each case against the real apiserver:
 //! a Namespace leaving git with an object inside that is not a member, a copied object, an
 //! operator's child with copied labels, a label removed by hand just before the delete, and
 //! an ApplySet parent deleted by hand; the guard against pruning too much at once, and the
@@ -492,7 +492,7 @@ fn configmap_deletes(agent: &str) -> Vec<String> {
         .collect()
 }
 
-/// Moving objects between units (issue 19), a rename: unit `shop` renamed `store`. Without
+/// Moving objects between units, a rename: unit `shop` renamed `store`. Without
 /// `adopt_from`, every object fails with a message naming the unit that owns it, its parent and
 /// the key that moves it; with `adopt_from = ["shop"]` they are taken over in place: the same
 /// objects (uids), the new ApplySet's label and record, and no DELETE.

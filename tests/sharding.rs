@@ -1,4 +1,4 @@
-//! Sharding and many clusters (issue 12) with real `gitward run` processes, real bare
+//! Sharding and many clusters with real `gitward run` processes, real bare
 //! repositories and the real apiserver. Who applied what is read from the apiserver's audit
 //! log (each sharded replica sends `gitward/<version> (<identity>)` as its User-Agent), never
 //! from gitward's own logs or metrics; the metrics are used only to know when to look.

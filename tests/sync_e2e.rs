@@ -221,7 +221,7 @@ async fn applyset_matches_kubectl(env: &common::TestEnv, engine: &gitward::sync:
     assert!(err.contains("managed by tooling \"gitward\""), "kubectl names the other tooling: {err}");
 }
 
-/// The early apply (issue 9): a push's changed object is applied before the revision is loaded
+/// The early apply: a push's changed object is applied before the revision is loaded
 /// whole, with exactly one request in the sync; a push that also breaks another file, or that
 /// names an object twice, applies nothing of its revision.
 #[tokio::test]
@@ -298,7 +298,7 @@ async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revisio
     assert_eq!(value(configmaps.get("a").await.unwrap()), "4");
 }
 
-/// The most natural first repository (issue 19): a Namespace and a ConfigMap in it, the unit's
+/// The most natural first repository: a Namespace and a ConfigMap in it, the unit's
 /// `namespace` (and so its ApplySet parent) being that Namespace. The first sync makes the
 /// namespace bare before the parent's first write, then applies it as the member it is. A unit
 /// whose namespace nothing makes fails in one readable sentence, printed once.
@@ -345,7 +345,7 @@ async fn a_repository_that_creates_its_units_namespace_syncs_first_time() {
     assert!(namespaces.get_opt(&nowhere).await.unwrap().is_none(), "nothing makes a namespace nobody asked for");
 }
 
-/// `create_namespace` makes a namespace that several units share (issue 19): two units of one namespace, each with
+/// `create_namespace` makes a namespace that several units share: two units of one namespace, each with
 /// `create_namespace = true`, sync cleanly three times each; the Namespace is a member of
 /// neither, and what others declared on it stays: a third unit that holds the Namespace as a
 /// member (its ApplySet label, a Pod Security label) and a label set by hand. The two units

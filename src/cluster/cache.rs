@@ -34,7 +34,7 @@ type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
 
 /// One member in the store: its live metadata and the resourceVersion of gitward's last write
 /// of it (`None` until gitward writes it). Kept together so that each member's ref is held
-/// once, not again in a map of own writes (issue 9: memory per tracked object).
+/// once, not again in a map of own writes.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Entry {
     /// The member's live metadata.

@@ -37,7 +37,7 @@ pub const NEW_KIND_WITHIN: std::time::Duration = std::time::Duration::from_secs(
 #[derive(Debug, Clone)]
 pub struct Resolved {
     /// Group, version, kind and plural; one shared copy per kind, so the desired objects of a
-    /// kind hold a pointer each rather than five strings (issue 9).
+    /// kind hold a pointer each rather than five strings.
     pub resource: Arc<ApiResource>,
     /// True for namespaced kinds.
     pub namespaced: bool,

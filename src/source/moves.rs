@@ -4,8 +4,8 @@
 //! files the move changed ([`Moved`], one tree-to-tree diff: `Shared::fetched_since`,
 //! `Shared::moved`). A unit's [`PushProbe`] waits for that fetch on a channel, then answers
 //! from memory whether a changed file lies under the unit's path ([`Touch`]): at 1,000 units of
-//! one repository, the one unit a push changed then takes the push lane alone (issue 23;
-//! ARCHITECTURE.md, "push lane").
+//! one repository, the one unit a push changed then takes the push lane alone
+//! (ARCHITECTURE.md, "push lane").
 
 use std::sync::Arc;
 use std::time::Instant;

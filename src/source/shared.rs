@@ -23,7 +23,7 @@
 //! tree diff per branch, computed by the thread that fetched), so that each unit of a push
 //! learns whether the push touched its path without reading the mirror itself
 //! ([`Shared::fetched_since`], [`Shared::moved`]): at 1,000 units of one repository, the one
-//! unit a push changed no longer queues behind 999 units' tree reads (issue 23).
+//! unit a push changed no longer queues behind 999 units' tree reads.
 
 use std::collections::HashMap;
 use std::ops::Deref;

@@ -2,7 +2,7 @@
 //!
 //! A sync of a new revision reads and resolves every manifest, plans every object against the
 //! cache and only then sends the first request; at 10,000 objects that is ~130 ms of work that
-//! a one-line push waits for (issue 9: push → applied p50 < 100 ms). Between the last synced
+//! a one-line push waits for (the target: push → applied p50 < 100 ms). Between the last synced
 //! revision and the new one, the git tree diff names the files that changed; their objects that
 //! already exist live, as members, with another desired hash, are sent first, from a read of
 //! those files alone. The whole sync follows as usual and does not send them again.

@@ -1,4 +1,4 @@
-//! Namespaces a sync needs before it writes anything (issue 19: the first sync of any layout).
+//! Namespaces a sync needs before it writes anything (the first sync of any layout).
 //!
 //! - With `create_namespace`, the unit's namespace is **shared**: made if missing (a GET, then a
 //!   create of the bare Namespace — never a forced server-side apply, which would strip the

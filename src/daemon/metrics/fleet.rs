@@ -1,4 +1,4 @@
-//! The metrics of many clusters and of sharding (issue 12), kept apart from the per-sync ones:
+//! The metrics of many clusters and of sharding, kept apart from the per-sync ones:
 //! `gitward_unit_cluster`, `gitward_shard_units_held`, `gitward_shard_units_unrenewed`, `gitward_shard_handovers_total`,
 //! `gitward_shard_failover_seconds` (see the table in [`super`]).
 
@@ -63,7 +63,7 @@ struct FailoverLabels {
     cluster: String,
 }
 
-/// Metrics of many clusters and of sharding (issue 12), kept apart from the per-sync ones.
+/// Metrics of many clusters and of sharding, kept apart from the per-sync ones.
 pub(super) struct Fleet {
     /// `gitward_unit_cluster`.
     unit_cluster: Family<UnitClusterLabels, Gauge>,

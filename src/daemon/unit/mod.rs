@@ -504,7 +504,7 @@ fn first_resync(interval: Duration, r: f64) -> Duration {
 
 /// Hands the pages that a sync's transient buffers (parsed YAML, list pages, responses) freed
 /// back to the kernel. glibc malloc keeps them in its arenas otherwise: at 10,000 objects the
-/// daemon's resident set after a sync stayed ~20 MB above what it holds live (issue 9, README
+/// daemon's resident set after a sync stayed ~20 MB above what it holds live (README
 /// "Benchmarks"). `malloc_trim(0)` (glibc, malloc_trim(3)) releases free memory at the top of
 /// every arena and `madvise`s whole free pages inside them; a few milliseconds at that size.
 /// The `gitward` binary allocates with jemalloc (src/main.rs), which returns its own freed pages;
