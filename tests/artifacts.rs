@@ -114,10 +114,7 @@ async fn the_daemon_polls_an_artifact_tag_and_applies_a_new_push() {
     let url = format!("oci://{}/manifests/app:stable", registry.host);
     let work = tempfile::tempdir().unwrap();
     let allowed = format!("[render]\n{}", crate::charts::listed(&format!("oci://{}/manifests", registry.host)));
-    let (path, port) = common::daemon_config(work.path(), &allowed, "", &unit("art", &url, "app", &env.namespace));
-    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
-    std::fs::write(&path, text).unwrap();
-    let daemon = common::Daemon::start(&path, port, &[]);
+    let daemon = common::polling_daemon(work.path(), &allowed, &unit("art", &url, "app", &env.namespace));
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
         let (client, ns) = (client.clone(), ns.clone());

@@ -112,12 +112,9 @@ async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
     registry.push(work.path(), &package(work.path(), "demo", "1.1.0", &out), "charts");
     let url = format!("oci://{}/charts", registry.host);
     let unit = chart_unit("demo", &env.namespace, &url, ">=1.1 <2");
-    let (path, port) = common::daemon_config(work.path(), "", "", &unit);
-    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
     let bin = crate::render::tools_bin();
-    std::fs::write(&path, format!("[render]\nhelm = \"{}\"\n{}{text}", bin.join("helm").display(), listed(&url)))
-        .unwrap();
-    let daemon = common::Daemon::start(&path, port, &[]);
+    let render = format!("[render]\nhelm = \"{}\"\n{}", bin.join("helm").display(), listed(&url));
+    let daemon = common::polling_daemon(work.path(), &render, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let installed = common::eventually(Duration::from_secs(60), || {
         let (client, ns) = (client.clone(), ns.clone());
@@ -180,15 +177,9 @@ async fn the_daemon_keeps_the_last_good_revision_while_the_repository_is_down_an
     let mut server = ChartServer::start(&work.path().join("served"));
     server.publish(work.path(), "demo", "0.1.0");
     let unit = chart_unit("demo", &env.namespace, &server.url, "*");
-    let (path, port) = common::daemon_config(work.path(), "", "", &unit);
-    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
     let bin = crate::render::tools_bin();
-    std::fs::write(
-        &path,
-        format!("[render]\nhelm = \"{}\"\n{}{text}", bin.join("helm").display(), listed(&server.url)),
-    )
-    .unwrap();
-    let daemon = common::Daemon::start(&path, port, &[]);
+    let render = format!("[render]\nhelm = \"{}\"\n{}", bin.join("helm").display(), listed(&server.url));
+    let daemon = common::polling_daemon(work.path(), &render, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
         let (client, ns) = (client.clone(), ns.clone());

@@ -254,10 +254,7 @@ async fn the_daemon_keeps_the_last_signed_artifact_and_counts_the_refusal() {
         key.public().display()
     );
     let render = format!("[render]\n{}", crate::charts::listed(&format!("oci://{}", registry.host)));
-    let (path, port) = common::daemon_config(work.path(), &render, "", &unit);
-    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
-    std::fs::write(&path, text).unwrap();
-    let daemon = common::Daemon::start(&path, port, &[]);
+    let daemon = common::polling_daemon(work.path(), &render, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
         let (client, ns) = (client.clone(), ns.clone());

@@ -154,10 +154,7 @@ async fn the_daemon_refuses_the_crafted_tree_keeps_the_last_good_revision_and_ap
     let tools = format!("[render]\nhelm = \"{}\"\n", common::charts::tools_bin().join("helm").display());
     let helm = "[sync.helm]\nrelease = \"app\"\n";
     let unit = common::unit_toml("door", &repo.bare(), "charts/app", &env.namespace, helm);
-    let (path, port) = common::daemon_config(work.path(), &tools, "", &unit);
-    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
-    std::fs::write(&path, text).unwrap();
-    let daemon = common::Daemon::start(&path, port, &[]);
+    let daemon = common::polling_daemon(work.path(), &tools, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
         let (client, ns) = (client.clone(), ns.clone());

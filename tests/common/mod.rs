@@ -293,6 +293,16 @@ where
     }
 }
 
+/// A [`Daemon`] of the config [`daemon_config`] writes in `dir` (`tables`, then `units`),
+/// polling its sources every second (`interval = "1s"`): for sources no push reaches, such as
+/// chart repositories and registries.
+pub fn polling_daemon(dir: &Path, tables: &str, units: &str) -> Daemon {
+    let (path, port) = daemon_config(dir, tables, "", units);
+    let text = std::fs::read_to_string(&path).unwrap().replace("interval = \"1h\"\n", "interval = \"1s\"\n");
+    std::fs::write(&path, text).unwrap();
+    Daemon::start(&path, port, &[])
+}
+
 /// A `gitward run` process with JSON logs captured to a file.
 pub struct Daemon {
     /// The child process.
