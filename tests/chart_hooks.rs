@@ -59,7 +59,12 @@ async fn a_repository_charts_post_install_job_runs_as_a_hook_and_is_recreated_fo
         .find(|e| e["object"] == format!("Job/{ns}/shop-check"))
         .unwrap_or_else(|| panic!("no object event for the hook: {}", run.stderr));
     assert!(hook_event["reason"].as_str().unwrap_or_default().contains("post-install hook"), "{hook_event}");
-    let engine = common::engine(&env.client, &config(&dir.path().join("state"), "", &units), "shop").await;
+    let engine = common::engine(
+        &env.client,
+        &config(&dir.path().join("state"), &crate::charts::listed(&server.url), &units),
+        "shop",
+    )
+    .await;
     let members = common::member_record(&env.client, &engine).await;
     assert!(members.iter().any(|m| m.contains("shop-hooked")), "{members:?}");
     assert!(!members.iter().any(|m| m.contains("shop-check")), "a hook is never a member: {members:?}");

@@ -46,7 +46,8 @@ pub(super) struct Resolved {
 ///
 /// Errors: [`Error::RefNotFound`]; [`Error::AmbiguousRef`] (a SHA prefix of several
 /// objects); [`Error::AmbiguousName`] (strict only, naming every match);
-/// [`Error::NotACommit`] (the ref chosen leads to a tree or a blob).
+/// [`Error::NotACommit`] (the ref chosen leads to a tree or a blob); [`Error::Git`] (its object
+/// cannot be read from the mirror).
 pub(super) fn resolve(repo: &Repository, unit: &str, reference: &str, strict: bool) -> Result<Resolved> {
     let not_found = || Error::RefNotFound { unit: unit.to_string(), reference: reference.to_string() };
     if is_full_sha(reference) {
@@ -84,11 +85,24 @@ pub(super) fn resolve(repo: &Repository, unit: &str, reference: &str, strict: bo
             });
         }
     }
-    peel_ref(repo, chosen).ok_or_else(|| Error::NotACommit {
-        unit: unit.to_string(),
-        reference: reference.to_string(),
-        name: chosen.clone(),
-    })
+    if let Some(resolved) = peel_ref(repo, chosen) {
+        return Ok(resolved);
+    }
+    // An object the ref leads to that cannot be read is the mirror's damage (a truncated pack,
+    // a lost object), which a fetch repairs; one that can is a tree or a blob.
+    let target = repo
+        .find_reference(chosen)
+        .and_then(|r| r.resolve())
+        .and_then(|r| repo.find_object(r.target().unwrap_or(Oid::ZERO_SHA1), None))
+        .and_then(|object| object.peel_to_commit());
+    match target {
+        Err(error) if error.code() == ErrorCode::NotFound => Err(Error::Git {
+            unit: unit.to_string(),
+            step: "read the ref's object",
+            message: error.message().to_owned(),
+        }),
+        _ => Err(Error::NotACommit { unit: unit.to_string(), reference: reference.to_string(), name: chosen.clone() }),
+    }
 }
 
 /// Whether `reference` is a full 40-digit SHA-1, which can be fetched by id.
