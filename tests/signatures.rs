@@ -431,7 +431,9 @@ async fn a_signed_chart_takes_no_dependency_from_outside_the_signed_revision() {
     let extra = "[sync.helm]\nrelease = \"shop\"\n[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
     let unit = common::unit_toml("app", &repo.bare(), "chart", &ns, extra);
     let config = dir.path().join("gitward.toml");
-    std::fs::write(&config, crate::render::config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    // Listed, so the refusal is the signature's, not the allow-list's.
+    let listed = crate::charts::listed(&server.url);
+    std::fs::write(&config, crate::render::config_text(&dir.path().join("state"), &listed, &unit)).unwrap();
     let demo = || async {
         let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
         api.get_opt("shop-demo").await.unwrap().and_then(|c| c.data).map(|d| d["version"].clone())
