@@ -18,6 +18,7 @@ use oci_client::{Client, Reference};
 use crate::common;
 use crate::common::charts::{Registry, package, tools_bin};
 use crate::render::{chain, config_text};
+use crate::signatures::sync_error;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -109,15 +110,6 @@ async fn copy_signature(host: &str, from: &str, to: &str) {
 async fn value(client: &kube::Client, namespace: &str, name: &str, key: &str) -> Option<String> {
     let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(name).await.unwrap()?;
     cm.data?.get(key).cloned()
-}
-
-/// The `sync failed` error of a `gitward sync` run's log.
-fn sync_error(run: &common::Run) -> String {
-    let event = common::log_events(&run.stderr, "sync failed").next();
-    let event = event.unwrap_or_else(|| panic!("no `sync failed` event: {}", run.stderr));
-    let error = &event["fields"]["error"];
-    let error = if error.is_null() { &event["error"] } else { error };
-    error.as_str().unwrap_or_default().to_owned()
 }
 
 /// `gitward sync` of an artifact unit with a cosign key: the unsigned artifact is refused

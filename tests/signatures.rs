@@ -123,7 +123,7 @@ async fn value(client: &kube::Client, ns: &str) -> Option<String> {
 }
 
 /// The `sync failed` error of a `gitward sync` run's log.
-fn sync_error(run: &common::Run) -> String {
+pub(crate) fn sync_error(run: &common::Run) -> String {
     let event = common::log_events(&run.stderr, "sync failed").next();
     let event = event.unwrap_or_else(|| panic!("no `sync failed` event: {}", run.stderr));
     let error = &event["fields"]["error"];
