@@ -166,3 +166,76 @@ async fn a_member_deleted_while_the_apiserver_restarts_is_healed_by_the_relist()
     assert_eq!(daemon.logged("sync triggered").len(), syncs_before, "no whole sync ran: {}", daemon.log_text());
     assert!(daemon.child.try_wait().unwrap().is_none(), "never restarted");
 }
+
+/// Only the member gitward wrote last is deleted while the apiserver restarts, and nothing
+/// else changes: every member the relist lists is older than gitward's write of the deleted
+/// one, which is exactly how a member created after the list was taken looks. The relist
+/// still finds it deleted (it reads such a member again) and the daemon re-creates it, with
+/// the poll and the resync an hour away; no other member is written.
+#[tokio::test]
+async fn deleting_only_the_newest_written_member_while_the_apiserver_restarts_is_healed() {
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = dir.path().join("cluster");
+    let api_port = common::free_port();
+    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
+    let kubeconfig = cluster_dir.join("kubeconfig");
+    let client = common::OwnCluster::client(&kubeconfig).await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c", "d"] {
+        repo.write(&format!("{name}.yaml"), &common::cm(name, "git"));
+    }
+    repo.commit_and_push("four ConfigMaps");
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig.display()),
+        "",
+        &common::unit_toml("app", &repo.bare(), "", "default", ""),
+    );
+    let mut daemon = common::Daemon::start(&config, port, &[]);
+    const LIMIT: Duration = Duration::from_secs(60);
+    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
+    let synced = common::eventually(LIMIT, || async { names(&client).await == Some((4, 4)) }).await;
+    assert!(synced, "first sync: {}", daemon.log_text());
+    let versions = member_versions(&client).await;
+    let newest = versions.iter().max_by_key(|(_, rv)| *rv).map(|(name, _)| name.clone()).unwrap();
+    let syncs_before = daemon.logged("sync triggered").len();
+
+    // Down; up on another port to delete the newest member; down; up on the daemon's port.
+    cluster.kill();
+    let elsewhere = common::OwnCluster::start(&cluster_dir, common::free_port());
+    let by_hand = common::OwnCluster::client(&kubeconfig).await;
+    let cms: Api<ConfigMap> = Api::namespaced(by_hand.clone(), "default");
+    cms.delete(&newest, &Default::default()).await.unwrap();
+    elsewhere.kill();
+    let _back = common::OwnCluster::start(&cluster_dir, api_port);
+    let client = common::OwnCluster::client(&kubeconfig).await;
+
+    let healed = common::eventually(LIMIT, || async {
+        names(&client).await == Some((4, 4)) && value(&client, &newest).await.as_deref() == Some("git")
+    })
+    .await;
+    assert!(healed, "{newest} not re-created after the relist: {:?}: {}", names(&client).await, daemon.log_text());
+    assert!(!daemon.logged("self-heal of drifted objects").is_empty(), "healed by a self-heal: {}", daemon.log_text());
+    assert_eq!(daemon.logged("sync triggered").len(), syncs_before, "no whole sync ran: {}", daemon.log_text());
+    let after = member_versions(&client).await;
+    for (name, rv) in &versions {
+        if *name != newest {
+            assert_eq!(after.get(name), Some(rv), "{name} was not written: {}", daemon.log_text());
+        }
+    }
+    assert!(daemon.child.try_wait().unwrap().is_none(), "never restarted");
+}
+
+/// The resourceVersion of every member ConfigMap in `default`, by name.
+async fn member_versions(client: &kube::Client) -> std::collections::BTreeMap<String, u64> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let members = api.list_metadata(&ListParams::default().labels("applyset.kubernetes.io/part-of")).await.unwrap();
+    members
+        .items
+        .iter()
+        .map(|m| {
+            let rv = m.metadata.resource_version.as_deref().unwrap_or_default().parse().unwrap();
+            (m.metadata.name.clone().unwrap_or_default(), rv)
+        })
+        .collect()
+}

@@ -243,6 +243,8 @@ impl MetadataCache {
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
             listed: AtomicBool::new(listed),
+            client: self.watches.client().clone(),
+            resource: resource.clone(),
         });
         let subscription = self.watches.subscribe(resource, None, super::inventory::PART_OF, &self.id, sink);
         let kind = KindWatch {
@@ -425,6 +427,9 @@ struct Members {
     field_manager: Arc<str>,
     /// The store already holds a complete list of the kind: the next list is a relist.
     listed: AtomicBool,
+    /// To read again the members a relist cannot tell about ([`relist::reread`]).
+    client: kube::Client,
+    resource: ApiResource,
 }
 
 impl Sink for Members {
@@ -442,7 +447,8 @@ impl Sink for Members {
         // A relist after the first (a 410 Gone, a restarted API server): what changed while
         // the watch was down is drift like any watch event.
         let again = self.listed.swap(true, Ordering::SeqCst);
-        let drifts = relist::swap_in(&mut self.store.lock().expect("cache lock"), &self.gk, listing, again);
+        let swapped = relist::swap_in(&mut self.store.lock().expect("cache lock"), &self.gk, listing, again);
+        let drifts = swapped.drifts;
         if !drifts.is_empty() {
             tracing::info!(group_kind = %self.gk, drifted = drifts.len(), "relist found changes made while the watch was down");
         }
@@ -451,6 +457,13 @@ impl Sink for Members {
         }
         self.errored.store(false, Ordering::SeqCst);
         self.state.send_replace(Sync::Ready);
+        // After the flag is cleared: a failed read sets it again.
+        if !swapped.unsure.is_empty() {
+            let (store, drift, errored) = (self.store.clone(), self.drift.clone(), self.errored.clone());
+            let reread =
+                relist::reread(self.client.clone(), self.resource.clone(), swapped.unsure, store, drift, errored);
+            tokio::spawn(reread);
+        }
     }
 
     fn applied(&self, object: &Meta) {

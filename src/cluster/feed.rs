@@ -111,6 +111,11 @@ impl Watches {
         Self { client, mode: Mode::Listed, feeds: Arc::default() }
     }
 
+    /// The client the watches use.
+    pub(super) fn client(&self) -> &kube::Client {
+        &self.client
+    }
+
     /// A [`Watches::listed`] over the same client.
     pub fn to_listed(&self) -> Self {
         Self::listed(self.client.clone())
