@@ -33,6 +33,7 @@ mod hooks;
 mod hostile_input;
 mod http;
 mod large_crds;
+mod large_index;
 mod leader;
 mod load;
 mod manifest_parity;

@@ -5,27 +5,11 @@
 
 use std::collections::HashMap;
 
-use serde::Deserialize;
-
 use super::cache::Cache;
+use super::index::{self, Entry};
 use super::{ChartSpec, Fetched, MAX_INDEX_BYTES, Offer};
 use crate::source::{Error, Result};
 use crate::telemetry::url::{redact, redact_text};
-
-#[derive(Deserialize)]
-struct Index {
-    #[serde(default)]
-    entries: HashMap<String, Vec<Entry>>,
-}
-
-#[derive(Deserialize)]
-struct Entry {
-    version: String,
-    #[serde(default)]
-    digest: Option<String>,
-    #[serde(default)]
-    urls: Vec<String>,
-}
 
 /// Reads the index, chooses the version, downloads its archive unless cached. The archive
 /// URL the index gives must be allowed ([`super::net`]): under the repository or listed in
@@ -44,9 +28,10 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
         message: format!("the index does not parse: {message}"),
     };
     let text = std::str::from_utf8(&bytes).map_err(|e| unreadable(e.to_string()))?;
-    let index: Index = serde_saphyr::from_str(text).map_err(|e| unreadable(redact_text(&e.to_string())))?;
+    let listed = index::entries(text, &spec.source.chart).map_err(|e| unreadable(redact_text(&e)))?;
+    drop(bytes);
     let mut entries: HashMap<String, Entry> = HashMap::new();
-    for entry in index.entries.into_iter().filter(|(name, _)| *name == spec.source.chart).flat_map(|(_, e)| e) {
+    for entry in listed {
         entries.entry(entry.version.clone()).or_insert(entry);
     }
     let offers = entries

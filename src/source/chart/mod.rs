@@ -12,7 +12,8 @@
 //! which `helm repo index` and `helm push` both record), so a version re-published with other
 //! bytes is a new revision too. Unlike the git side this is async (reqwest).
 //!
-//! Files: `http` (an `index.yaml` repository), `oci` (a chart in a registry), `registry` (the
+//! Files: `http` (an `index.yaml` repository), `index` (reading one chart's entries of an
+//! `index.yaml`, with a parse budget scaled to its size), `oci` (a chart in a registry), `registry` (the
 //! registry reads: tags, manifests, blobs), `net` (the allow-listed, capped HTTP client),
 //! `cache` (the download cache and its collection), `deps` (the dependencies of a chart in
 //! git).
@@ -20,6 +21,7 @@
 mod cache;
 pub mod deps;
 mod http;
+mod index;
 pub(super) mod net;
 pub(super) mod oci;
 pub(super) mod registry;
