@@ -118,41 +118,17 @@ async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift
 /// cannot see them as events, only in the relist once it is back on the daemon's port.
 #[tokio::test]
 async fn a_member_deleted_while_the_apiserver_restarts_is_healed_by_the_relist() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = dir.path().join("cluster");
-    let api_port = common::free_port();
-    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
-    let kubeconfig = cluster_dir.join("kubeconfig");
-    let client = common::OwnCluster::client(&kubeconfig).await;
-    let repo = common::GitRepo::new();
-    for name in ["a", "b", "c", "d"] {
-        repo.write(&format!("{name}.yaml"), &common::cm(name, "git"));
-    }
-    repo.commit_and_push("four ConfigMaps");
-    let (config, port) = common::daemon_config(
-        dir.path(),
-        &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig.display()),
-        "",
-        &common::unit_toml("app", &repo.bare(), "", "default", ""),
-    );
-    let mut daemon = common::Daemon::start(&config, port, &[]);
     const LIMIT: Duration = Duration::from_secs(120);
-    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
-    let synced = common::eventually(LIMIT, || async { names(&client).await == Some((4, 4)) }).await;
-    assert!(synced, "first sync: {}", daemon.log_text());
-    let syncs_before = daemon.logged("sync triggered").len();
+    let mut four = FourMembers::synced(LIMIT).await;
+    let syncs_before = four.daemon.logged("sync triggered").len();
 
-    // Down; up on another port for the hand edits; down; up on the daemon's port again.
-    cluster.kill();
-    let elsewhere = common::OwnCluster::start(&cluster_dir, common::free_port());
-    let by_hand = common::OwnCluster::client(&kubeconfig).await;
-    let cms: Api<ConfigMap> = Api::namespaced(by_hand.clone(), "default");
+    // The hand edits, made while the daemon's apiserver is down.
+    let cms = four.down().await;
     cms.delete("b", &Default::default()).await.unwrap();
     let patch = serde_json::json!({"data": {"value": "hand-edit"}});
     cms.patch("c", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
-    elsewhere.kill();
-    let _back = common::OwnCluster::start(&cluster_dir, api_port);
-    let client = common::OwnCluster::client(&kubeconfig).await;
+    let client = four.back().await;
+    let daemon = &mut four.daemon;
 
     let healed = common::eventually(LIMIT, || async {
         names(&client).await == Some((4, 4))
@@ -174,41 +150,17 @@ async fn a_member_deleted_while_the_apiserver_restarts_is_healed_by_the_relist()
 /// the poll and the resync an hour away; no other member is written.
 #[tokio::test]
 async fn deleting_only_the_newest_written_member_while_the_apiserver_restarts_is_healed() {
-    let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = dir.path().join("cluster");
-    let api_port = common::free_port();
-    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
-    let kubeconfig = cluster_dir.join("kubeconfig");
-    let client = common::OwnCluster::client(&kubeconfig).await;
-    let repo = common::GitRepo::new();
-    for name in ["a", "b", "c", "d"] {
-        repo.write(&format!("{name}.yaml"), &common::cm(name, "git"));
-    }
-    repo.commit_and_push("four ConfigMaps");
-    let (config, port) = common::daemon_config(
-        dir.path(),
-        &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig.display()),
-        "",
-        &common::unit_toml("app", &repo.bare(), "", "default", ""),
-    );
-    let mut daemon = common::Daemon::start(&config, port, &[]);
     const LIMIT: Duration = Duration::from_secs(60);
-    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
-    let synced = common::eventually(LIMIT, || async { names(&client).await == Some((4, 4)) }).await;
-    assert!(synced, "first sync: {}", daemon.log_text());
-    let versions = member_versions(&client).await;
+    let mut four = FourMembers::synced(LIMIT).await;
+    let versions = member_versions(&four.client).await;
     let newest = versions.iter().max_by_key(|(_, rv)| *rv).map(|(name, _)| name.clone()).unwrap();
-    let syncs_before = daemon.logged("sync triggered").len();
+    let syncs_before = four.daemon.logged("sync triggered").len();
 
-    // Down; up on another port to delete the newest member; down; up on the daemon's port.
-    cluster.kill();
-    let elsewhere = common::OwnCluster::start(&cluster_dir, common::free_port());
-    let by_hand = common::OwnCluster::client(&kubeconfig).await;
-    let cms: Api<ConfigMap> = Api::namespaced(by_hand.clone(), "default");
+    // The newest member deleted while the daemon's apiserver is down.
+    let cms = four.down().await;
     cms.delete(&newest, &Default::default()).await.unwrap();
-    elsewhere.kill();
-    let _back = common::OwnCluster::start(&cluster_dir, api_port);
-    let client = common::OwnCluster::client(&kubeconfig).await;
+    let client = four.back().await;
+    let daemon = &mut four.daemon;
 
     let healed = common::eventually(LIMIT, || async {
         names(&client).await == Some((4, 4)) && value(&client, &newest).await.as_deref() == Some("git")
@@ -224,6 +176,66 @@ async fn deleting_only_the_newest_written_member_while_the_apiserver_restarts_is
         }
     }
     assert!(daemon.child.try_wait().unwrap().is_none(), "never restarted");
+}
+
+/// A daemon that synced four ConfigMaps `a`–`d` of one unit to an apiserver of the test's own
+/// (so the test can restart it), ready for an outage.
+struct FourMembers {
+    dir: tempfile::TempDir,
+    api_port: u16,
+    /// The apiserver on the daemon's port; `None` while it is down.
+    cluster: Option<common::OwnCluster>,
+    /// The apiserver on another port, where the hand edits are made, while [`FourMembers::down`].
+    elsewhere: Option<common::OwnCluster>,
+    client: kube::Client,
+    daemon: common::Daemon,
+}
+
+impl FourMembers {
+    /// Starts the apiserver and the daemon and waits, up to `limit`, for the first sync.
+    async fn synced(limit: Duration) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let api_port = common::free_port();
+        let cluster = common::OwnCluster::start(&dir.path().join("cluster"), api_port);
+        let kubeconfig = dir.path().join("cluster/kubeconfig");
+        let client = common::OwnCluster::client(&kubeconfig).await;
+        let repo = common::GitRepo::new();
+        for name in ["a", "b", "c", "d"] {
+            repo.write(&format!("{name}.yaml"), &common::cm(name, "git"));
+        }
+        repo.commit_and_push("four ConfigMaps");
+        let (config, port) = common::daemon_config(
+            dir.path(),
+            &format!("[cluster]\nkubeconfig = \"{}\"\n", kubeconfig.display()),
+            "",
+            &common::unit_toml("app", &repo.bare(), "", "default", ""),
+        );
+        let daemon = common::Daemon::start(&config, port, &[]);
+        assert!(daemon.wait_ready(limit).await, "{}", daemon.log_text());
+        let synced = common::eventually(limit, || async { names(&client).await == Some((4, 4)) }).await;
+        assert!(synced, "first sync: {}", daemon.log_text());
+        Self { dir, api_port, cluster: Some(cluster), elsewhere: None, client, daemon }
+    }
+
+    /// Stops the daemon's apiserver and starts it on another port, which the daemon does not
+    /// know: its watches cannot see what is done there. Returns the ConfigMaps of `default`
+    /// there.
+    async fn down(&mut self) -> Api<ConfigMap> {
+        self.cluster.take().expect("up").kill();
+        let cluster_dir = self.dir.path().join("cluster");
+        self.elsewhere = Some(common::OwnCluster::start(&cluster_dir, common::free_port()));
+        let by_hand = common::OwnCluster::client(&cluster_dir.join("kubeconfig")).await;
+        Api::namespaced(by_hand, "default")
+    }
+
+    /// Stops the apiserver on the other port and starts it on the daemon's again: the
+    /// daemon's watches resume with a 410 Gone and a relist. Returns a client of it.
+    async fn back(&mut self) -> kube::Client {
+        self.elsewhere.take().expect("down").kill();
+        let cluster_dir = self.dir.path().join("cluster");
+        self.cluster = Some(common::OwnCluster::start(&cluster_dir, self.api_port));
+        common::OwnCluster::client(&cluster_dir.join("kubeconfig")).await
+    }
 }
 
 /// The resourceVersion of every member ConfigMap in `default`, by name.
