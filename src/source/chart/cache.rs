@@ -44,8 +44,7 @@ impl Cache {
     /// `digest` now. One that does not is removed (logged as a warning) and `None` returned,
     /// so the caller downloads it again.
     pub fn path(&self, digest: &str) -> Option<PathBuf> {
-        let valid = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
-        let path = Some(self.dir.join(format!("{digest}.tgz"))).filter(|path| valid && path.is_file())?;
+        let path = self.file(digest)?;
         let actual = std::fs::read(&path).map(|bytes| hex::encode(sha2::Sha256::digest(bytes)));
         match actual {
             Ok(actual) if actual.eq_ignore_ascii_case(digest) => Some(path),
@@ -61,6 +60,12 @@ impl Cache {
                 None
             }
         }
+    }
+
+    /// The file of the archive `digest` (64 hex digits), if there is one; its bytes unread.
+    pub(super) fn file(&self, digest: &str) -> Option<PathBuf> {
+        let valid = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+        Some(self.dir.join(format!("{digest}.tgz"))).filter(|path| valid && path.is_file())
     }
 
     /// Checks `bytes` against `expected` (hex SHA-256, `None` when the repository gives none)
@@ -103,9 +108,10 @@ impl Cache {
 
     /// Marks the archive `digest` used now (its modification time), for
     /// [`Cache::collect_unused`]. A failure is only logged: the archive is then collected
-    /// sooner and downloaded again.
+    /// sooner and downloaded again. The bytes are not hashed here: [`Cache::path`] hashed them
+    /// when the fetch found the archive, and the render reads them through the door.
     pub fn touch(&self, digest: &str) {
-        let Some(path) = self.path(digest) else { return };
+        let Some(path) = self.file(digest) else { return };
         let now = std::time::SystemTime::now();
         if let Err(e) = std::fs::File::options().append(true).open(&path).and_then(|f| f.set_modified(now)) {
             tracing::warn!(unit = %self.unit, archive = %path.display(), error = %e, "cannot mark a chart archive used");

@@ -168,7 +168,8 @@ pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Res
     })??;
     cache.touch(&fetched.digest);
     cache.collect_unused(super::cache::DEPENDENCY_MAX_AGE);
-    cache.path(&fetched.digest).ok_or_else(|| Error::Chart {
+    // The fetch hashed the archive (found in the cache, or as it was stored); not again here.
+    cache.file(&fetched.digest).ok_or_else(|| Error::Chart {
         unit: unit.to_owned(),
         url: redact(&dep.repository),
         message: format!("dependency {} was fetched but is not in the cache", dep.name),
