@@ -44,6 +44,7 @@ pub(super) struct RawRender {
     pub chart_repositories: Option<Vec<Spanned<String>>>,
     pub sandbox: Option<SandboxMode>,
     pub max_memory: Option<ByteSize>,
+    pub max_index_age: Option<Spanned<HumanDuration>>,
 }
 
 /// `[cluster]` (one table) or `[[cluster]]` (an array of tables): TOML gives both the key

@@ -62,6 +62,14 @@ pub struct RenderTools {
     /// Default 1 GiB: helm, kustomize and sops render real charts and overlays in under
     /// 200 MiB; a template that grows without end fails instead of starving the daemon.
     pub max_memory: u64,
+    /// How old the last good answer of a chart repository's `index.yaml` (the wanted chart's
+    /// entries, kept under `<state_dir>/charts/index/`) may be for gitward to use it while the
+    /// repository cannot be reached (refused or timed-out connection, a 5xx answer); older, the
+    /// fetch fails as the repository did. A 404 or an answer that does not parse is never
+    /// covered. Default 24 h: a repository's outage of a working day does not stop syncs of
+    /// unchanged charts, and a version yanked upstream is not kept in use for long. `"0s"`
+    /// never uses a kept answer.
+    pub max_index_age: Duration,
 }
 
 /// `[render] sandbox`: `"on"` (the default) or `"off"`.
@@ -98,6 +106,7 @@ impl Default for RenderTools {
             chart_repositories: ChartRepositories::default(),
             sandbox: SandboxMode::On,
             max_memory: 1 << 30,
+            max_index_age: Duration::from_secs(24 * 3600),
         }
     }
 }

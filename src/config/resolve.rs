@@ -153,6 +153,8 @@ impl Resolver<'_> {
             chart_repositories: self.chart_repositories(raw.chart_repositories)?,
             sandbox: raw.sandbox.unwrap_or(default.sandbox),
             max_memory: raw.max_memory.map_or(default.max_memory, |size| size.0),
+            // Zero is allowed here: it turns the kept index answers off.
+            max_index_age: raw.max_index_age.map_or(default.max_index_age, |age| age.into_inner().0),
         })
     }
 

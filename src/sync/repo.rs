@@ -49,7 +49,7 @@ impl Repo {
                 cosign_public_key_file: cosign_key(unit),
                 chart_repositories: unit.render_tools.chart_repositories.clone(),
             };
-            let chart = ChartRepo::open(state_dir, spec)?;
+            let chart = ChartRepo::open(state_dir, spec, unit.render_tools.max_index_age)?;
             let values = match unit.repo.is_empty() {
                 true => None,
                 false => Some(Arc::new(Mutex::new(open_git(state_dir, unit).await?))),
@@ -238,6 +238,7 @@ impl Repo {
             max_bytes: unit.render_tools.max_tree_bytes,
             timeout: unit.render_tools.timeout,
             chart_repositories: unit.render_tools.chart_repositories.clone(),
+            max_index_age: unit.render_tools.max_index_age,
         };
         let mut archives = Vec::with_capacity(wanted.len());
         for dep in &wanted {

@@ -96,6 +96,38 @@ impl Cache {
         Ok(digest)
     }
 
+    /// Records that the archive `digest` is what `key` (64 hex digits: a hash of a
+    /// dependency's repository, name and exact version, [`super::deps`]) names: a file
+    /// `<key>.pin` holding the digest, written whole. A failure is logged: the next load then
+    /// asks the repository again.
+    pub fn pin(&self, key: &str, digest: &str) {
+        let path = self.dir.join(format!("{key}.pin"));
+        if std::fs::read_to_string(&path).is_ok_and(|held| held == digest) {
+            return self.mark(&path);
+        }
+        let write = || -> std::io::Result<()> {
+            let mut file = tempfile::NamedTempFile::new_in(&self.dir)?;
+            std::io::Write::write_all(&mut file, digest.as_bytes())?;
+            file.persist(&path).map_err(|e| e.error)?;
+            Ok(())
+        };
+        if let Err(e) = write() {
+            tracing::warn!(unit = %self.unit, pin = %path.display(), error = %e, "cannot record a chart archive's pin");
+        }
+    }
+
+    /// The digest [`Cache::pin`] recorded for `key`, marked used now, if there is one that
+    /// is 64 hex digits.
+    pub fn pinned(&self, key: &str) -> Option<String> {
+        let path = self.dir.join(format!("{key}.pin"));
+        let digest = std::fs::read_to_string(&path).ok()?;
+        let valid = digest.len() == 64 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+        valid.then(|| {
+            self.mark(&path);
+            digest
+        })
+    }
+
     /// Deletes every archive but `current` and the one current before it (kept so a revision
     /// applied before a failing new one can still be read).
     pub fn collect(&self, current: &str) {
@@ -112,14 +144,19 @@ impl Cache {
     /// when the fetch found the archive, and the render reads them through the door.
     pub fn touch(&self, digest: &str) {
         let Some(path) = self.file(digest) else { return };
+        self.mark(&path);
+    }
+
+    /// Sets `path`'s modification time to now; a failure is logged.
+    fn mark(&self, path: &Path) {
         let now = std::time::SystemTime::now();
-        if let Err(e) = std::fs::File::options().append(true).open(&path).and_then(|f| f.set_modified(now)) {
+        if let Err(e) = std::fs::File::options().append(true).open(path).and_then(|f| f.set_modified(now)) {
             tracing::warn!(unit = %self.unit, archive = %path.display(), error = %e, "cannot mark a chart archive used");
         }
     }
 
-    /// Deletes every archive not used ([`Cache::touch`], or stored) for `max_age`, and
-    /// temporary files as old. For the shared cache of dependencies, where no one unit knows
+    /// Deletes every archive not used ([`Cache::touch`], or stored) for `max_age`, and pins
+    /// ([`Cache::pin`]) and temporary files as old. For the shared cache of dependencies, where no one unit knows
     /// what the others still use: an archive some unit uses is touched at each of its loads.
     pub fn collect_unused(&self, max_age: std::time::Duration) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else { return };

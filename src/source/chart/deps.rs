@@ -11,6 +11,13 @@
 //! as are `alias`, `condition` and `tags`, which `helm template` applies to what `charts/`
 //! holds. Each use of an archive marks it (its modification time); an archive no unit has
 //! used for [`super::cache::DEPENDENCY_MAX_AGE`] (7 days) is collected at the next fetch.
+//!
+//! A dependency `Chart.lock` pins, once fetched, is recorded in its domain's cache as a pin
+//! (`<hash of repository, name, version>.pin` holding the archive's digest), so later loads
+//! take the cached archive without asking the repository: an outage upstream does not fail
+//! the sync of a locked chart whose dependencies this domain already has. An unlocked one
+//! asks every time, the repository's last good index answer standing in while it is down
+//! (`[render] max_index_age`, [`super::kept`]).
 
 use std::path::{Path, PathBuf};
 
@@ -19,6 +26,7 @@ use serde::Deserialize;
 use sha2::Digest as _;
 
 use super::cache::Cache;
+use super::kept::Kept;
 use super::{ChartSpec, http, oci};
 use crate::config::{ChartRepositories, ChartSource, VersionConstraint};
 use crate::source::{Error, Result};
@@ -57,6 +65,12 @@ pub struct Dependency {
     pub version: String,
     /// The repository URL, without a trailing `/`.
     pub repository: String,
+    /// Whether `Chart.lock` pins this dependency (then `version` is exact, and an archive
+    /// already cached for it is used without a request: [`fetch`]).
+    pub locked: bool,
+    /// The archive's SHA-256 (hex) when the lock entry gives a `digest` (Helm's own
+    /// `Chart.lock` does not; some tools write one): the archive must have it.
+    pub digest: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -72,6 +86,8 @@ struct RawDependency {
     version: String,
     #[serde(default)]
     repository: String,
+    #[serde(default)]
+    digest: Option<String>,
 }
 
 /// The dependencies of `chart_yaml` to fetch: remote repositories only (a `file://` or empty
@@ -103,6 +119,10 @@ pub fn remote(
             version: locked.map_or(dep.version.clone(), |l| l.version.clone()),
             repository: dep.repository.trim_end_matches('/').to_owned(),
             name: dep.name,
+            locked: locked.is_some(),
+            digest: locked
+                .and_then(|l| l.digest.as_deref())
+                .map(|d| d.trim_start_matches("sha256:").to_ascii_lowercase()),
         });
     }
     Ok(out)
@@ -122,13 +142,24 @@ pub struct Fetcher {
     pub timeout: std::time::Duration,
     /// `[render] chart_repositories`.
     pub chart_repositories: ChartRepositories,
+    /// `[render] max_index_age`: how old a repository's last good index answer may be to
+    /// stand in while the repository is down (unlocked dependencies, or locked ones not yet
+    /// cached).
+    pub max_index_age: std::time::Duration,
 }
 
 /// Fetches `dep` into the cache of the fetcher's trust domain under `state_dir`; returns the
 /// archive, verified and marked used. Archives unused for 7 days are collected.
 ///
+/// A dependency `Chart.lock` pins whose archive this domain already fetched (recorded as a
+/// pin, [`Cache::pin`], of its repository, name and version; or named by the lock's own
+/// `digest`) is taken from the cache, hashed again, without any request: a locked chart in
+/// git renders while its repositories are down. Otherwise the repository is asked, its last
+/// good index answer standing in while it is down ([`super::kept`]).
+///
 /// Errors: those of a chart unit's fetch ([`super::ChartRepo::fetch`]), and [`Error::Chart`]
-/// for a version constraint that does not parse or a repository not allowed.
+/// for a version constraint that does not parse, a repository not allowed, or an archive
+/// whose digest is not the one the lock gives.
 pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Result<PathBuf> {
     let (unit, timeout) = (fetcher.unit.as_str(), fetcher.timeout);
     if let Err(message) = allowed(std::slice::from_ref(dep), &fetcher.chart_repositories) {
@@ -139,6 +170,15 @@ pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Res
         url: redact(&dep.repository),
         message: format!("dependency {} has the version `{}`: {message}", dep.name, dep.version),
     })?;
+    let charts = state_dir.join("charts");
+    super::cache::remove_legacy(&charts, unit);
+    let cache = Cache::open(&charts.join("dependencies").join(&fetcher.domain), unit)?;
+    let pin = pin_key(dep);
+    if let Some(path) = locked_in_cache(&cache, dep, &pin) {
+        tracing::debug!(unit, dependency = %dep.name, version = %dep.version, "locked chart dependency taken from the cache");
+        cache.collect_unused(super::cache::DEPENDENCY_MAX_AGE);
+        return Ok(path);
+    }
     let source = ChartSource {
         repo_url: dep.repository.clone(),
         chart: dep.name.clone(),
@@ -156,17 +196,35 @@ pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Res
         cosign_public_key_file: None,
         chart_repositories: fetcher.chart_repositories.clone(),
     };
-    let charts = state_dir.join("charts");
-    super::cache::remove_legacy(&charts, unit);
-    let cache = Cache::open(&charts.join("dependencies").join(&fetcher.domain), unit)?;
-    let work =
-        async { if spec.source.is_oci() { oci::fetch(&spec, &cache).await } else { http::fetch(&spec, &cache).await } };
-    let fetched = tokio::time::timeout(timeout, work).await.map_err(|_| Error::FetchFailed {
-        unit: unit.to_owned(),
-        repo: redact(&dep.repository),
-        message: format!("timed out after {timeout:?}"),
-    })??;
+    let kept = Kept::new(state_dir, format!("dependencies/{}", fetcher.domain), fetcher.max_index_age);
+    let work = async {
+        if spec.source.is_oci() { oci::fetch(&spec, &cache).await } else { http::fetch(&spec, &cache, &kept).await }
+    };
+    let fetched = match tokio::time::timeout(timeout, work).await {
+        Ok(fetched) => fetched?,
+        Err(_) => {
+            let error = Error::FetchFailed {
+                unit: unit.to_owned(),
+                repo: redact(&dep.repository),
+                message: format!("timed out after {timeout:?}"),
+            };
+            match spec.source.is_oci() {
+                true => return Err(error),
+                false => http::offline(&spec, &cache, &kept, error)?,
+            }
+        }
+    };
+    if let Some(locked) = dep.digest.as_deref().filter(|d| !d.eq_ignore_ascii_case(&fetched.digest)) {
+        let message = format!(
+            "dependency {} {}: Chart.lock gives sha256:{locked}, the repository serves sha256:{}",
+            dep.name, dep.version, fetched.digest
+        );
+        return Err(Error::Chart { unit: unit.to_owned(), url: redact(&dep.repository), message });
+    }
     cache.touch(&fetched.digest);
+    if dep.locked {
+        cache.pin(&pin, &fetched.digest);
+    }
     cache.collect_unused(super::cache::DEPENDENCY_MAX_AGE);
     // The fetch hashed the archive (found in the cache, or as it was stored); not again here.
     cache.file(&fetched.digest).ok_or_else(|| Error::Chart {
@@ -174,6 +232,27 @@ pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Res
         url: redact(&dep.repository),
         message: format!("dependency {} was fetched but is not in the cache", dep.name),
     })
+}
+
+/// The key of a locked dependency's pin: the hex SHA-256 of its repository, name and version.
+fn pin_key(dep: &Dependency) -> String {
+    hex::encode(sha2::Sha256::digest(format!("{}\n{}\n{}\n", dep.repository, dep.name, dep.version)))
+}
+
+/// The cached archive of a locked dependency, hashed again now and marked used: the one its
+/// lock entry's `digest` names, else the one its pin names (when the lock gives a digest too,
+/// the pin must agree). `None` for an unlocked dependency or one not cached.
+fn locked_in_cache(cache: &Cache, dep: &Dependency, pin: &str) -> Option<PathBuf> {
+    if !dep.locked {
+        return None;
+    }
+    let digest = match (&dep.digest, cache.pinned(pin)) {
+        (Some(locked), _) => locked.clone(),
+        (None, pinned) => pinned?,
+    };
+    let path = cache.path(&digest)?;
+    cache.touch(&digest);
+    Some(path)
 }
 
 #[cfg(test)]

@@ -17,8 +17,9 @@ use std::fmt;
 use serde::Deserialize;
 use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
-/// One version of the wanted chart as the index lists it.
-#[derive(Debug, Deserialize)]
+/// One version of the wanted chart as the index lists it (also the shape of a kept answer,
+/// [`super::kept`]).
+#[derive(Debug, Clone, PartialEq, Deserialize, serde::Serialize)]
 pub(super) struct Entry {
     /// The chart version (`version:`).
     pub version: String,

@@ -13,7 +13,8 @@
 //! bytes is a new revision too. Unlike the git side this is async (reqwest).
 //!
 //! Files: `http` (an `index.yaml` repository), `index` (reading one chart's entries of an
-//! `index.yaml`, with a parse budget scaled to its size), `oci` (a chart in a registry), `registry` (the
+//! `index.yaml`, with a parse budget scaled to its size), `kept` (the last good index
+//! answer per repository and chart, used while the repository is down), `oci` (a chart in a registry), `registry` (the
 //! registry reads: tags, manifests, blobs), `net` (the allow-listed, capped HTTP client),
 //! `cache` (the download cache and its collection), `deps` (the dependencies of a chart in
 //! git).
@@ -22,6 +23,7 @@ mod cache;
 pub mod deps;
 mod http;
 mod index;
+mod kept;
 pub(super) mod net;
 pub(super) mod oci;
 pub(super) mod registry;
@@ -75,6 +77,8 @@ pub struct Fetched {
 pub struct ChartRepo {
     spec: ChartSpec,
     cache: cache::Cache,
+    /// The repository's last good index answer for the chart (HTTP repositories).
+    kept: kept::Kept,
 }
 
 /// One version of the chart that the repository offers.
@@ -86,20 +90,24 @@ pub(super) struct Offer {
 }
 
 impl ChartRepo {
-    /// Opens the unit's download cache, `<state_dir>/charts/units/<unit>/`, creating it.
+    /// Opens the unit's download cache, `<state_dir>/charts/units/<unit>/`, creating it; an
+    /// HTTP repository's last good index answer is used while it is down for up to
+    /// `max_index_age` (`[render] max_index_age`, [`kept`]).
     ///
     /// Errors: [`Error::OpenMirror`] when the directory cannot be created.
-    pub fn open(state_dir: &Path, spec: ChartSpec) -> Result<Self> {
+    pub fn open(state_dir: &Path, spec: ChartSpec, max_index_age: Duration) -> Result<Self> {
         let charts = state_dir.join("charts");
         cache::remove_legacy(&charts, &spec.unit);
         let cache = cache::Cache::open(&charts.join("units").join(&spec.unit), &spec.unit)?;
-        Ok(Self { spec, cache })
+        let kept = kept::Kept::new(state_dir, format!("units/{}", spec.unit), max_index_age);
+        Ok(Self { spec, cache, kept })
     }
 
     /// Finds the newest version the range allows and makes sure its archive is in the cache
     /// (downloaded and digest-checked when it is not); then collects the archives of other
     /// versions but the one last fetched before, so a failing render of the new one can fall
-    /// back to it.
+    /// back to it. While an HTTP repository is down (no connection, a timeout, a 5xx answer),
+    /// its last good index answer stands in for the index, up to `max_index_age` old.
     ///
     /// Errors: [`Error::FetchFailed`] (unreachable, timeout, an HTTP error status),
     /// [`Error::Credentials`] (401/403, an unreadable credential file), [`Error::Chart`] (an
@@ -120,14 +128,18 @@ impl ChartRepo {
             if spec.source.is_oci() {
                 oci::fetch(spec, &self.cache).await
             } else {
-                http::fetch(spec, &self.cache).await
+                http::fetch(spec, &self.cache, &self.kept).await
             }
         };
         let fetched = match tokio::time::timeout(spec.timeout, work).await {
             Ok(fetched) => fetched?,
             Err(_) => {
                 let message = format!("timed out after {:?}", spec.timeout);
-                return Err(self.failed(&redact(&spec.source.repo_url), message));
+                let error = self.failed(&redact(&spec.source.repo_url), message);
+                match spec.source.is_oci() {
+                    true => return Err(error),
+                    false => http::offline(spec, &self.cache, &self.kept, error)?,
+                }
             }
         };
         self.cache.collect(&fetched.digest);

@@ -42,6 +42,17 @@ pub(in crate::source) enum Auth {
     Bearer(String),
 }
 
+/// A GET that failed ([`Net::get_or_down`]).
+#[derive(Debug)]
+pub(in crate::source) struct Failed {
+    /// What failed, as [`Net::get`] returns it.
+    pub error: Error,
+    /// Whether the server could not be reached or failed itself (connection refused, a
+    /// timeout, a 5xx status, a body broken off), as opposed to an answer it gave on purpose
+    /// (a 404, 401 or 403, a body over the cap): the case a kept answer may stand in for.
+    pub down: bool,
+}
+
 /// One fetch's HTTP client, allow-list and credentials.
 pub(in crate::source) struct Net {
     client: reqwest::Client,
@@ -139,6 +150,11 @@ impl Net {
         auth: &Auth,
         to_listed: bool,
     ) -> Result<reqwest::Response> {
+        self.request(url, accept, auth, to_listed).send().await.map_err(|e| self.failed(url, &e))
+    }
+
+    /// The GET request [`Net::send`] sends.
+    fn request(&self, url: &str, accept: Option<&str>, auth: &Auth, to_listed: bool) -> reqwest::RequestBuilder {
         let mut request = self.client.get(url);
         if let Some(accept) = accept {
             request = request.header(reqwest::header::ACCEPT, accept);
@@ -149,7 +165,7 @@ impl Net {
             (Auth::Bearer(token), _) if self.on_credentials_origin(url) => request = request.bearer_auth(token),
             _ => {}
         }
-        request.send().await.map_err(|e| self.failed(url, &e))
+        request
     }
 
     /// Reads `response`'s body (from `url`), at most `max` bytes.
@@ -178,17 +194,32 @@ impl Net {
     /// Errors: [`Error::FetchFailed`] (no answer, an error status), [`Error::Credentials`]
     /// (401, 403), [`Error::FileTooLarge`].
     pub async fn get(&self, url: &str, max: u64) -> Result<Vec<u8>> {
-        let response = self.send(url, None, &Auth::Basic, false).await?;
+        self.get_or_down(url, max).await.map_err(|failed| failed.error)
+    }
+
+    /// [`Net::get`], telling a server that is down — no connection, a timeout, a 5xx answer,
+    /// a body broken off — apart from one that answered (a 404, 401, a body over the cap).
+    ///
+    /// Errors: those of [`Net::get`], as a [`Failed`].
+    pub async fn get_or_down(&self, url: &str, max: u64) -> std::result::Result<Vec<u8>, Failed> {
+        let answered = |error| Failed { error, down: false };
+        let response = match self.request(url, None, &Auth::Basic, false).send().await {
+            Ok(response) => response,
+            Err(e) => return Err(Failed { down: e.is_connect() || e.is_timeout(), error: self.failed(url, &e) }),
+        };
         let status = response.status();
         if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
             let message = format!("{} answered {status}", redact(url));
-            return Err(Error::Credentials { unit: self.unit.clone(), repo: self.own_shown(), message });
+            return Err(answered(Error::Credentials { unit: self.unit.clone(), repo: self.own_shown(), message }));
         }
         if !status.is_success() {
             let repo = redact(url);
-            return Err(Error::FetchFailed { unit: self.unit.clone(), repo, message: format!("answered {status}") });
+            let error = Error::FetchFailed { unit: self.unit.clone(), repo, message: format!("answered {status}") };
+            return Err(Failed { error, down: status.is_server_error() });
         }
-        self.read(url, response, max).await
+        self.read(url, response, max)
+            .await
+            .map_err(|error| Failed { down: matches!(error, Error::FetchFailed { .. }), error })
     }
 
     /// The unit's own repository, redacted, for errors.
