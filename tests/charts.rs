@@ -148,7 +148,9 @@ async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
     let units = chart_unit("demo", &env.namespace, &server.url, "*");
-    std::fs::write(&config, config_text(&dir.path().join("state"), &listed(&server.url), &units)).unwrap();
+    // No kept index answer stands in for the repository while it is down (`0s`).
+    let render = listed(&server.url) + "max_index_age = \"0s\"\n";
+    std::fs::write(&config, config_text(&dir.path().join("state"), &render, &units)).unwrap();
 
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(first.code, Some(0), "{}", first.stderr);
@@ -178,7 +180,9 @@ async fn the_daemon_keeps_the_last_good_revision_while_the_repository_is_down_an
     server.publish(work.path(), "demo", "0.1.0");
     let unit = chart_unit("demo", &env.namespace, &server.url, "*");
     let bin = crate::render::tools_bin();
-    let render = format!("[render]\nhelm = \"{}\"\n{}", bin.join("helm").display(), listed(&server.url));
+    // No kept index answer stands in for the repository while it is down (`0s`).
+    let render =
+        format!("[render]\nhelm = \"{}\"\n{}max_index_age = \"0s\"\n", bin.join("helm").display(), listed(&server.url));
     let daemon = common::polling_daemon(work.path(), &render, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
@@ -329,7 +333,11 @@ async fn an_umbrella_chart_in_git_renders_with_its_dependency_from_the_repositor
     assert_eq!(live_version(&env.client, &other).await.as_deref(), Some("0.1.0"));
     let domains: Vec<_> = std::fs::read_dir(state.path().join("charts/dependencies")).unwrap().flatten().collect();
     assert_eq!(domains.len(), 1, "both units write as gitward to one cluster: one trust domain: {domains:?}");
-    let cached: Vec<_> = std::fs::read_dir(domains[0].path()).unwrap().flatten().collect();
+    let cached: Vec<_> = std::fs::read_dir(domains[0].path())
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".tgz"))
+        .collect();
     assert_eq!(cached.len(), 1, "one archive, shared: {cached:?}");
 
     // Without the lock, the newest version in range.

@@ -244,7 +244,9 @@ async fn credentials_in_a_repo_url_reach_neither_the_logs_nor_the_parent() {
         "[[sync]]\nname = \"demo\"\nnamespace = \"{}\"\n[sync.helm]\nrepo_url = \"{with_userinfo}\"\nchart = \"demo\"\nrelease = \"shop\"\n",
         env.namespace
     );
-    let config = write_config(dir.path(), &listed(&server.url), &unit);
+    // No kept index answer stands in for the repository once it is down (`0s`): the failure
+    // is what this checks.
+    let config = write_config(dir.path(), &(listed(&server.url) + "max_index_age = \"0s\"\n"), &unit);
     let good = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(good.code, Some(0), "the userinfo authenticates: {}", good.stderr);
 

@@ -12,6 +12,7 @@ mod common;
 mod artifacts;
 mod bad_input;
 mod chart_hooks;
+mod chart_outage;
 mod charts;
 mod cli;
 mod cluster;

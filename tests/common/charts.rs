@@ -75,6 +75,8 @@ pub struct ChartServer {
     pub dir: PathBuf,
     /// `http://127.0.0.1:<port>`.
     pub url: String,
+    /// The path of every request served since the server (re)started, in order.
+    pub requests: Arc<std::sync::Mutex<Vec<String>>>,
     stop: Arc<AtomicBool>,
     port: u16,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -107,6 +109,8 @@ impl ChartServer {
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let (root, flag) = (dir.to_owned(), stop.clone());
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = requests.clone();
         let thread = std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if flag.load(Ordering::SeqCst) {
@@ -134,6 +138,7 @@ impl ChartServer {
                     continue;
                 }
                 let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
+                log.lock().unwrap().push(format!("/{path}"));
                 let file = root.join(&path);
                 let response = match std::fs::read(&file).ok().filter(|_| !path.contains("..")) {
                     Some(body) => {
@@ -148,7 +153,14 @@ impl ChartServer {
                 let _ = stream.write_all(&response);
             }
         });
-        Self { dir: dir.to_owned(), url: format!("http://127.0.0.1:{port}"), stop, port, thread: Some(thread) }
+        Self {
+            dir: dir.to_owned(),
+            url: format!("http://127.0.0.1:{port}"),
+            requests,
+            stop,
+            port,
+            thread: Some(thread),
+        }
     }
 
     /// Packages chart `name` at `version` into the served directory and indexes it again

@@ -152,8 +152,8 @@ pub struct Fetcher {
 /// archive, verified and marked used. Archives unused for 7 days are collected.
 ///
 /// A dependency `Chart.lock` pins whose archive this domain already fetched (recorded as a
-/// pin, [`Cache::pin`], of its repository, name and version; or named by the lock's own
-/// `digest`) is taken from the cache, hashed again, without any request: a locked chart in
+/// pin, [`Cache::pin`], of its repository, name and version, and agreeing with the lock's own
+/// `digest` where it gives one) is taken from the cache, hashed again, without any request: a locked chart in
 /// git renders while its repositories are down. Otherwise the repository is asked, its last
 /// good index answer standing in while it is down ([`super::kept`]).
 ///
@@ -240,16 +240,15 @@ fn pin_key(dep: &Dependency) -> String {
 }
 
 /// The cached archive of a locked dependency, hashed again now and marked used: the one its
-/// lock entry's `digest` names, else the one its pin names (when the lock gives a digest too,
-/// the pin must agree). `None` for an unlocked dependency or one not cached.
+/// pin names, written when this domain fetched that repository, name and version (a lock
+/// entry's own `digest` must agree; it never picks an archive by itself, so a lock cannot
+/// name another chart's archive). `None` for an unlocked dependency or one not cached.
 fn locked_in_cache(cache: &Cache, dep: &Dependency, pin: &str) -> Option<PathBuf> {
     if !dep.locked {
         return None;
     }
-    let digest = match (&dep.digest, cache.pinned(pin)) {
-        (Some(locked), _) => locked.clone(),
-        (None, pinned) => pinned?,
-    };
+    let digest =
+        cache.pinned(pin).filter(|pinned| dep.digest.as_ref().is_none_or(|d| d.eq_ignore_ascii_case(pinned)))?;
     let path = cache.path(&digest)?;
     cache.touch(&digest);
     Some(path)
@@ -271,6 +270,9 @@ mod tests {
         let got: Vec<(&str, &str, &str)> =
             deps.iter().map(|d| (d.name.as_str(), d.version.as_str(), d.repository.as_str())).collect();
         assert_eq!(got, [("demo", "0.1.3", "http://charts.example.com"), ("other", "~2", "oci://r/charts")]);
+        assert!(deps[0].locked && !deps[1].locked, "only demo is in the lock");
+        let lock = b"dependencies:\n- {name: demo, version: 0.1.3, repository: 'http://charts.example.com/', digest: 'sha256:AB12'}\n";
+        assert_eq!(remote(chart, Some(lock), |_| false).unwrap()[0].digest.as_deref(), Some("ab12"));
         assert!(remote(b"dependencies: {", None, |_| false).unwrap_err().starts_with("Chart.yaml: "));
         let error = allowed(&deps, &ChartRepositories::parse(["oci://r/charts"]).unwrap()).unwrap_err();
         assert!(error.starts_with("dependency demo on `http://charts.example.com` is not in"), "{error}");
