@@ -319,6 +319,34 @@ mod tests {
         assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 1, "only the listed name was connected to");
     }
 
+    /// A loopback server answering each connection with `status`; returns its port.
+    fn answering(status: &'static str) -> u16 {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+        let port = listener.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let _ = stream.read(&mut [0; 4096]);
+                let head = format!("HTTP/1.1 {status}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                let _ = stream.write_all(head.as_bytes());
+            }
+        });
+        port
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_and_a_5xx_are_down_and_a_404_or_401_is_an_answer() {
+        let closed = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap().local_addr().unwrap().port();
+        let cases = [(closed, true), (answering("503 Service Unavailable"), true)];
+        let cases =
+            cases.into_iter().chain([(answering("404 Not Found"), false), (answering("401 Unauthorized"), false)]);
+        for (port, down) in cases {
+            let origin = format!("http://127.0.0.1:{port}");
+            let failed = net(&[&origin]).get_or_down(&format!("{origin}/index.yaml"), 1024).await.unwrap_err();
+            assert_eq!(failed.down, down, "port {port}: {}", failed.error);
+        }
+    }
+
     #[tokio::test]
     async fn a_body_over_the_cap_is_an_error_naming_the_url_and_the_cap() {
         use std::io::{Read, Write};
