@@ -54,6 +54,15 @@ fn durations_and_sizes_are_parsed() {
 }
 
 #[test]
+fn max_index_age_defaults_to_a_day_and_zero_turns_it_off() {
+    assert_eq!(parse(MINIMAL).unwrap().units[0].render_tools.max_index_age, Duration::from_secs(86_400));
+    let config = parse(&format!("[render]\nmax_index_age = \"0s\"\n{MINIMAL}")).unwrap();
+    assert_eq!(config.units[0].render_tools.max_index_age, Duration::ZERO);
+    let config = parse(&format!("[render]\nmax_index_age = \"2h\"\n{MINIMAL}")).unwrap();
+    assert_eq!(config.units[0].render_tools.max_index_age, Duration::from_secs(7200));
+}
+
+#[test]
 fn concurrent_syncs_default_to_four_and_zero_is_refused() {
     assert_eq!(parse(MINIMAL).unwrap().daemon.max_concurrent_syncs, 4);
     let config = parse(&format!("[daemon]\nmax_concurrent_syncs = 1\n{MINIMAL}")).unwrap();
