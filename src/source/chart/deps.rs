@@ -153,9 +153,9 @@ pub struct Fetcher {
 ///
 /// A dependency `Chart.lock` pins whose archive this domain already fetched (recorded as a
 /// pin, [`Cache::pin`], of its repository, name and version, and agreeing with the lock's own
-/// `digest` where it gives one) is taken from the cache, hashed again, without any request: a locked chart in
-/// git renders while its repositories are down. Otherwise the repository is asked, its last
-/// good index answer standing in while it is down ([`super::kept`]).
+/// `digest` where it gives one) is taken from the cache, hashed again, without any request:
+/// a locked chart in git renders while its repositories are down. Otherwise the repository is
+/// asked, its last good index answer standing in while it is down ([`super::kept`]).
 ///
 /// Errors: those of a chart unit's fetch ([`super::ChartRepo::fetch`]), and [`Error::Chart`]
 /// for a version constraint that does not parse, a repository not allowed, or an archive

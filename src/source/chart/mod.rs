@@ -13,11 +13,11 @@
 //! bytes is a new revision too. Unlike the git side this is async (reqwest).
 //!
 //! Files: `http` (an `index.yaml` repository), `index` (reading one chart's entries of an
-//! `index.yaml`, with a parse budget scaled to its size), `kept` (the last good index
-//! answer per repository and chart, used while the repository is down), `oci` (a chart in a registry), `registry` (the
-//! registry reads: tags, manifests, blobs), `net` (the allow-listed, capped HTTP client),
-//! `cache` (the download cache and its collection), `deps` (the dependencies of a chart in
-//! git).
+//! `index.yaml`, with a parse budget scaled to its size), `kept` (the last good index answer
+//! per repository and chart, used while the repository is down), `oci` (a chart in a
+//! registry), `registry` (the registry reads: tags, manifests, blobs), `net` (the
+//! allow-listed, capped HTTP client), `cache` (the download cache and its collection), `deps`
+//! (the dependencies of a chart in git).
 
 mod cache;
 pub mod deps;
