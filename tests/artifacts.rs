@@ -158,3 +158,45 @@ async fn an_artifact_entry_leaving_the_tree_is_refused_by_name_and_nothing_is_ap
         assert_eq!(value(&env.client, &env.namespace, "art-plain").await, None, "nothing applied");
     }
 }
+
+/// The `refs/artifacts/*` refs of a mirror, each the hex of a manifest digest.
+fn artifact_refs(mirror: &std::path::Path) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .args(["for-each-ref", "--format=%(refname)", "refs/artifacts/"])
+        .current_dir(mirror)
+        .output()
+        .expect("git runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let mut refs: Vec<String> = text.lines().map(|l| l.trim_start_matches("refs/artifacts/").to_owned()).collect();
+    refs.sort();
+    refs
+}
+
+/// A CI pushing a new artifact to one tag again and again, each synced: the mirror keeps the
+/// refs of the last two revisions only, and the last one is applied.
+#[tokio::test]
+async fn fifty_pushed_artifacts_leave_the_refs_of_the_last_two() {
+    let env = common::setup("artifact-gc").await;
+    let registry = Registry::start().await;
+    let state = tempfile::tempdir().unwrap();
+    let url = format!("oci://{}/manifests/app:ci", registry.host);
+    let allowed = crate::charts::listed(&format!("oci://{}/manifests", registry.host));
+    let text = config_text(state.path(), &allowed, &unit("art-gc", &url, "app", &env.namespace));
+    let config = gitward::config::Config::from_toml(&text, state.path(), "test.toml").expect("valid config");
+    let mut engine = common::engine(&env.client, &config, "art-gc").await;
+    let mut digests = Vec::new();
+    for build in 1..=50 {
+        let value = build.to_string();
+        digests.push(
+            push(&registry.host, "ci", layer(&[Item::File("app/cm.yaml", common::cm("art-plain", &value))])).await,
+        );
+        let report = engine.sync().await.unwrap_or_else(|e| panic!("build {build}: {}", chain(&e)));
+        assert!(report.revision.0.ends_with(digests.last().unwrap()), "build {build}: {}", report.revision.0);
+    }
+    assert_eq!(value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("50"));
+    let hex = |digest: &String| digest.trim_start_matches("sha256:").to_owned();
+    let mut last_two = vec![hex(&digests[48]), hex(&digests[49])];
+    last_two.sort();
+    assert_eq!(artifact_refs(&state.path().join("mirrors/art-gc")), last_two, "only the last two revisions stay");
+}

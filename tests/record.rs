@@ -241,3 +241,48 @@ async fn a_write_stopped_between_pieces_loses_no_member() {
 fn pruned_names(report: &gitward::sync::Report) -> BTreeSet<String> {
     report.changes.entries.iter().filter(|e| e.action == Action::Pruned).map(|e| e.object.name.to_string()).collect()
 }
+
+/// Two writers of one chunked record (the daemon and a `gitward sync --allow-prune` beside
+/// it): the first switches the parent and is slow to sweep; meanwhile the second reads the
+/// parent the first left, writes its own pieces and switches to them. The first one's late
+/// sweep deletes none of the second's pieces: the parent never lists a missing piece, and
+/// the pieces the second no longer lists are swept by the next write.
+#[tokio::test]
+async fn a_late_sweep_leaves_the_pieces_a_later_write_lists() {
+    use gitward::cluster::inventory::{Contents, Inventory, Parent};
+    use gitward::object::{GroupKind, ObjectRef};
+    let env = common::setup("record-sweep").await;
+    let state = tempfile::tempdir().unwrap();
+    let extra = "[sync.inventory]\nkind = \"ConfigMap\"\nrecord_chunk_bytes = \"1KiB\"\n";
+    let unit = common::unit_toml("race", std::path::Path::new("/nowhere.git"), "", &env.namespace, extra);
+    let config = common::config(state.path(), &unit);
+    let inventory = Inventory::new(&config.unit("race").unwrap().inventory);
+    let cm = GroupKind::from_api_version("v1", "ConfigMap");
+    let contents = |names: &[String]| Contents {
+        group_kinds: [cm.clone()].into(),
+        namespaces: [gitward::object::Atom::new(&env.namespace)].into(),
+        members: names.iter().map(|n| ObjectRef::new(cm.clone(), Some(env.namespace.as_str()), n.as_str())).collect(),
+    };
+    let names = |prefix: &str| -> Vec<String> { (0..150).map(|i| format!("{prefix}-{i:03}")).collect() };
+    let no_extra: std::collections::BTreeMap<String, String> = Default::default();
+    let write = |names: Vec<String>, previous: Option<Parent>| {
+        let (inventory, client, contents, no_extra) = (&inventory, env.client.clone(), contents(&names), &no_extra);
+        async move { inventory.write(&client, &contents, previous.as_ref(), "gitward", no_extra).await.expect("write") }
+    };
+    let first = write(names("a"), None).await;
+    // Writer one switches to a new record, sharing no piece with the next.
+    let one = write(names("b"), Some(first)).await;
+    assert!(one.chunks.len() >= 3, "{:?}", one.chunks);
+    // Writer two reads the parent writer one left and writes a record of its own.
+    let read = inventory.read(&env.client).await.expect("read").expect("a parent");
+    let two = write(names("c"), Some(read)).await;
+    // Writer one's sweep, late: after writer two's switch.
+    inventory.sweep(&env.client, &one).await;
+    let now = inventory.read(&env.client).await.expect("the parent lists no missing piece").expect("a parent");
+    assert_eq!(now.chunks, two.chunks);
+    assert_eq!(recorded(&now), refs(&env.namespace, &names("c")));
+    // The next write sweeps what no parent lists any more.
+    let three = write(names("d"), Some(now)).await;
+    let listed: BTreeSet<String> = three.chunks.iter().map(|c| c.name.clone()).collect();
+    assert_eq!(pieces_on_server::<ConfigMap>(&env.client, &env.namespace, &inventory.id).await, listed);
+}

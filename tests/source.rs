@@ -199,6 +199,11 @@ struct GitDaemon {
 
 impl GitDaemon {
     fn serve(fx: &Fixture) -> Self {
+        Self::serve_with(fx, Path::new("/dev/null"))
+    }
+
+    /// [`GitDaemon::serve`] with `global` as git's global config (the server side's).
+    fn serve_with(fx: &Fixture, global: &Path) -> Self {
         let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
         let base = fx.remote.parent().unwrap();
         // Run git-daemon itself, not the `git daemon` wrapper, so that kill() stops the server.
@@ -208,7 +213,7 @@ impl GitDaemon {
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_GLOBAL", global)
             .env("GIT_CONFIG_NOSYSTEM", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -241,6 +246,59 @@ fn commit_sha_reachable_from_no_ref_is_fetched_by_id_when_the_server_allows_it()
     assert_eq!(source.fetch().unwrap(), rev(&orphan));
     drop(daemon);
     assert_eq!(source.resolve().unwrap(), rev(&orphan), "the fetched commit stays in the mirror");
+}
+
+/// A server-side `uploadpack.packObjectsHook` that takes 200 ms to start each pack, and
+/// notes in `<dir>/overlaps` each pack started while another was being sent: two fetches
+/// of one client (here, into one mirror) at once. Returns the global config to serve with.
+fn overlap_detector(dir: &Path) -> PathBuf {
+    let hook = dir.join("pack-objects-hook");
+    let script = format!(
+        "#!/bin/sh\nif ! mkdir {d}/in-flight 2>/dev/null; then echo overlap >> {d}/overlaps; fi\nsleep 0.2\n\"$@\"\nstatus=$?\nrmdir {d}/in-flight 2>/dev/null\nexit $status\n",
+        d = dir.display()
+    );
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let global = dir.join("gitconfig");
+    std::fs::write(&global, format!("[uploadpack]\n\tpackObjectsHook = {}\n", hook.display())).unwrap();
+    global
+}
+
+/// Units of one repository, most pinned to a commit only a fetch by id brings and some
+/// following `main`, fetching at once: the mirror runs one fetch at a time, the fetch by id
+/// too, so the server never sends two packs into it at once, and every unit resolves its
+/// revision.
+#[test]
+fn units_pinned_to_commit_ids_fetch_one_at_a_time_and_all_resolve() {
+    let fx = Fixture::new();
+    let orphan = push_orphan_commit(&fx);
+    let head = fx.git(&["rev-parse", "main"]);
+    git(&fx.remote, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
+    let hooks = tempfile::tempdir().unwrap();
+    let daemon = GitDaemon::serve_with(&fx, &overlap_detector(hooks.path()));
+    let units: Vec<(String, String)> =
+        (0..8).map(|i| (format!("u{i}"), if i % 4 == 3 { "main".into() } else { orphan.clone() })).collect();
+    let sources: Vec<Source> =
+        units.iter().map(|(unit, reference)| fx.open(spec(unit, &daemon.url, reference))).collect();
+    let barrier = std::sync::Barrier::new(sources.len());
+    let failures = Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for mut source in sources {
+            let (barrier, failures, orphan, head) = (&barrier, &failures, &orphan, &head);
+            scope.spawn(move || {
+                barrier.wait();
+                let want = if source.spec().reference == "main" { head } else { orphan };
+                match source.fetch() {
+                    Ok(revision) if revision == rev(want) => {}
+                    other => failures.lock().unwrap().push(format!("{}: {other:?}", source.spec().unit)),
+                }
+            });
+        }
+    });
+    let failures = failures.into_inner().unwrap();
+    assert!(failures.is_empty(), "{} fetches failed: {failures:#?}", failures.len());
+    let overlaps = std::fs::read_to_string(hooks.path().join("overlaps")).unwrap_or_default();
+    assert_eq!(overlaps.lines().count(), 0, "packs sent into the mirror at once");
 }
 
 #[test]

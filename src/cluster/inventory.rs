@@ -27,7 +27,7 @@ use sha2::{Digest, Sha256};
 
 use super::feed::{Meta, Sink, Subscription, Watches};
 use super::{Error, Result, api_message, is_status};
-pub use record::{CHUNKS_KEY, Chunk, MEMBERS_OF};
+pub use record::{CHUNKS_KEY, Chunk, GENERATION, MEMBERS_OF};
 
 mod chunks;
 pub mod record;
@@ -103,6 +103,10 @@ pub struct Parent {
     pub chunks: Vec<Chunk>,
     /// Its `metadata.uid`, the owner of its pieces; `None` from an answer that had none.
     pub uid: Option<String>,
+    /// How many times gitward switched its members record to a new listing of pieces (label
+    /// [`GENERATION`], 0 when absent): the pieces of the next write are written for one more,
+    /// and a sweep after this write deletes no piece written for a later one.
+    pub generation: u64,
 }
 
 /// One ref as a line of the members record: `Kind.group/namespace/name` (namespace empty for
@@ -245,7 +249,8 @@ impl Inventory {
         let resource_version = object.metadata.resource_version.unwrap_or_default();
         let annotations = annotations.into_iter().filter(|(k, _)| k.starts_with(GITWARD_PREFIX)).collect();
         let uid = object.metadata.uid;
-        Ok(Some(Parent { contents, resource_version, annotations, chunks, uid }))
+        let generation = labels.get(GENERATION).and_then(|g| g.parse().ok()).unwrap_or(0);
+        Ok(Some(Parent { contents, resource_version, annotations, chunks, uid, generation }))
     }
 
     /// Writes the parent with these contents by server-side apply, after `previous` (the
@@ -287,10 +292,13 @@ impl Inventory {
             }
         };
         let precondition = previous.map(|p| p.resource_version.as_str());
-        let written = self.apply(client, contents, precondition, field_manager, extra, data).await?;
+        // A new listing (here: none, after pieces) is a new generation; an inline record
+        // rewritten stays in its generation, so a write that changes nothing stays a no-op.
+        let generation = previous.map_or(0, |p| p.generation + u64::from(!p.chunks.is_empty()));
+        let written = self.apply(client, contents, precondition, field_manager, extra, data, generation).await?;
         let parent = Parent { chunks, ..written };
         if previous.is_some_and(|p| !p.chunks.is_empty()) {
-            self.sweep(client, &parent.chunks).await;
+            self.sweep(client, &parent).await;
         }
         Ok(parent)
     }
@@ -301,6 +309,7 @@ impl Inventory {
         contents: &Contents,
         extra: &BTreeMap<String, String>,
         data: serde_json::Value,
+        generation: u64,
     ) -> serde_json::Value {
         let own_ns = self.parent.namespace.clone().unwrap_or_default();
         let mut gks: Vec<String> = contents.group_kinds.iter().map(GroupKind::to_applyset_string).collect();
@@ -312,7 +321,7 @@ impl Inventory {
             "metadata": {
                 "name": self.parent.name,
                 "namespace": own_ns,
-                "labels": { ID: self.id },
+                "labels": { ID: self.id, GENERATION: generation.to_string() },
                 "annotations": {
                     TOOLING: crate::TOOLING,
                     CONTAINS_GROUP_KINDS: gks.join(","),
@@ -327,8 +336,9 @@ impl Inventory {
         body
     }
 
-    /// One server-side apply of the parent (see [`Inventory::write`] for `precondition` and the
-    /// errors); the returned parent lists no pieces.
+    /// One server-side apply of the parent as record `generation` (see [`Inventory::write`] for
+    /// `precondition` and the errors); the returned parent lists no pieces.
+    #[allow(clippy::too_many_arguments)]
     async fn apply(
         &self,
         client: &kube::Client,
@@ -337,8 +347,9 @@ impl Inventory {
         field_manager: &str,
         extra: &BTreeMap<String, String>,
         data: serde_json::Value,
+        generation: u64,
     ) -> Result<Parent> {
-        let mut body = self.body(contents, extra, data);
+        let mut body = self.body(contents, extra, data, generation);
         if let Some(rv) = precondition {
             body["metadata"]["resourceVersion"] = json!(rv);
         }
@@ -363,6 +374,7 @@ impl Inventory {
             annotations: extra.clone(),
             chunks: Vec::new(),
             uid: written.metadata.uid,
+            generation,
         })
     }
 }

@@ -7,7 +7,9 @@
 //! The layer is unpacked into the unit's bare mirror as a commit with no parent, named by the
 //! ref `refs/artifacts/<manifest digest hex>`, so listing, [`super::Tree`] and the render
 //! sandbox read it exactly as a git revision. The unit's revision is `<tag>@sha256:<hex>` (the
-//! manifest digest); [`Artifact::commit`] maps it back to the commit. Entries that would leave
+//! manifest digest); [`Artifact::commit`] maps it back to the commit. Only the refs of the two
+//! revisions imported last are kept (the one in flight and the one before it); older ones are
+//! dropped at each import. Entries that would leave
 //! the tree are refused by the door ([`super::door`]), naming the entry: a name git refuses
 //! (`..`, `.git`), an absolute path, a symbolic link whose resolution leaves the tree, hard
 //! links, devices and FIFOs; so is a layer whose gzip or tar stream is truncated or corrupt.
@@ -231,6 +233,10 @@ impl Artifact {
         let message = format!("{}\n\n{revision}\n", redact(&self.spec.url));
         let commit = repo.commit(None, &signature, &signature, &message, &tree, &[]).map_err(git("write commit"))?;
         repo.reference(&ref_name(revision), commit, true, "artifact").map_err(git("write ref"))?;
+        let removed = collect(&repo, commit).map_err(git("collect old revisions"))?;
+        if removed > 0 {
+            tracing::debug!(unit, removed, "old artifact revisions dropped");
+        }
         Ok(())
     }
 
@@ -246,6 +252,36 @@ impl Artifact {
 fn ref_name(revision: &Revision) -> String {
     let hex = revision.0.rsplit_once("sha256:").map_or(revision.0.as_str(), |(_, hex)| hex);
     format!("refs/artifacts/{hex}")
+}
+
+/// The ref naming the commit of the revision imported last, so that the next import knows
+/// which revision came before it (the commits carry no time: the same layer gives the same
+/// commit).
+const NEWEST_REF: &str = "refs/gitward/newest-artifact";
+
+/// Drops the refs of all but the two revisions imported last: `newest`, just imported (the
+/// revision in flight), and the one imported before it (the revision applied, or the one a
+/// sync still reads). Without this every revision a CI pushes stays in the mirror for good.
+/// Nothing runs `git gc` on mirrors, so the objects stay on disk; what is dropped is the ref,
+/// and with it the revision ([`Artifact::commit`] answers `None`: it is pulled again if asked
+/// for). Returns how many refs were deleted.
+///
+/// Errors: a ref that cannot be read, written or deleted.
+fn collect(repo: &git2::Repository, newest: git2::Oid) -> std::result::Result<usize, git2::Error> {
+    let previous = repo.find_reference(NEWEST_REF).ok().and_then(|r| r.target());
+    repo.reference(NEWEST_REF, newest, true, "newest artifact")?;
+    let mut stale = Vec::new();
+    for reference in repo.references_glob("refs/artifacts/*")? {
+        let reference = reference?;
+        let target = reference.target();
+        if target != Some(newest) && (previous.is_none() || target != previous) {
+            stale.push(reference);
+        }
+    }
+    for reference in &mut stale {
+        reference.delete()?;
+    }
+    Ok(stale.len())
 }
 
 /// One file of an artifact: its tree path, git mode and bytes (a link's target for 0o120000).

@@ -389,7 +389,7 @@ impl Source {
     /// A server that refuses unadvertised ids yields the original [`Error::RefNotFound`].
     fn fetch_commit_by_id(&mut self) -> Result<Revision> {
         let sha = self.spec.reference.to_ascii_lowercase();
-        let fetched = self.handle().and_then(|repo| mirror::fetch_commit(&repo, &self.spec, self.mirror.url(), &sha));
+        let fetched = self.mirror.fetch_commit(&self.spec, &sha);
         if let Err(error) = fetched {
             tracing::debug!(unit = %self.spec.unit, %error, "fetch by commit id failed");
         }

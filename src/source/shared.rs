@@ -17,7 +17,7 @@
 //! most one fetch of refs at a time: a unit asking for a fetch that must have started at or
 //! after an instant ([`Shared::fetch_refs`]) takes the outcome of the last one when it started
 //! late enough, waits for the one running, or starts one — so one push seen by many units is
-//! fetched once.
+//! fetched once. A fetch of one commit by id ([`Shared::fetch_commit`]) waits its turn too.
 //!
 //! A fetch that moves a branch also records which files the move changed ([`super::moves::Moved`]: one
 //! tree diff per branch, computed by the thread that fetched), so that each unit of a push
@@ -284,6 +284,24 @@ impl Shared {
         let outcome = outcome.map(|_| ());
         running.last = Some((started, outcome.clone()));
         outcome
+    }
+
+    /// Fetches the commit `sha` by id ([`mirror::fetch_commit`]) once no fetch or reclone of
+    /// this mirror runs, and holds the mirror's one-fetch-at-a-time turn while it does: two
+    /// fetches into one mirror at once would race for its `FETCH_HEAD` and ref locks. Its
+    /// outcome is not a fetch of refs: units waiting for one are woken but do not take it.
+    /// Blocking.
+    ///
+    /// Errors: those of [`mirror::fetch_commit`].
+    pub(super) fn fetch_commit(&self, spec: &SourceSpec, sha: &str) -> Result<()> {
+        let mut state = self.fetch.lock().expect("mirror fetch lock");
+        while state.running {
+            state = self.fetched.wait(state).expect("mirror fetch lock");
+        }
+        state.running = true;
+        drop(state);
+        let _running = Running { shared: self, last: None };
+        self.handle(&spec.unit).and_then(|repo| mirror::fetch_commit(&repo, spec, &self.url, sha))
     }
 
     /// Waits, without blocking a thread, until a fetch of refs that started at or after

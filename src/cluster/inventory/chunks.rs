@@ -5,10 +5,10 @@
 use std::collections::{BTreeMap, HashSet};
 
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 
-use super::record::{self, Chunk, MEMBERS_OF};
+use super::record::{self, Chunk, GENERATION, MEMBERS_OF};
 use super::{Contents, Inventory, MEMBERS_KEY, Parent};
 use crate::cluster::owner::UNIT;
 use crate::cluster::{Error, Result, api_message, is_status};
@@ -62,7 +62,7 @@ impl Inventory {
     ) -> Result<Parent> {
         let bare = Contents { members: Default::default(), ..contents.clone() };
         let object: DynamicObject =
-            serde_json::from_value(self.body(&bare, extra, json!({}))).map_err(|e| self.failed(e.to_string()))?;
+            serde_json::from_value(self.body(&bare, extra, json!({}), 0)).map_err(|e| self.failed(e.to_string()))?;
         let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
         let created = match self.api(client).create(&params, &object).await {
             Ok(created) => created,
@@ -81,12 +81,14 @@ impl Inventory {
             annotations: extra.clone(),
             chunks: Vec::new(),
             uid: created.metadata.uid,
+            generation: 0,
         })
     }
 
     /// Writes the `pieces` that `owner` does not list yet, one at a time in record order
     /// (server-side apply; a piece is named by its content, so one that exists from a write
-    /// that did not finish is the same).
+    /// that did not finish is the same), each labelled for the generation after `owner`'s
+    /// ([`GENERATION`]): the one the switch to them makes.
     pub(super) async fn write_chunks(
         &self,
         client: &kube::Client,
@@ -109,7 +111,7 @@ impl Inventory {
                 "metadata": {
                     "name": chunk.name,
                     "namespace": self.parent.namespace.as_deref().unwrap_or_default(),
-                    "labels": { MEMBERS_OF: self.id },
+                    "labels": { MEMBERS_OF: self.id, GENERATION: (owner.generation + 1).to_string() },
                     "annotations": { UNIT: owner.annotations.get(UNIT).cloned().unwrap_or_default() },
                 },
                 "data": { MEMBERS_KEY: record::encode(kind, text.clone()) },
@@ -125,7 +127,8 @@ impl Inventory {
     }
 
     /// Switches the parent (read or written as `owner`) to list `chunks`, under its
-    /// resourceVersion, then sweeps the pieces it no longer lists.
+    /// resourceVersion, as the generation after `owner`'s when the listing changes, then sweeps
+    /// the pieces it no longer lists ([`Inventory::sweep`]).
     pub(super) async fn switch(
         &self,
         client: &kube::Client,
@@ -138,28 +141,40 @@ impl Inventory {
         let listing = record::encode(&self.parent.gk.kind, record::listing(&chunks));
         let data = json!({ super::CHUNKS_KEY: listing });
         let precondition = Some(owner.resource_version.as_str());
-        let written = self.apply(client, contents, precondition, field_manager, extra, data).await?;
+        let generation = owner.generation + u64::from(chunks != owner.chunks);
+        let written = self.apply(client, contents, precondition, field_manager, extra, data, generation).await?;
         let parent = Parent { chunks, ..written };
         if parent.chunks != owner.chunks {
-            self.sweep(client, &parent.chunks).await;
+            self.sweep(client, &parent).await;
         }
         Ok(parent)
     }
 
-    /// Deletes the pieces labelled with this ApplySet's id that `keep` does not name: those
-    /// the parent listed before its last write, and those of a write that stopped before it
-    /// switched the parent. Best effort: one that cannot be listed or deleted now is swept by
-    /// a later write.
-    pub(super) async fn sweep(&self, client: &kube::Client, keep: &[Chunk]) {
+    /// After `written` (the parent as a write just left it), deletes the pieces labelled with
+    /// this ApplySet's id that it does not list and that were written for its generation or an
+    /// earlier one ([`GENERATION`]; a piece without the label counts as 0): those it listed
+    /// before, and those of writes that lost the race to it or stopped before their switch.
+    /// A piece written for a later generation is kept: its write read the parent after
+    /// `written` and may still switch the parent to it (another process's, such as `gitward
+    /// sync --allow-prune` beside the daemon), and the sweep after that switch, or after
+    /// the one that beats it, collects it. Each delete is conditional on the piece's
+    /// resourceVersion as listed, so a piece written again since is not deleted. Best effort:
+    /// one that cannot be listed or deleted now is swept by a later write.
+    pub async fn sweep(&self, client: &kube::Client, written: &Parent) {
         let api: Api<DynamicObject> = self.api(client);
         let selector = format!("{MEMBERS_OF}={}", self.id);
         let Ok(list) = api.list_metadata(&ListParams::default().labels(&selector)).await else { return };
-        let keep: HashSet<&str> = keep.iter().map(|c| c.name.as_str()).collect();
+        let keep: HashSet<&str> = written.chunks.iter().map(|c| c.name.as_str()).collect();
         for object in list.items {
-            let Some(name) = object.metadata.name else { continue };
-            if !keep.contains(name.as_str()) {
-                let _ = api.delete(&name, &DeleteParams::default()).await;
+            let meta = object.metadata;
+            let Some(name) = meta.name else { continue };
+            let labels = meta.labels.unwrap_or_default();
+            let generation: u64 = labels.get(GENERATION).and_then(|g| g.parse().ok()).unwrap_or(0);
+            if keep.contains(name.as_str()) || generation > written.generation {
+                continue;
             }
+            let preconditions = Preconditions { resource_version: meta.resource_version, uid: None };
+            let _ = api.delete(&name, &DeleteParams { preconditions: Some(preconditions), ..Default::default() }).await;
         }
     }
 }

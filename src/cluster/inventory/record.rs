@@ -5,7 +5,7 @@
 //! parent lists each piece's name and full sha256 (key [`CHUNKS_KEY`], one `name sha256` a
 //! line). A write creates the pieces the parent does not list yet, then switches the parent
 //! to the new listing in one write under its resourceVersion precondition, then deletes the
-//! pieces no longer listed: a crash at any point leaves the parent listing pieces that exist
+//! pieces no longer listed that no later write may come to list ([`GENERATION`]): a crash at any point leaves the parent listing pieces that exist
 //! and hold the record it was last switched to, so no member is lost (ARCHITECTURE.md, "Where
 //! the member record lives"). Piece boundaries depend on the lines themselves (a line ends a
 //! piece when its hash falls under a threshold), not on their position, so adding or removing
@@ -25,6 +25,14 @@ pub const CHUNKS_KEY: &str = "gitward.dev-members-chunks";
 /// Label on each piece of a members record: the ApplySet id of the parent that lists it (not
 /// `applyset.kubernetes.io/part-of`: a piece is no member). Selects pieces to sweep.
 pub const MEMBERS_OF: &str = "gitward.dev/members-of";
+
+/// Label on the parent: how many times gitward switched it to a new listing of pieces
+/// (absent: 0); and on
+/// each piece: the generation of the write it was written for, the one its parent's switch
+/// would make (ARCHITECTURE.md, "Where the member record lives"). A sweep after the switch to
+/// generation `g` deletes only unlisted pieces written for `g` or before: a write whose switch
+/// is still to come read a parent of generation `g` or later, so writes for `g + 1` or later.
+pub const GENERATION: &str = "gitward.dev/members-generation";
 
 /// One piece of a record as the parent lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]

@@ -295,4 +295,44 @@ mod tests {
         assert!(cache.path(&used).is_some(), "used now: kept");
         assert!(cache.path(&idle).is_none(), "unused for 30 days: collected");
     }
+
+    /// A unit named `dependencies` (or `units`) caches its chart in `charts/units/<unit>/`,
+    /// apart from the dependency cache of every trust domain: neither directory holds the
+    /// other, an archive stored in one is not found in the other, and opening or collecting
+    /// the unit's cache removes nothing of the dependency cache.
+    #[test]
+    fn a_unit_named_dependencies_shares_no_cache_with_the_dependencies() {
+        let state = tempfile::tempdir().unwrap();
+        let domain = super::super::deps::trust_domain("default", None);
+        let deps = Cache::open(&state.path().join("charts/dependencies").join(domain), "other").unwrap();
+        let dependency = deps.store("http://r/dep.tgz", b"a dependency", None).unwrap();
+        for unit in ["dependencies", "units"] {
+            let source = crate::config::ChartSource {
+                repo_url: "https://charts.example.com".into(),
+                chart: "app".into(),
+                version: crate::config::VersionConstraint::parse("").unwrap(),
+                username: None,
+                password_file: None,
+                ca_file: None,
+                docker_config_file: None,
+            };
+            let spec = super::super::ChartSpec {
+                unit: unit.into(),
+                source,
+                max_bytes: 1 << 20,
+                timeout: std::time::Duration::from_secs(1),
+                cosign_public_key_file: None,
+                chart_repositories: Default::default(),
+            };
+            let repo = super::super::ChartRepo::open(state.path(), spec).unwrap();
+            let own = &repo.cache;
+            assert_eq!(own.dir, state.path().join("charts/units").join(unit));
+            assert!(!own.dir.starts_with(&deps.dir) && !deps.dir.starts_with(&own.dir), "{unit}: nested caches");
+            assert_eq!(own.path(&dependency), None, "{unit}: the unit reads no dependency's archive");
+            let chart = own.store("http://r/app.tgz", format!("the chart of {unit}").as_bytes(), None).unwrap();
+            own.collect(&chart);
+            assert_eq!(deps.path(&chart), None, "{unit}: the dependencies read no archive of the unit");
+            assert!(deps.path(&dependency).is_some(), "{unit}: the dependency cache is untouched");
+        }
+    }
 }

@@ -74,22 +74,31 @@ pub(in crate::source) struct Registry<'a> {
     shown: String,
     unit: String,
     token: tokio::sync::Mutex<Option<String>>,
+    /// The tag list page size asked for (`n`); `None`, the registry's own (all tags at once
+    /// for the CNCF distribution registry). Set only by tests, to read many pages.
+    tag_page: Option<u32>,
 }
 
 impl<'a> Registry<'a> {
     /// The registry `host` (`host[:port]`) through `net`; `shown` names it in errors.
     pub fn new(net: &'a Net, unit: &str, host: &str, shown: &str) -> Self {
         let base = base(host);
-        Self { net, base, shown: redact(shown), unit: unit.to_owned(), token: Default::default() }
+        Self { net, base, shown: redact(shown), unit: unit.to_owned(), token: Default::default(), tag_page: None }
     }
 
-    /// Every tag of `repository`, all pages (`Link: <…>; rel="next"`), within
-    /// [`MAX_TAG_LIST_BYTES`].
+    /// Every tag of `repository`, all pages (distribution spec, "Listing Tags": each page's
+    /// `Link: <…>; rel="next"` header, RFC 8288, names the next), within
+    /// [`MAX_TAG_LIST_BYTES`] over all pages. The first page asks for the registry's own page
+    /// size (no `n`), unless [`Registry::tag_page`] set one.
     ///
-    /// Errors: those of [`Registry::get`]; [`Error::Chart`] for a list that does not parse.
+    /// Errors: those of [`Registry::get`]; [`Error::Chart`] for a list that does not parse, a
+    /// next page on another origin than the registry's, or one already read (a loop).
     pub async fn tags(&self, repository: &str) -> Result<Vec<String>> {
         let mut url = format!("{}/v2/{repository}/tags/list", self.base);
-        let (mut tags, mut read) = (Vec::new(), 0u64);
+        if let Some(n) = self.tag_page {
+            url.push_str(&format!("?n={n}"));
+        }
+        let (mut tags, mut read, mut seen) = (Vec::new(), 0u64, std::collections::HashSet::new());
         loop {
             let (headers, body) = self.get(&url, "application/json", MAX_TAG_LIST_BYTES - read).await?;
             read += body.len() as u64;
@@ -97,13 +106,30 @@ impl<'a> Registry<'a> {
             tags.extend(page.tags.unwrap_or_default());
             let next = headers.get(reqwest::header::LINK).and_then(|l| l.to_str().ok()).and_then(next_link);
             let Some(next) = next else { return Ok(tags) };
-            let joined = url::Url::parse(&url).and_then(|u| u.join(&next)).map_err(|e| self.unreadable(&url, e))?;
-            if !joined.as_str().starts_with(&format!("{}/", self.base)) {
-                let message = format!("the tag list's next page {} leaves the registry", redact(joined.as_str()));
+            let here = url::Url::parse(&url).map_err(|e| self.unreadable(&url, e))?;
+            let joined = here.join(&next).map_err(|e| self.unreadable(&url, e))?;
+            seen.insert(url.clone());
+            let refused = if joined.origin() != here.origin() {
+                Some("leaves the registry")
+            } else if seen.contains(joined.as_str()) {
+                Some("was read before")
+            } else {
+                None
+            };
+            if let Some(refused) = refused {
+                let message = format!("the tag list's next page {} {refused}", redact(joined.as_str()));
                 return Err(Error::Chart { unit: self.unit.clone(), url: self.shown.clone(), message });
             }
             url = joined.into();
         }
+    }
+
+    /// Asks for tag list pages of `n` tags (the distribution spec's `n`); a registry may
+    /// answer fewer. Default: no `n`, the registry's own page size.
+    #[cfg(test)]
+    fn tag_page(mut self, n: u32) -> Self {
+        self.tag_page = Some(n);
+        self
     }
 
     /// The image manifest of `reference` (a tag or `sha256:<hex>`) in `repository`, within
@@ -339,5 +365,142 @@ mod tests {
         assert_eq!(scheme("127.0.0.1:5000"), "http");
         assert_eq!(scheme("[::1]:5000"), "http");
         assert_eq!(scheme("ghcr.io"), "https");
+    }
+
+    /// The CNCF distribution registry the integration tests use (`registry` in
+    /// `GITWARD_TOOLS_BIN`, else `target/tools/bin`: `scripts/tools` builds it) on a free
+    /// loopback port, its access log in the directory; killed when dropped.
+    struct Served {
+        host: String,
+        child: std::process::Child,
+        dir: tempfile::TempDir,
+    }
+
+    impl Served {
+        async fn start() -> Self {
+            super::super::install_crypto_provider();
+            let bin = std::env::var_os("GITWARD_TOOLS_BIN").map(std::path::PathBuf::from);
+            let bin = bin.unwrap_or_else(|| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("target/tools/bin"));
+            let registry = bin.join("registry");
+            assert!(registry.is_file(), "{} is missing: run scripts/tools first", registry.display());
+            let dir = tempfile::tempdir().unwrap();
+            let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+            let config = format!(
+                "version: 0.1\nlog: {{level: warn, accesslog: {{disabled: false}}}}\nstorage:\n  filesystem: {{rootdirectory: {}}}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.path().join("data").display()
+            );
+            std::fs::write(dir.path().join("config.yml"), config).unwrap();
+            let log = std::fs::File::create(dir.path().join("access.log")).unwrap();
+            let child = std::process::Command::new(registry)
+                .arg("serve")
+                .arg(dir.path().join("config.yml"))
+                .stdout(log.try_clone().unwrap())
+                .stderr(log)
+                .spawn()
+                .expect("the registry starts");
+            let served = Self { host: format!("127.0.0.1:{port}"), child, dir };
+            for _ in 0..300 {
+                if reqwest::get(format!("http://{}/v2/", served.host)).await.is_ok_and(|r| r.status().is_success()) {
+                    return served;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            panic!("the registry on {} never answered /v2/", served.host);
+        }
+
+        fn access_log(&self) -> String {
+            std::fs::read_to_string(self.dir.path().join("access.log")).unwrap()
+        }
+    }
+
+    impl Drop for Served {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    /// Seven versions read two tags a page from the real registry: every page is followed and
+    /// the newest version (`1.10.0`, on the second page by the registry's lexical order) is
+    /// the one chosen.
+    #[tokio::test]
+    async fn every_page_of_a_tag_list_is_read_and_the_newest_version_found() {
+        use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+        let served = Served::start().await;
+        let client = oci_client::Client::new(ClientConfig { protocol: ClientProtocol::Http, ..Default::default() });
+        let versions = ["1.0.0", "1.2.0", "0.9.0", "1.10.0", "1.1.0", "1.9.9", "1.3.0"];
+        for version in versions {
+            let reference = oci_client::Reference::with_tag(served.host.clone(), "charts/app".into(), version.into());
+            let layers = [ImageLayer::new(version.as_bytes().to_vec(), "application/tar+gzip".into(), None)];
+            let config = Config::new(b"{}".to_vec(), "application/vnd.cncf.helm.config.v1+json".into(), None);
+            let auth = oci_client::secrets::RegistryAuth::Anonymous;
+            client.push(&reference, &layers, config, &auth, None).await.expect("push");
+        }
+        let url = format!("oci://{}/charts", served.host);
+        let allow = crate::config::ChartRepositories::parse([url.as_str()]).unwrap();
+        let timeout = std::time::Duration::from_secs(30);
+        let net = Net::new("u", &allow, Some(&url), Some(&format!("{}/", base(&served.host))), None, None, timeout);
+        let net = net.unwrap();
+        let registry = Registry::new(&net, "u", &served.host, &url).tag_page(2);
+
+        let tags = registry.tags("charts/app").await.expect("the tag list");
+        let mut sorted = versions.to_vec();
+        sorted.sort();
+        assert_eq!(tags, sorted, "every page read, once");
+        let pages = served.access_log().matches("/v2/charts/app/tags/list?").count();
+        assert_eq!(pages, 4, "two tags a page: {}", served.access_log());
+        let source = crate::config::ChartSource {
+            repo_url: url.clone(),
+            chart: "app".into(),
+            version: crate::config::VersionConstraint::parse("").unwrap(),
+            username: None,
+            password_file: None,
+            ca_file: None,
+            docker_config_file: None,
+        };
+        let spec = super::super::ChartSpec {
+            unit: "u".into(),
+            source,
+            max_bytes: 1 << 20,
+            timeout,
+            cosign_public_key_file: None,
+            chart_repositories: allow,
+        };
+        let offers = tags.iter().map(|tag| super::super::Offer { version: tag.clone(), location: tag.clone() });
+        let chosen = super::super::choose(&spec, &url, offers.collect()).expect("a version");
+        assert_eq!(chosen.version, "1.10.0");
+    }
+
+    /// A registry whose tag list names as its next page one on another origin, or itself:
+    /// both refused, naming the link, and no request goes to the other origin.
+    #[tokio::test]
+    async fn a_next_page_on_another_origin_or_read_before_is_refused() {
+        super::super::install_crypto_provider();
+        for (link, refused) in [
+            ("http://127.0.0.2:9/v2/x/tags/list?n=1&last=a", "leaves the registry"),
+            ("/v2/x/tags/list?n=1&last=a", "was read before"),
+        ] {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let host = listener.local_addr().unwrap().to_string();
+            let answer = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nLink: <{link}>; rel=\"next\"\r\nContent-Length: 14\r\nConnection: close\r\n\r\n{{\"tags\":[\"a\"]}}"
+            );
+            let server = tokio::spawn(async move {
+                loop {
+                    let (mut stream, _) = listener.accept().await.unwrap();
+                    let mut request = [0u8; 4096];
+                    let _ = tokio::io::AsyncReadExt::read(&mut stream, &mut request).await;
+                    let _ = tokio::io::AsyncWriteExt::write_all(&mut stream, answer.as_bytes()).await;
+                }
+            });
+            let url = format!("oci://{host}/x");
+            let allow = crate::config::ChartRepositories::parse([url.as_str()]).unwrap();
+            let timeout = std::time::Duration::from_secs(10);
+            let net = Net::new("u", &allow, Some(&url), Some(&format!("{}/", base(&host))), None, None, timeout);
+            let net = net.unwrap();
+            let error = Registry::new(&net, "u", &host, &url).tag_page(1).tags("x").await.unwrap_err().to_string();
+            server.abort();
+            assert!(error.contains(refused) && error.contains("/v2/x/tags/list?n=1&last=a"), "{error}");
+        }
     }
 }
