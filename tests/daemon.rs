@@ -388,64 +388,53 @@ async fn daemon_survives_an_apiserver_outage_and_converges() {
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
 }
 
-/// Copies the named files of `deploy/kubernetes/` (paths relative to it) into `repo` under
-/// `kubernetes/`, as `kubectl apply -f` of those files would take them.
-fn copy_deploy_files(repo: &common::GitRepo, files: &[&str]) {
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
-    for file in files {
-        let text = std::fs::read_to_string(deploy.join(file)).unwrap();
-        repo.write(&format!("kubernetes/{file}"), &text);
+/// Copies `deploy/kubernetes/` and `deploy/kubernetes-sharded/` into `repo` under `deploy/`,
+/// as a user keeps them in git.
+fn copy_deploy_files(repo: &common::GitRepo) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["deploy/kubernetes", "deploy/kubernetes-sharded"] {
+        for entry in std::fs::read_dir(root.join(dir)).unwrap() {
+            let entry = entry.unwrap();
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            repo.write(&format!("{dir}/{}", entry.file_name().to_str().unwrap()), &text);
+        }
     }
 }
 
-/// Syncs the `kubernetes/` path of `repo` once and returns the actions by object.
-async fn sync_deploy(env: &common::TestEnv, repo: &common::GitRepo) -> std::collections::BTreeMap<String, String> {
+/// Syncs the kustomization at `path` of `repo` once (rendered by the kustomize scripts/tools
+/// builds) and returns the actions by object.
+async fn sync_deploy(
+    env: &common::TestEnv,
+    repo: &common::GitRepo,
+    path: &str,
+) -> std::collections::BTreeMap<String, String> {
     let state = tempfile::tempdir().unwrap();
-    let config =
-        common::config(state.path(), &common::unit_toml("gitward", &repo.bare(), "kubernetes", &env.namespace, ""));
+    let config = crate::render::config(
+        state.path(),
+        "",
+        &common::unit_toml("gitward", &repo.bare(), path, &env.namespace, "render = \"kustomize\"\n"),
+    );
     let mut engine = common::engine(&env.client, &config, "gitward").await;
-    let report = engine.sync().await.expect("sync of deploy/kubernetes");
+    let report = engine.sync().await.expect("sync of the install");
     assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
     common::actions(&report)
 }
 
-/// The two installs the README documents, each synced by gitward itself: the single-replica
-/// one (`kubectl apply -f deploy/kubernetes/`, the top-level files only) and the sharded one
-/// (`deploy/kubernetes/{namespace,serviceaccount,rbac,service}.yaml` plus `sharded/`).
+/// The two installs the README documents (`kubectl apply -k deploy/kubernetes` and
+/// `kubectl apply -k deploy/kubernetes-sharded`), each synced by gitward itself from git.
 #[tokio::test]
 async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
     let env = common::setup("deploy").await;
-    let deploy = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes");
-    let mut top: Vec<String> = std::fs::read_dir(&deploy)
-        .unwrap()
-        .map(|e| e.unwrap())
-        .filter(|e| e.file_type().unwrap().is_file())
-        .map(|e| e.file_name().into_string().unwrap())
-        .collect();
-    top.sort();
     let repo = common::GitRepo::new();
-    copy_deploy_files(&repo, &top.iter().map(String::as_str).collect::<Vec<_>>());
-    repo.commit_and_push("gitward's own in-cluster deployment");
-    let actions = sync_deploy(&env, &repo).await;
+    copy_deploy_files(&repo);
+    repo.commit_and_push("gitward's own in-cluster installs");
+    let actions = sync_deploy(&env, &repo, "deploy/kubernetes").await;
     assert!(actions.contains_key("Deployment/gitward-system/gitward"), "{actions:#?}");
     assert!(actions.contains_key("Namespace/gitward-system"), "{actions:#?}");
     assert!(actions.contains_key("ConfigMap/gitward-system/gitward-config"), "{actions:#?}");
+    assert!(!actions.contains_key("Role/gitward-system/gitward-sharding"), "{actions:#?}");
 
-    let sharded = common::GitRepo::new();
-    copy_deploy_files(
-        &sharded,
-        &[
-            "00-namespace.yaml",
-            "serviceaccount.yaml",
-            "rbac.yaml",
-            "service.yaml",
-            "sharded/configmap.yaml",
-            "sharded/rbac.yaml",
-            "sharded/deployment.yaml",
-        ],
-    );
-    sharded.commit_and_push("gitward's sharded in-cluster deployment");
-    let actions = sync_deploy(&env, &sharded).await;
+    let actions = sync_deploy(&env, &repo, "deploy/kubernetes-sharded").await;
     assert!(actions.contains_key("Deployment/gitward-system/gitward"), "{actions:#?}");
     assert!(actions.contains_key("Role/gitward-system/gitward-sharding"), "{actions:#?}");
     assert!(actions.contains_key("ConfigMap/gitward-system/gitward-config"), "{actions:#?}");
@@ -467,26 +456,31 @@ fn kubectl_apply(kubeconfig: &Path, args: &[&str]) -> String {
     text
 }
 
-/// The two installs exactly as the README and the manifests' headers document them, each one
-/// `kubectl apply` command on a fresh, empty apiserver of its own: every file applied in one
-/// run (kubectl applies a directory's files in name order, so the Namespace must sort first).
+/// The two installs exactly as the README and the kustomizations' headers document them, each
+/// one `kubectl apply -k` on a fresh, empty apiserver of its own, with the image set as the
+/// README says (`kustomize edit set image`, here by editing a copy's `images:`).
 #[tokio::test]
 async fn documented_kubectl_installs_succeed_in_one_run_on_an_empty_cluster() {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::rbac::v1::Role;
-    let single: &[&str] = &["-f", "deploy/kubernetes/"];
-    let sharded: &[&str] = &[
-        "-f",
-        "deploy/kubernetes/00-namespace.yaml",
-        "-f",
-        "deploy/kubernetes/serviceaccount.yaml",
-        "-f",
-        "deploy/kubernetes/rbac.yaml",
-        "-f",
-        "deploy/kubernetes/service.yaml",
-        "-f",
-        "deploy/kubernetes/sharded/",
-    ];
+    let copy = tempfile::tempdir().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    for dir in ["kubernetes", "kubernetes-sharded"] {
+        std::fs::create_dir_all(copy.path().join(dir)).unwrap();
+        for entry in std::fs::read_dir(root.join("deploy").join(dir)).unwrap() {
+            let entry = entry.unwrap();
+            let text = std::fs::read_to_string(entry.path()).unwrap();
+            let text = text.replace(
+                "    newName: gitward\n    newTag: 0.1.0\n",
+                "    newName: registry.example/gitward\n    newTag: test\n",
+            );
+            std::fs::write(copy.path().join(dir).join(entry.file_name()), text).unwrap();
+        }
+    }
+    let single = copy.path().join("kubernetes");
+    let sharded = copy.path().join("kubernetes-sharded");
+    let single: &[&str] = &["-k", single.to_str().unwrap()];
+    let sharded: &[&str] = &["-k", sharded.to_str().unwrap()];
     for (install, args) in [("single", single), ("sharded", sharded)] {
         let dir = tempfile::tempdir().unwrap();
         let cluster_dir = dir.path().join("cluster");
@@ -496,8 +490,10 @@ async fn documented_kubectl_installs_succeed_in_one_run_on_an_empty_cluster() {
         assert!(out.contains("namespace/gitward-system created"), "{install}: {out}");
         let client = common::OwnCluster::client(&kubeconfig).await;
         let deployment = Api::<Deployment>::namespaced(client.clone(), "gitward-system").get("gitward").await;
-        let replicas = deployment.unwrap_or_else(|e| panic!("{install}: no Deployment: {e}")).spec.unwrap().replicas;
-        assert_eq!(replicas, Some(if install == "single" { 2 } else { 3 }), "{install}: {out}");
+        let spec = deployment.unwrap_or_else(|e| panic!("{install}: no Deployment: {e}")).spec.unwrap();
+        assert_eq!(spec.replicas, Some(if install == "single" { 2 } else { 3 }), "{install}: {out}");
+        let image = spec.template.spec.unwrap().containers[0].image.clone();
+        assert_eq!(image.as_deref(), Some("registry.example/gitward:test"), "{install}: {out}");
         let roles = Api::<Role>::namespaced(client, "gitward-system").list(&Default::default()).await.unwrap();
         let sharding_role = roles.items.iter().any(|r| r.metadata.name.as_deref() == Some("gitward-sharding"));
         assert_eq!(sharding_role, install == "sharded", "{install}: {out}");

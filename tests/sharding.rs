@@ -397,9 +397,9 @@ async fn the_sharded_deployments_role_is_enough_for_sharding() {
 
     let env = common::setup("shard-rbac").await;
     let ns = env.namespace.clone();
-    // deploy/kubernetes/sharded/rbac.yaml, moved into this namespace, for a ServiceAccount
+    // deploy/kubernetes-sharded/rbac.yaml, moved into this namespace, for a ServiceAccount
     // `gitward` that has nothing else.
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/sharded/rbac.yaml");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes-sharded/rbac.yaml");
     let docs: Vec<Value> = serde_saphyr::from_multiple(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let pp = PostParams::default();
     let sa: ServiceAccount = serde_json::from_value(serde_json::json!({"metadata": {"name": "gitward"}})).unwrap();

@@ -33,6 +33,7 @@ mod health;
 mod hooks;
 mod hostile_input;
 mod http;
+mod image;
 mod large_crds;
 mod large_index;
 mod leader;

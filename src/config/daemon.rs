@@ -61,7 +61,7 @@ pub struct Sharding {
     /// Namespace of the membership and bucket Leases (`gitward-member-<identity>`,
     /// `gitward-bucket-<n>`); the replicas' RBAC must allow `get`, `list`, `watch`, `create`
     /// and `update` of Leases there. Default `gitward-system`, where
-    /// deploy/kubernetes/sharded installs gitward.
+    /// deploy/kubernetes-sharded installs gitward.
     pub namespace: String,
     /// The failover bound: a dead replica's units are applied again by others within about
     /// this long (humantime), at least 2 s. The Leases themselves are written with half of it

@@ -358,7 +358,7 @@ fn adopt_from_names_units_or_applyset_ids_and_marks_the_units_it_names() {
 
 #[test]
 fn the_sharded_deployments_config_parses() {
-    let yaml = include_str!("../../deploy/kubernetes/sharded/configmap.yaml");
+    let yaml = include_str!("../../deploy/kubernetes-sharded/configmap.yaml");
     let (_, body) = yaml.split_once("config.toml: |\n").expect("a config.toml key");
     let text: Vec<&str> = body.lines().map(|l| l.strip_prefix("    ").unwrap_or(l)).collect();
     let config =
