@@ -145,6 +145,11 @@ impl Task {
                 }
             }
         };
+        // A push still being fetched when the sync ended may bring a newer revision: it is
+        // kept as the next sync, whose fetch joins the one in flight (`Repo::fetch_since`).
+        if let Some(t) = watch.abandon() {
+            keep(&mut self.queued, t);
+        }
         let report = match result {
             Ok(report) => report,
             Err(e) => {
@@ -201,9 +206,7 @@ impl Task {
                             _ => return Err(t),
                         }
                     }
-                    Some(t) => {
-                        self.queued.get_or_insert(t);
-                    }
+                    Some(t) => keep(&mut self.queued, t),
                 },
             }
         }
@@ -239,8 +242,19 @@ impl Task {
     }
 }
 
-/// A fetch started for a push seen during a sync, with the trigger.
-type Fetching = Pin<Box<dyn Future<Output = (Trigger, crate::sync::Result<Revision>)> + Send>>;
+/// A fetch started for a push seen during a sync.
+type Fetching = Pin<Box<dyn Future<Output = crate::sync::Result<Revision>> + Send>>;
+
+/// Keeps `t` as the task's one queued sync: as the queued trigger when there is none, else
+/// coalesced into it (its kind stays, as in the channel) with the later of the two instants, so
+/// that the queued sync's fetch cannot be one that started before `t`'s push
+/// ([`Repo::fetch_since`]).
+fn keep(queued: &mut Option<Trigger>, t: Trigger) {
+    match queued {
+        None => *queued = Some(t),
+        Some(q) => q.at = q.at.max(t.at),
+    }
+}
 
 /// Reads the trigger channel while a sync runs, for a push that brings a newer revision.
 struct YieldWatch {
@@ -248,9 +262,10 @@ struct YieldWatch {
     repo: Repo,
     /// The revision being synced.
     syncing: Revision,
-    /// The fetch of the push being looked at; kept here, so that [`YieldWatch::next`] can be
-    /// cancelled and called again without losing it.
-    fetching: Option<Fetching>,
+    /// The push being looked at and its fetch; kept here, so that [`YieldWatch::next`] can be
+    /// cancelled and called again without losing it, and so that a sync that ends first keeps
+    /// the trigger ([`YieldWatch::abandon`]).
+    fetching: Option<(Trigger, Fetching)>,
     /// The channel closed.
     closed: bool,
 }
@@ -261,8 +276,8 @@ impl YieldWatch {
     }
 
     /// Resolves with a push or webhook whose fetch found a revision other than the one being
-    /// synced, and that revision. The other triggers go to `queued` unless one is there (more
-    /// coalesce, as in the channel), and so does a push that found nothing new. Cancel-safe.
+    /// synced, and that revision. The other triggers go to `queued` ([`keep`]), and so does a
+    /// push that found nothing new. Cancel-safe.
     async fn next(
         &mut self,
         triggers: &mut mpsc::Receiver<Trigger>,
@@ -274,28 +289,28 @@ impl YieldWatch {
                 t = triggers.recv(), if !self.closed && !fetching => match t {
                     None => self.closed = true,
                     Some(t) if t.kind.is_push() => {
-                        let repo = self.repo.clone();
-                        self.fetching = Some(Box::pin(async move {
-                            let fetched = repo.fetch_since(t.at).await;
-                            (t, fetched)
-                        }));
+                        let (repo, at) = (self.repo.clone(), t.at);
+                        self.fetching = Some((t, Box::pin(async move { repo.fetch_since(at).await })));
                     }
-                    Some(t) => {
-                        queued.get_or_insert(t);
-                    }
+                    Some(t) => keep(queued, t),
                 },
-                (t, fetched) = async { self.fetching.as_mut().expect("guarded").await }, if fetching => {
-                    self.fetching = None;
+                fetched = async { self.fetching.as_mut().expect("guarded").1.as_mut().await }, if fetching => {
+                    let (t, _) = self.fetching.take().expect("guarded");
                     match fetched {
                         Ok(to) if to != self.syncing => return (t, to),
                         // Nothing new (or the fetch failed): the trigger runs after the sync.
-                        _ => {
-                            queued.get_or_insert(t);
-                        }
+                        _ => keep(queued, t),
                     }
                 },
                 else => std::future::pending::<()>().await,
             }
         }
+    }
+
+    /// Ends the watch at the end of the sync: the trigger of a push whose fetch is still
+    /// running, to be kept as the next sync (its fetch may bring a newer revision; dropped
+    /// here, it would wait for the next poll). The fetch itself is not waited for.
+    fn abandon(self) -> Option<Trigger> {
+        self.fetching.map(|(t, _)| t)
     }
 }
