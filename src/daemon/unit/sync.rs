@@ -63,12 +63,12 @@ impl Task {
         // leaves the lane to the units it changed; a later push that does change the path ends
         // that wait and takes the lane.
         let lane = loop {
-            if !trigger.kind.is_push() || held.is_some() {
+            if !trigger.kind.is_push() || held.is_some() || self.push_lane.is_none() {
                 break None;
             }
             let probe = self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await;
             let Some(to) = probe.filter(|p| !p.touched).map(|p| p.to) else {
-                break self.push_lane.clone().acquire_owned().await.ok();
+                break self.lane().await;
             };
             if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&to) {
                 tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %to, "no new revision");
@@ -97,7 +97,8 @@ impl Task {
         info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, push_lane = lane.is_some(), "sync triggered");
         let mut early = self.engine.early(&revision).await;
         drop(lane);
-        let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone());
+        let fetch_pushes = self.push_lane.is_some();
+        let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone(), fetch_pushes);
         if slot.is_none() {
             // Waiting for a slot, a newer revision takes this sync's place in the queue: its
             // early apply runs now, in the lane, and the rest of its sync gets the slot.
@@ -114,10 +115,10 @@ impl Task {
                         if next.kind != TriggerKind::Webhook {
                             self.metrics.observe_trigger(&self.unit, next.kind);
                         }
-                        let _lane = self.push_lane.clone().acquire_owned().await.ok();
+                        let _lane = self.lane().await;
                         info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
                         early = self.engine.early(&to).await;
-                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone());
+                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone(), fetch_pushes);
                         (trigger, revision) = (next, to);
                     }
                 }
@@ -212,6 +213,12 @@ impl Task {
         }
     }
 
+    /// A permit of the push lane, held until dropped; `None` for a unit that has no lane (a
+    /// chart or artifact unit) or once the daemon closed it.
+    async fn lane(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.push_lane.clone()?.acquire_owned().await.ok()
+    }
+
     /// Logs the yield of the sync of `revision` to `to`, which `next` brought; `answered`: the
     /// objects of it whose requests were answered (field `objects_sent`). The yielded revision is not applied whole, so the next sync runs even for
     /// a trigger that syncs only new revisions.
@@ -262,6 +269,9 @@ struct YieldWatch {
     repo: Repo,
     /// The revision being synced.
     syncing: Revision,
+    /// Whether a push or webhook is fetched at once: false for a unit whose revision is not a
+    /// git commit (a chart or an OCI artifact), whose triggers wait for the sync's end.
+    fetch_pushes: bool,
     /// The push being looked at and its fetch; kept here, so that [`YieldWatch::next`] can be
     /// cancelled and called again without losing it, and so that a sync that ends first keeps
     /// the trigger ([`YieldWatch::abandon`]).
@@ -271,8 +281,8 @@ struct YieldWatch {
 }
 
 impl YieldWatch {
-    fn new(repo: Repo, syncing: Revision) -> Self {
-        Self { repo, syncing, fetching: None, closed: false }
+    fn new(repo: Repo, syncing: Revision, fetch_pushes: bool) -> Self {
+        Self { repo, syncing, fetch_pushes, fetching: None, closed: false }
     }
 
     /// Resolves with a push or webhook whose fetch found a revision other than the one being
@@ -288,7 +298,7 @@ impl YieldWatch {
             tokio::select! {
                 t = triggers.recv(), if !self.closed && !fetching => match t {
                     None => self.closed = true,
-                    Some(t) if t.kind.is_push() => {
+                    Some(t) if t.kind.is_push() && self.fetch_pushes => {
                         let (repo, at) = (self.repo.clone(), t.at);
                         self.fetching = Some((t, Box::pin(async move { repo.fetch_since(at).await })));
                     }
