@@ -5,11 +5,11 @@
 //! the same temp dir. Expected revisions and blob ids come from `git rev-parse`.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use gitward::source::{Credentials, Error, Revision, Source, SourceSpec, TreeFile};
 use tempfile::TempDir;
@@ -191,53 +191,14 @@ fn push_orphan_commit(fx: &Fixture) -> String {
     fx.git(&["rev-parse", "HEAD"])
 }
 
-/// A `git daemon` serving the fixture's remote over `git://`; killed on drop.
-struct GitDaemon {
-    child: Child,
-    url: String,
-}
-
-impl GitDaemon {
-    fn serve(fx: &Fixture) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let base = fx.remote.parent().unwrap();
-        // Run git-daemon itself, not the `git daemon` wrapper, so that kill() stops the server.
-        let program = Path::new(&git(base, &["--exec-path"])).join("git-daemon");
-        let child = Command::new(program)
-            .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
-            .arg(format!("--port={port}"))
-            .arg(format!("--base-path={}", base.display()))
-            .arg(base)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("git daemon starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "git daemon did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, url: format!("git://127.0.0.1:{port}/remote.git") }
-    }
-}
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn commit_sha_reachable_from_no_ref_is_fetched_by_id_when_the_server_allows_it() {
     let fx = Fixture::new();
     let orphan = push_orphan_commit(&fx);
     git(&fx.remote, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
-    let daemon = GitDaemon::serve(&fx);
+    let daemon = crate::common::git_remote::GitDaemon::serve(fx.remote.parent().unwrap());
 
-    let mut source = fx.open(spec("shop", &daemon.url, &orphan));
+    let mut source = fx.open(spec("shop", &daemon.url("remote.git"), &orphan));
     assert_eq!(source.fetch().unwrap(), rev(&orphan));
     drop(daemon);
     assert_eq!(source.resolve().unwrap(), rev(&orphan), "the fetched commit stays in the mirror");
