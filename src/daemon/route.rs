@@ -16,8 +16,18 @@ use super::webhook;
 /// The fields of a payload's `repository` and `project` objects that hold a URL of the pushed
 /// repository: GitHub's and Gitea's `clone_url`, `ssh_url`, `git_url`, `html_url` and `url`;
 /// GitLab's `git_http_url`, `git_ssh_url`, `http_url`, `web_url`, `url` and `homepage`.
-const URL_FIELDS: [&str; 10] =
-    ["clone_url", "ssh_url", "git_url", "html_url", "url", "git_http_url", "git_ssh_url", "http_url", "web_url", "homepage"];
+const URL_FIELDS: [&str; 10] = [
+    "clone_url",
+    "ssh_url",
+    "git_url",
+    "html_url",
+    "url",
+    "git_http_url",
+    "git_ssh_url",
+    "http_url",
+    "web_url",
+    "homepage",
+];
 
 /// The repositories a push payload names, as [`repository_key`]s, sorted and without
 /// duplicates: the [`URL_FIELDS`] of its top-level `repository` object (GitHub, Gitea,
@@ -129,7 +139,8 @@ impl Followed {
                 (repositories.is_empty() || named(repository)) && ref_matches(reference)
             }
             Followed::Download { repositories: downloads, values } => {
-                downloads.iter().any(named) || values.as_ref().is_some_and(|(r, reference)| named(r) && ref_matches(reference))
+                downloads.iter().any(named)
+                    || values.as_ref().is_some_and(|(r, reference)| named(r) && ref_matches(reference))
             }
         }
     }

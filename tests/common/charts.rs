@@ -78,6 +78,8 @@ pub struct ChartServer {
     stop: Arc<AtomicBool>,
     port: u16,
     thread: Option<std::thread::JoinHandle<()>>,
+    /// The path of every request served, in order ([`ChartServer::requested`]).
+    requests: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ChartServer {
@@ -107,6 +109,8 @@ impl ChartServer {
         let port = listener.local_addr().unwrap().port();
         let stop = Arc::new(AtomicBool::new(false));
         let (root, flag) = (dir.to_owned(), stop.clone());
+        let requests = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let log = requests.clone();
         let thread = std::thread::spawn(move || {
             for stream in listener.incoming() {
                 if flag.load(Ordering::SeqCst) {
@@ -134,6 +138,7 @@ impl ChartServer {
                     continue;
                 }
                 let path = line.split_whitespace().nth(1).unwrap_or("/").trim_start_matches('/').to_owned();
+                log.lock().unwrap().push(path.clone());
                 let file = root.join(&path);
                 let response = match std::fs::read(&file).ok().filter(|_| !path.contains("..")) {
                     Some(body) => {
@@ -148,7 +153,14 @@ impl ChartServer {
                 let _ = stream.write_all(&response);
             }
         });
-        Self { dir: dir.to_owned(), url: format!("http://127.0.0.1:{port}"), stop, port, thread: Some(thread) }
+        Self {
+            dir: dir.to_owned(),
+            url: format!("http://127.0.0.1:{port}"),
+            stop,
+            port,
+            thread: Some(thread),
+            requests,
+        }
     }
 
     /// Packages chart `name` at `version` into the served directory and indexes it again
@@ -162,6 +174,12 @@ impl ChartServer {
         let archive = package_with(work, name, version, &self.dir, templates);
         helm(&work.join("helm-home"), &["repo", "index", self.dir.to_str().unwrap()], work);
         archive
+    }
+
+    /// The paths asked for so far (`index.yaml`, `demo-0.1.0.tgz`), in order; a restart starts
+    /// a new list.
+    pub fn requested(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
     }
 
     /// Stops serving: the port refuses connections from now on.
