@@ -7,6 +7,8 @@
 //!   file under the unit's path ([`crate::sync::repo::Repo::push_touches`]: told from the one
 //!   fetch and tree diff of the shared mirror), so that of 1,000 units following one
 //!   repository, the one a push changed does not queue in the lane behind the 999 others.
+//!   A chart or OCI artifact unit has no lane: its fetch is a download, with nothing to send
+//!   early, and every trigger of it takes a slot.
 //! - **Yielding to a newer revision.** From the end of the early apply until the sync ends, the
 //!   task keeps reading its trigger channel ([`YieldWatch`]). A push or webhook is fetched at
 //!   once; when it finds a revision other than the one being synced, the sync yields (in its
@@ -18,7 +20,9 @@
 //!   revision's sync then runs at once, in the slot the yielded one held, with its own early
 //!   apply, and sends everything the yielded one had not. Other
 //!   triggers (and pushes that found nothing new) are kept for after the sync, as the channel's
-//!   one queued sync.
+//!   one queued sync, and so is a push whose fetch is still running when the sync ends
+//!   ([`YieldWatch::abandon`]): no trigger taken off the channel is dropped. A chart or
+//!   artifact unit fetches nothing during its sync: its triggers are all kept for after it.
 
 use std::future::Future;
 use std::pin::Pin;
