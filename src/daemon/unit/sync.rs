@@ -151,7 +151,7 @@ impl Task {
             }
         };
         // A push still being fetched when the sync ended may bring a newer revision: it is
-        // kept as the next sync, whose fetch joins the one in flight (`Repo::fetch_since`).
+        // kept as the next sync, whose own fetch waits for (or joins) the one in flight.
         if let Some(t) = watch.abandon() {
             keep(&mut self.queued, t);
         }
