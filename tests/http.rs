@@ -10,6 +10,7 @@ use std::sync::Arc;
 use axum::body::Body;
 use gitward::daemon::http::{self, BODY_LIMIT, HttpState};
 use gitward::daemon::metrics::Metrics;
+use gitward::daemon::route::Followed;
 use gitward::daemon::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use hmac::{Hmac, KeyInit, Mac};
 use tokio::sync::{mpsc, oneshot};
@@ -17,8 +18,10 @@ use tower::ServiceExt;
 
 const SECRET: &[u8] = b"s3cr3t-for-tests";
 const PUSH_MAIN: &[u8] = br#"{"ref":"refs/heads/main","after":"3f2a9c1d7e4b5a6f8091a2b3c4d5e6f708192a3b"}"#;
+/// The repository of the harness's units.
+const SITE: &str = "https://git.example/org/site.git";
 
-/// Two units: `shop` follows `main`, `blog` follows tag `v1`.
+/// Two units of one repository ([`SITE`]): `shop` follows `main`, `blog` follows tag `v1`.
 struct Harness {
     state: HttpState,
     shop: mpsc::Receiver<Trigger>,
@@ -30,7 +33,10 @@ impl Harness {
         let state = HttpState::new(secret.map(|s| Arc::new(s.to_vec())), Status::default(), Arc::new(Metrics::new()));
         let (shop_tx, shop) = mpsc::channel(1);
         let (blog_tx, blog) = mpsc::channel(1);
-        state.set_units(vec![("shop".into(), "main".into(), shop_tx), ("blog".into(), "refs/tags/v1".into(), blog_tx)]);
+        state.set_units(vec![
+            ("shop".into(), Followed::git(SITE, "main"), shop_tx),
+            ("blog".into(), Followed::git(SITE, "refs/tags/v1"), blog_tx),
+        ]);
         Self { state, shop, blog }
     }
 
@@ -141,6 +147,24 @@ async fn signed_github_push_triggers_only_the_unit_following_that_branch() {
     let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
     assert_eq!(json, serde_json::json!({ "units": ["shop"] }));
     assert_eq!(h.triggered(), (Some(TriggerKind::Webhook), None));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_push_naming_the_units_repository_by_another_url_triggers_it_and_one_naming_another_repository_none() {
+    let mut h = Harness::new(Some(SECRET));
+    let server = h.serve().await;
+    let ours = br#"{"ref":"refs/heads/main","repository":{"ssh_url":"git@git.example:org/site.git"}}"#;
+    let theirs = br#"{"ref":"refs/heads/main","repository":{"clone_url":"https://git.example/org/other.git"}}"#;
+    for (body, units) in [(&ours[..], serde_json::json!(["shop"])), (theirs, serde_json::json!([]))] {
+        let signature = github_signature(SECRET, body);
+        let reply = post_hook(server.addr, &[("X-Hub-Signature-256", &signature)], body).await;
+        assert_eq!(reply.status, 202, "{}", reply.body);
+        let json: serde_json::Value = serde_json::from_str(&reply.body).unwrap();
+        assert_eq!(json, serde_json::json!({ "units": units }));
+    }
+    assert_eq!(h.triggered(), (Some(TriggerKind::Webhook), None));
+    assert_eq!(h.triggered(), (None, None), "the push to another repository reached no unit");
     server.shutdown().await;
 }
 

@@ -283,3 +283,67 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
         daemon.log_text()
     );
 }
+
+/// A webhook read during a sync is fetched at once, to see whether the sync should yield. Here
+/// that fetch is held open (a proxy in front of `git daemon` keeps its connection waiting) until
+/// the sync has ended: the webhook must still bring its commit in, with no poll to fall back on
+/// (the daemon polls hourly). The sync runs long enough to read the webhook in its middle: 2,000
+/// ConfigMaps, changed all at once (more files than the early apply takes), at 4 requests in
+/// flight.
+#[tokio::test]
+async fn a_webhook_whose_fetch_outlasts_the_running_sync_is_applied_after_it() {
+    let env = common::setup("held-fetch").await;
+    let repo = common::GitRepo::new();
+    write_config_maps(&repo, "cm", 40, 50, "1");
+    repo.commit_and_push("first");
+    let git_daemon = common::git_remote::GitDaemon::serve(repo.bare().parent().unwrap());
+    let proxy = common::git_remote::GatedProxy::start(git_daemon.port);
+    let url = format!("git://127.0.0.1:{}/remote.git", proxy.port);
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(
+        dir.path(),
+        "[cluster]\nmax_in_flight = 4\n",
+        "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
+        &common::unit_toml("app", std::path::Path::new(&url), "", &env.namespace, ""),
+    );
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let webhook = || {
+        let body = format!(r#"{{"ref": "refs/heads/main", "repository": {{"clone_url": "{url}"}}}}"#);
+        let (status, reply) = common::signed_webhook(port, SECRET, body.as_bytes());
+        assert_eq!((status, reply.as_str()), (202, r#"{"units":["app"]}"#));
+    };
+    let ended = |revision: &str| daemon.logged("trigger applied").iter().any(|e| e["revision"] == revision);
+
+    write_config_maps(&repo, "cm", 40, 50, "2");
+    let long = repo.commit_and_push("every object");
+    webhook();
+    triggered(&daemon, "app", "revision", &long).await;
+    proxy.close();
+    // The first object is written: the sync has read its revision and is sending.
+    let ns = env.namespace.clone();
+    let sending =
+        common::eventually(WAIT, || async { value(&env.client, &ns, "cm-000-000").await.as_deref() == Some("2") });
+    assert!(sending.await, "the long sync sent nothing: {}", daemon.log_text());
+    repo.write("zz.yaml", &common::cm("zz-pushed", "pushed"));
+    let pushed = repo.commit_and_push("push during the sync");
+    webhook();
+    let held = common::eventually(WAIT, || async { proxy.held() > 0 }).await;
+    assert!(held, "the webhook's fetch never reached the remote: {}", daemon.log_text());
+    assert!(!ended(&long), "the sync ended before the webhook's fetch began: nothing was held across its end");
+    let sync_ended = common::eventually(WAIT, || async { ended(&long) }).await;
+    assert!(sync_ended, "the long sync did not end: {}", daemon.log_text());
+    assert!(proxy.held() > 0, "the webhook's fetch was not in flight when the sync ended");
+
+    proxy.open();
+    let applied = common::eventually(WAIT, || async {
+        value(&env.client, &ns, "zz-pushed").await.as_deref() == Some("pushed")
+            && daemon
+                .logged("trigger applied")
+                .iter()
+                .any(|e| e["revision"] == pushed.as_str() && e["trigger"] == "webhook")
+    })
+    .await;
+    assert!(applied, "the webhook's commit {pushed} was dropped with its fetch: {}", daemon.log_text());
+}

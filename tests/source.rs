@@ -5,11 +5,11 @@
 //! the same temp dir. Expected revisions and blob ids come from `git rev-parse`.
 
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use gitward::source::{Credentials, Error, Revision, Source, SourceSpec, TreeFile};
 use tempfile::TempDir;
@@ -191,58 +191,14 @@ fn push_orphan_commit(fx: &Fixture) -> String {
     fx.git(&["rev-parse", "HEAD"])
 }
 
-/// A `git daemon` serving the fixture's remote over `git://`; killed on drop.
-struct GitDaemon {
-    child: Child,
-    url: String,
-}
-
-impl GitDaemon {
-    fn serve(fx: &Fixture) -> Self {
-        Self::serve_with(fx, Path::new("/dev/null"))
-    }
-
-    /// [`GitDaemon::serve`] with `global` as git's global config (the server side's).
-    fn serve_with(fx: &Fixture, global: &Path) -> Self {
-        let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let base = fx.remote.parent().unwrap();
-        // Run git-daemon itself, not the `git daemon` wrapper, so that kill() stops the server.
-        let program = Path::new(&git(base, &["--exec-path"])).join("git-daemon");
-        let child = Command::new(program)
-            .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
-            .arg(format!("--port={port}"))
-            .arg(format!("--base-path={}", base.display()))
-            .arg(base)
-            .env("GIT_CONFIG_GLOBAL", global)
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("git daemon starts");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(Instant::now() < deadline, "git daemon did not listen on {port}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Self { child, url: format!("git://127.0.0.1:{port}/remote.git") }
-    }
-}
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 #[test]
 fn commit_sha_reachable_from_no_ref_is_fetched_by_id_when_the_server_allows_it() {
     let fx = Fixture::new();
     let orphan = push_orphan_commit(&fx);
     git(&fx.remote, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
-    let daemon = GitDaemon::serve(&fx);
+    let daemon = crate::common::git_remote::GitDaemon::serve(fx.remote.parent().unwrap());
 
-    let mut source = fx.open(spec("shop", &daemon.url, &orphan));
+    let mut source = fx.open(spec("shop", &daemon.url("remote.git"), &orphan));
     assert_eq!(source.fetch().unwrap(), rev(&orphan));
     drop(daemon);
     assert_eq!(source.resolve().unwrap(), rev(&orphan), "the fetched commit stays in the mirror");
@@ -275,11 +231,12 @@ fn units_pinned_to_commit_ids_fetch_one_at_a_time_and_all_resolve() {
     let head = fx.git(&["rev-parse", "main"]);
     git(&fx.remote, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
     let hooks = tempfile::tempdir().unwrap();
-    let daemon = GitDaemon::serve_with(&fx, &overlap_detector(hooks.path()));
+    let daemon =
+        crate::common::git_remote::GitDaemon::serve_with(fx.remote.parent().unwrap(), &overlap_detector(hooks.path()));
     let units: Vec<(String, String)> =
         (0..8).map(|i| (format!("u{i}"), if i % 4 == 3 { "main".into() } else { orphan.clone() })).collect();
     let sources: Vec<Source> =
-        units.iter().map(|(unit, reference)| fx.open(spec(unit, &daemon.url, reference))).collect();
+        units.iter().map(|(unit, reference)| fx.open(spec(unit, &daemon.url("remote.git"), reference))).collect();
     let barrier = std::sync::Barrier::new(sources.len());
     let failures = Mutex::new(Vec::new());
     std::thread::scope(|scope| {

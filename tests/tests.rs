@@ -57,6 +57,7 @@ mod sync_stages;
 mod tenancy;
 mod update_mode;
 mod watches;
+mod webhook_routes;
 
 /// Every `.rs` file directly in `tests/` is a module of this binary or a test target of its own
 /// in Cargo.toml: with `autotests = false`, a file that is neither would never be built or run.

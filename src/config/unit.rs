@@ -250,6 +250,14 @@ impl SyncUnit {
         }
     }
 
+    /// Whether the unit's revision is a commit of its git repository `repo`: false for a chart
+    /// unit ([`HelmOptions::chart`], its revision a chart version, even with values files in
+    /// git) and an OCI artifact (`repo = "oci://…"`). Only these take a git push's webhook
+    /// and the push lane (README, "Running the daemon").
+    pub fn is_git(&self) -> bool {
+        self.helm.chart.is_none() && !self.repo.starts_with("oci://")
+    }
+
     /// The repository's directory when it is on this host: a local path, or the path of a
     /// `file://` URL (not percent-decoded). `None` for network URLs and scp-like addresses.
     /// Local repositories are watched for pushes instead of only polled.

@@ -2,7 +2,7 @@
 //!
 //! | route | answers |
 //! |---|---|
-//! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed ref; 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
+//! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed repository and ref ([`route`]); 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
 //! | `GET /readyz` | 200 `ready` when [`Status::ready`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]) |
 //! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
@@ -24,6 +24,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use tracing::{debug, info, warn};
 
 use super::metrics::{self, Metrics};
+use super::route::{self, Followed};
 use super::trigger::{Status, Trigger, TriggerKind};
 use super::webhook;
 
@@ -39,9 +40,9 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 /// Requests served at once; more wait (the listener is for webhooks, probes and scrapes).
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
-/// One unit as the webhook route sees it: (unit name, its configured ref — a branch, tag,
-/// full ref or commit SHA — and the sender of its trigger channel).
-pub type UnitRoute = (String, String, mpsc::Sender<Trigger>);
+/// One unit as the webhook route sees it: (unit name, the repository and ref it follows —
+/// [`Followed`] — and the sender of its trigger channel).
+pub type UnitRoute = (String, Followed, mpsc::Sender<Trigger>);
 
 /// The shared webhook secret as bytes (the file's contents); `None` when none is configured.
 pub type Secret = Option<Arc<Vec<u8>>>;
@@ -94,18 +95,19 @@ impl HttpState {
         self.webhook_secret.read().expect("secret lock").clone()
     }
 
-    /// Sends a webhook trigger to each unit whose ref matches `pushed` (every unit when `None`)
-    /// and counts it; returns the names of the units triggered. A full channel means a sync is
+    /// Sends a webhook trigger to each unit that a push of `pushed` (`None`: any ref) naming
+    /// `repositories` (empty: none named) triggers ([`Followed::triggered_by`]) and counts it;
+    /// returns the names of the units triggered. A full channel means a sync is
     /// already queued: the trigger coalesces into it and the unit is still listed. A closed
     /// channel (the unit task has stopped, e.g. mid-reload) is skipped.
-    fn trigger(&self, pushed: Option<&str>) -> Vec<String> {
+    fn trigger(&self, pushed: Option<&str>, repositories: &[String]) -> Vec<String> {
         let units = self.units.read().expect("units lock");
         let mut triggered = Vec::new();
         // One instant for every unit: the units of one repository then take one fetch of it
         // (a fetch that started after the webhook serves them all, `Repo::fetch_since`).
         let trigger = Trigger::now(TriggerKind::Webhook);
-        for (name, reference, sender) in units.iter() {
-            if pushed.is_some_and(|pushed| !webhook::ref_matches(pushed, reference)) {
+        for (name, followed, sender) in units.iter() {
+            if !followed.triggered_by(pushed, repositories) {
                 continue;
             }
             if let Err(TrySendError::Closed(_)) = sender.try_send(trigger.clone()) {
@@ -164,8 +166,9 @@ async fn hook(State(state): State<HttpState>, headers: HeaderMap, body: Body) ->
         return reject(StatusCode::SERVICE_UNAVAILABLE, &"standing by: another replica holds the leader Lease");
     }
     let pushed = webhook::pushed_ref(&body);
-    let units = state.trigger(pushed.as_deref());
-    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), ?units, "webhook accepted");
+    let repositories = route::pushed_repositories(&body);
+    let units = state.trigger(pushed.as_deref(), &repositories);
+    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), ?repositories, ?units, "webhook accepted");
     (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "units": units }))).into_response()
 }
 

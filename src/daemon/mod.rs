@@ -10,6 +10,8 @@
 //! - [`trigger`] — why a unit syncs, and the per-unit status the HTTP server reads.
 //! - [`http`] — `/hooks/git` (signed webhooks), `/healthz`, `/readyz`, `/metrics`.
 //! - [`webhook`] — signature checks (GitHub, Gitea, GitLab) and ref matching.
+//! - [`route`] — which units a webhook triggers: the repository and ref it names against
+//!   what each unit follows.
 //! - [`metrics`] — Prometheus metrics.
 //! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
 //! - [`backoff`] — exponential backoff with jitter.
@@ -24,6 +26,7 @@ pub(crate) mod heal;
 pub mod http;
 pub mod metrics;
 pub(crate) mod repo_watch;
+pub mod route;
 pub mod run;
 pub(crate) mod shared_watch;
 pub mod trigger;

@@ -13,6 +13,7 @@ use tracing::{Instrument, error, info, warn};
 
 use super::decide::{self, UnitPlan};
 use super::metrics::Metrics;
+use super::route::Followed;
 use super::shared_watch::{RepoWatches, Subscription};
 use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
@@ -244,7 +245,7 @@ impl Units {
                 self_heal: config.daemon.self_heal,
             },
             sync_slots: self.sync_slots.clone(),
-            push_lane: self.push_lane.clone(),
+            push_lane: unit.is_git().then(|| self.push_lane.clone()),
             first,
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
@@ -253,9 +254,9 @@ impl Units {
         Ok(RunningUnit { config: shared, triggers, stop, task: handle, _watch: watch })
     }
 
-    /// The units webhooks can trigger: name, configured ref and trigger channel of each.
-    pub(super) fn senders(&self) -> Vec<(String, String, mpsc::Sender<Trigger>)> {
-        self.running.values().map(|r| (r.config.name.clone(), r.config.reference.clone(), r.triggers.clone())).collect()
+    /// The units webhooks can trigger: name, what it follows and trigger channel of each.
+    pub(super) fn senders(&self) -> Vec<super::http::UnitRoute> {
+        self.running.values().map(|r| (r.config.name.clone(), Followed::of(&r.config), r.triggers.clone())).collect()
     }
 
     /// Sends a reload trigger to each of `names` that runs (a full channel means a sync is

@@ -176,6 +176,12 @@ impl ChartServer {
         archive
     }
 
+    /// The paths asked for so far (`/index.yaml`, `/demo-0.1.0.tgz`), in order; a restart starts
+    /// a new list.
+    pub fn requested(&self) -> Vec<String> {
+        self.requests.lock().unwrap().clone()
+    }
+
     /// Stops serving: the port refuses connections from now on.
     pub fn stop(&mut self) {
         self.stop.store(true, Ordering::SeqCst);

@@ -7,6 +7,7 @@
 #![allow(dead_code)]
 
 pub mod charts;
+pub mod git_remote;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -71,7 +71,9 @@ pub struct UnitTask {
     /// The push lane shared by every unit ([`PUSH_LANE`] permits): a push or webhook fetches and
     /// sends its changed objects early holding one of these instead of a sync slot, so a push
     /// is applied even while every sync slot is taken; the rest of its sync takes a slot.
-    pub push_lane: Arc<tokio::sync::Semaphore>,
+    /// `None` for a unit whose revision is not a git commit (a chart unit, an OCI artifact):
+    /// its fetch is a network download with nothing to send early, and it syncs in a slot.
+    pub push_lane: Option<Arc<tokio::sync::Semaphore>>,
     /// What the task's first sync is logged as: `startup`, or `reload` for a task started
     /// by a SIGHUP that changed its unit (that one sync is the reload's).
     pub first: TriggerKind,
@@ -223,7 +225,8 @@ struct Task {
     metrics: Arc<Metrics>,
     timing: UnitTiming,
     sync_slots: Arc<tokio::sync::Semaphore>,
-    push_lane: Arc<tokio::sync::Semaphore>,
+    /// The push lane; `None` for a chart or artifact unit ([`UnitTask::push_lane`]).
+    push_lane: Option<Arc<tokio::sync::Semaphore>>,
     /// A trigger taken from the channel while a sync ran and kept for after it (the channel's
     /// one queued sync); the next event.
     queued: Option<Trigger>,

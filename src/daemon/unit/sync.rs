@@ -7,6 +7,8 @@
 //!   file under the unit's path ([`crate::sync::repo::Repo::push_touches`]: told from the one
 //!   fetch and tree diff of the shared mirror), so that of 1,000 units following one
 //!   repository, the one a push changed does not queue in the lane behind the 999 others.
+//!   A chart or OCI artifact unit has no lane: its fetch is a download, with nothing to send
+//!   early, and every trigger of it takes a slot.
 //! - **Yielding to a newer revision.** From the end of the early apply until the sync ends, the
 //!   task keeps reading its trigger channel ([`YieldWatch`]). A push or webhook is fetched at
 //!   once; when it finds a revision other than the one being synced, the sync yields (in its
@@ -18,7 +20,9 @@
 //!   revision's sync then runs at once, in the slot the yielded one held, with its own early
 //!   apply, and sends everything the yielded one had not. Other
 //!   triggers (and pushes that found nothing new) are kept for after the sync, as the channel's
-//!   one queued sync.
+//!   one queued sync, and so is a push whose fetch is still running when the sync ends
+//!   ([`YieldWatch::abandon`]): no trigger taken off the channel is dropped. A chart or
+//!   artifact unit fetches nothing during its sync: its triggers are all kept for after it.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -63,12 +67,12 @@ impl Task {
         // leaves the lane to the units it changed; a later push that does change the path ends
         // that wait and takes the lane.
         let lane = loop {
-            if !trigger.kind.is_push() || held.is_some() {
+            if !trigger.kind.is_push() || held.is_some() || self.push_lane.is_none() {
                 break None;
             }
             let probe = self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await;
             let Some(to) = probe.filter(|p| !p.touched).map(|p| p.to) else {
-                break self.push_lane.clone().acquire_owned().await.ok();
+                break self.lane().await;
             };
             if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&to) {
                 tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %to, "no new revision");
@@ -97,7 +101,8 @@ impl Task {
         info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, push_lane = lane.is_some(), "sync triggered");
         let mut early = self.engine.early(&revision).await;
         drop(lane);
-        let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone());
+        let fetch_pushes = self.push_lane.is_some();
+        let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone(), fetch_pushes);
         if slot.is_none() {
             // Waiting for a slot, a newer revision takes this sync's place in the queue: its
             // early apply runs now, in the lane, and the rest of its sync gets the slot.
@@ -114,10 +119,10 @@ impl Task {
                         if next.kind != TriggerKind::Webhook {
                             self.metrics.observe_trigger(&self.unit, next.kind);
                         }
-                        let _lane = self.push_lane.clone().acquire_owned().await.ok();
+                        let _lane = self.lane().await;
                         info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
                         early = self.engine.early(&to).await;
-                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone());
+                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone(), fetch_pushes);
                         (trigger, revision) = (next, to);
                     }
                 }
@@ -145,6 +150,11 @@ impl Task {
                 }
             }
         };
+        // A push still being fetched when the sync ended may bring a newer revision: it is
+        // kept as the next sync, whose own fetch waits for (or joins) the one in flight.
+        if let Some(t) = watch.abandon() {
+            keep(&mut self.queued, t);
+        }
         let report = match result {
             Ok(report) => report,
             Err(e) => {
@@ -201,12 +211,16 @@ impl Task {
                             _ => return Err(t),
                         }
                     }
-                    Some(t) => {
-                        self.queued.get_or_insert(t);
-                    }
+                    Some(t) => keep(&mut self.queued, t),
                 },
             }
         }
+    }
+
+    /// A permit of the push lane, held until dropped; `None` for a unit that has no lane (a
+    /// chart or artifact unit) or once the daemon closed it.
+    async fn lane(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        self.push_lane.clone()?.acquire_owned().await.ok()
     }
 
     /// Logs the yield of the sync of `revision` to `to`, which `next` brought; `answered`: the
@@ -239,8 +253,19 @@ impl Task {
     }
 }
 
-/// A fetch started for a push seen during a sync, with the trigger.
-type Fetching = Pin<Box<dyn Future<Output = (Trigger, crate::sync::Result<Revision>)> + Send>>;
+/// A fetch started for a push seen during a sync.
+type Fetching = Pin<Box<dyn Future<Output = crate::sync::Result<Revision>> + Send>>;
+
+/// Keeps `t` as the task's one queued sync: as the queued trigger when there is none, else
+/// coalesced into it (its kind stays, as in the channel) with the later of the two instants, so
+/// that the queued sync's fetch cannot be one that started before `t`'s push
+/// ([`Repo::fetch_since`]).
+fn keep(queued: &mut Option<Trigger>, t: Trigger) {
+    match queued {
+        None => *queued = Some(t),
+        Some(q) => q.at = q.at.max(t.at),
+    }
+}
 
 /// Reads the trigger channel while a sync runs, for a push that brings a newer revision.
 struct YieldWatch {
@@ -248,21 +273,25 @@ struct YieldWatch {
     repo: Repo,
     /// The revision being synced.
     syncing: Revision,
-    /// The fetch of the push being looked at; kept here, so that [`YieldWatch::next`] can be
-    /// cancelled and called again without losing it.
-    fetching: Option<Fetching>,
+    /// Whether a push or webhook is fetched at once: false for a unit whose revision is not a
+    /// git commit (a chart or an OCI artifact), whose triggers wait for the sync's end.
+    fetch_pushes: bool,
+    /// The push being looked at and its fetch; kept here, so that [`YieldWatch::next`] can be
+    /// cancelled and called again without losing it, and so that a sync that ends first keeps
+    /// the trigger ([`YieldWatch::abandon`]).
+    fetching: Option<(Trigger, Fetching)>,
     /// The channel closed.
     closed: bool,
 }
 
 impl YieldWatch {
-    fn new(repo: Repo, syncing: Revision) -> Self {
-        Self { repo, syncing, fetching: None, closed: false }
+    fn new(repo: Repo, syncing: Revision, fetch_pushes: bool) -> Self {
+        Self { repo, syncing, fetch_pushes, fetching: None, closed: false }
     }
 
     /// Resolves with a push or webhook whose fetch found a revision other than the one being
-    /// synced, and that revision. The other triggers go to `queued` unless one is there (more
-    /// coalesce, as in the channel), and so does a push that found nothing new. Cancel-safe.
+    /// synced, and that revision. The other triggers go to `queued` ([`keep`]), and so does a
+    /// push that found nothing new. Cancel-safe.
     async fn next(
         &mut self,
         triggers: &mut mpsc::Receiver<Trigger>,
@@ -273,29 +302,29 @@ impl YieldWatch {
             tokio::select! {
                 t = triggers.recv(), if !self.closed && !fetching => match t {
                     None => self.closed = true,
-                    Some(t) if t.kind.is_push() => {
-                        let repo = self.repo.clone();
-                        self.fetching = Some(Box::pin(async move {
-                            let fetched = repo.fetch_since(t.at).await;
-                            (t, fetched)
-                        }));
+                    Some(t) if t.kind.is_push() && self.fetch_pushes => {
+                        let (repo, at) = (self.repo.clone(), t.at);
+                        self.fetching = Some((t, Box::pin(async move { repo.fetch_since(at).await })));
                     }
-                    Some(t) => {
-                        queued.get_or_insert(t);
-                    }
+                    Some(t) => keep(queued, t),
                 },
-                (t, fetched) = async { self.fetching.as_mut().expect("guarded").await }, if fetching => {
-                    self.fetching = None;
+                fetched = async { self.fetching.as_mut().expect("guarded").1.as_mut().await }, if fetching => {
+                    let (t, _) = self.fetching.take().expect("guarded");
                     match fetched {
                         Ok(to) if to != self.syncing => return (t, to),
                         // Nothing new (or the fetch failed): the trigger runs after the sync.
-                        _ => {
-                            queued.get_or_insert(t);
-                        }
+                        _ => keep(queued, t),
                     }
                 },
                 else => std::future::pending::<()>().await,
             }
         }
+    }
+
+    /// Ends the watch at the end of the sync: the trigger of a push whose fetch is still
+    /// running, to be kept as the next sync (its fetch may bring a newer revision; dropped
+    /// here, it would wait for the next poll). The fetch itself is not waited for.
+    fn abandon(self) -> Option<Trigger> {
+        self.fetching.map(|(t, _)| t)
     }
 }
