@@ -324,7 +324,7 @@ mod tests {
                 cosign_public_key_file: None,
                 chart_repositories: Default::default(),
             };
-            let repo = super::super::ChartRepo::open(state.path(), spec).unwrap();
+            let repo = super::super::ChartRepo::open(state.path(), spec, std::time::Duration::ZERO).unwrap();
             let own = &repo.cache;
             assert_eq!(own.dir, state.path().join("charts/units").join(unit));
             assert!(!own.dir.starts_with(&deps.dir) && !deps.dir.starts_with(&own.dir), "{unit}: nested caches");
