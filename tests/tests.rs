@@ -11,6 +11,7 @@ mod common;
 
 mod artifacts;
 mod bad_input;
+mod cert_manager;
 mod chart_hooks;
 mod chart_outage;
 mod charts;
