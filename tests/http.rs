@@ -11,9 +11,9 @@ use axum::body::Body;
 use gitward::daemon::http::{self, BODY_LIMIT, HttpState};
 use gitward::daemon::metrics::Metrics;
 use gitward::daemon::route::Followed;
-use gitward::daemon::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use gitward::daemon::trigger::{self, Status, TriggerKind, TriggerReceiver, UnitStatus};
 use hmac::{Hmac, KeyInit, Mac};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tower::ServiceExt;
 
 const SECRET: &[u8] = b"s3cr3t-for-tests";
@@ -24,15 +24,15 @@ const SITE: &str = "https://git.example/org/site.git";
 /// Two units of one repository ([`SITE`]): `shop` follows `main`, `blog` follows tag `v1`.
 struct Harness {
     state: HttpState,
-    shop: mpsc::Receiver<Trigger>,
-    blog: mpsc::Receiver<Trigger>,
+    shop: TriggerReceiver,
+    blog: TriggerReceiver,
 }
 
 impl Harness {
     fn new(secret: Option<&[u8]>) -> Self {
         let state = HttpState::new(secret.map(|s| Arc::new(s.to_vec())), Status::default(), Arc::new(Metrics::new()));
-        let (shop_tx, shop) = mpsc::channel(1);
-        let (blog_tx, blog) = mpsc::channel(1);
+        let (shop_tx, shop) = trigger::channel();
+        let (blog_tx, blog) = trigger::channel();
         state.set_units(vec![
             ("shop".into(), Followed::git(SITE, "main"), shop_tx),
             ("blog".into(), Followed::git(SITE, "refs/tags/v1"), blog_tx),
@@ -52,7 +52,7 @@ impl Harness {
     }
 
     fn triggered(&mut self) -> (Option<TriggerKind>, Option<TriggerKind>) {
-        (self.shop.try_recv().ok().map(|t| t.kind), self.blog.try_recv().ok().map(|t| t.kind))
+        (self.shop.try_recv().map(|t| t.kind), self.blog.try_recv().map(|t| t.kind))
     }
 }
 

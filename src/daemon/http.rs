@@ -20,12 +20,11 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
-use tokio::sync::mpsc::{self, error::TrySendError};
 use tracing::{debug, info, warn};
 
 use super::metrics::{self, Metrics};
 use super::route::{self, Followed};
-use super::trigger::{Status, Trigger, TriggerKind};
+use super::trigger::{Status, Trigger, TriggerKind, TriggerSender};
 use super::webhook;
 
 /// The largest webhook body accepted, in bytes: 1 MiB. GitHub caps payloads at 25 MB but a push
@@ -42,7 +41,7 @@ pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// One unit as the webhook route sees it: (unit name, the repository and ref it follows —
 /// [`Followed`] — and the sender of its trigger channel).
-pub type UnitRoute = (String, Followed, mpsc::Sender<Trigger>);
+pub type UnitRoute = (String, Followed, TriggerSender);
 
 /// The shared webhook secret as bytes (the file's contents); `None` when none is configured.
 pub type Secret = Option<Arc<Vec<u8>>>;
@@ -110,7 +109,7 @@ impl HttpState {
             if !followed.triggered_by(pushed, repositories) {
                 continue;
             }
-            if let Err(TrySendError::Closed(_)) = sender.try_send(trigger.clone()) {
+            if sender.offer(trigger.clone()).is_err() {
                 debug!(unit = %name, "unit task gone, webhook trigger dropped");
                 continue;
             }

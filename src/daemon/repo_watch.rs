@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher};
 use tokio::sync::mpsc;
 
-use super::trigger::{Trigger, TriggerKind};
+use super::trigger::{Trigger, TriggerKind, TriggerSender};
 
 /// The git directory of a local repository: `path/.git` for a work tree, else `path` (bare).
 pub fn git_dir(repo: &Path) -> PathBuf {
@@ -43,7 +43,7 @@ impl Drop for RepoWatch {
 /// `unit` for each change of a ref (see the module doc), stamped with the time the event came.
 ///
 /// Errors: the watch could not be set up (the directory does not exist, inotify limits).
-pub fn watch(repo: &Path, unit: mpsc::Sender<Trigger>) -> notify::Result<RepoWatch> {
+pub fn watch(repo: &Path, unit: TriggerSender) -> notify::Result<RepoWatch> {
     let dir = git_dir(repo);
     let (tx, mut rx) = mpsc::unbounded_channel::<std::time::Instant>();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
@@ -61,8 +61,8 @@ pub fn watch(repo: &Path, unit: mpsc::Sender<Trigger>) -> notify::Result<RepoWat
     watcher.watch(&dir, RecursiveMode::NonRecursive)?;
     let task = tokio::spawn(async move {
         while let Some(at) = rx.recv().await {
-            // A full queue means a sync is already queued: this push is coalesced into it.
-            let _ = unit.try_send(Trigger { kind: TriggerKind::Push, at });
+            // While a sync is queued this push is merged into it (its time kept).
+            let _ = unit.offer(Trigger { kind: TriggerKind::Push, at });
         }
     });
     Ok(RepoWatch { _watcher: watcher, task })

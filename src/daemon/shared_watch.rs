@@ -11,13 +11,11 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
-use tokio::sync::mpsc;
-
 use super::repo_watch::{self, RepoWatch};
-use super::trigger::Trigger;
+use super::trigger::{self, TriggerSender};
 
 /// The units' channels, by subscription id.
-type Subscribers = Arc<Mutex<BTreeMap<u64, mpsc::Sender<Trigger>>>>;
+type Subscribers = Arc<Mutex<BTreeMap<u64, TriggerSender>>>;
 
 /// The shared watches, by git directory. Cheap to share: the daemon holds one.
 #[derive(Default)]
@@ -60,7 +58,7 @@ impl RepoWatches {
     /// bare), starting the repository's watch if no unit watches it yet.
     ///
     /// Errors: the watch could not be set up (see [`repo_watch::watch`]).
-    pub(crate) fn subscribe(&self, repo: &Path, unit: mpsc::Sender<Trigger>) -> notify::Result<Subscription> {
+    pub(crate) fn subscribe(&self, repo: &Path, unit: TriggerSender) -> notify::Result<Subscription> {
         let dir = repo_watch::git_dir(repo);
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let mut inner = self.inner.lock().expect("watches lock");
@@ -88,14 +86,14 @@ impl RepoWatches {
 
 /// Starts the watch of `dir` and the task handing its triggers to the subscribers.
 fn start(dir: &Path) -> notify::Result<Shared> {
-    let (tx, mut rx) = mpsc::channel::<Trigger>(1);
+    let (tx, mut rx) = trigger::channel();
     let watch = repo_watch::watch(dir, tx)?;
     let subscribers = Subscribers::default();
     let to = subscribers.clone();
     let forward = tokio::spawn(async move {
         while let Some(trigger) = rx.recv().await {
             for unit in to.lock().expect("subscribers lock").values() {
-                let _ = unit.try_send(trigger.clone());
+                let _ = unit.offer(trigger.clone());
             }
         }
     });
@@ -148,8 +146,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let bare = bare_repo(dir.path());
         let watches = RepoWatches::default();
-        let (tx_a, mut rx_a) = mpsc::channel(1);
-        let (tx_b, mut rx_b) = mpsc::channel(1);
+        let (tx_a, mut rx_a) = trigger::channel();
+        let (tx_b, mut rx_b) = trigger::channel();
         let a = watches.subscribe(&bare, tx_a).unwrap();
         // The same repository by another spelling of its path.
         let b = watches.subscribe(&dir.path().join("work/../repo.git"), tx_b).unwrap();

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 /// What started a sync (DESIGN.md, Triggers). Also a metrics label.
@@ -72,6 +72,80 @@ impl Trigger {
     /// A trigger of `kind`, now.
     pub fn now(kind: TriggerKind) -> Self {
         Self { kind, at: Instant::now() }
+    }
+}
+
+/// A unit's trigger channel: capacity 1, so one sync is queued at most. A trigger offered while
+/// one is queued is merged into it rather than dropped: the queued one is received with the
+/// later of the two times, so that its fetch ([`crate::sync::repo::Repo::fetch_since`]) is one
+/// that began after the newer push, not one that began between the two and missed it.
+pub fn channel() -> (TriggerSender, TriggerReceiver) {
+    let (tx, rx) = tokio::sync::mpsc::channel(1);
+    let newest = Arc::new(Mutex::new(None));
+    (TriggerSender { tx, newest: newest.clone() }, TriggerReceiver { rx, newest })
+}
+
+/// The sending side of [`channel`]; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct TriggerSender {
+    tx: tokio::sync::mpsc::Sender<Trigger>,
+    /// The newest time of a trigger merged into the queued one, taken by the receiver with it.
+    newest: Arc<Mutex<Option<Instant>>>,
+}
+
+/// The unit's task has ended: nothing receives its triggers any more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Closed;
+
+impl TriggerSender {
+    /// Queues `trigger`, or merges it into the one already queued (its kind stays; the later
+    /// time is kept, see [`channel`]). Never waits.
+    ///
+    /// Errors: [`Closed`] when the unit's task has ended.
+    pub fn offer(&self, trigger: Trigger) -> Result<(), Closed> {
+        use tokio::sync::mpsc::error::TrySendError;
+        // Held across the send: a receiver that takes the queued trigger meanwhile waits for
+        // this lock before it reads `newest`, so a merged time is never left behind for a
+        // trigger already taken.
+        let mut newest = self.newest.lock().expect("trigger lock");
+        match self.tx.try_send(trigger) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(t)) => {
+                *newest = Some(newest.map_or(t.at, |n| n.max(t.at)));
+                Ok(())
+            }
+            Err(TrySendError::Closed(_)) => Err(Closed),
+        }
+    }
+}
+
+/// The receiving side of [`channel`], held by the unit's task.
+#[derive(Debug)]
+pub struct TriggerReceiver {
+    rx: tokio::sync::mpsc::Receiver<Trigger>,
+    newest: Arc<Mutex<Option<Instant>>>,
+}
+
+impl TriggerReceiver {
+    /// The next trigger, with the time of any merged into it; `None` once every sender is
+    /// gone. Cancel-safe (nothing is awaited after a trigger is taken).
+    pub async fn recv(&mut self) -> Option<Trigger> {
+        let trigger = self.rx.recv().await?;
+        Some(self.merged(trigger))
+    }
+
+    /// The trigger queued now, if any, as [`TriggerReceiver::recv`] gives it; never waits.
+    pub fn try_recv(&mut self) -> Option<Trigger> {
+        let trigger = self.rx.try_recv().ok()?;
+        Some(self.merged(trigger))
+    }
+
+    /// `trigger` with the newest time merged into it since it was queued.
+    fn merged(&self, mut trigger: Trigger) -> Trigger {
+        if let Some(at) = self.newest.lock().expect("trigger lock").take() {
+            trigger.at = trigger.at.max(at);
+        }
+        trigger
     }
 }
 
@@ -143,5 +217,31 @@ impl Status {
     /// [`UnitStatus::failed_objects`]).
     pub fn ready(&self) -> bool {
         super::decide::readyz(self.standby(), &self.0.read().expect("status lock"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_trigger_offered_while_one_is_queued_lends_it_its_later_time() {
+        let (tx, mut rx) = channel();
+        let first = Instant::now();
+        let later = first + Duration::from_secs(5);
+        tx.offer(Trigger { kind: TriggerKind::Push, at: first }).unwrap();
+        tx.offer(Trigger { kind: TriggerKind::Webhook, at: later }).unwrap();
+        tx.offer(Trigger { kind: TriggerKind::Push, at: first + Duration::from_secs(1) }).unwrap();
+        let got = rx.recv().await.unwrap();
+        // The queued trigger's kind, the newest time of the three.
+        assert_eq!((got.kind, got.at), (TriggerKind::Push, later));
+        assert!(rx.try_recv().is_none(), "merged, not queued");
+        // The merged time was taken with it: the next trigger keeps its own.
+        tx.offer(Trigger { kind: TriggerKind::Reload, at: first }).unwrap();
+        let next = rx.recv().await.unwrap();
+        assert_eq!((next.kind, next.at), (TriggerKind::Reload, first));
+        drop(rx);
+        assert_eq!(tx.offer(Trigger::now(TriggerKind::Push)), Err(Closed));
     }
 }

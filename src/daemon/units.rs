@@ -15,7 +15,7 @@ use super::decide::{self, UnitPlan};
 use super::metrics::Metrics;
 use super::route::Followed;
 use super::shared_watch::{RepoWatches, Subscription};
-use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use super::trigger::{self, Status, Trigger, TriggerKind, TriggerSender, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
 use crate::cluster::fence::{Fence, WRITE_TIMEOUT};
 use crate::cluster::registry::Registry;
@@ -31,7 +31,7 @@ pub(super) struct RunningUnit {
     /// The settings it was started with: a reload that changes them restarts it.
     config: Arc<SyncUnit>,
     /// Its trigger channel (webhooks, reloads).
-    triggers: mpsc::Sender<Trigger>,
+    triggers: TriggerSender,
     /// Asks it to stop after its in-flight sync.
     stop: watch::Sender<bool>,
     /// Its task.
@@ -225,7 +225,7 @@ impl Units {
         if let Some(watches) = self.clusters.watches(&unit.cluster) {
             engine.share_watches(watches);
         }
-        let (triggers, rx) = mpsc::channel(1);
+        let (triggers, rx) = trigger::channel();
         let (stop, stop_rx) = watch::channel(false);
         let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone()) {
             Ok(w) => Some(w),
@@ -263,7 +263,7 @@ impl Units {
     /// queued already: it will read the new config).
     pub(super) fn trigger_reload(&self, names: &[String]) {
         for r in names.iter().filter_map(|name| self.running.get(name)) {
-            let _ = r.triggers.try_send(Trigger::now(TriggerKind::Reload));
+            let _ = r.triggers.offer(Trigger::now(TriggerKind::Reload));
         }
     }
 

@@ -22,7 +22,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch};
+use tokio::sync::watch;
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::{error, info, warn};
 
@@ -31,7 +31,7 @@ use self::wait::Waiting;
 use super::backoff::Backoff;
 use super::heal::Heal;
 use super::metrics::Metrics;
-use super::trigger::{Status, Trigger, TriggerKind, UnitStatus};
+use super::trigger::{Status, Trigger, TriggerKind, TriggerReceiver, UnitStatus};
 use crate::cluster::cache::{Drift, DriftQueue};
 use crate::health::Counts;
 use crate::health::wait::{HealthWait, Outcome};
@@ -57,7 +57,7 @@ pub struct UnitTask {
     /// The engine.
     pub engine: Engine,
     /// Triggers from outside (push, webhook, reload); capacity 1, so one sync is queued at most.
-    pub triggers: mpsc::Receiver<Trigger>,
+    pub triggers: TriggerReceiver,
     /// Shared status for /readyz and sd_notify.
     pub status: Status,
     /// Metrics.
@@ -220,7 +220,7 @@ struct Task {
     /// The unit's name, for logs and metrics.
     unit: String,
     engine: Engine,
-    triggers: mpsc::Receiver<Trigger>,
+    triggers: TriggerReceiver,
     status: Status,
     metrics: Arc<Metrics>,
     timing: UnitTiming,

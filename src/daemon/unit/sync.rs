@@ -27,11 +27,10 @@
 use std::future::Future;
 use std::pin::Pin;
 
-use tokio::sync::mpsc;
 use tracing::info;
 
 use super::{Ran, Task};
-use crate::daemon::trigger::{Trigger, TriggerKind};
+use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
 use crate::source::Revision;
 use crate::sync::Report;
 use crate::sync::repo::Repo;
@@ -292,11 +291,7 @@ impl YieldWatch {
     /// Resolves with a push or webhook whose fetch found a revision other than the one being
     /// synced, and that revision. The other triggers go to `queued` ([`keep`]), and so does a
     /// push that found nothing new. Cancel-safe.
-    async fn next(
-        &mut self,
-        triggers: &mut mpsc::Receiver<Trigger>,
-        queued: &mut Option<Trigger>,
-    ) -> (Trigger, Revision) {
+    async fn next(&mut self, triggers: &mut TriggerReceiver, queued: &mut Option<Trigger>) -> (Trigger, Revision) {
         loop {
             let fetching = self.fetching.is_some();
             tokio::select! {
