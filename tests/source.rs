@@ -264,19 +264,40 @@ fn commit_sha_reachable_from_no_ref_is_not_found_over_a_local_path() {
     let fx = Fixture::new();
     let orphan = push_orphan_commit(&fx);
     let mut source = fx.open(fx.spec("shop", &orphan));
-    assert_eq!(source.fetch().unwrap_err(), Error::RefNotFound { unit: "shop".into(), reference: orphan });
+    let error = source.fetch().unwrap_err();
+    assert!(
+        matches!(&error, Error::RefNotFound { unit, reference, .. } if unit == "shop" && *reference == orphan),
+        "{error}"
+    );
 }
 
+/// A reference that names nothing is `RefNotFound`, and its message names the repository and
+/// the branches and tags nearest the reference, nearest first (a typo shows its fix).
 #[test]
-fn missing_ref_is_ref_not_found() {
+fn missing_ref_is_ref_not_found_naming_the_repository_and_the_closest_refs() {
     let fx = Fixture::new();
     fx.write("a.yaml", "v: 1\n");
     fx.commit_and_push("first");
-    for reference in ["nope", "0123456789abcdef0123456789abcdef01234567", "abcdef0"] {
+    fx.git(&["tag", "v1.2.0"]);
+    fx.git(&["push", "-q", "origin", "v1.2.0"]);
+    fx.git(&["push", "-q", "origin", "main:release-1.2"]);
+    let repository = fx.remote.display().to_string();
+    for (reference, closest) in [
+        ("mian", "branch main, tag v1.2.0, branch release-1.2"),
+        ("v9.9.9", "tag v1.2.0, branch main, branch release-1.2"),
+        ("relese-1.2", "branch release-1.2, branch main, tag v1.2.0"),
+        ("0123456789abcdef0123456789abcdef01234567", ""),
+    ] {
+        let closest = if closest.is_empty() { String::new() } else { format!("; closest: {closest}") };
         let mut source = fx.open(fx.spec("shop", reference));
         let error = source.fetch().unwrap_err();
-        assert_eq!(error, Error::RefNotFound { unit: "shop".into(), reference: reference.into() }, "{reference}");
-        assert!(error.to_string().starts_with(&format!("shop: reference \"{reference}\" not found")));
+        assert!(matches!(&error, Error::RefNotFound { reference: r, .. } if r == reference), "{error}");
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "shop: reference \"{reference}\" not found in {repository}: no branch, tag or commit of that name{closest}"
+            )
+        );
         assert!(!error.is_retryable());
     }
 }

@@ -70,13 +70,23 @@ pub enum Error {
         message: String,
     },
     /// The reference is neither a branch, nor a tag, nor a commit (SHA or SHA prefix) in the
-    /// mirror (after the last fetch, or before any).
-    #[error("{unit}: reference {reference:?} not found: no branch, tag or commit of that name")]
+    /// mirror (after the last fetch, or before any). The message names the repository and the
+    /// branches and tags closest to the reference, so that a typo shows its fix:
+    /// `shop: reference "mian" not found in https://git.example.com/shop.git: no branch, tag or
+    /// commit of that name; closest: branch main, tag v1.0.0`.
+    #[error("{unit}: reference {reference:?} not found{}: no branch, tag or commit of that name{}",
+        repository.as_deref().map(|r| format!(" in {r}")).unwrap_or_default(),
+        if closest.is_empty() { String::new() } else { format!("; closest: {}", closest.join(", ")) })]
     RefNotFound {
         /// The sync unit.
         unit: String,
         /// The reference as configured.
         reference: String,
+        /// The repository's URL, credentials removed ([`crate::telemetry::url::redact`]).
+        repository: Option<String>,
+        /// Up to three of the mirror's branches and tags nearest the reference by edit distance
+        /// (`branch main`, `tag v1.0.0`), nearest first; empty when it has none.
+        closest: Vec<String>,
     },
     /// The reference is a SHA prefix that more than one object in the mirror starts with.
     #[error("{unit}: reference {reference:?} is an ambiguous commit prefix: give more digits")]

@@ -294,7 +294,16 @@ impl Source {
     /// signed by an unknown key, a signature that does not verify, an unreadable key file).
     pub fn resolve(&self) -> Result<Revision> {
         let (repo, unit) = (self.handle()?, self.spec.unit.as_str());
-        let resolved = resolve::resolve(&repo, unit, &self.spec.reference, self.spec.verify.is_some())?;
+        let resolved =
+            resolve::resolve(&repo, unit, &self.spec.reference, self.spec.verify.is_some()).map_err(|e| match e {
+                Error::RefNotFound { unit, reference, closest, .. } => Error::RefNotFound {
+                    unit,
+                    reference,
+                    repository: Some(crate::telemetry::url::redact(&self.spec.repo)),
+                    closest,
+                },
+                other => other,
+            })?;
         let Some(spec) = &self.spec.verify else { return Ok(resolved.revision) };
         let subject = match resolved.tag {
             Some(tag) => verify::Subject::Tag(&self.spec.reference, tag),

@@ -49,7 +49,12 @@ pub(super) struct Resolved {
 /// [`Error::NotACommit`] (the ref chosen leads to a tree or a blob); [`Error::Git`] (its object
 /// cannot be read from the mirror).
 pub(super) fn resolve(repo: &Repository, unit: &str, reference: &str, strict: bool) -> Result<Resolved> {
-    let not_found = || Error::RefNotFound { unit: unit.to_string(), reference: reference.to_string() };
+    let not_found = || Error::RefNotFound {
+        unit: unit.to_string(),
+        reference: reference.to_string(),
+        repository: None,
+        closest: closest(repo, reference),
+    };
     if is_full_sha(reference) {
         let oid = Oid::from_str(reference).map_err(|_| not_found())?;
         return object(repo, oid).ok_or_else(not_found);
@@ -112,6 +117,36 @@ pub(super) fn is_full_sha(reference: &str) -> bool {
 
 /// Whether the ref `name` exists and resolves to an object id, as git counts a match: a
 /// symbolic ref whose target is missing (dangling) does not.
+/// Up to three branches and tags of `repo` nearest `reference` (Damerau–Levenshtein distance,
+/// then name), as `branch <name>` / `tag <name>`; none for a full commit id, which no name is
+/// a typo of.
+fn closest(repo: &Repository, reference: &str) -> Vec<String> {
+    if is_full_sha(reference) {
+        return Vec::new();
+    }
+    let wanted = reference.strip_prefix("refs/").unwrap_or(reference);
+    let mut named: Vec<(usize, String)> = repo
+        .references()
+        .map(|refs| {
+            refs.flatten()
+                .filter_map(|r| r.name().ok().map(str::to_owned))
+                .filter_map(|name| {
+                    let (kind, short) = match (name.strip_prefix("refs/heads/"), name.strip_prefix("refs/tags/")) {
+                        (Some(short), _) => ("branch", short),
+                        (_, Some(short)) => ("tag", short),
+                        _ => return None,
+                    };
+                    let distance = strsim::damerau_levenshtein(wanted, short)
+                        .min(strsim::damerau_levenshtein(wanted, name.strip_prefix("refs/").unwrap_or(&name)));
+                    Some((distance, format!("{kind} {short}")))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    named.sort();
+    named.into_iter().take(3).map(|(_, name)| name).collect()
+}
+
 fn exists(repo: &Repository, name: &str) -> bool {
     repo.find_reference(name).and_then(|r| r.resolve()).is_ok_and(|r| r.target().is_some())
 }
