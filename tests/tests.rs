@@ -55,6 +55,7 @@ mod sync_e2e;
 mod sync_stages;
 mod tenancy;
 mod update_mode;
+mod validate;
 mod watches;
 
 /// Every `.rs` file directly in `tests/` is a module of this binary or a test target of its own
