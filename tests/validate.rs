@@ -124,7 +124,12 @@ fn a_custom_resource_is_valid_with_its_crd_in_any_unit_and_refused_without() {
     repo.remove("app/gadget.yaml");
     let fixed = repo.commit_and_push("only the Widget");
     let run = validate(&config, &["--sync", "app"], &tmp);
-    assert_eq!((run.code, run.stdout), (Some(0), format!("app: valid {} (1 objects)\n", &fixed[..7])), "{}", run.stderr);
+    assert_eq!(
+        (run.code, run.stdout),
+        (Some(0), format!("app: valid {} (1 objects)\n", &fixed[..7])),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -161,7 +166,10 @@ fn a_namespace_no_unit_creates_is_a_warning_and_exits_0() {
     assert!(logged(&run.stderr, "ERROR").is_empty(), "{}", run.stderr);
     let help = std::process::Command::new(env!("CARGO_BIN_EXE_gitward")).args(["validate", "--help"]).output().unwrap();
     let help = String::from_utf8_lossy(&help.stdout);
-    assert!(help.contains("A namespace that no unit creates") && help.contains("never\nchange the exit code"), "{help}");
+    assert!(
+        help.contains("A namespace that no unit creates") && help.contains("never\nchange the exit code"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -237,7 +245,12 @@ fn validate_of_a_fresh_config_leaves_the_state_dir_and_the_temporary_directory_e
     let (dir, config) = workspace(&common::unit_toml("app", &repo.bare(), "app", "default", ""));
     let tmp = dir.path().join("tmp");
     let run = validate(&config, &[], &tmp);
-    assert_eq!((run.code, run.stdout), (Some(0), format!("app: valid {} (1 objects)\n", &revision[..7])), "{}", run.stderr);
+    assert_eq!(
+        (run.code, run.stdout),
+        (Some(0), format!("app: valid {} (1 objects)\n", &revision[..7])),
+        "{}",
+        run.stderr
+    );
     let state = dir.path().join("state");
     assert!(!state.join("mirrors").exists(), "validate made a mirror in the state directory");
     let left = |d: &Path| std::fs::read_dir(d).map(|r| r.count()).unwrap_or(0);
