@@ -126,14 +126,30 @@ struct Read {
     objects: Vec<Object>,
 }
 
-/// What all units read declare: the kinds their CRDs define, the namespaces they create, and
-/// which units declare each object.
+/// What all units read declare, per cluster (`[[sync]] cluster`: units of different clusters
+/// share nothing): the kinds their CRDs define, the namespaces they create, and which units
+/// declare each object.
 #[derive(Default)]
 struct Declared {
-    catalogue: Catalogue,
-    namespaces: BTreeSet<String>,
-    /// Object → (unit index, where) for each unit that declares it, first occurrence.
-    owners: BTreeMap<ObjectRef, Vec<(usize, Origin)>>,
+    /// Cluster → the kinds known there.
+    catalogues: BTreeMap<String, Catalogue>,
+    /// (cluster, namespace) of each Namespace object and `create_namespace` unit.
+    namespaces: BTreeSet<(String, String)>,
+    /// (cluster, object) → (unit index, where) for each unit that declares it, first occurrence.
+    owners: BTreeMap<(String, ObjectRef), Vec<(usize, Origin)>>,
+}
+
+impl Declared {
+    /// The kinds known in `unit`'s cluster.
+    fn catalogue(&self, unit: &SyncUnit) -> &Catalogue {
+        static NONE: std::sync::LazyLock<Catalogue> = std::sync::LazyLock::new(Catalogue::default);
+        self.catalogues.get(&unit.cluster).unwrap_or(&NONE)
+    }
+
+    /// Whether some unit of `unit`'s cluster creates `namespace`.
+    fn creates(&self, unit: &SyncUnit, namespace: &str) -> bool {
+        self.namespaces.contains(&(unit.cluster.clone(), namespace.to_owned()))
+    }
 }
 
 /// Reads every unit of `units` and checks it, in the order given: one result per unit.
@@ -154,20 +170,23 @@ pub async fn validate_units(state_dir: &Path, scratch: &Path, units: &[SyncUnit]
         reads.push(read_unit(dir, unit, &mut declared).await);
     }
     for unit in units {
+        let catalogue = declared.catalogues.entry(unit.cluster.clone()).or_default();
         for entry in &unit.render_tools.api_versions {
-            declared.catalogue.add_api_version(entry);
+            catalogue.add_api_version(entry);
         }
         if unit.create_namespace {
-            declared.namespaces.insert(unit.namespace.clone());
+            declared.namespaces.insert((unit.cluster.clone(), unit.namespace.clone()));
         }
     }
     for (index, read) in reads.iter().enumerate() {
         let Ok(read) = read else { continue };
+        let unit = &units[index];
         let mut seen = BTreeSet::new();
         for object in &read.objects {
-            let object_ref = object_ref(&declared.catalogue, object, &units[index]);
+            let object_ref = object_ref(declared.catalogue(unit), object, unit);
             if seen.insert(object_ref.clone()) {
-                declared.owners.entry(object_ref).or_default().push((index, object.origin.clone()));
+                let key = (unit.cluster.clone(), object_ref);
+                declared.owners.entry(key).or_default().push((index, object.origin.clone()));
             }
         }
     }
@@ -184,9 +203,11 @@ async fn read_unit(dir: &Path, unit: &SyncUnit, declared: &mut Declared) -> Resu
     // Helm hooks are checked like the unit's own objects: they are applied too.
     for m in loaded.manifests.iter().chain(&loaded.hooks) {
         match (m.gk.group.as_str(), m.gk.kind.as_str()) {
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => declared.catalogue.add_crd(&m.body.to_value()),
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+                declared.catalogues.entry(unit.cluster.clone()).or_default().add_crd(&m.body.to_value());
+            }
             ("", "Namespace") => {
-                declared.namespaces.insert(m.name.to_string());
+                declared.namespaces.insert((unit.cluster.clone(), m.name.to_string()));
             }
             _ => {}
         }
@@ -218,13 +239,14 @@ fn object_ref(catalogue: &Catalogue, object: &Object, unit: &SyncUnit) -> Object
 /// across units — after what each object alone showed; in file order.
 fn judge(index: usize, read: Read, units: &[SyncUnit], declared: &Declared) -> Summary {
     let unit = &units[index];
+    let catalogue = declared.catalogue(unit);
     let Read { revision, objects } = read;
     let (mut problems, mut warnings) = (Vec::new(), Vec::new());
     let mut seen: HashMap<ObjectRef, &Origin> = HashMap::new();
     let mut warned = BTreeSet::new();
     for object in &objects {
-        let known = declared.catalogue.known(&object.api_version, &object.gk.kind);
-        let object_ref = object_ref(&declared.catalogue, object, unit);
+        let known = catalogue.known(&object.api_version, &object.gk.kind);
+        let object_ref = object_ref(catalogue, object, unit);
         let mut problem = |message: String, severity: Severity| {
             let problem =
                 Problem { origin: object.origin.to_string(), object: object_ref.to_string(), message, severity };
@@ -237,7 +259,7 @@ fn judge(index: usize, read: Read, units: &[SyncUnit], declared: &Declared) -> S
             problem(message.clone(), Severity::Error);
         }
         if known.is_none() {
-            problem(unknown_kind(&declared.catalogue, object), Severity::Error);
+            problem(unknown_kind(catalogue, object), Severity::Error);
         }
         if let (Some(_), Some(explicit)) = (&object_ref.namespace, &object.namespace) {
             for message in names::check_namespace(explicit) {
@@ -247,7 +269,8 @@ fn judge(index: usize, read: Read, units: &[SyncUnit], declared: &Declared) -> S
         if let Some(first) = seen.insert(object_ref.clone(), &object.origin) {
             problem(format!("defined twice, first in {first}: keep one of them"), Severity::Error);
         } else {
-            let others = declared.owners.get(&object_ref).into_iter().flatten().filter(|(other, _)| *other != index);
+            let key = (unit.cluster.clone(), object_ref.clone());
+            let others = declared.owners.get(&key).into_iter().flatten().filter(|(other, _)| *other != index);
             for (other, origin) in others {
                 let message = format!(
                     "also declared by unit {} in {origin}: each unit would apply it over the other's and prune it when it \
@@ -258,7 +281,7 @@ fn judge(index: usize, read: Read, units: &[SyncUnit], declared: &Declared) -> S
             }
         }
         if let Some(ns) = &object_ref.namespace
-            && !declared.namespaces.contains(ns.as_str())
+            && !declared.creates(unit, ns)
             && !WELL_KNOWN_NAMESPACES.contains(&ns.as_str())
             && warned.insert(ns.clone())
         {

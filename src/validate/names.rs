@@ -285,7 +285,8 @@ mod tests {
     fn every_verdict_and_message_is_apimachinerys() {
         let cases: Vec<Value> =
             serde_json::from_str(include_str!("../../tests/fixtures/apimachinery-names/cases.json")).unwrap();
-        let rules: [(&str, fn(&str) -> Vec<String>); 5] = [
+        type Rule = fn(&str) -> Vec<String>;
+        let rules: [(&str, Rule); 5] = [
             ("subdomain", subdomain),
             ("label", dns1123_label),
             ("dns1035", dns1035_label),
