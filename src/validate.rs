@@ -20,7 +20,7 @@
 //! the cluster knows. An object that names no namespace is in its unit's namespace.
 //!
 //! All units are read before any is judged, since a CRD, a Namespace or a duplicate may be in
-//! another unit. A unit whose mirror is not in `state_dir` yet is fetched into a scratch
+//! another unit (of the same cluster: units of different clusters share none of them). A unit whose mirror is not in `state_dir` yet is fetched into a scratch
 //! directory the caller removes: validating writes nothing into `state_dir` but the fetches of
 //! mirrors that are there already.
 
