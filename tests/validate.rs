@@ -257,3 +257,22 @@ fn validate_of_a_fresh_config_leaves_the_state_dir_and_the_temporary_directory_e
     assert_eq!(left(&state), 0, "validate wrote into the state directory");
     assert_eq!(left(&tmp), 0, "validate left its scratch mirror behind");
 }
+
+#[test]
+fn units_of_different_clusters_may_declare_the_same_object() {
+    let repo = common::GitRepo::new();
+    repo.write("east/cm.yaml", &common::cm("shared", "1"));
+    repo.write("west/cm.yaml", &common::cm("shared", "2"));
+    let revision = repo.commit_and_push("one ConfigMap for each cluster");
+    let short = &revision[..7];
+    let clusters = "[[cluster]]\nname = \"east\"\n\n[[cluster]]\nname = \"west\"\n\n";
+    let units = format!(
+        "{clusters}{}{}",
+        common::unit_toml("east", &repo.bare(), "east", "default", "cluster = \"east\""),
+        common::unit_toml("west", &repo.bare(), "west", "default", "cluster = \"west\"")
+    );
+    let (dir, config) = workspace(&units);
+    let run = validate(&config, &[], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert_eq!(run.stdout, format!("east: valid {short} (1 objects)\nwest: valid {short} (1 objects)\n"));
+}
