@@ -188,4 +188,27 @@ mod tests {
             "apps: progressing 82edb11 (1 configured); not ready after 5m: Deployment/shop/web InProgress (Replicas: 0/2)"
         );
     }
+
+    #[test]
+    fn a_validate_line_counts_refused_objects_and_warnings() {
+        use crate::validate::{Problem, Severity, Summary};
+        let problem = |severity| Problem {
+            origin: "a.yaml (document 1)".into(),
+            object: "ConfigMap/shop/a".into(),
+            message: "m".into(),
+            severity,
+        };
+        let mut summary = Summary {
+            revision: Revision("82edb11c0ffee".into()),
+            objects: 4,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+        };
+        assert_eq!(validate("apps", &summary), "apps: valid 82edb11 (4 objects)");
+        summary.warnings.push(problem(Severity::Warning));
+        assert_eq!(validate("apps", &summary), "apps: valid 82edb11 (4 objects, 1 warning)");
+        summary.warnings.push(problem(Severity::Warning));
+        summary.problems.push(problem(Severity::Error));
+        assert_eq!(validate("apps", &summary), "apps: invalid 82edb11 (4 objects, 1 refused, 2 warnings)");
+    }
 }
