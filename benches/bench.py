@@ -41,6 +41,7 @@ import re
 import shutil
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
@@ -591,6 +592,16 @@ def du_bytes(path):
     return int(sh(["du", "-s", "--block-size=1", path]).stdout.split()[0])
 
 
+def mirror_dir_name(url):
+    """The directory name of the shared mirror of `url` (an absolute path) without credentials,
+    as `source::shared::mirror_dir` makes it: the repository's last path segment without
+    `.git`, a dot, then the first 8 bytes (hex) of a sha256 over the tagged parts (the URL, then
+    four unset credential settings)."""
+    digest = hashlib.sha256(b"s" + struct.pack("<Q", len(url.encode())) + url.encode() + b"n" * 4).digest()
+    readable = re.sub(r"[^a-z0-9]", "-", os.path.basename(url.rstrip("/")).removesuffix(".git").lower())[:40]
+    return f"{readable.strip('-') or 'repo'}.{digest[:8].hex()}"
+
+
 def mirror_scenario(units=1000, per_unit=10):
     """`benches/run mirror`: the state directory of `units` units that follow one repository,
     a path each holding `per_unit` ConfigMaps, after `gitward validate` has fetched and read
@@ -613,6 +624,9 @@ def mirror_scenario(units=1000, per_unit=10):
     sh(["git", "init", "-q", "--initial-branch=main", work])
     commit(work, bare, "initial")
     state = os.path.join(tmp, "state")
+    # `gitward validate` fetches a unit into a temporary directory unless its mirror is in the
+    # state directory already: make the (empty) shared mirror directory, which it then fills.
+    os.makedirs(os.path.join(state, "mirrors", mirror_dir_name(bare)))
     config = os.path.join(tmp, "gitward.toml")
     open(config, "w").write(f'[daemon]\nstate_dir = "{state}"\n\n' + "\n".join(tables))
     start = time.monotonic()

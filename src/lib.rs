@@ -72,7 +72,7 @@ pub use daemon::run::run;
 pub use object::ObjectRef;
 pub use status::unit_state;
 pub use sync::{Engine, Report};
-pub use validate::validate_unit;
+pub use validate::validate_units;
 
 /// The tool name and version written to the ApplySet parent's `applyset.kubernetes.io/tooling`
 /// annotation (`gitward/0.1.0`), as KEP-3659 specifies (`<name>/<semver>`).

@@ -67,14 +67,25 @@ Example:
 /// `--help` text of `validate`.
 const VALIDATE_HELP: &str = "\
 Needs no cluster: renders (kustomize, Helm for --kube-version), parses every document and checks
-what the API server would refuse (an object defined twice, Secret data that is not base64, more
-than 1 MiB of ConfigMap or Secret data). Prints one line per unit on stdout, e.g.
+what the API server would refuse: names, labels and annotations by its rules; kinds neither built
+in (Kubernetes 1.35), defined by a CRD in some unit nor of a [render] api_versions group version;
+an object defined twice, or by two units; Secret data that is not base64; more than 1 MiB of
+ConfigMap or Secret data. Every unit of the config is read (--sync only picks what is shown), as
+a CRD, a Namespace or a duplicate may be in another. Prints one line per unit on stdout, e.g.
 `apps: valid 82edb11 (12 objects)`; each problem is logged on stderr with its file and document.
 
-Exit codes: 0 every unit valid, 2 something invalid (or the config).
+A namespace that no unit creates (as a Namespace object or with create_namespace) and that is not
+default, kube-system, kube-public or kube-node-lease is a warning, not a problem: it may exist in
+the cluster already. Warnings are logged, counted on the unit's line and in -o json; they never
+change the exit code.
+
+Writes nothing into state_dir but fetches of mirrors already there: a unit without one is fetched
+into a temporary directory, removed on exit.
+
+Exit codes: 0 every unit valid (warnings or not), 2 something invalid (or the config).
 
 Example:
-  gitward validate --config config.toml --kube-version v1.31.0";
+  gitward validate --config config.toml --kube-version v1.31.0 -o json";
 
 /// `--help` text of `status`.
 const STATUS_HELP: &str = "\
@@ -134,7 +145,7 @@ struct SyncArgs {
     allow_prune: bool,
 }
 
-/// Output format of `gitward status`.
+/// Output format of `gitward status` and `validate`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Output {
     /// One block per unit.
@@ -161,6 +172,10 @@ struct ValidateArgs {
     /// Kubernetes the pinned Helm knows (v1.37.0).
     #[arg(long, value_name = "VERSION", value_parser = kube_version)]
     kube_version: Option<String>,
+    /// Output format: one line per unit, or one JSON document (`{"units": [...]}`, each with
+    /// its revision, objects, problems and warnings).
+    #[arg(long, short, value_enum, default_value_t = Output::Text)]
+    output: Output,
 }
 
 /// Checks `--kube-version` as the config checks `[render] kube_version`.
@@ -390,33 +405,63 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let mut config = load(&args.units)?;
+    // Every unit is read: a CRD, a Namespace or a duplicate of the one asked for may be in another.
+    let mut config = Config::load(&args.units.config)?;
+    if let Some(name) = &args.units.unit {
+        anyhow::ensure!(
+            config.units.iter().any(|u| &u.name == name),
+            "{}: no sync unit named {name}",
+            args.units.config.display()
+        );
+    }
     if let Some(version) = &args.kube_version {
         for unit in &mut config.units {
             unit.render_tools.kube_version.clone_from(version);
         }
     }
+    let scratch = tempfile::Builder::new().prefix("gitward-validate-").tempdir().context("temporary directory")?;
+    let results = gitward::validate::validate_units(&config.daemon.state_dir, scratch.path(), &config.units).await;
     let mut code = ExitCode::SUCCESS;
-    for unit in &config.units {
+    let mut shown = Vec::new();
+    for (unit, result) in config.units.iter().zip(&results) {
         let name = unit.name.as_str();
-        match gitward::validate::validate_unit(&config.daemon.state_dir, unit).await {
+        if args.units.unit.as_ref().is_some_and(|only| only != name) {
+            continue;
+        }
+        match result {
             Ok(summary) => {
                 for problem in &summary.problems {
                     tracing::error!(unit = name, file = %problem.origin, object = %problem.object, reason = %problem.message, "invalid object");
+                }
+                for warning in &summary.warnings {
+                    tracing::warn!(unit = name, file = %warning.origin, object = %warning.object, reason = %warning.message, "object may fail");
                 }
                 if summary.problems.is_empty() {
                     tracing::info!(unit = name, revision = %summary.revision, objects = summary.objects, "valid");
                 } else {
                     code = ExitCode::from(2);
                 }
-                println!("{}", gitward::summary::validate(name, &summary));
+                shown.push((name, Ok(summary)));
             }
             Err(e) => {
-                tracing::error!(unit = name, error = %telemetry::unit_error(name, &e), "invalid");
-                println!("{}", gitward::summary::unreadable(name));
+                let error = telemetry::unit_error(name, e);
+                tracing::error!(unit = name, error = %error, "invalid");
                 code = ExitCode::from(2);
+                shown.push((name, Err(error.to_string())));
             }
         }
     }
+    match args.output {
+        Output::Text => {
+            for (name, result) in &shown {
+                match result {
+                    Ok(summary) => println!("{}", gitward::summary::validate(name, summary)),
+                    Err(_) => println!("{}", gitward::summary::unreadable(name)),
+                }
+            }
+        }
+        Output::Json => println!("{}", gitward::validate::render_json(&shown)),
+    }
+    drop(scratch);
     Ok(code)
 }

@@ -8,6 +8,7 @@
 //! apps: failed 82edb11 (1 failed, 3 unchanged): ConfigMap/shop/Bad_Name
 //! apps: not synced: nothing was applied or pruned (the error is logged)
 //! apps: valid 82edb11 (4 objects)
+//! apps: valid 82edb11 (4 objects, 1 warning)
 //! apps: healthy 82edb11, applied 2026-11-22T22:33:29Z (4 objects: 4 healthy)
 //! ```
 //!
@@ -87,12 +88,17 @@ pub fn not_synced(unit: &str) -> String {
 }
 
 /// The line of `gitward validate` for a unit that could be read: `valid` or `invalid`, the
-/// revision, how many objects and problems.
+/// revision, how many objects, problems and warnings (`1 warning` only when there are any).
 pub fn validate(unit: &str, summary: &crate::validate::Summary) -> String {
     let revision = short(&summary.revision.0);
+    let warnings = match summary.warnings.len() {
+        0 => String::new(),
+        1 => ", 1 warning".to_owned(),
+        n => format!(", {n} warnings"),
+    };
     match summary.problems.len() {
-        0 => format!("{unit}: valid {revision} ({} objects)", summary.objects),
-        n => format!("{unit}: invalid {revision} ({} objects, {n} refused)", summary.objects),
+        0 => format!("{unit}: valid {revision} ({} objects{warnings})", summary.objects),
+        n => format!("{unit}: invalid {revision} ({} objects, {n} refused{warnings})", summary.objects),
     }
 }
 
@@ -181,5 +187,28 @@ mod tests {
             line,
             "apps: progressing 82edb11 (1 configured); not ready after 5m: Deployment/shop/web InProgress (Replicas: 0/2)"
         );
+    }
+
+    #[test]
+    fn a_validate_line_counts_refused_objects_and_warnings() {
+        use crate::validate::{Problem, Severity, Summary};
+        let problem = |severity| Problem {
+            origin: "a.yaml (document 1)".into(),
+            object: "ConfigMap/shop/a".into(),
+            message: "m".into(),
+            severity,
+        };
+        let mut summary = Summary {
+            revision: Revision("82edb11c0ffee".into()),
+            objects: 4,
+            problems: Vec::new(),
+            warnings: Vec::new(),
+        };
+        assert_eq!(validate("apps", &summary), "apps: valid 82edb11 (4 objects)");
+        summary.warnings.push(problem(Severity::Warning));
+        assert_eq!(validate("apps", &summary), "apps: valid 82edb11 (4 objects, 1 warning)");
+        summary.warnings.push(problem(Severity::Warning));
+        summary.problems.push(problem(Severity::Error));
+        assert_eq!(validate("apps", &summary), "apps: invalid 82edb11 (4 objects, 1 refused, 2 warnings)");
     }
 }

@@ -516,6 +516,18 @@ async fn units_of_different_service_accounts_never_share_a_dependency_cache() {
             &format!("service_account = \"deployer\"\n{extra}"),
         );
     let config = write_config(dir.path(), &listed(&server.url), &units);
+    // The units' mirror is in the state directory already (validate reads a unit without one
+    // in a temporary directory): the dependency caches are made beside it.
+    let spec = gitward::source::SourceSpec {
+        unit: "own".into(),
+        repo: repo.bare().display().to_string(),
+        reference: "main".into(),
+        path: String::new(),
+        credentials: Default::default(),
+        max_file_bytes: 1 << 20,
+        verify: None,
+    };
+    gitward::source::Source::open(&dir.path().join("state"), spec).expect("mirror opens");
     let run = common::gitward(&["validate"], &config, Duration::from_secs(120));
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let mut domains: Vec<usize> = std::fs::read_dir(dir.path().join("state/charts/dependencies"))

@@ -57,6 +57,7 @@ mod sync_e2e;
 mod sync_stages;
 mod tenancy;
 mod update_mode;
+mod validate;
 mod watches;
 mod webhook_routes;
 

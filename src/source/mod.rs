@@ -188,6 +188,12 @@ impl Source {
         Ok(Self { spec, mirror, verified: Default::default() })
     }
 
+    /// Whether the mirror [`Source::open`] would open for `spec` is on disk under `state_dir`
+    /// already (then opening it creates nothing).
+    pub fn mirror_exists(state_dir: &Path, spec: &SourceSpec) -> bool {
+        shared::mirror_dir(state_dir, spec, &remote::normalise(&spec.repo)).is_ok_and(|dir| dir.is_dir())
+    }
+
     /// Fetches the remote's branches and tags into the mirror, pruning deleted ones, then
     /// resolves the reference (see [`Source::resolve`]): [`Source::fetch_since`] now.
     pub fn fetch(&mut self) -> Result<Revision> {

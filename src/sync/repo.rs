@@ -340,9 +340,27 @@ fn unverifiable(dep: &crate::source::chart::deps::Dependency) -> String {
     )
 }
 
+/// Whether `state_dir` holds the unit's mirror already — its git mirror (an OCI artifact
+/// unit's too), and for a chart unit its chart cache — so that [`Repo::open`] on it creates
+/// nothing. `gitward validate` opens a unit without one in a scratch directory instead.
+pub fn mirror_exists(state_dir: &Path, unit: &SyncUnit) -> bool {
+    let git = || Source::mirror_exists(state_dir, &source_spec(unit));
+    match &unit.helm.chart {
+        Some(_) => state_dir.join("charts/units").join(&unit.name).is_dir() && (unit.repo.is_empty() || git()),
+        None => git(),
+    }
+}
+
 /// Opens (or creates) the unit's bare mirror under `state_dir`.
 async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
-    let spec = SourceSpec {
+    let spec = source_spec(unit);
+    let state_dir = state_dir.to_path_buf();
+    blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await
+}
+
+/// What [`Source::open`] takes of the unit.
+fn source_spec(unit: &SyncUnit) -> SourceSpec {
+    SourceSpec {
         unit: unit.name.clone(),
         repo: unit.repo.clone(),
         reference: unit.reference.clone(),
@@ -358,9 +376,7 @@ async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
             allowed_signers_file: v.allowed_signers_file.clone(),
             openpgp_keys_file: v.openpgp_keys_file.clone(),
         }),
-    };
-    let state_dir = state_dir.to_path_buf();
-    blocking(move || Source::open(&state_dir, spec).map_err(Error::from)).await
+    }
 }
 
 /// The unit's OCI artifact: its URL, `[sync.git] username` + `token_file`, the render limits.
