@@ -1,7 +1,8 @@
 //! Parity of gitward's manifest reading with kubectl's own client-side parse.
 //!
-//! For every YAML fixture under `tests/fixtures` (kustomization files and the kustomize/Helm
-//! sources under `render/`, which are not manifests until rendered, excepted) and for a
+//! For every YAML fixture under `tests/fixtures` (kustomization files, the kustomize/Helm
+//! sources under `render/` and a chart's directory such as `cert-manager/`, which are not
+//! manifests until rendered, excepted) and for a
 //! few YAML corner cases written here, the test runs the real
 //! `kubectl create --dry-run=client -o json -f FILE` and compares kubectl's objects, in order,
 //! with the bodies [`gitward::manifest::parse_file`] returns.
@@ -270,7 +271,9 @@ fn yaml_files(dir: &Path) -> Vec<PathBuf> {
         for path in entries.filter_map(|entry| entry.ok().map(|e| e.path())) {
             let file_name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
             if path.is_dir() {
-                if file_name != "render" {
+                // A chart's sources are templates, not manifests, until Helm renders them.
+                let chart = ["Chart.yaml", "Chart.template.yaml"].iter().any(|f| path.join(f).is_file());
+                if file_name != "render" && !chart {
                     pending.push(path);
                 }
             } else if (file_name.ends_with(".yaml") || file_name.ends_with(".yml"))

@@ -121,7 +121,9 @@ fn inherited_descriptors_are_closed() {
     assert!(fd > 2);
     let script = format!("echo leaked >&{fd} && echo wrote; exit 0");
     let (scratch, grants) = scratch();
-    let out = process::run(shell("/bin/sh", &script, scratch.path()), LIMITS, &grants).unwrap();
+    // bash: dash takes one digit after `>&`, and with tests running in parallel the copy is
+    // often descriptor 10 or above (a syntax error in dash, not a closed descriptor).
+    let out = process::run(shell("/bin/bash", &script, scratch.path()), LIMITS, &grants).unwrap();
     // SAFETY: the descriptor dup returned.
     unsafe { libc::close(fd) };
     assert_eq!(String::from_utf8_lossy(&out), "");
