@@ -146,7 +146,9 @@ pub enum HealthStep {
 /// Starts the health step after `report`'s apply: no wait when [`Wait::before`] says so (a
 /// wait is `asked` for in the daemon and by `gitward sync --wait`); else the engine's wait
 /// ([`Engine::health_wait`]), judged at once as healthy (`wait="none"`) when it has no
-/// targets.
+/// targets. A wait that is due is recorded on the ApplySet parent before it runs
+/// ([`Engine::record_waiting`]: the revision, its apply time, the attempt and what is waited
+/// for), so that `gitward status` tells the truth meanwhile; a failed write is logged.
 pub async fn begin(engine: &mut Engine, report: &Report, asked: bool) -> HealthStep {
     let failed = report.changes.has_failures();
     if let Some(wait) = Wait::before(failed, asked, engine.health_timeout()) {
@@ -158,6 +160,10 @@ pub async fn begin(engine: &mut Engine, report: &Report, asked: bool) -> HealthS
         // Nothing with health changed and nothing is left unhealthy: nothing to wait on.
         let summary = judge(engine, &wait, Some(Outcome::Healthy)).await;
         return HealthStep::Done { summary: HealthSummary { wait: Wait::None, ..summary }, judged };
+    }
+    if let Err(e) = engine.record_waiting(report, &wait).await {
+        let error = crate::telemetry::error_chain(&e);
+        warn!(unit = %report.unit, error, "could not record the health wait on the inventory");
     }
     HealthStep::Wait { wait, judged }
 }

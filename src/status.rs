@@ -19,6 +19,8 @@ use serde::Serialize;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Inventory, PART_OF};
 use crate::config::SyncUnit;
+#[cfg(test)]
+use crate::health::record::Waiting;
 use crate::health::record::{Attempt, NotApplied, Record, SyncResult};
 use crate::health::{self, Counts, Health, survey};
 use crate::object::{GroupKind, ObjectRef};
@@ -112,6 +114,9 @@ pub struct UnitState {
     pub last: Option<Record>,
     /// The revision last attempted, applied or not (`gitward.dev/last-attempted-revision`).
     pub last_attempted_revision: Option<String>,
+    /// The ref last attempted when it resolved to no revision — not found, or the fetch failed
+    /// (`gitward.dev/last-attempted-ref`); `last_attempted_revision` is then `None`.
+    pub last_attempted_ref: Option<String>,
     /// Why the last attempt did not apply cleanly (`gitward.dev/last-error`): a revision that
     /// does not parse, a refused prune, objects that failed.
     pub last_error: Option<String>,
@@ -129,11 +134,40 @@ pub struct UnitState {
 
 impl UnitState {
     /// True when a revision was applied without failed objects, the last attempt left no
-    /// error, and every member is present and `Current` now (exit 0 of `gitward status`).
+    /// error, no health wait runs, and every member is present and `Current` now (exit 0 of
+    /// `gitward status`): [`UnitState::now`] is `healthy`.
     pub fn healthy(&self) -> bool {
-        self.last.as_ref().is_some_and(|r| r.result != SyncResult::Failed)
-            && self.last_error.is_none()
-            && self.unhealthy.is_empty()
+        self.now() == "healthy"
+    }
+
+    /// The unit's state now, the first word of its [`line()`], in this order: `never applied`;
+    /// `failed` (the last attempt did not apply cleanly, or objects failed); `degraded` (a
+    /// member is `Failed` now); `waiting` (the parent records a health wait in progress);
+    /// `progressing` (a member is not `Current`, or missing); else `healthy`. Live health
+    /// wins over the recorded result, which `gitward status` prints below it.
+    pub fn now(&self) -> &'static str {
+        let Some(last) = &self.last else { return "never applied" };
+        if last.result == SyncResult::Failed || self.last_error.is_some() {
+            "failed"
+        } else if self.health.degraded > 0 {
+            "degraded"
+        } else if last.waiting.is_some() {
+            "waiting"
+        } else if !self.unhealthy.is_empty() {
+            "progressing"
+        } else {
+            "healthy"
+        }
+    }
+
+    /// What was last attempted, as printed: the revision, or `ref <name> (not resolved)`.
+    fn attempted(&self) -> Option<String> {
+        let attempt = Attempt {
+            revision: self.last_attempted_revision.clone(),
+            reference: self.last_attempted_ref.clone(),
+            ..Attempt::default()
+        };
+        attempt.attempted()
     }
 }
 
@@ -150,6 +184,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         selector: None,
         last: None,
         last_attempted_revision: None,
+        last_attempted_ref: None,
         last_error: None,
         failed: Vec::new(),
         objects: BTreeMap::new(),
@@ -161,6 +196,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
     state.last = Record::from_annotations(&parent.annotations);
     let attempt = Attempt::from_annotations(&parent.annotations);
     state.last_attempted_revision = attempt.revision;
+    state.last_attempted_ref = attempt.reference;
     state.last_error = attempt.error;
     state.failed = attempt.failed;
     let contents = parent.contents;
@@ -257,8 +293,9 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 }
 
 /// The line of `gitward status` for a unit, in the form of the stdout lines of `sync` and
-/// `validate`: the recorded result and revision, when it was applied, and its members by
-/// health.
+/// `validate`: the unit's state now ([`UnitState::now`]), the recorded revision, when it was
+/// applied, its members by health, and what the last attempt tried when it failed
+/// (`; 9c1e0b7 failed`, `; ref v9.9.9 (not resolved) failed`).
 pub fn line(state: &UnitState) -> String {
     let total: usize = state.objects.values().sum();
     let h = state.health;
@@ -274,11 +311,17 @@ pub fn line(state: &UnitState) -> String {
     }
     let members = format!("{total} objects: {}", health.join(", "));
     let line = match &state.last {
-        Some(r) => format!("{}: {} {}, applied {} ({members})", state.unit, r.result, short(&r.revision), r.applied_at),
+        Some(r) => {
+            format!("{}: {} {}, applied {} ({members})", state.unit, state.now(), short(&r.revision), r.applied_at)
+        }
         None => format!("{}: never applied ({members})", state.unit),
     };
-    match &state.last_attempted_revision {
-        Some(attempted) if state.last_error.is_some() => format!("{line}; {} failed", short(attempted)),
+    let attempted = match (&state.last_attempted_revision, state.attempted()) {
+        (Some(revision), _) => Some(short(revision).to_string()),
+        (None, other) => other,
+    };
+    match attempted {
+        Some(attempted) if state.last_error.is_some() => format!("{line}; {attempted} failed"),
         _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
         _ => line,
     }
@@ -291,7 +334,9 @@ fn short(revision: &str) -> &str {
 
 /// The human-readable report of `units`, one block per unit, headed by its line of
 /// [`line()`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
-/// only when the parent records them):
+/// only when the parent records them; `result` is `waiting (since <time>, for <objects>)`
+/// while the parent records a health wait in progress, and `attempted` may be
+/// `ref v9.9.9 (not resolved)`):
 ///
 /// ```text
 /// app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (2 objects: 1 healthy, 1 degraded)
@@ -320,7 +365,14 @@ pub fn render_text(units: &[UnitState]) -> String {
             Some(r) => {
                 let _ = writeln!(out, "  revision   {}", r.revision);
                 let _ = writeln!(out, "  applied    {}", r.applied_at);
-                let _ = writeln!(out, "  result     {}", r.result);
+                match &r.waiting {
+                    Some(waiting) => {
+                        let _ = writeln!(out, "  result     {waiting}");
+                    }
+                    None => {
+                        let _ = writeln!(out, "  result     {}", r.result);
+                    }
+                }
             }
             None => {
                 let _ = writeln!(out, "  revision   - (never applied)");
@@ -328,9 +380,7 @@ pub fn render_text(units: &[UnitState]) -> String {
         }
         // The revision last tried, when it is not the one applied (or it failed).
         let applied = u.last.as_ref().map(|r| r.revision.as_str());
-        if let Some(attempted) =
-            u.last_attempted_revision.as_ref().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some())
-        {
+        if let Some(attempted) = u.attempted().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some()) {
             let _ = writeln!(out, "  attempted  {attempted}");
         }
         if let Some(error) = &u.last_error {
@@ -361,12 +411,22 @@ pub fn render_text(units: &[UnitState]) -> String {
     out
 }
 
-/// The JSON report of `units`: `{"units": [{"unit", "parent", "applyset_id", "selector",
-/// "last": {"revision", "applied_at", "result"} | null, "last_attempted_revision",
-/// "last_error", "failed": [{"object", "action", "reason"}], "objects": {Kind: n}, "health":
-/// {"healthy", "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health",
-/// "reason", "message"}]}]}`; `health` of an unhealthy member is a kstatus name or `Missing`.
+/// The JSON report of `units`: `{"units": [{"unit", "now", "parent", "applyset_id",
+/// "selector", "last": {"revision", "applied_at", "result", "waiting": {"since", "for"} |
+/// null} | null, "last_attempted_revision", "last_attempted_ref", "last_error", "failed":
+/// [{"object", "action", "reason"}], "objects": {Kind: n}, "health": {"healthy",
+/// "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health", "reason",
+/// "message"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
+/// name or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
+    let units: Vec<serde_json::Value> = units
+        .iter()
+        .map(|u| {
+            let mut v = serde_json::to_value(u).unwrap_or_default();
+            v["now"] = serde_json::Value::String(u.now().to_string());
+            v
+        })
+        .collect();
     serde_json::to_string_pretty(&serde_json::json!({ "units": units })).unwrap_or_default()
 }
 
@@ -392,8 +452,10 @@ mod tests {
                 revision: "3f2a".into(),
                 applied_at: "2026-11-22T22:41:07Z".into(),
                 result: r,
+                waiting: None,
             }),
             last_attempted_revision: last.map(|_| "3f2a".into()),
+            last_attempted_ref: None,
             last_error: None,
             failed: Vec::new(),
             objects: BTreeMap::from([("Deployment".to_string(), 1)]),
@@ -478,5 +540,43 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
         assert_eq!(json["units"][0]["unhealthy"][0]["health"], "Missing");
         assert_eq!(json["units"][0]["failed"][0]["action"], "failed");
+    }
+
+    #[test]
+    fn the_headline_is_the_health_now_and_the_recorded_result_is_below_it() {
+        // The last wait timed out (`progressing`); the Deployment has failed since.
+        let mut u = state(Some(SyncResult::Progressing), true);
+        assert!(line(&u).starts_with("app: degraded 3f2a, "), "{}", line(&u));
+        assert!(render_text(&[u.clone()]).contains("  result     progressing\n"));
+        // A wait in progress: `waiting`, and the result line says since when and for what.
+        u.unhealthy.clear();
+        u.health = Counts { healthy: 0, progressing: 1, degraded: 0 };
+        u.last.as_mut().unwrap().waiting =
+            Some(Waiting { since: "2026-11-22T22:41:08Z".into(), objects: "Deployment/default/web".into() });
+        assert_eq!(u.now(), "waiting");
+        assert!(!u.healthy());
+        let text = render_text(&[u.clone()]);
+        assert!(text.starts_with("app: waiting 3f2a, applied 2026-11-22T22:41:07Z"), "{text}");
+        assert!(
+            text.contains("  result     waiting (since 2026-11-22T22:41:08Z, for Deployment/default/web)\n"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
+        assert_eq!(json["units"][0]["now"], "waiting");
+        assert_eq!(json["units"][0]["last"]["waiting"]["for"], "Deployment/default/web");
+    }
+
+    #[test]
+    fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
+        let mut u = state(Some(SyncResult::Healthy), false);
+        u.last_attempted_revision = None;
+        u.last_attempted_ref = Some("v9.9.9".into());
+        u.last_error = Some("ref v9.9.9 not found".into());
+        assert_eq!(
+            line(&u),
+            "app: failed 3f2a, applied 2026-11-22T22:41:07Z (1 objects: 1 healthy); ref v9.9.9 (not resolved) failed"
+        );
+        let text = render_text(&[u]);
+        assert!(text.contains("  result     healthy\n  attempted  ref v9.9.9 (not resolved)\n"), "{text}");
     }
 }
