@@ -90,7 +90,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     let (code, stdout, stderr) = gitward_text(&["status", "--config", config.to_str().unwrap()], &[]);
     assert!(code.is_some_and(|c| c < 2), "{stderr}");
     let first = stdout.lines().next().unwrap_or_default();
-    assert!(first.starts_with(&format!("app: applied {}, applied ", &revision[..7])), "{stdout}");
+    assert!(first.starts_with(&format!("app: healthy {}, applied ", &revision[..7])), "{stdout}");
     assert!(first.ends_with("(2 objects: 2 healthy)"), "{stdout}");
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.starts_with("sandbox: landlock ABI ") && last.ends_with("network namespace"), "{stdout}");
