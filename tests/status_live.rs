@@ -227,10 +227,9 @@ async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
     repo.remove("broken.yaml");
     repo.write("web.yaml", &common::deployment("web", "nginx:1.28", 1));
     let fixed = repo.commit_and_push("fixed, web v2");
-    let waiting = common::eventually(WAIT, || async {
-        record(&env.client, &ns).await.get("gitward.dev/waiting-since").is_some()
-    })
-    .await;
+    let waiting =
+        common::eventually(WAIT, || async { record(&env.client, &ns).await.contains_key("gitward.dev/waiting-since") })
+            .await;
     let r = record(&env.client, &ns).await;
     assert!(waiting, "{r:?}");
     assert_eq!(r.get("gitward.dev/last-revision"), Some(&fixed), "{r:?}");

@@ -342,16 +342,6 @@ impl Engine {
         Ok(report)
     }
 
-    /// Fetches for a sync (the daemon's: [`repo::Repo::fetch_since`] with `not_before`, the
-    /// instant of the event that asked for it). A sync begins here: until it resolves a
-    /// revision, a failure attempted none ([`Engine::record_failure`] names the ref).
-    ///
-    /// Errors: those of [`repo::Repo::fetch_since`].
-    pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
-        self.attempting = None;
-        self.repo.fetch_since(not_before).await
-    }
-
     /// One sync of an already fetched revision: [`Engine::early`] (a push's changed objects
     /// sent first), then [`Engine::sync_rest`] (load, resolve, widen the inventory, plan,
     /// apply stage by stage, prune, narrow the inventory).

@@ -9,8 +9,19 @@ use crate::cluster::owner::UNIT;
 use crate::health::record::{Attempt, NotApplied, Record, SyncResult, Waiting};
 use crate::health::wait::HealthWait;
 use crate::source::Revision;
+use std::time::Instant;
 
 impl Engine {
+    /// Fetches for a sync (the daemon's: [`super::repo::Repo::fetch_since`] with `not_before`, the
+    /// instant of the event that asked for it). A sync begins here: until it resolves a
+    /// revision, a failure attempted none ([`Engine::record_failure`] names the ref).
+    ///
+    /// Errors: those of [`super::repo::Repo::fetch_since`].
+    pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
+        self.attempting = None;
+        self.repo.fetch_since(not_before).await
+    }
+
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
     /// keeping the recorded attempt: one server-side apply of the parent, carrying its current
     /// contents, and only when the revision or the result differs from what the parent
