@@ -7,7 +7,9 @@
 //! list per group-kind selected by `applyset.kubernetes.io/part-of=<id>`: metadata only for
 //! kinds without health, full objects in pages for health-bearing kinds
 //! ([`crate::health::bears_health`]), judged by [`crate::health::status`]
-//! ([`crate::health::survey`]). A recorded member that no list returns is `Missing`.
+//! ([`crate::health::survey`]). A recorded member that no list returns is `NotCreated` when the
+//! last attempt recorded a failure for it (`gitward.dev/last-failed`: its create was refused),
+//! else `Missing`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
@@ -48,22 +50,26 @@ impl From<survey::Error> for Error {
 /// `Result` alias of this module.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// The state of a member that is not `Current`: its kstatus health, or `Missing` — recorded
-/// in the parent as applied by the unit, but not in the cluster (deleted by hand, or its kind
-/// no longer served).
+/// The state of a member that is not `Current`: its kstatus health, `NotCreated` — recorded in
+/// the parent, not in the cluster, and the last attempt failed or skipped it — or `Missing` —
+/// recorded in the parent, not in the cluster, with no failure recorded (deleted by hand, or
+/// its kind no longer served).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberHealth {
     /// The member exists; its health by the kstatus rules.
     Is(Health),
+    /// The member does not exist, and the last attempt recorded why it could not make it.
+    NotCreated,
     /// The member does not exist.
     Missing,
 }
 
 impl MemberHealth {
-    /// The name printed: a [`Health`] name, or `Missing`.
+    /// The name printed: a [`Health`] name, `NotCreated` or `Missing`.
     pub fn as_str(self) -> &'static str {
         match self {
             MemberHealth::Is(h) => h.as_str(),
+            MemberHealth::NotCreated => "NotCreated",
             MemberHealth::Missing => "Missing",
         }
     }
@@ -89,9 +95,10 @@ pub struct Unhealthy {
     /// Its health, or `Missing`.
     pub health: MemberHealth,
     /// The rule's reason (`ProgressDeadlineExceeded`, `JobFailed`, a condition's reason;
-    /// `NotFound` for a missing member).
+    /// `NotFound` for a missing member; empty for one not created).
     pub reason: String,
-    /// The rule's or the controller's message.
+    /// The rule's or the controller's message; for a member not created, the failure the
+    /// last attempt recorded for it.
     pub message: String,
 }
 
@@ -202,13 +209,24 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         add(&mut state.objects, gk, n);
     }
     for member in contents.members.iter().filter(|m| !present.contains(*m)) {
+        let object = member.to_string();
+        if let Some(failure) = state.failed.iter().find(|f| f.object == object) {
+            state.unhealthy.push(Unhealthy {
+                object,
+                health: MemberHealth::NotCreated,
+                reason: String::new(),
+                message: failure.reason.clone(),
+            });
+            state.missing += 1;
+            continue;
+        }
         let message = if unserved.contains(&member.gk) {
             "recorded as a member of the ApplySet, but the API server no longer serves its kind"
         } else {
             "recorded as a member of the ApplySet but not in the cluster (deleted by hand?); the next sync re-creates it"
         };
         state.unhealthy.push(Unhealthy {
-            object: member.to_string(),
+            object,
             health: MemberHealth::Missing,
             reason: "NotFound".into(),
             message: message.into(),
@@ -350,6 +368,10 @@ pub fn render_text(units: &[UnitState]) -> String {
             h.healthy, h.progressing, h.degraded
         );
         for x in &u.unhealthy {
+            if x.health == MemberHealth::NotCreated {
+                let _ = writeln!(out, "  unhealthy  {} NotCreated: {}", x.object, x.message);
+                continue;
+            }
             let detail = match (x.reason.is_empty(), x.message.is_empty()) {
                 (false, false) => format!("{}: {}", x.reason, x.message),
                 (false, true) => x.reason.clone(),
@@ -365,7 +387,8 @@ pub fn render_text(units: &[UnitState]) -> String {
 /// "last": {"revision", "applied_at", "result"} | null, "last_attempted_revision",
 /// "last_error", "failed": [{"object", "action", "reason"}], "objects": {Kind: n}, "health":
 /// {"healthy", "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health",
-/// "reason", "message"}]}]}`; `health` of an unhealthy member is a kstatus name or `Missing`.
+/// "reason", "message"}]}]}`; `health` of an unhealthy member is a kstatus name, `NotCreated`
+/// (its `message` the recorded failure) or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
     serde_json::to_string_pretty(&serde_json::json!({ "units": units })).unwrap_or_default()
 }

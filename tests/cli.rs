@@ -434,3 +434,32 @@ async fn objects_that_existed_before_gitward_are_logged_adopted_not_created() {
     let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete");
     assert_eq!((summary["unchanged"].as_u64(), summary["adopted"].as_u64()), (Some(3), Some(0)), "{summary}");
 }
+
+/// A member whose create the API server refused is not in the cluster because it was never
+/// made: `status` says `NotCreated` with the failure the parent records for it
+/// (`gitward.dev/last-failed`), not `Missing … (deleted by hand?)`.
+#[tokio::test]
+async fn status_reports_a_refused_create_as_not_created_with_its_failure() {
+    let env = common::setup("cli-notcreated").await;
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &configmap("conf"));
+    repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  namespace: no-such-ns-x\n");
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &repo.bare(), &env.namespace);
+    let config = config.to_str().unwrap();
+    let (code, _, stderr) = gitward_text(&["sync", "--config", config], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+
+    let (_, json, stderr) = gitward_text(&["status", "--config", config, "-o", "json"], &[]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}{stderr}"));
+    let failed = &json["units"][0]["failed"][0];
+    assert_eq!(failed["object"], "ConfigMap/no-such-ns-x/conf", "{json}");
+    let reason = failed["reason"].as_str().unwrap();
+    assert!(reason.contains("no-such-ns-x"), "{reason}");
+    let (code, text, stderr) = gitward_text(&["status", "--config", config], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(text.contains(&format!("  unhealthy  ConfigMap/no-such-ns-x/conf NotCreated: {reason}\n")), "{text}");
+    assert!(!text.contains("Missing") && !text.contains("deleted by hand"), "{text}");
+    assert_eq!(json["units"][0]["unhealthy"][0]["health"], "NotCreated", "{json}");
+}
