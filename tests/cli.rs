@@ -463,3 +463,58 @@ async fn status_reports_a_refused_create_as_not_created_with_its_failure() {
     assert!(!text.contains("Missing") && !text.contains("deleted by hand"), "{text}");
     assert_eq!(json["units"][0]["unhealthy"][0]["health"], "NotCreated", "{json}");
 }
+
+/// A kubeconfig whose server is a web server, not a Kubernetes API server (a wrong port, a
+/// dashboard's URL): the error says so and names the context and file to correct, instead of
+/// "unknown kind ConfigMap in v1" with the server's HTML page. The loopback server stands in
+/// for that misconfigured URL: it answers every request 404 with an HTML page.
+#[test]
+fn a_server_that_is_no_api_server_is_named_with_its_context_and_file() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let page = "<html><body><h1>404 Not Found</h1></body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let server = format!("http://127.0.0.1:{port}");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: staging\n  context: {{cluster: c, user: u}}\n\
+             current-context: staging\n"
+        ),
+    )
+    .unwrap();
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n");
+    repo.commit_and_push("first");
+    let units = common::unit_toml("app", &repo.bare(), "", "default", "");
+    let config =
+        common::config_file(dir.path(), &format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display()));
+    let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
+    assert_eq!(code, Some(2), "{stderr}");
+    let expected = format!(
+        "the server at {server} answered 404 to GET /api/v1: not a Kubernetes API server? check the server of \
+         context staging in {}",
+        kubeconfig.display()
+    );
+    assert!(stderr.replace("\\\"", "\"").contains(&expected), "{stderr}");
+    assert!(!stderr.contains("unknown kind") && !stderr.contains("<html>"), "{stderr}");
+    assert!(!stderr.contains("ServiceError") && !stderr.contains("ApiError"), "{stderr}");
+    assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
+    assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
+    assert_plain_log(&stderr);
+}
