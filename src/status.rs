@@ -302,9 +302,10 @@ pub fn line(state: &UnitState) -> String {
     }
 }
 
-/// A revision's first 7 hex digits, as the other stdout lines print it.
-fn short(revision: &str) -> &str {
-    revision.get(..7).unwrap_or(revision)
+/// A revision's short form, as the other stdout lines print it
+/// ([`crate::source::short_revision`]).
+fn short(revision: &str) -> String {
+    crate::source::short_revision(revision)
 }
 
 /// The human-readable report of `units`, one block per unit, headed by its line of
