@@ -327,10 +327,27 @@ pub fn is_status(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == code)
 }
 
-/// The API server's message for an API error, else the error's own text.
+/// The API server's message for an API error, else the error's chain as
+/// [`crate::telemetry::error_chain`] prints it: kube's own `Display` starts with its variant
+/// (`ServiceError: …`, `ApiError: …`), which names nothing a user can act on.
 pub fn api_message(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => other.to_string(),
+        other => crate::telemetry::error_chain(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_messages_carry_no_kube_variant_prefix() {
+        let service = kube::Error::Service(Box::new(std::io::Error::other("connection reset by peer")));
+        assert_eq!(api_message(&service), "connection reset by peer");
+        let status = kube::core::Status::failure("", "Forbidden").with_code(403);
+        let api = kube::Error::Api(Box::new(status));
+        let text = api_message(&api);
+        assert!(!text.contains("ApiError") && text.contains("Forbidden"), "{text}");
     }
 }
