@@ -272,9 +272,9 @@ impl Resolver<'_> {
     fn unit(&self, index: usize, mut raw: RawSyncUnit) -> Result<(SyncUnit, Range<usize>, Range<usize>)> {
         let key = |field: &str| format!("sync[{index}].{field}");
         let name_span = raw.name.span();
-        let name = self.check(raw.name, &key("name"), unit_name)?;
+        let name = self.check(raw.name.clone(), &key("name"), unit_name)?;
         let chart = self.chart_source(index, &mut raw.helm)?;
-        let repo = match (raw.repo, &chart) {
+        let repo = match (raw.repo.take(), &chart) {
             (Some(repo), None) => self.repo(repo, &key("repo"))?,
             (None, Some(_)) => match raw.helm.values_files.first() {
                 Some(file) => {
@@ -289,6 +289,7 @@ impl Resolver<'_> {
                 return Err(self.invalid(Some(name_span), &key("repo"), message));
             }
         };
+        self.refuse_unread(index, &raw, chart.is_some(), &repo)?;
         let mut unit = SyncUnit::new(name, repo);
         if let Some(reference) = raw.reference {
             if unit.repo.starts_with("oci://") {
@@ -347,6 +348,46 @@ impl Resolver<'_> {
             None => None,
         };
         Ok((unit, name_span, inventory_span))
+    }
+
+    /// Refuses a key the unit's kind does not read, as an unknown key is refused: a chart unit
+    /// (`[sync.helm] repo_url`) reads no `path`, `render` or `allow_remote_bases`, and without
+    /// `repo` no `ref` or `[sync.git]`; an OCI artifact unit (`repo = "oci://…"`) reads
+    /// `[sync.git] username` and `token_file` as its registry's credentials, not `ssh_key_file`
+    /// or `known_hosts_file` (its `ref` is refused where it is read). Such a key was silently
+    /// ignored, so a `path` that looked as if it chose a subdirectory chose nothing.
+    fn refuse_unread(&self, index: usize, raw: &RawSyncUnit, chart: bool, repo: &str) -> Result<()> {
+        let span = |v: &Option<Spanned<String>>| v.as_ref().map(|v| (Some(v.span()), true)).unwrap_or((None, false));
+        let git = &raw.git;
+        let (kind, unread) = if chart {
+            let no_repo = repo.is_empty();
+            let keys = [
+                ("path", span(&raw.path), "the chart is `chart` from `repo_url`; `values_files` are named from the repository root"),
+                ("render", (None, raw.render.is_some()), "a chart renders with Helm"),
+                ("allow_remote_bases", (None, raw.allow_remote_bases.is_some()), "it is kustomize's"),
+                ("ref", if no_repo { span(&raw.reference) } else { (None, false) }, "with no `repo`, there is no git revision to choose"),
+                ("git.ssh_key_file", if no_repo { span(&git.ssh_key_file) } else { (None, false) }, "with no `repo`, there is no git remote"),
+                ("git.known_hosts_file", if no_repo { span(&git.known_hosts_file) } else { (None, false) }, "with no `repo`, there is no git remote"),
+                ("git.token_file", if no_repo { span(&git.token_file) } else { (None, false) }, "the chart repository's credentials are `[sync.helm] username` and `password_file`"),
+                ("git.username", if no_repo { span(&git.username) } else { (None, false) }, "the chart repository's credentials are `[sync.helm] username` and `password_file`"),
+            ];
+            ("a chart unit ([sync.helm] repo_url)", keys.to_vec())
+        } else if repo.starts_with("oci://") {
+            let keys = [
+                ("git.ssh_key_file", span(&git.ssh_key_file), "a registry is spoken to over HTTPS: its credentials are `[sync.git] username` and `token_file`"),
+                ("git.known_hosts_file", span(&git.known_hosts_file), "a registry is spoken to over HTTPS, not SSH"),
+            ];
+            ("an OCI artifact unit (repo = \"oci://…\")", keys.to_vec())
+        } else {
+            return Ok(());
+        };
+        match unread.into_iter().find(|(_, (_, set), _)| *set) {
+            Some((key, (span, _), why)) => {
+                let message = format!("{kind} does not read it ({why}): remove it");
+                Err(self.invalid(span, &format!("sync[{index}].{key}"), message))
+            }
+            None => Ok(()),
+        }
     }
 
     fn inventory(&self, index: usize, raw: Option<RawInventory>, unit: &SyncUnit) -> Result<InventoryConfig> {
