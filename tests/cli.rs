@@ -518,3 +518,25 @@ fn a_server_that_is_no_api_server_is_named_with_its_context_and_file() {
     assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
     assert_plain_log(&stderr);
 }
+
+/// A sync with nothing to wait on (ConfigMaps have no health) logs `wait=none result=healthy`
+/// without health counts: `healthy=0 progressing=0 degraded=0` beside `result=healthy` counted
+/// nothing and read as a contradiction. A wait that ran counts the objects it waited on.
+#[tokio::test]
+async fn health_counts_are_logged_only_for_a_wait_that_ran() {
+    let env = common::setup("cli-counts").await;
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &configmap("conf"));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &repo.bare(), &env.namespace);
+    let out = gitward(&["--log-format", "json", "sync", "--wait"], &config);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_events(&out.stderr);
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete event");
+    assert_eq!((summary["wait"].as_str(), summary["result"].as_str()), (Some("none"), Some("healthy")), "{summary}");
+    for field in ["healthy", "progressing", "degraded"] {
+        assert!(summary.get(field).is_none(), "{field} counted with nothing waited on: {summary}");
+    }
+    assert_eq!(summary["created"], 1, "{summary}");
+}
