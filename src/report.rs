@@ -233,6 +233,9 @@ pub fn log_objects(report: &Report) {
             (_, None) => info!(unit, object, action = %e.action, "object"),
         }
     }
+    for namespace in &report.changes.namespaces_created {
+        info!(unit, namespace = namespace.as_str(), "namespace created");
+    }
     for (object, reason) in &report.changes.not_members {
         debug!(unit, object = %object, reason = %reason, "labelled but not a member: not pruned");
     }
@@ -263,6 +266,7 @@ macro_rules! summary_event {
             skipped = c.skipped,
             failed = c.failed,
             conflict = c.conflict,
+            namespaces_created = report.changes.namespaces_created.len(),
             applied_early = report.applied_early,
             requests = report.changes.requests,
             duration_ms = report.duration.as_millis() as u64,

@@ -355,8 +355,15 @@ pub fn render_text(units: &[UnitState]) -> String {
         if let Some(error) = &u.last_error {
             let _ = writeln!(out, "  error      {error}");
         }
+        // A refused prune skips each member it would have deleted with the same sentence; the
+        // error line says it once, so those members are listed without it.
+        let prune_told = u.last_error.as_deref().is_some_and(|e| e.starts_with("prune refused"));
         for f in &u.failed {
-            let _ = writeln!(out, "  {:<9}  {}: {}", f.action, f.object, f.reason);
+            let reason = match prune_told && f.reason.starts_with("prune refused") {
+                true => "not pruned (the prune was refused)",
+                false => f.reason.as_str(),
+            };
+            let _ = writeln!(out, "  {:<9}  {}: {reason}", f.action, f.object);
         }
         let objects: Vec<String> = u.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let objects = if objects.is_empty() { "-".to_string() } else { objects.join(", ") };
@@ -479,6 +486,20 @@ mod tests {
         assert_eq!(json["units"][0]["last"], serde_json::Value::Null);
         assert_eq!(json["units"][0]["objects"]["Deployment"], 1);
         assert_eq!(json["units"][0]["applyset_id"], "applyset-x-v1");
+    }
+
+    #[test]
+    fn a_refused_prune_is_told_once() {
+        let mut u = state(Some(SyncResult::Healthy), false);
+        let reason = "prune refused: would delete 4 of 5 members (80%), over max_prune_fraction = 0.5";
+        u.last_error = Some(reason.into());
+        u.failed = (0..4)
+            .map(|i| NotApplied { object: format!("ConfigMap/default/old-{i}"), action: "skipped".into(), reason: reason.into() })
+            .collect();
+        let text = render_text(&[u]);
+        assert_eq!(text.matches("over max_prune_fraction").count(), 1, "{text}");
+        assert!(text.contains(&format!("  error      {reason}\n")), "{text}");
+        assert!(text.contains("  skipped    ConfigMap/default/old-0: not pruned (the prune was refused)\n"), "{text}");
     }
 
     #[test]

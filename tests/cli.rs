@@ -540,3 +540,33 @@ async fn health_counts_are_logged_only_for_a_wait_that_ran() {
     }
     assert_eq!(summary["created"], 1, "{summary}");
 }
+
+/// `create_namespace` says what it made: a `namespace created` event naming it, and
+/// `namespaces_created` in `sync complete` (0 once it exists).
+#[tokio::test]
+async fn a_namespace_made_for_create_namespace_is_logged_and_counted() {
+    let env = common::setup("cli-nsmade").await;
+    let namespace = common::unique("cli-made");
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &configmap("conf"));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &namespace, "create_namespace = true");
+    let config = common::config_file(dir.path(), &unit);
+    let out = gitward(&["--log-format", "json", "sync"], &config);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_events(&out.stderr);
+    let made: Vec<_> = events.iter().filter(|e| e["message"] == "namespace created").collect();
+    assert_eq!(made.len(), 1, "{events:?}");
+    assert_eq!((made[0]["unit"].as_str(), made[0]["namespace"].as_str()), (Some("app"), Some(namespace.as_str())));
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete event");
+    assert_eq!(summary["namespaces_created"], 1, "{summary}");
+
+    let out = gitward(&["--log-format", "json", "sync"], &config);
+    let events = json_events(&out.stderr);
+    assert!(!events.iter().any(|e| e["message"] == "namespace created"), "{events:?}");
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete event");
+    assert_eq!(summary["namespaces_created"], 0, "{summary}");
+    drop(env);
+    let _ = common::kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
+}

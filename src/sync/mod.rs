@@ -182,6 +182,9 @@ pub struct Engine {
     /// The Namespace this sync made bare before the parent's first write: its apply finds it
     /// existing, but gitward made it, so its entry says `created` ([`Engine::note_adoptions`]).
     made_bare: Option<ObjectRef>,
+    /// The unit's namespace, when `create_namespace` made it during this sync: moved into the
+    /// change set's `namespaces_created`.
+    namespace_created: Option<String>,
     /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
     /// over, with the change-set note; attached to their entries after the apply.
     adoptions: HashMap<ObjectRef, String>,
@@ -276,6 +279,7 @@ impl Engine {
             namespace_checked: false,
             parent_namespace_defined: false,
             made_bare: None,
+            namespace_created: None,
             adoptions: HashMap::new(),
             attempt: Attempt::default(),
             attempting: None,
@@ -454,6 +458,7 @@ impl Engine {
             changes.extend(applied);
         }
         self.note_adoptions(&mut changes);
+        changes.namespaces_created.extend(self.namespace_created.take());
         // A push waits for what it changed; unchanged objects re-sent after that do not count.
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
         // Where the time before the first request went (RUST_LOG=gitward=debug), e.g. to see

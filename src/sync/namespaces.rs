@@ -72,12 +72,16 @@ impl Engine {
             return Ok(());
         }
         let name = self.unit.namespace.as_str();
-        create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager).await.map_err(|e| {
-            crate::cluster::Error::NamespaceFailed {
-                namespace: name.to_string(),
-                message: format!("create_namespace: {}", self.refusal(&e)),
-            }
-        })?;
+        let created =
+            create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager).await.map_err(|e| {
+                crate::cluster::Error::NamespaceFailed {
+                    namespace: name.to_string(),
+                    message: format!("create_namespace: {}", self.refusal(&e)),
+                }
+            })?;
+        if created {
+            self.namespace_created = Some(name.to_owned());
+        }
         self.namespace_checked = true;
         Ok(())
     }
