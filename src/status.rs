@@ -494,7 +494,11 @@ mod tests {
         let reason = "prune refused: would delete 4 of 5 members (80%), over max_prune_fraction = 0.5";
         u.last_error = Some(reason.into());
         u.failed = (0..4)
-            .map(|i| NotApplied { object: format!("ConfigMap/default/old-{i}"), action: "skipped".into(), reason: reason.into() })
+            .map(|i| NotApplied {
+                object: format!("ConfigMap/default/old-{i}"),
+                action: "skipped".into(),
+                reason: reason.into(),
+            })
             .collect();
         let text = render_text(&[u]);
         assert_eq!(text.matches("over max_prune_fraction").count(), 1, "{text}");

@@ -157,7 +157,10 @@ mod tests {
     fn a_chart_revision_is_printed_as_chart_at_version() {
         let mut r = report(&[("a", Action::Created)]);
         r.revision = Revision(format!("webapp@1.2.0@sha256:{}", "ab".repeat(32)));
-        assert_eq!(sync(&r, SyncResult::Applied, &Vec::new(), Duration::ZERO), "apps: applied webapp@1.2.0 (1 created)");
+        assert_eq!(
+            sync(&r, SyncResult::Applied, &Vec::new(), Duration::ZERO),
+            "apps: applied webapp@1.2.0 (1 created)"
+        );
         let digest = format!("sha256:{}", "c0ffee".repeat(10));
         assert_eq!(crate::source::short_revision(&digest), "sha256:c0ffeec");
         assert_eq!(crate::source::short_revision(&format!("v1.4@{digest}")), "v1.4@sha256:c0ffeec");

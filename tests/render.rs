@@ -829,7 +829,10 @@ fn missing_local_chart_dependencies_say_to_vendor_them() {
 fn a_chart_rendering_invalid_yaml_is_named_without_helms_debug_hint() {
     let repo = common::GitRepo::new();
     repo.copy_dir(&common::fixtures().join("render/helm/charts/guestbook"), "chart");
-    repo.write("chart/templates/broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [\n");
+    repo.write(
+        "chart/templates/broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [\n",
+    );
     repo.commit_and_push("a template that is not YAML");
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("gitward.toml");

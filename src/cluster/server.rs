@@ -148,7 +148,8 @@ where
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let server = self.server.clone();
-        let origin = (request.method() == http::Method::GET && request.uri().path() == CORE).then(|| self.origin.clone());
+        let origin =
+            (request.method() == http::Method::GET && request.uri().path() == CORE).then(|| self.origin.clone());
         let future = self.inner.call(request);
         Box::pin(async move {
             let response = future.await.map_err(|e| name(&server, e.into()))?;
@@ -179,8 +180,13 @@ mod tests {
     #[test]
     fn only_an_answer_no_api_server_gives_to_get_api_v1_is_refused() {
         let judge = |code: u16, t: Option<&str>| {
-            NotAnApiServer::judge("http://127.0.0.1:8080", "context x in /k", http::StatusCode::from_u16(code).unwrap(), t)
-                .map(|e| e.to_string())
+            NotAnApiServer::judge(
+                "http://127.0.0.1:8080",
+                "context x in /k",
+                http::StatusCode::from_u16(code).unwrap(),
+                t,
+            )
+            .map(|e| e.to_string())
         };
         assert_eq!(
             judge(404, Some("text/html")).as_deref(),

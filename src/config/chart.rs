@@ -172,7 +172,9 @@ mod tests {
                         [sync.git]\nssh_key_file = \"/k\"\n";
         let err = parse(artifact).unwrap_err().to_string();
         assert!(
-            err.contains("line 6: sync[0].git.ssh_key_file: an OCI artifact unit (repo = \"oci://…\") does not read it"),
+            err.contains(
+                "line 6: sync[0].git.ssh_key_file: an OCI artifact unit (repo = \"oci://…\") does not read it"
+            ),
             "{err}"
         );
         assert!(parse(&artifact.replace("ssh_key_file = \"/k\"", "token_file = \"/t\"")).is_ok(), "path is read");

@@ -362,19 +362,47 @@ impl Resolver<'_> {
         let (kind, unread) = if chart {
             let no_repo = repo.is_empty();
             let keys = [
-                ("path", span(&raw.path), "the chart is `chart` from `repo_url`; `values_files` are named from the repository root"),
+                (
+                    "path",
+                    span(&raw.path),
+                    "the chart is `chart` from `repo_url`; `values_files` are named from the repository root",
+                ),
                 ("render", (None, raw.render.is_some()), "a chart renders with Helm"),
                 ("allow_remote_bases", (None, raw.allow_remote_bases.is_some()), "it is kustomize's"),
-                ("ref", if no_repo { span(&raw.reference) } else { (None, false) }, "with no `repo`, there is no git revision to choose"),
-                ("git.ssh_key_file", if no_repo { span(&git.ssh_key_file) } else { (None, false) }, "with no `repo`, there is no git remote"),
-                ("git.known_hosts_file", if no_repo { span(&git.known_hosts_file) } else { (None, false) }, "with no `repo`, there is no git remote"),
-                ("git.token_file", if no_repo { span(&git.token_file) } else { (None, false) }, "the chart repository's credentials are `[sync.helm] username` and `password_file`"),
-                ("git.username", if no_repo { span(&git.username) } else { (None, false) }, "the chart repository's credentials are `[sync.helm] username` and `password_file`"),
+                (
+                    "ref",
+                    if no_repo { span(&raw.reference) } else { (None, false) },
+                    "with no `repo`, there is no git revision to choose",
+                ),
+                (
+                    "git.ssh_key_file",
+                    if no_repo { span(&git.ssh_key_file) } else { (None, false) },
+                    "with no `repo`, there is no git remote",
+                ),
+                (
+                    "git.known_hosts_file",
+                    if no_repo { span(&git.known_hosts_file) } else { (None, false) },
+                    "with no `repo`, there is no git remote",
+                ),
+                (
+                    "git.token_file",
+                    if no_repo { span(&git.token_file) } else { (None, false) },
+                    "the chart repository's credentials are `[sync.helm] username` and `password_file`",
+                ),
+                (
+                    "git.username",
+                    if no_repo { span(&git.username) } else { (None, false) },
+                    "the chart repository's credentials are `[sync.helm] username` and `password_file`",
+                ),
             ];
             ("a chart unit ([sync.helm] repo_url)", keys.to_vec())
         } else if repo.starts_with("oci://") {
             let keys = [
-                ("git.ssh_key_file", span(&git.ssh_key_file), "a registry is spoken to over HTTPS: its credentials are `[sync.git] username` and `token_file`"),
+                (
+                    "git.ssh_key_file",
+                    span(&git.ssh_key_file),
+                    "a registry is spoken to over HTTPS: its credentials are `[sync.git] username` and `token_file`",
+                ),
                 ("git.known_hosts_file", span(&git.known_hosts_file), "a registry is spoken to over HTTPS, not SSH"),
             ];
             ("an OCI artifact unit (repo = \"oci://…\")", keys.to_vec())
