@@ -146,37 +146,4 @@ mod tests {
         let err = parse(&format!("{CHART}chart = \"c\"\nvalues_files = [\"v.yaml\"]\n")).unwrap_err().to_string();
         assert!(err.contains("sync[0].helm.values_files: needs a git repository"), "{err}");
     }
-
-    #[test]
-    fn keys_a_chart_or_artifact_unit_does_not_read_are_refused_naming_the_key_and_the_kind() {
-        let chart = |keys: &str| {
-            format!(
-                "[[sync]]\nname = \"cm\"\n{keys}\n[sync.helm]\nrepo_url = \"https://charts.example.com\"\nchart = \"c\"\n"
-            )
-        };
-        let err = parse(&chart("path = \"apps\"")).unwrap_err().to_string();
-        assert!(
-            err.contains(
-                "line 3: sync[0].path: a chart unit ([sync.helm] repo_url) does not read it (the chart is `chart` \
-                 from `repo_url`; `values_files` are named from the repository root): remove it"
-            ),
-            "{err}"
-        );
-        let err = parse(&chart("ref = \"main\"")).unwrap_err().to_string();
-        assert!(err.contains("line 3: sync[0].ref: a chart unit ([sync.helm] repo_url) does not read it"), "{err}");
-        let err = parse(&chart("render = \"kustomize\"")).unwrap_err().to_string();
-        assert!(err.contains("sync[0].render: a chart unit ([sync.helm] repo_url) does not read it"), "{err}");
-        // With `repo` (its values files), `ref` chooses their commit.
-        assert!(parse(&chart("repo = \"https://g/x.git\"\nref = \"v1\"")).is_ok());
-        let artifact = "[[sync]]\nname = \"a\"\nrepo = \"oci://r.example.com/m:v1\"\npath = \"apps\"\n\
-                        [sync.git]\nssh_key_file = \"/k\"\n";
-        let err = parse(artifact).unwrap_err().to_string();
-        assert!(
-            err.contains(
-                "line 6: sync[0].git.ssh_key_file: an OCI artifact unit (repo = \"oci://…\") does not read it"
-            ),
-            "{err}"
-        );
-        assert!(parse(&artifact.replace("ssh_key_file = \"/k\"", "token_file = \"/t\"")).is_ok(), "path is read");
-    }
 }

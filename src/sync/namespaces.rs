@@ -80,7 +80,7 @@ impl Engine {
                 }
             })?;
         if created {
-            self.namespace_created = Some(name.to_owned());
+            self.made_bare.push(namespace_ref(name));
         }
         self.namespace_checked = true;
         Ok(())
@@ -108,7 +108,7 @@ impl Engine {
         })?;
         if created {
             // Made by this sync, so its apply reports `created`, not `adopted`.
-            self.made_bare = Some(namespace_ref(namespace));
+            self.made_bare.push(namespace_ref(namespace));
         }
         Ok(())
     }
