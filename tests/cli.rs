@@ -498,25 +498,28 @@ fn a_server_that_is_no_api_server_is_named_with_its_context_and_file() {
         ),
     )
     .unwrap();
-    let repo = common::GitRepo::new();
-    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n");
-    repo.commit_and_push("first");
-    let units = common::unit_toml("app", &repo.bare(), "", "default", "");
-    let config =
-        common::config_file(dir.path(), &format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display()));
-    let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
-    assert_eq!(code, Some(2), "{stderr}");
-    let expected = format!(
-        "the server at {server} answered 404 to GET /api/v1: not a Kubernetes API server? check the server of \
-         context staging in {}",
-        kubeconfig.display()
-    );
-    assert!(stderr.replace("\\\"", "\"").contains(&expected), "{stderr}");
-    assert!(!stderr.contains("unknown kind") && !stderr.contains("<html>"), "{stderr}");
-    assert!(!stderr.contains("ServiceError") && !stderr.contains("ApiError"), "{stderr}");
-    assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
-    assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
-    assert_plain_log(&stderr);
+    // A core kind, then a kind of a named group only (its group-version's 404 comes first).
+    for manifest in [configmap("conf"), common::deployment("web", "nginx", 1)] {
+        let repo = common::GitRepo::new();
+        repo.write("m.yaml", &manifest);
+        repo.commit_and_push("first");
+        let units = common::unit_toml("app", &repo.bare(), "", "default", "");
+        let text = format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display());
+        let config = common::config_file(dir.path(), &text);
+        let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
+        assert_eq!(code, Some(2), "{stderr}");
+        let expected = format!(
+            "the server at {server} answered 404 to GET /api/v1: not a Kubernetes API server? check the server of \
+             context staging in {}",
+            kubeconfig.display()
+        );
+        assert!(stderr.replace("\\\"", "\"").contains(&expected), "{stderr}");
+        assert!(!stderr.contains("unknown kind") && !stderr.contains("<html>"), "{stderr}");
+        assert!(!stderr.contains("ServiceError") && !stderr.contains("ApiError"), "{stderr}");
+        assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
+        assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
+        assert_plain_log(&stderr);
+    }
 }
 
 /// A sync with nothing to wait on (ConfigMaps have no health) logs `wait=none result=healthy`
