@@ -7,7 +7,9 @@
 //! list per group-kind selected by `applyset.kubernetes.io/part-of=<id>`: metadata only for
 //! kinds without health, full objects in pages for health-bearing kinds
 //! ([`crate::health::bears_health`]), judged by [`crate::health::status`]
-//! ([`crate::health::survey`]). A recorded member that no list returns is `Missing`.
+//! ([`crate::health::survey`]). A recorded member that no list returns is `NotCreated` when the
+//! last attempt recorded a failure for it (`gitward.dev/last-failed`: its create was refused),
+//! else `Missing`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
@@ -50,22 +52,26 @@ impl From<survey::Error> for Error {
 /// `Result` alias of this module.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// The state of a member that is not `Current`: its kstatus health, or `Missing` — recorded
-/// in the parent as applied by the unit, but not in the cluster (deleted by hand, or its kind
-/// no longer served).
+/// The state of a member that is not `Current`: its kstatus health, `NotCreated` — recorded in
+/// the parent, not in the cluster, and the last attempt failed or skipped it — or `Missing` —
+/// recorded in the parent, not in the cluster, with no failure recorded (deleted by hand, or
+/// its kind no longer served).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberHealth {
     /// The member exists; its health by the kstatus rules.
     Is(Health),
+    /// The member does not exist, and the last attempt recorded why it could not make it.
+    NotCreated,
     /// The member does not exist.
     Missing,
 }
 
 impl MemberHealth {
-    /// The name printed: a [`Health`] name, or `Missing`.
+    /// The name printed: a [`Health`] name, `NotCreated` or `Missing`.
     pub fn as_str(self) -> &'static str {
         match self {
             MemberHealth::Is(h) => h.as_str(),
+            MemberHealth::NotCreated => "NotCreated",
             MemberHealth::Missing => "Missing",
         }
     }
@@ -91,9 +97,10 @@ pub struct Unhealthy {
     /// Its health, or `Missing`.
     pub health: MemberHealth,
     /// The rule's reason (`ProgressDeadlineExceeded`, `JobFailed`, a condition's reason;
-    /// `NotFound` for a missing member).
+    /// `NotFound` for a missing member; empty for one not created).
     pub reason: String,
-    /// The rule's or the controller's message.
+    /// The rule's or the controller's message; for a member not created, the failure the
+    /// last attempt recorded for it.
     pub message: String,
 }
 
@@ -238,13 +245,24 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         add(&mut state.objects, gk, n);
     }
     for member in contents.members.iter().filter(|m| !present.contains(*m)) {
+        let object = member.to_string();
+        if let Some(failure) = state.failed.iter().find(|f| f.object == object) {
+            state.unhealthy.push(Unhealthy {
+                object,
+                health: MemberHealth::NotCreated,
+                reason: String::new(),
+                message: failure.reason.clone(),
+            });
+            state.missing += 1;
+            continue;
+        }
         let message = if unserved.contains(&member.gk) {
             "recorded as a member of the ApplySet, but the API server no longer serves its kind"
         } else {
             "recorded as a member of the ApplySet but not in the cluster (deleted by hand?); the next sync re-creates it"
         };
         state.unhealthy.push(Unhealthy {
-            object: member.to_string(),
+            object,
             health: MemberHealth::Missing,
             reason: "NotFound".into(),
             message: message.into(),
@@ -327,9 +345,10 @@ pub fn line(state: &UnitState) -> String {
     }
 }
 
-/// A revision's first 7 hex digits, as the other stdout lines print it.
-fn short(revision: &str) -> &str {
-    revision.get(..7).unwrap_or(revision)
+/// A revision's short form, as the other stdout lines print it
+/// ([`crate::source::short_revision`]).
+fn short(revision: &str) -> String {
+    crate::source::short_revision(revision)
 }
 
 /// The human-readable report of `units`, one block per unit, headed by its line of
@@ -386,8 +405,15 @@ pub fn render_text(units: &[UnitState]) -> String {
         if let Some(error) = &u.last_error {
             let _ = writeln!(out, "  error      {error}");
         }
+        // A refused prune skips each member it would have deleted with the same sentence; the
+        // error line says it once, so those members are listed without it.
+        let prune_told = u.last_error.as_deref().is_some_and(|e| e.starts_with("prune refused"));
         for f in &u.failed {
-            let _ = writeln!(out, "  {:<9}  {}: {}", f.action, f.object, f.reason);
+            let reason = match prune_told && f.reason.starts_with("prune refused") {
+                true => "not pruned (the prune was refused)",
+                false => f.reason.as_str(),
+            };
+            let _ = writeln!(out, "  {:<9}  {}: {reason}", f.action, f.object);
         }
         let objects: Vec<String> = u.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let objects = if objects.is_empty() { "-".to_string() } else { objects.join(", ") };
@@ -400,6 +426,10 @@ pub fn render_text(units: &[UnitState]) -> String {
             h.healthy, h.progressing, h.degraded
         );
         for x in &u.unhealthy {
+            if x.health == MemberHealth::NotCreated {
+                let _ = writeln!(out, "  unhealthy  {} NotCreated: {}", x.object, x.message);
+                continue;
+            }
             let detail = match (x.reason.is_empty(), x.message.is_empty()) {
                 (false, false) => format!("{}: {}", x.reason, x.message),
                 (false, true) => x.reason.clone(),
@@ -417,7 +447,7 @@ pub fn render_text(units: &[UnitState]) -> String {
 /// [{"object", "action", "reason"}], "objects": {Kind: n}, "health": {"healthy",
 /// "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health", "reason",
 /// "message"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
-/// name or `Missing`.
+/// name, `NotCreated` (its `message` the recorded failure) or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
     let units: Vec<serde_json::Value> = units
         .iter()
@@ -517,6 +547,24 @@ mod tests {
         assert_eq!(json["units"][0]["last"], serde_json::Value::Null);
         assert_eq!(json["units"][0]["objects"]["Deployment"], 1);
         assert_eq!(json["units"][0]["applyset_id"], "applyset-x-v1");
+    }
+
+    #[test]
+    fn a_refused_prune_is_told_once() {
+        let mut u = state(Some(SyncResult::Healthy), false);
+        let reason = "prune refused: would delete 4 of 5 members (80%), over max_prune_fraction = 0.5";
+        u.last_error = Some(reason.into());
+        u.failed = (0..4)
+            .map(|i| NotApplied {
+                object: format!("ConfigMap/default/old-{i}"),
+                action: "skipped".into(),
+                reason: reason.into(),
+            })
+            .collect();
+        let text = render_text(&[u]);
+        assert_eq!(text.matches("over max_prune_fraction").count(), 1, "{text}");
+        assert!(text.contains(&format!("  error      {reason}\n")), "{text}");
+        assert!(text.contains("  skipped    ConfigMap/default/old-0: not pruned (the prune was refused)\n"), "{text}");
     }
 
     #[test]
