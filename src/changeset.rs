@@ -178,6 +178,10 @@ pub struct ChangeSet {
     /// When the last object that git changed (created, adopted, configured, drift-corrected) was
     /// applied: what a push is waiting for, while unchanged objects are still being re-sent.
     pub changes_applied_at: Option<std::time::Instant>,
+    /// Namespaces this sync made for `create_namespace`: not members (they get no entry, and are
+    /// never pruned), so logged (`namespace created`) and counted (`namespaces_created` of
+    /// `sync complete`) apart.
+    pub namespaces_created: Vec<String>,
 }
 
 /// `message` with the decrypted values masked: an API server's message may quote the value it
@@ -247,6 +251,7 @@ impl ChangeSet {
             self.prune_refused = other.prune_refused;
         }
         self.not_members.extend(other.not_members);
+        self.namespaces_created.extend(other.namespaces_created);
         if let Some(at) = other.changes_applied_at {
             self.note_change_applied(at);
         }

@@ -3,7 +3,9 @@
 //!
 //! Events: one per object that is not `unchanged` (`object`, `action`, `reason`; `unchanged`
 //! ones at debug), one `health` event per object of the wait whose health changes, then one
-//! `sync complete` event with the counts by action and by health, how the wait ended
+//! `sync complete` event with the counts by action and by health (of the objects the wait
+//! covered, left out when none ran: `wait="none"` with `result="healthy"` means nothing with
+//! health changed or was left unhealthy, so nothing was counted), how the wait ended
 //! ([`Wait`]) and the result recorded on the ApplySet parent (STYLE.md, Logs) — at warn when
 //! the result is `failed` or `degraded` or the wait timed out. Secret data never reaches a log:
 //! the engine's messages carry refs and API server messages only.
@@ -81,6 +83,14 @@ impl Wait {
     pub fn judged(self) -> bool {
         matches!(self, Wait::Healthy | Wait::Degraded | Wait::Timeout | Wait::None)
     }
+
+    /// True when a wait ran over objects (it ended by itself or was cancelled): only then do
+    /// the health counts of `sync complete` count something, the objects it waited on. A sync
+    /// with nothing to wait on (`none`), or whose wait was `disabled` or `skipped`, logs no
+    /// counts: `healthy=0 … result=healthy` read as a contradiction.
+    pub fn waited(self) -> bool {
+        matches!(self, Wait::Healthy | Wait::Degraded | Wait::Timeout | Wait::Cancelled)
+    }
 }
 
 impl From<Outcome> for Wait {
@@ -146,7 +156,9 @@ pub enum HealthStep {
 /// Starts the health step after `report`'s apply: no wait when [`Wait::before`] says so (a
 /// wait is `asked` for in the daemon and by `gitward sync --wait`); else the engine's wait
 /// ([`Engine::health_wait`]), judged at once as healthy (`wait="none"`) when it has no
-/// targets.
+/// targets. A wait that is due is recorded on the ApplySet parent before it runs
+/// ([`Engine::record_waiting`]: the revision, its apply time, the attempt and what is waited
+/// for), so that `gitward status` tells the truth meanwhile; a failed write is logged.
 pub async fn begin(engine: &mut Engine, report: &Report, asked: bool) -> HealthStep {
     let failed = report.changes.has_failures();
     if let Some(wait) = Wait::before(failed, asked, engine.health_timeout()) {
@@ -158,6 +170,10 @@ pub async fn begin(engine: &mut Engine, report: &Report, asked: bool) -> HealthS
         // Nothing with health changed and nothing is left unhealthy: nothing to wait on.
         let summary = judge(engine, &wait, Some(Outcome::Healthy)).await;
         return HealthStep::Done { summary: HealthSummary { wait: Wait::None, ..summary }, judged };
+    }
+    if let Err(e) = engine.record_waiting(report, &wait).await {
+        let error = crate::telemetry::error_chain(&e);
+        warn!(unit = %report.unit, error, "could not record the health wait on the inventory");
     }
     HealthStep::Wait { wait, judged }
 }
@@ -223,6 +239,9 @@ pub fn log_objects(report: &Report) {
             (_, None) => info!(unit, object, action = %e.action, "object"),
         }
     }
+    for namespace in &report.changes.namespaces_created {
+        info!(unit, namespace = namespace.as_str(), "namespace created");
+    }
     for (object, reason) in &report.changes.not_members {
         debug!(unit, object = %object, reason = %reason, "labelled but not a member: not pruned");
     }
@@ -239,6 +258,8 @@ macro_rules! summary_event {
         let unit = report.unit.as_str();
         let revision = report.revision.to_string();
         let c = report.changes.counts();
+        // Absent (not zero) when no wait ran: see `Wait::waited`.
+        let h = health.wait.waited().then_some(health.counts);
         $level!(
             unit,
             revision,
@@ -251,12 +272,13 @@ macro_rules! summary_event {
             skipped = c.skipped,
             failed = c.failed,
             conflict = c.conflict,
+            namespaces_created = report.changes.namespaces_created.len(),
             applied_early = report.applied_early,
             requests = report.changes.requests,
             duration_ms = report.duration.as_millis() as u64,
-            healthy = health.counts.healthy,
-            progressing = health.counts.progressing,
-            degraded = health.counts.degraded,
+            healthy = h.map(|h| h.healthy),
+            progressing = h.map(|h| h.progressing),
+            degraded = h.map(|h| h.degraded),
             wait = health.wait.as_str(),
             result = health.result.as_str(),
             "sync complete"
@@ -264,8 +286,9 @@ macro_rules! summary_event {
     }};
 }
 
-/// Logs the `sync complete` event: counts by action, then by health, the wait and the result;
-/// at warn when [`HealthSummary::warns`], else at info.
+/// Logs the `sync complete` event: counts by action, then by health (the objects the wait
+/// covered; left out when no wait ran, [`Wait::waited`]), the wait and the result; at warn
+/// when [`HealthSummary::warns`], else at info.
 pub fn log_summary(report: &Report, health: &HealthSummary) {
     if health.warns() {
         summary_event!(warn, report, health);

@@ -7,7 +7,9 @@
 //! list per group-kind selected by `applyset.kubernetes.io/part-of=<id>`: metadata only for
 //! kinds without health, full objects in pages for health-bearing kinds
 //! ([`crate::health::bears_health`]), judged by [`crate::health::status`]
-//! ([`crate::health::survey`]). A recorded member that no list returns is `Missing`.
+//! ([`crate::health::survey`]). A recorded member that no list returns is `NotCreated` when the
+//! last attempt recorded a failure for it (`gitward.dev/last-failed`: its create was refused),
+//! else `Missing`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::{self, Write as _};
@@ -19,6 +21,8 @@ use serde::Serialize;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Inventory, PART_OF};
 use crate::config::SyncUnit;
+#[cfg(test)]
+use crate::health::record::Waiting;
 use crate::health::record::{Attempt, NotApplied, Record, SyncResult};
 use crate::health::{self, Counts, Health, survey};
 use crate::object::{GroupKind, ObjectRef};
@@ -48,22 +52,26 @@ impl From<survey::Error> for Error {
 /// `Result` alias of this module.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// The state of a member that is not `Current`: its kstatus health, or `Missing` — recorded
-/// in the parent as applied by the unit, but not in the cluster (deleted by hand, or its kind
-/// no longer served).
+/// The state of a member that is not `Current`: its kstatus health, `NotCreated` — recorded in
+/// the parent, not in the cluster, and the last attempt failed or skipped it — or `Missing` —
+/// recorded in the parent, not in the cluster, with no failure recorded (deleted by hand, or
+/// its kind no longer served).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberHealth {
     /// The member exists; its health by the kstatus rules.
     Is(Health),
+    /// The member does not exist, and the last attempt recorded why it could not make it.
+    NotCreated,
     /// The member does not exist.
     Missing,
 }
 
 impl MemberHealth {
-    /// The name printed: a [`Health`] name, or `Missing`.
+    /// The name printed: a [`Health`] name, `NotCreated` or `Missing`.
     pub fn as_str(self) -> &'static str {
         match self {
             MemberHealth::Is(h) => h.as_str(),
+            MemberHealth::NotCreated => "NotCreated",
             MemberHealth::Missing => "Missing",
         }
     }
@@ -89,9 +97,10 @@ pub struct Unhealthy {
     /// Its health, or `Missing`.
     pub health: MemberHealth,
     /// The rule's reason (`ProgressDeadlineExceeded`, `JobFailed`, a condition's reason;
-    /// `NotFound` for a missing member).
+    /// `NotFound` for a missing member; empty for one not created).
     pub reason: String,
-    /// The rule's or the controller's message.
+    /// The rule's or the controller's message; for a member not created, the failure the
+    /// last attempt recorded for it.
     pub message: String,
 }
 
@@ -112,6 +121,9 @@ pub struct UnitState {
     pub last: Option<Record>,
     /// The revision last attempted, applied or not (`gitward.dev/last-attempted-revision`).
     pub last_attempted_revision: Option<String>,
+    /// The ref last attempted when it resolved to no revision — not found, or the fetch failed
+    /// (`gitward.dev/last-attempted-ref`); `last_attempted_revision` is then `None`.
+    pub last_attempted_ref: Option<String>,
     /// Why the last attempt did not apply cleanly (`gitward.dev/last-error`): a revision that
     /// does not parse, a refused prune, objects that failed.
     pub last_error: Option<String>,
@@ -129,11 +141,40 @@ pub struct UnitState {
 
 impl UnitState {
     /// True when a revision was applied without failed objects, the last attempt left no
-    /// error, and every member is present and `Current` now (exit 0 of `gitward status`).
+    /// error, no health wait runs, and every member is present and `Current` now (exit 0 of
+    /// `gitward status`): [`UnitState::now`] is `healthy`.
     pub fn healthy(&self) -> bool {
-        self.last.as_ref().is_some_and(|r| r.result != SyncResult::Failed)
-            && self.last_error.is_none()
-            && self.unhealthy.is_empty()
+        self.now() == "healthy"
+    }
+
+    /// The unit's state now, the first word of its [`line()`], in this order: `never applied`;
+    /// `failed` (the last attempt did not apply cleanly, or objects failed); `degraded` (a
+    /// member is `Failed` now); `waiting` (the parent records a health wait in progress);
+    /// `progressing` (a member is not `Current`, or missing); else `healthy`. Live health
+    /// wins over the recorded result, which `gitward status` prints below it.
+    pub fn now(&self) -> &'static str {
+        let Some(last) = &self.last else { return "never applied" };
+        if last.result == SyncResult::Failed || self.last_error.is_some() {
+            "failed"
+        } else if self.health.degraded > 0 {
+            "degraded"
+        } else if last.waiting.is_some() {
+            "waiting"
+        } else if !self.unhealthy.is_empty() {
+            "progressing"
+        } else {
+            "healthy"
+        }
+    }
+
+    /// What was last attempted, as printed: the revision, or `ref <name> (not resolved)`.
+    fn attempted(&self) -> Option<String> {
+        let attempt = Attempt {
+            revision: self.last_attempted_revision.clone(),
+            reference: self.last_attempted_ref.clone(),
+            ..Attempt::default()
+        };
+        attempt.attempted()
     }
 }
 
@@ -150,6 +191,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         selector: None,
         last: None,
         last_attempted_revision: None,
+        last_attempted_ref: None,
         last_error: None,
         failed: Vec::new(),
         objects: BTreeMap::new(),
@@ -161,6 +203,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
     state.last = Record::from_annotations(&parent.annotations);
     let attempt = Attempt::from_annotations(&parent.annotations);
     state.last_attempted_revision = attempt.revision;
+    state.last_attempted_ref = attempt.reference;
     state.last_error = attempt.error;
     state.failed = attempt.failed;
     let contents = parent.contents;
@@ -202,13 +245,24 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         add(&mut state.objects, gk, n);
     }
     for member in contents.members.iter().filter(|m| !present.contains(*m)) {
+        let object = member.to_string();
+        if let Some(failure) = state.failed.iter().find(|f| f.object == object) {
+            state.unhealthy.push(Unhealthy {
+                object,
+                health: MemberHealth::NotCreated,
+                reason: String::new(),
+                message: failure.reason.clone(),
+            });
+            state.missing += 1;
+            continue;
+        }
         let message = if unserved.contains(&member.gk) {
             "recorded as a member of the ApplySet, but the API server no longer serves its kind"
         } else {
             "recorded as a member of the ApplySet but not in the cluster (deleted by hand?); the next sync re-creates it"
         };
         state.unhealthy.push(Unhealthy {
-            object: member.to_string(),
+            object,
             health: MemberHealth::Missing,
             reason: "NotFound".into(),
             message: message.into(),
@@ -257,8 +311,9 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 }
 
 /// The line of `gitward status` for a unit, in the form of the stdout lines of `sync` and
-/// `validate`: the recorded result and revision, when it was applied, and its members by
-/// health.
+/// `validate`: the unit's state now ([`UnitState::now`]), the recorded revision, when it was
+/// applied, its members by health, and what the last attempt tried when it failed
+/// (`; 9c1e0b7 failed`, `; ref v9.9.9 (not resolved) failed`).
 pub fn line(state: &UnitState) -> String {
     let total: usize = state.objects.values().sum();
     let h = state.health;
@@ -274,24 +329,33 @@ pub fn line(state: &UnitState) -> String {
     }
     let members = format!("{total} objects: {}", health.join(", "));
     let line = match &state.last {
-        Some(r) => format!("{}: {} {}, applied {} ({members})", state.unit, r.result, short(&r.revision), r.applied_at),
+        Some(r) => {
+            format!("{}: {} {}, applied {} ({members})", state.unit, state.now(), short(&r.revision), r.applied_at)
+        }
         None => format!("{}: never applied ({members})", state.unit),
     };
-    match &state.last_attempted_revision {
-        Some(attempted) if state.last_error.is_some() => format!("{line}; {} failed", short(attempted)),
+    let attempted = match (&state.last_attempted_revision, state.attempted()) {
+        (Some(revision), _) => Some(short(revision).to_string()),
+        (None, other) => other,
+    };
+    match attempted {
+        Some(attempted) if state.last_error.is_some() => format!("{line}; {attempted} failed"),
         _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
         _ => line,
     }
 }
 
-/// A revision's first 7 hex digits, as the other stdout lines print it.
-fn short(revision: &str) -> &str {
-    revision.get(..7).unwrap_or(revision)
+/// A revision's short form, as the other stdout lines print it
+/// ([`crate::source::short_revision`]).
+fn short(revision: &str) -> String {
+    crate::source::short_revision(revision)
 }
 
 /// The human-readable report of `units`, one block per unit, headed by its line of
 /// [`line()`] (`attempted`, `error` and the `failed`/`skipped`/`conflict` lines
-/// only when the parent records them):
+/// only when the parent records them; `result` is `waiting (since <time>, for <objects>)`
+/// while the parent records a health wait in progress, and `attempted` may be
+/// `ref v9.9.9 (not resolved)`):
 ///
 /// ```text
 /// app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (2 objects: 1 healthy, 1 degraded)
@@ -320,7 +384,14 @@ pub fn render_text(units: &[UnitState]) -> String {
             Some(r) => {
                 let _ = writeln!(out, "  revision   {}", r.revision);
                 let _ = writeln!(out, "  applied    {}", r.applied_at);
-                let _ = writeln!(out, "  result     {}", r.result);
+                match &r.waiting {
+                    Some(waiting) => {
+                        let _ = writeln!(out, "  result     {waiting}");
+                    }
+                    None => {
+                        let _ = writeln!(out, "  result     {}", r.result);
+                    }
+                }
             }
             None => {
                 let _ = writeln!(out, "  revision   - (never applied)");
@@ -328,16 +399,21 @@ pub fn render_text(units: &[UnitState]) -> String {
         }
         // The revision last tried, when it is not the one applied (or it failed).
         let applied = u.last.as_ref().map(|r| r.revision.as_str());
-        if let Some(attempted) =
-            u.last_attempted_revision.as_ref().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some())
-        {
+        if let Some(attempted) = u.attempted().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some()) {
             let _ = writeln!(out, "  attempted  {attempted}");
         }
         if let Some(error) = &u.last_error {
             let _ = writeln!(out, "  error      {error}");
         }
+        // A refused prune skips each member it would have deleted with the same sentence; the
+        // error line says it once, so those members are listed without it.
+        let prune_told = u.last_error.as_deref().is_some_and(|e| e.starts_with("prune refused"));
         for f in &u.failed {
-            let _ = writeln!(out, "  {:<9}  {}: {}", f.action, f.object, f.reason);
+            let reason = match prune_told && f.reason.starts_with("prune refused") {
+                true => "not pruned (the prune was refused)",
+                false => f.reason.as_str(),
+            };
+            let _ = writeln!(out, "  {:<9}  {}: {reason}", f.action, f.object);
         }
         let objects: Vec<String> = u.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let objects = if objects.is_empty() { "-".to_string() } else { objects.join(", ") };
@@ -350,6 +426,10 @@ pub fn render_text(units: &[UnitState]) -> String {
             h.healthy, h.progressing, h.degraded
         );
         for x in &u.unhealthy {
+            if x.health == MemberHealth::NotCreated {
+                let _ = writeln!(out, "  unhealthy  {} NotCreated: {}", x.object, x.message);
+                continue;
+            }
             let detail = match (x.reason.is_empty(), x.message.is_empty()) {
                 (false, false) => format!("{}: {}", x.reason, x.message),
                 (false, true) => x.reason.clone(),
@@ -361,12 +441,22 @@ pub fn render_text(units: &[UnitState]) -> String {
     out
 }
 
-/// The JSON report of `units`: `{"units": [{"unit", "parent", "applyset_id", "selector",
-/// "last": {"revision", "applied_at", "result"} | null, "last_attempted_revision",
-/// "last_error", "failed": [{"object", "action", "reason"}], "objects": {Kind: n}, "health":
-/// {"healthy", "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health",
-/// "reason", "message"}]}]}`; `health` of an unhealthy member is a kstatus name or `Missing`.
+/// The JSON report of `units`: `{"units": [{"unit", "now", "parent", "applyset_id",
+/// "selector", "last": {"revision", "applied_at", "result", "waiting": {"since", "for"} |
+/// null} | null, "last_attempted_revision", "last_attempted_ref", "last_error", "failed":
+/// [{"object", "action", "reason"}], "objects": {Kind: n}, "health": {"healthy",
+/// "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health", "reason",
+/// "message"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
+/// name, `NotCreated` (its `message` the recorded failure) or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
+    let units: Vec<serde_json::Value> = units
+        .iter()
+        .map(|u| {
+            let mut v = serde_json::to_value(u).unwrap_or_default();
+            v["now"] = serde_json::Value::String(u.now().to_string());
+            v
+        })
+        .collect();
     serde_json::to_string_pretty(&serde_json::json!({ "units": units })).unwrap_or_default()
 }
 
@@ -392,8 +482,10 @@ mod tests {
                 revision: "3f2a".into(),
                 applied_at: "2026-11-22T22:41:07Z".into(),
                 result: r,
+                waiting: None,
             }),
             last_attempted_revision: last.map(|_| "3f2a".into()),
+            last_attempted_ref: None,
             last_error: None,
             failed: Vec::new(),
             objects: BTreeMap::from([("Deployment".to_string(), 1)]),
@@ -458,6 +550,24 @@ mod tests {
     }
 
     #[test]
+    fn a_refused_prune_is_told_once() {
+        let mut u = state(Some(SyncResult::Healthy), false);
+        let reason = "prune refused: would delete 4 of 5 members (80%), over max_prune_fraction = 0.5";
+        u.last_error = Some(reason.into());
+        u.failed = (0..4)
+            .map(|i| NotApplied {
+                object: format!("ConfigMap/default/old-{i}"),
+                action: "skipped".into(),
+                reason: reason.into(),
+            })
+            .collect();
+        let text = render_text(&[u]);
+        assert_eq!(text.matches("over max_prune_fraction").count(), 1, "{text}");
+        assert!(text.contains(&format!("  error      {reason}\n")), "{text}");
+        assert!(text.contains("  skipped    ConfigMap/default/old-0: not pruned (the prune was refused)\n"), "{text}");
+    }
+
+    #[test]
     fn text_shows_the_error_the_objects_not_applied_and_missing_members() {
         let mut u = state(Some(SyncResult::Failed), false);
         u.last_error = Some("1 object not applied: ConfigMap/default/x failed: denied".into());
@@ -478,5 +588,43 @@ mod tests {
         let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
         assert_eq!(json["units"][0]["unhealthy"][0]["health"], "Missing");
         assert_eq!(json["units"][0]["failed"][0]["action"], "failed");
+    }
+
+    #[test]
+    fn the_headline_is_the_health_now_and_the_recorded_result_is_below_it() {
+        // The last wait timed out (`progressing`); the Deployment has failed since.
+        let mut u = state(Some(SyncResult::Progressing), true);
+        assert!(line(&u).starts_with("app: degraded 3f2a, "), "{}", line(&u));
+        assert!(render_text(&[u.clone()]).contains("  result     progressing\n"));
+        // A wait in progress: `waiting`, and the result line says since when and for what.
+        u.unhealthy.clear();
+        u.health = Counts { healthy: 0, progressing: 1, degraded: 0 };
+        u.last.as_mut().unwrap().waiting =
+            Some(Waiting { since: "2026-11-22T22:41:08Z".into(), objects: "Deployment/default/web".into() });
+        assert_eq!(u.now(), "waiting");
+        assert!(!u.healthy());
+        let text = render_text(&[u.clone()]);
+        assert!(text.starts_with("app: waiting 3f2a, applied 2026-11-22T22:41:07Z"), "{text}");
+        assert!(
+            text.contains("  result     waiting (since 2026-11-22T22:41:08Z, for Deployment/default/web)\n"),
+            "{text}"
+        );
+        let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
+        assert_eq!(json["units"][0]["now"], "waiting");
+        assert_eq!(json["units"][0]["last"]["waiting"]["for"], "Deployment/default/web");
+    }
+
+    #[test]
+    fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
+        let mut u = state(Some(SyncResult::Healthy), false);
+        u.last_attempted_revision = None;
+        u.last_attempted_ref = Some("v9.9.9".into());
+        u.last_error = Some("ref v9.9.9 not found".into());
+        assert_eq!(
+            line(&u),
+            "app: failed 3f2a, applied 2026-11-22T22:41:07Z (1 objects: 1 healthy); ref v9.9.9 (not resolved) failed"
+        );
+        let text = render_text(&[u]);
+        assert!(text.contains("  result     healthy\n  attempted  ref v9.9.9 (not resolved)\n"), "{text}");
     }
 }

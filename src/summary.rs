@@ -14,7 +14,8 @@
 //!
 //! A line starts with the unit's name and a result word (`applied`, `healthy`, `progressing`,
 //! `degraded`, `failed`, `not synced`, `valid`, `invalid`, `never applied`); revisions are
-//! shortened to 7 digits, as git prints them.
+//! shortened to 7 digits, as git prints them, a chart's to `<chart>@<version>`
+//! ([`crate::source::short_revision`]).
 
 use std::time::Duration;
 
@@ -117,9 +118,9 @@ fn duration(d: Duration) -> String {
     }
 }
 
-/// A revision's first 7 hex digits.
-fn short(revision: &str) -> &str {
-    revision.get(..7).unwrap_or(revision)
+/// A revision's short form ([`crate::source::short_revision`]).
+fn short(revision: &str) -> String {
+    crate::source::short_revision(revision)
 }
 
 /// The first [`NAMED`] items, then "and N more".
@@ -156,6 +157,20 @@ mod tests {
             heal: false,
             yielded: false,
         }
+    }
+
+    #[test]
+    fn a_chart_revision_is_printed_as_chart_at_version() {
+        let mut r = report(&[("a", Action::Created)]);
+        r.revision = Revision(format!("webapp@1.2.0@sha256:{}", "ab".repeat(32)));
+        assert_eq!(
+            sync(&r, SyncResult::Applied, &Vec::new(), Duration::ZERO),
+            "apps: applied webapp@1.2.0 (1 created)"
+        );
+        let digest = format!("sha256:{}", "c0ffee".repeat(10));
+        assert_eq!(crate::source::short_revision(&digest), "sha256:c0ffeec");
+        assert_eq!(crate::source::short_revision(&format!("v1.4@{digest}")), "v1.4@sha256:c0ffeec");
+        assert_eq!(crate::source::short_revision("82edb11c0ffee"), "82edb11");
     }
 
     #[test]

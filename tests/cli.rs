@@ -90,7 +90,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     let (code, stdout, stderr) = gitward_text(&["status", "--config", config.to_str().unwrap()], &[]);
     assert!(code.is_some_and(|c| c < 2), "{stderr}");
     let first = stdout.lines().next().unwrap_or_default();
-    assert!(first.starts_with(&format!("app: applied {}, applied ", &revision[..7])), "{stdout}");
+    assert!(first.starts_with(&format!("app: healthy {}, applied ", &revision[..7])), "{stdout}");
     assert!(first.ends_with("(2 objects: 2 healthy)"), "{stdout}");
     let last = stdout.lines().last().unwrap_or_default();
     assert!(last.starts_with("sandbox: landlock ABI ") && last.ends_with("network namespace"), "{stdout}");
@@ -433,4 +433,143 @@ async fn objects_that_existed_before_gitward_are_logged_adopted_not_created() {
     let events = json_events(&out.stderr);
     let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete");
     assert_eq!((summary["unchanged"].as_u64(), summary["adopted"].as_u64()), (Some(3), Some(0)), "{summary}");
+}
+
+/// A member whose create the API server refused is not in the cluster because it was never
+/// made: `status` says `NotCreated` with the failure the parent records for it
+/// (`gitward.dev/last-failed`), not `Missing … (deleted by hand?)`.
+#[tokio::test]
+async fn status_reports_a_refused_create_as_not_created_with_its_failure() {
+    let env = common::setup("cli-notcreated").await;
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &configmap("conf"));
+    repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  namespace: no-such-ns-x\n");
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &repo.bare(), &env.namespace);
+    let config = config.to_str().unwrap();
+    let (code, _, stderr) = gitward_text(&["sync", "--config", config], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+
+    let (_, json, stderr) = gitward_text(&["status", "--config", config, "-o", "json"], &[]);
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}{stderr}"));
+    let failed = &json["units"][0]["failed"][0];
+    assert_eq!(failed["object"], "ConfigMap/no-such-ns-x/conf", "{json}");
+    let reason = failed["reason"].as_str().unwrap();
+    assert!(reason.contains("no-such-ns-x"), "{reason}");
+    let (code, text, stderr) = gitward_text(&["status", "--config", config], &[]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(text.contains(&format!("  unhealthy  ConfigMap/no-such-ns-x/conf NotCreated: {reason}\n")), "{text}");
+    assert!(!text.contains("Missing") && !text.contains("deleted by hand"), "{text}");
+    assert_eq!(json["units"][0]["unhealthy"][0]["health"], "NotCreated", "{json}");
+}
+
+/// A kubeconfig whose server is a web server, not a Kubernetes API server (a wrong port, a
+/// dashboard's URL): the error says so and names the context and file to correct, instead of
+/// "unknown kind ConfigMap in v1" with the server's HTML page. The loopback server stands in
+/// for that misconfigured URL: it answers every request 404 with an HTML page.
+#[test]
+fn a_server_that_is_no_api_server_is_named_with_its_context_and_file() {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            let mut buf = [0u8; 4096];
+            let _ = stream.read(&mut buf);
+            let page = "<html><body><h1>404 Not Found</h1></body></html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+                page.len()
+            );
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let server = format!("http://127.0.0.1:{port}");
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\n\
+             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: staging\n  context: {{cluster: c, user: u}}\n\
+             current-context: staging\n"
+        ),
+    )
+    .unwrap();
+    // A core kind, then a kind of a named group only (its group-version's 404 comes first).
+    for manifest in [configmap("conf"), common::deployment("web", "nginx", 1)] {
+        let repo = common::GitRepo::new();
+        repo.write("m.yaml", &manifest);
+        repo.commit_and_push("first");
+        let units = common::unit_toml("app", &repo.bare(), "", "default", "");
+        let text = format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display());
+        let config = common::config_file(dir.path(), &text);
+        let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
+        assert_eq!(code, Some(2), "{stderr}");
+        let expected = format!(
+            "the server at {server} answered 404 to GET /api/v1: not a Kubernetes API server? check the server of \
+             context staging in {}",
+            kubeconfig.display()
+        );
+        assert!(stderr.replace("\\\"", "\"").contains(&expected), "{stderr}");
+        assert!(!stderr.contains("unknown kind") && !stderr.contains("<html>"), "{stderr}");
+        assert!(!stderr.contains("ServiceError") && !stderr.contains("ApiError"), "{stderr}");
+        assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
+        assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
+        assert_plain_log(&stderr);
+    }
+}
+
+/// A sync with nothing to wait on (ConfigMaps have no health) logs `wait=none result=healthy`
+/// without health counts: `healthy=0 progressing=0 degraded=0` beside `result=healthy` counted
+/// nothing and read as a contradiction. A wait that ran counts the objects it waited on.
+#[tokio::test]
+async fn health_counts_are_logged_only_for_a_wait_that_ran() {
+    let env = common::setup("cli-counts").await;
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &configmap("conf"));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &repo.bare(), &env.namespace);
+    let out = gitward(&["--log-format", "json", "sync", "--wait"], &config);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_events(&out.stderr);
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete event");
+    assert_eq!((summary["wait"].as_str(), summary["result"].as_str()), (Some("none"), Some("healthy")), "{summary}");
+    for field in ["healthy", "progressing", "degraded"] {
+        assert!(summary.get(field).is_none(), "{field} counted with nothing waited on: {summary}");
+    }
+    assert_eq!(summary["created"], 1, "{summary}");
+}
+
+/// `create_namespace` says what it made: a `namespace created` event naming it, and
+/// `namespaces_created` in `sync complete` (0 once it exists).
+#[tokio::test]
+async fn a_namespace_made_for_create_namespace_is_logged_and_counted() {
+    let env = common::setup("cli-nsmade").await;
+    let namespace = common::unique("cli-made");
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &configmap("conf"));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &namespace, "create_namespace = true");
+    let config = common::config_file(dir.path(), &unit);
+    let out = gitward(&["--log-format", "json", "sync"], &config);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let events = json_events(&out.stderr);
+    let made: Vec<_> = events.iter().filter(|e| e["message"] == "namespace created").collect();
+    assert_eq!(made.len(), 1, "{events:?}");
+    assert_eq!((made[0]["unit"].as_str(), made[0]["namespace"].as_str()), (Some("app"), Some(namespace.as_str())));
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete event");
+    assert_eq!(summary["namespaces_created"], 1, "{summary}");
+
+    let out = gitward(&["--log-format", "json", "sync"], &config);
+    let events = json_events(&out.stderr);
+    assert!(!events.iter().any(|e| e["message"] == "namespace created"), "{events:?}");
+    let summary = events.iter().find(|e| e["message"] == "sync complete").expect("sync complete event");
+    assert_eq!(summary["namespaces_created"], 0, "{summary}");
+    drop(env);
+    let _ = common::kubectl(&["delete", "namespace", &namespace, "--wait=false"]);
 }

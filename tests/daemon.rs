@@ -95,6 +95,28 @@ async fn barrier(daemon: &common::Daemon, repo: &common::GitRepo) {
     }
 }
 
+/// A push whose object the API server refuses is logged `trigger failed` with the counts, never
+/// `trigger applied` (its `trigger_to_applied_ms` would time a change that did not land).
+#[tokio::test]
+async fn a_push_whose_objects_failed_is_logged_trigger_failed_not_applied() {
+    let env = common::setup("push-failed").await;
+    let repo = setup_repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+
+    repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  namespace: no-such-ns-x\n");
+    let revision = repo.commit_and_push("an object the API server refuses");
+    let failed = || daemon.logged("trigger failed").into_iter().find(|e| e["revision"] == revision.as_str());
+    let seen = common::eventually(WAIT, || async { failed().is_some() }).await;
+    assert!(seen, "no `trigger failed` for {revision}: {}", daemon.log_text());
+    let event = failed().unwrap();
+    assert_eq!((event["trigger"].as_str(), event["failed"].as_u64()), (Some("push"), Some(1)), "{event}");
+    let applied = daemon.logged("trigger applied");
+    assert!(!applied.iter().any(|e| e["revision"] == revision.as_str()), "{}", daemon.log_text());
+}
+
 #[tokio::test]
 async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
     let env = common::setup("push").await;

@@ -685,6 +685,11 @@ async fn a_prune_over_the_guard_is_refused_naming_it_and_allow_prune_permits_it_
     let (code, _, text) = gitward_cli(&["status"], &config);
     assert_eq!(code, Some(1), "{text}");
     assert!(text.lines().any(|l| l.starts_with("  error      prune refused: would prune 2 of 4")), "{text}");
+    // Told once, not again beside each member it kept.
+    assert_eq!(text.matches("max_prune_fraction 25%").count(), 1, "{text}");
+    assert!(
+        text.contains(&format!("  skipped    ConfigMap/{}/c: not pruned (the prune was refused)\n", env.namespace))
+    );
 
     // A deliberate one-off prune past the guard.
     let (code, events, text) = gitward_cli(&["sync", "--allow-prune"], &config);

@@ -654,7 +654,11 @@ async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
     let broken = gitward::config::Config::from_toml(&text, missing.path(), "test.toml").unwrap();
     let mut engine = common::engine(&env.client, &broken, "app").await;
     let err = chain(&engine.sync().await.expect_err("missing kustomize"));
-    assert!(err.starts_with("app: kustomize not found (no file at /nonexistent/kustomize)"), "{err}");
+    assert_eq!(
+        err,
+        "app: kustomize not found (no file at /nonexistent/kustomize); run scripts/tools to build it, or set \
+         [render] kustomize to its path"
+    );
 
     // Output over the cap.
     let small = tempfile::tempdir().unwrap();
@@ -817,4 +821,26 @@ fn missing_local_chart_dependencies_say_to_vendor_them() {
     );
     assert!(stderr.contains("commit the charts/ directory"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "one line per error: {stderr}");
+}
+
+/// A template that renders invalid YAML is Helm's parse error, without the hint to pass
+/// `--debug` (gitward runs `helm template`; its users have no command line to add it to).
+#[test]
+fn a_chart_rendering_invalid_yaml_is_named_without_helms_debug_hint() {
+    let repo = common::GitRepo::new();
+    repo.copy_dir(&common::fixtures().join("render/helm/charts/guestbook"), "chart");
+    repo.write(
+        "chart/templates/broken.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [\n",
+    );
+    repo.commit_and_push("a template that is not YAML");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gitward.toml");
+    let unit = common::unit_toml("app", &repo.bare(), "chart", "default", "");
+    std::fs::write(&file, config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let (code, stdout, stderr) = gitward_text(&["validate", "--config", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert!(stderr.contains("helm failed") && stderr.contains("YAML parse error on"), "{stderr}");
+    assert!(stderr.contains("templates/broken.yaml"), "{stderr}");
+    assert!(!stderr.contains("--debug"), "a hint users cannot follow: {stderr}");
 }

@@ -52,6 +52,7 @@ mod secret_scan;
 mod sharding;
 mod signatures;
 mod source;
+mod status_live;
 mod status_writes;
 mod sync_e2e;
 mod sync_stages;

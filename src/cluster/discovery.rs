@@ -57,6 +57,9 @@ pub struct Discovery {
     /// Group → its preferred version and when that was learned ([`PREFERRED_TTL`]).
     preferred: HashMap<crate::object::Atom, (String, std::time::Instant)>,
     fetched: HashMap<String, std::time::Instant>,
+    /// `GET /api/v1` was asked after a group-version's 404 ([`Discovery::check_core`]): once
+    /// per cache, not once per poll for a CRD's new kind.
+    core_checked: bool,
     /// Discovery requests sent, for the change set's request count and tests.
     pub requests: usize,
 }
@@ -81,7 +84,10 @@ impl Discovery {
             self.requests += 1;
             let resources = match oneshot::pinned_group(client, &gv).await {
                 Ok(group) => group.versioned_resources(&gv.version),
-                Err(e) if is_status(&e, 404) => Vec::new(),
+                Err(e) if is_status(&e, 404) => {
+                    self.check_core(client).await?;
+                    Vec::new()
+                }
                 Err(source) => return Err(Error::DiscoveryFailed { group_version: api_version.to_string(), source }),
             };
             let kinds = resources.into_iter().map(|(ar, c)| (Arc::new(ar), c.scope == Scope::Namespaced)).collect();
@@ -89,6 +95,27 @@ impl Discovery {
             self.fetched.insert(api_version.to_string(), std::time::Instant::now());
         }
         Ok(self.known(api_version, kind))
+    }
+
+    /// After a 404 for a named group-version, asks `GET /api/v1` once per cache (none when its
+    /// answer is known): every API server serves it, and the client's layer refuses an answer no API
+    /// server gives ([`super::server::NotAnApiServer`]), so a URL that is no API server is
+    /// named as such rather than as a group-version it does not serve.
+    ///
+    /// Errors: [`Error::DiscoveryFailed`] of `v1` when that request fails other than by 404.
+    async fn check_core(&mut self, client: &kube::Client) -> Result<()> {
+        if self.core_checked || self.groups.contains_key("v1") {
+            return Ok(());
+        }
+        self.core_checked = true;
+        self.requests += 1;
+        let core = GroupVersion::gv("", "v1");
+        match oneshot::pinned_group(client, &core).await {
+            Err(source) if !is_status(&source, 404) => {
+                Err(Error::DiscoveryFailed { group_version: "v1".to_owned(), source })
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Resolves `kind` in `api_version` from what is already known, sending nothing; `None` when

@@ -580,7 +580,7 @@ mod tests {
                 )
             }
         });
-        let client = tower::Layer::layer(&super::super::stack("https://k", &fence), transport);
+        let client = tower::Layer::layer(&super::super::stack("https://k", "context x in k", &fence), transport);
         let request = Request::builder()
             .method("PATCH")
             .uri("/api/v1/namespaces/a/configmaps/b")

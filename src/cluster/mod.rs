@@ -126,7 +126,7 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
 ///
 /// Errors: as [`connect`], and [`Error::Client`] when `user_agent` is not a valid header value.
 pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::Client> {
-    assemble(prepare(cfg, user_agent, None).await?, &fence::Fence::unfenced())
+    assemble(prepare(cfg, user_agent, None).await?, &origin(cfg), &fence::Fence::unfenced())
 }
 
 /// [`connect`] for the writes of a unit that names a ServiceAccount: every request carries
@@ -147,7 +147,7 @@ pub async fn connect_impersonating(
     user_agent: &str,
 ) -> Result<kube::Client> {
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
-    assemble(prepare(cfg, user_agent, Some(user)).await?, fence)
+    assemble(prepare(cfg, user_agent, Some(user)).await?, &origin(cfg), fence)
 }
 
 /// The kube config of [`connect_as`], impersonating `impersonate` when given: read from the
@@ -188,12 +188,35 @@ pub(crate) async fn prepare(
     Ok(config)
 }
 
-/// A client from `config` ([`prepare`]) whose writes `fence` checks: [`Transport::new`] and
-/// [`Transport::client`], for a client that shares its connections with no other.
+/// A client from `config` ([`prepare`]; `origin` as [`origin`] gives it) whose writes `fence`
+/// checks: [`Transport::new`] and [`Transport::client`], for a client that shares its
+/// connections with no other.
 ///
 /// Errors: [`Error::Client`] when kube cannot build its stack (TLS, auth plugin).
-pub(crate) fn assemble(config: kube::Config, fence: &fence::Fence) -> Result<kube::Client> {
-    Ok(Transport::new(config)?.client(fence))
+pub(crate) fn assemble(config: kube::Config, origin: &str, fence: &fence::Fence) -> Result<kube::Client> {
+    Ok(Transport::new(config, origin)?.client(fence))
+}
+
+/// Where the API server's URL of `cfg` comes from, for errors that say to check it:
+/// `context <name> in <file>` (the configured context, else the kubeconfig's
+/// `current-context`; the configured kubeconfig, else `$KUBECONFIG`, else `~/.kube/config`),
+/// or `the in-cluster config` for a pod's service account. Reads the kubeconfig once more
+/// (a few KiB); an unreadable one still gives its file.
+pub(crate) fn origin(cfg: &ClusterConfig) -> String {
+    let home = || std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".kube/config"));
+    let (file, read) = match &cfg.kubeconfig {
+        Some(p) => (p.display().to_string(), kube::config::Kubeconfig::read_from(p).ok()),
+        None => match (std::env::var("KUBECONFIG"), home()) {
+            (Ok(env), _) if !env.is_empty() => (env, kube::config::Kubeconfig::read().ok()),
+            (_, Some(h)) if h.exists() => (h.display().to_string(), kube::config::Kubeconfig::read().ok()),
+            _ => return "the in-cluster config (KUBERNETES_SERVICE_HOST)".to_owned(),
+        },
+    };
+    let context = cfg.context.clone().or_else(|| read.and_then(|k| k.current_context));
+    match context {
+        Some(context) => format!("context {context} in {file}"),
+        None => format!("the current context in {file}"),
+    }
 }
 
 /// kube's own stack for one kube config (auth, headers, TLS, the HTTP connection pool) behind
@@ -211,6 +234,8 @@ pub(crate) struct Transport {
     default_namespace: String,
     /// The API server's URL, no trailing slash ([`server::NameServerLayer`]).
     server: String,
+    /// Where that URL comes from ([`origin`]), for [`server::NotAnApiServer`].
+    origin: String,
 }
 
 /// The `Buffer` of [`Transport`] over kube's boxed stack (and of each fence's pool).
@@ -227,7 +252,7 @@ impl Transport {
     /// within a Tokio runtime). Contacts nobody.
     ///
     /// Errors: [`Error::Client`] when kube cannot build its stack (TLS, auth plugin).
-    pub(crate) fn new(config: kube::Config) -> Result<Self> {
+    pub(crate) fn new(config: kube::Config, origin: &str) -> Result<Self> {
         let server = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let default_namespace = config.default_namespace.clone();
         let slot = std::cell::RefCell::new(None);
@@ -239,7 +264,7 @@ impl Transport {
         let pools = wire::Pools::new(&config).map_err(Error::Client)?;
         drop(kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?.with_layer(&buffer));
         let buffer = slot.into_inner().expect("with_layer applies the layer");
-        Ok(Self { buffer, pools, default_namespace, server })
+        Ok(Self { buffer, pools, default_namespace, server, origin: origin.to_owned() })
     }
 
     /// A client over this transport whose writes `fence` checks.
@@ -255,7 +280,7 @@ impl Transport {
         let fenced = (!fence.is_unfenced()).then(|| self.pools.of(fence));
         let route = wire::Route { shared: self.buffer.clone(), fenced };
         kube::client::ClientBuilder::new(route, self.default_namespace.clone())
-            .with_layer(&stack(&self.server, fence))
+            .with_layer(&stack(&self.server, &self.origin, fence))
             .build()
     }
 }
@@ -271,10 +296,11 @@ pub(crate) type Stack = tower::ServiceBuilder<
     >,
 >;
 
-/// The layers [`Transport::client`] puts over the transport for `server`, the fence innermost.
-pub(crate) fn stack(server: &str, fence: &fence::Fence) -> Stack {
+/// The layers [`Transport::client`] puts over the transport for `server` (its URL given by
+/// `origin`, [`origin`]), the fence innermost.
+pub(crate) fn stack(server: &str, origin: &str, fence: &fence::Fence) -> Stack {
     tower::ServiceBuilder::new()
-        .layer(server::NameServerLayer::new(server))
+        .layer(server::NameServerLayer::new(server, origin))
         .layer(tower::retry::RetryLayer::new(retry::RetryAfter::default()))
         .layer(fence.layer())
 }
@@ -301,10 +327,27 @@ pub fn is_status(err: &kube::Error, code: u16) -> bool {
     matches!(err, kube::Error::Api(status) if status.code == code)
 }
 
-/// The API server's message for an API error, else the error's own text.
+/// The API server's message for an API error, else the error's chain as
+/// [`crate::telemetry::error_chain`] prints it: kube's own `Display` starts with its variant
+/// (`ServiceError: …`, `ApiError: …`), which names nothing a user can act on.
 pub fn api_message(err: &kube::Error) -> String {
     match err {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => other.to_string(),
+        other => crate::telemetry::error_chain(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn api_messages_carry_no_kube_variant_prefix() {
+        let service = kube::Error::Service(Box::new(std::io::Error::other("connection reset by peer")));
+        assert_eq!(api_message(&service), "connection reset by peer");
+        let status = kube::core::Status::failure("", "Forbidden").with_code(403);
+        let api = kube::Error::Api(Box::new(status));
+        let text = api_message(&api);
+        assert!(!text.contains("ApiError") && text.contains("Forbidden"), "{text}");
     }
 }

@@ -7,6 +7,12 @@
 //! of every caller — discovery, watches, applies, the health wait — names the server. Errors
 //! that kube itself raised inside the stack (an auth plugin that failed) pass through as they
 //! are, since kube's `Client::send` reads them back by type.
+//!
+//! It also tells a server that is no Kubernetes API server: every API server answers
+//! `GET /api/v1` with its core resources as JSON, so a 404 there, or a success that is not
+//! JSON (a web server's HTML page), fails with [`NotAnApiServer`], naming the kubeconfig
+//! context and file the URL came from. Without it, such a server's 404 read as "the API server
+//! does not serve ConfigMap", and its HTML page was quoted as an error.
 
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -59,16 +65,52 @@ impl RequestFailed {
     }
 }
 
+/// The path every Kubernetes API server serves its core group-version at.
+const CORE: &str = "/api/v1";
+
+/// A server that answered `GET /api/v1` as no Kubernetes API server does.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the server at {server} answered {answer} to GET {CORE}: not a Kubernetes API server? check the server of {origin}"
+)]
+pub struct NotAnApiServer {
+    /// The server's URL, as the kubeconfig gives it.
+    pub server: String,
+    /// What it answered: `404`, or `200 with text/html`.
+    pub answer: String,
+    /// Where the URL comes from: `context <name> in <file>` ([`super::origin`]).
+    pub origin: String,
+}
+
+impl NotAnApiServer {
+    /// The error for an answer to `GET /api/v1` of `status` with `content_type`, or `None`
+    /// when an API server could have given it (an error other than 404 — 401, 403, 5xx — is
+    /// the API server's own, and kube reads it).
+    pub fn judge(server: &str, origin: &str, status: http::StatusCode, content_type: Option<&str>) -> Option<Self> {
+        let json = content_type.is_some_and(|t| t.contains("json") || t.contains("protobuf"));
+        let answer = if status == http::StatusCode::NOT_FOUND {
+            status.as_u16().to_string()
+        } else if status.is_success() && !json {
+            format!("{} with {}", status.as_u16(), content_type.unwrap_or("no content type"))
+        } else {
+            return None;
+        };
+        Some(Self { server: server.to_owned(), answer, origin: origin.to_owned() })
+    }
+}
+
 /// The [`Layer`] of [`NameServer`] for one server URL.
 #[derive(Debug, Clone)]
 pub struct NameServerLayer {
     server: Arc<str>,
+    origin: Arc<str>,
 }
 
 impl NameServerLayer {
-    /// A layer naming `server` (the cluster URL) in transport errors.
-    pub fn new(server: &str) -> Self {
-        Self { server: server.into() }
+    /// A layer naming `server` (the cluster URL) in transport errors, and `origin` (where the
+    /// URL comes from, [`super::origin`]) when it is no API server.
+    pub fn new(server: &str, origin: &str) -> Self {
+        Self { server: server.into(), origin: origin.into() }
     }
 }
 
@@ -76,20 +118,22 @@ impl<S> Layer<S> for NameServerLayer {
     type Service = NameServer<S>;
 
     fn layer(&self, inner: S) -> NameServer<S> {
-        NameServer { inner, server: self.server.clone() }
+        NameServer { inner, server: self.server.clone(), origin: self.origin.clone() }
     }
 }
 
-/// Turns the errors of the service it wraps into [`RequestFailed`] (see the module doc).
+/// Turns the errors of the service it wraps into [`RequestFailed`], and an answer to
+/// `GET /api/v1` no API server gives into [`NotAnApiServer`] (see the module doc).
 #[derive(Debug, Clone)]
 pub struct NameServer<S> {
     inner: S,
     server: Arc<str>,
+    origin: Arc<str>,
 }
 
-impl<S, R> Service<R> for NameServer<S>
+impl<S, B, RB> Service<http::Request<B>> for NameServer<S>
 where
-    S: Service<R>,
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
@@ -102,10 +146,21 @@ where
         self.inner.poll_ready(cx).map_err(|e| name(&server, e.into()))
     }
 
-    fn call(&mut self, request: R) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let server = self.server.clone();
+        let origin =
+            (request.method() == http::Method::GET && request.uri().path() == CORE).then(|| self.origin.clone());
         let future = self.inner.call(request);
-        Box::pin(async move { future.await.map_err(|e| name(&server, e.into())) })
+        Box::pin(async move {
+            let response = future.await.map_err(|e| name(&server, e.into()))?;
+            if let Some(origin) = origin {
+                let content_type = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
+                if let Some(e) = NotAnApiServer::judge(&server, &origin, response.status(), content_type) {
+                    return Err(Box::new(e) as BoxError);
+                }
+            }
+            Ok(response)
+        })
     }
 }
 
@@ -121,6 +176,30 @@ fn name(server: &str, error: BoxError) -> BoxError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_an_answer_no_api_server_gives_to_get_api_v1_is_refused() {
+        let judge = |code: u16, t: Option<&str>| {
+            NotAnApiServer::judge(
+                "http://127.0.0.1:8080",
+                "context x in /k",
+                http::StatusCode::from_u16(code).unwrap(),
+                t,
+            )
+            .map(|e| e.to_string())
+        };
+        assert_eq!(
+            judge(404, Some("text/html")).as_deref(),
+            Some(
+                "the server at http://127.0.0.1:8080 answered 404 to GET /api/v1: not a Kubernetes API server? \
+                 check the server of context x in /k"
+            )
+        );
+        assert!(judge(200, Some("text/html; charset=utf-8")).unwrap().contains("answered 200 with text/html"));
+        assert_eq!(judge(200, Some("application/json")), None);
+        assert_eq!(judge(403, Some("application/json")), None);
+        assert_eq!(judge(503, Some("text/plain")), None);
+    }
 
     #[test]
     fn a_refused_connection_names_the_server_and_what_to_check() {

@@ -14,8 +14,8 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `cluster`, `daemon`, `render` —
-//! then `raw` (the file as written), `resolve` (raw → resolved, validation), `hint` (did you
-//! mean), `tests`.
+//! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
+//! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
 mod allow;
 mod chart;
@@ -31,6 +31,7 @@ mod tenancy;
 #[cfg(test)]
 mod tests;
 mod unit;
+mod unread;
 mod verify;
 
 pub use allow::{ChartRepositories, Location, Restricted, artifact_repository, restricted_host, restricted_ip};

@@ -272,9 +272,9 @@ impl Resolver<'_> {
     fn unit(&self, index: usize, mut raw: RawSyncUnit) -> Result<(SyncUnit, Range<usize>, Range<usize>)> {
         let key = |field: &str| format!("sync[{index}].{field}");
         let name_span = raw.name.span();
-        let name = self.check(raw.name, &key("name"), unit_name)?;
+        let name = self.check(raw.name.clone(), &key("name"), unit_name)?;
         let chart = self.chart_source(index, &mut raw.helm)?;
-        let repo = match (raw.repo, &chart) {
+        let repo = match (raw.repo.take(), &chart) {
             (Some(repo), None) => self.repo(repo, &key("repo"))?,
             (None, Some(_)) => match raw.helm.values_files.first() {
                 Some(file) => {
@@ -289,6 +289,7 @@ impl Resolver<'_> {
                 return Err(self.invalid(Some(name_span), &key("repo"), message));
             }
         };
+        self.refuse_unread(index, &raw, chart.is_some(), &repo)?;
         let mut unit = SyncUnit::new(name, repo);
         if let Some(reference) = raw.reference {
             if unit.repo.starts_with("oci://") {

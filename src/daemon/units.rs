@@ -26,6 +26,11 @@ use crate::sync::Engine;
 /// How long a stop waits for in-flight syncs before abandoning them.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(8);
 
+/// How long a reload that restarts a unit in its health wait waits for the old task to end
+/// the wait and record it (one write of the parent) before aborting it; the new task starts
+/// after. Short: the daemon's loop must stay free to act on a lost Lease.
+pub const WAIT_END_GRACE: Duration = Duration::from_secs(5);
+
 /// One running unit task and what talks to it.
 pub(super) struct RunningUnit {
     /// The settings it was started with: a reload that changes them restarts it.
@@ -121,13 +126,21 @@ impl Units {
         let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &*r.config)).collect();
         let stopping: BTreeSet<&str> = self.stopping.keys().map(String::as_str).collect();
         let plan = decide::plan_units(&running, &stopping, &wanted);
+        let mut waiting = Vec::new();
         for name in &plan.stop {
             // Aborted, not awaited: the daemon's loop must stay free to act on a lost Lease,
-            // and the restarted unit syncs again at once.
-            if let Some(r) = self.running.remove(name) {
+            // and the restarted unit syncs again at once. A unit in its health wait is asked
+            // to stop instead, which ends the wait at once and records it on the parent (the
+            // result in place of the wait); aborted, it would leave the parent saying it waits.
+            let Some(r) = self.running.remove(name) else { continue };
+            if self.status.snapshot().get(name).is_some_and(|s| s.waiting) {
+                waiting.push(r);
+            } else {
                 r.task.abort();
             }
         }
+        // Before the new tasks start, so that no record of the old wait lands after theirs.
+        stop(waiting, WAIT_END_GRACE).await;
         for name in &plan.forget {
             self.metrics.forget_unit(name);
         }

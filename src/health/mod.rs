@@ -7,9 +7,9 @@
 //! - [`wait`] — after an apply, watches only the objects a sync created or configured (full
 //!   objects, those only, for the duration of the wait) until every one is `Current`, one is
 //!   `Failed` (fail fast), the unit's `health_timeout` passes, or the caller cancels.
-//! - [`record`] — the last applied revision, time and result, and the last attempt (its
-//!   revision, error and the objects not applied), as annotations on the unit's ApplySet
-//!   parent, so any tool can read them.
+//! - [`record`] — the last applied revision, its apply time and result, the health wait in
+//!   progress, and the last attempt (its revision or unresolved ref, error and the objects not
+//!   applied), as annotations on the unit's ApplySet parent, so any tool can read them.
 //! - [`survey`] — one paged, label-selected read of a unit's health-bearing members, judged:
 //!   whether every member is `Current`, not only what the last sync changed.
 

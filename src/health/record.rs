@@ -5,15 +5,21 @@
 //! | annotation | value |
 //! |---|---|
 //! | `gitward.dev/last-revision` | the commit SHA last applied |
-//! | `gitward.dev/last-applied-at` | when that revision first reached this result, RFC 3339 UTC |
+//! | `gitward.dev/last-applied-at` | when that revision was first applied, RFC 3339 UTC |
 //! | `gitward.dev/last-result` | [`SyncResult::as_str`]: `healthy`, `progressing`, `degraded`, `applied`, `failed` |
+//! | `gitward.dev/waiting-since` | while a health wait of that revision runs: when it began ([`Waiting`]) |
+//! | `gitward.dev/waiting-for` | while it runs: what it waits for, `Deployment/shop/web, … and 2 more` |
 //! | `gitward.dev/last-attempted-revision` | the commit SHA last tried, applied or not ([`Attempt`]) |
+//! | `gitward.dev/last-attempted-ref` | instead of a revision: the ref last tried that resolved to none |
 //! | `gitward.dev/last-error` | why that attempt did not apply cleanly, one sentence; absent after a clean sync |
 //! | `gitward.dev/last-failed` | the objects that failed or were skipped, JSON `[{"object", "action", "reason"}]` |
 //!
-//! The record is rewritten only when the revision, the result or the attempt changes, so a
-//! resync that changes nothing sends no extra request; every inventory write carries it
-//! (server-side apply would otherwise drop annotations its field manager stops declaring).
+//! A sync whose health is waited on writes the record twice: with the apply (the revision,
+//! its apply time, `progressing`, the wait and the attempt), and after the wait (the result,
+//! the wait gone). Otherwise the record is rewritten only when the revision, the result or the
+//! attempt changes, so a resync that changes nothing sends no extra request; every inventory
+//! write carries it (server-side apply would otherwise drop annotations its field manager
+//! stops declaring).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -24,8 +30,17 @@ pub const LAST_REVISION: &str = "gitward.dev/last-revision";
 pub const LAST_APPLIED_AT: &str = "gitward.dev/last-applied-at";
 /// Annotation: the recorded result.
 pub const LAST_RESULT: &str = "gitward.dev/last-result";
+/// Annotation: when the health wait of the recorded revision began (RFC 3339, UTC); present
+/// only while it runs.
+pub const WAITING_SINCE: &str = "gitward.dev/waiting-since";
+/// Annotation: what that wait waits for (at most [`WAITING_NAMED`] objects named, the rest
+/// counted); present only while it runs.
+pub const WAITING_FOR: &str = "gitward.dev/waiting-for";
 /// Annotation: the revision last attempted, whether it applied or not.
 pub const LAST_ATTEMPTED_REVISION: &str = "gitward.dev/last-attempted-revision";
+/// Annotation: the ref last attempted when it resolved to no revision (not found, the fetch
+/// failed); in place of [`LAST_ATTEMPTED_REVISION`].
+pub const LAST_ATTEMPTED_REF: &str = "gitward.dev/last-attempted-ref";
 /// Annotation: why the last attempt did not apply cleanly (absent after a clean sync).
 pub const LAST_ERROR: &str = "gitward.dev/last-error";
 /// Annotation: the objects the last attempt failed or skipped, as JSON.
@@ -38,6 +53,8 @@ pub const MAX_ERROR_BYTES: usize = 1024;
 pub const MAX_FAILED_OBJECTS: usize = 20;
 /// Longest reason of one object in `gitward.dev/last-failed`, in bytes.
 pub const MAX_REASON_BYTES: usize = 512;
+/// Objects named in `gitward.dev/waiting-for`; the others are counted (`and 6 more`).
+pub const WAITING_NAMED: usize = 3;
 
 /// The outcome of one sync and its health wait, as recorded on the parent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -87,42 +104,104 @@ impl fmt::Display for SyncResult {
 pub struct Record {
     /// The revision (commit SHA).
     pub revision: String,
-    /// When it reached `result`, RFC 3339 UTC.
+    /// When that revision was first applied (the apply's time, not the wait's end), RFC 3339
+    /// UTC, to the second.
     pub applied_at: String,
-    /// The result.
+    /// The result: `progressing` while its health wait runs (`waiting`), then the wait's.
     pub result: SyncResult,
+    /// The health wait of `revision` in progress, written with the apply and removed with the
+    /// result; `None` when no wait runs. A daemon killed during the wait leaves it until the
+    /// unit's next sync.
+    pub waiting: Option<Waiting>,
+}
+
+/// A health wait in progress, as the parent records it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Waiting {
+    /// When it began, RFC 3339 UTC (`gitward.dev/waiting-since`).
+    pub since: String,
+    /// What it waits for: `Deployment/shop/web, StatefulSet/shop/db and 2 more`
+    /// (`gitward.dev/waiting-for`, [`Waiting::describe`]).
+    #[serde(rename = "for")]
+    pub objects: String,
+}
+
+impl Waiting {
+    /// A wait for `objects` (printed `Kind/ns/name`) beginning now.
+    pub fn now<T: fmt::Display>(objects: &[T]) -> Self {
+        Self { since: timestamp(jiff::Timestamp::now()), objects: Self::describe(objects) }
+    }
+
+    /// The first [`WAITING_NAMED`] of `objects` joined by `, `, then `and N more`; `nothing`
+    /// for none.
+    pub fn describe<T: fmt::Display>(objects: &[T]) -> String {
+        let named: Vec<String> = objects.iter().take(WAITING_NAMED).map(ToString::to_string).collect();
+        let mut text = if named.is_empty() { "nothing".to_string() } else { named.join(", ") };
+        if objects.len() > WAITING_NAMED {
+            text.push_str(&format!(" and {} more", objects.len() - WAITING_NAMED));
+        }
+        bounded(&text, MAX_REASON_BYTES)
+    }
+}
+
+impl fmt::Display for Waiting {
+    /// `waiting (since <time>, for <objects>)`, as `gitward status` prints it.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "waiting (since {}, for {})", self.since, self.objects)
+    }
+}
+
+/// `t` in RFC 3339 UTC, to the second.
+fn timestamp(t: jiff::Timestamp) -> String {
+    jiff::Timestamp::from_second(t.as_second()).unwrap_or(t).to_string()
 }
 
 impl Record {
-    /// A record of `revision` with `result`, stamped now.
+    /// A record of `revision` with `result`, stamped now, no wait in progress.
     pub fn now(revision: impl Into<String>, result: SyncResult) -> Self {
-        let now = jiff::Timestamp::now();
-        let applied_at = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now).to_string();
-        Self { revision: revision.into(), applied_at, result }
+        Self::applied(revision, std::time::Duration::ZERO, result)
     }
 
-    /// True when `other` records the same revision and result (the time does not count: a
-    /// record is rewritten only when what it says changes).
+    /// A record of `revision` applied `ago` (a duration before now) with `result`, no wait in
+    /// progress.
+    pub fn applied(revision: impl Into<String>, ago: std::time::Duration, result: SyncResult) -> Self {
+        let now = jiff::Timestamp::now();
+        let at = jiff::SignedDuration::try_from(ago).ok().and_then(|d| now.checked_sub(d).ok()).unwrap_or(now);
+        Self { revision: revision.into(), applied_at: timestamp(at), result, waiting: None }
+    }
+
+    /// True when `other` records the same revision, result and wait (the apply's time does
+    /// not count: a record is rewritten only when what it says changes).
     pub fn same_outcome(&self, other: &Record) -> bool {
-        self.revision == other.revision && self.result == other.result
+        self.revision == other.revision && self.result == other.result && self.waiting == other.waiting
     }
 
     /// The annotations that carry it.
     pub fn annotations(&self) -> BTreeMap<String, String> {
-        BTreeMap::from([
+        let mut out = BTreeMap::from([
             (LAST_REVISION.to_string(), self.revision.clone()),
             (LAST_APPLIED_AT.to_string(), self.applied_at.clone()),
             (LAST_RESULT.to_string(), self.result.as_str().to_string()),
-        ])
+        ]);
+        if let Some(w) = &self.waiting {
+            out.insert(WAITING_SINCE.to_string(), w.since.clone());
+            out.insert(WAITING_FOR.to_string(), w.objects.clone());
+        }
+        out
     }
 
     /// Reads a record from a parent's annotations; `None` when any of the three is missing or
-    /// the result is not one gitward writes.
+    /// the result is not one gitward writes. The wait is read when both its annotations are.
     pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Option<Self> {
+        let waiting = match (annotations.get(WAITING_SINCE), annotations.get(WAITING_FOR)) {
+            (Some(since), Some(objects)) => Some(Waiting { since: since.clone(), objects: objects.clone() }),
+            _ => None,
+        };
         Some(Self {
             revision: annotations.get(LAST_REVISION)?.clone(),
             applied_at: annotations.get(LAST_APPLIED_AT)?.clone(),
             result: SyncResult::parse(annotations.get(LAST_RESULT)?)?,
+            waiting,
         })
     }
 }
@@ -145,8 +224,11 @@ pub struct NotApplied {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Attempt {
     /// The revision last attempted (`gitward.dev/last-attempted-revision`); `None` before the
-    /// first attempt, or when the revision could not even be fetched.
+    /// first attempt, or when the ref resolved to no revision (`reference`).
     pub revision: Option<String>,
+    /// The ref last attempted when it resolved to no revision — not found, or the fetch
+    /// failed (`gitward.dev/last-attempted-ref`); `None` when `revision` says what was tried.
+    pub reference: Option<String>,
     /// Why it did not apply cleanly (`gitward.dev/last-error`), at most [`MAX_ERROR_BYTES`];
     /// `None` after a clean sync.
     pub error: Option<String>,
@@ -158,13 +240,39 @@ pub struct Attempt {
 impl Attempt {
     /// A clean sync of `revision`: no error, nothing failed.
     pub fn clean(revision: impl Into<String>) -> Self {
-        Self { revision: Some(revision.into()), error: None, failed: Vec::new() }
+        Self { revision: Some(revision.into()), reference: None, error: None, failed: Vec::new() }
     }
 
-    /// An attempt of `revision` (`None`: not known, e.g. the fetch failed; the previous
-    /// attempted revision is kept by the caller) that failed as a whole with `error`.
-    pub fn failed(revision: Option<String>, error: &str) -> Self {
-        Self { revision, error: Some(bounded(error, MAX_ERROR_BYTES)), failed: Vec::new() }
+    /// An attempt of `revision` that failed as a whole with `error` (a parse or render error,
+    /// an unknown kind, a refused signature).
+    pub fn failed(revision: impl Into<String>, error: &str) -> Self {
+        Self {
+            revision: Some(revision.into()),
+            reference: None,
+            error: Some(bounded(error, MAX_ERROR_BYTES)),
+            failed: Vec::new(),
+        }
+    }
+
+    /// An attempt of `reference` that resolved to no revision (not found, the fetch failed),
+    /// with `error`: no revision is named, least of all the one applied.
+    pub fn unresolved(reference: impl Into<String>, error: &str) -> Self {
+        Self {
+            revision: None,
+            reference: Some(reference.into()),
+            error: Some(bounded(error, MAX_ERROR_BYTES)),
+            failed: Vec::new(),
+        }
+    }
+
+    /// What was attempted, as `gitward status` prints it: the revision, or
+    /// `ref <name> (not resolved)`; `None` before the first attempt.
+    pub fn attempted(&self) -> Option<String> {
+        match (&self.revision, &self.reference) {
+            (Some(r), _) => Some(r.clone()),
+            (None, Some(name)) => Some(format!("ref {name} (not resolved)")),
+            (None, None) => None,
+        }
     }
 
     /// An attempt of `revision` that applied, except `objects` (failed, skipped or in
@@ -191,7 +299,7 @@ impl Attempt {
             .take(MAX_FAILED_OBJECTS)
             .map(|o| NotApplied { reason: bounded(&o.reason, MAX_REASON_BYTES), ..o })
             .collect();
-        Self { revision: Some(revision.into()), error, failed }
+        Self { revision: Some(revision.into()), reference: None, error, failed }
     }
 
     /// The annotations that carry it (none for an empty attempt). The error and the reasons
@@ -202,6 +310,9 @@ impl Attempt {
         let mut out = BTreeMap::new();
         if let Some(r) = &self.revision {
             out.insert(LAST_ATTEMPTED_REVISION.to_string(), r.clone());
+        }
+        if let Some(r) = &self.reference {
+            out.insert(LAST_ATTEMPTED_REF.to_string(), r.clone());
         }
         if let Some(e) = &self.error {
             out.insert(LAST_ERROR.to_string(), mask(e).into_owned());
@@ -217,6 +328,7 @@ impl Attempt {
     pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Self {
         Self {
             revision: annotations.get(LAST_ATTEMPTED_REVISION).cloned(),
+            reference: annotations.get(LAST_ATTEMPTED_REF).cloned(),
             error: annotations.get(LAST_ERROR).cloned(),
             failed: annotations.get(LAST_FAILED).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
         }
@@ -282,11 +394,34 @@ mod tests {
 
     #[test]
     fn only_revision_and_result_make_a_record_new() {
-        let a = Record { revision: "a".into(), applied_at: "t1".into(), result: SyncResult::Healthy };
+        let a = Record { revision: "a".into(), applied_at: "t1".into(), result: SyncResult::Healthy, waiting: None };
         let later = Record { applied_at: "t2".into(), ..a.clone() };
         assert!(a.same_outcome(&later));
         assert!(!a.same_outcome(&Record { result: SyncResult::Degraded, ..a.clone() }));
         assert!(!a.same_outcome(&Record { revision: "b".into(), ..a.clone() }));
+        let waiting = Some(Waiting { since: "t1".into(), objects: "Deployment/a/web".into() });
+        assert!(!a.same_outcome(&Record { waiting, ..a.clone() }), "a wait begun is news");
+    }
+
+    #[test]
+    fn a_wait_reads_back_and_names_its_first_objects() {
+        let mut r = Record::applied("3f2a", std::time::Duration::from_secs(3), SyncResult::Progressing);
+        r.waiting = Some(Waiting::now(&["Deployment/a/web"]));
+        assert_eq!(Record::from_annotations(&r.annotations()), Some(r.clone()));
+        let w = r.waiting.unwrap();
+        assert!(w.to_string().starts_with("waiting (since 20") && w.to_string().ends_with(", for Deployment/a/web)"));
+        let five = ["A/a/1", "A/a/2", "A/a/3", "A/a/4", "A/a/5"];
+        assert_eq!(Waiting::describe(&five), "A/a/1, A/a/2, A/a/3 and 2 more");
+        assert!(Record::now("3f2a", SyncResult::Healthy).annotations().keys().all(|k| !k.contains("waiting")));
+    }
+
+    #[test]
+    fn a_ref_that_resolved_to_nothing_names_no_revision() {
+        let a = Attempt::unresolved("v9.9.9", "ref v9.9.9 not found");
+        assert_eq!(a.attempted().as_deref(), Some("ref v9.9.9 (not resolved)"));
+        assert!(!a.annotations().contains_key(LAST_ATTEMPTED_REVISION));
+        assert_eq!(Attempt::from_annotations(&a.annotations()), a);
+        assert_eq!(Attempt::clean("3f2a").attempted().as_deref(), Some("3f2a"));
     }
 
     #[test]

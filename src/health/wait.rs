@@ -286,7 +286,7 @@ impl HealthWait {
                     }
                     Ok(Event::Delete(obj)) => target(&obj).map(|i| vec![(i, Signal::Deleted)]).unwrap_or_default(),
                     Err(e) => {
-                        let message = e.to_string();
+                        let message = crate::telemetry::error_chain(&e);
                         all(&|| Signal::Failed(message.clone()))
                     }
                 }

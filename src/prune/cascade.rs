@@ -103,7 +103,7 @@ impl<'a> Checker<'a> {
                     })
                     .map(|(ar, _)| ar)
                     .collect()),
-                Err(e) => Err(format!("discovery: {e}")),
+                Err(e) => Err(format!("discovery: {}", api_message(&e))),
             });
         }
         self.namespaced.clone().expect("set above")

@@ -9,8 +9,10 @@ use crate::source::Revision;
 /// [`Error::Scratch`] and [`Error::Timeout`] on a loaded machine, which a retry may.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// The tool is not at its configured path nor on `PATH`.
-    #[error("{unit}: {tool} not found ({hint}); set [render] {tool} or put it on PATH")]
+    /// The tool is not at its configured path nor on `PATH`. The message names both fixes:
+    /// `scripts/tools` builds the pinned tools into `target/tools/bin`, and `[render] <tool>`
+    /// takes a binary's path.
+    #[error("{unit}: {tool} not found ({hint}); run scripts/tools to build it, or set [render] {tool} to its path")]
     ToolMissing {
         /// The unit that needs it.
         unit: String,
@@ -215,3 +217,17 @@ pub enum Error {
 
 /// `Result` alias of this module.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_tool_names_scripts_tools_and_the_key() {
+        let e = Error::ToolMissing { unit: "app".into(), tool: "kustomize", hint: "not on PATH".into() };
+        assert_eq!(
+            e.to_string(),
+            "app: kustomize not found (not on PATH); run scripts/tools to build it, or set [render] kustomize to its path"
+        );
+    }
+}

@@ -203,10 +203,16 @@ pub(super) fn locate(tool: &str, configured: Option<&Path>) -> Option<PathBuf> {
     std::env::split_paths(&path).map(|dir| dir.join(tool)).find(|candidate| candidate.is_file())
 }
 
-/// The tool's message for an error: whitespace-trimmed, at most 40 lines (the last ones,
-/// where Go tools put the cause) and 4000 characters.
+/// A line Helm adds to a template error that gitward's users cannot act on: gitward runs
+/// `helm template` itself, so there is no command line to add `--debug` to.
+const HELM_DEBUG_HINT: &str = "Use --debug flag to render out invalid YAML";
+
+/// The tool's message for an error: whitespace-trimmed, without Helm's [`HELM_DEBUG_HINT`]
+/// line, at most 40 lines (the last ones, where Go tools put the cause) and 4000 characters.
 pub(super) fn trim_message(message: &str) -> String {
-    let lines: Vec<&str> = message.trim().lines().collect();
+    let lines: Vec<&str> = message.lines().filter(|l| l.trim() != HELM_DEBUG_HINT).collect();
+    let joined = lines.join("\n");
+    let lines: Vec<&str> = joined.trim().lines().collect();
     let tail = &lines[lines.len().saturating_sub(40)..];
     let text = tail.join("\n");
     match text.char_indices().nth(4000) {
@@ -227,6 +233,17 @@ mod tests {
 
     const LIMITS: Limits =
         Limits { timeout: Duration::from_secs(30), max_output: 1 << 20, max_memory: 1 << 30, sandbox: SandboxMode::On };
+
+    #[test]
+    fn helms_debug_hint_is_left_out_of_a_message() {
+        let helm = "Error: YAML parse error on c/templates/a.yaml: error converting YAML to JSON: yaml: line 2: \
+                    did not find expected node content\n\nUse --debug flag to render out invalid YAML\n";
+        assert_eq!(
+            trim_message(helm),
+            "Error: YAML parse error on c/templates/a.yaml: error converting YAML to JSON: yaml: line 2: did not \
+             find expected node content"
+        );
+    }
 
     #[test]
     fn stdout_is_returned_and_the_environment_is_empty() {

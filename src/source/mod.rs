@@ -110,6 +110,24 @@ impl Revision {
     }
 }
 
+/// A revision as the one-line summaries print it (`gitward sync`, `validate`, `status`): a
+/// commit's first 7 hex digits, as git prints them; a chart's `<chart>@<version>` (its digest
+/// left out, as [`Revision::short`]); an OCI artifact's `sha256:` and 7 hex digits of its
+/// digest, after `<tag>@` when it was resolved from a tag. Cutting a chart's
+/// `webapp@1.2.0@sha256:…` at 7 characters printed `webapp@`.
+pub fn short_revision(revision: &str) -> String {
+    const DIGITS: usize = 7;
+    let cut = |hex: &str| hex.get(..DIGITS).unwrap_or(hex).to_owned();
+    match revision.rsplit_once("@sha256:") {
+        Some((chart, _)) if chart.contains('@') => chart.to_owned(),
+        Some((tag, hex)) => format!("{tag}@sha256:{}", cut(hex)),
+        None => match revision.strip_prefix("sha256:") {
+            Some(hex) => format!("sha256:{}", cut(hex)),
+            None => cut(revision),
+        },
+    }
+}
+
 impl fmt::Display for Revision {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)

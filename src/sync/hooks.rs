@@ -326,7 +326,7 @@ impl Engine {
 
         let existing = match api.get_opt(&m.name).await {
             Ok(existing) => existing,
-            Err(e) => return Ok(failed(Action::Failed, format!("{event} hook: {e}"))),
+            Err(e) => return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::cluster::api_message(&e)))),
         };
         let mut action = Action::Configured;
         match existing {
@@ -404,7 +404,7 @@ async fn delete(api: &Api<DynamicObject>, live: &DynamicObject, timeout: Duratio
     let gone = await_condition(api.clone(), &name, conditions::is_deleted(&uid));
     match tokio::time::timeout(timeout, gone).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(crate::telemetry::error_chain(&e)),
         Err(_) => Err(format!("still there after {}s", timeout.as_secs())),
     }
 }
@@ -429,7 +429,7 @@ async fn ended(
     match tokio::time::timeout(timeout, await_condition(api.clone(), name, done)).await {
         Ok(Ok(Some(o))) => Ok(Some(judge(&o))),
         Ok(Ok(None)) => Err("deleted before it ended".into()),
-        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Err(e)) => Err(crate::telemetry::error_chain(&e)),
         Err(_) => Err(format!("did not end within {}s (health_timeout)", timeout.as_secs())),
     }
 }

@@ -179,9 +179,9 @@ pub struct Engine {
     /// The revision being synced defines the ApplySet parent's namespace (a Namespace
     /// manifest): made bare before the parent's first write ([`namespaces`]).
     parent_namespace_defined: bool,
-    /// The Namespace this sync made bare before the parent's first write: its apply finds it
-    /// existing, but gitward made it, so its entry says `created` ([`Engine::note_adoptions`]).
-    made_bare: Option<ObjectRef>,
+    /// Namespaces this sync made bare (the parent's, `create_namespace`'s): a member's entry says
+    /// `created`, not `adopted`; another's is in `namespaces_created` ([`Engine::note_adoptions`]).
+    made_bare: Vec<ObjectRef>,
     /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
     /// over, with the change-set note; attached to their entries after the apply.
     adoptions: HashMap<ObjectRef, String>,
@@ -275,7 +275,7 @@ impl Engine {
             recorded: None,
             namespace_checked: false,
             parent_namespace_defined: false,
-            made_bare: None,
+            made_bare: Vec::new(),
             adoptions: HashMap::new(),
             attempt: Attempt::default(),
             attempting: None,

@@ -72,12 +72,16 @@ impl Engine {
             return Ok(());
         }
         let name = self.unit.namespace.as_str();
-        create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager).await.map_err(|e| {
-            crate::cluster::Error::NamespaceFailed {
-                namespace: name.to_string(),
-                message: format!("create_namespace: {}", self.refusal(&e)),
-            }
-        })?;
+        let created =
+            create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager).await.map_err(|e| {
+                crate::cluster::Error::NamespaceFailed {
+                    namespace: name.to_string(),
+                    message: format!("create_namespace: {}", self.refusal(&e)),
+                }
+            })?;
+        if created {
+            self.made_bare.push(namespace_ref(name));
+        }
         self.namespace_checked = true;
         Ok(())
     }
@@ -104,7 +108,7 @@ impl Engine {
         })?;
         if created {
             // Made by this sync, so its apply reports `created`, not `adopted`.
-            self.made_bare = Some(namespace_ref(namespace));
+            self.made_bare.push(namespace_ref(namespace));
         }
         Ok(())
     }

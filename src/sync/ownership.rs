@@ -17,10 +17,10 @@ use crate::plan::Desired;
 
 impl Engine {
     /// Adds the note `adopted from unit …` to the entries of the objects taken over from
-    /// another ApplySet by this apply, and reports the Namespace this sync made bare
-    /// ([`Engine::ensure_parent_namespace`]) as `created`.
+    /// another ApplySet by this apply, and reports the Namespaces this sync made bare
+    /// ([`Engine::ensure_parent_namespace`], [`Engine::ensure_unit_namespace`]) as `created`.
     pub(super) fn note_adoptions(&mut self, changes: &mut ChangeSet) {
-        if let Some(made) = self.made_bare.take() {
+        for made in std::mem::take(&mut self.made_bare) {
             made_bare(changes, &made);
         }
         if !self.adoptions.is_empty() {
@@ -128,12 +128,17 @@ impl Engine {
     }
 }
 
-/// The entry of the Namespace this sync made bare before the parent's first write: its apply
-/// found it existing (`adopted`), but gitward made it, so it says `created`.
+/// A Namespace this sync made bare: a member's entry (its apply found it existing,
+/// `adopted`, but gitward made it) says `created`; one that is no member (`create_namespace`'s)
+/// has no entry and goes to `namespaces_created`.
 fn made_bare(changes: &mut ChangeSet, made: &ObjectRef) {
-    if let Some(entry) = changes.entries.iter_mut().find(|e| &e.object == made && e.action == Action::Adopted) {
-        entry.action = Action::Created;
-        entry.message = None;
+    match changes.entries.iter_mut().find(|e| &e.object == made) {
+        Some(entry) if entry.action == Action::Adopted => {
+            entry.action = Action::Created;
+            entry.message = None;
+        }
+        Some(_) => {}
+        None => changes.namespaces_created.push(made.name.to_string()),
     }
 }
 
@@ -265,5 +270,8 @@ mod tests {
         let actions: Vec<(Action, Option<&str>)> =
             changes.entries.iter().map(|e| (e.action, e.message.as_deref())).collect();
         assert_eq!(actions, [(Action::Created, None), (Action::Adopted, Some("existed already"))]);
+        assert!(changes.namespaces_created.is_empty(), "a member is counted by its entry");
+        made_bare(&mut changes, &ObjectRef::new(GroupKind::new("", "Namespace"), None::<&str>, "made"));
+        assert_eq!(changes.namespaces_created, ["made"], "create_namespace's is no member");
     }
 }

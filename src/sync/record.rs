@@ -1,13 +1,27 @@
 //! The record of a sync on the ApplySet parent: the revision and result applied, and the last
-//! attempt (revision, error, objects not applied), written only when they change.
+//! attempt (revision, error, objects not applied), written only when they change; and the
+//! health wait in progress, written with the apply so that `gitward status` names the revision
+//! in the cluster while its health is waited on.
 
 use super::{Engine, Error, Report, Result};
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::owner::UNIT;
-use crate::health::record::{Attempt, NotApplied, Record, SyncResult};
+use crate::health::record::{Attempt, NotApplied, Record, SyncResult, Waiting};
+use crate::health::wait::HealthWait;
 use crate::source::Revision;
+use std::time::Instant;
 
 impl Engine {
+    /// Fetches for a sync (the daemon's: [`super::repo::Repo::fetch_since`] with `not_before`, the
+    /// instant of the event that asked for it). A sync begins here: until it resolves a
+    /// revision, a failure attempted none ([`Engine::record_failure`] names the ref).
+    ///
+    /// Errors: those of [`super::repo::Repo::fetch_since`].
+    pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
+        self.attempting = None;
+        self.repo.fetch_since(not_before).await
+    }
+
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
     /// keeping the recorded attempt: one server-side apply of the parent, carrying its current
     /// contents, and only when the revision or the result differs from what the parent
@@ -35,19 +49,56 @@ impl Engine {
             self.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
         let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
         let record = if says_nothing && same_revision {
-            self.recorded.clone()
+            self.recorded.clone().map(|r| Record { waiting: None, ..r })
         } else {
-            Some(Record::now(revision.clone(), result))
+            Some(self.applied_record(report, result))
         };
         let attempt = if report.heal { self.attempt.clone() } else { attempt_of(&revision, &report.changes) };
         self.write_record(record, attempt).await
     }
 
+    /// Records, with the apply of `report`'s revision and before `wait` runs, what the parent
+    /// must say meanwhile: that revision, its apply time, `progressing`, the wait in progress
+    /// ([`Waiting`]: since now, for `wait`'s targets) and the attempt. One write of the parent;
+    /// [`Engine::record_sync`] after the wait replaces the wait with its result. Returns
+    /// whether it wrote.
+    ///
+    /// Errors: as [`Engine::record`].
+    pub async fn record_waiting(&mut self, report: &Report, wait: &HealthWait) -> Result<bool> {
+        let objects: Vec<&crate::object::ObjectRef> = wait.targets().iter().map(|t| &t.object).collect();
+        let record =
+            Record { waiting: Some(Waiting::now(&objects)), ..self.applied_record(report, SyncResult::Progressing) };
+        let attempt =
+            if report.heal { self.attempt.clone() } else { attempt_of(&report.revision.to_string(), &report.changes) };
+        self.write_record(Some(record), attempt).await
+    }
+
+    /// What the unit follows, as an unresolved attempt names it: the git ref or OCI tag, or
+    /// for a chart unit `<chart>@<version range>`.
+    fn followed(&self) -> String {
+        match &self.unit.helm.chart {
+            Some(chart) => format!("{}@{}", chart.chart, chart.version),
+            None => self.unit.reference.clone(),
+        }
+    }
+
+    /// The record of `report`'s revision with `result`: applied when the parent says it was, if
+    /// it records that revision already, else when `report`'s apply ended.
+    fn applied_record(&self, report: &Report, result: SyncResult) -> Record {
+        let revision = report.revision.to_string();
+        match self.recorded.as_ref().filter(|r| r.revision == revision) {
+            Some(r) => Record { revision, applied_at: r.applied_at.clone(), result, waiting: None },
+            None => Record::applied(revision, report.applied_at.elapsed(), result),
+        }
+    }
+
     /// Records that the sync in progress failed as a whole with `error` (a parse or render
-    /// error, an unknown kind, git or the cluster unreachable): `gitward.dev/last-error` and the
-    /// revision attempted (the last one kept when the fetch itself failed), leaving the last
-    /// applied revision and its result as they are. Writes only when that changes, so the
-    /// retries of one broken revision write once. Returns whether it wrote.
+    /// error, an unknown kind, git or the cluster unreachable): `gitward.dev/last-error` and
+    /// what was attempted — the revision, or when the ref resolved to none (not found, the
+    /// fetch failed) the ref, never the revision applied before —, leaving the last applied
+    /// revision and its result as they are (a wait the parent says is in progress is over:
+    /// it is removed). Writes only when that changes, so the retries of one broken revision
+    /// write once. Returns whether it wrote.
     ///
     /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
     pub async fn record_failure(&mut self, error: &Error) -> Result<bool> {
@@ -56,9 +107,16 @@ impl Engine {
             let parent = self.read_parent().await?;
             self.known_inventory = parent;
         }
-        let revision = self.attempting.as_ref().map(ToString::to_string).or_else(|| self.attempt.revision.clone());
-        let attempt = Attempt::failed(revision, &crate::telemetry::error_chain(error));
-        let record = self.recorded.clone();
+        let chain = crate::telemetry::error_chain(error);
+        let refused = match error {
+            Error::Source(crate::source::Error::Unverified { revision, .. }) => Some(revision.to_string()),
+            _ => None,
+        };
+        let attempt = match refused.or_else(|| self.attempting.as_ref().map(ToString::to_string)) {
+            Some(revision) => Attempt::failed(revision, &chain),
+            None => Attempt::unresolved(self.followed(), &chain),
+        };
+        let record = self.recorded.clone().map(|r| Record { waiting: None, ..r });
         self.write_record(record, attempt).await
     }
 

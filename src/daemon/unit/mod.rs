@@ -450,7 +450,12 @@ impl Task {
             error!(unit, revision = %revision, failure = reason_label, signer, reason, kept, "revision refused: not signed by a trusted key");
             self.metrics.observe_refused(unit, *failure);
         }
-        error!(unit, trigger = %trigger.kind, error = %telemetry::unit_error(unit, &e), "sync failed");
+        let error = telemetry::unit_error(unit, &e);
+        error!(unit, trigger = %trigger.kind, error = %error, "sync failed");
+        if matches!(trigger.kind, TriggerKind::Push | TriggerKind::Webhook) {
+            // The push's or webhook's outcome, as `trigger applied` tells a clean one.
+            warn!(unit, trigger = %trigger.kind, error = %error, "trigger failed");
+        }
         self.metrics.observe_error(unit, &e);
         let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
         status.last_sync_ok = Some(false);
@@ -482,8 +487,17 @@ impl Task {
     fn publish(&self, trigger: &Trigger, report: &Report) {
         report::log_objects(report);
         if matches!(trigger.kind, TriggerKind::Push | TriggerKind::Webhook) {
-            let ms = report.applied_at.saturating_duration_since(trigger.at).as_millis() as u64;
-            info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %report.revision, trigger_to_applied_ms = ms, "trigger applied");
+            let unit = self.unit.as_str();
+            let c = report.changes.counts();
+            let not_applied = c.failed + c.skipped + c.conflict;
+            if not_applied == 0 {
+                let ms = report.applied_at.saturating_duration_since(trigger.at).as_millis() as u64;
+                info!(unit, trigger = %trigger.kind, revision = %report.revision, trigger_to_applied_ms = ms, "trigger applied");
+            } else {
+                // Not `trigger applied`: the revision is not applied whole, and the time to the
+                // last object sent is no time to a change reaching the cluster.
+                warn!(unit, trigger = %trigger.kind, revision = %report.revision, failed = c.failed, skipped = c.skipped, conflict = c.conflict, "trigger failed");
+            }
         }
         let tracked = self.engine.cache().len();
         self.metrics.observe_sync(report, tracked);

@@ -89,7 +89,7 @@ impl Task {
             (None, Some(_)) => None,
             (None, None) => self.slot().await,
         };
-        let mut revision = match self.engine.repo().fetch_since(trigger.at).await {
+        let mut revision = match self.engine.fetch_since(trigger.at).await {
             Ok(r) => r,
             Err(e) => return Synced::Done(self.failed(&trigger, e).await, None),
         };

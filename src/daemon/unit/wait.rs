@@ -4,7 +4,8 @@
 //! changed, and the members an earlier wait left not `Current`, to become healthy, logging a
 //! `health` event per change (`wait="none"` when there is nothing to wait on); then logs
 //! `sync complete`, updates metrics and status, and records the result and the attempt on the
-//! ApplySet parent ([`crate::report::begin`], [`Engine::record_sync`]).
+//! ApplySet parent ([`Engine::record_sync`]), in place of the wait in progress that
+//! [`crate::report::begin`] recorded with the apply.
 //!
 //! The task goes on listening meanwhile, in its one loop: shutdown and SIGHUP (a reload) cancel
 //! the wait; a trigger from the channel or a poll tick fetches, and a revision other than the one
