@@ -1,0 +1,154 @@
+//! Tests of `gitward status`: its text and JSON from a parent's record and the live members.
+
+use super::*;
+
+fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
+    UnitState {
+        unit: "app".into(),
+        parent: "Secret/default/gitward-app".into(),
+        applyset_id: "applyset-x-v1".into(),
+        selector: Some("kubectl get deployments.apps -A -l applyset.kubernetes.io/part-of=applyset-x-v1".into()),
+        last: last.map(|r| Record {
+            revision: "3f2a".into(),
+            applied_at: "2026-11-22T22:41:07Z".into(),
+            result: r,
+            waiting: None,
+        }),
+        last_attempted_revision: last.map(|_| "3f2a".into()),
+        last_attempted_ref: None,
+        last_error: None,
+        failed: Vec::new(),
+        objects: BTreeMap::from([("Deployment".to_string(), 1)]),
+        health: Counts { healthy: usize::from(!unhealthy), progressing: 0, degraded: usize::from(unhealthy) },
+        missing: 0,
+        unhealthy: if unhealthy {
+            vec![Unhealthy {
+                object: "Deployment/default/web".into(),
+                health: MemberHealth::Is(Health::Failed),
+                reason: "ProgressDeadlineExceeded".into(),
+                message: "timed out".into(),
+            }]
+        } else {
+            Vec::new()
+        },
+    }
+}
+
+#[test]
+fn the_line_gives_result_revision_members_by_health_and_a_failed_attempt() {
+    let mut u = state(Some(SyncResult::Degraded), true);
+    u.last.as_mut().unwrap().revision = "3f2a9c1e0b7d".into();
+    assert_eq!(line(&u), "app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (1 objects: 0 healthy, 1 degraded)");
+    u.last_attempted_revision = Some("9c1e0b7d5a6c".into());
+    u.last_error = Some("web.yaml: document 1: bad".into());
+    u.missing = 1;
+    assert!(line(&u).ends_with("(1 objects: 0 healthy, 1 degraded, 1 missing); 9c1e0b7 failed"), "{}", line(&u));
+    assert_eq!(line(&state(None, false)), "app: never applied (1 objects: 1 healthy)");
+}
+
+#[test]
+fn healthy_needs_an_applied_revision_no_error_and_every_member_current() {
+    assert!(state(Some(SyncResult::Healthy), false).healthy());
+    assert!(state(Some(SyncResult::Progressing), false).healthy(), "live health wins over the record");
+    assert!(!state(Some(SyncResult::Healthy), true).healthy());
+    assert!(!state(Some(SyncResult::Failed), false).healthy());
+    assert!(!state(None, false).healthy());
+    let broken_head =
+        UnitState { last_error: Some("a.yaml: document 1: bad".into()), ..state(Some(SyncResult::Healthy), false) };
+    assert!(!broken_head.healthy(), "a revision at HEAD that does not parse is not healthy");
+}
+
+#[test]
+fn text_names_each_unhealthy_object_with_its_reason() {
+    let text = render_text(&[state(Some(SyncResult::Degraded), true)]);
+    assert!(text.contains("  result     degraded\n"), "{text}");
+    assert!(text.contains("  applyset   applyset-x-v1\n"), "{text}");
+    assert!(
+        text.contains("  select     kubectl get deployments.apps -A -l applyset.kubernetes.io/part-of=applyset-x-v1\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("  unhealthy  Deployment/default/web Failed ProgressDeadlineExceeded: timed out\n"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[state(None, false)])).unwrap();
+    assert_eq!(json["units"][0]["last"], serde_json::Value::Null);
+    assert_eq!(json["units"][0]["objects"]["Deployment"], 1);
+    assert_eq!(json["units"][0]["applyset_id"], "applyset-x-v1");
+}
+
+#[test]
+fn a_refused_prune_is_told_once() {
+    let mut u = state(Some(SyncResult::Healthy), false);
+    let reason = "prune refused: would delete 4 of 5 members (80%), over max_prune_fraction = 0.5";
+    u.last_error = Some(reason.into());
+    u.failed = (0..4)
+        .map(|i| NotApplied {
+            object: format!("ConfigMap/default/old-{i}"),
+            action: "skipped".into(),
+            reason: reason.into(),
+        })
+        .collect();
+    let text = render_text(&[u]);
+    assert_eq!(text.matches("over max_prune_fraction").count(), 1, "{text}");
+    assert!(text.contains(&format!("  error      {reason}\n")), "{text}");
+    assert!(text.contains("  skipped    ConfigMap/default/old-0: not pruned (the prune was refused)\n"), "{text}");
+}
+
+#[test]
+fn text_shows_the_error_the_objects_not_applied_and_missing_members() {
+    let mut u = state(Some(SyncResult::Failed), false);
+    u.last_error = Some("1 object not applied: ConfigMap/default/x failed: denied".into());
+    u.failed =
+        vec![NotApplied { object: "ConfigMap/default/x".into(), action: "failed".into(), reason: "denied".into() }];
+    u.missing = 1;
+    u.unhealthy = vec![Unhealthy {
+        object: "ConfigMap/default/y".into(),
+        health: MemberHealth::Missing,
+        reason: "NotFound".into(),
+        message: "gone".into(),
+    }];
+    let text = render_text(&[u.clone()]);
+    assert!(text.contains("  error      1 object not applied: ConfigMap/default/x failed: denied\n"), "{text}");
+    assert!(text.contains("  failed     ConfigMap/default/x: denied\n"), "{text}");
+    assert!(text.contains("  health     1 healthy, 0 progressing, 0 degraded, 1 missing\n"), "{text}");
+    assert!(text.contains("  unhealthy  ConfigMap/default/y Missing NotFound: gone\n"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
+    assert_eq!(json["units"][0]["unhealthy"][0]["health"], "Missing");
+    assert_eq!(json["units"][0]["failed"][0]["action"], "failed");
+}
+
+#[test]
+fn the_headline_is_the_health_now_and_the_recorded_result_is_below_it() {
+    // The last wait timed out (`progressing`); the Deployment has failed since.
+    let mut u = state(Some(SyncResult::Progressing), true);
+    assert!(line(&u).starts_with("app: degraded 3f2a, "), "{}", line(&u));
+    assert!(render_text(&[u.clone()]).contains("  result     progressing\n"));
+    // A wait in progress: `waiting`, and the result line says since when and for what.
+    u.unhealthy.clear();
+    u.health = Counts { healthy: 0, progressing: 1, degraded: 0 };
+    u.last.as_mut().unwrap().waiting =
+        Some(Waiting { since: "2026-11-22T22:41:08Z".into(), objects: "Deployment/default/web".into() });
+    assert_eq!(u.now(), "waiting");
+    assert!(!u.healthy());
+    let text = render_text(&[u.clone()]);
+    assert!(text.starts_with("app: waiting 3f2a, applied 2026-11-22T22:41:07Z"), "{text}");
+    assert!(text.contains("  result     waiting (since 2026-11-22T22:41:08Z, for Deployment/default/web)\n"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
+    assert_eq!(json["units"][0]["now"], "waiting");
+    assert_eq!(json["units"][0]["last"]["waiting"]["for"], "Deployment/default/web");
+}
+
+#[test]
+fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
+    let mut u = state(Some(SyncResult::Healthy), false);
+    u.last_attempted_revision = None;
+    u.last_attempted_ref = Some("v9.9.9".into());
+    u.last_error = Some("ref v9.9.9 not found".into());
+    assert_eq!(
+        line(&u),
+        "app: failed 3f2a, applied 2026-11-22T22:41:07Z (1 objects: 1 healthy); ref v9.9.9 (not resolved) failed"
+    );
+    let text = render_text(&[u]);
+    assert!(text.contains("  result     healthy\n  attempted  ref v9.9.9 (not resolved)\n"), "{text}");
+}
