@@ -175,9 +175,9 @@ fn a_namespace_no_unit_creates_is_a_warning_and_exits_0() {
 #[test]
 fn the_same_object_in_two_units_is_refused_naming_both_units_and_files() {
     let repo = common::GitRepo::new();
-    repo.write("one/cm.yaml", &common::cm("shared", "1"));
-    repo.write("two/all.yaml", &format!("{}---\n{}", common::cm("own", "2"), common::cm("shared", "2")));
-    repo.write("two/secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: shared\n");
+    repo.write("one/cm.yaml", &common::cm("settings", "1"));
+    repo.write("two/all.yaml", &format!("{}---\n{}", common::cm("own", "2"), common::cm("settings", "2")));
+    repo.write("two/secret.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: settings\n");
     let revision = repo.commit_and_push("one ConfigMap in two units");
     let short = &revision[..7];
     let units = common::unit_toml("one", &repo.bare(), "one", "default", "")
@@ -194,11 +194,11 @@ fn the_same_object_in_two_units_is_refused_naming_both_units_and_files() {
         logged(&run.stderr, "ERROR"),
         [
             format!(
-                "ERROR invalid object unit=one file=\"one/cm.yaml (document 1)\" object=ConfigMap/default/shared \
+                "ERROR invalid object unit=one file=\"one/cm.yaml (document 1)\" object=ConfigMap/default/settings \
                  reason=\"also declared by unit two in two/all.yaml (document 2): {why}\""
             ),
             format!(
-                "ERROR invalid object unit=two file=\"two/all.yaml (document 2)\" object=ConfigMap/default/shared \
+                "ERROR invalid object unit=two file=\"two/all.yaml (document 2)\" object=ConfigMap/default/settings \
                  reason=\"also declared by unit one in one/cm.yaml (document 1): {why}\""
             ),
         ],
@@ -261,8 +261,8 @@ fn validate_of_a_fresh_config_leaves_the_state_dir_and_the_temporary_directory_e
 #[test]
 fn units_of_different_clusters_may_declare_the_same_object() {
     let repo = common::GitRepo::new();
-    repo.write("east/cm.yaml", &common::cm("shared", "1"));
-    repo.write("west/cm.yaml", &common::cm("shared", "2"));
+    repo.write("east/cm.yaml", &common::cm("settings", "1"));
+    repo.write("west/cm.yaml", &common::cm("settings", "2"));
     let revision = repo.commit_and_push("one ConfigMap for each cluster");
     let short = &revision[..7];
     let clusters = "[[cluster]]\nname = \"east\"\n\n[[cluster]]\nname = \"west\"\n\n";

@@ -17,7 +17,8 @@ impl Resolver<'_> {
         let span = |v: &Option<Spanned<String>>| v.as_ref().map(|v| (Some(v.span()), true)).unwrap_or((None, false));
         let git = &raw.git;
         let (kind, unread) = if chart {
-            let no_repo = repo.is_empty();
+            // Keys of a git remote: unread only when there is no `repo` (values files come from it).
+            let without_repo = |v: &Option<Spanned<String>>| if repo.is_empty() { span(v) } else { (None, false) };
             let keys = [
                 (
                     "path",
@@ -26,29 +27,17 @@ impl Resolver<'_> {
                 ),
                 ("render", (None, raw.render.is_some()), "a chart renders with Helm"),
                 ("allow_remote_bases", (None, raw.allow_remote_bases.is_some()), "it is kustomize's"),
-                (
-                    "ref",
-                    if no_repo { span(&raw.reference) } else { (None, false) },
-                    "with no `repo`, there is no git revision to choose",
-                ),
-                (
-                    "git.ssh_key_file",
-                    if no_repo { span(&git.ssh_key_file) } else { (None, false) },
-                    "with no `repo`, there is no git remote",
-                ),
-                (
-                    "git.known_hosts_file",
-                    if no_repo { span(&git.known_hosts_file) } else { (None, false) },
-                    "with no `repo`, there is no git remote",
-                ),
+                ("ref", without_repo(&raw.reference), "with no `repo`, there is no git revision to choose"),
+                ("git.ssh_key_file", without_repo(&git.ssh_key_file), "with no `repo`, there is no git remote"),
+                ("git.known_hosts_file", without_repo(&git.known_hosts_file), "with no `repo`, there is no git remote"),
                 (
                     "git.token_file",
-                    if no_repo { span(&git.token_file) } else { (None, false) },
+                    without_repo(&git.token_file),
                     "the chart repository's credentials are `[sync.helm] username` and `password_file`",
                 ),
                 (
                     "git.username",
-                    if no_repo { span(&git.username) } else { (None, false) },
+                    without_repo(&git.username),
                     "the chart repository's credentials are `[sync.helm] username` and `password_file`",
                 ),
             ];
