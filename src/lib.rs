@@ -74,6 +74,4 @@ pub use status::unit_state;
 pub use sync::{Engine, Report};
 pub use validate::validate_units;
 
-/// The tool name and version written to the ApplySet parent's `applyset.kubernetes.io/tooling`
-/// annotation (`gitward/0.1.0`), as KEP-3659 specifies (`<name>/<semver>`).
-pub const TOOLING: &str = concat!("gitward/", env!("CARGO_PKG_VERSION"));
+pub use cluster::agent::TOOLING;

@@ -2,10 +2,15 @@
 //! every client of a process carries, impersonating or not, so the API server's audit log
 //! tells which replica sent each request; and the identity of a process that has no other.
 
+/// The tool name and version written to the ApplySet parent's `applyset.kubernetes.io/tooling`
+/// annotation (`gitward/0.1.0`), as KEP-3659 specifies (`<name>/<semver>`), and the product of
+/// the User-Agent.
+pub const TOOLING: &str = concat!("gitward/", env!("CARGO_PKG_VERSION"));
+
 /// The User-Agent of every client of a replica whose identity is `identity`:
 /// `gitward/<version> (<identity>)` (RFC 9110 `product (comment)`).
 pub fn user_agent(identity: &str) -> String {
-    format!("{} ({identity})", crate::TOOLING)
+    format!("{TOOLING} ({identity})")
 }
 
 /// This process's identity when nothing names one (one-shot commands, a daemon without

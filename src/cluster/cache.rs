@@ -22,8 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kube::discovery::ApiResource;
-use tokio::sync::{Notify, watch};
+use tokio::sync::watch;
 
+use super::drift::{Drift, DriftQueue, Entry, is_change, newer};
 use super::feed::{Meta, Sink, Subscription, Watches};
 use super::live::{LiveMeta, live_meta_of};
 use super::relist::{self, Listed};
@@ -31,17 +32,6 @@ use super::{Error, Result};
 use crate::object::{GroupKind, ObjectRef};
 
 type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
-
-/// One member in the store: its live metadata and the resourceVersion of gitward's last write
-/// of it (`None` until gitward writes it). Kept together so that each member's ref is held
-/// once, not again in a map of own writes.
-#[derive(Debug, Clone, Default)]
-pub(super) struct Entry {
-    /// The member's live metadata.
-    pub(super) meta: LiveMeta,
-    /// The resourceVersion of gitward's last write of it.
-    pub(super) own: Option<String>,
-}
 
 /// State of one group-kind's watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,61 +55,6 @@ struct KindWatch {
     errored: Arc<AtomicBool>,
     resource: ApiResource,
     namespaced: bool,
-}
-
-/// A change made by someone other than gitward, seen on the watch: a new generation, or for
-/// kinds without one a new resourceVersion (see [`MetadataCache::subscribe`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Drift {
-    /// The member that changed.
-    pub object: ObjectRef,
-    /// Its new resourceVersion.
-    pub resource_version: String,
-    /// The field manager whose `managedFields` entry is the most recent (the likely writer),
-    /// to name the other side of a field fight; `None` for deletes or when none has a time.
-    pub manager: Option<String>,
-}
-
-/// Drift events not yet taken by the unit's task: the latest per object, with a wake-up for a
-/// waiting reader. Bounded by the number of members (one entry each), never by time: a bounded
-/// channel (256 events) overflowed during every sync that wrote more objects than that — the
-/// events of gitward's own writes can arrive before their responses, and the reader is busy
-/// syncing — and an overflow cost a full re-send of every object. Keeping only the latest event
-/// of an object loses nothing a heal needs: it re-applies the object from git as it is now.
-#[derive(Clone, Default)]
-pub struct DriftQueue(Arc<DriftInner>);
-
-#[derive(Default)]
-struct DriftInner {
-    pending: Mutex<HashMap<ObjectRef, Drift>>,
-    wake: Notify,
-}
-
-impl DriftQueue {
-    /// Adds `drift`, replacing an earlier event of the same object, and wakes the reader.
-    pub fn push(&self, drift: Drift) {
-        self.0.pending.lock().expect("drift lock").insert(drift.object.clone(), drift);
-        self.0.wake.notify_one();
-    }
-
-    /// Takes every pending event (in no particular order); empty when there is none.
-    pub fn take(&self) -> Vec<Drift> {
-        let pending = std::mem::take(&mut *self.0.pending.lock().expect("drift lock"));
-        pending.into_values().collect()
-    }
-
-    /// Waits until an event is pending, then takes them all. Cancel-safe: events stay queued
-    /// when the future is dropped before it returns.
-    pub async fn next(&self) -> Vec<Drift> {
-        loop {
-            let taken = self.take();
-            if !taken.is_empty() {
-                return taken;
-            }
-            // A push between `take` and here stores a permit: `notified` returns at once.
-            self.0.wake.notified().await;
-        }
-    }
 }
 
 /// Live metadata of one unit's members, kept current by watches.
@@ -380,22 +315,6 @@ async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Dura
             Sync::Failed(message) => Err(failed(message.clone())),
             _ => Ok(()),
         },
-    }
-}
-
-/// True when resourceVersion `a` is known to be later than `b` (both etcd revisions).
-pub(crate) fn newer(a: &str, b: &str) -> bool {
-    matches!((a.parse::<u64>(), b.parse::<u64>()), (Ok(a), Ok(b)) if a > b)
-}
-
-/// Whether a watch event is a change worth a self-heal: for kinds with `metadata.generation`,
-/// only a new generation (a spec change; status updates by controllers do not move it); for
-/// kinds without (ConfigMaps, Secrets), any new resourceVersion.
-pub(super) fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool {
-    match (previous, current.generation) {
-        (None, _) => true,
-        (Some(p), Some(generation)) => p.generation != Some(generation),
-        (Some(p), None) => p.resource_version != current.resource_version,
     }
 }
 

@@ -323,7 +323,7 @@ impl Inventory {
                 "namespace": own_ns,
                 "labels": { ID: self.id, GENERATION: generation.to_string() },
                 "annotations": {
-                    TOOLING: crate::TOOLING,
+                    TOOLING: super::agent::TOOLING,
                     CONTAINS_GROUP_KINDS: gks.join(","),
                     ADDITIONAL_NAMESPACES: namespaces.join(","),
                 },

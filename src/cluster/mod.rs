@@ -18,6 +18,7 @@
 pub mod agent;
 pub(crate) mod cache;
 pub(crate) mod discovery;
+pub(crate) mod drift;
 pub(crate) mod feed;
 pub mod fence;
 pub mod inventory;

@@ -23,7 +23,7 @@ use std::sync::{Arc, Mutex};
 use kube::api::{Api, DynamicObject};
 use kube::discovery::ApiResource;
 
-use super::cache::{Drift, DriftQueue, Entry, is_change, newer};
+use super::drift::{Drift, DriftQueue, Entry, is_change, newer};
 use super::live::LiveMeta;
 use crate::object::{GroupKind, ObjectRef};
 

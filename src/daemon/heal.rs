@@ -18,7 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use crate::changeset::Action;
-use crate::cluster::cache::Drift;
+use crate::cluster::drift::Drift;
 use crate::object::ObjectRef;
 
 /// How long drift events are gathered before the first self-heal of an object.

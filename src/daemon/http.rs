@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed repository and ref ([`route`]); 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
-//! | `GET /readyz` | 200 `ready` when [`Status::ready`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]) |
+//! | `GET /readyz` | 200 `ready` when [`super::decide::readyz`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]) |
 //! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
 //!
 //! Webhooks are refused unless a secret is configured (DESIGN.md, Triggers; decision 10: the
@@ -210,7 +210,7 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     if state.status.standby() {
         return (StatusCode::OK, format!("ready: standing by for leadership{sandbox}")).into_response();
     }
-    if state.status.ready() {
+    if super::decide::readyz(state.status.standby(), &state.status.snapshot()) {
         return (StatusCode::OK, format!("ready{sandbox}")).into_response();
     }
     let snapshot = state.status.snapshot();

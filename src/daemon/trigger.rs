@@ -211,13 +211,6 @@ impl Status {
     pub fn snapshot(&self) -> BTreeMap<String, UnitStatus> {
         self.0.read().expect("status lock").clone()
     }
-
-    /// Ready: standing by for leadership, or at least one unit and every unit's cache synced
-    /// and its last sync not failed as a whole (failed objects alone do not count; see
-    /// [`UnitStatus::failed_objects`]).
-    pub fn ready(&self) -> bool {
-        super::decide::readyz(self.standby(), &self.0.read().expect("status lock"))
-    }
 }
 
 #[cfg(test)]

@@ -25,7 +25,7 @@ impl Engine {
         let watch = self.parent_watch.get_or_insert_with(|| self.inventory.watch(self.cache.watches()));
         let stale = match (watch.seen(), &self.known_inventory) {
             (Seen::Absent, Some(_)) => true,
-            (Seen::Present(rv), Some(known)) => crate::cluster::cache::newer(&rv, &known.resource_version),
+            (Seen::Present(rv), Some(known)) => crate::cluster::drift::newer(&rv, &known.resource_version),
             _ => false,
         };
         if stale {

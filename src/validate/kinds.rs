@@ -3,7 +3,7 @@
 //! revisions being validated, and the group versions `[render] api_versions` names.
 //!
 //! The built-in table is made from k8s-openapi's types — each implements
-//! [`k8s_openapi::Resource`] with its group, version, kind and scope — by [`builtin!`], not
+//! [`k8s_openapi::Resource`] with its group, version, kind and scope — by `builtin!`, not
 //! typed by hand. Beta and alpha versions are in it as the OpenAPI spec of 1.35 has them,
 //! whether or not a cluster enables them.
 

@@ -32,7 +32,7 @@ use super::backoff::Backoff;
 use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, Trigger, TriggerKind, TriggerReceiver, UnitStatus};
-use crate::cluster::cache::{Drift, DriftQueue};
+use crate::cluster::drift::{Drift, DriftQueue};
 use crate::health::Counts;
 use crate::health::wait::{HealthWait, Outcome};
 use crate::object::ObjectRef;

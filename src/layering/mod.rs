@@ -16,7 +16,16 @@
 //! each other, so the graph has no cycle.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use scan::{
+    Masked, closing_brace, ident, is_path_start, line_of, module_of, relative, rust_files, test_children,
+    top_level_items,
+};
+
+mod arrows;
+mod files;
+mod scan;
 
 /// One `crate::…` reference: where, and to which module.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -58,6 +67,87 @@ fn every_module_uses_only_modules_below_it_in_the_architecture_table() {
         ));
     }
     assert!(problems.is_empty(), "module layering (ARCHITECTURE.md, \"Module map\"):\n{}", problems.join("\n"));
+}
+
+#[test]
+fn every_arrow_between_modules_is_listed_with_its_reason() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(root.join("src/lib.rs")).expect("src/lib.rs");
+    let (_, reexports) = root_items(&lib);
+    let mut found: BTreeMap<(String, String), Use> = BTreeMap::new();
+    for u in uses(root, &reexports) {
+        let from = module_of(&u.file);
+        if from != u.target {
+            found.entry((from, u.target.clone())).or_insert(u);
+        }
+    }
+    let listed: BTreeSet<(String, String)> =
+        arrows::ARROWS.iter().map(|(from, to, _)| (from.to_string(), to.to_string())).collect();
+    assert_eq!(listed.len(), arrows::ARROWS.len(), "an arrow is listed twice in src/layering/arrows.rs");
+    let mut problems = Vec::new();
+    for ((from, to), u) in &found {
+        if !listed.contains(&(from.clone(), to.clone())) {
+            problems.push(format!(
+                "{}:{}: `{from}` uses `{to}`, an arrow src/layering/arrows.rs does not list (add it with its reason)",
+                u.file, u.line
+            ));
+        }
+    }
+    for (from, to) in listed.iter().filter(|arrow| !found.contains_key(*arrow)) {
+        problems.push(format!("src/layering/arrows.rs lists `{from}` → `{to}`, which no code uses: remove it"));
+    }
+    assert!(problems.is_empty(), "module arrows:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn files_use_each_other_without_circles_and_nothing_of_lib_rs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let all = files::files(root);
+    let mut graph: BTreeMap<Vec<String>, BTreeSet<Vec<String>>> = BTreeMap::new();
+    let mut first: BTreeMap<(Vec<String>, Vec<String>), usize> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (own, rel) in &all {
+        let text = std::fs::read_to_string(root.join(rel)).expect("a source file");
+        for (target, line) in files::arrows_of(&text, own, &all) {
+            if target.is_empty() && !own.is_empty() {
+                problems
+                    .push(format!("{rel}:{line}: uses an item of src/lib.rs; take it from the module that defines it"));
+            }
+            if files::same_room(own, &target) {
+                continue;
+            }
+            graph.entry(own.clone()).or_default().insert(target.clone());
+            first.entry((own.clone(), target)).or_insert(line);
+        }
+    }
+    for circle in files::circles(&graph) {
+        let names: Vec<&str> = circle.iter().map(|p| all[p].as_str()).collect();
+        let mut arrows = Vec::new();
+        for a in &circle {
+            for b in graph.get(a).into_iter().flatten().filter(|b| circle.contains(b)) {
+                arrows.push(format!("{}:{} → {}", all[a], first[&(a.clone(), b.clone())], all[b]));
+            }
+        }
+        problems.push(format!("files in a circle: {} ({})", names.join(", "), arrows.join("; ")));
+    }
+    assert!(problems.is_empty(), "file arrows:\n{}", problems.join("\n"));
+}
+
+#[test]
+fn the_file_graph_resolves_paths_and_finds_circles() {
+    let p = |s: &str| s.split('/').filter(|x| !x.is_empty()).map(str::to_string).collect::<Vec<_>>();
+    let all: BTreeMap<Vec<String>, String> =
+        ["", "a", "a/b", "a/c", "d"].iter().map(|s| (p(s), format!("{s}.rs"))).collect();
+    let text = "use super::c::X;\nfn f() { crate::d::g(); self::inner(); }\n/// [`crate::a::b::Y`]\n";
+    let arrows = files::arrows_of(text, &p("a/b"), &all);
+    assert_eq!(arrows, vec![(p("d"), 2), (p("a/c"), 1)]);
+    assert!(files::same_room(&p("a"), &p("a/b")) && !files::same_room(&p("a/b"), &p("a/c")));
+    let graph = BTreeMap::from([
+        (p("a/b"), BTreeSet::from([p("a/c")])),
+        (p("a/c"), BTreeSet::from([p("a/b"), p("d")])),
+        (p("d"), BTreeSet::new()),
+    ]);
+    assert_eq!(files::circles(&graph), vec![vec![p("a/b"), p("a/c")]]);
 }
 
 /// The most lines a file under `src/` may have: past it, a file holds more than one thing to
@@ -215,21 +305,13 @@ fn reexported(path: &str) -> Vec<String> {
 /// Every `crate::…` reference of the library's files, test modules left out.
 fn uses(root: &Path, reexports: &BTreeMap<String, String>) -> Vec<Use> {
     let files = rust_files(&root.join("src"));
-    let mut skip: BTreeSet<PathBuf> = BTreeSet::new();
-    for file in &files {
-        let text = std::fs::read_to_string(file).expect("a source file");
-        let dir = match file.file_name().and_then(|n| n.to_str()) {
-            Some("mod.rs" | "lib.rs" | "main.rs") => file.parent().expect("in src").to_path_buf(),
-            _ => file.with_extension(""),
-        };
-        for child in test_children(&text) {
-            skip.insert(dir.join(format!("{child}.rs")));
-            skip.insert(dir.join(&child).join("mod.rs"));
-        }
-    }
+    let skip = files::test_files(root);
     let mut out = Vec::new();
-    for file in files.iter().filter(|f| !skip.contains(*f)) {
+    for file in &files {
         let rel = relative(root, file);
+        if skip.contains(&rel) {
+            continue;
+        }
         if module_of(&rel).is_empty() {
             continue;
         }
@@ -269,281 +351,4 @@ fn scan(text: &str, reexports: &BTreeMap<String, String>) -> Vec<(usize, String)
         }
     }
     out
-}
-
-/// The names of the modules `text` declares as `#[cfg(test)] mod name;` (their files are test
-/// code).
-fn test_children(text: &str) -> Vec<String> {
-    let code = Masked::new(text, false);
-    test_modules(&code.text).into_iter().filter(|m| m.body.is_none()).map(|m| m.name).collect()
-}
-
-/// A `#[cfg(test)] mod` item: its name and, for an inline module, the byte range of its body.
-struct TestModule {
-    name: String,
-    body: Option<(usize, usize)>,
-}
-
-/// Every `#[cfg(test)]` module of `code` (strings and comments already blanked).
-fn test_modules(code: &str) -> Vec<TestModule> {
-    let mut out = Vec::new();
-    for (offset, attr) in code.match_indices("#[cfg(test)]") {
-        let mut rest = code[offset + attr.len()..].trim_start();
-        if let Some(after_pub) = rest.strip_prefix("pub") {
-            rest = after_pub.trim_start();
-            if rest.starts_with('(') {
-                rest = rest[rest.find(')').map_or(0, |i| i + 1)..].trim_start();
-            }
-        }
-        let Some(after_mod) = rest.strip_prefix("mod ") else { continue };
-        let name = ident(after_mod.trim_start());
-        let after_name = after_mod.trim_start()[name.len()..].trim_start();
-        let body = match after_name.chars().next() {
-            Some(';') => None,
-            Some('{') => {
-                let start = code.len() - after_name.len();
-                let end = start + 1 + closing_brace(&after_name[1..]).unwrap_or(after_name.len() - 1);
-                Some((start, end))
-            }
-            _ => continue,
-        };
-        out.push(TestModule { name: name.to_string(), body });
-    }
-    out
-}
-
-/// A file's text with string and char literals blanked (spaces; newlines kept, so offsets and
-/// lines stay), and comments blanked too unless `keep_comments`.
-struct Masked {
-    text: String,
-    /// The same text with comments blanked as well, to find test modules and braces.
-    code: String,
-}
-
-impl Masked {
-    fn new(text: &str, keep_comments: bool) -> Self {
-        let bytes = text.as_bytes();
-        let mut code = bytes.to_vec();
-        let mut kept = bytes.to_vec();
-        let blank = |buf: &mut Vec<u8>, from: usize, to: usize| {
-            for b in &mut buf[from..to] {
-                if *b != b'\n' {
-                    *b = b' ';
-                }
-            }
-        };
-        let mut i = 0;
-        while i < bytes.len() {
-            let starts_token = i == 0 || !(bytes[i - 1].is_ascii_alphanumeric() || bytes[i - 1] == b'_');
-            let end = if bytes[i..].starts_with(b"//") {
-                let end = bytes[i..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| i + p);
-                blank(&mut code, i, end);
-                if !keep_comments {
-                    blank(&mut kept, i, end);
-                }
-                i = end;
-                continue;
-            } else if bytes[i..].starts_with(b"/*") {
-                let end = block_comment_end(bytes, i);
-                blank(&mut code, i, end);
-                if !keep_comments {
-                    blank(&mut kept, i, end);
-                }
-                i = end;
-                continue;
-            } else if let Some(end) = starts_token.then(|| raw_string_end(bytes, i)).flatten() {
-                end
-            } else if bytes[i] == b'"' || (starts_token && bytes[i..].starts_with(b"b\"")) {
-                let open = if bytes[i] == b'"' { i } else { i + 1 };
-                string_end(bytes, open)
-            } else if bytes[i] == b'\'' {
-                match char_literal_end(bytes, i) {
-                    Some(end) => end,
-                    None => {
-                        i += 1;
-                        continue;
-                    }
-                }
-            } else {
-                i += 1;
-                continue;
-            };
-            blank(&mut code, i, end);
-            blank(&mut kept, i, end);
-            i = end;
-        }
-        let text = String::from_utf8(kept).expect("blanking keeps UTF-8 boundaries");
-        let code = String::from_utf8(code).expect("blanking keeps UTF-8 boundaries");
-        Self { text, code }
-    }
-
-    /// The text with every inline `#[cfg(test)]` module's body blanked.
-    fn without_tests(&self) -> String {
-        let mut text = self.text.clone().into_bytes();
-        for module in test_modules(&self.code) {
-            if let Some((start, end)) = module.body {
-                for b in &mut text[start..end.min(self.text.len())] {
-                    if *b != b'\n' {
-                        *b = b' ';
-                    }
-                }
-            }
-        }
-        String::from_utf8(text).expect("blanking keeps UTF-8 boundaries")
-    }
-}
-
-impl std::ops::Deref for Masked {
-    type Target = str;
-    fn deref(&self) -> &str {
-        &self.text
-    }
-}
-
-/// The end (exclusive) of the block comment opening at `start`; block comments nest.
-fn block_comment_end(bytes: &[u8], start: usize) -> usize {
-    let (mut depth, mut i) = (0usize, start);
-    while i + 1 < bytes.len() {
-        if bytes[i..].starts_with(b"/*") {
-            depth += 1;
-            i += 2;
-        } else if bytes[i..].starts_with(b"*/") {
-            depth -= 1;
-            i += 2;
-            if depth == 0 {
-                return i;
-            }
-        } else {
-            i += 1;
-        }
-    }
-    bytes.len()
-}
-
-/// The end (exclusive) of a raw string (`r"…"`, `r#"…"#`, `br#"…"#`) starting at `start`, if
-/// one does.
-fn raw_string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start;
-    if bytes.get(i) == Some(&b'b') {
-        i += 1;
-    }
-    if bytes.get(i) != Some(&b'r') {
-        return None;
-    }
-    i += 1;
-    let hashes = bytes[i..].iter().take_while(|&&b| b == b'#').count();
-    i += hashes;
-    if bytes.get(i) != Some(&b'"') {
-        return None;
-    }
-    let closing: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
-    let end = bytes[i + 1..].windows(closing.len()).position(|w| w == closing.as_slice());
-    Some(end.map_or(bytes.len(), |p| i + 1 + p + closing.len()))
-}
-
-/// The end (exclusive) of the string literal whose opening quote is at `open`.
-fn string_end(bytes: &[u8], open: usize) -> usize {
-    let mut i = open + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return i + 1,
-            _ => i += 1,
-        }
-    }
-    bytes.len()
-}
-
-/// The end (exclusive) of the char literal at `start` (`'x'`, `'\n'`, `'\u{1F600}'`), or
-/// `None` for a lifetime or label (`'a`, `'static`).
-fn char_literal_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let rest = &bytes[start + 1..];
-    if rest.first() == Some(&b'\\') {
-        return rest.iter().skip(1).position(|&b| b == b'\'').map(|p| start + 1 + 1 + p + 1);
-    }
-    let text = std::str::from_utf8(&rest[..rest.len().min(5)])
-        .unwrap_or_else(|e| std::str::from_utf8(&rest[..e.valid_up_to()]).expect("the valid prefix"));
-    let first = text.chars().next()?;
-    (text[first.len_utf8()..].starts_with('\'')).then(|| start + 1 + first.len_utf8() + 1)
-}
-
-/// Whether the path at `offset` starts there (not `$crate::` nor the tail of `foo_crate::`).
-fn is_path_start(text: &str, offset: usize) -> bool {
-    text[..offset].chars().next_back().is_none_or(|c| !(c.is_alphanumeric() || c == '_' || c == '$'))
-}
-
-/// The identifier at the start of `text`.
-fn ident(text: &str) -> &str {
-    let end = text.find(|c: char| !(c.is_alphanumeric() || c == '_')).unwrap_or(text.len());
-    &text[..end]
-}
-
-/// The offset of the `}` closing a group whose `{` was just before `text`.
-fn closing_brace(text: &str) -> Option<usize> {
-    let mut depth = 0usize;
-    for (i, c) in text.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' if depth == 0 => return Some(i),
-            '}' => depth -= 1,
-            _ => {}
-        }
-    }
-    None
-}
-
-/// The first identifier of each top-level item of a `use` group's inside (`a::b, c, d::{e}`
-/// gives `a`, `c`, `d`).
-fn top_level_items(group: &str) -> Vec<String> {
-    let (mut items, mut depth, mut start) = (Vec::new(), 0usize, 0);
-    for (i, c) in group.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth = depth.saturating_sub(1),
-            ',' if depth == 0 => {
-                items.push(ident(group[start..i].trim_start()).to_string());
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    items.push(ident(group[start..].trim_start()).to_string());
-    items
-}
-
-/// The 1-based line of `offset`.
-fn line_of(text: &str, offset: usize) -> usize {
-    text[..offset].matches('\n').count() + 1
-}
-
-/// The top-level module a file under `src/` belongs to; `""` for `lib.rs` and `main.rs`.
-fn module_of(rel: &str) -> String {
-    let inside = rel.strip_prefix("src/").unwrap_or(rel);
-    match inside.split('/').next().unwrap_or_default() {
-        "lib.rs" | "main.rs" => String::new(),
-        first => first.trim_end_matches(".rs").to_string(),
-    }
-}
-
-/// Every `.rs` file under `dir`, sorted.
-fn rust_files(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let mut dirs = vec![dir.to_path_buf()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("a source directory") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                out.push(path);
-            }
-        }
-    }
-    out.sort();
-    out
-}
-
-/// `file` relative to the crate root, `/`-separated.
-fn relative(root: &Path, file: &Path) -> String {
-    file.strip_prefix(root).expect("under the crate root").to_string_lossy().replace('\\', "/")
 }
