@@ -244,7 +244,24 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         };
         add(&mut state.objects, gk, n);
     }
-    for member in contents.members.iter().filter(|m| !present.contains(*m)) {
+    note_missing(&mut state, contents.members.iter().filter(|m| !present.contains(*m)), &unserved);
+    resources.sort();
+    if !resources.is_empty() {
+        state.selector = Some(format!("kubectl get {} -A -l {selector}", resources.join(",")));
+    }
+    state.health = Counts::of(&healths);
+    state.unhealthy.sort_by(|a, b| a.object.cmp(&b.object));
+    Ok(state)
+}
+
+/// Adds to `state` the recorded members that are `missing` live: not created (their last
+/// failure, from the recorded attempt), of a kind no longer served, or deleted by hand.
+fn note_missing<'a>(
+    state: &mut UnitState,
+    missing: impl Iterator<Item = &'a ObjectRef>,
+    unserved: &BTreeSet<GroupKind>,
+) {
+    for member in missing {
         let object = member.to_string();
         if let Some(failure) = state.failed.iter().find(|f| f.object == object) {
             state.unhealthy.push(Unhealthy {
@@ -269,13 +286,6 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         });
         state.missing += 1;
     }
-    resources.sort();
-    if !resources.is_empty() {
-        state.selector = Some(format!("kubectl get {} -A -l {selector}", resources.join(",")));
-    }
-    state.health = Counts::of(&healths);
-    state.unhealthy.sort_by(|a, b| a.object.cmp(&b.object));
-    Ok(state)
 }
 
 /// `.group` for a named API group, nothing for the core group (`kubectl get` resource names).

@@ -24,6 +24,7 @@ use scan::{
 };
 
 mod arrows;
+mod census;
 mod files;
 mod scan;
 
@@ -165,6 +166,32 @@ fn no_file_in_src_is_over_the_line_limit() {
         })
         .collect();
     assert!(long.is_empty(), "over {MAX_LINES} lines: {long:?}");
+}
+
+#[test]
+fn no_function_in_src_is_over_the_census_limit() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let tests = files::test_files(root);
+    let mut long = Vec::new();
+    for file in rust_files(&root.join("src")) {
+        let rel = relative(root, &file);
+        if tests.contains(&rel) {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("a source file");
+        for (name, line, lines) in census::functions(&text) {
+            if lines > census::MAX_FN_LINES {
+                long.push(format!("{rel}:{line}: fn {name}, {lines} lines"));
+            }
+        }
+    }
+    assert!(long.is_empty(), "functions over {} lines:\n{}", census::MAX_FN_LINES, long.join("\n"));
+}
+
+#[test]
+fn the_census_counts_a_function_from_its_signature_to_its_closing_brace() {
+    let text = "trait T { fn declared(&self); }\nfn one() {\n    let s = \"}\";\n    if true { }\n}\n#[cfg(test)]\nmod tests {\n    fn skipped() {}\n}\n";
+    assert_eq!(census::functions(text), vec![("one".to_string(), 2, 4)]);
 }
 
 #[test]

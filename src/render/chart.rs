@@ -58,16 +58,7 @@ impl Renderer {
         }
         self.cache.count();
         let scratch = tree::Scratch::new(name)?;
-        let mut written = Vec::with_capacity(values_files.len());
-        for (path, bytes) in values_files {
-            let on_disk = scratch.repo_path(path);
-            let write = || -> std::io::Result<()> {
-                std::fs::create_dir_all(on_disk.parent().unwrap_or(&on_disk))?;
-                std::fs::write(&on_disk, bytes)
-            };
-            write().map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("{path}: {e}") })?;
-            written.push(path.clone());
-        }
+        let written = write_values(&scratch, name, values_files)?;
         // Helm reads the archive itself: the door reads it first, and Helm gets the bytes the
         // door checked, copied into the scratch directory.
         let bytes = checked_archive(name, archive, &revision.0, unit.render_tools.max_tree_bytes)?;
@@ -109,6 +100,22 @@ impl Renderer {
         self.cache.store(key, loaded.clone());
         Ok(loaded)
     }
+}
+
+/// Writes the unit's `values_files` (repository path, bytes) into `scratch` at their
+/// repository paths, for `--values`: the paths written.
+fn write_values(scratch: &tree::Scratch, unit: &str, values_files: &[(String, Vec<u8>)]) -> Result<Vec<String>> {
+    let mut written = Vec::with_capacity(values_files.len());
+    for (path, bytes) in values_files {
+        let on_disk = scratch.repo_path(path);
+        let write = || -> std::io::Result<()> {
+            std::fs::create_dir_all(on_disk.parent().unwrap_or(&on_disk))?;
+            std::fs::write(&on_disk, bytes)
+        };
+        write().map_err(|e| Error::Scratch { unit: unit.to_owned(), message: format!("{path}: {e}") })?;
+        written.push(path.clone());
+    }
+    Ok(written)
 }
 
 /// The bytes of the chart archive at `path` (named `name` in errors: the revision or the

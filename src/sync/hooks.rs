@@ -290,25 +290,9 @@ impl Engine {
     /// (server-side apply, the unit's field manager, without the ApplySet label), waited for
     /// when a Job or Pod, then deleted by its policy.
     async fn run_hook(&mut self, m: &Manifest, hook: &Hook, event: HookEvent) -> Result<Ran> {
-        let mut resolved = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await?;
-        if resolved.is_none() && self.revision_hooks.crd_kinds.contains(&m.gk) {
-            // Its CRD was applied this sync: the answer cached may be from before it was served.
-            self.discovery.forget(&m.api_version);
-            resolved = self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?;
-        }
-        let Some(resolved) = resolved else {
-            // Scope unknown: named as a namespaced object would be, as the desired objects are.
-            let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into());
-            let object = ObjectRef::new(m.gk.clone(), Some(namespace), &m.name);
-            let message = format!("{event} hook: unknown kind {} in {}", m.gk.kind, m.api_version);
-            return Ok(Ran { object, action: Action::Failed, message, failed: true, delete_later: None });
-        };
-        let namespace: Option<Atom> =
-            resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
-        let object = ObjectRef::new(m.gk.clone(), namespace.clone(), &m.name);
-        let api: Api<DynamicObject> = match &namespace {
-            Some(ns) => Api::namespaced_with(self.writer.clone(), ns, &*resolved.resource),
-            None => Api::all_with(self.writer.clone(), &*resolved.resource),
+        let (object, namespace, api) = match self.hook_api(m, event).await? {
+            Ok(found) => found,
+            Err(unknown) => return Ok(unknown),
         };
         let timeout = self.hook_timeout();
         let failed = |action: Action, message: String| Ran {
@@ -351,29 +335,40 @@ impl Engine {
                 return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::telemetry::error_chain(&e))));
             }
         };
-        let waits = matches!((m.gk.group.as_str(), m.gk.kind.as_str()), ("batch", "Job") | ("", "Pod"));
-        let status = if waits {
-            ended(&api, (m.api_version.as_str(), m.gk.kind.as_str()), &m.name, timeout).await
-        } else {
-            Ok(None)
-        };
-        let (ok, mut message) = match status {
-            Ok(None) => (true, format!("{event} hook, weight {}", hook.weight)),
-            Ok(Some(s)) if s.health == Health::Current => {
-                (true, format!("{event} hook, weight {}: succeeded", hook.weight))
-            }
-            Ok(Some(s)) => (false, format!("{event} hook: {}: {}", s.reason, s.message)),
-            Err(message) => (false, format!("{event} hook: {message}")),
-        };
-        if !ok && hook.delete_failed {
-            match delete(&api, &applied, timeout).await {
-                Ok(()) => message.push_str("; deleted (hook-failed)"),
-                Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
-            }
-        }
+        let (ok, message) = outcome(&api, m, hook, event, &applied, timeout).await;
         let action = if ok { action } else { Action::Failed };
         let delete_later = (ok && hook.delete_succeeded).then(|| (api.clone(), applied));
         Ok(Ran { object, action, message, failed: !ok, delete_later })
+    }
+
+    /// The hook `m`'s ref, namespace and API, its kind resolved by discovery (again when its
+    /// CRD was applied this sync); `Ok(Err)`: the hook's failed result, the kind unknown.
+    async fn hook_api(
+        &mut self,
+        m: &Manifest,
+        event: HookEvent,
+    ) -> Result<std::result::Result<(ObjectRef, Option<Atom>, Api<DynamicObject>), Ran>> {
+        let mut resolved = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await?;
+        if resolved.is_none() && self.revision_hooks.crd_kinds.contains(&m.gk) {
+            // Its CRD was applied this sync: the answer cached may be from before it was served.
+            self.discovery.forget(&m.api_version);
+            resolved = self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?;
+        }
+        let Some(resolved) = resolved else {
+            // Scope unknown: named as a namespaced object would be, as the desired objects are.
+            let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into());
+            let object = ObjectRef::new(m.gk.clone(), Some(namespace), &m.name);
+            let message = format!("{event} hook: unknown kind {} in {}", m.gk.kind, m.api_version);
+            return Ok(Err(Ran { object, action: Action::Failed, message, failed: true, delete_later: None }));
+        };
+        let namespace: Option<Atom> =
+            resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
+        let object = ObjectRef::new(m.gk.clone(), namespace.clone(), &m.name);
+        let api: Api<DynamicObject> = match &namespace {
+            Some(ns) => Api::namespaced_with(self.writer.clone(), ns, &*resolved.resource),
+            None => Api::all_with(self.writer.clone(), &*resolved.resource),
+        };
+        Ok(Ok((object, namespace, api)))
     }
 
     /// Whether `live` carries this unit's [`HOOK_OF`], or its ApplySet label: a member, as
@@ -462,6 +457,36 @@ fn crd_kinds(desired: &[crate::plan::Desired]) -> std::collections::BTreeSet<cra
         .filter(|d| d.object.gk.group == "apiextensions.k8s.io" && d.object.gk.kind == "CustomResourceDefinition")
         .filter_map(|d| crate::apply::wait::defined_kind(&d.source))
         .collect()
+}
+
+/// Waits for a Job or Pod hook to end (at most `timeout`) and deletes a failed one when its
+/// policy says so: whether it succeeded, and its message.
+async fn outcome(
+    api: &Api<DynamicObject>,
+    m: &Manifest,
+    hook: &Hook,
+    event: HookEvent,
+    applied: &DynamicObject,
+    timeout: Duration,
+) -> (bool, String) {
+    let waits = matches!((m.gk.group.as_str(), m.gk.kind.as_str()), ("batch", "Job") | ("", "Pod"));
+    let status =
+        if waits { ended(api, (m.api_version.as_str(), m.gk.kind.as_str()), &m.name, timeout).await } else { Ok(None) };
+    let (ok, mut message) = match status {
+        Ok(None) => (true, format!("{event} hook, weight {}", hook.weight)),
+        Ok(Some(s)) if s.health == Health::Current => {
+            (true, format!("{event} hook, weight {}: succeeded", hook.weight))
+        }
+        Ok(Some(s)) => (false, format!("{event} hook: {}: {}", s.reason, s.message)),
+        Err(message) => (false, format!("{event} hook: {message}")),
+    };
+    if !ok && hook.delete_failed {
+        match delete(api, applied, timeout).await {
+            Ok(()) => message.push_str("; deleted (hook-failed)"),
+            Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
+        }
+    }
+    (ok, message)
 }
 
 #[cfg(test)]

@@ -31,6 +31,7 @@ mod pending;
 mod prune_step;
 mod record;
 pub(crate) mod repo;
+mod run;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -38,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use kube::discovery::ApiResource;
 
-use crate::apply::{self, ApplyOptions, Blocked};
+use crate::apply::ApplyOptions;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::Discovery;
@@ -52,11 +53,7 @@ use crate::object::{GroupKind, ObjectRef};
 use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
-use desired::Resolution;
 pub use early::EarlyApply;
-use health::health_targets;
-use pending::pending_contents;
-use prune_step::PruneInputs;
 
 /// Errors of one sync. Source errors are worth retrying with backoff; manifest, duplicate and
 /// unknown-kind errors are bad input that only a new revision fixes; cluster errors are worth
@@ -348,156 +345,6 @@ impl Engine {
     pub async fn sync_revision(&mut self, revision: Revision) -> Result<Report> {
         let early = self.early(&revision).await;
         self.sync_rest(early).await
-    }
-
-    /// The rest of the sync that `early` began: load, resolve, widen the inventory, plan, apply
-    /// stage by stage, prune, narrow the inventory. The daemon runs [`Engine::early`] before it
-    /// holds a sync slot and this once it holds one.
-    ///
-    /// When [`Engine::yield_signal`] is raised during the apply, no new request is sent: those
-    /// in flight are answered, prune and narrow are skipped (as after a crash: the parent was
-    /// widened first), and the report says [`Report::yielded`]. The next sync sends the rest.
-    pub async fn sync_rest(&mut self, early: EarlyApply) -> Result<Report> {
-        let EarlyApply { early, revision, started, early_at } = early;
-        let defaults = self.defaults();
-        let mut loaded = self.load(&revision).await?;
-        let loaded_at = started.elapsed();
-        let hooks = std::mem::take(&mut loaded.hooks);
-        // Read only for a render with hooks: it reads every body of the release.
-        let mut digest =
-            if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
-        let skipped_files = loaded.skipped;
-        let partial = loaded.partial;
-        let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
-        let Resolution { mut desired, pending } =
-            desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await?;
-        let resolved_at = started.elapsed();
-
-        let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
-        let mut widened = self.widen_inventory(&wanted).await?;
-        let (mut resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
-        let members_before = self.cache.len();
-
-        let mut changes = ChangeSet::default();
-        // A kind whose live state cannot be read (RBAC forbids its list): its objects fail
-        // alone, the others are applied, and nothing is pruned.
-        desired.retain(|d| match unwatchable.get(&d.object.gk) {
-            Some(reason) => {
-                changes.push(d.object.clone(), Action::Failed, Some(format!("{}: {reason}", d.origin)));
-                false
-            }
-            None => true,
-        });
-        if !unwatchable.is_empty() {
-            let kinds: Vec<String> = unwatchable.keys().map(ToString::to_string).collect();
-            changes.prune_refused = Some(format!("the live state of {} cannot be read", kinds.join(", ")));
-        }
-        let mut stages = self.plan_stages(&desired, &mut changes).await?;
-        if !early.sent.is_empty() {
-            // Sent once per sync: what went early is not sent again (the same revision, so the
-            // same desired hash; checked all the same).
-            for steps in stages.values_mut() {
-                steps.retain(|s| early.sent.get(&desired[s.index].object) != Some(&desired[s.index].hash));
-            }
-        }
-        let applied_early = early.sent.len();
-        changes.extend(early.changes);
-        let planned_at = started.elapsed();
-        let mut blocked = Blocked::default();
-        // Helm hooks' pre phase runs once the Foundations stage is in place (a chart's CRDs are
-        // served, as Helm installs `crds/` before its hooks), before anything else.
-        let hooks_due =
-            !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), &digest));
-        let mut hooks = Some(hooks);
-        // What git changed is sent first when the stages before it hold only unchanged objects
-        // (custom resources still pending their CRD are a change to the Foundations stage).
-        if pending.is_empty()
-            && !hooks_due
-            && let Some((stage, head)) = plan::changes_first(&mut stages)
-        {
-            let applied =
-                apply::apply_stage(&self.writer, stage, &head, &desired, &self.cache, &mut blocked, &self.apply).await;
-            changes.extend(applied);
-        }
-        let mut pending = Some(pending);
-        for stage in Stage::ALL {
-            if self.apply.yield_to.is_raised() {
-                break;
-            }
-            if stage != Stage::Foundations
-                && let Some(hooks) = hooks.take()
-                && let Some(refused) = self
-                    .pre_hooks(&revision, std::mem::take(&mut digest), hooks, &desired, members_before, &mut changes)
-                    .await?
-            {
-                // A failed pre hook refuses the rest of the revision, as `helm upgrade` stops.
-                for step in std::mem::take(&mut stages).into_values().flatten() {
-                    changes.push(desired[step.index].object.clone(), Action::Skipped, Some(refused.clone()));
-                }
-                break;
-            }
-            if stage != Stage::Foundations
-                && let Some(pending) = pending.take()
-                && !pending.is_empty()
-            {
-                let start = desired.len();
-                self.resolve_pending(pending, &defaults, &blocked, &mut desired, &mut changes).await?;
-                self.widen_resolved(&desired[start..], &mut widened, &mut resources).await?;
-                let added = self.plan_stages_from(&desired, start, &mut changes).await?;
-                for (s, steps) in added {
-                    stages.entry(s).or_default().extend(steps);
-                }
-            }
-            let Some(steps) = stages.remove(&stage) else { continue };
-            let applied =
-                apply::apply_stage(&self.writer, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await;
-            changes.extend(applied);
-        }
-        self.note_adoptions(&mut changes);
-        // A push waits for what it changed; unchanged objects re-sent after that do not count.
-        let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
-        // Where the time before the first request went (RUST_LOG=gitward=debug), e.g. to see
-        // what a push's latency is made of.
-        tracing::debug!(
-            unit = %self.unit.name,
-            early_ms = early_at.as_millis() as u64,
-            applied_early,
-            load_ms = (loaded_at - early_at).as_millis() as u64,
-            resolve_ms = (resolved_at - loaded_at).as_millis() as u64,
-            inventory_watch_plan_ms = planned_at.saturating_sub(resolved_at).as_millis() as u64,
-            planned_ms = planned_at.as_millis() as u64,
-            changes_applied_ms = applied_at.saturating_duration_since(started).as_millis() as u64,
-            "sync phases"
-        );
-
-        let yielded = self.apply.yield_to.is_raised();
-        let pruned = if self.unit.prune && !yielded && !changes.has_failures() && unwatchable.is_empty() {
-            let inputs = PruneInputs { desired: &desired, resources: &resources, members_before, partial: &partial };
-            self.prune_and_narrow(inputs, &widened, &mut changes).await
-        } else {
-            Ok(())
-        };
-        if changes.has_failures() {
-            self.namespace_checked = false;
-        }
-        let health_targets = health_targets(&desired, &changes);
-        // Kept even when the prune failed: drift is healed to this revision, and the next sync
-        // reuses these objects where their manifests did not change.
-        desired.shrink_to_fit();
-        self.last_desired = Some((revision.clone(), desired));
-        pruned?;
-        Ok(Report {
-            unit: self.unit.name.clone(),
-            revision,
-            changes,
-            skipped_files,
-            duration: started.elapsed(),
-            applied_at,
-            health_targets,
-            applied_early,
-            heal: false,
-            yielded,
-        })
     }
 
     /// Loads the revision's manifests; a unit that renders with Helm first learns the

@@ -103,6 +103,17 @@ impl Engine {
         if labelled.is_empty() {
             return foreign;
         }
+        self.judge_owners(labelled, foreign, changes).await
+    }
+
+    /// Looks up the owners of the `labelled` creates (object, owning ApplySet id) by id and
+    /// judges each against `adopt_from` into `foreign`.
+    async fn judge_owners(
+        &self,
+        labelled: Vec<(ObjectRef, String)>,
+        mut foreign: Foreign,
+        changes: &mut ChangeSet,
+    ) -> Foreign {
         let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
         changes.requests += 2;
         let owners = owner::owners(&self.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));

@@ -53,37 +53,14 @@ impl Daemon {
         let first = config.clusters[0].name.clone();
         let lease_cluster = config.daemon.sharding.as_ref().map_or(first, |s| s.cluster.clone());
         let client = clusters.client(&lease_cluster).expect("the Lease cluster is configured").clone();
-        let election = config.daemon.leader_election.clone().map(|le| {
-            let cfg = LeaderConfig {
-                namespace: le.namespace,
-                name: le.name,
-                identity: leader_identity,
-                lease_duration: le.lease_duration,
-                renew_every: le.renew_every,
-            };
-            let (leadership, task) = leader::spawn(client.clone(), cfg.clone());
-            Election { cfg, client: client.clone(), leadership: Some(leadership), task }
-        });
+        let election = config.daemon.leader_election.clone().map(|le| elect(&client, le, leader_identity));
         let (stopped_tx, stopped) = mpsc::unbounded_channel();
-        let units = Units {
-            clusters,
-            // Sized at start; a reload does not resize it (the running units keep their slots).
-            sync_slots: Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs)),
-            push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
-            status: status.clone(),
-            metrics: metrics.clone(),
-            running: Default::default(),
-            owned: shard_cfg.as_ref().map(|_| Default::default()),
-            stopping: Default::default(),
-            start_failures: Default::default(),
-            stopped: stopped_tx,
-            fences: match (&election, &shard_cfg) {
-                (Some(e), _) => Fences::Leader(e.leadership.as_ref().expect("just started").fence().clone()),
-                (None, Some(_)) => Fences::Units(Default::default()),
-                (None, None) => Fences::None,
-            },
-            repo_watches: Default::default(),
+        let fences = match (&election, &shard_cfg) {
+            (Some(e), _) => Fences::Leader(e.leadership.as_ref().expect("just started").fence().clone()),
+            (None, Some(_)) => Fences::Units(Default::default()),
+            (None, None) => Fences::None,
         };
+        let units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
             let (running_tx, running_rx) = watch::channel(Running::default());
@@ -123,6 +100,47 @@ impl Daemon {
             "gitward running"
         );
         Ok(daemon)
+    }
+}
+
+/// Starts the leader election of `le` on `client` under `identity`.
+fn elect(client: &kube::Client, le: crate::config::LeaderElection, identity: String) -> Election {
+    let cfg = LeaderConfig {
+        namespace: le.namespace,
+        name: le.name,
+        identity,
+        lease_duration: le.lease_duration,
+        renew_every: le.renew_every,
+    };
+    let (leadership, task) = leader::spawn(client.clone(), cfg.clone());
+    Election { cfg, client: client.clone(), leadership: Some(leadership), task }
+}
+
+/// The set of running units, none started yet: the sync slots and the push lane sized from
+/// `config`, the status and metrics shared with the HTTP server, `sharded` when this replica
+/// holds only the units of its buckets.
+fn units(
+    config: &Config,
+    clusters: Registry,
+    (status, metrics): (&Status, &Arc<Metrics>),
+    sharded: bool,
+    fences: Fences,
+    stopped: mpsc::UnboundedSender<String>,
+) -> Units {
+    Units {
+        clusters,
+        // Sized at start; a reload does not resize it (the running units keep their slots).
+        sync_slots: Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs)),
+        push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
+        status: status.clone(),
+        metrics: metrics.clone(),
+        running: Default::default(),
+        owned: sharded.then(Default::default),
+        stopping: Default::default(),
+        start_failures: Default::default(),
+        stopped,
+        fences,
+        repo_watches: Default::default(),
     }
 }
 

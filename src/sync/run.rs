@@ -1,0 +1,299 @@
+//! One sync after its early apply, as a [`Run`]: the state its steps build, and one short
+//! method per step — begin (load, resolve, widen the inventory, watch, plan), what git changed
+//! sent first, the stages (with Helm's pre hooks and the custom resources that waited for their
+//! CRD), prune and narrow, and the report.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::discovery::ApiResource;
+
+use super::desired::{self, Defaults, Resolution};
+use super::early::{Early, EarlyApply};
+use super::health::health_targets;
+use super::hooks;
+use super::pending::pending_contents;
+use super::prune_step::PruneInputs;
+use super::{Engine, Report, Result};
+use crate::apply::{self, Blocked};
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::inventory::Contents;
+use crate::manifest::{Manifest, Skipped};
+use crate::object::GroupKind;
+use crate::plan::{self, Desired, Stage, Step};
+use crate::source::Revision;
+
+/// One sync's state after its early apply, as the steps of [`Engine::sync_rest`] build it.
+pub(super) struct Run {
+    revision: Revision,
+    defaults: Defaults,
+    /// The objects to apply, in the order resolved; custom resources resolved late are appended.
+    desired: Vec<Desired>,
+    /// Custom resources waiting for their CRD, resolved after the Foundations stage.
+    pending: Option<Vec<Manifest>>,
+    /// Helm hooks of the render, run as the pre phase after the Foundations stage; `None`
+    /// once run.
+    hooks: Option<Vec<Manifest>>,
+    /// Whether the pre hooks are due (not yet run for this revision and release digest).
+    hooks_due: bool,
+    /// The release's digest, for the hooks' record.
+    digest: String,
+    /// The inventory as widened before the apply.
+    widened: Contents,
+    /// The kinds watched, with their API resource and scope.
+    resources: HashMap<GroupKind, (Arc<ApiResource>, bool)>,
+    /// Kinds whose live state cannot be read, with the reason: their objects fail, nothing is pruned.
+    unwatchable: BTreeMap<GroupKind, String>,
+    /// Members in the cache before the apply (the prune guard's denominator).
+    members_before: usize,
+    changes: ChangeSet,
+    stages: BTreeMap<Stage, Vec<Step>>,
+    blocked: Blocked,
+    skipped_files: Vec<Skipped>,
+    /// Paths the listing did not follow ([`crate::manifest::Loaded::partial`]).
+    partial: Vec<String>,
+    /// Objects the early apply sent.
+    applied_early: usize,
+    /// When the sync began, and the time from then to each step's end.
+    started: Instant,
+    times: Times,
+}
+
+/// Offsets from a sync's start to the end of its first steps (debug log `sync phases`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Times {
+    early: Duration,
+    loaded: Duration,
+    resolved: Duration,
+    planned: Duration,
+}
+
+impl Engine {
+    /// The rest of the sync that `early` began: load, resolve, widen the inventory, plan, apply
+    /// stage by stage, prune, narrow the inventory. The daemon runs [`Engine::early`] before it
+    /// holds a sync slot and this once it holds one.
+    ///
+    /// When [`Engine::yield_signal`] is raised during the apply, no new request is sent: those
+    /// in flight are answered, prune and narrow are skipped (as after a crash: the parent was
+    /// widened first), and the report says [`Report::yielded`]. The next sync sends the rest.
+    pub async fn sync_rest(&mut self, early: EarlyApply) -> Result<Report> {
+        let mut run = self.begin(early).await?;
+        self.changes_first(&mut run).await;
+        self.stages(&mut run).await?;
+        self.note_adoptions(&mut run.changes);
+        // A push waits for what it changed; unchanged objects re-sent after that do not count.
+        let applied_at = run.changes.changes_applied_at.unwrap_or_else(Instant::now);
+        log_times(&self.unit.name, &run, applied_at);
+        let yielded = self.apply.yield_to.is_raised();
+        let pruned = if self.unit.prune && !yielded && !run.changes.has_failures() && run.unwatchable.is_empty() {
+            let inputs = PruneInputs {
+                desired: &run.desired,
+                resources: &run.resources,
+                members_before: run.members_before,
+                partial: &run.partial,
+            };
+            self.prune_and_narrow(inputs, &run.widened, &mut run.changes).await
+        } else {
+            Ok(())
+        };
+        self.end(run, applied_at, yielded, pruned)
+    }
+
+    /// Loads and resolves the revision, widens the inventory, watches the kinds and plans the
+    /// stages, less what the early apply sent.
+    async fn begin(&mut self, early: EarlyApply) -> Result<Run> {
+        let EarlyApply { early, revision, started, early_at } = early;
+        let defaults = self.defaults();
+        let mut loaded = self.load(&revision).await?;
+        let loaded_at = started.elapsed();
+        let hooks = std::mem::take(&mut loaded.hooks);
+        // Read only for a render with hooks: it reads every body of the release.
+        let digest = if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
+        let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
+        let Resolution { desired, pending } =
+            desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await?;
+        let resolved_at = started.elapsed();
+        let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
+        let widened = self.widen_inventory(&wanted).await?;
+        let (resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
+        let hooks_due =
+            !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), &digest));
+        let mut run = Run {
+            revision,
+            defaults,
+            desired,
+            pending: Some(pending),
+            hooks: Some(hooks),
+            hooks_due,
+            digest,
+            widened,
+            resources,
+            unwatchable,
+            members_before: self.cache.len(),
+            changes: ChangeSet::default(),
+            stages: BTreeMap::new(),
+            blocked: Blocked::default(),
+            skipped_files: loaded.skipped,
+            partial: loaded.partial,
+            applied_early: 0,
+            started,
+            times: Times { early: early_at, loaded: loaded_at, resolved: resolved_at, planned: Duration::ZERO },
+        };
+        self.plan_run(&mut run, early).await?;
+        Ok(run)
+    }
+
+    /// Plans `run`'s stages: the objects of kinds whose live state cannot be read fail alone
+    /// (and nothing is pruned); what `early` sent is not sent again.
+    async fn plan_run(&mut self, run: &mut Run, early: Early) -> Result<()> {
+        let unwatchable = &run.unwatchable;
+        let changes = &mut run.changes;
+        run.desired.retain(|d| match unwatchable.get(&d.object.gk) {
+            Some(reason) => {
+                changes.push(d.object.clone(), Action::Failed, Some(format!("{}: {reason}", d.origin)));
+                false
+            }
+            None => true,
+        });
+        if !unwatchable.is_empty() {
+            let kinds: Vec<String> = unwatchable.keys().map(ToString::to_string).collect();
+            changes.prune_refused = Some(format!("the live state of {} cannot be read", kinds.join(", ")));
+        }
+        run.stages = self.plan_stages(&run.desired, &mut run.changes).await?;
+        if !early.sent.is_empty() {
+            // Sent once per sync: what went early is not sent again (the same revision, so the
+            // same desired hash; checked all the same).
+            let desired = &run.desired;
+            for steps in run.stages.values_mut() {
+                steps.retain(|s| early.sent.get(&desired[s.index].object) != Some(&desired[s.index].hash));
+            }
+        }
+        run.applied_early = early.sent.len();
+        run.changes.extend(early.changes);
+        run.times.planned = run.started.elapsed();
+        Ok(())
+    }
+
+    /// What git changed is sent first when the stages before it hold only unchanged objects
+    /// (custom resources still pending their CRD are a change to the Foundations stage; due
+    /// hooks run first).
+    async fn changes_first(&mut self, run: &mut Run) {
+        if run.pending.as_ref().is_some_and(|p| !p.is_empty()) || run.hooks_due {
+            return;
+        }
+        if let Some((stage, head)) = plan::changes_first(&mut run.stages) {
+            let applied = apply::apply_stage(
+                &self.writer,
+                stage,
+                &head,
+                &run.desired,
+                &self.cache,
+                &mut run.blocked,
+                &self.apply,
+            )
+            .await;
+            run.changes.extend(applied);
+        }
+    }
+
+    /// The stages in order, until a yield: after the Foundations stage, Helm's pre hooks (a
+    /// failed one skips the rest of the revision, as `helm upgrade` stops) and the custom
+    /// resources that waited for their CRD.
+    async fn stages(&mut self, run: &mut Run) -> Result<()> {
+        for stage in Stage::ALL {
+            if self.apply.yield_to.is_raised() {
+                break;
+            }
+            if stage != Stage::Foundations {
+                if let Some(refused) = self.run_pre_hooks(run).await? {
+                    for step in std::mem::take(&mut run.stages).into_values().flatten() {
+                        run.changes.push(
+                            run.desired[step.index].object.clone(),
+                            Action::Skipped,
+                            Some(refused.clone()),
+                        );
+                    }
+                    break;
+                }
+                self.resolve_waiting(run).await?;
+            }
+            let Some(steps) = run.stages.remove(&stage) else { continue };
+            let applied = apply::apply_stage(
+                &self.writer,
+                stage,
+                &steps,
+                &run.desired,
+                &self.cache,
+                &mut run.blocked,
+                &self.apply,
+            )
+            .await;
+            run.changes.extend(applied);
+        }
+        Ok(())
+    }
+
+    /// Runs the pre hooks once, at the first stage after Foundations: the refusal when one failed.
+    async fn run_pre_hooks(&mut self, run: &mut Run) -> Result<Option<String>> {
+        let Some(hooks) = run.hooks.take() else { return Ok(None) };
+        let digest = std::mem::take(&mut run.digest);
+        self.pre_hooks(&run.revision, digest, hooks, &run.desired, run.members_before, &mut run.changes).await
+    }
+
+    /// Resolves, once, the custom resources that waited for their CRD, widens the inventory
+    /// and the watches for them and plans them into the stages still to apply.
+    async fn resolve_waiting(&mut self, run: &mut Run) -> Result<()> {
+        let Some(pending) = run.pending.take().filter(|p| !p.is_empty()) else { return Ok(()) };
+        let start = run.desired.len();
+        self.resolve_pending(pending, &run.defaults, &run.blocked, &mut run.desired, &mut run.changes).await?;
+        self.widen_resolved(&run.desired[start..], &mut run.widened, &mut run.resources).await?;
+        let added = self.plan_stages_from(&run.desired, start, &mut run.changes).await?;
+        for (s, steps) in added {
+            run.stages.entry(s).or_default().extend(steps);
+        }
+        Ok(())
+    }
+
+    /// The report of `run`; the desired objects kept for the next sync and self-heal (even
+    /// when the prune failed: drift is healed to this revision). `pruned`'s error is the sync's.
+    fn end(&mut self, run: Run, applied_at: Instant, yielded: bool, pruned: Result<()>) -> Result<Report> {
+        let Run { revision, mut desired, changes, skipped_files, applied_early, started, .. } = run;
+        if changes.has_failures() {
+            self.namespace_checked = false;
+        }
+        let health_targets = health_targets(&desired, &changes);
+        desired.shrink_to_fit();
+        self.last_desired = Some((revision.clone(), desired));
+        pruned?;
+        Ok(Report {
+            unit: self.unit.name.clone(),
+            revision,
+            changes,
+            skipped_files,
+            duration: started.elapsed(),
+            applied_at,
+            health_targets,
+            applied_early,
+            heal: false,
+            yielded,
+        })
+    }
+}
+
+/// Where the time before the first request went (RUST_LOG=gitward=debug), e.g. to see what a
+/// push's latency is made of.
+fn log_times(unit: &str, run: &Run, applied_at: Instant) {
+    let t = run.times;
+    tracing::debug!(
+        unit,
+        early_ms = t.early.as_millis() as u64,
+        applied_early = run.applied_early,
+        load_ms = (t.loaded - t.early).as_millis() as u64,
+        resolve_ms = (t.resolved - t.loaded).as_millis() as u64,
+        inventory_watch_plan_ms = t.planned.saturating_sub(t.resolved).as_millis() as u64,
+        planned_ms = t.planned.as_millis() as u64,
+        changes_applied_ms = applied_at.saturating_duration_since(run.started).as_millis() as u64,
+        "sync phases"
+    );
+}
