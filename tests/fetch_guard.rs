@@ -522,7 +522,7 @@ async fn units_of_different_service_accounts_never_share_a_dependency_cache() {
         unit: "own".into(),
         repo: repo.bare().display().to_string(),
         reference: "main".into(),
-        path: String::new(),
+        path: Default::default(),
         credentials: Default::default(),
         max_file_bytes: 1 << 20,
         verify: None,

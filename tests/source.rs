@@ -83,7 +83,7 @@ fn spec(unit: &str, repo: &str, reference: &str) -> SourceSpec {
         unit: unit.to_string(),
         repo: repo.to_string(),
         reference: reference.to_string(),
-        path: String::new(),
+        path: Default::default(),
         credentials: Credentials::default(),
         max_file_bytes: 1024 * 1024,
         verify: None,

@@ -23,6 +23,7 @@ mod cluster;
 mod constraint;
 mod daemon;
 mod hint;
+mod path;
 mod raw;
 mod render;
 mod resolve;
@@ -39,6 +40,7 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
+pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
 use unit::is_url_or_scp;
 pub use unit::{

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
+use super::UnitPath;
 use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
     RawRender, RawSyncUnit,
@@ -300,7 +301,7 @@ impl Resolver<'_> {
         }
         if let Some(path) = raw.path {
             let span = path.span();
-            unit.path = tree_path(path.get_ref()).map_err(|m| self.invalid(Some(span), &key("path"), m))?;
+            unit.path = UnitPath::parse(path.get_ref()).map_err(|m| self.invalid(Some(span), &key("path"), m))?;
         }
         if let Some(namespace) = raw.namespace {
             unit.namespace = self.check(namespace, &key("namespace"), dns_label)?;
@@ -549,21 +550,10 @@ fn host_path(value: &str) -> Rule {
     Ok(())
 }
 
-/// Normalizes a `/`-separated path inside the repository tree: `./a//b/` → `a/b`, `""` → root.
+/// A `/`-separated path inside the repository tree, normalised as [`UnitPath::parse`] does.
 /// Refuses `..` (it could leave the tree) and a leading `/` (tree paths are relative).
 pub(super) fn tree_path(value: &str) -> std::result::Result<String, String> {
-    if value.starts_with('/') {
-        return Err(format!("`{value}` must be relative to the repository root (no leading `/`)"));
-    }
-    let mut parts = Vec::new();
-    for part in value.split('/') {
-        match part {
-            "" | "." => {}
-            ".." => return Err(format!("`{value}` must not contain `..`")),
-            part => parts.push(part),
-        }
-    }
-    Ok(parts.join("/"))
+    UnitPath::parse(value).map(|p| p.as_str().to_owned())
 }
 
 #[cfg(test)]

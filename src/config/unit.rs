@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ClusterConfig, RenderTools, Verify};
+use super::{ClusterConfig, RenderTools, UnitPath, Verify};
 
 /// How a unit's path becomes manifests (`render`: `"auto"`, `"plain"`, `"kustomize"`,
 /// `"helm"`).
@@ -93,7 +93,7 @@ pub struct SyncUnit {
     pub reference: String,
     /// The `/`-separated directory inside the repository whose manifests are applied,
     /// normalized (`./a//b/` → `a/b`); never `..` or absolute. Default `""`: the root.
-    pub path: String,
+    pub path: UnitPath,
     /// The namespace given to namespaced objects that name none. Default `"default"`, as kubectl.
     pub namespace: String,
     /// How objects are written. Default [`ApplyMode::ServerSideApply`] (see there for why).
@@ -225,7 +225,7 @@ impl SyncUnit {
             cluster: ClusterConfig::DEFAULT_NAME.to_owned(),
             service_account: None,
             reference: "main".to_owned(),
-            path: String::new(),
+            path: UnitPath::default(),
             namespace,
             apply_mode: ApplyMode::ServerSideApply,
             prune: true,

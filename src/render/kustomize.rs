@@ -302,7 +302,7 @@ mod tests {
             unit: "u".into(),
             repo: repo.path().display().to_string(),
             reference: "main".into(),
-            path: String::new(),
+            path: Default::default(),
             credentials: Default::default(),
             max_file_bytes: 1 << 20,
             verify: None,

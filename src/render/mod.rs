@@ -47,7 +47,7 @@ use crate::source::{ObjectId, Tree};
 pub fn resolve_mode(tree: &Tree<'_>, unit: &SyncUnit) -> RenderMode {
     match unit.render {
         RenderMode::Auto if kustomize::is_kustomization_dir(tree, &unit.path) => RenderMode::Kustomize,
-        RenderMode::Auto if tree.blob(&tree::join(&unit.path, "Chart.yaml")).is_some() => RenderMode::Helm,
+        RenderMode::Auto if tree.blob(&unit.path.join("Chart.yaml")).is_some() => RenderMode::Helm,
         RenderMode::Auto => RenderMode::Plain,
         mode => mode,
     }
@@ -149,7 +149,7 @@ impl Renderer {
         self.cache.count();
         let job = Job { mode, tool: &tool, inputs: &inputs, hosts: &hosts };
         let (bytes, decrypted) = self.run(tree, unit, job, decryptor.as_mut())?;
-        let path = display_path(&unit.path);
+        let path = unit.path.display().to_owned();
         let origin = format!("{path} ({})", if mode == RenderMode::Helm { "helm template" } else { "kustomize build" });
         let mut loaded = match parse_file(&origin, &bytes) {
             Ok(loaded) => loaded,
@@ -227,7 +227,7 @@ impl Renderer {
             _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, hosts, limits),
         };
         let failure = |e: RunError| {
-            let path = display_path(&unit.path);
+            let path = unit.path.display().to_owned();
             let (unit, tool) = (name.to_owned(), tool.name);
             match e {
                 RunError::Spawn(e) => Error::ToolFailed { unit, path, tool, message: format!("cannot run: {e}") },
@@ -358,7 +358,7 @@ struct Input {
 /// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
 fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool, Hosts)> {
     let (dirs, remote, hosts) = match mode {
-        RenderMode::Helm => (vec![unit.path.clone()], false, Hosts::new()),
+        RenderMode::Helm => (vec![unit.path.to_string()], false, Hosts::new()),
         _ => {
             let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
             (read.dirs, read.remote, read.hosts)
@@ -389,11 +389,6 @@ struct Job<'a> {
     tool: &'a Tool,
     inputs: &'a [Input],
     hosts: &'a Hosts,
-}
-
-/// A repository path for messages: `.` for the root.
-fn display_path(path: &str) -> String {
-    if path.is_empty() { ".".to_owned() } else { path.to_owned() }
 }
 
 /// `message` with the scratch directory's paths made repository paths (`/tmp/…/repo/apps/x` →

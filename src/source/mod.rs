@@ -80,7 +80,7 @@ pub struct SourceSpec {
     pub reference: String,
     /// The subdirectory of the repository that holds this unit's manifests, `/`-separated;
     /// `""` (or `.`, or `/`) is the repository root. Leading and trailing `/` are ignored.
-    pub path: String,
+    pub path: crate::config::UnitPath,
     /// How to authenticate to the remote and verify its host key; all unset by default, which
     /// suits public https repositories and local paths.
     pub credentials: Credentials,

@@ -103,7 +103,7 @@ mod tests {
         let state = temp.path().join("state");
         let unit = |n: usize| {
             let mut spec = spec(&format!("u{n}"), url);
-            spec.path = format!("/units/u{n}/");
+            spec.path = format!("/units/u{n}/").into();
             super::super::Source::open(&state, spec).unwrap().push_probe()
         };
         let shared = crate::source::shared::open(&state, &spec("u0", url), url).unwrap();

@@ -55,8 +55,7 @@ impl PushProbe {
         if moved.to == from {
             return Some(Touch { touched: false, to });
         }
-        (moved.from == from)
-            .then(|| Touch { touched: moved.touches(&super::tree::normalise_path(&self.spec.path)), to })
+        (moved.from == from).then(|| Touch { touched: moved.touches(self.spec.path.as_str()), to })
     }
 }
 

@@ -471,7 +471,7 @@ pub(super) mod tests {
             unit: unit.into(),
             repo: repo.into(),
             reference: "main".into(),
-            path: String::new(),
+            path: Default::default(),
             credentials: Credentials::default(),
             max_file_bytes: 1 << 20,
             verify: None,

@@ -17,19 +17,19 @@ pub const MAX_DEPTH: usize = 64;
 /// See [`super::Source::list_files`].
 pub(super) fn list_files(repo: &Repository, spec: &SourceSpec, revision: &Revision) -> Result<Listing> {
     let unit = spec.unit.as_str();
-    let path = normalise_path(&spec.path);
+    let path = spec.path.as_str();
     let root = root_tree(repo, unit, revision)?;
-    let Some(tree) = subtree(repo, &root, &path) else {
-        let (unit, revision, path) = (unit.to_string(), revision.clone(), path.clone());
+    let Some(tree) = subtree(repo, &root, path) else {
+        let (unit, revision, path) = (unit.to_string(), revision.clone(), path);
         let is_file = root.get_path(std::path::Path::new(&path)).is_ok_and(|e| e.kind() == Some(ObjectType::Blob));
         return Err(if is_file {
-            Error::PathIsFile { unit, revision, path }
+            Error::PathIsFile { unit, revision, path: path.to_owned() }
         } else {
-            Error::PathNotFound { unit, revision, path }
+            Error::PathNotFound { unit, revision, path: path.to_owned() }
         });
     };
     let mut walk = Walk { repo, unit, limit: spec.max_file_bytes, listing: Listing::default(), depth: 0 };
-    walk.tree(&tree, &path)?;
+    walk.tree(&tree, path)?;
     walk.listing.files.sort_by(|a, b| a.path.cmp(&b.path));
     walk.listing.skipped.sort();
     walk.listing.partial.sort();
@@ -45,9 +45,9 @@ pub(super) fn changed_files(
     max_files: usize,
 ) -> Result<Option<Vec<TreeFile>>> {
     let unit = spec.unit.as_str();
-    let path = normalise_path(&spec.path);
+    let path = spec.path.as_str();
     let tree_at = |revision: &Revision| -> Result<Option<Tree<'_>>> {
-        Ok(subtree(repo, &root_tree(repo, unit, revision)?, &path))
+        Ok(subtree(repo, &root_tree(repo, unit, revision)?, path))
     };
     let (Some(old), Some(new)) = (tree_at(from)?, tree_at(to)?) else { return Ok(None) };
     let diff = repo.diff_tree_to_tree(Some(&old), Some(&new), None).map_err(|e| Error::git(unit, "diff trees", &e))?;
@@ -55,7 +55,7 @@ pub(super) fn changed_files(
     for delta in diff.deltas() {
         let file = delta.new_file();
         let Some(rel) = file.path().and_then(|p| p.to_str()) else { return Ok(None) };
-        let full = join(&path, rel);
+        let full = join(path, rel);
         if is_kustomization_path(&full) {
             return Ok(None);
         }
@@ -84,9 +84,9 @@ pub(super) fn changed_files(
 /// See [`super::Source::path_unchanged`].
 pub(super) fn path_unchanged(repo: &Repository, spec: &SourceSpec, from: &Revision, to: &Revision) -> Result<bool> {
     let unit = spec.unit.as_str();
-    let path = normalise_path(&spec.path);
+    let path = spec.path.as_str();
     let id_at = |revision: &Revision| -> Result<Option<Oid>> {
-        Ok(subtree(repo, &root_tree(repo, unit, revision)?, &path).map(|tree| tree.id()))
+        Ok(subtree(repo, &root_tree(repo, unit, revision)?, path).map(|tree| tree.id()))
     };
     Ok(matches!((id_at(from)?, id_at(to)?), (Some(a), Some(b)) if a == b))
 }
@@ -97,12 +97,6 @@ pub(super) fn read_blob(repo: &Repository, unit: &str, oid: &str) -> Result<Vec<
         .and_then(|oid| repo.find_blob(oid))
         .map(|blob| blob.content().to_vec())
         .map_err(|e| Error::ReadBlob { unit: unit.to_string(), oid: oid.to_string(), message: e.message().to_string() })
-}
-
-/// `path` without leading/trailing `/` and `./` segments; `""` for the root.
-pub(super) fn normalise_path(path: &str) -> String {
-    let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty() && *s != ".").collect();
-    segments.join("/")
 }
 
 /// The tree at `path` under `root` (`root` itself for `""`); `None` when missing or a file.
@@ -201,17 +195,4 @@ impl Walk<'_> {
 /// `dir/name`, or `name` at the root.
 fn join(dir: &str, name: &str) -> String {
     if dir.is_empty() { name.to_string() } else { format!("{dir}/{name}") }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn paths_are_normalised_to_slash_separated_segments() {
-        assert_eq!(normalise_path(""), "");
-        assert_eq!(normalise_path("/"), "");
-        assert_eq!(normalise_path("."), "");
-        assert_eq!(normalise_path("./apps//shop/"), "apps/shop");
-    }
 }

@@ -202,7 +202,7 @@ impl Repo {
                 return Ok(Vec::new());
             }
             let tree = source.tree(&rev)?;
-            let at = |file: &str| if unit.path.is_empty() { file.to_owned() } else { format!("{}/{file}", unit.path) };
+            let at = |file: &str| unit.path.join(file);
             let Some(chart) = tree.blob(&at("Chart.yaml")) else { return Ok(Vec::new()) };
             let chart = tree.read(&at("Chart.yaml"), chart)?;
             let lock = tree.blob(&at("Chart.lock")).map(|id| tree.read(&at("Chart.lock"), id)).transpose()?;
