@@ -13,6 +13,7 @@
 //! Within a stage, requests run with bounded concurrency ([`ApplyOptions::max_in_flight`]);
 //! one failing object does not stop its stage (DESIGN.md decisions 3, 4, 5, 7).
 
+pub mod hook;
 pub mod server_side;
 pub mod takeover;
 pub mod update;

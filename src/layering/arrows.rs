@@ -12,6 +12,7 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("apply", "manifest", "the body an apply sends"),
     ("apply", "object", "object refs"),
     ("apply", "plan", "what to send comes from the plan's steps"),
+    ("apply", "telemetry", "a hook's delete and wait errors printed as one chain"),
     ("changeset", "object", "entries are keyed by object ref"),
     ("changeset", "telemetry", "failure messages are masked once, where they are stored"),
     ("cluster", "config", "a cluster's client settings; the inventory's kind"),

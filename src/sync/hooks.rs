@@ -31,11 +31,11 @@
 
 use std::time::Duration;
 
-use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions, PropagationPolicy};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::api::DynamicObject;
 use serde_json::Value;
 
 use super::{Engine, Report, Result};
+use crate::apply::hook::HookApi;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::PART_OF;
 use crate::health::record::SyncResult;
@@ -160,7 +160,7 @@ struct Ran {
     message: String,
     failed: bool,
     /// Succeeded with `hook-succeeded`: deleted once every hook of the phase succeeded.
-    delete_later: Option<(Api<DynamicObject>, DynamicObject)>,
+    delete_later: Option<(HookApi, DynamicObject)>,
 }
 
 impl Engine {
@@ -269,7 +269,7 @@ impl Engine {
         let timeout = self.hook_timeout();
         for ran in ran_all.iter_mut().rev() {
             if let Some((api, applied)) = ran.delete_later.take() {
-                match delete(&api, &applied, timeout).await {
+                match api.delete(&applied, timeout).await {
                     Ok(()) => ran.message.push_str("; deleted (hook-succeeded)"),
                     Err(e) => ran.message.push_str(&format!("; not deleted (hook-succeeded): {e}")),
                 }
@@ -308,7 +308,7 @@ impl Engine {
         }
         body["metadata"]["annotations"][HOOK_OF] = Value::from(self.inventory.id.as_str());
 
-        let existing = match api.get_opt(&m.name).await {
+        let existing = match api.get(&m.name).await {
             Ok(existing) => existing,
             Err(e) => return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::cluster::api_message(&e)))),
         };
@@ -321,15 +321,14 @@ impl Engine {
                 return Ok(failed(Action::Failed, message));
             }
             Some(live) if hook.before_hook_creation => {
-                if let Err(message) = delete(&api, &live, timeout).await {
+                if let Err(message) = api.delete(&live, timeout).await {
                     return Ok(failed(Action::Failed, format!("{event} hook: previous instance: {message}")));
                 }
                 action = Action::Created;
             }
             Some(_) => {}
         }
-        let params = PatchParams::apply(&self.apply.field_manager).force();
-        let applied = match api.patch(&m.name, &params, &Patch::Apply(&body)).await {
+        let applied = match api.apply(&m.name, &body, &self.apply.field_manager).await {
             Ok(applied) => applied,
             Err(e) => {
                 return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::telemetry::error_chain(&e))));
@@ -347,7 +346,7 @@ impl Engine {
         &mut self,
         m: &Manifest,
         event: HookEvent,
-    ) -> Result<std::result::Result<(ObjectRef, Option<Atom>, Api<DynamicObject>), Ran>> {
+    ) -> Result<std::result::Result<(ObjectRef, Option<Atom>, HookApi), Ran>> {
         let mut resolved = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await?;
         if resolved.is_none() && self.revision_hooks.crd_kinds.contains(&m.gk) {
             // Its CRD was applied this sync: the answer cached may be from before it was served.
@@ -364,10 +363,7 @@ impl Engine {
         let namespace: Option<Atom> =
             resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
         let object = ObjectRef::new(m.gk.clone(), namespace.clone(), &m.name);
-        let api: Api<DynamicObject> = match &namespace {
-            Some(ns) => Api::namespaced_with(self.writer.clone(), ns, &*resolved.resource),
-            None => Api::all_with(self.writer.clone(), &*resolved.resource),
-        };
+        let api = HookApi::new(&self.writer, namespace.as_deref(), &resolved.resource);
         Ok(Ok((object, namespace, api)))
     }
 
@@ -380,34 +376,10 @@ impl Engine {
     }
 }
 
-/// Deletes `live` (its uid as a precondition, dependents in the background) and waits until it
-/// is gone, at most `timeout`.
-async fn delete(api: &Api<DynamicObject>, live: &DynamicObject, timeout: Duration) -> std::result::Result<(), String> {
-    let name = live.metadata.name.clone().unwrap_or_default();
-    let uid = live.metadata.uid.clone();
-    let params = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        preconditions: uid.clone().map(|uid| Preconditions { uid: Some(uid), resource_version: None }),
-        ..Default::default()
-    };
-    match api.delete(&name, &params).await {
-        Ok(_) => {}
-        Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-        Err(e) => return Err(crate::telemetry::error_chain(&e)),
-    }
-    let uid = uid.unwrap_or_default();
-    let gone = await_condition(api.clone(), &name, conditions::is_deleted(&uid));
-    match tokio::time::timeout(timeout, gone).await {
-        Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(crate::telemetry::error_chain(&e)),
-        Err(_) => Err(format!("still there after {}s", timeout.as_secs())),
-    }
-}
-
-/// Waits until the Job or Pod `name` (of `type_meta`: apiVersion and kind) has ended (health `Current` or `Failed`), at most
-/// `timeout`; returns its last status.
+/// Waits until the Job or Pod `name` (of `type_meta`: apiVersion and kind) has ended (health
+/// `Current` or `Failed`), at most `timeout`; returns its last status.
 async fn ended(
-    api: &Api<DynamicObject>,
+    api: &HookApi,
     type_meta: (&str, &str),
     name: &str,
     timeout: Duration,
@@ -419,14 +391,8 @@ async fn ended(
         value["kind"] = Value::from(type_meta.1);
         crate::health::status(&value)
     };
-    let done =
-        |o: Option<&DynamicObject>| o.is_some_and(|o| matches!(judge(o).health, Health::Current | Health::Failed));
-    match tokio::time::timeout(timeout, await_condition(api.clone(), name, done)).await {
-        Ok(Ok(Some(o))) => Ok(Some(judge(&o))),
-        Ok(Ok(None)) => Err("deleted before it ended".into()),
-        Ok(Err(e)) => Err(crate::telemetry::error_chain(&e)),
-        Err(_) => Err(format!("did not end within {}s (health_timeout)", timeout.as_secs())),
-    }
+    let done = |o: &DynamicObject| matches!(judge(o).health, Health::Current | Health::Failed);
+    api.wait_until(name, timeout, done).await.map(|o| Some(judge(&o)))
 }
 
 /// The digest of a rendered release, what decides whether its hooks run again: sha256 (lowercase
@@ -462,7 +428,7 @@ fn crd_kinds(desired: &[crate::plan::Desired]) -> std::collections::BTreeSet<cra
 /// Waits for a Job or Pod hook to end (at most `timeout`) and deletes a failed one when its
 /// policy says so: whether it succeeded, and its message.
 async fn outcome(
-    api: &Api<DynamicObject>,
+    api: &HookApi,
     m: &Manifest,
     hook: &Hook,
     event: HookEvent,
@@ -481,7 +447,7 @@ async fn outcome(
         Err(message) => (false, format!("{event} hook: {message}")),
     };
     if !ok && hook.delete_failed {
-        match delete(api, applied, timeout).await {
+        match api.delete(applied, timeout).await {
             Ok(()) => message.push_str("; deleted (hook-failed)"),
             Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
         }
