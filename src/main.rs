@@ -381,15 +381,7 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
         // Masked: a label or an annotation of a decrypting render may hold a decrypted value,
         // and the live object the value the revision before decrypted.
-        for d in &report.changed {
-            print!("{}", telemetry::mask::mask(&d.diff));
-        }
-        for p in &report.prunes {
-            println!("prune {p}");
-        }
-        if let Some(reason) = &report.prune_refused {
-            println!("prune refused: {}", telemetry::mask::mask(reason));
-        }
+        print!("{}", telemetry::mask::mask(&report.render()));
         for warning in &report.warnings {
             tracing::warn!(unit = %unit.name, warning = %warning, "inventory moved");
         }

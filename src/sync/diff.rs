@@ -7,9 +7,14 @@
 //! lands in ConfigMaps, environment variables and custom resources as often as in Secrets. A
 //! live value that the revision replaces with a decrypted one is registered in the mask set
 //! ([`learn_replaced`]), so the printed diff and every message mask the old value as they mask
-//! the new. Members a sync would prune are listed. What
-//! a sync decides before it applies — namespaces it makes, the ownership check, the prune
-//! guard — is decided here the same way ([`Engine::diff`]).
+//! the new. gitward's own bookkeeping (the `part-of` label, the desired-hash annotation,
+//! kubectl's last-applied configuration, the parent's ApplySet and record annotations, the
+//! members generation label) is left out of both sides: it says nothing about what git asks for.
+//! The output is headed `revision <applied> → <compared>` ([`DiffReport::render`]). Members a
+//! sync would prune are listed, and those it would not: a Namespace or CRD whose cascade it
+//! would refuse, with the refusal. What a sync decides before it applies — namespaces it
+//! makes, the ownership check, the prune guard, the cascade check — is decided here the same
+//! way ([`Engine::diff`]).
 //! Like `kubectl diff`, this reads full objects: it is a tool for people, not the sync path.
 //! Objects in `update` mode are dry-run with server-side apply too: for fields the manifest
 //! declares the result is the same; fields `update` mode would leave alone may show as removed.
@@ -24,7 +29,15 @@ use super::desired::{Defaults, Resolution};
 use super::{Engine, Result};
 use crate::apply::server_side::api_for;
 use crate::cluster::api_message;
-use crate::cluster::inventory::PART_OF;
+use crate::cluster::inventory::{
+    ADDITIONAL_NAMESPACES, CONTAINS_GROUP_KINDS, DESIRED_HASH, GENERATION, ID, LAST_APPLIED, MEMBERS_OF, PART_OF,
+    TOOLING,
+};
+use crate::cluster::owner::UNIT;
+use crate::health::record::{
+    LAST_APPLIED_AT, LAST_ATTEMPTED_REF, LAST_ATTEMPTED_REVISION, LAST_ERROR, LAST_FAILED, LAST_RESULT,
+    LAST_REVISION, WAITING_FOR, WAITING_SINCE,
+};
 use crate::cluster::owner::{self, Verdict};
 use crate::object::ObjectRef;
 use crate::plan;
@@ -44,10 +57,19 @@ pub struct ObjectDiff {
 pub struct DiffReport {
     /// The revision compared.
     pub revision: Revision,
+    /// The revision the ApplySet parent records as last applied
+    /// ([`crate::health::record::LAST_REVISION`]); `None` when nothing was applied yet.
+    pub applied: Option<String>,
     /// Objects that would be created or changed.
     pub changed: Vec<ObjectDiff>,
     /// Members that would be pruned.
     pub prunes: Vec<ObjectRef>,
+    /// Members that left git but that a sync would not delete, with the refusal it would give:
+    /// Namespaces and CRDs that would take other objects with them ([`crate::prune::cascade`]).
+    pub not_pruned: Vec<(ObjectRef, String)>,
+    /// The unit's namespace, when a sync would release it instead of pruning it
+    /// (`create_namespace`, [`Engine::release_unit_namespace`]).
+    pub released: Option<ObjectRef>,
     /// Objects a sync would fail, with the reason: the API server rejected the dry run,
     /// another ApplySet owns the object, or its namespace does not exist and nothing makes it.
     pub failed: Vec<(ObjectRef, String)>,
@@ -63,12 +85,41 @@ impl DiffReport {
     /// True when the cluster differs from the revision: a sync would change something, or
     /// members that left git stay because the prune would be refused.
     pub fn has_changes(&self) -> bool {
-        !self.changed.is_empty() || !self.prunes.is_empty() || self.prune_refused.is_some()
+        !self.changed.is_empty()
+            || !self.prunes.is_empty()
+            || !self.not_pruned.is_empty()
+            || self.released.is_some()
+            || self.prune_refused.is_some()
+    }
+
+    /// What `gitward diff` prints for one unit, unmasked (the caller masks): the head
+    /// `revision <applied> → <compared>` (short forms, as `gitward status` prints them;
+    /// `none` when nothing was applied), each object's unified diff, then a line per member a
+    /// sync would prune (`prune <ref>`), not prune (`not pruned <ref>: <refusal>`) or release
+    /// (`release <ref>: …`), and `prune refused: <reason>` when the prune guard refuses.
+    pub fn render(&self) -> String {
+        let applied = self.applied.as_deref().map_or_else(|| "none".to_string(), crate::source::short_revision);
+        let mut out = format!("revision {applied} → {}\n", crate::source::short_revision(&self.revision.0));
+        for d in &self.changed {
+            out.push_str(&d.diff);
+        }
+        for p in &self.prunes {
+            out.push_str(&format!("prune {p}\n"));
+        }
+        for (object, reason) in &self.not_pruned {
+            out.push_str(&format!("not pruned {object}: {reason}\n"));
+        }
+        if let Some(object) = &self.released {
+            out.push_str(&format!(
+                "release {object}: create_namespace keeps it; no longer a member of this unit, never deleted\n"
+            ));
+        }
+        if let Some(reason) = &self.prune_refused {
+            out.push_str(&format!("prune refused: {reason}\n"));
+        }
+        out
     }
 }
-
-/// kubectl's client-side apply annotation: for a Secret it holds the Secret's data.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Fields that change on every write and say nothing about what git asks for.
 const VOLATILE: [&str; 5] = ["managedFields", "resourceVersion", "generation", "creationTimestamp", "uid"];
@@ -100,12 +151,46 @@ pub fn normalize(v: Value, before: Option<&Value>) -> Value {
     v
 }
 
-/// `v` without the volatile metadata ([`VOLATILE`]).
+/// Labels gitward (or kubectl's ApplySet) keeps for its own bookkeeping: not what git asks for.
+const BOOKKEEPING_LABELS: [&str; 4] = [PART_OF, ID, GENERATION, MEMBERS_OF];
+
+/// Annotations gitward (or kubectl) keeps for its own bookkeeping: the desired hash, kubectl's
+/// last applied configuration (dropped when gitward takes an object over), the ApplySet
+/// parent's annotations and the last sync's record on it.
+fn bookkeeping_annotation(key: &str) -> bool {
+    [DESIRED_HASH, LAST_APPLIED, TOOLING, CONTAINS_GROUP_KINDS, ADDITIONAL_NAMESPACES, UNIT].contains(&key)
+        || [
+            LAST_REVISION,
+            LAST_APPLIED_AT,
+            LAST_RESULT,
+            LAST_ATTEMPTED_REVISION,
+            LAST_ATTEMPTED_REF,
+            LAST_ERROR,
+            LAST_FAILED,
+            WAITING_SINCE,
+            WAITING_FOR,
+        ]
+        .contains(&key)
+}
+
+/// `v` without the volatile metadata ([`VOLATILE`]) and without gitward's bookkeeping labels
+/// and annotations ([`BOOKKEEPING_LABELS`], [`bookkeeping_annotation`]); a map left empty is
+/// dropped.
 fn strip(mut v: Value) -> Value {
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for key in VOLATILE {
             meta.remove(key);
         }
+        let mut prune = |field: &str, drop: &dyn Fn(&str) -> bool| {
+            if let Some(map) = meta.get_mut(field).and_then(Value::as_object_mut) {
+                map.retain(|k, _| !drop(k));
+                if map.is_empty() {
+                    meta.remove(field);
+                }
+            }
+        };
+        prune("labels", &|k| BOOKKEEPING_LABELS.contains(&k));
+        prune("annotations", &bookkeeping_annotation);
     }
     v
 }
@@ -213,6 +298,9 @@ impl Engine {
     /// - prunes are listed only when a sync would do them: the prune guard (empty revision,
     ///   `max_prune_fraction`, a revision read in part, a unit that adopts from this one) sets
     ///   [`DiffReport::prune_refused`] instead; a unit with `prune = false` lists none;
+    /// - a Namespace or CRD whose prune would take other objects with it is listed in
+    ///   [`DiffReport::not_pruned`] with the sync's refusal ([`crate::prune::cascade`]); the
+    ///   unit's own namespace under `create_namespace` is listed as released, not pruned;
     /// - an ApplySet parent to be created in a namespace nothing makes is the error a sync
     ///   would stop on; objects that belong to another parent of this unit (the inventory moved
     ///   or the ApplySet id changed) are warned about: that parent's other members would be
@@ -234,10 +322,14 @@ impl Engine {
         let parent = self.inventory.read(&self.client).await?;
         let contents = parent.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
+        let applied = parent.as_ref().and_then(|p| p.annotations.get(LAST_REVISION)).cloned();
         let mut report = DiffReport {
             revision,
+            applied,
             changed: Vec::new(),
             prunes: Vec::new(),
+            not_pruned: Vec::new(),
+            released: None,
             failed: Vec::new(),
             prune_refused: None,
             warnings: Vec::new(),
@@ -309,7 +401,13 @@ impl Engine {
         }
         if self.unit.prune {
             let members = self.cache.len();
-            let steps = plan::prune_plan(&desired, &self.cache.snapshot(), &contents.members).steps;
+            // A sync releases the unit's namespace before it plans the prune.
+            report.released = self.releasable_namespace(&desired);
+            let mut live = self.cache.snapshot();
+            if let Some(released) = &report.released {
+                live.remove(released);
+            }
+            let steps = plan::prune_plan(&desired, &live, &contents.members).steps;
             let refusal = match () {
                 _ if steps.is_empty() => None,
                 _ if !loaded.partial.is_empty() => Some(super::prune_step::partial_refusal(&loaded.partial)),
@@ -319,10 +417,36 @@ impl Engine {
             };
             match refusal {
                 Some(reason) => report.prune_refused = Some(reason),
-                None => report.prunes = steps.into_iter().map(|s| s.object).collect(),
+                None => self.diff_cascades(steps, &live, &mut report).await,
             }
         }
         Ok(report)
+    }
+
+    /// The cascade check of a sync's prune ([`crate::prune::cascade`]) on the members `steps`
+    /// would delete, run as the unit's writer: a Namespace or CRD that would take other
+    /// objects with it, and is not annotated `gitward.dev/prune: cascade` (`live`), goes to
+    /// [`DiffReport::not_pruned`] with the refusal a sync would give; every other step to
+    /// [`DiffReport::prunes`]. The members the prune deletes first are not counted.
+    async fn diff_cascades(
+        &self,
+        steps: Vec<plan::PruneStep>,
+        live: &BTreeMap<ObjectRef, crate::cluster::LiveMeta>,
+        report: &mut DiffReport,
+    ) {
+        let first = steps.iter().map(|s| s.object.clone());
+        let mut checker = crate::prune::cascade::Checker::new(&self.writer, &self.inventory.id).deleted_first(first);
+        let mut requests = crate::changeset::ChangeSet::default();
+        for step in steps {
+            let cascade = live.get(&step.object).is_some_and(|m| m.prune_cascade);
+            match cascade {
+                true => report.prunes.push(step.object),
+                false => match checker.check(&step.object, &mut requests).await {
+                    Ok(()) => report.prunes.push(step.object),
+                    Err(reason) => report.not_pruned.push((step.object, reason)),
+                },
+            }
+        }
     }
 
     /// Reads which namespaces the revision's objects (and a parent to be created) need and do
@@ -472,6 +596,44 @@ mod tests {
         let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"annotations": {LAST_APPLIED: "{\"data\":{\"a\":\"c2VjcmV0\"}}"}}});
         let text = to_yaml(&normalize(live, None));
         assert!(!text.contains("c2VjcmV0"), "{text}");
+    }
+
+    #[test]
+    fn bookkeeping_labels_and_annotations_are_left_out_and_the_users_kept() {
+        let v = json!({"metadata": {"name": "x",
+            "labels": {PART_OF: "applyset-a-v1", "app": "web"},
+            "annotations": {DESIRED_HASH: "abc", LAST_APPLIED: "{}", "gitward.dev/prune": "disabled"}}});
+        let expected = json!({"metadata": {"name": "x", "labels": {"app": "web"},
+            "annotations": {"gitward.dev/prune": "disabled"}}});
+        assert_eq!(normalize(v, None), expected);
+        let parent = json!({"metadata": {"name": "gitward-app", "labels": {ID: "applyset-a-v1", GENERATION: "2"},
+            "annotations": {TOOLING: "gitward/0.1.0", LAST_REVISION: "0123456789abcdef", UNIT: "app"}}});
+        assert_eq!(normalize(parent, None), json!({"metadata": {"name": "gitward-app"}}));
+    }
+
+    #[test]
+    fn a_diff_is_headed_by_the_applied_revision_and_the_compared_one() {
+        let mut report = DiffReport {
+            revision: Revision("0123456789abcdef0123456789abcdef01234567".into()),
+            applied: None,
+            changed: Vec::new(),
+            prunes: Vec::new(),
+            not_pruned: Vec::new(),
+            released: None,
+            failed: Vec::new(),
+            prune_refused: None,
+            warnings: Vec::new(),
+        };
+        assert_eq!(report.render(), "revision none → 0123456\n");
+        report.applied = Some("fedcba9876543210fedcba9876543210fedcba98".into());
+        let ns = crate::sync::namespaces::namespace_ref("shop");
+        report.not_pruned.push((ns.clone(), "not deleted: it holds 1 other object (ConfigMap/shop/x)".into()));
+        assert_eq!(
+            report.render(),
+            "revision fedcba9 → 0123456\nnot pruned Namespace/shop: not deleted: it holds 1 other object \
+             (ConfigMap/shop/x)\n"
+        );
+        assert!(report.has_changes());
     }
 
     #[test]
