@@ -3,7 +3,8 @@
 //! (metadata only) what would go with it; anything found refuses the prune of that one object.
 //! The refusal counts what it found in three groups ([`Held`]): members of this unit (its
 //! `part-of` label), objects of other gitward units (another ApplySet's `part-of` label whose
-//! parent names a unit, [`crate::cluster::owner`]), and other objects, some of them named. It
+//! parent names a unit, [`crate::cluster::owner`]; a unit's ApplySet parent and the pieces of
+//! its members record count as its objects too), and other objects, some of them named. It
 //! offers the remedies in this order: `gitward.dev/prune: disabled` keeps the object, unmanaged;
 //! `gitward.dev/prune: cascade` permits the cascade (the caller skips the check), with a
 //! warning naming the other units whose objects it would delete.
@@ -34,7 +35,7 @@ use kube::discovery::{ApiResource, Scope, verbs};
 
 use crate::changeset::ChangeSet;
 use crate::cluster::api_message;
-use crate::cluster::inventory::{PART_OF, PRUNE, PRUNE_CASCADE, PRUNE_DISABLED};
+use crate::cluster::inventory::{ID, MEMBERS_OF, PART_OF, PRUNE, PRUNE_CASCADE, PRUNE_DISABLED};
 use crate::object::{GroupKind, ObjectRef};
 
 /// Objects asked for per LIST request.
@@ -138,7 +139,9 @@ impl Held {
         let all = if self.namespace { "all it holds" } else { "all custom resources of its kind" };
         let warning = match self.units.is_empty() {
             true => String::new(),
-            false => format!(" (that deletes the objects of {} {} too)", unit_word(self.units.len()), self.unit_names()),
+            false => {
+                format!(" (that deletes the objects of {} {} too)", unit_word(self.units.len()), self.unit_names())
+            }
         };
         format!(
             "not deleted: {}; annotate it {PRUNE}: {PRUNE_DISABLED} to keep it, unmanaged, or {PRUNE}: {PRUNE_CASCADE} \
@@ -316,7 +319,7 @@ impl<'a> Checker<'a> {
                 if self.deleted_first.contains(&object) {
                     continue;
                 }
-                match meta.labels.as_ref().and_then(|l| l.get(PART_OF)) {
+                match meta.labels.as_ref().and_then(applyset_of) {
                     Some(id) if id == self.applyset_id => found.own += 1,
                     Some(id) => found.labelled.push((object.to_string(), id.clone())),
                     None => found.others.push(object.to_string()),
@@ -336,6 +339,12 @@ impl<'a> Checker<'a> {
             }
         }
     }
+}
+
+/// The ApplySet an object belongs to, by its labels: a member's `part-of`, a parent's `id`, or
+/// the `members-of` of a piece of a parent's members record (those go with their unit too).
+fn applyset_of(labels: &BTreeMap<String, String>) -> Option<&String> {
+    labels.get(PART_OF).or_else(|| labels.get(ID)).or_else(|| labels.get(MEMBERS_OF))
 }
 
 /// Kinds whose objects are derived or ephemeral: they never block a Namespace's prune.

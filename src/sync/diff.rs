@@ -10,6 +10,8 @@
 //! the new. gitward's own bookkeeping (the `part-of` label, the desired-hash annotation,
 //! kubectl's last-applied configuration, the parent's ApplySet and record annotations, the
 //! members generation label) is left out of both sides: it says nothing about what git asks for.
+//! An object whose only change is there (adopted, labelled a member) gets a line naming the
+//! keys instead, since a sync still writes it.
 //! The output is headed `revision <applied> → <compared>` ([`DiffReport::render`]). Members a
 //! sync would prune are listed, and those it would not: a Namespace or CRD whose cascade it
 //! would refuse, with the refusal. What a sync decides before it applies — namespaces it
@@ -34,11 +36,11 @@ use crate::cluster::inventory::{
     TOOLING,
 };
 use crate::cluster::owner::UNIT;
-use crate::health::record::{
-    LAST_APPLIED_AT, LAST_ATTEMPTED_REF, LAST_ATTEMPTED_REVISION, LAST_ERROR, LAST_FAILED, LAST_RESULT,
-    LAST_REVISION, WAITING_FOR, WAITING_SINCE,
-};
 use crate::cluster::owner::{self, Verdict};
+use crate::health::record::{
+    LAST_APPLIED_AT, LAST_ATTEMPTED_REF, LAST_ATTEMPTED_REVISION, LAST_ERROR, LAST_FAILED, LAST_RESULT, LAST_REVISION,
+    WAITING_FOR, WAITING_SINCE,
+};
 use crate::object::ObjectRef;
 use crate::plan;
 use crate::source::Revision;
@@ -171,6 +173,26 @@ fn bookkeeping_annotation(key: &str) -> bool {
             WAITING_FOR,
         ]
         .contains(&key)
+}
+
+/// The bookkeeping labels and annotations ([`BOOKKEEPING_LABELS`], [`bookkeeping_annotation`])
+/// whose value differs between `live` and `merged` (or that one of them lacks), sorted, keys
+/// only (a value may be masked).
+fn bookkeeping_changes(live: &Value, merged: &Value) -> Vec<String> {
+    let mut keys = BTreeSet::new();
+    for (field, is_bookkeeping) in [
+        ("labels", &(|k: &str| BOOKKEEPING_LABELS.contains(&k)) as &dyn Fn(&str) -> bool),
+        ("annotations", &bookkeeping_annotation),
+    ] {
+        let map = |v: &Value| v["metadata"][field].as_object().cloned().unwrap_or_default();
+        let (l, m) = (map(live), map(merged));
+        for key in l.keys().chain(m.keys()).filter(|k| is_bookkeeping(k)) {
+            if l.get(key) != m.get(key) {
+                keys.insert(key.clone());
+            }
+        }
+    }
+    keys.into_iter().collect()
 }
 
 /// `v` without the volatile metadata ([`VOLATILE`]) and without gitward's bookkeeping labels
@@ -377,6 +399,7 @@ impl Engine {
             {
                 learn_replaced(&d.body().to_value(), live);
             }
+            let bookkeeping = live.as_ref().map(|l| bookkeeping_changes(l, &merged)).unwrap_or_default();
             let (before, after) = match d.decrypted {
                 false => (live.clone().map(|l| normalize(l, None)), normalize(merged, live.as_ref())),
                 true => {
@@ -390,6 +413,10 @@ impl Engine {
             let after = to_yaml(&after);
             if before != after {
                 report.changed.push(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) });
+            } else if !bookkeeping.is_empty() {
+                // A sync still writes it (labels it a member, records its hash): a change.
+                let diff = format!("{}: only gitward's bookkeeping changes ({})\n", d.object, bookkeeping.join(", "));
+                report.changed.push(ObjectDiff { object: d.object.clone(), diff });
             }
         }
         let pending_count = pending.len();
@@ -609,6 +636,16 @@ mod tests {
         let parent = json!({"metadata": {"name": "gitward-app", "labels": {ID: "applyset-a-v1", GENERATION: "2"},
             "annotations": {TOOLING: "gitward/0.1.0", LAST_REVISION: "0123456789abcdef", UNIT: "app"}}});
         assert_eq!(normalize(parent, None), json!({"metadata": {"name": "gitward-app"}}));
+    }
+
+    #[test]
+    fn a_change_of_bookkeeping_alone_is_named_by_its_keys() {
+        let live = json!({"metadata": {"labels": {PART_OF: "applyset-old-v1", "app": "web"},
+            "annotations": {DESIRED_HASH: "abc"}}});
+        let merged = json!({"metadata": {"labels": {PART_OF: "applyset-new-v1", "app": "web"},
+            "annotations": {DESIRED_HASH: "abc", LAST_APPLIED: "{}"}}});
+        assert_eq!(bookkeeping_changes(&live, &merged), [PART_OF, LAST_APPLIED]);
+        assert!(bookkeeping_changes(&live, &live).is_empty());
     }
 
     #[test]
