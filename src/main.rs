@@ -56,8 +56,9 @@ Example:
 
 /// `--help` text of `diff`.
 const DIFF_HELP: &str = "\
-Prints a unified diff per changed object (Secret data masked) and `prune Kind/ns/name` per object
-a sync would delete.
+Prints `revision <applied> → <compared>`, a unified diff per changed object (Secret data masked,
+gitward's own labels and annotations left out), `prune Kind/ns/name` per object a sync would
+delete, and `not pruned Kind/name: <why>` per Namespace or CRD a sync would refuse to delete.
 
 Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
 
