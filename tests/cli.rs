@@ -385,6 +385,9 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     let (code, stdout, stderr) = run(&["diff", "--sync", "app"], &adopting);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("adopt_from moves them here"), "{stderr}");
+    // Only the ApplySet label changes: named, not shown as a diff of gitward's bookkeeping.
+    let relabelled = format!("ConfigMap/{ns}/a: only gitward's bookkeeping changes (applyset.kubernetes.io/part-of)\n");
+    assert!(stdout.contains(&relabelled), "{stdout}");
 }
 
 #[tokio::test]
