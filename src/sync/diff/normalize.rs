@@ -26,13 +26,9 @@ pub fn normalize(v: Value, before: Option<&Value>) -> Value {
     let mut v = strip(v);
     let is_secret = v.get("kind").and_then(Value::as_str) == Some("Secret")
         && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
+    // kubectl's client-side apply leaves the whole Secret, data included, in an annotation:
+    // `strip` has dropped it with the rest of the bookkeeping.
     if is_secret {
-        // kubectl's client-side apply leaves the whole Secret, data included, in an annotation.
-        if let Some(annotations) = v.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
-            && let Some(last) = annotations.get_mut(LAST_APPLIED)
-        {
-            *last = Value::String("***".into());
-        }
         for field in ["data", "stringData"] {
             let theirs = before.and_then(|o| o.get(field)).and_then(Value::as_object).cloned().unwrap_or_default();
             if let Some(map) = v.get_mut(field).and_then(Value::as_object_mut) {
