@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use gitward::changeset::Action;
 use gitward::cluster::inventory::PART_OF;
+use gitward::object::{GroupKind, ObjectRef};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 /// A ConfigMap manifest in namespace `ns`.
@@ -90,6 +91,22 @@ async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_
     for name in ["own-1", "web-1", "api-1", "stray"] {
         assert!(in_shared.get_opt(name).await.unwrap().is_some(), "{name} is gone");
     }
+
+    // The first remedy offered: kept, and the next sync has nothing to refuse.
+    let keep = json!({"metadata": {"annotations": {"gitward.dev/prune": "disabled"}}});
+    let namespaces: Api<Namespace> = Api::all(env.client.clone());
+    namespaces.patch(&shared, &PatchParams::default(), &Patch::Merge(&keep)).await.unwrap();
+    let object = ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None::<&str>, shared.as_str());
+    let seen = common::eventually(Duration::from_secs(10), || async {
+        app.cache().snapshot().get(&object).is_some_and(|m| m.prune_disabled)
+    })
+    .await;
+    assert!(seen, "the annotation never reached the cache");
+    let report = app.sync().await.expect("sync of app");
+    assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
+    let entry = report.changes.entries.iter().find(|e| e.object.name == shared);
+    assert!(entry.is_none(), "kept, not refused: {entry:?}");
+    assert!(namespaces.get(&shared).await.unwrap().metadata.deletion_timestamp.is_none());
 }
 
 /// A unit with `create_namespace = true` whose revision declared its own namespace (so it
