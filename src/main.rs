@@ -56,8 +56,9 @@ Example:
 
 /// `--help` text of `diff`.
 const DIFF_HELP: &str = "\
-Prints a unified diff per changed object (Secret data masked) and `prune Kind/ns/name` per object
-a sync would delete.
+Prints `revision <applied> → <compared>`, a unified diff per changed object (Secret data masked,
+gitward's own labels and annotations left out), `prune Kind/ns/name` per object a sync would
+delete, and `not pruned Kind/name: <why>` per Namespace or CRD a sync would refuse to delete.
 
 Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
 
@@ -381,15 +382,7 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
             .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
         // Masked: a label or an annotation of a decrypting render may hold a decrypted value,
         // and the live object the value the revision before decrypted.
-        for d in &report.changed {
-            print!("{}", telemetry::mask::mask(&d.diff));
-        }
-        for p in &report.prunes {
-            println!("prune {p}");
-        }
-        if let Some(reason) = &report.prune_refused {
-            println!("prune refused: {}", telemetry::mask::mask(reason));
-        }
+        print!("{}", telemetry::mask::mask(&report.render()));
         for warning in &report.warnings {
             tracing::warn!(unit = %unit.name, warning = %warning, "inventory moved");
         }

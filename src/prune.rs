@@ -86,7 +86,7 @@ pub struct Context<'a> {
 /// `gitward.dev/prune: cascade` ([`cascade`]).
 pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
     let mut changes = ChangeSet::default();
-    let mut cascades = cascade::Checker::new(ctx);
+    let mut cascades = cascade::Checker::new(ctx.client, ctx.applyset_id);
     for step in steps {
         let Some((resource, _)) = ctx.resources.get(&step.object.gk) else {
             // Not served is not deleted: the CRD may only have stopped serving a version.

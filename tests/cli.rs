@@ -358,7 +358,9 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     repo.write("app/d.yaml", &configmap("d"));
     repo.commit_and_push("only b leaves git");
     let (code, stdout, _) = run(&["diff", "--sync", "app"], &plain);
-    assert_eq!((code, stdout.trim()), (Some(1), format!("prune ConfigMap/{ns}/b").as_str()));
+    let (head, rest) = stdout.split_once('\n').unwrap_or_default();
+    assert!(head.starts_with("revision "), "headed by the applied and compared revisions: {stdout}");
+    assert_eq!((code, rest.trim()), (Some(1), format!("prune ConfigMap/{ns}/b").as_str()));
 
     // 4. The inventory moved to a namespace that does not exist: both stop with one sentence.
     let moved = config(&format!("[sync.inventory]\nnamespace = \"{gone}\"\n"));
@@ -383,6 +385,9 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     let (code, stdout, stderr) = run(&["diff", "--sync", "app"], &adopting);
     assert_eq!(code, Some(1), "{stdout}{stderr}");
     assert!(stderr.contains("adopt_from moves them here"), "{stderr}");
+    // Only the ApplySet label changes: named, not shown as a diff of gitward's bookkeeping.
+    let relabelled = format!("ConfigMap/{ns}/a: only gitward's bookkeeping changes (applyset.kubernetes.io/part-of)\n");
+    assert!(stdout.contains(&relabelled), "{stdout}");
 }
 
 #[tokio::test]

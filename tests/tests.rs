@@ -42,6 +42,7 @@ mod load;
 mod manifest_parity;
 mod masking;
 mod mirrors;
+mod namespace_sharing;
 mod prune_safety;
 mod push;
 mod record;

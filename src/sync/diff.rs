@@ -7,9 +7,16 @@
 //! lands in ConfigMaps, environment variables and custom resources as often as in Secrets. A
 //! live value that the revision replaces with a decrypted one is registered in the mask set
 //! ([`learn_replaced`]), so the printed diff and every message mask the old value as they mask
-//! the new. Members a sync would prune are listed. What
-//! a sync decides before it applies — namespaces it makes, the ownership check, the prune
-//! guard — is decided here the same way ([`Engine::diff`]).
+//! the new. gitward's own bookkeeping (the `part-of` label, the desired-hash annotation,
+//! kubectl's last-applied configuration, the parent's ApplySet and record annotations, the
+//! members generation label) is left out of both sides: it says nothing about what git asks for.
+//! An object whose only change is there (adopted, labelled a member) gets a line naming the
+//! keys instead, since a sync still writes it.
+//! The output is headed `revision <applied> → <compared>` ([`DiffReport::render`]). Members a
+//! sync would prune are listed, and those it would not: a Namespace or CRD whose cascade it
+//! would refuse, with the refusal. What a sync decides before it applies — namespaces it
+//! makes, the ownership check, the prune guard, the cascade check — is decided here the same
+//! way ([`Engine::diff`]).
 //! Like `kubectl diff`, this reads full objects: it is a tool for people, not the sync path.
 //! Objects in `update` mode are dry-run with server-side apply too: for fields the manifest
 //! declares the result is the same; fields `update` mode would leave alone may show as removed.
@@ -20,12 +27,17 @@ use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 use similar::TextDiff;
 
+mod normalize;
+use normalize::{bookkeeping_changes, strip, to_yaml};
+pub use normalize::{learn_replaced, mask_decrypted, normalize};
+
 use super::desired::{Defaults, Resolution};
 use super::{Engine, Result};
 use crate::apply::server_side::api_for;
 use crate::cluster::api_message;
 use crate::cluster::inventory::PART_OF;
 use crate::cluster::owner::{self, Verdict};
+use crate::health::record::LAST_REVISION;
 use crate::object::ObjectRef;
 use crate::plan;
 use crate::source::Revision;
@@ -44,10 +56,19 @@ pub struct ObjectDiff {
 pub struct DiffReport {
     /// The revision compared.
     pub revision: Revision,
+    /// The revision the ApplySet parent records as last applied
+    /// ([`crate::health::record::LAST_REVISION`]); `None` when nothing was applied yet.
+    pub applied: Option<String>,
     /// Objects that would be created or changed.
     pub changed: Vec<ObjectDiff>,
     /// Members that would be pruned.
     pub prunes: Vec<ObjectRef>,
+    /// Members that left git but that a sync would not delete, with the refusal it would give:
+    /// Namespaces and CRDs that would take other objects with them ([`crate::prune::cascade`]).
+    pub not_pruned: Vec<(ObjectRef, String)>,
+    /// The unit's namespace, when a sync would release it instead of pruning it
+    /// (`create_namespace`, [`Engine::release_unit_namespace`]).
+    pub released: Option<ObjectRef>,
     /// Objects a sync would fail, with the reason: the API server rejected the dry run,
     /// another ApplySet owns the object, or its namespace does not exist and nothing makes it.
     pub failed: Vec<(ObjectRef, String)>,
@@ -63,119 +84,40 @@ impl DiffReport {
     /// True when the cluster differs from the revision: a sync would change something, or
     /// members that left git stay because the prune would be refused.
     pub fn has_changes(&self) -> bool {
-        !self.changed.is_empty() || !self.prunes.is_empty() || self.prune_refused.is_some()
+        !self.changed.is_empty()
+            || !self.prunes.is_empty()
+            || !self.not_pruned.is_empty()
+            || self.released.is_some()
+            || self.prune_refused.is_some()
     }
-}
 
-/// kubectl's client-side apply annotation: for a Secret it holds the Secret's data.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
-/// Fields that change on every write and say nothing about what git asks for.
-const VOLATILE: [&str; 5] = ["managedFields", "resourceVersion", "generation", "creationTimestamp", "uid"];
-
-/// Strips volatile metadata and masks Secret values, so the YAML shows only meaningful change.
-/// `before` is the live object when `v` is the merged one: a value that differs from it is
-/// shown as `*** (changed)`; with `None` every value is `***`.
-pub fn normalize(v: Value, before: Option<&Value>) -> Value {
-    let mut v = strip(v);
-    let is_secret = v.get("kind").and_then(Value::as_str) == Some("Secret")
-        && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
-    if is_secret {
-        // kubectl's client-side apply leaves the whole Secret, data included, in an annotation.
-        if let Some(annotations) = v.pointer_mut("/metadata/annotations").and_then(Value::as_object_mut)
-            && let Some(last) = annotations.get_mut(LAST_APPLIED)
-        {
-            *last = Value::String("***".into());
+    /// What `gitward diff` prints for one unit, unmasked (the caller masks): the head
+    /// `revision <applied> → <compared>` (short forms, as `gitward status` prints them;
+    /// `none` when nothing was applied), each object's unified diff, then a line per member a
+    /// sync would prune (`prune <ref>`), not prune (`not pruned <ref>: <refusal>`) or release
+    /// (`release <ref>: …`), and `prune refused: <reason>` when the prune guard refuses.
+    pub fn render(&self) -> String {
+        let applied = self.applied.as_deref().map_or_else(|| "none".to_string(), crate::source::short_revision);
+        let mut out = format!("revision {applied} → {}\n", crate::source::short_revision(&self.revision.0));
+        for d in &self.changed {
+            out.push_str(&d.diff);
         }
-        for field in ["data", "stringData"] {
-            let theirs = before.and_then(|o| o.get(field)).and_then(Value::as_object).cloned().unwrap_or_default();
-            if let Some(map) = v.get_mut(field).and_then(Value::as_object_mut) {
-                for (k, val) in map.iter_mut() {
-                    let changed = before.is_some() && theirs.get(k) != Some(val);
-                    *val = Value::String(if changed { "*** (changed)".into() } else { "***".into() });
-                }
-            }
+        for p in &self.prunes {
+            out.push_str(&format!("prune {p}\n"));
         }
+        for (object, reason) in &self.not_pruned {
+            out.push_str(&format!("not pruned {object}: {reason}\n"));
+        }
+        if let Some(object) = &self.released {
+            out.push_str(&format!(
+                "release {object}: create_namespace keeps it; no longer a member of this unit, never deleted\n"
+            ));
+        }
+        if let Some(reason) = &self.prune_refused {
+            out.push_str(&format!("prune refused: {reason}\n"));
+        }
+        out
     }
-    v
-}
-
-/// `v` without the volatile metadata ([`VOLATILE`]).
-fn strip(mut v: Value) -> Value {
-    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in VOLATILE {
-            meta.remove(key);
-        }
-    }
-    v
-}
-
-/// The fields of an object that are never masked: identity and labels.
-const IDENTITY: [&str; 2] = ["apiVersion", "kind"];
-
-/// Masks every value of `v`, an object built from decrypted content, but its identity (kind,
-/// name, namespace, labels): a value equal to the same place in `before` (the live object,
-/// when `v` is the merged one) is `***`, one that differs `*** (changed)`; with `None` every
-/// value is `***`. Maps and lists keep their shape, so the diff still shows where a change is.
-pub fn mask_decrypted(mut v: Value, before: Option<&Value>) -> Value {
-    fn mask(v: &mut Value, before: Option<&Value>, compare: bool) {
-        match v {
-            Value::Object(map) => {
-                for (k, val) in map.iter_mut() {
-                    mask(val, before.and_then(|b| b.get(k)), compare);
-                }
-            }
-            Value::Array(items) => {
-                for (i, val) in items.iter_mut().enumerate() {
-                    mask(val, before.and_then(|b| b.get(i)), compare);
-                }
-            }
-            Value::Null => {}
-            leaf => {
-                let changed = compare && before != Some(&*leaf);
-                *leaf = Value::String(if changed { "*** (changed)".into() } else { "***".into() });
-            }
-        }
-    }
-    let compare = before.is_some();
-    if let Value::Object(map) = &mut v {
-        for (k, val) in map.iter_mut().filter(|(k, _)| !IDENTITY.contains(&k.as_str())) {
-            let theirs = before.and_then(|b| b.get(k));
-            if k == "metadata" {
-                // Annotations may carry the values (kubectl's last-applied configuration does).
-                if let Some(annotations) = val.get_mut("annotations") {
-                    mask(annotations, theirs.and_then(|m| m.get("annotations")), compare);
-                }
-            } else {
-                mask(val, theirs, compare);
-            }
-        }
-    }
-    v
-}
-
-/// Registers in the mask set ([`crate::telemetry::mask`]) each string of `live` that stands
-/// where `desired` holds a decrypted value and differs from it: the value an earlier revision
-/// decrypted, which this process never decrypted, so that no message or line shows it either.
-pub fn learn_replaced(desired: &Value, live: &Value) {
-    match (desired, live) {
-        (Value::Object(d), Value::Object(l)) => {
-            for (k, dv) in d {
-                if let Some(lv) = l.get(k) {
-                    learn_replaced(dv, lv);
-                }
-            }
-        }
-        (Value::Array(d), Value::Array(l)) => d.iter().zip(l).for_each(|(dv, lv)| learn_replaced(dv, lv)),
-        (Value::String(d), Value::String(l)) if d != l && crate::telemetry::mask::is_registered(d) => {
-            crate::telemetry::mask::register([l]);
-        }
-        _ => {}
-    }
-}
-
-fn to_yaml(v: &Value) -> String {
-    serde_saphyr::to_string(v).unwrap_or_else(|_| serde_json::to_string_pretty(v).unwrap_or_default())
 }
 
 /// Which namespaces the objects of a diff live in: those missing now, and of those the ones a
@@ -213,6 +155,9 @@ impl Engine {
     /// - prunes are listed only when a sync would do them: the prune guard (empty revision,
     ///   `max_prune_fraction`, a revision read in part, a unit that adopts from this one) sets
     ///   [`DiffReport::prune_refused`] instead; a unit with `prune = false` lists none;
+    /// - a Namespace or CRD whose prune would take other objects with it is listed in
+    ///   [`DiffReport::not_pruned`] with the sync's refusal ([`crate::prune::cascade`]); the
+    ///   unit's own namespace under `create_namespace` is listed as released, not pruned;
     /// - an ApplySet parent to be created in a namespace nothing makes is the error a sync
     ///   would stop on; objects that belong to another parent of this unit (the inventory moved
     ///   or the ApplySet id changed) are warned about: that parent's other members would be
@@ -234,10 +179,14 @@ impl Engine {
         let parent = self.inventory.read(&self.client).await?;
         let contents = parent.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
+        let applied = parent.as_ref().and_then(|p| p.annotations.get(LAST_REVISION)).cloned();
         let mut report = DiffReport {
             revision,
+            applied,
             changed: Vec::new(),
             prunes: Vec::new(),
+            not_pruned: Vec::new(),
+            released: None,
             failed: Vec::new(),
             prune_refused: None,
             warnings: Vec::new(),
@@ -285,6 +234,7 @@ impl Engine {
             {
                 learn_replaced(&d.body().to_value(), live);
             }
+            let bookkeeping = live.as_ref().map(|l| bookkeeping_changes(l, &merged)).unwrap_or_default();
             let (before, after) = match d.decrypted {
                 false => (live.clone().map(|l| normalize(l, None)), normalize(merged, live.as_ref())),
                 true => {
@@ -298,6 +248,10 @@ impl Engine {
             let after = to_yaml(&after);
             if before != after {
                 report.changed.push(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) });
+            } else if !bookkeeping.is_empty() {
+                // A sync still writes it (labels it a member, records its hash): a change.
+                let diff = format!("{}: only gitward's bookkeeping changes ({})\n", d.object, bookkeeping.join(", "));
+                report.changed.push(ObjectDiff { object: d.object.clone(), diff });
             }
         }
         let pending_count = pending.len();
@@ -309,7 +263,13 @@ impl Engine {
         }
         if self.unit.prune {
             let members = self.cache.len();
-            let steps = plan::prune_plan(&desired, &self.cache.snapshot(), &contents.members).steps;
+            // A sync releases the unit's namespace before it plans the prune.
+            report.released = self.releasable_namespace(&desired);
+            let mut live = self.cache.snapshot();
+            if let Some(released) = &report.released {
+                live.remove(released);
+            }
+            let steps = plan::prune_plan(&desired, &live, &contents.members).steps;
             let refusal = match () {
                 _ if steps.is_empty() => None,
                 _ if !loaded.partial.is_empty() => Some(super::prune_step::partial_refusal(&loaded.partial)),
@@ -319,10 +279,36 @@ impl Engine {
             };
             match refusal {
                 Some(reason) => report.prune_refused = Some(reason),
-                None => report.prunes = steps.into_iter().map(|s| s.object).collect(),
+                None => self.diff_cascades(steps, &live, &mut report).await,
             }
         }
         Ok(report)
+    }
+
+    /// The cascade check of a sync's prune ([`crate::prune::cascade`]) on the members `steps`
+    /// would delete, run as the unit's writer: a Namespace or CRD that would take other
+    /// objects with it, and is not annotated `gitward.dev/prune: cascade` (`live`), goes to
+    /// [`DiffReport::not_pruned`] with the refusal a sync would give; every other step to
+    /// [`DiffReport::prunes`]. The members the prune deletes first are not counted.
+    async fn diff_cascades(
+        &self,
+        steps: Vec<plan::PruneStep>,
+        live: &BTreeMap<ObjectRef, crate::cluster::LiveMeta>,
+        report: &mut DiffReport,
+    ) {
+        let first = steps.iter().map(|s| s.object.clone());
+        let mut checker = crate::prune::cascade::Checker::new(&self.writer, &self.inventory.id).deleted_first(first);
+        let mut requests = crate::changeset::ChangeSet::default();
+        for step in steps {
+            let cascade = live.get(&step.object).is_some_and(|m| m.prune_cascade);
+            match cascade {
+                true => report.prunes.push(step.object),
+                false => match checker.check(&step.object, &mut requests).await {
+                    Ok(()) => report.prunes.push(step.object),
+                    Err(reason) => report.not_pruned.push((step.object, reason)),
+                },
+            }
+        }
     }
 
     /// Reads which namespaces the revision's objects (and a parent to be created) need and do
@@ -454,59 +440,29 @@ fn unified(object: &ObjectRef, before: &str, after: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     #[test]
-    fn secret_values_are_masked_and_changes_marked() {
-        let live = json!({"apiVersion": "v1", "kind": "Secret", "data": {"a": "b2xk", "same": "eA=="}});
-        let merged = json!({"apiVersion": "v1", "kind": "Secret", "data": {"a": "bmV3", "same": "eA=="}});
-        let after = normalize(merged.clone(), Some(&live));
-        assert_eq!(after["data"]["a"], "*** (changed)");
-        assert_eq!(after["data"]["same"], "***");
-        let text = to_yaml(&after);
-        assert!(!text.contains("bmV3") && !text.contains("eA=="), "{text}");
-    }
-
-    #[test]
-    fn last_applied_annotation_of_a_secret_is_masked() {
-        let live = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"annotations": {LAST_APPLIED: "{\"data\":{\"a\":\"c2VjcmV0\"}}"}}});
-        let text = to_yaml(&normalize(live, None));
-        assert!(!text.contains("c2VjcmV0"), "{text}");
-    }
-
-    #[test]
-    fn volatile_metadata_is_dropped() {
-        let v = json!({"metadata": {"name": "x", "resourceVersion": "5", "managedFields": [], "uid": "u"}});
-        assert_eq!(normalize(v, None), json!({"metadata": {"name": "x"}}));
-    }
-
-    #[test]
-    fn the_live_value_a_decrypted_one_replaces_is_learned_and_no_other() {
-        crate::telemetry::mask::register(["new-tier-4f1c9"]);
-        let desired = json!({"metadata": {"labels": {"tier": "new-tier-4f1c9", "app": "db"}}, "data": {"k": "v-same"}});
-        let live = json!({"metadata": {"labels": {"tier": "old-tier-4f1c9", "app": "web"}}, "data": {"k": "v-other"}});
-        learn_replaced(&desired, &live);
-        let text = crate::telemetry::mask::mask("tier: old-tier-4f1c9 app: web k: v-other").into_owned();
-        assert_eq!(text, "tier: *** app: web k: v-other");
-    }
-
-    #[test]
-    fn every_value_of_a_decrypted_object_is_masked_and_a_change_still_shows() {
-        let live = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "db", "namespace": "shop", "labels": {"app": "db"}, "resourceVersion": "7"},
-            "data": {"password": "old-hunter2", "user": "app", "ports": [5432, 5433]}});
-        let merged = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "db", "namespace": "shop", "labels": {"app": "db"}, "resourceVersion": "8"},
-            "data": {"password": "new-correcthorse", "user": "app", "ports": [5432, 5434]}});
-        let live = strip(live);
-        let after = mask_decrypted(strip(merged), Some(&live));
-        let before = mask_decrypted(live, None);
-        let text = format!("{}{}", to_yaml(&before), to_yaml(&after));
-        assert!(!text.contains("hunter2") && !text.contains("correcthorse") && !text.contains("5434"), "{text}");
-        assert_eq!(after["data"]["password"], "*** (changed)");
-        assert_eq!(after["data"]["user"], "***");
-        assert_eq!(after["data"]["ports"], json!(["***", "*** (changed)"]));
-        assert_eq!(after["metadata"]["name"], "db", "identity is kept");
-        assert_eq!(after["metadata"]["labels"]["app"], "db");
+    fn a_diff_is_headed_by_the_applied_revision_and_the_compared_one() {
+        let mut report = DiffReport {
+            revision: Revision("0123456789abcdef0123456789abcdef01234567".into()),
+            applied: None,
+            changed: Vec::new(),
+            prunes: Vec::new(),
+            not_pruned: Vec::new(),
+            released: None,
+            failed: Vec::new(),
+            prune_refused: None,
+            warnings: Vec::new(),
+        };
+        assert_eq!(report.render(), "revision none → 0123456\n");
+        report.applied = Some("fedcba9876543210fedcba9876543210fedcba98".into());
+        let ns = crate::sync::namespaces::namespace_ref("shop");
+        report.not_pruned.push((ns.clone(), "not deleted: it holds 1 other object (ConfigMap/shop/x)".into()));
+        assert_eq!(
+            report.render(),
+            "revision fedcba9 → 0123456\nnot pruned Namespace/shop: not deleted: it holds 1 other object \
+             (ConfigMap/shop/x)\n"
+        );
+        assert!(report.has_changes());
     }
 }

@@ -9,10 +9,11 @@
 //!   made bare before the parent's first write (crash safety, DESIGN.md decision 6: the parent
 //!   is widened before any member is applied); the Foundations stage then applies the Namespace
 //!   as the member it is.
-//! - A Namespace that an earlier gitward made a member for `create_namespace` (annotated
-//!   `gitward.dev/prune: disabled`) is released: gitward's own `part-of` label and desired hash
-//!   are removed (a JSON patch that first tests the label is still this unit's), the inventory
-//!   forgets it at the next narrow, and it is never deleted.
+//! - The unit's namespace, with `create_namespace`, when it is a member the revision no longer
+//!   declares (an earlier revision declared it, or an earlier gitward made it a member for
+//!   `create_namespace`, annotated `gitward.dev/prune: disabled`) is released: gitward's own
+//!   `part-of` label and desired hash are removed (a JSON patch that first tests the label is
+//!   still this unit's), the inventory forgets it at the next narrow, and it is never deleted.
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -86,6 +87,18 @@ impl Engine {
         Ok(())
     }
 
+    /// The unit's namespace, when [`Engine::release_unit_namespace`] would release it: with
+    /// `create_namespace`, a member in the cache not being deleted that `desired` does not
+    /// declare.
+    pub(super) fn releasable_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
+        if !self.unit.create_namespace {
+            return None;
+        }
+        let object = namespace_ref(&self.unit.namespace);
+        self.cache.get(&object).filter(|m| !m.deleting)?;
+        (!desired.iter().any(|d| d.object == object)).then_some(object)
+    }
+
     /// Before the ApplySet parent is first written: its namespace, made bare when the revision
     /// defines it (`defined`) and `create_namespace` did not already. Otherwise a missing
     /// namespace is left for the parent's write to report
@@ -127,22 +140,18 @@ impl Engine {
         }
     }
 
-    /// Releases the unit's namespace when an earlier gitward made it a member for
-    /// `create_namespace`: a member of this unit, named as the unit's namespace, annotated
-    /// `gitward.dev/prune: disabled`, that the revision does not declare. Its `part-of` label
+    /// Releases the unit's namespace when it is a member that the revision no longer declares,
+    /// with `create_namespace` on: the Namespace `create_namespace` makes and shares is never
+    /// pruned, whether an earlier gitward made it a member for `create_namespace` (annotated
+    /// `gitward.dev/prune: disabled`) or an earlier revision declared it. Its `part-of` label
     /// (tested to still be this unit's) and desired-hash annotation are removed by one JSON
-    /// patch, and the cache forgets it, so the narrow drops it from the member record. Labels
-    /// anyone else set stay. A failed patch leaves it a kept member, released at a later sync.
-    /// Returns the namespace released, if any.
-    pub(super) async fn release_legacy_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
-        if !self.unit.create_namespace {
-            return None;
-        }
-        let object = namespace_ref(&self.unit.namespace);
-        let live = self.cache.get(&object).filter(|m| m.prune_disabled && !m.deleting)?;
-        if desired.iter().any(|d| d.object == object) {
-            return None;
-        }
+    /// patch, and the cache forgets it, so the narrow drops it from the member record and the
+    /// prune never sees it. Labels anyone else set stay. A failed patch leaves it a member,
+    /// released at a later sync (the prune refuses it meanwhile if it holds anything). Returns
+    /// the namespace released, if any.
+    pub(super) async fn release_unit_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
+        let object = self.releasable_namespace(desired)?;
+        let live = self.cache.get(&object)?;
         let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
         let label = format!("/metadata/labels/{}", escape(PART_OF));
         let mut ops = vec![

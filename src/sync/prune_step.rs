@@ -22,7 +22,7 @@ impl Engine {
         changes: &mut ChangeSet,
     ) -> Result<()> {
         let PruneInputs { desired, resources, members_before, partial } = inputs;
-        self.release_legacy_namespace(desired).await;
+        self.release_unit_namespace(desired).await;
         let stale = self.cache.relist_stale(self.cache_timeout).await.err();
         let p = plan::prune_plan(desired, &self.cache.snapshot(), &widened.members);
         changes.not_members.extend(p.not_members);
