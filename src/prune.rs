@@ -132,40 +132,50 @@ pub async fn prune(ctx: &Context<'_>, steps: &[PruneStep]) -> ChangeSet {
                 }
             }
         }
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: meta.uid.clone(),
-                resource_version: meta.resource_version.clone(),
-            }),
-            ..Default::default()
-        };
-        // The re-check's read is fresh even when this replica was paused before it and its
-        // Lease has passed to another: the delete's preconditions would then pass, and it
-        // would remove what the new owner just applied. The fence says whether it may still
-        // write; the client's fence layer checks again as the request leaves.
-        if let Err(fenced) = ctx.fence.check("DELETE", &step.object.to_string()) {
-            changes.push(step.object.clone(), Action::Skipped, Some(format!("not deleted: {fenced}")));
-            continue;
-        }
-        changes.requests += 1;
-        match api.delete(&step.object.name, &params).await {
-            Ok(_) => {
-                ctx.cache.forget(&step.object);
-                changes.push(step.object.clone(), Action::Pruned, None);
-            }
-            Err(e) if is_status(&e, 404) => {
-                ctx.cache.forget(&step.object);
-                changes.push(step.object.clone(), Action::Pruned, Some("already gone".into()));
-            }
-            Err(e) if is_status(&e, 409) => {
-                let msg = format!("changed since it was read, not deleted this time: {}", api_message(&e));
-                changes.push(step.object.clone(), Action::Skipped, Some(msg));
-            }
-            Err(e) => changes.push(step.object.clone(), Action::Failed, Some(format!("delete: {}", api_message(&e)))),
-        }
+        delete(ctx, &api, &step.object, &meta, &mut changes).await;
     }
     changes
+}
+
+/// Deletes `object` (read as `meta` just before) with its uid and resourceVersion as
+/// preconditions, unless the fence says this replica may no longer write; the result goes to
+/// `changes`.
+async fn delete(
+    ctx: &Context<'_>,
+    api: &Api<DynamicObject>,
+    object: &crate::object::ObjectRef,
+    meta: &kube::core::ObjectMeta,
+    changes: &mut ChangeSet,
+) {
+    let params = DeleteParams {
+        propagation_policy: Some(PropagationPolicy::Background),
+        preconditions: Some(Preconditions { uid: meta.uid.clone(), resource_version: meta.resource_version.clone() }),
+        ..Default::default()
+    };
+    // The re-check's read is fresh even when this replica was paused before it and its
+    // Lease has passed to another: the delete's preconditions would then pass, and it
+    // would remove what the new owner just applied. The fence says whether it may still
+    // write; the client's fence layer checks again as the request leaves.
+    if let Err(fenced) = ctx.fence.check("DELETE", &object.to_string()) {
+        changes.push(object.clone(), Action::Skipped, Some(format!("not deleted: {fenced}")));
+        return;
+    }
+    changes.requests += 1;
+    match api.delete(&object.name, &params).await {
+        Ok(_) => {
+            ctx.cache.forget(object);
+            changes.push(object.clone(), Action::Pruned, None);
+        }
+        Err(e) if is_status(&e, 404) => {
+            ctx.cache.forget(object);
+            changes.push(object.clone(), Action::Pruned, Some("already gone".into()));
+        }
+        Err(e) if is_status(&e, 409) => {
+            let msg = format!("changed since it was read, not deleted this time: {}", api_message(&e));
+            changes.push(object.clone(), Action::Skipped, Some(msg));
+        }
+        Err(e) => changes.push(object.clone(), Action::Failed, Some(format!("delete: {}", api_message(&e)))),
+    }
 }
 
 /// What the re-check before a delete decides of the object just read ([`recheck`]).

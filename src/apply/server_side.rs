@@ -31,6 +31,32 @@ pub fn api_for(client: &kube::Client, d: &Desired) -> Api<DynamicObject> {
     }
 }
 
+/// The live object of `d`, whole, as JSON; `None` when there is none (one GET, for `gitward
+/// diff`).
+///
+/// Errors: the API server's.
+pub async fn read(client: &kube::Client, d: &Desired) -> kube::Result<Option<serde_json::Value>> {
+    let live = api_for(client, d).get_opt(&d.object.name).await?;
+    Ok(live.map(|o| serde_json::to_value(o).unwrap_or_default()))
+}
+
+/// What a server-side apply of `d` under `field_manager` (forced when `force`) would leave,
+/// without writing it: a dry run (`dryRun=All`, one PATCH), for `gitward diff`.
+///
+/// Errors: the API server's (its admission, validation and conflicts, as an apply would meet
+/// them).
+pub async fn dry_run(
+    client: &kube::Client,
+    d: &Desired,
+    field_manager: &str,
+    force: bool,
+) -> kube::Result<serde_json::Value> {
+    let mut params = PatchParams::apply(field_manager).dry_run();
+    params.force = force;
+    let merged = api_for(client, d).patch(&d.object.name, &params, &Patch::Apply(&d.body())).await?;
+    Ok(serde_json::to_value(merged).unwrap_or_default())
+}
+
 /// True when the API server rejected a change to immutable fields only: a 422 Invalid whose
 /// `status.details.causes` are all `FieldValueInvalid`/`FieldValueForbidden` causes saying the
 /// field is immutable (apimachinery's `ValidateImmutableField`, as for a Job's pod template; a

@@ -23,7 +23,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 use similar::TextDiff;
 
@@ -33,13 +32,14 @@ pub use normalize::{learn_replaced, mask_decrypted, normalize};
 
 use super::desired::{Defaults, Resolution};
 use super::{Engine, Result};
-use crate::apply::server_side::api_for;
+use crate::apply::server_side;
 use crate::cluster::api_message;
-use crate::cluster::inventory::PART_OF;
+use crate::cluster::inventory::{Contents, PART_OF};
 use crate::cluster::owner::{self, Verdict};
 use crate::health::record::LAST_REVISION;
 use crate::object::ObjectRef;
 use crate::plan;
+use crate::plan::Desired;
 use crate::source::Revision;
 
 /// One object that would change.
@@ -192,20 +192,36 @@ impl Engine {
             warnings: Vec::new(),
         };
         let namespaces = self.diff_namespaces(&desired, parent.is_none(), &mut report).await?;
+        self.diff_objects(&desired, &namespaces, &mut report).await;
+        for m in &pending {
+            let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
+            let diff =
+                format!("{object}: would be created once its CustomResourceDefinition (in this revision) is applied\n");
+            report.changed.push(ObjectDiff { object, diff });
+        }
+        if self.unit.prune {
+            self.diff_prunes(&desired, pending.len(), &contents, &loaded.partial, &mut report).await;
+        }
+        Ok(report)
+    }
+
+    /// The object part of a diff: each desired object read live and dry-run applied (as the
+    /// unit's writer), compared without volatile fields and gitward's bookkeeping; objects of a
+    /// namespace still to be made shown whole; those another ApplySet owns or that cannot be
+    /// read reported failed.
+    async fn diff_objects(&self, desired: &[Desired], namespaces: &Namespaces, report: &mut DiffReport) {
         let mut lives = Vec::with_capacity(desired.len());
-        for d in &desired {
+        for d in desired {
             lives.push(match namespaces.missing(&d.object) {
-                Ok(false) => match api_for(&self.writer, d).get_opt(&d.object.name).await {
-                    Ok(live) => Live::Read(live.map(|o| serde_json::to_value(o).unwrap_or_default())),
+                Ok(false) => match server_side::read(&self.writer, d).await {
+                    Ok(live) => Live::Read(live),
                     Err(e) => Live::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
                 },
                 Ok(true) => Live::NamespaceMade,
                 Err(reason) => Live::Failed(format!("{}: {reason}", d.origin)),
             });
         }
-        let refused = self.diff_ownership(&desired, &lives, &mut report).await;
-        let mut params = PatchParams::apply(&self.apply.field_manager).dry_run();
-        params.force = self.apply.force;
+        let refused = self.diff_ownership(desired, &lives, report).await;
         for (d, live) in desired.iter().zip(lives) {
             let live = match live {
                 _ if refused.contains_key(&d.object) => {
@@ -222,67 +238,50 @@ impl Engine {
                 }
                 Live::Read(live) => live,
             };
-            let merged = match api_for(&self.writer, d).patch(&d.object.name, &params, &Patch::Apply(&d.body())).await {
-                Ok(o) => serde_json::to_value(o).unwrap_or_default(),
+            let merged = match server_side::dry_run(&self.writer, d, &self.apply.field_manager, self.apply.force).await
+            {
+                Ok(merged) => merged,
                 Err(e) => {
                     report.failed.push((d.object.clone(), format!("{}: {}", d.origin, api_message(&e))));
                     continue;
                 }
             };
-            if d.decrypted
-                && let Some(live) = &live
-            {
-                learn_replaced(&d.body().to_value(), live);
-            }
-            let bookkeeping = live.as_ref().map(|l| bookkeeping_changes(l, &merged)).unwrap_or_default();
-            let (before, after) = match d.decrypted {
-                false => (live.clone().map(|l| normalize(l, None)), normalize(merged, live.as_ref())),
-                true => {
-                    // Compared before masking, so a changed value shows as `*** (changed)`.
-                    let live = live.clone().map(strip);
-                    let after = mask_decrypted(strip(merged), live.as_ref());
-                    (live.map(|l| mask_decrypted(l, None)), after)
-                }
-            };
-            let before = before.map(|b| to_yaml(&b)).unwrap_or_default();
-            let after = to_yaml(&after);
-            if before != after {
-                report.changed.push(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) });
-            } else if !bookkeeping.is_empty() {
-                // A sync still writes it (labels it a member, records its hash): a change.
-                let diff = format!("{}: only gitward's bookkeeping changes ({})\n", d.object, bookkeeping.join(", "));
-                report.changed.push(ObjectDiff { object: d.object.clone(), diff });
+            if let Some(diff) = compare(d, live, merged) {
+                report.changed.push(diff);
             }
         }
-        let pending_count = pending.len();
-        for m in pending {
-            let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
-            let diff =
-                format!("{object}: would be created once its CustomResourceDefinition (in this revision) is applied\n");
-            report.changed.push(ObjectDiff { object, diff });
+    }
+
+    /// The prune part of a diff: the members a sync would delete, unless its guard would refuse
+    /// the prune ([`DiffReport::prune_refused`]); the unit's own namespace released; the
+    /// cascades checked ([`Engine::diff_cascades`]).
+    async fn diff_prunes(
+        &self,
+        desired: &[Desired],
+        pending: usize,
+        contents: &Contents,
+        partial: &[String],
+        report: &mut DiffReport,
+    ) {
+        let members = self.cache.len();
+        // A sync releases the unit's namespace before it plans the prune.
+        report.released = self.releasable_namespace(desired);
+        let mut live = self.cache.snapshot();
+        if let Some(released) = &report.released {
+            live.remove(released);
         }
-        if self.unit.prune {
-            let members = self.cache.len();
-            // A sync releases the unit's namespace before it plans the prune.
-            report.released = self.releasable_namespace(&desired);
-            let mut live = self.cache.snapshot();
-            if let Some(released) = &report.released {
-                live.remove(released);
-            }
-            let steps = plan::prune_plan(&desired, &live, &contents.members).steps;
-            let refusal = match () {
-                _ if steps.is_empty() => None,
-                _ if !loaded.partial.is_empty() => Some(super::prune_step::partial_refusal(&loaded.partial)),
-                _ => self.prune_deferred().or_else(|| {
-                    crate::prune::refusal(desired.len() + pending_count, members, steps.len(), &self.prune)
-                }),
-            };
-            match refusal {
-                Some(reason) => report.prune_refused = Some(reason),
-                None => self.diff_cascades(steps, &live, &mut report).await,
-            }
+        let steps = plan::prune_plan(desired, &live, &contents.members).steps;
+        let refusal = match () {
+            _ if steps.is_empty() => None,
+            _ if !partial.is_empty() => Some(super::prune_step::partial_refusal(partial)),
+            _ => self
+                .prune_deferred()
+                .or_else(|| crate::prune::refusal(desired.len() + pending, members, steps.len(), &self.prune)),
+        };
+        match refusal {
+            Some(reason) => report.prune_refused = Some(reason),
+            None => self.diff_cascades(steps, &live, report).await,
         }
-        Ok(report)
     }
 
     /// The cascade check of a sync's prune ([`crate::prune::cascade`]) on the members `steps`
@@ -419,6 +418,39 @@ enum Live {
     NamespaceMade,
     /// It cannot be read or dry-run, and why.
     Failed(String),
+}
+
+/// The diff of `d` between `live` (`None`: it does not exist) and `merged` (its dry run), or
+/// `None` when they agree: a unified diff of the normalised YAML (decrypted values masked, a
+/// changed one shown as `*** (changed)`), or one line naming gitward's bookkeeping when only
+/// that changes (a sync still writes it).
+fn compare(d: &Desired, live: Option<Value>, merged: Value) -> Option<ObjectDiff> {
+    if d.decrypted
+        && let Some(live) = &live
+    {
+        learn_replaced(&d.body().to_value(), live);
+    }
+    let bookkeeping = live.as_ref().map(|l| bookkeeping_changes(l, &merged)).unwrap_or_default();
+    let (before, after) = match d.decrypted {
+        false => (live.clone().map(|l| normalize(l, None)), normalize(merged, live.as_ref())),
+        true => {
+            // Compared before masking, so a changed value shows as `*** (changed)`.
+            let live = live.clone().map(strip);
+            let after = mask_decrypted(strip(merged), live.as_ref());
+            (live.map(|l| mask_decrypted(l, None)), after)
+        }
+    };
+    let before = before.map(|b| to_yaml(&b)).unwrap_or_default();
+    let after = to_yaml(&after);
+    if before != after {
+        Some(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) })
+    } else if !bookkeeping.is_empty() {
+        // A sync still writes it (labels it a member, records its hash): a change.
+        let diff = format!("{}: only gitward's bookkeeping changes ({})\n", d.object, bookkeeping.join(", "));
+        Some(ObjectDiff { object: d.object.clone(), diff })
+    } else {
+        None
+    }
 }
 
 /// The diff of an object that would be created whole: every line added.
