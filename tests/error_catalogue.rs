@@ -10,6 +10,7 @@
 //! | 403: an identity with no RBAC | `inventory Secret/…: read: secrets "gitward-app" is forbidden: User "limited" cannot get …` |
 //! | the kubeconfig trusts another CA | `discovery of v1: the API server at … presented a certificate of an unknown CA` |
 //! | the URL names a host the certificate is not for | `… presented a certificate not valid for the address …` |
+//! | the server's certificate expired | `… presented a certificate that expired at 2020-01-02T00:00:00Z: renew …` |
 //! | the URL is a web server's (404 to `GET /api/v1`) | `the server at … answered 404 to GET /api/v1: not a Kubernetes API server?` |
 //! | nothing listens at the URL | `discovery of v1: cannot reach the API server at …` |
 //! | a misspelt `ref` | `reference "mian" not found in …; closest: branch main` |
@@ -181,6 +182,69 @@ async fn a_certificate_for_other_names_names_the_host_and_the_names_it_is_for() 
              ::ffff:127.0.0.1 (it is for localhost, kubernetes, kubernetes.default, kubernetes.default.svc, 127.0.0.1, \
              10.0.0.1): use a name the certificate is for in the server of context mapped in {}",
             kubeconfig.display()
+        ),
+    );
+}
+
+/// A CA and a server certificate for 127.0.0.1 that it signed, valid only on 2020-01-01, made
+/// by the `openssl` CLI in `dir` (`openssl ca`, the one of its commands that takes dates in the
+/// past): (CA PEM, certificate, key) paths.
+fn expired_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl").args(args).current_dir(dir).output().expect("openssl runs");
+        assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"];
+    run(&[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=test CA"]]
+        .concat());
+    run(&[&["req"][..], &ec, &["-keyout", "server.key", "-out", "server.csr", "-subj", "/CN=127.0.0.1"]].concat());
+    std::fs::write(dir.join("index.txt"), "").unwrap();
+    std::fs::write(dir.join("serial"), "01\n").unwrap();
+    std::fs::write(
+        dir.join("ca.cnf"),
+        "[ca]\ndefault_ca = test\n[test]\ndatabase = index.txt\nnew_certs_dir = .\nserial = serial\n\
+         default_md = sha256\npolicy = any\nx509_extensions = ext\n[any]\ncommonName = supplied\n[ext]\n\
+         subjectAltName = IP:127.0.0.1\nbasicConstraints = CA:FALSE\nextendedKeyUsage = serverAuth\n",
+    )
+    .unwrap();
+    run(&[
+        "ca",
+        "-batch",
+        "-config",
+        "ca.cnf",
+        "-cert",
+        "ca.pem",
+        "-keyfile",
+        "ca.key",
+        "-in",
+        "server.csr",
+        "-out",
+        "server.pem",
+        "-startdate",
+        "20200101000000Z",
+        "-enddate",
+        "20200102000000Z",
+    ]);
+    (dir.join("ca.pem"), dir.join("server.pem"), dir.join("server.key"))
+}
+
+/// A server whose certificate expired (a TLS server of the `openssl` CLI stands in for an API
+/// server whose serving certificate was not renewed; the kubeconfig trusts its CA): the date
+/// it expired and what to renew.
+#[tokio::test]
+async fn an_expired_certificate_names_when_it_expired() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ca, cert, key) = expired_certificate(dir.path());
+    let server = common::charts::HttpsFiles::start(dir.path(), &cert, &key).await;
+    let url = server.url.clone();
+    let kubeconfig = kubeconfig(dir.path(), "kubeconfig", &url, &std::fs::read(ca).unwrap(), ("u", "t"), "old");
+    let repo = repo();
+    let config = config(dir.path(), &repo, "default", &cluster(&kubeconfig));
+    assert_fails_with(
+        &config,
+        &format!(
+            "discovery of v1: the API server at {url} presented a certificate that expired at 2020-01-02T00:00:00Z: \
+             renew the API server's serving certificate, or correct this machine's clock"
         ),
     );
 }
