@@ -26,16 +26,19 @@ pub enum LogFormat {
 
 /// Installs the global subscriber writing to stderr, every event masked ([`mask`]). The level comes from `RUST_LOG`
 /// (default `info`). kube's client logs every failed request at error on its own
-/// (`kube_client`); gitward reports those failures itself, once, with the server named, so
-/// `kube_client` is silenced unless `RUST_LOG` names it. A panic's message goes through the
+/// (`kube_client`), and kube's watcher each failed list or watch with the debug dump of its
+/// `Status` (`kube_runtime::watcher`); gitward reports those failures itself, once, with the
+/// server named, so both are silenced unless `RUST_LOG` names them. A panic's message goes through the
 /// same mask (the default hook writes it to stderr unmasked). Calling it twice is harmless
 /// (the second call does nothing).
 pub fn init(format: LogFormat) {
     mask_panics();
     let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| "info".to_owned());
     let mut filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| EnvFilter::new("info"));
-    if !directives.contains("kube_client") {
-        filter = filter.add_directive("kube_client=off".parse().expect("a valid directive"));
+    for target in ["kube_client", "kube_runtime::watcher"] {
+        if !directives.contains(target) {
+            filter = filter.add_directive(format!("{target}=off").parse().expect("a valid directive"));
+        }
     }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     let registry = tracing_subscriber::registry().with(filter);

@@ -1,7 +1,8 @@
 //! The `gitward` binary: exit codes, the `sync complete` log event and its fields, `diff`
 //! output with Secret data masked, `validate` without a cluster; the one line per unit on
-//! stdout, the text log format, `--help`, and each error a person meets first as one sentence
-//! that names what to fix (the repository, the API server, the kubeconfig, the config key).
+//! stdout, the text log format, `--help`, and errors of the kubeconfig and config file as one
+//! sentence that names what to fix (those of the API server, the repository and the render
+//! tools are in `error_catalogue`).
 
 use crate::common;
 
@@ -250,38 +251,6 @@ fn no_kubeconfig_says_where_it_looked_and_how_to_give_one() {
     assert_plain_log(&stderr);
 }
 
-#[test]
-fn an_unreachable_cluster_is_named_by_its_server_once_without_kube_clients_lines() {
-    let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let server = format!("https://127.0.0.1:{port}");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\", insecure-skip-tls-verify: true}}\n\
-             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
-        ),
-    )
-    .unwrap();
-    let repo = common::GitRepo::new();
-    repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n");
-    repo.commit_and_push("first");
-    let units = common::unit_toml("app", &repo.bare(), "", "default", "");
-    let config =
-        common::config_file(dir.path(), &format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display()));
-    let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
-    assert_eq!(code, Some(2), "{stderr}");
-    assert!(stderr.contains(&format!("cannot reach the API server at {server}: ")), "{stderr}");
-    assert!(stderr.contains("check that it is running"), "{stderr}");
-    assert_eq!(stderr.matches("onnection refused").count(), 1, "the cause once: {stderr}");
-    assert!(!stderr.contains("ServiceError") && !stderr.contains("client error (Connect)"), "{stderr}");
-    assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
-    assert!(stderr.lines().any(|l| l.contains("ERROR sync failed unit=app error=")), "{stderr}");
-    assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
-    assert_plain_log(&stderr);
-}
-
 fn configmap(name: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  k: v1\n")
 }
@@ -467,64 +436,6 @@ async fn status_reports_a_refused_create_as_not_created_with_its_failure() {
     assert!(text.contains(&format!("  unhealthy  ConfigMap/no-such-ns-x/conf NotCreated: {reason}\n")), "{text}");
     assert!(!text.contains("Missing") && !text.contains("deleted by hand"), "{text}");
     assert_eq!(json["units"][0]["unhealthy"][0]["health"], "NotCreated", "{json}");
-}
-
-/// A kubeconfig whose server is a web server, not a Kubernetes API server (a wrong port, a
-/// dashboard's URL): the error says so and names the context and file to correct, instead of
-/// "unknown kind ConfigMap in v1" with the server's HTML page. The loopback server stands in
-/// for that misconfigured URL: it answers every request 404 with an HTML page.
-#[test]
-fn a_server_that_is_no_api_server_is_named_with_its_context_and_file() {
-    use std::io::{Read, Write};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for stream in listener.incoming() {
-            let Ok(mut stream) = stream else { continue };
-            let mut buf = [0u8; 4096];
-            let _ = stream.read(&mut buf);
-            let page = "<html><body><h1>404 Not Found</h1></body></html>";
-            let _ = write!(
-                stream,
-                "HTTP/1.1 404 Not Found\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
-                page.len()
-            );
-        }
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let server = format!("http://127.0.0.1:{port}");
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"{server}\"}}\n\
-             users:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: staging\n  context: {{cluster: c, user: u}}\n\
-             current-context: staging\n"
-        ),
-    )
-    .unwrap();
-    // A core kind, then a kind of a named group only (its group-version's 404 comes first).
-    for manifest in [configmap("conf"), common::deployment("web", "nginx", 1)] {
-        let repo = common::GitRepo::new();
-        repo.write("m.yaml", &manifest);
-        repo.commit_and_push("first");
-        let units = common::unit_toml("app", &repo.bare(), "", "default", "");
-        let text = format!("[cluster]\nkubeconfig = \"{}\"\n\n{units}", kubeconfig.display());
-        let config = common::config_file(dir.path(), &text);
-        let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
-        assert_eq!(code, Some(2), "{stderr}");
-        let expected = format!(
-            "the server at {server} answered 404 to GET /api/v1: not a Kubernetes API server? check the server of \
-             context staging in {}",
-            kubeconfig.display()
-        );
-        assert!(stderr.replace("\\\"", "\"").contains(&expected), "{stderr}");
-        assert!(!stderr.contains("unknown kind") && !stderr.contains("<html>"), "{stderr}");
-        assert!(!stderr.contains("ServiceError") && !stderr.contains("ApiError"), "{stderr}");
-        assert_eq!(stderr.lines().filter(|l| l.contains(" ERROR ")).count(), 1, "one error line: {stderr}");
-        assert_eq!(stdout, "app: not synced: nothing was applied or pruned (the error is logged)\n");
-        assert_plain_log(&stderr);
-    }
 }
 
 /// A sync with nothing to wait on (ConfigMaps have no health) logs `wait=none result=healthy`

@@ -21,6 +21,7 @@ mod cosign;
 mod daemon;
 mod door;
 mod early_order;
+mod error_catalogue;
 mod faults;
 mod faults_conflict;
 mod faults_git;

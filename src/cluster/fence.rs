@@ -575,12 +575,13 @@ mod tests {
             seen.fetch_add(1, Ordering::SeqCst);
             closing.close();
             async move {
-                Ok::<_, BoxError>(
-                    http::Response::builder().status(429).header("Retry-After", "0").body(Body::empty()).unwrap(),
-                )
+                let empty = http_body_util::BodyExt::map_err(http_body_util::Empty::new(), BoxError::from);
+                let body = Box::new(empty) as Box<kube::client::DynBody>;
+                Ok::<_, BoxError>(http::Response::builder().status(429).header("Retry-After", "0").body(body).unwrap())
             }
         });
-        let client = tower::Layer::layer(&super::super::stack("https://k", "context x in k", &fence), transport);
+        let origin = Arc::new(super::super::Origin::default());
+        let client = tower::Layer::layer(&super::super::stack("https://k", &origin, &fence), transport);
         let request = Request::builder()
             .method("PATCH")
             .uri("/api/v1/namespaces/a/configmaps/b")

@@ -10,13 +10,16 @@
 //! - [`inventory`] reads and writes the ApplySet parent (KEP-3659); [`owner`] finds the parent
 //!   (and gitward unit) of another ApplySet's id.
 //! - [`registry`] holds one client per configured cluster (`[[cluster]]`), by name.
-//! - [`server`] names the API server in errors of requests that got no answer.
+//! - [`server`] names the API server in errors of requests that got no answer, and with
+//!   [`tls`] and [`denied`] says what of its certificate did not verify and whose credentials
+//!   or RBAC it refused, naming the kubeconfig context and file ([`Origin`]).
 //! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out, and
 //!   [`wire`] checks it again on each connection's writes.
 //! - [`agent`] is the User-Agent every client sends, `gitward/<version> (<replica identity>)`.
 
 pub mod agent;
 pub(crate) mod cache;
+pub(crate) mod denied;
 pub(crate) mod discovery;
 pub(crate) mod drift;
 pub(crate) mod feed;
@@ -28,6 +31,7 @@ pub mod registry;
 pub(crate) mod relist;
 pub(crate) mod retry;
 pub(crate) mod server;
+pub(crate) mod tls;
 pub(crate) mod wire;
 
 pub use live::{LiveMeta, live_meta, live_meta_of};
@@ -127,7 +131,7 @@ pub async fn connect(cfg: &ClusterConfig) -> Result<kube::Client> {
 ///
 /// Errors: as [`connect`], and [`Error::Client`] when `user_agent` is not a valid header value.
 pub async fn connect_as(cfg: &ClusterConfig, user_agent: &str) -> Result<kube::Client> {
-    assemble(prepare(cfg, user_agent, None).await?, &origin(cfg), &fence::Fence::unfenced())
+    assemble(prepare(cfg, user_agent, None).await?, Origin::of(cfg), &fence::Fence::unfenced())
 }
 
 /// [`connect`] for the writes of a unit that names a ServiceAccount: every request carries
@@ -148,7 +152,7 @@ pub async fn connect_impersonating(
     user_agent: &str,
 ) -> Result<kube::Client> {
     let user = format!("system:serviceaccount:{namespace}:{service_account}");
-    assemble(prepare(cfg, user_agent, Some(user)).await?, &origin(cfg), fence)
+    assemble(prepare(cfg, user_agent, Some(user)).await?, Origin::of(cfg), fence)
 }
 
 /// The kube config of [`connect_as`], impersonating `impersonate` when given: read from the
@@ -189,34 +193,75 @@ pub(crate) async fn prepare(
     Ok(config)
 }
 
-/// A client from `config` ([`prepare`]; `origin` as [`origin`] gives it) whose writes `fence`
+/// A client from `config` ([`prepare`]; `origin` as [`Origin::of`] gives it) whose writes `fence`
 /// checks: [`Transport::new`] and [`Transport::client`], for a client that shares its
 /// connections with no other.
 ///
 /// Errors: [`Error::Client`] when kube cannot build its stack (TLS, auth plugin).
-pub(crate) fn assemble(config: kube::Config, origin: &str, fence: &fence::Fence) -> Result<kube::Client> {
+pub(crate) fn assemble(config: kube::Config, origin: Origin, fence: &fence::Fence) -> Result<kube::Client> {
     Ok(Transport::new(config, origin)?.client(fence))
 }
 
-/// Where the API server's URL of `cfg` comes from, for errors that say to check it:
-/// `context <name> in <file>` (the configured context, else the kubeconfig's
-/// `current-context`; the configured kubeconfig, else `$KUBECONFIG`, else `~/.kube/config`),
-/// or `the in-cluster config` for a pod's service account. Reads the kubeconfig once more
-/// (a few KiB); an unreadable one still gives its file.
-pub(crate) fn origin(cfg: &ClusterConfig) -> String {
-    let home = || std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".kube/config"));
-    let (file, read) = match &cfg.kubeconfig {
-        Some(p) => (p.display().to_string(), kube::config::Kubeconfig::read_from(p).ok()),
-        None => match (std::env::var("KUBECONFIG"), home()) {
-            (Ok(env), _) if !env.is_empty() => (env, kube::config::Kubeconfig::read().ok()),
-            (_, Some(h)) if h.exists() => (h.display().to_string(), kube::config::Kubeconfig::read().ok()),
-            _ => return "the in-cluster config (KUBERNETES_SERVICE_HOST)".to_owned(),
-        },
-    };
-    let context = cfg.context.clone().or_else(|| read.and_then(|k| k.current_context));
-    match context {
-        Some(context) => format!("context {context} in {file}"),
-        None => format!("the current context in {file}"),
+/// Where a client's API server URL and credentials come from, for errors that say what to
+/// check ([`server`]): the kubeconfig file, its context and the user entry that context names.
+/// Printed (`Display`) as `context <name> in <file>`, `the current context in <file>` or
+/// `the in-cluster config (KUBERNETES_SERVICE_HOST)`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Origin {
+    /// The kubeconfig file; `None` for a pod's in-cluster config.
+    pub file: Option<String>,
+    /// The context: the configured one, else the kubeconfig's `current-context`; `None` when
+    /// the file names none (or cannot be read).
+    pub context: Option<String>,
+    /// The kubeconfig's user entry (`users[].name`) that context names: whose credentials a
+    /// 401 refused.
+    pub user: Option<String>,
+    /// The user the client impersonates (`system:serviceaccount:<ns>:<name>`), if any: whom
+    /// the API server authorizes, so whom a 403 concerns.
+    pub impersonate: Option<String>,
+}
+
+impl Origin {
+    /// Where the API server's URL and credentials of `cfg` come from: the configured
+    /// kubeconfig, else `$KUBECONFIG`, else `~/.kube/config`, else the in-cluster config; the
+    /// configured context, else the file's `current-context`. Reads the kubeconfig once more
+    /// (a few KiB); an unreadable one still gives its file.
+    pub(crate) fn of(cfg: &ClusterConfig) -> Self {
+        let home = || std::env::var_os("HOME").map(|h| std::path::Path::new(&h).join(".kube/config"));
+        let (file, read) = match &cfg.kubeconfig {
+            Some(p) => (p.display().to_string(), kube::config::Kubeconfig::read_from(p).ok()),
+            None => match (std::env::var("KUBECONFIG"), home()) {
+                (Ok(env), _) if !env.is_empty() => (env, kube::config::Kubeconfig::read().ok()),
+                (_, Some(h)) if h.exists() => (h.display().to_string(), kube::config::Kubeconfig::read().ok()),
+                _ => return Self::default(),
+            },
+        };
+        let context = cfg.context.clone().or_else(|| read.as_ref().and_then(|k| k.current_context.clone()));
+        let user = read.zip(context.as_ref()).and_then(|(k, name)| {
+            k.contexts.into_iter().find(|c| &c.name == name).and_then(|c| c.context).and_then(|c| c.user)
+        });
+        Self { file: Some(file), context, user, impersonate: None }
+    }
+
+    /// The user entry and where it is: `user <u> in context <c> of <file>`, or the in-cluster
+    /// config's service account.
+    pub(crate) fn user_in(&self) -> String {
+        let Some(file) = &self.file else { return "the service account of the in-cluster config".to_owned() };
+        let user = self.user.as_deref().map_or_else(|| "the user".to_owned(), |u| format!("user {u}"));
+        match &self.context {
+            Some(context) => format!("{user} in context {context} of {file}"),
+            None => format!("{user} of the current context in {file}"),
+        }
+    }
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (&self.file, &self.context) {
+            (None, _) => f.write_str("the in-cluster config (KUBERNETES_SERVICE_HOST)"),
+            (Some(file), Some(context)) => write!(f, "context {context} in {file}"),
+            (Some(file), None) => write!(f, "the current context in {file}"),
+        }
     }
 }
 
@@ -235,8 +280,9 @@ pub(crate) struct Transport {
     default_namespace: String,
     /// The API server's URL, no trailing slash ([`server::NameServerLayer`]).
     server: String,
-    /// Where that URL comes from ([`origin`]), for [`server::NotAnApiServer`].
-    origin: String,
+    /// Where that URL and the credentials come from ([`Origin`]), for the errors of
+    /// [`server::NameServer`].
+    origin: std::sync::Arc<Origin>,
 }
 
 /// The `Buffer` of [`Transport`] over kube's boxed stack (and of each fence's pool).
@@ -253,7 +299,8 @@ impl Transport {
     /// within a Tokio runtime). Contacts nobody.
     ///
     /// Errors: [`Error::Client`] when kube cannot build its stack (TLS, auth plugin).
-    pub(crate) fn new(config: kube::Config, origin: &str) -> Result<Self> {
+    pub(crate) fn new(config: kube::Config, mut origin: Origin) -> Result<Self> {
+        origin.impersonate = config.auth_info.impersonate.clone();
         let server = config.cluster_url.to_string().trim_end_matches('/').to_owned();
         let default_namespace = config.default_namespace.clone();
         let slot = std::cell::RefCell::new(None);
@@ -265,7 +312,7 @@ impl Transport {
         let pools = wire::Pools::new(&config).map_err(Error::Client)?;
         drop(kube::client::ClientBuilder::try_from(config).map_err(Error::Client)?.with_layer(&buffer));
         let buffer = slot.into_inner().expect("with_layer applies the layer");
-        Ok(Self { buffer, pools, default_namespace, server, origin: origin.to_owned() })
+        Ok(Self { buffer, pools, default_namespace, server, origin: origin.into() })
     }
 
     /// A client over this transport whose writes `fence` checks.
@@ -297,9 +344,9 @@ pub(crate) type Stack = tower::ServiceBuilder<
     >,
 >;
 
-/// The layers [`Transport::client`] puts over the transport for `server` (its URL given by
-/// `origin`, [`origin`]), the fence innermost.
-pub(crate) fn stack(server: &str, origin: &str, fence: &fence::Fence) -> Stack {
+/// The layers [`Transport::client`] puts over the transport for `server` (its URL and the
+/// credentials given by `origin`), the fence innermost.
+pub(crate) fn stack(server: &str, origin: &std::sync::Arc<Origin>, fence: &fence::Fence) -> Stack {
     tower::ServiceBuilder::new()
         .layer(server::NameServerLayer::new(server, origin))
         .layer(tower::retry::RetryLayer::new(retry::RetryAfter::default()))

@@ -50,7 +50,7 @@ impl Registry {
         for cluster in clusters {
             let named = |e| (cluster.name.clone(), e);
             let config: kube::Config = prepare(cluster, user_agent, None).await.map_err(named)?;
-            let transport = Transport::new(config, &super::origin(cluster)).map_err(named)?;
+            let transport = Transport::new(config, super::Origin::of(cluster)).map_err(named)?;
             let client = transport.client(&Fence::unfenced());
             watches.insert(cluster.name.clone(), Watches::shared(client.clone()));
             clients.insert(cluster.name.clone(), client);

@@ -8,6 +8,12 @@
 //! that kube itself raised inside the stack (an auth plugin that failed) pass through as they
 //! are, since kube's `Client::send` reads them back by type.
 //!
+//! A failed TLS handshake is one sentence saying what of the server's certificate did not
+//! verify ([`super::tls::Untrusted`]: unknown CA, another host name, expired) and where the
+//! kubeconfig sets it. A 401 or an RBAC 403 keeps the API server's answer and code, its
+//! message naming the server, the kubeconfig user, context and file, and the next step
+//! ([`super::denied`]).
+//!
 //! It also tells a server that is no Kubernetes API server: every API server answers
 //! `GET /api/v1` with its core resources as JSON, so a 404 there, or a success that is not
 //! JSON (a web server's HTML page), fails with [`NotAnApiServer`], naming the kubeconfig
@@ -18,7 +24,12 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::future::BoxFuture;
+use kube::client::DynBody;
 use tower::{BoxError, Layer, Service};
+
+use super::Origin;
+use super::denied::Denied;
+use super::tls::Untrusted;
 
 /// A request to the API server that got no HTTP answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -31,11 +42,16 @@ pub struct RequestFailed {
     /// Whether no connection could be made at all (refused, unresolvable, unroutable, a
     /// connect timeout): the server is down or the kubeconfig points elsewhere.
     pub connect: bool,
+    /// What of the server's certificate did not verify, when the TLS handshake refused it.
+    pub untrusted: Option<Untrusted>,
+    /// Where the URL and the CA come from: `context <name> in <file>` ([`Origin`]).
+    pub origin: String,
 }
 
 impl RequestFailed {
-    /// The error of a request to `server` that failed with `error` inside the stack.
-    pub fn new(server: &str, error: &(dyn std::error::Error + 'static)) -> Self {
+    /// The error of a request to `server` (its URL given by `origin`) that failed with `error`
+    /// inside the stack.
+    pub fn new(server: &str, origin: &str, error: &(dyn std::error::Error + 'static)) -> Self {
         let mut deepest = error;
         let mut connect = false;
         let mut current = Some(error);
@@ -48,19 +64,24 @@ impl RequestFailed {
             deepest = e;
             current = e.source();
         }
-        Self { server: server.to_owned(), cause: deepest.to_string(), connect }
+        Self {
+            server: server.to_owned(),
+            cause: deepest.to_string(),
+            connect,
+            untrusted: Untrusted::find(error),
+            origin: origin.to_owned(),
+        }
     }
 
     fn sentence(&self) -> String {
-        let cause = &self.cause;
-        if self.connect {
-            format!(
-                "cannot reach the API server at {}: {cause}; check that it is running and that [cluster] \
-                 kubeconfig and context point at it",
-                self.server
-            )
-        } else {
-            format!("request to the API server at {} failed: {cause}", self.server)
+        let (server, cause, origin) = (&self.server, &self.cause, &self.origin);
+        match &self.untrusted {
+            Some(untrusted) => format!("the API server at {server} {}", untrusted.sentence(origin)),
+            None if self.connect => format!(
+                "cannot reach the API server at {server}: {cause}: check that it is running and that the server of \
+                 {origin} points at it"
+            ),
+            None => format!("request to the API server at {server} failed: {cause}"),
         }
     }
 }
@@ -78,7 +99,7 @@ pub struct NotAnApiServer {
     pub server: String,
     /// What it answered: `404`, or `200 with text/html`.
     pub answer: String,
-    /// Where the URL comes from: `context <name> in <file>` ([`super::origin`]).
+    /// Where the URL comes from: `context <name> in <file>` ([`Origin`]).
     pub origin: String,
 }
 
@@ -103,14 +124,15 @@ impl NotAnApiServer {
 #[derive(Debug, Clone)]
 pub struct NameServerLayer {
     server: Arc<str>,
-    origin: Arc<str>,
+    origin: Arc<Origin>,
 }
 
 impl NameServerLayer {
     /// A layer naming `server` (the cluster URL) in transport errors, and `origin` (where the
-    /// URL comes from, [`super::origin`]) when it is no API server.
-    pub fn new(server: &str, origin: &str) -> Self {
-        Self { server: server.into(), origin: origin.into() }
+    /// URL and the credentials come from) when it is no API server, a certificate did not
+    /// verify or the credentials were refused.
+    pub fn new(server: &str, origin: &Arc<Origin>) -> Self {
+        Self { server: server.into(), origin: origin.clone() }
     }
 }
 
@@ -122,18 +144,19 @@ impl<S> Layer<S> for NameServerLayer {
     }
 }
 
-/// Turns the errors of the service it wraps into [`RequestFailed`], and an answer to
-/// `GET /api/v1` no API server gives into [`NotAnApiServer`] (see the module doc).
+/// Turns the errors of the service it wraps into [`RequestFailed`], an answer to
+/// `GET /api/v1` no API server gives into [`NotAnApiServer`], and adds who was refused to a
+/// 401's or 403's message ([`Denied`]; see the module doc).
 #[derive(Debug, Clone)]
 pub struct NameServer<S> {
     inner: S,
     server: Arc<str>,
-    origin: Arc<str>,
+    origin: Arc<Origin>,
 }
 
-impl<S, B, RB> Service<http::Request<B>> for NameServer<S>
+impl<S, B> Service<http::Request<B>> for NameServer<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S: Service<http::Request<B>, Response = http::Response<Box<DynBody>>>,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
 {
@@ -142,35 +165,38 @@ where
     type Future = BoxFuture<'static, Result<S::Response, BoxError>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        let server = self.server.clone();
-        self.inner.poll_ready(cx).map_err(|e| name(&server, e.into()))
+        let (server, origin) = (self.server.clone(), self.origin.clone());
+        self.inner.poll_ready(cx).map_err(|e| name(&server, &origin, e.into()))
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let server = self.server.clone();
-        let origin =
-            (request.method() == http::Method::GET && request.uri().path() == CORE).then(|| self.origin.clone());
+        let (server, origin) = (self.server.clone(), self.origin.clone());
+        let core = request.method() == http::Method::GET && request.uri().path() == CORE;
         let future = self.inner.call(request);
         Box::pin(async move {
-            let response = future.await.map_err(|e| name(&server, e.into()))?;
-            if let Some(origin) = origin {
+            let response = future.await.map_err(|e| name(&server, &origin, e.into()))?;
+            if core {
                 let content_type = response.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok());
-                if let Some(e) = NotAnApiServer::judge(&server, &origin, response.status(), content_type) {
+                let place = origin.to_string();
+                if let Some(e) = NotAnApiServer::judge(&server, &place, response.status(), content_type) {
                     return Err(Box::new(e) as BoxError);
                 }
             }
-            Ok(response)
+            match Denied::judge(response.status()) {
+                Some(denied) => denied.rewrite(response, &server, &origin).await,
+                None => Ok(response),
+            }
         })
     }
 }
 
 /// `error` as [`RequestFailed`], unless kube raised it (kube reads those back by type) or the
 /// fence refused the request before sending it ([`super::fence::Fenced`]).
-fn name(server: &str, error: BoxError) -> BoxError {
+fn name(server: &str, origin: &Origin, error: BoxError) -> BoxError {
     if error.is::<kube::Error>() || error.is::<super::fence::Fenced>() {
         return error;
     }
-    Box::new(RequestFailed::new(server, error.as_ref()))
+    Box::new(RequestFailed::new(server, &origin.to_string(), error.as_ref()))
 }
 
 #[cfg(test)]
@@ -204,12 +230,15 @@ mod tests {
     #[test]
     fn a_refused_connection_names_the_server_and_what_to_check() {
         let io = std::io::Error::from(std::io::ErrorKind::ConnectionRefused);
-        let e = RequestFailed::new("https://127.0.0.1:6443", &io);
+        let e = RequestFailed::new("https://127.0.0.1:6443", "context x in /k", &io);
         assert!(e.connect);
         let text = e.to_string();
         assert!(text.starts_with("cannot reach the API server at https://127.0.0.1:6443: "), "{text}");
-        assert!(text.contains("[cluster] kubeconfig"), "{text}");
-        let other = RequestFailed::new("https://k", &std::io::Error::other("connection reset"));
+        assert!(
+            text.ends_with(": check that it is running and that the server of context x in /k points at it"),
+            "{text}"
+        );
+        let other = RequestFailed::new("https://k", "x", &std::io::Error::other("connection reset"));
         assert_eq!(other.to_string(), "request to the API server at https://k failed: connection reset");
     }
 }
