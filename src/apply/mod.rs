@@ -14,6 +14,7 @@
 //! one failing object does not stop its stage (DESIGN.md decisions 3, 4, 5, 7).
 
 pub mod hook;
+pub mod namespace;
 pub mod server_side;
 pub mod takeover;
 pub mod update;

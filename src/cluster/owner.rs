@@ -14,7 +14,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, ListParams};
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::discovery::ApiResource;
 
 use super::inventory::{ID, TOOLING};
 
@@ -102,6 +103,59 @@ pub async fn owners(client: &kube::Client, ids: &BTreeSet<String>) -> Result<BTr
         found.entry(id).or_insert(Owner { parent, unit, tooling });
     }
     Ok(found)
+}
+
+/// Objects per page of an ownership-check list.
+const FOREIGN_PAGE: u32 = 500;
+
+/// The metadata an ownership check reads of a listed object; serde skips the rest of it
+/// (`managedFields` above all) without building it.
+#[derive(Clone, serde::Deserialize)]
+pub(crate) struct LabelledMeta {
+    /// `metadata.name`.
+    pub(crate) name: Option<String>,
+    /// `metadata.namespace`.
+    pub(crate) namespace: Option<String>,
+    /// `metadata.labels`.
+    #[serde(default)]
+    pub(crate) labels: BTreeMap<String, String>,
+}
+
+/// A list item of [`list_labelled`]: its metadata alone.
+#[derive(Clone, serde::Deserialize)]
+struct Labelled {
+    metadata: LabelledMeta,
+}
+
+/// Every object of `resource` in `namespace` (`None`: in all namespaces, or cluster-scoped)
+/// that `selector` selects, as metadata-only
+/// pages of [`FOREIGN_PAGE`] (`limit` and `continue`, API concepts "Retrieving large results
+/// sets in chunks"), each reduced to name, namespace and labels as it is read. With the whole
+/// list in one response, a unit's cold sync beside other units' tens of thousands of members
+/// held every one of them, `managedFields` and all, at once. Returns the pages read and the
+/// objects.
+///
+/// Errors: the first failed request's.
+pub(crate) async fn list_labelled(
+    client: &kube::Client,
+    resource: &ApiResource,
+    namespace: Option<&str>,
+    selector: &str,
+) -> std::result::Result<(usize, Vec<LabelledMeta>), kube::Error> {
+    use kube::core::{ObjectList, Resource};
+    let request = kube::core::Request::new(DynamicObject::url_path(resource, namespace));
+    let mut params = ListParams::default().labels(selector).limit(FOREIGN_PAGE);
+    let (mut pages, mut found) = (0, Vec::new());
+    loop {
+        let http = request.list_metadata(&params).map_err(kube::Error::BuildRequest)?;
+        let page: ObjectList<Labelled> = client.request(http).await?;
+        pages += 1;
+        found.extend(page.items.into_iter().map(|item| item.metadata));
+        match page.metadata.continue_.filter(|token| !token.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok((pages, found)),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -327,7 +327,7 @@ impl Engine {
             desired.iter().filter_map(|d| d.object.namespace.as_deref()).chain(parent_ns).chain(create).collect();
         let mut found = Namespaces::default();
         for ns in needed {
-            let present = super::namespaces::exists(&self.client, ns).await.map_err(|e| {
+            let present = crate::apply::namespace::exists(&self.client, ns).await.map_err(|e| {
                 crate::cluster::Error::InventoryFailed {
                     parent: self.inventory.parent.to_string(),
                     message: format!("read namespace {ns}: {}", api_message(&e)),

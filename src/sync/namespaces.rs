@@ -15,47 +15,11 @@
 //!   `part-of` label and desired hash are removed (a JSON patch that first tests the label is
 //!   still this unit's), the inventory forgets it at the next narrow, and it is never deleted.
 
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
-
 use super::{Engine, Result};
-use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
+use crate::apply::namespace;
 use crate::cluster::{api_message, is_status};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
-
-/// Creates Namespace `name` if it does not exist: a GET by `reader`, then a POST of the bare
-/// Namespace (`metadata.name` alone) by `writer` under `field_manager`; a 409 AlreadyExists
-/// (someone created it in between) is success. Returns whether this call created it. The
-/// engine reads as gitward and writes as the unit's writer (its ServiceAccount when it names
-/// one), so a tenant's namespace is made only when its ServiceAccount may make it.
-///
-/// Errors: the API server's, of the GET or the POST.
-pub async fn create_if_missing(
-    reader: &kube::Client,
-    writer: &kube::Client,
-    name: &str,
-    field_manager: &str,
-) -> kube::Result<bool> {
-    if Api::<Namespace>::all(reader.clone()).get_metadata_opt(name).await?.is_some() {
-        return Ok(false);
-    }
-    let bare: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).expect("a valid Namespace");
-    let params = PostParams { field_manager: Some(field_manager.to_string()), ..Default::default() };
-    match Api::<Namespace>::all(writer.clone()).create(&params, &bare).await {
-        Ok(_) => Ok(true),
-        Err(e) if is_status(&e, 409) => Ok(false),
-        Err(e) => Err(e),
-    }
-}
-
-/// Whether Namespace `name` exists: one metadata GET.
-///
-/// Errors: the API server's.
-pub async fn exists(client: &kube::Client, name: &str) -> kube::Result<bool> {
-    Ok(Api::<Namespace>::all(client.clone()).get_metadata_opt(name).await?.is_some())
-}
 
 /// The ref of Namespace `name`.
 pub fn namespace_ref(name: &str) -> ObjectRef {
@@ -63,7 +27,7 @@ pub fn namespace_ref(name: &str) -> ObjectRef {
 }
 
 impl Engine {
-    /// With `create_namespace`, makes the unit's namespace if missing ([`create_if_missing`]).
+    /// With `create_namespace`, makes the unit's namespace if missing ([`namespace::create_if_missing`]).
     /// Checked once per engine, and again after a sync with failures (the namespace may have
     /// been deleted by hand since).
     ///
@@ -73,13 +37,12 @@ impl Engine {
             return Ok(());
         }
         let name = self.unit.namespace.as_str();
-        let created =
-            create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager).await.map_err(|e| {
-                crate::cluster::Error::NamespaceFailed {
-                    namespace: name.to_string(),
-                    message: format!("create_namespace: {}", self.refusal(&e)),
-                }
-            })?;
+        let created = namespace::create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager)
+            .await
+            .map_err(|e| crate::cluster::Error::NamespaceFailed {
+            namespace: name.to_string(),
+            message: format!("create_namespace: {}", self.refusal(&e)),
+        })?;
         if created {
             self.made_bare.push(namespace_ref(name));
         }
@@ -112,7 +75,7 @@ impl Engine {
             return Ok(());
         }
         let fm = &self.apply.field_manager;
-        let created = create_if_missing(&self.client, &self.writer, namespace, fm).await.map_err(|e| {
+        let created = namespace::create_if_missing(&self.client, &self.writer, namespace, fm).await.map_err(|e| {
             let parent = self.inventory.parent.to_string();
             crate::cluster::Error::InventoryFailed {
                 parent,
@@ -152,19 +115,9 @@ impl Engine {
     pub(super) async fn release_unit_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
         let object = self.releasable_namespace(desired)?;
         let live = self.cache.get(&object)?;
-        let escape = |key: &str| key.replace('~', "~0").replace('/', "~1");
-        let label = format!("/metadata/labels/{}", escape(PART_OF));
-        let mut ops = vec![
-            json!({"op": "test", "path": label, "value": self.inventory.id}),
-            json!({"op": "remove", "path": label}),
-        ];
-        if live.desired_hash.is_some() {
-            ops.push(json!({"op": "remove", "path": format!("/metadata/annotations/{}", escape(DESIRED_HASH))}));
-        }
-        let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(ops)).expect("a JSON patch");
-        let params = PatchParams { field_manager: Some(self.apply.field_manager.clone()), ..Default::default() };
-        let api: Api<Namespace> = Api::all(self.client.clone());
-        match api.patch_metadata(&object.name, &params, &Patch::Json::<()>(patch)).await {
+        let fm = &self.apply.field_manager;
+        match namespace::release(&self.client, &object.name, &self.inventory.id, live.desired_hash.is_some(), fm).await
+        {
             Ok(_) => {
                 self.cache.forget(&object);
                 Some(object)

@@ -5,7 +5,6 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
-use kube::api::{DynamicObject, ListParams};
 use kube::discovery::ApiResource;
 
 use super::Engine;
@@ -32,7 +31,7 @@ impl Engine {
     /// metadata-only list per group-kind and namespace with creates (per group-kind in all
     /// namespaces when its creates span more than [`NAMESPACE_LISTS`] namespaces, and for
     /// cluster-scoped kinds), selecting `part-of` present and not ours, read a page at a time
-    /// ([`list_foreign`]). Of what is listed, the creates are kept; when there are any, their
+    /// ([`owner::list_labelled`]). Of what is listed, the creates are kept; when there are any, their
     /// owners are looked up by id ([`owner::owners`]: two more lists) and judged against
     /// `adopt_from` ([`owner::verdict`]): refused with a message naming the owning unit and its
     /// parent, or adopted. (A list in all namespaces read every other unit's members of the
@@ -64,7 +63,7 @@ impl Engine {
         // One list per scope, all at once: a cold sync of ten kinds waited for ten lists in a row.
         let lists = futures::future::join_all(scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
             let selector = &selector;
-            async move { (gk, namespaced, list_foreign(&self.client, resource, namespace, selector).await) }
+            async move { (gk, namespaced, owner::list_labelled(&self.client, resource, namespace, selector).await) }
         }))
         .await;
         let mut foreign = Foreign::default();
@@ -182,59 +181,9 @@ pub(super) struct Foreign {
     pub(super) adoptable_ids: BTreeSet<String>,
 }
 
-/// Objects per page of an ownership-check list.
-const FOREIGN_PAGE: u32 = 500;
-
 /// Namespaces of one kind's creates up to which the ownership check lists each namespace on
 /// its own; beyond, one list in all namespaces costs fewer requests.
 const NAMESPACE_LISTS: usize = 8;
-
-/// The metadata an ownership check reads of a listed object; serde skips the rest of it
-/// (`managedFields` above all) without building it.
-#[derive(Clone, serde::Deserialize)]
-struct LabelledMeta {
-    name: Option<String>,
-    namespace: Option<String>,
-    #[serde(default)]
-    labels: BTreeMap<String, String>,
-}
-
-/// A list item of [`list_foreign`]: its metadata alone.
-#[derive(Clone, serde::Deserialize)]
-struct Labelled {
-    metadata: LabelledMeta,
-}
-
-/// Every object of `resource` in `namespace` (`None`: in all namespaces, or cluster-scoped)
-/// that `selector` selects, as metadata-only
-/// pages of [`FOREIGN_PAGE`] (`limit` and `continue`, API concepts "Retrieving large results
-/// sets in chunks"), each reduced to name, namespace and labels as it is read. With the whole
-/// list in one response, a unit's cold sync beside other units' tens of thousands of members
-/// held every one of them, `managedFields` and all, at once. Returns the pages read and the
-/// objects.
-///
-/// Errors: the first failed request's.
-async fn list_foreign(
-    client: &kube::Client,
-    resource: &ApiResource,
-    namespace: Option<&str>,
-    selector: &str,
-) -> std::result::Result<(usize, Vec<LabelledMeta>), kube::Error> {
-    use kube::core::{ObjectList, Resource};
-    let request = kube::core::Request::new(DynamicObject::url_path(resource, namespace));
-    let mut params = ListParams::default().labels(selector).limit(FOREIGN_PAGE);
-    let (mut pages, mut found) = (0, Vec::new());
-    loop {
-        let http = request.list_metadata(&params).map_err(kube::Error::BuildRequest)?;
-        let page: ObjectList<Labelled> = client.request(http).await?;
-        pages += 1;
-        found.extend(page.items.into_iter().map(|item| item.metadata));
-        match page.metadata.continue_.filter(|token| !token.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok((pages, found)),
-        }
-    }
-}
 
 #[cfg(test)]
 mod tests {
