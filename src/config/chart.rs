@@ -44,6 +44,20 @@ pub struct ChartSource {
 }
 
 impl ChartSource {
+    /// `chart` from `repo_url`, whose versions `version` allows, with no credentials and no
+    /// extra CA.
+    pub fn anonymous(repo_url: &str, chart: &str, version: VersionConstraint) -> Self {
+        Self {
+            repo_url: repo_url.to_owned(),
+            chart: chart.to_owned(),
+            version,
+            username: None,
+            password_file: None,
+            ca_file: None,
+            docker_config_file: None,
+        }
+    }
+
     /// Whether the chart comes from an OCI registry (`oci://`).
     pub fn is_oci(&self) -> bool {
         self.repo_url.starts_with("oci://")

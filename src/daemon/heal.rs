@@ -100,18 +100,7 @@ impl Heal {
     pub fn corrected(&mut self, entries: &[crate::changeset::Entry], now: Instant) -> Vec<FightReport> {
         let mut reports = Vec::new();
         for e in entries.iter().filter(|e| e.action == Action::DriftCorrected) {
-            let f = self.fights.entry(e.object.clone()).or_insert(Fight {
-                corrections: 0,
-                heals: 0,
-                last: now,
-                manager: None,
-                reported: false,
-            });
-            if now.saturating_duration_since(f.last) >= FIGHT_MEMORY {
-                f.corrections = 0;
-                f.heals = 0;
-                f.reported = false;
-            }
+            let f = self.fight(&e.object, now);
             f.corrections += 1;
             f.last = now;
             if f.corrections >= 2 && !f.reported {
@@ -126,24 +115,31 @@ impl Heal {
         reports
     }
 
+    /// The fight record of `object`, new or forgotten when its last event is older than
+    /// [`FIGHT_MEMORY`].
+    fn fight(&mut self, object: &ObjectRef, now: Instant) -> &mut Fight {
+        let f = self.fights.entry(object.clone()).or_insert(Fight {
+            corrections: 0,
+            heals: 0,
+            last: now,
+            manager: None,
+            reported: false,
+        });
+        if now.saturating_duration_since(f.last) >= FIGHT_MEMORY {
+            f.corrections = 0;
+            f.heals = 0;
+            f.reported = false;
+        }
+        f
+    }
+
     /// Counts one self-heal of each of `objects`, whatever it found (`unchanged`,
     /// `drift-corrected`, `conflict`, `failed`): the next heal of an object healed `n` times
     /// within [`FIGHT_MEMORY`] waits [`DRIFT_DEBOUNCE`] × 2ⁿ (at most [`MAX_DRIFT_DELAY`]). The
     /// periodic resync still re-applies every object regardless.
     pub fn healed<'a>(&mut self, objects: impl IntoIterator<Item = &'a ObjectRef>, now: Instant) {
         for object in objects {
-            let f = self.fights.entry(object.clone()).or_insert(Fight {
-                corrections: 0,
-                heals: 0,
-                last: now,
-                manager: None,
-                reported: false,
-            });
-            if now.saturating_duration_since(f.last) >= FIGHT_MEMORY {
-                f.corrections = 0;
-                f.heals = 0;
-                f.reported = false;
-            }
+            let f = self.fight(object, now);
             f.heals += 1;
             f.last = now;
         }

@@ -107,14 +107,11 @@ impl Artifact {
         if repository.is_empty() || digest.as_deref().is_some_and(|d| !d.starts_with("sha256:")) {
             return Err(bad("expected oci://host/path:tag or oci://host/path@sha256:<hex>"));
         }
+        let any = crate::config::VersionConstraint::parse("").expect("the empty constraint parses");
         let source = ChartSource {
-            repo_url: spec.url.clone(),
-            chart: String::new(),
-            version: crate::config::VersionConstraint::parse("").expect("the empty constraint parses"),
             username: spec.username.clone(),
             password_file: spec.password_file.clone(),
-            ca_file: None,
-            docker_config_file: None,
+            ..ChartSource::anonymous(&spec.url, "", any)
         };
         let chart = ChartSpec {
             unit: spec.unit.clone(),

@@ -81,6 +81,22 @@ pub struct DiffReport {
 }
 
 impl DiffReport {
+    /// The report of `revision` against `applied` (the parent's last applied revision, if
+    /// any), with nothing found yet.
+    pub fn new(revision: Revision, applied: Option<String>) -> Self {
+        Self {
+            revision,
+            applied,
+            changed: Vec::new(),
+            prunes: Vec::new(),
+            not_pruned: Vec::new(),
+            released: None,
+            failed: Vec::new(),
+            prune_refused: None,
+            warnings: Vec::new(),
+        }
+    }
+
     /// True when the cluster differs from the revision: a sync would change something, or
     /// members that left git stay because the prune would be refused.
     pub fn has_changes(&self) -> bool {
@@ -180,17 +196,7 @@ impl Engine {
         let contents = parent.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
         let applied = parent.as_ref().and_then(|p| p.annotations.get(LAST_REVISION)).cloned();
-        let mut report = DiffReport {
-            revision,
-            applied,
-            changed: Vec::new(),
-            prunes: Vec::new(),
-            not_pruned: Vec::new(),
-            released: None,
-            failed: Vec::new(),
-            prune_refused: None,
-            warnings: Vec::new(),
-        };
+        let mut report = DiffReport::new(revision, applied);
         let namespaces = self.diff_namespaces(&desired, parent.is_none(), &mut report).await?;
         self.diff_objects(&desired, &namespaces, &mut report).await;
         for m in &pending {
@@ -475,17 +481,7 @@ mod tests {
 
     #[test]
     fn a_diff_is_headed_by_the_applied_revision_and_the_compared_one() {
-        let mut report = DiffReport {
-            revision: Revision("0123456789abcdef0123456789abcdef01234567".into()),
-            applied: None,
-            changed: Vec::new(),
-            prunes: Vec::new(),
-            not_pruned: Vec::new(),
-            released: None,
-            failed: Vec::new(),
-            prune_refused: None,
-            warnings: Vec::new(),
-        };
+        let mut report = DiffReport::new(Revision("0123456789abcdef0123456789abcdef01234567".into()), None);
         assert_eq!(report.render(), "revision none → 0123456\n");
         report.applied = Some("fedcba9876543210fedcba9876543210fedcba98".into());
         let ns = crate::sync::namespaces::namespace_ref("shop");

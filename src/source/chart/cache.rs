@@ -307,15 +307,8 @@ mod tests {
         let deps = Cache::open(&state.path().join("charts/dependencies").join(domain), "other").unwrap();
         let dependency = deps.store("http://r/dep.tgz", b"a dependency", None).unwrap();
         for unit in ["dependencies", "units"] {
-            let source = crate::config::ChartSource {
-                repo_url: "https://charts.example.com".into(),
-                chart: "app".into(),
-                version: crate::config::VersionConstraint::parse("").unwrap(),
-                username: None,
-                password_file: None,
-                ca_file: None,
-                docker_config_file: None,
-            };
+            let any = crate::config::VersionConstraint::parse("").unwrap();
+            let source = crate::config::ChartSource::anonymous("https://charts.example.com", "app", any);
             let spec = super::super::ChartSpec {
                 unit: unit.into(),
                 source,

@@ -179,15 +179,7 @@ pub async fn fetch(state_dir: &Path, fetcher: &Fetcher, dep: &Dependency) -> Res
         cache.collect_unused(super::cache::DEPENDENCY_MAX_AGE);
         return Ok(path);
     }
-    let source = ChartSource {
-        repo_url: dep.repository.clone(),
-        chart: dep.name.clone(),
-        version,
-        username: None,
-        password_file: None,
-        ca_file: None,
-        docker_config_file: None,
-    };
+    let source = ChartSource::anonymous(&dep.repository, &dep.name, version);
     let spec = ChartSpec {
         unit: unit.to_owned(),
         source,

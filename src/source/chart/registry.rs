@@ -449,15 +449,8 @@ mod tests {
         assert_eq!(tags, sorted, "every page read, once");
         let pages = served.access_log().matches("/v2/charts/app/tags/list?").count();
         assert_eq!(pages, 4, "two tags a page: {}", served.access_log());
-        let source = crate::config::ChartSource {
-            repo_url: url.clone(),
-            chart: "app".into(),
-            version: crate::config::VersionConstraint::parse("").unwrap(),
-            username: None,
-            password_file: None,
-            ca_file: None,
-            docker_config_file: None,
-        };
+        let any = crate::config::VersionConstraint::parse("").unwrap();
+        let source = crate::config::ChartSource::anonymous(&url, "app", any);
         let spec = super::super::ChartSpec {
             unit: "u".into(),
             source,
