@@ -242,6 +242,9 @@ struct Task {
     /// The revision last synced (also a failed one: the retry re-syncs it), so a poll that
     /// finds it again has nothing to do.
     last_applied: Option<Revision>,
+    /// The revision whose kustomization files read as plain manifests were last warned of
+    /// ([`report::warn_kustomizations`]): once per revision, not at every resync.
+    warned: Option<Revision>,
 }
 
 impl Task {
@@ -270,6 +273,7 @@ impl Task {
             resync,
             backoff: Backoff::default(),
             last_applied: None,
+            warned: None,
         }
     }
 
@@ -484,7 +488,11 @@ impl Task {
         self.status.set(&self.unit, status);
     }
 
-    fn publish(&self, trigger: &Trigger, report: &Report) {
+    fn publish(&mut self, trigger: &Trigger, report: &Report) {
+        if self.warned.as_ref() != Some(&report.revision) && !report.heal {
+            report::warn_kustomizations(report);
+            self.warned = Some(report.revision.clone());
+        }
         report::log_objects(report);
         if matches!(trigger.kind, TriggerKind::Push | TriggerKind::Webhook) {
             let unit = self.unit.as_str();
