@@ -462,7 +462,11 @@ impl Task {
         }
         self.metrics.observe_error(unit, &e);
         let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
-        status.last_sync_ok = Some(false);
+        if !super::decide::keeps_readiness(&e) {
+            status.last_sync_ok = Some(false);
+        }
+        let revision = self.engine.attempted().map(|r| format!("revision {}: ", r.short())).unwrap_or_default();
+        status.last_error = Some(format!("{revision}{error}"));
         self.status.set(unit, status);
         Ran::Synced(false)
     }
@@ -484,6 +488,7 @@ impl Task {
             health,
             waiting: false,
             applied_once,
+            last_error: None,
         };
         self.status.set(&self.unit, status);
     }
