@@ -77,8 +77,9 @@ a CRD, a Namespace or a duplicate may be in another. Prints one line per unit on
 
 A namespace that no unit creates (as a Namespace object or with create_namespace) and that is not
 default, kube-system, kube-public or kube-node-lease is a warning, not a problem: it may exist in
-the cluster already. Warnings are logged, counted on the unit's line and in -o json; they never
-change the exit code.
+the cluster already; so is a kustomization file under a plain unit's path, whose patches are read
+as objects (the warning names the config that builds it, render = \"kustomize\"). Warnings never
+change the exit code; they are logged, counted on the unit's line and listed in -o json.
 
 Writes nothing into state_dir but fetches of mirrors already there: a unit without one is fetched
 into a temporary directory, removed on exit.
@@ -310,6 +311,7 @@ async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool)
     use gitward::health::record::SyncResult;
     use gitward::health::wait::Outcome;
     use gitward::report::{self, HealthStep};
+    report::warn_kustomizations(report);
     report::log_objects(report);
     let (mut not_ready, mut waited) = (Vec::new(), Duration::ZERO);
     let started = std::time::Instant::now();
@@ -424,10 +426,19 @@ async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
         match result {
             Ok(summary) => {
                 for problem in &summary.problems {
-                    tracing::error!(unit = name, file = %problem.origin, object = %problem.object, reason = %problem.message, "invalid object");
+                    let object = problem.object.as_deref().unwrap_or_default();
+                    tracing::error!(unit = name, file = %problem.origin, object = %object, reason = %problem.message, "invalid object");
                 }
                 for warning in &summary.warnings {
-                    tracing::warn!(unit = name, file = %warning.origin, object = %warning.object, reason = %warning.message, "object may fail");
+                    match &warning.object {
+                        Some(object) => {
+                            tracing::warn!(unit = name, file = %warning.origin, object = %object, reason = %warning.message, "object may fail")
+                        }
+                        // The one warning about a whole file, as `gitward sync` logs it.
+                        None => {
+                            tracing::warn!(unit = name, file = %warning.origin, reason = %warning.message, "kustomization file in a plain unit")
+                        }
+                    }
                 }
                 if summary.problems.is_empty() {
                     tracing::info!(unit = name, revision = %summary.revision, objects = summary.objects, "valid");

@@ -216,12 +216,24 @@ pub fn log_health(unit: &str, object: &ObjectRef, status: &Status) {
     }
 }
 
-/// Logs skipped files and each object that is not `unchanged` (at once after the apply; the
-/// summary follows the health wait).
+/// Logs one `kustomization file in a plain unit` event at warn (`file`, `reason`: the config
+/// that builds it, [`crate::sync::repo::plain_kustomization`]) per kustomization file the
+/// unit's plain read passed over: its patches were applied as objects. Once per revision: the
+/// daemon calls it for a revision it has not warned of yet, `gitward sync` for its one sync.
+pub fn warn_kustomizations(report: &Report) {
+    let (unit, revision) = (report.unit.as_str(), report.revision.to_string());
+    for s in report.skipped_files.iter().filter(|s| s.is_kustomization()) {
+        warn!(unit, revision, file = %s.file, reason = %s.reason, "kustomization file in a plain unit");
+    }
+}
+
+/// Logs skipped files (kustomization files aside: [`warn_kustomizations`] tells of those) and
+/// each object that is not `unchanged` (at once after the apply; the summary follows the
+/// health wait).
 pub fn log_objects(report: &Report) {
     let unit = report.unit.as_str();
     let revision = report.revision.to_string();
-    for s in &report.skipped_files {
+    for s in report.skipped_files.iter().filter(|s| !s.is_kustomization()) {
         match s.index {
             Some(i) => info!(unit, file = %s.file, document = i + 1, reason = %s.reason, "file skipped"),
             None => info!(unit, file = %s.file, reason = %s.reason, "file skipped"),

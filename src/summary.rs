@@ -209,7 +209,7 @@ mod tests {
         use crate::validate::{Problem, Severity, Summary};
         let problem = |severity| Problem {
             origin: "a.yaml (document 1)".into(),
-            object: "ConfigMap/shop/a".into(),
+            object: Some("ConfigMap/shop/a".into()),
             message: "m".into(),
             severity,
         };

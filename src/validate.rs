@@ -14,6 +14,11 @@
 //! - a Secret whose `data` is not base64, a ConfigMap or Secret holding more than the API
 //!   server's 1 MiB of data, any object over etcd's default request limit of 1.5 MiB.
 //!
+//! A kustomization file that a plain unit reads past is a [`Severity::Warning`] of its own
+//! (no object): the files beside it, patches included, are applied as objects; the warning
+//! says which config builds it ([`crate::sync::repo::plain_kustomization`]), and an object
+//! defined twice in such a unit names it as the likely cause.
+//!
 //! A namespaced object whose namespace no unit creates (as a Namespace object or by
 //! `create_namespace`) and that is not one of the cluster's own ([`WELL_KNOWN_NAMESPACES`]) is
 //! a [`Severity::Warning`]: the namespace may well exist in the cluster already, which only
@@ -35,11 +40,11 @@ use base64::Engine as _;
 use serde_json::{Value, json};
 
 use crate::config::SyncUnit;
-use crate::manifest::{Manifest, Origin};
+use crate::manifest::{Manifest, Origin, Skipped};
 use crate::object::{Atom, GroupKind, ObjectRef};
 use crate::source::Revision;
 use crate::sync::Result;
-use crate::sync::desired::origin;
+use crate::sync::desired::{kustomization_hint, origin};
 use kinds::{Catalogue, Known};
 use names::NameRule;
 
@@ -93,8 +98,9 @@ impl Severity {
 pub struct Problem {
     /// The file and document (`apps/secret.yaml (document 2)`).
     pub origin: String,
-    /// The object, `Kind/namespace/name` (`Kind/name` when cluster-scoped).
-    pub object: String,
+    /// The object, `Kind/namespace/name` (`Kind/name` when cluster-scoped); `None` for a
+    /// warning about a whole file (a kustomization file a plain unit reads past).
+    pub object: Option<String>,
     /// What is wrong and what to do about it.
     pub message: String,
     /// Whether it makes the unit invalid.
@@ -104,7 +110,10 @@ pub struct Problem {
 impl std::fmt::Display for Problem {
     /// `apps/secret.yaml (document 2): Secret/shop/creds: data.password is not base64 …`.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}: {}", self.origin, self.object, self.message)
+        match &self.object {
+            Some(object) => write!(f, "{}: {object}: {}", self.origin, self.message),
+            None => write!(f, "{}: {}", self.origin, self.message),
+        }
     }
 }
 
@@ -120,10 +129,12 @@ struct Object {
     problems: Vec<String>,
 }
 
-/// One unit as read: its revision and objects.
+/// One unit as read: its revision, objects, and the kustomization files its plain read passed
+/// over ([`Skipped::is_kustomization`]).
 struct Read {
     revision: Revision,
     objects: Vec<Object>,
+    kustomizations: Vec<Skipped>,
 }
 
 /// What all units read declare, per cluster (`[[sync]] cluster`: units of different clusters
@@ -199,7 +210,8 @@ async fn read_unit(dir: &Path, unit: &SyncUnit, declared: &mut Declared) -> Resu
     let repo = crate::sync::repo::Repo::open(dir, &Arc::new(unit.clone())).await?;
     let revision = repo.fetch().await?;
     let loaded = repo.load(&revision).await?;
-    let mut read = Read { revision, objects: Vec::new() };
+    let kustomizations = loaded.skipped.iter().filter(|s| s.is_kustomization()).cloned().collect();
+    let mut read = Read { revision, objects: Vec::new(), kustomizations };
     // Helm hooks are checked like the unit's own objects: they are applied too.
     for m in loaded.manifests.iter().chain(&loaded.hooks) {
         match (m.gk.group.as_str(), m.gk.kind.as_str()) {
@@ -240,16 +252,20 @@ fn object_ref(catalogue: &Catalogue, object: &Object, unit: &SyncUnit) -> Object
 fn judge(index: usize, read: Read, units: &[SyncUnit], declared: &Declared) -> Summary {
     let unit = &units[index];
     let catalogue = declared.catalogue(unit);
-    let Read { revision, objects } = read;
+    let Read { revision, objects, kustomizations } = read;
     let (mut problems, mut warnings) = (Vec::new(), Vec::new());
+    for k in &kustomizations {
+        let (origin, message) = (k.file.clone(), k.reason.clone());
+        warnings.push(Problem { origin, object: None, message, severity: Severity::Warning });
+    }
     let mut seen: HashMap<ObjectRef, &Origin> = HashMap::new();
     let mut warned = BTreeSet::new();
     for object in &objects {
         let known = catalogue.known(&object.api_version, &object.gk.kind);
         let object_ref = object_ref(catalogue, object, unit);
         let mut problem = |message: String, severity: Severity| {
-            let problem =
-                Problem { origin: object.origin.to_string(), object: object_ref.to_string(), message, severity };
+            let (origin, object) = (object.origin.to_string(), Some(object_ref.to_string()));
+            let problem = Problem { origin, object, message, severity };
             match severity {
                 Severity::Error => problems.push(problem),
                 Severity::Warning => warnings.push(problem),
@@ -267,7 +283,10 @@ fn judge(index: usize, read: Read, units: &[SyncUnit], declared: &Declared) -> S
             }
         }
         if let Some(first) = seen.insert(object_ref.clone(), &object.origin) {
-            problem(format!("defined twice, first in {first}: keep one of them"), Severity::Error);
+            let origins = [first.to_string(), object.origin.to_string()];
+            let hint = kustomization_hint(&kustomizations, [&origins[0], &origins[1]]);
+            let hint = hint.map(|h| format!("; {h}")).unwrap_or_default();
+            problem(format!("defined twice, first in {first}: keep one of them{hint}"), Severity::Error);
         } else {
             let key = (unit.cluster.clone(), object_ref.clone());
             let others = declared.owners.get(&key).into_iter().flatten().filter(|(other, _)| *other != index);
@@ -313,7 +332,7 @@ fn unknown_kind(catalogue: &Catalogue, object: &Object) -> String {
 
 /// `gitward validate -o json`: `{"units": [...]}`, one entry per unit of `units` in order —
 /// `unit`, `valid`, then `revision`, `objects`, `problems` and `warnings` (each `origin`,
-/// `object`, `message`, `severity`) when the unit could be read, else `error` (the message
+/// `object` — `null` for a warning about a whole file —, `message`, `severity`) when the unit could be read, else `error` (the message
 /// given, as logged).
 pub fn render_json(units: &[(&str, std::result::Result<&Summary, String>)]) -> String {
     let problem = |p: &Problem| json!({"origin": p.origin, "object": p.object, "message": p.message, "severity": p.severity.as_str()});

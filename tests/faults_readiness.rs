@@ -54,3 +54,53 @@ async fn one_object_refused_by_a_down_webhook_fails_alone_and_the_daemon_stays_r
     assert!(applied, "{}", daemon.log_text());
     assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(200));
 }
+
+/// A revision that does not parse (malformed YAML) applies nothing, and the last one applied
+/// stays in force: the daemon stays ready, and `/readyz?verbose` names the file and document
+/// of the error beside the revision applied; a fixed revision clears it.
+#[tokio::test]
+async fn a_revision_that_does_not_parse_keeps_the_daemon_ready_and_readyz_verbose_names_the_error() {
+    let env = common::setup("ready-parse").await;
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &common::cm("a", "1"));
+    let good = repo.commit_and_push("one ConfigMap");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    // The unit's line of `/readyz?verbose`, with the status code.
+    let verbose = || {
+        let (status, body) = daemon.get("/readyz?verbose").expect("/readyz answers");
+        let lines: Vec<String> = body.lines().map(str::to_owned).collect();
+        assert!(lines.len() == 3 && lines[1].starts_with("sandbox: "), "{body}");
+        (status, lines[0].clone(), lines[2].clone())
+    };
+
+    repo.write("b.yaml", &format!("{}---\nkind: [unclosed\n", common::cm("b", "1")));
+    let bad = repo.commit_and_push("a second document that does not parse");
+    let failed = common::eventually(WAIT, || async { !daemon.logged("sync failed").is_empty() }).await;
+    assert!(failed, "{}", daemon.log_text());
+    let error = daemon.logged("sync failed")[0]["error"].as_str().unwrap_or("").to_owned();
+    assert!(error.starts_with("b.yaml: document 2: "), "the error names file and document: {error}");
+    let (status, body) = daemon.get("/readyz").expect("/readyz answers");
+    assert_eq!(status, 200, "the last good revision is in force: {body}");
+    assert_eq!(
+        verbose(),
+        (
+            200,
+            "ready".to_owned(),
+            format!("[+]app ok: {} applied; not applied: revision {}: {error}", &good[..12], &bad[..12])
+        ),
+        "{}",
+        daemon.log_text()
+    );
+
+    repo.write("b.yaml", &common::cm("b", "1"));
+    let fixed = repo.commit_and_push("the document fixed");
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    let applied = common::eventually(WAIT, || async { cms.get_opt("b").await.unwrap().is_some() }).await;
+    assert!(applied, "{}", daemon.log_text());
+    let cleared = common::eventually(WAIT, || async { verbose().2 == format!("[+]app ok: {} applied", &fixed[..12]) });
+    assert!(cleared.await, "{:?}: {}", verbose(), daemon.log_text());
+    assert_eq!(verbose().0, 200);
+}

@@ -133,6 +133,7 @@ fn ready() -> UnitStatus {
         health: None,
         waiting: false,
         applied_once: true,
+        last_error: None,
     }
 }
 

@@ -44,6 +44,7 @@ mod manifest_parity;
 mod masking;
 mod mirrors;
 mod namespace_sharing;
+mod plain_kustomization;
 mod prune_safety;
 mod push;
 mod record;

@@ -276,3 +276,78 @@ fn units_of_different_clusters_may_declare_the_same_object() {
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     assert_eq!(run.stdout, format!("east: valid {short} (1 objects)\nwest: valid {short} (1 objects)\n"));
 }
+
+/// A kustomization of two ConfigMaps under `dir`: `cm.yaml` (`web`, value 1), and `patch.yaml`,
+/// a patch setting `web`'s value to 2, which a plain read takes for a second `web`.
+fn kustomization(repo: &common::GitRepo, dir: &str) {
+    let text = "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- cm.yaml\npatches:\n- path: patch.yaml\n";
+    repo.write(&format!("{dir}/kustomization.yaml"), text);
+    repo.write(&format!("{dir}/cm.yaml"), &common::cm("web", "1"));
+    repo.write(&format!("{dir}/patch.yaml"), &common::cm("web", "2"));
+}
+
+/// The reason a plain unit's kustomization file gets, for one at the unit's own path.
+const BUILD_HERE: &str = "a plain unit does not build it, so its patches are applied as objects; set render = \
+                          \\\"kustomize\\\" in the unit's [[sync]] table to build it";
+
+#[test]
+fn a_kustomization_under_a_plain_units_path_is_a_warning_naming_the_file_and_the_config_that_builds_it() {
+    let repo = common::GitRepo::new();
+    repo.write("apps/web/kustomization.yaml", "resources:\n- cm.yaml\n");
+    repo.write("apps/web/cm.yaml", &common::cm("web", "1"));
+    let revision = repo.commit_and_push("a kustomization below the unit's path");
+    let short = &revision[..7];
+    let (dir, config) = workspace(&common::unit_toml("app", &repo.bare(), "apps", "default", ""));
+    let run = validate(&config, &[], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(0), "a warning is no failure: {}", run.stderr);
+    assert_eq!(run.stdout, format!("app: valid {short} (1 objects, 1 warning)\n"));
+    let reason = "a plain unit does not build it, so its patches are applied as objects; set path = \\\"apps/web\\\" \
+                  and render = \\\"kustomize\\\" in a [[sync]] table to build it";
+    assert_eq!(
+        logged(&run.stderr, "WARN"),
+        [format!(
+            "WARN kustomization file in a plain unit unit=app file=apps/web/kustomization.yaml reason=\"{reason}\""
+        )],
+        "{}",
+        run.stderr
+    );
+    let run = validate(&config, &["-o", "json"], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let out: Value = serde_json::from_str(&run.stdout).unwrap_or_else(|e| panic!("{e}: {}", run.stdout));
+    assert_eq!(
+        out,
+        json!({"units": [{"unit": "app", "valid": true, "revision": revision, "objects": 1, "problems": [],
+                          "warnings": [{"origin": "apps/web/kustomization.yaml", "object": null,
+                                        "severity": "warning", "message": reason.replace("\\\"", "\"")}]}]})
+    );
+}
+
+#[test]
+fn an_object_defined_twice_by_a_patch_a_plain_unit_reads_names_the_kustomization() {
+    let repo = common::GitRepo::new();
+    kustomization(&repo, "app");
+    let revision = repo.commit_and_push("a kustomization with a patch, read as plain manifests");
+    let units = common::unit_toml("app", &repo.bare(), "app", "default", "render = \"plain\"");
+    let (dir, config) = workspace(&units);
+    let run = validate(&config, &[], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert_eq!(run.stdout, format!("app: invalid {} (2 objects, 1 refused, 1 warning)\n", &revision[..7]));
+    assert_eq!(
+        logged(&run.stderr, "ERROR"),
+        [format!(
+            "ERROR invalid object unit=app file=\"app/patch.yaml (document 1)\" object=ConfigMap/default/web \
+             reason=\"defined twice, first in app/cm.yaml (document 1): keep one of them; app/kustomization.yaml is a \
+             kustomization: {BUILD_HERE}\""
+        )],
+        "{}",
+        run.stderr
+    );
+    assert_eq!(
+        logged(&run.stderr, "WARN"),
+        [format!(
+            "WARN kustomization file in a plain unit unit=app file=app/kustomization.yaml reason=\"{BUILD_HERE}\""
+        )],
+        "{}",
+        run.stderr
+    );
+}

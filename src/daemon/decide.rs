@@ -113,6 +113,43 @@ pub fn readyz(standby: bool, units: &BTreeMap<String, UnitStatus>) -> bool {
     standby || (!units.is_empty() && units.values().all(|u| u.cache_synced && u.last_sync_ok == Some(true)))
 }
 
+/// Whether a sync that failed as a whole with `error` leaves the unit's readiness as it was: a
+/// revision that does not parse (a manifest error, an unreadable blob aside) is bad
+/// input that changes nothing — the last revision applied stays in force, and a replica taken
+/// out of its Service would miss the webhook of the fix. Every other failure (git, render, the
+/// cluster) makes the unit not ready.
+pub fn keeps_readiness(error: &crate::sync::Error) -> bool {
+    matches!(error, crate::sync::Error::Manifest(e) if e.is_bad_input())
+}
+
+/// The lines of `/readyz?verbose` after its headline, one per unit in name order, in the
+/// kube-apiserver's `[+]`/`[-]` style: `[+]app ok: 3f2a9c1e0b7d applied`, with `, 2 objects
+/// failed` when the API server refused some, and `; not applied: <error>` when a newer revision
+/// failed to parse ([`keeps_readiness`]); `[-]app failed: <error>` or `[-]app pending` for a
+/// unit not ready.
+pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
+    units
+        .iter()
+        .map(|(name, s)| {
+            let error = s.last_error.as_deref();
+            if s.cache_synced && s.last_sync_ok == Some(true) {
+                let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
+                let failed = match s.failed_objects {
+                    0 => String::new(),
+                    n => format!(", {n} objects failed"),
+                };
+                let kept = error.map(|e| format!("; not applied: {e}")).unwrap_or_default();
+                return format!("[+]{name} ok: {rev} applied{failed}{kept}");
+            }
+            let state = if s.last_sync_ok == Some(false) { "failed" } else { "pending" };
+            match error {
+                Some(e) => format!("[-]{name} {state}: {e}"),
+                None => format!("[-]{name} {state}"),
+            }
+        })
+        .collect()
+}
+
 /// The sd_notify `STATUS=` line: per unit the state, revision, tracked objects and, once a
 /// health wait ended, the changed objects by health, `; `-separated:
 /// `app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded)`.
@@ -258,6 +295,39 @@ mod tests {
             "app: synced 3f2a9c1e0b7d (12 objects; 2 healthy, 0 progressing, 1 degraded); \
              db: pending - (0 objects); web: synced 3f2a9c1e0b7d (12 objects, 1 failed; waiting for health)"
         );
+    }
+
+    #[test]
+    fn readyz_verbose_gives_each_units_revision_failed_objects_and_the_error_of_a_revision_not_applied() {
+        let synced = UnitStatus { last_revision: Some("3f2a9c1e0b7d5a6b".into()), ..applied(true) };
+        let kept = UnitStatus { last_error: Some("revision 9e1d: b.yaml: document 2: bad".into()), ..synced.clone() };
+        let failed =
+            UnitStatus { last_sync_ok: Some(false), last_error: Some("git: unreachable".into()), ..synced.clone() };
+        let units = BTreeMap::from([
+            ("a".to_string(), UnitStatus { failed_objects: 2, ..synced }),
+            ("b".to_string(), kept),
+            ("c".to_string(), failed),
+            ("d".to_string(), UnitStatus::default()),
+        ]);
+        assert_eq!(
+            readyz_lines(&units),
+            [
+                "[+]a ok: 3f2a9c1e0b7d applied, 2 objects failed",
+                "[+]b ok: 3f2a9c1e0b7d applied; not applied: revision 9e1d: b.yaml: document 2: bad",
+                "[-]c failed: git: unreachable",
+                "[-]d pending",
+            ]
+        );
+    }
+
+    #[test]
+    fn only_a_revision_that_does_not_parse_keeps_the_units_readiness() {
+        let file = || "a.yaml".to_string();
+        let parse = crate::manifest::Error::Encoding { file: file(), message: "invalid UTF-8".into() };
+        assert!(keeps_readiness(&crate::sync::Error::Manifest(parse)));
+        let blob = crate::manifest::Error::ReadBlob { file: file(), message: "object not found".into() };
+        assert!(!keeps_readiness(&crate::sync::Error::Manifest(blob)), "the mirror, not the content");
+        assert!(!keeps_readiness(&crate::sync::Error::Task("cancelled".into())));
     }
 
     #[test]

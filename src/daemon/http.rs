@@ -4,7 +4,7 @@
 //! |---|---|
 //! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed repository and ref ([`route`]); 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
-//! | `GET /readyz` | 200 `ready` when [`super::decide::readyz`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]) |
+//! | `GET /readyz` | 200 `ready` when [`super::decide::readyz`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]); with `?verbose`, then a line per unit ([`decide::readyz_lines`]: its revision applied, failed objects, the error of a revision not applied) |
 //! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
 //!
 //! Webhooks are refused unless a secret is configured (DESIGN.md, Triggers; decision 10: the
@@ -15,13 +15,14 @@ use std::sync::{Arc, RwLock};
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::StreamExt;
 use tracing::{debug, info, warn};
 
+use super::decide;
 use super::metrics::{self, Metrics};
 use super::route::{self, Followed};
 use super::trigger::{Status, Trigger, TriggerKind, TriggerSender};
@@ -205,15 +206,19 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(state): State<HttpState>) -> Response {
-    let sandbox = format!("\nsandbox: {}\n", state.sandbox.read().expect("sandbox lock"));
+async fn readyz(State(state): State<HttpState>, RawQuery(query): RawQuery) -> Response {
+    let mut tail = format!("\nsandbox: {}\n", state.sandbox.read().expect("sandbox lock"));
     if state.status.standby() {
-        return (StatusCode::OK, format!("ready: standing by for leadership{sandbox}")).into_response();
-    }
-    if super::decide::readyz(state.status.standby(), &state.status.snapshot()) {
-        return (StatusCode::OK, format!("ready{sandbox}")).into_response();
+        return (StatusCode::OK, format!("ready: standing by for leadership{tail}")).into_response();
     }
     let snapshot = state.status.snapshot();
+    // `?verbose` (kube-apiserver's spelling; `verbose=…` too): a line per unit after the rest.
+    if query.unwrap_or_default().split('&').any(|p| p == "verbose" || p.starts_with("verbose=")) {
+        tail.extend(decide::readyz_lines(&snapshot).into_iter().map(|line| line + "\n"));
+    }
+    if decide::readyz(false, &snapshot) {
+        return (StatusCode::OK, format!("ready{tail}")).into_response();
+    }
     let waiting: Vec<&str> = snapshot
         .iter()
         .filter(|(_, u)| !(u.cache_synced && u.last_sync_ok == Some(true)))
@@ -224,8 +229,7 @@ async fn readyz(State(state): State<HttpState>) -> Response {
     } else {
         format!("not ready: {}", waiting.join(", "))
     };
-    let message = format!("{message}{sandbox}");
-    (StatusCode::SERVICE_UNAVAILABLE, message).into_response()
+    (StatusCode::SERVICE_UNAVAILABLE, format!("{message}{tail}")).into_response()
 }
 
 async fn metrics_text(State(state): State<HttpState>) -> Response {

@@ -154,10 +154,16 @@ impl TriggerReceiver {
 pub struct UnitStatus {
     /// The unit has completed at least one sync attempt and its caches are synced.
     pub cache_synced: bool,
-    /// Outcome of the last sync: `Some(true)` it ran to the end against an API server that
-    /// answered (some objects may have failed: see `failed_objects`), `Some(false)` it failed
-    /// as a whole (git, render, parse, the cluster unreachable), `None` none yet.
+    /// Outcome of the last sync that read its revision: `Some(true)` it ran to the end against
+    /// an API server that answered (some objects may have failed: see `failed_objects`),
+    /// `Some(false)` it failed as a whole (git, render, the cluster unreachable), `None` none
+    /// yet. A revision that does not parse leaves it as it was
+    /// ([`super::decide::keeps_readiness`]): the last revision applied is still in force.
     pub last_sync_ok: Option<bool>,
+    /// The error of the last sync that failed as a whole, one line (`revision <short>: ` and
+    /// the chain, the file and document of a parse error), for `/readyz?verbose`; `None` once
+    /// a sync runs to the end.
+    pub last_error: Option<String>,
     /// Objects the last sync could not apply (rejected by the API server, RBAC or an admission
     /// webhook). They are logged, counted in metrics and shown in `STATUS=`; they do not make
     /// the unit unready: a pod taken out of its Service would miss the webhook of the fix.

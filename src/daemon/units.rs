@@ -162,9 +162,12 @@ impl Units {
                 }
                 Err(e) => {
                     *self.start_failures.entry(unit.name.clone()).or_default() += 1;
-                    error!(unit = %unit.name, error = %crate::telemetry::unit_error(&unit.name, &e), "unit not started");
+                    let error = crate::telemetry::unit_error(&unit.name, &e);
+                    error!(unit = %unit.name, error = %error, "unit not started");
                     self.metrics.observe_error(&unit.name, &e);
-                    self.status.set(&unit.name, UnitStatus { last_sync_ok: Some(false), ..Default::default() });
+                    let last_error = Some(format!("not started: {error}"));
+                    self.status
+                        .set(&unit.name, UnitStatus { last_sync_ok: Some(false), last_error, ..Default::default() });
                 }
             }
         }

@@ -115,6 +115,14 @@ pub enum Error {
 /// Result of the manifest module's operations.
 pub type Result<T> = std::result::Result<T, Error>;
 
+impl Error {
+    /// Whether the error describes the content of the repository (every variant but
+    /// [`Error::ReadBlob`]): the same revision gives it again, and only a new one fixes it.
+    pub fn is_bad_input(&self) -> bool {
+        !matches!(self, Self::ReadBlob { .. })
+    }
+}
+
 /// A place in a file as messages print it: `document 3` or `document 3, item 2` (1-based).
 struct Place {
     index: usize,

@@ -97,6 +97,14 @@ pub struct Skipped {
     pub reason: String,
 }
 
+impl Skipped {
+    /// Whether this is a whole kustomization file ([`is_kustomization_path`]) that a plain read
+    /// passed over, not a `kustomize.config.k8s.io` document inside another file.
+    pub fn is_kustomization(&self) -> bool {
+        self.index.is_none() && is_kustomization_path(&self.file)
+    }
+}
+
 /// What one file, or a whole tree, holds.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Loaded {

@@ -11,7 +11,7 @@ use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{APPLY_MODE, RECREATE};
 use crate::config::ApplyMode;
-use crate::manifest::{Body, Manifest, Origin, canonical_json, desired_hash};
+use crate::manifest::{Body, Manifest, Origin, Skipped, canonical_json, desired_hash};
 use crate::object::{Atom, GroupKind, ObjectRef};
 use crate::plan::{Desired, metadata_mut};
 
@@ -94,7 +94,7 @@ pub async fn resolve(
         };
         if let Some(first) = seen.insert(object.clone(), origin(&m)) {
             let (first, second) = (first.to_string(), origin(&m).to_string());
-            return Err(Error::Duplicate { object: object.to_string(), first, second });
+            return Err(Error::Duplicate { object: object.to_string(), first, second, hint: String::new() });
         }
         match resolved {
             Some(r) => out.desired.push(built.reuse_or_build(m, object, r.resource, r.namespaced, defaults)?),
@@ -109,6 +109,38 @@ pub async fn resolve(
         }
     }
     Ok(out)
+}
+
+/// `error` with a hint when it is [`Error::Duplicate`] and the unit read a kustomization file as
+/// plain manifests ([`kustomization_hint`]): a patch read as an object is the usual cause of an
+/// object defined twice there. Other errors are returned as they are.
+pub fn hinted(error: Error, skipped: &[Skipped]) -> Error {
+    match error {
+        Error::Duplicate { object, first, second, hint } if hint.is_empty() => {
+            let hint = kustomization_hint(skipped, [&first, &second]).map(|h| format!("; {h}")).unwrap_or_default();
+            Error::Duplicate { object, first, second, hint }
+        }
+        error => error,
+    }
+}
+
+/// The kustomization file among `skipped` (those a plain unit passed over,
+/// [`Skipped::is_kustomization`]) nearest to the documents `origins` (`file (document n)`) of
+/// an object defined twice — the deepest whose directory holds one of them, else the first —
+/// as `<file> is a kustomization: <reason>` (the reason says which config builds it,
+/// [`super::repo::plain_kustomization`]); `None` when the unit read none.
+pub fn kustomization_hint(skipped: &[Skipped], origins: [&str; 2]) -> Option<String> {
+    let mut best: Option<(bool, usize, &Skipped)> = None;
+    for s in skipped.iter().filter(|s| s.is_kustomization()) {
+        let dir = s.file.rsplit_once('/').map_or("", |(dir, _)| dir);
+        let holds = origins.iter().any(|o| dir.is_empty() || o.starts_with(&format!("{dir}/")));
+        // Depth counts only among those that hold a document; otherwise the first stays.
+        let depth = if holds { dir.len() } else { 0 };
+        if best.is_none_or(|(h, d, _)| (holds, depth) > (h, d)) {
+            best = Some((holds, depth, s));
+        }
+    }
+    best.map(|(_, _, s)| format!("{} is a kustomization: {}", s.file, s.reason))
 }
 
 /// The desired objects of a unit's last sync, by the manifest body each was built from
@@ -221,6 +253,34 @@ pub(super) mod tests {
             body: body.into(),
             hash_key: None,
         }
+    }
+
+    #[test]
+    fn a_duplicate_names_the_kustomization_nearest_to_its_documents() {
+        let kustomization = |file: &str| Skipped { file: file.into(), index: None, reason: "build it".into() };
+        let document = Skipped { file: "x.yaml".into(), index: Some(0), reason: "a Kustomization object".into() };
+        let skipped = [document, kustomization("base/kustomization.yaml"), kustomization("app/web/Kustomization")];
+        let hint = |origins| kustomization_hint(&skipped, origins);
+        let web = ["app/web/cm.yaml (document 1)", "app/web/patch.yaml (document 1)"];
+        assert_eq!(hint(web).as_deref(), Some("app/web/Kustomization is a kustomization: build it"));
+        let elsewhere = ["other/a.yaml (document 1)", "other/b.yaml (document 2)"];
+        assert_eq!(
+            hint(elsewhere).as_deref(),
+            Some("base/kustomization.yaml is a kustomization: build it"),
+            "the first"
+        );
+        assert_eq!(kustomization_hint(&skipped[..1], web), None, "a kustomize document is no kustomization file");
+        let duplicate = Error::Duplicate {
+            object: "ConfigMap/shop/web".into(),
+            first: web[0].into(),
+            second: web[1].into(),
+            hint: String::new(),
+        };
+        assert_eq!(
+            hinted(duplicate, &skipped).to_string(),
+            "ConfigMap/shop/web: defined twice, in app/web/cm.yaml (document 1) and in app/web/patch.yaml (document 1); \
+             app/web/Kustomization is a kustomization: build it"
+        );
     }
 
     /// The ConfigMap `name` of namespace `shop`, built as the engine builds it; for the tests of

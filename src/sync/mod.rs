@@ -71,7 +71,7 @@ pub enum Error {
     #[error(transparent)]
     Render(#[from] crate::render::Error),
     /// Two documents describe the same object.
-    #[error("{object}: defined twice, in {first} and in {second}")]
+    #[error("{object}: defined twice, in {first} and in {second}{hint}")]
     Duplicate {
         /// `Kind/ns/name`.
         object: String,
@@ -79,6 +79,8 @@ pub enum Error {
         first: String,
         /// Where it was defined again.
         second: String,
+        /// Empty, or `; ` and the likely cause: a kustomization read as plain manifests ([`desired::hinted`]).
+        hint: String,
     },
     /// A kind that the API server does not serve and that no CRD of the revision defines.
     #[error("{origin}: unknown kind {kind} in {api_version}: the API server does not serve it")]

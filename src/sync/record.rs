@@ -22,6 +22,12 @@ impl Engine {
         self.repo.fetch_since(not_before).await
     }
 
+    /// The revision the sync in progress (or the last one) attempts, once its fetch resolved
+    /// one; `None` when a fetch failed before that. What a sync that failed as a whole tried.
+    pub fn attempted(&self) -> Option<&Revision> {
+        self.attempting.as_ref()
+    }
+
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
     /// keeping the recorded attempt: one server-side apply of the parent, carrying its current
     /// contents, and only when the revision or the result differs from what the parent

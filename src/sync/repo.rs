@@ -500,8 +500,25 @@ fn load_plain(
     for (file, reason) in listing.skipped {
         loaded.skipped.push(Skipped { file, index: None, reason });
     }
+    for skipped in loaded.skipped.iter_mut().filter(|s| s.is_kustomization()) {
+        skipped.reason = plain_kustomization(unit, &skipped.file);
+    }
     loaded.partial = listing.partial;
     Ok(loaded)
+}
+
+/// Why a plain unit passed over the kustomization file `file`, and the config that builds it:
+/// the unit's own `render = "kustomize"` when the file is at its path (the unit says
+/// `render = "plain"`), else a unit with the file's directory as its `path`. A plain read
+/// applies the files beside it as they are, so a patch becomes an object of its own: usually
+/// a duplicate of what it patches, or a partial object.
+pub fn plain_kustomization(unit: &SyncUnit, file: &str) -> String {
+    let dir = file.rsplit_once('/').map_or("", |(dir, _)| dir);
+    let set = match unit.path == dir {
+        true => "set render = \"kustomize\" in the unit's [[sync]] table".to_owned(),
+        false => format!("set path = \"{dir}\" and render = \"kustomize\" in a [[sync]] table"),
+    };
+    format!("a plain unit does not build it, so its patches are applied as objects; {set} to build it")
 }
 
 /// Runs blocking work (git2, parsing) off the async runtime.

@@ -111,8 +111,8 @@ impl Engine {
         // Read only for a render with hooks: it reads every body of the release.
         let digest = if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
         let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
-        let Resolution { desired, pending } =
-            desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await?;
+        let resolved = desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await;
+        let Resolution { desired, pending } = resolved.map_err(|e| desired::hinted(e, &loaded.skipped))?;
         let resolved_at = started.elapsed();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let widened = self.widen_inventory(&wanted).await?;

@@ -448,8 +448,12 @@ mod tests {
     #[test]
     fn errors_are_counted_by_variant_name() {
         let m = Metrics::new();
-        let duplicate =
-            Error::Duplicate { object: "ConfigMap/ns/a".into(), first: "a.yaml#0".into(), second: "b.yaml#0".into() };
+        let duplicate = Error::Duplicate {
+            object: "ConfigMap/ns/a".into(),
+            first: "a.yaml#0".into(),
+            second: "b.yaml#0".into(),
+            hint: String::new(),
+        };
         m.observe_error("shop", &duplicate);
         m.observe_error("shop", &duplicate);
         m.observe_error("shop", &Error::Task("cancelled".into()));

@@ -242,6 +242,9 @@ struct Task {
     /// The revision last synced (also a failed one: the retry re-syncs it), so a poll that
     /// finds it again has nothing to do.
     last_applied: Option<Revision>,
+    /// The revision whose kustomization files read as plain manifests were last warned of
+    /// ([`report::warn_kustomizations`]): once per revision, not at every resync.
+    warned: Option<Revision>,
 }
 
 impl Task {
@@ -270,6 +273,7 @@ impl Task {
             resync,
             backoff: Backoff::default(),
             last_applied: None,
+            warned: None,
         }
     }
 
@@ -458,7 +462,11 @@ impl Task {
         }
         self.metrics.observe_error(unit, &e);
         let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
-        status.last_sync_ok = Some(false);
+        if !super::decide::keeps_readiness(&e) {
+            status.last_sync_ok = Some(false);
+        }
+        let revision = self.engine.attempted().map(|r| format!("revision {}: ", r.short())).unwrap_or_default();
+        status.last_error = Some(format!("{revision}{error}"));
         self.status.set(unit, status);
         Ran::Synced(false)
     }
@@ -480,11 +488,16 @@ impl Task {
             health,
             waiting: false,
             applied_once,
+            last_error: None,
         };
         self.status.set(&self.unit, status);
     }
 
-    fn publish(&self, trigger: &Trigger, report: &Report) {
+    fn publish(&mut self, trigger: &Trigger, report: &Report) {
+        if self.warned.as_ref() != Some(&report.revision) && !report.heal {
+            report::warn_kustomizations(report);
+            self.warned = Some(report.revision.clone());
+        }
         report::log_objects(report);
         if matches!(trigger.kind, TriggerKind::Push | TriggerKind::Webhook) {
             let unit = self.unit.as_str();
