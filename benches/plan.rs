@@ -23,7 +23,7 @@ use gitward::manifest::{Loaded, ParseCache};
 use gitward::object::{GroupKind, ObjectRef};
 use gitward::plan::{Desired, plan};
 use gitward::source::TreeFile;
-use gitward::sync::desired::{Built, Defaults};
+use gitward::sync::desired::{Built, Defaults, Resolved};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::discovery::ApiResource;
@@ -74,7 +74,7 @@ fn build_all(loaded: Loaded, previous: &[Desired], defaults: &Defaults) -> Vec<D
         .map(|m| {
             let resource = if m.gk.kind == "Deployment" { deployment.clone() } else { configmap.clone() };
             let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
-            built.reuse_or_build(m, object, resource, true, defaults).expect("builds")
+            built.reuse_or_build(m, object, Resolved { resource, namespaced: true }, defaults).expect("builds")
         })
         .collect()
 }

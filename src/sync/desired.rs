@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{Error, Result};
 use crate::apply::wait::defined_kind;
 use crate::cluster::discovery::Discovery;
+pub use crate::cluster::discovery::Resolved;
 use crate::cluster::inventory::{APPLY_MODE, RECREATE};
 use crate::config::ApplyMode;
 use crate::manifest::{Body, Manifest, Origin, Skipped, canonical_json, desired_hash};
@@ -97,7 +98,7 @@ pub async fn resolve(
             return Err(Error::Duplicate { object: object.to_string(), first, second, hint: String::new() });
         }
         match resolved {
-            Some(r) => out.desired.push(built.reuse_or_build(m, object, r.resource, r.namespaced, defaults)?),
+            Some(r) => out.desired.push(built.reuse_or_build(m, object, r, defaults)?),
             None if crd_kinds.contains(&m.gk) => out.pending.push(m),
             None => {
                 return Err(Error::UnknownKind {
@@ -168,17 +169,16 @@ impl<'a> Built<'a> {
         &self,
         m: Manifest,
         object: ObjectRef,
-        resource: std::sync::Arc<kube::discovery::ApiResource>,
-        namespaced: bool,
+        kind: Resolved,
         defaults: &Defaults,
     ) -> Result<Desired> {
         match self.0.get(&m.body.key()) {
-            Some(d) if Body::same(&d.source, &m.body) && d.object == object && d.resource == resource => {
+            Some(d) if Body::same(&d.source, &m.body) && d.object == object && d.resource == kind.resource => {
                 let mut d = (*d).clone();
                 d.origin = origin(&m);
                 Ok(d)
             }
-            _ => build(m, object, resource, namespaced, defaults),
+            _ => build(m, object, kind, defaults),
         }
     }
 }
@@ -189,13 +189,8 @@ impl<'a> Built<'a> {
 ///
 /// Errors: [`Error::InvalidAnnotation`] when `gitward.dev/apply-mode` is neither `update` nor
 /// `server-side-apply`.
-pub fn build(
-    m: Manifest,
-    object: ObjectRef,
-    resource: std::sync::Arc<kube::discovery::ApiResource>,
-    namespaced: bool,
-    defaults: &Defaults,
-) -> Result<Desired> {
+pub fn build(m: Manifest, object: ObjectRef, kind: Resolved, defaults: &Defaults) -> Result<Desired> {
+    let Resolved { resource, namespaced } = kind;
     let origin = origin(&m);
     let source = m.body;
     let mut body = source.to_value();
@@ -290,7 +285,7 @@ pub(super) mod tests {
         m.name = name.into();
         let object = ObjectRef::new(m.gk.clone(), Some("shop"), name);
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
-        build(m, object, ar, true, &defaults()).unwrap()
+        build(m, object, Resolved { resource: ar, namespaced: true }, &defaults()).unwrap()
     }
 
     /// The defaults of a unit with namespace `shop`, server-side apply (shared with
@@ -311,7 +306,7 @@ pub(super) mod tests {
         );
         let object = ObjectRef::new(m.gk.clone(), Some("shop"), "conf");
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
-        let d = build(m, object, ar, true, &defaults()).unwrap();
+        let d = build(m, object, Resolved { resource: ar, namespaced: true }, &defaults()).unwrap();
         let body = d.body().to_value();
         assert_eq!(body["metadata"]["namespace"], "shop");
         assert_eq!(body["metadata"]["labels"][PART_OF], "applyset-x-v1");
@@ -326,8 +321,7 @@ pub(super) mod tests {
         let a = build(
             manifest(body.clone()),
             ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf"),
-            ar.clone(),
-            true,
+            Resolved { resource: ar.clone(), namespaced: true },
             &defaults(),
         )
         .unwrap();
@@ -335,8 +329,7 @@ pub(super) mod tests {
         let b = build(
             manifest(body),
             ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf"),
-            ar,
-            true,
+            Resolved { resource: ar, namespaced: true },
             &other,
         )
         .unwrap();
@@ -350,8 +343,7 @@ pub(super) mod tests {
         let d = build(
             manifest(body),
             ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf"),
-            ar,
-            true,
+            Resolved { resource: ar, namespaced: true },
             &defaults(),
         )
         .unwrap();
@@ -369,13 +361,23 @@ pub(super) mod tests {
         };
         let plain = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}}));
         let update_unit = Defaults { apply_mode: ApplyMode::Update, ..defaults() };
-        let d = build(plain, object.clone(), ar.clone(), true, &update_unit).unwrap();
+        let d =
+            build(plain, object.clone(), Resolved { resource: ar.clone(), namespaced: true }, &update_unit).unwrap();
         assert_eq!(d.mode, ApplyMode::Update);
-        let d = build(with("update"), object.clone(), ar.clone(), true, &defaults()).unwrap();
+        let d = build(with("update"), object.clone(), Resolved { resource: ar.clone(), namespaced: true }, &defaults())
+            .unwrap();
         assert_eq!(d.mode, ApplyMode::Update);
-        let d = build(with("server-side-apply"), object.clone(), ar.clone(), true, &update_unit).unwrap();
+        let d = build(
+            with("server-side-apply"),
+            object.clone(),
+            Resolved { resource: ar.clone(), namespaced: true },
+            &update_unit,
+        )
+        .unwrap();
         assert_eq!(d.mode, ApplyMode::ServerSideApply);
-        let err = build(with("replace"), object, ar, true, &defaults()).unwrap_err().to_string();
+        let err = build(with("replace"), object, Resolved { resource: ar, namespaced: true }, &defaults())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("app.yaml (document 1)") && err.contains("`replace`"), "{err}");
     }
 
@@ -384,20 +386,27 @@ pub(super) mod tests {
         let m = manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}}));
         let object = ObjectRef::new(m.gk.clone(), Some("shop"), "conf");
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
-        let first = build(m.clone(), object.clone(), ar.clone(), true, &defaults()).unwrap();
+        let first =
+            build(m.clone(), object.clone(), Resolved { resource: ar.clone(), namespaced: true }, &defaults()).unwrap();
         let previous = vec![first.clone()];
         let built = Built::new(&previous);
         assert!(built.has(&m));
-        let reused = built.reuse_or_build(m.clone(), object.clone(), ar.clone(), true, &defaults()).unwrap();
+        let reused = built
+            .reuse_or_build(m.clone(), object.clone(), Resolved { resource: ar.clone(), namespaced: true }, &defaults())
+            .unwrap();
         assert_eq!((reused.body(), &reused.hash), (first.body(), &first.hash));
         // Equal text parsed again (a changed blob that reads the same) is a new body: built.
         let reparsed = Manifest { body: Body::from_value(&m.body.to_value()), ..m.clone() };
         assert!(!built.has(&reparsed));
-        let rebuilt = built.reuse_or_build(reparsed, object.clone(), ar.clone(), true, &defaults()).unwrap();
+        let rebuilt = built
+            .reuse_or_build(reparsed, object.clone(), Resolved { resource: ar.clone(), namespaced: true }, &defaults())
+            .unwrap();
         assert_eq!(rebuilt.hash, first.hash);
         // The same body resolved to another object (the unit's namespace changed) is built.
         let elsewhere = ObjectRef::new(m.gk.clone(), Some("other"), "conf");
-        let moved = built.reuse_or_build(m, elsewhere.clone(), ar, true, &defaults()).unwrap();
+        let moved = built
+            .reuse_or_build(m, elsewhere.clone(), Resolved { resource: ar, namespaced: true }, &defaults())
+            .unwrap();
         assert_eq!(moved.object, elsewhere);
         assert_eq!(moved.body().to_value()["metadata"]["namespace"], "other");
     }

@@ -103,7 +103,7 @@ pub fn select(
     for (m, (object, r)) in changed.into_iter().zip(resolved) {
         let stage = Stage::of(&object.gk);
         let existing = defined_in.contains_key(&object);
-        let d = desired::build(m, object, r.resource, r.namespaced, defaults).ok()?;
+        let d = desired::build(m, object, r, defaults).ok()?;
         match live(&d.object).filter(|meta| existing && !meta.deleting) {
             Some(meta) if meta.desired_hash.as_ref() == Some(&d.hash) => {}
             Some(meta) if STAGES.contains(&stage) => candidates.push((stage, d, meta)),
@@ -288,7 +288,7 @@ mod tests {
                 let r = resolved(&m).expect("known");
                 let ns = r.namespaced.then(|| "shop".to_string());
                 let object = ObjectRef::new(m.gk.clone(), ns, &m.name);
-                desired::build(m, object, r.resource, r.namespaced, &defaults()).expect("build")
+                desired::build(m, object, r, &defaults()).expect("build")
             })
             .collect()
     }

@@ -81,7 +81,7 @@ impl Engine {
                         continue;
                     }
                     self.cache.ensure(&r.resource, r.namespaced, self.cache_timeout).await?;
-                    desired.push(desired::build(m, object, r.resource, r.namespaced, defaults)?);
+                    desired.push(desired::build(m, object, r, defaults)?);
                 }
                 None => {
                     let message =

@@ -170,13 +170,14 @@ impl Repo {
             let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
             let mut cache = cache.lock().expect("parse cache lock");
-            let loaded = match load_once(&source, &revision, &unit, &mut cache, &mut renderer) {
-                // A damaged mirror (truncated pack, lost object) is cloned again, and read once more.
-                Err(e) if may_be_the_mirror(&e) && source.repair(&revision)? => {
-                    load_once(&source, &revision, &unit, &mut cache, &mut renderer)?
-                }
-                loaded => loaded?,
-            };
+            let loaded =
+                match load_once(At { source: &source, revision: &revision, unit: &unit }, &mut cache, &mut renderer) {
+                    // A damaged mirror (truncated pack, lost object) is cloned again, and read once more.
+                    Err(e) if may_be_the_mirror(&e) && source.repair(&revision)? => {
+                        load_once(At { source: &source, revision: &revision, unit: &unit }, &mut cache, &mut renderer)?
+                    }
+                    loaded => loaded?,
+                };
             Ok(loaded)
         })
         .await
@@ -440,19 +441,22 @@ fn values_files(source: &Source, commit: &Revision, unit: &SyncUnit) -> Result<V
 }
 
 /// One read of `revision`: rendered, or listed and parsed.
-fn load_once(
-    source: &Source,
-    revision: &Revision,
-    unit: &SyncUnit,
-    cache: &mut ParseCache,
-    renderer: &mut Renderer,
-) -> Result<Loaded> {
+fn load_once(at: At<'_>, cache: &mut ParseCache, renderer: &mut Renderer) -> Result<Loaded> {
+    let At { source, revision, unit } = at;
     match mode_at(source, revision, unit)? {
         mode @ (RenderMode::Kustomize | RenderMode::Helm) => {
             Ok(renderer.render(&source.tree(revision)?, unit, mode)?)
         }
-        _ => load_plain(source, revision, unit, cache, renderer),
+        _ => load_plain(at, cache, renderer),
     }
+}
+
+/// A unit's source at one revision: what a load reads.
+#[derive(Clone, Copy)]
+struct At<'a> {
+    source: &'a Source,
+    revision: &'a Revision,
+    unit: &'a SyncUnit,
 }
 
 /// Whether a failed load may come from the mirror rather than from the content: an object
@@ -473,13 +477,8 @@ fn mode_at(source: &Source, revision: &Revision, unit: &SyncUnit) -> Result<Rend
 }
 
 /// A plain unit: list, decrypt SOPS files, parse (cached by blob id).
-fn load_plain(
-    source: &Source,
-    revision: &Revision,
-    unit: &SyncUnit,
-    cache: &mut ParseCache,
-    renderer: &mut Renderer,
-) -> Result<Loaded> {
+fn load_plain(at: At<'_>, cache: &mut ParseCache, renderer: &mut Renderer) -> Result<Loaded> {
+    let At { source, revision, unit } = at;
     let listing = source.list_files(revision)?;
     let mut refused: Option<render::Error> = None;
     let result = cache.load(&listing.files, |f| {

@@ -183,17 +183,7 @@ impl Engine {
             return;
         }
         if let Some((stage, head)) = plan::changes_first(&mut run.stages) {
-            let applied = apply::apply_stage(
-                &self.writer,
-                stage,
-                &head,
-                &run.desired,
-                &self.cache,
-                &mut run.blocked,
-                &self.apply,
-            )
-            .await;
-            run.changes.extend(applied);
+            self.apply_steps(run, stage, &head).await;
         }
     }
 
@@ -219,19 +209,16 @@ impl Engine {
                 self.resolve_waiting(run).await?;
             }
             let Some(steps) = run.stages.remove(&stage) else { continue };
-            let applied = apply::apply_stage(
-                &self.writer,
-                stage,
-                &steps,
-                &run.desired,
-                &self.cache,
-                &mut run.blocked,
-                &self.apply,
-            )
-            .await;
-            run.changes.extend(applied);
+            self.apply_steps(run, stage, &steps).await;
         }
         Ok(())
+    }
+
+    /// Applies `steps` of `stage` ([`apply::apply_stage`]) into `run`'s change set.
+    async fn apply_steps(&self, run: &mut Run, stage: Stage, steps: &[Step]) {
+        let (desired, blocked) = (&run.desired, &mut run.blocked);
+        let applied = apply::apply_stage(&self.writer, stage, steps, desired, &self.cache, blocked, &self.apply).await;
+        run.changes.extend(applied);
     }
 
     /// Runs the pre hooks once, at the first stage after Foundations: the refusal when one failed.
