@@ -186,13 +186,14 @@ impl Engine {
         let loaded = self.load(&revision).await?;
         let defaults = Defaults {
             namespace: self.unit.namespace.as_str().into(),
-            applyset_id: self.inventory.id.as_str().into(),
+            applyset_id: self.parent.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
         };
         let Resolution { desired, pending } =
-            super::desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, &[]).await?;
-        let parent = self.inventory.read(&self.client).await?;
+            super::desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, &[])
+                .await?;
+        let parent = self.parent.inventory.read(&self.live.client).await?;
         let contents = parent.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
         let applied = parent.as_ref().and_then(|p| p.annotations.get(LAST_REVISION)).cloned();
@@ -219,7 +220,7 @@ impl Engine {
         let mut lives = Vec::with_capacity(desired.len());
         for d in desired {
             lives.push(match namespaces.missing(&d.object) {
-                Ok(false) => match server_side::read(&self.writer, d).await {
+                Ok(false) => match server_side::read(&self.live.writer, d).await {
                     Ok(live) => Live::Read(live),
                     Err(e) => Live::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
                 },
@@ -244,7 +245,13 @@ impl Engine {
                 }
                 Live::Read(live) => live,
             };
-            let merged = match server_side::dry_run(&self.writer, d, &self.apply.field_manager, self.apply.force).await
+            let merged = match server_side::dry_run(
+                &self.live.writer,
+                d,
+                &self.options.apply.field_manager,
+                self.options.apply.force,
+            )
+            .await
             {
                 Ok(merged) => merged,
                 Err(e) => {
@@ -269,10 +276,10 @@ impl Engine {
         partial: &[String],
         report: &mut DiffReport,
     ) {
-        let members = self.cache.len();
+        let members = self.live.cache.len();
         // A sync releases the unit's namespace before it plans the prune.
         report.released = self.releasable_namespace(desired);
-        let mut live = self.cache.snapshot();
+        let mut live = self.live.cache.snapshot();
         if let Some(released) = &report.released {
             live.remove(released);
         }
@@ -282,7 +289,7 @@ impl Engine {
             _ if !partial.is_empty() => Some(super::prune_step::partial_refusal(partial)),
             _ => self
                 .prune_deferred()
-                .or_else(|| crate::prune::refusal(desired.len() + pending, members, steps.len(), &self.prune)),
+                .or_else(|| crate::prune::refusal(desired.len() + pending, members, steps.len(), &self.options.prune)),
         };
         match refusal {
             Some(reason) => report.prune_refused = Some(reason),
@@ -302,7 +309,8 @@ impl Engine {
         report: &mut DiffReport,
     ) {
         let first = steps.iter().map(|s| s.object.clone());
-        let mut checker = crate::prune::cascade::Checker::new(&self.writer, &self.inventory.id).deleted_first(first);
+        let mut checker =
+            crate::prune::cascade::Checker::new(&self.live.writer, &self.parent.inventory.id).deleted_first(first);
         let mut requests = crate::changeset::ChangeSet::default();
         for step in steps {
             let cascade = live.get(&step.object).is_some_and(|m| m.prune_cascade);
@@ -327,15 +335,15 @@ impl Engine {
         parent_missing: bool,
         report: &mut DiffReport,
     ) -> Result<Namespaces> {
-        let parent_ns = self.inventory.parent.namespace.as_deref().filter(|_| parent_missing);
+        let parent_ns = self.parent.inventory.parent.namespace.as_deref().filter(|_| parent_missing);
         let create = self.unit.create_namespace.then_some(self.unit.namespace.as_str());
         let needed: BTreeSet<&str> =
             desired.iter().filter_map(|d| d.object.namespace.as_deref()).chain(parent_ns).chain(create).collect();
         let mut found = Namespaces::default();
         for ns in needed {
-            let present = crate::apply::namespace::exists(&self.client, ns).await.map_err(|e| {
+            let present = crate::apply::namespace::exists(&self.live.client, ns).await.map_err(|e| {
                 crate::cluster::Error::InventoryFailed {
-                    parent: self.inventory.parent.to_string(),
+                    parent: self.parent.inventory.parent.to_string(),
                     message: format!("read namespace {ns}: {}", api_message(&e)),
                 }
             })?;
@@ -349,7 +357,7 @@ impl Engine {
             }
         }
         if let Some(ns) = parent_ns.filter(|ns| found.missing.contains(*ns) && !found.made.contains(*ns)) {
-            let parent = self.inventory.parent.to_string();
+            let parent = self.parent.inventory.parent.to_string();
             return Err(crate::cluster::Error::ParentNamespaceMissing { parent, namespace: ns.to_string() }.into());
         }
         if let Some(ns) = create.filter(|ns| found.missing.contains(*ns)) {
@@ -380,7 +388,7 @@ impl Engine {
         for (d, live) in desired.iter().zip(lives) {
             let Live::Read(Some(live)) = live else { continue };
             let id = live.pointer(&format!("/metadata/labels/{}", PART_OF.replace('/', "~1"))).and_then(Value::as_str);
-            if let Some(id) = id.filter(|id| *id != self.inventory.id) {
+            if let Some(id) = id.filter(|id| *id != self.parent.inventory.id) {
                 labelled.push((d.object.clone(), id.to_string()));
             }
         }
@@ -389,7 +397,7 @@ impl Engine {
             return refused;
         }
         let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
-        let owners = owner::owners(&self.client, &ids).await.unwrap_or_default();
+        let owners = owner::owners(&self.live.client, &ids).await.unwrap_or_default();
         let mut warned = BTreeSet::new();
         for (object, id) in labelled {
             let found = owners.get(&id);
@@ -405,7 +413,7 @@ impl Engine {
                     "objects of this revision belong to this unit's earlier ApplySet parent {} ({id}), not to \
                      {} ({}): the inventory moved or its ApplySet id changed; {fate}, and that parent's other \
                      members would be orphaned (no unit prunes them)",
-                    o.parent, self.inventory.parent, self.inventory.id
+                    o.parent, self.parent.inventory.parent, self.parent.inventory.id
                 ));
             }
             if let Verdict::Refuse(reason) = verdict {

@@ -163,8 +163,8 @@ impl Engine {
     /// could not go early goes with the rest.
     pub async fn early(&mut self, revision: &Revision) -> EarlyApply {
         let started = std::time::Instant::now();
-        self.apply.yield_to.clear();
-        self.attempting = Some(revision.clone());
+        self.options.apply.yield_to.clear();
+        self.record.attempting = Some(revision.clone());
         let defaults = self.defaults();
         let early = self.apply_early(revision, &defaults).await;
         EarlyApply { early, revision: revision.clone(), started, early_at: started.elapsed() }
@@ -174,14 +174,14 @@ impl Engine {
     /// daemon raises it when a push brings a newer revision. Lowered when a sync or self-heal
     /// begins.
     pub fn yield_signal(&self) -> crate::apply::Yield {
-        self.apply.yield_to.clone()
+        self.options.apply.yield_to.clone()
     }
 
     /// What every desired object of this unit is built with.
     pub(super) fn defaults(&self) -> Defaults {
         Defaults {
             namespace: self.unit.namespace.as_str().into(),
-            applyset_id: self.inventory.id.as_str().into(),
+            applyset_id: self.parent.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
         }
@@ -194,16 +194,16 @@ impl Engine {
     /// whole sync sends it again and reports it. Nothing is sent before the first sync, for a
     /// revision already synced, or where [`early::select`] says no.
     pub(super) async fn apply_early(&mut self, revision: &Revision, defaults: &Defaults) -> Early {
-        let Some((from, previous)) = self.last_desired.as_ref() else { return Early::default() };
+        let Some((from, previous)) = self.last.desired.as_ref() else { return Early::default() };
         if from == revision {
             return Early::default();
         }
         let Some(changed) = self.repo.changed_manifests(from, revision, MAX_FILES).await else {
             return Early::default();
         };
-        let discovery = &self.discovery;
+        let discovery = &self.live.discovery;
         let known = |m: &crate::manifest::Manifest| discovery.known(&m.api_version, &m.gk.kind);
-        let Some(selection) = select(changed, previous, known, |o| self.cache.get(o), defaults) else {
+        let Some(selection) = select(changed, previous, known, |o| self.live.cache.get(o), defaults) else {
             tracing::debug!(unit = %self.unit.name, %revision, "no early apply: the whole sync decides");
             return Early::default();
         };
@@ -211,13 +211,13 @@ impl Engine {
         let mut blocked = Blocked::default();
         for (stage, steps) in &selection.stages {
             let applied = apply::apply_stage(
-                &self.writer,
+                &self.live.writer,
                 *stage,
                 steps,
                 &selection.desired,
-                &self.cache,
+                &self.live.cache,
                 &mut blocked,
-                &self.apply,
+                &self.options.apply,
             )
             .await;
             early.changes.requests += applied.requests;

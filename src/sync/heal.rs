@@ -16,8 +16,8 @@ impl Engine {
     /// write, no prune. `None` before the first sync, or when git holds none of `objects`.
     pub async fn heal(&mut self, objects: &std::collections::BTreeSet<ObjectRef>) -> Option<Report> {
         let started = Instant::now();
-        self.apply.yield_to.clear();
-        let (revision, last) = self.last_desired.as_ref()?;
+        self.options.apply.yield_to.clear();
+        let (revision, last) = self.last.desired.as_ref()?;
         let desired: Vec<Desired> = last.iter().filter(|d| objects.contains(&d.object)).cloned().collect();
         let revision = revision.clone();
         if desired.is_empty() {
@@ -28,7 +28,16 @@ impl Engine {
         let mut blocked = Blocked::default();
         for (stage, steps) in stages {
             changes.extend(
-                apply::apply_stage(&self.writer, stage, &steps, &desired, &self.cache, &mut blocked, &self.apply).await,
+                apply::apply_stage(
+                    &self.live.writer,
+                    stage,
+                    &steps,
+                    &desired,
+                    &self.live.cache,
+                    &mut blocked,
+                    &self.options.apply,
+                )
+                .await,
             );
         }
         self.note_adoptions(&mut changes);

@@ -25,18 +25,18 @@ impl Engine {
     /// wait then covers every member that was not `Current` ([`HealthWait::covers_all`]). A
     /// failed read is logged and the wait covers what the sync changed.
     pub async fn health_wait(&mut self, report: &Report) -> HealthWait {
-        let selector = format!("{PART_OF}={}", self.inventory.id);
-        let covers_all = self.unhealthy.is_none() && self.survey().await;
+        let selector = format!("{PART_OF}={}", self.parent.inventory.id);
+        let covers_all = self.record.unhealthy.is_none() && self.survey().await;
         let desired: HashSet<&ObjectRef> =
-            self.last_desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
+            self.last.desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
         let mut targets = report.health_targets.clone();
         let changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
-        for t in self.unhealthy.iter().flatten() {
+        for t in self.record.unhealthy.iter().flatten() {
             if desired.contains(&t.object) && !changed.contains(&t.object) {
                 targets.push(t.clone());
             }
         }
-        let wait = HealthWait::new(self.writer.clone(), selector, &targets);
+        let wait = HealthWait::new(self.live.writer.clone(), selector, &targets);
         if covers_all { wait.covering_all() } else { wait }
     }
 
@@ -50,37 +50,39 @@ impl Engine {
     pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<Outcome>) -> SyncResult {
         match outcome {
             Some(Outcome::Healthy) if wait.covers_all() => {
-                self.unhealthy = Some(Vec::new());
+                self.record.unhealthy = Some(Vec::new());
                 SyncResult::Healthy
             }
             // Nothing was waited on, and the last judgement found nothing else unhealthy: a
             // resync that changes nothing reads nothing.
-            Some(Outcome::Healthy) if wait.targets().is_empty() && self.unhealthy.is_some() => SyncResult::Healthy,
+            Some(Outcome::Healthy) if wait.targets().is_empty() && self.record.unhealthy.is_some() => {
+                SyncResult::Healthy
+            }
             Some(Outcome::Healthy) => {
-                let before = self.unhealthy.take();
+                let before = self.record.unhealthy.take();
                 match self.read_unhealthy().await {
                     Ok(found) if found.is_empty() => {
-                        self.unhealthy = Some(Vec::new());
+                        self.record.unhealthy = Some(Vec::new());
                         SyncResult::Healthy
                     }
                     Ok(found) => {
                         let failed = found.iter().any(|(_, s)| s.health == crate::health::Health::Failed);
-                        self.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
+                        self.record.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
                         if failed { SyncResult::Degraded } else { SyncResult::Progressing }
                     }
                     Err(e) => {
                         tracing::warn!(unit = %self.unit.name, error = %crate::telemetry::error_chain(&e), "could not read the unit's health; not recorded healthy");
-                        self.unhealthy = before;
+                        self.record.unhealthy = before;
                         SyncResult::Progressing
                     }
                 }
             }
             Some(Outcome::Degraded) => {
-                self.unhealthy = Some(wait.not_current());
+                self.record.unhealthy = Some(wait.not_current());
                 SyncResult::Degraded
             }
             Some(Outcome::TimedOut) | None => {
-                self.unhealthy = Some(wait.not_current());
+                self.record.unhealthy = Some(wait.not_current());
                 SyncResult::Progressing
             }
         }
@@ -91,7 +93,7 @@ impl Engine {
     pub(super) async fn survey(&mut self) -> bool {
         match self.read_unhealthy().await {
             Ok(found) => {
-                self.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
+                self.record.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
                 true
             }
             Err(e) => {
@@ -106,7 +108,7 @@ impl Engine {
     pub(super) async fn read_unhealthy(
         &self,
     ) -> std::result::Result<Vec<(Target, crate::health::Status)>, survey::Error> {
-        let Some((_, desired)) = &self.last_desired else { return Ok(Vec::new()) };
+        let Some((_, desired)) = &self.last.desired else { return Ok(Vec::new()) };
         let mut kinds: BTreeMap<&GroupKind, survey::Kind> = BTreeMap::new();
         for d in desired.iter().filter(|d| crate::health::bears_health(&d.object.gk)) {
             kinds.entry(&d.object.gk).or_insert_with(|| survey::Kind {
@@ -116,9 +118,9 @@ impl Engine {
             });
         }
         let kinds: Vec<survey::Kind> = kinds.into_values().collect();
-        let selector = format!("{PART_OF}={}", self.inventory.id);
+        let selector = format!("{PART_OF}={}", self.parent.inventory.id);
         let held: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
-        let found = survey::not_current(&self.client, &kinds, &selector).await?;
+        let found = survey::not_current(&self.live.client, &kinds, &selector).await?;
         Ok(found.into_iter().filter(|(t, _)| held.contains(&t.object)).collect())
     }
 }

@@ -183,21 +183,21 @@ impl Engine {
         let rev = revision.to_string();
         // Read only for a revision with hooks: it parses every CRD body of the revision.
         let crd_kinds = if hooks.is_empty() { Default::default() } else { crd_kinds(desired) };
-        let ran = self.hooks_ran.as_ref().is_some_and(|r| r.is_for(&rev, &digest));
-        self.revision_hooks = RevisionHooks { revision: Some(revision.clone()), digest, hooks, crd_kinds };
-        if self.revision_hooks.hooks.is_empty() || ran {
+        let ran = self.hooks.ran.as_ref().is_some_and(|r| r.is_for(&rev, &digest));
+        self.hooks.revision = RevisionHooks { revision: Some(revision.clone()), digest, hooks, crd_kinds };
+        if self.hooks.revision.hooks.is_empty() || ran {
             return Ok(None);
         }
         let release = if members == 0 { Release::Install } else { Release::Upgrade };
-        let hooks = std::mem::take(&mut self.revision_hooks.hooks);
+        let hooks = std::mem::take(&mut self.hooks.revision.hooks);
         let outcome = self.run_phase(&hooks, release.event(Phase::Pre), changes).await;
-        self.revision_hooks.hooks = hooks;
+        self.hooks.revision.hooks = hooks;
         let failed = outcome?;
         if failed.is_none() {
             // Recorded at once: a process that stops before the sync's record does not run
             // them again.
-            let digest = Some(self.revision_hooks.digest.clone());
-            self.hooks_ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre, digest });
+            let digest = Some(self.hooks.revision.digest.clone());
+            self.hooks.ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre, digest });
             self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
         }
         Ok(failed)
@@ -213,24 +213,24 @@ impl Engine {
             return None;
         }
         let rev = report.revision.to_string();
-        if self.revision_hooks.revision.as_ref() != Some(&report.revision) {
+        if self.hooks.revision.revision.as_ref() != Some(&report.revision) {
             return None;
         }
-        let digest = &self.revision_hooks.digest;
-        let ran = self.hooks_ran.clone().filter(|r| r.is_for(&rev, digest) && r.phase == Phase::Pre)?;
-        let hooks = std::mem::take(&mut self.revision_hooks.hooks);
+        let digest = &self.hooks.revision.digest;
+        let ran = self.hooks.ran.clone().filter(|r| r.is_for(&rev, digest) && r.phase == Phase::Pre)?;
+        let hooks = std::mem::take(&mut self.hooks.revision.hooks);
         let mut changes = ChangeSet::default();
         let outcome = self.run_phase(&hooks, ran.release.event(Phase::Post), &mut changes).await;
-        self.revision_hooks.hooks = hooks;
+        self.hooks.revision.hooks = hooks;
         match outcome {
             Ok(None) => {
-                self.hooks_ran = Some(HooksRan { phase: Phase::Post, ..ran });
+                self.hooks.ran = Some(HooksRan { phase: Phase::Post, ..ran });
                 Some((changes, result))
             }
             Ok(Some(_)) => Some((changes, SyncResult::Failed)),
             Err(e) => {
                 let message = format!("post hooks: {}", crate::telemetry::error_chain(&e));
-                let parent = self.inventory.parent.clone();
+                let parent = self.parent.inventory.parent.clone();
                 changes.push(parent, Action::Failed, Some(message));
                 Some((changes, SyncResult::Failed))
             }
@@ -306,7 +306,7 @@ impl Engine {
         if let Some(ns) = &namespace {
             body["metadata"]["namespace"] = Value::from(ns.as_str());
         }
-        body["metadata"]["annotations"][HOOK_OF] = Value::from(self.inventory.id.as_str());
+        body["metadata"]["annotations"][HOOK_OF] = Value::from(self.parent.inventory.id.as_str());
 
         let existing = match api.get(&m.name).await {
             Ok(existing) => existing,
@@ -328,7 +328,7 @@ impl Engine {
             }
             Some(_) => {}
         }
-        let applied = match api.apply(&m.name, &body, &self.apply.field_manager).await {
+        let applied = match api.apply(&m.name, &body, &self.options.apply.field_manager).await {
             Ok(applied) => applied,
             Err(e) => {
                 return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::telemetry::error_chain(&e))));
@@ -347,11 +347,11 @@ impl Engine {
         m: &Manifest,
         event: HookEvent,
     ) -> Result<std::result::Result<(ObjectRef, Option<Atom>, HookApi), Ran>> {
-        let mut resolved = self.discovery.resolve(&self.client, &m.api_version, &m.gk.kind).await?;
-        if resolved.is_none() && self.revision_hooks.crd_kinds.contains(&m.gk) {
+        let mut resolved = self.live.discovery.resolve(&self.live.client, &m.api_version, &m.gk.kind).await?;
+        if resolved.is_none() && self.hooks.revision.crd_kinds.contains(&m.gk) {
             // Its CRD was applied this sync: the answer cached may be from before it was served.
-            self.discovery.forget(&m.api_version);
-            resolved = self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?;
+            self.live.discovery.forget(&m.api_version);
+            resolved = self.live.discovery.resolve_new(&self.live.client, &m.api_version, &m.gk.kind).await?;
         }
         let Some(resolved) = resolved else {
             // Scope unknown: named as a namespaced object would be, as the desired objects are.
@@ -363,14 +363,14 @@ impl Engine {
         let namespace: Option<Atom> =
             resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
         let object = ObjectRef::new(m.gk.clone(), namespace.clone(), &m.name);
-        let api = HookApi::new(&self.writer, namespace.as_deref(), &resolved.resource);
+        let api = HookApi::new(&self.live.writer, namespace.as_deref(), &resolved.resource);
         Ok(Ok((object, namespace, api)))
     }
 
     /// Whether `live` carries this unit's [`HOOK_OF`], or its ApplySet label: a member, as
     /// gitward applied hooks before it ran them as phases, taken back as a hook.
     fn made_by_unit(&self, live: &DynamicObject) -> bool {
-        let id = Some(self.inventory.id.as_str());
+        let id = Some(self.parent.inventory.id.as_str());
         live.metadata.annotations.as_ref().and_then(|a| a.get(HOOK_OF)).map(String::as_str) == id
             || live.metadata.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str) == id
     }

@@ -22,18 +22,18 @@ impl Engine {
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it
     /// again and retries once. A missing parent is created.
     pub(super) async fn widen_inventory(&mut self, wanted: &Contents) -> Result<Contents> {
-        let watch = self.parent_watch.get_or_insert_with(|| self.inventory.watch(self.cache.watches()));
-        let stale = match (watch.seen(), &self.known_inventory) {
+        let watch = self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.live.cache.watches()));
+        let stale = match (watch.seen(), &self.parent.known) {
             (Seen::Absent, Some(_)) => true,
             (Seen::Present(rv), Some(known)) => crate::cluster::drift::newer(&rv, &known.resource_version),
             _ => false,
         };
         if stale {
-            self.known_inventory = None;
+            self.parent.known = None;
         }
         self.ensure_unit_namespace().await?;
-        let parent_namespace = self.inventory.parent.namespace.clone();
-        self.parent_namespace_defined =
+        let parent_namespace = self.parent.inventory.parent.namespace.clone();
+        self.parent.namespace_defined =
             parent_namespace.as_deref().is_some_and(|ns| wanted.members.contains(&namespaces::namespace_ref(ns)));
         self.write_parent(None, |existing| {
             let previous = existing.map(|p| p.contents.clone()).unwrap_or_default();
@@ -62,28 +62,29 @@ impl Engine {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let existing = match self.known_inventory.take() {
+            let existing = match self.parent.known.take() {
                 Some(known) => Some(known),
                 None => self.read_parent().await?,
             };
             if existing.is_none() {
-                self.ensure_parent_namespace(self.parent_namespace_defined).await?;
+                self.ensure_parent_namespace(self.parent.namespace_defined).await?;
             }
             let next = contents(existing.as_ref());
             let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations());
             if let Some(parent) = existing.as_ref().filter(|p| p.contents == next && p.annotations == annotations) {
-                self.hooks_recorded = self.hooks_ran.clone();
-                self.known_inventory = Some(parent.clone());
+                self.hooks.recorded = self.hooks.ran.clone();
+                self.parent.known = Some(parent.clone());
                 return Ok(next);
             }
             match self
+                .parent
                 .inventory
-                .write(&self.client, &next, existing.as_ref(), &self.apply.field_manager, &annotations)
+                .write(&self.live.client, &next, existing.as_ref(), &self.options.apply.field_manager, &annotations)
                 .await
             {
                 Ok(parent) => {
-                    self.hooks_recorded = parent.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
-                    self.known_inventory = Some(parent);
+                    self.hooks.recorded = parent.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
+                    self.parent.known = Some(parent);
                     return Ok(next);
                 }
                 Err(crate::cluster::Error::InventoryConflict { .. }) if attempts < 2 => continue,
@@ -94,12 +95,12 @@ impl Engine {
 
     /// Reads the parent (one GET), remembering its record and attempt.
     pub(super) async fn read_parent(&mut self) -> Result<Option<Parent>> {
-        let parent = self.inventory.read(&self.client).await?;
+        let parent = self.parent.inventory.read(&self.live.client).await?;
         if let Some(p) = &parent {
-            self.recorded = Record::from_annotations(&p.annotations);
-            self.attempt = Attempt::from_annotations(&p.annotations);
-            self.hooks_ran = p.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
-            self.hooks_recorded = self.hooks_ran.clone();
+            self.record.recorded = Record::from_annotations(&p.annotations);
+            self.record.attempt = Attempt::from_annotations(&p.annotations);
+            self.hooks.ran = p.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
+            self.hooks.recorded = self.hooks.ran.clone();
         }
         Ok(parent)
     }
@@ -107,10 +108,10 @@ impl Engine {
     /// The annotations every write of the parent carries: the last sync's record and attempt as
     /// they stand, and the unit's name ([`UNIT`]), by which an ownership conflict names the unit.
     pub(super) fn record_annotations(&self) -> BTreeMap<String, String> {
-        let mut annotations = self.recorded.as_ref().map(Record::annotations).unwrap_or_default();
-        annotations.extend(self.attempt.annotations());
+        let mut annotations = self.record.recorded.as_ref().map(Record::annotations).unwrap_or_default();
+        annotations.extend(self.record.attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
-        if let Some(ran) = &self.hooks_ran {
+        if let Some(ran) = &self.hooks.ran {
             annotations.insert(HOOKS_RAN.to_string(), ran.value());
         }
         annotations
@@ -125,7 +126,7 @@ impl Engine {
         resources: &HashMap<GroupKind, (Arc<ApiResource>, bool)>,
         widened: &Contents,
     ) -> Result<()> {
-        let remaining = self.cache.snapshot();
+        let remaining = self.live.cache.snapshot();
         let wanted: BTreeSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
         // Members of kinds not served now stay recorded unless their API group is confirmed gone
         // (its CRD deleted: the objects went with it).
@@ -135,21 +136,25 @@ impl Engine {
         unserved_groups.dedup();
         let mut gone = BTreeSet::new();
         for group in unserved_groups {
-            if crate::cluster::discovery::group_gone(&self.client, group).await {
+            if crate::cluster::discovery::group_gone(&self.live.client, group).await {
                 gone.insert(group.to_string());
             }
         }
-        let parent_namespace = self.inventory.parent.namespace.clone();
+        let parent_namespace = self.parent.inventory.parent.namespace.clone();
         let narrowed =
             narrowed(widened, &wanted, &remaining, &|gk| resources.contains_key(gk), &gone, parent_namespace);
         if &narrowed == widened {
             return Ok(());
         }
-        let previous = self.known_inventory.take();
+        let previous = self.parent.known.take();
         let record = self.record_annotations();
-        match self.inventory.write(&self.client, &narrowed, previous.as_ref(), &self.apply.field_manager, &record).await
+        match self
+            .parent
+            .inventory
+            .write(&self.live.client, &narrowed, previous.as_ref(), &self.options.apply.field_manager, &record)
+            .await
         {
-            Ok(parent) => self.known_inventory = Some(parent),
+            Ok(parent) => self.parent.known = Some(parent),
             Err(crate::cluster::Error::InventoryConflict { .. }) => {}
             Err(e) => return Err(e.into()),
         }

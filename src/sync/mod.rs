@@ -32,6 +32,7 @@ mod prune_step;
 mod record;
 pub(crate) mod repo;
 mod run;
+mod state;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -42,14 +43,14 @@ use kube::discovery::ApiResource;
 use crate::apply::ApplyOptions;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
-use crate::cluster::discovery::Discovery;
+
 use crate::cluster::fence::Fence;
-use crate::cluster::inventory::{Contents, Inventory, Parent, ParentWatch};
+use crate::cluster::inventory::{Contents, Inventory};
 use crate::config::{ClusterConfig, SyncUnit};
-use crate::health::record::{Attempt, Record};
+
 use crate::health::wait::Target;
 use crate::manifest::Skipped;
-use crate::object::{GroupKind, ObjectRef};
+use crate::object::GroupKind;
 use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
@@ -144,68 +145,24 @@ pub struct Report {
     pub yielded: bool,
 }
 
-/// The state kept for one unit across syncs.
+/// The state kept for one unit across syncs, in parts with one job each.
 pub struct Engine {
-    /// gitward's own identity: bookkeeping (metadata cache, ApplySet parent, discovery,
-    /// ownership check, namespaces a sync makes for its parent).
-    client: kube::Client,
-    /// The unit's writes (applies, deletes, the health wait's reads): `client`, or one
-    /// impersonating the unit's ServiceAccount ([`SyncUnit::service_account`]).
-    writer: kube::Client,
     /// Shared with the repo and the daemon's running-unit map: one copy per unit.
     unit: Arc<SyncUnit>,
+    /// Source and render: the mirror, the parse and render caches.
     repo: repo::Repo,
-    discovery: Discovery,
-    cache: MetadataCache,
-    inventory: Inventory,
-    apply: ApplyOptions,
-    prune: PruneOptions,
-    cache_timeout: Duration,
-    /// What the ApplySet parent holds and its resourceVersion, once read or written: later
-    /// syncs need not read it; every write carries that resourceVersion as a precondition.
-    known_inventory: Option<Parent>,
-    /// Watches the parent, so a parent deleted or written by someone else is read again
-    /// (and re-created) rather than trusted from memory; started at the first sync.
-    parent_watch: Option<ParentWatch>,
-    /// The desired objects and revision of the last sync, for [`Engine::heal`].
-    last_desired: Option<(Revision, Vec<Desired>)>,
-    /// The last sync's record on the parent (revision, time, result), once read or written:
-    /// sent with every parent write, and rewritten only when it changes.
-    recorded: Option<Record>,
-    /// With `create_namespace`: the unit's namespace was found or made by this engine
-    /// ([`namespaces`]); cleared after a sync with failures, so it is checked again.
-    namespace_checked: bool,
-    /// The revision being synced defines the ApplySet parent's namespace (a Namespace
-    /// manifest): made bare before the parent's first write ([`namespaces`]).
-    parent_namespace_defined: bool,
-    /// Namespaces this sync made bare (the parent's, `create_namespace`'s): a member's entry says
-    /// `created`, not `adopted`; another's is in `namespaces_created` ([`Engine::note_adoptions`]).
-    made_bare: Vec<ObjectRef>,
-    /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
-    /// over, with the change-set note; attached to their entries after the apply.
-    adoptions: HashMap<ObjectRef, String>,
-    /// The last attempt as the parent records it (revision tried, error, objects not applied),
-    /// once read or written; like `recorded`, sent with every write and rewritten on change.
-    attempt: Attempt,
-    /// The revision the sync in progress attempts, once fetched: what a sync that fails as a
-    /// whole records as attempted.
-    attempting: Option<Revision>,
-    /// Members whose health was not `Current` when the last health wait ended: targets of the
-    /// next wait too, so a sync that changes nothing still waits for the Deployment an
-    /// earlier revision left unhealthy. `None` until a wait of this engine has judged the
-    /// unit (a fresh engine reads the unit's members once, [`survey`], before its first wait).
-    unhealthy: Option<Vec<Target>>,
-    /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
-    allow_prune_once: bool,
-    /// The Helm hooks of the revision synced last, for its post phase ([`hooks`]).
-    revision_hooks: hooks::RevisionHooks,
-    /// The last hook phase that ran ([`hooks::HOOKS_RAN`]): read from the parent, carried by
-    /// every parent write.
-    hooks_ran: Option<hooks::HooksRan>,
-    /// What the parent was last read or written with for [`hooks::HOOKS_RAN`].
-    hooks_recorded: Option<hooks::HooksRan>,
-    /// The fence of the Lease the unit runs under ([`Fence::unfenced`] without one).
-    fence: Fence,
+    /// The cluster as the engine reads and writes it.
+    live: state::Live,
+    /// The ApplySet parent and the namespaces made for it.
+    parent: state::ParentState,
+    /// What the parent records of syncs and attempts.
+    record: state::Recorder,
+    /// Helm hooks: the revision's, and the phase last run.
+    hooks: state::HookState,
+    /// How objects are applied and pruned.
+    options: state::Options,
+    /// What the last sync leaves for the next one and for self-heal.
+    last: state::LastSync,
 }
 
 impl Engine {
@@ -251,39 +208,23 @@ impl Engine {
         let inventory = Inventory::new(&unit.inventory);
         let mut cache = MetadataCache::new(client.clone(), &inventory.id);
         cache.set_field_manager(&unit.field_manager);
+        let apply = ApplyOptions {
+            field_manager: unit.field_manager.clone(),
+            force: unit.force_conflicts,
+            max_in_flight: cluster.max_in_flight,
+            takeover_managers: unit.takeover_managers.clone(),
+            ..Default::default()
+        };
+        let prune = PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all };
         Ok(Self {
-            cache,
-            client,
-            writer,
             unit: unit.clone(),
             repo,
-            discovery: Discovery::new(),
-            inventory,
-            apply: ApplyOptions {
-                field_manager: unit.field_manager.clone(),
-                force: unit.force_conflicts,
-                max_in_flight: cluster.max_in_flight,
-                takeover_managers: unit.takeover_managers.clone(),
-                ..Default::default()
-            },
-            prune: PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all },
-            cache_timeout: Duration::from_secs(60),
-            known_inventory: None,
-            parent_watch: None,
-            last_desired: None,
-            recorded: None,
-            namespace_checked: false,
-            parent_namespace_defined: false,
-            made_bare: Vec::new(),
-            adoptions: HashMap::new(),
-            attempt: Attempt::default(),
-            attempting: None,
-            unhealthy: None,
-            allow_prune_once: false,
-            revision_hooks: hooks::RevisionHooks::default(),
-            hooks_ran: None,
-            hooks_recorded: None,
-            fence: fence.clone(),
+            live: state::Live::new(client, writer, cache, fence.clone()),
+            parent: state::ParentState::new(inventory),
+            record: state::Recorder::default(),
+            hooks: state::HookState::default(),
+            options: state::Options { apply, prune, allow_prune_once: false },
+            last: state::LastSync::default(),
         })
     }
 
@@ -294,15 +235,15 @@ impl Engine {
 
     /// The unit's inventory (ApplySet parent and id).
     pub fn inventory(&self) -> &Inventory {
-        &self.inventory
+        &self.parent.inventory
     }
 
     /// Watches the unit's members and ApplySet parent through `watches`, the daemon's watches
     /// of the unit's cluster shared by all its units ([`crate::cluster::feed`]), instead of
     /// watches of its own. Call before the first sync.
     pub fn share_watches(&mut self, watches: &crate::cluster::feed::Watches) {
-        self.cache.share(watches);
-        self.parent_watch = None;
+        self.live.cache.share(watches);
+        self.parent.watch = None;
     }
 
     /// For a one-shot command (`gitward sync`, `gitward diff`): reads the unit's members and
@@ -310,13 +251,13 @@ impl Engine {
     /// event per applied object to a process that exits after the sync. Call before the
     /// first sync; a daemon's unit keeps its watches (they see drift).
     pub fn one_shot(&mut self) {
-        self.cache.list_only();
-        self.parent_watch = None;
+        self.live.cache.list_only();
+        self.parent.watch = None;
     }
 
     /// The metadata cache (the daemon subscribes to its drift events).
     pub fn cache(&self) -> &MetadataCache {
-        &self.cache
+        &self.live.cache
     }
 
     /// The unit's repository (mirror and parse cache).
@@ -328,13 +269,13 @@ impl Engine {
     /// guard (`gitward sync --allow-prune`: a deliberate one-off prune, as `allow_prune_all`
     /// would permit every time). The other prune rules (membership, re-check, cascades) stay.
     pub fn allow_prune_once(&mut self) {
-        self.allow_prune_once = true;
+        self.options.allow_prune_once = true;
     }
 
     /// One sync: fetch, then [`Engine::sync_revision`].
     pub async fn sync(&mut self) -> Result<Report> {
         let started = Instant::now();
-        self.attempting = None;
+        self.record.attempting = None;
         let revision = self.repo.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
         report.duration = started.elapsed();
@@ -354,7 +295,7 @@ impl Engine {
     /// refresh keeps the last good set).
     async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
         if self.repo.needs_capabilities(revision).await? {
-            self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.client).await)?;
+            self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.live.client).await)?;
         }
         self.repo.load(revision).await
     }
@@ -363,7 +304,7 @@ impl Engine {
     /// after a sync with failed objects, to tell failures the API server answered (a 403, a
     /// webhook's denial: the unit stays ready) from an outage (not ready).
     pub async fn cluster_answers(&self) -> bool {
-        matches!(tokio::time::timeout(Duration::from_secs(5), self.client.apiserver_version()).await, Ok(Ok(_)))
+        matches!(tokio::time::timeout(Duration::from_secs(5), self.live.client.apiserver_version()).await, Ok(Ok(_)))
     }
 
     /// The unit's `health_timeout` (zero: no health wait).
@@ -390,16 +331,17 @@ impl Engine {
             if resources.contains_key(gk) {
                 continue;
             }
-            if let Some(r) = self.discovery.resolve_group_kind(&self.client, gk).await? {
+            if let Some(r) = self.live.discovery.resolve_group_kind(&self.live.client, gk).await? {
                 resources.insert(gk.clone(), (r.resource, r.namespaced));
             }
         }
-        self.cache.retain_kinds(|gk| resources.contains_key(gk));
+        self.live.cache.retain_kinds(|gk| resources.contains_key(gk));
         let mut unwatchable = BTreeMap::new();
         let kinds: Vec<(Arc<ApiResource>, bool)> = resources.values().cloned().collect();
         let keys: Vec<GroupKind> = resources.keys().cloned().collect();
         // All first lists at once: ten new kinds cost one round trip, not ten in a row.
-        for (gk, (_, ready)) in keys.into_iter().zip(self.cache.ensure_all(&kinds, self.cache_timeout).await) {
+        for (gk, (_, ready)) in keys.into_iter().zip(self.live.cache.ensure_all(&kinds, self.live.cache_timeout).await)
+        {
             match ready {
                 Ok(()) => {}
                 Err(e @ crate::cluster::Error::CacheFailed { .. }) => {
@@ -429,10 +371,10 @@ impl Engine {
         start: usize,
         changes: &mut ChangeSet,
     ) -> Result<BTreeMap<Stage, Vec<Step>>> {
-        let live = self.cache.snapshot();
+        let live = self.live.cache.snapshot();
         let foreign = self.foreign_members(&desired[start..], &live, changes).await;
-        self.apply.adoptable.extend(foreign.adoptable_ids);
-        self.adoptions.extend(foreign.adopted);
+        self.options.apply.adoptable.extend(foreign.adoptable_ids);
+        self.last.adoptions.extend(foreign.adopted);
         let mut p = plan::plan(&desired[start..], &live, &foreign.refused);
         for (index, reason) in p.refused.drain(..) {
             let d = &desired[start + index];

@@ -33,20 +33,21 @@ impl Engine {
     ///
     /// Errors: [`super::Error::Cluster`] ([`crate::cluster::Error::NamespaceFailed`]).
     pub(super) async fn ensure_unit_namespace(&mut self) -> Result<()> {
-        if !self.unit.create_namespace || self.namespace_checked {
+        if !self.unit.create_namespace || self.parent.namespace_checked {
             return Ok(());
         }
         let name = self.unit.namespace.as_str();
-        let created = namespace::create_if_missing(&self.client, &self.writer, name, &self.apply.field_manager)
-            .await
-            .map_err(|e| crate::cluster::Error::NamespaceFailed {
-            namespace: name.to_string(),
-            message: format!("create_namespace: {}", self.refusal(&e)),
-        })?;
+        let created =
+            namespace::create_if_missing(&self.live.client, &self.live.writer, name, &self.options.apply.field_manager)
+                .await
+                .map_err(|e| crate::cluster::Error::NamespaceFailed {
+                    namespace: name.to_string(),
+                    message: format!("create_namespace: {}", self.refusal(&e)),
+                })?;
         if created {
-            self.made_bare.push(namespace_ref(name));
+            self.parent.made_bare.push(namespace_ref(name));
         }
-        self.namespace_checked = true;
+        self.parent.namespace_checked = true;
         Ok(())
     }
 
@@ -58,7 +59,7 @@ impl Engine {
             return None;
         }
         let object = namespace_ref(&self.unit.namespace);
-        self.cache.get(&object).filter(|m| !m.deleting)?;
+        self.live.cache.get(&object).filter(|m| !m.deleting)?;
         (!desired.iter().any(|d| d.object == object)).then_some(object)
     }
 
@@ -69,22 +70,23 @@ impl Engine {
     ///
     /// Errors: [`super::Error::Cluster`] when the namespace cannot be read or created.
     pub(super) async fn ensure_parent_namespace(&mut self, defined: bool) -> Result<()> {
-        let Some(namespace) = self.inventory.parent.namespace.as_deref() else { return Ok(()) };
-        let made = self.unit.create_namespace && self.namespace_checked && namespace == self.unit.namespace;
+        let Some(namespace) = self.parent.inventory.parent.namespace.as_deref() else { return Ok(()) };
+        let made = self.unit.create_namespace && self.parent.namespace_checked && namespace == self.unit.namespace;
         if !defined || made {
             return Ok(());
         }
-        let fm = &self.apply.field_manager;
-        let created = namespace::create_if_missing(&self.client, &self.writer, namespace, fm).await.map_err(|e| {
-            let parent = self.inventory.parent.to_string();
-            crate::cluster::Error::InventoryFailed {
-                parent,
-                message: format!("create its namespace {namespace}: {}", self.refusal(&e)),
-            }
-        })?;
+        let fm = &self.options.apply.field_manager;
+        let created =
+            namespace::create_if_missing(&self.live.client, &self.live.writer, namespace, fm).await.map_err(|e| {
+                let parent = self.parent.inventory.parent.to_string();
+                crate::cluster::Error::InventoryFailed {
+                    parent,
+                    message: format!("create its namespace {namespace}: {}", self.refusal(&e)),
+                }
+            })?;
         if created {
             // Made by this sync, so its apply reports `created`, not `adopted`.
-            self.made_bare.push(namespace_ref(namespace));
+            self.parent.made_bare.push(namespace_ref(namespace));
         }
         Ok(())
     }
@@ -114,12 +116,19 @@ impl Engine {
     /// the namespace released, if any.
     pub(super) async fn release_unit_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
         let object = self.releasable_namespace(desired)?;
-        let live = self.cache.get(&object)?;
-        let fm = &self.apply.field_manager;
-        match namespace::release(&self.client, &object.name, &self.inventory.id, live.desired_hash.is_some(), fm).await
+        let live = self.live.cache.get(&object)?;
+        let fm = &self.options.apply.field_manager;
+        match namespace::release(
+            &self.live.client,
+            &object.name,
+            &self.parent.inventory.id,
+            live.desired_hash.is_some(),
+            fm,
+        )
+        .await
         {
             Ok(_) => {
-                self.cache.forget(&object);
+                self.live.cache.forget(&object);
                 Some(object)
             }
             Err(_) => None,

@@ -19,11 +19,11 @@ impl Engine {
     /// another ApplySet by this apply, and reports the Namespaces this sync made bare
     /// ([`Engine::ensure_parent_namespace`], [`Engine::ensure_unit_namespace`]) as `created`.
     pub(super) fn note_adoptions(&mut self, changes: &mut ChangeSet) {
-        for made in std::mem::take(&mut self.made_bare) {
+        for made in std::mem::take(&mut self.parent.made_bare) {
             made_bare(changes, &made);
         }
-        if !self.adoptions.is_empty() {
-            note_adoptions(changes, std::mem::take(&mut self.adoptions));
+        if !self.last.adoptions.is_empty() {
+            note_adoptions(changes, std::mem::take(&mut self.last.adoptions));
         }
     }
 
@@ -59,13 +59,18 @@ impl Engine {
                 scopes.push((gk, resource, namespaced, None));
             }
         }
-        let selector = format!("{PART_OF},{PART_OF}!={}", self.inventory.id);
+        let selector = format!("{PART_OF},{PART_OF}!={}", self.parent.inventory.id);
         // One list per scope, all at once: a cold sync of ten kinds waited for ten lists in a row.
-        let lists = futures::future::join_all(scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
-            let selector = &selector;
-            async move { (gk, namespaced, owner::list_labelled(&self.client, resource, namespace, selector).await) }
-        }))
-        .await;
+        let lists =
+            futures::future::join_all(
+                scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
+                    let selector = &selector;
+                    async move {
+                        (gk, namespaced, owner::list_labelled(&self.live.client, resource, namespace, selector).await)
+                    }
+                }),
+            )
+            .await;
         let mut foreign = Foreign::default();
         let mut labelled = Vec::new();
         for (gk, namespaced, list) in lists {
@@ -115,7 +120,7 @@ impl Engine {
     ) -> Foreign {
         let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
         changes.requests += 2;
-        let owners = owner::owners(&self.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));
+        let owners = owner::owners(&self.live.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));
         for (object, id) in labelled {
             let found = owners.as_ref().ok().and_then(|o| o.get(&id));
             match (owner::verdict(&id, found, &self.unit.adopt_from), &owners) {

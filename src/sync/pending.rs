@@ -53,7 +53,7 @@ impl Engine {
         changes: &mut ChangeSet,
     ) -> Result<()> {
         for m in &pending {
-            self.discovery.forget(&m.api_version);
+            self.live.discovery.forget(&m.api_version);
         }
         // Kinds still not served after waiting for discovery: their other objects fail at once.
         let mut unserved: HashSet<(crate::object::Atom, crate::object::Atom)> = HashSet::new();
@@ -67,7 +67,7 @@ impl Engine {
             let resolved = if unserved.contains(&key) {
                 None
             } else {
-                self.discovery.resolve_new(&self.client, &m.api_version, &m.gk.kind).await?
+                self.live.discovery.resolve_new(&self.live.client, &m.api_version, &m.gk.kind).await?
             };
             if resolved.is_none() {
                 unserved.insert(key);
@@ -80,7 +80,7 @@ impl Engine {
                         changes.push(object, Action::Skipped, Some(reason));
                         continue;
                     }
-                    self.cache.ensure(&r.resource, r.namespaced, self.cache_timeout).await?;
+                    self.live.cache.ensure(&r.resource, r.namespaced, self.live.cache_timeout).await?;
                     desired.push(desired::build(m, object, r, defaults)?);
                 }
                 None => {

@@ -23,8 +23,8 @@ impl Engine {
     ) -> Result<()> {
         let PruneInputs { desired, resources, members_before, partial } = inputs;
         self.release_unit_namespace(desired).await;
-        let stale = self.cache.relist_stale(self.cache_timeout).await.err();
-        let p = plan::prune_plan(desired, &self.cache.snapshot(), &widened.members);
+        let stale = self.live.cache.relist_stale(self.live.cache_timeout).await.err();
+        let p = plan::prune_plan(desired, &self.live.cache.snapshot(), &widened.members);
         changes.not_members.extend(p.not_members);
         if let Some(reason) = self.prune_deferred().filter(|_| !p.steps.is_empty()) {
             // Not a failure: the move is what the user asked for; the members stay recorded.
@@ -35,8 +35,10 @@ impl Engine {
             Some(e) => Some(format!("the metadata cache cannot be trusted: {e}")),
             None if !partial.is_empty() && !p.steps.is_empty() => Some(partial_refusal(partial)),
             None => {
-                let opts =
-                    PruneOptions { allow_all: self.prune.allow_all || self.allow_prune_once, ..self.prune.clone() };
+                let opts = PruneOptions {
+                    allow_all: self.options.prune.allow_all || self.options.allow_prune_once,
+                    ..self.options.prune.clone()
+                };
                 prune::refusal(desired.len(), members_before, p.steps.len(), &opts)
             }
         };
@@ -48,11 +50,11 @@ impl Engine {
             return Ok(());
         }
         let ctx = prune::Context {
-            client: &self.writer,
+            client: &self.live.writer,
             resources,
-            cache: &self.cache,
-            applyset_id: &self.inventory.id,
-            fence: &self.fence,
+            cache: &self.live.cache,
+            applyset_id: &self.parent.inventory.id,
+            fence: &self.live.fence,
         };
         let pruned = prune::prune(&ctx, &p.steps).await;
         let clean = !pruned.has_failures();

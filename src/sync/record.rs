@@ -18,14 +18,14 @@ impl Engine {
     ///
     /// Errors: those of [`super::repo::Repo::fetch_since`].
     pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
-        self.attempting = None;
+        self.record.attempting = None;
         self.repo.fetch_since(not_before).await
     }
 
     /// The revision the sync in progress (or the last one) attempts, once its fetch resolved
     /// one; `None` when a fetch failed before that. What a sync that failed as a whole tried.
     pub fn attempted(&self) -> Option<&Revision> {
-        self.attempting.as_ref()
+        self.record.attempting.as_ref()
     }
 
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
@@ -35,7 +35,7 @@ impl Engine {
     ///
     /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
     pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
-        let attempt = self.attempt.clone();
+        let attempt = self.record.attempt.clone();
         self.write_record(Some(Record::now(revision.to_string(), result)), attempt).await
     }
 
@@ -52,14 +52,14 @@ impl Engine {
         let revision = report.revision.to_string();
         // A judgement of this revision stands until another judges it; a failure never does.
         let same_revision =
-            self.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
+            self.record.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
         let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
         let record = if says_nothing && same_revision {
-            self.recorded.clone().map(|r| Record { waiting: None, ..r })
+            self.record.recorded.clone().map(|r| Record { waiting: None, ..r })
         } else {
             Some(self.applied_record(report, result))
         };
-        let attempt = if report.heal { self.attempt.clone() } else { attempt_of(&revision, &report.changes) };
+        let attempt = if report.heal { self.record.attempt.clone() } else { attempt_of(&revision, &report.changes) };
         self.write_record(record, attempt).await
     }
 
@@ -74,8 +74,11 @@ impl Engine {
         let objects: Vec<&crate::object::ObjectRef> = wait.targets().iter().map(|t| &t.object).collect();
         let record =
             Record { waiting: Some(Waiting::now(&objects)), ..self.applied_record(report, SyncResult::Progressing) };
-        let attempt =
-            if report.heal { self.attempt.clone() } else { attempt_of(&report.revision.to_string(), &report.changes) };
+        let attempt = if report.heal {
+            self.record.attempt.clone()
+        } else {
+            attempt_of(&report.revision.to_string(), &report.changes)
+        };
         self.write_record(Some(record), attempt).await
     }
 
@@ -92,7 +95,7 @@ impl Engine {
     /// it records that revision already, else when `report`'s apply ended.
     fn applied_record(&self, report: &Report, result: SyncResult) -> Record {
         let revision = report.revision.to_string();
-        match self.recorded.as_ref().filter(|r| r.revision == revision) {
+        match self.record.recorded.as_ref().filter(|r| r.revision == revision) {
             Some(r) => Record { revision, applied_at: r.applied_at.clone(), result, waiting: None },
             None => Record::applied(revision, report.applied_at.elapsed(), result),
         }
@@ -108,44 +111,44 @@ impl Engine {
     ///
     /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
     pub async fn record_failure(&mut self, error: &Error) -> Result<bool> {
-        if self.known_inventory.is_none() {
+        if self.parent.known.is_none() {
             // The recorded attempt is compared with the parent's, which a fresh engine reads.
             let parent = self.read_parent().await?;
-            self.known_inventory = parent;
+            self.parent.known = parent;
         }
         let chain = crate::telemetry::error_chain(error);
         let refused = match error {
             Error::Source(crate::source::Error::Unverified { revision, .. }) => Some(revision.to_string()),
             _ => None,
         };
-        let attempt = match refused.or_else(|| self.attempting.as_ref().map(ToString::to_string)) {
+        let attempt = match refused.or_else(|| self.record.attempting.as_ref().map(ToString::to_string)) {
             Some(revision) => Attempt::failed(revision, &chain),
             None => Attempt::unresolved(self.followed(), &chain),
         };
-        let record = self.recorded.clone().map(|r| Record { waiting: None, ..r });
+        let record = self.record.recorded.clone().map(|r| Record { waiting: None, ..r });
         self.write_record(record, attempt).await
     }
 
     /// Writes `record` and `attempt` on the parent unless both say what it records already
     /// (the record's time does not count).
     pub(super) async fn write_record(&mut self, record: Option<Record>, attempt: Attempt) -> Result<bool> {
-        let same_record = match (&self.recorded, &record) {
+        let same_record = match (&self.record.recorded, &record) {
             (Some(a), Some(b)) => a.same_outcome(b),
             (a, b) => a.is_none() && b.is_none(),
         };
-        if same_record && self.attempt == attempt && self.hooks_recorded == self.hooks_ran {
+        if same_record && self.record.attempt == attempt && self.hooks.recorded == self.hooks.ran {
             return Ok(false);
         }
         let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
         annotations.extend(attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
-        if let Some(ran) = &self.hooks_ran {
+        if let Some(ran) = &self.hooks.ran {
             annotations.insert(super::hooks::HOOKS_RAN.to_string(), ran.value());
         }
         self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
             .await?;
-        self.recorded = record;
-        self.attempt = attempt;
+        self.record.recorded = record;
+        self.record.attempt = attempt;
         Ok(true)
     }
 }

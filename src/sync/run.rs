@@ -27,18 +27,45 @@ use crate::source::Revision;
 /// One sync's state after its early apply, as the steps of [`Engine::sync_rest`] build it.
 pub(super) struct Run {
     revision: Revision,
-    defaults: Defaults,
     /// The objects to apply, in the order resolved; custom resources resolved late are appended.
     desired: Vec<Desired>,
-    /// Custom resources waiting for their CRD, resolved after the Foundations stage.
+    changes: ChangeSet,
+    /// What the revision's read gave besides its objects.
+    read: Read,
+    /// What waits for the Foundations stage.
+    later: Later,
+    /// The kinds and members the apply and the prune work over.
+    kinds: Kinds,
+    /// The stages still to apply and what failed objects block.
+    stages: Stages,
+    /// When the sync began, and the time from then to each step's end.
+    clock: Clock,
+}
+
+/// What a revision's read gave besides its objects.
+struct Read {
+    defaults: Defaults,
+    skipped_files: Vec<Skipped>,
+    /// Paths the listing did not follow ([`crate::manifest::Loaded::partial`]).
+    partial: Vec<String>,
+    /// Objects the early apply sent.
+    applied_early: usize,
+}
+
+/// What waits for the Foundations stage: custom resources for their CRD, Helm's pre hooks.
+struct Later {
+    /// Custom resources waiting for their CRD; `None` once resolved.
     pending: Option<Vec<Manifest>>,
-    /// Helm hooks of the render, run as the pre phase after the Foundations stage; `None`
-    /// once run.
+    /// Helm hooks of the render, run as the pre phase; `None` once run.
     hooks: Option<Vec<Manifest>>,
     /// Whether the pre hooks are due (not yet run for this revision and release digest).
     hooks_due: bool,
     /// The release's digest, for the hooks' record.
     digest: String,
+}
+
+/// The kinds and members a sync's apply and prune work over.
+struct Kinds {
     /// The inventory as widened before the apply.
     widened: Contents,
     /// The kinds watched, with their API resource and scope.
@@ -47,15 +74,16 @@ pub(super) struct Run {
     unwatchable: BTreeMap<GroupKind, String>,
     /// Members in the cache before the apply (the prune guard's denominator).
     members_before: usize,
-    changes: ChangeSet,
-    stages: BTreeMap<Stage, Vec<Step>>,
+}
+
+/// The stages still to apply.
+struct Stages {
+    todo: BTreeMap<Stage, Vec<Step>>,
     blocked: Blocked,
-    skipped_files: Vec<Skipped>,
-    /// Paths the listing did not follow ([`crate::manifest::Loaded::partial`]).
-    partial: Vec<String>,
-    /// Objects the early apply sent.
-    applied_early: usize,
-    /// When the sync began, and the time from then to each step's end.
+}
+
+/// When a sync began, and how long its first steps took.
+struct Clock {
     started: Instant,
     times: Times,
 }
@@ -85,15 +113,15 @@ impl Engine {
         // A push waits for what it changed; unchanged objects re-sent after that do not count.
         let applied_at = run.changes.changes_applied_at.unwrap_or_else(Instant::now);
         log_times(&self.unit.name, &run, applied_at);
-        let yielded = self.apply.yield_to.is_raised();
-        let pruned = if self.unit.prune && !yielded && !run.changes.has_failures() && run.unwatchable.is_empty() {
+        let yielded = self.options.apply.yield_to.is_raised();
+        let pruned = if self.unit.prune && !yielded && !run.changes.has_failures() && run.kinds.unwatchable.is_empty() {
             let inputs = PruneInputs {
                 desired: &run.desired,
-                resources: &run.resources,
-                members_before: run.members_before,
-                partial: &run.partial,
+                resources: &run.kinds.resources,
+                members_before: run.kinds.members_before,
+                partial: &run.read.partial,
             };
-            self.prune_and_narrow(inputs, &run.widened, &mut run.changes).await
+            self.prune_and_narrow(inputs, &run.kinds.widened, &mut run.changes).await
         } else {
             Ok(())
         };
@@ -110,35 +138,28 @@ impl Engine {
         let hooks = std::mem::take(&mut loaded.hooks);
         // Read only for a render with hooks: it reads every body of the release.
         let digest = if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
-        let previous = self.last_desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
-        let resolved = desired::resolve(&self.client, &mut self.discovery, loaded.manifests, &defaults, previous).await;
+        let previous = self.last.desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
+        let resolved =
+            desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, previous).await;
         let Resolution { desired, pending } = resolved.map_err(|e| desired::hinted(e, &loaded.skipped))?;
         let resolved_at = started.elapsed();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let widened = self.widen_inventory(&wanted).await?;
         let (resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
         let hooks_due =
-            !hooks.is_empty() && self.hooks_ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), &digest));
+            !hooks.is_empty() && self.hooks.ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), &digest));
         let mut run = Run {
             revision,
-            defaults,
             desired,
-            pending: Some(pending),
-            hooks: Some(hooks),
-            hooks_due,
-            digest,
-            widened,
-            resources,
-            unwatchable,
-            members_before: self.cache.len(),
             changes: ChangeSet::default(),
-            stages: BTreeMap::new(),
-            blocked: Blocked::default(),
-            skipped_files: loaded.skipped,
-            partial: loaded.partial,
-            applied_early: 0,
-            started,
-            times: Times { early: early_at, loaded: loaded_at, resolved: resolved_at, planned: Duration::ZERO },
+            read: Read { defaults, skipped_files: loaded.skipped, partial: loaded.partial, applied_early: 0 },
+            later: Later { pending: Some(pending), hooks: Some(hooks), hooks_due, digest },
+            kinds: Kinds { widened, resources, unwatchable, members_before: self.live.cache.len() },
+            stages: Stages { todo: BTreeMap::new(), blocked: Blocked::default() },
+            clock: Clock {
+                started,
+                times: Times { early: early_at, loaded: loaded_at, resolved: resolved_at, planned: Duration::ZERO },
+            },
         };
         self.plan_run(&mut run, early).await?;
         Ok(run)
@@ -147,7 +168,7 @@ impl Engine {
     /// Plans `run`'s stages: the objects of kinds whose live state cannot be read fail alone
     /// (and nothing is pruned); what `early` sent is not sent again.
     async fn plan_run(&mut self, run: &mut Run, early: Early) -> Result<()> {
-        let unwatchable = &run.unwatchable;
+        let unwatchable = &run.kinds.unwatchable;
         let changes = &mut run.changes;
         run.desired.retain(|d| match unwatchable.get(&d.object.gk) {
             Some(reason) => {
@@ -160,18 +181,18 @@ impl Engine {
             let kinds: Vec<String> = unwatchable.keys().map(ToString::to_string).collect();
             changes.prune_refused = Some(format!("the live state of {} cannot be read", kinds.join(", ")));
         }
-        run.stages = self.plan_stages(&run.desired, &mut run.changes).await?;
+        run.stages.todo = self.plan_stages(&run.desired, &mut run.changes).await?;
         if !early.sent.is_empty() {
             // Sent once per sync: what went early is not sent again (the same revision, so the
             // same desired hash; checked all the same).
             let desired = &run.desired;
-            for steps in run.stages.values_mut() {
+            for steps in run.stages.todo.values_mut() {
                 steps.retain(|s| early.sent.get(&desired[s.index].object) != Some(&desired[s.index].hash));
             }
         }
-        run.applied_early = early.sent.len();
+        run.read.applied_early = early.sent.len();
         run.changes.extend(early.changes);
-        run.times.planned = run.started.elapsed();
+        run.clock.times.planned = run.clock.started.elapsed();
         Ok(())
     }
 
@@ -179,10 +200,10 @@ impl Engine {
     /// (custom resources still pending their CRD are a change to the Foundations stage; due
     /// hooks run first).
     async fn changes_first(&mut self, run: &mut Run) {
-        if run.pending.as_ref().is_some_and(|p| !p.is_empty()) || run.hooks_due {
+        if run.later.pending.as_ref().is_some_and(|p| !p.is_empty()) || run.later.hooks_due {
             return;
         }
-        if let Some((stage, head)) = plan::changes_first(&mut run.stages) {
+        if let Some((stage, head)) = plan::changes_first(&mut run.stages.todo) {
             self.apply_steps(run, stage, &head).await;
         }
     }
@@ -192,12 +213,12 @@ impl Engine {
     /// resources that waited for their CRD.
     async fn stages(&mut self, run: &mut Run) -> Result<()> {
         for stage in Stage::ALL {
-            if self.apply.yield_to.is_raised() {
+            if self.options.apply.yield_to.is_raised() {
                 break;
             }
             if stage != Stage::Foundations {
                 if let Some(refused) = self.run_pre_hooks(run).await? {
-                    for step in std::mem::take(&mut run.stages).into_values().flatten() {
+                    for step in std::mem::take(&mut run.stages.todo).into_values().flatten() {
                         run.changes.push(
                             run.desired[step.index].object.clone(),
                             Action::Skipped,
@@ -208,7 +229,7 @@ impl Engine {
                 }
                 self.resolve_waiting(run).await?;
             }
-            let Some(steps) = run.stages.remove(&stage) else { continue };
+            let Some(steps) = run.stages.todo.remove(&stage) else { continue };
             self.apply_steps(run, stage, &steps).await;
         }
         Ok(())
@@ -216,28 +237,38 @@ impl Engine {
 
     /// Applies `steps` of `stage` ([`apply::apply_stage`]) into `run`'s change set.
     async fn apply_steps(&self, run: &mut Run, stage: Stage, steps: &[Step]) {
-        let (desired, blocked) = (&run.desired, &mut run.blocked);
-        let applied = apply::apply_stage(&self.writer, stage, steps, desired, &self.cache, blocked, &self.apply).await;
+        let (desired, blocked) = (&run.desired, &mut run.stages.blocked);
+        let applied = apply::apply_stage(
+            &self.live.writer,
+            stage,
+            steps,
+            desired,
+            &self.live.cache,
+            blocked,
+            &self.options.apply,
+        )
+        .await;
         run.changes.extend(applied);
     }
 
     /// Runs the pre hooks once, at the first stage after Foundations: the refusal when one failed.
     async fn run_pre_hooks(&mut self, run: &mut Run) -> Result<Option<String>> {
-        let Some(hooks) = run.hooks.take() else { return Ok(None) };
-        let digest = std::mem::take(&mut run.digest);
-        self.pre_hooks(&run.revision, digest, hooks, &run.desired, run.members_before, &mut run.changes).await
+        let Some(hooks) = run.later.hooks.take() else { return Ok(None) };
+        let digest = std::mem::take(&mut run.later.digest);
+        self.pre_hooks(&run.revision, digest, hooks, &run.desired, run.kinds.members_before, &mut run.changes).await
     }
 
     /// Resolves, once, the custom resources that waited for their CRD, widens the inventory
     /// and the watches for them and plans them into the stages still to apply.
     async fn resolve_waiting(&mut self, run: &mut Run) -> Result<()> {
-        let Some(pending) = run.pending.take().filter(|p| !p.is_empty()) else { return Ok(()) };
+        let Some(pending) = run.later.pending.take().filter(|p| !p.is_empty()) else { return Ok(()) };
         let start = run.desired.len();
-        self.resolve_pending(pending, &run.defaults, &run.blocked, &mut run.desired, &mut run.changes).await?;
-        self.widen_resolved(&run.desired[start..], &mut run.widened, &mut run.resources).await?;
+        self.resolve_pending(pending, &run.read.defaults, &run.stages.blocked, &mut run.desired, &mut run.changes)
+            .await?;
+        self.widen_resolved(&run.desired[start..], &mut run.kinds.widened, &mut run.kinds.resources).await?;
         let added = self.plan_stages_from(&run.desired, start, &mut run.changes).await?;
         for (s, steps) in added {
-            run.stages.entry(s).or_default().extend(steps);
+            run.stages.todo.entry(s).or_default().extend(steps);
         }
         Ok(())
     }
@@ -245,13 +276,15 @@ impl Engine {
     /// The report of `run`; the desired objects kept for the next sync and self-heal (even
     /// when the prune failed: drift is healed to this revision). `pruned`'s error is the sync's.
     fn end(&mut self, run: Run, applied_at: Instant, yielded: bool, pruned: Result<()>) -> Result<Report> {
-        let Run { revision, mut desired, changes, skipped_files, applied_early, started, .. } = run;
+        let Run { revision, mut desired, changes, read, clock, .. } = run;
+        let Read { skipped_files, applied_early, .. } = read;
+        let started = clock.started;
         if changes.has_failures() {
-            self.namespace_checked = false;
+            self.parent.namespace_checked = false;
         }
         let health_targets = health_targets(&desired, &changes);
         desired.shrink_to_fit();
-        self.last_desired = Some((revision.clone(), desired));
+        self.last.desired = Some((revision.clone(), desired));
         pruned?;
         Ok(Report {
             unit: self.unit.name.clone(),
@@ -271,16 +304,16 @@ impl Engine {
 /// Where the time before the first request went (RUST_LOG=gitward=debug), e.g. to see what a
 /// push's latency is made of.
 fn log_times(unit: &str, run: &Run, applied_at: Instant) {
-    let t = run.times;
+    let t = run.clock.times;
     tracing::debug!(
         unit,
         early_ms = t.early.as_millis() as u64,
-        applied_early = run.applied_early,
+        applied_early = run.read.applied_early,
         load_ms = (t.loaded - t.early).as_millis() as u64,
         resolve_ms = (t.resolved - t.loaded).as_millis() as u64,
         inventory_watch_plan_ms = t.planned.saturating_sub(t.resolved).as_millis() as u64,
         planned_ms = t.planned.as_millis() as u64,
-        changes_applied_ms = applied_at.saturating_duration_since(run.started).as_millis() as u64,
+        changes_applied_ms = applied_at.saturating_duration_since(run.clock.started).as_millis() as u64,
         "sync phases"
     );
 }
