@@ -1207,7 +1207,7 @@ def fleet_sharded(units):
 # --- load: 50 units, 100 pushes a minute -------------------------
 
 LOAD_UNITS = 50
-LOAD_OBJECTS = 200        # ConfigMaps per unit, in one file (as tests/load.rs)
+LOAD_OBJECTS = 200        # ConfigMaps per unit, in one file (as tests/daemon/load.rs)
 LOAD_PUSHES = 100
 LOAD_SPREAD = 60.0        # seconds over which the pushes are made
 

@@ -16,7 +16,7 @@
 //!
 //! ## Where gitward's reading differs from kubectl's
 //!
-//! The parity test (`tests/manifest_parity.rs`) compares this reading with kubectl's
+//! The parity test (`tests/apply/manifest_parity.rs`) compares this reading with kubectl's
 //! (`kubectl create --dry-run=client -o json`) on every fixture. Known differences, checked
 //! against kubectl 1.35:
 //!

@@ -15,7 +15,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 use crate::common::{self, GitRepo, gitward};
-use crate::render::config_text;
+use crate::sources::render::config_text;
 
 /// A git object as the test writes it: any name, any nesting.
 enum Node {
@@ -263,7 +263,7 @@ async fn a_dotdot_entry_with_a_link_below_it_cannot_read_a_host_file_into_the_cl
 /// fell off the end, the sync said exit 0 and pruned `b`.
 #[tokio::test]
 async fn an_artifact_past_the_cap_is_refused_not_cut_short() {
-    use crate::artifacts::{Item, layer, push, unit};
+    use crate::sources::artifacts::{Item, layer, push, unit};
     let env = common::setup("door-cap").await;
     let registry = common::charts::Registry::start().await;
     let files =
@@ -273,7 +273,8 @@ async fn an_artifact_past_the_cap_is_refused_not_cut_short() {
     let work = tempfile::tempdir().unwrap();
     let config = work.path().join("gitward.toml");
     let max: u64 = 4096;
-    let render = format!("max_tree_bytes = {max}\n{}", crate::charts::listed(&format!("oci://{}", registry.host)));
+    let render =
+        format!("max_tree_bytes = {max}\n{}", crate::sources::charts::listed(&format!("oci://{}", registry.host)));
     std::fs::write(
         &config,
         config_text(&work.path().join("state"), &render, &unit("door", &url, "app", &env.namespace)),
@@ -343,11 +344,11 @@ async fn a_chart_archive_with_an_entry_the_door_refuses_is_refused_before_helm_r
          version = \">=0.1.0\"\nrelease = \"shop\"\n",
         env.namespace, server.url
     );
-    let listed = crate::charts::listed(&server.url);
+    let listed = crate::sources::charts::listed(&server.url);
     let config = gitward::config::Config::from_toml(&config_text(state.path(), &listed, &unit), state.path(), "t.toml")
         .expect("valid config");
     let mut engine = common::engine(&env.client, &config, "demo").await;
-    engine.sync().await.unwrap_or_else(|e| panic!("{}", crate::render::chain(&e)));
+    engine.sync().await.unwrap_or_else(|e| panic!("{}", crate::sources::render::chain(&e)));
     let version = || async {
         let api = Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace);
         api.get_opt("shop-demo").await.unwrap().and_then(|c| c.data?.get("version").cloned())
@@ -378,7 +379,7 @@ async fn a_chart_archive_with_an_entry_the_door_refuses_is_refused_before_helm_r
     let text = std::fs::read_to_string(&index).unwrap().replace(&honest, &sha256_hex(&archive));
     std::fs::write(&index, text).unwrap();
 
-    let error = crate::render::chain(&engine.sync().await.expect_err("the archive is refused"));
+    let error = crate::sources::render::chain(&engine.sync().await.expect_err("the archive is refused"));
     assert!(error.contains("entry demo/templates/passwd.yaml: refused") && error.contains("hard link"), "{error}");
     assert!(error.contains("demo@0.2.0"), "the error names the archive: {error}");
     assert_eq!(version().await.as_deref(), Some("0.1.0"), "the last good version stays");

@@ -2,7 +2,7 @@
 //! and the real apiserver: an object the API server refuses (here through an admission webhook
 //! that is down, `failurePolicy: Fail`) is `failed` — logged, counted, shown in `STATUS=` — but
 //! the daemon stays ready; only a sync that failed as a whole or an API server that does not
-//! answer makes it unready (the outage case is `tests/daemon.rs`).
+//! answer makes it unready (the outage case is `tests/daemon/run.rs`).
 
 use crate::common;
 

@@ -15,10 +15,10 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 
-use crate::charts::listed;
 use crate::common;
 use crate::common::charts::{ChartServer, helm, package, sha256_hex};
-use crate::render::config_text;
+use crate::sources::charts::listed;
+use crate::sources::render::config_text;
 
 /// One request a [`Listener`] got: its request line and header lines.
 type Request = Vec<String>;

@@ -661,7 +661,7 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
 }
 
 /// A replica whose state directory cannot hold mirrors (bind-mounted read-only for it alone, as
-/// in tests/faults_state.rs) is assigned its share of the units but cannot start them: after
+/// in tests/faults/state.rs) is assigned its share of the units but cannot start them: after
 /// three failed starts it leaves them to the other replica, which applies every unit, instead
 /// of holding their Leases while applying nothing.
 #[tokio::test]

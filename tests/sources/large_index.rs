@@ -12,7 +12,7 @@ use kube::api::Api;
 
 use crate::common::charts::{ChartServer, sha256_hex};
 use crate::common::{self, gitward};
-use crate::render::config_text;
+use crate::sources::render::config_text;
 
 /// Entries in the generated index, of which `DEMO_VERSIONS` are versions of `demo`.
 const ENTRIES: usize = 20_000;
@@ -72,7 +72,7 @@ async fn a_chart_from_an_index_of_twenty_thousand_entries_syncs() {
          version = \"1.0.0\"\nrelease = \"shop\"\n",
         env.namespace, server.url
     );
-    let allowed = crate::charts::listed(&server.url);
+    let allowed = crate::sources::charts::listed(&server.url);
     std::fs::write(&config, config_text(&dir.path().join("state"), &allowed, &unit)).unwrap();
 
     let run = gitward(&["sync"], &config, Duration::from_secs(120));

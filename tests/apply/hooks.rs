@@ -10,7 +10,7 @@ use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use crate::common;
-use crate::render::{chain, config, config_text};
+use crate::sources::render::{chain, config, config_text};
 
 /// A liveness bound for the waits below, not a speed assertion.
 pub(crate) const WAIT: Duration = Duration::from_secs(60);

@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
-use crate::charts::listed;
 use crate::common;
 use crate::common::charts::ChartServer;
-use crate::render::config_text;
+use crate::sources::charts::listed;
+use crate::sources::render::config_text;
 
 /// The JSON log events of a run's stderr.
 fn events(stderr: &str) -> Vec<Value> {

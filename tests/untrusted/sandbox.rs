@@ -6,7 +6,7 @@
 //! bytes in the cluster.
 
 use crate::common;
-use crate::render::{config_text, tools_bin};
+use crate::sources::render::{config_text, tools_bin};
 
 use std::io::{Read as _, Write as _};
 use std::net::TcpListener;

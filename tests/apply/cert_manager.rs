@@ -15,9 +15,9 @@ use k8s_openapi::api::core::v1::ServiceAccount;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
+use crate::apply::hooks::{created_job, end_job};
 use crate::common::{self, charts};
-use crate::hooks::{created_job, end_job};
-use crate::render::config_text;
+use crate::sources::render::config_text;
 
 const JOB: &str = "cm-cert-manager-startupapicheck";
 const HOOK: &str = "\"helm.sh/hook\" = \"post-install,post-upgrade\"";
@@ -90,7 +90,8 @@ async fn cert_manager_from_a_chart_repository_runs_its_startupapicheck_as_a_hook
     );
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gitward.toml");
-    std::fs::write(&path, config_text(&dir.path().join("state"), &crate::charts::listed(&server.url), &unit)).unwrap();
+    std::fs::write(&path, config_text(&dir.path().join("state"), &crate::sources::charts::listed(&server.url), &unit))
+        .unwrap();
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
     let accounts: Api<ServiceAccount> = Api::namespaced(env.client.clone(), &ns);

@@ -11,7 +11,7 @@ use kube::api::Api;
 
 use crate::common;
 use crate::common::charts::{ChartServer, HttpsFiles, Registry, package, sha256_hex, tls_files};
-use crate::render::{chain, config_text};
+use crate::sources::render::{chain, config_text};
 
 /// A chart unit `name` in `namespace` taking chart `demo` from `repo_url` within `version`,
 /// released as `shop`.
@@ -112,7 +112,7 @@ async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
     registry.push(work.path(), &package(work.path(), "demo", "1.1.0", &out), "charts");
     let url = format!("oci://{}/charts", registry.host);
     let unit = chart_unit("demo", &env.namespace, &url, ">=1.1 <2");
-    let bin = crate::render::tools_bin();
+    let bin = crate::sources::render::tools_bin();
     let render = format!("[render]\nhelm = \"{}\"\n{}", bin.join("helm").display(), listed(&url));
     let daemon = common::polling_daemon(work.path(), &render, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
@@ -179,7 +179,7 @@ async fn the_daemon_keeps_the_last_good_revision_while_the_repository_is_down_an
     let mut server = ChartServer::start(&work.path().join("served"));
     server.publish(work.path(), "demo", "0.1.0");
     let unit = chart_unit("demo", &env.namespace, &server.url, "*");
-    let bin = crate::render::tools_bin();
+    let bin = crate::sources::render::tools_bin();
     // No kept index answer stands in for the repository while it is down (`0s`).
     let render =
         format!("[render]\nhelm = \"{}\"\n{}max_index_age = \"0s\"\n", bin.join("helm").display(), listed(&server.url));
@@ -425,11 +425,12 @@ async fn a_chart_units_sops_encrypted_values_file_is_decrypted_before_helm_reads
     let server = ChartServer::start(&work.path().join("served"));
     server.publish(work.path(), "demo", "0.1.0");
     let keys = tempfile::tempdir().unwrap();
-    let (key, public) = crate::render::age_key(keys.path(), "key");
+    let (key, public) = crate::sources::render::age_key(keys.path(), "key");
     let greeting = format!("sealed-{}", common::unique("g"));
     let plain = keys.path().join("prod.yaml");
     std::fs::write(&plain, format!("greeting: {greeting}\n")).unwrap();
-    let sealed = crate::render::tool("sops", &["encrypt", "--age", &public, plain.to_str().unwrap()], keys.path());
+    let sealed =
+        crate::sources::render::tool("sops", &["encrypt", "--age", &public, plain.to_str().unwrap()], keys.path());
     assert!(!sealed.contains(&greeting) && sealed.contains("ENC[AES256_GCM"), "{sealed}");
     let repo = common::GitRepo::new();
     repo.write("values/prod.yaml", &sealed);

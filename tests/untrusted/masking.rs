@@ -6,7 +6,7 @@
 //! token in any form.
 
 use crate::common;
-use crate::render::{age_key, config_text, decrypting_config, gitward, tool, tools_bin};
+use crate::sources::render::{age_key, config_text, decrypting_config, gitward, tool, tools_bin};
 
 use std::path::Path;
 use std::time::Duration;

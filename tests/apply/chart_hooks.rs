@@ -1,7 +1,7 @@
 //! Helm hooks of a chart unit (`[sync.helm] repo_url`): a chart archive served by an HTTP chart
 //! repository on loopback (`helm package`, `helm repo index`) has its hooks run as phases of the
 //! sync, as a chart in git does, never applied as ApplySet members. The test cluster has no Job
-//! controller: the test plays it, as tests/hooks.rs does.
+//! controller: the test plays it, as tests/apply/hooks.rs does.
 
 use std::time::Duration;
 
@@ -9,10 +9,10 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
+use crate::apply::hooks::{created_job, end_job, hooks_ran, image, job, parent_annotations};
 use crate::common;
 use crate::common::charts::{ChartServer, Registry, package_with};
-use crate::hooks::{created_job, end_job, hooks_ran, image, job, parent_annotations};
-use crate::render::{chain, config, config_text};
+use crate::sources::render::{chain, config, config_text};
 
 /// The chart unit `shop` taking chart `hooked` (any version) from `repo_url` into `namespace`.
 fn unit(namespace: &str, repo_url: &str) -> String {
@@ -39,7 +39,8 @@ async fn a_repository_charts_post_install_job_runs_as_a_hook_and_is_recreated_fo
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gitward.toml");
     let units = unit(&ns, &server.url);
-    std::fs::write(&path, config_text(&dir.path().join("state"), &crate::charts::listed(&server.url), &units)).unwrap();
+    std::fs::write(&path, config_text(&dir.path().join("state"), &crate::sources::charts::listed(&server.url), &units))
+        .unwrap();
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
     let sync = || {
@@ -61,7 +62,7 @@ async fn a_repository_charts_post_install_job_runs_as_a_hook_and_is_recreated_fo
     assert!(hook_event["reason"].as_str().unwrap_or_default().contains("post-install hook"), "{hook_event}");
     let engine = common::engine(
         &env.client,
-        &config(&dir.path().join("state"), &crate::charts::listed(&server.url), &units),
+        &config(&dir.path().join("state"), &crate::sources::charts::listed(&server.url), &units),
         "shop",
     )
     .await;

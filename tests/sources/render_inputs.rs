@@ -6,7 +6,7 @@
 //! the cluster's capabilities.
 
 use crate::common;
-use crate::render::{chain, config, config_text, tools_bin};
+use crate::sources::render::{chain, config, config_text, tools_bin};
 
 use std::path::Path;
 

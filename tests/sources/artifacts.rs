@@ -13,7 +13,7 @@ use oci_client::{Client, Reference};
 
 use crate::common;
 use crate::common::charts::Registry;
-use crate::render::{chain, config_text};
+use crate::sources::render::{chain, config_text};
 
 /// Flux's artifact media types (`flux push artifact`).
 const FLUX_LAYER: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
@@ -84,7 +84,7 @@ async fn an_artifact_syncs_plain_and_kustomize_a_new_push_is_applied_and_an_outa
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
     let units = unit("art-plain", &url, "app", &env.namespace) + &unit("art-kust", &url, "overlay", &env.namespace);
-    let allowed = crate::charts::listed(&format!("oci://{}/manifests", registry.host));
+    let allowed = crate::sources::charts::listed(&format!("oci://{}/manifests", registry.host));
     std::fs::write(&config, config_text(&dir.path().join("state"), &allowed, &units)).unwrap();
 
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
@@ -113,7 +113,8 @@ async fn the_daemon_polls_an_artifact_tag_and_applies_a_new_push() {
     push(&registry.host, "stable", manifests("1")).await;
     let url = format!("oci://{}/manifests/app:stable", registry.host);
     let work = tempfile::tempdir().unwrap();
-    let allowed = format!("[render]\n{}", crate::charts::listed(&format!("oci://{}/manifests", registry.host)));
+    let allowed =
+        format!("[render]\n{}", crate::sources::charts::listed(&format!("oci://{}/manifests", registry.host)));
     let daemon = common::polling_daemon(work.path(), &allowed, &unit("art", &url, "app", &env.namespace));
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
@@ -148,7 +149,7 @@ async fn an_artifact_entry_leaving_the_tree_is_refused_by_name_and_nothing_is_ap
         push(&registry.host, tag, layer(&items)).await;
         let url = format!("oci://{}/manifests/app:{tag}", registry.host);
         let name = format!("art-{tag}");
-        let allowed = crate::charts::listed(&format!("oci://{}", registry.host));
+        let allowed = crate::sources::charts::listed(&format!("oci://{}", registry.host));
         let text = config_text(state.path(), &allowed, &unit(&name, &url, "app", &env.namespace));
         let config = gitward::config::Config::from_toml(&text, state.path(), "test.toml").expect("valid config");
         let mut engine = common::engine(&env.client, &config, &name).await;
@@ -181,7 +182,7 @@ async fn fifty_pushed_artifacts_leave_the_refs_of_the_last_two() {
     let registry = Registry::start().await;
     let state = tempfile::tempdir().unwrap();
     let url = format!("oci://{}/manifests/app:ci", registry.host);
-    let allowed = crate::charts::listed(&format!("oci://{}/manifests", registry.host));
+    let allowed = crate::sources::charts::listed(&format!("oci://{}/manifests", registry.host));
     let text = config_text(state.path(), &allowed, &unit("art-gc", &url, "app", &env.namespace));
     let config = gitward::config::Config::from_toml(&text, state.path(), "test.toml").expect("valid config");
     let mut engine = common::engine(&env.client, &config, "art-gc").await;

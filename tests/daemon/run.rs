@@ -431,7 +431,7 @@ async fn sync_deploy(
     path: &str,
 ) -> std::collections::BTreeMap<String, String> {
     let state = tempfile::tempdir().unwrap();
-    let config = crate::render::config(
+    let config = crate::sources::render::config(
         state.path(),
         "",
         &common::unit_toml("gitward", &repo.bare(), path, &env.namespace, "render = \"kustomize\"\n"),

@@ -17,8 +17,8 @@ use oci_client::{Client, Reference};
 
 use crate::common;
 use crate::common::charts::{Registry, package, tools_bin};
-use crate::render::{chain, config_text};
-use crate::signatures::sync_error;
+use crate::sources::render::{chain, config_text};
+use crate::sources::signatures::sync_error;
 
 const LIMIT: Duration = Duration::from_secs(120);
 
@@ -132,7 +132,7 @@ async fn an_oci_artifact_is_applied_only_when_cosign_signed_by_the_key() {
         trusted.public().display()
     );
     let config = dir.path().join("gitward.toml");
-    let listed = crate::charts::listed(&format!("oci://{}", registry.host));
+    let listed = crate::sources::charts::listed(&format!("oci://{}", registry.host));
     std::fs::write(&config, config_text(&dir.path().join("state"), &listed, &unit)).unwrap();
     let current = || value(&env.client, &env.namespace, "signed", "value");
 
@@ -204,7 +204,7 @@ async fn an_oci_chart_is_installed_only_when_cosign_signed_by_the_key() {
         key.public().display()
     );
     let state = tempfile::tempdir().unwrap();
-    let listed = crate::charts::listed(&format!("oci://{}", registry.host));
+    let listed = crate::sources::charts::listed(&format!("oci://{}", registry.host));
     let config =
         gitward::config::Config::from_toml(&config_text(state.path(), &listed, &unit), state.path(), "test.toml")
             .expect("valid config");
@@ -245,7 +245,7 @@ async fn the_daemon_keeps_the_last_signed_artifact_and_counts_the_refusal() {
         env.namespace,
         key.public().display()
     );
-    let render = format!("[render]\n{}", crate::charts::listed(&format!("oci://{}", registry.host)));
+    let render = format!("[render]\n{}", crate::sources::charts::listed(&format!("oci://{}", registry.host)));
     let daemon = common::polling_daemon(work.path(), &render, &unit);
     let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {

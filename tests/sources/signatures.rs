@@ -432,8 +432,8 @@ async fn a_signed_chart_takes_no_dependency_from_outside_the_signed_revision() {
     let unit = common::unit_toml("app", &repo.bare(), "chart", &ns, extra);
     let config = dir.path().join("gitward.toml");
     // Listed, so the refusal is the signature's, not the allow-list's.
-    let listed = crate::charts::listed(&server.url);
-    std::fs::write(&config, crate::render::config_text(&dir.path().join("state"), &listed, &unit)).unwrap();
+    let listed = crate::sources::charts::listed(&server.url);
+    std::fs::write(&config, crate::sources::render::config_text(&dir.path().join("state"), &listed, &unit)).unwrap();
     let demo = || async {
         let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
         api.get_opt("shop-demo").await.unwrap().and_then(|c| c.data).map(|d| d["version"].clone())

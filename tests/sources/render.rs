@@ -188,7 +188,7 @@ async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
     assert_eq!(settings["kubeVersion"], version, "--kube-version comes from the cluster");
     // Only a chart told the cluster's API versions takes this branch.
     assert!(configmaps.get_opt("shop-guestbook-widgets").await.unwrap().is_some(), "{actions:?}");
-    // Hooks other than tests run as a phase before the chart's objects (tests/hooks.rs).
+    // Hooks other than tests run as a phase before the chart's objects (tests/apply/hooks.rs).
     assert!(configmaps.get_opt("shop-guestbook-hook").await.unwrap().is_some(), "{actions:?}");
     let live = Api::<Deployment>::namespaced(env.client.clone(), &ns).get("shop-guestbook").await.unwrap();
     assert_eq!(live.spec.unwrap().replicas, Some(2));

@@ -1,0 +1,5 @@
+//! The `gitward` binary's front door: exit codes, output and help, `validate` offline, and the image.
+
+pub(crate) mod binary;
+pub(crate) mod image;
+pub(crate) mod validate;

@@ -1,0 +1,11 @@
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors and load.
+
+pub(crate) mod fencing;
+pub(crate) mod http;
+pub(crate) mod leader;
+pub(crate) mod load;
+pub(crate) mod mirrors;
+pub(crate) mod push;
+pub(crate) mod run;
+pub(crate) mod sharding;
+pub(crate) mod webhook_routes;
