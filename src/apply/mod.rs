@@ -119,17 +119,26 @@ pub struct Outcome {
 /// request is sent (not when the sync was planned): the precondition of `update` mode's
 /// metadata patch and what a server-side apply's response is compared with. `None` when the
 /// cache holds nothing of it; then the plan's resourceVersion is used.
-pub async fn apply_one(
-    client: &kube::Client,
-    d: &Desired,
-    step: &Step,
-    cached: Option<LiveMeta>,
-    opts: &ApplyOptions,
-) -> Outcome {
-    match d.mode {
-        ApplyMode::ServerSideApply => server_side::apply_one(client, d, step, cached, opts).await,
-        ApplyMode::Update => update::apply_one(client, d, step, cached, opts).await,
+pub async fn apply_one(w: Write<'_>) -> Outcome {
+    match w.d.mode {
+        ApplyMode::ServerSideApply => server_side::apply_one(w).await,
+        ApplyMode::Update => update::apply_one(w).await,
     }
+}
+
+/// One object's write: through `client` (the unit's writer), `d` as `step` planned it, with
+/// what the cache holds of it when the request is sent (`cached`), under `opts`.
+pub struct Write<'a> {
+    /// The unit's writer.
+    pub client: &'a kube::Client,
+    /// The object.
+    pub d: &'a Desired,
+    /// What the plan decided for it.
+    pub step: &'a Step,
+    /// The cache's entry of it when the request is sent.
+    pub cached: Option<LiveMeta>,
+    /// Field manager, force, takeover managers.
+    pub opts: &'a ApplyOptions,
 }
 
 /// What earlier stages left broken, so later objects that depend on it are `skipped`.
@@ -159,7 +168,7 @@ fn timed_apply<'a>(
     cached: Option<LiveMeta>,
     opts: &'a ApplyOptions,
 ) -> futures::future::BoxFuture<'a, (Outcome, Instant)> {
-    Box::pin(async move { (apply_one(client, d, step, cached, opts).await, Instant::now()) })
+    Box::pin(async move { (apply_one(Write { client, d, step, cached, opts }).await, Instant::now()) })
 }
 
 /// Applies one stage's steps and, for the Foundations stage, waits for what it created to be

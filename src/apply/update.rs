@@ -46,7 +46,7 @@ use crate::cluster::LiveMeta;
 use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
 use crate::cluster::live_meta;
 use crate::cluster::{api_message, is_status};
-use crate::plan::{Desired, Op, Step};
+use crate::plan::{Desired, Op};
 
 /// API groups of the kinds the apiserver itself serves (Kubernetes 1.35), which accept
 /// strategic merge patch. Custom resources (and Gateway API's `gateway.networking.k8s.io`,
@@ -77,13 +77,8 @@ const BUILT_IN_GROUPS: &[&str] = &[
 
 /// Writes `d` as planned by `step`, in `update` mode. `cached`: the cache's entry of the object
 /// when the request is sent ([`super::apply_one`]).
-pub async fn apply_one(
-    client: &kube::Client,
-    d: &Desired,
-    step: &Step,
-    cached: Option<LiveMeta>,
-    opts: &ApplyOptions,
-) -> Outcome {
+pub async fn apply_one(w: super::Write<'_>) -> Outcome {
+    let super::Write { client, d, step, cached, opts } = w;
     let api = api_for(client, d);
     let w = Writer { api: &api, d, opts, sent: Vec::new() };
     match step.op {
