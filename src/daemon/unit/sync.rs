@@ -33,6 +33,7 @@ use super::{Ran, Task};
 use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
 use crate::source::Revision;
 use crate::sync::Report;
+use crate::sync::early::EarlyApply;
 use crate::sync::repo::Repo;
 
 /// How [`Task::sync`] ended.
@@ -60,36 +61,10 @@ impl Task {
     /// revision meanwhile (module doc).
     pub(super) async fn sync(&mut self, trigger: &Trigger, held: Option<tokio::sync::OwnedSemaphorePermit>) -> Synced {
         let mut trigger = trigger.clone();
-        let mut held = held;
-        // A push that changed nothing under this unit's path (another unit's, in a shared
-        // repository) has nothing to send early: it waits for a slot as other triggers do, and
-        // leaves the lane to the units it changed; a later push that does change the path ends
-        // that wait and takes the lane.
-        let lane = loop {
-            if !trigger.kind.is_push() || held.is_some() || self.push_lane.is_none() {
-                break None;
-            }
-            let probe = self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await;
-            let Some(to) = probe.filter(|p| !p.touched).map(|p| p.to) else {
-                break self.lane().await;
-            };
-            if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&to) {
-                tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %to, "no new revision");
-                return Synced::Done(Ran::Nothing, None);
-            }
-            match self.slot_unless_pushed(to).await {
-                Ok(Some(slot)) => held = Some(slot),
-                // The slots are closed (the daemon stops): go on as without one.
-                Ok(None) => break None,
-                Err(next) => trigger = next,
-            }
+        let Some((lane, mut slot)) = self.lane_or_slot(&mut trigger, held).await else {
+            return Synced::Done(Ran::Nothing, None);
         };
-        let mut slot = match (held, &lane) {
-            (Some(held), _) => Some(held),
-            (None, Some(_)) => None,
-            (None, None) => self.slot().await,
-        };
-        let mut revision = match self.engine.fetch_since(trigger.at).await {
+        let revision = match self.engine.fetch_since(trigger.at).await {
             Ok(r) => r,
             Err(e) => return Synced::Done(self.failed(&trigger, e).await, None),
         };
@@ -98,57 +73,20 @@ impl Task {
             return Synced::Done(Ran::Nothing, None);
         }
         info!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %revision, push_lane = lane.is_some(), "sync triggered");
-        let mut early = self.engine.early(&revision).await;
+        let early = self.engine.early(&revision).await;
         drop(lane);
-        let fetch_pushes = self.push_lane.is_some();
-        let mut watch = YieldWatch::new(self.engine.repo().clone(), revision.clone(), fetch_pushes);
+        let watch = YieldWatch::new(self.engine.repo().clone(), revision.clone(), self.push_lane.is_some());
+        let mut begun = Begun { trigger, revision, early, watch };
         if slot.is_none() {
-            // Waiting for a slot, a newer revision takes this sync's place in the queue: its
-            // early apply runs now, in the lane, and the rest of its sync gets the slot.
-            let waiting = self.sync_slots.clone().acquire_owned();
-            tokio::pin!(waiting);
-            loop {
-                tokio::select! {
-                    s = &mut waiting => {
-                        slot = s.ok();
-                        break;
-                    }
-                    (next, to) = watch.next(&mut self.triggers, &mut self.queued) => {
-                        self.log_yield(&revision, &to, &next, early.changes().entries.len());
-                        if next.kind != TriggerKind::Webhook {
-                            self.metrics.observe_trigger(&self.unit, next.kind);
-                        }
-                        let _lane = self.lane().await;
-                        info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
-                        early = self.engine.early(&to).await;
-                        watch = YieldWatch::new(self.engine.repo().clone(), to.clone(), fetch_pushes);
-                        (trigger, revision) = (next, to);
-                    }
-                }
-            }
+            slot = self.slot_or_newer(&mut begun).await;
         }
-        let signal = self.engine.yield_signal();
+        let Begun { trigger, revision, early, mut watch } = begun;
         // Only a re-send of the revision last applied (a resync, webhook, drift or reload) yields:
         // a sync of a new revision runs to its end, prune included, so that pushes arriving faster
         // than a whole sync cannot keep a unit from ever completing one (with yields, the load
         // test's 50 units took 59–146 s from push to a completed sync, where 41 s without).
         let resend = self.last_applied.as_ref() == Some(&revision);
-        let (result, next) = {
-            let rest = self.engine.sync_rest(early);
-            tokio::pin!(rest);
-            let mut next = None;
-            loop {
-                tokio::select! {
-                    r = &mut rest => break (r, next),
-                    found = watch.next(&mut self.triggers, &mut self.queued), if next.is_none() => {
-                        if resend {
-                            signal.raise();
-                        }
-                        next = Some(found);
-                    }
-                }
-            }
-        };
+        let (result, next) = self.rest_watching(early, &mut watch, resend).await;
         // A push still being fetched when the sync ended may bring a newer revision: it is
         // kept as the next sync, whose own fetch waits for (or joins) the one in flight.
         if let Some(t) = watch.abandon() {
@@ -184,6 +122,97 @@ impl Task {
         self.publish(&trigger, &report);
         super::release_freed_memory();
         Synced::Done(Ran::Synced(ok), Some(Box::new(report)))
+    }
+
+    /// What `trigger`'s sync runs in: the push lane for a push that touched the unit's path, else
+    /// a sync slot (`held`: one kept from a yielded sync). A push that changed nothing under the
+    /// path waits for a slot, and a later push that does change it ends that wait and takes the
+    /// lane (it replaces `trigger`). `None`: a push that brings no new revision, nothing to do.
+    async fn lane_or_slot(
+        &mut self,
+        trigger: &mut Trigger,
+        mut held: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Option<(Option<tokio::sync::OwnedSemaphorePermit>, Option<tokio::sync::OwnedSemaphorePermit>)> {
+        // A push that changed nothing under this unit's path (another unit's, in a shared
+        // repository) has nothing to send early: it waits for a slot as other triggers do, and
+        // leaves the lane to the units it changed; a later push that does change the path ends
+        // that wait and takes the lane.
+        let lane = loop {
+            if !trigger.kind.is_push() || held.is_some() || self.push_lane.is_none() {
+                break None;
+            }
+            let probe = self.engine.repo().push_touches(self.last_applied.as_ref(), trigger.at).await;
+            let Some(to) = probe.filter(|p| !p.touched).map(|p| p.to) else {
+                break self.lane().await;
+            };
+            if trigger.kind.needs_new_revision() && self.last_applied.as_ref() == Some(&to) {
+                tracing::debug!(unit = self.unit.as_str(), trigger = %trigger.kind, revision = %to, "no new revision");
+                return None;
+            }
+            match self.slot_unless_pushed(to).await {
+                Ok(Some(slot)) => held = Some(slot),
+                // The slots are closed (the daemon stops): go on as without one.
+                Ok(None) => break None,
+                Err(next) => *trigger = next,
+            }
+        };
+        let slot = match (held, &lane) {
+            (Some(held), _) => Some(held),
+            (None, Some(_)) => None,
+            (None, None) => self.slot().await,
+        };
+        Some((lane, slot))
+    }
+
+    /// Waits for a sync slot for the sync `begun`; meanwhile a newer revision takes its place in
+    /// the queue: its early apply runs at once, in the lane, and the rest of its sync gets the
+    /// slot. `None` when the slots are closed.
+    async fn slot_or_newer(&mut self, begun: &mut Begun) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let fetch_pushes = self.push_lane.is_some();
+        let waiting = self.sync_slots.clone().acquire_owned();
+        tokio::pin!(waiting);
+        loop {
+            tokio::select! {
+                s = &mut waiting => return s.ok(),
+                (next, to) = begun.watch.next(&mut self.triggers, &mut self.queued) => {
+                    self.log_yield(&begun.revision, &to, &next, begun.early.changes().entries.len());
+                    if next.kind != TriggerKind::Webhook {
+                        self.metrics.observe_trigger(&self.unit, next.kind);
+                    }
+                    let _lane = self.lane().await;
+                    info!(unit = self.unit.as_str(), trigger = %next.kind, revision = %to, "sync triggered");
+                    begun.early = self.engine.early(&to).await;
+                    begun.watch = YieldWatch::new(self.engine.repo().clone(), to.clone(), fetch_pushes);
+                    (begun.trigger, begun.revision) = (next, to);
+                }
+            }
+        }
+    }
+
+    /// The rest of the sync that `early` began, reading the trigger channel meanwhile
+    /// (`watch`): the first push that brings a newer revision is returned with the result and,
+    /// for a re-send (`resend`), raises the engine's yield signal.
+    async fn rest_watching(
+        &mut self,
+        early: EarlyApply,
+        watch: &mut YieldWatch,
+        resend: bool,
+    ) -> (crate::sync::Result<Report>, Option<(Trigger, Revision)>) {
+        let signal = self.engine.yield_signal();
+        let rest = self.engine.sync_rest(early);
+        tokio::pin!(rest);
+        let mut next = None;
+        loop {
+            tokio::select! {
+                r = &mut rest => return (r, next),
+                found = watch.next(&mut self.triggers, &mut self.queued), if next.is_none() => {
+                    if resend {
+                        signal.raise();
+                    }
+                    next = Some(found);
+                }
+            }
+        }
     }
 
     /// Waits for a sync slot for a push that left this unit's path alone (the branch now at
@@ -250,6 +279,15 @@ impl Task {
             "sync yielded to a newer revision"
         );
     }
+}
+
+/// A sync between its early apply and the rest: what a newer push replaces while it waits for
+/// a slot.
+struct Begun {
+    trigger: Trigger,
+    revision: Revision,
+    early: EarlyApply,
+    watch: YieldWatch,
 }
 
 /// A fetch started for a push seen during a sync.
