@@ -15,6 +15,7 @@
 //! new revision cancels it (`wait.rs`); the resync and the retry wait for the end of a health
 //! wait; drift is healed in both.
 
+mod machine;
 mod sync;
 mod wait;
 
