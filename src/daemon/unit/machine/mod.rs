@@ -77,6 +77,10 @@ pub(super) enum Phase {
     Health(Health),
     /// Syncing nothing until resumed. Declared for suspend and resume; no configuration or
     /// event leads here yet, and [`step`] leaves it only when stopping.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "declared for suspend and resume, which no configuration reaches yet")
+    )]
     Suspended,
     /// Shutdown, or the trigger channel closed.
     Stopped,
