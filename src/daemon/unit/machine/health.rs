@@ -63,22 +63,21 @@ fn end(mut h: Health, cancel: bool, record: bool, by: Option<Trigger>, actions: 
     Phase::Health(h)
 }
 
-/// A trigger or poll during the wait: a reload cancels it; any other fetches first.
+/// A trigger or poll during the wait: a reload cancels it ([`during_wait`]: it does not fetch);
+/// the resync waits for its end; any other fetches first.
 fn on_trigger(mut h: Health, t: Trigger, actions: &mut Vec<Action>) -> Phase {
-    match t.kind {
-        TriggerKind::Reload => {
-            let (revision, kind) = (h.revision.clone(), t.kind);
-            actions.push(Action::Log(Log::CancelledByReload { revision, kind }));
-            end(h, true, true, Some(t), actions)
-        }
-        // Not listened to during a wait: it waits for the end.
-        TriggerKind::Resync => Phase::Health(h),
-        _ => {
-            actions.push(Action::WaitFetch);
-            h.busy = Busy::Fetch(t);
-            Phase::Health(h)
-        }
+    if during_wait(t.kind, false) == DuringWait::CancelForReload {
+        let (revision, kind) = (h.revision.clone(), t.kind);
+        actions.push(Action::Log(Log::CancelledByReload { revision, kind }));
+        return end(h, true, true, Some(t), actions);
     }
+    if t.kind == TriggerKind::Resync {
+        // Not listened to during a wait; should one come, it waits for the end.
+        return Phase::Health(h);
+    }
+    actions.push(Action::WaitFetch);
+    h.busy = Busy::Fetch(t);
+    Phase::Health(h)
 }
 
 /// What the fetch for `t` during the wait found ([`during_wait`]).
