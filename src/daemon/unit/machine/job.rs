@@ -15,7 +15,7 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
             job.lane = true;
             fetch(job, actions)
         }
-        (Doing::Fetch, Event::Fetched(Err(Failed))) => fail(job, actions),
+        (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
         (Doing::Fetch, Event::Fetched(Ok(revision))) => fetched(state, job, revision, actions),
         (Doing::Early, Event::Early(objects)) => early_done(job, objects, actions),
         (Doing::Fail, Event::FailRecorded) => after(state, Ran::Synced(false), None, false, actions),
@@ -60,11 +60,11 @@ fn release(job: &mut Job, actions: &mut Vec<Action>) {
 }
 
 /// The sync failed as a whole: its permits dropped, the failure recorded.
-fn fail(mut job: Job, actions: &mut Vec<Action>) -> Phase {
+fn fail(mut job: Job, actions: &mut Vec<Action>) -> Job {
     release(&mut job, actions);
     actions.push(Action::Fail(job.trigger.clone()));
     job.doing = Doing::Fail;
-    Phase::Fetching(job)
+    job
 }
 
 /// The fetch found `revision`: nothing to do for a trigger that needs a new revision and found
@@ -125,15 +125,14 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
             fetch(job, actions)
         }
         (Doing::Untouched(to), Event::Trigger(Some(t))) if t.kind.is_push() => {
-            actions.push(Action::Probe { from: Some(to.clone()), at: t.at });
-            job.doing = Doing::Reprobe(to, t);
+            actions.push(Action::Probe { from: Some(to), at: t.at });
+            job.doing = Doing::Reprobe(t);
             Phase::SlotWait(job)
         }
-        (Doing::Reprobe(to, t), Event::Probed(touch)) => match touch {
+        (Doing::Reprobe(t), Event::Probed(touch)) => match touch {
             // Left alone again: the wait goes on, for the branch where it is now.
-            Some(Touch { touched: false, to: now }) => {
-                let _ = to;
-                job.doing = Doing::Untouched(now);
+            Some(Touch { touched: false, to }) => {
+                job.doing = Doing::Untouched(to);
                 Phase::SlotWait(job)
             }
             // Touched (or cannot be told): the later push ends the wait and takes the lane.
@@ -267,7 +266,7 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
         if let Some((t, _)) = job.next.take() {
             state.queued = Some(t);
         }
-        return fail(job, actions).into_applying();
+        return Phase::Applying(fail(job, actions));
     };
     match job.next.take() {
         Some((t, to)) if rested.yielded => {
@@ -290,15 +289,4 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
     actions.push(Action::Publish(job.trigger));
     actions.push(Action::BeginWait);
     Phase::Health(Health { revision: rested.revision, ran: Ran::Synced(rested.ok), after: None, busy: Busy::Beginning })
-}
-
-impl Phase {
-    /// A [`Phase::Fetching`] job recording its failure, as [`Phase::Applying`] (where the rest
-    /// of a sync fails).
-    fn into_applying(self) -> Phase {
-        match self {
-            Phase::Fetching(job) => Phase::Applying(job),
-            phase => phase,
-        }
-    }
 }

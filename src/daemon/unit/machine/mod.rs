@@ -156,8 +156,9 @@ enum Doing {
     /// Waiting for a slot for a push that left the unit's path alone (the branch now here):
     /// a later push that touches it ends the wait.
     Untouched(Revision),
-    /// Probing the later push `Trigger` seen while [`Doing::Untouched`].
-    Reprobe(Revision, Trigger),
+    /// Probing the later push seen while [`Doing::Untouched`] (from where the branch was): one
+    /// that touched the path takes the lane.
+    Reprobe(Trigger),
     /// Waiting for a slot for the rest, after the early apply: a newer revision takes the place.
     RestSlot,
     /// The newer revision that took the place waits for the lane.
