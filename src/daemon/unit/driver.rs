@@ -1,0 +1,469 @@
+//! The driver of a unit's state machine: the one loop that waits for the next event — from the
+//! trigger channel, the ticks, drift, or an effect it started — in one `select!`
+//! ([`Driver::next_event`]), hands it to [`step`], and runs the actions it returns
+//! ([`Driver::act`]). An effect that uses the engine owns it (with the rest of [`Ctx`]) while it
+//! runs and hands it back with its result, so only one runs at a time; a push fetched during a
+//! sync, a probe and a fetch during the health wait go through a clone of the [`Repo`] handle.
+//! Every effect is boxed: a sync's future is large, and inline it would size the task at rest,
+//! which is idle (~16 KiB a unit at 1,000 units; README "Fleet").
+
+use std::collections::{BTreeSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
+use tracing::info;
+
+use super::machine::{Action, Event, Failed, Log, Phase, Rested, State, step};
+use super::wait::Waiting;
+use super::{Ctx, UnitTask, release_freed_memory};
+use crate::cluster::drift::DriftQueue;
+use crate::daemon::backoff::Backoff;
+use crate::daemon::heal::Heal;
+use crate::daemon::metrics::Metrics;
+use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
+use crate::health::wait::{HealthWait, Outcome};
+use crate::object::ObjectRef;
+use crate::source::Revision;
+use crate::sync::Report;
+use crate::sync::early::EarlyApply;
+use crate::sync::repo::Repo;
+
+/// An effect that owns the engine, and gives it back with what it found.
+type EngineJob = Pin<Box<dyn Future<Output = (Box<Ctx>, Done)> + Send>>;
+/// An effect that does not use the engine; its result as an event.
+type Io = Pin<Box<dyn Future<Output = Event> + Send>>;
+/// A request for a permit of a semaphore.
+type Acquire = Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
+
+/// An effect that uses the engine.
+enum Effect {
+    Fetch(std::time::Instant),
+    Early(Revision),
+    Rest(EarlyApply),
+    Heal(Trigger, BTreeSet<ObjectRef>),
+    Fail(Trigger, crate::sync::Error, Option<Revision>),
+    Begin(Report),
+    /// Boxed: a wait and its end are twice the size of the other effects.
+    End(Box<(Waiting, Option<(HealthWait, Outcome)>)>, bool),
+    HealDuringWait(BTreeSet<ObjectRef>),
+}
+
+/// What an engine effect found (the driver keeps the heavy parts and tells `step` the rest).
+enum Done {
+    Fetched(crate::sync::Result<Revision>),
+    Early(EarlyApply),
+    Rest(crate::sync::Result<Report>),
+    Healed(Option<(bool, Report)>),
+    FailRecorded,
+    Began(Option<Waiting>),
+    Finished,
+    HealedDuringWait,
+}
+
+impl Ctx {
+    /// Runs `effect`, owning the context, and hands it back.
+    async fn run(mut self: Box<Self>, effect: Effect) -> (Box<Self>, Done) {
+        let done = match effect {
+            Effect::Fetch(at) => Done::Fetched(self.engine.fetch_since(at).await),
+            Effect::Early(revision) => Done::Early(self.engine.early(&revision).await),
+            Effect::Rest(early) => Done::Rest(self.engine.sync_rest(early).await),
+            Effect::Heal(trigger, objects) => Done::Healed(self.heal_objects(&trigger, &objects).await),
+            Effect::Fail(trigger, error, kept) => {
+                self.failed(&trigger, error, kept).await;
+                Done::FailRecorded
+            }
+            Effect::Begin(report) => Done::Began(self.begin_wait(report).await),
+            Effect::End(wait, record) => {
+                let (waiting, ended) = *wait;
+                self.end_wait(waiting, ended, record).await;
+                Done::Finished
+            }
+            Effect::HealDuringWait(objects) => {
+                let trigger = Trigger::now(TriggerKind::Drift);
+                self.heal_objects(&trigger, &objects).await;
+                Done::HealedDuringWait
+            }
+        };
+        (self, done)
+    }
+}
+
+/// What the one `select!` got, before it becomes an [`Event`].
+enum Got {
+    Event(Event),
+    HealDue,
+    Engine(Box<Ctx>, Done),
+    Slot(Option<OwnedSemaphorePermit>),
+    Lane(Option<OwnedSemaphorePermit>),
+    WaitEnded(HealthWait, Outcome),
+}
+
+/// A unit's task as it runs: its state, the event sources, the effects in flight and what
+/// they left for the next ones.
+pub(super) struct Driver {
+    state: State,
+    unit: String,
+    /// The engine and what its effects need; `None` while an engine effect owns it.
+    ctx: Option<Box<Ctx>>,
+    engine_job: Option<EngineJob>,
+    /// A probe, or a fetch during the health wait.
+    io: Option<Io>,
+    /// A push fetched during a sync.
+    push: Option<Io>,
+    slot_wanted: Option<Acquire>,
+    slot: Option<OwnedSemaphorePermit>,
+    lane_wanted: Option<Acquire>,
+    lane: Option<OwnedSemaphorePermit>,
+    waiting: Option<Waiting>,
+    /// How the health wait ended by itself, for its end.
+    ended: Option<(HealthWait, Outcome)>,
+    early: Option<EarlyApply>,
+    report: Option<Report>,
+    failure: Option<crate::sync::Error>,
+    /// A handle on the unit's mirror (clones share it).
+    repo: Repo,
+    yield_signal: crate::apply::Yield,
+    backoff: Backoff,
+    metrics: Arc<Metrics>,
+    triggers: TriggerReceiver,
+    shutdown: watch::Receiver<bool>,
+    /// Drift events of the unit's members, from its metadata cache.
+    drift: DriftQueue,
+    self_heal: bool,
+    poll: Interval,
+    resync: Interval,
+    sync_slots: Arc<Semaphore>,
+    push_lane: Option<Arc<Semaphore>>,
+    first: TriggerKind,
+}
+
+impl Driver {
+    pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
+        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first } = task;
+        let start = Instant::now();
+        let mut poll = interval_at(start + timing.interval, timing.interval);
+        poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let first_resync = super::first_resync(timing.resync_interval, rand::random::<f64>());
+        let mut resync = interval_at(start + first_resync, timing.resync_interval);
+        resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let unit = engine.unit_name().to_string();
+        let (repo, yield_signal, drift) = (engine.repo().clone(), engine.yield_signal(), engine.cache().subscribe());
+        let ctx =
+            Ctx { unit: unit.clone(), engine, status, metrics: metrics.clone(), heal: Heal::default(), warned: None };
+        Self {
+            state: State::new(push_lane.is_some()),
+            unit,
+            ctx: Some(Box::new(ctx)),
+            engine_job: None,
+            io: None,
+            push: None,
+            slot_wanted: None,
+            slot: None,
+            lane_wanted: None,
+            lane: None,
+            waiting: None,
+            ended: None,
+            early: None,
+            report: None,
+            failure: None,
+            repo,
+            yield_signal,
+            backoff: Backoff::default(),
+            metrics,
+            triggers,
+            shutdown,
+            drift,
+            self_heal: timing.self_heal,
+            poll,
+            resync,
+            sync_slots,
+            push_lane,
+            first,
+        }
+    }
+
+    /// Runs the first sync, then every event, until the machine stops.
+    pub(super) async fn run(mut self) {
+        self.feed(Event::Trigger(Some(Trigger::now(self.first))));
+        while !matches!(self.state.phase, Phase::Stopped) {
+            let event = self.next_event().await;
+            self.feed(event);
+        }
+    }
+
+    /// Steps the machine with `event`, and with the events the actions answer at once.
+    fn feed(&mut self, event: Event) {
+        let mut events = VecDeque::from([event]);
+        while let Some(event) = events.pop_front() {
+            let state = std::mem::replace(&mut self.state, State::new(false));
+            let (state, actions) = step(state, event);
+            tracing::trace!(unit = self.unit.as_str(), phase = state.phase.name(), "unit phase");
+            self.state = state;
+            for action in actions {
+                events.extend(self.act(action));
+            }
+        }
+    }
+}
+
+impl Driver {
+    /// The next event: the one `select!` of the task, over the sources the state listens to
+    /// ([`State::listen`]) and the effects in flight.
+    async fn next_event(&mut self) -> Event {
+        if !self.state.stopping && *self.shutdown.borrow() {
+            return Event::Shutdown;
+        }
+        let listen = self.state.listen();
+        let far = Instant::now() + Duration::from_secs(86_400);
+        let heal_at = if listen.drift { self.ctx.as_ref().and_then(|c| c.heal.next()) } else { None };
+        let drift_on = listen.drift && self.self_heal && self.ctx.is_some();
+        let stopping = self.state.stopping;
+        let Self {
+            shutdown,
+            triggers,
+            poll,
+            resync,
+            drift,
+            engine_job,
+            io,
+            push,
+            slot_wanted,
+            lane_wanted,
+            waiting,
+            ..
+        } = self;
+        let got = tokio::select! {
+            _ = shutdown.changed(), if !stopping => Got::Event(Event::Shutdown),
+            t = triggers.recv(), if listen.triggers => Got::Event(Event::Trigger(t)),
+            _ = poll.tick(), if listen.poll => Got::Event(Event::Tick(Trigger::now(TriggerKind::Poll))),
+            _ = resync.tick(), if listen.resync => Got::Event(Event::Tick(Trigger::now(TriggerKind::Resync))),
+            events = drift.next(), if drift_on => Got::Event(Event::Drift(events)),
+            _ = sleep_until(heal_at.unwrap_or(far)), if heal_at.is_some() => Got::HealDue,
+            _ = sleep_until(listen.retry.unwrap_or(far)), if listen.retry.is_some() => {
+                Got::Event(Event::RetryDue(std::time::Instant::now()))
+            }
+            (ctx, done) = async { engine_job.as_mut().expect("guarded").await }, if engine_job.is_some() => {
+                Got::Engine(ctx, done)
+            }
+            event = async { io.as_mut().expect("guarded").await }, if io.is_some() => Got::Event(event),
+            event = async { push.as_mut().expect("guarded").await }, if push.is_some() => Got::Event(event),
+            permit = async { slot_wanted.as_mut().expect("guarded").await }, if listen.slot && slot_wanted.is_some() => {
+                Got::Slot(permit)
+            }
+            permit = async { lane_wanted.as_mut().expect("guarded").await }, if lane_wanted.is_some() => {
+                Got::Lane(permit)
+            }
+            (wait, outcome) = async { waiting.as_mut().expect("guarded").ended().await }, if listen.wait_end && waiting.is_some() => {
+                Got::WaitEnded(wait, outcome)
+            }
+        };
+        self.event(got)
+    }
+
+    /// What the `select!` got, as an event for `step`: the effect that ended is cleared, and
+    /// what it found that `step` does not need is kept for the actions that follow.
+    fn event(&mut self, got: Got) -> Event {
+        match got {
+            Got::Event(event) => {
+                match event {
+                    Event::Probed(_) | Event::WaitFetched(_) => self.io = None,
+                    Event::PushFetched(_) => self.push = None,
+                    _ => {}
+                }
+                event
+            }
+            Got::HealDue => {
+                let objects = self.ctx.as_mut().map(|c| c.heal.take_due(Instant::now())).unwrap_or_default();
+                Event::HealDue(objects, std::time::Instant::now())
+            }
+            Got::Engine(ctx, done) => {
+                self.engine_job = None;
+                self.ctx = Some(ctx);
+                self.done(done)
+            }
+            Got::Slot(permit) => {
+                self.slot_wanted = None;
+                self.slot = permit;
+                Event::Slot
+            }
+            Got::Lane(permit) => {
+                self.lane_wanted = None;
+                self.lane = permit;
+                Event::Lane
+            }
+            Got::WaitEnded(wait, outcome) => {
+                self.ended = Some((wait, outcome));
+                Event::WaitEnded
+            }
+        }
+    }
+
+    /// The event of an engine effect that ended.
+    fn done(&mut self, done: Done) -> Event {
+        match done {
+            Done::Fetched(fetched) => Event::Fetched(fetched.map_err(|e| self.keep_failure(e))),
+            Done::Early(early) => {
+                let objects = early.changes().entries.len();
+                self.early = Some(early);
+                Event::Early(objects)
+            }
+            Done::Rest(Ok(report)) => {
+                let revision = report.revision.clone();
+                let (yielded, objects, ok) =
+                    (report.yielded, report.changes.entries.len(), !report.changes.has_failures());
+                self.report = Some(report);
+                Event::Rest(Ok(Rested { revision, yielded, objects, ok }))
+            }
+            Done::Rest(Err(e)) => Event::Rest(Err(self.keep_failure(e))),
+            Done::Healed(healed) => Event::Healed(healed.map(|(ok, report)| {
+                let revision = report.revision.clone();
+                self.report = Some(report);
+                (ok, revision)
+            })),
+            Done::FailRecorded => Event::FailRecorded,
+            Done::Began(waiting) => {
+                let began = waiting.is_some();
+                self.waiting = waiting;
+                Event::WaitBegun(began)
+            }
+            Done::Finished => Event::WaitFinished,
+            Done::HealedDuringWait => Event::HealedDuringWait,
+        }
+    }
+
+    fn keep_failure(&mut self, e: crate::sync::Error) -> Failed {
+        self.failure = Some(e);
+        Failed
+    }
+
+    /// Starts `effect`, which owns the engine until it ends.
+    fn start(&mut self, effect: Effect) {
+        let ctx = self.ctx.take().expect("one engine effect at a time");
+        self.engine_job = Some(Box::pin(ctx.run(effect)));
+    }
+
+    /// Asks for a permit of `semaphore`.
+    fn acquire(semaphore: &Arc<Semaphore>) -> Acquire {
+        let semaphore = semaphore.clone();
+        Box::pin(async move { semaphore.acquire_owned().await.ok() })
+    }
+
+    /// Runs `action`; the event it answers at once, if any.
+    fn act(&mut self, action: Action) -> Option<Event> {
+        match action {
+            Action::Observe(kind) => self.metrics.observe_trigger(&self.unit, kind),
+            Action::Log(log) => write(&self.unit, log),
+            Action::Probe { from, at } => {
+                let repo = self.repo.clone();
+                self.io = Some(Box::pin(async move { Event::Probed(repo.push_touches(from.as_ref(), at).await) }));
+            }
+            Action::AcquireLane => match &self.push_lane {
+                Some(lane) => self.lane_wanted = Some(Self::acquire(lane)),
+                None => return Some(Event::Lane),
+            },
+            Action::ReleaseLane => (self.lane, self.lane_wanted) = (None, None),
+            Action::AcquireSlot => self.slot_wanted = Some(Self::acquire(&self.sync_slots)),
+            Action::ReleaseSlot => (self.slot, self.slot_wanted) = (None, None),
+            Action::Fetch { at } => self.start(Effect::Fetch(at)),
+            Action::Early(revision) => self.start(Effect::Early(revision)),
+            Action::Rest => {
+                let early = self.early.take().expect("an early apply before the rest");
+                self.start(Effect::Rest(early));
+            }
+            Action::FetchPush(t) => {
+                let repo = self.repo.clone();
+                let fetch = async move { Event::PushFetched(repo.fetch_since(t.at).await.map_err(|_| Failed)) };
+                self.push = Some(Box::pin(fetch));
+            }
+            Action::AbandonPush => self.push = None,
+            Action::RaiseYield => self.yield_signal.raise(),
+            Action::LogObjects => {
+                if let Some(report) = self.report.take() {
+                    crate::report::log_objects(&report);
+                }
+            }
+            Action::Publish(trigger) => self.publish(&trigger),
+            Action::Heal(trigger, objects) => self.start(Effect::Heal(trigger, objects)),
+            Action::Fail(trigger) => {
+                let error = self.failure.take().expect("a failure to record");
+                self.start(Effect::Fail(trigger, error, self.state.last_applied.clone()));
+            }
+            Action::BeginWait => {
+                let report = self.report.take().expect("a report to wait on");
+                self.start(Effect::Begin(report));
+            }
+            Action::WaitFetch => {
+                let repo = self.repo.clone();
+                self.io = Some(Box::pin(async move { Event::WaitFetched(repo.fetch().await.ok()) }));
+            }
+            Action::HealDuringWait(objects) => self.start(Effect::HealDuringWait(objects)),
+            Action::EndWait { cancel, record } => {
+                let waiting = self.waiting.take().expect("a wait to end");
+                let ended = if cancel { None } else { self.ended.take() };
+                self.ended = None;
+                self.start(Effect::End(Box::new((waiting, ended)), record));
+            }
+            Action::NoteDrift(events) => self.home().note_drift(events),
+            Action::DrainDrift => {
+                // Our own writes come back as watch events: drop those now, keep the rest.
+                let events = self.drift.take();
+                if self.self_heal {
+                    self.home().note_drift(events);
+                }
+            }
+            Action::ResetBackoff => self.backoff.reset(),
+            Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.backoff.next_delay())),
+        }
+        None
+    }
+
+    /// The context, at home between engine effects (`step` asks for no sync action that needs
+    /// it while one runs).
+    fn home(&mut self) -> &mut Ctx {
+        self.ctx.as_mut().expect("the engine is home between its effects")
+    }
+
+    /// Publishes the report of the sync that ran (field fights, logs, metrics) and hands the
+    /// freed memory back.
+    fn publish(&mut self, trigger: &Trigger) {
+        let report = self.report.take().expect("a report to publish");
+        let ctx = self.home();
+        ctx.report_fights(&report);
+        ctx.publish(trigger, &report);
+        self.report = Some(report);
+        release_freed_memory();
+    }
+}
+
+/// Writes a log event `step` decided.
+fn write(unit: &str, log: Log) {
+    match log {
+        Log::Triggered { kind, revision, lane: Some(lane) } => {
+            info!(unit, trigger = %kind, revision = %revision, push_lane = lane, "sync triggered");
+        }
+        Log::Triggered { kind, revision, lane: None } => {
+            info!(unit, trigger = %kind, revision = %revision, "sync triggered");
+        }
+        Log::NoNewRevision { kind, revision } => {
+            tracing::debug!(unit, trigger = %kind, revision = %revision, "no new revision");
+        }
+        Log::Yielded { revision, to, kind, objects } => info!(
+            unit,
+            revision = %revision,
+            to = %to,
+            trigger = %kind,
+            objects_sent = objects,
+            "sync yielded to a newer revision"
+        ),
+        Log::CancelledByReload { revision, kind } => {
+            info!(unit, revision = %revision, trigger = %kind, "health wait cancelled by a reload");
+        }
+        Log::CancelledByRevision { revision, new_revision, kind } => {
+            info!(unit, revision = %revision, new_revision = %new_revision, trigger = %kind, "health wait cancelled by a new revision");
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The health-wait phase of [`super::step`]: how the wait ends, what a trigger does during it
+//! ([`super::during_wait`]), self-heal during it.
+
+use super::{Action, Busy, DuringWait, Event, Health, Log, Phase, State, after, during_wait, keep};
+use crate::daemon::trigger::{Trigger, TriggerKind};
+use crate::source::Revision;
+
+/// An event during the health step.
+pub(super) fn health(state: &mut State, mut h: Health, event: Event, actions: &mut Vec<Action>) -> Phase {
+    let busy = std::mem::replace(&mut h.busy, Busy::Nothing);
+    match (busy, event) {
+        (Busy::Beginning, Event::WaitBegun(false)) => after(state, h.ran, None, false, actions),
+        (Busy::Beginning, Event::WaitBegun(true)) => waiting(state, h, actions),
+        (Busy::Heal, Event::HealedDuringWait) => {
+            actions.push(Action::DrainDrift);
+            waiting(state, h, actions)
+        }
+        (Busy::Nothing, Event::WaitEnded) => end(h, false, true, None, actions),
+        (Busy::Nothing, Event::Shutdown | Event::Trigger(None)) => {
+            state.stopping = true;
+            end(h, true, true, None, actions)
+        }
+        (Busy::Nothing, Event::Trigger(Some(t)) | Event::Tick(t)) => on_trigger(h, t, actions),
+        (Busy::Fetch(t), Event::WaitFetched(found)) => fetched(state, h, t, found, actions),
+        (Busy::Nothing, Event::Drift(events)) => {
+            actions.push(Action::NoteDrift(events));
+            Phase::Health(h)
+        }
+        (Busy::Nothing, Event::HealDue(objects, _)) if !objects.is_empty() => {
+            actions.push(Action::Observe(TriggerKind::Drift));
+            actions.push(Action::HealDuringWait(objects));
+            h.busy = Busy::Heal;
+            Phase::Health(h)
+        }
+        (Busy::Ending(next), Event::WaitFinished) => after(state, h.ran, next, false, actions),
+        (busy, event) => {
+            match event {
+                Event::Shutdown | Event::Trigger(None) => state.stopping = true,
+                Event::Trigger(Some(t)) => keep(&mut state.queued, t),
+                _ => {}
+            }
+            h.busy = busy;
+            Phase::Health(h)
+        }
+    }
+}
+
+/// Back to waiting, after the wait began or a fetch or self-heal during it: the wait is
+/// cancelled at once when stopping (shutdown arrived meanwhile).
+fn waiting(state: &mut State, h: Health, actions: &mut Vec<Action>) -> Phase {
+    if state.stopping {
+        return end(h, true, true, None, actions);
+    }
+    Phase::Health(h)
+}
+
+/// Ends the wait (cancelled when `cancel`; recorded when `record`); `by`, the trigger that
+/// cancelled it, runs next, else the one kept for after it.
+fn end(mut h: Health, cancel: bool, record: bool, by: Option<Trigger>, actions: &mut Vec<Action>) -> Phase {
+    actions.push(Action::EndWait { cancel, record });
+    let next = by.or_else(|| h.after.take());
+    h.busy = Busy::Ending(next);
+    Phase::Health(h)
+}
+
+/// A trigger or poll during the wait: a reload cancels it ([`during_wait`]: it does not fetch);
+/// the resync waits for its end; any other fetches first.
+fn on_trigger(mut h: Health, t: Trigger, actions: &mut Vec<Action>) -> Phase {
+    if during_wait(t.kind, false) == DuringWait::CancelForReload {
+        let (revision, kind) = (h.revision.clone(), t.kind);
+        actions.push(Action::Log(Log::CancelledByReload { revision, kind }));
+        return end(h, true, true, Some(t), actions);
+    }
+    if t.kind == TriggerKind::Resync {
+        // Not listened to during a wait; should one come, it waits for the end.
+        return Phase::Health(h);
+    }
+    actions.push(Action::WaitFetch);
+    h.busy = Busy::Fetch(t);
+    Phase::Health(h)
+}
+
+/// What the fetch for `t` during the wait found ([`during_wait`]).
+fn fetched(state: &mut State, mut h: Health, t: Trigger, found: Option<Revision>, actions: &mut Vec<Action>) -> Phase {
+    let new_revision = found.filter(|r| *r != h.revision);
+    match during_wait(t.kind, new_revision.is_some()) {
+        DuringWait::Ignore => waiting(state, h, actions),
+        DuringWait::RunAfter => {
+            h.after = Some(t);
+            waiting(state, h, actions)
+        }
+        DuringWait::CancelForReload => end(h, true, true, Some(t), actions),
+        DuringWait::CancelForRevision => {
+            let (revision, kind) = (h.revision.clone(), t.kind);
+            let new_revision = new_revision.expect("a new revision");
+            actions.push(Action::Log(Log::CancelledByRevision { revision, new_revision, kind }));
+            end(h, true, false, Some(t), actions)
+        }
+    }
+}

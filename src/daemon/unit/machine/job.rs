@@ -1,0 +1,292 @@
+//! The job phases of [`super::step`]: fetching (probe, lane, fetch, early apply), waiting for a
+//! slot, applying (the rest of the sync, a self-heal, the record of a failure).
+
+use super::{
+    Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, after, begin_sync, fetch, keep,
+};
+use crate::daemon::trigger::TriggerKind;
+use crate::source::{Revision, Touch};
+
+/// An event while probing, waiting for the lane, fetching or applying early.
+pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &mut Vec<Action>) -> Phase {
+    match (&job.doing, event) {
+        (Doing::Probe, Event::Probed(touch)) => probed(state, job, touch, actions),
+        (Doing::Lane, Event::Lane) => {
+            job.lane = true;
+            fetch(job, actions)
+        }
+        (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
+        (Doing::Fetch, Event::Fetched(Ok(revision))) => fetched(state, job, revision, actions),
+        (Doing::Early, Event::Early(objects)) => early_done(job, objects, actions),
+        (Doing::Fail, Event::FailRecorded) => after(state, Ran::Synced(false), None, false, actions),
+        (_, Event::Trigger(Some(t))) => {
+            keep(&mut state.queued, t);
+            Phase::Fetching(job)
+        }
+        _ => Phase::Fetching(job),
+    }
+}
+
+/// What the probe of a push told: a push that left the unit's path alone waits for a slot
+/// (or does nothing, when it brought the revision last applied and needs a new one); one that
+/// touched it, or whose effect cannot be told, takes the lane.
+fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut Vec<Action>) -> Phase {
+    match touch {
+        Some(Touch { touched: false, to }) => {
+            if job.trigger.kind.needs_new_revision() && state.last_applied.as_ref() == Some(&to) {
+                actions.push(Action::Log(Log::NoNewRevision { kind: job.trigger.kind, revision: to }));
+                return after(state, Ran::Nothing, None, false, actions);
+            }
+            job.doing = Doing::Untouched(to);
+            actions.push(Action::AcquireSlot);
+            Phase::SlotWait(job)
+        }
+        _ => {
+            job.doing = Doing::Lane;
+            actions.push(Action::AcquireLane);
+            Phase::Fetching(job)
+        }
+    }
+}
+
+/// Drops the lane and the slot the job holds.
+fn release(job: &mut Job, actions: &mut Vec<Action>) {
+    if std::mem::take(&mut job.lane) {
+        actions.push(Action::ReleaseLane);
+    }
+    if std::mem::take(&mut job.slot) {
+        actions.push(Action::ReleaseSlot);
+    }
+}
+
+/// The sync failed as a whole: its permits dropped, the failure recorded.
+fn fail(mut job: Job, actions: &mut Vec<Action>) -> Job {
+    release(&mut job, actions);
+    actions.push(Action::Fail(job.trigger.clone()));
+    job.doing = Doing::Fail;
+    job
+}
+
+/// The fetch found `revision`: nothing to do for a trigger that needs a new revision and found
+/// the one last applied; else the early apply.
+fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
+    let kind = job.trigger.kind;
+    if kind.needs_new_revision() && state.last_applied.as_ref() == Some(&revision) {
+        release(&mut job, actions);
+        actions.push(Action::Log(Log::NoNewRevision { kind, revision }));
+        return after(state, Ran::Nothing, None, false, actions);
+    }
+    actions.push(Action::Log(Log::Triggered { kind, revision: revision.clone(), lane: Some(job.lane) }));
+    actions.push(Action::Early(revision.clone()));
+    job.revision = Some(revision);
+    job.doing = Doing::Early;
+    Phase::Fetching(job)
+}
+
+/// The early apply sent `objects`: the lane is dropped; the rest runs in the slot held, else
+/// waits for one.
+fn early_done(mut job: Job, objects: usize, actions: &mut Vec<Action>) -> Phase {
+    job.early = objects;
+    if std::mem::take(&mut job.lane) {
+        actions.push(Action::ReleaseLane);
+    }
+    if job.slot {
+        return rest(job, actions);
+    }
+    job.doing = Doing::RestSlot;
+    actions.push(Action::AcquireSlot);
+    Phase::SlotWait(job)
+}
+
+/// The rest of the sync, holding the slot.
+fn rest(mut job: Job, actions: &mut Vec<Action>) -> Phase {
+    job.doing = Doing::Rest;
+    actions.push(Action::Rest);
+    Phase::Applying(job)
+}
+
+/// An event while waiting for a slot.
+pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: &mut Vec<Action>) -> Phase {
+    let doing = std::mem::replace(&mut job.doing, Doing::Slot);
+    match (doing, event) {
+        (Doing::Slot, Event::Slot) => {
+            job.slot = true;
+            match job.heal.clone() {
+                Some(objects) => {
+                    job.doing = Doing::Heal;
+                    actions.push(Action::Heal(job.trigger.clone(), objects));
+                    Phase::Applying(job)
+                }
+                None => fetch(job, actions),
+            }
+        }
+        (Doing::Untouched(_), Event::Slot) => {
+            job.slot = true;
+            fetch(job, actions)
+        }
+        (Doing::Untouched(to), Event::Trigger(Some(t))) if t.kind.is_push() => {
+            actions.push(Action::Probe { from: Some(to), at: t.at });
+            job.doing = Doing::Reprobe(t);
+            Phase::SlotWait(job)
+        }
+        (Doing::Reprobe(t), Event::Probed(touch)) => match touch {
+            // Left alone again: the wait goes on, for the branch where it is now.
+            Some(Touch { touched: false, to }) => {
+                job.doing = Doing::Untouched(to);
+                Phase::SlotWait(job)
+            }
+            // Touched (or cannot be told): the later push ends the wait and takes the lane.
+            _ => {
+                actions.push(Action::ReleaseSlot);
+                job.trigger = t;
+                begin_sync(state, job, actions)
+            }
+        },
+        (Doing::RestSlot, Event::Slot) => {
+            job.slot = true;
+            rest(job, actions)
+        }
+        (Doing::RestSlot, Event::Trigger(Some(t))) if t.kind.is_push() && state.lane => {
+            actions.push(Action::FetchPush(t.clone()));
+            job.fetching = Some(t);
+            job.doing = Doing::RestSlot;
+            Phase::SlotWait(job)
+        }
+        (Doing::RestSlot, Event::PushFetched(found)) => take_place(state, job, found, actions),
+        (Doing::NewerLane, Event::Lane) => {
+            job.lane = true;
+            let revision = job.revision.clone().expect("a newer revision");
+            actions.push(Action::Log(Log::Triggered {
+                kind: job.trigger.kind,
+                revision: revision.clone(),
+                lane: None,
+            }));
+            actions.push(Action::Early(revision));
+            job.doing = Doing::NewerEarly;
+            Phase::SlotWait(job)
+        }
+        (Doing::NewerEarly, Event::Early(objects)) => {
+            job.early = objects;
+            if std::mem::take(&mut job.lane) {
+                actions.push(Action::ReleaseLane);
+            }
+            job.doing = Doing::RestSlot;
+            Phase::SlotWait(job)
+        }
+        (doing, event) => {
+            if let Event::Trigger(Some(t)) = event {
+                keep(&mut state.queued, t);
+            }
+            job.doing = doing;
+            Phase::SlotWait(job)
+        }
+    }
+}
+
+/// A push fetched while the sync waits for its slot after its early apply: a newer revision
+/// takes the sync's place (its early apply in the lane, then the slot asked for goes to its
+/// rest); the same revision, or a failed fetch, is queued.
+fn take_place(state: &mut State, mut job: Job, found: Result<Revision, Failed>, actions: &mut Vec<Action>) -> Phase {
+    job.doing = Doing::RestSlot;
+    let Some(t) = job.fetching.take() else { return Phase::SlotWait(job) };
+    match found {
+        Ok(to) if job.revision.as_ref() != Some(&to) => {
+            let revision = job.revision.clone().expect("fetched");
+            let (kind, objects) = (t.kind, job.early);
+            actions.push(Action::Log(Log::Yielded { revision, to: to.clone(), kind, objects }));
+            if kind != TriggerKind::Webhook {
+                actions.push(Action::Observe(kind));
+            }
+            actions.push(Action::AcquireLane);
+            job.trigger = t;
+            job.revision = Some(to);
+            job.doing = Doing::NewerLane;
+        }
+        _ => keep(&mut state.queued, t),
+    }
+    Phase::SlotWait(job)
+}
+
+/// An event while the rest of a sync or a self-heal runs, or a failure is recorded.
+pub(super) fn applying(state: &mut State, mut job: Job, event: Event, actions: &mut Vec<Action>) -> Phase {
+    match event {
+        Event::Trigger(Some(t)) => {
+            let watching = matches!(job.doing, Doing::Rest) && job.fetching.is_none() && job.next.is_none();
+            if watching && t.kind.is_push() && state.lane {
+                actions.push(Action::FetchPush(t.clone()));
+                job.fetching = Some(t);
+            } else {
+                keep(&mut state.queued, t);
+            }
+            Phase::Applying(job)
+        }
+        Event::PushFetched(found) => {
+            if let Some(t) = job.fetching.take() {
+                match found {
+                    Ok(to) if job.revision.as_ref() != Some(&to) => {
+                        // Only a re-send of the revision last applied yields: a new revision's
+                        // sync runs to its end, so pushes faster than syncs cannot starve it.
+                        if state.last_applied == job.revision {
+                            actions.push(Action::RaiseYield);
+                        }
+                        job.next = Some((t, to));
+                    }
+                    _ => keep(&mut state.queued, t),
+                }
+            }
+            Phase::Applying(job)
+        }
+        Event::Rest(result) => rested(state, job, result, actions),
+        Event::Healed(None) => {
+            // The engine cannot heal these objects: a full sync of the same trigger instead.
+            actions.push(Action::ReleaseSlot);
+            job.slot = false;
+            job.heal = None;
+            begin_sync(state, job, actions)
+        }
+        Event::Healed(Some((ok, revision))) => {
+            actions.push(Action::ReleaseSlot);
+            actions.push(Action::BeginWait);
+            Phase::Health(Health { revision, ran: Ran::Healed(ok), after: None, busy: Busy::Beginning })
+        }
+        Event::FailRecorded => after(state, Ran::Synced(false), None, false, actions),
+        _ => Phase::Applying(job),
+    }
+}
+
+/// The rest of the sync ended: a push still being fetched is queued; a failure is recorded; a
+/// sync that yielded hands its slot to the newer revision, run at once; else the report is
+/// published and the health wait begins, a newer revision found meanwhile queued.
+fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actions: &mut Vec<Action>) -> Phase {
+    if let Some(t) = job.fetching.take() {
+        actions.push(Action::AbandonPush);
+        keep(&mut state.queued, t);
+    }
+    let Ok(rested) = result else {
+        if let Some((t, _)) = job.next.take() {
+            state.queued = Some(t);
+        }
+        return Phase::Applying(fail(job, actions));
+    };
+    match job.next.take() {
+        Some((t, to)) if rested.yielded => {
+            actions.push(Action::LogObjects);
+            let revision = job.revision.clone().unwrap_or_else(|| rested.revision.clone());
+            actions.push(Action::Log(Log::Yielded { revision, to, kind: t.kind, objects: rested.objects }));
+            // Not applied whole: the next sync runs even for a trigger that needs a new revision.
+            state.last_applied = None;
+            return after(state, Ran::Nothing, Some(t), job.slot, actions);
+        }
+        // The apply had ended, or this sync was of a new revision: the newer one runs next,
+        // cancelling the health wait.
+        Some((t, _)) => state.queued = Some(t),
+        None => {}
+    }
+    if job.slot {
+        actions.push(Action::ReleaseSlot);
+    }
+    state.last_applied = Some(rested.revision.clone());
+    actions.push(Action::Publish(job.trigger));
+    actions.push(Action::BeginWait);
+    Phase::Health(Health { revision: rested.revision, ran: Ran::Synced(rested.ok), after: None, busy: Busy::Beginning })
+}

@@ -1,0 +1,554 @@
+//! A unit's life as one state machine: [`State`] (its [`Phase`] and what it keeps between
+//! phases) and [`step`], a pure function from the state and one [`Event`] to the next state and
+//! the [`Action`]s the driver (`driver.rs`) runs. Nothing here waits, reads the clock or touches
+//! the engine: the instants come in the events, and what the effects found comes back as
+//! events. The shape is kube-runtime's watcher (`enum State` + `step`).
+//!
+//! The rules it holds (module docs of `sync.rs` and `wait.rs` give the reasons):
+//! - **Coalescing.** A trigger that arrives while a sync runs and does not make it yield is kept
+//!   as the one queued trigger ([`keep`]: a later one lends it its instant).
+//! - **The push lane.** A push or webhook of a git unit is probed first
+//!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) takes the lane,
+//!   fetches and applies early, then waits for a slot for the rest; one that did not waits for a
+//!   slot first, and a later push that touches the path ends that wait and takes the lane.
+//! - **No new revision.** A poll or push that finds the revision last applied does nothing.
+//! - **Yield.** While a sync waits for its slot after its early apply, a push that fetches a
+//!   newer revision takes its place (early apply in the lane, the slot for the rest). While its
+//!   rest runs, such a push raises the engine's yield signal only when the sync is a re-send of
+//!   the revision last applied; a new revision's sync runs to its end and the push is queued.
+//!   A push still being fetched when the sync ends is queued.
+//! - **Health wait.** A reload cancels the wait; a new revision cancels it and records
+//!   nothing; the same revision asked for explicitly runs after it, a poll or push is ignored.
+//!   Drifted objects are healed during the wait without a slot.
+//! - **Retry.** How a job ended decides the backoff ([`retry`]).
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+mod health;
+mod job;
+#[cfg(test)]
+mod tests;
+
+use super::{Ran, Retry, retry};
+use crate::cluster::drift::Drift;
+use crate::daemon::trigger::{Trigger, TriggerKind};
+use crate::object::ObjectRef;
+use crate::source::{Revision, Touch};
+
+/// A unit's state: its phase and what it keeps between phases.
+pub(super) struct State {
+    /// Where the unit is.
+    pub(super) phase: Phase,
+    /// The one trigger kept for after the running job (the channel's one queued sync).
+    pub(super) queued: Option<Trigger>,
+    /// The revision last synced (also a failed one: the retry re-syncs it).
+    pub(super) last_applied: Option<Revision>,
+    /// The retry of a failed sync that was due when the running job began (when idle, the one
+    /// [`Phase::BackingOff`] waits for).
+    pub(super) retry_at: Option<tokio::time::Instant>,
+    /// The unit has a push lane (a git unit): its pushes are probed and fetched at once.
+    pub(super) lane: bool,
+    /// Shutdown, or the trigger channel closed: stop once the running job (and the health
+    /// wait, cancelled) ends.
+    pub(super) stopping: bool,
+}
+
+impl State {
+    /// A unit that has synced nothing yet, idle; `lane`: [`State::lane`].
+    pub(super) fn new(lane: bool) -> Self {
+        Self { phase: Phase::Idle, queued: None, last_applied: None, retry_at: None, lane, stopping: false }
+    }
+}
+
+/// Where a unit is.
+pub(super) enum Phase {
+    /// Waiting for a trigger.
+    Idle,
+    /// Waiting for a trigger, or until this instant to retry a failed sync.
+    BackingOff(tokio::time::Instant),
+    /// Probing a push, waiting for the push lane, fetching, or applying early.
+    Fetching(Job),
+    /// Waiting for a sync slot.
+    SlotWait(Job),
+    /// Holding a slot: the rest of the sync, or a self-heal, runs (or a failure is recorded).
+    Applying(Job),
+    /// Waiting for the health of what the last job changed; no slot held.
+    Health(Health),
+    /// Syncing nothing until resumed. Declared for suspend and resume; no configuration or
+    /// event leads here yet, and [`step`] leaves it only when stopping.
+    #[cfg_attr(
+        not(test),
+        expect(dead_code, reason = "declared for suspend and resume, which no configuration reaches yet")
+    )]
+    Suspended,
+    /// Shutdown, or the trigger channel closed.
+    Stopped,
+}
+
+impl Phase {
+    /// The phase's name, for tests and logs.
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Phase::Idle => "idle",
+            Phase::BackingOff(_) => "backing off",
+            Phase::Fetching(_) => "fetching",
+            Phase::SlotWait(_) => "slot wait",
+            Phase::Applying(_) => "applying",
+            Phase::Health(_) => "health",
+            Phase::Suspended => "suspended",
+            Phase::Stopped => "stopped",
+        }
+    }
+}
+
+/// One sync or self-heal in progress.
+pub(super) struct Job {
+    /// Why.
+    pub(super) trigger: Trigger,
+    /// For a self-heal: the drifted objects to re-apply.
+    heal: Option<BTreeSet<ObjectRef>>,
+    /// The revision being synced, once fetched.
+    pub(super) revision: Option<Revision>,
+    /// What runs now.
+    doing: Doing,
+    /// A sync slot is held.
+    slot: bool,
+    /// A push-lane permit is held.
+    lane: bool,
+    /// A push seen during the sync, being fetched ([`Action::FetchPush`]).
+    fetching: Option<Trigger>,
+    /// A push that fetched a newer revision during the rest of the sync, and that revision.
+    next: Option<(Trigger, Revision)>,
+    /// The objects the early apply sent.
+    early: usize,
+}
+
+impl Job {
+    fn new(trigger: Trigger, heal: Option<BTreeSet<ObjectRef>>, slot: bool) -> Self {
+        Self {
+            trigger,
+            heal,
+            revision: None,
+            doing: Doing::Slot,
+            slot,
+            lane: false,
+            fetching: None,
+            next: None,
+            early: 0,
+        }
+    }
+}
+
+/// What a job runs now.
+#[derive(Debug)]
+enum Doing {
+    /// Probing whether a push touched the unit's path.
+    Probe,
+    /// Waiting for a push-lane permit.
+    Lane,
+    /// Fetching the revision.
+    Fetch,
+    /// Applying the changed objects early.
+    Early,
+    /// Waiting for a slot before the fetch (a trigger that is not a push, a self-heal).
+    Slot,
+    /// Waiting for a slot for a push that left the unit's path alone (the branch now here):
+    /// a later push that touches it ends the wait.
+    Untouched(Revision),
+    /// Probing the later push seen while [`Doing::Untouched`] (from where the branch was): one
+    /// that touched the path takes the lane.
+    Reprobe(Trigger),
+    /// Waiting for a slot for the rest, after the early apply: a newer revision takes the place.
+    RestSlot,
+    /// The newer revision that took the place waits for the lane.
+    NewerLane,
+    /// The newer revision that took the place applies early.
+    NewerEarly,
+    /// The rest of the sync runs.
+    Rest,
+    /// The self-heal runs.
+    Heal,
+    /// The failure is recorded.
+    Fail,
+}
+
+/// The health-wait phase.
+pub(super) struct Health {
+    /// The revision waited for.
+    revision: Revision,
+    /// How the job ended, for the retry decided after the wait.
+    ran: Ran,
+    /// A trigger for the revision waited for, to run after the wait.
+    after: Option<Trigger>,
+    /// What runs now.
+    busy: Busy,
+}
+
+/// What runs during the health wait.
+#[derive(Debug)]
+enum Busy {
+    /// The wait is being started (or found needless and finished).
+    Beginning,
+    /// Nothing but the wait.
+    Nothing,
+    /// A fetch for this trigger, to see whether it brings a new revision.
+    Fetch(Trigger),
+    /// A self-heal of drifted objects.
+    Heal,
+    /// The wait is being judged and recorded; this trigger runs next.
+    Ending(Option<Trigger>),
+}
+
+/// A failure the driver keeps (the error goes to [`Action::Fail`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Failed;
+
+/// What the rest of a sync ended with (the driver keeps the report).
+#[derive(Debug, Clone)]
+pub(super) struct Rested {
+    /// The revision applied.
+    pub(super) revision: Revision,
+    /// It stopped at the yield signal.
+    pub(super) yielded: bool,
+    /// The objects whose requests were answered.
+    pub(super) objects: usize,
+    /// No object failed.
+    pub(super) ok: bool,
+}
+
+/// Something that happened to a unit.
+pub(super) enum Event {
+    /// The shutdown flag turned true.
+    Shutdown,
+    /// A trigger from the channel; `None` once it closed.
+    Trigger(Option<Trigger>),
+    /// A poll or resync tick, as a trigger.
+    Tick(Trigger),
+    /// Drift events from the metadata watches.
+    Drift(Vec<Drift>),
+    /// These drifted objects are due for a self-heal (possibly none), at this instant.
+    HealDue(BTreeSet<ObjectRef>, Instant),
+    /// The retry of a failed sync is due, at this instant.
+    RetryDue(Instant),
+    /// The retry asked for by [`Action::ScheduleRetry`] is due at this instant.
+    RetryAt(tokio::time::Instant),
+    /// What [`Action::Probe`] found.
+    Probed(Option<Touch>),
+    /// A push-lane permit was granted.
+    Lane,
+    /// A sync slot was granted.
+    Slot,
+    /// The fetch of [`Action::Fetch`] ended.
+    Fetched(Result<Revision, Failed>),
+    /// The early apply ended, having sent this many objects.
+    Early(usize),
+    /// The fetch of [`Action::FetchPush`] ended.
+    PushFetched(Result<Revision, Failed>),
+    /// The rest of the sync ended.
+    Rest(Result<Rested, Failed>),
+    /// The self-heal ended: whether it succeeded and the revision it re-applied from; `None`
+    /// when the engine cannot heal (a full sync runs instead).
+    Healed(Option<(bool, Revision)>),
+    /// The failure was recorded.
+    FailRecorded,
+    /// The health step began: a wait runs (`true`), or none was needed and the job is finished.
+    WaitBegun(bool),
+    /// The health wait ended by itself.
+    WaitEnded,
+    /// The fetch of [`Action::WaitFetch`] found this revision (`None`: it failed).
+    WaitFetched(Option<Revision>),
+    /// The self-heal during the wait ended.
+    HealedDuringWait,
+    /// The wait was judged, finished and recorded.
+    WaitFinished,
+}
+
+/// A log event the machine decides (the driver writes it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Log {
+    /// `sync triggered`; `lane`: the `push_lane` field, absent for a revision that took a
+    /// waiting sync's place.
+    Triggered { kind: TriggerKind, revision: Revision, lane: Option<bool> },
+    /// `no new revision` (debug).
+    NoNewRevision { kind: TriggerKind, revision: Revision },
+    /// `sync yielded to a newer revision`.
+    Yielded { revision: Revision, to: Revision, kind: TriggerKind, objects: usize },
+    /// `health wait cancelled by a reload`.
+    CancelledByReload { revision: Revision, kind: TriggerKind },
+    /// `health wait cancelled by a new revision`.
+    CancelledByRevision { revision: Revision, new_revision: Revision, kind: TriggerKind },
+}
+
+/// What the driver does for the machine.
+pub(super) enum Action {
+    /// Count the trigger in metrics.
+    Observe(TriggerKind),
+    /// Write a log event.
+    Log(Log),
+    /// Tell whether the push at `at` touched the unit's path since `from` ([`Event::Probed`]).
+    Probe { from: Option<Revision>, at: Instant },
+    /// Ask for a push-lane permit ([`Event::Lane`]).
+    AcquireLane,
+    /// Drop the push-lane permit.
+    ReleaseLane,
+    /// Ask for a sync slot ([`Event::Slot`]).
+    AcquireSlot,
+    /// Drop the slot, or the request for one.
+    ReleaseSlot,
+    /// Fetch with the engine, not before `at` ([`Event::Fetched`]).
+    Fetch { at: Instant },
+    /// Apply the changed objects of this revision early ([`Event::Early`]).
+    Early(Revision),
+    /// Run the rest of the sync ([`Event::Rest`]).
+    Rest,
+    /// Fetch for this push through a clone of the repository handle ([`Event::PushFetched`]).
+    FetchPush(Trigger),
+    /// Drop the fetch of [`Action::FetchPush`] (its trigger was queued).
+    AbandonPush,
+    /// Raise the engine's yield signal.
+    RaiseYield,
+    /// Log the objects of the yielded sync's report.
+    LogObjects,
+    /// Publish the sync's report (logs, metrics, field fights) for this trigger.
+    Publish(Trigger),
+    /// Re-apply these objects for this trigger ([`Event::Healed`]).
+    Heal(Trigger, BTreeSet<ObjectRef>),
+    /// Record, log and count the failure for this trigger ([`Event::FailRecorded`]).
+    Fail(Trigger),
+    /// Start the health step of the report ([`Event::WaitBegun`]).
+    BeginWait,
+    /// Fetch to see whether a new revision cancels the wait ([`Event::WaitFetched`]).
+    WaitFetch,
+    /// Heal these objects during the wait, without a slot ([`Event::HealedDuringWait`]).
+    HealDuringWait(BTreeSet<ObjectRef>),
+    /// End the wait (cancel it first when `cancel`), judge it, finish the sync and record it
+    /// when `record` ([`Event::WaitFinished`]).
+    EndWait { cancel: bool, record: bool },
+    /// Hand these drift events to the self-heal schedule.
+    NoteDrift(Vec<Drift>),
+    /// Take the pending drift events (the job's own writes among them).
+    DrainDrift,
+    /// A full sync succeeded: the backoff starts over.
+    ResetBackoff,
+    /// Retry with the next backoff delay ([`Event::RetryAt`]).
+    ScheduleRetry,
+}
+
+/// What a trigger that arrives during a health wait does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum DuringWait {
+    /// SIGHUP asks for a sync now, with a config that may have changed: cancel and run it.
+    CancelForReload,
+    /// A new revision always wins over waiting for the old one: cancel (recording nothing:
+    /// the new revision records itself) and run it.
+    CancelForRevision,
+    /// The same revision, asked for explicitly (webhook, startup, retry, ...): run it after.
+    RunAfter,
+    /// The same revision, for a trigger that only means "git may have moved": nothing to do.
+    Ignore,
+}
+
+/// What a trigger of `kind` does during a wait; `new_revision`: a fetch found a revision other
+/// than the one waited for (a reload does not fetch).
+pub(super) fn during_wait(kind: TriggerKind, new_revision: bool) -> DuringWait {
+    if kind == TriggerKind::Reload {
+        DuringWait::CancelForReload
+    } else if new_revision {
+        DuringWait::CancelForRevision
+    } else if kind.needs_new_revision() {
+        DuringWait::Ignore
+    } else {
+        DuringWait::RunAfter
+    }
+}
+
+/// Keeps `t` as the one queued trigger: as it when there is none, else coalesced into it (its
+/// kind stays, as in the channel) with the later of the two instants, so that the queued sync's
+/// fetch cannot be one that started before `t`'s push.
+pub(super) fn keep(queued: &mut Option<Trigger>, t: Trigger) {
+    match queued {
+        None => *queued = Some(t),
+        Some(q) => q.at = q.at.max(t.at),
+    }
+}
+
+/// Which event sources the driver listens to in a state (the effects it started are always
+/// polled).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(super) struct Listen {
+    /// The trigger channel.
+    pub(super) triggers: bool,
+    /// The poll tick.
+    pub(super) poll: bool,
+    /// The resync tick.
+    pub(super) resync: bool,
+    /// Drift events and due self-heals.
+    pub(super) drift: bool,
+    /// The retry deadline.
+    pub(super) retry: Option<tokio::time::Instant>,
+    /// The sync slot asked for.
+    pub(super) slot: bool,
+    /// The end of the health wait.
+    pub(super) wait_end: bool,
+}
+
+impl State {
+    /// What the driver listens to now.
+    pub(super) fn listen(&self) -> Listen {
+        let open = !self.stopping;
+        let idle = Listen { triggers: open, poll: true, resync: true, drift: true, ..Listen::default() };
+        match &self.phase {
+            Phase::Idle => idle,
+            Phase::BackingOff(at) => Listen { retry: Some(*at), ..idle },
+            Phase::SlotWait(job) => match job.doing {
+                Doing::Untouched(_) => Listen { triggers: open, slot: true, ..Listen::default() },
+                Doing::RestSlot => Listen { triggers: open && job.fetching.is_none(), slot: true, ..Listen::default() },
+                Doing::Slot => Listen { slot: true, ..Listen::default() },
+                _ => Listen::default(),
+            },
+            Phase::Applying(job) if matches!(job.doing, Doing::Rest) => {
+                Listen { triggers: open && job.fetching.is_none() && job.next.is_none(), ..Listen::default() }
+            }
+            Phase::Health(h) if matches!(h.busy, Busy::Nothing) => {
+                Listen { triggers: open, poll: true, drift: true, wait_end: true, ..Listen::default() }
+            }
+            _ => Listen::default(),
+        }
+    }
+}
+
+/// The next state and what to do, given `event` in `state`.
+pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
+    let mut actions = Vec::new();
+    match event {
+        Event::RetryAt(at) => {
+            state.retry_at = Some(at);
+            if matches!(state.phase, Phase::Idle) {
+                state.phase = Phase::BackingOff(at);
+            }
+            return (state, actions);
+        }
+        Event::Trigger(None) | Event::Shutdown if !matches!(state.phase, Phase::Health(_)) => {
+            state.stopping = true;
+            if matches!(state.phase, Phase::Idle | Phase::BackingOff(_) | Phase::Suspended) {
+                state.phase = Phase::Stopped;
+            }
+            return (state, actions);
+        }
+        _ => {}
+    }
+    let phase = std::mem::replace(&mut state.phase, Phase::Stopped);
+    state.phase = match phase {
+        Phase::Idle => on_idle(&mut state, None, event, &mut actions),
+        Phase::BackingOff(at) => on_idle(&mut state, Some(at), event, &mut actions),
+        Phase::Fetching(job) => job::fetching(&mut state, job, event, &mut actions),
+        Phase::SlotWait(job) => job::slot_wait(&mut state, job, event, &mut actions),
+        Phase::Applying(job) => job::applying(&mut state, job, event, &mut actions),
+        Phase::Health(h) => health::health(&mut state, h, event, &mut actions),
+        phase @ (Phase::Suspended | Phase::Stopped) => phase,
+    };
+    (state, actions)
+}
+
+/// An event while idle, or backing off until `retry_at`: a trigger, tick, due self-heal or the
+/// retry starts a job.
+fn on_idle(
+    state: &mut State,
+    retry_at: Option<tokio::time::Instant>,
+    event: Event,
+    actions: &mut Vec<Action>,
+) -> Phase {
+    let idle = retry_at.map_or(Phase::Idle, Phase::BackingOff);
+    state.retry_at = retry_at;
+    match event {
+        Event::Trigger(Some(t)) | Event::Tick(t) => start(state, Job::new(t, None, false), actions),
+        Event::Drift(events) => {
+            actions.push(Action::NoteDrift(events));
+            idle
+        }
+        Event::HealDue(objects, at) if !objects.is_empty() => {
+            let trigger = Trigger { kind: TriggerKind::Drift, at };
+            start(state, Job::new(trigger, Some(objects), false), actions)
+        }
+        Event::RetryDue(at) => {
+            state.retry_at = None;
+            start(state, Job::new(Trigger { kind: TriggerKind::Retry, at }, None, false), actions)
+        }
+        _ => idle,
+    }
+}
+
+/// Starts `job`: counted (webhooks are counted by the HTTP server when accepted), then a
+/// self-heal waits for a slot and a sync begins ([`begin_sync`]).
+pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> Phase {
+    if job.trigger.kind != TriggerKind::Webhook {
+        actions.push(Action::Observe(job.trigger.kind));
+    }
+    if job.heal.is_some() {
+        actions.push(Action::AcquireSlot);
+        return Phase::SlotWait(job);
+    }
+    begin_sync(state, job, actions)
+}
+
+/// The first step of a sync: a push of a git unit holding no slot is probed; a sync holding
+/// a slot (the yielded one's) fetches at once; any other waits for a slot first.
+pub(super) fn begin_sync(state: &State, mut job: Job, actions: &mut Vec<Action>) -> Phase {
+    if job.trigger.kind.is_push() && !job.slot && state.lane {
+        job.doing = Doing::Probe;
+        actions.push(Action::Probe { from: state.last_applied.clone(), at: job.trigger.at });
+        Phase::Fetching(job)
+    } else if job.slot {
+        fetch(job, actions)
+    } else {
+        job.doing = Doing::Slot;
+        actions.push(Action::AcquireSlot);
+        Phase::SlotWait(job)
+    }
+}
+
+/// Fetches the revision for `job`.
+pub(super) fn fetch(mut job: Job, actions: &mut Vec<Action>) -> Phase {
+    job.doing = Doing::Fetch;
+    actions.push(Action::Fetch { at: job.trigger.at });
+    Phase::Fetching(job)
+}
+
+/// The next phase after a job (and its wait) that `ran`: the retry decided ([`retry`]), the
+/// drift events of its own writes dropped, and `next` (else the queued trigger) run at once,
+/// holding the slot when `slot`; else idle or backing off; stopped when stopping.
+pub(super) fn after(
+    state: &mut State,
+    ran: Ran,
+    next: Option<Trigger>,
+    slot: bool,
+    actions: &mut Vec<Action>,
+) -> Phase {
+    match retry(ran) {
+        Retry::Reset => {
+            actions.push(Action::ResetBackoff);
+            state.retry_at = None;
+        }
+        Retry::Schedule => {
+            actions.push(Action::ScheduleRetry);
+            state.retry_at = None;
+        }
+        Retry::Keep => {}
+    }
+    actions.push(Action::DrainDrift);
+    let next = if state.stopping { None } else { next.or_else(|| state.queued.take()) };
+    match next {
+        Some(t) => start(state, Job::new(t, None, slot), actions),
+        None => {
+            if slot {
+                actions.push(Action::ReleaseSlot);
+            }
+            match (state.stopping, state.retry_at) {
+                (true, _) => Phase::Stopped,
+                (false, Some(at)) => Phase::BackingOff(at),
+                (false, None) => Phase::Idle,
+            }
+        }
+    }
+}
