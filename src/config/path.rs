@@ -39,11 +39,6 @@ impl UnitPath {
         if self.is_root() { name.to_owned() } else { format!("{}/{name}", self.0) }
     }
 
-    /// Whether the repository path `path` is this directory or lies under it.
-    pub fn contains(&self, path: &str) -> bool {
-        self.is_root() || path == self.0 || path.strip_prefix(&self.0).is_some_and(|rest| rest.starts_with('/'))
-    }
-
     /// The path as messages show it: `.` for the root.
     pub fn display(&self) -> &str {
         if self.is_root() { "." } else { &self.0 }
@@ -82,7 +77,7 @@ mod tests {
     use super::UnitPath;
 
     #[test]
-    fn a_unit_path_is_normalised_once_and_joins_and_contains_by_segments() {
+    fn a_unit_path_is_normalised_once_and_joins_file_names() {
         assert_eq!(UnitPath::parse("").unwrap().as_str(), "");
         assert_eq!(UnitPath::parse("./deploy//prod/").unwrap().as_str(), "deploy/prod");
         assert!(UnitPath::parse("/deploy").is_err());
@@ -91,9 +86,6 @@ mod tests {
         let shop = UnitPath::from("apps/shop");
         assert_eq!(shop.join("a.yaml"), "apps/shop/a.yaml");
         assert_eq!(UnitPath::default().join("a.yaml"), "a.yaml");
-        assert!(shop.contains("apps/shop/a.yaml") && shop.contains("apps/shop"));
-        assert!(!shop.contains("apps/shop-2/a.yaml") && !shop.contains("apps"));
-        assert!(UnitPath::default().contains("anything"));
         assert_eq!((UnitPath::default().display(), shop.display()), (".", "apps/shop"));
     }
 }

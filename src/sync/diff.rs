@@ -313,13 +313,13 @@ impl Engine {
             crate::prune::cascade::Checker::new(&self.live.writer, &self.parent.inventory.id).deleted_first(first);
         let mut requests = crate::changeset::ChangeSet::default();
         for step in steps {
-            let cascade = live.get(&step.object).is_some_and(|m| m.prune_cascade);
-            match cascade {
-                true => report.prunes.push(step.object),
-                false => match checker.check(&step.object, &mut requests).await {
-                    Ok(()) => report.prunes.push(step.object),
-                    Err(reason) => report.not_pruned.push((step.object, reason)),
-                },
+            if live.get(&step.object).is_some_and(|m| m.prune_cascade) {
+                report.prunes.push(step.object);
+                continue;
+            }
+            match checker.check(&step.object, &mut requests).await {
+                Ok(()) => report.prunes.push(step.object),
+                Err(reason) => report.not_pruned.push((step.object, reason)),
             }
         }
     }

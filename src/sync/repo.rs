@@ -174,7 +174,8 @@ impl Repo {
                 match load_once(At { source: &source, revision: &revision, unit: &unit }, &mut cache, &mut renderer) {
                     // A damaged mirror (truncated pack, lost object) is cloned again, and read once more.
                     Err(e) if may_be_the_mirror(&e) && source.repair(&revision)? => {
-                        load_once(At { source: &source, revision: &revision, unit: &unit }, &mut cache, &mut renderer)?
+                        let at = At { source: &source, revision: &revision, unit: &unit };
+                        load_once(at, &mut cache, &mut renderer)?
                     }
                     loaded => loaded?,
                 };

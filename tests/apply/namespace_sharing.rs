@@ -26,45 +26,45 @@ fn namespace_yaml(name: &str) -> String {
     format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {name}\n")
 }
 
-/// Unit `app` declares Namespace `shared` and two ConfigMaps in it (plus four in its own
+/// Unit `app` declares Namespace `team` and two ConfigMaps in it (plus four in its own
 /// namespace, so the prune stays under max_prune_fraction); units `web` (two ConfigMaps) and
-/// `api` (one) keep their objects and their ApplySet parents in `shared`; someone put ConfigMap
+/// `api` (one) keep their objects and their ApplySet parents in `team`; someone put ConfigMap
 /// `stray` there by hand. The Namespace leaves `app`'s path, and a ConfigMap of it changes.
 #[tokio::test]
 async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_it_holds() {
-    let env = common::setup("ns-shared").await;
-    let shared = common::unique("shared");
+    let env = common::setup("ns-team").await;
+    let team = common::unique("team");
     let repo = common::GitRepo::new();
-    repo.write("app/ns.yaml", &namespace_yaml(&shared));
+    repo.write("app/ns.yaml", &namespace_yaml(&team));
     for name in ["a", "b", "c", "d", "e", "f"] {
         repo.write(&format!("app/{name}.yaml"), &common::cm(name, "1"));
     }
     for name in ["own-1", "own-2"] {
-        repo.write(&format!("app/{name}.yaml"), &cm_in(name, &shared, "1"));
+        repo.write(&format!("app/{name}.yaml"), &cm_in(name, &team, "1"));
     }
     for name in ["web-1", "web-2"] {
         repo.write(&format!("web/{name}.yaml"), &common::cm(name, "1"));
     }
     repo.write("api/api-1.yaml", &common::cm("api-1", "1"));
-    let first = repo.commit_and_push("three units, one of them makes the shared namespace");
+    let first = repo.commit_and_push("three units, one of them makes the team namespace");
     let units = common::unit_toml("app", &repo.bare(), "app", &env.namespace, "")
-        + &common::unit_toml("web", &repo.bare(), "web", &shared, "")
-        + &common::unit_toml("api", &repo.bare(), "api", &shared, "");
+        + &common::unit_toml("web", &repo.bare(), "web", &team, "")
+        + &common::unit_toml("api", &repo.bare(), "api", &team, "");
     // Synced by the command, which records the applied revision on each parent.
     let dir = tempfile::tempdir().unwrap();
     let file = common::config_file(dir.path(), &units);
     let run = common::gitward(&["sync"], &file, Duration::from_secs(120));
     assert_eq!(run.code, Some(0), "{}{}", run.stdout, run.stderr);
     let stray: ConfigMap = serde_json::from_value(json!({"metadata": {"name": "stray"}})).unwrap();
-    let in_shared: Api<ConfigMap> = Api::namespaced(env.client.clone(), &shared);
-    in_shared.create(&PostParams::default(), &stray).await.expect("create the stray ConfigMap");
+    let in_team: Api<ConfigMap> = Api::namespaced(env.client.clone(), &team);
+    in_team.create(&PostParams::default(), &stray).await.expect("create the stray ConfigMap");
 
     repo.remove("app/ns.yaml");
     repo.write("app/a.yaml", &common::cm("a", "2"));
-    let second = repo.commit_and_push("the shared namespace leaves app; a changes");
+    let second = repo.commit_and_push("the team namespace leaves app; a changes");
     let refusal = format!(
         "not deleted: it holds 2 members of this unit, 5 objects of units api, web, and 1 other object \
-         (ConfigMap/{shared}/stray); annotate it gitward.dev/prune: disabled to keep it, unmanaged, or \
+         (ConfigMap/{team}/stray); annotate it gitward.dev/prune: disabled to keep it, unmanaged, or \
          gitward.dev/prune: cascade to delete it with all it holds (that deletes the objects of units api, web too)"
     );
 
@@ -73,8 +73,8 @@ async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_
     assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
     let head = format!("revision {} → {}\n", &first[..7], &second[..7]);
     assert!(run.stdout.starts_with(&head), "{}", run.stdout);
-    assert!(run.stdout.contains(&format!("\nnot pruned Namespace/{shared}: {refusal}\n")), "{}", run.stdout);
-    assert!(!run.stdout.contains(&format!("prune Namespace/{shared}")), "{}", run.stdout);
+    assert!(run.stdout.contains(&format!("\nnot pruned Namespace/{team}: {refusal}\n")), "{}", run.stdout);
+    assert!(!run.stdout.contains(&format!("prune Namespace/{team}")), "{}", run.stdout);
     assert!(run.stdout.contains("-  value: \"1\"\n+  value: \"2\"\n"), "the change of a is shown: {}", run.stdout);
     for bookkeeping in ["gitward.dev/desired-hash", PART_OF] {
         assert!(!run.stdout.contains(bookkeeping), "{bookkeeping} in the diff: {}", run.stdout);
@@ -83,20 +83,20 @@ async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_
     let state = tempfile::tempdir().unwrap();
     let mut app = common::engine(&env.client, &common::config(state.path(), &units), "app").await;
     let report = app.sync().await.expect("sync of app");
-    let entry = report.changes.entries.iter().find(|e| e.object.name == shared).expect("an entry for the namespace");
+    let entry = report.changes.entries.iter().find(|e| e.object.name == team).expect("an entry for the namespace");
     assert_eq!(entry.action, Action::Skipped, "{entry:?}");
     assert_eq!(entry.message.as_deref(), Some(refusal.as_str()));
-    let ns = Api::<Namespace>::all(env.client.clone()).get(&shared).await.expect("the namespace is still there");
+    let ns = Api::<Namespace>::all(env.client.clone()).get(&team).await.expect("the namespace is still there");
     assert!(ns.metadata.deletion_timestamp.is_none(), "the namespace must not be deleted");
     for name in ["own-1", "web-1", "api-1", "stray"] {
-        assert!(in_shared.get_opt(name).await.unwrap().is_some(), "{name} is gone");
+        assert!(in_team.get_opt(name).await.unwrap().is_some(), "{name} is gone");
     }
 
     // The first remedy offered: kept, and the next sync has nothing to refuse.
     let keep = json!({"metadata": {"annotations": {"gitward.dev/prune": "disabled"}}});
     let namespaces: Api<Namespace> = Api::all(env.client.clone());
-    namespaces.patch(&shared, &PatchParams::default(), &Patch::Merge(&keep)).await.unwrap();
-    let object = ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None::<&str>, shared.as_str());
+    namespaces.patch(&team, &PatchParams::default(), &Patch::Merge(&keep)).await.unwrap();
+    let object = ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None::<&str>, team.as_str());
     let seen = common::eventually(Duration::from_secs(10), || async {
         app.cache().snapshot().get(&object).is_some_and(|m| m.prune_disabled)
     })
@@ -104,9 +104,9 @@ async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_
     assert!(seen, "the annotation never reached the cache");
     let report = app.sync().await.expect("sync of app");
     assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
-    let entry = report.changes.entries.iter().find(|e| e.object.name == shared);
+    let entry = report.changes.entries.iter().find(|e| e.object.name == team);
     assert!(entry.is_none(), "kept, not refused: {entry:?}");
-    assert!(namespaces.get(&shared).await.unwrap().metadata.deletion_timestamp.is_none());
+    assert!(namespaces.get(&team).await.unwrap().metadata.deletion_timestamp.is_none());
 }
 
 /// A unit with `create_namespace = true` whose revision declared its own namespace (so it
