@@ -20,7 +20,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gitward::config::Config;
-use gitward::sync::Engine;
+use gitward::sync::{Cause, Engine, Observer, Observers, Outcome};
 use gitward::telemetry::{self, LogFormat};
 
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
@@ -281,19 +281,17 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
         if args.allow_prune {
             engine.allow_prune_once();
         }
+        let mut observers = Observers::default().with(gitward::report::Log::default()).with(Stdout);
         match engine.sync().await {
             Ok(report) => {
-                let ok = finish(&mut engine, &report, args.wait).await;
+                let ok = finish(&mut engine, report, args.wait, &mut observers).await;
                 if !ok && code == ExitCode::SUCCESS {
                     code = ExitCode::from(1);
                 }
             }
             Err(e) => {
-                tracing::error!(unit = %unit.name, error = %telemetry::unit_error(&unit.name, &e), "sync failed");
-                if let Err(r) = engine.record_failure(&e).await {
-                    tracing::debug!(unit = %unit.name, error = %telemetry::unit_error(&unit.name, &r), "could not record the error on the inventory");
-                }
-                println!("{}", gitward::summary::not_synced(&unit.name));
+                let outcome = engine.fail(Cause::cli(), e, None).await;
+                observers.finished(&outcome);
                 code = ExitCode::from(2);
             }
         }
@@ -301,49 +299,44 @@ async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
     Ok(code)
 }
 
-/// Logs a one-shot sync's report, waits for health when asked (for what the sync changed and
-/// the members an earlier sync left unhealthy; `wait="none"` when there is nothing to wait
-/// for), records the result and the attempt on the ApplySet parent, prints the unit's line on
-/// stdout; false when an object failed (a hook included: one that failed or did not end
-/// within `health_timeout` fails the sync, as `helm upgrade` fails) or `--wait` found the unit
-/// not healthy.
-async fn finish(engine: &mut Engine, report: &gitward::sync::Report, wait: bool) -> bool {
-    use gitward::health::record::SyncResult;
-    use gitward::health::wait::Outcome;
-    use gitward::report::{self, HealthStep};
-    report::warn_kustomizations(report);
-    report::log_objects(report);
-    let (mut not_ready, mut waited) = (Vec::new(), Duration::ZERO);
-    let started = std::time::Instant::now();
-    let (summary, judged) = match report::begin(engine, report, wait).await {
-        HealthStep::Done { summary, judged } => (summary, judged),
-        HealthStep::Wait { mut wait, judged } => {
+/// Tells `observers` of a one-shot sync's report, waits for health when asked (for what the
+/// sync changed and the members an earlier sync left unhealthy; `wait="none"` when there is
+/// nothing to wait for), has the engine finish it (post hooks, the result and the attempt
+/// recorded on the ApplySet parent) and tells them its outcome; false when an object failed (a
+/// hook included: one that failed or did not end within `health_timeout` fails the sync, as
+/// `helm upgrade` fails) or `--wait` found the unit not healthy.
+async fn finish(engine: &mut Engine, report: gitward::sync::Report, wait: bool, observers: &mut Observers) -> bool {
+    use gitward::sync::HealthStep;
+    let cause = Cause::cli();
+    observers.applied(&cause, &report, engine.cache().len());
+    let outcome = match engine.begin_health(report, cause, wait).await {
+        HealthStep::Done(outcome) => *outcome,
+        HealthStep::Wait(waiting) => {
+            let (pending, mut wait) = *waiting;
             let timeout = engine.health_timeout();
-            let unit = report.unit.as_str();
-            let outcome = wait.run(timeout, |object, status| report::log_health(unit, object, status)).await;
-            // A timeout ends at the timeout; a Failed object ends the wait at once.
-            waited = if outcome == Outcome::TimedOut { timeout } else { started.elapsed() };
-            if outcome != Outcome::Healthy {
-                let statuses = wait.statuses();
-                not_ready = wait
-                    .targets()
-                    .iter()
-                    .map(|t| (t.object.clone(), statuses.get(&t.object).cloned()))
-                    .filter(|(_, s)| s.as_ref().is_none_or(|s| s.health != gitward::health::Health::Current))
-                    .collect();
-            }
-            (report::judge(engine, &wait, Some(outcome)).await, judged)
+            let unit = pending.report().unit.clone();
+            let end = wait.run(timeout, |object, status| gitward::report::log_health(&unit, object, status)).await;
+            engine.finish(pending, &wait, Some(end), true).await
         }
     };
-    let after_hooks = report::post_hooks(engine, report, &summary).await;
-    let (report, summary) = after_hooks.as_ref().map_or((report, summary), |(r, s)| (r, *s));
-    report::log_summary(report, &summary);
-    if let Err(e) = engine.record_sync(report, summary.result, judged).await {
-        tracing::warn!(unit = %report.unit, error = %telemetry::unit_error(&report.unit, &e), "could not record the sync result on the inventory");
+    observers.finished(&outcome);
+    outcome.succeeded()
+}
+
+/// The one line per unit `gitward sync` prints on stdout (secrets masked): what the sync did
+/// ([`gitward::summary::sync`]), or that it applied nothing.
+struct Stdout;
+
+impl Observer for Stdout {
+    fn finished(&mut self, outcome: &Outcome) {
+        let line = match (&outcome.report, &outcome.failure) {
+            (Some(report), None) => {
+                gitward::summary::sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait)
+            }
+            _ => gitward::summary::not_synced(&outcome.unit),
+        };
+        println!("{}", telemetry::mask::mask(&line));
     }
-    println!("{}", telemetry::mask::mask(&gitward::summary::sync(report, summary.result, &not_ready, waited)));
-    !report.changes.has_failures()
-        && !matches!(summary.result, SyncResult::Failed | SyncResult::Degraded | SyncResult::Progressing)
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {

@@ -20,17 +20,14 @@
 use std::time::Duration;
 
 use crate::changeset::Action;
+use crate::health::Health;
 use crate::health::record::SyncResult;
-use crate::health::{Health, Status};
-use crate::object::ObjectRef;
 use crate::sync::Report;
 
 /// How many objects a line names before it says "and N more".
 const NAMED: usize = 3;
 
-/// Objects of a `--wait` that did not become healthy, with their last status (`None`: never
-/// observed).
-pub type NotReady = Vec<(ObjectRef, Option<Status>)>;
+pub use crate::sync::outcome::NotReady;
 
 /// The line of one `gitward sync` of a unit that was applied: the result recorded, the revision,
 /// the counts by action (zeros left out); the objects that failed or were skipped; after a
@@ -136,7 +133,9 @@ fn named(items: &[String]) -> String {
 mod tests {
     use super::*;
     use crate::changeset::{ChangeSet, Entry};
+    use crate::health::Status;
     use crate::object::GroupKind;
+    use crate::object::ObjectRef;
     use crate::source::Revision;
 
     fn report(actions: &[(&str, Action)]) -> Report {

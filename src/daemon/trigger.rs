@@ -68,6 +68,12 @@ pub struct Trigger {
     pub at: Instant,
 }
 
+impl From<&Trigger> for crate::sync::Cause {
+    fn from(t: &Trigger) -> Self {
+        Self { name: t.kind.as_str(), at: t.at, push: t.kind.is_push() }
+    }
+}
+
 impl Trigger {
     /// A trigger of `kind`, now.
     pub fn now(kind: TriggerKind) -> Self {

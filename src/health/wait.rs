@@ -10,9 +10,9 @@
 //! watch of the unit's members in all namespaces. Only events of targets are judged, by
 //! [`super::status`]; the other members a grouped watch sees are dropped by name first.
 //!
-//! The wait ends when every object is `Current` ([`Outcome::Healthy`]), at the first `Failed`
-//! one ([`Outcome::Degraded`], fail fast: a `ProgressDeadlineExceeded` Deployment or a failed
-//! Job will not recover by waiting), or at the deadline ([`Outcome::TimedOut`]). Cancelling is
+//! The wait ends when every object is `Current` ([`WaitEnd::Healthy`]), at the first `Failed`
+//! one ([`WaitEnd::Degraded`], fail fast: a `ProgressDeadlineExceeded` Deployment or a failed
+//! Job will not recover by waiting), or at the deadline ([`WaitEnd::TimedOut`]). Cancelling is
 //! dropping the future of [`HealthWait::run`]: the watches end with it, and
 //! [`HealthWait::statuses`] still tells what was known. Nothing here blocks a thread, so a
 //! waiting unit holds no worker another unit needs.
@@ -44,7 +44,7 @@ pub struct Target {
 
 /// How a wait ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Outcome {
+pub enum WaitEnd {
     /// Every object is `Current`.
     Healthy,
     /// An object is `Failed`; the wait stopped at once.
@@ -53,13 +53,13 @@ pub enum Outcome {
     TimedOut,
 }
 
-impl Outcome {
+impl WaitEnd {
     /// The lowercase name for logs: `healthy`, `degraded`, `timeout`.
     pub fn as_str(self) -> &'static str {
         match self {
-            Outcome::Healthy => "healthy",
-            Outcome::Degraded => "degraded",
-            Outcome::TimedOut => "timeout",
+            WaitEnd::Healthy => "healthy",
+            WaitEnd::Degraded => "degraded",
+            WaitEnd::TimedOut => "timeout",
         }
     }
 }
@@ -167,7 +167,7 @@ impl HealthWait {
     /// `on_change` is called with each object whose health or reason changes (the daemon logs
     /// the `health` event from it). Watch errors (RBAC, a kind gone) make that object
     /// `Unknown` and the watch retries with kube's default backoff, bounded by the timeout.
-    pub async fn run(&mut self, timeout: Duration, mut on_change: impl FnMut(&ObjectRef, &Status)) -> Outcome {
+    pub async fn run(&mut self, timeout: Duration, mut on_change: impl FnMut(&ObjectRef, &Status)) -> WaitEnd {
         let deadline = Instant::now() + timeout;
         let mut streams: SelectAll<Signals> = SelectAll::new();
         for group in self.groups() {
@@ -179,13 +179,13 @@ impl HealthWait {
                 return outcome;
             }
             let next = tokio::select! {
-                _ = tokio::time::sleep_until(deadline) => return Outcome::TimedOut,
+                _ = tokio::time::sleep_until(deadline) => return WaitEnd::TimedOut,
                 next = streams.next() => next,
             };
             let Some(batch) = next else {
                 // Watch streams do not end; if they all did, only the deadline is left.
                 tokio::time::sleep_until(deadline).await;
-                return Outcome::TimedOut;
+                return WaitEnd::TimedOut;
             };
             for (i, signal) in batch {
                 let new = match signal {
@@ -227,16 +227,16 @@ impl HealthWait {
     }
 
     /// `Degraded` when any object failed, `Healthy` when all are current, else `None`.
-    fn verdict(&self) -> Option<Outcome> {
+    fn verdict(&self) -> Option<WaitEnd> {
         let mut all_current = true;
         for h in self.waited() {
             match h {
-                Health::Failed => return Some(Outcome::Degraded),
+                Health::Failed => return Some(WaitEnd::Degraded),
                 Health::Current => {}
                 _ => all_current = false,
             }
         }
-        all_current.then_some(Outcome::Healthy)
+        all_current.then_some(WaitEnd::Healthy)
     }
 
     /// One watch for a group of targets of one resource: in one namespace, by name

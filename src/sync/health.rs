@@ -12,7 +12,7 @@ use crate::changeset::ChangeSet;
 use crate::cluster::inventory::PART_OF;
 use crate::health::record::SyncResult;
 use crate::health::survey;
-use crate::health::wait::{HealthWait, Outcome, Target};
+use crate::health::wait::{HealthWait, Target, WaitEnd};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
@@ -47,18 +47,18 @@ impl Engine {
     /// (`degraded` if one is `Failed`). A failed read makes it `progressing` too (unknown is
     /// not healthy). A wait with no targets (call it with `Healthy` without running it) reads
     /// nothing when the last judgement left nothing unhealthy.
-    pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<Outcome>) -> SyncResult {
+    pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<WaitEnd>) -> SyncResult {
         match outcome {
-            Some(Outcome::Healthy) if wait.covers_all() => {
+            Some(WaitEnd::Healthy) if wait.covers_all() => {
                 self.record.unhealthy = Some(Vec::new());
                 SyncResult::Healthy
             }
             // Nothing was waited on, and the last judgement found nothing else unhealthy: a
             // resync that changes nothing reads nothing.
-            Some(Outcome::Healthy) if wait.targets().is_empty() && self.record.unhealthy.is_some() => {
+            Some(WaitEnd::Healthy) if wait.targets().is_empty() && self.record.unhealthy.is_some() => {
                 SyncResult::Healthy
             }
-            Some(Outcome::Healthy) => {
+            Some(WaitEnd::Healthy) => {
                 let before = self.record.unhealthy.take();
                 match self.read_unhealthy().await {
                     Ok(found) if found.is_empty() => {
@@ -77,11 +77,11 @@ impl Engine {
                     }
                 }
             }
-            Some(Outcome::Degraded) => {
+            Some(WaitEnd::Degraded) => {
                 self.record.unhealthy = Some(wait.not_current());
                 SyncResult::Degraded
             }
-            Some(Outcome::TimedOut) | None => {
+            Some(WaitEnd::TimedOut) | None => {
                 self.record.unhealthy = Some(wait.not_current());
                 SyncResult::Progressing
             }

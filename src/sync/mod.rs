@@ -14,7 +14,7 @@
 //! ApplySet parent widened and narrowed), `ownership` (objects another ApplySet owns: refused or
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
-//! result and attempt on the parent), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
+//! result and attempt on the parent), `outcome` (a sync's end and its observers), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
 //! `heal` (the drifted objects re-applied). This file holds the engine and
 //! the order of the steps.
 
@@ -26,6 +26,7 @@ mod health;
 pub mod hooks;
 mod inventory;
 pub(crate) mod namespaces;
+pub mod outcome;
 mod ownership;
 mod pending;
 mod prune_step;
@@ -55,6 +56,7 @@ use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
 pub use early::EarlyApply;
+pub use outcome::{Cause, HealthStep, Observer, Observers, Outcome};
 
 /// Errors of one sync. Source errors are worth retrying with backoff; manifest, duplicate and
 /// unknown-kind errors are bad input that only a new revision fixes; cluster errors are worth

@@ -431,7 +431,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     let mut wait = engine.health_wait(&report).await;
     let mut changes = Vec::new();
     let outcome = wait.run(WAIT, |object, status| changes.push((object.to_string(), status.health))).await;
-    assert_eq!(outcome, gitward::health::wait::Outcome::Degraded, "{changes:?}");
+    assert_eq!(outcome, gitward::health::wait::WaitEnd::Degraded, "{changes:?}");
     let failed: Vec<&(String, gitward::health::Health)> =
         changes.iter().filter(|(_, h)| *h == gitward::health::Health::Failed).collect();
     assert_eq!(failed, [&(format!("Deployment/{ns}/web-8"), gitward::health::Health::Failed)]);
@@ -496,7 +496,7 @@ async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() 
     };
     let before = cluster_lists(&common::audit_events(&env.user_agent));
     let outcome = wait.run(WAIT, |_, _| {}).await;
-    assert_eq!(outcome, gitward::health::wait::Outcome::Healthy);
+    assert_eq!(outcome, gitward::health::wait::WaitEnd::Healthy);
 
     let events = common::audit_events_until(&env.user_agent, |events| cluster_lists(events) > before).await;
     let reads: Vec<(String, String)> = events
@@ -727,7 +727,7 @@ async fn status_prints_the_applyset_id_and_selector_and_a_member_deleted_by_hand
 #[tokio::test]
 async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged() {
     use gitward::health::record::SyncResult;
-    use gitward::health::wait::Outcome;
+    use gitward::health::wait::WaitEnd;
     let env = common::setup("health-steady").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
@@ -772,7 +772,7 @@ async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged(
     let report = engine.sync().await.unwrap();
     let wait = engine.health_wait(&report).await;
     assert!(wait.targets().is_empty() && !wait.covers_all());
-    assert_eq!(engine.judge_health(&wait, Some(Outcome::Healthy)).await, SyncResult::Healthy);
+    assert_eq!(engine.judge_health(&wait, Some(WaitEnd::Healthy)).await, SyncResult::Healthy);
     assert!(secrets.get_opt("marker-2").await.unwrap().is_none());
     let seen = marker("marker-2");
     let after = common::audit_events_until(&env.user_agent, |e| e.iter().any(&seen)).await;

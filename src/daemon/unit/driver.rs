@@ -22,10 +22,9 @@ use super::wait::Waiting;
 use super::{Ctx, UnitTask, release_freed_memory};
 use crate::cluster::drift::DriftQueue;
 use crate::daemon::backoff::Backoff;
-use crate::daemon::heal::Heal;
 use crate::daemon::metrics::Metrics;
 use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
-use crate::health::wait::{HealthWait, Outcome};
+use crate::health::wait::{HealthWait, WaitEnd};
 use crate::object::ObjectRef;
 use crate::source::Revision;
 use crate::sync::Report;
@@ -48,7 +47,7 @@ enum Effect {
     Fail(Trigger, crate::sync::Error, Option<Revision>),
     Begin(Report),
     /// Boxed: a wait and its end are twice the size of the other effects.
-    End(Box<(Waiting, Option<(HealthWait, Outcome)>)>, bool),
+    End(Box<(Waiting, Option<(HealthWait, WaitEnd)>)>, bool),
     HealDuringWait(BTreeSet<ObjectRef>),
 }
 
@@ -99,7 +98,7 @@ enum Got {
     Engine(Box<Ctx>, Done),
     Slot(Option<OwnedSemaphorePermit>),
     Lane(Option<OwnedSemaphorePermit>),
-    WaitEnded(HealthWait, Outcome),
+    WaitEnded(HealthWait, WaitEnd),
 }
 
 /// A unit's task as it runs: its state, the event sources, the effects in flight and what
@@ -120,7 +119,7 @@ pub(super) struct Driver {
     lane: Option<OwnedSemaphorePermit>,
     waiting: Option<Waiting>,
     /// How the health wait ended by itself, for its end.
-    ended: Option<(HealthWait, Outcome)>,
+    ended: Option<(HealthWait, WaitEnd)>,
     early: Option<EarlyApply>,
     report: Option<Report>,
     failure: Option<crate::sync::Error>,
@@ -152,8 +151,7 @@ impl Driver {
         resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let unit = engine.unit_name().to_string();
         let (repo, yield_signal, drift) = (engine.repo().clone(), engine.yield_signal(), engine.cache().subscribe());
-        let ctx =
-            Ctx { unit: unit.clone(), engine, status, metrics: metrics.clone(), heal: Heal::default(), warned: None };
+        let ctx = Ctx::new(engine, status, metrics.clone(), first);
         Self {
             state: State::new(push_lane.is_some()),
             unit,

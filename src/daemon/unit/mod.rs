@@ -17,6 +17,7 @@
 
 mod driver;
 mod machine;
+mod observe;
 mod sync;
 mod wait;
 
@@ -28,7 +29,7 @@ use tokio::sync::watch;
 use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, TriggerKind, TriggerReceiver};
-use crate::sync::Engine;
+use crate::sync::{Cause, Engine, Observers};
 
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
@@ -77,18 +78,35 @@ impl UnitTask {
 }
 
 /// What the engine's effects need, owned by the effect that runs (one at a time): the engine
-/// and what a sync's end publishes to.
+/// and the observers a sync's end is told to.
 struct Ctx {
     /// The unit's name, for logs and metrics.
     unit: String,
     engine: Engine,
     status: Status,
-    metrics: Arc<Metrics>,
     /// Which drifted objects to re-apply when.
     heal: Heal,
-    /// The revision whose kustomization files read as plain manifests were last warned of
-    /// ([`report::warn_kustomizations`]): once per revision, not at every resync.
-    warned: Option<crate::source::Revision>,
+    /// What asked for the sync in progress (set when its objects are sent).
+    cause: Cause,
+    /// The log, metrics and readiness status, told of each sync ([`Observer`]).
+    observers: Observers,
+}
+
+impl Ctx {
+    fn new(engine: Engine, status: Status, metrics: Arc<Metrics>, first: TriggerKind) -> Self {
+        let unit = engine.unit_name().to_string();
+        let observers = Observers::default()
+            .with(crate::report::Log::default())
+            .with(observe::Metered { unit: unit.clone(), metrics })
+            .with(observe::Readiness { unit: unit.clone(), status: status.clone() });
+        let cause = Cause::from(&super::trigger::Trigger::now(first));
+        Self { unit, engine, status, heal: Heal::default(), cause, observers }
+    }
+
+    /// The readiness status of the unit, as its observer keeps it.
+    fn readiness(&self) -> observe::Readiness {
+        observe::Readiness { unit: self.unit.clone(), status: self.status.clone() }
+    }
 }
 
 /// How a sync or self-heal ended, for the backoff of failed syncs ([`retry`]).

@@ -29,16 +29,15 @@
 use std::collections::BTreeSet;
 
 use tokio::time::Instant;
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
 use super::Ctx;
 use crate::cluster::drift::Drift;
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::object::ObjectRef;
-use crate::report;
 use crate::source::Revision;
 use crate::sync::Report;
-use crate::telemetry;
+use crate::sync::{Cause, Observer};
 
 impl TriggerKind {
     /// True for the triggers that mean "someone pushed" (a local repository's ref, a webhook):
@@ -94,63 +93,19 @@ impl Ctx {
         }
     }
 
-    /// A sync that failed as a whole: recorded on the ApplySet parent (`gitward.dev/last-error`;
-    /// written only when it changes; a record that cannot be written — the cluster does not
-    /// answer either — is logged at debug), logged, counted, and the unit's status set failed.
-    /// `kept`: the revision last applied, named when a revision is refused.
+    /// A sync that failed as a whole: the engine records it ([`crate::sync::Engine::fail`])
+    /// and the observers are told. `kept`: the revision last applied, named when a revision is
+    /// refused.
     pub(super) async fn failed(&mut self, trigger: &Trigger, e: crate::sync::Error, kept: Option<Revision>) {
-        let unit = self.unit.as_str();
-        if let Err(r) = self.engine.record_failure(&e).await {
-            tracing::debug!(unit, error = %telemetry::error_chain(&r), "could not record the error on the inventory");
-        }
-        if let crate::sync::Error::Source(crate::source::Error::Unverified {
-            revision, failure, signer, reason, ..
-        }) = &e
-        {
-            let kept = kept.map(|r| r.to_string()).unwrap_or_default();
-            let signer = signer.as_deref().unwrap_or_default();
-            let reason_label = failure.as_str();
-            error!(unit, revision = %revision, failure = reason_label, signer, reason, kept, "revision refused: not signed by a trusted key");
-            self.metrics.observe_refused(unit, *failure);
-        }
-        let error = telemetry::unit_error(unit, &e);
-        error!(unit, trigger = %trigger.kind, error = %error, "sync failed");
-        if trigger.kind.is_push() {
-            // The push's or webhook's outcome, as `trigger applied` tells a clean one.
-            warn!(unit, trigger = %trigger.kind, error = %error, "trigger failed");
-        }
-        self.metrics.observe_error(unit, &e);
-        let mut status = self.status.snapshot().remove(unit).unwrap_or_default();
-        if !crate::daemon::decide::keeps_readiness(&e) {
-            status.last_sync_ok = Some(false);
-        }
-        let revision = self.engine.attempted().map(|r| format!("revision {}: ", r.short())).unwrap_or_default();
-        status.last_error = Some(format!("{revision}{error}"));
-        self.status.set(unit, status);
+        let outcome = self.engine.fail(Cause::from(trigger), e, kept).await;
+        self.observers.finished(&outcome);
     }
 
-    /// Logs the objects of `report`, says how a push or webhook ended (`trigger applied` with
-    /// `trigger_to_applied_ms`, else `trigger failed`) and counts the sync.
+    /// Tells the observers that `report`'s objects were sent (logs, `trigger applied`,
+    /// metrics), and remembers `trigger` as what asked for the sync whose end follows.
     pub(super) fn publish(&mut self, trigger: &Trigger, report: &Report) {
-        if self.warned.as_ref() != Some(&report.revision) && !report.heal {
-            report::warn_kustomizations(report);
-            self.warned = Some(report.revision.clone());
-        }
-        report::log_objects(report);
-        if trigger.kind.is_push() {
-            let unit = self.unit.as_str();
-            let c = report.changes.counts();
-            let not_applied = c.failed + c.skipped + c.conflict;
-            if not_applied == 0 {
-                let ms = report.applied_at.saturating_duration_since(trigger.at).as_millis() as u64;
-                info!(unit, trigger = %trigger.kind, revision = %report.revision, trigger_to_applied_ms = ms, "trigger applied");
-            } else {
-                // Not `trigger applied`: the revision is not applied whole, and the time to the
-                // last object sent is no time to a change reaching the cluster.
-                warn!(unit, trigger = %trigger.kind, revision = %report.revision, failed = c.failed, skipped = c.skipped, conflict = c.conflict, "trigger failed");
-            }
-        }
+        self.cause = Cause::from(trigger);
         let tracked = self.engine.cache().len();
-        self.metrics.observe_sync(report, tracked);
+        self.observers.applied(&self.cause, report, tracked);
     }
 }

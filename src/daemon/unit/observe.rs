@@ -1,0 +1,91 @@
+//! The daemon's observers of a unit's syncs ([`crate::sync::Observer`]): its metrics and its
+//! readiness status (/readyz, sd_notify `STATUS=`). The log is [`crate::report::Log`].
+
+use std::sync::Arc;
+
+use crate::daemon::metrics::Metrics;
+use crate::daemon::trigger::{Status, UnitStatus};
+use crate::health::Counts;
+use crate::health::record::SyncResult;
+use crate::sync::Report;
+use crate::sync::outcome::{Cause, Failure, Observer, Outcome, Wait};
+use crate::telemetry;
+
+/// Counts a unit's syncs in the metrics: durations and actions at the apply, health at the
+/// end (`gitward_time_to_healthy_seconds` when a wait ended healthy), errors of a sync that
+/// failed as a whole (and refusals of unsigned revisions).
+pub(super) struct Metered {
+    pub(super) unit: String,
+    pub(super) metrics: Arc<Metrics>,
+}
+
+impl Observer for Metered {
+    fn applied(&mut self, _cause: &Cause, report: &Report, tracked: usize) {
+        self.metrics.observe_sync(report, tracked);
+    }
+
+    fn finished(&mut self, outcome: &Outcome) {
+        if let Some(failure) = &outcome.failure {
+            if let crate::sync::Error::Source(crate::source::Error::Unverified { failure: why, .. }) = &failure.error {
+                self.metrics.observe_refused(&self.unit, *why);
+            }
+            self.metrics.observe_error(&self.unit, &failure.error);
+        } else if outcome.health.wait.judged() {
+            let healthy = outcome.health.wait == Wait::Healthy && outcome.health.result == SyncResult::Healthy;
+            let took = healthy.then_some(outcome.timings.wait);
+            self.metrics.observe_health(&self.unit, &outcome.health.counts, took);
+        }
+    }
+}
+
+/// Keeps a unit's readiness status: ready once a sync ran against a cluster that answered
+/// (objects the API server refused leave it ready, an outage does not; a parse error keeps
+/// what it was, [`crate::daemon::decide::keeps_readiness`]), with the health counts of a
+/// judged wait and the last error.
+pub(super) struct Readiness {
+    pub(super) unit: String,
+    pub(super) status: Status,
+}
+
+impl Readiness {
+    /// Sets the unit's status after `report`'s sync: `ok` whether it ran against a cluster
+    /// that answered, `health` the counts of a judged wait, `waiting` while its wait runs.
+    pub(super) fn set(&self, report: &Report, ok: bool, health: Option<Counts>, tracked: usize, waiting: bool) {
+        let applied_once = ok || self.status.snapshot().get(&self.unit).is_some_and(|s| s.applied_once);
+        let status = UnitStatus {
+            cache_synced: true,
+            last_sync_ok: Some(ok),
+            failed_objects: report.changes.counts().failed,
+            last_revision: Some(report.revision.to_string()),
+            tracked_objects: tracked,
+            health,
+            waiting,
+            applied_once,
+            last_error: None,
+        };
+        self.status.set(&self.unit, status);
+    }
+
+    fn failed(&self, failure: &Failure) {
+        let mut status = self.status.snapshot().remove(&self.unit).unwrap_or_default();
+        if !crate::daemon::decide::keeps_readiness(&failure.error) {
+            status.last_sync_ok = Some(false);
+        }
+        let revision = failure.attempted.as_ref().map(|r| format!("revision {}: ", r.short())).unwrap_or_default();
+        status.last_error = Some(format!("{revision}{}", telemetry::unit_error(&self.unit, &failure.error)));
+        self.status.set(&self.unit, status);
+    }
+}
+
+impl Observer for Readiness {
+    fn finished(&mut self, outcome: &Outcome) {
+        match (&outcome.report, &outcome.failure) {
+            (_, Some(failure)) => self.failed(failure),
+            (Some(report), None) => {
+                let health = outcome.health.wait.judged().then_some(outcome.health.counts);
+                self.set(report, outcome.cluster_answered, health, outcome.tracked, false);
+            }
+            (None, None) => {}
+        }
+    }
+}

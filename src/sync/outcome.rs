@@ -1,0 +1,505 @@
+//! How a sync ends: the engine finishes it itself — the health step, the post hooks and the
+//! record on the ApplySet parent — and hands back one [`Outcome`] (revision, trigger, counts,
+//! per-object results, health, error, timings). Whatever tells of a sync only *observes* it,
+//! through [`Observer`]: the log events (the `Log` of the `report` module), the stdout line of
+//! `gitward sync` (printed by the binary), the daemon's metrics and readiness status. A new way
+//! to tell of syncs (Kubernetes Events, a notifier, a dashboard) is one more observer.
+//!
+//! The health step: [`Engine::begin_health`] decides whether a wait runs at all
+//! ([`Wait::before`]) and, when one is due, records it on the parent and hands it to the
+//! caller with a [`Pending`] end; [`Engine::finish`] judges how the wait ended, runs the post
+//! hooks and records the result. Running the wait is the caller's: `gitward sync --wait` runs
+//! it to the end, the daemon beside its one loop, on a handle it can cancel (a newer
+//! revision, SIGHUP, shutdown).
+//!
+//! The record is written by the engine from the outcome before any observer sees it, not by an
+//! observer: the next sync reads what it recorded (the revision, the result, what is still
+//! unhealthy), so its write is part of the sync, and observers neither wait nor fail.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use tracing::warn;
+
+use super::{Engine, Error, Report};
+use crate::health::record::SyncResult;
+use crate::health::wait::{HealthWait, WaitEnd};
+use crate::health::{Counts, Health, Status};
+use crate::object::ObjectRef;
+use crate::source::Revision;
+
+/// What asked for a sync, as its outcome names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cause {
+    /// The trigger's name: `cli` for `gitward sync`, else the daemon's trigger kinds
+    /// (`startup`, `poll`, `push`, `webhook`, `resync`, `drift`, `retry`, `reload`, …).
+    pub name: &'static str,
+    /// When it was asked for, for `trigger_to_applied_ms`.
+    pub at: Instant,
+    /// True for a push or a webhook: someone pushed, and `trigger applied` (or `trigger
+    /// failed`) says how it ended.
+    pub push: bool,
+}
+
+impl Cause {
+    /// `gitward sync`, asked for now.
+    pub fn cli() -> Self {
+        Self { name: "cli", at: Instant::now(), push: false }
+    }
+}
+
+/// How the health wait after a sync ended: the `wait` field of `sync complete`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wait {
+    /// Every object waited on became `Current`.
+    Healthy,
+    /// An object waited on is `Failed`; the wait stopped at once.
+    Degraded,
+    /// `health_timeout` passed with objects not yet `Current`.
+    Timeout,
+    /// Cancelled before it ended: a new revision, SIGHUP or shutdown.
+    Cancelled,
+    /// No wait: `health_timeout = 0`.
+    Disabled,
+    /// No wait: objects failed to apply.
+    Skipped,
+    /// Nothing waited on: `gitward sync` without `--wait`, or no member with health changed or
+    /// was left unhealthy.
+    None,
+}
+
+impl Wait {
+    /// The lowercase name for logs: `healthy`, `degraded`, `timeout`, `cancelled`,
+    /// `disabled`, `skipped`, `none`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Wait::Healthy => "healthy",
+            Wait::Degraded => "degraded",
+            Wait::Timeout => "timeout",
+            Wait::Cancelled => "cancelled",
+            Wait::Disabled => "disabled",
+            Wait::Skipped => "skipped",
+            Wait::None => "none",
+        }
+    }
+
+    /// The wait a sync gets before any health is read, when none is to run: `Skipped` when
+    /// `failed` (objects failed to apply), `None` when no wait was `asked` for (`gitward sync`
+    /// without `--wait`), `Disabled` when `timeout` is zero. `Option::None`: a wait is due.
+    pub fn before(failed: bool, asked: bool, timeout: Duration) -> Option<Wait> {
+        if failed {
+            Some(Wait::Skipped)
+        } else if !asked {
+            Some(Wait::None)
+        } else if timeout.is_zero() {
+            Some(Wait::Disabled)
+        } else {
+            None
+        }
+    }
+
+    /// True when the wait ended by itself, or found nothing to wait on: the health counts
+    /// then say what the objects' health is (sd_notify `STATUS=`, `gitward_objects_health`).
+    /// False for a wait that was cancelled, disabled or skipped.
+    pub fn judged(self) -> bool {
+        matches!(self, Wait::Healthy | Wait::Degraded | Wait::Timeout | Wait::None)
+    }
+
+    /// True when a wait ran over objects (it ended by itself or was cancelled): only then do
+    /// the health counts of `sync complete` count something, the objects it waited on. A sync
+    /// with nothing to wait on (`none`), or whose wait was `disabled` or `skipped`, logs no
+    /// counts: `healthy=0 … result=healthy` read as a contradiction.
+    pub fn waited(self) -> bool {
+        matches!(self, Wait::Healthy | Wait::Degraded | Wait::Timeout | Wait::Cancelled)
+    }
+}
+
+impl From<WaitEnd> for Wait {
+    fn from(end: WaitEnd) -> Self {
+        match end {
+            WaitEnd::Healthy => Wait::Healthy,
+            WaitEnd::Degraded => Wait::Degraded,
+            WaitEnd::TimedOut => Wait::Timeout,
+        }
+    }
+}
+
+impl fmt::Display for Wait {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What the health wait after a sync found, for the `sync complete` event and the record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HealthSummary {
+    /// Objects the wait covered, by health bucket at its end (zero when none ran).
+    pub counts: Counts,
+    /// How the wait ended.
+    pub wait: Wait,
+    /// What is recorded on the ApplySet parent.
+    pub result: SyncResult,
+}
+
+impl HealthSummary {
+    /// The summary of a sync whose wait did not run (`wait` from [`Wait::before`]): `failed`
+    /// when it was skipped for objects that failed to apply, else `applied` (nothing judged).
+    pub fn unwaited(wait: Wait) -> Self {
+        let result = if wait == Wait::Skipped { SyncResult::Failed } else { SyncResult::Applied };
+        Self { counts: Counts::default(), wait, result }
+    }
+
+    /// True when `sync complete` is logged at warn: the result is `failed` or `degraded`, or the
+    /// wait timed out (someone should look).
+    pub fn warns(&self) -> bool {
+        matches!(self.result, SyncResult::Failed | SyncResult::Degraded) || self.wait == Wait::Timeout
+    }
+}
+
+/// Objects a wait left not `Current`, with their last status (`None`: never read).
+pub type NotReady = Vec<(ObjectRef, Option<Status>)>;
+
+/// How long the parts of a sync took.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Timings {
+    /// Wall time of the fetch, render and apply ([`Report::duration`]).
+    pub apply: Duration,
+    /// Wall time of the health wait: zero when none ran; the timeout itself when it timed out.
+    pub wait: Duration,
+}
+
+/// A sync that failed as a whole, before or while its objects were read (a parse or render
+/// error, an unknown kind, git or the cluster unreachable, a refused revision).
+#[derive(Debug)]
+pub struct Failure {
+    /// Why.
+    pub error: Error,
+    /// The revision the failed sync attempted, once its fetch resolved one.
+    pub attempted: Option<Revision>,
+    /// The revision last applied, which stays in force (named when a revision is refused).
+    pub kept: Option<Revision>,
+}
+
+/// How one sync ended: what every [`Observer`] sees.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The unit's name.
+    pub unit: String,
+    /// What asked for it.
+    pub cause: Cause,
+    /// The sync's report (the revision, counts and per-object results, post hooks included);
+    /// `None` when it failed as a whole.
+    pub report: Option<Report>,
+    /// How its health step ended (for a failure: skipped, `failed`).
+    pub health: HealthSummary,
+    /// What the wait left not `Current` (empty when it ended healthy or did not run).
+    pub not_ready: NotReady,
+    /// How many of the report's entries, at its end, are post hooks: run after the wait.
+    pub post_hooks: usize,
+    /// The failure of a sync that failed as a whole.
+    pub failure: Option<Failure>,
+    /// False when objects failed because the cluster did not answer (an outage, which takes
+    /// readiness); true when it answered, or nothing failed.
+    pub cluster_answered: bool,
+    /// Members the unit's cache tracks at the end.
+    pub tracked: usize,
+    /// How long it took.
+    pub timings: Timings,
+}
+
+impl Outcome {
+    /// The revision the sync applied, or attempted when it failed as a whole.
+    pub fn revision(&self) -> Option<&Revision> {
+        match (&self.report, &self.failure) {
+            (Some(r), _) => Some(&r.revision),
+            (None, Some(f)) => f.attempted.as_ref(),
+            (None, None) => None,
+        }
+    }
+
+    /// True when the revision applied whole and its health (when judged) is not failed,
+    /// degraded or still progressing: `gitward sync` exits 0 on it.
+    pub fn succeeded(&self) -> bool {
+        self.failure.is_none()
+            && self.report.as_ref().is_some_and(|r| !r.changes.has_failures())
+            && !matches!(self.health.result, SyncResult::Failed | SyncResult::Degraded | SyncResult::Progressing)
+    }
+}
+
+/// What tells of syncs: the log, the stdout line, metrics, readiness, and next Events and
+/// notifiers. Observers neither wait nor fail: one that must write elsewhere queues the write.
+pub trait Observer: Send {
+    /// A sync's (or self-heal's) objects were sent, before its health wait: its report so far,
+    /// and the members the unit's cache tracks.
+    fn applied(&mut self, _cause: &Cause, _report: &Report, _tracked: usize) {}
+
+    /// A sync ended ([`Outcome`]).
+    fn finished(&mut self, outcome: &Outcome);
+}
+
+/// The observers of a unit's syncs, told in order.
+#[derive(Default)]
+pub struct Observers(Vec<Box<dyn Observer>>);
+
+impl Observers {
+    /// Adds `observer` after those already there.
+    pub fn with(mut self, observer: impl Observer + 'static) -> Self {
+        self.0.push(Box::new(observer));
+        self
+    }
+}
+
+impl Observer for Observers {
+    fn applied(&mut self, cause: &Cause, report: &Report, tracked: usize) {
+        for o in &mut self.0 {
+            o.applied(cause, report, tracked);
+        }
+    }
+
+    fn finished(&mut self, outcome: &Outcome) {
+        for o in &mut self.0 {
+            o.finished(outcome);
+        }
+    }
+}
+
+/// A sync whose objects were sent and whose health wait is due, as [`Engine::finish`] needs it.
+#[derive(Debug)]
+pub struct Pending {
+    /// The sync's report.
+    report: Report,
+    cause: Cause,
+    /// The engine judges the unit's health with the wait ([`Engine::record_sync`]'s `judged`).
+    judged: bool,
+    /// When the wait began.
+    started: Instant,
+}
+
+impl Pending {
+    /// The sync's report.
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+}
+
+/// How the health step after a sync's apply goes on ([`Engine::begin_health`]).
+pub enum HealthStep {
+    /// No wait runs: the sync is finished and recorded.
+    Done(Box<Outcome>),
+    /// A wait is due: run it, then [`Engine::finish`] with how it ended.
+    Wait(Box<(Pending, HealthWait)>),
+}
+
+impl Engine {
+    /// Starts the health step after `report`'s apply: no wait when [`Wait::before`] says so (a
+    /// wait is `asked` for in the daemon and by `gitward sync --wait`), nor when the engine's
+    /// wait ([`Engine::health_wait`]) has no targets (judged at once as healthy,
+    /// `wait="none"`): the sync is then finished ([`Engine::finish`]'s post hooks and record)
+    /// and its outcome returned. A wait that is due is recorded on the ApplySet parent before it
+    /// runs ([`Engine::record_waiting`]: the revision, its apply time, the attempt and what is
+    /// waited for), so that `gitward status` tells the truth meanwhile; a failed write is
+    /// logged.
+    pub async fn begin_health(&mut self, report: Report, cause: Cause, asked: bool) -> HealthStep {
+        let started = Instant::now();
+        let failed = report.changes.has_failures();
+        if let Some(wait) = Wait::before(failed, asked, self.health_timeout()) {
+            let pending = Pending { report, cause, judged: false, started };
+            return HealthStep::Done(Box::new(self.conclude(pending, HealthSummary::unwaited(wait), Vec::new()).await));
+        }
+        let wait = self.health_wait(&report).await;
+        let judged = wait.covers_all() || !wait.targets().is_empty();
+        let pending = Pending { report, cause, judged, started };
+        if wait.targets().is_empty() {
+            // Nothing with health changed and nothing is left unhealthy: nothing to wait on.
+            let summary = self.judge(&wait, Some(WaitEnd::Healthy)).await;
+            let summary = HealthSummary { wait: Wait::None, ..summary };
+            return HealthStep::Done(Box::new(self.conclude(pending, summary, Vec::new()).await));
+        }
+        if let Err(e) = self.record_waiting(&pending.report, &wait).await {
+            let error = crate::telemetry::error_chain(&e);
+            warn!(unit = %pending.report.unit, error, "could not record the health wait on the inventory");
+        }
+        HealthStep::Wait(Box::new((pending, wait)))
+    }
+
+    /// Finishes the sync `pending` whose wait ended with `end` (`None`: cancelled): judges it
+    /// ([`Engine::judge_health`]; a cancelled wait is `progressing`, so a later no-op sync of
+    /// the revision cannot call it healthy, and waits for what is still not healthy), then —
+    /// when `record`; a wait cancelled by a newer revision records nothing, that revision
+    /// records itself — runs the post hooks and records the result and the attempt on the
+    /// ApplySet parent ([`Engine::record_sync`]; a failed write is logged).
+    pub async fn finish(&mut self, pending: Pending, wait: &HealthWait, end: Option<WaitEnd>, record: bool) -> Outcome {
+        let summary = self.judge(wait, end).await;
+        let not_ready = if end == Some(WaitEnd::Healthy) { Vec::new() } else { not_ready(wait) };
+        let waited = match end {
+            // A timeout ends at the timeout; a Failed object ends the wait at once.
+            Some(WaitEnd::TimedOut) => self.health_timeout(),
+            _ => pending.started.elapsed(),
+        };
+        let mut outcome = if record {
+            self.conclude(pending, summary, not_ready).await
+        } else {
+            self.outcome(pending.report, pending.cause, summary, not_ready).await
+        };
+        outcome.timings.wait = waited;
+        outcome
+    }
+
+    /// Records a sync that failed as a whole ([`Engine::record_failure`]; a record that cannot
+    /// be written — the cluster does not answer either — is logged at debug) and returns its
+    /// outcome. `kept`: the revision last applied, which stays in force.
+    pub async fn fail(&mut self, cause: Cause, error: Error, kept: Option<Revision>) -> Outcome {
+        let unit = self.unit_name().to_string();
+        if let Err(r) = self.record_failure(&error).await {
+            tracing::debug!(unit, error = %crate::telemetry::error_chain(&r), "could not record the error on the inventory");
+        }
+        let attempted = self.attempted().cloned();
+        Outcome {
+            unit,
+            cause,
+            report: None,
+            health: HealthSummary::unwaited(Wait::Skipped),
+            not_ready: Vec::new(),
+            post_hooks: 0,
+            failure: Some(Failure { error, attempted, kept }),
+            cluster_answered: true,
+            tracked: self.cache().len(),
+            timings: Timings::default(),
+        }
+    }
+
+    /// The summary of `wait` once it ended with `end` (`None`: cancelled), with the result the
+    /// engine judges.
+    async fn judge(&mut self, wait: &HealthWait, end: Option<WaitEnd>) -> HealthSummary {
+        let result = self.judge_health(wait, end).await;
+        let wait_kind = end.map_or(Wait::Cancelled, Wait::from);
+        HealthSummary { counts: Counts::of(&wait.healths()), wait: wait_kind, result }
+    }
+
+    /// The end of a sync judged `summary`: its post hooks (once the revision is judged healthy
+    /// or no wait ran, never after a cancelled wait; their entries join the report, a failed
+    /// one makes the result `failed`), its record, and its outcome.
+    async fn conclude(&mut self, pending: Pending, summary: HealthSummary, not_ready: NotReady) -> Outcome {
+        let Pending { mut report, cause, judged, .. } = pending;
+        let (mut summary, mut post_hooks) = (summary, 0);
+        if let Some((changes, result)) = self.post_hooks(&report, summary.result).await {
+            post_hooks = changes.entries.len();
+            report.changes.extend(changes);
+            summary.result = result;
+        }
+        if let Err(e) = self.record_sync(&report, summary.result, judged).await {
+            let error = crate::telemetry::error_chain(&e);
+            warn!(unit = %report.unit, error, "could not record the sync result on the inventory");
+        }
+        let outcome = self.outcome(report, cause, summary, not_ready).await;
+        Outcome { post_hooks, ..outcome }
+    }
+
+    /// The outcome of `report`'s sync, judged `health`.
+    async fn outcome(&self, report: Report, cause: Cause, health: HealthSummary, not_ready: NotReady) -> Outcome {
+        // Objects the API server refused leave the unit ready; failures because it did not
+        // answer (an outage) do not.
+        let cluster_answered = !report.changes.has_failures() || self.cluster_answers().await;
+        let timings = Timings { apply: report.duration, wait: Duration::ZERO };
+        Outcome {
+            unit: report.unit.clone(),
+            cause,
+            report: Some(report),
+            health,
+            not_ready,
+            post_hooks: 0,
+            failure: None,
+            cluster_answered,
+            tracked: self.cache().len(),
+            timings,
+        }
+    }
+}
+
+/// The targets of `wait` that are not `Current`, with their last status.
+fn not_ready(wait: &HealthWait) -> NotReady {
+    let statuses = wait.statuses();
+    wait.targets()
+        .iter()
+        .map(|t| (t.object.clone(), statuses.get(&t.object).cloned()))
+        .filter(|(_, s)| s.as_ref().is_none_or(|s| s.health != Health::Current))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn no_wait_runs_for_a_failed_apply_an_unasked_wait_or_a_zero_timeout() {
+        let minute = Duration::from_secs(60);
+        assert_eq!(Wait::before(true, true, minute), Some(Wait::Skipped));
+        assert_eq!(Wait::before(true, false, Duration::ZERO), Some(Wait::Skipped), "a failure wins");
+        assert_eq!(Wait::before(false, false, minute), Some(Wait::None));
+        assert_eq!(Wait::before(false, false, Duration::ZERO), Some(Wait::None), "not asked wins over disabled");
+        assert_eq!(Wait::before(false, true, Duration::ZERO), Some(Wait::Disabled));
+        assert_eq!(Wait::before(false, true, minute), None);
+    }
+
+    #[test]
+    fn a_wait_that_did_not_run_records_failed_only_when_objects_failed() {
+        assert_eq!(HealthSummary::unwaited(Wait::Skipped).result, SyncResult::Failed);
+        assert_eq!(HealthSummary::unwaited(Wait::Disabled).result, SyncResult::Applied);
+        assert_eq!(HealthSummary::unwaited(Wait::None).result, SyncResult::Applied);
+        assert_eq!(HealthSummary::unwaited(Wait::None).counts, Counts::default());
+    }
+
+    #[test]
+    fn each_wait_end_names_its_wait_and_only_waits_that_ended_count_health() {
+        assert_eq!(Wait::from(WaitEnd::Healthy).as_str(), "healthy");
+        assert_eq!(Wait::from(WaitEnd::Degraded).as_str(), "degraded");
+        assert_eq!(Wait::from(WaitEnd::TimedOut).as_str(), "timeout");
+        let judged: Vec<&str> =
+            [Wait::Healthy, Wait::Degraded, Wait::Timeout, Wait::Cancelled, Wait::Disabled, Wait::Skipped, Wait::None]
+                .into_iter()
+                .filter(|w| w.judged())
+                .map(Wait::as_str)
+                .collect();
+        assert_eq!(judged, ["healthy", "degraded", "timeout", "none"]);
+    }
+
+    #[test]
+    fn sync_complete_warns_when_failed_degraded_or_timed_out() {
+        let summary = |wait, result| HealthSummary { counts: Counts::default(), wait, result };
+        assert!(summary(Wait::Skipped, SyncResult::Failed).warns());
+        assert!(summary(Wait::Degraded, SyncResult::Degraded).warns());
+        assert!(summary(Wait::Timeout, SyncResult::Progressing).warns());
+        assert!(!summary(Wait::Cancelled, SyncResult::Progressing).warns());
+        assert!(!summary(Wait::Healthy, SyncResult::Healthy).warns());
+        assert!(!summary(Wait::None, SyncResult::Applied).warns());
+    }
+
+    /// Observers are told in the order they were added, every one of them.
+    #[test]
+    fn observers_are_told_in_order() {
+        use std::sync::{Arc, Mutex};
+        struct Named(&'static str, Arc<Mutex<Vec<String>>>);
+        impl Observer for Named {
+            fn finished(&mut self, outcome: &Outcome) {
+                self.1.lock().unwrap().push(format!("{} {}", self.0, outcome.unit));
+            }
+        }
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut observers = Observers::default().with(Named("log", seen.clone())).with(Named("metrics", seen.clone()));
+        let outcome = Outcome {
+            unit: "shop".into(),
+            cause: Cause::cli(),
+            report: None,
+            health: HealthSummary::unwaited(Wait::Skipped),
+            not_ready: Vec::new(),
+            post_hooks: 0,
+            failure: None,
+            cluster_answered: true,
+            tracked: 0,
+            timings: Timings::default(),
+        };
+        observers.finished(&outcome);
+        assert_eq!(*seen.lock().unwrap(), ["log shop", "metrics shop"]);
+        assert!(!outcome.succeeded(), "no report: nothing was applied");
+    }
+}
