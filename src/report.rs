@@ -84,7 +84,7 @@ fn log_failure(outcome: &Outcome, failure: &Failure) {
         error!(unit, revision = %revision, failure = why.as_str(), signer, reason, kept, "revision refused: not signed by a trusted key");
     }
     let error = telemetry::unit_error(unit, &failure.error);
-    error!(unit, trigger = outcome.cause.name, error = %error, "sync failed");
+    error!(unit, trigger = outcome.cause.trigger(), error = %error, "sync failed");
     if outcome.cause.push {
         warn!(unit, trigger = outcome.cause.name, error = %error, "trigger failed");
     }

@@ -46,6 +46,12 @@ impl Cause {
     pub fn cli() -> Self {
         Self { name: "cli", at: Instant::now(), push: false }
     }
+
+    /// The `trigger` field of the events that name it: the daemon's trigger kind; `None` (the
+    /// field left out) for `gitward sync`, which has no trigger to name.
+    pub fn trigger(&self) -> Option<&'static str> {
+        (self.name != "cli").then_some(self.name)
+    }
 }
 
 /// How the health wait after a sync ended: the `wait` field of `sync complete`.
