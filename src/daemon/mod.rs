@@ -29,6 +29,7 @@ pub(crate) mod repo_watch;
 pub mod route;
 pub mod run;
 pub(crate) mod shared_watch;
+pub(crate) mod slots;
 pub mod trigger;
 pub(crate) mod unit;
 pub(crate) mod units;

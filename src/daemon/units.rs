@@ -50,7 +50,7 @@ pub(super) struct Units {
     /// One client per cluster.
     pub(super) clusters: Registry,
     /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
-    pub(super) sync_slots: Arc<tokio::sync::Semaphore>,
+    pub(super) sync_slots: Arc<super::slots::Slots>,
     /// The push lane ([`super::unit::PUSH_LANE`] permits), shared by every unit task: a push's
     /// fetch and early apply hold one of these instead of a sync slot.
     pub(super) push_lane: Arc<tokio::sync::Semaphore>,
@@ -58,6 +58,9 @@ pub(super) struct Units {
     pub(super) status: Status,
     /// The daemon's metrics.
     pub(super) metrics: Arc<Metrics>,
+    /// How many unit tasks this process started: the index of the next one's
+    /// [`super::unit::resync_phase`].
+    pub(super) started: std::sync::atomic::AtomicU64,
     /// The tasks running, by unit name.
     pub(super) running: BTreeMap<String, RunningUnit>,
     /// With sharding, the units this replica holds the Lease of (only those run); `None`
@@ -259,6 +262,9 @@ impl Units {
                 interval: config.daemon.interval,
                 resync_interval: config.daemon.resync_interval,
                 self_heal: config.daemon.self_heal,
+                resync_phase: super::unit::resync_phase(
+                    self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                ),
             },
             sync_slots: self.sync_slots.clone(),
             push_lane: unit.is_git().then(|| self.push_lane.clone()),

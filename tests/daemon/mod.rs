@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors and load.
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots and load.
 
 pub(crate) mod fencing;
 pub(crate) mod http;
@@ -8,4 +8,5 @@ pub(crate) mod mirrors;
 pub(crate) mod push;
 pub(crate) mod run;
 pub(crate) mod sharding;
+pub(crate) mod slots;
 pub(crate) mod webhook_routes;

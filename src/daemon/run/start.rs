@@ -130,11 +130,12 @@ fn units(
     Units {
         clusters,
         // Sized at start; a reload does not resize it (the running units keep their slots).
-        sync_slots: Arc::new(tokio::sync::Semaphore::new(config.daemon.max_concurrent_syncs)),
+        sync_slots: crate::daemon::slots::Slots::new(config.daemon.max_concurrent_syncs),
         push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
         status: status.clone(),
         metrics: metrics.clone(),
         running: Default::default(),
+        started: Default::default(),
         owned: sharded.then(Default::default),
         stopping: Default::default(),
         start_failures: Default::default(),

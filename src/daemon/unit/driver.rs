@@ -23,6 +23,7 @@ use super::{Ctx, UnitTask, release_freed_memory};
 use crate::cluster::drift::DriftQueue;
 use crate::daemon::backoff::Backoff;
 use crate::daemon::metrics::Metrics;
+use crate::daemon::slots::{Slot, Slots};
 use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
 use crate::health::wait::{HealthWait, WaitEnd};
 use crate::object::ObjectRef;
@@ -37,6 +38,8 @@ type EngineJob = Pin<Box<dyn Future<Output = (Box<Ctx>, Done)> + Send>>;
 type Io = Pin<Box<dyn Future<Output = Event> + Send>>;
 /// A request for a permit of a semaphore.
 type Acquire = Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
+/// A request for a sync slot.
+type AcquireSlot = Pin<Box<dyn Future<Output = Option<Slot>> + Send>>;
 
 /// An effect that uses the engine.
 enum Effect {
@@ -96,7 +99,7 @@ enum Got {
     Event(Event),
     HealDue,
     Engine(Box<Ctx>, Done),
-    Slot(Option<OwnedSemaphorePermit>),
+    Slot(Option<Slot>),
     Lane(Option<OwnedSemaphorePermit>),
     WaitEnded(HealthWait, WaitEnd),
 }
@@ -113,8 +116,8 @@ pub(super) struct Driver {
     io: Option<Io>,
     /// A push fetched during a sync.
     push: Option<Io>,
-    slot_wanted: Option<Acquire>,
-    slot: Option<OwnedSemaphorePermit>,
+    slot_wanted: Option<AcquireSlot>,
+    slot: Option<Slot>,
     lane_wanted: Option<Acquire>,
     lane: Option<OwnedSemaphorePermit>,
     waiting: Option<Waiting>,
@@ -135,7 +138,7 @@ pub(super) struct Driver {
     self_heal: bool,
     poll: Interval,
     resync: Interval,
-    sync_slots: Arc<Semaphore>,
+    sync_slots: Arc<Slots>,
     push_lane: Option<Arc<Semaphore>>,
     first: TriggerKind,
 }
@@ -146,7 +149,7 @@ impl Driver {
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let first_resync = super::first_resync(timing.resync_interval, rand::random::<f64>());
+        let first_resync = super::first_resync(timing.resync_interval, timing.resync_phase);
         let mut resync = interval_at(start + first_resync, timing.resync_interval);
         resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let unit = engine.unit_name().to_string();
@@ -364,7 +367,10 @@ impl Driver {
                 None => return Some(Event::Lane),
             },
             Action::ReleaseLane => (self.lane, self.lane_wanted) = (None, None),
-            Action::AcquireSlot => self.slot_wanted = Some(Self::acquire(&self.sync_slots)),
+            Action::AcquireSlot => {
+                let class = self.state.slot_class();
+                self.slot_wanted = Some(Box::pin(self.sync_slots.clone().acquire(class)));
+            }
             Action::ReleaseSlot => (self.slot, self.slot_wanted) = (None, None),
             Action::Fetch { at } => self.start(Effect::Fetch(at)),
             Action::Early(revision) => self.start(Effect::Early(revision)),

@@ -40,6 +40,9 @@ pub struct UnitTiming {
     pub resync_interval: Duration,
     /// Sync on drift events.
     pub self_heal: bool,
+    /// Where in the window of its first resync this unit's falls, in [0, 1)
+    /// ([`resync_phase`]).
+    pub resync_phase: f64,
 }
 
 /// A unit's task and what it needs.
@@ -55,9 +58,9 @@ pub struct UnitTask {
     /// Timing.
     pub timing: UnitTiming,
     /// Sync slots shared by every unit (`[daemon] max_concurrent_syncs`): a sync or self-heal
-    /// holds one while it runs (not during the health wait); tokio's semaphore is fair, so
-    /// waiting units get slots in arrival order.
-    pub sync_slots: Arc<tokio::sync::Semaphore>,
+    /// holds one while it runs (not during the health wait); handed out first to units that
+    /// have not synced yet, then to triggered syncs, then to resyncs ([`crate::daemon::slots`]).
+    pub sync_slots: Arc<crate::daemon::slots::Slots>,
     /// The push lane shared by every unit ([`PUSH_LANE`] permits): a push or webhook fetches and
     /// sends its changed objects early holding one of these instead of a sync slot, so a push
     /// is applied even while every sync slot is taken; the rest of its sync takes a slot.
@@ -148,13 +151,22 @@ fn retry(ran: Ran) -> Retry {
 pub const PUSH_LANE: usize = 2;
 
 /// When a unit's first resync is due after its task starts: `interval` × (0.5 + `r`), `r` in
-/// [0, 1) drawn at random, so the resyncs of units started together spread over one
-/// `resync_interval` (from half to one and a half of it) instead of all landing at start +
-/// interval; later ones follow every `interval`. The same window as Config Connector's
+/// [0, 1) the unit's [`resync_phase`], so the resyncs of units started together spread evenly
+/// over one `resync_interval` (from half to one and a half of it) instead of all landing at
+/// start + interval; later ones follow every `interval`. The same window as Config Connector's
 /// jittered re-enqueue period (½ to 3⁄2 of the mean); Argo CD spreads its reconciliations with
 /// `timeout.reconciliation.jitter`.
 fn first_resync(interval: Duration, r: f64) -> Duration {
     interval.mul_f64(0.5 + r.clamp(0.0, 1.0))
+}
+
+/// The [`first_resync`] fraction of the `k`th unit task started (from 0): `k·(φ−1) mod 1`, the
+/// golden-ratio (Weyl) sequence, whose first `n` points split [0, 1) into gaps of at most three
+/// lengths, the largest under 2.7/`n` (the three-gap theorem) — evenly for every `n`, without
+/// knowing how many units will start, where `n` random draws leave gaps up to about ln(n)/`n`.
+/// So the fleet's resyncs fall at a flat rate over the interval, not in random clumps.
+pub(crate) fn resync_phase(k: u64) -> f64 {
+    (k as f64 * 0.618_033_988_749_894_9).fract()
 }
 
 /// Hands the pages that a sync's transient buffers (parsed YAML, list pages, responses) freed
@@ -188,6 +200,17 @@ mod tests {
     fn a_self_heal_that_failed_schedules_a_retry_and_one_that_succeeded_leaves_it() {
         assert_eq!(retry(Ran::Healed(false)), Retry::Schedule);
         assert_eq!(retry(Ran::Healed(true)), Retry::Keep, "a failed sync's retry stays due");
+    }
+
+    #[test]
+    fn resync_phases_of_any_number_of_units_are_spread_evenly() {
+        for n in [10u64, 1_000, 10_000] {
+            let mut phases: Vec<f64> = (0..n).map(resync_phase).collect();
+            phases.sort_by(f64::total_cmp);
+            phases.push(phases[0] + 1.0);
+            let widest = phases.windows(2).map(|w| w[1] - w[0]).fold(0.0, f64::max);
+            assert!(widest < 2.7 / n as f64, "{n} units: a gap of {widest} (even: {})", 1.0 / n as f64);
+        }
     }
 
     #[test]

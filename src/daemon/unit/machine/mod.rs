@@ -32,6 +32,7 @@ mod tests;
 
 use super::{Ran, Retry, retry};
 use crate::cluster::drift::Drift;
+use crate::daemon::slots::SlotClass;
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
@@ -55,6 +56,25 @@ pub(super) struct State {
 }
 
 impl State {
+    /// The queue the job asks for a sync slot in: [`SlotClass::First`] until the unit has
+    /// synced a revision in this process, [`SlotClass::Resync`] for the periodic resync, else
+    /// [`SlotClass::Triggered`].
+    pub(super) fn slot_class(&self) -> SlotClass {
+        let resync = match &self.phase {
+            Phase::Fetching(job) | Phase::SlotWait(job) | Phase::Applying(job) => {
+                job.trigger.kind == TriggerKind::Resync
+            }
+            _ => false,
+        };
+        if self.last_applied.is_none() {
+            SlotClass::First
+        } else if resync {
+            SlotClass::Resync
+        } else {
+            SlotClass::Triggered
+        }
+    }
+
     /// A unit that has synced nothing yet, idle; `lane`: [`State::lane`].
     pub(super) fn new(lane: bool) -> Self {
         Self { phase: Phase::Idle, queued: None, last_applied: None, retry_at: None, lane, stopping: false }

@@ -449,3 +449,29 @@ fn applying_and_yielding() {
         ),
     ]);
 }
+
+#[test]
+fn the_slot_queue_a_job_waits_in() {
+    check(&[
+        row(
+            "a unit that has synced nothing waits for its first sync first",
+            || State::new(true),
+            || Event::Tick(t(Poll)),
+            "slot wait",
+            &["Observe(poll)", "AcquireSlot"],
+        )
+        .then(|s| s.slot_class() == SlotClass::First),
+        row(
+            "a poll of a unit that synced waits as triggered",
+            idle,
+            || Event::Tick(t(Poll)),
+            "slot wait",
+            &["Observe(poll)", "AcquireSlot"],
+        )
+        .then(|s| s.slot_class() == SlotClass::Triggered),
+        row("a resync waits last", idle, || Event::Tick(t(Resync)), "slot wait", &["Observe(resync)", "AcquireSlot"])
+            .then(|s| s.slot_class() == SlotClass::Resync),
+        row("a push that left the path alone waits as triggered", untouched, || Event::Slot, "fetching", &["Fetch"])
+            .then(|s| s.slot_class() == SlotClass::Triggered),
+    ]);
+}
