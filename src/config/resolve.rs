@@ -341,6 +341,7 @@ impl Resolver<'_> {
         }
         unit.helm = HelmOptions { chart, ..self.helm(index, raw.helm)? };
         unit.verify = self.verify(index, raw.verify, &unit)?;
+        unit.ignore = self.ignore(index, &unit.name, raw.ignore)?;
         if unit.helm.chart.is_some() {
             unit.render = super::RenderMode::Helm;
         }
