@@ -155,6 +155,20 @@ pub fn modify(mut live: Value, desired: &Value) -> Value {
     live
 }
 
+/// [`modify`], then the live value put back at each ignored path (`[[sync.ignore]]`,
+/// [`crate::plan::ignore::keep_live`]): a list the manifest replaces whole keeps the field
+/// another writer owns in its elements. Pure.
+fn modify_keeping(live: Value, desired: &Value, ignored: Option<&[String]>) -> Value {
+    match ignored {
+        Some(paths) => {
+            let mut merged = modify(live.clone(), desired);
+            crate::plan::ignore::keep_live(&mut merged, &live, paths);
+            merged
+        }
+        None => modify(live, desired),
+    }
+}
+
 /// How many times a write that met a 409 for a status write is sent again, each time after a
 /// read that shows only status moved (see the module doc). One was not enough: a controller
 /// that keeps writing status (20 Deployments, each written every ~100–300 ms) met both the
@@ -284,7 +298,7 @@ impl Writer<'_> {
             }
             let read_uid = live.metadata.uid.clone();
             let modified = serde_json::to_value(&live)
-                .map(|v| modify(v, &self.d.body().to_value()))
+                .map(|v| modify_keeping(v, &self.d.body().to_value(), self.d.ignored.as_deref()))
                 .and_then(serde_json::from_value);
             let modified: DynamicObject = match modified {
                 Ok(m) => m,
@@ -501,6 +515,7 @@ mod tests {
                 mode: crate::config::ApplyMode::Update,
                 decrypted: false,
                 splice: None,
+                ignored: None,
             }
         };
         assert_eq!(metadata_patch_type(&desired("apps/v1", "Deployment")), Request::StrategicMergePatch);
