@@ -91,11 +91,12 @@ pub struct Desired {
     /// object was built; `None` when the body needs a parse ([`splice::Splice::find`]), as it
     /// does when fields are ignored.
     pub splice: Option<splice::Splice>,
-    /// The JSON pointers (RFC 6901) of the fields the unit's `[[sync.ignore]]` rules take out
-    /// of this object, checked when the config was read; `None` for an object no rule selects
-    /// (the usual case: nothing held). [`Desired::body`] leaves them out, `update` mode keeps
-    /// the live value there, `gitward diff` leaves them out of both sides ([`ignore`]).
-    pub ignored: Option<std::sync::Arc<[String]>>,
+    /// What the unit's `[[sync.ignore]]` rules that select this object leave out of it: JSON
+    /// pointers (RFC 6901), checked when the config was read, and field managers; `None` for
+    /// an object no rule selects (the usual case: nothing held). [`Desired::body`] leaves the
+    /// paths out, the apply the fields the managers own live, `update` mode keeps the live
+    /// value at both, `gitward diff` leaves both out of either side ([`ignore`]).
+    pub ignored: Option<std::sync::Arc<ignore::Ignored>>,
 }
 
 impl Desired {
@@ -121,7 +122,9 @@ impl Desired {
     /// ([`Desired::ignored`]) taken out before gitward's own are written in.
     pub fn parsed_body(&self) -> crate::manifest::Body {
         let mut body = self.source.to_value();
-        ignore::remove(&mut body, self.ignored.as_deref().unwrap_or_default());
+        if let Some(ignored) = &self.ignored {
+            ignore::remove(&mut body, &ignored.paths);
+        }
         let meta = metadata_mut(&mut body);
         match self.object.namespace.as_deref() {
             Some(ns) => meta.insert("namespace".into(), Value::String(ns.to_owned())),

@@ -200,10 +200,10 @@ pub fn build(m: Manifest, object: ObjectRef, kind: Resolved, defaults: &Defaults
     let mut body = source.to_value();
     let namespace = object.namespace.as_deref().filter(|_| namespaced);
     let ignored = ignore::select(&defaults.ignore, &object, &body);
-    let splice = match &ignored {
+    let splice = match ignored.as_deref().filter(|i| !i.paths.is_empty()) {
         // The body is built by a parse that takes the ignored fields out (`Desired::parsed_body`).
-        Some(paths) => {
-            ignore::remove(&mut body, paths);
+        Some(ignored) => {
+            ignore::remove(&mut body, &ignored.paths);
             None
         }
         None => crate::plan::splice::Splice::find(source.as_str(), &body, namespace),

@@ -254,7 +254,7 @@ impl Engine {
                     continue;
                 }
             };
-            if let Some(diff) = compare(d, live, merged) {
+            if let Some(diff) = compare(d, &self.options.apply.field_manager, live, merged) {
                 report.changed.push(diff);
             }
         }
@@ -431,13 +431,20 @@ enum Live {
 
 /// The diff of `d` between `live` (`None`: it does not exist) and `merged` (its dry run), or
 /// `None` when they agree: a unified diff of the normalised YAML (decrypted values masked, a
-/// changed one shown as `*** (changed)`; the fields of [`Desired::ignored`] left out), or one line naming gitward's bookkeeping when only
+/// changed one shown as `*** (changed)`; the fields of [`Desired::ignored`] left out, `own`
+/// being gitward's field manager), or one line naming gitward's bookkeeping when only
 /// that changes (a sync still writes it).
-fn compare(d: &Desired, mut live: Option<Value>, mut merged: Value) -> Option<ObjectDiff> {
-    if let Some(paths) = &d.ignored {
-        // Another writer's: left out of both sides, as of what a sync sends.
-        live.iter_mut().for_each(|l| plan::ignore::remove(l, paths));
-        plan::ignore::remove(&mut merged, paths);
+fn compare(d: &Desired, own: &str, mut live: Option<Value>, mut merged: Value) -> Option<ObjectDiff> {
+    if let Some(ignored) = &d.ignored {
+        // Another writer's: left out of both sides, the managers' fields as each side's
+        // `managedFields` tell them.
+        for side in live.iter_mut().chain(std::iter::once(&mut merged)) {
+            let entries: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> =
+                serde_json::from_value(side["metadata"]["managedFields"].take()).unwrap_or_default();
+            let mut paths = ignored.paths.clone();
+            paths.extend(ignored.owned(&entries, own, side));
+            plan::ignore::remove(side, &paths);
+        }
     }
     if d.decrypted
         && let Some(live) = &live

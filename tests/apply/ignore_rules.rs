@@ -140,3 +140,41 @@ async fn gitward_diff_does_not_show_an_ignored_field() {
     assert_eq!(run.code, Some(1), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.contains("replicas: 3") && run.stdout.contains("replicas: 1"), "{}", run.stdout);
 }
+
+/// Syncs `web` (`replicas: 1`) with `rule`, scales it to 3 through the `scale` subresource as
+/// an HPA does (field manager `test-hpa`, operation Update), syncs again; returns the second
+/// sync's action and the live object.
+async fn scaled_through_subresource(prefix: &str, rule: &str) -> (String, Value) {
+    let env = common::setup(prefix).await;
+    let repo = repo_with("nginx:1");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, &format!("health_timeout = \"0s\"\n{rule}"));
+    let mut engine = common::engine(&env.client, &common::config(state.path(), &unit), "app").await;
+    let first = engine.sync().await.expect("first sync");
+    assert!(!first.changes.has_failures(), "{:?}", common::actions(&first));
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    let params = PatchParams { field_manager: Some("test-hpa".into()), ..Default::default() };
+    api.patch_scale("web", &params, &Patch::Merge(&json!({"spec": {"replicas": 3}}))).await.expect("scale");
+    let second = engine.sync().await.expect("second sync");
+    let action =
+        common::actions(&second).get(&format!("Deployment/{}/web", env.namespace)).cloned().unwrap_or_default();
+    (action, web(&env.client, &env.namespace).await)
+}
+
+#[tokio::test]
+async fn a_managers_rule_leaves_what_that_manager_owns_live_even_set_through_scale() {
+    let rule = "[[sync.ignore]]\nkind = \"Deployment\"\nmanagers = [\"test-hpa\"]\n";
+    let (action, live) = scaled_through_subresource("ignore-managers", rule).await;
+    assert_eq!(action, "unchanged", "neither drift-corrected nor conflict");
+    assert_eq!(live["spec"]["replicas"], 3);
+    assert!(
+        owns_replicas(&live, "test-hpa") && !owns_replicas(&live, "gitward"),
+        "{}",
+        live["metadata"]["managedFields"]
+    );
+    assert_eq!(live["spec"]["template"]["spec"]["containers"][0]["image"], "nginx:1", "gitward's fields stay");
+    // A rule naming another manager leaves nothing to this one.
+    let rule = "[[sync.ignore]]\nkind = \"Deployment\"\nmanagers = [\"kube-controller-manager\"]\n";
+    let (_, live) = scaled_through_subresource("ignore-managers-other", rule).await;
+    assert_eq!(live["spec"]["replicas"], 1, "taken back");
+}
