@@ -14,7 +14,8 @@ use super::resolve::Resolver;
 
 /// One `[[sync.ignore]]` entry: fields of the objects it selects that gitward does not send,
 /// so another writer (an HPA, `kubectl scale`, a controller) owns them and self-heal does not
-/// fight it (Flux's `spec.ignore`, Argo CD's `ignoreDifferences`).
+/// fight it (Flux's HelmRelease `spec.driftDetection.ignore`; Argo CD's `ignoreDifferences`
+/// — `jsonPointers`, `managedFieldsManagers` — with the sync option `RespectIgnoreDifferences`).
 ///
 /// The fields are taken out of the desired object before it is hashed and before any request
 /// body is built: server-side apply then gives up gitward's ownership of them, `gitward diff`
