@@ -8,9 +8,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelecto
 use kube::core::{Selector, SelectorExt as _};
 use toml::Spanned;
 
-use super::Result;
 use super::raw::{RawIgnore, RawLabelSelector};
 use super::resolve::Resolver;
+use super::{Result, SyncUnit};
 
 /// One `[[sync.ignore]]` entry: fields of the objects it selects that gitward does not send,
 /// so another writer (an HPA, `kubectl scale`, a controller) owns them and self-heal does not
@@ -45,8 +45,9 @@ pub struct IgnoreRule {
     /// refused: they name the object itself. Default: none.
     pub paths: Vec<String>,
     /// Field managers (`kube-controller-manager`, `kubectl-edit`) whose fields in the live
-    /// object are left out, read from its `managedFields`. Default: none. At least one of
-    /// `paths` and `managers` is set.
+    /// object are left out, read from its `managedFields`; never the unit's own
+    /// `field_manager` nor one of its `takeover_managers` (gitward takes their fields over).
+    /// Default: none. At least one of `paths` and `managers` is set.
     pub managers: Vec<String>,
 }
 
@@ -73,13 +74,19 @@ impl IgnoreRule {
 }
 
 impl Resolver<'_> {
-    /// `sync[index].ignore`: each entry checked, its errors naming the entry
-    /// (`sync[0].ignore[1].paths`) and the unit by name.
-    pub(super) fn ignore(&self, index: usize, unit: &str, raw: Vec<Spanned<RawIgnore>>) -> Result<Vec<IgnoreRule>> {
+    /// `sync[index].ignore` of `unit` (resolved but for its rules): each entry checked, its
+    /// errors naming the entry (`sync[0].ignore[1].paths`) and the unit by name.
+    pub(super) fn ignore(
+        &self,
+        index: usize,
+        unit: &SyncUnit,
+        raw: Vec<Spanned<RawIgnore>>,
+    ) -> Result<Vec<IgnoreRule>> {
         raw.into_iter().enumerate().map(|(entry, raw)| self.ignore_rule(index, entry, unit, raw)).collect()
     }
 
-    fn ignore_rule(&self, index: usize, entry: usize, unit: &str, raw: Spanned<RawIgnore>) -> Result<IgnoreRule> {
+    fn ignore_rule(&self, index: usize, entry: usize, unit: &SyncUnit, raw: Spanned<RawIgnore>) -> Result<IgnoreRule> {
+        let (own, takeover, unit) = (&unit.field_manager, &unit.takeover_managers, unit.name.as_str());
         let key = |field: &str| format!("sync[{index}].ignore[{entry}]{field}");
         let invalid = |span, field: &str, message: &str| {
             self.invalid(Some(span), &key(field), format!("{message} (unit `{unit}`, ignore rule {})", entry + 1))
@@ -107,10 +114,18 @@ impl Resolver<'_> {
         }
         let mut managers = Vec::with_capacity(raw.managers.len());
         for manager in raw.managers {
-            match manager.get_ref().is_empty() {
-                true => return Err(invalid(manager.span(), ".managers", "a field manager name must not be empty")),
-                false => managers.push(manager.into_inner()),
-            }
+            let name = manager.get_ref();
+            let refused = if name.is_empty() {
+                "a field manager name must not be empty"
+            } else if name == own {
+                "is the unit's own field_manager: its fields are the ones git declares"
+            } else if takeover.contains(name) {
+                "is also in takeover_managers, which takes its fields over: name it in one of the two"
+            } else {
+                managers.push(manager.into_inner());
+                continue;
+            };
+            return Err(invalid(manager.span(), ".managers", refused));
         }
         let label_selector = match raw.label_selector {
             Some(s) => {
@@ -228,6 +243,10 @@ mod tests {
         assert!(message.contains("sync[0].ignore[0].label_selector:"), "{message}");
         let message = error(&rule("paths = [\"/spec\"]\npath = \"/x\""));
         assert!(message.contains("unknown key `path`: did you mean `paths`"), "{message}");
+        let message = error(&rule("managers = [\"kubectl-client-side-apply\"]"));
+        assert!(message.contains("sync[0].ignore[0].managers: is also in takeover_managers"), "{message}");
+        let message = error(&rule("managers = [\"gitward\"]"));
+        assert!(message.contains("is the unit's own field_manager"), "{message}");
         let message = error(&rule("managers = [\"\"]"));
         assert!(message.contains("sync[0].ignore[0].managers: a field manager name must not be empty"), "{message}");
     }
