@@ -100,6 +100,7 @@ fn benches(c: &mut Criterion) {
         applyset_id: "applyset-bench-v1".into(),
         recreate: false,
         apply_mode: ApplyMode::ServerSideApply,
+        ignore: std::sync::Arc::new([]),
     };
     let base = tree(None);
     let changed = tree(Some(0));

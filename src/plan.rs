@@ -17,6 +17,7 @@ use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
 use crate::config::ApplyMode;
 use crate::object::{GroupKind, ObjectRef};
 
+pub mod ignore;
 pub mod splice;
 
 /// Apply stages, in order (DESIGN.md decision 7). Prune walks them in reverse.
@@ -87,8 +88,15 @@ pub struct Desired {
     /// (`gitward diff`), whatever its kind.
     pub decrypted: bool,
     /// Where [`Desired::body`] writes gitward's fields into the source's text, found when the
-    /// object was built; `None` when the body needs a parse ([`splice::Splice::find`]).
+    /// object was built; `None` when the body needs a parse ([`splice::Splice::find`]), as it
+    /// does when fields are ignored.
     pub splice: Option<splice::Splice>,
+    /// What the unit's `[[sync.ignore]]` rules that select this object leave out of it: JSON
+    /// pointers (RFC 6901), checked when the config was read, and field managers; `None` for
+    /// an object no rule selects (the usual case: nothing held). [`Desired::body`] leaves the
+    /// paths out, the apply the fields the managers own live, `update` mode keeps the live
+    /// value at both, `gitward diff` leaves both out of either side ([`ignore`]).
+    pub ignored: Option<std::sync::Arc<ignore::Ignored>>,
 }
 
 impl Desired {
@@ -110,9 +118,13 @@ impl Desired {
         self.parsed_body()
     }
 
-    /// [`Desired::body`] by a parse of the source and a serialization.
+    /// [`Desired::body`] by a parse of the source and a serialization; the ignored fields
+    /// ([`Desired::ignored`]) taken out before gitward's own are written in.
     pub fn parsed_body(&self) -> crate::manifest::Body {
         let mut body = self.source.to_value();
+        if let Some(ignored) = &self.ignored {
+            ignore::remove(&mut body, &ignored.paths);
+        }
         let meta = metadata_mut(&mut body);
         match self.object.namespace.as_deref() {
             Some(ns) => meta.insert("namespace".into(), Value::String(ns.to_owned())),
@@ -321,6 +333,7 @@ mod tests {
             mode: ApplyMode::ServerSideApply,
             decrypted: false,
             splice: None,
+            ignored: None,
         }
     }
 

@@ -41,7 +41,8 @@ pub async fn read(client: &kube::Client, d: &Desired) -> kube::Result<Option<ser
 }
 
 /// What a server-side apply of `d` under `field_manager` (forced when `force`) would leave,
-/// without writing it: a dry run (`dryRun=All`, one PATCH), for `gitward diff`.
+/// without writing it: a dry run (`dryRun=All`, one PATCH; a metadata `GET` before it when a
+/// `[[sync.ignore]]` rule names field managers, [`body_to_send`]), for `gitward diff`.
 ///
 /// Errors: the API server's (its admission, validation and conflicts, as an apply would meet
 /// them).
@@ -53,7 +54,9 @@ pub async fn dry_run(
 ) -> kube::Result<serde_json::Value> {
     let mut params = PatchParams::apply(field_manager).dry_run();
     params.force = force;
-    let merged = api_for(client, d).patch(&d.object.name, &params, &Patch::Apply(&d.body())).await?;
+    let api = api_for(client, d);
+    let (body, _) = body_to_send(&api, d, field_manager).await?;
+    let merged = api.patch(&d.object.name, &params, &Patch::Apply(&body)).await?;
     Ok(serde_json::to_value(merged).unwrap_or_default())
 }
 
@@ -90,10 +93,23 @@ pub async fn apply_one(w: super::Write<'_>) -> Outcome {
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
     let outcome = |action, message, live, sent| Outcome { object: d.object.clone(), action, message, live, sent };
+    let (body, read) = match step.op {
+        Op::Create => (d.body(), Vec::new()),
+        _ => match body_to_send(&api, d, &opts.field_manager).await {
+            Ok(sent) => sent,
+            Err(e) => {
+                let message =
+                    format!("{}: read managedFields for [[sync.ignore]] managers: {}", d.origin, api_message(&e));
+                return outcome(Action::Failed, Some(message), None, vec![Request::GetMetadata]);
+            }
+        },
+    };
     let applied = match step.op {
         Op::Create => apply_telling_creation(client, d, &params).await,
-        _ => api.patch_metadata(&d.object.name, &params, &Patch::Apply(&d.body())).await.map(|r| (r, false)),
+        _ => api.patch_metadata(&d.object.name, &params, &Patch::Apply(&body)).await.map(|r| (r, false)),
     };
+    let outcome =
+        |action, message, live, sent: Vec<Request>| outcome(action, message, live, [read.clone(), sent].concat());
     match applied {
         Ok((returned, created)) => {
             let live = live_meta_of(&returned.metadata, &opts.field_manager);
@@ -133,6 +149,26 @@ pub async fn apply_one(w: super::Write<'_>) -> Outcome {
             outcome(Action::Failed, Some(format!("{}: {}", d.origin, api_message(&e))), None, vec![Request::Apply])
         }
     }
+}
+
+/// The body to apply for `d` and the requests that made it: with no `[[sync.ignore]]` rule
+/// naming field managers, [`Desired::body`] and none; with one, a metadata-only `GET` of the
+/// live object (its `managedFields`, which the metadata cache drops) and the body without the
+/// fields those managers own there ([`Desired::body_given`]). Only the objects such a rule
+/// selects pay that read.
+///
+/// Errors: the read's, but a 404 (nothing live owns anything: the plain body).
+async fn body_to_send(
+    api: &Api<DynamicObject>,
+    d: &Desired,
+    own: &str,
+) -> kube::Result<(crate::manifest::Body, Vec<Request>)> {
+    if !d.ignores_managers() {
+        return Ok((d.body(), Vec::new()));
+    }
+    let live = api.get_metadata_opt(&d.object.name).await?;
+    let entries = live.and_then(|l| l.metadata.managed_fields).unwrap_or_default();
+    Ok((d.body_given(&entries, own), vec![Request::GetMetadata]))
 }
 
 /// True when the apply of an `unchanged` object changed it (`drift-corrected`): its

@@ -36,6 +36,7 @@
 //! `conflict`. A map key or field removed from git stays (a merge cannot tell it from one
 //! another actor set); server-side apply mode removes any field git stops declaring.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 
@@ -153,6 +154,21 @@ pub fn modify(mut live: Value, desired: &Value) -> Value {
         }
     }
     live
+}
+
+/// [`modify`] with the `[[sync.ignore]]` rules that select `d` in force: the fields the
+/// ignored managers own in `live` (its `managedFields`; `own` is gitward's field manager) taken
+/// out of the manifest too, then the live value put back at each ignored path and each such
+/// field ([`crate::plan::ignore::keep_live`]), so a list the manifest replaces whole keeps the
+/// field another writer owns in its elements. Pure.
+fn modify_keeping(live: Value, entries: &[ManagedFieldsEntry], d: &Desired, own: &str) -> Value {
+    let Some(ignored) = &d.ignored else { return modify(live, &d.body().to_value()) };
+    let desired = d.body_given(entries, own).to_value();
+    let mut kept = ignored.paths.clone();
+    kept.extend(ignored.owned(entries, own, &live));
+    let mut merged = modify(live.clone(), &desired);
+    crate::plan::ignore::keep_live(&mut merged, &live, &kept);
+    merged
 }
 
 /// How many times a write that met a 409 for a status write is sent again, each time after a
@@ -283,8 +299,9 @@ impl Writer<'_> {
                 return self.conflict(version, Some(live_meta(&live.metadata)), why);
             }
             let read_uid = live.metadata.uid.clone();
+            let entries = live.metadata.managed_fields.as_deref().unwrap_or_default();
             let modified = serde_json::to_value(&live)
-                .map(|v| modify(v, &self.d.body().to_value()))
+                .map(|v| modify_keeping(v, entries, self.d, &self.opts.field_manager))
                 .and_then(serde_json::from_value);
             let modified: DynamicObject = match modified {
                 Ok(m) => m,
@@ -501,6 +518,7 @@ mod tests {
                 mode: crate::config::ApplyMode::Update,
                 decrypted: false,
                 splice: None,
+                ignored: None,
             }
         };
         assert_eq!(metadata_patch_type(&desired("apps/v1", "Deployment")), Request::StrategicMergePatch);

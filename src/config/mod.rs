@@ -13,7 +13,8 @@
 //! the right type that is not allowed comes from validation
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
-//! Files: the resolved types by table — `unit` (`[[sync]]`), `cluster`, `daemon`, `render` —
+//! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
+//! `daemon`, `render` —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -23,6 +24,7 @@ mod cluster;
 mod constraint;
 mod daemon;
 mod hint;
+mod ignore;
 mod path;
 mod raw;
 mod render;
@@ -40,6 +42,7 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
+pub use ignore::IgnoreRule;
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
 use unit::is_url_or_scp;

@@ -167,6 +167,42 @@ pub(super) struct RawSyncUnit {
     pub helm: RawHelm,
     pub decryption: Option<RawDecryption>,
     pub verify: Option<Spanned<RawVerify>>,
+    #[serde(default)]
+    pub ignore: Vec<Spanned<RawIgnore>>,
+}
+
+/// One `[[sync.ignore]]` table.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawIgnore {
+    pub kind: Option<Spanned<String>>,
+    pub group: Option<Spanned<String>>,
+    pub name: Option<Spanned<String>>,
+    pub namespace: Option<Spanned<String>>,
+    pub label_selector: Option<Spanned<RawLabelSelector>>,
+    #[serde(default)]
+    pub paths: Vec<Spanned<String>>,
+    #[serde(default)]
+    pub managers: Vec<Spanned<String>>,
+}
+
+/// `label_selector` of `[[sync.ignore]]`: Kubernetes' `LabelSelector` in snake case.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawLabelSelector {
+    #[serde(default)]
+    pub match_labels: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    pub match_expressions: Vec<RawRequirement>,
+}
+
+/// One of `match_expressions`: Kubernetes' `LabelSelectorRequirement`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawRequirement {
+    pub key: String,
+    pub operator: String,
+    pub values: Option<Vec<String>>,
 }
 
 /// `[sync.helm]`.

@@ -48,7 +48,9 @@ impl Resolver<'_> {
             let mut raw_unit = raw_unit.into_inner();
             let raw_cluster = raw_unit.cluster.take();
             let raw_service_account = raw_unit.service_account.take();
+            let raw_ignore = std::mem::take(&mut raw_unit.ignore);
             let (mut unit, name_span, inventory_span) = self.unit(index, raw_unit)?;
+            unit.ignore = self.ignore(index, &unit, raw_ignore)?;
             unit.cluster = self.unit_cluster(index, raw_cluster, name_span.clone(), &clusters)?;
             unit.service_account = self.unit_service_account(index, raw_service_account, &daemon)?;
             if let Some(first) = names.insert(unit.name.clone(), index) {

@@ -14,7 +14,7 @@ use crate::cluster::inventory::{APPLY_MODE, RECREATE};
 use crate::config::ApplyMode;
 use crate::manifest::{Body, Manifest, Origin, Skipped, canonical_json, desired_hash};
 use crate::object::{Atom, GroupKind, ObjectRef};
-use crate::plan::{Desired, metadata_mut};
+use crate::plan::{Desired, ignore, metadata_mut};
 
 /// What the unit adds to every object.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,6 +27,9 @@ pub struct Defaults {
     pub recreate: bool,
     /// The unit's `apply_mode`; an object's annotation `gitward.dev/apply-mode` overrides it.
     pub apply_mode: ApplyMode,
+    /// The unit's `[[sync.ignore]]` rules: the fields they select are left out of the object
+    /// before it is hashed ([`Desired::ignored`]). Shared by every build of the unit.
+    pub ignore: std::sync::Arc<[crate::config::IgnoreRule]>,
 }
 
 /// Desired objects split by whether their kind is known yet.
@@ -184,8 +187,9 @@ impl<'a> Built<'a> {
 }
 
 /// Builds the object to send: namespace defaulted (or removed for cluster-scoped kinds), the
-/// desired hash taken, then gitward's `part-of` label and desired-hash annotation added; the
-/// apply mode is the unit's unless the annotation `gitward.dev/apply-mode` names another.
+/// fields the unit's ignore rules select taken out, the desired hash taken, then gitward's
+/// `part-of` label and desired-hash annotation added; the apply mode is the unit's unless the
+/// annotation `gitward.dev/apply-mode` names another.
 ///
 /// Errors: [`Error::InvalidAnnotation`] when `gitward.dev/apply-mode` is neither `update` nor
 /// `server-side-apply`.
@@ -195,7 +199,15 @@ pub fn build(m: Manifest, object: ObjectRef, kind: Resolved, defaults: &Defaults
     let source = m.body;
     let mut body = source.to_value();
     let namespace = object.namespace.as_deref().filter(|_| namespaced);
-    let splice = crate::plan::splice::Splice::find(source.as_str(), &body, namespace);
+    let ignored = ignore::select(&defaults.ignore, &object, &body);
+    let splice = match ignored.as_deref().filter(|i| !i.paths.is_empty()) {
+        // The body is built by a parse that takes the ignored fields out (`Desired::parsed_body`).
+        Some(ignored) => {
+            ignore::remove(&mut body, &ignored.paths);
+            None
+        }
+        None => crate::plan::splice::Splice::find(source.as_str(), &body, namespace),
+    };
     let meta = metadata_mut(&mut body);
     if namespaced {
         meta.insert("namespace".into(), Value::String(object.namespace.as_deref().unwrap_or_default().to_owned()));
@@ -212,7 +224,7 @@ pub fn build(m: Manifest, object: ObjectRef, kind: Resolved, defaults: &Defaults
     let mode = apply_mode(annotation(APPLY_MODE), &origin)?.unwrap_or(defaults.apply_mode);
     let part_of = defaults.applyset_id.clone();
     let decrypted = m.hash_key.is_some();
-    Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode, decrypted, splice })
+    Ok(Desired { object, resource, source, part_of, hash, origin, recreate, mode, decrypted, splice, ignored })
 }
 
 /// The apply mode an object's `gitward.dev/apply-mode` annotation names, `None` without one.
@@ -296,6 +308,7 @@ pub(super) mod tests {
             applyset_id: "applyset-x-v1".into(),
             recreate: false,
             apply_mode: ApplyMode::ServerSideApply,
+            ignore: std::sync::Arc::new([]),
         }
     }
 
@@ -334,6 +347,38 @@ pub(super) mod tests {
         )
         .unwrap();
         assert_eq!(a.hash, b.hash);
+    }
+
+    #[test]
+    fn ignored_fields_are_left_out_of_the_hash_and_the_body_but_gitwards_own_stay() {
+        let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1", "b": "2"}});
+        let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
+        let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf");
+        let kind = || Resolved { resource: ar.clone(), namespaced: true };
+        let rule = crate::config::IgnoreRule {
+            kind: "ConfigMap".into(),
+            group: Some(String::new()),
+            name: None,
+            namespace: Some("shop".into()),
+            label_selector: None,
+            paths: vec!["/data/b".into(), "/metadata/labels".into()],
+            managers: Vec::new(),
+        };
+        let ignoring = Defaults { ignore: vec![rule].into(), ..defaults() };
+        let d = build(manifest(body.clone()), object.clone(), kind(), &ignoring).unwrap();
+        let without_b =
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1"}});
+        let plain = build(manifest(without_b), object.clone(), kind(), &defaults()).unwrap();
+        assert_eq!(d.hash, plain.hash, "hashed without the ignored field");
+        assert_eq!(
+            d.body().to_value(),
+            plain.body().to_value(),
+            "sent without it, gitward's label and annotation written in after"
+        );
+        assert_eq!(d.body().to_value()["metadata"]["labels"][PART_OF], "applyset-x-v1");
+        let elsewhere = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("other"), "conf");
+        let d = build(manifest(body), elsewhere, kind(), &ignoring).unwrap();
+        assert_eq!((&d.ignored, d.body().to_value()["data"]["b"].as_str()), (&None, Some("2")), "not selected");
     }
 
     #[test]

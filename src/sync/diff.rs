@@ -30,7 +30,7 @@ mod normalize;
 use normalize::{bookkeeping_changes, strip, to_yaml};
 pub use normalize::{learn_replaced, mask_decrypted, normalize};
 
-use super::desired::{Defaults, Resolution};
+use super::desired::Resolution;
 use super::{Engine, Result};
 use crate::apply::server_side;
 use crate::cluster::api_message;
@@ -184,12 +184,7 @@ impl Engine {
     pub async fn diff(&mut self) -> Result<DiffReport> {
         let revision = self.repo.fetch().await?;
         let loaded = self.load(&revision).await?;
-        let defaults = Defaults {
-            namespace: self.unit.namespace.as_str().into(),
-            applyset_id: self.parent.inventory.id.as_str().into(),
-            recreate: self.unit.recreate_on_immutable,
-            apply_mode: self.unit.apply_mode,
-        };
+        let defaults = self.defaults();
         let Resolution { desired, pending } =
             super::desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, &[])
                 .await?;
@@ -259,7 +254,7 @@ impl Engine {
                     continue;
                 }
             };
-            if let Some(diff) = compare(d, live, merged) {
+            if let Some(diff) = compare(d, &self.options.apply.field_manager, live, merged) {
                 report.changed.push(diff);
             }
         }
@@ -436,9 +431,21 @@ enum Live {
 
 /// The diff of `d` between `live` (`None`: it does not exist) and `merged` (its dry run), or
 /// `None` when they agree: a unified diff of the normalised YAML (decrypted values masked, a
-/// changed one shown as `*** (changed)`), or one line naming gitward's bookkeeping when only
+/// changed one shown as `*** (changed)`; the fields of [`Desired::ignored`] left out, `own`
+/// being gitward's field manager), or one line naming gitward's bookkeeping when only
 /// that changes (a sync still writes it).
-fn compare(d: &Desired, live: Option<Value>, merged: Value) -> Option<ObjectDiff> {
+fn compare(d: &Desired, own: &str, mut live: Option<Value>, mut merged: Value) -> Option<ObjectDiff> {
+    if let Some(ignored) = &d.ignored {
+        // Another writer's: left out of both sides, the managers' fields as each side's
+        // `managedFields` tell them.
+        for side in live.iter_mut().chain(std::iter::once(&mut merged)) {
+            let entries: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> =
+                serde_json::from_value(side["metadata"]["managedFields"].take()).unwrap_or_default();
+            let mut paths = ignored.paths.clone();
+            paths.extend(ignored.owned(&entries, own, side));
+            plan::ignore::remove(side, &paths);
+        }
+    }
     if d.decrypted
         && let Some(live) = &live
     {

@@ -184,6 +184,7 @@ impl Engine {
             applyset_id: self.parent.inventory.id.as_str().into(),
             recreate: self.unit.recreate_on_immutable,
             apply_mode: self.unit.apply_mode,
+            ignore: self.unit.ignore.clone().into(),
         }
     }
 

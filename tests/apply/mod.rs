@@ -6,6 +6,7 @@ pub(crate) mod cluster;
 pub(crate) mod early_order;
 pub(crate) mod health;
 pub(crate) mod hooks;
+pub(crate) mod ignore_rules;
 pub(crate) mod large_crds;
 pub(crate) mod manifest_parity;
 pub(crate) mod namespace_sharing;

@@ -2,6 +2,7 @@
 
 pub(crate) mod fencing;
 pub(crate) mod http;
+pub(crate) mod ignore_heal;
 pub(crate) mod leader;
 pub(crate) mod load;
 pub(crate) mod mirrors;
