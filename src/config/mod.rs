@@ -13,7 +13,8 @@
 //! the right type that is not allowed comes from validation
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
-//! Files: the resolved types by table — `unit` (`[[sync]]`), `cluster`, `daemon`, `render` —
+//! Files: the resolved types by table — `unit` (`[[sync]]`), `cluster`, `daemon`, `render`,
+//! `substitute` (`[sync.substitute]`) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -28,6 +29,7 @@ mod raw;
 mod render;
 mod resolve;
 mod sharding;
+mod substitute;
 mod tenancy;
 #[cfg(test)]
 mod tests;
@@ -42,6 +44,7 @@ pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
+pub use substitute::{Substitute, VarSource, is_var_name};
 use unit::is_url_or_scp;
 pub use unit::{
     ApplyMode, Decryption, GitCredentials, HelmOptions, InventoryConfig, InventoryKind, RenderMode, SyncUnit,

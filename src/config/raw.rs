@@ -167,6 +167,15 @@ pub(super) struct RawSyncUnit {
     pub helm: RawHelm,
     pub decryption: Option<RawDecryption>,
     pub verify: Option<Spanned<RawVerify>>,
+    pub substitute: Option<RawSubstitute>,
+}
+
+/// `[sync.substitute]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSubstitute {
+    pub vars: Option<std::collections::BTreeMap<String, Spanned<String>>>,
+    pub from: Option<Vec<Spanned<String>>>,
 }
 
 /// `[sync.helm]`.

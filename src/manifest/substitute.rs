@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value};
 
 use super::{Error, HashKey, Manifest, Result};
+use crate::config::is_var_name as is_name;
 use crate::object::GroupKind;
 
 /// The annotation that leaves an object untouched when its value is `disabled`.
@@ -56,13 +57,6 @@ impl Vars {
     fn get(&self, name: &str) -> Option<&Var> {
         self.values.get(name)
     }
-}
-
-/// Whether `name` is a variable name the grammar reads (`[_a-zA-Z][_a-zA-Z0-9]*`).
-pub fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    chars.next().is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && chars.all(|c| c == '_' || c.is_ascii_alphanumeric())
 }
 
 /// What [`expand`] found: the variables it used, and the first one it could not resolve.
