@@ -21,7 +21,8 @@ pub async fn read(client: &kube::Client, source: &VarSource) -> Result<BTreeMap<
     let failed = |message: String| Error::VariablesUnreadable { object: source.to_string(), message };
     let read = |e: kube::Error| failed(super::api_message(&e));
     let pairs: Vec<(String, String)> = if source.secret {
-        let secret = Api::<Secret>::namespaced(client.clone(), &source.namespace).get(&source.name).await.map_err(read)?;
+        let secret =
+            Api::<Secret>::namespaced(client.clone(), &source.namespace).get(&source.name).await.map_err(read)?;
         let data = secret.data.unwrap_or_default();
         let text = |(k, v): (String, k8s_openapi::ByteString)| match String::from_utf8(v.0) {
             Ok(v) => Ok((k, v)),
@@ -29,7 +30,8 @@ pub async fn read(client: &kube::Client, source: &VarSource) -> Result<BTreeMap<
         };
         data.into_iter().map(text).collect::<Result<_>>()?
     } else {
-        let map = Api::<ConfigMap>::namespaced(client.clone(), &source.namespace).get(&source.name).await.map_err(read)?;
+        let map =
+            Api::<ConfigMap>::namespaced(client.clone(), &source.namespace).get(&source.name).await.map_err(read)?;
         map.data.unwrap_or_default().into_iter().collect()
     };
     Ok(pairs.into_iter().filter(|(k, _)| is_var_name(k)).collect())

@@ -98,7 +98,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = key(dir.path(), true).unwrap();
         assert_eq!(key(dir.path(), true).unwrap().id(), first.id(), "the same key after a restart");
-        let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions());
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions(),
+        );
         assert_eq!(mode & 0o777, 0o600);
         let other = tempfile::tempdir().unwrap();
         assert_ne!(key(other.path(), true).unwrap().id(), first.id(), "random per state directory");
