@@ -8,4 +8,5 @@ pub(crate) mod mirrors;
 pub(crate) mod push;
 pub(crate) mod run;
 pub(crate) mod sharding;
+pub(crate) mod variables;
 pub(crate) mod webhook_routes;
