@@ -138,6 +138,20 @@ fn reference(text: &str) -> Option<(&str, Option<&str>, usize)> {
 /// defined and has no default, naming the file, document and variable; the manifests are then
 /// left in part substituted, and the caller drops them.
 pub fn substitute(manifests: &mut [Manifest], vars: &Vars, secret_key: &HashKey) -> Result<()> {
+    substitute_as(manifests, vars, Some(secret_key))
+}
+
+/// [`substitute`] where some variables are not known (`gitward validate` has no cluster to
+/// read `from` objects in): a reference to an undefined variable without default is left as
+/// written, and no hash key is set.
+///
+/// Errors: [`Error::MissingField`] when a substitution emptied an identity field.
+pub fn substitute_known(manifests: &mut [Manifest], vars: &Vars) -> Result<()> {
+    substitute_as(manifests, vars, None)
+}
+
+/// [`substitute`] (strict, with `secret_key`) or [`substitute_known`] (`None`).
+fn substitute_as(manifests: &mut [Manifest], vars: &Vars, secret_key: Option<&HashKey>) -> Result<()> {
     for m in manifests.iter_mut().filter(|m| m.body.as_str().contains("${")) {
         let mut body = m.body.to_value();
         let disabled = body.pointer("/metadata/annotations").and_then(|a| a.get(DISABLED)).and_then(Value::as_str);
@@ -146,12 +160,12 @@ pub fn substitute(manifests: &mut [Manifest], vars: &Vars, secret_key: &HashKey)
         }
         let mut found = Expanded::default();
         walk(&mut body, vars, &mut found);
-        if let Some(variable) = found.undefined {
+        if let (Some(variable), Some(_)) = (found.undefined, secret_key) {
             return Err(Error::UndefinedVariable { file: m.file.to_string(), index: m.index, variable });
         }
         refresh(m, body)?;
-        if found.secret && m.hash_key.is_none() {
-            m.hash_key = Some(secret_key.clone());
+        if let (true, None, Some(key)) = (found.secret, &m.hash_key, secret_key) {
+            m.hash_key = Some(key.clone());
         }
     }
     Ok(())
@@ -319,6 +333,15 @@ mod tests {
             "app.yaml: document 2: variable `nothing` is not defined and has no default \
              (`${nothing:=default}`); define it in [sync.substitute] or escape it as `$${nothing}`"
         );
+    }
+
+    #[test]
+    fn without_every_variable_known_an_undefined_one_is_left() {
+        let mut ms = [manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c-${env}"},
+            "data": {"a": "${unknown}"}}))];
+        substitute_known(&mut ms, &vars(&[("env", "prod")])).unwrap();
+        assert_eq!(ms[0].name.as_str(), "c-prod");
+        assert_eq!(ms[0].body.to_value()["data"]["a"], "${unknown}");
     }
 
     #[test]
