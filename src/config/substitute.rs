@@ -22,7 +22,7 @@ pub struct Substitute {
     /// ConfigMaps and Secrets of the unit's cluster whose `data` keys are variables
     /// (`"ConfigMap/<namespace>/<name>"`, `"Secret/<namespace>/<name>"`), read by gitward's own
     /// identity at each sync (the list is the operator's config, not the repository's). A
-    /// missing object or a key that is not a variable name refuses the revision. The daemon
+    /// missing object refuses the revision; a key that is not a variable name is skipped. The daemon
     /// watches them and syncs the unit again when one changes. Secret values are masked in
     /// every line gitward writes. Default: none.
     pub from: Vec<VarSource>,
