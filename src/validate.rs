@@ -209,7 +209,8 @@ pub async fn validate_units(state_dir: &Path, scratch: &Path, units: &[SyncUnit]
 async fn read_unit(dir: &Path, unit: &SyncUnit, declared: &mut Declared) -> Result<Read> {
     let repo = crate::sync::repo::Repo::open(dir, &Arc::new(unit.clone())).await?;
     let revision = repo.fetch().await?;
-    let loaded = repo.load(&revision).await?;
+    let mut loaded = repo.load(&revision).await?;
+    substitute_inline(unit, &mut loaded)?;
     let kustomizations = loaded.skipped.iter().filter(|s| s.is_kustomization()).cloned().collect();
     let mut read = Read { revision, objects: Vec::new(), kustomizations };
     // Helm hooks are checked like the unit's own objects: they are applied too.
@@ -233,6 +234,28 @@ async fn read_unit(dir: &Path, unit: &SyncUnit, declared: &mut Declared) -> Resu
         });
     }
     Ok(read)
+}
+
+/// The unit's inline `[sync.substitute] vars` (and defaults) substituted into `loaded`, as the
+/// sync would: strictly when they are all its variables, and leaving the references it cannot
+/// resolve when `from` objects (in a cluster `validate` does not read) define others.
+///
+/// Errors: [`crate::sync::Error::Manifest`] for an undefined variable of a unit without `from`.
+fn substitute_inline(unit: &SyncUnit, loaded: &mut crate::manifest::Loaded) -> Result<()> {
+    use crate::manifest::substitute::{Vars, substitute, substitute_known};
+    let config = &unit.substitute;
+    if !config.is_set() {
+        return Ok(());
+    }
+    let mut vars = Vars::default();
+    config.vars.iter().for_each(|(name, value)| vars.set(name.clone(), value.clone(), false));
+    for part in [&mut loaded.manifests, &mut loaded.hooks] {
+        match config.from.is_empty() {
+            true => substitute(part, &vars, &crate::manifest::HashKey::derive(b"validate"))?,
+            false => substitute_known(part, &vars)?,
+        }
+    }
+    Ok(())
 }
 
 /// The object's identity: namespaced (in its unit's namespace when it names none) unless its

@@ -15,6 +15,7 @@
 //!   or RBAC it refused, naming the kubeconfig context and file ([`Origin`]).
 //! - [`fence`] refuses a unit's writes once the Lease it runs under may have run out, and
 //!   [`wire`] checks it again on each connection's writes.
+//! - [`vars`] reads the ConfigMaps and Secrets of `[sync.substitute] from` and watches them.
 //! - [`agent`] is the User-Agent every client sends, `gitward/<version> (<replica identity>)`.
 
 pub mod agent;
@@ -32,6 +33,7 @@ pub(crate) mod relist;
 pub(crate) mod retry;
 pub(crate) mod server;
 pub(crate) mod tls;
+pub mod vars;
 pub(crate) mod wire;
 
 pub use live::{LiveMeta, live_meta, live_meta_of};
@@ -98,6 +100,15 @@ pub enum Error {
         /// `Kind/ns/name` of the parent.
         parent: String,
         /// What the API server said.
+        message: String,
+    },
+    /// A ConfigMap or Secret of `[sync.substitute] from` could not be read (missing,
+    /// forbidden) or holds a value that is not text: the revision is refused until it can.
+    #[error("{object}: cannot read its variables: {message}")]
+    VariablesUnreadable {
+        /// `ConfigMap/<namespace>/<name>` or `Secret/<namespace>/<name>`.
+        object: String,
+        /// What the API server said, or what is wrong with the value.
         message: String,
     },
     /// The ApplySet parent exists but belongs to another tool or ApplySet.

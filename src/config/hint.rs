@@ -183,6 +183,7 @@ mod tests {
             "sync.inventory",
             "sync.git",
             "sync.verify",
+            "sync.substitute",
         ];
         let mut missing = Vec::new();
         for table in tables {

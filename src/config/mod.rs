@@ -14,7 +14,7 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
-//! `daemon`, `render` —
+//! `daemon`, `render`, `substitute` (`[sync.substitute]`) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -30,6 +30,7 @@ mod raw;
 mod render;
 mod resolve;
 mod sharding;
+mod substitute;
 mod tenancy;
 #[cfg(test)]
 mod tests;
@@ -45,6 +46,7 @@ pub use daemon::{DaemonConfig, LeaderElection, Sharding};
 pub use ignore::IgnoreRule;
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
+pub use substitute::{Substitute, VarSource, is_var_name};
 use unit::is_url_or_scp;
 pub use unit::{
     ApplyMode, Decryption, GitCredentials, HelmOptions, InventoryConfig, InventoryKind, RenderMode, SyncUnit,

@@ -169,6 +169,7 @@ pub(super) struct RawSyncUnit {
     pub verify: Option<Spanned<RawVerify>>,
     #[serde(default)]
     pub ignore: Vec<Spanned<RawIgnore>>,
+    pub substitute: Option<RawSubstitute>,
 }
 
 /// One `[[sync.ignore]]` table.
@@ -203,6 +204,14 @@ pub(super) struct RawRequirement {
     pub key: String,
     pub operator: String,
     pub values: Option<Vec<String>>,
+}
+
+/// `[sync.substitute]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawSubstitute {
+    pub vars: Option<std::collections::BTreeMap<String, Spanned<String>>>,
+    pub from: Option<Vec<Spanned<String>>>,
 }
 
 /// `[sync.helm]`.

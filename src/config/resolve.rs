@@ -346,10 +346,9 @@ impl Resolver<'_> {
         if unit.helm.chart.is_some() {
             unit.render = super::RenderMode::Helm;
         }
-        unit.decryption = match raw.decryption {
-            Some(d) => Some(Decryption { age_key_file: self.file(d.age_key_file, &key("decryption.age_key_file"))? }),
-            None => None,
-        };
+        unit.substitute = self.substitute(index, raw.substitute)?;
+        let age_key_file = raw.decryption.map(|d| self.file(d.age_key_file, &key("decryption.age_key_file")));
+        unit.decryption = age_key_file.transpose()?.map(|age_key_file| Decryption { age_key_file });
         Ok((unit, name_span, inventory_span))
     }
 
@@ -476,7 +475,7 @@ pub(super) fn dns_label(value: &str) -> Rule {
 
 /// An RFC 1123 subdomain, as Kubernetes requires of most object names: at most 253 characters,
 /// dot-separated labels.
-fn dns_subdomain(value: &str) -> Rule {
+pub(super) fn dns_subdomain(value: &str) -> Rule {
     if value.len() > 253 {
         return Err(format!("`{value}` is longer than 253 characters"));
     }

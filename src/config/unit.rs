@@ -184,6 +184,9 @@ pub struct SyncUnit {
     /// `[[sync.ignore]]`: fields of selected objects that gitward does not send, in file order.
     /// Default: none (git owns every field it declares).
     pub ignore: Vec<super::IgnoreRule>,
+    /// `[sync.substitute]`: `${var}` references in the unit's objects replaced. Default: no
+    /// variables, and no substitution at all (a `${` stays as written).
+    pub substitute: super::Substitute,
     /// A copy of the file's `[render]` table, so the engine needs only the unit.
     pub render_tools: RenderTools,
 }
@@ -192,7 +195,7 @@ impl SyncUnit {
     /// What decides the objects this unit writes and how, as 16 hex digits (the first 8 bytes
     /// of a SHA-256 over the settings' debug form): repository, ref, path, cluster, namespace,
     /// ServiceAccount, apply and prune settings, inventory, render mode and options,
-    /// decryption, namespace creation, adoption and ignore rules. Two replicas whose configs give a unit the
+    /// decryption, namespace creation, adoption, ignore rules and substitution. Two replicas whose configs give a unit the
     /// same fingerprint apply the same thing; sharding assigns a unit only among replicas
     /// that advertise one fingerprint for it. Local paths of tools and credentials, size
     /// limits and the health timeout do not count: they may differ between machines.
@@ -205,7 +208,7 @@ impl SyncUnit {
                 (&self.namespace, self.apply_mode, self.prune, &self.field_manager, self.force_conflicts),
                 (&self.takeover_managers, self.recreate_on_immutable, self.max_prune_fraction, self.allow_prune_all),
                 (&self.inventory, &self.render, self.allow_remote_bases, self.create_namespace),
-                (&self.adopt_from, &self.adopted_by, &self.helm, self.decryption.is_some()),
+                (&self.adopt_from, &self.adopted_by, &self.helm, self.decryption.is_some(), &self.substitute),
                 &self.ignore,
             )
         );
@@ -251,6 +254,7 @@ impl SyncUnit {
             decryption: None,
             verify: None,
             ignore: Vec::new(),
+            substitute: super::Substitute::default(),
             render_tools: RenderTools::default(),
         }
     }

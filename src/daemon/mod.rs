@@ -17,6 +17,7 @@
 //! - [`backoff`] — exponential backoff with jitter.
 //! - [`repo_watch`] — the watch of a local repository's refs; [`shared_watch`] shares one
 //!   per repository among the units that follow it.
+//! - [`vars_watch`] — the watch of a unit's `[sync.substitute] from` ConfigMaps and Secrets.
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
 
@@ -33,4 +34,5 @@ pub(crate) mod slots;
 pub mod trigger;
 pub(crate) mod unit;
 pub(crate) mod units;
+pub(crate) mod vars_watch;
 pub(crate) mod webhook;

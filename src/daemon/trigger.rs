@@ -26,6 +26,8 @@ pub enum TriggerKind {
     Reload,
     /// A retry after a failed sync (exponential backoff).
     Retry,
+    /// A ConfigMap or Secret the unit's `[sync.substitute] from` reads changed.
+    Variables,
 }
 
 impl TriggerKind {
@@ -40,6 +42,7 @@ impl TriggerKind {
             TriggerKind::Resync => "resync",
             TriggerKind::Reload => "reload",
             TriggerKind::Retry => "retry",
+            TriggerKind::Variables => "variables",
         }
     }
 
@@ -47,7 +50,7 @@ impl TriggerKind {
     /// local repository): they sync only when the fetched revision differs from the one last
     /// applied. One `git push` can raise more than one ref event; without this each would
     /// re-send every object. A webhook is an explicit request and syncs even the same revision,
-    /// as do startup, drift, resync, reload and retry.
+    /// as do startup, drift, resync, reload, retry and a change of variables.
     pub fn needs_new_revision(self) -> bool {
         matches!(self, TriggerKind::Poll | TriggerKind::Push)
     }

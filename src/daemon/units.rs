@@ -43,6 +43,8 @@ pub(super) struct RunningUnit {
     task: tokio::task::JoinHandle<()>,
     /// Its share of the watch of its local repository's refs, if any; dropped with it.
     _watch: Option<Subscription>,
+    /// The watch of its `[sync.substitute] from` objects, if any; stopped when dropped.
+    _vars: Option<super::vars_watch::VarsWatch>,
 }
 
 /// The set of running unit tasks.
@@ -240,7 +242,8 @@ impl Units {
         let shared = Arc::new(unit.clone());
         let agent = self.clusters.user_agent();
         let mut engine =
-            Engine::fenced(client, config.cluster_of(unit), &config.daemon.state_dir, &shared, &fence, agent).await?;
+            Engine::fenced(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, &shared, &fence, agent)
+                .await?;
         if let Some(watches) = self.clusters.watches(&unit.cluster) {
             engine.share_watches(watches);
         }
@@ -253,6 +256,7 @@ impl Units {
                 None
             }
         });
+        let vars = super::vars_watch::watch(&client, unit, triggers.clone());
         let task = UnitTask {
             engine,
             triggers: rx,
@@ -273,7 +277,7 @@ impl Units {
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
         let handle = tokio::spawn(task.run(stop_rx).instrument(span));
-        Ok(RunningUnit { config: shared, triggers, stop, task: handle, _watch: watch })
+        Ok(RunningUnit { config: shared, triggers, stop, task: handle, _watch: watch, _vars: vars })
     }
 
     /// The units webhooks can trigger: name, what it follows and trigger channel of each.

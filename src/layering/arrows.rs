@@ -37,6 +37,7 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("lease", "cluster", "Leases are written through the cluster's clients and fences"),
     ("lease", "config", "unit fingerprints and sharding settings"),
     ("lease", "telemetry", "errors printed as one chain"),
+    ("manifest", "config", "the variable name rule of [sync.substitute]"),
     ("manifest", "object", "parsed objects get their refs"),
     ("manifest", "source", "the tree's files and which of them are manifests"),
     ("plan", "cluster", "live metadata and the inventory's label and annotation names"),

@@ -110,6 +110,22 @@ pub enum Error {
         /// 0-based item index when the object is an item of a `List`.
         item: Option<usize>,
     },
+    /// A `${name}` reference of `[sync.substitute]` names a variable that is not defined and
+    /// has no default (`${name:=default}`), strict as Flux since 2.9
+    /// ([`super::substitute`]).
+    #[error(
+        "{file}: {}: variable `{variable}` is not defined and has no default (`${{{variable}:=default}}`); \
+         define it in [sync.substitute] or escape it as `$${{{variable}}}`",
+        Place::new(*.index, None)
+    )]
+    UndefinedVariable {
+        /// Path of the file.
+        file: String,
+        /// 0-based document index.
+        index: usize,
+        /// The variable's name.
+        variable: String,
+    },
 }
 
 /// Result of the manifest module's operations.

@@ -12,7 +12,8 @@
 //!    fields, giving a [`Manifest`] per object.
 //!
 //! [`ParseCache`] repeats this only for blobs that changed since the previous revision, and
-//! [`desired_hash`] hashes an object's canonical JSON.
+//! [`desired_hash`] hashes an object's canonical JSON. [`substitute`] replaces `${var}`
+//! references in the objects read (`[sync.substitute]`).
 //!
 //! ## Where gitward's reading differs from kubectl's
 //!
@@ -35,6 +36,7 @@ mod document;
 mod error;
 mod hash;
 mod stream;
+pub mod substitute;
 mod value;
 
 pub use body::Body;

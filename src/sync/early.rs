@@ -199,9 +199,14 @@ impl Engine {
         if from == revision {
             return Early::default();
         }
-        let Some(changed) = self.repo.changed_manifests(from, revision, MAX_FILES).await else {
+        let Some(mut changed) = self.repo.changed_manifests(from, revision, MAX_FILES).await else {
             return Early::default();
         };
+        // Sent early as the whole sync would send them; a variable that cannot be read or is
+        // undefined is the whole sync's to report.
+        if self.substitute(&mut [&mut changed]).await.is_err() {
+            return Early::default();
+        }
         let discovery = &self.live.discovery;
         let known = |m: &crate::manifest::Manifest| discovery.known(&m.api_version, &m.gk.kind);
         let Some(selection) = select(changed, previous, known, |o| self.live.cache.get(o), defaults) else {

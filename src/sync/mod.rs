@@ -15,7 +15,8 @@
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
 //! result and attempt on the parent), `outcome` (a sync's end and its observers), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
-//! `heal` (the drifted objects re-applied). This file holds the engine and
+//! `heal` (the drifted objects re-applied), `substitute` (`[sync.substitute]`'s variables read
+//! and substituted into each load). This file holds the engine and
 //! the order of the steps.
 
 pub mod desired;
@@ -34,6 +35,7 @@ mod record;
 pub(crate) mod repo;
 mod run;
 mod state;
+pub mod substitute;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -107,6 +109,15 @@ pub enum Error {
         /// The annotation's key.
         annotation: String,
         /// What is wrong and what is allowed.
+        message: String,
+    },
+    /// The key that hashes objects holding a Secret's value (`[sync.substitute]`,
+    /// [`substitute::KEY_FILE`] under `state_dir`) can be neither read nor made.
+    #[error("{path}: {message}")]
+    SubstituteKey {
+        /// The key file.
+        path: String,
+        /// What the file system said.
         message: String,
     },
     /// A blocking task (git, parsing) panicked or was cancelled.
@@ -203,6 +214,7 @@ impl Engine {
         user_agent: &str,
     ) -> Result<Self> {
         let repo = repo::Repo::open(state_dir, unit).await?;
+        let substitute_key = substitute::key(state_dir, unit.substitute.from.iter().any(|s| s.secret))?;
         let writer = match &unit.service_account {
             Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence, user_agent).await?,
             None => client.clone(),
@@ -225,7 +237,7 @@ impl Engine {
             parent: state::ParentState::new(inventory),
             record: state::Recorder::default(),
             hooks: state::HookState::default(),
-            options: state::Options { apply, prune, allow_prune_once: false },
+            options: state::Options { apply, prune, allow_prune_once: false, substitute_key },
             last: state::LastSync::default(),
         })
     }
@@ -292,14 +304,16 @@ impl Engine {
         self.sync_rest(early).await
     }
 
-    /// Loads the revision's manifests; a unit that renders with Helm first learns the
-    /// cluster's capabilities (again after [`crate::render::CAPABILITIES_TTL`]; a failed
+    /// Loads the revision's manifests, variables substituted (`[sync.substitute]`); a unit that
+    /// renders with Helm first learns the cluster's capabilities (again after [`crate::render::CAPABILITIES_TTL`]; a failed
     /// refresh keeps the last good set).
     async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
         if self.repo.needs_capabilities(revision).await? {
             self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.live.client).await)?;
         }
-        self.repo.load(revision).await
+        let mut loaded = self.repo.load(revision).await?;
+        self.substitute(&mut [&mut loaded.manifests, &mut loaded.hooks]).await?;
+        Ok(loaded)
     }
 
     /// Whether the API server answers now: one `GET /version`, at most 5 s. The daemon asks

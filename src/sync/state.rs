@@ -115,6 +115,9 @@ pub(super) struct Options {
     pub(super) prune: PruneOptions,
     /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
     pub(super) allow_prune_once: bool,
+    /// The key desired hashes of objects that took a Secret's value are keyed with
+    /// ([`super::substitute::key`]).
+    pub(super) substitute_key: crate::manifest::HashKey,
 }
 
 /// What one sync leaves for the next and for self-heal.

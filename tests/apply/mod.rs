@@ -15,6 +15,7 @@ pub(crate) mod prune_safety;
 pub(crate) mod record;
 pub(crate) mod status_live;
 pub(crate) mod status_writes;
+pub(crate) mod substitute;
 pub(crate) mod sync_e2e;
 pub(crate) mod sync_stages;
 pub(crate) mod tenancy;

@@ -351,3 +351,36 @@ fn an_object_defined_twice_by_a_patch_a_plain_unit_reads_names_the_kustomization
         run.stderr
     );
 }
+
+/// `[sync.substitute]` without a cluster: inline variables and defaults are substituted before
+/// names are checked; a reference a `from` object may define is left; one nothing can define
+/// refuses the unit as the sync would, naming the file, the document and the variable.
+#[test]
+fn validate_substitutes_inline_variables_and_refuses_one_nothing_can_define() {
+    let repo = common::GitRepo::new();
+    let templated = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf-${env}\n  namespace: ${ns:=default}\n";
+    repo.write("inline/a.yaml", templated);
+    let other = templated.replace("conf-", "other-");
+    repo.write("from/a.yaml", &format!("{other}data:\n  color: ${{color}}\n"));
+    repo.write("missing/a.yaml", &format!("{}---\n{templated}data:\n  color: ${{color}}\n", common::cm("b", "1")));
+    repo.commit_and_push("templated objects");
+    let table = "[sync.substitute]\nvars = { env = \"prod\" }";
+    let units = common::unit_toml("inline", &repo.bare(), "inline", "default", table)
+        + &common::unit_toml("from", &repo.bare(), "from", "default", &format!("{table}\nfrom = [\"ConfigMap/x/y\"]"))
+        + &common::unit_toml("missing", &repo.bare(), "missing", "default", table);
+    let (dir, config) = workspace(&units);
+    let run = validate(&config, &[], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    let lines: Vec<&str> = run.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("inline: valid") && lines[1].starts_with("from: valid"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        run.stderr.contains("missing/a.yaml: document 2: variable `color` is not defined"),
+        "names file, document and variable: {}",
+        run.stderr
+    );
+}

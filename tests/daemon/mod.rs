@@ -10,4 +10,5 @@ pub(crate) mod push;
 pub(crate) mod run;
 pub(crate) mod sharding;
 pub(crate) mod slots;
+pub(crate) mod variables;
 pub(crate) mod webhook_routes;

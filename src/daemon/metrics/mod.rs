@@ -330,6 +330,7 @@ pub fn error_kind(err: &Error) -> &'static str {
         Error::UnknownKind { .. } => "unknown-kind",
         Error::Cluster(_) => "cluster",
         Error::InvalidAnnotation { .. } => "invalid-annotation",
+        Error::SubstituteKey { .. } => "substitute-key",
         Error::Task(_) => "task",
     }
 }

@@ -1,0 +1,110 @@
+//! `[sync.substitute]` in a sync: the unit's variables read at each load (the `from` objects
+//! from the cluster, Secret values registered for masking) and substituted into what was
+//! loaded, before anything is resolved or hashed ([`crate::manifest::substitute`]).
+
+use std::io::{Read as _, Write as _};
+use std::path::Path;
+
+use super::{Engine, Error, Result};
+use crate::manifest::substitute::{Vars, substitute};
+use crate::manifest::{HashKey, Manifest};
+
+/// The file under `state_dir` holding the key that desired hashes of objects that took a
+/// Secret's value are keyed with: 32 random bytes made at first use, kept, so the hashes stay
+/// the same across restarts (with a new key, each such object is configured once).
+pub const KEY_FILE: &str = "substitute.key";
+
+impl Engine {
+    /// The unit's variables now: the `from` objects in order (a later one's key replacing an
+    /// earlier one's), then the inline `vars` over them, Flux's precedence. Every value of a
+    /// Secret is registered for masking ([`crate::telemetry::mask::register`]) before it is
+    /// used. `None` when the unit has no `[sync.substitute]` (nothing is substituted).
+    ///
+    /// Errors: [`Error::Cluster`] ([`crate::cluster::Error::VariablesUnreadable`]) when a
+    /// `from` object cannot be read.
+    pub(super) async fn variables(&self) -> Result<Option<Vars>> {
+        let config = &self.unit.substitute;
+        if !config.is_set() {
+            return Ok(None);
+        }
+        let mut vars = Vars::default();
+        for source in &config.from {
+            let values = crate::cluster::vars::read(&self.live.client, source).await?;
+            if source.secret {
+                crate::telemetry::mask::register(values.values());
+            }
+            for (name, value) in values {
+                vars.set(name, value, source.secret);
+            }
+        }
+        for (name, value) in &config.vars {
+            vars.set(name.clone(), value.clone(), false);
+        }
+        Ok(Some(vars))
+    }
+
+    /// `manifests` with the unit's variables substituted (unchanged without
+    /// `[sync.substitute]`).
+    ///
+    /// Errors: those of [`Engine::variables`]; [`Error::Manifest`] for a reference to an
+    /// undefined variable without default, naming the file, document and variable.
+    pub(super) async fn substitute(&self, manifests: &mut [&mut [Manifest]]) -> Result<()> {
+        let Some(vars) = self.variables().await? else { return Ok(()) };
+        for part in manifests.iter_mut() {
+            substitute(part, &vars, &self.options.substitute_key)?;
+        }
+        Ok(())
+    }
+}
+
+/// The key of [`KEY_FILE`] under `state_dir`, made when missing (mode 0600); a fixed key when
+/// the unit reads no Secret (it is then never used).
+///
+/// Errors: [`Error::SubstituteKey`] when the file can be neither read nor made.
+pub(super) fn key(state_dir: &Path, reads_secrets: bool) -> Result<HashKey> {
+    if !reads_secrets {
+        return Ok(HashKey::derive(b"gitward substitute: no Secret is read"));
+    }
+    let path = state_dir.join(KEY_FILE);
+    let failed = |e: std::io::Error| Error::SubstituteKey { path: path.display().to_string(), message: e.to_string() };
+    std::fs::create_dir_all(state_dir).map_err(failed)?;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    match options.open(&path) {
+        Ok(mut file) => {
+            let key: [u8; 32] = rand::random();
+            file.write_all(&key).and_then(|()| file.sync_all()).map_err(failed)?;
+            Ok(HashKey::derive(&key))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let mut key = Vec::new();
+            std::fs::File::open(&path).and_then(|mut f| f.read_to_end(&mut key)).map_err(failed)?;
+            match key.len() {
+                32 => Ok(HashKey::derive(&key)),
+                n => Err(failed(std::io::Error::other(format!("holds {n} bytes, not 32: remove it")))),
+            }
+        }
+        Err(e) => Err(failed(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_key_is_made_once_and_read_after() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = key(dir.path(), true).unwrap();
+        assert_eq!(key(dir.path(), true).unwrap().id(), first.id(), "the same key after a restart");
+        let mode = std::os::unix::fs::PermissionsExt::mode(
+            &std::fs::metadata(dir.path().join(KEY_FILE)).unwrap().permissions(),
+        );
+        assert_eq!(mode & 0o777, 0o600);
+        let other = tempfile::tempdir().unwrap();
+        assert_ne!(key(other.path(), true).unwrap().id(), first.id(), "random per state directory");
+        std::fs::write(other.path().join(KEY_FILE), b"short").unwrap();
+        assert!(key(other.path(), true).unwrap_err().to_string().contains("not 32"));
+    }
+}

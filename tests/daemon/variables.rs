@@ -1,0 +1,46 @@
+//! `gitward run` follows the ConfigMaps and Secrets a unit reads variables from
+//! (`[sync.substitute] from`): a change to one syncs the unit again, with no push, poll or
+//! resync due (both are an hour away).
+
+use crate::common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+/// A generous bound for "it happened", not a speed assertion.
+const WAIT: Duration = Duration::from_secs(90);
+
+/// `data.color` of the live ConfigMap `name`, if it exists.
+async fn color(api: &Api<ConfigMap>, name: &str) -> Option<String> {
+    api.get_opt(name).await.ok().flatten()?.data?.remove("color")
+}
+
+#[tokio::test]
+async fn a_changed_configmap_of_variables_syncs_the_unit_again() {
+    let env = common::setup("subst-watch").await;
+    let ns = env.namespace.clone();
+    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
+    let vars: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "vars"}, "data": {"color": "red"}})).unwrap();
+    configmaps.create(&PostParams::default(), &vars).await.unwrap();
+    let repo = common::GitRepo::new();
+    repo.write("out.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:\n  color: ${color}\n");
+    repo.commit_and_push("a ConfigMap of a variable");
+    let dir = tempfile::tempdir().unwrap();
+    let table = format!("[sync.substitute]\nfrom = [\"ConfigMap/{ns}/vars\"]\n");
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", &table);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let first = common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("red") }).await;
+    assert!(first, "the first sync substitutes the value: {}", daemon.log_text());
+
+    let patch = json!({"data": {"color": "green"}});
+    configmaps.patch("vars", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let again =
+        common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("green") }).await;
+    assert!(again, "the change is applied without a push: {}", daemon.log_text());
+    let triggers: Vec<_> = daemon.logged("sync triggered").iter().map(|e| e["trigger"].to_string()).collect();
+    assert!(triggers.iter().any(|t| t == "\"variables\""), "synced for the change: {triggers:?}");
+}
