@@ -30,7 +30,9 @@ use super::{Error, Result, api_message, is_status};
 pub use record::{CHUNKS_KEY, Chunk, GENERATION, MEMBERS_OF};
 
 mod chunks;
+pub mod control;
 pub mod record;
+pub use control::Control;
 use crate::config::{InventoryConfig, InventoryKind};
 use crate::object::{GroupKind, ObjectRef};
 
@@ -96,7 +98,8 @@ pub struct Parent {
     pub contents: Contents,
     /// Its `metadata.resourceVersion`.
     pub resource_version: String,
-    /// Its annotations under [`GITWARD_PREFIX`]: the last sync's record and attempt.
+    /// Its annotations under [`GITWARD_PREFIX`]: the last sync's record and attempt (not the
+    /// controls a command sets, [`control::is_control`]).
     pub annotations: BTreeMap<String, String>,
     /// The pieces of its members record it lists (empty when the record is inline), so a write
     /// creates only the pieces not listed yet.
@@ -247,7 +250,8 @@ impl Inventory {
         };
         contents.namespaces.extend(self.parent.namespace.clone());
         let resource_version = object.metadata.resource_version.unwrap_or_default();
-        let annotations = annotations.into_iter().filter(|(k, _)| k.starts_with(GITWARD_PREFIX)).collect();
+        let annotations =
+            annotations.into_iter().filter(|(k, _)| k.starts_with(GITWARD_PREFIX) && !control::is_control(k)).collect();
         let uid = object.metadata.uid;
         let generation = labels.get(GENERATION).and_then(|g| g.parse().ok()).unwrap_or(0);
         Ok(Some(Parent { contents, resource_version, annotations, chunks, uid, generation }))
@@ -397,6 +401,7 @@ pub enum Seen {
 /// out by their id; a parent that loses the label reads as absent, so it is re-read.
 pub struct ParentWatch {
     seen: tokio::sync::watch::Receiver<Seen>,
+    control: tokio::sync::watch::Receiver<Option<Control>>,
     _subscription: Subscription<ParentSink>,
 }
 
@@ -405,12 +410,20 @@ impl ParentWatch {
     pub fn seen(&self) -> Seen {
         self.seen.borrow().clone()
     }
+
+    /// The controls on the parent ([`control`]) as the watch last saw them: `None` until its
+    /// first list completed; all off for a parent that does not exist, or when the parent
+    /// cannot be watched at all (a permanent error, logged).
+    pub fn control(&self) -> tokio::sync::watch::Receiver<Option<Control>> {
+        self.control.clone()
+    }
 }
 
 /// The parent's side of its watch: the objects of its id named as it is.
 struct ParentSink {
     name: String,
     seen: tokio::sync::watch::Sender<Seen>,
+    control: tokio::sync::watch::Sender<Option<Control>>,
 }
 
 impl ParentSink {
@@ -421,34 +434,56 @@ impl ParentSink {
     fn present(object: &Meta) -> Seen {
         Seen::Present(object.metadata.resource_version.clone().unwrap_or_default())
     }
+
+    fn control_of(object: &Meta) -> Control {
+        object.metadata.annotations.as_ref().map(Control::of).unwrap_or_default()
+    }
+
+    /// Sends `control` when it differs from what the receivers hold.
+    fn send_control(&self, control: Control) {
+        self.control.send_if_modified(|held| {
+            let changed = held.as_ref() != Some(&control);
+            *held = Some(control);
+            changed
+        });
+    }
 }
 
 impl Sink for ParentSink {
-    type Listing = Option<Seen>;
+    type Listing = Option<(Seen, Control)>;
 
     fn list_item(&self, listing: &mut Self::Listing, object: &Meta) {
         if self.is_parent(object) {
-            *listing = Some(Self::present(object));
+            *listing = Some((Self::present(object), Self::control_of(object)));
         }
     }
 
     fn listed(&self, listing: Self::Listing) {
-        self.seen.send_replace(listing.unwrap_or(Seen::Absent));
+        let (seen, control) = listing.unwrap_or((Seen::Absent, Control::default()));
+        self.seen.send_replace(seen);
+        self.send_control(control);
     }
 
     fn applied(&self, object: &Meta) {
         if self.is_parent(object) {
             self.seen.send_replace(Self::present(object));
+            self.send_control(Self::control_of(object));
         }
     }
 
     fn deleted(&self, object: &Meta) {
         if self.is_parent(object) {
             self.seen.send_replace(Seen::Absent);
+            self.send_control(Control::default());
         }
     }
 
-    fn failed(&self, _message: &str, _permanent: bool) {}
+    fn failed(&self, message: &str, permanent: bool) {
+        if permanent && self.control.borrow().is_none() {
+            tracing::warn!(parent = %self.name, message, "the ApplySet parent cannot be watched: suspend and reconcile requests are not seen");
+            self.send_control(Control::default());
+        }
+    }
 }
 
 impl Inventory {
@@ -456,10 +491,11 @@ impl Inventory {
     /// with the other parents of its namespace in the daemon).
     pub fn watch(&self, watches: &Watches) -> ParentWatch {
         let (tx, seen) = tokio::sync::watch::channel(Seen::Unknown);
-        let sink = Arc::new(ParentSink { name: self.parent.name.to_string(), seen: tx });
+        let (control_tx, control) = tokio::sync::watch::channel(None);
+        let sink = Arc::new(ParentSink { name: self.parent.name.to_string(), seen: tx, control: control_tx });
         let namespace = self.parent.namespace.as_deref().unwrap_or_default();
         let subscription = watches.subscribe(&self.resource, Some(namespace), ID, &self.id, sink);
-        ParentWatch { seen, _subscription: subscription }
+        ParentWatch { seen, control, _subscription: subscription }
     }
 }
 

@@ -10,13 +10,20 @@ use kube::discovery::ApiResource;
 use super::hooks::{HOOKS_RAN, HooksRan};
 use super::{Engine, Result, namespaces};
 use crate::cluster::LiveMeta;
-use crate::cluster::inventory::{Contents, Parent, Seen};
+use crate::cluster::inventory::control::HANDLED_AT;
+use crate::cluster::inventory::{Contents, Control, Parent, Seen};
 use crate::cluster::owner::UNIT;
 use crate::health::record::{Attempt, Record};
 use crate::object::{Atom, GroupKind, ObjectRef};
 use crate::plan::Desired;
 
 impl Engine {
+    /// The controls on the unit's ApplySet parent as its watch sees them
+    /// ([`crate::cluster::inventory::ParentWatch::control`]); starts the watch if none runs.
+    pub fn control(&mut self) -> tokio::sync::watch::Receiver<Option<Control>> {
+        self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.live.cache.watches())).control()
+    }
+
     /// Widens the ApplySet parent to what it holds ∪ `wanted` before anything is applied
     /// (DESIGN.md decision 6), writing only when that differs, with the resourceVersion read
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it
@@ -101,6 +108,7 @@ impl Engine {
             self.record.attempt = Attempt::from_annotations(&p.annotations);
             self.hooks.ran = p.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
             self.hooks.recorded = self.hooks.ran.clone();
+            self.record.handled = p.annotations.get(HANDLED_AT).cloned();
         }
         Ok(parent)
     }
@@ -113,6 +121,9 @@ impl Engine {
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
         if let Some(ran) = &self.hooks.ran {
             annotations.insert(HOOKS_RAN.to_string(), ran.value());
+        }
+        if let Some(handled) = &self.record.handled {
+            annotations.insert(HANDLED_AT.to_string(), handled.clone());
         }
         annotations
     }

@@ -5,6 +5,7 @@
 
 use super::{Engine, Error, Report, Result};
 use crate::changeset::{Action, ChangeSet};
+use crate::cluster::inventory::control::HANDLED_AT;
 use crate::cluster::owner::UNIT;
 use crate::health::record::{Attempt, NotApplied, Record, SyncResult, Waiting};
 use crate::health::wait::HealthWait;
@@ -20,6 +21,14 @@ impl Engine {
     pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
         self.record.attempting = None;
         self.repo.fetch_since(not_before).await
+    }
+
+    /// Marks the sync about to run as the answer to the sync request `token`
+    /// ([`crate::cluster::inventory::control::REQUESTED_AT`]): its final record (the result
+    /// after its health wait, or its failure) writes it as handled
+    /// ([`crate::cluster::inventory::control::HANDLED_AT`]), even when nothing else changed.
+    pub fn answer_request(&mut self, token: String) {
+        self.record.handling = Some(token);
     }
 
     /// The revision the sync in progress (or the last one) attempts, once its fetch resolved
@@ -136,7 +145,15 @@ impl Engine {
             (Some(a), Some(b)) => a.same_outcome(b),
             (a, b) => a.is_none() && b.is_none(),
         };
-        if same_record && self.record.attempt == attempt && self.hooks.recorded == self.hooks.ran {
+        // A request is answered by the record that ends its sync, not by the one written while
+        // its health is waited on.
+        let final_record = record.as_ref().is_none_or(|r| r.waiting.is_none());
+        let handled = match &self.record.handling {
+            Some(request) if final_record => Some(request.clone()),
+            _ => self.record.handled.clone(),
+        };
+        let same_handled = handled == self.record.handled;
+        if same_record && same_handled && self.record.attempt == attempt && self.hooks.recorded == self.hooks.ran {
             return Ok(false);
         }
         let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
@@ -145,10 +162,17 @@ impl Engine {
         if let Some(ran) = &self.hooks.ran {
             annotations.insert(super::hooks::HOOKS_RAN.to_string(), ran.value());
         }
+        if let Some(handled) = &handled {
+            annotations.insert(HANDLED_AT.to_string(), handled.clone());
+        }
         self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
             .await?;
         self.record.recorded = record;
         self.record.attempt = attempt;
+        if final_record {
+            self.record.handling = None;
+        }
+        self.record.handled = handled;
         Ok(true)
     }
 }

@@ -93,6 +93,12 @@ pub(super) struct Recorder {
     /// revision left unhealthy. `None` until a wait of this engine has judged the unit (a fresh
     /// engine reads the unit's members once, `health::survey`, before its first wait).
     pub(super) unhealthy: Option<Vec<Target>>,
+    /// The sync request ([`crate::cluster::inventory::control::REQUESTED_AT`]) the sync in
+    /// progress answers: written as handled with its final record.
+    pub(super) handling: Option<String>,
+    /// The request the parent says was handled last
+    /// ([`crate::cluster::inventory::control::HANDLED_AT`]), carried by every parent write.
+    pub(super) handled: Option<String>,
 }
 
 /// Helm hooks as the engine tracks them.
