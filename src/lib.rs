@@ -36,6 +36,8 @@
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
 //!   health of its members, read from the cluster.
+//! - [`control`] — `gitward suspend`, `resume` and `reconcile`: controls on a unit's ApplySet
+//!   parent that the running daemon acts on.
 #![deny(missing_docs)]
 // The map above and the modules' own maps name the crate-internal modules on purpose: they are
 // the reading order. `cargo doc --document-private-items` renders them as links.
@@ -45,6 +47,7 @@ pub(crate) mod apply;
 pub mod changeset;
 pub mod cluster;
 pub mod config;
+pub mod control;
 pub mod daemon;
 pub mod health;
 pub mod lease;

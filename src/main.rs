@@ -8,7 +8,8 @@
 //! fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied, its
 //! last attempt left no error and all its members are present and healthy, 1 something not
 //! (never applied, its last sync failed, a recorded error, a member missing or not healthy),
-//! 2 error.
+//! 2 error; `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an
+//! object not applied, 2 the sync failed as a whole, or no daemon handled the request in time).
 //!
 //! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]);
 //! logs go to stderr.
@@ -101,6 +102,26 @@ applied, or its last sync failed), 2 error.
 Example:
   gitward status --config config.toml -o json";
 
+/// `--help` text of `suspend` and `resume`.
+const SUSPEND_HELP: &str = "\
+Sets (suspend) or removes (resume) gitward.dev/suspended, with gitward.dev/suspended-by (user@host)
+and -at, on each unit's ApplySet parent. Every daemon replica sees it within seconds: a suspended
+unit applies, prunes and heals nothing; its triggers are counted, the one kept is synced on resume.
+
+Exit codes: 0 done, 2 error (a unit never synced has no parent yet: use `suspend = true`).
+
+Example:
+  gitward suspend --config config.toml apps
+  gitward sync --config config.toml --revision 3f2a9c1e apps    # a rollback the daemon keeps";
+
+/// `--help` text of `reconcile`.
+const RECONCILE_HELP: &str = "\
+Writes gitward.dev/requested-at on each unit's ApplySet parent; the daemon replica running the
+unit fetches and syncs it, then records gitward.dev/handled-at. Prints the unit's status line.
+
+Exit codes as `sync`: 0 applied, 1 an object not applied, 2 the sync failed as a whole, the unit
+is suspended or never synced, or no daemon handled the request within --timeout.";
+
 /// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
 #[derive(Parser)]
 #[command(version, about, after_help = "Run `gitward <command> --help` for its exit codes and an example.")]
@@ -130,6 +151,37 @@ enum Command {
     /// from the cluster (no daemon needed).
     #[command(after_help = STATUS_HELP)]
     Status(StatusArgs),
+    /// Suspend units: the daemon applies, prunes and heals nothing of them until resumed.
+    #[command(after_help = SUSPEND_HELP)]
+    Suspend(NamedArgs),
+    /// Resume suspended units: the daemon syncs what came meanwhile.
+    #[command(after_help = SUSPEND_HELP)]
+    Resume(NamedArgs),
+    /// Ask the running daemon to sync units now, and wait for the result.
+    #[command(after_help = RECONCILE_HELP)]
+    Reconcile(ReconcileArgs),
+}
+
+#[derive(clap::Args)]
+struct NamedArgs {
+    /// The config file.
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    config: PathBuf,
+    /// The sync units, by name.
+    #[arg(required = true, value_name = "NAME")]
+    units: Vec<String>,
+}
+
+#[derive(clap::Args)]
+struct ReconcileArgs {
+    #[command(flatten)]
+    named: NamedArgs,
+    /// Return once the request is written, without waiting for the sync.
+    #[arg(long)]
+    no_wait: bool,
+    /// How long to wait for the daemon to handle each request, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    timeout: u64,
 }
 
 #[derive(clap::Args)]
@@ -145,6 +197,14 @@ struct SyncArgs {
     /// (a deliberate clean-up; `allow_prune_all` permits it every time).
     #[arg(long)]
     allow_prune: bool,
+    /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
+    /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
+    /// leaves it applied: a rollback.
+    #[arg(long, value_name = "SHA")]
+    revision: Option<String>,
+    /// The sync unit, as `--sync`.
+    #[arg(value_name = "NAME", conflicts_with = "unit")]
+    name: Option<String>,
 }
 
 /// Output format of `gitward status` and `validate`.
@@ -226,7 +286,61 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Diff(args) => diff(args).await,
         Command::Validate(args) => validate(args).await,
         Command::Status(args) => status(args).await,
+        Command::Suspend(args) => suspend(args, true).await,
+        Command::Resume(args) => suspend(args, false).await,
+        Command::Reconcile(args) => reconcile(args).await,
     }
+}
+
+/// The units named, of the config they are read from, and its clients.
+async fn named(args: &NamedArgs) -> anyhow::Result<(Config, gitward::cluster::registry::Registry)> {
+    let mut config = Config::load(&args.config)?;
+    let unknown = args.units.iter().find(|n| !config.units.iter().any(|u| &&u.name == n));
+    anyhow::ensure!(unknown.is_none(), "{}: no sync unit named {}", args.config.display(), unknown.unwrap());
+    config.units.retain(|u| args.units.contains(&u.name));
+    let clusters = connect(&config).await?;
+    Ok((config, clusters))
+}
+
+/// `gitward suspend` (`suspend`) or `gitward resume`.
+async fn suspend(args: NamedArgs, suspend: bool) -> anyhow::Result<ExitCode> {
+    let (config, clusters) = named(&args).await?;
+    for unit in &config.units {
+        let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
+        let what = gitward::control::set_suspended(client, unit, suspend).await;
+        println!("{}: {}", unit.name, what.with_context(|| format!("unit {}", unit.name))?);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `gitward reconcile`: a request per unit, then (unless `--no-wait`) the wait for each.
+async fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
+    let (config, clusters) = named(&args.named).await?;
+    let mut requests = Vec::new();
+    for unit in &config.units {
+        let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
+        let token = gitward::control::request(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        tracing::info!(unit = %unit.name, requested_at = %token, "sync requested");
+        requests.push((unit, client, token));
+    }
+    let mut code = 0;
+    for (unit, client, token) in requests {
+        if args.no_wait {
+            println!("{}: sync requested", unit.name);
+            continue;
+        }
+        match gitward::control::wait_handled(client, unit, &token, Duration::from_secs(args.timeout)).await {
+            Ok(state) => {
+                println!("{}", telemetry::mask::mask(&gitward::status::line(&state)));
+                code = code.max(gitward::control::exit_code(&state));
+            }
+            Err(e) => {
+                tracing::error!(unit = %unit.name, error = %telemetry::error_chain(&e), "reconcile failed");
+                code = 2;
+            }
+        }
+    }
+    Ok(ExitCode::from(code))
 }
 
 /// Runs the daemon until SIGTERM or SIGINT; exits 0 after a graceful stop.
@@ -262,12 +376,20 @@ fn load(args: &UnitArgs) -> anyhow::Result<Config> {
     Ok(config)
 }
 
-async fn sync(args: SyncArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args.units)?;
+async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
+    args.units.unit = args.units.unit.take().or(args.name.take());
+    let mut config = load(&args.units)?;
+    if let Some(revision) = &args.revision {
+        gitward::control::pin_revision(&mut config.units, revision, args.units.unit.is_some())
+            .map_err(anyhow::Error::msg)?;
+    }
     let clusters = connect(&config).await?;
     let mut code = ExitCode::SUCCESS;
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
+        if args.revision.is_some() && !gitward::control::is_suspended(&client, unit).await {
+            tracing::warn!(unit = %unit.name, "the unit is not suspended: the daemon applies its ref again at its next sync");
+        }
         let mut engine = match Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await {
             Ok(engine) => engine,
             Err(e) => {

@@ -137,6 +137,19 @@ pub struct UnitState {
     pub missing: usize,
     /// Members that are not `Current` (or missing), with their reason.
     pub unhealthy: Vec<Unhealthy>,
+    /// Set while the unit is suspended (`gitward suspend`, `suspend = true`): the daemon
+    /// applies, prunes and heals nothing of it.
+    pub suspended: Option<Suspended>,
+}
+
+/// Who suspended a unit, and when.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Suspended {
+    /// `user@host` of `gitward suspend` (`gitward.dev/suspended-by`), or `config` for
+    /// `suspend = true`.
+    pub by: String,
+    /// When (RFC 3339, `gitward.dev/suspended-at`); `None` for `suspend = true`.
+    pub at: Option<String>,
 }
 
 impl UnitState {
@@ -198,7 +211,12 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         health: Counts::default(),
         missing: 0,
         unhealthy: Vec::new(),
+        suspended: unit.suspend.then(|| Suspended { by: "config".into(), at: None }),
     };
+    if let Some(control) = inventory.control(client).await?.filter(|c| c.suspended) {
+        let by = control.suspended_by.unwrap_or_default();
+        state.suspended = Some(Suspended { by, at: control.suspended_at });
+    }
     let Some(parent) = inventory.read(client).await? else { return Ok(state) };
     state.last = Record::from_annotations(&parent.annotations);
     let attempt = Attempt::from_annotations(&parent.annotations);
@@ -348,11 +366,12 @@ pub fn line(state: &UnitState) -> String {
         (Some(revision), _) => Some(short(revision).to_string()),
         (None, other) => other,
     };
-    match attempted {
+    let line = match attempted {
         Some(attempted) if state.last_error.is_some() => format!("{line}; {attempted} failed"),
         _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
         _ => line,
-    }
+    };
+    if state.suspended.is_some() { format!("{line}; suspended") } else { line }
 }
 
 /// A revision's short form, as the other stdout lines print it
@@ -387,6 +406,10 @@ pub fn render_text(units: &[UnitState]) -> String {
         let _ = writeln!(out, "{}", line(u));
         let _ = writeln!(out, "  parent     {}", u.parent);
         let _ = writeln!(out, "  applyset   {}", u.applyset_id);
+        if let Some(s) = &u.suspended {
+            let at = s.at.as_deref().map(|at| format!(" at {at}")).unwrap_or_default();
+            let _ = writeln!(out, "  suspended  by {}{at}", s.by);
+        }
         if let Some(selector) = &u.selector {
             let _ = writeln!(out, "  select     {selector}");
         }

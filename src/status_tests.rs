@@ -31,6 +31,7 @@ fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
         } else {
             Vec::new()
         },
+        suspended: None,
     }
 }
 
@@ -151,4 +152,16 @@ fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
     );
     let text = render_text(&[u]);
     assert!(text.contains("  result     healthy\n  attempted  ref v9.9.9 (not resolved)\n"), "{text}");
+}
+
+#[test]
+fn a_suspended_unit_says_so_in_its_line_and_block() {
+    let state = UnitState {
+        suspended: Some(Suspended { by: "ana@box".into(), at: Some("2026-11-28T04:40:00Z".into()) }),
+        ..state(Some(SyncResult::Healthy), false)
+    };
+    assert!(line(&state).ends_with("; suspended"), "{}", line(&state));
+    assert!(render_text(&[state.clone()]).contains("  suspended  by ana@box at 2026-11-28T04:40:00Z\n"));
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[state])).unwrap();
+    assert_eq!(json["units"][0]["suspended"]["by"], "ana@box");
 }

@@ -32,9 +32,9 @@ pub use record::{CHUNKS_KEY, Chunk, GENERATION, MEMBERS_OF};
 mod chunks;
 pub mod control;
 pub mod record;
-pub use control::Control;
 use crate::config::{InventoryConfig, InventoryKind};
 use crate::object::{GroupKind, ObjectRef};
+pub use control::Control;
 
 /// Label on every member: the id of the ApplySet it belongs to.
 pub const PART_OF: &str = "applyset.kubernetes.io/part-of";

@@ -161,6 +161,7 @@ pub(super) struct RawSyncUnit {
     pub render: Option<RenderMode>,
     pub allow_remote_bases: Option<bool>,
     pub create_namespace: Option<bool>,
+    pub suspend: Option<bool>,
     pub adopt_from: Option<Vec<Spanned<String>>>,
     pub service_account: Option<Spanned<String>>,
     #[serde(default)]

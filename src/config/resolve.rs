@@ -293,7 +293,7 @@ impl Resolver<'_> {
             }
         };
         self.refuse_unread(index, &raw, chart.is_some(), &repo)?;
-        let mut unit = SyncUnit::new(name, repo);
+        let mut unit = SyncUnit { suspend: raw.suspend.unwrap_or(false), ..SyncUnit::new(name, repo) };
         if let Some(reference) = raw.reference {
             if unit.repo.starts_with("oci://") {
                 let message = "does not apply to an OCI artifact: name its tag or digest in `repo`";

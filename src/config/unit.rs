@@ -162,6 +162,11 @@ pub struct SyncUnit {
     /// ApplySet owns) is left as it is, so several units may each set this for one namespace.
     /// A Namespace manifest in the revision is a member as any other object. Default `false`.
     pub create_namespace: bool,
+    /// The daemon applies, prunes and heals nothing of this unit (its triggers are counted and
+    /// not acted on), as `gitward suspend` does from the cluster (the annotation
+    /// `gitward.dev/suspended` on its ApplySet parent); either suspends it. Not part of the
+    /// [`SyncUnit::fingerprint`]: it decides no object written. Default `false`.
+    pub suspend: bool,
     /// Units (by name) or ApplySets (by id, `applyset-…-v1`) whose objects this unit may take
     /// over when its revision declares them: how objects move between units (a unit renamed
     /// names its old name; a unit split off names the unit it came from; a unit whose
@@ -248,6 +253,7 @@ impl SyncUnit {
             render: RenderMode::Auto,
             allow_remote_bases: false,
             create_namespace: false,
+            suspend: false,
             adopt_from: Vec::new(),
             adopted_by: Vec::new(),
             helm: HelmOptions::default(),

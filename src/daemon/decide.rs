@@ -102,15 +102,20 @@ pub fn plan_ownership<'a>(
 /// ([`UnitStatus::applied_once`]) — not merely tried: a daemon whose syncs all fail is not
 /// ready.
 pub fn ready(leading: bool, expected: usize, units: &BTreeMap<String, UnitStatus>) -> bool {
-    leading && !units.is_empty() && units.len() == expected && units.values().all(|s| s.applied_once)
+    leading && !units.is_empty() && units.len() == expected && units.values().all(|s| s.applied_once || s.suspended)
 }
 
 /// Whether `/readyz` says ready: standing by for leadership (a rolling update can bring this
 /// replica up while another leads), or at least one unit and every unit's cache synced and its
 /// last sync not failed as a whole (failed objects alone do not count; see
-/// [`UnitStatus::failed_objects`]).
+/// [`UnitStatus::failed_objects`]) or the unit suspended ([`UnitStatus::suspended`]).
 pub fn readyz(standby: bool, units: &BTreeMap<String, UnitStatus>) -> bool {
-    standby || (!units.is_empty() && units.values().all(|u| u.cache_synced && u.last_sync_ok == Some(true)))
+    standby || (!units.is_empty() && units.values().all(unit_ready))
+}
+
+/// Whether one unit counts as ready for `/readyz` ([`readyz`]).
+pub fn unit_ready(u: &UnitStatus) -> bool {
+    u.suspended || (u.cache_synced && u.last_sync_ok == Some(true))
 }
 
 /// Whether a sync that failed as a whole with `error` leaves the unit's readiness as it was: a
@@ -132,6 +137,10 @@ pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
         .iter()
         .map(|(name, s)| {
             let error = s.last_error.as_deref();
+            if s.suspended {
+                let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
+                return format!("[+]{name} suspended: {rev} last applied");
+            }
             if s.cache_synced && s.last_sync_ok == Some(true) {
                 let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
                 let failed = match s.failed_objects {
@@ -158,6 +167,7 @@ pub fn status_line(units: &BTreeMap<String, UnitStatus>) -> String {
         .iter()
         .map(|(name, s)| {
             let state = match s.last_sync_ok {
+                _ if s.suspended => "suspended",
                 Some(true) => "synced",
                 Some(false) => "failed",
                 None => "pending",

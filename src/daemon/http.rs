@@ -219,11 +219,8 @@ async fn readyz(State(state): State<HttpState>, RawQuery(query): RawQuery) -> Re
     if decide::readyz(false, &snapshot) {
         return (StatusCode::OK, format!("ready{tail}")).into_response();
     }
-    let waiting: Vec<&str> = snapshot
-        .iter()
-        .filter(|(_, u)| !(u.cache_synced && u.last_sync_ok == Some(true)))
-        .map(|(name, _)| name.as_str())
-        .collect();
+    let waiting: Vec<&str> =
+        snapshot.iter().filter(|(_, u)| !decide::unit_ready(u)).map(|(name, _)| name.as_str()).collect();
     let message = if snapshot.is_empty() {
         "not ready: no sync units".to_owned()
     } else {

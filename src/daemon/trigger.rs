@@ -28,6 +28,8 @@ pub enum TriggerKind {
     Retry,
     /// A ConfigMap or Secret the unit's `[sync.substitute] from` reads changed.
     Variables,
+    /// `gitward reconcile`: a new `gitward.dev/requested-at` on the unit's ApplySet parent.
+    Reconcile,
 }
 
 impl TriggerKind {
@@ -43,6 +45,7 @@ impl TriggerKind {
             TriggerKind::Reload => "reload",
             TriggerKind::Retry => "retry",
             TriggerKind::Variables => "variables",
+            TriggerKind::Reconcile => "reconcile",
         }
     }
 
@@ -50,7 +53,7 @@ impl TriggerKind {
     /// local repository): they sync only when the fetched revision differs from the one last
     /// applied. One `git push` can raise more than one ref event; without this each would
     /// re-send every object. A webhook is an explicit request and syncs even the same revision,
-    /// as do startup, drift, resync, reload, retry and a change of variables.
+    /// as do startup, drift, resync, reload, retry, a change of variables and reconcile.
     pub fn needs_new_revision(self) -> bool {
         matches!(self, TriggerKind::Poll | TriggerKind::Push)
     }
@@ -192,6 +195,11 @@ pub struct UnitStatus {
     /// `READY=1` waits for this of every unit, so a daemon whose syncs all failed (the cluster
     /// unreachable) does not say it is ready.
     pub applied_once: bool,
+    /// The unit is suspended (`gitward suspend`, `suspend = true`): it counts as ready for
+    /// `/readyz` and `READY=1` whatever its last sync did, as a replica standing by does — a
+    /// suspended unit is one a person chose to hold still, not one gitward failed at. Kept by
+    /// [`Status::set`]; set by [`Status::set_suspended`].
+    pub suspended: bool,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this
@@ -212,9 +220,16 @@ impl Status {
         self.1.load(Ordering::SeqCst)
     }
 
-    /// Replaces the status of `unit`.
-    pub fn set(&self, unit: &str, status: UnitStatus) {
-        self.0.write().expect("status lock").insert(unit.to_string(), status);
+    /// Replaces the status of `unit`, keeping whether it is suspended.
+    pub fn set(&self, unit: &str, mut status: UnitStatus) {
+        let mut units = self.0.write().expect("status lock");
+        status.suspended = units.get(unit).is_some_and(|s| s.suspended);
+        units.insert(unit.to_string(), status);
+    }
+
+    /// Marks `unit` suspended or not ([`UnitStatus::suspended`]).
+    pub fn set_suspended(&self, unit: &str, suspended: bool) {
+        self.0.write().expect("status lock").entry(unit.to_string()).or_default().suspended = suspended;
     }
 
     /// Forgets units not in `names` (after a reload).

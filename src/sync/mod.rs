@@ -247,6 +247,11 @@ impl Engine {
         &self.unit.name
     }
 
+    /// Whether the unit's config suspends it ([`crate::config::SyncUnit::suspend`]).
+    pub fn suspended_by_config(&self) -> bool {
+        self.unit.suspend
+    }
+
     /// The unit's inventory (ApplySet parent and id).
     pub fn inventory(&self) -> &Inventory {
         &self.parent.inventory

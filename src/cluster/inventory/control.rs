@@ -72,6 +72,19 @@ impl Control {
 }
 
 impl Inventory {
+    /// The controls on the parent (one metadata GET); `None` when it does not exist.
+    ///
+    /// Errors: [`Error::InventoryFailed`] when it cannot be read.
+    pub async fn control(&self, client: &kube::Client) -> Result<Option<Control>> {
+        match self.api(client).get_metadata_opt(&self.parent.name).await {
+            Ok(meta) => Ok(meta.map(|m| m.metadata.annotations.as_ref().map(Control::of).unwrap_or_default())),
+            Err(e) => Err(Error::InventoryFailed {
+                parent: self.parent.to_string(),
+                message: format!("read: {}", api_message(&e)),
+            }),
+        }
+    }
+
     /// Suspends the unit: sets [`SUSPENDED`], [`SUSPENDED_BY`] `by` and [`SUSPENDED_AT`] now.
     ///
     /// Errors: [`Error::InventoryFailed`] when the parent does not exist (the unit never
@@ -103,8 +116,9 @@ impl Inventory {
             Ok(_) => Ok(()),
             Err(e) if is_status(&e, 404) => Err(Error::InventoryFailed {
                 parent: self.parent.to_string(),
-                message: "not found: the unit has not synced yet (`suspend = true` in its config suspends it from the start)"
-                    .to_owned(),
+                message:
+                    "not found: the unit has not synced yet (`suspend = true` in its config suspends it from the start)"
+                        .to_owned(),
             }),
             Err(e) => Err(Error::InventoryFailed {
                 parent: self.parent.to_string(),

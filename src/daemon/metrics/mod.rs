@@ -113,6 +113,8 @@ pub struct Metrics {
     last_revision: Family<RevisionLabels, Gauge>,
     tracked: Family<UnitLabels, Gauge>,
     triggers: Family<KindLabels, Counter>,
+    suspended_triggers: Family<KindLabels, Counter>,
+    suspended: Family<UnitLabels, Gauge>,
     objects_health: Family<HealthLabels, Gauge>,
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// Which cluster each unit applies to, and the sharding metrics.
@@ -150,6 +152,8 @@ impl Metrics {
         let last_revision = Family::default();
         let tracked = Family::default();
         let triggers = Family::default();
+        let suspended_triggers = Family::default();
+        let suspended = Family::default();
         let objects_health = Family::default();
         let time_to_healthy = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             duration_histogram as fn() -> Histogram,
@@ -180,6 +184,12 @@ impl Metrics {
         registry.register("tracked_objects", "Members of a unit's ApplySet inventory", tracked.clone());
         registry.register("triggers", "Sync requests received, by what asked", triggers.clone());
         registry.register(
+            "suspended_triggers",
+            "Sync requests a suspended unit did not act on, by what asked",
+            suspended_triggers.clone(),
+        );
+        registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
+        registry.register(
             "objects_health",
             "Objects the last sync changed, by health at the end of its health wait",
             objects_health.clone(),
@@ -203,6 +213,8 @@ impl Metrics {
             last_revision,
             tracked,
             triggers,
+            suspended_triggers,
+            suspended,
             objects_health,
             time_to_healthy,
             revisions: Mutex::default(),
@@ -267,6 +279,16 @@ impl Metrics {
         self.triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
     }
 
+    /// Counts one sync request of `kind` that `unit`, suspended, did not act on.
+    pub fn observe_suspended_trigger(&self, unit: &str, kind: TriggerKind) {
+        self.suspended_triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
+    }
+
+    /// Sets `gitward_unit_suspended{unit}`: 1 while `unit` is suspended, else 0.
+    pub fn set_suspended(&self, unit: &str, suspended: bool) {
+        self.suspended.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(suspended));
+    }
+
     /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
     /// they stop being exported after a reload. Counters and the histogram are kept: they are
     /// cumulative, and Prometheus handles a series that stops.
@@ -276,6 +298,7 @@ impl Metrics {
             self.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision });
         }
         self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
+        self.suspended.remove(&UnitLabels { unit: unit.to_owned() });
         for health in ["healthy", "progressing", "degraded"] {
             self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }

@@ -21,6 +21,7 @@ use super::machine::{Action, Event, Failed, Log, Phase, Rested, State, step};
 use super::wait::Waiting;
 use super::{Ctx, UnitTask, release_freed_memory};
 use crate::cluster::drift::DriftQueue;
+use crate::cluster::inventory::Control;
 use crate::daemon::backoff::Backoff;
 use crate::daemon::metrics::Metrics;
 use crate::daemon::slots::{Slot, Slots};
@@ -102,6 +103,10 @@ enum Got {
     Slot(Option<Slot>),
     Lane(Option<OwnedSemaphorePermit>),
     WaitEnded(HealthWait, WaitEnd),
+    /// The controls on the ApplySet parent changed (`false`: their watch ended).
+    Control(bool),
+    /// A sync request seen on the parent is due as a trigger.
+    Request,
 }
 
 /// A unit's task as it runs: its state, the event sources, the effects in flight and what
@@ -141,6 +146,25 @@ pub(super) struct Driver {
     sync_slots: Arc<Slots>,
     push_lane: Option<Arc<Semaphore>>,
     first: TriggerKind,
+    /// The controls on the unit's ApplySet parent ([`Control`]), from its watch; `None` once
+    /// the watch ended.
+    control: Option<watch::Receiver<Option<Control>>>,
+    /// The controls of the request and suspension, as the driver acted on them.
+    controls: Controls,
+    status: crate::daemon::trigger::Status,
+}
+
+/// What the driver did with the controls on the parent.
+#[derive(Default)]
+struct Controls {
+    /// The unit's config suspends it.
+    by_config: bool,
+    /// A request seen and not yet handed to the machine as a trigger.
+    due: Option<String>,
+    /// The request last handed to the machine: not handed again while its sync runs.
+    taken: Option<String>,
+    /// The request the next job of kind reconcile answers, once it fetches.
+    answering: Option<String>,
 }
 
 impl Driver {
@@ -153,8 +177,11 @@ impl Driver {
         let mut resync = interval_at(start + first_resync, timing.resync_interval);
         resync.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let unit = engine.unit_name().to_string();
+        let mut engine = engine;
         let (repo, yield_signal, drift) = (engine.repo().clone(), engine.yield_signal(), engine.cache().subscribe());
-        let ctx = Ctx::new(engine, status, metrics.clone(), first);
+        let control = Some(engine.control());
+        let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
+        let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first);
         Self {
             state: State::new(push_lane.is_some()),
             unit,
@@ -184,15 +211,59 @@ impl Driver {
             sync_slots,
             push_lane,
             first,
+            control,
+            controls,
+            status,
         }
     }
 
-    /// Runs the first sync, then every event, until the machine stops.
+    /// Runs the first sync, then every event, until the machine stops. The first sync waits
+    /// for the first list of the parent's controls, so a suspended unit applies nothing at
+    /// start.
     pub(super) async fn run(mut self) {
+        self.metrics.set_suspended(&self.unit, false);
+        if let Some(control) = self.control.as_mut() {
+            let listed = tokio::select! {
+                _ = self.shutdown.wait_for(|stop| *stop) => return,
+                listed = control.wait_for(Option::is_some) => listed.is_ok(),
+            };
+            if !listed {
+                self.control = None;
+            }
+        }
+        if let Some(event) = self.on_control() {
+            self.feed(event);
+        }
         self.feed(Event::Trigger(Some(Trigger::now(self.first))));
         while !matches!(self.state.phase, Phase::Stopped) {
-            let event = self.next_event().await;
-            self.feed(event);
+            if let Some(event) = self.next_event().await {
+                self.feed(event);
+            }
+        }
+    }
+
+    /// What the controls on the parent now ask of the machine: a suspend or resume when the
+    /// unit's suspension (by its config or the parent) changed; a new sync request is kept as
+    /// due ([`Got::Request`]).
+    fn on_control(&mut self) -> Option<Event> {
+        let control = self.control.as_mut().and_then(|c| c.borrow_and_update().clone()).unwrap_or_default();
+        let pending = control.pending_request().map(str::to_owned);
+        if pending.is_some() && pending != self.controls.taken {
+            self.controls.due = pending;
+        }
+        let suspended = self.controls.by_config || control.suspended;
+        if suspended == self.state.suspended {
+            return None;
+        }
+        self.metrics.set_suspended(&self.unit, suspended);
+        self.status.set_suspended(&self.unit, suspended);
+        if suspended {
+            let by = if control.suspended { control.suspended_by.unwrap_or_default() } else { "config".to_owned() };
+            info!(unit = self.unit.as_str(), by, "unit suspended");
+            Some(Event::Suspend)
+        } else {
+            info!(unit = self.unit.as_str(), "unit resumed");
+            Some(Event::Resume)
         }
     }
 
@@ -214,15 +285,16 @@ impl Driver {
 impl Driver {
     /// The next event: the one `select!` of the task, over the sources the state listens to
     /// ([`State::listen`]) and the effects in flight.
-    async fn next_event(&mut self) -> Event {
+    async fn next_event(&mut self) -> Option<Event> {
         if !self.state.stopping && *self.shutdown.borrow() {
-            return Event::Shutdown;
+            return Some(Event::Shutdown);
         }
         let listen = self.state.listen();
         let far = Instant::now() + Duration::from_secs(86_400);
         let heal_at = if listen.drift { self.ctx.as_ref().and_then(|c| c.heal.next()) } else { None };
         let drift_on = listen.drift && self.self_heal && self.ctx.is_some();
         let stopping = self.state.stopping;
+        let request = listen.triggers && self.controls.due.is_some();
         let Self {
             shutdown,
             triggers,
@@ -235,6 +307,7 @@ impl Driver {
             slot_wanted,
             lane_wanted,
             waiting,
+            control,
             ..
         } = self;
         let got = tokio::select! {
@@ -261,14 +334,19 @@ impl Driver {
             (wait, outcome) = async { waiting.as_mut().expect("guarded").ended().await }, if listen.wait_end && waiting.is_some() => {
                 Got::WaitEnded(wait, outcome)
             }
+            changed = async { control.as_mut().expect("guarded").changed().await }, if control.is_some() => {
+                Got::Control(changed.is_ok())
+            }
+            () = std::future::ready(()), if request => Got::Request,
         };
         self.event(got)
     }
 
-    /// What the `select!` got, as an event for `step`: the effect that ended is cleared, and
-    /// what it found that `step` does not need is kept for the actions that follow.
-    fn event(&mut self, got: Got) -> Event {
-        match got {
+    /// What the `select!` got, as an event for `step` (none for a change of the controls that
+    /// asks nothing): the effect that ended is cleared, and what it found that `step` does not
+    /// need is kept for the actions that follow.
+    fn event(&mut self, got: Got) -> Option<Event> {
+        Some(match got {
             Got::Event(event) => {
                 match event {
                     Event::Probed(_) | Event::WaitFetched(_) => self.io = None,
@@ -300,7 +378,18 @@ impl Driver {
                 self.ended = Some((wait, outcome));
                 Event::WaitEnded
             }
-        }
+            Got::Control(open) => {
+                if !open {
+                    self.control = None;
+                }
+                return self.on_control();
+            }
+            Got::Request => {
+                self.controls.taken = self.controls.due.take();
+                info!(unit = self.unit.as_str(), requested_at = self.controls.taken.as_deref(), "sync requested");
+                Event::Trigger(Some(Trigger::now(TriggerKind::Reconcile)))
+            }
+        })
     }
 
     /// The event of an engine effect that ended.
@@ -356,7 +445,11 @@ impl Driver {
     /// Runs `action`; the event it answers at once, if any.
     fn act(&mut self, action: Action) -> Option<Event> {
         match action {
-            Action::Observe(kind) => self.metrics.observe_trigger(&self.unit, kind),
+            Action::Observe(kind) => self.observe(kind),
+            Action::Ignored(kind) => {
+                self.metrics.observe_suspended_trigger(&self.unit, kind);
+                info!(unit = self.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
+            }
             Action::Log(log) => write(&self.unit, log),
             Action::Probe { from, at } => {
                 let repo = self.repo.clone();
@@ -372,7 +465,12 @@ impl Driver {
                 self.slot_wanted = Some(Box::pin(self.sync_slots.clone().acquire(class)));
             }
             Action::ReleaseSlot => (self.slot, self.slot_wanted) = (None, None),
-            Action::Fetch { at } => self.start(Effect::Fetch(at)),
+            Action::Fetch { at } => {
+                if let Some(token) = self.controls.answering.take() {
+                    self.home().engine.answer_request(token);
+                }
+                self.start(Effect::Fetch(at));
+            }
             Action::Early(revision) => self.start(Effect::Early(revision)),
             Action::Rest => {
                 let early = self.early.take().expect("an early apply before the rest");
@@ -423,6 +521,14 @@ impl Driver {
             Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.backoff.next_delay())),
         }
         None
+    }
+
+    /// Counts a trigger that starts a job; a reconcile's job answers the request taken.
+    fn observe(&mut self, kind: TriggerKind) {
+        if kind == TriggerKind::Reconcile {
+            self.controls.answering = self.controls.taken.clone();
+        }
+        self.metrics.observe_trigger(&self.unit, kind);
     }
 
     /// The context, at home between engine effects (`step` asks for no sync action that needs

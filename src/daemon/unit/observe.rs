@@ -62,6 +62,7 @@ impl Readiness {
             waiting,
             applied_once,
             last_error: None,
+            suspended: false,
         };
         self.status.set(&self.unit, status);
     }

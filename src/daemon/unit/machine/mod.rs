@@ -21,12 +21,17 @@
 //!   nothing; the same revision asked for explicitly runs after it, a poll or push is ignored.
 //!   Drifted objects are healed during the wait without a slot.
 //! - **Retry.** How a job ended decides the backoff ([`retry`]).
+//! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
+//!   queued trigger, run once when resumed; a job running when it is suspended runs to its end
+//!   (its health wait too, taking no trigger meanwhile), and then the unit stops in
+//!   [`Phase::Suspended`] (`suspend.rs`).
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
 mod health;
 mod job;
+mod suspend;
 #[cfg(test)]
 mod tests;
 
@@ -53,6 +58,9 @@ pub(super) struct State {
     /// Shutdown, or the trigger channel closed: stop once the running job (and the health
     /// wait, cancelled) ends.
     pub(super) stopping: bool,
+    /// Suspended (`gitward suspend`, `suspend = true`): start no job; the running one ends,
+    /// then [`Phase::Suspended`].
+    pub(super) suspended: bool,
 }
 
 impl State {
@@ -77,7 +85,15 @@ impl State {
 
     /// A unit that has synced nothing yet, idle; `lane`: [`State::lane`].
     pub(super) fn new(lane: bool) -> Self {
-        Self { phase: Phase::Idle, queued: None, last_applied: None, retry_at: None, lane, stopping: false }
+        Self {
+            phase: Phase::Idle,
+            queued: None,
+            last_applied: None,
+            retry_at: None,
+            lane,
+            stopping: false,
+            suspended: false,
+        }
     }
 }
 
@@ -95,12 +111,8 @@ pub(super) enum Phase {
     Applying(Job),
     /// Waiting for the health of what the last job changed; no slot held.
     Health(Health),
-    /// Syncing nothing until resumed. Declared for suspend and resume; no configuration or
-    /// event leads here yet, and [`step`] leaves it only when stopping.
-    #[cfg_attr(
-        not(test),
-        expect(dead_code, reason = "declared for suspend and resume, which no configuration reaches yet")
-    )]
+    /// Suspended: starting nothing until resumed ([`Event::Resume`]); triggers are counted
+    /// and kept as [`State::queued`].
     Suspended,
     /// Shutdown, or the trigger channel closed.
     Stopped,
@@ -282,6 +294,10 @@ pub(super) enum Event {
     HealedDuringWait,
     /// The wait was judged, finished and recorded.
     WaitFinished,
+    /// The unit was suspended.
+    Suspend,
+    /// The unit was resumed.
+    Resume,
 }
 
 /// A log event the machine decides (the driver writes it).
@@ -304,6 +320,8 @@ pub(super) enum Log {
 pub(super) enum Action {
     /// Count the trigger in metrics.
     Observe(TriggerKind),
+    /// Count and log a trigger a suspended unit does not act on.
+    Ignored(TriggerKind),
     /// Write a log event.
     Log(Log),
     /// Tell whether the push at `at` touched the unit's path since `from` ([`Event::Probed`]).
@@ -386,10 +404,17 @@ pub(super) fn during_wait(kind: TriggerKind, new_revision: bool) -> DuringWait {
 /// Keeps `t` as the one queued trigger: as it when there is none, else coalesced into it (its
 /// kind stays, as in the channel) with the later of the two instants, so that the queued sync's
 /// fetch cannot be one that started before `t`'s push.
+/// A reconcile request is the exception: it takes the queued trigger's place (with the later
+/// instant), so that a request always runs a sync even when a poll was queued before it.
 pub(super) fn keep(queued: &mut Option<Trigger>, t: Trigger) {
     match queued {
         None => *queued = Some(t),
-        Some(q) => q.at = q.at.max(t.at),
+        Some(q) => {
+            q.at = q.at.max(t.at);
+            if t.kind == TriggerKind::Reconcile {
+                q.kind = t.kind;
+            }
+        }
     }
 }
 
@@ -416,6 +441,12 @@ pub(super) struct Listen {
 impl State {
     /// What the driver listens to now.
     pub(super) fn listen(&self) -> Listen {
+        let listen = self.listen_active();
+        if self.suspended { suspend::listen(self, listen) } else { listen }
+    }
+
+    /// What the driver listens to now, unless suspended.
+    fn listen_active(&self) -> Listen {
         let open = !self.stopping;
         let idle = Listen { triggers: open, poll: true, resync: true, drift: true, ..Listen::default() };
         match &self.phase {
@@ -456,6 +487,7 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
             }
             return (state, actions);
         }
+        Event::Suspend | Event::Resume => return suspend::toggle(state, event),
         _ => {}
     }
     let phase = std::mem::replace(&mut state.phase, Phase::Stopped);
@@ -466,7 +498,8 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         Phase::SlotWait(job) => job::slot_wait(&mut state, job, event, &mut actions),
         Phase::Applying(job) => job::applying(&mut state, job, event, &mut actions),
         Phase::Health(h) => health::health(&mut state, h, event, &mut actions),
-        phase @ (Phase::Suspended | Phase::Stopped) => phase,
+        Phase::Suspended => suspend::suspended(&mut state, event, &mut actions),
+        Phase::Stopped => Phase::Stopped,
     };
     (state, actions)
 }
@@ -557,6 +590,9 @@ pub(super) fn after(
         Retry::Keep => {}
     }
     actions.push(Action::DrainDrift);
+    if state.suspended && !state.stopping {
+        return suspend::park(state, next, slot, actions);
+    }
     let next = if state.stopping { None } else { next.or_else(|| state.queued.take()) };
     match next {
         Some(t) => start(state, Job::new(t, None, slot), actions),

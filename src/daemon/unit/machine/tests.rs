@@ -140,6 +140,7 @@ fn failed() -> State {
 fn tag(action: &Action) -> String {
     match action {
         Action::Observe(kind) => format!("Observe({kind})"),
+        Action::Ignored(kind) => format!("Ignored({kind})"),
         Action::Log(log) => format!("Log({})", log_tag(log)),
         Action::Probe { from, .. } => format!("Probe({})", from.as_ref().map_or("-".into(), |r| r.to_string())),
         Action::AcquireLane => "AcquireLane".into(),
@@ -236,4 +237,5 @@ impl Row {
 }
 
 mod jobs;
+mod suspend;
 mod wait;

@@ -78,11 +78,11 @@ fn idle_and_backing_off() {
         row("shutdown stops a unit backing off", backing_off, || Event::Shutdown, "stopped", &[]),
         row("the channel closed stops an idle unit", idle, || Event::Trigger(None), "stopped", &[]),
         row(
-            "a suspended unit syncs nothing",
+            "a suspended unit syncs nothing (it counts the trigger: tests/suspend.rs)",
             || State { phase: Phase::Suspended, ..idle() },
             || Event::Trigger(Some(t(Push))),
             "suspended",
-            &[],
+            &["Ignored(push)"],
         ),
         row(
             "a suspended unit stops",

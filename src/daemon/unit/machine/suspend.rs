@@ -1,0 +1,68 @@
+//! A suspended unit (`gitward suspend`, `suspend = true`): it starts no job. Its triggers
+//! (webhooks, polls, resyncs, reconcile requests) are counted and logged as not acted on
+//! ([`Action::Ignored`]) and kept as the one queued trigger, which runs once when the unit is
+//! resumed. Drift is not listened to while suspended: its events wait in the unit's drift
+//! queue (which keeps the latest of each object) and are healed after the resume. A job that
+//! runs when the unit is suspended is not cut short — an apply stopped half-way would leave a
+//! revision half applied — but takes no new trigger; once it (and its health wait) ends, the
+//! unit parks in [`Phase::Suspended`] ([`park`]).
+
+use super::{Action, Event, Job, Listen, Phase, State, Trigger, keep, start};
+
+/// [`Event::Suspend`] or [`Event::Resume`] in any phase but stopped.
+pub(super) fn toggle(mut state: State, event: Event) -> (State, Vec<Action>) {
+    let mut actions = Vec::new();
+    let suspend = matches!(event, Event::Suspend);
+    state.suspended = suspend;
+    let phase = std::mem::replace(&mut state.phase, Phase::Stopped);
+    state.phase = match phase {
+        Phase::Idle if suspend => Phase::Suspended,
+        Phase::BackingOff(at) if suspend => {
+            state.retry_at = Some(at);
+            Phase::Suspended
+        }
+        Phase::Suspended if !suspend => resume(&mut state, &mut actions),
+        phase => phase,
+    };
+    (state, actions)
+}
+
+/// Resumed: the trigger kept while suspended runs now (counted then, as any trigger that
+/// starts a job); without one the unit is idle, or backing off towards a retry still due.
+fn resume(state: &mut State, actions: &mut Vec<Action>) -> Phase {
+    match state.queued.take() {
+        Some(t) => start(state, Job::new(t, None, false), actions),
+        None => state.retry_at.map_or(Phase::Idle, Phase::BackingOff),
+    }
+}
+
+/// An event while parked in [`Phase::Suspended`]: a trigger or tick is counted and kept.
+pub(super) fn suspended(state: &mut State, event: Event, actions: &mut Vec<Action>) -> Phase {
+    if let Event::Trigger(Some(t)) | Event::Tick(t) = event {
+        actions.push(Action::Ignored(t.kind));
+        keep(&mut state.queued, t);
+    }
+    Phase::Suspended
+}
+
+/// The end of a job of a unit suspended while it ran: `next` (a newer revision the job yielded
+/// to) is kept with the queued trigger, the slot is released, and the unit parks.
+pub(super) fn park(state: &mut State, next: Option<Trigger>, slot: bool, actions: &mut Vec<Action>) -> Phase {
+    if let Some(t) = next {
+        keep(&mut state.queued, t);
+    }
+    if slot {
+        actions.push(Action::ReleaseSlot);
+    }
+    Phase::Suspended
+}
+
+/// What a suspended unit listens to, given what it would if it were not (`listen`). Parked:
+/// triggers and the ticks, to count them — not drift nor the retry. During the job it was
+/// suspended in: only the job's own effects (its slot, the end of its health wait).
+pub(super) fn listen(state: &State, listen: Listen) -> Listen {
+    match &state.phase {
+        Phase::Suspended => Listen { triggers: !state.stopping, poll: true, resync: true, ..Listen::default() },
+        _ => Listen { slot: listen.slot, wait_end: listen.wait_end, ..Listen::default() },
+    }
+}

@@ -1,0 +1,146 @@
+//! Rows of suspend and resume.
+
+use super::*;
+use TriggerKind::{Poll, Push, Reconcile, Resync, Webhook};
+
+fn suspended() -> State {
+    drive(idle(), vec![Event::Suspend])
+}
+
+fn suspended_with_push() -> State {
+    drive(suspended(), vec![Event::Trigger(Some(t(Push)))])
+}
+
+fn suspended_backing_off() -> State {
+    drive(backing_off(), vec![Event::Suspend])
+}
+
+/// Suspended while the rest of a push's sync of `b` runs.
+fn suspended_applying() -> State {
+    drive(applying_new(), vec![Event::Suspend])
+}
+
+/// Suspended during the health wait of `b`.
+fn suspended_waiting() -> State {
+    drive(waiting(), vec![Event::Suspend])
+}
+
+#[test]
+fn a_suspended_unit_starts_nothing() {
+    check(&[
+        row("an idle unit parks at once", idle, || Event::Suspend, "suspended", &[]),
+        row("a unit backing off parks, its retry kept", backing_off, || Event::Suspend, "suspended", &[])
+            .then(|s| s.retry_at == Some(retry_deadline())),
+        row(
+            "a push is counted as not acted on and kept",
+            suspended,
+            || Event::Trigger(Some(t(Push))),
+            "suspended",
+            &["Ignored(push)"],
+        )
+        .then(|s| queued(s) == Some(Push)),
+        row("a webhook too", suspended, || Event::Trigger(Some(t(Webhook))), "suspended", &["Ignored(webhook)"])
+            .then(|s| queued(s) == Some(Webhook)),
+        row("a poll too", suspended, || Event::Tick(t(Poll)), "suspended", &["Ignored(poll)"]),
+        row(
+            "a later poll coalesces into the kept push",
+            suspended_with_push,
+            || Event::Tick(t(Resync)),
+            "suspended",
+            &["Ignored(resync)"],
+        )
+        .then(|s| queued(s) == Some(Push)),
+        row(
+            "a reconcile request takes the kept trigger's place",
+            suspended_with_push,
+            || Event::Trigger(Some(t(Reconcile))),
+            "suspended",
+            &["Ignored(reconcile)"],
+        )
+        .then(|s| queued(s) == Some(Reconcile)),
+        row("a due self-heal does nothing", suspended, || Event::HealDue(objects(), base()), "suspended", &[]),
+        row("a due retry does nothing", suspended_backing_off, || Event::RetryDue(later()), "suspended", &[]),
+        row("shutdown stops it", suspended, || Event::Shutdown, "stopped", &[]),
+    ]);
+}
+
+#[test]
+fn a_suspended_unit_listens_to_triggers_and_ticks_only() {
+    let listen = suspended().listen();
+    assert!(listen.triggers && listen.poll && listen.resync, "{listen:?}");
+    assert!(!listen.drift && listen.retry.is_none(), "{listen:?}");
+    let during = suspended_applying().listen();
+    assert_eq!(during, Listen::default(), "the job's rest takes no trigger");
+    let waiting = suspended_waiting().listen();
+    assert!(waiting.wait_end && !waiting.triggers && !waiting.poll && !waiting.drift, "{waiting:?}");
+}
+
+#[test]
+fn resume_runs_one_sync_of_what_is_pending() {
+    check(&[
+        row(
+            "the kept push is probed as a push",
+            suspended_with_push,
+            || Event::Resume,
+            "fetching",
+            &["Observe(push)", "Probe(a)"],
+        )
+        .then(|s| queued(s).is_none() && !s.suspended),
+        row("nothing kept: idle", suspended, || Event::Resume, "idle", &[]),
+        row("a retry still due: backing off", suspended_backing_off, || Event::Resume, "backing off", &[]),
+        row(
+            "resumed during the sync it was suspended in: it goes on",
+            suspended_applying,
+            || Event::Resume,
+            "applying",
+            &[],
+        )
+        .then(|s| !s.suspended),
+    ]);
+}
+
+#[test]
+fn suspend_during_a_sync_lets_it_finish_and_then_stops() {
+    check(&[
+        row("the rest runs on", applying_new, || Event::Suspend, "applying", &[]).then(|s| s.suspended),
+        row(
+            "its end publishes and begins the health wait",
+            suspended_applying,
+            || rested("b", false),
+            "health",
+            &["ReleaseSlot", "Publish(push)", "BeginWait"],
+        ),
+        row(
+            "no wait needed: it parks, the slot already released",
+            || drive(suspended_applying(), vec![rested("b", false)]),
+            || Event::WaitBegun(false),
+            "suspended",
+            &["ResetBackoff", "DrainDrift"],
+        ),
+        row(
+            "the wait ends by itself and is recorded",
+            suspended_waiting,
+            || Event::WaitEnded,
+            "health",
+            &["EndWait(cancel=false,record=true)"],
+        ),
+        row(
+            "then it parks",
+            || drive(suspended_waiting(), vec![Event::WaitEnded]),
+            || Event::WaitFinished,
+            "suspended",
+            &["ResetBackoff", "DrainDrift"],
+        ),
+    ]);
+}
+
+#[test]
+fn a_trigger_queued_before_the_suspend_waits_for_the_resume() {
+    let state = drive(applying_new(), vec![Event::Trigger(Some(t(Resync)))]);
+    assert_eq!(queued(&state), Some(Resync), "queued while the rest runs");
+    let state = drive(state, vec![Event::Suspend, rested("b", false), Event::WaitBegun(false)]);
+    assert_eq!((state.phase.name(), queued(&state)), ("suspended", Some(Resync)));
+    let (state, actions) = step(state, Event::Resume);
+    let got: Vec<String> = actions.iter().map(tag).collect();
+    assert_eq!((state.phase.name(), got), ("slot wait", vec!["Observe(resync)".to_string(), "AcquireSlot".into()]));
+}
