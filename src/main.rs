@@ -112,6 +112,7 @@ Exit codes: 0 done, 2 error (a unit never synced has no parent yet: use `suspend
 
 Example:
   gitward suspend --config config.toml apps
+  gitward resume --config config.toml apps
   gitward sync --config config.toml --revision 3f2a9c1e apps    # a rollback the daemon keeps";
 
 /// `--help` text of `reconcile`.
@@ -119,8 +120,11 @@ const RECONCILE_HELP: &str = "\
 Writes gitward.dev/requested-at on each unit's ApplySet parent; the daemon replica running the
 unit fetches and syncs it, then records gitward.dev/handled-at. Prints the unit's status line.
 
-Exit codes as `sync`: 0 applied, 1 an object not applied, 2 the sync failed as a whole, the unit
-is suspended or never synced, or no daemon handled the request within --timeout.";
+Exit codes: 0 applied, 1 an object not applied, 2 the sync failed as a whole, the unit is
+suspended or never synced, or no daemon handled the request within --timeout (as `sync`).
+
+Example:
+  gitward reconcile --config config.toml apps";
 
 /// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
 #[derive(Parser)]

@@ -134,6 +134,7 @@ fn ready() -> UnitStatus {
         waiting: false,
         applied_once: true,
         last_error: None,
+        suspended: false,
     }
 }
 

@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots and load.
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, and suspend, resume and reconcile.
 
 pub(crate) mod fencing;
 pub(crate) mod http;
@@ -10,5 +10,6 @@ pub(crate) mod push;
 pub(crate) mod run;
 pub(crate) mod sharding;
 pub(crate) mod slots;
+pub(crate) mod suspend;
 pub(crate) mod variables;
 pub(crate) mod webhook_routes;

@@ -1,0 +1,163 @@
+//! `gitward suspend`, `resume`, `reconcile` and `sync --revision` against a running daemon: the
+//! controls are annotations on the unit's ApplySet parent, which the daemon watches. "Nothing
+//! applied" is asserted after the daemon logged that it did not act on the push.
+
+use crate::common;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams};
+
+const WAIT: Duration = Duration::from_secs(120);
+const CLI: Duration = Duration::from_secs(180);
+
+async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
+}
+
+/// A repository holding ConfigMap `a` with `value`.
+fn repo_with(value: &str) -> common::GitRepo {
+    let repo = common::GitRepo::new();
+    repo.write("a.yaml", &common::cm("a", value));
+    repo.commit_and_push("first");
+    repo
+}
+
+/// A daemon of unit `app` over `repo` (no self-heal: the tests' own edits stay), ready.
+async fn daemon(
+    dir: &std::path::Path,
+    repo: &common::GitRepo,
+    ns: &str,
+    unit_extra: &str,
+) -> (common::Daemon, std::path::PathBuf) {
+    let (config, port) = common::app_daemon_config(dir, &repo.bare(), ns, "self_heal = false", unit_extra);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    (daemon, config)
+}
+
+async fn has_value(env: &common::TestEnv, v: &str) -> bool {
+    value(&env.client, &env.namespace, "a").await.as_deref() == Some(v)
+}
+
+/// Waits until the daemon logged a trigger of `kind` not acted on because `app` is suspended.
+async fn not_acted_on(daemon: &common::Daemon, kind: &str) {
+    let seen = common::eventually(WAIT, || async {
+        daemon.logged("trigger not acted on: unit suspended").iter().any(|e| e["unit"] == "app" && e["trigger"] == kind)
+    })
+    .await;
+    assert!(seen, "no {kind} trigger logged as not acted on: {}", daemon.log_text());
+}
+
+/// Asserts for `secs` seconds that ConfigMap `a` keeps `v`.
+async fn keeps(env: &common::TestEnv, v: &str, secs: u64) {
+    for _ in 0..secs * 4 {
+        assert!(has_value(env, v).await, "ConfigMap a changed while the unit is suspended");
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_suspended_unit_applies_no_push_until_resumed() {
+    let env = common::setup("suspend").await;
+    let repo = repo_with("one");
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "").await;
+    assert!(common::eventually(WAIT, || has_value(&env, "one")).await, "{}", daemon.log_text());
+
+    let run = common::gitward(&["suspend", "app"], &config, CLI);
+    assert_eq!((run.code, run.stdout.as_str()), (Some(0), "app: suspended\n"), "{}", run.stderr);
+    let seen = common::eventually(WAIT, || async { !daemon.logged("unit suspended").is_empty() }).await;
+    assert!(seen, "the daemon did not see the suspend: {}", daemon.log_text());
+    repo.write("a.yaml", &common::cm("a", "two"));
+    repo.commit_and_push("second");
+    not_acted_on(&daemon, "push").await;
+    keeps(&env, "one", 3).await;
+    assert_eq!(daemon.metric_sum("gitward_unit_suspended", &["unit=\"app\""]), 1.0);
+    assert!(daemon.metric_sum("gitward_suspended_triggers_total", &["unit=\"app\"", "kind=\"push\""]) >= 1.0);
+    assert_eq!(daemon.get("/readyz").map(|(s, _)| s), Some(200), "a suspended unit leaves the daemon ready");
+    let status = common::gitward(&["status", "-o", "json"], &config, CLI);
+    let json: serde_json::Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    assert!(json["units"][0]["suspended"]["by"].as_str().is_some_and(|by| by.contains('@')), "{json}");
+
+    let run = common::gitward(&["resume", "app"], &config, CLI);
+    assert_eq!((run.code, run.stdout.as_str()), (Some(0), "app: resumed\n"), "{}", run.stderr);
+    assert!(
+        common::eventually(WAIT, || has_value(&env, "two")).await,
+        "not applied after resume: {}",
+        daemon.log_text()
+    );
+    assert_eq!(daemon.metric_sum("gitward_unit_suspended", &["unit=\"app\""]), 0.0);
+}
+
+#[tokio::test]
+async fn suspend_in_the_config_applies_nothing_from_the_start() {
+    let env = common::setup("suspend-config").await;
+    let repo = repo_with("one");
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "suspend = true").await;
+    not_acted_on(&daemon, "startup").await;
+    assert_eq!(value(&env.client, &env.namespace, "a").await, None, "applied while suspended: {}", daemon.log_text());
+    let status = common::gitward(&["status"], &config, CLI);
+    assert!(status.stdout.contains("  suspended  by config\n"), "{}", status.stdout);
+}
+
+#[tokio::test]
+async fn reconcile_syncs_a_unit_now_and_prints_its_result() {
+    let env = common::setup("reconcile").await;
+    let repo = repo_with("one");
+    let dir = tempfile::tempdir().unwrap();
+    // The poll and resync are an hour away, self-heal is off and git does not move: only the
+    // request can bring back what is deleted here.
+    let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "").await;
+    assert!(common::eventually(WAIT, || has_value(&env, "one")).await, "{}", daemon.log_text());
+    let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+
+    let run = common::gitward(&["reconcile", "app"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("app: healthy "), "{}", run.stdout);
+    assert!(has_value(&env, "one").await, "not synced when reconcile returned: {}", daemon.log_text());
+    assert!(daemon.logged("sync triggered").iter().any(|e| e["trigger"] == "reconcile"), "{}", daemon.log_text());
+
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    let run = common::gitward(&["reconcile", "--no-wait", "app"], &config, CLI);
+    assert_eq!((run.code, run.stdout.as_str()), (Some(0), "app: sync requested\n"), "{}", run.stderr);
+    assert!(common::eventually(WAIT, || has_value(&env, "one")).await, "{}", daemon.log_text());
+
+    gitward_suspended_refuses_reconcile(&config);
+}
+
+/// A suspended unit's reconcile is refused (exit 2): the daemon would not act on it.
+fn gitward_suspended_refuses_reconcile(config: &std::path::Path) {
+    assert_eq!(common::gitward(&["suspend", "app"], config, CLI).code, Some(0));
+    let run = common::gitward(&["reconcile", "app"], config, CLI);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("suspended"), "{}", run.stderr);
+}
+
+#[tokio::test]
+async fn a_revision_synced_by_hand_while_suspended_stays_applied() {
+    let env = common::setup("rollback").await;
+    let repo = repo_with("one");
+    let old = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
+    repo.write("a.yaml", &common::cm("a", "two"));
+    repo.commit_and_push("second");
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "").await;
+    assert!(common::eventually(WAIT, || has_value(&env, "two")).await, "{}", daemon.log_text());
+
+    assert_eq!(common::gitward(&["suspend", "app"], &config, CLI).code, Some(0));
+    let seen = common::eventually(WAIT, || async { !daemon.logged("unit suspended").is_empty() }).await;
+    assert!(seen, "{}", daemon.log_text());
+    let run = common::gitward(&["sync", "--revision", &old, "app"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(has_value(&env, "one").await, "the old revision was not applied: {}", run.stderr);
+
+    repo.write("a.yaml", &common::cm("a", "three"));
+    repo.commit_and_push("third");
+    not_acted_on(&daemon, "push").await;
+    keeps(&env, "one", 3).await;
+}
