@@ -161,7 +161,7 @@ fn a_suspended_unit_says_so_in_its_line_and_block() {
         ..state(Some(SyncResult::Healthy), false)
     };
     assert!(line(&state).ends_with("; suspended"), "{}", line(&state));
-    assert!(render_text(&[state.clone()]).contains("  suspended  by ana@box at 2026-11-28T04:40:00Z\n"));
+    assert!(render_text(std::slice::from_ref(&state)).contains("  suspended  by ana@box at 2026-11-28T04:40:00Z\n"));
     let json: serde_json::Value = serde_json::from_str(&render_json(&[state])).unwrap();
     assert_eq!(json["units"][0]["suspended"]["by"], "ana@box");
 }

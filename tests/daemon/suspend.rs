@@ -116,7 +116,7 @@ async fn reconcile_syncs_a_unit_now_and_prints_its_result() {
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     api.delete("a", &DeleteParams::default()).await.unwrap();
 
-    let run = common::gitward(&["reconcile", "app"], &config, CLI);
+    let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.starts_with("app: healthy "), "{}", run.stdout);
     assert!(has_value(&env, "one").await, "not synced when reconcile returned: {}", daemon.log_text());
