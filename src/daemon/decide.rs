@@ -130,8 +130,8 @@ pub fn keeps_readiness(error: &crate::sync::Error) -> bool {
 /// The lines of `/readyz?verbose` after its headline, one per unit in name order, in the
 /// kube-apiserver's `[+]`/`[-]` style: `[+]app ok: 3f2a9c1e0b7d applied`, with `, 2 objects
 /// failed` when the API server refused some, and `; not applied: <error>` when a newer revision
-/// failed to parse ([`keeps_readiness`]); `[-]app failed: <error>` or `[-]app pending` for a
-/// unit not ready.
+/// failed to parse ([`keeps_readiness`]); `[+]app suspended: 3f2a9c1e0b7d last applied` for a
+/// suspended unit; `[-]app failed: <error>` or `[-]app pending` for a unit not ready.
 pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
     units
         .iter()
@@ -273,6 +273,16 @@ mod tests {
         let mut failing = two;
         failing.insert("c".to_string(), applied(false));
         assert!(!ready(true, 3, &failing), "a unit whose syncs all failed");
+    }
+
+    #[test]
+    fn a_suspended_unit_counts_as_ready_whatever_it_last_did() {
+        let suspended = UnitStatus { suspended: true, ..UnitStatus::default() };
+        let units = BTreeMap::from([("a".to_string(), applied(true)), ("b".to_string(), suspended.clone())]);
+        assert!(ready(true, 2, &units) && readyz(false, &units), "never applied, suspended from the start");
+        let failed = BTreeMap::from([("b".to_string(), UnitStatus { last_sync_ok: Some(false), ..suspended })]);
+        assert!(readyz(false, &failed));
+        assert_eq!(readyz_lines(&failed), vec!["[+]b suspended: - last applied".to_string()]);
     }
 
     #[test]

@@ -501,6 +501,19 @@ mod tests {
     }
 
     #[test]
+    fn a_suspended_unit_has_its_gauge_and_its_ignored_triggers_counted() {
+        let m = Metrics::new();
+        m.set_suspended("app", true);
+        m.observe_suspended_trigger("app", TriggerKind::Push);
+        assert!(has(&m, r#"gitward_unit_suspended{unit="app"} 1"#), "{:?}", lines(&m));
+        assert!(has(&m, r#"gitward_suspended_triggers_total{unit="app",kind="push"} 1"#), "{:?}", lines(&m));
+        m.set_suspended("app", false);
+        assert!(has(&m, r#"gitward_unit_suspended{unit="app"} 0"#));
+        m.forget_unit("app");
+        assert!(!has(&m, "gitward_unit_suspended{"));
+    }
+
+    #[test]
     fn triggers_are_counted_by_kind() {
         let m = Metrics::new();
         m.observe_trigger("shop", TriggerKind::Webhook);
