@@ -24,6 +24,14 @@ impl Engine {
         self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.live.cache.watches())).control()
     }
 
+    /// The controls on the unit's ApplySet parent by one metadata GET (none for a parent that
+    /// does not exist), for when its watch has not listed yet.
+    ///
+    /// Errors: [`super::Error::Cluster`] when the parent cannot be read.
+    pub async fn read_control(&self) -> Result<Control> {
+        Ok(self.parent.inventory.control(&self.live.client).await?.unwrap_or_default())
+    }
+
     /// Widens the ApplySet parent to what it holds ∪ `wanted` before anything is applied
     /// (DESIGN.md decision 6), writing only when that differs, with the resourceVersion read
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it

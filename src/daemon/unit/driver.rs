@@ -33,6 +33,10 @@ use crate::sync::Report;
 use crate::sync::early::EarlyApply;
 use crate::sync::repo::Repo;
 
+/// How long the first sync waits for the first list of the parent's watch before it reads the
+/// parent's controls itself ([`Driver::first_control`]).
+const FIRST_LIST: Duration = Duration::from_secs(5);
+
 /// An effect that owns the engine, and gives it back with what it found.
 type EngineJob = Pin<Box<dyn Future<Output = (Box<Ctx>, Done)> + Send>>;
 /// An effect that does not use the engine; its result as an event.
@@ -218,20 +222,12 @@ impl Driver {
     }
 
     /// Runs the first sync, then every event, until the machine stops. The first sync waits
-    /// for the first list of the parent's controls, so a suspended unit applies nothing at
-    /// start.
+    /// for the parent's controls ([`Driver::first_control`]), so a suspended unit applies
+    /// nothing at start.
     pub(super) async fn run(mut self) {
         self.metrics.set_suspended(&self.unit, false);
-        if let Some(control) = self.control.as_mut() {
-            let listed = tokio::select! {
-                _ = self.shutdown.wait_for(|stop| *stop) => return,
-                listed = control.wait_for(Option::is_some) => listed.is_ok(),
-            };
-            if !listed {
-                self.control = None;
-            }
-        }
-        if let Some(event) = self.on_control() {
+        let Some(control) = self.first_control().await else { return };
+        if let Some(event) = self.on_control(control) {
             self.feed(event);
         }
         self.feed(Event::Trigger(Some(Trigger::now(self.first))));
@@ -242,11 +238,35 @@ impl Driver {
         }
     }
 
+    /// The controls on the parent before the first sync: from its watch's first list, or, when
+    /// that takes longer than [`FIRST_LIST`] (the API server slow or unreachable), from one GET
+    /// of the parent; when that fails too, none (logged): the first sync then meets the same
+    /// unreachable API server and fails, as it did before the controls. `None` on shutdown.
+    async fn first_control(&mut self) -> Option<Control> {
+        let Some(watch) = self.control.as_mut() else { return Some(Control::default()) };
+        let listed = tokio::select! {
+            _ = self.shutdown.wait_for(|stop| *stop) => return None,
+            listed = tokio::time::timeout(FIRST_LIST, watch.wait_for(Option::is_some)) => {
+                listed.map(|seen| seen.map(|control| control.clone().unwrap_or_default()))
+            }
+        };
+        match listed {
+            Ok(Ok(control)) => return Some(control),
+            Ok(Err(_)) => self.control = None,
+            Err(_) => {}
+        }
+        let read = self.ctx.as_ref().expect("the engine is home before the first sync").engine.read_control().await;
+        Some(read.unwrap_or_else(|e| {
+            let error = crate::telemetry::error_chain(&e);
+            tracing::warn!(unit = self.unit.as_str(), %error, "controls on the ApplySet parent not read: the unit starts unsuspended unless its config suspends it");
+            Control::default()
+        }))
+    }
+
     /// What the controls on the parent now ask of the machine: a suspend or resume when the
     /// unit's suspension (by its config or the parent) changed; a new sync request is kept as
     /// due ([`Got::Request`]).
-    fn on_control(&mut self) -> Option<Event> {
-        let control = self.control.as_mut().and_then(|c| c.borrow_and_update().clone()).unwrap_or_default();
+    fn on_control(&mut self, control: Control) -> Option<Event> {
         let pending = control.pending_request().map(str::to_owned);
         if pending.is_some() && pending != self.controls.taken {
             self.controls.due = pending;
@@ -382,7 +402,8 @@ impl Driver {
                 if !open {
                     self.control = None;
                 }
-                return self.on_control();
+                let control = self.control.as_mut().and_then(|c| c.borrow_and_update().clone()).unwrap_or_default();
+                return self.on_control(control);
             }
             Got::Request => {
                 self.controls.taken = self.controls.due.take();
