@@ -1,7 +1,7 @@
 //! The health-wait phase of [`super::step`]: how the wait ends, what a trigger does during it
-//! ([`super::during_wait`]), self-heal during it.
+//! ([`during_wait`]), self-heal during it.
 
-use super::{Action, Busy, DuringWait, Event, Health, Log, Phase, State, after, during_wait, keep};
+use super::{Action, Busy, Event, Health, Log, Phase, State, after, keep};
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::source::Revision;
 
@@ -96,5 +96,33 @@ fn fetched(state: &mut State, mut h: Health, t: Trigger, found: Option<Revision>
             actions.push(Action::Log(Log::CancelledByRevision { revision, new_revision, kind }));
             end(h, true, false, Some(t), actions)
         }
+    }
+}
+
+/// What a trigger that arrives during a health wait does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DuringWait {
+    /// SIGHUP asks for a sync now, with a config that may have changed: cancel and run it.
+    CancelForReload,
+    /// A new revision always wins over waiting for the old one: cancel (recording nothing:
+    /// the new revision records itself) and run it.
+    CancelForRevision,
+    /// The same revision, asked for explicitly (webhook, startup, retry, ...): run it after.
+    RunAfter,
+    /// The same revision, for a trigger that only means "git may have moved": nothing to do.
+    Ignore,
+}
+
+/// What a trigger of `kind` does during a wait; `new_revision`: a fetch found a revision other
+/// than the one waited for (a reload does not fetch).
+fn during_wait(kind: TriggerKind, new_revision: bool) -> DuringWait {
+    if kind == TriggerKind::Reload {
+        DuringWait::CancelForReload
+    } else if new_revision {
+        DuringWait::CancelForRevision
+    } else if kind.needs_new_revision() {
+        DuringWait::Ignore
+    } else {
+        DuringWait::RunAfter
     }
 }

@@ -373,34 +373,6 @@ pub(super) enum Action {
     ScheduleRetry,
 }
 
-/// What a trigger that arrives during a health wait does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum DuringWait {
-    /// SIGHUP asks for a sync now, with a config that may have changed: cancel and run it.
-    CancelForReload,
-    /// A new revision always wins over waiting for the old one: cancel (recording nothing:
-    /// the new revision records itself) and run it.
-    CancelForRevision,
-    /// The same revision, asked for explicitly (webhook, startup, retry, ...): run it after.
-    RunAfter,
-    /// The same revision, for a trigger that only means "git may have moved": nothing to do.
-    Ignore,
-}
-
-/// What a trigger of `kind` does during a wait; `new_revision`: a fetch found a revision other
-/// than the one waited for (a reload does not fetch).
-pub(super) fn during_wait(kind: TriggerKind, new_revision: bool) -> DuringWait {
-    if kind == TriggerKind::Reload {
-        DuringWait::CancelForReload
-    } else if new_revision {
-        DuringWait::CancelForRevision
-    } else if kind.needs_new_revision() {
-        DuringWait::Ignore
-    } else {
-        DuringWait::RunAfter
-    }
-}
-
 /// Keeps `t` as the one queued trigger: as it when there is none, else coalesced into it (its
 /// kind stays, as in the channel) with the later of the two instants, so that the queued sync's
 /// fetch cannot be one that started before `t`'s push.
