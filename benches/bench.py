@@ -242,6 +242,8 @@ def audit_events(since):
         for i, line in enumerate(f):
             if i < since:
                 continue
+            if not line.endswith("\n"):
+                break  # the apiserver is writing this line: it is read next time
             e = json.loads(line)
             if e.get("stage") in (None, "ResponseComplete") and "kube-apiserver" not in e.get("userAgent", ""):
                 out.append(e)
