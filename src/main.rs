@@ -459,7 +459,7 @@ impl Observer for Stdout {
             (Some(report), None) => {
                 gitward::summary::sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait)
             }
-            _ => gitward::summary::not_synced(&outcome.unit),
+            _ => gitward::summary::not_synced(outcome.unit()),
         };
         println!("{}", telemetry::mask::mask(&line));
     }

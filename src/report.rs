@@ -74,7 +74,7 @@ fn log_trigger(cause: &Cause, report: &Report) {
 /// Logs a sync that failed as a whole: `revision refused` for a revision not signed by a
 /// trusted key (naming the one `kept`), `sync failed`, and `trigger failed` for a push.
 fn log_failure(outcome: &Outcome, failure: &Failure) {
-    let unit = outcome.unit.as_str();
+    let unit = outcome.unit();
     if let crate::sync::Error::Source(crate::source::Error::Unverified {
         revision, failure: why, signer, reason, ..
     }) = &failure.error

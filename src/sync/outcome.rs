@@ -178,6 +178,8 @@ pub struct Timings {
 /// error, an unknown kind, git or the cluster unreachable, a refused revision).
 #[derive(Debug)]
 pub struct Failure {
+    /// The unit's name.
+    pub unit: String,
     /// Why.
     pub error: Error,
     /// The revision the failed sync attempted, once its fetch resolved one.
@@ -186,11 +188,19 @@ pub struct Failure {
     pub kept: Option<Revision>,
 }
 
+/// The cluster as a sync left it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Live {
+    /// False when objects failed because the cluster did not answer (an outage, which takes
+    /// readiness); true when it answered, or nothing failed.
+    pub answered: bool,
+    /// Members the unit's cache tracks.
+    pub tracked: usize,
+}
+
 /// How one sync ended: what every [`Observer`] sees.
 #[derive(Debug)]
 pub struct Outcome {
-    /// The unit's name.
-    pub unit: String,
     /// What asked for it.
     pub cause: Cause,
     /// The sync's report (the revision, counts and per-object results, post hooks included);
@@ -204,16 +214,23 @@ pub struct Outcome {
     pub post_hooks: usize,
     /// The failure of a sync that failed as a whole.
     pub failure: Option<Failure>,
-    /// False when objects failed because the cluster did not answer (an outage, which takes
-    /// readiness); true when it answered, or nothing failed.
-    pub cluster_answered: bool,
-    /// Members the unit's cache tracks at the end.
-    pub tracked: usize,
+    /// The cluster at the end.
+    pub live: Live,
     /// How long it took.
     pub timings: Timings,
 }
 
 impl Outcome {
+    /// The unit's name (empty only for an outcome with neither report nor failure, which the
+    /// engine never returns).
+    pub fn unit(&self) -> &str {
+        match (&self.report, &self.failure) {
+            (Some(r), _) => &r.unit,
+            (None, Some(f)) => &f.unit,
+            (None, None) => "",
+        }
+    }
+
     /// The revision the sync applied, or attempted when it failed as a whole.
     pub fn revision(&self) -> Option<&Revision> {
         match (&self.report, &self.failure) {
@@ -361,15 +378,13 @@ impl Engine {
         }
         let attempted = self.attempted().cloned();
         Outcome {
-            unit,
             cause,
             report: None,
             health: HealthSummary::unwaited(Wait::Skipped),
             not_ready: Vec::new(),
             post_hooks: 0,
-            failure: Some(Failure { error, attempted, kept }),
-            cluster_answered: true,
-            tracked: self.cache().len(),
+            failure: Some(Failure { unit, error, attempted, kept }),
+            live: Live { answered: true, tracked: self.cache().len() },
             timings: Timings::default(),
         }
     }
@@ -405,18 +420,16 @@ impl Engine {
     async fn outcome(&self, report: Report, cause: Cause, health: HealthSummary, not_ready: NotReady) -> Outcome {
         // Objects the API server refused leave the unit ready; failures because it did not
         // answer (an outage) do not.
-        let cluster_answered = !report.changes.has_failures() || self.cluster_answers().await;
+        let answered = !report.changes.has_failures() || self.cluster_answers().await;
         let timings = Timings { apply: report.duration, wait: Duration::ZERO };
         Outcome {
-            unit: report.unit.clone(),
             cause,
             report: Some(report),
             health,
             not_ready,
             post_hooks: 0,
             failure: None,
-            cluster_answered,
-            tracked: self.cache().len(),
+            live: Live { answered, tracked: self.cache().len() },
             timings,
         }
     }
@@ -487,25 +500,24 @@ mod tests {
         struct Named(&'static str, Arc<Mutex<Vec<String>>>);
         impl Observer for Named {
             fn finished(&mut self, outcome: &Outcome) {
-                self.1.lock().unwrap().push(format!("{} {}", self.0, outcome.unit));
+                self.1.lock().unwrap().push(format!("{} {}", self.0, outcome.unit()));
             }
         }
         let seen = Arc::new(Mutex::new(Vec::new()));
         let mut observers = Observers::default().with(Named("log", seen.clone())).with(Named("metrics", seen.clone()));
+        let error = Error::Task("the task panicked".into());
         let outcome = Outcome {
-            unit: "shop".into(),
             cause: Cause::cli(),
             report: None,
             health: HealthSummary::unwaited(Wait::Skipped),
             not_ready: Vec::new(),
             post_hooks: 0,
-            failure: None,
-            cluster_answered: true,
-            tracked: 0,
+            failure: Some(Failure { unit: "shop".into(), error, attempted: None, kept: None }),
+            live: Live { answered: true, tracked: 0 },
             timings: Timings::default(),
         };
         observers.finished(&outcome);
         assert_eq!(*seen.lock().unwrap(), ["log shop", "metrics shop"]);
-        assert!(!outcome.succeeded(), "no report: nothing was applied");
+        assert!(!outcome.succeeded(), "failed as a whole: nothing was applied");
     }
 }

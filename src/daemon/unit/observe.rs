@@ -84,7 +84,7 @@ impl Observer for Readiness {
             (_, Some(failure)) => self.failed(failure),
             (Some(report), None) => {
                 let health = outcome.health.wait.judged().then_some(outcome.health.counts);
-                self.set(report, outcome.cluster_answered, health, outcome.tracked, false);
+                self.set(report, outcome.live.answered, health, outcome.live.tracked, false);
             }
             (None, None) => {}
         }
