@@ -1,5 +1,6 @@
 //! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots and load.
 
+pub(crate) mod events;
 pub(crate) mod fencing;
 pub(crate) mod http;
 pub(crate) mod ignore_heal;
