@@ -367,6 +367,109 @@ mod tests {
         );
     }
 
+    fn outcome(actions: &[(&str, Action, Option<&str>)], result: SyncResult) -> Outcome {
+        use crate::changeset::{ChangeSet, Entry};
+        use crate::object::GroupKind;
+        use crate::sync::outcome::{Cause, HealthSummary, Timings, Wait};
+        let mut changes = ChangeSet::default();
+        for (name, action, message) in actions {
+            let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), *name);
+            changes.entries.push(Entry {
+                object,
+                action: *action,
+                message: message.map(str::to_owned),
+                sent: Vec::new(),
+            });
+        }
+        let report = Report {
+            unit: "app".into(),
+            revision: crate::source::Revision("82edb11c0ffee5".into()),
+            changes,
+            skipped_files: Vec::new(),
+            duration: Duration::ZERO,
+            applied_at: Instant::now(),
+            health_targets: Vec::new(),
+            applied_early: 0,
+            heal: false,
+            yielded: false,
+        };
+        let wait = if result == SyncResult::Failed { Wait::Skipped } else { Wait::Healthy };
+        Outcome {
+            unit: "app".into(),
+            cause: Cause::cli(),
+            report: Some(report),
+            health: HealthSummary { counts: Default::default(), wait, result },
+            not_ready: Vec::new(),
+            post_hooks: 0,
+            failure: None,
+            cluster_answered: true,
+            tracked: 0,
+            timings: Timings::default(),
+        }
+    }
+
+    fn reasons(notices: &[Notice]) -> Vec<&'static str> {
+        notices.iter().map(|n| n.reason).collect()
+    }
+
+    #[test]
+    fn an_applied_revision_names_its_short_revision_and_counts() {
+        let mut health = None;
+        let ok = outcome(&[("a", Action::Created, None), ("b", Action::Unchanged, None)], SyncResult::Healthy);
+        let notices = notices(&ok, &mut health);
+        assert_eq!(reasons(&notices), ["Applied"]);
+        assert!(!notices[0].warning);
+        assert_eq!(
+            notices[0].note,
+            "revision 82edb11c0ffe applied: 1 created, 0 configured, 0 pruned, 1 unchanged, 0 failed"
+        );
+    }
+
+    #[test]
+    fn health_events_are_given_on_changes_only() {
+        let mut health = None;
+        let healthy = outcome(&[("a", Action::Unchanged, None)], SyncResult::Healthy);
+        let degraded = outcome(&[("a", Action::Configured, None)], SyncResult::Degraded);
+        assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied"], "healthy at start is no change");
+        assert_eq!(reasons(&notices(&degraded, &mut health)), ["Applied", "HealthDegraded"]);
+        assert_eq!(reasons(&notices(&degraded, &mut health)), ["Applied"], "still degraded");
+        assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied", "HealthRecovered"]);
+        assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied"]);
+        let mut fresh = None;
+        assert_eq!(reasons(&notices(&degraded, &mut fresh)), ["Applied", "HealthDegraded"], "degraded at start");
+    }
+
+    #[test]
+    fn failed_objects_give_one_masked_warning_with_the_first_error() {
+        crate::telemetry::mask::register(["hunter2-events-canary"]);
+        let failed = outcome(
+            &[
+                ("a", Action::Unchanged, None),
+                ("bad", Action::Failed, Some("Invalid value: \"hunter2-events-canary\"")),
+                ("worse", Action::Failed, Some("second")),
+            ],
+            SyncResult::Failed,
+        );
+        let notices = notices(&failed, &mut None);
+        assert_eq!(reasons(&notices), ["SyncFailed"]);
+        let note = &notices[0].note;
+        assert!(notices[0].warning);
+        assert!(
+            note.starts_with("revision 82edb11c0ffe: 2 object(s) not applied; first: ConfigMap/shop/bad failed"),
+            "{note}"
+        );
+        assert!(!note.contains("hunter2-events-canary") && !note.contains("second"), "{note}");
+    }
+
+    #[test]
+    fn a_refused_prune_is_a_warning_beside_the_applied_revision() {
+        let mut refused = outcome(&[("a", Action::Unchanged, None)], SyncResult::Healthy);
+        refused.report.as_mut().unwrap().changes.prune_refused = Some("the desired set is empty".into());
+        let notices = notices(&refused, &mut None);
+        assert_eq!(reasons(&notices), ["PruneRefused", "Applied"]);
+        assert!(notices[0].warning && notices[0].note.ends_with("prune refused: the desired set is empty"));
+    }
+
     #[test]
     fn a_long_note_is_cut_at_a_character_boundary() {
         let note = "é".repeat(NOTE_BYTES);
