@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots and load.
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, and the Kubernetes Events of syncs (also `gitward sync`'s).
 
 pub(crate) mod events;
 pub(crate) mod fencing;
