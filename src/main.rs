@@ -33,6 +33,9 @@ use gitward::telemetry::{self, LogFormat};
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
+/// How long `gitward sync` waits, per unit, for its queued Kubernetes Events to be written.
+const EVENTS_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// `--help` text of `run`: exit codes and an example.
 const RUN_HELP: &str = "\
 Exit codes: 0 after SIGTERM or SIGINT (syncs in flight finish first), 2 when it cannot start
@@ -407,7 +410,8 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         if args.allow_prune {
             engine.allow_prune_once();
         }
-        let mut observers = Observers::default().with(gitward::report::Log::default()).with(Stdout);
+        let (events, writer) = engine.events();
+        let mut observers = Observers::default().with(gitward::report::Log::default()).with(Stdout).with(events);
         match engine.sync().await {
             Ok(report) => {
                 let ok = finish(&mut engine, report, args.wait, &mut observers).await;
@@ -421,6 +425,9 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
                 code = ExitCode::from(2);
             }
         }
+        // The Events queued for this unit are written before the next unit, within a bound.
+        drop(observers);
+        writer.within(EVENTS_FLUSH).await;
     }
     Ok(code)
 }

@@ -22,6 +22,7 @@
 pub mod desired;
 pub(crate) mod diff;
 pub(crate) mod early;
+pub mod events;
 mod heal;
 mod health;
 pub mod hooks;

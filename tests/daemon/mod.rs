@@ -1,5 +1,6 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, and suspend, resume and reconcile.
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, and the Kubernetes Events of syncs (also `gitward sync`'s).
 
+pub(crate) mod events;
 pub(crate) mod fencing;
 pub(crate) mod http;
 pub(crate) mod ignore_heal;

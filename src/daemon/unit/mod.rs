@@ -91,17 +91,20 @@ struct Ctx {
     heal: Heal,
     /// What asked for the sync in progress (set when its objects are sent).
     cause: Cause,
-    /// The log, metrics and readiness status, told of each sync ([`Observer`]).
+    /// The log, metrics, readiness status and Kubernetes Events, told of each sync ([`Observer`]).
     observers: Observers,
 }
 
 impl Ctx {
     fn new(engine: Engine, status: Status, metrics: Arc<Metrics>, first: TriggerKind) -> Self {
         let unit = engine.unit_name().to_string();
+        // The writer task ends once the observer is dropped with the unit.
+        let (events, _writer) = engine.events();
         let observers = Observers::default()
             .with(crate::report::Log::default())
             .with(observe::Metered { unit: unit.clone(), metrics })
-            .with(observe::Readiness { unit: unit.clone(), status: status.clone() });
+            .with(observe::Readiness { unit: unit.clone(), status: status.clone() })
+            .with(events);
         let cause = Cause::from(&super::trigger::Trigger::now(first));
         Self { unit, engine, status, heal: Heal::default(), cause, observers }
     }

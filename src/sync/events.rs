@@ -1,0 +1,478 @@
+//! Kubernetes Events of a unit's syncs: one [`Observer`] of the sync's [`Outcome`] that turns
+//! it into `events.k8s.io/v1` Events regarding the unit's ApplySet parent, so that
+//! `kubectl events --for secret/gitward-<unit> -n <ns>` tells what gitward did.
+//!
+//! Reasons (CamelCase, as Kubernetes conventions ask): `Applied` (Normal: the short revision
+//! and the counts), `SyncFailed` (Warning: the first error, masked), `PruneRefused` (Warning:
+//! why), `DriftCorrected` (Normal: a self-heal), `HealthDegraded` (Warning) and
+//! `HealthRecovered` (Normal) — health on transitions only, the last result remembered per unit.
+//!
+//! The observer neither waits nor fails: it queues each Event on a bounded channel (a full
+//! queue drops the Event, logged at debug), and one task per unit writes them. The task
+//! aggregates as client-go's events recorder does: an Event with the same reason and note as
+//! one written within [`WINDOW`] updates that Event's `series` (count, lastObservedTime)
+//! instead of creating another; and it rate-limits per unit with a token bucket like client-go's
+//! spam filter ([`BURST`] writes, one more every [`REFILL`]): an occurrence without a token is
+//! counted and carried by the next write of its series, a new Event without one is dropped. A
+//! write the API server refuses (RBAC denied, say) is logged at warn once per failure streak.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tracing::{debug, warn};
+
+use super::outcome::{Observer, Outcome};
+use super::{Engine, Report};
+use crate::changeset::Action;
+use crate::health::record::SyncResult;
+use crate::object::ObjectRef;
+
+/// The Events' `reportingController`.
+pub const CONTROLLER: &str = "gitward.dev/gitward";
+/// An occurrence within this long of its series' last one updates the series (client-go's
+/// events recorder aggregates over 6 minutes; a failing unit's retries back off up to a few
+/// minutes, so they stay within one series).
+pub const WINDOW: Duration = Duration::from_secs(10 * 60);
+/// Writes a unit may burst before the rate limit holds (client-go's spam filter: 25).
+pub const BURST: u32 = 25;
+/// One more write per this long once the burst is spent (client-go's spam filter: 5 minutes).
+pub const REFILL: Duration = Duration::from_secs(5 * 60);
+/// Events queued for a unit's writer; more are dropped.
+const QUEUE: usize = 64;
+/// The longest `note` the API server accepts, in bytes.
+const NOTE_BYTES: usize = 1024;
+/// Objects a health note names before `and N more`.
+const NAMED: usize = 3;
+
+/// One Event to write: what the observer queues.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// `Warning` (else `Normal`).
+    pub warning: bool,
+    /// The `reason`: `Applied`, `SyncFailed`, `PruneRefused`, `DriftCorrected`,
+    /// `HealthDegraded`, `HealthRecovered`.
+    pub reason: &'static str,
+    /// The `action`: `Sync`, `Prune`, `Heal` or `HealthCheck`.
+    pub action: &'static str,
+    /// The `note`: masked, at most 1 KiB.
+    pub note: String,
+}
+
+impl Notice {
+    fn new(warning: bool, reason: &'static str, action: &'static str, note: String) -> Self {
+        Self { warning, reason, action, note: bounded(&crate::telemetry::mask::mask(&note)) }
+    }
+}
+
+/// The Events a sync's `outcome` gives. `degraded` is the unit's last health (`None`: not yet
+/// judged), updated here: a health Event is given on a change only.
+pub fn notices(outcome: &Outcome, degraded: &mut Option<bool>) -> Vec<Notice> {
+    let short = outcome.revision().map(|r| r.short().to_owned());
+    let revision = short.as_deref().map_or(String::new(), |s| format!("revision {s}: "));
+    let mut out = Vec::new();
+    if let Some(failure) = &outcome.failure {
+        let error = crate::telemetry::unit_error(outcome.unit(), &failure.error);
+        out.push(Notice::new(true, "SyncFailed", "Sync", format!("{revision}{error}")));
+        return out;
+    }
+    let Some(report) = &outcome.report else { return out };
+    if let Some(why) = &report.changes.prune_refused {
+        out.push(Notice::new(true, "PruneRefused", "Prune", format!("{revision}prune refused: {why}")));
+    }
+    if let Some(first) = report.changes.entries.iter().find(|e| is_failure(e.action)) {
+        let c = report.changes.counts();
+        let failed = c.failed + c.skipped + c.conflict;
+        let why = first.message.as_deref().unwrap_or(first.action.as_str());
+        let note = format!(
+            "{revision}{failed} object(s) not applied; first: {} {}: {why}",
+            first.object,
+            first.action.as_str()
+        );
+        out.push(Notice::new(true, "SyncFailed", "Sync", note));
+    } else if report.heal {
+        let n = report.changes.counts().drift_corrected;
+        out.push(Notice::new(false, "DriftCorrected", "Heal", format!("{revision}{n} drifted object(s) re-applied")));
+    } else if !report.yielded {
+        out.push(Notice::new(false, "Applied", "Sync", applied_note(short.as_deref().unwrap_or("-"), report)));
+    }
+    if outcome.health.wait.judged() && !report.heal {
+        let now = match outcome.health.result {
+            SyncResult::Degraded => Some(true),
+            SyncResult::Healthy => Some(false),
+            _ => None,
+        };
+        match (*degraded, now) {
+            (Some(true), Some(true)) | (_, None) | (None | Some(false), Some(false)) => {}
+            (_, Some(true)) => {
+                out.push(Notice::new(true, "HealthDegraded", "HealthCheck", degraded_note(&revision, outcome)))
+            }
+            (Some(true), Some(false)) => {
+                out.push(Notice::new(false, "HealthRecovered", "HealthCheck", format!("{revision}all objects healthy")))
+            }
+        }
+        if now.is_some() {
+            *degraded = now;
+        }
+    }
+    out
+}
+
+/// The note of `Applied`: the short revision and the counts.
+fn applied_note(short: &str, report: &Report) -> String {
+    let c = report.changes.counts();
+    let failed = c.failed + c.skipped + c.conflict;
+    format!(
+        "revision {short} applied: {} created, {} configured, {} pruned, {} unchanged, {failed} failed",
+        c.created + c.adopted,
+        c.configured + c.drift_corrected,
+        c.pruned,
+        c.unchanged
+    )
+}
+
+/// The note of `HealthDegraded`: the objects the wait left not healthy, the first few named.
+fn degraded_note(revision: &str, outcome: &Outcome) -> String {
+    let named: Vec<String> = outcome
+        .not_ready
+        .iter()
+        .take(NAMED)
+        .map(|(object, status)| match status {
+            Some(s) if !s.reason.is_empty() => format!("{object} ({}: {})", s.reason, s.message),
+            _ => object.to_string(),
+        })
+        .collect();
+    let more = outcome.not_ready.len().saturating_sub(NAMED);
+    let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+    format!("{revision}{} object(s) not healthy: {}{more}", outcome.not_ready.len(), named.join(", "))
+}
+
+fn is_failure(action: Action) -> bool {
+    matches!(action, Action::Failed | Action::Skipped | Action::Conflict)
+}
+
+/// `note` cut to [`NOTE_BYTES`] at a character boundary.
+fn bounded(note: &str) -> String {
+    if note.len() <= NOTE_BYTES {
+        return note.to_owned();
+    }
+    let mut end = NOTE_BYTES - 3;
+    while !note.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &note[..end])
+}
+
+/// The observer that queues a unit's Events ([`Engine::events`]).
+pub struct Events {
+    queue: mpsc::Sender<Notice>,
+    unit: String,
+    /// The unit's last judged health: degraded or not.
+    degraded: Option<bool>,
+}
+
+impl Observer for Events {
+    fn finished(&mut self, outcome: &Outcome) {
+        for notice in notices(outcome, &mut self.degraded) {
+            if self.queue.try_send(notice).is_err() {
+                debug!(unit = %self.unit, "event queue full: an event was dropped");
+            }
+        }
+    }
+}
+
+/// The writer task of a unit's Events: ends once its [`Events`] is dropped and the queue drained.
+pub struct Flush(JoinHandle<()>);
+
+impl Flush {
+    /// Waits until the queued Events are written, at most `bound` (then leaves the rest).
+    pub async fn within(self, bound: Duration) {
+        if tokio::time::timeout(bound, self.0).await.is_err() {
+            debug!("events still queued at exit were not written");
+        }
+    }
+}
+
+impl Engine {
+    /// The observer that writes this unit's Events regarding its ApplySet parent, through
+    /// gitward's own client (not the unit's ServiceAccount), with `reportingInstance` this
+    /// process's identity ([`crate::cluster::agent::process_identity`]); and its writer task,
+    /// spawned here (a tokio runtime must be running).
+    pub fn events(&self) -> (Events, Flush) {
+        let parent = &self.parent.inventory.parent;
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let writer = Writer::new(self.live.client.clone(), parent, &crate::cluster::agent::process_identity());
+        let unit = self.unit_name().to_string();
+        let task = tokio::spawn(writer.run(rx, unit.clone()));
+        (Events { queue: tx, unit, degraded: None }, Flush(task))
+    }
+}
+
+/// An Event written and the occurrences it counts.
+struct Series {
+    name: String,
+    /// Occurrences so far, written or not (a write without a token is carried by the next).
+    count: i32,
+    last: Instant,
+}
+
+/// Writes one unit's Events ([`Events`]), aggregated and rate-limited.
+struct Writer {
+    api: Api<Event>,
+    regarding: ObjectReference,
+    instance: String,
+    series: HashMap<(&'static str, String), Series>,
+    bucket: Bucket,
+    /// A write failed last: the next failure is not logged again.
+    failing: bool,
+}
+
+impl Writer {
+    fn new(client: kube::Client, parent: &ObjectRef, instance: &str) -> Self {
+        let namespace = parent.namespace.as_ref().map_or_else(|| "default".to_owned(), |n| n.to_string());
+        let regarding = ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some(parent.gk.kind.to_string()),
+            name: Some(parent.name.to_string()),
+            namespace: Some(namespace.clone()),
+            ..Default::default()
+        };
+        Self {
+            api: Api::namespaced(client, &namespace),
+            regarding,
+            instance: instance.to_owned(),
+            series: HashMap::new(),
+            bucket: Bucket::full(Instant::now()),
+            failing: false,
+        }
+    }
+
+    async fn run(mut self, mut rx: mpsc::Receiver<Notice>, unit: String) {
+        while let Some(notice) = rx.recv().await {
+            let result = self.write(notice).await;
+            match result {
+                Ok(()) => self.failing = false,
+                Err(e) if !self.failing => {
+                    self.failing = true;
+                    let error = crate::telemetry::error_chain(&e);
+                    warn!(unit, error, "could not write a Kubernetes Event (logged once until one is written)");
+                }
+                Err(e) => {
+                    debug!(unit, error = %crate::telemetry::error_chain(&e), "could not write a Kubernetes Event")
+                }
+            }
+        }
+    }
+
+    /// Writes `notice`: the series of an equal Event within [`WINDOW`] updated, else a new
+    /// Event; nothing without a token.
+    async fn write(&mut self, notice: Notice) -> Result<(), kube::Error> {
+        let now = Instant::now();
+        self.series.retain(|_, s| now.duration_since(s.last) < WINDOW);
+        let key = (notice.reason, notice.note.clone());
+        if let Some(series) = self.series.get_mut(&key) {
+            series.count += 1;
+            series.last = now;
+            if !self.bucket.take(now) {
+                return Ok(());
+            }
+            let patch =
+                json!({"series": {"count": series.count, "lastObservedTime": MicroTime(jiff::Timestamp::now())}});
+            match self.api.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Ok(_) => return Ok(()),
+                // Expired (the API server keeps Events an hour) or deleted: a new one.
+                Err(e) if crate::cluster::is_status(&e, 404) => {}
+                Err(e) => return Err(e),
+            }
+        } else if !self.bucket.take(now) {
+            return Ok(());
+        }
+        let event = self.event(&notice);
+        let name = event.metadata.name.clone().unwrap_or_default();
+        self.api.create(&PostParams::default(), &event).await?;
+        self.series.insert(key, Series { name, count: 1, last: now });
+        Ok(())
+    }
+
+    fn event(&self, notice: &Notice) -> Event {
+        let now = jiff::Timestamp::now();
+        let parent = self.regarding.name.as_deref().unwrap_or("gitward");
+        Event {
+            metadata: ObjectMeta {
+                name: Some(format!("{parent}.{:x}", now.as_nanosecond())),
+                namespace: self.regarding.namespace.clone(),
+                ..Default::default()
+            },
+            event_time: Some(MicroTime(now)),
+            action: Some(notice.action.into()),
+            reason: Some(notice.reason.into()),
+            note: Some(notice.note.clone()),
+            type_: Some(if notice.warning { "Warning" } else { "Normal" }.into()),
+            regarding: Some(self.regarding.clone()),
+            reporting_controller: Some(CONTROLLER.into()),
+            reporting_instance: Some(self.instance.clone()),
+            ..Default::default()
+        }
+    }
+}
+
+/// A token bucket: [`BURST`] tokens, one back every [`REFILL`].
+struct Bucket {
+    tokens: u32,
+    since: Instant,
+}
+
+impl Bucket {
+    fn full(now: Instant) -> Self {
+        Self { tokens: BURST, since: now }
+    }
+
+    /// Takes a token at `now`, if one is left after the refill.
+    fn take(&mut self, now: Instant) -> bool {
+        let refilled = (now.duration_since(self.since).as_secs() / REFILL.as_secs()) as u32;
+        if refilled > 0 {
+            self.tokens = (self.tokens + refilled).min(BURST);
+            self.since += REFILL * refilled;
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bucket_spends_its_burst_then_refills_one_per_period() {
+        let t0 = Instant::now();
+        let mut bucket = Bucket::full(t0);
+        assert_eq!((0..BURST + 5).filter(|_| bucket.take(t0)).count(), BURST as usize);
+        assert!(!bucket.take(t0 + REFILL / 2));
+        assert!(bucket.take(t0 + REFILL));
+        assert!(!bucket.take(t0 + REFILL));
+        assert_eq!(
+            (0..BURST + 5).filter(|_| bucket.take(t0 + REFILL * 100)).count(),
+            BURST as usize,
+            "never above the burst"
+        );
+    }
+
+    fn outcome(actions: &[(&str, Action, Option<&str>)], result: SyncResult) -> Outcome {
+        use crate::changeset::{ChangeSet, Entry};
+        use crate::object::GroupKind;
+        use crate::sync::outcome::{Cause, HealthSummary, Live, Timings, Wait};
+        let mut changes = ChangeSet::default();
+        for (name, action, message) in actions {
+            let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), *name);
+            changes.entries.push(Entry {
+                object,
+                action: *action,
+                message: message.map(str::to_owned),
+                sent: Vec::new(),
+            });
+        }
+        let report = Report {
+            unit: "app".into(),
+            revision: crate::source::Revision("82edb11c0ffee5".into()),
+            changes,
+            skipped_files: Vec::new(),
+            duration: Duration::ZERO,
+            applied_at: Instant::now(),
+            health_targets: Vec::new(),
+            applied_early: 0,
+            heal: false,
+            yielded: false,
+        };
+        let wait = if result == SyncResult::Failed { Wait::Skipped } else { Wait::Healthy };
+        Outcome {
+            cause: Cause::cli(),
+            report: Some(report),
+            health: HealthSummary { counts: Default::default(), wait, result },
+            not_ready: Vec::new(),
+            post_hooks: 0,
+            failure: None,
+            live: Live { answered: true, tracked: 0 },
+            timings: Timings::default(),
+        }
+    }
+
+    fn reasons(notices: &[Notice]) -> Vec<&'static str> {
+        notices.iter().map(|n| n.reason).collect()
+    }
+
+    #[test]
+    fn an_applied_revision_names_its_short_revision_and_counts() {
+        let mut health = None;
+        let ok = outcome(&[("a", Action::Created, None), ("b", Action::Unchanged, None)], SyncResult::Healthy);
+        let notices = notices(&ok, &mut health);
+        assert_eq!(reasons(&notices), ["Applied"]);
+        assert!(!notices[0].warning);
+        assert_eq!(
+            notices[0].note,
+            "revision 82edb11c0ffe applied: 1 created, 0 configured, 0 pruned, 1 unchanged, 0 failed"
+        );
+    }
+
+    #[test]
+    fn health_events_are_given_on_changes_only() {
+        let mut health = None;
+        let healthy = outcome(&[("a", Action::Unchanged, None)], SyncResult::Healthy);
+        let degraded = outcome(&[("a", Action::Configured, None)], SyncResult::Degraded);
+        assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied"], "healthy at start is no change");
+        assert_eq!(reasons(&notices(&degraded, &mut health)), ["Applied", "HealthDegraded"]);
+        assert_eq!(reasons(&notices(&degraded, &mut health)), ["Applied"], "still degraded");
+        assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied", "HealthRecovered"]);
+        assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied"]);
+        let mut fresh = None;
+        assert_eq!(reasons(&notices(&degraded, &mut fresh)), ["Applied", "HealthDegraded"], "degraded at start");
+    }
+
+    #[test]
+    fn failed_objects_give_one_masked_warning_with_the_first_error() {
+        crate::telemetry::mask::register(["hunter2-events-canary"]);
+        let failed = outcome(
+            &[
+                ("a", Action::Unchanged, None),
+                ("bad", Action::Failed, Some("Invalid value: \"hunter2-events-canary\"")),
+                ("worse", Action::Failed, Some("second")),
+            ],
+            SyncResult::Failed,
+        );
+        let notices = notices(&failed, &mut None);
+        assert_eq!(reasons(&notices), ["SyncFailed"]);
+        let note = &notices[0].note;
+        assert!(notices[0].warning);
+        assert!(
+            note.starts_with("revision 82edb11c0ffe: 2 object(s) not applied; first: ConfigMap/shop/bad failed"),
+            "{note}"
+        );
+        assert!(!note.contains("hunter2-events-canary") && !note.contains("second"), "{note}");
+    }
+
+    #[test]
+    fn a_refused_prune_is_a_warning_beside_the_applied_revision() {
+        let mut refused = outcome(&[("a", Action::Unchanged, None)], SyncResult::Healthy);
+        refused.report.as_mut().unwrap().changes.prune_refused = Some("the desired set is empty".into());
+        let notices = notices(&refused, &mut None);
+        assert_eq!(reasons(&notices), ["PruneRefused", "Applied"]);
+        assert!(notices[0].warning && notices[0].note.ends_with("prune refused: the desired set is empty"));
+    }
+
+    #[test]
+    fn a_long_note_is_cut_at_a_character_boundary() {
+        let note = "é".repeat(NOTE_BYTES);
+        let cut = bounded(&note);
+        assert!(cut.len() <= NOTE_BYTES && cut.ends_with("..."));
+        assert_eq!(bounded("short"), "short");
+    }
+}
