@@ -132,11 +132,12 @@ async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
     .await;
     assert!(upgraded, "the poll found 1.2.0: {}", daemon.log_text());
     let digest = sha256_hex(&out.join("demo-1.2.0.tgz"));
-    let synced = daemon.logged("sync complete");
-    assert!(
-        synced.iter().any(|e| e.to_string().contains(&format!("demo@1.2.0@sha256:{digest}"))),
-        "the sync names the new revision: {synced:?}"
-    );
+    // `sync complete` follows the apply by the record's write: the object can be live first.
+    let named = || {
+        daemon.logged("sync complete").iter().any(|e| e.to_string().contains(&format!("demo@1.2.0@sha256:{digest}")))
+    };
+    let logged = common::eventually(Duration::from_secs(30), || async { named() }).await;
+    assert!(logged, "the sync names the new revision: {:?}", daemon.logged("sync complete"));
 }
 
 #[tokio::test]
