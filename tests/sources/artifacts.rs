@@ -128,11 +128,10 @@ async fn the_daemon_polls_an_artifact_tag_and_applies_a_new_push() {
 
     let digest = push(&registry.host, "stable", manifests("2")).await;
     assert!(at("2").await, "the poll found the new push: {}", daemon.log_text());
-    let synced = daemon.logged("sync complete");
-    assert!(
-        synced.iter().any(|e| e.to_string().contains(&format!("stable@{digest}"))),
-        "the sync names the new revision: {synced:?}"
-    );
+    // `sync complete` follows the apply by the record's write: the object can be live first.
+    let named = || daemon.logged("sync complete").iter().any(|e| e.to_string().contains(&format!("stable@{digest}")));
+    let logged = common::eventually(Duration::from_secs(30), || async { named() }).await;
+    assert!(logged, "the sync names the new revision: {:?}", daemon.logged("sync complete"));
 }
 
 #[tokio::test]
