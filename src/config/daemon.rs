@@ -52,6 +52,20 @@ pub struct DaemonConfig {
     /// `--default-service-account`. A unit may not then opt out with `service_account = ""`.
     /// Default `None`.
     pub default_service_account: Option<String>,
+    /// The read-only web dashboard (`[daemon.ui]`, `enabled = true`) on `listen`: `GET /`, the
+    /// unit pages and their live updates (`crate::daemon::ui`). Default `None`: off, so the
+    /// listener answers only what monitoring and webhooks need unless someone asks for more.
+    pub ui: Option<Ui>,
+}
+
+/// `[daemon.ui]`: who may read the dashboard.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ui {
+    /// A file holding the token the dashboard asks for (`Authorization: Bearer <token>`, or
+    /// typed once into its login form, which sets a cookie); surrounding whitespace is
+    /// trimmed. Default `None`: no token, and then `listen` must be a loopback address
+    /// (checked at load) — only this host's users reach it.
+    pub token_file: Option<PathBuf>,
 }
 
 /// `[daemon.sharding]`: units spread over replicas by `coordination.k8s.io/v1` Leases (the
@@ -127,6 +141,7 @@ impl Default for DaemonConfig {
             max_concurrent_syncs: 4,
             sharding: None,
             default_service_account: None,
+            ui: None,
         }
     }
 }

@@ -34,6 +34,7 @@ mod substitute;
 mod tenancy;
 #[cfg(test)]
 mod tests;
+mod ui;
 mod unit;
 mod unread;
 mod verify;
@@ -42,7 +43,7 @@ pub use allow::{ChartRepositories, Location, Restricted, artifact_repository, re
 pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
-pub use daemon::{DaemonConfig, LeaderElection, Sharding};
+pub use daemon::{DaemonConfig, LeaderElection, Sharding, Ui};
 pub use ignore::IgnoreRule;
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};

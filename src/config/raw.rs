@@ -110,6 +110,15 @@ pub(super) struct RawDaemon {
     pub max_concurrent_syncs: Option<Spanned<usize>>,
     pub sharding: Option<Spanned<RawSharding>>,
     pub default_service_account: Option<Spanned<String>>,
+    pub ui: Option<RawUi>,
+}
+
+/// `[daemon.ui]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUi {
+    pub enabled: Option<bool>,
+    pub token_file: Option<Spanned<String>>,
 }
 
 /// `[daemon.sharding]`.

@@ -241,6 +241,7 @@ impl Resolver<'_> {
             max_concurrent_syncs,
             sharding: None,
             default_service_account: self.default_service_account(raw.default_service_account)?,
+            ui: self.ui(raw.ui, raw.listen)?,
         })
         .and_then(|daemon| match raw.sharding {
             Some(sharding) if daemon.leader_election.is_some() => {

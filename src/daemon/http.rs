@@ -6,6 +6,7 @@
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
 //! | `GET /readyz` | 200 `ready` when [`super::decide::readyz`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]); with `?verbose`, then a line per unit ([`decide::readyz_lines`]: its revision applied, failed objects, the error of a revision not applied) |
 //! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
+//! | `GET /`, `/units/<name>`, `/events`, `/login`, … | the dashboard, with `[daemon.ui] enabled = true` ([`super::ui`]) |
 //!
 //! Webhooks are refused unless a secret is configured (DESIGN.md, Triggers; decision 10: the
 //! secret and the presented signature are never logged).
@@ -64,6 +65,9 @@ pub struct HttpState {
     /// The render sandbox as [`crate::render::sandbox::state`] describes it, the second line
     /// of every `/readyz` answer ([`HttpState::set_sandbox`]).
     pub sandbox: Arc<RwLock<String>>,
+    /// The dashboard, when `[daemon.ui]` enables it ([`HttpState::with_ui`]); `None`: its
+    /// routes are not served (404).
+    pub ui: Option<super::ui::Dashboard>,
 }
 
 impl HttpState {
@@ -71,7 +75,19 @@ impl HttpState {
     /// [`HttpState::set_units`]).
     pub fn new(webhook_secret: Secret, status: Status, metrics: Arc<Metrics>) -> Self {
         let sandbox = Arc::new(RwLock::new(crate::render::sandbox::state(crate::config::SandboxMode::On)));
-        Self { webhook_secret: Arc::new(RwLock::new(webhook_secret)), units: Arc::default(), status, metrics, sandbox }
+        Self {
+            webhook_secret: Arc::new(RwLock::new(webhook_secret)),
+            units: Arc::default(),
+            status,
+            metrics,
+            sandbox,
+            ui: None,
+        }
+    }
+
+    /// This state serving the dashboard `ui` too.
+    pub fn with_ui(self, ui: super::ui::Dashboard) -> Self {
+        Self { ui: Some(ui), ..self }
     }
 
     /// Replaces the sandbox line of `/readyz` (at start and after a reload).
@@ -127,18 +143,25 @@ impl HttpState {
 /// declared or streamed, before it buffers them. Exposed so tests can drive it without a socket
 /// (`tower::ServiceExt::oneshot`).
 pub fn router(state: HttpState) -> Router {
-    Router::new()
+    let ui = state.ui.clone();
+    let routes = Router::new()
         .route("/hooks/git", post(hook))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics_text))
-        .with_state(state)
+        .with_state(state);
+    let routes = match ui {
+        Some(ui) => routes.merge(super::ui::routes(ui)),
+        None => routes,
+    };
+    routes
         .layer(tower_http::timeout::TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT))
         .layer(tower::limit::ConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS))
 }
 
 /// Serves [`router`] on an already-bound `listener` (HTTP/1.1) until `shutdown` completes, then
-/// stops accepting and waits for in-flight requests to finish (axum's graceful shutdown).
+/// stops accepting, ends the dashboard's live streams and waits for in-flight requests to
+/// finish (axum's graceful shutdown).
 ///
 /// Errors: only what `axum::serve` returns; a failed accept is retried by axum, not returned.
 pub async fn serve(
@@ -146,6 +169,13 @@ pub async fn serve(
     state: HttpState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    let ui = state.ui.clone();
+    let shutdown = async move {
+        shutdown.await;
+        if let Some(ui) = ui {
+            ui.stop();
+        }
+    };
     axum::serve(listener, router(state)).with_graceful_shutdown(shutdown).await
 }
 

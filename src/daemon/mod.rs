@@ -9,6 +9,7 @@
 //!   for health).
 //! - [`trigger`] — why a unit syncs, and the per-unit status the HTTP server reads.
 //! - [`http`] — `/hooks/git` (signed webhooks), `/healthz`, `/readyz`, `/metrics`.
+//! - [`ui`] — the read-only web dashboard (`[daemon.ui]`): pages, live updates, access.
 //! - [`webhook`] — signature checks (GitHub, Gitea, GitLab) and ref matching.
 //! - [`route`] — which units a webhook triggers: the repository and ref it names against
 //!   what each unit follows.
@@ -32,6 +33,7 @@ pub mod run;
 pub(crate) mod shared_watch;
 pub(crate) mod slots;
 pub mod trigger;
+pub mod ui;
 pub(crate) mod unit;
 pub(crate) mod units;
 pub(crate) mod vars_watch;

@@ -81,6 +81,8 @@ pub(super) struct Units {
     pub(super) fences: Fences,
     /// One watch of each local repository's refs, shared by the units that follow it.
     pub(super) repo_watches: RepoWatches,
+    /// What the dashboard shows, fed by each unit task's [`super::ui::Recorder`].
+    pub(super) board: super::ui::Board,
 }
 
 /// Which Lease fences the units' writes ([`crate::cluster::fence`]).
@@ -262,6 +264,7 @@ impl Units {
             triggers: rx,
             status: self.status.clone(),
             metrics: self.metrics.clone(),
+            board: self.board.clone(),
             timing: UnitTiming {
                 interval: config.daemon.interval,
                 resync_interval: config.daemon.resync_interval,

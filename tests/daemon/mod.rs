@@ -1,5 +1,6 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, and the Kubernetes Events of syncs (also `gitward sync`'s).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server and its dashboard, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, and the Kubernetes Events of syncs (also `gitward sync`'s).
 
+pub(crate) mod dashboard;
 pub(crate) mod events;
 pub(crate) mod fencing;
 pub(crate) mod http;

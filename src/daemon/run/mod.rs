@@ -279,6 +279,7 @@ impl Daemon {
             self.http.set_secret(secret);
         }
         self.http.set_sandbox(self.config.render.sandbox);
+        self.units.board.set_units(&self.config.units);
         if let Some(s) = &self.sharded {
             s.units.send_replace(shard::fingerprints(&self.config.units));
         }

@@ -17,6 +17,7 @@ use crate::config::Config;
 use crate::daemon::http::{self, HttpState};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::trigger::{Status, TriggerKind};
+use crate::daemon::ui::{Board, Dashboard, Token};
 use crate::daemon::units::{Fences, Units};
 use crate::lease::election::{self as leader, LeaderConfig};
 use crate::lease::shard::{self, Running, ShardConfig};
@@ -40,7 +41,12 @@ impl Daemon {
         log_render_tools(&config);
         let status = Status::default();
         let metrics = Arc::new(Metrics::new());
-        let http = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
+        let board = Board::default();
+        board.set_units(&config.units);
+        let mut http = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
+        if let Some(ui) = &config.daemon.ui {
+            http = http.with_ui(Dashboard::new(board.clone(), status.clone(), read_token(ui)?));
+        }
         http.set_sandbox(config.render.sandbox);
         let listener = match (listener, config.daemon.listen) {
             (Some(l), _) => Some(l),
@@ -60,7 +66,8 @@ impl Daemon {
             (None, Some(_)) => Fences::Units(Default::default()),
             (None, None) => Fences::None,
         };
-        let units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
+        let mut units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
+        units.board = board;
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
             let (running_tx, running_rx) = watch::channel(Running::default());
@@ -142,6 +149,7 @@ fn units(
         stopped,
         fences,
         repo_watches: Default::default(),
+        board: Default::default(),
     }
 }
 
@@ -174,6 +182,18 @@ pub(super) fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
             Ok(Some(Arc::new(text.trim().as_bytes().to_vec())))
         }
     }
+}
+
+/// The dashboard's token of `ui` (`token_file`, whitespace trimmed); `None` without one.
+/// Errors: the file cannot be read, or holds only whitespace.
+fn read_token(ui: &crate::config::Ui) -> Result<Option<Token>> {
+    let Some(path) = &ui.token_file else {
+        return Ok(None);
+    };
+    let what = format!("dashboard token {}", path.display());
+    let text = std::fs::read_to_string(path).map_err(io(what.clone()))?;
+    let empty = || io(what)(std::io::Error::new(std::io::ErrorKind::InvalidData, "the file is empty"));
+    Token::new(&text).map(Some).ok_or_else(empty)
 }
 
 /// This replica's identity for leader election: `$POD_NAME` when set and not empty, else the

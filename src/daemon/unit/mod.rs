@@ -55,6 +55,8 @@ pub struct UnitTask {
     pub status: Status,
     /// Metrics.
     pub metrics: Arc<Metrics>,
+    /// What the dashboard shows: each sync's end is recorded there ([`crate::daemon::ui::Recorder`]).
+    pub board: crate::daemon::ui::Board,
     /// Timing.
     pub timing: UnitTiming,
     /// Sync slots shared by every unit (`[daemon] max_concurrent_syncs`): a sync or self-heal
@@ -91,12 +93,18 @@ struct Ctx {
     heal: Heal,
     /// What asked for the sync in progress (set when its objects are sent).
     cause: Cause,
-    /// The log, metrics, readiness status and Kubernetes Events, told of each sync ([`Observer`]).
+    /// The log, metrics, readiness status, Kubernetes Events and the dashboard, told of each
+    /// sync ([`crate::sync::Observer`]).
     observers: Observers,
 }
 
 impl Ctx {
-    fn new(engine: Engine, status: Status, metrics: Arc<Metrics>, first: TriggerKind) -> Self {
+    fn new(
+        engine: Engine,
+        status: Status,
+        (metrics, board): (Arc<Metrics>, crate::daemon::ui::Board),
+        first: TriggerKind,
+    ) -> Self {
         let unit = engine.unit_name().to_string();
         // The writer task ends once the observer is dropped with the unit.
         let (events, _writer) = engine.events();
@@ -104,7 +112,8 @@ impl Ctx {
             .with(crate::report::Log::default())
             .with(observe::Metered { unit: unit.clone(), metrics })
             .with(observe::Readiness { unit: unit.clone(), status: status.clone() })
-            .with(events);
+            .with(events)
+            .with(crate::daemon::ui::Recorder(board));
         let cause = Cause::from(&super::trigger::Trigger::now(first));
         Self { unit, engine, status, heal: Heal::default(), cause, observers }
     }
