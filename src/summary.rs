@@ -150,9 +150,11 @@ mod tests {
             changes,
             skipped_files: Vec::new(),
             duration: Duration::ZERO,
-            applied_at: std::time::Instant::now(),
-            health_targets: Vec::new(),
-            applied_early: 0,
+            sent: crate::sync::Sent {
+                applied_at: std::time::Instant::now(),
+                health_targets: Vec::new(),
+                applied_early: 0,
+            },
             heal: false,
             yielded: false,
         }

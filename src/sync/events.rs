@@ -387,9 +387,7 @@ mod tests {
             changes,
             skipped_files: Vec::new(),
             duration: Duration::ZERO,
-            applied_at: Instant::now(),
-            health_targets: Vec::new(),
-            applied_early: 0,
+            sent: crate::sync::Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 },
             heal: false,
             yielded: false,
         };

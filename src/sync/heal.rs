@@ -49,9 +49,7 @@ impl Engine {
             changes,
             skipped_files: Vec::new(),
             duration: started.elapsed(),
-            applied_at,
-            health_targets,
-            applied_early: 0,
+            sent: crate::sync::Sent { applied_at, health_targets, applied_early: 0 },
             heal: true,
             yielded: false,
         })

@@ -29,7 +29,7 @@ impl Engine {
         let covers_all = self.record.unhealthy.is_none() && self.survey().await;
         let desired: HashSet<&ObjectRef> =
             self.last.desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
-        let mut targets = report.health_targets.clone();
+        let mut targets = report.sent.health_targets.clone();
         let changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
         for t in self.record.unhealthy.iter().flatten() {
             if desired.contains(&t.object) && !changed.contains(&t.object) {

@@ -142,6 +142,19 @@ pub struct Report {
     pub skipped_files: Vec<Skipped>,
     /// Wall time of the sync.
     pub duration: Duration,
+    /// What was sent: when, how much of it early, what the health wait watches.
+    pub sent: Sent,
+    /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
+    /// revision, so it leaves the recorded attempt (and its error) as it is.
+    pub heal: bool,
+    /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
+    /// was sent, nothing was pruned, and the revision is not applied whole.
+    pub yielded: bool,
+}
+
+/// What a sync sent, for the health wait and the push-to-applied figure.
+#[derive(Debug, Clone)]
+pub struct Sent {
     /// When the last object that git changed was applied (else when the apply ended), for
     /// `trigger_to_applied_ms`.
     pub applied_at: Instant,
@@ -149,14 +162,8 @@ pub struct Report {
     /// watches ([`crate::health::wait`]).
     pub health_targets: Vec<Target>,
     /// How many of the objects git changed were applied early, before the revision was loaded
-    /// whole ([`early`]); included in `changes`.
+    /// whole ([`early`]); included in the report's `changes`.
     pub applied_early: usize,
-    /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
-    /// revision, so it leaves the recorded attempt (and its error) as it is.
-    pub heal: bool,
-    /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
-    /// was sent, nothing was pruned, and the revision is not applied whole.
-    pub yielded: bool,
 }
 
 /// The state kept for one unit across syncs, in parts with one job each.

@@ -292,9 +292,7 @@ impl Engine {
             changes,
             skipped_files,
             duration: started.elapsed(),
-            applied_at,
-            health_targets,
-            applied_early,
+            sent: crate::sync::Sent { applied_at, health_targets, applied_early },
             heal: false,
             yielded,
         })

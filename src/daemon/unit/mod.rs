@@ -9,13 +9,14 @@
 //! every event does (coalescing, the push lane, yielding to a newer revision, the health wait's
 //! cancel rules, retries). `driver` is the one loop that reads the trigger channel, the ticks,
 //! drift and the effects it started (one `select!`), feeds each event to `step` and runs the
-//! actions it returns; the effects that use the engine (`sync`: fetch, early apply, the rest of
+//! actions it returns (`logs` writes the log lines it decides); the effects that use the engine (`sync`: fetch, early apply, the rest of
 //! the sync, self-heal, the record of a failure; `wait`: the start and end of the health wait)
 //! run one at a time, owning the engine while they run. The retry deadline goes with the
 //! phases: a poll or webhook that finds nothing new while backing off, or a self-heal, leaves
 //! it due.
 
 mod driver;
+mod logs;
 mod machine;
 mod observe;
 mod sync;

@@ -12,7 +12,7 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
     match (&job.doing, event) {
         (Doing::Probe, Event::Probed(touch)) => probed(state, job, touch, actions),
         (Doing::Lane, Event::Lane) => {
-            job.lane = true;
+            job.held.lane = true;
             fetch(job, actions)
         }
         (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
@@ -51,10 +51,10 @@ fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut V
 
 /// Drops the lane and the slot the job holds.
 fn release(job: &mut Job, actions: &mut Vec<Action>) {
-    if std::mem::take(&mut job.lane) {
+    if std::mem::take(&mut job.held.lane) {
         actions.push(Action::ReleaseLane);
     }
-    if std::mem::take(&mut job.slot) {
+    if std::mem::take(&mut job.held.slot) {
         actions.push(Action::ReleaseSlot);
     }
 }
@@ -76,7 +76,7 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
         actions.push(Action::Log(Log::NoNewRevision { kind, revision }));
         return after(state, Ran::Nothing, None, false, actions);
     }
-    actions.push(Action::Log(Log::Triggered { kind, revision: revision.clone(), lane: Some(job.lane) }));
+    actions.push(Action::Log(Log::Triggered { kind, revision: revision.clone(), lane: Some(job.held.lane) }));
     actions.push(Action::Early(revision.clone()));
     job.revision = Some(revision);
     job.doing = Doing::Early;
@@ -87,10 +87,10 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
 /// waits for one.
 fn early_done(mut job: Job, objects: usize, actions: &mut Vec<Action>) -> Phase {
     job.early = objects;
-    if std::mem::take(&mut job.lane) {
+    if std::mem::take(&mut job.held.lane) {
         actions.push(Action::ReleaseLane);
     }
-    if job.slot {
+    if job.held.slot {
         return rest(job, actions);
     }
     job.doing = Doing::RestSlot;
@@ -110,7 +110,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
     let doing = std::mem::replace(&mut job.doing, Doing::Slot);
     match (doing, event) {
         (Doing::Slot, Event::Slot) => {
-            job.slot = true;
+            job.held.slot = true;
             match job.heal.clone() {
                 Some(objects) => {
                     job.doing = Doing::Heal;
@@ -121,7 +121,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
             }
         }
         (Doing::Untouched(_), Event::Slot) => {
-            job.slot = true;
+            job.held.slot = true;
             fetch(job, actions)
         }
         (Doing::Untouched(to), Event::Trigger(Some(t))) if t.kind.is_push() => {
@@ -143,7 +143,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
             }
         },
         (Doing::RestSlot, Event::Slot) => {
-            job.slot = true;
+            job.held.slot = true;
             rest(job, actions)
         }
         (Doing::RestSlot, Event::Trigger(Some(t))) if t.kind.is_push() && state.lane => {
@@ -154,7 +154,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
         }
         (Doing::RestSlot, Event::PushFetched(found)) => take_place(state, job, found, actions),
         (Doing::NewerLane, Event::Lane) => {
-            job.lane = true;
+            job.held.lane = true;
             let revision = job.revision.clone().expect("a newer revision");
             actions.push(Action::Log(Log::Triggered {
                 kind: job.trigger.kind,
@@ -167,7 +167,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
         }
         (Doing::NewerEarly, Event::Early(objects)) => {
             job.early = objects;
-            if std::mem::take(&mut job.lane) {
+            if std::mem::take(&mut job.held.lane) {
                 actions.push(Action::ReleaseLane);
             }
             job.doing = Doing::RestSlot;
@@ -240,7 +240,7 @@ pub(super) fn applying(state: &mut State, mut job: Job, event: Event, actions: &
         Event::Healed(None) => {
             // The engine cannot heal these objects: a full sync of the same trigger instead.
             actions.push(Action::ReleaseSlot);
-            job.slot = false;
+            job.held.slot = false;
             job.heal = None;
             begin_sync(state, job, actions)
         }
@@ -275,14 +275,14 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
             actions.push(Action::Log(Log::Yielded { revision, to, kind: t.kind, objects: rested.objects }));
             // Not applied whole: the next sync runs even for a trigger that needs a new revision.
             state.last_applied = None;
-            return after(state, Ran::Nothing, Some(t), job.slot, actions);
+            return after(state, Ran::Nothing, Some(t), job.held.slot, actions);
         }
         // The apply had ended, or this sync was of a new revision: the newer one runs next,
         // cancelling the health wait.
         Some((t, _)) => state.queued = Some(t),
         None => {}
     }
-    if job.slot {
+    if job.held.slot {
         actions.push(Action::ReleaseSlot);
     }
     state.last_applied = Some(rested.revision.clone());

@@ -144,16 +144,23 @@ pub(super) struct Job {
     pub(super) revision: Option<Revision>,
     /// What runs now.
     doing: Doing,
-    /// A sync slot is held.
-    slot: bool,
-    /// A push-lane permit is held.
-    lane: bool,
+    /// The permits held.
+    held: Held,
     /// A push seen during the sync, being fetched ([`Action::FetchPush`]).
     fetching: Option<Trigger>,
     /// A push that fetched a newer revision during the rest of the sync, and that revision.
     next: Option<(Trigger, Revision)>,
     /// The objects the early apply sent.
     early: usize,
+}
+
+/// The permits a job holds.
+#[derive(Debug, Default)]
+struct Held {
+    /// A sync slot.
+    slot: bool,
+    /// A push-lane permit.
+    lane: bool,
 }
 
 impl Job {
@@ -163,8 +170,7 @@ impl Job {
             heal,
             revision: None,
             doing: Doing::Slot,
-            slot,
-            lane: false,
+            held: Held { slot, lane: false },
             fetching: None,
             next: None,
             early: 0,
@@ -520,11 +526,11 @@ pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> P
 /// The first step of a sync: a push of a git unit holding no slot is probed; a sync holding
 /// a slot (the yielded one's) fetches at once; any other waits for a slot first.
 pub(super) fn begin_sync(state: &State, mut job: Job, actions: &mut Vec<Action>) -> Phase {
-    if job.trigger.kind.is_push() && !job.slot && state.lane {
+    if job.trigger.kind.is_push() && !job.held.slot && state.lane {
         job.doing = Doing::Probe;
         actions.push(Action::Probe { from: state.last_applied.clone(), at: job.trigger.at });
         Phase::Fetching(job)
-    } else if job.slot {
+    } else if job.held.slot {
         fetch(job, actions)
     } else {
         job.doing = Doing::Slot;
