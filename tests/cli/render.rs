@@ -256,7 +256,7 @@ fn a_document_that_does_not_parse_is_named_with_its_file_and_exits_2() {
     let run = ws.render(&["--sync", "web"]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.stdout.is_empty(), "nothing printed: {}", run.stdout);
-    assert!(run.stderr.contains("app/bad.yaml (document 2)"), "{}", run.stderr);
+    assert!(run.stderr.contains("app/bad.yaml: document 2: unclosed bracket"), "{}", run.stderr);
 
     let run = ws.render(&["--sync", "nope"]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
