@@ -1,18 +1,16 @@
 //! The `gitward` command: a thin CLI over the library.
 //!
-//! Exit codes (also in each command's `--help`): `run` 0 after SIGTERM/SIGINT, 2 when it cannot
-//! start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or source
-//! error (the revision was not applied); with `--wait`, also 1 when what it changed, or a member
-//! an earlier sync left unhealthy, did not become healthy within `health_timeout`; `diff` 0 no
-//! changes, 1 changes (or a prune a sync would refuse), 2 error, including objects a sync would
-//! fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied, its
-//! last attempt left no error and all its members are present and healthy, 1 something not
-//! (never applied, its last sync failed, a recorded error, a member missing or not healthy),
-//! 2 error; `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an
-//! object not applied, 2 the sync failed as a whole, or no daemon handled the request in time).
+//! Exit codes (also in each command's `--help`): `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0
+//! all objects succeeded, 1 any object failed or was skipped, 2 config or source error (the revision was not
+//! applied); with `--wait`, also 1 when what it changed, or a member an earlier sync left unhealthy, did not
+//! become healthy within `health_timeout`; `diff` 0 no changes, 1 changes (or a prune a sync would refuse), 2
+//! error, including objects a sync would fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0
+//! every unit applied, its last attempt left no error and all its members are present and healthy, 1 something
+//! not (never applied, its last sync failed, a recorded error, a member missing or not healthy), 2 error;
+//! `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an object not applied, 2 the
+//! sync failed as a whole, or no daemon handled the request in time); `render` 0 printed, 2 error.
 //!
-//! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]);
-//! logs go to stderr.
+//! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]); logs go to stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -154,6 +152,9 @@ enum Command {
     /// Render, parse and check the manifests of each unit without a cluster.
     #[command(after_help = VALIDATE_HELP)]
     Validate(ValidateArgs),
+    /// Print a unit's objects as a sync would send them (rendered, substituted, labelled).
+    #[command(after_help = gitward::validate::render_command::HELP)]
+    Render(gitward::validate::render_command::RenderArgs),
     /// Show what each unit last applied, when, the result, and the health of its objects, read
     /// from the cluster (no daemon needed).
     #[command(after_help = STATUS_HELP)]
@@ -292,6 +293,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => sync(args).await,
         Command::Diff(args) => diff(args).await,
         Command::Validate(args) => validate(args).await,
+        Command::Render(args) => Ok(gitward::validate::render_command::run(&args).await?),
         Command::Status(args) => status(args).await,
         Command::Suspend(args) => suspend(args, true).await,
         Command::Resume(args) => suspend(args, false).await,

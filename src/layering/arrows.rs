@@ -91,4 +91,5 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("validate", "object", "object refs"),
     ("validate", "source", "the revision validated"),
     ("validate", "sync", "the engine's offline steps: fetch, render, resolve"),
+    ("validate", "telemetry", "`gitward render` masks the decrypted values it prints"),
 ];
