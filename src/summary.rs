@@ -150,6 +150,7 @@ mod tests {
             changes,
             skipped_files: Vec::new(),
             duration: Duration::ZERO,
+            render: Duration::ZERO,
             applied_at: std::time::Instant::now(),
             health_targets: Vec::new(),
             applied_early: 0,

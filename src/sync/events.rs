@@ -387,6 +387,7 @@ mod tests {
             changes,
             skipped_files: Vec::new(),
             duration: Duration::ZERO,
+            render: Duration::ZERO,
             applied_at: Instant::now(),
             health_targets: Vec::new(),
             applied_early: 0,
@@ -401,7 +402,7 @@ mod tests {
             not_ready: Vec::new(),
             post_hooks: 0,
             failure: None,
-            live: Live { answered: true, tracked: 0 },
+            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
             timings: Timings::default(),
         }
     }

@@ -1,6 +1,6 @@
 //! The self-heal: re-applies only the drifted objects of the last synced revision.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Engine, Report};
 use crate::apply::{self, Blocked};
@@ -49,6 +49,7 @@ impl Engine {
             changes,
             skipped_files: Vec::new(),
             duration: started.elapsed(),
+            render: Duration::ZERO,
             applied_at,
             health_targets,
             applied_early: 0,

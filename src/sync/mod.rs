@@ -142,6 +142,10 @@ pub struct Report {
     pub skipped_files: Vec<Skipped>,
     /// Wall time of the sync.
     pub duration: Duration,
+    /// Of `duration`, the time spent loading the revision: reading its files, rendering them
+    /// (kustomize, Helm, SOPS) and parsing the manifests. Zero for a self-heal, which renders
+    /// nothing.
+    pub render: Duration,
     /// When the last object that git changed was applied (else when the apply ended), for
     /// `trigger_to_applied_ms`.
     pub applied_at: Instant,

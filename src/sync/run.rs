@@ -292,6 +292,7 @@ impl Engine {
             changes,
             skipped_files,
             duration: started.elapsed(),
+            render: clock.times.loaded.saturating_sub(clock.times.early),
             applied_at,
             health_targets,
             applied_early,
