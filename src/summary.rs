@@ -149,7 +149,7 @@ mod tests {
             revision: Revision("82edb11c0ffee".into()),
             changes,
             skipped_files: Vec::new(),
-            duration: Duration::ZERO,
+            took: crate::sync::Took { total: Duration::ZERO, render: Duration::ZERO },
             sent: crate::sync::Sent {
                 applied_at: std::time::Instant::now(),
                 health_targets: Vec::new(),

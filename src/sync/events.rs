@@ -386,7 +386,7 @@ mod tests {
             revision: crate::source::Revision("82edb11c0ffee5".into()),
             changes,
             skipped_files: Vec::new(),
-            duration: Duration::ZERO,
+            took: crate::sync::Took { total: Duration::ZERO, render: Duration::ZERO },
             sent: crate::sync::Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 },
             heal: false,
             yielded: false,
@@ -399,7 +399,7 @@ mod tests {
             not_ready: Vec::new(),
             post_hooks: 0,
             failure: None,
-            live: Live { answered: true, tracked: 0 },
+            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
             timings: Timings::default(),
         }
     }

@@ -140,8 +140,8 @@ pub struct Report {
     pub changes: ChangeSet,
     /// Files and documents that were skipped (kustomization files, symlinks), with the reason.
     pub skipped_files: Vec<Skipped>,
-    /// Wall time of the sync.
-    pub duration: Duration,
+    /// How long the sync took, in all and rendering.
+    pub took: Took,
     /// What was sent: when, how much of it early, what the health wait watches.
     pub sent: Sent,
     /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
@@ -150,6 +150,17 @@ pub struct Report {
     /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
     /// was sent, nothing was pruned, and the revision is not applied whole.
     pub yielded: bool,
+}
+
+/// How long a sync took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Took {
+    /// Wall time of the whole sync.
+    pub total: Duration,
+    /// Of `total`, the time spent loading the revision: reading its files, rendering them
+    /// (kustomize, Helm, SOPS) and parsing the manifests. Zero for a self-heal, which renders
+    /// nothing.
+    pub render: Duration,
 }
 
 /// What a sync sent, for the health wait and the push-to-applied figure.
@@ -305,7 +316,7 @@ impl Engine {
         self.record.attempting = None;
         let revision = self.repo.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
-        report.duration = started.elapsed();
+        report.took.total = started.elapsed();
         Ok(report)
     }
 

@@ -15,17 +15,23 @@
 //! | `gitward_last_applied_revision` | gauge, always 1 | `unit`, `revision` |
 //! | `gitward_tracked_objects` | gauge | `unit` |
 //! | `gitward_triggers_total` | counter | `unit`, `kind` |
-//! | `gitward_objects_health` | gauge | `unit`, `health` (`healthy`, `progressing`, `degraded`): the objects the last sync changed, at the end of its health wait |
+//! | `gitward_objects_health` | gauge | `unit`, `health` (`healthy`, `progressing`, `degraded`): the unit's members by health as its last judgement left them, counted as `gitward status` counts them |
 //! | `gitward_time_to_healthy_seconds` | histogram, 5 ms … 328 s | `unit`: from the end of the apply until every changed object was `Current` |
 //! | `gitward_unit_cluster` | gauge, always 1 | `unit`, `cluster`: which cluster a running unit applies to (join on `unit`) |
 //! | `gitward_shard_units_held` | gauge | `identity`: units whose Lease this replica holds (sharding) |
 //! | `gitward_shard_units_unrenewed` | gauge | `identity`: units some live replica runs whose Lease nobody renews (missing, released or expired), as this replica sees it; above 0 for longer than the lease duration means units are applied by nobody |
 //! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): units taken and handed over with their bucket's Lease |
 //! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
+//! | `gitward_unit_ready` | gauge, 0 or 1 | `unit`, `reason` (`healthy`, `failed`, `degraded`, `progressing`, `unknown`, `suspended`, `never_synced`): 1 when the last sync applied whole and every member is `Current`; one series per unit ([`unit`]) |
+//! | `gitward_unit_failing_since_seconds` | gauge, unix time | `unit`: the first failed sync of the current run of failures; absent when the last sync did not fail |
+//! | `gitward_unit_objects` | gauge | `unit`: members the unit's cache tracks after its last sync |
+//! | `gitward_unit_cache_bytes` | gauge | `unit`: estimated bytes of its metadata cache ([`crate::cluster::cache::MetadataCache::estimated_bytes`]) |
+//! | `gitward_unit_render_seconds`, `gitward_unit_apply_seconds` | gauge | `unit`: the last sync's load (read, render, parse) and the rest of it |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
 mod fleet;
 mod git;
+pub mod unit;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -39,6 +45,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use self::fleet::Fleet;
+use self::unit::Units;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
 use crate::source::VerifyFailure;
@@ -119,6 +126,9 @@ pub struct Metrics {
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// Which cluster each unit applies to, and the sharding metrics.
     fleet: Fleet,
+    /// The per-unit gauges to alert on: readiness with its reason, the failure streak,
+    /// members, cache size and the last sync's timings.
+    units: Units,
     /// The revision each unit's `gitward_last_applied_revision` series names, so the previous
     /// series is removed when the revision moves. Held across the swap so two updates of one
     /// unit cannot leave two series.
@@ -191,7 +201,7 @@ impl Metrics {
         registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
         registry.register(
             "objects_health",
-            "Objects the last sync changed, by health at the end of its health wait",
+            "The unit's members by health as its last health judgement left them (as gitward status counts them)",
             objects_health.clone(),
         );
         registry.register_with_unit(
@@ -201,10 +211,12 @@ impl Metrics {
             time_to_healthy.clone(),
         );
         let fleet = Fleet::register(&mut registry);
+        let units = Units::register(&mut registry);
         registry.register_collector(Box::new(git::GitFetches));
         Self {
             registry,
             fleet,
+            units,
             sync_duration,
             objects,
             api_requests,
@@ -234,7 +246,7 @@ impl Metrics {
     /// was applied.
     pub fn observe_sync(&self, report: &Report, tracked: usize) {
         let unit = &report.unit;
-        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.duration.as_secs_f64());
+        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.took.total.as_secs_f64());
         for entry in &report.changes.entries {
             let action = entry.action.as_str();
             self.objects.get_or_create(&ObjectLabels { unit: unit.clone(), action }).inc();
@@ -248,8 +260,9 @@ impl Metrics {
         self.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
     }
 
-    /// Records the end of a health wait: the changed objects by health bucket, and, when all
-    /// became `Current`, how long that took.
+    /// Records the end of a sync: the unit's members by health bucket (`counts`, as the engine
+    /// last judged them: what `gitward status` counts), and, when a wait ended with all it
+    /// waited on `Current`, how long that took.
     pub fn observe_health(&self, unit: &str, counts: &crate::health::Counts, time_to_healthy: Option<Duration>) {
         for (health, n) in
             [("healthy", counts.healthy), ("progressing", counts.progressing), ("degraded", counts.degraded)]
@@ -284,9 +297,19 @@ impl Metrics {
         self.suspended_triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
     }
 
-    /// Sets `gitward_unit_suspended{unit}`: 1 while `unit` is suspended, else 0.
+    /// Sets `gitward_unit_suspended{unit}`: 1 while `unit` is suspended, else 0; and its
+    /// `gitward_unit_ready` reason (`suspended`, or back to its last sync's; the first call,
+    /// as its task starts, makes the series: `never_synced`).
     pub fn set_suspended(&self, unit: &str, suspended: bool) {
         self.suspended.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(suspended));
+        self.units.set_suspended(unit, suspended);
+    }
+
+    /// Records how a sync of `unit` ended ([`unit`]): `gitward_unit_ready` and its reason,
+    /// `gitward_unit_failing_since_seconds` (with `now`, unix seconds), the unit's members,
+    /// cache size and timings.
+    pub fn observe_outcome(&self, unit: &str, outcome: &crate::sync::outcome::Outcome, now: i64) {
+        self.units.finished(unit, outcome, now);
     }
 
     /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
@@ -303,6 +326,7 @@ impl Metrics {
             self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }
         self.fleet.forget(unit);
+        self.units.forget(unit);
     }
 
     /// Sets `gitward_unit_cluster{unit, cluster} 1` for a unit that started.
@@ -380,7 +404,7 @@ mod tests {
             revision,
             changes,
             skipped_files: Vec::new(),
-            duration,
+            took: crate::sync::Took { total: duration, render: Duration::ZERO },
             sent: crate::sync::Sent {
                 applied_at: std::time::Instant::now(),
                 health_targets: Vec::new(),
