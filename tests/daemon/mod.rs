@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, and the Kubernetes Events of syncs (also `gitward sync`'s).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, units generated from directories (`[[sync_set]]`), and the Kubernetes Events of syncs (also `gitward sync`'s).
 
 pub(crate) mod events;
 pub(crate) mod fencing;
@@ -12,5 +12,6 @@ pub(crate) mod run;
 pub(crate) mod sharding;
 pub(crate) mod slots;
 pub(crate) mod suspend;
+pub(crate) mod sync_set;
 pub(crate) mod variables;
 pub(crate) mod webhook_routes;

@@ -61,6 +61,9 @@ impl Daemon {
             (None, None) => Fences::None,
         };
         let units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
+        let mut sets = crate::daemon::sets::Sets::new(config);
+        sets.start(&units.repo_watches).await;
+        let config = sets.config();
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
             let (running_tx, running_rx) = watch::channel(Running::default());
@@ -73,6 +76,7 @@ impl Daemon {
         let mut daemon = Daemon {
             config_path: config_path.to_path_buf(),
             config,
+            sets,
             units,
             status,
             http,
