@@ -14,6 +14,7 @@ use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
     RawRender, RawSyncUnit,
 };
+use super::unit::adopted_by;
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
     LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
@@ -63,12 +64,7 @@ impl Resolver<'_> {
             units.push(unit);
         }
         adopted_by(&mut units);
-        let sets = raw
-            .sync_set
-            .into_iter()
-            .enumerate()
-            .map(|(index, raw)| self.sync_set(index, raw, &clusters, &daemon, &render))
-            .collect::<Result<Vec<_>>>()?;
+        let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
         Ok(Config { clusters, daemon, units, render, sets })
     }
 
@@ -442,18 +438,6 @@ impl Resolver<'_> {
             key: key.to_owned(),
             message: message.into(),
         }
-    }
-}
-
-/// Sets each unit's `adopted_by`: the units whose `adopt_from` names it.
-pub(super) fn adopted_by(units: &mut [SyncUnit]) {
-    for index in 0..units.len() {
-        let name = units[index].name.clone();
-        units[index].adopted_by = units
-            .iter()
-            .filter(|other| other.name != name && other.adopt_from.contains(&name))
-            .map(|other| other.name.clone())
-            .collect();
     }
 }
 

@@ -6,8 +6,8 @@
 //! string may hold `{dir}` (the matched directory's last component), `{path}` (its whole
 //! path) and `{cluster}`. [`Config::expand`] makes one unit per directory (per cluster), each
 //! template expanded and the result resolved exactly as a `[[sync]]` table is; `path` defaults
-//! to `"{path}"`. The directories come from the tree at the tip (`crate::sync::set`); this
-//! module only turns a list of them into units and checks the cap and the names.
+//! to `"{path}"`. The directories come from the tree at the tip (the engine's `set` module);
+//! this module only turns a list of them into units and checks the cap and the names.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -15,7 +15,8 @@ use std::path::PathBuf;
 use toml::{Spanned, Table, Value};
 
 use super::raw::RawSyncUnit;
-use super::resolve::{Resolver, adopted_by, line_of};
+use super::resolve::{Resolver, line_of};
+use super::unit::adopted_by;
 use super::{ClusterConfig, Config, DaemonConfig, Error, RenderTools, Result, SyncUnit};
 
 /// `max_units` when a set does not say: a mistyped glob over a big tree (`*/*`) should be an
@@ -246,6 +247,17 @@ fn sample_path(glob: &str) -> String {
 }
 
 impl Resolver<'_> {
+    /// Every `[[sync_set]]`, in file order ([`Resolver::sync_set`]).
+    pub(super) fn sync_sets(
+        &self,
+        raw: Vec<Spanned<Table>>,
+        clusters: &[ClusterConfig],
+        daemon: &DaemonConfig,
+        render: &RenderTools,
+    ) -> Result<Vec<SyncSet>> {
+        raw.into_iter().enumerate().map(|(index, raw)| self.sync_set(index, raw, clusters, daemon, render)).collect()
+    }
+
     /// One `[[sync_set]]`: its own keys taken out and checked, then its template checked by
     /// expanding it for a sample directory, so a misspelt key or a bad value is refused at
     /// load, not at the first revision.
