@@ -303,7 +303,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 /// The units named, of the config they are read from, and its clients.
 async fn named(args: &NamedArgs) -> anyhow::Result<(Config, gitward::cluster::registry::Registry)> {
-    let mut config = Config::load(&args.config)?;
+    let mut config = gitward::sync::set::load(&args.config, None).await?;
     let unknown = args.units.iter().find(|n| !config.units.iter().any(|u| &&u.name == n));
     anyhow::ensure!(unknown.is_none(), "{}: no sync unit named {}", args.config.display(), unknown.unwrap());
     config.units.retain(|u| args.units.contains(&u.name));
@@ -376,8 +376,8 @@ async fn connect(config: &Config) -> anyhow::Result<gitward::cluster::registry::
         .map_err(|(name, e)| anyhow::Error::new(e).context(format!("connecting to cluster {name}")))
 }
 
-fn load(args: &UnitArgs) -> anyhow::Result<Config> {
-    let mut config = Config::load(&args.config)?;
+async fn load(args: &UnitArgs) -> anyhow::Result<Config> {
+    let mut config = gitward::sync::set::load(&args.config, None).await?;
     if let Some(name) = &args.unit {
         config.units.retain(|u| &u.name == name);
         anyhow::ensure!(!config.units.is_empty(), "{}: no sync unit named {name}", args.config.display());
@@ -387,7 +387,7 @@ fn load(args: &UnitArgs) -> anyhow::Result<Config> {
 
 async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
     args.units.unit = args.units.unit.take().or(args.name.take());
-    let mut config = load(&args.units)?;
+    let mut config = load(&args.units).await?;
     if let Some(revision) = &args.revision {
         gitward::control::pin_revision(&mut config.units, revision, args.units.unit.is_some())
             .map_err(anyhow::Error::msg)?;
@@ -475,7 +475,7 @@ impl Observer for Stdout {
 }
 
 async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args.units)?;
+    let config = load(&args.units).await?;
     let clusters = connect(&config).await?;
     let mut states = Vec::new();
     for unit in &config.units {
@@ -497,7 +497,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args)?;
+    let config = load(&args).await?;
     let clusters = connect(&config).await?;
     let mut changes = false;
     for unit in &config.units {
@@ -529,7 +529,8 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
 
 async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // Every unit is read: a CRD, a Namespace or a duplicate of the one asked for may be in another.
-    let mut config = Config::load(&args.units.config)?;
+    let scratch = tempfile::Builder::new().prefix("gitward-validate-").tempdir().context("temporary directory")?;
+    let mut config = gitward::sync::set::load(&args.units.config, Some(scratch.path())).await?;
     if let Some(name) = &args.units.unit {
         anyhow::ensure!(
             config.units.iter().any(|u| &u.name == name),
@@ -542,7 +543,6 @@ async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             unit.render_tools.kube_version.clone_from(version);
         }
     }
-    let scratch = tempfile::Builder::new().prefix("gitward-validate-").tempdir().context("temporary directory")?;
     let results = gitward::validate::validate_units(&config.daemon.state_dir, scratch.path(), &config.units).await;
     let mut code = ExitCode::SUCCESS;
     let mut shown = Vec::new();

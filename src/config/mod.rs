@@ -14,7 +14,8 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
-//! `daemon`, `render`, `substitute` (`[sync.substitute]`) —
+//! `daemon`, `render`, `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
+//! expansion into units) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -29,6 +30,9 @@ mod path;
 mod raw;
 mod render;
 mod resolve;
+mod set;
+#[cfg(test)]
+mod set_tests;
 mod sharding;
 mod substitute;
 mod tenancy;
@@ -46,6 +50,7 @@ pub use daemon::{DaemonConfig, LeaderElection, Sharding};
 pub use ignore::IgnoreRule;
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
+pub use set::{DEFAULT_MAX_UNITS, SyncSet};
 pub use substitute::{Substitute, VarSource, is_var_name};
 use unit::is_url_or_scp;
 pub use unit::{
@@ -121,6 +126,10 @@ pub struct Config {
     /// The render tools and their limits (`[render]`); each unit holds a copy in
     /// [`SyncUnit::render_tools`].
     pub render: RenderTools,
+    /// The sets of units generated from a repository's directories (`[[sync_set]]`), in file
+    /// order. Their units are not in [`Config::units`] as loaded: [`Config::expand`] makes them
+    /// from a listing of the tree and [`Config::with_sets`] adds them.
+    pub sets: Vec<SyncSet>,
 }
 
 /// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for

@@ -25,6 +25,10 @@ pub(super) struct RawConfig {
     pub daemon: RawDaemon,
     #[serde(default)]
     pub sync: Vec<Spanned<RawSyncUnit>>,
+    /// `[[sync_set]]`: kept as tables, since every `[[sync]]` key in them is a template that
+    /// is parsed as a `[[sync]]` table only once expanded (module `set`).
+    #[serde(default)]
+    pub sync_set: Vec<Spanned<toml::Table>>,
     #[serde(default)]
     pub render: RawRender,
 }

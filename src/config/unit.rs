@@ -385,3 +385,15 @@ pub struct GitCredentials {
     /// The user name sent with the token or key; `None` lets the URL or the transport decide.
     pub username: Option<String>,
 }
+
+/// Sets each unit's `adopted_by`: the units whose `adopt_from` names it.
+pub(super) fn adopted_by(units: &mut [SyncUnit]) {
+    for index in 0..units.len() {
+        let name = units[index].name.clone();
+        units[index].adopted_by = units
+            .iter()
+            .filter(|other| other.name != name && other.adopt_from.contains(&name))
+            .map(|other| other.name.clone())
+            .collect();
+    }
+}

@@ -15,7 +15,8 @@
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
 //! result and attempt on the parent), `outcome` (a sync's end and its observers), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
-//! `heal` (the drifted objects re-applied), `substitute` (`[sync.substitute]`'s variables read
+//! `heal` (the drifted objects re-applied), `set` (a `[[sync_set]]`'s directories listed at
+//! the tip, and its units), `substitute` (`[sync.substitute]`'s variables read
 //! and substituted into each load). This file holds the engine and
 //! the order of the steps.
 
@@ -35,6 +36,7 @@ mod prune_step;
 mod record;
 pub(crate) mod repo;
 mod run;
+pub mod set;
 mod state;
 pub mod substitute;
 
@@ -124,6 +126,11 @@ pub enum Error {
     /// A blocking task (git, parsing) panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
+    /// A `[[sync_set]]`'s directories made units that cannot be: more than its `max_units`,
+    /// a name that is not a unit name, a name or inventory of another unit ([`set`]). Bad
+    /// input: not worth retrying before the repository or the config changes.
+    #[error(transparent)]
+    Set(#[from] crate::config::Error),
 }
 
 /// `Result` alias of this module.
@@ -256,7 +263,7 @@ impl Engine {
             parent: state::ParentState::new(inventory),
             record: state::Recorder::default(),
             hooks: state::HookState::default(),
-            options: state::Options { apply, prune, allow_prune_once: false, substitute_key },
+            options: state::Options { apply, prune, allow_prune_once: false, retired: false, substitute_key },
             last: state::LastSync::default(),
         })
     }
@@ -310,6 +317,16 @@ impl Engine {
         self.options.allow_prune_once = true;
     }
 
+    /// Makes every later sync of this engine desire nothing, past `max_prune_fraction` and the
+    /// empty-revision guard (as [`Engine::allow_prune_once`]): the unit's directory left its
+    /// `[[sync_set]]`, whose `prune_removed` asks for its objects to go, and a sync then
+    /// prunes every member its ApplySet lists. The other prune rules (membership, re-check,
+    /// cascades, `prune = false`) stay.
+    pub fn retire(&mut self) {
+        self.options.retired = true;
+        self.options.allow_prune_once = true;
+    }
+
     /// One sync: fetch, then [`Engine::sync_revision`].
     pub async fn sync(&mut self) -> Result<Report> {
         let started = Instant::now();
@@ -332,6 +349,9 @@ impl Engine {
     /// renders with Helm first learns the cluster's capabilities (again after [`crate::render::CAPABILITIES_TTL`]; a failed
     /// refresh keeps the last good set).
     async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
+        if self.options.retired {
+            return Ok(crate::manifest::Loaded::default());
+        }
         if self.repo.needs_capabilities(revision).await? {
             self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.live.client).await)?;
         }

@@ -125,6 +125,9 @@ pub(super) struct Options {
     pub(super) prune: PruneOptions,
     /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
     pub(super) allow_prune_once: bool,
+    /// The unit's directory left its `[[sync_set]]` (`prune_removed`): every load desires
+    /// nothing, so the sync prunes every member ([`super::Engine::retire`]).
+    pub(super) retired: bool,
     /// The key desired hashes of objects that took a Secret's value are keyed with
     /// ([`super::substitute::key`]).
     pub(super) substitute_key: crate::manifest::HashKey,

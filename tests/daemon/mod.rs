@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, the Kubernetes Events of syncs (also `gitward sync`'s), and the per-unit metrics (readiness with its reason, failure streak, health counts as `gitward status` gives them).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, units generated from directories (`[[sync_set]]`), the Kubernetes Events of syncs (also `gitward sync`'s), and the per-unit metrics (readiness with its reason, failure streak, health counts as `gitward status` gives them).
 
 pub(crate) mod events;
 pub(crate) mod fencing;
@@ -13,5 +13,6 @@ pub(crate) mod run;
 pub(crate) mod sharding;
 pub(crate) mod slots;
 pub(crate) mod suspend;
+pub(crate) mod sync_set;
 pub(crate) mod variables;
 pub(crate) mod webhook_routes;

@@ -367,7 +367,7 @@ fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
 }
 
 /// The short name of a sync error's variant, the `kind` label of `gitward_sync_errors_total`:
-/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`.
+/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`, `sync-set`.
 pub fn error_kind(err: &Error) -> &'static str {
     match err {
         Error::Source(_) => "source",
@@ -379,6 +379,7 @@ pub fn error_kind(err: &Error) -> &'static str {
         Error::InvalidAnnotation { .. } => "invalid-annotation",
         Error::SubstituteKey { .. } => "substitute-key",
         Error::Task(_) => "task",
+        Error::Set(_) => "sync-set",
     }
 }
 

@@ -61,6 +61,7 @@ impl Daemon {
             (None, None) => Fences::None,
         };
         let units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
+        let (sets, config) = listed_sets(config, &units).await;
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
             let (running_tx, running_rx) = watch::channel(Running::default());
@@ -73,6 +74,7 @@ impl Daemon {
         let mut daemon = Daemon {
             config_path: config_path.to_path_buf(),
             config,
+            sets,
             units,
             status,
             http,
@@ -101,6 +103,14 @@ impl Daemon {
         );
         Ok(daemon)
     }
+}
+
+/// The `[[sync_set]]`s of `config`, each listed once, and the config with their units.
+async fn listed_sets(config: Config, units: &Units) -> (crate::daemon::sets::Sets, Config) {
+    let mut sets = crate::daemon::sets::Sets::new(config);
+    sets.start(&units.repo_watches).await;
+    let config = sets.config();
+    (sets, config)
 }
 
 /// Starts the leader election of `le` on `client` under `identity`.
