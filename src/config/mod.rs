@@ -14,7 +14,7 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
-//! `daemon`, `render`, `substitute` (`[sync.substitute]`) —
+//! `daemon`, `render`, `substitute` (`[sync.substitute]`), `notify` (`[[notify]]`) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -25,6 +25,7 @@ mod constraint;
 mod daemon;
 mod hint;
 mod ignore;
+mod notify;
 mod path;
 mod raw;
 mod render;
@@ -44,6 +45,7 @@ pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
 pub use ignore::IgnoreRule;
+pub use notify::{Notify, NotifyEvent, NotifyKind};
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
 pub use substitute::{Substitute, VarSource, is_var_name};
@@ -121,6 +123,8 @@ pub struct Config {
     /// The render tools and their limits (`[render]`); each unit holds a copy in
     /// [`SyncUnit::render_tools`].
     pub render: RenderTools,
+    /// Where syncs are told of beyond the log (`[[notify]]`), in file order; default none.
+    pub notify: Vec<Notify>,
 }
 
 /// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for

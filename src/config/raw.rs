@@ -27,6 +27,8 @@ pub(super) struct RawConfig {
     pub sync: Vec<Spanned<RawSyncUnit>>,
     #[serde(default)]
     pub render: RawRender,
+    #[serde(default)]
+    pub notify: Vec<Spanned<super::notify::RawNotify>>,
 }
 
 /// `[render]`.

@@ -77,7 +77,8 @@ impl Resolver<'_> {
                 .map(|other| other.name.clone())
                 .collect();
         }
-        Ok(Config { clusters, daemon, units, render })
+        let notify = self.notify(raw.notify, &units)?;
+        Ok(Config { clusters, daemon, units, render, notify })
     }
 
     /// The cluster a unit names, which must be declared; without `cluster`, the only one.

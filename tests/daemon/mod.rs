@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, and the Kubernetes Events of syncs (also `gitward sync`'s).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, the Kubernetes Events of syncs and their notifications (also `gitward sync`'s).
 
 pub(crate) mod events;
 pub(crate) mod fencing;
@@ -7,6 +7,7 @@ pub(crate) mod ignore_heal;
 pub(crate) mod leader;
 pub(crate) mod load;
 pub(crate) mod mirrors;
+pub(crate) mod notify;
 pub(crate) mod push;
 pub(crate) mod run;
 pub(crate) mod sharding;

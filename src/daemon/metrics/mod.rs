@@ -22,6 +22,7 @@
 //! | `gitward_shard_units_unrenewed` | gauge | `identity`: units some live replica runs whose Lease nobody renews (missing, released or expired), as this replica sees it; above 0 for longer than the lease duration means units are applied by nobody |
 //! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): units taken and handed over with their bucket's Lease |
 //! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
+//! | `gitward_notify_sent_total`, `gitward_notify_failures_total`, `gitward_notify_dropped_total` | counter | `notifier` (`notify[0]`, its `[[notify]]` table), `kind`: notifications sent, not sent after their retries, dropped by a full queue |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
 mod fleet;
@@ -123,6 +124,8 @@ pub struct Metrics {
     /// series is removed when the revision moves. Held across the swap so two updates of one
     /// unit cannot leave two series.
     revisions: Mutex<HashMap<String, String>>,
+    /// The notifiers' counters (`gitward_notify_*`), handed to them by the daemon.
+    notify: crate::notify::NotifyMetrics,
 }
 
 impl Default for Metrics {
@@ -201,6 +204,8 @@ impl Metrics {
             time_to_healthy.clone(),
         );
         let fleet = Fleet::register(&mut registry);
+        let notify = crate::notify::NotifyMetrics::default();
+        notify.register(&mut registry);
         registry.register_collector(Box::new(git::GitFetches));
         Self {
             registry,
@@ -218,7 +223,13 @@ impl Metrics {
             objects_health,
             time_to_healthy,
             revisions: Mutex::default(),
+            notify,
         }
+    }
+
+    /// The notifiers' counters ([`crate::notify::NotifyMetrics`]), registered here.
+    pub fn notify(&self) -> &crate::notify::NotifyMetrics {
+        &self.notify
     }
 
     /// Records a completed sync: its duration, one count per object entry by action, the API
