@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::Deserialize;
 use toml::Spanned;
 
+use super::raw::RawNotify;
 use super::resolve::Resolver;
 use super::{Result, SyncUnit};
 
@@ -104,19 +105,6 @@ impl Notify {
     pub fn wants(&self, unit: &str, event: NotifyEvent) -> bool {
         (self.units.is_empty() || self.units.iter().any(|u| u == unit)) && self.on.contains(&event)
     }
-}
-
-/// One `[[notify]]` table as written.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(super) struct RawNotify {
-    pub kind: NotifyKind,
-    pub url: Spanned<String>,
-    pub token_file: Option<Spanned<String>>,
-    pub secret_file: Option<Spanned<String>>,
-    pub units: Option<Vec<Spanned<String>>>,
-    pub on: Option<Vec<NotifyEvent>>,
-    pub repository: Option<Spanned<String>>,
 }
 
 impl Resolver<'_> {
@@ -230,7 +218,7 @@ mod tests {
         let e = error("[[notify]]\nkind = \"webhook\"\nurl = \"https://h\"\non = [\"exploded\"]\n");
         assert!(e.contains("unknown variant `exploded`") && e.contains("recovered"), "{e}");
         let e = error("[[notify]]\nkind = \"webhook\"\nurl = \"ftp://h\"\n");
-        assert!(e.contains("line 5: notify[0].url: `ftp://h` is not an http:// or https:// URL"), "{e}");
+        assert!(e.contains("line 6: notify[0].url: `ftp://h` is not an http:// or https:// URL"), "{e}");
         let e = error("[[notify]]\nkind = \"slack\"\nurl = \"https://h\"\nunits = [\"cart\"]\n");
         assert!(e.contains("notify[0].units: no [[sync]] unit is named `cart`"), "{e}");
         let e = error("[[notify]]\nkind = \"slack\"\nurl = \"https://h\"\nsecret_file = \"k\"\n");

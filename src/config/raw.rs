@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{ApplyMode, InventoryKind, RenderMode, SandboxMode};
+use super::{ApplyMode, InventoryKind, NotifyEvent, NotifyKind, RenderMode, SandboxMode};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -28,7 +28,7 @@ pub(super) struct RawConfig {
     #[serde(default)]
     pub render: RawRender,
     #[serde(default)]
-    pub notify: Vec<Spanned<super::notify::RawNotify>>,
+    pub notify: Vec<Spanned<RawNotify>>,
 }
 
 /// `[render]`.
@@ -345,6 +345,19 @@ pub(super) fn parse_byte_size(text: &str) -> Result<u64, String> {
         }
     };
     number.checked_mul(factor).ok_or_else(|| format!("invalid size `{text}`: too large"))
+}
+
+/// One `[[notify]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    pub kind: NotifyKind,
+    pub url: Spanned<String>,
+    pub token_file: Option<Spanned<String>>,
+    pub secret_file: Option<Spanned<String>>,
+    pub units: Option<Vec<Spanned<String>>>,
+    pub on: Option<Vec<NotifyEvent>>,
+    pub repository: Option<Spanned<String>>,
 }
 
 #[cfg(test)]

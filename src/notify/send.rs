@@ -35,7 +35,7 @@ struct NotifierLabels {
     kind: &'static str,
 }
 
-/// The notifiers' counters, registered with the daemon's metrics ([`NotifyMetrics::register`]):
+/// The notifiers' counters, registered with the daemon's metrics ([`NotifyMetrics::registered`]):
 /// `gitward_notify_sent_total`, `gitward_notify_failures_total` (notices not sent after their
 /// retries) and `gitward_notify_dropped_total` (notices a full queue dropped), each by
 /// `notifier` (`notify[0]`) and `kind`. Cheap to clone: clones count into the same series.
@@ -47,8 +47,14 @@ pub struct NotifyMetrics {
 }
 
 impl NotifyMetrics {
-    /// Registers the families in `registry` (whose prefix is `gitward`).
-    pub fn register(&self, registry: &mut Registry) {
+    /// New counters, registered in `registry` (whose prefix is `gitward`).
+    pub fn registered(registry: &mut Registry) -> Self {
+        let metrics = Self::default();
+        metrics.register(registry);
+        metrics
+    }
+
+    fn register(&self, registry: &mut Registry) {
         registry.register("notify_sent", "Notifications sent, by notifier", self.sent.clone());
         registry.register(
             "notify_failures",

@@ -203,13 +203,11 @@ impl Metrics {
             Unit::Seconds,
             time_to_healthy.clone(),
         );
-        let fleet = Fleet::register(&mut registry);
-        let notify = crate::notify::NotifyMetrics::default();
-        notify.register(&mut registry);
         registry.register_collector(Box::new(git::GitFetches));
         Self {
+            fleet: Fleet::register(&mut registry),
+            notify: crate::notify::NotifyMetrics::registered(&mut registry),
             registry,
-            fleet,
             sync_duration,
             objects,
             api_requests,
@@ -223,7 +221,6 @@ impl Metrics {
             objects_health,
             time_to_healthy,
             revisions: Mutex::default(),
-            notify,
         }
     }
 
