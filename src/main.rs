@@ -394,6 +394,7 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
     }
     let clusters = connect(&config).await?;
     let mut code = ExitCode::SUCCESS;
+    let notify = gitward::notify::Notifications::start(&config.notify, Default::default());
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
         if args.revision.is_some() && !gitward::control::is_suspended(&client, unit).await {
@@ -414,6 +415,7 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
         let (events, writer) = engine.events();
         let mut observers = Observers::default().with(gitward::report::Log::default()).with(Stdout).with(events);
+        observers = observers.with(notify.watch(unit));
         match engine.sync().await {
             Ok(report) => {
                 let ok = finish(&mut engine, report, args.wait, &mut observers).await;
@@ -431,6 +433,7 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         drop(observers);
         writer.within(EVENTS_FLUSH).await;
     }
+    notify.flush(EVENTS_FLUSH).await;
     Ok(code)
 }
 

@@ -15,7 +15,7 @@
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
 //! `daemon`, `render`, `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
-//! expansion into units) —
+//! expansion into units), `notify` (`[[notify]]`) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -26,6 +26,7 @@ mod constraint;
 mod daemon;
 mod hint;
 mod ignore;
+mod notify;
 mod path;
 mod raw;
 mod render;
@@ -48,6 +49,7 @@ pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
 pub use ignore::IgnoreRule;
+pub use notify::{Notify, NotifyEvent, NotifyKind};
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
 pub use set::{DEFAULT_MAX_UNITS, SyncSet};
@@ -130,6 +132,8 @@ pub struct Config {
     /// order. Their units are not in [`Config::units`] as loaded: [`Config::expand`] makes them
     /// from a listing of the tree and [`Config::with_sets`] adds them.
     pub sets: Vec<SyncSet>,
+    /// Where syncs are told of beyond the log (`[[notify]]`), in file order; default none.
+    pub notify: Vec<Notify>,
 }
 
 /// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for

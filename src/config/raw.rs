@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{ApplyMode, InventoryKind, RenderMode, SandboxMode};
+use super::{ApplyMode, InventoryKind, NotifyEvent, NotifyKind, RenderMode, SandboxMode};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -31,6 +31,8 @@ pub(super) struct RawConfig {
     pub sync_set: Vec<Spanned<toml::Table>>,
     #[serde(default)]
     pub render: RawRender,
+    #[serde(default)]
+    pub notify: Vec<Spanned<RawNotify>>,
 }
 
 /// `[render]`.
@@ -347,6 +349,19 @@ pub(super) fn parse_byte_size(text: &str) -> Result<u64, String> {
         }
     };
     number.checked_mul(factor).ok_or_else(|| format!("invalid size `{text}`: too large"))
+}
+
+/// One `[[notify]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    pub kind: NotifyKind,
+    pub url: Spanned<String>,
+    pub token_file: Option<Spanned<String>>,
+    pub secret_file: Option<Spanned<String>>,
+    pub units: Option<Vec<Spanned<String>>>,
+    pub on: Option<Vec<NotifyEvent>>,
+    pub repository: Option<Spanned<String>>,
 }
 
 #[cfg(test)]

@@ -65,7 +65,8 @@ impl Resolver<'_> {
         }
         adopted_by(&mut units);
         let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
-        Ok(Config { clusters, daemon, units, render, sets })
+        let notify = self.notify(raw.notify, &units)?;
+        Ok(Config { clusters, daemon, units, render, sets, notify })
     }
 
     /// One `[[sync]]` table with every table of it resolved, the render tools copied in; also

@@ -81,6 +81,8 @@ pub(super) struct Units {
     pub(super) fences: Fences,
     /// One watch of each local repository's refs, shared by the units that follow it.
     pub(super) repo_watches: RepoWatches,
+    /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
+    pub(super) notify: crate::notify::Notifications,
 }
 
 /// Which Lease fences the units' writes ([`crate::cluster::fence`]).
@@ -125,6 +127,7 @@ impl Units {
     /// a read-only or full state directory) are logged and marked failed. Returns whether any
     /// such unit is left, for the caller to try again with backoff, and the plan carried out.
     pub(super) async fn reconcile(&mut self, config: &Config, first: TriggerKind) -> (bool, UnitPlan) {
+        self.notify.configure(&config.notify);
         let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
@@ -273,6 +276,7 @@ impl Units {
             sync_slots: self.sync_slots.clone(),
             push_lane: unit.is_git().then(|| self.push_lane.clone()),
             first,
+            notify: self.notify.watch(unit),
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);

@@ -1,4 +1,4 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, units generated from directories (`[[sync_set]]`), the Kubernetes Events of syncs (also `gitward sync`'s), and the per-unit metrics (readiness with its reason, failure streak, health counts as `gitward status` gives them).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, units generated from directories (`[[sync_set]]`), the Kubernetes Events of syncs and their notifications (also `gitward sync`'s), and the per-unit metrics (readiness with its reason, failure streak, health counts as `gitward status` gives them).
 
 pub(crate) mod events;
 pub(crate) mod fencing;
@@ -8,6 +8,7 @@ pub(crate) mod leader;
 pub(crate) mod load;
 pub(crate) mod metrics;
 pub(crate) mod mirrors;
+pub(crate) mod notify;
 pub(crate) mod push;
 pub(crate) mod run;
 pub(crate) mod sharding;

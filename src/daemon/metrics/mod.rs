@@ -27,6 +27,7 @@
 //! | `gitward_unit_objects` | gauge | `unit`: members the unit's cache tracks after its last sync |
 //! | `gitward_unit_cache_bytes` | gauge | `unit`: estimated bytes of its metadata cache ([`crate::cluster::cache::MetadataCache::estimated_bytes`]) |
 //! | `gitward_unit_render_seconds`, `gitward_unit_apply_seconds` | gauge | `unit`: the last sync's load (read, render, parse) and the rest of it |
+//! | `gitward_notify_sent_total`, `gitward_notify_failures_total`, `gitward_notify_dropped_total` | counter | `notifier` (`notify[0]`, its `[[notify]]` table), `kind`: notifications sent, not sent after their retries, dropped by a full queue |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
 mod fleet;
@@ -133,6 +134,8 @@ pub struct Metrics {
     /// series is removed when the revision moves. Held across the swap so two updates of one
     /// unit cannot leave two series.
     revisions: Mutex<HashMap<String, String>>,
+    /// The notifiers' counters (`gitward_notify_*`), handed to them by the daemon.
+    notify: crate::notify::NotifyMetrics,
 }
 
 impl Default for Metrics {
@@ -210,12 +213,12 @@ impl Metrics {
             Unit::Seconds,
             time_to_healthy.clone(),
         );
-        let fleet = Fleet::register(&mut registry);
         let units = Units::register(&mut registry);
         registry.register_collector(Box::new(git::GitFetches));
         Self {
+            fleet: Fleet::register(&mut registry),
+            notify: crate::notify::NotifyMetrics::registered(&mut registry),
             registry,
-            fleet,
             units,
             sync_duration,
             objects,
@@ -231,6 +234,11 @@ impl Metrics {
             time_to_healthy,
             revisions: Mutex::default(),
         }
+    }
+
+    /// The notifiers' counters ([`crate::notify::NotifyMetrics`]), registered here.
+    pub fn notify(&self) -> &crate::notify::NotifyMetrics {
+        &self.notify
     }
 
     /// Records a completed sync: its duration, one count per object entry by action, the API

@@ -152,6 +152,7 @@ fn units(
         stopped,
         fences,
         repo_watches: Default::default(),
+        notify: crate::notify::Notifications::start(&config.notify, metrics.notify().clone()),
     }
 }
 

@@ -203,7 +203,7 @@ struct Controls {
 
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
-        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first } = task;
+        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first, notify } = task;
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -215,7 +215,7 @@ impl Driver {
         let (repo, yield_signal, drift) = (engine.repo().clone(), engine.yield_signal(), engine.cache().subscribe());
         let control = Some(engine.control());
         let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
-        let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first);
+        let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first, notify);
         Self {
             state: State::new(push_lane.is_some()),
             ctx: Some(Box::new(ctx)),

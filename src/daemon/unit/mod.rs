@@ -71,6 +71,8 @@ pub struct UnitTask {
     /// What the task's first sync is logged as: `startup`, or `reload` for a task started
     /// by a SIGHUP that changed its unit (that one sync is the reload's).
     pub first: TriggerKind,
+    /// The observer that tells the unit's notifiers (`[[notify]]`) of its syncs.
+    pub notify: crate::notify::Watch,
 }
 
 impl UnitTask {
@@ -92,12 +94,19 @@ struct Ctx {
     heal: Heal,
     /// What asked for the sync in progress (set when its objects are sent).
     cause: Cause,
-    /// The log, metrics, readiness status and Kubernetes Events, told of each sync ([`Observer`]).
+    /// The log, metrics, readiness status, Kubernetes Events and notifiers, told of each sync
+    /// ([`Observer`]).
     observers: Observers,
 }
 
 impl Ctx {
-    fn new(engine: Engine, status: Status, metrics: Arc<Metrics>, first: TriggerKind) -> Self {
+    fn new(
+        engine: Engine,
+        status: Status,
+        metrics: Arc<Metrics>,
+        first: TriggerKind,
+        notify: crate::notify::Watch,
+    ) -> Self {
         let unit = engine.unit_name().to_string();
         // The writer task ends once the observer is dropped with the unit.
         let (events, _writer) = engine.events();
@@ -105,7 +114,8 @@ impl Ctx {
             .with(crate::report::Log::default())
             .with(observe::Metered { unit: unit.clone(), metrics })
             .with(observe::Readiness { unit: unit.clone(), status: status.clone() })
-            .with(events);
+            .with(events)
+            .with(notify);
         let cause = Cause::from(&super::trigger::Trigger::now(first));
         Self { unit, engine, status, heal: Heal::default(), cause, observers }
     }
