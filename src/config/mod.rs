@@ -14,7 +14,8 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
-//! `daemon`, `render`, `substitute` (`[sync.substitute]`) —
+//! `daemon`, `render`, `substitute` (`[sync.substitute]`), `depends` (`depends_on`: names,
+//! expressions and cycles checked) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -23,6 +24,7 @@ mod chart;
 mod cluster;
 mod constraint;
 mod daemon;
+mod depends;
 mod hint;
 mod ignore;
 mod path;
@@ -43,6 +45,7 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
+pub use depends::Dependency;
 pub use ignore::IgnoreRule;
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};

@@ -44,8 +44,10 @@ impl Resolver<'_> {
         let mut names: HashMap<String, usize> = HashMap::new();
         let mut inventories: HashMap<InventoryId, usize> = HashMap::new();
         let mut units = Vec::with_capacity(raw.sync.len());
+        let mut depends = Vec::new();
         for (index, raw_unit) in raw.sync.into_iter().enumerate() {
             let mut raw_unit = raw_unit.into_inner();
+            depends.extend(raw_unit.depends_on.take().map(|d| (index, d)));
             let raw_cluster = raw_unit.cluster.take();
             let raw_service_account = raw_unit.service_account.take();
             let raw_ignore = std::mem::take(&mut raw_unit.ignore);
@@ -77,6 +79,7 @@ impl Resolver<'_> {
                 .map(|other| other.name.clone())
                 .collect();
         }
+        self.depends_on(depends, &mut units)?;
         Ok(Config { clusters, daemon, units, render })
     }
 
