@@ -273,6 +273,7 @@ impl Units {
             sync_slots: self.sync_slots.clone(),
             push_lane: unit.is_git().then(|| self.push_lane.clone()),
             first,
+            depends: super::unit::Gate::new(unit, &self.clusters),
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);

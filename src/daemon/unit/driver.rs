@@ -17,7 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::info;
 
-use super::machine::{Action, Event, Failed, Log, Phase, Rested, State, step};
+use super::machine::{Action, Event, Failed, Phase, Rested, State, step};
 use super::wait::Waiting;
 use super::{Ctx, UnitTask, release_freed_memory};
 use crate::cluster::drift::DriftQueue;
@@ -156,6 +156,8 @@ pub(super) struct Driver {
     /// The controls of the request and suspension, as the driver acted on them.
     controls: Controls,
     status: crate::daemon::trigger::Status,
+    /// The records of the units it depends on, watched (`depends_on`); `None` without any.
+    gate: Option<super::depends::Gate>,
 }
 
 /// What the driver did with the controls on the parent.
@@ -173,7 +175,7 @@ struct Controls {
 
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
-        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first } = task;
+        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first, depends } = task;
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -187,7 +189,7 @@ impl Driver {
         let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
         let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first);
         Self {
-            state: State::new(push_lane.is_some()),
+            state: State { gated: depends.is_some(), ..State::new(push_lane.is_some()) },
             unit,
             ctx: Some(Box::new(ctx)),
             engine_job: None,
@@ -218,6 +220,7 @@ impl Driver {
             control,
             controls,
             status,
+            gate: depends,
         }
     }
 
@@ -328,6 +331,7 @@ impl Driver {
             lane_wanted,
             waiting,
             control,
+            gate,
             ..
         } = self;
         let got = tokio::select! {
@@ -356,6 +360,9 @@ impl Driver {
             }
             changed = async { control.as_mut().expect("guarded").changed().await }, if control.is_some() => {
                 Got::Control(changed.is_ok())
+            }
+            () = async { gate.as_mut().expect("guarded").changed().await }, if listen.depends && gate.is_some() => {
+                Got::Event(Event::DependencyChanged)
             }
             () = std::future::ready(()), if request => Got::Request,
         };
@@ -471,7 +478,7 @@ impl Driver {
                 self.metrics.observe_suspended_trigger(&self.unit, kind);
                 info!(unit = self.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
             }
-            Action::Log(log) => write(&self.unit, log),
+            Action::Log(log) => super::log::write(&self.unit, log, &self.status, &self.metrics),
             Action::Probe { from, at } => {
                 let repo = self.repo.clone();
                 self.io = Some(Box::pin(async move { Event::Probed(repo.push_touches(from.as_ref(), at).await) }));
@@ -491,6 +498,9 @@ impl Driver {
                     self.home().engine.answer_request(token);
                 }
                 self.start(Effect::Fetch(at));
+            }
+            Action::Gate(revision) => {
+                return Some(Event::Gated(self.gate.as_mut().map(|g| g.check(&revision)).unwrap_or_default()));
             }
             Action::Early(revision) => self.start(Effect::Early(revision)),
             Action::Rest => {
@@ -567,34 +577,5 @@ impl Driver {
         ctx.publish(trigger, &report);
         self.report = Some(report);
         release_freed_memory();
-    }
-}
-
-/// Writes a log event `step` decided.
-fn write(unit: &str, log: Log) {
-    match log {
-        Log::Triggered { kind, revision, lane: Some(lane) } => {
-            info!(unit, trigger = %kind, revision = %revision, push_lane = lane, "sync triggered");
-        }
-        Log::Triggered { kind, revision, lane: None } => {
-            info!(unit, trigger = %kind, revision = %revision, "sync triggered");
-        }
-        Log::NoNewRevision { kind, revision } => {
-            tracing::debug!(unit, trigger = %kind, revision = %revision, "no new revision");
-        }
-        Log::Yielded { revision, to, kind, objects } => info!(
-            unit,
-            revision = %revision,
-            to = %to,
-            trigger = %kind,
-            objects_sent = objects,
-            "sync yielded to a newer revision"
-        ),
-        Log::CancelledByReload { revision, kind } => {
-            info!(unit, revision = %revision, trigger = %kind, "health wait cancelled by a reload");
-        }
-        Log::CancelledByRevision { revision, new_revision, kind } => {
-            info!(unit, revision = %revision, new_revision = %new_revision, trigger = %kind, "health wait cancelled by a new revision");
-        }
     }
 }

@@ -15,7 +15,9 @@
 //! phases: a poll or webhook that finds nothing new while backing off, or a self-heal, leaves
 //! it due.
 
+mod depends;
 mod driver;
+mod log;
 mod machine;
 mod observe;
 mod sync;
@@ -30,6 +32,7 @@ use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, TriggerKind, TriggerReceiver};
 use crate::sync::{Cause, Engine, Observers};
+pub use depends::Gate;
 
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
@@ -70,6 +73,9 @@ pub struct UnitTask {
     /// What the task's first sync is logged as: `startup`, or `reload` for a task started
     /// by a SIGHUP that changed its unit (that one sync is the reload's).
     pub first: TriggerKind,
+    /// The watched records of the units it depends on (`depends_on`), judged before it syncs
+    /// a new revision; `None` for a unit without dependencies.
+    pub depends: Option<Gate>,
 }
 
 impl UnitTask {
