@@ -1,5 +1,6 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, and the Kubernetes Events of syncs (also `gitward sync`'s).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, the order of units by `depends_on`, and the Kubernetes Events of syncs (also `gitward sync`'s).
 
+pub(crate) mod depends;
 pub(crate) mod events;
 pub(crate) mod fencing;
 pub(crate) mod http;
