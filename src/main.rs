@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gitward::config::Config;
-use gitward::sync::{Cause, Engine, Observers};
+use gitward::sync::{Cause, Engine, Observer, Observers};
 use gitward::telemetry::{self, LogFormat};
 
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
