@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gitward::config::Config;
-use gitward::sync::{Cause, Engine, Observer, Observers, Outcome};
+use gitward::sync::{Cause, Engine, Observer, Observers};
 use gitward::telemetry::{self, LogFormat};
 
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
@@ -51,7 +51,9 @@ logs go to stderr.
 Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped
 (a Helm hook included: one that failed or did not end within health_timeout), or with --wait did
 not become healthy within health_timeout; 2 the revision could not be read or
-the cluster reached (nothing applied, nothing pruned).
+the cluster reached (nothing applied, nothing pruned); 3 a unit it depends on (depends_on) is
+not ready: not synced yet, its revision not applied, not healthy or its ready_expr false
+(nothing applied; --ignore-dependencies syncs anyway).
 
 Example:
   gitward sync --config config.toml --sync apps --wait";
@@ -205,6 +207,9 @@ struct SyncArgs {
     /// (a deliberate clean-up; `allow_prune_all` permits it every time).
     #[arg(long)]
     allow_prune: bool,
+    /// Sync even when a unit of `depends_on` is not ready (exit 3 otherwise).
+    #[arg(long)]
+    ignore_dependencies: bool,
     /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
     /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
     /// leaves it applied: a rollback.
@@ -400,6 +405,13 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         if args.revision.is_some() && !gitward::control::is_suspended(&client, unit).await {
             tracing::warn!(unit = %unit.name, "the unit is not suspended: the daemon applies its ref again at its next sync");
         }
+        let dependencies = gitward::status::dependencies(&clusters, unit).await?;
+        if let Some(waiting) = gitward::status::unmet(&dependencies).filter(|_| !args.ignore_dependencies) {
+            tracing::error!(unit = %unit.name, waiting_for = %waiting, "not synced: waiting for dependencies (--ignore-dependencies syncs anyway)");
+            println!("{}", gitward::summary::blocked(&unit.name, &waiting));
+            code = ExitCode::from(3);
+            continue;
+        }
         let mut engine = match Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await {
             Ok(engine) => engine,
             Err(e) => {
@@ -414,7 +426,8 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
             engine.allow_prune_once();
         }
         let (events, writer) = engine.events();
-        let mut observers = Observers::default().with(gitward::report::Log::default()).with(Stdout).with(events);
+        let mut observers =
+            Observers::default().with(gitward::report::Log::default()).with(gitward::summary::Stdout).with(events);
         observers = observers.with(notify.watch(unit));
         match engine.sync().await {
             Ok(report) => {
@@ -461,29 +474,15 @@ async fn finish(engine: &mut Engine, report: gitward::sync::Report, wait: bool, 
     outcome.succeeded()
 }
 
-/// The one line per unit `gitward sync` prints on stdout (secrets masked): what the sync did
-/// ([`gitward::summary::sync`]), or that it applied nothing.
-struct Stdout;
-
-impl Observer for Stdout {
-    fn finished(&mut self, outcome: &Outcome) {
-        let line = match (&outcome.report, &outcome.failure) {
-            (Some(report), None) => {
-                gitward::summary::sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait)
-            }
-            _ => gitward::summary::not_synced(outcome.unit()),
-        };
-        println!("{}", telemetry::mask::mask(&line));
-    }
-}
-
 async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let config = load(&args.units).await?;
     let clusters = connect(&config).await?;
     let mut states = Vec::new();
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
-        let state = gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        let mut state =
+            gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        state.dependencies = gitward::status::dependencies(&clusters, unit).await?;
         states.push(state);
     }
     let sandbox = gitward::status::sandbox(config.render.sandbox);

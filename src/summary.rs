@@ -79,6 +79,27 @@ pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: D
     line
 }
 
+/// The observer that prints the one line per unit of `gitward sync` on stdout (secrets
+/// masked, [`crate::telemetry::mask`]): what the sync did ([`sync`]), or that it applied
+/// nothing ([`not_synced`]).
+pub struct Stdout;
+
+impl crate::sync::Observer for Stdout {
+    fn finished(&mut self, outcome: &crate::sync::Outcome) {
+        let line = match (&outcome.report, &outcome.failure) {
+            (Some(report), None) => sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait),
+            _ => not_synced(outcome.unit()),
+        };
+        println!("{}", crate::telemetry::mask::mask(&line));
+    }
+}
+
+/// The line of a unit `gitward sync` refused to sync because a unit of its `depends_on` is not
+/// ready (`waiting`: each one and why, `base: not healthy (progressing)`).
+pub fn blocked(unit: &str, waiting: &str) -> String {
+    format!("{unit}: not synced: waiting for dependencies: {waiting}")
+}
+
 /// The line of a unit whose sync stopped before anything was applied (the error itself is
 /// logged once, on stderr).
 pub fn not_synced(unit: &str) -> String {

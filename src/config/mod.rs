@@ -15,7 +15,8 @@
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
 //! `daemon`, `render`, `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
-//! expansion into units), `notify` (`[[notify]]`) —
+//! expansion into units), `notify` (`[[notify]]`), `depends` (`depends_on`: names,
+//! expressions and cycles checked) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -24,6 +25,7 @@ mod chart;
 mod cluster;
 mod constraint;
 mod daemon;
+mod depends;
 mod hint;
 mod ignore;
 mod notify;
@@ -48,6 +50,7 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding};
+pub use depends::Dependency;
 pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind};
 pub use path::UnitPath;

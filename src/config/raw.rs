@@ -177,6 +177,7 @@ pub(super) struct RawSyncUnit {
     #[serde(default)]
     pub ignore: Vec<Spanned<RawIgnore>>,
     pub substitute: Option<RawSubstitute>,
+    pub depends_on: Option<Spanned<Vec<Spanned<RawDependency>>>>,
 }
 
 /// One `[[sync.ignore]]` table.
@@ -384,4 +385,22 @@ mod tests {
         assert!(parse_byte_size("MiB").is_err());
         assert!(parse_byte_size("99999999999GiB").is_err());
     }
+}
+
+/// One entry of `depends_on` as the file writes it.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawDependency {
+    /// `"base"`: the unit's name.
+    Name(String),
+    /// `{ unit = "base", ready_expr = "…" }`.
+    Table(RawDependencyTable),
+}
+
+/// `{ unit = "…", ready_expr = "…" }` in `depends_on`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDependencyTable {
+    pub unit: String,
+    pub ready_expr: Option<String>,
 }

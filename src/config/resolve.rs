@@ -45,9 +45,11 @@ impl Resolver<'_> {
         let mut names: HashMap<String, usize> = HashMap::new();
         let mut inventories: HashMap<InventoryId, usize> = HashMap::new();
         let mut units = Vec::with_capacity(raw.sync.len());
+        let mut depends = Vec::new();
         for (index, raw_unit) in raw.sync.into_iter().enumerate() {
-            let (unit, name_span, inventory_span) =
-                self.whole_unit(index, raw_unit.into_inner(), &clusters, &daemon, &render)?;
+            let mut raw_unit = raw_unit.into_inner();
+            depends.extend(raw_unit.depends_on.take().map(|d| (index, d)));
+            let (unit, name_span, inventory_span) = self.whole_unit(index, raw_unit, &clusters, &daemon, &render)?;
             if let Some(first) = names.insert(unit.name.clone(), index) {
                 let message = format!("duplicate unit name `{}` (also sync[{first}])", unit.name);
                 return Err(self.invalid(Some(name_span), &format!("sync[{index}].name"), message));
@@ -64,6 +66,7 @@ impl Resolver<'_> {
             units.push(unit);
         }
         adopted_by(&mut units);
+        self.depends_on(depends, &mut units)?;
         let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
         let notify = self.notify(raw.notify, &units)?;
         Ok(Config { clusters, daemon, units, render, sets, notify })

@@ -194,6 +194,10 @@ pub struct SyncUnit {
     pub substitute: super::Substitute,
     /// A copy of the file's `[render]` table, so the engine needs only the unit.
     pub render_tools: RenderTools,
+    /// `depends_on`: the units whose recorded state must be ready before this unit syncs a
+    /// new revision (Flux's `dependsOn`), in file order, each once. Default: none. Not part
+    /// of the [`SyncUnit::fingerprint`]: it orders syncs and decides no object written.
+    pub depends_on: Vec<super::Dependency>,
 }
 
 impl SyncUnit {
@@ -262,6 +266,7 @@ impl SyncUnit {
             ignore: Vec::new(),
             substitute: super::Substitute::default(),
             render_tools: RenderTools::default(),
+            depends_on: Vec::new(),
         }
     }
 

@@ -277,6 +277,7 @@ impl Units {
             push_lane: unit.is_git().then(|| self.push_lane.clone()),
             first,
             notify: self.notify.watch(unit),
+            depends: super::unit::Gate::new(unit, &self.clusters),
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);

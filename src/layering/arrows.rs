@@ -80,6 +80,7 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("summary", "health", "a sync's health counts and result"),
     ("summary", "source", "short revisions"),
     ("summary", "sync", "the sync report a line summarises"),
+    ("summary", "telemetry", "stdout lines masked"),
     ("summary", "validate", "the validate summary a line summarises"),
     ("sync", "apply", "the engine sends every object through apply"),
     ("sync", "changeset", "the engine's result"),

@@ -1,5 +1,6 @@
-//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, units generated from directories (`[[sync_set]]`), the Kubernetes Events of syncs and their notifications (also `gitward sync`'s), and the per-unit metrics (readiness with its reason, failure streak, health counts as `gitward status` gives them).
+//! `gitward run`: pushes, webhooks and their routes, the HTTP server, leader election, sharding, fencing, shared mirrors, the order of sync slots, load, suspend, resume and reconcile, units generated from directories (`[[sync_set]]`), the Kubernetes Events of syncs and their notifications (also `gitward sync`'s), units ordered by `depends_on`, and the per-unit metrics (readiness with its reason, failure streak, health counts as `gitward status` gives them).
 
+pub(crate) mod depends;
 pub(crate) mod events;
 pub(crate) mod fencing;
 pub(crate) mod http;

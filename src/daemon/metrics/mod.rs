@@ -63,8 +63,23 @@ fn duration_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.005, 2.0, 17)
 }
 
+/// Registers the 0/1 gauges of a unit's state: `unit_suspended` and
+/// `unit_waiting_for_dependencies`.
+fn unit_gauges(registry: &mut Registry) -> (Family<UnitLabels, Gauge>, Family<UnitLabels, Gauge>) {
+    let (suspended, blocked) = (Family::default(), Family::default());
+    registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
+    let help = "1 while a unit's new revision waits for the units it depends on (depends_on), else 0";
+    registry.register("unit_waiting_for_dependencies", help, blocked.clone());
+    (suspended, blocked)
+}
+
 fn duration_histogram() -> Histogram {
     Histogram::new(duration_buckets())
+}
+
+/// A family of [`duration_histogram`]s by unit.
+fn histograms() -> Family<UnitLabels, Histogram, fn() -> Histogram> {
+    Family::new_with_constructor(duration_histogram as fn() -> Histogram)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -123,6 +138,7 @@ pub struct Metrics {
     triggers: Family<KindLabels, Counter>,
     suspended_triggers: Family<KindLabels, Counter>,
     suspended: Family<UnitLabels, Gauge>,
+    blocked: Family<UnitLabels, Gauge>,
     objects_health: Family<HealthLabels, Gauge>,
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// Which cluster each unit applies to, and the sharding metrics.
@@ -155,9 +171,7 @@ impl Metrics {
     /// appears once its unit first reports it.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("gitward");
-        let sync_duration = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            duration_histogram as fn() -> Histogram,
-        );
+        let sync_duration = histograms();
         let objects = Family::default();
         let api_requests = Family::default();
         let errors = Family::default();
@@ -166,11 +180,8 @@ impl Metrics {
         let tracked = Family::default();
         let triggers = Family::default();
         let suspended_triggers = Family::default();
-        let suspended = Family::default();
         let objects_health = Family::default();
-        let time_to_healthy = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            duration_histogram as fn() -> Histogram,
-        );
+        let time_to_healthy = histograms();
         registry.register_with_unit(
             "sync_duration",
             "Wall time of a completed sync, from fetch to prune",
@@ -201,7 +212,7 @@ impl Metrics {
             "Sync requests a suspended unit did not act on, by what asked",
             suspended_triggers.clone(),
         );
-        registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
+        let (suspended, blocked) = unit_gauges(&mut registry);
         registry.register(
             "objects_health",
             "The unit's members by health as its last health judgement left them (as gitward status counts them)",
@@ -230,6 +241,7 @@ impl Metrics {
             triggers,
             suspended_triggers,
             suspended,
+            blocked,
             objects_health,
             time_to_healthy,
             revisions: Mutex::default(),
@@ -320,6 +332,12 @@ impl Metrics {
         self.units.finished(unit, outcome, now);
     }
 
+    /// Sets `gitward_unit_waiting_for_dependencies{unit}`: 1 while a new revision of `unit`
+    /// waits for its `depends_on`, else 0.
+    pub fn set_blocked(&self, unit: &str, blocked: bool) {
+        self.blocked.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(blocked));
+    }
+
     /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
     /// they stop being exported after a reload. Counters and the histogram are kept: they are
     /// cumulative, and Prometheus handles a series that stops.
@@ -330,6 +348,7 @@ impl Metrics {
         }
         self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
         self.suspended.remove(&UnitLabels { unit: unit.to_owned() });
+        self.blocked.remove(&UnitLabels { unit: unit.to_owned() });
         for health in ["healthy", "progressing", "degraded"] {
             self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }

@@ -173,6 +173,8 @@ struct Sources {
     /// The controls on the unit's ApplySet parent ([`Control`]), from its watch; `None` once
     /// the watch ended.
     control: Option<watch::Receiver<Option<Control>>>,
+    /// The records of the units it depends on, watched (`depends_on`); `None` without any.
+    gate: Option<super::depends::Gate>,
 }
 
 /// The unit's name and what the driver shares with the rest of the daemon.
@@ -203,7 +205,8 @@ struct Controls {
 
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
-        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first, notify } = task;
+        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first, notify, depends } =
+            task;
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -217,12 +220,21 @@ impl Driver {
         let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
         let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first, notify);
         Self {
-            state: State::new(push_lane.is_some()),
+            state: State { gated: depends.is_some(), ..State::new(push_lane.is_some()) },
             ctx: Some(Box::new(ctx)),
             effects: Effects::default(),
             permits: Permits::default(),
             kept: Kept::default(),
-            sources: Sources { triggers, shutdown, drift, self_heal: timing.self_heal, poll, resync, control },
+            sources: Sources {
+                triggers,
+                shutdown,
+                drift,
+                self_heal: timing.self_heal,
+                poll,
+                resync,
+                control,
+                gate: depends,
+            },
             shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, first, status },
             controls,
         }
@@ -323,7 +335,7 @@ impl Driver {
         let stopping = self.state.stopping;
         let request = listen.triggers && self.controls.due.is_some();
         let Self { sources, effects, permits, .. } = self;
-        let Sources { shutdown, triggers, poll, resync, drift, control, .. } = sources;
+        let Sources { shutdown, triggers, poll, resync, drift, control, gate, .. } = sources;
         let Effects { engine_job, io, push, waiting, .. } = effects;
         let Permits { slot_wanted, lane_wanted, .. } = permits;
         let got = tokio::select! {
@@ -352,6 +364,9 @@ impl Driver {
             }
             changed = async { control.as_mut().expect("guarded").changed().await }, if control.is_some() => {
                 Got::Control(changed.is_ok())
+            }
+            () = async { gate.as_mut().expect("guarded").changed().await }, if listen.depends && gate.is_some() => {
+                Got::Event(Event::DependencyChanged)
             }
             () = std::future::ready(()), if request => Got::Request,
         };
@@ -472,7 +487,7 @@ impl Driver {
                 self.shared.metrics.observe_suspended_trigger(&self.shared.unit, kind);
                 info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
             }
-            Action::Log(log) => super::logs::write(&self.shared.unit, log),
+            Action::Log(log) => super::log::write(&self.shared.unit, log, &self.shared.status, &self.shared.metrics),
             Action::Probe { from, at } => {
                 let repo = self.shared.repo.clone();
                 self.effects.io =
@@ -493,6 +508,9 @@ impl Driver {
                     self.home().engine.answer_request(token);
                 }
                 self.start(Effect::Fetch(at));
+            }
+            Action::Gate(revision) => {
+                return Some(Event::Gated(self.sources.gate.as_mut().map(|g| g.check(&revision)).unwrap_or_default()));
             }
             Action::Early(revision) => self.start(Effect::Early(revision)),
             Action::Rest => {

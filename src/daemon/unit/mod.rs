@@ -9,14 +9,15 @@
 //! every event does (coalescing, the push lane, yielding to a newer revision, the health wait's
 //! cancel rules, retries). `driver` is the one loop that reads the trigger channel, the ticks,
 //! drift and the effects it started (one `select!`), feeds each event to `step` and runs the
-//! actions it returns (`logs` writes the log lines it decides); the effects that use the engine (`sync`: fetch, early apply, the rest of
+//! actions it returns (`log` writes the log lines it decides); the effects that use the engine (`sync`: fetch, early apply, the rest of
 //! the sync, self-heal, the record of a failure; `wait`: the start and end of the health wait)
 //! run one at a time, owning the engine while they run. The retry deadline goes with the
 //! phases: a poll or webhook that finds nothing new while backing off, or a self-heal, leaves
 //! it due.
 
+mod depends;
 mod driver;
-mod logs;
+mod log;
 mod machine;
 mod observe;
 mod sync;
@@ -31,6 +32,7 @@ use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, TriggerKind, TriggerReceiver};
 use crate::sync::{Cause, Engine, Observers};
+pub use depends::Gate;
 
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
@@ -73,6 +75,9 @@ pub struct UnitTask {
     pub first: TriggerKind,
     /// The observer that tells the unit's notifiers (`[[notify]]`) of its syncs.
     pub notify: crate::notify::Watch,
+    /// The watched records of the units it depends on (`depends_on`), judged before it syncs
+    /// a new revision; `None` for a unit without dependencies.
+    pub depends: Option<Gate>,
 }
 
 impl UnitTask {

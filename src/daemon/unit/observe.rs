@@ -69,6 +69,7 @@ impl Readiness {
             applied_once,
             last_error: None,
             suspended: false,
+            blocked: None,
         };
         self.status.set(&self.unit, status);
     }

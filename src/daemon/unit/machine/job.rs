@@ -5,6 +5,7 @@ use super::{
     Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, after, begin_sync, fetch, keep,
 };
 use crate::daemon::trigger::TriggerKind;
+use crate::health::ready::Waiting;
 use crate::source::{Revision, Touch};
 
 /// An event while probing, waiting for the lane, fetching or applying early.
@@ -17,6 +18,7 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
         }
         (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
         (Doing::Fetch, Event::Fetched(Ok(revision))) => fetched(state, job, revision, actions),
+        (Doing::Gate, Event::Gated(waiting)) => gated(state, job, waiting, actions),
         (Doing::Early, Event::Early(objects)) => early_done(job, objects, actions),
         (Doing::Fail, Event::FailRecorded) => after(state, Ran::Synced(false), None, false, actions),
         (_, Event::Trigger(Some(t))) => {
@@ -76,11 +78,41 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
         actions.push(Action::Log(Log::NoNewRevision { kind, revision }));
         return after(state, Ran::Nothing, None, false, actions);
     }
+    job.revision = Some(revision.clone());
+    if state.gated && state.last_applied.as_ref() != Some(&revision) {
+        job.doing = Doing::Gate;
+        actions.push(Action::Gate(revision));
+        return Phase::Fetching(job);
+    }
+    early(job, revision, actions)
+}
+
+/// The revision fetched goes: the sync is logged as triggered and applies early.
+fn early(mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
+    let kind = job.trigger.kind;
     actions.push(Action::Log(Log::Triggered { kind, revision: revision.clone(), lane: Some(job.held.lane) }));
-    actions.push(Action::Early(revision.clone()));
-    job.revision = Some(revision);
+    actions.push(Action::Early(revision));
     job.doing = Doing::Early;
     Phase::Fetching(job)
+}
+
+/// What the gate found for the revision fetched: with every dependency ready the sync goes
+/// on (`dependencies ready` logged after a wait); else its permits are dropped and it waits
+/// in [`Phase::Blocked`], logged when what it waits for changed.
+fn gated(state: &mut State, mut job: Job, waiting: Vec<Waiting>, actions: &mut Vec<Action>) -> Phase {
+    let revision = job.revision.clone().expect("a revision fetched before the gate");
+    if waiting.is_empty() {
+        if state.blocked_by.take().is_some() {
+            actions.push(Action::Log(Log::DependenciesReady { revision: revision.clone() }));
+        }
+        return early(job, revision, actions);
+    }
+    release(&mut job, actions);
+    if state.blocked_by.as_ref() != Some(&waiting) {
+        actions.push(Action::Log(Log::Blocked { revision, waiting: waiting.clone() }));
+        state.blocked_by = Some(waiting);
+    }
+    Phase::Blocked(job.trigger)
 }
 
 /// The early apply sent `objects`: the lane is dropped; the rest runs in the slot held, else
@@ -185,12 +217,14 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
 
 /// A push fetched while the sync waits for its slot after its early apply: a newer revision
 /// takes the sync's place (its early apply in the lane, then the slot asked for goes to its
-/// rest); the same revision, or a failed fetch, is queued.
+/// rest) unless the unit has dependencies (its sync must pass the gate); the same revision, a
+/// failed fetch, or that newer one of a unit with dependencies, is queued.
 fn take_place(state: &mut State, mut job: Job, found: Result<Revision, Failed>, actions: &mut Vec<Action>) -> Phase {
     job.doing = Doing::RestSlot;
     let Some(t) = job.fetching.take() else { return Phase::SlotWait(job) };
     match found {
-        Ok(to) if job.revision.as_ref() != Some(&to) => {
+        // A unit with dependencies sends nothing early past the gate: the newer one waits its turn.
+        Ok(to) if job.revision.as_ref() != Some(&to) && !state.gated => {
             let revision = job.revision.clone().expect("fetched");
             let (kind, objects) = (t.kind, job.early);
             actions.push(Action::Log(Log::Yielded { revision, to: to.clone(), kind, objects }));
