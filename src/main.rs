@@ -426,9 +426,8 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
             engine.allow_prune_once();
         }
         let (events, writer) = engine.events();
-        let mut observers =
-            Observers::default().with(gitward::report::Log::default()).with(gitward::summary::Stdout).with(events);
-        observers = observers.with(notify.watch(unit));
+        let (log, stdout) = (gitward::report::Log::default(), gitward::summary::Stdout);
+        let mut observers = Observers::default().with(log).with(stdout).with(events).with(notify.watch(unit));
         match engine.sync().await {
             Ok(report) => {
                 let ok = finish(&mut engine, report, args.wait, &mut observers).await;
