@@ -44,8 +44,7 @@ impl Resolver<'_> {
         }
         let mut names: HashMap<String, usize> = HashMap::new();
         let mut inventories: HashMap<InventoryId, usize> = HashMap::new();
-        let mut units = Vec::with_capacity(raw.sync.len());
-        let mut depends = Vec::new();
+        let (mut units, mut depends) = (Vec::with_capacity(raw.sync.len()), Vec::new());
         for (index, raw_unit) in raw.sync.into_iter().enumerate() {
             let mut raw_unit = raw_unit.into_inner();
             depends.extend(raw_unit.depends_on.take().map(|d| (index, d)));

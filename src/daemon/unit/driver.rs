@@ -483,10 +483,7 @@ impl Driver {
     fn act(&mut self, action: Action) -> Option<Event> {
         match action {
             Action::Observe(kind) => self.observe(kind),
-            Action::Ignored(kind) => {
-                self.shared.metrics.observe_suspended_trigger(&self.shared.unit, kind);
-                info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
-            }
+            Action::Ignored(kind) => self.ignored(kind),
             Action::Log(log) => super::log::write(&self.shared.unit, log, &self.shared.status, &self.shared.metrics),
             Action::Probe { from, at } => {
                 let repo = self.shared.repo.clone();
@@ -509,9 +506,7 @@ impl Driver {
                 }
                 self.start(Effect::Fetch(at));
             }
-            Action::Gate(revision) => {
-                return Some(Event::Gated(self.sources.gate.as_mut().map(|g| g.check(&revision)).unwrap_or_default()));
-            }
+            Action::Gate(revision) => return Some(self.gate(&revision)),
             Action::Early(revision) => self.start(Effect::Early(revision)),
             Action::Rest => {
                 let early = self.kept.early.take().expect("an early apply before the rest");
@@ -562,6 +557,17 @@ impl Driver {
             Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.kept.backoff.next_delay())),
         }
         None
+    }
+
+    /// Counts and logs a trigger a suspended unit does not act on.
+    fn ignored(&mut self, kind: TriggerKind) {
+        self.shared.metrics.observe_suspended_trigger(&self.shared.unit, kind);
+        info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
+    }
+
+    /// Judges the units the unit depends on for `revision` ([`super::depends::Gate::check`]).
+    fn gate(&mut self, revision: &Revision) -> Event {
+        Event::Gated(self.sources.gate.as_mut().map(|g| g.check(revision)).unwrap_or_default())
     }
 
     /// Counts a trigger that starts a job; a reconcile's job answers the request taken.
