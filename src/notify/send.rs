@@ -135,7 +135,8 @@ impl Sender {
                 if std::mem::replace(&mut self.failing, true) {
                     debug!(notifier, kind, unit = %notice.unit, error, "notification failed");
                 } else {
-                    warn!(notifier, kind, unit = %notice.unit, error, "notification failed (logged once until the notifier recovers)");
+                    // The first failure of a streak at warn, the rest at debug: one message to search for.
+                    warn!(notifier, kind, unit = %notice.unit, error, streak = "first", "notification failed");
                 }
             }
         }

@@ -219,7 +219,6 @@ async fn a_failed_revision_is_told_once_to_each_notifier_and_its_fix_as_recovere
 /// A webhook whose receiver is down (a closed port) leaves the syncs as they are: they complete,
 /// the failure is logged at warn once for the streak, and counted.
 #[tokio::test]
-#[ignore = "fails: the syncs complete but no `notification failed` is logged for the refused port; under investigation"]
 async fn a_receiver_that_is_down_is_logged_once_and_does_not_hold_syncs() {
     let env = common::setup("notify-down").await;
     let ns = env.namespace.clone();
