@@ -82,7 +82,10 @@ async fn a_sync_set_makes_a_unit_per_directory_and_follows_pushes() {
     repo.write("apps/d/cm.yaml", &common::cm("d", "1"));
     repo.commit_and_push("add d");
     all_exist(&env, &daemon, &["d"]).await;
-    let started = daemon.logged("sync complete").into_iter().any(|e| e["unit"] == "apps-d");
+    // The record is written before the observers log `sync complete`: the object can be live a
+    // round trip before the event.
+    let complete = || daemon.logged("sync complete").into_iter().any(|e| e["unit"] == "apps-d");
+    let started = common::eventually(WAIT, || async { complete() }).await;
     assert!(started, "the object of d came from a unit apps-d: {}", daemon.log_text());
 
     // A directory removed: its unit stops, its object stays and is counted.
