@@ -273,11 +273,15 @@ impl Units {
                     self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 ),
             },
-            sync_slots: self.sync_slots.clone(),
-            push_lane: unit.is_git().then(|| self.push_lane.clone()),
+            queues: super::unit::Queues {
+                sync_slots: self.sync_slots.clone(),
+                push_lane: unit.is_git().then(|| self.push_lane.clone()),
+            },
             first,
-            notify: self.notify.watch(unit),
-            depends: super::unit::Gate::new(unit, &self.clusters),
+            links: super::unit::Links {
+                notify: self.notify.watch(unit),
+                depends: super::unit::Gate::new(unit, &self.clusters),
+            },
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);

@@ -17,9 +17,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::info;
 
-use super::machine::{Action, Event, Failed, Phase, Rested, State, step};
+use super::machine::{Action, Depends, Event, Failed, Phase, Rested, State, step};
 use super::wait::Waiting;
-use super::{Ctx, UnitTask, release_freed_memory};
+use super::{Ctx, Links, Queues, UnitTask, release_freed_memory};
 use crate::cluster::drift::DriftQueue;
 use crate::cluster::inventory::Control;
 use crate::daemon::backoff::Backoff;
@@ -205,8 +205,8 @@ struct Controls {
 
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
-        let UnitTask { engine, triggers, status, metrics, timing, sync_slots, push_lane, first, notify, depends } =
-            task;
+        let UnitTask { engine, triggers, status, metrics, timing, queues, first, links } = task;
+        let (Queues { sync_slots, push_lane }, Links { notify, depends }) = (queues, links);
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -220,7 +220,10 @@ impl Driver {
         let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
         let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first, notify);
         Self {
-            state: State { gated: depends.is_some(), ..State::new(push_lane.is_some()) },
+            state: State {
+                depends: Depends { gated: depends.is_some(), blocked_by: None },
+                ..State::new(push_lane.is_some())
+            },
             ctx: Some(Box::new(ctx)),
             effects: Effects::default(),
             permits: Permits::default(),

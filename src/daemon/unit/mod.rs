@@ -60,6 +60,17 @@ pub struct UnitTask {
     pub metrics: Arc<Metrics>,
     /// Timing.
     pub timing: UnitTiming,
+    /// The sync slots and the push lane it waits in.
+    pub queues: Queues,
+    /// What the task's first sync is logged as: `startup`, or `reload` for a task started
+    /// by a SIGHUP that changed its unit (that one sync is the reload's).
+    pub first: TriggerKind,
+    /// Its notifiers and the units it depends on.
+    pub links: Links,
+}
+
+/// The queues shared by every unit that a unit's syncs wait in.
+pub struct Queues {
     /// Sync slots shared by every unit (`[daemon] max_concurrent_syncs`): a sync or self-heal
     /// holds one while it runs (not during the health wait); handed out first to units that
     /// have not synced yet, then to triggered syncs, then to resyncs ([`crate::daemon::slots`]).
@@ -70,9 +81,10 @@ pub struct UnitTask {
     /// `None` for a unit whose revision is not a git commit (a chart unit, an OCI artifact):
     /// its fetch is a network download with nothing to send early, and it syncs in a slot.
     pub push_lane: Option<Arc<tokio::sync::Semaphore>>,
-    /// What the task's first sync is logged as: `startup`, or `reload` for a task started
-    /// by a SIGHUP that changed its unit (that one sync is the reload's).
-    pub first: TriggerKind,
+}
+
+/// What a unit's task is linked to besides the cluster: its notifiers and its dependencies.
+pub struct Links {
     /// The observer that tells the unit's notifiers (`[[notify]]`) of its syncs.
     pub notify: crate::notify::Watch,
     /// The watched records of the units it depends on (`depends_on`), judged before it syncs

@@ -79,7 +79,7 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
         return after(state, Ran::Nothing, None, false, actions);
     }
     job.revision = Some(revision.clone());
-    if state.gated && state.last_applied.as_ref() != Some(&revision) {
+    if state.depends.gated && state.last_applied.as_ref() != Some(&revision) {
         job.doing = Doing::Gate;
         actions.push(Action::Gate(revision));
         return Phase::Fetching(job);
@@ -102,15 +102,15 @@ fn early(mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
 fn gated(state: &mut State, mut job: Job, waiting: Vec<Waiting>, actions: &mut Vec<Action>) -> Phase {
     let revision = job.revision.clone().expect("a revision fetched before the gate");
     if waiting.is_empty() {
-        if state.blocked_by.take().is_some() {
+        if state.depends.blocked_by.take().is_some() {
             actions.push(Action::Log(Log::DependenciesReady { revision: revision.clone() }));
         }
         return early(job, revision, actions);
     }
     release(&mut job, actions);
-    if state.blocked_by.as_ref() != Some(&waiting) {
+    if state.depends.blocked_by.as_ref() != Some(&waiting) {
         actions.push(Action::Log(Log::Blocked { revision, waiting: waiting.clone() }));
-        state.blocked_by = Some(waiting);
+        state.depends.blocked_by = Some(waiting);
     }
     Phase::Blocked(job.trigger)
 }
@@ -224,7 +224,7 @@ fn take_place(state: &mut State, mut job: Job, found: Result<Revision, Failed>, 
     let Some(t) = job.fetching.take() else { return Phase::SlotWait(job) };
     match found {
         // A unit with dependencies sends nothing early past the gate: the newer one waits its turn.
-        Ok(to) if job.revision.as_ref() != Some(&to) && !state.gated => {
+        Ok(to) if job.revision.as_ref() != Some(&to) && !state.depends.gated => {
             let revision = job.revision.clone().expect("fetched");
             let (kind, objects) = (t.kind, job.early);
             actions.push(Action::Log(Log::Yielded { revision, to: to.clone(), kind, objects }));

@@ -70,6 +70,13 @@ pub(super) struct State {
     /// Suspended (`gitward suspend`, `suspend = true`): start no job; the running one ends,
     /// then [`Phase::Suspended`].
     pub(super) suspended: bool,
+    /// The unit's `depends_on` gate.
+    pub(super) depends: Depends,
+}
+
+/// A unit's `depends_on` gate, as the machine keeps it.
+#[derive(Debug, Default)]
+pub(super) struct Depends {
     /// The unit has `depends_on`: a new revision passes the gate ([`Action::Gate`]) first.
     pub(super) gated: bool,
     /// The dependencies not ready, as last logged: the wait is logged again only when they
@@ -107,8 +114,7 @@ impl State {
             lane,
             stopping: false,
             suspended: false,
-            gated: false,
-            blocked_by: None,
+            depends: Depends::default(),
         }
     }
 }

@@ -10,7 +10,7 @@ fn unmet(why: &str) -> Vec<Waiting> {
 
 /// A git unit with dependencies that last applied `a`.
 fn gated() -> State {
-    State { gated: true, ..idle() }
+    State { depends: Depends { gated: true, blocked_by: None }, ..idle() }
 }
 
 /// A push of `b` to a unit with dependencies, fetched in the lane: the gate is asked.
@@ -55,7 +55,7 @@ fn a_new_revision_passes_the_gate_first() {
             "fetching",
             &["Log(sync triggered push b lane)", "Early(b)"],
         )
-        .then(|s| s.blocked_by.is_none()),
+        .then(|s| s.depends.blocked_by.is_none()),
         row(
             "a dependency not ready: the lane is dropped and the wait logged",
             gating,
@@ -63,7 +63,7 @@ fn a_new_revision_passes_the_gate_first() {
             "blocked",
             &["ReleaseLane", "Log(blocked b on base)"],
         )
-        .then(|s| s.blocked_by == Some(unmet("progressing"))),
+        .then(|s| s.depends.blocked_by == Some(unmet("progressing"))),
         row(
             "a poll's slot is dropped too",
             || drive(poll_fetching(), vec![Event::Fetched(Ok(rev("b")))]),
@@ -124,7 +124,7 @@ fn a_blocked_unit_waits_for_a_change_of_a_dependency() {
             "fetching",
             &["Log(dependencies ready b)", "Log(sync triggered push b lane)", "Early(b)"],
         )
-        .then(|s| s.blocked_by.is_none()),
+        .then(|s| s.depends.blocked_by.is_none()),
         row("a trigger runs at once", blocked, || Event::Trigger(Some(t(Webhook))), "fetching", &["Probe(a)"]),
         row("a poll does nothing", blocked, || Event::Tick(t(Poll)), "blocked", &[]),
         row("drift is noted", blocked, || Event::Drift(vec![]), "blocked", &["NoteDrift(0)"]),
