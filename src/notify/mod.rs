@@ -128,6 +128,35 @@ fn wants(notify: &Notify, notice: &Notice) -> bool {
         || (notice.event == NotifyEvent::Recovered && notify.wants(&notice.unit, NotifyEvent::Applied))
 }
 
+/// The observer of one unit's syncs ([`Notifications::watch`]): its transitions, queued.
+pub struct Watch {
+    unit: String,
+    cluster: String,
+    repo: String,
+    tracker: track::Tracker,
+    notifications: Notifications,
+}
+
+impl Observer for Watch {
+    fn applied(&mut self, cause: &Cause, report: &Report, _tracked: usize) {
+        if let Some(notice) = self.tracker.applied(cause, report) {
+            self.notifications.send(&self.complete(notice));
+        }
+    }
+
+    fn finished(&mut self, outcome: &Outcome) {
+        if let Some(notice) = self.tracker.finished(outcome) {
+            self.notifications.send(&self.complete(notice));
+        }
+    }
+}
+
+impl Watch {
+    fn complete(&self, notice: Notice) -> Notice {
+        Notice { unit: self.unit.clone(), cluster: self.cluster.clone(), repo: self.repo.clone(), ..notice }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -175,34 +204,5 @@ mod tests {
         assert!(wants(&github, &pending) && !wants(&github, &failed));
         let other = notify(NotifyKind::Github, &[NotifyEvent::Failed], &["cart"]);
         assert!(!wants(&other, &failed), "another unit's notifier");
-    }
-}
-
-/// The observer of one unit's syncs ([`Notifications::watch`]): its transitions, queued.
-pub struct Watch {
-    unit: String,
-    cluster: String,
-    repo: String,
-    tracker: track::Tracker,
-    notifications: Notifications,
-}
-
-impl Observer for Watch {
-    fn applied(&mut self, cause: &Cause, report: &Report, _tracked: usize) {
-        if let Some(notice) = self.tracker.applied(cause, report) {
-            self.notifications.send(&self.complete(notice));
-        }
-    }
-
-    fn finished(&mut self, outcome: &Outcome) {
-        if let Some(notice) = self.tracker.finished(outcome) {
-            self.notifications.send(&self.complete(notice));
-        }
-    }
-}
-
-impl Watch {
-    fn complete(&self, notice: Notice) -> Notice {
-        Notice { unit: self.unit.clone(), cluster: self.cluster.clone(), repo: self.repo.clone(), ..notice }
     }
 }
