@@ -165,20 +165,7 @@ mod tests {
             let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), *name);
             changes.entries.push(Entry { object, action: *action, message: None, sent: Vec::new() });
         }
-        Report {
-            unit: "apps".into(),
-            revision: Revision("82edb11c0ffee".into()),
-            changes,
-            skipped_files: Vec::new(),
-            took: crate::sync::Took { total: Duration::ZERO, render: Duration::ZERO },
-            sent: crate::sync::Sent {
-                applied_at: std::time::Instant::now(),
-                health_targets: Vec::new(),
-                applied_early: 0,
-            },
-            heal: false,
-            yielded: false,
-        }
+        Report::of("apps", "82edb11c0ffee", changes)
     }
 
     #[test]

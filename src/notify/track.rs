@@ -231,23 +231,13 @@ mod tests {
     use crate::changeset::{ChangeSet, Entry};
     use crate::object::{GroupKind, ObjectRef};
     use crate::sync::outcome::{HealthSummary, Live, Timings, Wait};
-    use std::time::Instant;
 
     fn report(revision: &str, failed: bool) -> Report {
         let mut changes = ChangeSet::default();
         let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), "a");
         let (action, message) = if failed { (Action::Failed, Some("denied".into())) } else { (Action::Created, None) };
         changes.entries.push(Entry { object, action, message, sent: Vec::new() });
-        Report {
-            unit: "app".into(),
-            revision: crate::source::Revision(revision.into()),
-            changes,
-            skipped_files: Vec::new(),
-            took: crate::sync::Took::default(),
-            sent: crate::sync::Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 },
-            heal: false,
-            yielded: false,
-        }
+        Report::of("app", revision, changes)
     }
 
     fn outcome(revision: &str, result: SyncResult) -> Outcome {

@@ -381,16 +381,7 @@ mod tests {
                 sent: Vec::new(),
             });
         }
-        let report = Report {
-            unit: "app".into(),
-            revision: crate::source::Revision("82edb11c0ffee5".into()),
-            changes,
-            skipped_files: Vec::new(),
-            took: crate::sync::Took { total: Duration::ZERO, render: Duration::ZERO },
-            sent: crate::sync::Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 },
-            heal: false,
-            yielded: false,
-        };
+        let report = Report::of("app", "82edb11c0ffee5", changes);
         let wait = if result == SyncResult::Failed { Wait::Skipped } else { Wait::Healthy };
         Outcome {
             cause: Cause::cli(),

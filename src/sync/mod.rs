@@ -159,6 +159,26 @@ pub struct Report {
     pub yielded: bool,
 }
 
+#[cfg(test)]
+impl Report {
+    /// A report of a sync of `unit` at `revision` with `changes`, everything else empty: what
+    /// the tests of its observers start from.
+    pub(crate) fn of(unit: &str, revision: &str, changes: ChangeSet) -> Self {
+        let sent = Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 };
+        let (unit, revision) = (unit.to_owned(), Revision(revision.to_owned()));
+        Report {
+            unit,
+            revision,
+            changes,
+            skipped_files: Vec::new(),
+            took: Took::default(),
+            sent,
+            heal: false,
+            yielded: false,
+        }
+    }
+}
+
 /// How long a sync took.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Took {

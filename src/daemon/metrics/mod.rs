@@ -417,7 +417,6 @@ mod tests {
     use super::*;
     use crate::changeset::ChangeSet;
     use crate::object::{GroupKind, ObjectRef};
-    use crate::source::Revision;
 
     fn report(unit: &str, revision: &str, actions: &[Action], duration: Duration) -> Report {
         let mut changes = ChangeSet::default();
@@ -425,21 +424,9 @@ mod tests {
             let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
             changes.push(object, *action, None);
         }
-        let unit = unit.into();
-        let revision = Revision(revision.into());
         Report {
-            unit,
-            revision,
-            changes,
-            skipped_files: Vec::new(),
             took: crate::sync::Took { total: duration, render: Duration::ZERO },
-            sent: crate::sync::Sent {
-                applied_at: std::time::Instant::now(),
-                health_targets: Vec::new(),
-                applied_early: 0,
-            },
-            heal: false,
-            yielded: false,
+            ..Report::of(unit, revision, changes)
         }
     }
 

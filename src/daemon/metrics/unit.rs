@@ -260,7 +260,6 @@ mod tests {
     use crate::changeset::{Action, ChangeSet};
     use crate::health::Counts;
     use crate::object::{GroupKind, ObjectRef};
-    use crate::source::Revision;
     use crate::sync::outcome::{Cause, Failure, HealthSummary, Live, Timings, Wait};
     use crate::sync::{Error, Report};
 
@@ -270,20 +269,8 @@ mod tests {
             let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
             changes.push(object, *action, None);
         }
-        Report {
-            unit: "shop".into(),
-            revision: Revision("aaa".into()),
-            changes,
-            skipped_files: Vec::new(),
-            took: crate::sync::Took { total: Duration::from_millis(300), render: Duration::from_millis(100) },
-            sent: crate::sync::Sent {
-                applied_at: std::time::Instant::now(),
-                health_targets: Vec::new(),
-                applied_early: 0,
-            },
-            heal: false,
-            yielded: false,
-        }
+        let took = crate::sync::Took { total: Duration::from_millis(300), render: Duration::from_millis(100) };
+        Report { took, ..Report::of("shop", "aaa", changes) }
     }
 
     fn outcome(report: Option<Report>, wait: Wait, result: SyncResult, health: Option<Counts>) -> Outcome {
