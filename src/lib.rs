@@ -29,6 +29,8 @@
 //!   assignment of units and their hand-over.
 //! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
 //!   SIGHUP), HTTP (webhook, health, metrics), sd_notify; wires in [`lease`].
+//! - [`notify`] — notifications of syncs (`[[notify]]`): a signed webhook, Slack, commit
+//!   statuses on GitHub, GitLab and Gitea, sent on transitions from a bounded queue.
 //! - [`report`] — the events that report a sync (`object`, `health`, `sync complete`) and the
 //!   health step after an apply, shared by `gitward sync` and the daemon.
 //! - [`telemetry`] — logging set-up (text or JSON on stderr) and `error_chain`.
@@ -52,6 +54,7 @@ pub mod daemon;
 pub mod health;
 pub mod lease;
 pub mod manifest;
+pub mod notify;
 pub mod object;
 pub mod plan;
 pub mod prune;

@@ -1,18 +1,16 @@
 //! The `gitward` command: a thin CLI over the library.
 //!
-//! Exit codes (also in each command's `--help`): `run` 0 after SIGTERM/SIGINT, 2 when it cannot
-//! start; `sync` 0 all objects succeeded, 1 any object failed or was skipped, 2 config or source
-//! error (the revision was not applied); with `--wait`, also 1 when what it changed, or a member
-//! an earlier sync left unhealthy, did not become healthy within `health_timeout`; `diff` 0 no
-//! changes, 1 changes (or a prune a sync would refuse), 2 error, including objects a sync would
-//! fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0 every unit applied, its
-//! last attempt left no error and all its members are present and healthy, 1 something not
-//! (never applied, its last sync failed, a recorded error, a member missing or not healthy),
-//! 2 error; `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an
-//! object not applied, 2 the sync failed as a whole, or no daemon handled the request in time).
+//! Exit codes (also in each command's `--help`): `run` 0 after SIGTERM/SIGINT, 2 when it cannot start; `sync` 0
+//! all objects succeeded, 1 any object failed or was skipped, 2 config or source error (the revision was not
+//! applied); with `--wait`, also 1 when what it changed, or a member an earlier sync left unhealthy, did not
+//! become healthy within `health_timeout`; `diff` 0 no changes, 1 changes (or a prune a sync would refuse), 2
+//! error, including objects a sync would fail (as `kubectl diff`); `validate` 0 valid, 2 invalid; `status` 0
+//! every unit applied, its last attempt left no error and all its members are present and healthy, 1 something
+//! not (never applied, its last sync failed, a recorded error, a member missing or not healthy), 2 error;
+//! `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an object not applied, 2 the
+//! sync failed as a whole, or no daemon handled the request in time); `render` 0 printed, 2 error.
 //!
-//! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]);
-//! logs go to stderr.
+//! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]); logs go to stderr.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -21,7 +19,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use gitward::config::Config;
-use gitward::sync::{Cause, Engine, Observer, Observers, Outcome};
+use gitward::sync::{Cause, Engine, Observer, Observers};
 use gitward::telemetry::{self, LogFormat};
 
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
@@ -53,7 +51,9 @@ logs go to stderr.
 Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped
 (a Helm hook included: one that failed or did not end within health_timeout), or with --wait did
 not become healthy within health_timeout; 2 the revision could not be read or
-the cluster reached (nothing applied, nothing pruned).
+the cluster reached (nothing applied, nothing pruned); 3 a unit it depends on (depends_on) is
+not ready: not synced yet, its revision not applied, not healthy or its ready_expr false
+(nothing applied; --ignore-dependencies syncs anyway).
 
 Example:
   gitward sync --config config.toml --sync apps --wait";
@@ -154,6 +154,9 @@ enum Command {
     /// Render, parse and check the manifests of each unit without a cluster.
     #[command(after_help = VALIDATE_HELP)]
     Validate(ValidateArgs),
+    /// Print a unit's objects as a sync would send them (rendered, substituted, labelled).
+    #[command(after_help = gitward::validate::render_command::HELP)]
+    Render(gitward::validate::render_command::RenderArgs),
     /// Show what each unit last applied, when, the result, and the health of its objects, read
     /// from the cluster (no daemon needed).
     #[command(after_help = STATUS_HELP)]
@@ -204,6 +207,9 @@ struct SyncArgs {
     /// (a deliberate clean-up; `allow_prune_all` permits it every time).
     #[arg(long)]
     allow_prune: bool,
+    /// Sync even when a unit of `depends_on` is not ready (exit 3 otherwise).
+    #[arg(long)]
+    ignore_dependencies: bool,
     /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
     /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
     /// leaves it applied: a rollback.
@@ -292,6 +298,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Sync(args) => sync(args).await,
         Command::Diff(args) => diff(args).await,
         Command::Validate(args) => validate(args).await,
+        Command::Render(args) => Ok(gitward::validate::render_command::run(&args).await?),
         Command::Status(args) => status(args).await,
         Command::Suspend(args) => suspend(args, true).await,
         Command::Resume(args) => suspend(args, false).await,
@@ -301,7 +308,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
 
 /// The units named, of the config they are read from, and its clients.
 async fn named(args: &NamedArgs) -> anyhow::Result<(Config, gitward::cluster::registry::Registry)> {
-    let mut config = Config::load(&args.config)?;
+    let mut config = gitward::sync::set::load(&args.config, None).await?;
     let unknown = args.units.iter().find(|n| !config.units.iter().any(|u| &&u.name == n));
     anyhow::ensure!(unknown.is_none(), "{}: no sync unit named {}", args.config.display(), unknown.unwrap());
     config.units.retain(|u| args.units.contains(&u.name));
@@ -374,8 +381,8 @@ async fn connect(config: &Config) -> anyhow::Result<gitward::cluster::registry::
         .map_err(|(name, e)| anyhow::Error::new(e).context(format!("connecting to cluster {name}")))
 }
 
-fn load(args: &UnitArgs) -> anyhow::Result<Config> {
-    let mut config = Config::load(&args.config)?;
+async fn load(args: &UnitArgs) -> anyhow::Result<Config> {
+    let mut config = gitward::sync::set::load(&args.config, None).await?;
     if let Some(name) = &args.unit {
         config.units.retain(|u| &u.name == name);
         anyhow::ensure!(!config.units.is_empty(), "{}: no sync unit named {name}", args.config.display());
@@ -385,17 +392,25 @@ fn load(args: &UnitArgs) -> anyhow::Result<Config> {
 
 async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
     args.units.unit = args.units.unit.take().or(args.name.take());
-    let mut config = load(&args.units)?;
+    let mut config = load(&args.units).await?;
     if let Some(revision) = &args.revision {
         gitward::control::pin_revision(&mut config.units, revision, args.units.unit.is_some())
             .map_err(anyhow::Error::msg)?;
     }
     let clusters = connect(&config).await?;
     let mut code = ExitCode::SUCCESS;
+    let notify = gitward::notify::Notifications::start(&config.notify, Default::default());
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
         if args.revision.is_some() && !gitward::control::is_suspended(&client, unit).await {
             tracing::warn!(unit = %unit.name, "the unit is not suspended: the daemon applies its ref again at its next sync");
+        }
+        let dependencies = gitward::status::dependencies(&clusters, unit).await?;
+        if let Some(waiting) = gitward::status::unmet(&dependencies).filter(|_| !args.ignore_dependencies) {
+            tracing::error!(unit = %unit.name, waiting_for = %waiting, "not synced: waiting for dependencies (--ignore-dependencies syncs anyway)");
+            println!("{}", gitward::summary::blocked(&unit.name, &waiting));
+            code = ExitCode::from(3);
+            continue;
         }
         let mut engine = match Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit).await {
             Ok(engine) => engine,
@@ -411,7 +426,8 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
             engine.allow_prune_once();
         }
         let (events, writer) = engine.events();
-        let mut observers = Observers::default().with(gitward::report::Log::default()).with(Stdout).with(events);
+        let (log, stdout) = (gitward::report::Log::default(), gitward::summary::Stdout);
+        let mut observers = Observers::default().with(log).with(stdout).with(events).with(notify.watch(unit));
         match engine.sync().await {
             Ok(report) => {
                 let ok = finish(&mut engine, report, args.wait, &mut observers).await;
@@ -429,6 +445,7 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         drop(observers);
         writer.within(EVENTS_FLUSH).await;
     }
+    notify.flush(EVENTS_FLUSH).await;
     Ok(code)
 }
 
@@ -456,29 +473,15 @@ async fn finish(engine: &mut Engine, report: gitward::sync::Report, wait: bool, 
     outcome.succeeded()
 }
 
-/// The one line per unit `gitward sync` prints on stdout (secrets masked): what the sync did
-/// ([`gitward::summary::sync`]), or that it applied nothing.
-struct Stdout;
-
-impl Observer for Stdout {
-    fn finished(&mut self, outcome: &Outcome) {
-        let line = match (&outcome.report, &outcome.failure) {
-            (Some(report), None) => {
-                gitward::summary::sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait)
-            }
-            _ => gitward::summary::not_synced(outcome.unit()),
-        };
-        println!("{}", telemetry::mask::mask(&line));
-    }
-}
-
 async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args.units)?;
+    let config = load(&args.units).await?;
     let clusters = connect(&config).await?;
     let mut states = Vec::new();
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
-        let state = gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        let mut state =
+            gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        state.dependencies = gitward::status::dependencies(&clusters, unit).await?;
         states.push(state);
     }
     let sandbox = gitward::status::sandbox(config.render.sandbox);
@@ -495,7 +498,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
 }
 
 async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
-    let config = load(&args)?;
+    let config = load(&args).await?;
     let clusters = connect(&config).await?;
     let mut changes = false;
     for unit in &config.units {
@@ -527,7 +530,8 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
 
 async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // Every unit is read: a CRD, a Namespace or a duplicate of the one asked for may be in another.
-    let mut config = Config::load(&args.units.config)?;
+    let scratch = tempfile::Builder::new().prefix("gitward-validate-").tempdir().context("temporary directory")?;
+    let mut config = gitward::sync::set::load(&args.units.config, Some(scratch.path())).await?;
     if let Some(name) = &args.units.unit {
         anyhow::ensure!(
             config.units.iter().any(|u| &u.name == name),
@@ -540,7 +544,6 @@ async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
             unit.render_tools.kube_version.clone_from(version);
         }
     }
-    let scratch = tempfile::Builder::new().prefix("gitward-validate-").tempdir().context("temporary directory")?;
     let results = gitward::validate::validate_units(&config.daemon.state_dir, scratch.path(), &config.units).await;
     let mut code = ExitCode::SUCCESS;
     let mut shown = Vec::new();

@@ -62,7 +62,7 @@ fn log_trigger(cause: &Cause, report: &Report) {
     let unit = report.unit.as_str();
     let c = report.changes.counts();
     if c.failed + c.skipped + c.conflict == 0 {
-        let ms = report.applied_at.saturating_duration_since(cause.at).as_millis() as u64;
+        let ms = report.sent.applied_at.saturating_duration_since(cause.at).as_millis() as u64;
         info!(unit, trigger = cause.name, revision = %report.revision, trigger_to_applied_ms = ms, "trigger applied");
     } else {
         // Not `trigger applied`: the revision is not applied whole, and the time to the last
@@ -177,9 +177,9 @@ macro_rules! summary_event {
             failed = c.failed,
             conflict = c.conflict,
             namespaces_created = report.changes.namespaces_created.len(),
-            applied_early = report.applied_early,
+            applied_early = report.sent.applied_early,
             requests = report.changes.requests,
-            duration_ms = report.duration.as_millis() as u64,
+            duration_ms = report.took.total.as_millis() as u64,
             healthy = h.map(|h| h.healthy),
             progressing = h.map(|h| h.progressing),
             degraded = h.map(|h| h.degraded),

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::cluster::discovery::Discovery;
 use crate::cluster::inventory::{Inventory, PART_OF};
+use crate::cluster::registry::Registry;
 use crate::config::SyncUnit;
 #[cfg(test)]
 use crate::health::record::Waiting;
@@ -140,6 +141,49 @@ pub struct UnitState {
     /// Set while the unit is suspended (`gitward suspend`, `suspend = true`): the daemon
     /// applies, prunes and heals nothing of it.
     pub suspended: Option<Suspended>,
+    /// Each unit of its `depends_on`, judged from that unit's record ([`dependencies`]);
+    /// empty until filled in by the caller, or without `depends_on`.
+    pub dependencies: Vec<DependencyState>,
+}
+
+/// One dependency of a unit, as `gitward status` and `gitward sync` judge it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DependencyState {
+    /// The dependency's unit name.
+    pub unit: String,
+    /// It is ready ([`crate::health::ready::judge`]): a new revision of the unit may sync.
+    pub ready: bool,
+    /// Why not (`not yet synced`, `revision not applied (…)`, `not healthy (progressing)`,
+    /// `ready_expr false`); `None` when ready.
+    pub reason: Option<String>,
+}
+
+/// Judges each `depends_on` entry of `unit` from its dependency's ApplySet parent (one
+/// metadata GET each, on the dependency's cluster in `clusters`), in file order. The revision
+/// `unit` would sync is not known here, so a dependency on the same source is judged by its
+/// own record alone (synced, its last attempt applied, healthy or its `ready_expr` true).
+///
+/// Errors: [`Error::Cluster`] when a parent cannot be read.
+pub async fn dependencies(clusters: &Registry, unit: &SyncUnit) -> Result<Vec<DependencyState>> {
+    let mut out = Vec::new();
+    for dep in &unit.depends_on {
+        let client = clusters.client(&dep.cluster).expect("every dependency names a configured cluster");
+        let recorded = Inventory::new(&dep.inventory).recorded(client).await?.unwrap_or_default();
+        let why = crate::health::ready::judge(Some(&recorded), dep.ready_expr.as_deref(), None);
+        out.push(DependencyState { unit: dep.unit.clone(), ready: why.is_none(), reason: why.map(|w| w.to_string()) });
+    }
+    Ok(out)
+}
+
+/// The `dependencies` that are not ready, as one text: `base: not healthy (progressing);
+/// crds: not yet synced`; `None` when all are.
+pub fn unmet(dependencies: &[DependencyState]) -> Option<String> {
+    let unmet: Vec<String> = dependencies
+        .iter()
+        .filter(|d| !d.ready)
+        .map(|d| format!("{}: {}", d.unit, d.reason.as_deref().unwrap_or_default()))
+        .collect();
+    (!unmet.is_empty()).then(|| unmet.join("; "))
 }
 
 /// Who suspended a unit, and when.
@@ -212,6 +256,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         missing: 0,
         unhealthy: Vec::new(),
         suspended: unit.suspend.then(|| Suspended { by: "config".into(), at: None }),
+        dependencies: Vec::new(),
     };
     if let Some(control) = inventory.control(client).await?.filter(|c| c.suspended) {
         let by = control.suspended_by.unwrap_or_default();
@@ -371,7 +416,11 @@ pub fn line(state: &UnitState) -> String {
         _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
         _ => line,
     };
-    if state.suspended.is_some() { format!("{line}; suspended") } else { line }
+    let line = if state.suspended.is_some() { format!("{line}; suspended") } else { line };
+    match unmet(&state.dependencies) {
+        Some(waiting) => format!("{line}; waiting for dependencies: {waiting}"),
+        None => line,
+    }
 }
 
 /// A revision's short form, as the other stdout lines print it
@@ -412,6 +461,9 @@ pub fn render_text(units: &[UnitState]) -> String {
         }
         if let Some(selector) = &u.selector {
             let _ = writeln!(out, "  select     {selector}");
+        }
+        for d in &u.dependencies {
+            let _ = writeln!(out, "  depends    {}: {}", d.unit, d.reason.as_deref().unwrap_or("ready"));
         }
         match &u.last {
             Some(r) => {
@@ -479,7 +531,7 @@ pub fn render_text(units: &[UnitState]) -> String {
 /// null} | null, "last_attempted_revision", "last_attempted_ref", "last_error", "failed":
 /// [{"object", "action", "reason"}], "objects": {Kind: n}, "health": {"healthy",
 /// "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health", "reason",
-/// "message"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
+/// "message"}], "dependencies": [{"unit", "ready", "reason"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
 /// name, `NotCreated` (its `message` the recorded failure) or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
     let units: Vec<serde_json::Value> = units

@@ -32,6 +32,7 @@ fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
             Vec::new()
         },
         suspended: None,
+        dependencies: Vec::new(),
     }
 }
 
@@ -164,4 +165,21 @@ fn a_suspended_unit_says_so_in_its_line_and_block() {
     assert!(render_text(std::slice::from_ref(&state)).contains("  suspended  by ana@box at 2026-11-28T04:40:00Z\n"));
     let json: serde_json::Value = serde_json::from_str(&render_json(&[state])).unwrap();
     assert_eq!(json["units"][0]["suspended"]["by"], "ana@box");
+}
+
+#[test]
+fn a_unit_waiting_for_its_dependencies_names_them() {
+    let state = UnitState {
+        dependencies: vec![
+            DependencyState { unit: "crds".into(), ready: true, reason: None },
+            DependencyState { unit: "base".into(), ready: false, reason: Some("not healthy (progressing)".into()) },
+        ],
+        ..state(Some(SyncResult::Healthy), false)
+    };
+    assert!(line(&state).ends_with("; waiting for dependencies: base: not healthy (progressing)"), "{}", line(&state));
+    let text = render_text(std::slice::from_ref(&state));
+    assert!(text.contains("  depends    crds: ready\n  depends    base: not healthy (progressing)\n"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[state])).unwrap();
+    assert_eq!(json["units"][0]["dependencies"][1]["ready"], false);
+    assert_eq!(json["units"][0]["dependencies"][1]["reason"], "not healthy (progressing)");
 }

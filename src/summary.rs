@@ -79,6 +79,27 @@ pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: D
     line
 }
 
+/// The observer that prints the one line per unit of `gitward sync` on stdout (secrets
+/// masked, [`crate::telemetry::mask`]): what the sync did ([`sync`]), or that it applied
+/// nothing ([`not_synced`]).
+pub struct Stdout;
+
+impl crate::sync::Observer for Stdout {
+    fn finished(&mut self, outcome: &crate::sync::Outcome) {
+        let line = match (&outcome.report, &outcome.failure) {
+            (Some(report), None) => sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait),
+            _ => not_synced(outcome.unit()),
+        };
+        println!("{}", crate::telemetry::mask::mask(&line));
+    }
+}
+
+/// The line of a unit `gitward sync` refused to sync because a unit of its `depends_on` is not
+/// ready (`waiting`: each one and why, `base: not healthy (progressing)`).
+pub fn blocked(unit: &str, waiting: &str) -> String {
+    format!("{unit}: not synced: waiting for dependencies: {waiting}")
+}
+
 /// The line of a unit whose sync stopped before anything was applied (the error itself is
 /// logged once, on stderr).
 pub fn not_synced(unit: &str) -> String {
@@ -144,18 +165,7 @@ mod tests {
             let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), *name);
             changes.entries.push(Entry { object, action: *action, message: None, sent: Vec::new() });
         }
-        Report {
-            unit: "apps".into(),
-            revision: Revision("82edb11c0ffee".into()),
-            changes,
-            skipped_files: Vec::new(),
-            duration: Duration::ZERO,
-            applied_at: std::time::Instant::now(),
-            health_targets: Vec::new(),
-            applied_early: 0,
-            heal: false,
-            yielded: false,
-        }
+        Report::of("apps", "82edb11c0ffee", changes)
     }
 
     #[test]

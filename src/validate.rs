@@ -28,9 +28,13 @@
 //! another unit (of the same cluster: units of different clusters share none of them). A unit whose mirror is not in `state_dir` yet is fetched into a scratch
 //! directory the caller removes: validating writes nothing into `state_dir` but the fetches of
 //! mirrors that are there already.
+//!
+//! `gitward render` ([`render_command`]) reads a unit the same way, offline, and prints its
+//! objects as a sync would send them.
 
 pub mod kinds;
 pub mod names;
+pub mod render_command;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::path::Path;

@@ -33,6 +33,11 @@ use crate::object::{GroupKind, ObjectRef};
 
 type Store = Arc<Mutex<BTreeMap<ObjectRef, Entry>>>;
 
+/// The bytes of a B-tree node's header and edge pointers each entry is charged with, for
+/// [`MetadataCache::estimated_bytes`]: a node holds up to 11 entries beside a parent pointer,
+/// lengths and (internal nodes) 12 child pointers, about 16 bytes per entry when half full.
+const BTREE_SLOT: usize = 16;
+
 /// State of one group-kind's watch.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Sync {
@@ -248,6 +253,25 @@ impl MetadataCache {
         self.store.lock().expect("cache lock").len()
     }
 
+    /// An estimate of the bytes the store holds, for the daemon's `gitward_unit_cache_bytes`:
+    /// per member, the inline size of its key and entry ([`ObjectRef`], [`LiveMeta`] and the
+    /// resourceVersion of gitward's last write) plus a B-tree slot's share of its node
+    /// ([`BTREE_SLOT`]), and the heap bytes of its own strings (uid, resourceVersions) and of
+    /// its name. Interned strings that members share (group, kind, namespace, the desired
+    /// hash, which the unit's desired objects hold too) are not counted; nor are the watches.
+    /// Walks the store under its lock: O(members), about a microsecond per hundred.
+    pub fn estimated_bytes(&self) -> usize {
+        let inline = std::mem::size_of::<ObjectRef>() + std::mem::size_of::<Entry>() + BTREE_SLOT;
+        let store = self.store.lock().expect("cache lock");
+        store
+            .iter()
+            .map(|(object, e)| {
+                let own = e.own.as_ref().map_or(0, String::capacity);
+                inline + object.name.as_str().len() + e.meta.uid.capacity() + e.meta.resource_version.capacity() + own
+            })
+            .sum()
+    }
+
     /// True when no member is held.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
@@ -443,6 +467,23 @@ mod tests {
 
     fn cm(name: &str) -> ObjectRef {
         ObjectRef { gk: GroupKind::new("", "ConfigMap"), namespace: Some("default".into()), name: name.into() }
+    }
+
+    /// Each member adds its inline size, its name and its own strings; nothing is read from
+    /// the (unreachable) cluster.
+    #[tokio::test]
+    async fn the_size_estimate_counts_each_member_and_its_strings() {
+        let client = kube::Client::try_from(kube::Config::new("http://127.0.0.1:9".parse().unwrap())).unwrap();
+        let cache = MetadataCache::new(client, "id");
+        assert_eq!(cache.estimated_bytes(), 0);
+        let inline = std::mem::size_of::<ObjectRef>() + std::mem::size_of::<Entry>() + BTREE_SLOT;
+        let mut web = meta("12345", Some(1));
+        web.uid = "0123456789abcdef".into();
+        cache.observe(cm("web"), web);
+        assert_eq!(cache.estimated_bytes(), inline + "web".len() + 16 + 5);
+        // gitward's own write keeps its resourceVersion twice: in the metadata and as its own.
+        cache.record(cm("db"), meta("99", None));
+        assert_eq!(cache.estimated_bytes(), inline + 3 + 16 + 5 + inline + "db".len() + 2 + 2);
     }
 
     #[tokio::test]

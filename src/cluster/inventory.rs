@@ -402,8 +402,13 @@ pub enum Seen {
 pub struct ParentWatch {
     seen: tokio::sync::watch::Receiver<Seen>,
     control: tokio::sync::watch::Receiver<Option<Control>>,
+    record: tokio::sync::watch::Receiver<Option<Recorded>>,
     _subscription: Subscription<ParentSink>,
 }
+
+/// The parent's `gitward.dev/` annotations (record, attempt and controls), as its watch saw
+/// them: what another unit's `depends_on` judges.
+pub type Recorded = BTreeMap<String, String>;
 
 impl ParentWatch {
     /// What the watch last saw.
@@ -417,6 +422,13 @@ impl ParentWatch {
     pub fn control(&self) -> tokio::sync::watch::Receiver<Option<Control>> {
         self.control.clone()
     }
+
+    /// The parent's `gitward.dev/` annotations as the watch last saw them: `None` until its
+    /// first list completed, empty for a parent that does not exist; a new value only when
+    /// they changed.
+    pub fn record(&self) -> tokio::sync::watch::Receiver<Option<Recorded>> {
+        self.record.clone()
+    }
 }
 
 /// The parent's side of its watch: the objects of its id named as it is.
@@ -424,6 +436,7 @@ struct ParentSink {
     name: String,
     seen: tokio::sync::watch::Sender<Seen>,
     control: tokio::sync::watch::Sender<Option<Control>>,
+    record: tokio::sync::watch::Sender<Option<Recorded>>,
 }
 
 impl ParentSink {
@@ -439,6 +452,20 @@ impl ParentSink {
         object.metadata.annotations.as_ref().map(Control::of).unwrap_or_default()
     }
 
+    fn record_of(object: &Meta) -> Recorded {
+        let annotations = object.metadata.annotations.iter().flatten();
+        annotations.filter(|(k, _)| k.starts_with(GITWARD_PREFIX)).map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+
+    /// Sends `record` when it differs from what the receivers hold.
+    fn send_record(&self, record: Recorded) {
+        self.record.send_if_modified(|held| {
+            let changed = held.as_ref() != Some(&record);
+            *held = Some(record);
+            changed
+        });
+    }
+
     /// Sends `control` when it differs from what the receivers hold.
     fn send_control(&self, control: Control) {
         self.control.send_if_modified(|held| {
@@ -450,24 +477,26 @@ impl ParentSink {
 }
 
 impl Sink for ParentSink {
-    type Listing = Option<(Seen, Control)>;
+    type Listing = Option<(Seen, Control, Recorded)>;
 
     fn list_item(&self, listing: &mut Self::Listing, object: &Meta) {
         if self.is_parent(object) {
-            *listing = Some((Self::present(object), Self::control_of(object)));
+            *listing = Some((Self::present(object), Self::control_of(object), Self::record_of(object)));
         }
     }
 
     fn listed(&self, listing: Self::Listing) {
-        let (seen, control) = listing.unwrap_or((Seen::Absent, Control::default()));
+        let (seen, control, record) = listing.unwrap_or((Seen::Absent, Control::default(), Recorded::new()));
         self.seen.send_replace(seen);
         self.send_control(control);
+        self.send_record(record);
     }
 
     fn applied(&self, object: &Meta) {
         if self.is_parent(object) {
             self.seen.send_replace(Self::present(object));
             self.send_control(Self::control_of(object));
+            self.send_record(Self::record_of(object));
         }
     }
 
@@ -475,6 +504,7 @@ impl Sink for ParentSink {
         if self.is_parent(object) {
             self.seen.send_replace(Seen::Absent);
             self.send_control(Control::default());
+            self.send_record(Recorded::new());
         }
     }
 
@@ -492,10 +522,12 @@ impl Inventory {
     pub fn watch(&self, watches: &Watches) -> ParentWatch {
         let (tx, seen) = tokio::sync::watch::channel(Seen::Unknown);
         let (control_tx, control) = tokio::sync::watch::channel(None);
-        let sink = Arc::new(ParentSink { name: self.parent.name.to_string(), seen: tx, control: control_tx });
+        let (record_tx, record) = tokio::sync::watch::channel(None);
+        let name = self.parent.name.to_string();
+        let sink = Arc::new(ParentSink { name, seen: tx, control: control_tx, record: record_tx });
         let namespace = self.parent.namespace.as_deref().unwrap_or_default();
         let subscription = watches.subscribe(&self.resource, Some(namespace), ID, &self.id, sink);
-        ParentWatch { seen, control, _subscription: subscription }
+        ParentWatch { seen, control, record, _subscription: subscription }
     }
 }
 

@@ -159,6 +159,7 @@ mod tests {
     fn accepted_keys(table: &str) -> Vec<String> {
         let header = match table {
             "sync" => "[[sync]]\nname = \"a\"\nrepo = \"r\"".to_owned(),
+            "notify" => "[[notify]]\nkind = \"webhook\"\nurl = \"u\"".to_owned(),
             t if t.starts_with("sync.") => format!("[[sync]]\nname = \"a\"\nrepo = \"r\"\n[{t}]"),
             t => format!("[{t}]"),
         };
@@ -184,6 +185,7 @@ mod tests {
             "sync.git",
             "sync.verify",
             "sync.substitute",
+            "notify",
         ];
         let mut missing = Vec::new();
         for table in tables {

@@ -14,7 +14,9 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
-//! `daemon`, `render`, `substitute` (`[sync.substitute]`) —
+//! `daemon`, `render`, `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
+//! expansion into units), `notify` (`[[notify]]`), `depends` (`depends_on`: names,
+//! expressions and cycles checked) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
@@ -23,12 +25,17 @@ mod chart;
 mod cluster;
 mod constraint;
 mod daemon;
+mod depends;
 mod hint;
 mod ignore;
+mod notify;
 mod path;
 mod raw;
 mod render;
 mod resolve;
+mod set;
+#[cfg(test)]
+mod set_tests;
 mod sharding;
 mod substitute;
 mod tenancy;
@@ -44,9 +51,12 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding, Ui};
+pub use depends::Dependency;
 pub use ignore::IgnoreRule;
+pub use notify::{Notify, NotifyEvent, NotifyKind};
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
+pub use set::{DEFAULT_MAX_UNITS, SyncSet};
 pub use substitute::{Substitute, VarSource, is_var_name};
 use unit::is_url_or_scp;
 pub use unit::{
@@ -122,6 +132,12 @@ pub struct Config {
     /// The render tools and their limits (`[render]`); each unit holds a copy in
     /// [`SyncUnit::render_tools`].
     pub render: RenderTools,
+    /// The sets of units generated from a repository's directories (`[[sync_set]]`), in file
+    /// order. Their units are not in [`Config::units`] as loaded: [`Config::expand`] makes them
+    /// from a listing of the tree and [`Config::with_sets`] adds them.
+    pub sets: Vec<SyncSet>,
+    /// Where syncs are told of beyond the log (`[[notify]]`), in file order; default none.
+    pub notify: Vec<Notify>,
 }
 
 /// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for

@@ -13,7 +13,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{ApplyMode, InventoryKind, RenderMode, SandboxMode};
+use super::{ApplyMode, InventoryKind, NotifyEvent, NotifyKind, RenderMode, SandboxMode};
 
 /// The whole file.
 #[derive(Debug, Deserialize)]
@@ -25,8 +25,14 @@ pub(super) struct RawConfig {
     pub daemon: RawDaemon,
     #[serde(default)]
     pub sync: Vec<Spanned<RawSyncUnit>>,
+    /// `[[sync_set]]`: kept as tables, since every `[[sync]]` key in them is a template that
+    /// is parsed as a `[[sync]]` table only once expanded (module `set`).
+    #[serde(default)]
+    pub sync_set: Vec<Spanned<toml::Table>>,
     #[serde(default)]
     pub render: RawRender,
+    #[serde(default)]
+    pub notify: Vec<Spanned<RawNotify>>,
 }
 
 /// `[render]`.
@@ -180,6 +186,7 @@ pub(super) struct RawSyncUnit {
     #[serde(default)]
     pub ignore: Vec<Spanned<RawIgnore>>,
     pub substitute: Option<RawSubstitute>,
+    pub depends_on: Option<Spanned<Vec<Spanned<RawDependency>>>>,
 }
 
 /// One `[[sync.ignore]]` table.
@@ -354,6 +361,19 @@ pub(super) fn parse_byte_size(text: &str) -> Result<u64, String> {
     number.checked_mul(factor).ok_or_else(|| format!("invalid size `{text}`: too large"))
 }
 
+/// One `[[notify]]` table as written.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawNotify {
+    pub kind: NotifyKind,
+    pub url: Spanned<String>,
+    pub token_file: Option<Spanned<String>>,
+    pub secret_file: Option<Spanned<String>>,
+    pub units: Option<Vec<Spanned<String>>>,
+    pub on: Option<Vec<NotifyEvent>>,
+    pub repository: Option<Spanned<String>>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::parse_byte_size;
@@ -374,4 +394,22 @@ mod tests {
         assert!(parse_byte_size("MiB").is_err());
         assert!(parse_byte_size("99999999999GiB").is_err());
     }
+}
+
+/// One entry of `depends_on` as the file writes it.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum RawDependency {
+    /// `"base"`: the unit's name.
+    Name(String),
+    /// `{ unit = "base", ready_expr = "…" }`.
+    Table(RawDependencyTable),
+}
+
+/// `{ unit = "…", ready_expr = "…" }` in `depends_on`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDependencyTable {
+    pub unit: String,
+    pub ready_expr: Option<String>,
 }

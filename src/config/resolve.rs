@@ -14,6 +14,7 @@ use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
     RawRender, RawSyncUnit,
 };
+use super::unit::adopted_by;
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
     LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
@@ -38,21 +39,16 @@ impl Resolver<'_> {
         let clusters = self.clusters(raw.cluster)?;
         let daemon = self.daemon(raw.daemon, &clusters)?;
         let render = self.render(raw.render)?;
-        if raw.sync.is_empty() {
-            return Err(self.invalid(None, "sync", "at least one [[sync]] unit is required"));
+        if raw.sync.is_empty() && raw.sync_set.is_empty() {
+            return Err(self.invalid(None, "sync", "at least one [[sync]] unit (or [[sync_set]]) is required"));
         }
         let mut names: HashMap<String, usize> = HashMap::new();
         let mut inventories: HashMap<InventoryId, usize> = HashMap::new();
-        let mut units = Vec::with_capacity(raw.sync.len());
+        let (mut units, mut depends) = (Vec::with_capacity(raw.sync.len()), Vec::new());
         for (index, raw_unit) in raw.sync.into_iter().enumerate() {
             let mut raw_unit = raw_unit.into_inner();
-            let raw_cluster = raw_unit.cluster.take();
-            let raw_service_account = raw_unit.service_account.take();
-            let raw_ignore = std::mem::take(&mut raw_unit.ignore);
-            let (mut unit, name_span, inventory_span) = self.unit(index, raw_unit)?;
-            unit.ignore = self.ignore(index, &unit, raw_ignore)?;
-            unit.cluster = self.unit_cluster(index, raw_cluster, name_span.clone(), &clusters)?;
-            unit.service_account = self.unit_service_account(index, raw_service_account, &daemon)?;
+            depends.extend(raw_unit.depends_on.take().map(|d| (index, d)));
+            let (unit, name_span, inventory_span) = self.whole_unit(index, raw_unit, &clusters, &daemon, &render)?;
             if let Some(first) = names.insert(unit.name.clone(), index) {
                 let message = format!("duplicate unit name `{}` (also sync[{first}])", unit.name);
                 return Err(self.invalid(Some(name_span), &format!("sync[{index}].name"), message));
@@ -66,18 +62,34 @@ impl Resolver<'_> {
                 );
                 return Err(self.invalid(Some(inventory_span), &format!("sync[{index}].inventory"), message));
             }
-            self.own_repository_allowed(index, &unit, &render, name_span)?;
-            units.push(SyncUnit { render_tools: render.clone(), ..unit });
+            units.push(unit);
         }
-        for index in 0..units.len() {
-            let name = units[index].name.clone();
-            units[index].adopted_by = units
-                .iter()
-                .filter(|other| other.name != name && other.adopt_from.contains(&name))
-                .map(|other| other.name.clone())
-                .collect();
-        }
-        Ok(Config { clusters, daemon, units, render })
+        adopted_by(&mut units);
+        self.depends_on(depends, &mut units)?;
+        let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
+        let notify = self.notify(raw.notify, &units)?;
+        Ok(Config { clusters, daemon, units, render, sets, notify })
+    }
+
+    /// One `[[sync]]` table with every table of it resolved, the render tools copied in; also
+    /// returns the spans of its name and inventory, which the cross-unit checks point at.
+    pub(super) fn whole_unit(
+        &self,
+        index: usize,
+        mut raw: RawSyncUnit,
+        clusters: &[ClusterConfig],
+        daemon: &DaemonConfig,
+        render: &RenderTools,
+    ) -> Result<(SyncUnit, Range<usize>, Range<usize>)> {
+        let raw_cluster = raw.cluster.take();
+        let raw_service_account = raw.service_account.take();
+        let raw_ignore = std::mem::take(&mut raw.ignore);
+        let (mut unit, name_span, inventory_span) = self.unit(index, raw)?;
+        unit.ignore = self.ignore(index, &unit, raw_ignore)?;
+        unit.cluster = self.unit_cluster(index, raw_cluster, name_span.clone(), clusters)?;
+        unit.service_account = self.unit_service_account(index, raw_service_account, daemon)?;
+        self.own_repository_allowed(index, &unit, render, name_span.clone())?;
+        Ok((SyncUnit { render_tools: render.clone(), ..unit }, name_span, inventory_span))
     }
 
     /// The cluster a unit names, which must be declared; without `cluster`, the only one.
@@ -447,7 +459,7 @@ fn non_empty(value: &str) -> Rule {
 
 /// Unit names become directory names under `state_dir`, inventory names and label values, so
 /// they follow the strictest of those: an RFC 1123 label.
-fn unit_name(value: &str) -> Rule {
+pub(super) fn unit_name(value: &str) -> Rule {
     dns_label(value).map_err(|m| format!("{m} (a unit name is used in paths and labels)"))
 }
 

@@ -175,7 +175,7 @@ fn a_missing_repo_error_names_the_key() {
 
 #[test]
 fn a_config_without_units_is_refused() {
-    assert_eq!(error("[daemon]\n"), "config.toml: sync: at least one [[sync]] unit is required");
+    assert_eq!(error("[daemon]\n"), "config.toml: sync: at least one [[sync]] unit (or [[sync_set]]) is required");
 }
 
 #[test]

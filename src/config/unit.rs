@@ -194,6 +194,10 @@ pub struct SyncUnit {
     pub substitute: super::Substitute,
     /// A copy of the file's `[render]` table, so the engine needs only the unit.
     pub render_tools: RenderTools,
+    /// `depends_on`: the units whose recorded state must be ready before this unit syncs a
+    /// new revision (Flux's `dependsOn`), in file order, each once. Default: none. Not part
+    /// of the [`SyncUnit::fingerprint`]: it orders syncs and decides no object written.
+    pub depends_on: Vec<super::Dependency>,
 }
 
 impl SyncUnit {
@@ -262,6 +266,7 @@ impl SyncUnit {
             ignore: Vec::new(),
             substitute: super::Substitute::default(),
             render_tools: RenderTools::default(),
+            depends_on: Vec::new(),
         }
     }
 
@@ -384,4 +389,16 @@ pub struct GitCredentials {
     pub token_file: Option<PathBuf>,
     /// The user name sent with the token or key; `None` lets the URL or the transport decide.
     pub username: Option<String>,
+}
+
+/// Sets each unit's `adopted_by`: the units whose `adopt_from` names it.
+pub(super) fn adopted_by(units: &mut [SyncUnit]) {
+    for index in 0..units.len() {
+        let name = units[index].name.clone();
+        units[index].adopted_by = units
+            .iter()
+            .filter(|other| other.name != name && other.adopt_from.contains(&name))
+            .map(|other| other.name.clone())
+            .collect();
+    }
 }

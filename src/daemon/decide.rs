@@ -99,10 +99,13 @@ pub fn plan_ownership<'a>(
 /// Whether `READY=1` (and the `ready` log line) is due, once: this replica leads (or needs no
 /// election), the status has an entry for each of the `expected` units it should run (every
 /// unit of the config; with sharding, those it holds) and each has applied once
-/// ([`UnitStatus::applied_once`]) — not merely tried: a daemon whose syncs all fail is not
+/// ([`UnitStatus::applied_once`], or is suspended or waits for its dependencies) — not merely tried: a daemon whose syncs all fail is not
 /// ready.
 pub fn ready(leading: bool, expected: usize, units: &BTreeMap<String, UnitStatus>) -> bool {
-    leading && !units.is_empty() && units.len() == expected && units.values().all(|s| s.applied_once || s.suspended)
+    leading
+        && !units.is_empty()
+        && units.len() == expected
+        && units.values().all(|s| s.applied_once || s.suspended || s.blocked.is_some())
 }
 
 /// Whether `/readyz` says ready: standing by for leadership (a rolling update can bring this
@@ -115,7 +118,7 @@ pub fn readyz(standby: bool, units: &BTreeMap<String, UnitStatus>) -> bool {
 
 /// Whether one unit counts as ready for `/readyz` ([`readyz`]).
 pub fn unit_ready(u: &UnitStatus) -> bool {
-    u.suspended || (u.cache_synced && u.last_sync_ok == Some(true))
+    u.suspended || u.blocked.is_some() || (u.cache_synced && u.last_sync_ok == Some(true))
 }
 
 /// Whether a sync that failed as a whole with `error` leaves the unit's readiness as it was: a
@@ -131,7 +134,8 @@ pub fn keeps_readiness(error: &crate::sync::Error) -> bool {
 /// kube-apiserver's `[+]`/`[-]` style: `[+]app ok: 3f2a9c1e0b7d applied`, with `, 2 objects
 /// failed` when the API server refused some, and `; not applied: <error>` when a newer revision
 /// failed to parse ([`keeps_readiness`]); `[+]app suspended: 3f2a9c1e0b7d last applied` for a
-/// suspended unit; `[-]app failed: <error>` or `[-]app pending` for a unit not ready.
+/// suspended unit; `[+]app waiting for dependencies: base: not healthy (progressing)` for one
+/// whose new revision waits for its `depends_on`; `[-]app failed: <error>` or `[-]app pending` for a unit not ready.
 pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
     units
         .iter()
@@ -140,6 +144,9 @@ pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
             if s.suspended {
                 let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
                 return format!("[+]{name} suspended: {rev} last applied");
+            }
+            if let Some(waiting) = &s.blocked {
+                return format!("[+]{name} waiting for dependencies: {waiting}");
             }
             if s.cache_synced && s.last_sync_ok == Some(true) {
                 let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
@@ -168,6 +175,7 @@ pub fn status_line(units: &BTreeMap<String, UnitStatus>) -> String {
         .map(|(name, s)| {
             let state = match s.last_sync_ok {
                 _ if s.suspended => "suspended",
+                _ if s.blocked.is_some() => "waiting for dependencies",
                 Some(true) => "synced",
                 Some(false) => "failed",
                 None => "pending",

@@ -18,6 +18,9 @@
 //! - [`backoff`] — exponential backoff with jitter.
 //! - [`repo_watch`] — the watch of a local repository's refs; [`shared_watch`] shares one
 //!   per repository among the units that follow it.
+//! - [`sets`] — the `[[sync_set]]`s: their directories listed at the tip by a watcher per
+//!   set, their units made anew when those change, the objects of units that left kept or
+//!   pruned.
 //! - [`vars_watch`] — the watch of a unit's `[sync.substitute] from` ConfigMaps and Secrets.
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
@@ -30,6 +33,7 @@ pub mod metrics;
 pub(crate) mod repo_watch;
 pub mod route;
 pub mod run;
+pub(crate) mod sets;
 pub(crate) mod shared_watch;
 pub(crate) mod slots;
 pub mod trigger;

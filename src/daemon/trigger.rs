@@ -200,6 +200,11 @@ pub struct UnitStatus {
     /// suspended unit is one a person chose to hold still, not one gitward failed at. Kept by
     /// [`Status::set`]; set by [`Status::set_suspended`].
     pub suspended: bool,
+    /// While a new revision waits for the units it depends on (`depends_on`): each one not
+    /// ready and why (`base: not healthy (progressing)`), `; `-separated. Such a unit counts as
+    /// ready for `/readyz` and `READY=1`, as a suspended one does: it waits on purpose and
+    /// syncs once they are ready. Kept by [`Status::set`]; set by [`Status::set_blocked`].
+    pub blocked: Option<String>,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this
@@ -224,7 +229,13 @@ impl Status {
     pub fn set(&self, unit: &str, mut status: UnitStatus) {
         let mut units = self.0.write().expect("status lock");
         status.suspended = units.get(unit).is_some_and(|s| s.suspended);
+        status.blocked = units.get(unit).and_then(|s| s.blocked.clone());
         units.insert(unit.to_string(), status);
+    }
+
+    /// Sets or clears what `unit` waits for ([`UnitStatus::blocked`]).
+    pub fn set_blocked(&self, unit: &str, blocked: Option<String>) {
+        self.0.write().expect("status lock").entry(unit.to_string()).or_default().blocked = blocked;
     }
 
     /// Marks `unit` suspended or not ([`UnitStatus::suspended`]).

@@ -83,6 +83,8 @@ pub(super) struct Units {
     pub(super) repo_watches: RepoWatches,
     /// What the dashboard shows, fed by each unit task's [`super::ui::Recorder`].
     pub(super) board: super::ui::Board,
+    /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
+    pub(super) notify: crate::notify::Notifications,
 }
 
 /// Which Lease fences the units' writes ([`crate::cluster::fence`]).
@@ -127,9 +129,11 @@ impl Units {
     /// a read-only or full state directory) are logged and marked failed. Returns whether any
     /// such unit is left, for the caller to try again with backoff, and the plan carried out.
     pub(super) async fn reconcile(&mut self, config: &Config, first: TriggerKind) -> (bool, UnitPlan) {
+        self.notify.configure(&config.notify);
         let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
+        self.board.set_units(config.units.iter().filter(owned));
         let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &*r.config)).collect();
         let stopping: BTreeSet<&str> = self.stopping.keys().map(String::as_str).collect();
         let plan = decide::plan_units(&running, &stopping, &wanted);
@@ -264,7 +268,6 @@ impl Units {
             triggers: rx,
             status: self.status.clone(),
             metrics: self.metrics.clone(),
-            board: self.board.clone(),
             timing: UnitTiming {
                 interval: config.daemon.interval,
                 resync_interval: config.daemon.resync_interval,
@@ -273,9 +276,16 @@ impl Units {
                     self.started.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                 ),
             },
-            sync_slots: self.sync_slots.clone(),
-            push_lane: unit.is_git().then(|| self.push_lane.clone()),
+            queues: super::unit::Queues {
+                sync_slots: self.sync_slots.clone(),
+                push_lane: unit.is_git().then(|| self.push_lane.clone()),
+            },
             first,
+            links: super::unit::Links {
+                notify: self.notify.watch(unit),
+                board: self.board.clone(),
+                depends: super::unit::Gate::new(unit, &self.clusters),
+            },
         };
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);

@@ -10,9 +10,12 @@
 //! - [`record`] — the last applied revision, its apply time and result, the health wait in
 //!   progress, and the last attempt (its revision or unresolved ref, error and the objects not
 //!   applied), as annotations on the unit's ApplySet parent, so any tool can read them.
+//! - [`ready`] — whether a unit is ready for the units that depend on it (`depends_on`),
+//!   judged from its record: synced, its revision applied, healthy or its `ready_expr` true.
 //! - [`survey`] — one paged, label-selected read of a unit's health-bearing members, judged:
 //!   whether every member is `Current`, not only what the last sync changed.
 
+pub mod ready;
 pub mod record;
 pub(crate) mod rules;
 pub(crate) mod survey;

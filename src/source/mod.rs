@@ -23,12 +23,14 @@
 //! credentials, its handles and coalesced fetches), `memory` (bounds on the pack files libgit2
 //! keeps mapped across every open mirror), `resolve` (reference → commit), `verify` (signed
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
-//! `tree` (listing and reading blobs), `view` ([`Tree`]), `door` (the one way repository bytes
+//! `tree` (listing and reading blobs), `view` ([`Tree`]), `dirs` (the directories a
+//! `[[sync_set]]`'s glob matches), `door` (the one way repository bytes
 //! become files: every entry name, kind and link checked in memory before anything is written).
 
 pub mod artifact;
 pub mod chart;
 mod credentials;
+mod dirs;
 pub mod door;
 mod error;
 mod known_hosts;
@@ -49,6 +51,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
+pub use dirs::matching_dirs;
 pub use error::{Error, Result};
 pub use memory::{MAPPED_PACK_FILES, MAPPED_PACK_LIMIT, limit_mapped_packs};
 pub use mirror::configure_network_timeouts;

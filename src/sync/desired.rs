@@ -32,6 +32,21 @@ pub struct Defaults {
     pub ignore: std::sync::Arc<[crate::config::IgnoreRule]>,
 }
 
+impl Defaults {
+    /// What `unit` adds to every object, read from its config alone: its namespace, the ApplySet
+    /// id of its inventory ([`crate::cluster::inventory::Inventory::new`], as the engine takes
+    /// it), `recreate_on_immutable`, `apply_mode` and `[[sync.ignore]]` rules.
+    pub fn of(unit: &crate::config::SyncUnit) -> Self {
+        Self {
+            namespace: unit.namespace.as_str().into(),
+            applyset_id: crate::cluster::inventory::Inventory::new(&unit.inventory).id.as_str().into(),
+            recreate: unit.recreate_on_immutable,
+            apply_mode: unit.apply_mode,
+            ignore: unit.ignore.clone().into(),
+        }
+    }
+}
+
 /// Desired objects split by whether their kind is known yet.
 #[derive(Debug, Default)]
 pub struct Resolution {

@@ -61,6 +61,19 @@ pub struct DiffReport {
     pub applied: Option<String>,
     /// Objects that would be created or changed.
     pub changed: Vec<ObjectDiff>,
+    /// What a sync would prune, keep or release of the members that left git.
+    pub prune: PrunePreview,
+    /// Objects a sync would fail, with the reason: the API server rejected the dry run,
+    /// another ApplySet owns the object, or its namespace does not exist and nothing makes it.
+    pub failed: Vec<(ObjectRef, String)>,
+    /// What a sync would not say in a change set but a person should know: objects that belong
+    /// to an earlier ApplySet parent of this unit, whose other members would be orphaned.
+    pub warnings: Vec<String>,
+}
+
+/// What a sync would do with the members that left git.
+#[derive(Debug, Clone, Default)]
+pub struct PrunePreview {
     /// Members that would be pruned.
     pub prunes: Vec<ObjectRef>,
     /// Members that left git but that a sync would not delete, with the refusal it would give:
@@ -69,15 +82,9 @@ pub struct DiffReport {
     /// The unit's namespace, when a sync would release it instead of pruning it
     /// (`create_namespace`, [`Engine::release_unit_namespace`]).
     pub released: Option<ObjectRef>,
-    /// Objects a sync would fail, with the reason: the API server rejected the dry run,
-    /// another ApplySet owns the object, or its namespace does not exist and nothing makes it.
-    pub failed: Vec<(ObjectRef, String)>,
-    /// Why a sync would refuse to prune the members that left git (then [`DiffReport::prunes`]
-    /// is empty): the prune guard's reason, as the sync would log it.
-    pub prune_refused: Option<String>,
-    /// What a sync would not say in a change set but a person should know: objects that belong
-    /// to an earlier ApplySet parent of this unit, whose other members would be orphaned.
-    pub warnings: Vec<String>,
+    /// Why a sync would refuse to prune the members that left git (then
+    /// [`PrunePreview::prunes`] is empty): the prune guard's reason, as the sync would log it.
+    pub refused: Option<String>,
 }
 
 impl DiffReport {
@@ -88,11 +95,8 @@ impl DiffReport {
             revision,
             applied,
             changed: Vec::new(),
-            prunes: Vec::new(),
-            not_pruned: Vec::new(),
-            released: None,
+            prune: PrunePreview::default(),
             failed: Vec::new(),
-            prune_refused: None,
             warnings: Vec::new(),
         }
     }
@@ -101,10 +105,10 @@ impl DiffReport {
     /// members that left git stay because the prune would be refused.
     pub fn has_changes(&self) -> bool {
         !self.changed.is_empty()
-            || !self.prunes.is_empty()
-            || !self.not_pruned.is_empty()
-            || self.released.is_some()
-            || self.prune_refused.is_some()
+            || !self.prune.prunes.is_empty()
+            || !self.prune.not_pruned.is_empty()
+            || self.prune.released.is_some()
+            || self.prune.refused.is_some()
     }
 
     /// What `gitward diff` prints for one unit, unmasked (the caller masks): the head
@@ -118,18 +122,18 @@ impl DiffReport {
         for d in &self.changed {
             out.push_str(&d.diff);
         }
-        for p in &self.prunes {
+        for p in &self.prune.prunes {
             out.push_str(&format!("prune {p}\n"));
         }
-        for (object, reason) in &self.not_pruned {
+        for (object, reason) in &self.prune.not_pruned {
             out.push_str(&format!("not pruned {object}: {reason}\n"));
         }
-        if let Some(object) = &self.released {
+        if let Some(object) = &self.prune.released {
             out.push_str(&format!(
                 "release {object}: create_namespace keeps it; no longer a member of this unit, never deleted\n"
             ));
         }
-        if let Some(reason) = &self.prune_refused {
+        if let Some(reason) = &self.prune.refused {
             out.push_str(&format!("prune refused: {reason}\n"));
         }
         out
@@ -273,9 +277,9 @@ impl Engine {
     ) {
         let members = self.live.cache.len();
         // A sync releases the unit's namespace before it plans the prune.
-        report.released = self.releasable_namespace(desired);
+        report.prune.released = self.releasable_namespace(desired);
         let mut live = self.live.cache.snapshot();
-        if let Some(released) = &report.released {
+        if let Some(released) = &report.prune.released {
             live.remove(released);
         }
         let steps = plan::prune_plan(desired, &live, &contents.members).steps;
@@ -287,7 +291,7 @@ impl Engine {
                 .or_else(|| crate::prune::refusal(desired.len() + pending, members, steps.len(), &self.options.prune)),
         };
         match refusal {
-            Some(reason) => report.prune_refused = Some(reason),
+            Some(reason) => report.prune.refused = Some(reason),
             None => self.diff_cascades(steps, &live, report).await,
         }
     }
@@ -309,12 +313,12 @@ impl Engine {
         let mut requests = crate::changeset::ChangeSet::default();
         for step in steps {
             if live.get(&step.object).is_some_and(|m| m.prune_cascade) {
-                report.prunes.push(step.object);
+                report.prune.prunes.push(step.object);
                 continue;
             }
             match checker.check(&step.object, &mut requests).await {
-                Ok(()) => report.prunes.push(step.object),
-                Err(reason) => report.not_pruned.push((step.object, reason)),
+                Ok(()) => report.prune.prunes.push(step.object),
+                Err(reason) => report.prune.not_pruned.push((step.object, reason)),
             }
         }
     }
@@ -500,7 +504,7 @@ mod tests {
         assert_eq!(report.render(), "revision none → 0123456\n");
         report.applied = Some("fedcba9876543210fedcba9876543210fedcba98".into());
         let ns = crate::sync::namespaces::namespace_ref("shop");
-        report.not_pruned.push((ns.clone(), "not deleted: it holds 1 other object (ConfigMap/shop/x)".into()));
+        report.prune.not_pruned.push((ns.clone(), "not deleted: it holds 1 other object (ConfigMap/shop/x)".into()));
         assert_eq!(
             report.render(),
             "revision fedcba9 → 0123456\nnot pruned Namespace/shop: not deleted: it holds 1 other object \

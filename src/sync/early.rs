@@ -179,13 +179,7 @@ impl Engine {
 
     /// What every desired object of this unit is built with.
     pub(super) fn defaults(&self) -> Defaults {
-        Defaults {
-            namespace: self.unit.namespace.as_str().into(),
-            applyset_id: self.parent.inventory.id.as_str().into(),
-            recreate: self.unit.recreate_on_immutable,
-            apply_mode: self.unit.apply_mode,
-            ignore: self.unit.ignore.clone().into(),
-        }
+        Defaults::of(&self.unit)
     }
 
     /// Sends a push's changed objects before the revision is loaded whole (see the module doc): the

@@ -381,18 +381,7 @@ mod tests {
                 sent: Vec::new(),
             });
         }
-        let report = Report {
-            unit: "app".into(),
-            revision: crate::source::Revision("82edb11c0ffee5".into()),
-            changes,
-            skipped_files: Vec::new(),
-            duration: Duration::ZERO,
-            applied_at: Instant::now(),
-            health_targets: Vec::new(),
-            applied_early: 0,
-            heal: false,
-            yielded: false,
-        };
+        let report = Report::of("app", "82edb11c0ffee5", changes);
         let wait = if result == SyncResult::Failed { Wait::Skipped } else { Wait::Healthy };
         Outcome {
             cause: Cause::cli(),
@@ -401,7 +390,7 @@ mod tests {
             not_ready: Vec::new(),
             post_hooks: 0,
             failure: None,
-            live: Live { answered: true, tracked: 0 },
+            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
             timings: Timings::default(),
         }
     }

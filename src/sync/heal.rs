@@ -1,6 +1,6 @@
 //! The self-heal: re-applies only the drifted objects of the last synced revision.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{Engine, Report};
 use crate::apply::{self, Blocked};
@@ -48,10 +48,8 @@ impl Engine {
             revision,
             changes,
             skipped_files: Vec::new(),
-            duration: started.elapsed(),
-            applied_at,
-            health_targets,
-            applied_early: 0,
+            took: crate::sync::Took { total: started.elapsed(), render: Duration::ZERO },
+            sent: crate::sync::Sent { applied_at, health_targets, applied_early: 0 },
             heal: true,
             yielded: false,
         })

@@ -11,8 +11,8 @@ use super::{Engine, Report};
 use crate::changeset::ChangeSet;
 use crate::cluster::inventory::PART_OF;
 use crate::health::record::SyncResult;
-use crate::health::survey;
 use crate::health::wait::{HealthWait, Target, WaitEnd};
+use crate::health::{Counts, Health, survey};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
@@ -29,7 +29,7 @@ impl Engine {
         let covers_all = self.record.unhealthy.is_none() && self.survey().await;
         let desired: HashSet<&ObjectRef> =
             self.last.desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
-        let mut targets = report.health_targets.clone();
+        let mut targets = report.sent.health_targets.clone();
         let changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
         for t in self.record.unhealthy.iter().flatten() {
             if desired.contains(&t.object) && !changed.contains(&t.object) {
@@ -50,7 +50,7 @@ impl Engine {
     pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<WaitEnd>) -> SyncResult {
         match outcome {
             Some(WaitEnd::Healthy) if wait.covers_all() => {
-                self.record.unhealthy = Some(Vec::new());
+                self.judged(Vec::new());
                 SyncResult::Healthy
             }
             // Nothing was waited on, and the last judgement found nothing else unhealthy: a
@@ -62,12 +62,12 @@ impl Engine {
                 let before = self.record.unhealthy.take();
                 match self.read_unhealthy().await {
                     Ok(found) if found.is_empty() => {
-                        self.record.unhealthy = Some(Vec::new());
+                        self.judged(Vec::new());
                         SyncResult::Healthy
                     }
                     Ok(found) => {
-                        let failed = found.iter().any(|(_, s)| s.health == crate::health::Health::Failed);
-                        self.record.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
+                        let failed = found.iter().any(|(_, s)| s.health == Health::Failed);
+                        self.judged(found.into_iter().map(|(t, s)| (t, s.health)).collect());
                         if failed { SyncResult::Degraded } else { SyncResult::Progressing }
                     }
                     Err(e) => {
@@ -78,14 +78,39 @@ impl Engine {
                 }
             }
             Some(WaitEnd::Degraded) => {
-                self.record.unhealthy = Some(wait.not_current());
+                self.judged(not_current(wait));
                 SyncResult::Degraded
             }
             Some(WaitEnd::TimedOut) | None => {
-                self.record.unhealthy = Some(wait.not_current());
+                self.judged(not_current(wait));
                 SyncResult::Progressing
             }
         }
+    }
+
+    /// Remembers `unhealthy`, the members found not `Current` with their health, as the
+    /// unit's judgement: the targets of the next waits, and its health counts.
+    fn judged(&mut self, unhealthy: Vec<(Target, Health)>) {
+        self.record.unhealthy_failed =
+            unhealthy.iter().filter(|(_, h)| *h == Health::Failed).map(|(t, _)| t.object.clone()).collect();
+        self.record.unhealthy = Some(unhealthy.into_iter().map(|(t, _)| t).collect());
+    }
+
+    /// The unit's members by health bucket, counted as `gitward status` counts them: every
+    /// member the cache holds, `Current` unless the last judgement found it not `Current`
+    /// (`Failed`: degraded; any other: progressing); members of kinds without health are
+    /// healthy, and members not in the cluster are not counted. `None` until this engine has
+    /// judged the unit (no health wait ran yet, or `health_timeout = 0`).
+    pub fn members_health(&self) -> Option<Counts> {
+        let unhealthy = self.record.unhealthy.as_ref()?;
+        let cache = self.cache();
+        let present: Vec<&ObjectRef> = unhealthy.iter().map(|t| &t.object).filter(|o| cache.get(o).is_some()).collect();
+        let degraded = present.iter().filter(|o| self.record.unhealthy_failed.contains(**o)).count();
+        Some(Counts {
+            healthy: cache.len().saturating_sub(present.len()),
+            progressing: present.len() - degraded,
+            degraded,
+        })
     }
 
     /// Reads the unit's health-bearing members once ([`survey`]) and remembers those not
@@ -93,7 +118,7 @@ impl Engine {
     pub(super) async fn survey(&mut self) -> bool {
         match self.read_unhealthy().await {
             Ok(found) => {
-                self.record.unhealthy = Some(found.into_iter().map(|(t, _)| t).collect());
+                self.judged(found.into_iter().map(|(t, s)| (t, s.health)).collect());
                 true
             }
             Err(e) => {
@@ -123,6 +148,19 @@ impl Engine {
         let found = survey::not_current(&self.live.client, &kinds, &selector).await?;
         Ok(found.into_iter().filter(|(t, _)| held.contains(&t.object)).collect())
     }
+}
+
+/// The targets of `wait` that are not `Current` (or not seen yet: in progress), with their
+/// health.
+fn not_current(wait: &HealthWait) -> Vec<(Target, Health)> {
+    let statuses = wait.statuses();
+    wait.not_current()
+        .into_iter()
+        .map(|t| {
+            let health = statuses.get(&t.object).map_or(Health::InProgress, |s| s.health);
+            (t, health)
+        })
+        .collect()
 }
 
 /// The objects a sync created, adopted, configured or drift-corrected, with their resources.

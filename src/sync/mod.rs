@@ -15,7 +15,8 @@
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
 //! result and attempt on the parent), `outcome` (a sync's end and its observers), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
-//! `heal` (the drifted objects re-applied), `substitute` (`[sync.substitute]`'s variables read
+//! `heal` (the drifted objects re-applied), `set` (a `[[sync_set]]`'s directories listed at
+//! the tip, and its units), `substitute` (`[sync.substitute]`'s variables read
 //! and substituted into each load). This file holds the engine and
 //! the order of the steps.
 
@@ -35,6 +36,7 @@ mod prune_step;
 mod record;
 pub(crate) mod repo;
 mod run;
+pub mod set;
 mod state;
 pub mod substitute;
 
@@ -124,6 +126,11 @@ pub enum Error {
     /// A blocking task (git, parsing) panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
+    /// A `[[sync_set]]`'s directories made units that cannot be: more than its `max_units`,
+    /// a name that is not a unit name, a name or inventory of another unit ([`set`]). Bad
+    /// input: not worth retrying before the repository or the config changes.
+    #[error(transparent)]
+    Set(#[from] crate::config::Error),
 }
 
 /// `Result` alias of this module.
@@ -140,8 +147,52 @@ pub struct Report {
     pub changes: ChangeSet,
     /// Files and documents that were skipped (kustomization files, symlinks), with the reason.
     pub skipped_files: Vec<Skipped>,
-    /// Wall time of the sync.
-    pub duration: Duration,
+    /// How long the sync took, in all and rendering.
+    pub took: Took,
+    /// What was sent: when, how much of it early, what the health wait watches.
+    pub sent: Sent,
+    /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
+    /// revision, so it leaves the recorded attempt (and its error) as it is.
+    pub heal: bool,
+    /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
+    /// was sent, nothing was pruned, and the revision is not applied whole.
+    pub yielded: bool,
+}
+
+#[cfg(test)]
+impl Report {
+    /// A report of a sync of `unit` at `revision` with `changes`, everything else empty: what
+    /// the tests of its observers start from.
+    pub(crate) fn of(unit: &str, revision: &str, changes: ChangeSet) -> Self {
+        let sent = Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 };
+        let (unit, revision) = (unit.to_owned(), Revision(revision.to_owned()));
+        Report {
+            unit,
+            revision,
+            changes,
+            skipped_files: Vec::new(),
+            took: Took::default(),
+            sent,
+            heal: false,
+            yielded: false,
+        }
+    }
+}
+
+/// How long a sync took.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Took {
+    /// Wall time of the whole sync.
+    pub total: Duration,
+    /// Of `total`, the time spent loading the revision: reading its files, rendering them
+    /// (kustomize, Helm, SOPS) and parsing the manifests. Zero for a self-heal, which renders
+    /// nothing.
+    pub render: Duration,
+}
+
+/// What a sync sent, for the health wait and the push-to-applied figure.
+#[derive(Debug, Clone)]
+pub struct Sent {
     /// When the last object that git changed was applied (else when the apply ended), for
     /// `trigger_to_applied_ms`.
     pub applied_at: Instant,
@@ -149,14 +200,8 @@ pub struct Report {
     /// watches ([`crate::health::wait`]).
     pub health_targets: Vec<Target>,
     /// How many of the objects git changed were applied early, before the revision was loaded
-    /// whole ([`early`]); included in `changes`.
+    /// whole ([`early`]); included in the report's `changes`.
     pub applied_early: usize,
-    /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
-    /// revision, so it leaves the recorded attempt (and its error) as it is.
-    pub heal: bool,
-    /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
-    /// was sent, nothing was pruned, and the revision is not applied whole.
-    pub yielded: bool,
 }
 
 /// The state kept for one unit across syncs, in parts with one job each.
@@ -238,7 +283,7 @@ impl Engine {
             parent: state::ParentState::new(inventory),
             record: state::Recorder::default(),
             hooks: state::HookState::default(),
-            options: state::Options { apply, prune, allow_prune_once: false, substitute_key },
+            options: state::Options { apply, prune, allow_prune_once: false, retired: false, substitute_key },
             last: state::LastSync::default(),
         })
     }
@@ -292,13 +337,23 @@ impl Engine {
         self.options.allow_prune_once = true;
     }
 
+    /// Makes every later sync of this engine desire nothing, past `max_prune_fraction` and the
+    /// empty-revision guard (as [`Engine::allow_prune_once`]): the unit's directory left its
+    /// `[[sync_set]]`, whose `prune_removed` asks for its objects to go, and a sync then
+    /// prunes every member its ApplySet lists. The other prune rules (membership, re-check,
+    /// cascades, `prune = false`) stay.
+    pub fn retire(&mut self) {
+        self.options.retired = true;
+        self.options.allow_prune_once = true;
+    }
+
     /// One sync: fetch, then [`Engine::sync_revision`].
     pub async fn sync(&mut self) -> Result<Report> {
         let started = Instant::now();
         self.record.attempting = None;
         let revision = self.repo.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
-        report.duration = started.elapsed();
+        report.took.total = started.elapsed();
         Ok(report)
     }
 
@@ -314,6 +369,9 @@ impl Engine {
     /// renders with Helm first learns the cluster's capabilities (again after [`crate::render::CAPABILITIES_TTL`]; a failed
     /// refresh keeps the last good set).
     async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
+        if self.options.retired {
+            return Ok(crate::manifest::Loaded::default());
+        }
         if self.repo.needs_capabilities(revision).await? {
             self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.live.client).await)?;
         }

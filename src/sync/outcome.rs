@@ -170,6 +170,9 @@ pub type NotReady = Vec<(ObjectRef, Option<Status>)>;
 pub struct Timings {
     /// Wall time of the fetch, render and apply ([`Report::duration`]).
     pub apply: Duration,
+    /// Of `apply`, the time spent loading the revision: reading, rendering and parsing its
+    /// files ([`Report::render`]); zero for a self-heal or a sync that failed as a whole.
+    pub render: Duration,
     /// Wall time of the health wait: zero when none ran; the timeout itself when it timed out.
     pub wait: Duration,
 }
@@ -196,6 +199,13 @@ pub struct Live {
     pub answered: bool,
     /// Members the unit's cache tracks.
     pub tracked: usize,
+    /// The members by health bucket as the engine last judged them
+    /// ([`Engine::members_health`]: counted as `gitward status` counts them); `None` until a
+    /// health wait of this engine judged the unit.
+    pub health: Option<Counts>,
+    /// An estimate of the bytes the unit's metadata cache holds
+    /// ([`crate::cluster::cache::MetadataCache::estimated_bytes`]).
+    pub cache_bytes: usize,
 }
 
 /// How one sync ended: what every [`Observer`] sees.
@@ -384,7 +394,7 @@ impl Engine {
             not_ready: Vec::new(),
             post_hooks: 0,
             failure: Some(Failure { unit, error, attempted, kept }),
-            live: Live { answered: true, tracked: self.cache().len() },
+            live: self.live_now(true),
             timings: Timings::default(),
         }
     }
@@ -421,7 +431,7 @@ impl Engine {
         // Objects the API server refused leave the unit ready; failures because it did not
         // answer (an outage) do not.
         let answered = !report.changes.has_failures() || self.cluster_answers().await;
-        let timings = Timings { apply: report.duration, wait: Duration::ZERO };
+        let timings = Timings { apply: report.took.total, render: report.took.render, wait: Duration::ZERO };
         Outcome {
             cause,
             report: Some(report),
@@ -429,9 +439,18 @@ impl Engine {
             not_ready,
             post_hooks: 0,
             failure: None,
-            live: Live { answered, tracked: self.cache().len() },
+            live: self.live_now(answered),
             timings,
         }
+    }
+}
+
+impl Engine {
+    /// The cluster as the engine sees it now: `answered` as the caller found it, the members
+    /// the cache tracks, their health as last judged and the cache's size.
+    fn live_now(&self, answered: bool) -> Live {
+        let cache = self.cache();
+        Live { answered, tracked: cache.len(), health: self.members_health(), cache_bytes: cache.estimated_bytes() }
     }
 }
 
@@ -513,7 +532,7 @@ mod tests {
             not_ready: Vec::new(),
             post_hooks: 0,
             failure: Some(Failure { unit: "shop".into(), error, attempted: None, kept: None }),
-            live: Live { answered: true, tracked: 0 },
+            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
             timings: Timings::default(),
         };
         observers.finished(&outcome);

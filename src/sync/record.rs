@@ -106,7 +106,7 @@ impl Engine {
         let revision = report.revision.to_string();
         match self.record.recorded.as_ref().filter(|r| r.revision == revision) {
             Some(r) => Record { revision, applied_at: r.applied_at.clone(), result, waiting: None },
-            None => Record::applied(revision, report.applied_at.elapsed(), result),
+            None => Record::applied(revision, report.sent.applied_at.elapsed(), result),
         }
     }
 

@@ -130,6 +130,26 @@ impl Repo {
         probe.touched(from, not_before).await
     }
 
+    /// The directories of `revision`'s tree that `glob` matches ([`source::matching_dirs`]),
+    /// sorted: what a `[[sync_set]]` makes units of. Blocking work off the runtime.
+    ///
+    /// Errors: [`Error::Source`] when a directory on the way cannot be read, or the unit does
+    /// not follow a git repository.
+    pub async fn directories(&self, revision: &Revision, glob: &str) -> Result<Vec<String>> {
+        let Origin::Git(source) = &self.origin else {
+            let message = "a set lists the directories of a git repository".to_owned();
+            return Err(
+                source::Error::ReadObject { unit: self.unit.name.clone(), path: glob.to_owned(), message }.into()
+            );
+        };
+        let (source, revision, glob) = (source.clone(), revision.clone(), glob.to_owned());
+        blocking(move || {
+            let source = source.lock().expect("source lock");
+            Ok(source::matching_dirs(&source.tree(&revision)?, &glob)?)
+        })
+        .await
+    }
+
     /// Reads the manifests of `revision`: renders the unit's path (kustomize or Helm, see
     /// [`crate::render`]; served from the render cache when nothing it reads changed), or lists
     /// and parses its plain files, SOPS-encrypted ones decrypted first; only blobs whose id

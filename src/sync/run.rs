@@ -291,10 +291,11 @@ impl Engine {
             revision,
             changes,
             skipped_files,
-            duration: started.elapsed(),
-            applied_at,
-            health_targets,
-            applied_early,
+            took: crate::sync::Took {
+                total: started.elapsed(),
+                render: clock.times.loaded.saturating_sub(clock.times.early),
+            },
+            sent: crate::sync::Sent { applied_at, health_targets, applied_early },
             heal: false,
             yielded,
         })

@@ -2,7 +2,7 @@
 //! reads and writes it, the ApplySet parent, the records on it, Helm hooks, the options of
 //! apply and prune, and what one sync leaves for the next.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use crate::apply::ApplyOptions;
@@ -93,6 +93,10 @@ pub(super) struct Recorder {
     /// revision left unhealthy. `None` until a wait of this engine has judged the unit (a fresh
     /// engine reads the unit's members once, `health::survey`, before its first wait).
     pub(super) unhealthy: Option<Vec<Target>>,
+    /// Of `unhealthy`, the members whose health was `Failed` when it was judged: the rest are
+    /// in progress. With the cache's members it gives the unit's health counts
+    /// ([`super::Engine::members_health`]).
+    pub(super) unhealthy_failed: HashSet<ObjectRef>,
     /// The sync request ([`crate::cluster::inventory::control::REQUESTED_AT`]) the sync in
     /// progress answers: written as handled with its final record.
     pub(super) handling: Option<String>,
@@ -121,6 +125,9 @@ pub(super) struct Options {
     pub(super) prune: PruneOptions,
     /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
     pub(super) allow_prune_once: bool,
+    /// The unit's directory left its `[[sync_set]]` (`prune_removed`): every load desires
+    /// nothing, so the sync prunes every member ([`super::Engine::retire`]).
+    pub(super) retired: bool,
     /// The key desired hashes of objects that took a Secret's value are keyed with
     /// ([`super::substitute::key`]).
     pub(super) substitute_key: crate::manifest::HashKey,

@@ -6,8 +6,9 @@ use std::io::{Read as _, Write as _};
 use std::path::Path;
 
 use super::{Engine, Error, Result};
+use crate::config::{ClusterConfig, SyncUnit};
 use crate::manifest::substitute::{Vars, substitute};
-use crate::manifest::{HashKey, Manifest};
+use crate::manifest::{HashKey, Loaded, Manifest};
 
 /// The file under `state_dir` holding the key that desired hashes of objects that took a
 /// Secret's value are keyed with: 32 random bytes made at first use, kept, so the hashes stay
@@ -23,24 +24,10 @@ impl Engine {
     /// Errors: [`Error::Cluster`] ([`crate::cluster::Error::VariablesUnreadable`]) when a
     /// `from` object cannot be read.
     pub(super) async fn variables(&self) -> Result<Option<Vars>> {
-        let config = &self.unit.substitute;
-        if !config.is_set() {
+        if !self.unit.substitute.is_set() {
             return Ok(None);
         }
-        let mut vars = Vars::default();
-        for source in &config.from {
-            let values = crate::cluster::vars::read(&self.live.client, source).await?;
-            if source.secret {
-                crate::telemetry::mask::register(values.values());
-            }
-            for (name, value) in values {
-                vars.set(name, value, source.secret);
-            }
-        }
-        for (name, value) in &config.vars {
-            vars.set(name.clone(), value.clone(), false);
-        }
-        Ok(Some(vars))
+        variables(&self.unit, Some(&self.live.client)).await.map(Some)
     }
 
     /// `manifests` with the unit's variables substituted (unchanged without
@@ -55,6 +42,64 @@ impl Engine {
         }
         Ok(())
     }
+}
+
+/// The variables of `unit`: its `from` objects read through `client` in order (a later one's key
+/// replacing an earlier one's; none read without a client), then the inline `vars` over them,
+/// Flux's precedence. Every value of a Secret is registered for masking
+/// ([`crate::telemetry::mask::register`]) before it is used.
+///
+/// Errors: [`Error::Cluster`] ([`crate::cluster::Error::VariablesUnreadable`]) when a `from`
+/// object cannot be read.
+async fn variables(unit: &SyncUnit, client: Option<&kube::Client>) -> Result<Vars> {
+    let mut vars = Vars::default();
+    if let Some(client) = client {
+        for source in &unit.substitute.from {
+            let values = crate::cluster::vars::read(client, source).await?;
+            if source.secret {
+                crate::telemetry::mask::register(values.values());
+            }
+            for (name, value) in values {
+                vars.set(name, value, source.secret);
+            }
+        }
+    }
+    for (name, value) in &unit.substitute.vars {
+        vars.set(name.clone(), value.clone(), false);
+    }
+    Ok(vars)
+}
+
+/// `[sync.substitute]` applied to `loaded` (its objects and Helm hooks) without an engine, as a
+/// sync applies it ([`Engine::substitute`]), for `gitward render`: inline `vars` need no
+/// cluster; a unit with `from` objects has a client of `cluster` made here (gitward's own
+/// identity, as the sync reads them) and reads them; the hashes of objects that took a Secret's
+/// value are keyed with [`KEY_FILE`] under `state_dir`, as the sync keys them. Unchanged
+/// without `[sync.substitute]`.
+///
+/// Errors: [`Error::Cluster`] when no client can be made or a `from` object cannot be read;
+/// [`Error::SubstituteKey`]; [`Error::Manifest`] for a reference to an undefined variable
+/// without default, naming the file, document and variable.
+pub async fn substitute_loaded(
+    cluster: &ClusterConfig,
+    state_dir: &Path,
+    unit: &SyncUnit,
+    loaded: &mut Loaded,
+) -> Result<()> {
+    let config = &unit.substitute;
+    if !config.is_set() {
+        return Ok(());
+    }
+    let client = match config.from.is_empty() {
+        true => None,
+        false => Some(crate::cluster::connect(cluster).await?),
+    };
+    let vars = variables(unit, client.as_ref()).await?;
+    let key = key(state_dir, config.from.iter().any(|s| s.secret))?;
+    for part in [&mut loaded.manifests, &mut loaded.hooks] {
+        substitute(part, &vars, &key)?;
+    }
+    Ok(())
 }
 
 /// The key of [`KEY_FILE`] under `state_dir`, made when missing (mode 0600); a fixed key when

@@ -127,7 +127,7 @@ async fn a_namespace_label_reaches_the_api_server_before_the_deployment_in_it() 
     assert!(namespace_writes[0] < deployment_writes[0], "the Namespace first: {events:#?}");
     assert_eq!((namespace_writes.len(), deployment_writes.len()), (1, 1), "one write each: {events:#?}");
     assert!(!report.changes.has_failures(), "{actions:#?}");
-    assert_eq!(report.applied_early, 2, "{actions:#?}");
+    assert_eq!(report.sent.applied_early, 2, "{actions:#?}");
 
     let live = Api::<Namespace>::all(unit.env.client.clone()).get(&ns).await.unwrap();
     assert_eq!(live.metadata.labels.unwrap_or_default().get("istio-injection").map(String::as_str), Some("enabled"));
@@ -164,7 +164,7 @@ async fn a_custom_resource_using_a_new_crd_field_keeps_it() {
     assert_eq!((crd_taken.len(), gadget_taken.len()), (1, 1), "one write each taken: {events:#?}");
     assert!(crd_taken[0] < gadget_taken[0], "the CRD taken first: {events:#?}");
     assert!(!report.changes.has_failures(), "{actions:#?}");
-    assert_eq!(report.applied_early, 2, "{actions:#?}");
+    assert_eq!(report.sent.applied_early, 2, "{actions:#?}");
 }
 
 /// One push makes a Namespace invalid (the API server rejects its label) and changes the image
@@ -182,7 +182,7 @@ async fn a_rejected_namespace_change_keeps_the_deployment_in_it_back() {
     let live = Api::<Deployment>::namespaced(unit.env.client.clone(), &ns).get("web").await.unwrap();
     assert_eq!(image(&live), "nginx:1.0", "the last good state stays in force");
     assert_eq!(writes(&events, "deployments", "web"), Vec::<usize>::new(), "never sent: {events:#?}");
-    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    assert_eq!(report.sent.applied_early, 0, "{actions:#?}");
     let entry = |kind: &str| report.changes.entries.iter().find(|e| e.object.gk.kind == kind).unwrap().clone();
     assert_eq!(entry("Namespace").action, Action::Failed, "{actions:#?}");
     let web = entry("Deployment");
@@ -206,7 +206,7 @@ async fn a_deployment_waits_for_the_new_config_map_it_mounts() {
     assert!(config_map_writes[0] < deployment_writes[0], "the ConfigMap first: {events:#?}");
     assert_eq!((config_map_writes.len(), deployment_writes.len()), (1, 1), "one write each: {events:#?}");
     assert!(!report.changes.has_failures(), "{actions:#?}");
-    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    assert_eq!(report.sent.applied_early, 0, "{actions:#?}");
     let web = Api::<Deployment>::namespaced(unit.env.client.clone(), &ns).get("web").await.unwrap();
     assert_eq!(image(&web), "nginx:1.1");
 }
@@ -227,7 +227,7 @@ async fn a_rejected_crd_change_keeps_its_custom_resources_back() {
     let gadgets: Api<DynamicObject> = Api::namespaced_with(unit.env.client.clone(), &unit.env.namespace, &ar);
     assert_eq!(gadgets.get("g1").await.unwrap().data["spec"]["size"], 3, "the last good state stays in force");
     assert_eq!(writes(&events, "gadgets", "g1"), Vec::<usize>::new(), "never sent: {events:#?}");
-    assert_eq!(report.applied_early, 0, "{actions:#?}");
+    assert_eq!(report.sent.applied_early, 0, "{actions:#?}");
     let entry = |kind: &str| report.changes.entries.iter().find(|e| e.object.gk.kind == kind).unwrap().clone();
     assert_eq!(entry("CustomResourceDefinition").action, Action::Failed, "{actions:#?}");
     assert_eq!(entry("Gadget").action, Action::Skipped, "{actions:#?}");

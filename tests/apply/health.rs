@@ -375,7 +375,7 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
     assert_eq!(r.get("gitward.dev/last-revision"), Some(&report.revision.to_string()));
     // That sync changed nothing, so it judged nothing: it does not make the revision healthy.
     // Its attempt is new to the parent (`record` alone keeps the attempt): written once.
-    assert!(report.health_targets.is_empty());
+    assert!(report.sent.health_targets.is_empty());
     assert!(fresh.record_sync(&report, SyncResult::Healthy, false).await.unwrap(), "the attempt is recorded");
     let r = record(&env.client, &env.namespace, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("degraded"), "{r:?}");
@@ -413,7 +413,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
     let mut engine = common::engine(&env.client, &config, "app").await;
     let report = engine.sync().await.unwrap();
-    assert_eq!(report.health_targets.len(), 9);
+    assert_eq!(report.sent.health_targets.len(), 9);
 
     // The deployment controller makes eight available; the ninth misses its deadline.
     let available = available();
@@ -482,7 +482,7 @@ async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() 
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
     let mut engine = common::engine(&env.client, &config, "app").await;
     let report = engine.sync().await.unwrap();
-    assert_eq!(report.health_targets.len(), 20);
+    assert_eq!(report.sent.health_targets.len(), 20);
     let available = available();
     for n in &namespaces {
         deployment_status(&env.client, n, "web", available.clone()).await;

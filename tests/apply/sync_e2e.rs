@@ -244,14 +244,14 @@ async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revisio
 
     let first = engine.sync().await.expect("first sync");
     assert_eq!(count(&first, Action::Created), 2, "{:#?}", common::actions(&first));
-    assert_eq!(first.applied_early, 0, "nothing is early on a first sync");
+    assert_eq!(first.sent.applied_early, 0, "nothing is early on a first sync");
 
     // 1. One object changed: applied early, and sent once in the sync.
     repo.write("app/a.yaml", &config_map("a", "2"));
     repo.commit_and_push("a = 2");
     let before = common::audit_events(&agent).len();
     let changed = engine.sync().await.expect("sync of a = 2");
-    assert_eq!(changed.applied_early, 1);
+    assert_eq!(changed.sent.applied_early, 1);
     let a = common::actions(&changed);
     let ns = &env.namespace;
     assert_eq!(a[&format!("ConfigMap/{ns}/a")], "configured", "{a:#?}");
@@ -294,7 +294,7 @@ async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revisio
     repo.write("app/a.yaml", &config_map("a", "4"));
     repo.commit_and_push("a = 4");
     let fixed = engine.sync().await.expect("sync of a = 4");
-    assert_eq!(fixed.applied_early, 1, "{:#?}", common::actions(&fixed));
+    assert_eq!(fixed.sent.applied_early, 1, "{:#?}", common::actions(&fixed));
     assert_eq!(value(configmaps.get("a").await.unwrap()), "4");
 }
 

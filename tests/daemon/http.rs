@@ -135,6 +135,7 @@ fn ready() -> UnitStatus {
         applied_once: true,
         last_error: None,
         suspended: false,
+        blocked: None,
     }
 }
 

@@ -778,8 +778,10 @@ fn validate_passes_on_the_shipped_config_and_renders_helm_for_a_recent_kubernete
     assert_eq!(code, 0, "{stdout}{stderr}");
     let short = &revision[..7];
     let lines: Vec<&str> = stdout.lines().collect();
-    assert_eq!(lines.len(), 3, "one line per unit: {stdout}");
-    for (line, unit) in lines.iter().zip(["example", "example-kustomize", "example-helm"]) {
+    // The three [[sync]] units, then the [[sync_set]]'s, one per directory of teams/.
+    let units = ["example", "example-kustomize", "example-helm", "team-blue", "team-green"];
+    assert_eq!(lines.len(), units.len(), "one line per unit: {stdout}");
+    for (line, unit) in lines.iter().zip(units) {
         assert!(line.starts_with(&format!("{unit}: valid {short} (")), "{stdout}");
     }
     assert!(!stderr.contains("ERROR") && !stderr.contains("WARN"), "{stderr}");

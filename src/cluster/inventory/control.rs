@@ -85,6 +85,24 @@ impl Inventory {
         }
     }
 
+    /// The parent's `gitward.dev/` annotations — the record, the attempt and the controls —
+    /// by one metadata GET; `None` when it does not exist. What `gitward status` and `gitward
+    /// sync` judge another unit's `depends_on` by.
+    ///
+    /// Errors: [`Error::InventoryFailed`] when it cannot be read.
+    pub async fn recorded(&self, client: &kube::Client) -> Result<Option<super::Recorded>> {
+        match self.api(client).get_metadata_opt(&self.parent.name).await {
+            Ok(meta) => Ok(meta.map(|m| {
+                let annotations = m.metadata.annotations.unwrap_or_default();
+                annotations.into_iter().filter(|(k, _)| k.starts_with(super::GITWARD_PREFIX)).collect()
+            })),
+            Err(e) => Err(Error::InventoryFailed {
+                parent: self.parent.to_string(),
+                message: format!("read: {}", api_message(&e)),
+            }),
+        }
+    }
+
     /// Suspends the unit: sets [`SUSPENDED`], [`SUSPENDED_BY`] `by` and [`SUSPENDED_AT`] now.
     ///
     /// Errors: [`Error::InventoryFailed`] when the parent does not exist (the unit never

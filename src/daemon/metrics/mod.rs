@@ -15,17 +15,24 @@
 //! | `gitward_last_applied_revision` | gauge, always 1 | `unit`, `revision` |
 //! | `gitward_tracked_objects` | gauge | `unit` |
 //! | `gitward_triggers_total` | counter | `unit`, `kind` |
-//! | `gitward_objects_health` | gauge | `unit`, `health` (`healthy`, `progressing`, `degraded`): the objects the last sync changed, at the end of its health wait |
+//! | `gitward_objects_health` | gauge | `unit`, `health` (`healthy`, `progressing`, `degraded`): the unit's members by health as its last judgement left them, counted as `gitward status` counts them |
 //! | `gitward_time_to_healthy_seconds` | histogram, 5 ms … 328 s | `unit`: from the end of the apply until every changed object was `Current` |
 //! | `gitward_unit_cluster` | gauge, always 1 | `unit`, `cluster`: which cluster a running unit applies to (join on `unit`) |
 //! | `gitward_shard_units_held` | gauge | `identity`: units whose Lease this replica holds (sharding) |
 //! | `gitward_shard_units_unrenewed` | gauge | `identity`: units some live replica runs whose Lease nobody renews (missing, released or expired), as this replica sees it; above 0 for longer than the lease duration means units are applied by nobody |
 //! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): units taken and handed over with their bucket's Lease |
 //! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
+//! | `gitward_unit_ready` | gauge, 0 or 1 | `unit`, `reason` (`healthy`, `failed`, `degraded`, `progressing`, `unknown`, `suspended`, `never_synced`): 1 when the last sync applied whole and every member is `Current`; one series per unit ([`unit`]) |
+//! | `gitward_unit_failing_since_seconds` | gauge, unix time | `unit`: the first failed sync of the current run of failures; absent when the last sync did not fail |
+//! | `gitward_unit_objects` | gauge | `unit`: members the unit's cache tracks after its last sync |
+//! | `gitward_unit_cache_bytes` | gauge | `unit`: estimated bytes of its metadata cache ([`crate::cluster::cache::MetadataCache::estimated_bytes`]) |
+//! | `gitward_unit_render_seconds`, `gitward_unit_apply_seconds` | gauge | `unit`: the last sync's load (read, render, parse) and the rest of it |
+//! | `gitward_notify_sent_total`, `gitward_notify_failures_total`, `gitward_notify_dropped_total` | counter | `notifier` (`notify[0]`, its `[[notify]]` table), `kind`: notifications sent, not sent after their retries, dropped by a full queue |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
 
 mod fleet;
 mod git;
+pub mod unit;
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -39,6 +46,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use self::fleet::Fleet;
+use self::unit::Units;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
 use crate::source::VerifyFailure;
@@ -55,8 +63,23 @@ fn duration_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.005, 2.0, 17)
 }
 
+/// Registers the 0/1 gauges of a unit's state: `unit_suspended` and
+/// `unit_waiting_for_dependencies`.
+fn unit_gauges(registry: &mut Registry) -> (Family<UnitLabels, Gauge>, Family<UnitLabels, Gauge>) {
+    let (suspended, blocked) = (Family::default(), Family::default());
+    registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
+    let help = "1 while a unit's new revision waits for the units it depends on (depends_on), else 0";
+    registry.register("unit_waiting_for_dependencies", help, blocked.clone());
+    (suspended, blocked)
+}
+
 fn duration_histogram() -> Histogram {
     Histogram::new(duration_buckets())
+}
+
+/// A family of [`duration_histogram`]s by unit.
+fn histograms() -> Family<UnitLabels, Histogram, fn() -> Histogram> {
+    Family::new_with_constructor(duration_histogram as fn() -> Histogram)
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -115,14 +138,20 @@ pub struct Metrics {
     triggers: Family<KindLabels, Counter>,
     suspended_triggers: Family<KindLabels, Counter>,
     suspended: Family<UnitLabels, Gauge>,
+    blocked: Family<UnitLabels, Gauge>,
     objects_health: Family<HealthLabels, Gauge>,
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// Which cluster each unit applies to, and the sharding metrics.
     fleet: Fleet,
+    /// The per-unit gauges to alert on: readiness with its reason, the failure streak,
+    /// members, cache size and the last sync's timings.
+    units: Units,
     /// The revision each unit's `gitward_last_applied_revision` series names, so the previous
     /// series is removed when the revision moves. Held across the swap so two updates of one
     /// unit cannot leave two series.
     revisions: Mutex<HashMap<String, String>>,
+    /// The notifiers' counters (`gitward_notify_*`), handed to them by the daemon.
+    notify: crate::notify::NotifyMetrics,
 }
 
 impl Default for Metrics {
@@ -142,9 +171,7 @@ impl Metrics {
     /// appears once its unit first reports it.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("gitward");
-        let sync_duration = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            duration_histogram as fn() -> Histogram,
-        );
+        let sync_duration = histograms();
         let objects = Family::default();
         let api_requests = Family::default();
         let errors = Family::default();
@@ -153,11 +180,8 @@ impl Metrics {
         let tracked = Family::default();
         let triggers = Family::default();
         let suspended_triggers = Family::default();
-        let suspended = Family::default();
         let objects_health = Family::default();
-        let time_to_healthy = Family::<UnitLabels, Histogram, fn() -> Histogram>::new_with_constructor(
-            duration_histogram as fn() -> Histogram,
-        );
+        let time_to_healthy = histograms();
         registry.register_with_unit(
             "sync_duration",
             "Wall time of a completed sync, from fetch to prune",
@@ -188,10 +212,10 @@ impl Metrics {
             "Sync requests a suspended unit did not act on, by what asked",
             suspended_triggers.clone(),
         );
-        registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
+        let (suspended, blocked) = unit_gauges(&mut registry);
         registry.register(
             "objects_health",
-            "Objects the last sync changed, by health at the end of its health wait",
+            "The unit's members by health as its last health judgement left them (as gitward status counts them)",
             objects_health.clone(),
         );
         registry.register_with_unit(
@@ -200,11 +224,13 @@ impl Metrics {
             Unit::Seconds,
             time_to_healthy.clone(),
         );
-        let fleet = Fleet::register(&mut registry);
+        let units = Units::register(&mut registry);
         registry.register_collector(Box::new(git::GitFetches));
         Self {
+            fleet: Fleet::register(&mut registry),
+            notify: crate::notify::NotifyMetrics::registered(&mut registry),
             registry,
-            fleet,
+            units,
             sync_duration,
             objects,
             api_requests,
@@ -215,10 +241,16 @@ impl Metrics {
             triggers,
             suspended_triggers,
             suspended,
+            blocked,
             objects_health,
             time_to_healthy,
             revisions: Mutex::default(),
         }
+    }
+
+    /// The notifiers' counters ([`crate::notify::NotifyMetrics`]), registered here.
+    pub fn notify(&self) -> &crate::notify::NotifyMetrics {
+        &self.notify
     }
 
     /// Records a completed sync: its duration, one count per object entry by action, the API
@@ -234,7 +266,7 @@ impl Metrics {
     /// was applied.
     pub fn observe_sync(&self, report: &Report, tracked: usize) {
         let unit = &report.unit;
-        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.duration.as_secs_f64());
+        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.took.total.as_secs_f64());
         for entry in &report.changes.entries {
             let action = entry.action.as_str();
             self.objects.get_or_create(&ObjectLabels { unit: unit.clone(), action }).inc();
@@ -248,8 +280,9 @@ impl Metrics {
         self.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
     }
 
-    /// Records the end of a health wait: the changed objects by health bucket, and, when all
-    /// became `Current`, how long that took.
+    /// Records the end of a sync: the unit's members by health bucket (`counts`, as the engine
+    /// last judged them: what `gitward status` counts), and, when a wait ended with all it
+    /// waited on `Current`, how long that took.
     pub fn observe_health(&self, unit: &str, counts: &crate::health::Counts, time_to_healthy: Option<Duration>) {
         for (health, n) in
             [("healthy", counts.healthy), ("progressing", counts.progressing), ("degraded", counts.degraded)]
@@ -284,9 +317,25 @@ impl Metrics {
         self.suspended_triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
     }
 
-    /// Sets `gitward_unit_suspended{unit}`: 1 while `unit` is suspended, else 0.
+    /// Sets `gitward_unit_suspended{unit}`: 1 while `unit` is suspended, else 0; and its
+    /// `gitward_unit_ready` reason (`suspended`, or back to its last sync's; the first call,
+    /// as its task starts, makes the series: `never_synced`).
     pub fn set_suspended(&self, unit: &str, suspended: bool) {
         self.suspended.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(suspended));
+        self.units.set_suspended(unit, suspended);
+    }
+
+    /// Records how a sync of `unit` ended ([`unit`]): `gitward_unit_ready` and its reason,
+    /// `gitward_unit_failing_since_seconds` (with `now`, unix seconds), the unit's members,
+    /// cache size and timings.
+    pub fn observe_outcome(&self, unit: &str, outcome: &crate::sync::outcome::Outcome, now: i64) {
+        self.units.finished(unit, outcome, now);
+    }
+
+    /// Sets `gitward_unit_waiting_for_dependencies{unit}`: 1 while a new revision of `unit`
+    /// waits for its `depends_on`, else 0.
+    pub fn set_blocked(&self, unit: &str, blocked: bool) {
+        self.blocked.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(blocked));
     }
 
     /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
@@ -299,10 +348,12 @@ impl Metrics {
         }
         self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
         self.suspended.remove(&UnitLabels { unit: unit.to_owned() });
+        self.blocked.remove(&UnitLabels { unit: unit.to_owned() });
         for health in ["healthy", "progressing", "degraded"] {
             self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }
         self.fleet.forget(unit);
+        self.units.forget(unit);
     }
 
     /// Sets `gitward_unit_cluster{unit, cluster} 1` for a unit that started.
@@ -343,7 +394,7 @@ fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
 }
 
 /// The short name of a sync error's variant, the `kind` label of `gitward_sync_errors_total`:
-/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`.
+/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`, `sync-set`.
 pub fn error_kind(err: &Error) -> &'static str {
     match err {
         Error::Source(_) => "source",
@@ -355,6 +406,7 @@ pub fn error_kind(err: &Error) -> &'static str {
         Error::InvalidAnnotation { .. } => "invalid-annotation",
         Error::SubstituteKey { .. } => "substitute-key",
         Error::Task(_) => "task",
+        Error::Set(_) => "sync-set",
     }
 }
 
@@ -365,7 +417,6 @@ mod tests {
     use super::*;
     use crate::changeset::ChangeSet;
     use crate::object::{GroupKind, ObjectRef};
-    use crate::source::Revision;
 
     fn report(unit: &str, revision: &str, actions: &[Action], duration: Duration) -> Report {
         let mut changes = ChangeSet::default();
@@ -373,19 +424,9 @@ mod tests {
             let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
             changes.push(object, *action, None);
         }
-        let unit = unit.into();
-        let revision = Revision(revision.into());
         Report {
-            unit,
-            revision,
-            changes,
-            skipped_files: Vec::new(),
-            duration,
-            applied_at: std::time::Instant::now(),
-            health_targets: Vec::new(),
-            applied_early: 0,
-            heal: false,
-            yielded: false,
+            took: crate::sync::Took { total: duration, render: Duration::ZERO },
+            ..Report::of(unit, revision, changes)
         }
     }
 

@@ -34,6 +34,7 @@ use tracing::{error, info, warn};
 use super::backoff::Backoff;
 use super::decide;
 use super::http::HttpState;
+use super::sets::{self, Listed, Removed, Retiring, Sets};
 use super::trigger::{Status, TriggerKind};
 use super::units::Units;
 use crate::config::Config;
@@ -104,6 +105,7 @@ pub async fn run(config_path: &Path, listener: Option<TcpListener>, shutdown: im
             Event::Leadership(changed) => daemon.leadership_changed(changed).await,
             Event::RestartDue => daemon.restart_units().await,
             Event::Tick => daemon.tick(),
+            Event::SetListed(listed) => daemon.set_listed(listed).await,
         }
     }
     daemon.shut_down().await;
@@ -124,6 +126,8 @@ enum Event {
     RestartDue,
     /// The sd_notify tick: `READY=1`, `STATUS=`, `WATCHDOG=1`.
     Tick,
+    /// A `[[sync_set]]`'s watcher listed its directories.
+    SetListed(Listed),
 }
 
 /// Sharding as the daemon drives it: the loop's channels and task.
@@ -195,8 +199,10 @@ struct HttpServer {
 struct Daemon {
     /// Where the config is read from again on SIGHUP.
     config_path: PathBuf,
-    /// The config in force.
+    /// The config in force: the file's `[[sync]]` units and the units its sets made.
     config: Config,
+    /// The `[[sync_set]]`s: the config as loaded, their last good units, their watchers.
+    sets: Sets,
     /// The unit tasks.
     units: Units,
     /// Per-unit status, shared with the unit tasks and the HTTP server.
@@ -242,6 +248,7 @@ impl Daemon {
             }
             _ = tokio::time::sleep_until(restart_at.unwrap_or(far)), if restart_at.is_some() => Event::RestartDue,
             _ = self.notifier.tick.tick() => Event::Tick,
+            Some(listed) = self.sets.rx.recv() => Event::SetListed(listed),
         }
     }
 
@@ -250,8 +257,54 @@ impl Daemon {
     async fn reconcile(&mut self, first: TriggerKind) -> decide::UnitPlan {
         let (missing, plan) = self.units.reconcile(&self.config, first).await;
         self.restart.schedule(missing);
-        self.http.set_units(self.units.senders());
+        self.http.set_units(self.routes());
         plan
+    }
+
+    /// What webhooks trigger: the running units and the sets' watchers.
+    fn routes(&self) -> Vec<super::http::UnitRoute> {
+        let mut routes = self.units.senders();
+        routes.extend(self.sets.routes());
+        routes
+    }
+
+    /// A set listed its directories: when its units changed, the units are reconciled (the new
+    /// ones start, the gone ones stop) and the objects of those that ran here are kept and
+    /// counted, or pruned ([`sets::retire`]).
+    async fn set_listed(&mut self, listed: Listed) {
+        let Some(removed) = self.sets.listed(listed) else { return };
+        self.units_changed(removed).await;
+    }
+
+    /// The config's units changed (a set's listing, a reload): the sharding loop is told,
+    /// the units reconciled, and the units that left their set and ran here retired.
+    async fn units_changed(&mut self, removed: Vec<Removed>) {
+        self.config = self.sets.config();
+        if let Some(s) = &self.sharded {
+            s.units.send_replace(shard::fingerprints(&self.config.units));
+        }
+        let here = self.running_here(removed);
+        if self.leading {
+            self.reconcile(TriggerKind::Startup).await;
+        }
+        self.retire(here);
+    }
+
+    /// Of the units that left their set, those that run here: their objects are this
+    /// replica's to keep or prune.
+    fn running_here(&self, removed: Vec<Removed>) -> Vec<Removed> {
+        removed.into_iter().filter(|r| self.units.running.contains_key(&r.unit.name)).collect()
+    }
+
+    /// Keeps and counts, or prunes, the objects of units that left their set, each in a task.
+    fn retire(&self, removed: Vec<Removed>) {
+        for removed in removed {
+            let fence = self.units.fences.of(&removed.unit.name);
+            let Some(client) = self.units.clusters.fenced_client(&removed.unit.cluster, &fence) else { continue };
+            let cluster = self.config.cluster_of(&removed.unit).clone();
+            let state_dir = self.config.daemon.state_dir.clone();
+            tokio::spawn(sets::retire(Retiring { removed, client, cluster, state_dir, fence }));
+        }
     }
 
     /// SIGHUP: reads the config again; keeps the previous one when it is invalid or changes
@@ -274,12 +327,13 @@ impl Daemon {
             return;
         }
         info!(config = %path, "config reloaded");
-        self.config = new;
+        let removed = self.sets.replace(new, &self.units.repo_watches).await;
+        self.config = self.sets.config();
+        let removed = self.running_here(removed);
         if let Ok(secret) = start::read_secret(&self.config) {
             self.http.set_secret(secret);
         }
         self.http.set_sandbox(self.config.render.sandbox);
-        self.units.board.set_units(&self.config.units);
         if let Some(s) = &self.sharded {
             s.units.send_replace(shard::fingerprints(&self.config.units));
         }
@@ -287,6 +341,7 @@ impl Daemon {
             let plan = self.reconcile(TriggerKind::Reload).await;
             self.units.trigger_reload(&plan.keep);
         }
+        self.retire(removed);
     }
 
     /// The sharding loop published a new ownership, or ended: then this replica runs nothing
@@ -305,7 +360,7 @@ impl Daemon {
             s.running.send_replace(self.units.report(self.generation));
             self.status.set_standby(ownership.held.is_empty());
         }
-        self.http.set_units(self.units.senders());
+        self.http.set_units(self.routes());
     }
 
     /// A unit handed over has stopped: the sharding loop may release its Lease.

@@ -42,7 +42,6 @@ impl Daemon {
         let status = Status::default();
         let metrics = Arc::new(Metrics::new());
         let board = Board::default();
-        board.set_units(&config.units);
         let mut http = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
         if let Some(ui) = &config.daemon.ui {
             http = http.with_ui(Dashboard::new(board.clone(), status.clone(), read_token(ui)?));
@@ -67,6 +66,7 @@ impl Daemon {
             (None, None) => Fences::None,
         };
         let mut units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
+        let (sets, config) = listed_sets(config, &units).await;
         units.board = board;
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
@@ -80,6 +80,7 @@ impl Daemon {
         let mut daemon = Daemon {
             config_path: config_path.to_path_buf(),
             config,
+            sets,
             units,
             status,
             http,
@@ -108,6 +109,14 @@ impl Daemon {
         );
         Ok(daemon)
     }
+}
+
+/// The `[[sync_set]]`s of `config`, each listed once, and the config with their units.
+async fn listed_sets(config: Config, units: &Units) -> (crate::daemon::sets::Sets, Config) {
+    let mut sets = crate::daemon::sets::Sets::new(config);
+    sets.start(&units.repo_watches).await;
+    let config = sets.config();
+    (sets, config)
 }
 
 /// Starts the leader election of `le` on `client` under `identity`.
@@ -150,6 +159,7 @@ fn units(
         fences,
         repo_watches: Default::default(),
         board: Default::default(),
+        notify: crate::notify::Notifications::start(&config.notify, metrics.notify().clone()),
     }
 }
 

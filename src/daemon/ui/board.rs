@@ -110,12 +110,13 @@ impl Default for Board {
 }
 
 impl Board {
-    /// Replaces the units of the config (at start and after a reload); forgets the records of
-    /// units no longer there.
-    pub fn set_units(&self, units: &[SyncUnit]) {
+    /// Replaces the units shown (those this replica runs, in config order: at start, after a
+    /// reload, a `[[sync_set]]` listing or a change of ownership); forgets the records of units
+    /// no longer there.
+    pub fn set_units<'a>(&self, units: impl IntoIterator<Item = &'a SyncUnit>) {
         let mut inner = self.inner.write().expect("board lock");
         inner.units = units
-            .iter()
+            .into_iter()
             .map(|u| UnitInfo { name: u.name.clone(), cluster: u.cluster.clone(), reference: u.reference.clone() })
             .collect();
         let Inner { units, records } = &mut *inner;

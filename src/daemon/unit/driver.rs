@@ -17,9 +17,9 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::info;
 
-use super::machine::{Action, Event, Failed, Log, Phase, Rested, State, step};
+use super::machine::{Action, Depends, Event, Failed, Phase, Rested, State, step};
 use super::wait::Waiting;
-use super::{Ctx, UnitTask, release_freed_memory};
+use super::{Ctx, Links, Queues, UnitTask, release_freed_memory};
 use crate::cluster::drift::DriftQueue;
 use crate::cluster::inventory::Control;
 use crate::daemon::backoff::Backoff;
@@ -117,44 +117,76 @@ enum Got {
 /// they left for the next ones.
 pub(super) struct Driver {
     state: State,
-    unit: String,
     /// The engine and what its effects need; `None` while an engine effect owns it.
     ctx: Option<Box<Ctx>>,
+    effects: Effects,
+    permits: Permits,
+    kept: Kept,
+    sources: Sources,
+    shared: Shared,
+    /// The controls of the request and suspension, as the driver acted on them.
+    controls: Controls,
+}
+
+/// The effects in flight that do not own the engine's slot in [`Driver::ctx`], and the one
+/// that does.
+#[derive(Default)]
+struct Effects {
     engine_job: Option<EngineJob>,
     /// A probe, or a fetch during the health wait.
     io: Option<Io>,
     /// A push fetched during a sync.
     push: Option<Io>,
+    waiting: Option<Waiting>,
+    /// How the health wait ended by itself, for its end.
+    ended: Option<(HealthWait, WaitEnd)>,
+}
+
+/// The sync slot and the push-lane permit: wanted, or held.
+#[derive(Default)]
+struct Permits {
     slot_wanted: Option<AcquireSlot>,
     slot: Option<Slot>,
     lane_wanted: Option<Acquire>,
     lane: Option<OwnedSemaphorePermit>,
-    waiting: Option<Waiting>,
-    /// How the health wait ended by itself, for its end.
-    ended: Option<(HealthWait, WaitEnd)>,
+}
+
+/// What an effect left for the actions that follow it, and the retry backoff.
+#[derive(Default)]
+struct Kept {
     early: Option<EarlyApply>,
     report: Option<Report>,
     failure: Option<crate::sync::Error>,
-    /// A handle on the unit's mirror (clones share it).
-    repo: Repo,
-    yield_signal: crate::apply::Yield,
     backoff: Backoff,
-    metrics: Arc<Metrics>,
+}
+
+/// The event sources the driver listens to besides its effects.
+struct Sources {
     triggers: TriggerReceiver,
     shutdown: watch::Receiver<bool>,
     /// Drift events of the unit's members, from its metadata cache.
     drift: DriftQueue,
+    /// Drift events start a self-heal.
     self_heal: bool,
     poll: Interval,
     resync: Interval,
-    sync_slots: Arc<Slots>,
-    push_lane: Option<Arc<Semaphore>>,
-    first: TriggerKind,
     /// The controls on the unit's ApplySet parent ([`Control`]), from its watch; `None` once
     /// the watch ended.
     control: Option<watch::Receiver<Option<Control>>>,
-    /// The controls of the request and suspension, as the driver acted on them.
-    controls: Controls,
+    /// The records of the units it depends on, watched (`depends_on`); `None` without any.
+    gate: Option<super::depends::Gate>,
+}
+
+/// The unit's name and what the driver shares with the rest of the daemon.
+struct Shared {
+    unit: String,
+    /// A handle on the unit's mirror (clones share it).
+    repo: Repo,
+    yield_signal: crate::apply::Yield,
+    metrics: Arc<Metrics>,
+    sync_slots: Arc<Slots>,
+    push_lane: Option<Arc<Semaphore>>,
+    first: TriggerKind,
     status: crate::daemon::trigger::Status,
 }
 
@@ -173,7 +205,8 @@ struct Controls {
 
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
-        let UnitTask { engine, triggers, status, metrics, board, timing, sync_slots, push_lane, first } = task;
+        let UnitTask { engine, triggers, status, metrics, timing, queues, first, links } = task;
+        let (Queues { sync_slots, push_lane }, Links { notify, board, depends }) = (queues, links);
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -185,39 +218,28 @@ impl Driver {
         let (repo, yield_signal, drift) = (engine.repo().clone(), engine.yield_signal(), engine.cache().subscribe());
         let control = Some(engine.control());
         let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
-        let ctx = Ctx::new(engine, status.clone(), (metrics.clone(), board), first);
+        let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first, (notify, board));
         Self {
-            state: State::new(push_lane.is_some()),
-            unit,
+            state: State {
+                depends: Depends { gated: depends.is_some(), blocked_by: None },
+                ..State::new(push_lane.is_some())
+            },
             ctx: Some(Box::new(ctx)),
-            engine_job: None,
-            io: None,
-            push: None,
-            slot_wanted: None,
-            slot: None,
-            lane_wanted: None,
-            lane: None,
-            waiting: None,
-            ended: None,
-            early: None,
-            report: None,
-            failure: None,
-            repo,
-            yield_signal,
-            backoff: Backoff::default(),
-            metrics,
-            triggers,
-            shutdown,
-            drift,
-            self_heal: timing.self_heal,
-            poll,
-            resync,
-            sync_slots,
-            push_lane,
-            first,
-            control,
+            effects: Effects::default(),
+            permits: Permits::default(),
+            kept: Kept::default(),
+            sources: Sources {
+                triggers,
+                shutdown,
+                drift,
+                self_heal: timing.self_heal,
+                poll,
+                resync,
+                control,
+                gate: depends,
+            },
+            shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, first, status },
             controls,
-            status,
         }
     }
 
@@ -225,12 +247,12 @@ impl Driver {
     /// for the parent's controls ([`Driver::first_control`]), so a suspended unit applies
     /// nothing at start.
     pub(super) async fn run(mut self) {
-        self.metrics.set_suspended(&self.unit, false);
+        self.shared.metrics.set_suspended(&self.shared.unit, false);
         let Some(control) = self.first_control().await else { return };
         if let Some(event) = self.on_control(control) {
             self.feed(event);
         }
-        self.feed(Event::Trigger(Some(Trigger::now(self.first))));
+        self.feed(Event::Trigger(Some(Trigger::now(self.shared.first))));
         while !matches!(self.state.phase, Phase::Stopped) {
             if let Some(event) = self.next_event().await {
                 self.feed(event);
@@ -243,22 +265,22 @@ impl Driver {
     /// of the parent; when that fails too, none (logged): the first sync then meets the same
     /// unreachable API server and fails, as it did before the controls. `None` on shutdown.
     async fn first_control(&mut self) -> Option<Control> {
-        let Some(watch) = self.control.as_mut() else { return Some(Control::default()) };
+        let Some(watch) = self.sources.control.as_mut() else { return Some(Control::default()) };
         let listed = tokio::select! {
-            _ = self.shutdown.wait_for(|stop| *stop) => return None,
+            _ = self.sources.shutdown.wait_for(|stop| *stop) => return None,
             listed = tokio::time::timeout(FIRST_LIST, watch.wait_for(Option::is_some)) => {
                 listed.map(|seen| seen.map(|control| control.clone().unwrap_or_default()))
             }
         };
         match listed {
             Ok(Ok(control)) => return Some(control),
-            Ok(Err(_)) => self.control = None,
+            Ok(Err(_)) => self.sources.control = None,
             Err(_) => {}
         }
         let read = self.ctx.as_ref().expect("the engine is home before the first sync").engine.read_control().await;
         Some(read.unwrap_or_else(|e| {
             let error = crate::telemetry::error_chain(&e);
-            tracing::warn!(unit = self.unit.as_str(), %error, "controls on the ApplySet parent not read: the unit starts unsuspended unless its config suspends it");
+            tracing::warn!(unit = self.shared.unit.as_str(), %error, "controls on the ApplySet parent not read: the unit starts unsuspended unless its config suspends it");
             Control::default()
         }))
     }
@@ -275,14 +297,14 @@ impl Driver {
         if suspended == self.state.suspended {
             return None;
         }
-        self.metrics.set_suspended(&self.unit, suspended);
-        self.status.set_suspended(&self.unit, suspended);
+        self.shared.metrics.set_suspended(&self.shared.unit, suspended);
+        self.shared.status.set_suspended(&self.shared.unit, suspended);
         if suspended {
             let by = if control.suspended { control.suspended_by.unwrap_or_default() } else { "config".to_owned() };
-            info!(unit = self.unit.as_str(), by, "unit suspended");
+            info!(unit = self.shared.unit.as_str(), by, "unit suspended");
             Some(Event::Suspend)
         } else {
-            info!(unit = self.unit.as_str(), "unit resumed");
+            info!(unit = self.shared.unit.as_str(), "unit resumed");
             Some(Event::Resume)
         }
     }
@@ -293,7 +315,7 @@ impl Driver {
         while let Some(event) = events.pop_front() {
             let state = std::mem::replace(&mut self.state, State::new(false));
             let (state, actions) = step(state, event);
-            tracing::trace!(unit = self.unit.as_str(), phase = state.phase.name(), "unit phase");
+            tracing::trace!(unit = self.shared.unit.as_str(), phase = state.phase.name(), "unit phase");
             self.state = state;
             for action in actions {
                 events.extend(self.act(action));
@@ -306,30 +328,19 @@ impl Driver {
     /// The next event: the one `select!` of the task, over the sources the state listens to
     /// ([`State::listen`]) and the effects in flight.
     async fn next_event(&mut self) -> Option<Event> {
-        if !self.state.stopping && *self.shutdown.borrow() {
+        if !self.state.stopping && *self.sources.shutdown.borrow() {
             return Some(Event::Shutdown);
         }
         let listen = self.state.listen();
         let far = Instant::now() + Duration::from_secs(86_400);
         let heal_at = if listen.drift { self.ctx.as_ref().and_then(|c| c.heal.next()) } else { None };
-        let drift_on = listen.drift && self.self_heal && self.ctx.is_some();
+        let drift_on = listen.drift && self.sources.self_heal && self.ctx.is_some();
         let stopping = self.state.stopping;
         let request = listen.triggers && self.controls.due.is_some();
-        let Self {
-            shutdown,
-            triggers,
-            poll,
-            resync,
-            drift,
-            engine_job,
-            io,
-            push,
-            slot_wanted,
-            lane_wanted,
-            waiting,
-            control,
-            ..
-        } = self;
+        let Self { sources, effects, permits, .. } = self;
+        let Sources { shutdown, triggers, poll, resync, drift, control, gate, .. } = sources;
+        let Effects { engine_job, io, push, waiting, .. } = effects;
+        let Permits { slot_wanted, lane_wanted, .. } = permits;
         let got = tokio::select! {
             _ = shutdown.changed(), if !stopping => Got::Event(Event::Shutdown),
             t = triggers.recv(), if listen.triggers => Got::Event(Event::Trigger(t)),
@@ -357,6 +368,9 @@ impl Driver {
             changed = async { control.as_mut().expect("guarded").changed().await }, if control.is_some() => {
                 Got::Control(changed.is_ok())
             }
+            () = async { gate.as_mut().expect("guarded").changed().await }, if listen.depends && gate.is_some() => {
+                Got::Event(Event::DependencyChanged)
+            }
             () = std::future::ready(()), if request => Got::Request,
         };
         self.event(got)
@@ -369,8 +383,8 @@ impl Driver {
         Some(match got {
             Got::Event(event) => {
                 match event {
-                    Event::Probed(_) | Event::WaitFetched(_) => self.io = None,
-                    Event::PushFetched(_) => self.push = None,
+                    Event::Probed(_) | Event::WaitFetched(_) => self.effects.io = None,
+                    Event::PushFetched(_) => self.effects.push = None,
                     _ => {}
                 }
                 event
@@ -380,34 +394,39 @@ impl Driver {
                 Event::HealDue(objects, std::time::Instant::now())
             }
             Got::Engine(ctx, done) => {
-                self.engine_job = None;
+                self.effects.engine_job = None;
                 self.ctx = Some(ctx);
                 self.done(done)
             }
             Got::Slot(permit) => {
-                self.slot_wanted = None;
-                self.slot = permit;
+                self.permits.slot_wanted = None;
+                self.permits.slot = permit;
                 Event::Slot
             }
             Got::Lane(permit) => {
-                self.lane_wanted = None;
-                self.lane = permit;
+                self.permits.lane_wanted = None;
+                self.permits.lane = permit;
                 Event::Lane
             }
             Got::WaitEnded(wait, outcome) => {
-                self.ended = Some((wait, outcome));
+                self.effects.ended = Some((wait, outcome));
                 Event::WaitEnded
             }
             Got::Control(open) => {
                 if !open {
-                    self.control = None;
+                    self.sources.control = None;
                 }
-                let control = self.control.as_mut().and_then(|c| c.borrow_and_update().clone()).unwrap_or_default();
+                let control =
+                    self.sources.control.as_mut().and_then(|c| c.borrow_and_update().clone()).unwrap_or_default();
                 return self.on_control(control);
             }
             Got::Request => {
                 self.controls.taken = self.controls.due.take();
-                info!(unit = self.unit.as_str(), requested_at = self.controls.taken.as_deref(), "sync requested");
+                info!(
+                    unit = self.shared.unit.as_str(),
+                    requested_at = self.controls.taken.as_deref(),
+                    "sync requested"
+                );
                 Event::Trigger(Some(Trigger::now(TriggerKind::Reconcile)))
             }
         })
@@ -419,26 +438,26 @@ impl Driver {
             Done::Fetched(fetched) => Event::Fetched(fetched.map_err(|e| self.keep_failure(e))),
             Done::Early(early) => {
                 let objects = early.changes().entries.len();
-                self.early = Some(early);
+                self.kept.early = Some(early);
                 Event::Early(objects)
             }
             Done::Rest(Ok(report)) => {
                 let revision = report.revision.clone();
                 let (yielded, objects, ok) =
                     (report.yielded, report.changes.entries.len(), !report.changes.has_failures());
-                self.report = Some(report);
+                self.kept.report = Some(report);
                 Event::Rest(Ok(Rested { revision, yielded, objects, ok }))
             }
             Done::Rest(Err(e)) => Event::Rest(Err(self.keep_failure(e))),
             Done::Healed(healed) => Event::Healed(healed.map(|(ok, report)| {
                 let revision = report.revision.clone();
-                self.report = Some(report);
+                self.kept.report = Some(report);
                 (ok, revision)
             })),
             Done::FailRecorded => Event::FailRecorded,
             Done::Began(waiting) => {
                 let began = waiting.is_some();
-                self.waiting = waiting;
+                self.effects.waiting = waiting;
                 Event::WaitBegun(began)
             }
             Done::Finished => Event::WaitFinished,
@@ -447,14 +466,14 @@ impl Driver {
     }
 
     fn keep_failure(&mut self, e: crate::sync::Error) -> Failed {
-        self.failure = Some(e);
+        self.kept.failure = Some(e);
         Failed
     }
 
     /// Starts `effect`, which owns the engine until it ends.
     fn start(&mut self, effect: Effect) {
         let ctx = self.ctx.take().expect("one engine effect at a time");
-        self.engine_job = Some(Box::pin(ctx.run(effect)));
+        self.effects.engine_job = Some(Box::pin(ctx.run(effect)));
     }
 
     /// Asks for a permit of `semaphore`.
@@ -467,81 +486,91 @@ impl Driver {
     fn act(&mut self, action: Action) -> Option<Event> {
         match action {
             Action::Observe(kind) => self.observe(kind),
-            Action::Ignored(kind) => {
-                self.metrics.observe_suspended_trigger(&self.unit, kind);
-                info!(unit = self.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
-            }
-            Action::Log(log) => write(&self.unit, log),
+            Action::Ignored(kind) => self.ignored(kind),
+            Action::Log(log) => super::log::write(&self.shared.unit, log, &self.shared.status, &self.shared.metrics),
             Action::Probe { from, at } => {
-                let repo = self.repo.clone();
-                self.io = Some(Box::pin(async move { Event::Probed(repo.push_touches(from.as_ref(), at).await) }));
+                let repo = self.shared.repo.clone();
+                self.effects.io =
+                    Some(Box::pin(async move { Event::Probed(repo.push_touches(from.as_ref(), at).await) }));
             }
-            Action::AcquireLane => match &self.push_lane {
-                Some(lane) => self.lane_wanted = Some(Self::acquire(lane)),
+            Action::AcquireLane => match &self.shared.push_lane {
+                Some(lane) => self.permits.lane_wanted = Some(Self::acquire(lane)),
                 None => return Some(Event::Lane),
             },
-            Action::ReleaseLane => (self.lane, self.lane_wanted) = (None, None),
+            Action::ReleaseLane => (self.permits.lane, self.permits.lane_wanted) = (None, None),
             Action::AcquireSlot => {
                 let class = self.state.slot_class();
-                self.slot_wanted = Some(Box::pin(self.sync_slots.clone().acquire(class)));
+                self.permits.slot_wanted = Some(Box::pin(self.shared.sync_slots.clone().acquire(class)));
             }
-            Action::ReleaseSlot => (self.slot, self.slot_wanted) = (None, None),
+            Action::ReleaseSlot => (self.permits.slot, self.permits.slot_wanted) = (None, None),
             Action::Fetch { at } => {
                 if let Some(token) = self.controls.answering.take() {
                     self.home().engine.answer_request(token);
                 }
                 self.start(Effect::Fetch(at));
             }
+            Action::Gate(revision) => return Some(self.gate(&revision)),
             Action::Early(revision) => self.start(Effect::Early(revision)),
             Action::Rest => {
-                let early = self.early.take().expect("an early apply before the rest");
+                let early = self.kept.early.take().expect("an early apply before the rest");
                 self.start(Effect::Rest(early));
             }
             Action::FetchPush(t) => {
-                let repo = self.repo.clone();
+                let repo = self.shared.repo.clone();
                 let fetch = async move { Event::PushFetched(repo.fetch_since(t.at).await.map_err(|_| Failed)) };
-                self.push = Some(Box::pin(fetch));
+                self.effects.push = Some(Box::pin(fetch));
             }
-            Action::AbandonPush => self.push = None,
-            Action::RaiseYield => self.yield_signal.raise(),
+            Action::AbandonPush => self.effects.push = None,
+            Action::RaiseYield => self.shared.yield_signal.raise(),
             Action::LogObjects => {
-                if let Some(report) = self.report.take() {
+                if let Some(report) = self.kept.report.take() {
                     crate::report::log_objects(&report);
                 }
             }
             Action::Publish(trigger) => self.publish(&trigger),
             Action::Heal(trigger, objects) => self.start(Effect::Heal(trigger, objects)),
             Action::Fail(trigger) => {
-                let error = self.failure.take().expect("a failure to record");
+                let error = self.kept.failure.take().expect("a failure to record");
                 self.start(Effect::Fail(trigger, error, self.state.last_applied.clone()));
             }
             Action::BeginWait => {
-                let report = self.report.take().expect("a report to wait on");
+                let report = self.kept.report.take().expect("a report to wait on");
                 self.start(Effect::Begin(report));
             }
             Action::WaitFetch => {
-                let repo = self.repo.clone();
-                self.io = Some(Box::pin(async move { Event::WaitFetched(repo.fetch().await.ok()) }));
+                let repo = self.shared.repo.clone();
+                self.effects.io = Some(Box::pin(async move { Event::WaitFetched(repo.fetch().await.ok()) }));
             }
             Action::HealDuringWait(objects) => self.start(Effect::HealDuringWait(objects)),
             Action::EndWait { cancel, record } => {
-                let waiting = self.waiting.take().expect("a wait to end");
-                let ended = if cancel { None } else { self.ended.take() };
-                self.ended = None;
+                let waiting = self.effects.waiting.take().expect("a wait to end");
+                let ended = if cancel { None } else { self.effects.ended.take() };
+                self.effects.ended = None;
                 self.start(Effect::End(Box::new((waiting, ended)), record));
             }
             Action::NoteDrift(events) => self.home().note_drift(events),
             Action::DrainDrift => {
                 // Our own writes come back as watch events: drop those now, keep the rest.
-                let events = self.drift.take();
-                if self.self_heal {
+                let events = self.sources.drift.take();
+                if self.sources.self_heal {
                     self.home().note_drift(events);
                 }
             }
-            Action::ResetBackoff => self.backoff.reset(),
-            Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.backoff.next_delay())),
+            Action::ResetBackoff => self.kept.backoff.reset(),
+            Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.kept.backoff.next_delay())),
         }
         None
+    }
+
+    /// Counts and logs a trigger a suspended unit does not act on.
+    fn ignored(&mut self, kind: TriggerKind) {
+        self.shared.metrics.observe_suspended_trigger(&self.shared.unit, kind);
+        info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
+    }
+
+    /// Judges the units the unit depends on for `revision` ([`super::depends::Gate::check`]).
+    fn gate(&mut self, revision: &Revision) -> Event {
+        Event::Gated(self.sources.gate.as_mut().map(|g| g.check(revision)).unwrap_or_default())
     }
 
     /// Counts a trigger that starts a job; a reconcile's job answers the request taken.
@@ -549,7 +578,7 @@ impl Driver {
         if kind == TriggerKind::Reconcile {
             self.controls.answering = self.controls.taken.clone();
         }
-        self.metrics.observe_trigger(&self.unit, kind);
+        self.shared.metrics.observe_trigger(&self.shared.unit, kind);
     }
 
     /// The context, at home between engine effects (`step` asks for no sync action that needs
@@ -561,40 +590,11 @@ impl Driver {
     /// Publishes the report of the sync that ran (field fights, logs, metrics) and hands the
     /// freed memory back.
     fn publish(&mut self, trigger: &Trigger) {
-        let report = self.report.take().expect("a report to publish");
+        let report = self.kept.report.take().expect("a report to publish");
         let ctx = self.home();
         ctx.report_fights(&report);
         ctx.publish(trigger, &report);
-        self.report = Some(report);
+        self.kept.report = Some(report);
         release_freed_memory();
-    }
-}
-
-/// Writes a log event `step` decided.
-fn write(unit: &str, log: Log) {
-    match log {
-        Log::Triggered { kind, revision, lane: Some(lane) } => {
-            info!(unit, trigger = %kind, revision = %revision, push_lane = lane, "sync triggered");
-        }
-        Log::Triggered { kind, revision, lane: None } => {
-            info!(unit, trigger = %kind, revision = %revision, "sync triggered");
-        }
-        Log::NoNewRevision { kind, revision } => {
-            tracing::debug!(unit, trigger = %kind, revision = %revision, "no new revision");
-        }
-        Log::Yielded { revision, to, kind, objects } => info!(
-            unit,
-            revision = %revision,
-            to = %to,
-            trigger = %kind,
-            objects_sent = objects,
-            "sync yielded to a newer revision"
-        ),
-        Log::CancelledByReload { revision, kind } => {
-            info!(unit, revision = %revision, trigger = %kind, "health wait cancelled by a reload");
-        }
-        Log::CancelledByRevision { revision, new_revision, kind } => {
-            info!(unit, revision = %revision, new_revision = %new_revision, trigger = %kind, "health wait cancelled by a new revision");
-        }
     }
 }

@@ -9,13 +9,15 @@
 //! every event does (coalescing, the push lane, yielding to a newer revision, the health wait's
 //! cancel rules, retries). `driver` is the one loop that reads the trigger channel, the ticks,
 //! drift and the effects it started (one `select!`), feeds each event to `step` and runs the
-//! actions it returns; the effects that use the engine (`sync`: fetch, early apply, the rest of
+//! actions it returns (`log` writes the log lines it decides); the effects that use the engine (`sync`: fetch, early apply, the rest of
 //! the sync, self-heal, the record of a failure; `wait`: the start and end of the health wait)
 //! run one at a time, owning the engine while they run. The retry deadline goes with the
 //! phases: a poll or webhook that finds nothing new while backing off, or a self-heal, leaves
 //! it due.
 
+mod depends;
 mod driver;
+mod log;
 mod machine;
 mod observe;
 mod sync;
@@ -30,6 +32,7 @@ use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, TriggerKind, TriggerReceiver};
 use crate::sync::{Cause, Engine, Observers};
+pub use depends::Gate;
 
 /// Timing of a unit's task.
 #[derive(Debug, Clone)]
@@ -59,6 +62,17 @@ pub struct UnitTask {
     pub board: crate::daemon::ui::Board,
     /// Timing.
     pub timing: UnitTiming,
+    /// The sync slots and the push lane it waits in.
+    pub queues: Queues,
+    /// What the task's first sync is logged as: `startup`, or `reload` for a task started
+    /// by a SIGHUP that changed its unit (that one sync is the reload's).
+    pub first: TriggerKind,
+    /// Its notifiers and the units it depends on.
+    pub links: Links,
+}
+
+/// The queues shared by every unit that a unit's syncs wait in.
+pub struct Queues {
     /// Sync slots shared by every unit (`[daemon] max_concurrent_syncs`): a sync or self-heal
     /// holds one while it runs (not during the health wait); handed out first to units that
     /// have not synced yet, then to triggered syncs, then to resyncs ([`crate::daemon::slots`]).
@@ -69,9 +83,18 @@ pub struct UnitTask {
     /// `None` for a unit whose revision is not a git commit (a chart unit, an OCI artifact):
     /// its fetch is a network download with nothing to send early, and it syncs in a slot.
     pub push_lane: Option<Arc<tokio::sync::Semaphore>>,
-    /// What the task's first sync is logged as: `startup`, or `reload` for a task started
-    /// by a SIGHUP that changed its unit (that one sync is the reload's).
-    pub first: TriggerKind,
+}
+
+/// What a unit's task is linked to besides the cluster: its notifiers, the dashboard and its
+/// dependencies.
+pub struct Links {
+    /// The observer that tells the unit's notifiers (`[[notify]]`) of its syncs.
+    pub notify: crate::notify::Watch,
+    /// What the dashboard shows: each sync's end is recorded there ([`crate::daemon::ui::Recorder`]).
+    pub board: crate::daemon::ui::Board,
+    /// The watched records of the units it depends on (`depends_on`), judged before it syncs
+    /// a new revision; `None` for a unit without dependencies.
+    pub depends: Option<Gate>,
 }
 
 impl UnitTask {
@@ -93,8 +116,9 @@ struct Ctx {
     heal: Heal,
     /// What asked for the sync in progress (set when its objects are sent).
     cause: Cause,
-    /// The log, metrics, readiness status, Kubernetes Events and the dashboard, told of each
-    /// sync ([`crate::sync::Observer`]).
+    /// The log, metrics, readiness status, Kubernetes Events, notifiers and the dashboard, told
+    /// of each sync
+    /// ([`Observer`]).
     observers: Observers,
 }
 
@@ -102,8 +126,9 @@ impl Ctx {
     fn new(
         engine: Engine,
         status: Status,
-        (metrics, board): (Arc<Metrics>, crate::daemon::ui::Board),
+        metrics: Arc<Metrics>,
         first: TriggerKind,
+        (notify, board): (crate::notify::Watch, crate::daemon::ui::Board),
     ) -> Self {
         let unit = engine.unit_name().to_string();
         // The writer task ends once the observer is dropped with the unit.
@@ -113,6 +138,7 @@ impl Ctx {
             .with(observe::Metered { unit: unit.clone(), metrics })
             .with(observe::Readiness { unit: unit.clone(), status: status.clone() })
             .with(events)
+            .with(notify)
             .with(crate::daemon::ui::Recorder(board));
         let cause = Cause::from(&super::trigger::Trigger::now(first));
         Self { unit, engine, status, heal: Heal::default(), cause, observers }

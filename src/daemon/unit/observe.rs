@@ -11,9 +11,12 @@ use crate::sync::Report;
 use crate::sync::outcome::{Cause, Failure, Observer, Outcome, Wait};
 use crate::telemetry;
 
-/// Counts a unit's syncs in the metrics: durations and actions at the apply, health at the
-/// end (`gitward_time_to_healthy_seconds` when a wait ended healthy), errors of a sync that
-/// failed as a whole (and refusals of unsigned revisions).
+/// Counts a unit's syncs in the metrics: durations and actions at the apply; at the end, the
+/// members by health as the engine last judged them (`gitward_objects_health`, counted as
+/// `gitward status` counts them), `gitward_time_to_healthy_seconds` when a wait ended healthy,
+/// errors of a sync that failed as a whole (and refusals of unsigned revisions), and the
+/// unit's readiness, failure streak, members, cache size and timings
+/// ([`Metrics::observe_outcome`]).
 pub(super) struct Metered {
     pub(super) unit: String,
     pub(super) metrics: Arc<Metrics>,
@@ -30,11 +33,14 @@ impl Observer for Metered {
                 self.metrics.observe_refused(&self.unit, *why);
             }
             self.metrics.observe_error(&self.unit, &failure.error);
-        } else if outcome.health.wait.judged() {
+        }
+        if let Some(members) = &outcome.live.health {
             let healthy = outcome.health.wait == Wait::Healthy && outcome.health.result == SyncResult::Healthy;
             let took = healthy.then_some(outcome.timings.wait);
-            self.metrics.observe_health(&self.unit, &outcome.health.counts, took);
+            self.metrics.observe_health(&self.unit, members, took);
         }
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        self.metrics.observe_outcome(&self.unit, outcome, i64::try_from(now).unwrap_or(i64::MAX));
     }
 }
 
@@ -63,6 +69,7 @@ impl Readiness {
             applied_once,
             last_error: None,
             suspended: false,
+            blocked: None,
         };
         self.status.set(&self.unit, status);
     }

@@ -5,6 +5,7 @@ use super::{
     Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, after, begin_sync, fetch, keep,
 };
 use crate::daemon::trigger::TriggerKind;
+use crate::health::ready::Waiting;
 use crate::source::{Revision, Touch};
 
 /// An event while probing, waiting for the lane, fetching or applying early.
@@ -12,11 +13,12 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
     match (&job.doing, event) {
         (Doing::Probe, Event::Probed(touch)) => probed(state, job, touch, actions),
         (Doing::Lane, Event::Lane) => {
-            job.lane = true;
+            job.held.lane = true;
             fetch(job, actions)
         }
         (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
         (Doing::Fetch, Event::Fetched(Ok(revision))) => fetched(state, job, revision, actions),
+        (Doing::Gate, Event::Gated(waiting)) => gated(state, job, waiting, actions),
         (Doing::Early, Event::Early(objects)) => early_done(job, objects, actions),
         (Doing::Fail, Event::FailRecorded) => after(state, Ran::Synced(false), None, false, actions),
         (_, Event::Trigger(Some(t))) => {
@@ -51,10 +53,10 @@ fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut V
 
 /// Drops the lane and the slot the job holds.
 fn release(job: &mut Job, actions: &mut Vec<Action>) {
-    if std::mem::take(&mut job.lane) {
+    if std::mem::take(&mut job.held.lane) {
         actions.push(Action::ReleaseLane);
     }
-    if std::mem::take(&mut job.slot) {
+    if std::mem::take(&mut job.held.slot) {
         actions.push(Action::ReleaseSlot);
     }
 }
@@ -76,21 +78,51 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
         actions.push(Action::Log(Log::NoNewRevision { kind, revision }));
         return after(state, Ran::Nothing, None, false, actions);
     }
-    actions.push(Action::Log(Log::Triggered { kind, revision: revision.clone(), lane: Some(job.lane) }));
-    actions.push(Action::Early(revision.clone()));
-    job.revision = Some(revision);
+    job.revision = Some(revision.clone());
+    if state.depends.gated && state.last_applied.as_ref() != Some(&revision) {
+        job.doing = Doing::Gate;
+        actions.push(Action::Gate(revision));
+        return Phase::Fetching(job);
+    }
+    early(job, revision, actions)
+}
+
+/// The revision fetched goes: the sync is logged as triggered and applies early.
+fn early(mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
+    let kind = job.trigger.kind;
+    actions.push(Action::Log(Log::Triggered { kind, revision: revision.clone(), lane: Some(job.held.lane) }));
+    actions.push(Action::Early(revision));
     job.doing = Doing::Early;
     Phase::Fetching(job)
+}
+
+/// What the gate found for the revision fetched: with every dependency ready the sync goes
+/// on (`dependencies ready` logged after a wait); else its permits are dropped and it waits
+/// in [`Phase::Blocked`], logged when what it waits for changed.
+fn gated(state: &mut State, mut job: Job, waiting: Vec<Waiting>, actions: &mut Vec<Action>) -> Phase {
+    let revision = job.revision.clone().expect("a revision fetched before the gate");
+    if waiting.is_empty() {
+        if state.depends.blocked_by.take().is_some() {
+            actions.push(Action::Log(Log::DependenciesReady { revision: revision.clone() }));
+        }
+        return early(job, revision, actions);
+    }
+    release(&mut job, actions);
+    if state.depends.blocked_by.as_ref() != Some(&waiting) {
+        actions.push(Action::Log(Log::Blocked { revision, waiting: waiting.clone() }));
+        state.depends.blocked_by = Some(waiting);
+    }
+    Phase::Blocked(job.trigger)
 }
 
 /// The early apply sent `objects`: the lane is dropped; the rest runs in the slot held, else
 /// waits for one.
 fn early_done(mut job: Job, objects: usize, actions: &mut Vec<Action>) -> Phase {
     job.early = objects;
-    if std::mem::take(&mut job.lane) {
+    if std::mem::take(&mut job.held.lane) {
         actions.push(Action::ReleaseLane);
     }
-    if job.slot {
+    if job.held.slot {
         return rest(job, actions);
     }
     job.doing = Doing::RestSlot;
@@ -110,7 +142,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
     let doing = std::mem::replace(&mut job.doing, Doing::Slot);
     match (doing, event) {
         (Doing::Slot, Event::Slot) => {
-            job.slot = true;
+            job.held.slot = true;
             match job.heal.clone() {
                 Some(objects) => {
                     job.doing = Doing::Heal;
@@ -121,7 +153,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
             }
         }
         (Doing::Untouched(_), Event::Slot) => {
-            job.slot = true;
+            job.held.slot = true;
             fetch(job, actions)
         }
         (Doing::Untouched(to), Event::Trigger(Some(t))) if t.kind.is_push() => {
@@ -143,7 +175,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
             }
         },
         (Doing::RestSlot, Event::Slot) => {
-            job.slot = true;
+            job.held.slot = true;
             rest(job, actions)
         }
         (Doing::RestSlot, Event::Trigger(Some(t))) if t.kind.is_push() && state.lane => {
@@ -154,7 +186,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
         }
         (Doing::RestSlot, Event::PushFetched(found)) => take_place(state, job, found, actions),
         (Doing::NewerLane, Event::Lane) => {
-            job.lane = true;
+            job.held.lane = true;
             let revision = job.revision.clone().expect("a newer revision");
             actions.push(Action::Log(Log::Triggered {
                 kind: job.trigger.kind,
@@ -167,7 +199,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
         }
         (Doing::NewerEarly, Event::Early(objects)) => {
             job.early = objects;
-            if std::mem::take(&mut job.lane) {
+            if std::mem::take(&mut job.held.lane) {
                 actions.push(Action::ReleaseLane);
             }
             job.doing = Doing::RestSlot;
@@ -185,12 +217,14 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
 
 /// A push fetched while the sync waits for its slot after its early apply: a newer revision
 /// takes the sync's place (its early apply in the lane, then the slot asked for goes to its
-/// rest); the same revision, or a failed fetch, is queued.
+/// rest) unless the unit has dependencies (its sync must pass the gate); the same revision, a
+/// failed fetch, or that newer one of a unit with dependencies, is queued.
 fn take_place(state: &mut State, mut job: Job, found: Result<Revision, Failed>, actions: &mut Vec<Action>) -> Phase {
     job.doing = Doing::RestSlot;
     let Some(t) = job.fetching.take() else { return Phase::SlotWait(job) };
     match found {
-        Ok(to) if job.revision.as_ref() != Some(&to) => {
+        // A unit with dependencies sends nothing early past the gate: the newer one waits its turn.
+        Ok(to) if job.revision.as_ref() != Some(&to) && !state.depends.gated => {
             let revision = job.revision.clone().expect("fetched");
             let (kind, objects) = (t.kind, job.early);
             actions.push(Action::Log(Log::Yielded { revision, to: to.clone(), kind, objects }));
@@ -240,7 +274,7 @@ pub(super) fn applying(state: &mut State, mut job: Job, event: Event, actions: &
         Event::Healed(None) => {
             // The engine cannot heal these objects: a full sync of the same trigger instead.
             actions.push(Action::ReleaseSlot);
-            job.slot = false;
+            job.held.slot = false;
             job.heal = None;
             begin_sync(state, job, actions)
         }
@@ -275,14 +309,14 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
             actions.push(Action::Log(Log::Yielded { revision, to, kind: t.kind, objects: rested.objects }));
             // Not applied whole: the next sync runs even for a trigger that needs a new revision.
             state.last_applied = None;
-            return after(state, Ran::Nothing, Some(t), job.slot, actions);
+            return after(state, Ran::Nothing, Some(t), job.held.slot, actions);
         }
         // The apply had ended, or this sync was of a new revision: the newer one runs next,
         // cancelling the health wait.
         Some((t, _)) => state.queued = Some(t),
         None => {}
     }
-    if job.slot {
+    if job.held.slot {
         actions.push(Action::ReleaseSlot);
     }
     state.last_applied = Some(rested.revision.clone());

@@ -25,12 +25,19 @@
 //!   queued trigger, run once when resumed; a job running when it is suspended runs to its end
 //!   (its health wait too, taking no trigger meanwhile), and then the unit stops in
 //!   [`Phase::Suspended`] (`suspend.rs`).
+//! - **Dependencies.** A unit with `depends_on` syncs a new revision only once every unit it
+//!   depends on is ready ([`Action::Gate`], judged from their records): one that is not
+//!   drops its permits and waits in [`Phase::Blocked`] until a dependency's record changes,
+//!   then fetches again (`blocked.rs`). A re-send of the revision last applied and a
+//!   self-heal pass without the gate; a newer revision does not take a waiting sync's place.
 
 use std::collections::BTreeSet;
 use std::time::Instant;
 
+mod blocked;
 mod health;
 mod job;
+mod listen;
 mod suspend;
 #[cfg(test)]
 mod tests;
@@ -39,8 +46,10 @@ use super::{Ran, Retry, retry};
 use crate::cluster::drift::Drift;
 use crate::daemon::slots::SlotClass;
 use crate::daemon::trigger::{Trigger, TriggerKind};
+use crate::health::ready::Waiting;
 use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
+pub(super) use listen::Listen;
 
 /// A unit's state: its phase and what it keeps between phases.
 pub(super) struct State {
@@ -61,6 +70,18 @@ pub(super) struct State {
     /// Suspended (`gitward suspend`, `suspend = true`): start no job; the running one ends,
     /// then [`Phase::Suspended`].
     pub(super) suspended: bool,
+    /// The unit's `depends_on` gate.
+    pub(super) depends: Depends,
+}
+
+/// A unit's `depends_on` gate, as the machine keeps it.
+#[derive(Debug, Default)]
+pub(super) struct Depends {
+    /// The unit has `depends_on`: a new revision passes the gate ([`Action::Gate`]) first.
+    pub(super) gated: bool,
+    /// The dependencies not ready, as last logged: the wait is logged again only when they
+    /// change, and `dependencies ready` once they are.
+    pub(super) blocked_by: Option<Vec<Waiting>>,
 }
 
 impl State {
@@ -93,6 +114,7 @@ impl State {
             lane,
             stopping: false,
             suspended: false,
+            depends: Depends::default(),
         }
     }
 }
@@ -111,6 +133,9 @@ pub(super) enum Phase {
     Applying(Job),
     /// Waiting for the health of what the last job changed; no slot held.
     Health(Health),
+    /// A new revision waits until the units it depends on are ready (`depends_on`); no slot
+    /// held. Holds the trigger, run again when a dependency's record changes.
+    Blocked(Trigger),
     /// Suspended: starting nothing until resumed ([`Event::Resume`]); triggers are counted
     /// and kept as [`State::queued`].
     Suspended,
@@ -128,6 +153,7 @@ impl Phase {
             Phase::SlotWait(_) => "slot wait",
             Phase::Applying(_) => "applying",
             Phase::Health(_) => "health",
+            Phase::Blocked(_) => "blocked",
             Phase::Suspended => "suspended",
             Phase::Stopped => "stopped",
         }
@@ -144,16 +170,23 @@ pub(super) struct Job {
     pub(super) revision: Option<Revision>,
     /// What runs now.
     doing: Doing,
-    /// A sync slot is held.
-    slot: bool,
-    /// A push-lane permit is held.
-    lane: bool,
+    /// The permits held.
+    held: Held,
     /// A push seen during the sync, being fetched ([`Action::FetchPush`]).
     fetching: Option<Trigger>,
     /// A push that fetched a newer revision during the rest of the sync, and that revision.
     next: Option<(Trigger, Revision)>,
     /// The objects the early apply sent.
     early: usize,
+}
+
+/// The permits a job holds.
+#[derive(Debug, Default)]
+struct Held {
+    /// A sync slot.
+    slot: bool,
+    /// A push-lane permit.
+    lane: bool,
 }
 
 impl Job {
@@ -163,8 +196,7 @@ impl Job {
             heal,
             revision: None,
             doing: Doing::Slot,
-            slot,
-            lane: false,
+            held: Held { slot, lane: false },
             fetching: None,
             next: None,
             early: 0,
@@ -181,6 +213,8 @@ enum Doing {
     Lane,
     /// Fetching the revision.
     Fetch,
+    /// Asking whether the dependencies are ready for the revision fetched.
+    Gate,
     /// Applying the changed objects early.
     Early,
     /// Waiting for a slot before the fetch (a trigger that is not a push, a self-heal).
@@ -298,6 +332,10 @@ pub(super) enum Event {
     Suspend,
     /// The unit was resumed.
     Resume,
+    /// What [`Action::Gate`] found: the dependencies not ready (none: all ready).
+    Gated(Vec<Waiting>),
+    /// A dependency's record changed.
+    DependencyChanged,
 }
 
 /// A log event the machine decides (the driver writes it).
@@ -314,6 +352,10 @@ pub(super) enum Log {
     CancelledByReload { revision: Revision, kind: TriggerKind },
     /// `health wait cancelled by a new revision`.
     CancelledByRevision { revision: Revision, new_revision: Revision, kind: TriggerKind },
+    /// `waiting for dependencies`: `revision` waits for these.
+    Blocked { revision: Revision, waiting: Vec<Waiting> },
+    /// `dependencies ready`, after a wait for them.
+    DependenciesReady { revision: Revision },
 }
 
 /// What the driver does for the machine.
@@ -334,6 +376,8 @@ pub(super) enum Action {
     AcquireSlot,
     /// Drop the slot, or the request for one.
     ReleaseSlot,
+    /// Judge the dependencies for this revision, at once ([`Event::Gated`]).
+    Gate(Revision),
     /// Fetch with the engine, not before `at` ([`Event::Fetched`]).
     Fetch { at: Instant },
     /// Apply the changed objects of this revision early ([`Event::Early`]).
@@ -390,57 +434,6 @@ pub(super) fn keep(queued: &mut Option<Trigger>, t: Trigger) {
     }
 }
 
-/// Which event sources the driver listens to in a state (the effects it started are always
-/// polled).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub(super) struct Listen {
-    /// The trigger channel.
-    pub(super) triggers: bool,
-    /// The poll tick.
-    pub(super) poll: bool,
-    /// The resync tick.
-    pub(super) resync: bool,
-    /// Drift events and due self-heals.
-    pub(super) drift: bool,
-    /// The retry deadline.
-    pub(super) retry: Option<tokio::time::Instant>,
-    /// The sync slot asked for.
-    pub(super) slot: bool,
-    /// The end of the health wait.
-    pub(super) wait_end: bool,
-}
-
-impl State {
-    /// What the driver listens to now.
-    pub(super) fn listen(&self) -> Listen {
-        let listen = self.listen_active();
-        if self.suspended { suspend::listen(self, listen) } else { listen }
-    }
-
-    /// What the driver listens to now, unless suspended.
-    fn listen_active(&self) -> Listen {
-        let open = !self.stopping;
-        let idle = Listen { triggers: open, poll: true, resync: true, drift: true, ..Listen::default() };
-        match &self.phase {
-            Phase::Idle => idle,
-            Phase::BackingOff(at) => Listen { retry: Some(*at), ..idle },
-            Phase::SlotWait(job) => match job.doing {
-                Doing::Untouched(_) => Listen { triggers: open, slot: true, ..Listen::default() },
-                Doing::RestSlot => Listen { triggers: open && job.fetching.is_none(), slot: true, ..Listen::default() },
-                Doing::Slot => Listen { slot: true, ..Listen::default() },
-                _ => Listen::default(),
-            },
-            Phase::Applying(job) if matches!(job.doing, Doing::Rest) => {
-                Listen { triggers: open && job.fetching.is_none() && job.next.is_none(), ..Listen::default() }
-            }
-            Phase::Health(h) if matches!(h.busy, Busy::Nothing) => {
-                Listen { triggers: open, poll: true, drift: true, wait_end: true, ..Listen::default() }
-            }
-            _ => Listen::default(),
-        }
-    }
-}
-
 /// The next state and what to do, given `event` in `state`.
 pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
     let mut actions = Vec::new();
@@ -454,7 +447,7 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         }
         Event::Trigger(None) | Event::Shutdown if !matches!(state.phase, Phase::Health(_)) => {
             state.stopping = true;
-            if matches!(state.phase, Phase::Idle | Phase::BackingOff(_) | Phase::Suspended) {
+            if matches!(state.phase, Phase::Idle | Phase::BackingOff(_) | Phase::Suspended | Phase::Blocked(_)) {
                 state.phase = Phase::Stopped;
             }
             return (state, actions);
@@ -471,6 +464,7 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         Phase::Applying(job) => job::applying(&mut state, job, event, &mut actions),
         Phase::Health(h) => health::health(&mut state, h, event, &mut actions),
         Phase::Suspended => suspend::suspended(&mut state, event, &mut actions),
+        Phase::Blocked(t) => blocked::blocked(&mut state, t, event, &mut actions),
         Phase::Stopped => Phase::Stopped,
     };
     (state, actions)
@@ -520,11 +514,11 @@ pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> P
 /// The first step of a sync: a push of a git unit holding no slot is probed; a sync holding
 /// a slot (the yielded one's) fetches at once; any other waits for a slot first.
 pub(super) fn begin_sync(state: &State, mut job: Job, actions: &mut Vec<Action>) -> Phase {
-    if job.trigger.kind.is_push() && !job.slot && state.lane {
+    if job.trigger.kind.is_push() && !job.held.slot && state.lane {
         job.doing = Doing::Probe;
         actions.push(Action::Probe { from: state.last_applied.clone(), at: job.trigger.at });
         Phase::Fetching(job)
-    } else if job.slot {
+    } else if job.held.slot {
         fetch(job, actions)
     } else {
         job.doing = Doing::Slot;

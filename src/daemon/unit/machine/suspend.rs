@@ -21,6 +21,10 @@ pub(super) fn toggle(mut state: State, event: Event) -> (State, Vec<Action>) {
             state.retry_at = Some(at);
             Phase::Suspended
         }
+        Phase::Blocked(t) if suspend => {
+            keep(&mut state.queued, t);
+            Phase::Suspended
+        }
         Phase::Suspended if !suspend => resume(&mut state, &mut actions),
         phase => phase,
     };

@@ -148,6 +148,7 @@ fn tag(action: &Action) -> String {
         Action::AcquireSlot => "AcquireSlot".into(),
         Action::ReleaseSlot => "ReleaseSlot".into(),
         Action::Fetch { .. } => "Fetch".into(),
+        Action::Gate(r) => format!("Gate({r})"),
         Action::Early(r) => format!("Early({r})"),
         Action::Rest => "Rest".into(),
         Action::FetchPush(t) => format!("FetchPush({})", t.kind),
@@ -180,6 +181,11 @@ fn log_tag(log: &Log) -> String {
         Log::CancelledByRevision { revision, new_revision, kind } => {
             format!("cancelled by revision {revision}->{new_revision} {kind}")
         }
+        Log::Blocked { revision, waiting } => {
+            let units: Vec<&str> = waiting.iter().map(|w| w.unit.as_str()).collect();
+            format!("blocked {revision} on {}", units.join(","))
+        }
+        Log::DependenciesReady { revision } => format!("dependencies ready {revision}"),
     }
 }
 
@@ -236,6 +242,7 @@ impl Row {
     }
 }
 
+mod depends;
 mod jobs;
 mod suspend;
 mod wait;

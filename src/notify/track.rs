@@ -1,0 +1,299 @@
+//! Which syncs are told of (pure): a unit's transitions, each (revision, state) once, and the
+//! [`Notice`] that tells of one.
+
+use crate::changeset::Action;
+use crate::config::NotifyEvent;
+use crate::health::record::SyncResult;
+use crate::sync::Report;
+use crate::sync::outcome::{Cause, Outcome};
+
+/// Errors and unhealthy objects a notice names; the rest are counted.
+const NAMED: usize = 3;
+
+/// A commit status's state, as the forges know it (GitHub and Gitea spell them `pending`,
+/// `success`, `failure`; GitLab `running`, `success`, `failed`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    /// The revision's objects were sent; its health is not yet judged.
+    Pending,
+    /// The revision applied and is healthy (or no wait ran).
+    Success,
+    /// The revision failed or is degraded.
+    Failure,
+}
+
+/// Object counts of a sync, as a notice carries them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
+pub struct NoticeCounts {
+    /// Created (adopted included).
+    pub created: usize,
+    /// Configured (drift corrected included).
+    pub configured: usize,
+    /// Pruned.
+    pub pruned: usize,
+    /// Unchanged.
+    pub unchanged: usize,
+    /// Not applied: failed, skipped, in conflict.
+    pub failed: usize,
+}
+
+/// What one notification tells: a unit's revision and how its sync went.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    /// The unit's name.
+    pub unit: String,
+    /// The cluster the unit applies to.
+    pub cluster: String,
+    /// The unit's repository URL (`repo`), where a forge's `owner/name` is read from.
+    pub repo: String,
+    /// The full revision: the 40-hex commit id of a git unit.
+    pub revision: String,
+    /// Which transition this is.
+    pub event: NotifyEvent,
+    /// The commit status it sets.
+    pub state: State,
+    /// The sync's result: `pending`, or as recorded on the parent (`failed`, `degraded`,
+    /// `healthy`, `applied`).
+    pub result: &'static str,
+    /// The trigger that asked for the sync (`None` for `gitward sync`).
+    pub trigger: Option<&'static str>,
+    /// The object counts (zero for a sync that failed as a whole).
+    pub counts: NoticeCounts,
+    /// The first errors, masked: objects not applied, or why the sync failed as a whole.
+    pub errors: Vec<String>,
+    /// The first objects the health wait left not healthy, with their reason.
+    pub unhealthy: Vec<String>,
+    /// When the transition was seen.
+    pub time: jiff::Timestamp,
+}
+
+/// How a sync ended, for transitions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum End {
+    Failed,
+    Degraded,
+    Good,
+}
+
+/// A unit's transitions: the revision last told of, what was told of it, and whether the unit
+/// was last failed or degraded.
+#[derive(Debug, Default)]
+pub(super) struct Tracker {
+    /// The revision of the notices below.
+    revision: Option<String>,
+    /// `pending` was told of `revision`.
+    pending: bool,
+    /// How `revision`'s last told sync ended.
+    end: Option<End>,
+    /// The unit's last judged sync failed or was degraded.
+    bad: bool,
+}
+
+impl Tracker {
+    /// The `pending` notice of a sync whose objects were just sent: once per revision, none for
+    /// a self-heal or a sync that yielded to a newer revision.
+    pub(super) fn applied(&mut self, cause: &Cause, report: &Report) -> Option<Notice> {
+        if report.heal || report.yielded {
+            return None;
+        }
+        self.at(&report.revision.0);
+        if std::mem::replace(&mut self.pending, true) {
+            return None;
+        }
+        let mut notice = notice(&report.revision.0, NotifyEvent::Applied, State::Pending, "pending", cause);
+        notice.counts = counts(report);
+        Some(notice)
+    }
+
+    /// The notice of a sync's `outcome`, when it is a transition: failed, degraded, recovered,
+    /// or (a first good end of a revision) applied. None for a self-heal, a sync whose health is
+    /// not judged (a cancelled or timed-out wait), or an end already told of this revision.
+    pub(super) fn finished(&mut self, outcome: &Outcome) -> Option<Notice> {
+        let end = classify(outcome)?;
+        let revision = outcome.revision()?.0.clone();
+        self.at(&revision);
+        if self.end == Some(end) {
+            return None;
+        }
+        self.end = Some(end);
+        let (event, state) = match end {
+            End::Failed => (NotifyEvent::Failed, State::Failure),
+            End::Degraded => (NotifyEvent::Degraded, State::Failure),
+            End::Good if self.bad => (NotifyEvent::Recovered, State::Success),
+            End::Good => (NotifyEvent::Applied, State::Success),
+        };
+        self.bad = end != End::Good;
+        let mut notice = notice(&revision, event, state, outcome.health.result.as_str(), &outcome.cause);
+        if let Some(failure) = &outcome.failure {
+            let error = crate::telemetry::unit_error(outcome.unit(), &failure.error);
+            notice.errors.push(crate::telemetry::mask::mask(&error).into_owned());
+        }
+        if let Some(report) = &outcome.report {
+            notice.counts = counts(report);
+            notice.errors.extend(errors(report));
+        }
+        notice.unhealthy = unhealthy(outcome);
+        Some(notice)
+    }
+
+    /// Moves to `revision`: what was told of another is forgotten.
+    fn at(&mut self, revision: &str) {
+        if self.revision.as_deref() != Some(revision) {
+            self.revision = Some(revision.to_owned());
+            self.pending = false;
+            self.end = None;
+        }
+    }
+}
+
+/// How `outcome` ended; `None` when it says nothing of the revision's health (a self-heal, a
+/// sync that yielded, a wait cancelled or timed out).
+fn classify(outcome: &Outcome) -> Option<End> {
+    if outcome.failure.is_some() {
+        return Some(End::Failed);
+    }
+    let report = outcome.report.as_ref()?;
+    if report.heal || report.yielded {
+        return None;
+    }
+    if report.changes.has_failures() {
+        return Some(End::Failed);
+    }
+    match outcome.health.result {
+        SyncResult::Failed => Some(End::Failed),
+        SyncResult::Degraded => Some(End::Degraded),
+        SyncResult::Healthy | SyncResult::Applied => Some(End::Good),
+        SyncResult::Progressing => None,
+    }
+}
+
+fn notice(revision: &str, event: NotifyEvent, state: State, result: &'static str, cause: &Cause) -> Notice {
+    Notice {
+        unit: String::new(),
+        cluster: String::new(),
+        repo: String::new(),
+        revision: revision.to_owned(),
+        event,
+        state,
+        result,
+        trigger: cause.trigger(),
+        counts: NoticeCounts::default(),
+        errors: Vec::new(),
+        unhealthy: Vec::new(),
+        time: jiff::Timestamp::now(),
+    }
+}
+
+fn counts(report: &Report) -> NoticeCounts {
+    let c = report.changes.counts();
+    NoticeCounts {
+        created: c.created + c.adopted,
+        configured: c.configured + c.drift_corrected,
+        pruned: c.pruned,
+        unchanged: c.unchanged,
+        failed: c.failed + c.skipped + c.conflict,
+    }
+}
+
+/// The first objects `report` did not apply, as `Kind/ns/name failed: why` (masked).
+fn errors(report: &Report) -> Vec<String> {
+    report
+        .changes
+        .entries
+        .iter()
+        .filter(|e| matches!(e.action, Action::Failed | Action::Skipped | Action::Conflict))
+        .take(NAMED)
+        .map(|e| {
+            let why = e.message.as_deref().unwrap_or_default();
+            crate::telemetry::mask::mask(&format!("{} {}: {why}", e.object, e.action.as_str())).into_owned()
+        })
+        .collect()
+}
+
+/// The first objects the wait left not healthy, as `Kind/ns/name (Reason: message)` (masked).
+fn unhealthy(outcome: &Outcome) -> Vec<String> {
+    outcome
+        .not_ready
+        .iter()
+        .take(NAMED)
+        .map(|(object, status)| match status {
+            Some(s) if !s.reason.is_empty() => {
+                crate::telemetry::mask::mask(&format!("{object} ({}: {})", s.reason, s.message)).into_owned()
+            }
+            _ => object.to_string(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::changeset::{ChangeSet, Entry};
+    use crate::object::{GroupKind, ObjectRef};
+    use crate::sync::outcome::{HealthSummary, Live, Timings, Wait};
+
+    fn report(revision: &str, failed: bool) -> Report {
+        let mut changes = ChangeSet::default();
+        let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), "a");
+        let (action, message) = if failed { (Action::Failed, Some("denied".into())) } else { (Action::Created, None) };
+        changes.entries.push(Entry { object, action, message, sent: Vec::new() });
+        Report::of("app", revision, changes)
+    }
+
+    fn outcome(revision: &str, result: SyncResult) -> Outcome {
+        let failed = result == SyncResult::Failed;
+        let wait = if failed { Wait::Skipped } else { Wait::Healthy };
+        Outcome {
+            cause: Cause::cli(),
+            report: Some(report(revision, failed)),
+            health: HealthSummary { counts: Default::default(), wait, result },
+            not_ready: Vec::new(),
+            post_hooks: 0,
+            failure: None,
+            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
+            timings: Timings::default(),
+        }
+    }
+
+    fn events(tracker: &mut Tracker, revision: &str, result: SyncResult) -> Option<(NotifyEvent, State)> {
+        tracker.finished(&outcome(revision, result)).map(|n| (n.event, n.state))
+    }
+
+    #[test]
+    fn a_failing_revision_is_told_once_and_its_fix_as_recovered() {
+        let mut t = Tracker::default();
+        assert_eq!(events(&mut t, "a", SyncResult::Failed), Some((NotifyEvent::Failed, State::Failure)));
+        assert_eq!(events(&mut t, "a", SyncResult::Failed), None, "a retry of the same revision");
+        assert_eq!(events(&mut t, "b", SyncResult::Healthy), Some((NotifyEvent::Recovered, State::Success)));
+        assert_eq!(events(&mut t, "b", SyncResult::Healthy), None, "a resync");
+        assert_eq!(events(&mut t, "c", SyncResult::Healthy), Some((NotifyEvent::Applied, State::Success)));
+        assert_eq!(events(&mut t, "c", SyncResult::Degraded), Some((NotifyEvent::Degraded, State::Failure)));
+        assert_eq!(events(&mut t, "c", SyncResult::Healthy), Some((NotifyEvent::Recovered, State::Success)));
+        assert_eq!(events(&mut t, "d", SyncResult::Progressing), None, "health not judged");
+    }
+
+    #[test]
+    fn pending_is_told_once_per_revision_and_never_for_a_heal() {
+        let mut t = Tracker::default();
+        let cause = Cause::cli();
+        assert_eq!(t.applied(&cause, &report("a", false)).map(|n| n.state), Some(State::Pending));
+        assert!(t.applied(&cause, &report("a", false)).is_none());
+        let mut heal = report("b", false);
+        heal.heal = true;
+        assert!(t.applied(&cause, &heal).is_none());
+        assert!(t.applied(&cause, &report("b", false)).is_some());
+    }
+
+    #[test]
+    fn a_failed_notice_names_the_first_errors_masked() {
+        crate::telemetry::mask::register(["hunter2-notify-canary"]);
+        let mut o = outcome("a", SyncResult::Failed);
+        let entry = &mut o.report.as_mut().unwrap().changes.entries[0];
+        entry.message = Some("bad value hunter2-notify-canary".into());
+        let notice = Tracker::default().finished(&o).unwrap();
+        assert_eq!(notice.counts.failed, 1);
+        assert_eq!(notice.result, "failed");
+        assert!(notice.errors[0].starts_with("ConfigMap/shop/a failed: bad value"), "{:?}", notice.errors);
+        assert!(!notice.errors[0].contains("hunter2-notify-canary"));
+    }
+}

@@ -1,0 +1,221 @@
+//! `depends_on` against the real apiserver and real bare repositories: unit `app` depends on
+//! unit `base`, whose Deployment stays progressing (the apiserver runs no controllers) until
+//! the test writes its status as the deployment controller would. `app` must not be applied
+//! while `base` is progressing — asserted after the daemon logged that `app` judged `base`'s
+//! record of the wait and is still waiting — and is applied once `base` records `healthy`;
+//! also under sharding with `base` and `app` on two replicas, with a `ready_expr`, and the
+//! one-shot `gitward sync`'s refusal (exit 3) and a cycle's config error (exit 2).
+
+use crate::common;
+
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(120);
+const CLI: Duration = Duration::from_secs(180);
+
+/// A repository with `base/web.yaml` (a Deployment) and `app/a.yaml` (ConfigMap `a`).
+fn repo() -> common::GitRepo {
+    let repo = common::GitRepo::new();
+    repo.write("base/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("app/a.yaml", &common::cm("a", "one"));
+    repo.commit_and_push("base and app");
+    repo
+}
+
+/// The `[[sync]]` tables of `base` and of `app` with `depends_on` (a TOML array).
+fn units(repo: &common::GitRepo, ns: &str, depends_on: &str) -> String {
+    let base = common::unit_toml("base", &repo.bare(), "base", ns, "health_timeout = \"10m\"");
+    let app = common::unit_toml("app", &repo.bare(), "app", ns, &format!("depends_on = {depends_on}"));
+    base + &app
+}
+
+async fn applied(client: &kube::Client, ns: &str) -> bool {
+    Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt("a").await.unwrap().is_some()
+}
+
+/// Writes Deployment `web`'s status as the deployment controller would once it rolled out.
+async fn roll_out(client: &kube::Client, ns: &str) {
+    let status = json!({"status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+        "readyReplicas": 1, "availableReplicas": 1, "conditions": [
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
+    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+}
+
+/// The `waiting for dependencies` events of `app` in `events`.
+fn waits(events: &[Value]) -> Vec<Value> {
+    events.iter().filter(|e| e["message"] == "waiting for dependencies" && e["unit"] == "app").cloned().collect()
+}
+
+/// Waits until `daemon` logged that `app` waits for `base` because `base` records its health
+/// wait: `app` judged `base`'s record after `base` applied, and was not applied.
+async fn waits_for_base_health(daemon: &common::Daemon) {
+    let seen = common::eventually(WAIT, || async {
+        waits(&daemon.events()).iter().any(|e| {
+            e["dependencies"] == "base"
+                && e["waiting_for"]
+                    .as_str()
+                    .is_some_and(|w| w.starts_with("base: not healthy (waiting for Deployment/"))
+        })
+    })
+    .await;
+    assert!(seen, "app did not log its wait for base's health: {}", daemon.log_text());
+}
+
+#[tokio::test]
+async fn a_unit_waits_for_its_dependency_to_be_healthy_and_syncs_once_it_is() {
+    let env = common::setup("depends").await;
+    let ns = env.namespace.clone();
+    let repo = repo();
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "", &units(&repo, &ns, "[\"base\"]"));
+    let daemon = common::Daemon::start(&config, port, &[]);
+    waits_for_base_health(&daemon).await;
+    assert!(!applied(&env.client, &ns).await, "app applied while base progresses: {}", daemon.log_text());
+    assert!(daemon.wait_ready(WAIT).await, "a unit waiting for its dependencies leaves the daemon ready");
+    assert_eq!(daemon.metric_sum("gitward_unit_waiting_for_dependencies", &["unit=\"app\""]), 1.0);
+
+    let status = common::gitward(&["status", "--sync", "app"], &config, CLI);
+    assert!(
+        status.stdout.contains("; waiting for dependencies: base: not healthy (waiting for Deployment/"),
+        "{}",
+        status.stdout
+    );
+    assert!(status.stdout.contains("  depends    base: not healthy"), "{}", status.stdout);
+    let status = common::gitward(&["status", "--sync", "app", "-o", "json"], &config, CLI);
+    let json: Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    assert_eq!(json["units"][0]["dependencies"][0]["unit"], "base", "{json}");
+    assert_eq!(json["units"][0]["dependencies"][0]["ready"], false, "{json}");
+
+    let sync = common::gitward(&["sync", "--sync", "app"], &config, CLI);
+    assert_eq!(sync.code, Some(3), "{}\n{}", sync.stdout, sync.stderr);
+    assert!(sync.stdout.starts_with("app: not synced: waiting for dependencies: base: not healthy"), "{}", sync.stdout);
+    assert!(!applied(&env.client, &ns).await, "gitward sync applied app: {}", sync.stderr);
+
+    roll_out(&env.client, &ns).await;
+    let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
+    assert!(synced, "app not applied after base became healthy: {}", daemon.log_text());
+    let ready = daemon.events().iter().any(|e| e["message"] == "dependencies ready" && e["unit"] == "app");
+    assert!(ready, "{}", daemon.log_text());
+    assert_eq!(daemon.metric_sum("gitward_unit_waiting_for_dependencies", &["unit=\"app\""]), 0.0);
+    let status = common::gitward(&["status", "--sync", "app", "-o", "json"], &config, CLI);
+    let json: Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    assert_eq!(json["units"][0]["dependencies"][0]["ready"], true, "{json}");
+}
+
+#[tokio::test]
+async fn ignore_dependencies_syncs_anyway_and_a_ready_expr_decides_instead_of_health() {
+    let env = common::setup("depends-expr").await;
+    let ns = env.namespace.clone();
+    let repo = repo();
+    repo.write("late/b.yaml", &common::cm("b", "one"));
+    repo.commit_and_push("late");
+    let dir = tempfile::tempdir().unwrap();
+    // app is ready once base's wait is recorded for web; late wants a failure that never comes.
+    let expr = "[{ unit = \"base\", ready_expr = \"status.waiting && status.waiting_for.contains('web')\" }]";
+    let late = common::unit_toml(
+        "late",
+        &repo.bare(),
+        "late",
+        &ns,
+        "depends_on = [{ unit = \"base\", ready_expr = \"status.failed > 0\" }]",
+    );
+    let (config, port) = common::daemon_config(dir.path(), "", "", &(units(&repo, &ns, expr) + &late));
+
+    // Before anything synced base: the one-shot sync refuses, unless told to ignore it.
+    let sync = common::gitward(&["sync", "--sync", "app"], &config, CLI);
+    assert_eq!(sync.code, Some(3), "{}\n{}", sync.stdout, sync.stderr);
+    assert!(sync.stdout.contains("base: not yet synced"), "{}", sync.stdout);
+    let sync = common::gitward(&["sync", "--sync", "late", "--ignore-dependencies"], &config, CLI);
+    assert_eq!(sync.code, Some(0), "{}\n{}", sync.stdout, sync.stderr);
+    let late_cm = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
+    assert!(late_cm.get_opt("b").await.unwrap().is_some(), "--ignore-dependencies applied nothing");
+    late_cm.delete("b", &Default::default()).await.unwrap();
+
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
+    assert!(synced, "app not applied though its ready_expr holds: {}", daemon.log_text());
+    let late_waits = common::eventually(WAIT, || async {
+        daemon.events().iter().any(|e| {
+            e["message"] == "waiting for dependencies"
+                && e["unit"] == "late"
+                && e["waiting_for"] == "base: ready_expr false"
+        })
+    })
+    .await;
+    assert!(late_waits, "late did not log its ready_expr false: {}", daemon.log_text());
+    assert!(late_cm.get_opt("b").await.unwrap().is_none(), "late applied though its ready_expr is false");
+}
+
+#[test]
+fn a_depends_on_cycle_is_a_config_error_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = Path::new("/nonexistent/repo.git");
+    let units = [
+        common::unit_toml("a", repo, "a", "default", "depends_on = [\"b\"]"),
+        common::unit_toml("b", repo, "b", "default", "depends_on = [\"a\"]"),
+    ]
+    .concat();
+    let (config, _) = common::daemon_config(dir.path(), "", "", &units);
+    for args in [&["validate"][..], &["sync"], &["run"]] {
+        let run = common::gitward(args, &config, CLI);
+        assert_eq!(run.code, Some(2), "{args:?}: {}", run.stderr);
+        assert!(run.stderr.contains("depends_on cycle: a -> b -> a"), "{args:?}: {}", run.stderr);
+    }
+}
+
+/// A sharded replica's config: `units`, sharded as `identity` in `ns`; returns path and port.
+fn replica(dir: &Path, identity: &str, ns: &str, units: &str) -> (std::path::PathBuf, u16) {
+    let port = common::free_port();
+    let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
+    let text = format!(
+        "[cluster]\nkubeconfig = \"{kubeconfig}\"\n\n[daemon]\nstate_dir = \"state-{identity}\"\n\
+         listen = \"127.0.0.1:{port}\"\ninterval = \"1h\"\nresync_interval = \"1h\"\n\n\
+         [daemon.sharding]\nnamespace = \"{ns}\"\nlease_duration = \"20s\"\nidentity = \"{identity}\"\n\n{units}"
+    );
+    let path = dir.join(format!("{identity}.toml"));
+    std::fs::write(&path, text).unwrap();
+    (path, port)
+}
+
+#[tokio::test]
+async fn under_sharding_a_unit_waits_for_its_dependency_on_another_replica() {
+    use gitward::lease::assignment::unit_owner;
+    let env = common::setup("depends-shard").await;
+    let ns = env.namespace.clone();
+    let repo = repo();
+    let dir = tempfile::tempdir().unwrap();
+    // Two identities that the rendezvous gives one unit each: app reads base's record as
+    // another replica wrote it.
+    let (one, two) = (0..100)
+        .map(|i| (format!("dep-{i}-a"), format!("dep-{i}-b")))
+        .find(|(a, b)| {
+            let owner = |unit| unit_owner(unit, [a.as_str(), b.as_str()]).map(str::to_owned);
+            owner("app").is_some() && owner("app") != owner("base")
+        })
+        .expect("a pair of identities splitting the two units");
+    let units = units(&repo, &ns, "[\"base\"]");
+    let (config_one, port_one) = replica(dir.path(), &one, &ns, &units);
+    let (config_two, port_two) = replica(dir.path(), &two, &ns, &units);
+    let daemons =
+        [common::Daemon::start(&config_one, port_one, &[]), common::Daemon::start(&config_two, port_two, &[])];
+    let app_owner = if unit_owner("app", [one.as_str(), two.as_str()]) == Some(one.as_str()) { 0 } else { 1 };
+    let logs = || daemons.iter().map(|d| d.log_text()).collect::<Vec<_>>().join("\n---\n");
+    waits_for_base_health(&daemons[app_owner]).await;
+    let base_synced =
+        daemons[1 - app_owner].events().iter().any(|e| e["message"] == "sync triggered" && e["unit"] == "base");
+    assert!(base_synced, "base ran on the replica that does not run app: {}", logs());
+    assert!(!applied(&env.client, &ns).await, "app applied while base progresses: {}", logs());
+
+    roll_out(&env.client, &ns).await;
+    let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
+    assert!(synced, "app not applied after base became healthy: {}", logs());
+    assert!(waits(&daemons[1 - app_owner].events()).is_empty(), "app ran on both replicas: {}", logs());
+}
