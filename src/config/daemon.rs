@@ -53,7 +53,7 @@ pub struct DaemonConfig {
     /// Default `None`.
     pub default_service_account: Option<String>,
     /// The read-only web dashboard (`[daemon.ui]`, `enabled = true`) on `listen`: `GET /`, the
-    /// unit pages and their live updates (`crate::daemon::ui`). Default `None`: off, so the
+    /// unit pages and their live updates (the daemon's `ui` module). Default `None`: off, so the
     /// listener answers only what monitoring and webhooks need unless someone asks for more.
     pub ui: Option<Ui>,
 }

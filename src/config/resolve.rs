@@ -9,15 +9,13 @@ use std::path::{Path, PathBuf};
 
 use toml::Spanned;
 
-use super::UnitPath;
 use super::raw::{
     HumanDuration, RawCluster, RawClusters, RawConfig, RawDaemon, RawGit, RawHelm, RawInventory, RawLeaderElection,
     RawRender, RawSyncUnit,
 };
-use super::unit::adopted_by;
 use super::{
     ClusterConfig, Config, DaemonConfig, Decryption, Error, GitCredentials, HelmOptions, InventoryConfig,
-    LeaderElection, RenderTools, Result, SyncUnit, is_url_or_scp,
+    LeaderElection, RenderTools, Result, SyncUnit, UnitPath, is_url_or_scp, unit::adopted_by,
 };
 
 /// Turns a parsed [`RawConfig`] into a [`Config`]; holds what every error needs.

@@ -39,14 +39,8 @@ impl Daemon {
             .await
             .map_err(|(name, source)| Error::ClusterNamed { name, source })?;
         log_render_tools(&config);
-        let status = Status::default();
-        let metrics = Arc::new(Metrics::new());
-        let board = Board::default();
-        let mut http = HttpState::new(read_secret(&config)?, status.clone(), metrics.clone());
-        if let Some(ui) = &config.daemon.ui {
-            http = http.with_ui(Dashboard::new(board.clone(), status.clone(), read_token(ui)?));
-        }
-        http.set_sandbox(config.render.sandbox);
+        let (status, metrics, board) = (Status::default(), Arc::new(Metrics::new()), Board::default());
+        let http = http_state(&config, &status, &metrics, &board)?;
         let listener = match (listener, config.daemon.listen) {
             (Some(l), _) => Some(l),
             (None, Some(addr)) => Some(TcpListener::bind(addr).await.map_err(io(format!("listen on {addr}")))?),
@@ -192,6 +186,17 @@ pub(super) fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
             Ok(Some(Arc::new(text.trim().as_bytes().to_vec())))
         }
     }
+}
+
+/// The HTTP listener's state: the webhook secret, the units' status, the metrics, the sandbox
+/// setting and, with `[daemon.ui]`, the dashboard of `board`.
+fn http_state(config: &Config, status: &Status, metrics: &Arc<Metrics>, board: &Board) -> Result<HttpState> {
+    let mut http = HttpState::new(read_secret(config)?, status.clone(), metrics.clone());
+    if let Some(ui) = &config.daemon.ui {
+        http = http.with_ui(Dashboard::new(board.clone(), status.clone(), read_token(ui)?));
+    }
+    http.set_sandbox(config.render.sandbox);
+    Ok(http)
 }
 
 /// The dashboard's token of `ui` (`token_file`, whitespace trimmed); `None` without one.

@@ -58,8 +58,6 @@ pub struct UnitTask {
     pub status: Status,
     /// Metrics.
     pub metrics: Arc<Metrics>,
-    /// What the dashboard shows: each sync's end is recorded there ([`crate::daemon::ui::Recorder`]).
-    pub board: crate::daemon::ui::Board,
     /// Timing.
     pub timing: UnitTiming,
     /// The sync slots and the push lane it waits in.
