@@ -182,7 +182,16 @@ pub struct ChangeSet {
     /// never pruned), so logged (`namespace created`) and counted (`namespaces_created` of
     /// `sync complete`) apart.
     pub namespaces_created: Vec<String>,
+    /// What a self-heal changed of its drifted objects, each as `gitward diff` shows it (a
+    /// unified diff of YAML, live before → as applied, Secret data and decrypted values
+    /// masked); the first [`DRIFT_DIFFS`] objects. Empty for a sync.
+    pub drift_diffs: Vec<(ObjectRef, String)>,
 }
+
+/// Drifted objects whose diff a self-heal keeps ([`ChangeSet::drift_diffs`]): 10. Each costs
+/// two requests (a GET and a dry-run apply) before the heal's apply; a field fight is backed
+/// off per object, so these are rare.
+pub const DRIFT_DIFFS: usize = 10;
 
 /// `message` with the decrypted values masked: an API server's message may quote the value it
 /// refused (`Invalid value: "…"`).
@@ -252,6 +261,7 @@ impl ChangeSet {
         }
         self.not_members.extend(other.not_members);
         self.namespaces_created.extend(other.namespaces_created);
+        self.drift_diffs.extend(other.drift_diffs);
         if let Some(at) = other.changes_applied_at {
             self.note_change_applied(at);
         }

@@ -264,6 +264,23 @@ impl Engine {
         }
     }
 
+    /// What applying each of `desired` would change of its live object, as [`Engine::diff`]
+    /// shows it (masked): a GET and a dry-run apply (as the unit's writer) per object. An
+    /// object unchanged, or that cannot be read or dry-run, is left out. Used by the self-heal
+    /// to keep what it corrects ([`crate::changeset::ChangeSet::drift_diffs`]).
+    pub(super) async fn drift_diffs(&self, desired: &[Desired]) -> Vec<(ObjectRef, String)> {
+        let (writer, manager) = (&self.live.writer, &self.options.apply.field_manager);
+        let mut diffs = Vec::new();
+        for d in desired {
+            let Ok(live) = server_side::read(writer, d).await else { continue };
+            let Ok(merged) = server_side::dry_run(writer, d, manager, self.options.apply.force).await else { continue };
+            if let Some(diff) = compare(d, manager, live, merged) {
+                diffs.push((diff.object, diff.diff));
+            }
+        }
+        diffs
+    }
+
     /// The prune part of a diff: the members a sync would delete, unless its guard would refuse
     /// the prune ([`DiffReport::prune_refused`]); the unit's own namespace released; the
     /// cascades checked ([`Engine::diff_cascades`]).

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use super::{Engine, Report};
 use crate::apply::{self, Blocked};
-use crate::changeset::ChangeSet;
+use crate::changeset::{ChangeSet, DRIFT_DIFFS};
 use crate::object::ObjectRef;
 use crate::plan::Desired;
 
@@ -13,7 +13,8 @@ use super::health::health_targets;
 impl Engine {
     /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
     /// decision 9): planned from the cache, applied stage by stage; no fetch, no inventory
-    /// write, no prune. `None` before the first sync, or when git holds none of `objects`.
+    /// write, no prune. What it is about to change of the first objects is kept as diffs
+    /// ([`ChangeSet::drift_diffs`], two requests per object before the apply). `None` before the first sync, or when git holds none of `objects`.
     pub async fn heal(&mut self, objects: &std::collections::BTreeSet<ObjectRef>) -> Option<Report> {
         let started = Instant::now();
         self.options.apply.yield_to.clear();
@@ -23,7 +24,9 @@ impl Engine {
         if desired.is_empty() {
             return None;
         }
-        let mut changes = ChangeSet::default();
+        let diffed = &desired[..desired.len().min(DRIFT_DIFFS)];
+        let drift_diffs = self.drift_diffs(diffed).await;
+        let mut changes = ChangeSet { drift_diffs, requests: 2 * diffed.len(), ..Default::default() };
         let stages = self.plan_stages(&desired, &mut changes).await.ok()?;
         let mut blocked = Blocked::default();
         for (stage, steps) in stages {

@@ -47,7 +47,13 @@ impl Driver {
             .spawn()
             .expect("chromedriver starts (Debian's chromium-driver; scripts/setup installs it)");
         let driver = Self { child, port };
-        let up = common::eventually(WAIT, || async { common::http(port, "GET", "/status", &[], b"").is_some() }).await;
+        // chromedriver keeps the connection open after its answer (Connection: close or not),
+        // so the answer is read by its Content-Length.
+        let status = format!("http://127.0.0.1:{port}/status");
+        let up = common::eventually(WAIT, || async {
+            client().get(&status).send().await.is_ok_and(|r| r.status().is_success())
+        })
+        .await;
         assert!(up, "chromedriver did not answer on port {port}");
         driver
     }
@@ -134,6 +140,26 @@ async fn the_dashboard_shows_each_unit_and_follows_a_push_without_a_reload() {
     assert_eq!(revision, second[..12]);
     let triggers = browser.find(Locator::Css("#syncs tbody")).await.unwrap().text().await.unwrap();
     assert!(triggers.contains("push") && triggers.contains("startup"), "{triggers}");
+
+    // Drift: another field manager changes the ConfigMap; the page shows, live, what the
+    // self-heal changed back, as a diff.
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    let patch =
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "web"}, "data": {"value": "tampered"}});
+    let params = kube::api::PatchParams::apply("someone-else").force();
+    api.patch("web", &params, &kube::api::Patch::Apply(&patch)).await.expect("the other manager's apply");
+    let drift = common::eventually(WAIT, || async {
+        let Ok(drift) = browser.find(Locator::Id("drift")).await else { return false };
+        let text = drift.text().await.unwrap_or_default();
+        let removed = text.lines().any(|l| l.starts_with('-') && l.contains("value: tampered"));
+        text.contains(&format!("ConfigMap/{}/web", env.namespace)) && removed
+    })
+    .await;
+    assert!(drift, "no drift diff: {}", browser.source().await.unwrap());
+    let diff = browser.find(Locator::Css("#drift pre.diff")).await.unwrap().text().await.unwrap();
+    let added = diff.lines().any(|l| l.starts_with('+') && l.contains("value:") && l.contains('2'));
+    assert!(added, "the diff ends at git's value: {diff}");
     std::fs::write(output_dir().join("dashboard-unit.png"), browser.screenshot().await.unwrap()).unwrap();
     browser.close().await.unwrap();
 }

@@ -25,6 +25,9 @@ pub const UNHEALTHY_SHOWN: usize = 100;
 /// answer with a page).
 const MESSAGE_CHARS: usize = 500;
 
+/// Longest drift diff kept per object, in characters: 4,000 (about 80 lines).
+pub const DIFF_CHARS: usize = 4000;
+
 /// A unit as the config names it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnitInfo {
@@ -66,6 +69,10 @@ pub struct SyncEntry {
     pub result: &'static str,
     /// The error of a sync that failed as a whole.
     pub error: Option<String>,
+    /// Of a self-heal: what it changed of each drifted object (`Kind/ns/name`, the masked
+    /// unified diff, at most [`DIFF_CHARS`] characters), as
+    /// [`crate::changeset::ChangeSet::drift_diffs`] holds them.
+    pub drift: Vec<(String, String)>,
 }
 
 /// What a unit's syncs left.
@@ -153,7 +160,12 @@ impl Board {
 
 /// `text` cut to [`MESSAGE_CHARS`] characters.
 fn clip(text: &str) -> String {
-    match text.char_indices().nth(MESSAGE_CHARS) {
+    clip_to(text, MESSAGE_CHARS)
+}
+
+/// `text` cut to `chars` characters, an ellipsis marking the cut.
+fn clip_to(text: &str, chars: usize) -> String {
+    match text.char_indices().nth(chars) {
         Some((cut, _)) => format!("{}…", &text[..cut]),
         None => text.to_owned(),
     }
@@ -163,7 +175,9 @@ fn clip(text: &str) -> String {
 fn fold(record: &mut UnitRecord, outcome: &Outcome, now: jiff::Timestamp) {
     let error = outcome.failure.as_ref().map(|f| clip(&crate::telemetry::error_chain(&f.error)));
     let mut counts = [0; 6];
+    let mut drift = Vec::new();
     if let Some(report) = &outcome.report {
+        drift = report.changes.drift_diffs.iter().map(|(o, d)| (o.to_string(), clip_to(d, DIFF_CHARS))).collect();
         let c = report.changes.counts();
         counts = [
             c.created,
@@ -194,6 +208,7 @@ fn fold(record: &mut UnitRecord, outcome: &Outcome, now: jiff::Timestamp) {
         counts,
         result: outcome.health.result.as_str(),
         error,
+        drift,
     };
     record.syncs.push_front(entry);
     record.syncs.truncate(RECENT_SYNCS);

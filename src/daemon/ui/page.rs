@@ -166,12 +166,36 @@ pub fn unit(board: &Board, status: &Status, name: &str) -> Option<String> {
     out.push_str("</dl>");
     unhealthy(&mut out, record);
     syncs(&mut out, record);
-    out.push_str(
-        "<h2>Drift</h2><p class=\"muted\">The daemon keeps no diff of drifted objects: self-heal re-applies \
-         them from git as their watch events arrive (drift-corrected in the syncs above). \
-         <code>gitward diff --sync &lt;unit&gt;</code> prints the masked diff of the cluster against git.</p>",
-    );
+    drift(&mut out, record);
     Some(out)
+}
+
+/// The drift self-heal corrected in the recent syncs, newest first: per object, the masked
+/// diff of the live object before the heal against what it applied.
+fn drift(out: &mut String, record: Option<&UnitRecord>) {
+    out.push_str("<h2>Drift</h2>");
+    let healed: Vec<&SyncEntry> =
+        record.map(|r| r.syncs.iter().filter(|s| !s.drift.is_empty()).collect()).unwrap_or_default();
+    if healed.is_empty() {
+        out.push_str(
+            "<p class=\"muted\">No drift corrected in the recent syncs. <code>gitward diff</code> prints the \
+             masked diff of the cluster against git.</p>",
+        );
+        return;
+    }
+    out.push_str("<div id=\"drift\">");
+    for sync in healed {
+        for (object, diff) in &sync.drift {
+            let _ = write!(
+                out,
+                "<h3><code>{}</code> <span class=\"muted\">corrected {}</span></h3><pre class=\"diff\">{}</pre>",
+                escape(object),
+                time(sync.at),
+                escape(diff)
+            );
+        }
+    }
+    out.push_str("</div>");
 }
 
 fn unhealthy(out: &mut String, record: Option<&UnitRecord>) {
