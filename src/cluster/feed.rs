@@ -8,10 +8,14 @@
 //! *existence* (`applyset.kubernetes.io/part-of`; for parents `applyset.kubernetes.io/id` in
 //! one namespace) and hands each event to the subscriber whose value the object carries.
 //!
-//! A subscriber that arrives after the watch's list has completed gets its own objects by
-//! one paged LIST with its exact selector (no connection kept); the events the shared watch
-//! delivers meanwhile are held and replayed after that list is swapped in (a subscriber skips
-//! an event older than what it holds). A relist of the shared watch (410 Gone, restart)
+//! A shared watch also keeps the objects of label values no subscriber holds (unclaimed),
+//! as listed and then watched: a subscriber that arrives after the watch's list has completed
+//! gets its objects from there, with no request. Only one whose value the feed no longer
+//! knows — its last subscriber left, taking the objects with it, or another subscriber of the
+//! value holds them — gets its own objects by one paged LIST with its exact selector (no
+//! connection kept); the events the shared watch delivers meanwhile are held and replayed
+//! after that list is swapped in (a subscriber skips an event older than what it holds). So a
+//! unit's sync costs no list that scans its neighbours' objects on the API server. A relist of the shared watch (410 Gone, restart)
 //! reaches every subscriber as a complete list, as kube-runtime's `watcher` documents for
 //! `Event::InitDone`. [`Watches::private`] keeps the old shape — the exact selector, a watch
 //! per subscriber — for a unit that watches alone; [`Watches::listed`] lists with the exact
@@ -21,7 +25,7 @@
 //! per applied object to a client that would only drop it.
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -162,7 +166,8 @@ impl Watches {
                     let what =
                         format!("{} ({selector})", crate::object::GroupKind::new(&resource.group, &resource.kind));
                     let keep_watching = self.mode != Mode::Listed;
-                    let feed = Feed::start(api, watched, label, selector, what, keep_watching);
+                    let modes = (keep_watching, self.mode == Mode::Shared);
+                    let feed = Feed::start(api, watched, label, selector, what, modes);
                     let erased: Arc<dyn Any + Send + Sync> = feed.clone();
                     feeds.retain(|_, f| f.strong_count() > 0);
                     feeds.insert(key, Arc::downgrade(&erased));
@@ -224,6 +229,49 @@ struct State<S: Sink> {
     next_id: u64,
     subs: HashMap<u64, Sub<S>>,
     by_value: HashMap<String, Vec<u64>>,
+    /// Shared mode: the objects no subscriber holds; `None` in the other modes.
+    unclaimed: Option<Unclaimed>,
+}
+
+/// Objects by (namespace, name).
+type ByName = HashMap<(Option<String>, String), Meta>;
+
+/// A shared feed's objects of label values no subscriber holds, by value.
+#[derive(Default)]
+struct Unclaimed {
+    /// As of the last complete list and the watch events since.
+    kept: HashMap<String, ByName>,
+    /// Being built by the list in progress (made [`Unclaimed::kept`] at `InitDone`).
+    listing: HashMap<String, ByName>,
+    /// Values whose last subscriber left since the last list: their objects went with it, so
+    /// the feed does not know them, and one that subscribes again lists its own.
+    lost: HashSet<String>,
+}
+
+/// Notes `object` (of label `value`) in `map`: added or changed, or `deleted`.
+fn note(map: &mut HashMap<String, ByName>, value: String, object: Meta, deleted: bool) {
+    let name = (object.metadata.namespace.clone(), object.metadata.name.clone().unwrap_or_default());
+    if !deleted {
+        map.entry(value).or_default().insert(name, object);
+    } else if let Some(objects) = map.get_mut(&value) {
+        objects.remove(&name);
+        if objects.is_empty() {
+            map.remove(&value);
+        }
+    }
+}
+
+/// Hands `sub` its objects, `objects` being all there are (a complete list and the events
+/// since): its listing, then the events held for it. No request.
+fn serve<S: Sink>(sub: &mut Sub<S>, objects: Option<&ByName>) {
+    let mut listing = S::Listing::default();
+    for object in objects.into_iter().flat_map(ByName::values) {
+        sub.sink.list_item(&mut listing, object);
+    }
+    sub.sink.listed(listing);
+    for event in sub.joining.take().unwrap_or_default() {
+        event.deliver(&*sub.sink);
+    }
 }
 
 /// An event held for a subscriber whose own list is in flight.
@@ -259,7 +307,7 @@ impl<S: Sink> Feed<S> {
         label: &'static str,
         selector: String,
         what: String,
-        keep_watching: bool,
+        (keep_watching, shared): (bool, bool),
     ) -> Arc<Self> {
         let feed = Arc::new(Self {
             state: Mutex::new(State {
@@ -268,6 +316,7 @@ impl<S: Sink> Feed<S> {
                 next_id: 0,
                 subs: HashMap::new(),
                 by_value: HashMap::new(),
+                unclaimed: shared.then(Unclaimed::default),
             }),
             api,
             label,
@@ -280,28 +329,40 @@ impl<S: Sink> Feed<S> {
         feed
     }
 
-    /// Adds a subscriber. Before the first list it waits for that list; otherwise it lists its
-    /// own objects (after the list in progress, if any, completes).
+    /// Adds a subscriber. Before the first list it waits for that list; after it, it gets its
+    /// objects from the unclaimed ones at once when the feed knows them, else it lists its own
+    /// (after the list in progress, if any, completes).
     fn add(self: &Arc<Self>, value: &str, sink: Arc<S>) -> u64 {
         let mut state = self.state.lock().expect("feed lock");
+        let state = &mut *state;
         let id = state.next_id;
         state.next_id += 1;
-        state.by_value.entry(value.to_owned()).or_default().push(id);
-        state.subs.insert(id, Sub { sink, value: value.to_owned(), listing: None, joining: Some(Vec::new()) });
+        let others = state.by_value.entry(value.to_owned()).or_default();
+        let alone = others.is_empty();
+        others.push(id);
+        let mut sub = Sub { sink, value: value.to_owned(), listing: None, joining: Some(Vec::new()) };
         if state.phase == Phase::Watching {
-            tokio::spawn(join(self.clone(), id));
+            match state.unclaimed.as_mut().filter(|u| alone && !u.lost.contains(value)) {
+                Some(unclaimed) => serve(&mut sub, unclaimed.kept.remove(value).as_ref()),
+                None => drop(tokio::spawn(join(self.clone(), id))),
+            }
         }
+        state.subs.insert(id, sub);
         id
     }
 
     fn remove(&self, id: u64) {
         let mut state = self.state.lock().expect("feed lock");
+        let state = &mut *state;
         if let Some(sub) = state.subs.remove(&id)
             && let Some(ids) = state.by_value.get_mut(&sub.value)
         {
             ids.retain(|i| *i != id);
             if ids.is_empty() {
                 state.by_value.remove(&sub.value);
+                if let Some(unclaimed) = state.unclaimed.as_mut() {
+                    unclaimed.lost.insert(sub.value);
+                }
             }
         }
     }
@@ -329,32 +390,28 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
                 for sub in state.subs.values_mut() {
                     sub.listing = Some(S::Listing::default());
                 }
+                if let Some(unclaimed) = state.unclaimed.as_mut() {
+                    unclaimed.listing.clear();
+                }
             }
             Ok(Event::InitApply(object)) => {
-                let Some(ids) = value_of(&object, label).and_then(|v| state.by_value.get(v)) else { continue };
-                for id in ids {
+                let Some(value) = value_of(&object, label) else { continue };
+                let mut listed = false;
+                for id in state.by_value.get(value).into_iter().flatten() {
                     if let Some(sub) = state.subs.get_mut(id)
                         && let Some(listing) = sub.listing.as_mut()
                     {
                         sub.sink.list_item(listing, &object);
+                        listed = true;
                     }
+                }
+                if !listed && let Some(unclaimed) = state.unclaimed.as_mut() {
+                    note(&mut unclaimed.listing, value.to_owned(), object, false);
                 }
             }
             Ok(Event::InitDone) => {
                 state.phase = Phase::Watching;
-                for (id, sub) in &mut state.subs {
-                    match sub.listing.take() {
-                        Some(listing) => {
-                            sub.joining = None;
-                            sub.sink.listed(listing);
-                        }
-                        // Subscribed while the list ran: it lists its own objects now.
-                        None if sub.joining.is_some() => {
-                            tokio::spawn(join(feed.clone(), *id));
-                        }
-                        None => {}
-                    }
-                }
+                listed(&feed, state);
                 if !keep_watching {
                     return;
                 }
@@ -373,11 +430,48 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
     }
 }
 
+/// A complete list (`InitDone`): each subscriber that was present at its start gets its
+/// listing; one that came while it ran gets its objects from the unclaimed ones when no other
+/// subscriber of its value took them from the list, else lists its own. The unclaimed objects
+/// are now those of the list; what a subscriber got, it holds.
+fn listed<S: Sink>(feed: &Arc<Feed<S>>, state: &mut State<S>) {
+    let State { subs, by_value, unclaimed, .. } = state;
+    let taken: HashSet<String> = subs.values().filter(|s| s.listing.is_some()).map(|s| s.value.clone()).collect();
+    if let Some(unclaimed) = unclaimed.as_mut() {
+        unclaimed.kept = std::mem::take(&mut unclaimed.listing);
+        unclaimed.lost.clear();
+    }
+    for (id, sub) in subs.iter_mut() {
+        match sub.listing.take() {
+            Some(listing) => {
+                sub.joining = None;
+                sub.sink.listed(listing);
+            }
+            None if sub.joining.is_none() => {}
+            None => match unclaimed.as_ref().filter(|_| !taken.contains(&sub.value)) {
+                Some(unclaimed) => serve(sub, unclaimed.kept.get(&sub.value)),
+                // Subscribed while the list ran: it lists its own objects now.
+                None => drop(tokio::spawn(join(feed.clone(), *id))),
+            },
+        }
+    }
+    if let Some(unclaimed) = unclaimed.as_mut() {
+        unclaimed.kept.retain(|value, _| !by_value.contains_key(value));
+    }
+}
+
 /// Hands a watch event (`deleted`, else added or changed) to the subscribers of the object's
-/// label value, or holds it for one whose own list is in flight.
+/// label value, or holds it for one whose own list is in flight; the object of a value no
+/// subscriber holds is noted among the unclaimed ones (unless the feed lost that value).
 fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, deleted: bool) {
-    let State { subs, by_value, .. } = state;
-    let Some(ids) = value_of(&object, label).and_then(|v| by_value.get(v)) else { return };
+    let State { subs, by_value, unclaimed, .. } = state;
+    let Some(value) = value_of(&object, label) else { return };
+    let Some(ids) = by_value.get(value) else {
+        if let Some(unclaimed) = unclaimed.as_mut().filter(|u| !u.lost.contains(value)) {
+            note(&mut unclaimed.kept, value.to_owned(), object, deleted);
+        }
+        return;
+    };
     for id in ids {
         let Some(sub) = subs.get_mut(id) else { continue };
         match (sub.joining.as_mut(), deleted) {
