@@ -116,9 +116,9 @@ fn policy() -> String {
 /// the login form) or, without a token, names a host that is not loopback (403); then adds the
 /// security headers to whatever the route answers, refusals included.
 pub async fn guard(State(ui): State<Dashboard>, request: Request, next: Next) -> Response {
-    let mut response = match check(&ui, &request) {
-        Ok(()) => next.run(request).await,
-        Err(refusal) => refusal,
+    let mut response = match refusal(&ui, &request) {
+        None => next.run(request).await,
+        Some(refusal) => refusal,
     };
     let headers = response.headers_mut();
     let policy = HeaderValue::from_str(&policy()).expect("the policy is ASCII");
@@ -130,23 +130,22 @@ pub async fn guard(State(ui): State<Dashboard>, request: Request, next: Next) ->
     response
 }
 
-fn check(ui: &Dashboard, request: &Request) -> Result<(), Response> {
+/// The answer refusing `request` (401 with the login form, 403), or `None` to serve it.
+fn refusal(ui: &Dashboard, request: &Request) -> Option<Response> {
     let headers = request.headers();
     match &ui.token {
-        Some(token) if token.admits(headers) || request.uri().path() == "/login" => Ok(()),
+        Some(token) if token.admits(headers) || request.uri().path() == "/login" => None,
         Some(_) => {
             let login = page::login("This dashboard needs its token.");
-            Err((StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], axum::response::Html(login))
-                .into_response())
+            Some(
+                (StatusCode::UNAUTHORIZED, [(header::WWW_AUTHENTICATE, "Bearer")], axum::response::Html(login))
+                    .into_response(),
+            )
         }
         None => {
             let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("");
-            if loopback_host(host) {
-                Ok(())
-            } else {
-                let text = "forbidden: without [daemon.ui] token_file the dashboard is served to loopback hosts only\n";
-                Err((StatusCode::FORBIDDEN, text).into_response())
-            }
+            let text = "forbidden: without [daemon.ui] token_file the dashboard is served to loopback hosts only\n";
+            (!loopback_host(host)).then(|| (StatusCode::FORBIDDEN, text).into_response())
         }
     }
 }

@@ -103,7 +103,7 @@ impl Ctx {
 enum Got {
     Event(Event),
     HealDue,
-    Engine(Box<Ctx>, Done),
+    Engine(Box<Ctx>, Box<Done>),
     Slot(Option<Slot>),
     Lane(Option<OwnedSemaphorePermit>),
     WaitEnded(HealthWait, WaitEnd),
@@ -352,7 +352,7 @@ impl Driver {
                 Got::Event(Event::RetryDue(std::time::Instant::now()))
             }
             (ctx, done) = async { engine_job.as_mut().expect("guarded").await }, if engine_job.is_some() => {
-                Got::Engine(ctx, done)
+                Got::Engine(ctx, Box::new(done))
             }
             event = async { io.as_mut().expect("guarded").await }, if io.is_some() => Got::Event(event),
             event = async { push.as_mut().expect("guarded").await }, if push.is_some() => Got::Event(event),
@@ -396,7 +396,7 @@ impl Driver {
             Got::Engine(ctx, done) => {
                 self.effects.engine_job = None;
                 self.ctx = Some(ctx);
-                self.done(done)
+                self.done(*done)
             }
             Got::Slot(permit) => {
                 self.permits.slot_wanted = None;
