@@ -15,14 +15,15 @@
 //! value holds them — gets its own objects by one paged LIST with its exact selector (no
 //! connection kept); the events the shared watch delivers meanwhile are held and replayed
 //! after that list is swapped in (a subscriber skips an event older than what it holds). So a
-//! unit's sync costs no list that scans its neighbours' objects on the API server. A relist of the shared watch (410 Gone, restart)
-//! reaches every subscriber as a complete list, as kube-runtime's `watcher` documents for
-//! `Event::InitDone`. [`Watches::private`] keeps the old shape — the exact selector, a watch
-//! per subscriber — for a unit that watches alone; [`Watches::listed`] lists with the exact
-//! selector and keeps no watch, for one-shot commands: watch events serve drift and the next
-//! sync of a daemon, and a one-shot sync records what each apply returns
-//! ([`super::cache::MetadataCache::record`]). Without the watch, the API server sends no event
-//! per applied object to a client that would only drop it.
+//! unit's sync costs no list that scans its neighbours' objects on the API server. A relist
+//! of the shared watch (410 Gone, restart) reaches every subscriber as a complete list, as
+//! kube-runtime's `watcher` documents for `Event::InitDone`. [`Watches::private`] keeps the
+//! old shape — the exact selector, a watch per subscriber — for a unit that watches alone;
+//! [`Watches::listed`] lists with the exact selector and keeps no watch, for one-shot
+//! commands: watch events serve drift and the next sync of a daemon, and a one-shot sync
+//! records what each apply returns ([`super::cache::MetadataCache::record`]). Without the
+//! watch, the API server sends no event per applied object to a client that would only drop
+//! it.
 
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
