@@ -37,6 +37,8 @@ fn gitward_events(ns: &str) -> Vec<(f64, String, u64)> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")))
         .filter(|e| e["objectRef"]["namespace"] == ns)
+        // A self-heal's dry run (the drift's diff for the dashboard) writes nothing.
+        .filter(|e| !e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=")))
         .filter_map(|e| {
             let at = e["requestReceivedTimestamp"].as_str()?.parse::<jiff::Timestamp>().ok()?;
             let secs = at.as_millisecond() as f64 / 1000.0;
@@ -143,9 +145,10 @@ async fn a_409_storm_in_update_mode_loses_no_write_and_gitward_neither_spins_nor
     assert!(per_second < N as f64, "{per_second:.1} requests/s from gitward during the storm");
     // Per object, over the storm: at most 7 self-heals (0.5 s doubling fits 7 in 30 s plus the
     // 3 s before the push), the push's own sync and at most 5 unit retries (1 s doubling), each a
-    // GET and a PUT with at most one re-send — 13 × 3 = 39. A heal at debounce speed alone
-    // would be 60 heals, 120 requests. Counted, not timed: a slower machine only sends fewer.
-    assert!(peak <= 39, "{peak} requests for {busiest} during the storm");
+    // GET and a PUT with at most one re-send — 13 × 3 = 39 — plus, per self-heal, the GET of
+    // the drift's diff (its dry run is not counted): 46. A heal at debounce speed alone would
+    // be 60 heals, 180 requests. Counted, not timed: a slower machine only sends fewer.
+    assert!(peak <= 46, "{peak} requests for {busiest} during the storm");
 
     // Nothing lost: the other writer's last value and gitward's stand side by side.
     let settled = common::eventually(WAIT, || async {
