@@ -14,7 +14,10 @@ impl Engine {
     /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
     /// decision 9): planned from the cache, applied stage by stage; no fetch, no inventory
     /// write, no prune. What it is about to change of the first objects is kept as diffs
-    /// ([`ChangeSet::drift_diffs`], two requests per object before the apply). `None` before the first sync, or when git holds none of `objects`.
+    /// ([`ChangeSet::drift_diffs`], two requests per object before the apply) while the unit's
+    /// fence admits writes: a replica past its Lease neither reads for diffs nor dry-runs, and
+    /// its applies fail as [`crate::cluster::fence::Fenced`]. `None` before the first sync, or
+    /// when git holds none of `objects`.
     pub async fn heal(&mut self, objects: &std::collections::BTreeSet<ObjectRef>) -> Option<Report> {
         let started = Instant::now();
         self.options.apply.yield_to.clear();
@@ -24,7 +27,10 @@ impl Engine {
         if desired.is_empty() {
             return None;
         }
-        let diffed = &desired[..desired.len().min(DRIFT_DIFFS)];
+        let diffed = match self.live.fence.admits() {
+            true => &desired[..desired.len().min(DRIFT_DIFFS)],
+            false => &[][..],
+        };
         let drift_diffs = self.drift_diffs(diffed).await;
         let mut changes = ChangeSet { drift_diffs, requests: 2 * diffed.len(), ..Default::default() };
         let stages = self.plan_stages(&desired, &mut changes).await.ok()?;
