@@ -913,11 +913,12 @@ def push_main(n=10000, pushes=20, idle_pushes=5):
 
 # --- fleet: many units on one repository -------------------
 
-FLEET_OBJECTS = 10          # ConfigMaps per unit
-FLEET_NAMESPACES = 10       # units spread over <prefix>-0..9
+FLEET_OBJECTS = 4           # ConfigMaps per unit: the Flux benchmark's shape
+# Units' namespaces: unit i goes to <prefix>-(i mod FLEET_NAMESPACES). One by default: many apps
+# of one team in one namespace, the layout where a unit's cost could grow with its neighbours.
+FLEET_NAMESPACES = int(os.environ.get("GITWARD_BENCH_FLEET_NAMESPACES", "1"))
 FLUX_FLEET_SECONDS = 253    # flux-benchmark RESULTS.md, Flux v2.9.0: 1,000 Kustomizations, 4m13s
 FLUX_FLEET_MIB = 223        # the same row's kustomize-controller memory
-FLUX_FLEET_100_SECONDS = 26  # the same table, 100 Kustomizations
 
 
 def fleet_repo(tmp, prefix, units):
@@ -939,9 +940,13 @@ def fleet_repo(tmp, prefix, units):
     return work, bare
 
 
+def fleet_namespace(prefix, u):
+    return f"{prefix}-{u % FLEET_NAMESPACES}"
+
+
 def fleet_config(tmp, prefix, bare, units, name, sharding=None, listen=None):
-    """A daemon config with `units` units, unit i following `units/<prefix>-i` into namespace
-    `<prefix>-(i mod 10)`; `sharding` is a [daemon.sharding] body."""
+    """A daemon config with `units` units, unit i following `units/<prefix>-i` into
+    [`fleet_namespace`]; `sharding` is a [daemon.sharding] body."""
     path = os.path.join(tmp, prefix, f"{name}.toml")
     text = [f'[daemon]\nstate_dir = "{tmp}/{prefix}/state-{name}"\ninterval = "1h"\nresync_interval = "1h"\n']
     if listen:
@@ -950,7 +955,7 @@ def fleet_config(tmp, prefix, bare, units, name, sharding=None, listen=None):
         text.append(f"[daemon.sharding]\n{sharding}\n")
     for u in range(units):
         text.append(f'[[sync]]\nname = "{prefix}-{u:04d}"\nrepo = "{bare}"\npath = "units/{prefix}-{u:04d}"\n'
-                    f'namespace = "{prefix}-{u % FLEET_NAMESPACES}"\nhealth_timeout = "0s"\n')
+                    f'namespace = "{fleet_namespace(prefix, u)}"\nhealth_timeout = "0s"\n')
     open(path, "w").write("\n".join(text))
     return path
 
@@ -992,10 +997,35 @@ def fleet_writes(since, prefix):
     return out
 
 
+def requests_of(since, agent, until=None):
+    """Requests by verb (and in all) in the audit log after line `since`, up to line `until`,
+    from user agents starting with `agent`."""
+    events = [e for e in audit_events(since)[:None if until is None else until - since]
+              if e.get("userAgent", "").startswith(agent)]
+    verbs = verbs_of(events)
+    verbs["all"] = len(events)
+    return verbs
+
+
+def fleet_push(work, bare, prefix, unit, k, watch):
+    """Pushes a new value of unit `unit`'s first ConfigMap; ms from `git push` returning to
+    the watch seeing it (None: not within 60 s)."""
+    value = f"push-{k}"
+    path = os.path.join(work, "units", f"{prefix}-{unit:04d}", "cm-0.yaml")
+    text = open(path).read()
+    open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
+    sh(GIT + ["commit", "-q", "-a", "-m", f"push {k}"], cwd=work)
+    sh(GIT + ["push", "-q", bare, "main"], cwd=work)
+    pushed = time.monotonic()
+    seen = watch.wait(value, pushed + 60)
+    return round((seen - pushed) * 1000, 1) if seen else None
+
+
 def fleet_run(tmp, prefix, units, pushes=0):
     """One `gitward run` of `units` units: seconds from its start to the last of their objects
-    applied (audit log), VmRSS at rest, peak, state directory size, push-to-applied."""
-    for k in range(FLEET_NAMESPACES):
+    applied (audit log), VmRSS at rest, peak, state directory size, gitward's requests per unit
+    until every unit synced once and per push (audit log), push-to-applied."""
+    for k in range(min(units, FLEET_NAMESPACES)):
         sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
     work, bare = fleet_repo(tmp, prefix, units)
     config = fleet_config(tmp, prefix, bare, units, "run")
@@ -1007,12 +1037,14 @@ def fleet_run(tmp, prefix, units, pushes=0):
     wait_log(daemon, log, "every unit has synced once")
     ready = time.time() - started
     time.sleep(2.0)  # the audit backend writes asynchronously
+    first_end = audit_len()
     writes = fleet_writes(mark, prefix)
     applied = {name for name, _, _ in writes}
     if len(applied) != units * FLEET_OBJECTS:
         daemon.kill()
         sys.exit(f"{prefix}: {len(applied)} of {units * FLEET_OBJECTS} objects applied:\n" + open(log).read()[-3000:])
     all_synced = max(at for _, _, at in writes) - started
+    first_requests = requests_of(mark, "gitward", first_end)
     log_quiet(log)
     rss = at_rest_kib(daemon)
     peak = hwm_kib(daemon.pid)
@@ -1020,22 +1052,24 @@ def fleet_run(tmp, prefix, units, pushes=0):
     state = int(sh(["du", "-sb", os.path.join(tmp, prefix, "state-run")]).stdout.split()[0])
     repo_size = int(sh(["du", "-sb", bare]).stdout.split()[0])
     latencies = []
+    push_requests = {}
     if pushes:
-        watch = Watch(f"{prefix}-0", f"{prefix}-0000-0")
+        watch = Watch(fleet_namespace(prefix, 0), f"{prefix}-0000-0")
         time.sleep(1)
+        log_quiet(log, 1.0)
+        push_mark = audit_len()
+        # A push changes one unit's path, yet every unit of the repository syncs the new
+        # revision (in the slot queue; the changed unit in the push lane): waiting for all of
+        # them between pushes would take minutes at 10,000 units. Each push is made a second
+        # after the previous one was applied, with the others' syncs still running.
         for k in range(pushes):
-            log_quiet(log, 1.0)
-            value = f"push-{k}"
-            path = os.path.join(work, "units", f"{prefix}-0000", "cm-0.yaml")
-            text = open(path).read()
-            open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
-            sh(GIT + ["commit", "-q", "-a", "-m", f"push {k}"], cwd=work)
-            sh(GIT + ["push", "-q", bare, "main"], cwd=work)
-            pushed = time.monotonic()
-            seen = watch.wait(value, pushed + 60)
-            latencies.append(round((seen - pushed) * 1000, 1) if seen else None)
+            latencies.append(fleet_push(work, bare, prefix, 0, k, watch))
             print(f"fleet push {k}: {latencies[-1]} ms", file=sys.stderr)
+            time.sleep(1.0)
+        log_quiet(log, 2.0, deadline=1800)
         watch.stop()
+        time.sleep(2.0)
+        push_requests = requests_of(push_mark, "gitward")
     text = open(log).read()
     unwatched = text.count("cannot watch the repository")
     daemon.send_signal(signal.SIGTERM)
@@ -1044,7 +1078,28 @@ def fleet_run(tmp, prefix, units, pushes=0):
             "ready_seconds": round(ready, 1), "rss_at_rest_mib": round(rss / 1024, 1),
             "peak_rss_mib": round(peak / 1024, 1), "state_dir_mib": round(state / 2**20, 1),
             "repo_mib": round(repo_size / 2**20, 2), "units_without_ref_watch": unwatched,
+            "first_sync_requests": first_requests, "push_requests": push_requests,
             "push_to_applied_ms": latencies, "at_rest": rest}
+
+
+def fleet_flux(tmp, prefix, units):
+    """Flux's engine (benches/flux `fleet`) on `units` units of the same shape: one process,
+    4 units at a time, each unit's ConfigMaps applied by ApplyAllStaged into its namespace.
+    Wall seconds, peak RSS, CPU seconds and requests (audit log)."""
+    for k in range(min(units, FLEET_NAMESPACES)):
+        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    work, _ = fleet_repo(tmp, prefix, units)
+    listing = os.path.join(tmp, prefix, "units.tsv")
+    open(listing, "w").write("".join(f"{work}/units/{prefix}-{u:04d}\t{fleet_namespace(prefix, u)}\n"
+                                     for u in range(units)))
+    result = timed([FLUX, "fleet", listing])
+    names = sh(["kubectl", "get", "configmaps", "-A", "-l", "app=fleet", "-o", "name"]).stdout.split()
+    applied = sum(1 for n in names if n.startswith(f"configmap/{prefix}-"))
+    if applied != units * FLEET_OBJECTS:
+        sys.exit(f"flux {prefix}: {applied} of {units * FLEET_OBJECTS} objects applied")
+    result["units"] = units
+    result["requests"]["all"] = sum(result["requests"].values())
+    return result
 
 
 def where_memory_is(pid):
@@ -1059,50 +1114,183 @@ def where_memory_is(pid):
             "file_kib": field("Rss") - field("Anonymous"), "sockets": sockets, "threads": threads}
 
 
+def per_unit(requests, units):
+    return f"{requests.get('all', 0) / units:.2f}" if units else "—"
+
+
 def fleet(units):
-    """`benches/run fleet [UNITS]`: one `gitward run` with 100 units, then one with UNITS
-    (default 1,000), on one repository each (a path per unit, 10 ConfigMaps each)."""
+    """`benches/run fleet [UNITS]`: one `gitward run` with UNITS / 10 units, then one with UNITS
+    (default 1,000), on one repository each (a path per unit, FLEET_OBJECTS ConfigMaps each),
+    20 pushes to one unit in each; then Flux's engine on the same two fleets
+    (GITWARD_BENCH_FLEET_FLUX=0 leaves it out, `small` runs it on the small fleet only)."""
     tmp = tempfile.mkdtemp(prefix="gitward-fleet-")
     pushes = int(os.environ.get("GITWARD_BENCH_FLEET_PUSHES", "20"))
+    with_flux = os.environ.get("GITWARD_BENCH_FLEET_FLUX", "1")
     load_before = open("/proc/loadavg").read().split()[:3]
-    small = fleet_run(tmp, "fleets", units // 10)
+    small = fleet_run(tmp, "fleets", units // 10, pushes)
     print(f"fleet {small}", file=sys.stderr)
     large = fleet_run(tmp, "fleet", units, pushes)
     print(f"fleet {large}", file=sys.stderr)
+    flux = {}
+    if with_flux != "0":
+        for key, prefix, n in (("small", "fluxs", units // 10), ("large", "fluxl", units)):
+            if with_flux == "small" and key == "large":
+                continue
+            flux[key] = fleet_flux(tmp, prefix, n)
+            print(f"flux fleet {flux[key]}", file=sys.stderr)
     load_after = open("/proc/loadavg").read().split()[:3]
     marginal = (large["rss_at_rest_mib"] - small["rss_at_rest_mib"]) * 1024 / (large["units"] - small["units"])
-    lat = large["push_to_applied_ms"]
-    out = [f"# gitward fleet benchmark: {units} units on one repository, {FLEET_OBJECTS} ConfigMaps each\n",
+    out = [f"# gitward fleet benchmark: {units // 10} and {units} units on one repository each, {FLEET_OBJECTS} "
+           f"ConfigMaps per unit, {FLEET_NAMESPACES} namespace(s)\n",
            f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
-           f"{os.cpu_count()} CPUs.\n",
-           "| units | objects | all synced once, s | ÷ Flux (26 s at 100, 253 s at 1,000) | at rest MiB | peak MiB | state dir MiB (repository MiB) |",
-           "|---|---|---|---|---|---|---|"]
-    for r in (small, large):
-        out.append(f"| {r['units']} | {r['objects']} | {r['all_synced_seconds']:.1f} | "
-                   f"{r['all_synced_seconds'] / (FLUX_FLEET_100_SECONDS if r['units'] <= 100 else FLUX_FLEET_SECONDS):.2f} | {r['rss_at_rest_mib']:.0f} | "
-                   f"{r['peak_rss_mib']:.0f} | {r['state_dir_mib']:.1f} ({r['repo_mib']:.2f}) |")
+           f"{os.cpu_count()} CPUs. Flux's engine: fluxcd/pkg/ssa ApplyAllStaged per unit, 4 units at a time "
+           f"(kustomize-controller's --concurrent), QPS 50 / burst 300, one process (benches/flux `fleet`; no "
+           f"source fetch, build or health check).\n",
+           "| units | objects | engine | all synced once, s | ÷ Flux | at rest MiB | peak MiB | requests per unit (first sync) | push p50 / p95 ms (requests per push, all units) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for key, r in (("small", small), ("large", large)):
+        peer = flux.get(key)
+        ratio = f"{r['all_synced_seconds'] / peer['seconds']:.2f}" if peer else "—"
+        lat = r["push_to_applied_ms"]
+        push = (f"{percentile(lat, 0.5)} / {percentile(lat, 0.95)} ({per_unit(r['push_requests'], len(lat))})"
+                if lat else "—")
+        out.append(f"| {r['units']} | {r['objects']} | gitward | {r['all_synced_seconds']:.1f} | {ratio} | "
+                   f"{r['rss_at_rest_mib']:.0f} | {r['peak_rss_mib']:.0f} | "
+                   f"{per_unit(r['first_sync_requests'], r['units'])} | {push} |")
+        if peer:
+            out.append(f"| {peer['units']} | {peer['units'] * FLEET_OBJECTS} | Flux engine | {peer['seconds']:.1f} | 1 | — | "
+                       f"{peer['rss_mib']:.0f} | {per_unit(peer['requests'], peer['units'])} | — |")
     out.append("")
-    out.append(f"Marginal resident memory per unit ({small['units']} → {large['units']} units): {marginal:.0f} KiB. "
-               f"Flux v2.9.0 (flux-benchmark RESULTS.md): 1,000 Kustomizations × 4 objects in {FLUX_FLEET_SECONDS} s, "
-               f"{FLUX_FLEET_MIB} MiB; gitward ÷ Flux: time {large['all_synced_seconds'] / FLUX_FLEET_SECONDS:.2f}, "
-               f"memory {large['rss_at_rest_mib'] / FLUX_FLEET_MIB:.2f}. Units whose repository refs could not be "
-               f"watched (inotify limits; they poll): {large['units_without_ref_watch']}.")
+    out.append(f"Marginal resident memory per unit ({small['units']} → {large['units']} units): {marginal:.1f} KiB. "
+               f"Flux v2.9.0 (flux-benchmark RESULTS.md, whole controllers): 1,000 Kustomizations × 4 objects in "
+               f"{FLUX_FLEET_SECONDS} s, {FLUX_FLEET_MIB} MiB. Units whose repository refs could not be watched "
+               f"(inotify limits; they poll): {large['units_without_ref_watch']}.")
     for r in (small, large):
         m = r["at_rest"]
-        out.append(f"At rest with {r['units']} units (/proc/PID/smaps_rollup): anonymous {m['anonymous_kib'] / 1024:.0f} MiB, "
-                   f"file-backed {m['file_kib'] / 1024:.0f} MiB; {m['sockets']} sockets, {m['threads']} threads.")
-    if lat:
-        missed = sum(1 for v in lat if v is None)
-        out.append(f"Push to one unit's path → applied ({len(lat)} pushes, each once every sync ended; {missed} not "
-                   f"seen within 60 s): p50 {percentile(lat, 0.5)} ms, p95 {percentile(lat, 0.95)} ms, "
-                   f"max {percentile(lat, 1.0)} ms.")
-    text = "\n".join(out)
-    print(text)
+        out.append(f"With {r['units']} units: first-sync requests {r['first_sync_requests']}; from the first "
+                   f"push until every sync it caused ended {r['push_requests']}; at rest (/proc/PID/smaps_rollup) anonymous {m['anonymous_kib'] / 1024:.0f} MiB, "
+                   f"file-backed {m['file_kib'] / 1024:.0f} MiB, {m['sockets']} sockets, {m['threads']} threads; "
+                   f"state dir {r['state_dir_mib']:.1f} MiB (repository {r['repo_mib']:.2f} MiB).")
+        lat = r["push_to_applied_ms"]
+        if lat:
+            missed = sum(1 for v in lat if v is None)
+            out.append(f"Push to one unit's path → applied with {r['units']} units ({len(lat)} pushes, each a second "
+                       f"after the previous one was applied, every unit of the repository syncing each new revision; "
+                       f"{missed} not seen within 60 s): p50 {percentile(lat, 0.5)} ms, p95 "
+                       f"{percentile(lat, 0.95)} ms, max {percentile(lat, 1.0)} ms.")
+    for key, peer in flux.items():
+        out.append(f"Flux engine, {peer['units']} units: {peer['seconds']:.1f} s, peak {peer['rss_mib']:.0f} MiB, "
+                   f"{peer['cpu_seconds']} CPU s, requests {peer['requests']}.")
+    write_results("fleet", "\n".join(out),
+                  {"small": small, "large": large, "flux": flux, "marginal_kib_per_unit": round(marginal, 1),
+                   "load_before": load_before, "load_after": load_after})
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fleet_flux_alone(units):
+    """`benches/run fleet-flux [UNITS]`: Flux's engine alone on UNITS units of the fleet's shape
+    ([`fleet_flux`]); writes target/bench/fleet-flux.md and .json."""
+    tmp = tempfile.mkdtemp(prefix="gitward-fleet-flux-")
+    load_before = open("/proc/loadavg").read().split()[:3]
+    r = fleet_flux(tmp, "fluxl", units)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    text = (f"# Flux's engine alone: {units} units, {FLEET_OBJECTS} ConfigMaps each, {FLEET_NAMESPACES} namespace(s)\n\n"
+            f"Load average before: {' '.join(load_before)}; after: {' '.join(load_after)}; {os.cpu_count()} CPUs.\n"
+            f"{r['seconds']:.1f} s, peak {r['rss_mib']:.0f} MiB, {r['cpu_seconds']} CPU s, requests {r['requests']} ({per_unit(r['requests'], units)} per unit).")
+    write_results("fleet-flux", text, dict(r, load_before=load_before, load_after=load_after))
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fleet_heap_run(tmp, prefix, units):
+    """`gitward run` of `units` fleet units under heaptrack, SIGKILLed at rest (every unit synced
+    once, no sync for 2 s): what it still holds is heaptrack's "leaked" memory. Returns the
+    data file and VmRSS at rest (KiB)."""
+    for k in range(min(units, FLEET_NAMESPACES)):
+        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    _, bare = fleet_repo(tmp, prefix, units)
+    config = fleet_config(tmp, prefix, bare, units, "run")
+    log = os.path.join(tmp, f"{prefix}-daemon.log")
+    data = os.path.join(tmp, f"{prefix}.heaptrack")
+    tracer = subprocess.Popen(["heaptrack", "-o", data, GITWARD, "--log-format", "json", "run", "--config", config],
+                              stderr=open(log, "w"), stdout=subprocess.DEVNULL)
+    wait_log(tracer, log, "every unit has synced once")
+    log_quiet(log)
+    children = open(f"/proc/{tracer.pid}/task/{tracer.pid}/children").read().split()
+    daemon = next(int(c) for c in children if open(f"/proc/{c}/comm").read().strip() == "gitward")
+    time.sleep(2)
+    rss = rss_kib(daemon)
+    os.kill(daemon, signal.SIGKILL)
+    tracer.wait(timeout=600)
+    files = [f for f in os.listdir(tmp) if f.startswith(f"{prefix}.heaptrack")]
+    return os.path.join(tmp, files[0]), rss
+
+
+ALLOCATION = re.compile(r"(^|::)(alloc|raw_vec|hashbrown|malloc|realloc|calloc|__rust|stdalloc|<std.*GlobalAlloc|<alloc::)")
+
+
+def heap_sites(stacks):
+    """Bytes of a heaptrack flame-graph file (`a;b;c BYTES`, root first) by the gitward
+    function nearest each allocation, else the first frame below the allocator's own; frames
+    demangled with c++filt (which reads Rust's v0 and legacy symbols)."""
+    rows = []
+    for line in open(stacks):
+        frames, _, size = line.rstrip("\n").rpartition(" ")
+        if frames and size.lstrip("-").isdigit():
+            # A frame is `symbol (file)`; the list ends with a `;`.
+            frames = [re.sub(r" \([^()]*\)$", "", f) for f in frames.split(";") if f.strip()]
+            rows.append((frames, int(size)))
+    names = sorted({f for frames, _ in rows for f in frames})
+    demangled = sh(["c++filt"], input="\n".join(names) + "\n").stdout.splitlines()
+    # Crate disambiguators ([0123abcd…]) and legacy symbol hashes (::h0123…) left out.
+    escapes = {"$u7b$": "{", "$u7d$": "}", "$LT$": "<", "$GT$": ">", "$u20$": " ", "$C$": ",", "$RF$": "&",
+               "$BP$": "*", "$u27$": "'", "..": "::"}
+    plain = {}
+    for n, d in zip(names, demangled):
+        d = re.sub(r"::h[0-9a-f]{16}$", "", re.sub(r"\[[0-9a-f]{16}\]", "", d))
+        for escape, text in escapes.items():
+            d = d.replace(escape, text)
+        plain[n] = d
+    sites = {}
+    for frames, size in rows:
+        readable = [plain[f] for f in reversed(frames)]  # leaf first
+        ours = next((f for f in readable if re.match(r"^<?gitward::", f)), None)
+        site = ours or next((f for f in readable if not ALLOCATION.search(f)), readable[0])
+        sites[site] = sites.get(site, 0) + size
+    return sites
+
+
+def fleet_heap(units):
+    """`benches/run fleet-heap [UNITS]`: where a unit's memory goes. Two `gitward run`s of the
+    fleet (UNITS / 5 and UNITS units, default 1,000) under heaptrack, each killed at rest; the
+    difference of what they hold, call stack by call stack (`heaptrack_print --diff`), divided
+    by the difference in units, is the heap each unit costs. Needs a gitward built with the
+    system allocator (GITWARD_BENCH_GITWARD; benches/run builds one). Writes
+    target/bench/fleet-heap.md and the whole report to fleet-heap.txt."""
+    tmp = tempfile.mkdtemp(prefix="gitward-fleet-heap-")
+    small_units = units // 5
+    small, small_rss = fleet_heap_run(tmp, "heaps", small_units)
+    large, large_rss = fleet_heap_run(tmp, "heapl", units)
     os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
-    open(os.path.join(ROOT, "target/bench/fleet.md"), "w").write(text + "\n")
-    json.dump({"small": small, "large": large, "marginal_kib_per_unit": round(marginal, 1),
-               "load_before": load_before, "load_after": load_after},
-              open(os.path.join(ROOT, "target/bench/fleet.json"), "w"), indent=2)
+    stacks = os.path.join(ROOT, "target/bench/fleet-heap.stacks")
+    report = sh(["heaptrack_print", "-f", large, "-d", small, "--print-leaks", "1", "--print-peaks", "0",
+                 "--print-allocators", "0", "--print-temporary", "0", "-n", "25",
+                 "--flamegraph-cost-type", "leaked", "-F", stacks]).stdout
+    open(os.path.join(ROOT, "target/bench/fleet-heap.txt"), "w").write(report)
+    extra = units - small_units
+    sites = heap_sites(stacks)
+    total = re.search(r"^total memory leaked: (.*)$", report, re.M)
+    lines = [f"# Heap per unit: {small_units} → {units} units, {FLEET_OBJECTS} ConfigMaps each "
+             f"(heaptrack, killed at rest)\n",
+             f"VmRSS at rest: {small_rss / 1024:.0f} MiB → {large_rss / 1024:.0f} MiB "
+             f"({(large_rss - small_rss) / extra:.1f} KiB per unit). Heap held at rest, the difference: "
+             f"{sum(sites.values()) / extra / 1024:.1f} KiB per unit (heaptrack's total: "
+             f"{total.group(1) if total else '?'}), by the gitward function nearest each allocation (the "
+             f"first library function when no gitward frame is on the stack):\n",
+             "| bytes per unit | allocated under |", "|---|---|"]
+    for site, size in sorted(sites.items(), key=lambda kv: -kv[1])[:25]:
+        lines.append(f"| {size / extra:.0f} | `{site[:160]}` |")
+    write_results("fleet-heap", "\n".join(lines), {"units": units, "small_units": small_units,
+                                                   "rss_kib": [small_rss, large_rss], "sites": sites})
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -1114,7 +1302,8 @@ def fleet_sharded(units):
     units (default 1,000); once every unit has been applied, the replica that applied the most
     is killed (SIGKILL). From the audit log: seconds from the kill until each of its units has
     all its objects applied again by another replica, against lease_duration + 5 s, and that
-    no unit was applied by two replicas after the kill."""
+    no unit was applied by two replicas after the kill; then the killed replica starts again and
+    takes its share back ([`fleet_rejoin`])."""
     tmp = tempfile.mkdtemp(prefix="gitward-fleet-sharded-")
     prefix, lease_ns = "fsh", "fleet-leases"
     sh(["kubectl", "create", "namespace", lease_ns])
@@ -1178,6 +1367,7 @@ def fleet_sharded(units):
     missing = len(orphans) - len(seconds)
     twice = sorted(u for u, agents in heirs.items() if len(agents) > 1)
     strays = sorted(u for u in heirs if u not in orphans)
+    joined = fleet_rejoin(tmp, prefix, replicas, victim, victim_agent, orphans)
     for p, _ in replicas.values():
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
@@ -1192,18 +1382,63 @@ def fleet_sharded(units):
            f"the kill (p50 {percentile(seconds, 0.5) or float('nan'):.1f} s; bound lease_duration + 5 s = "
            f"{bound} s: {'met' if seconds and not missing and seconds[-1] <= bound else 'NOT met'}); "
            f"{missing} not applied within 300 s; units applied by two replicas after the kill: {len(twice)}; "
-           f"units the killed replica did not hold applied after the kill: {len(strays)}."]
+           f"units the killed replica did not hold applied after the kill: {len(strays)}.",
+           f"{victim} started again: {joined['taken_back']} of its {len(orphans)} units applied by it (every "
+           f"object), the last {joined['last_seconds']:.1f} s after its start; units it applied that were not its "
+           f"share: {joined['strays']}; units whose previous holder wrote after {victim}'s first write of them "
+           f"(applied by two replicas at once): {joined['overlaps']}; units of its share it did not apply within "
+           f"300 s: {joined['not_taken_back']}."]
     text = "\n".join(out)
     print(text)
     os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
     open(os.path.join(ROOT, "target/bench/fleet-sharded.md"), "w").write(text + "\n")
     json.dump({"units": units, "all_synced_seconds": all_synced, "rss_mib": rss, "victim": victim,
                "orphans": len(orphans), "takeover_seconds": seconds, "missing": missing, "twice": twice,
-               "strays": strays}, open(os.path.join(ROOT, "target/bench/fleet-sharded.json"), "w"), indent=2)
+               "strays": strays, "rejoin": joined},
+              open(os.path.join(ROOT, "target/bench/fleet-sharded.json"), "w"), indent=2)
     if os.environ.get("GITWARD_BENCH_KEEP"):
         print(f"replica logs kept in {tmp}")
     else:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fleet_rejoin(tmp, prefix, replicas, victim, victim_agent, share):
+    """Starts the killed replica `victim` again (same identity, config and state directory) and
+    waits (at most 300 s) until it has applied every object of each unit of its rendezvous
+    `share` again. From the audit log: how many it took back and when, units outside its
+    share it applied, units whose previous holder wrote after the returning replica's first
+    write of them."""
+    mark = audit_len()
+    config = os.path.join(tmp, prefix, f"{victim}.toml")
+    log = os.path.join(tmp, f"{victim}-rejoin.log")
+    started = time.time()
+    replicas[victim] = (subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config],
+                                         stderr=open(log, "w")), log)
+    unit_of = lambda name: name.rsplit("-", 1)[0]
+    deadline = started + 300
+    while True:
+        time.sleep(2)
+        writes = fleet_writes(mark, prefix)
+        mine = {}
+        for name, agent, _ in writes:
+            if agent == victim_agent:
+                mine.setdefault(unit_of(name), set()).add(name)
+        back = [u for u in share if len(mine.get(u, ())) == FLEET_OBJECTS]
+        if len(back) == len(share) or time.time() > deadline:
+            break
+    time.sleep(FLEET_LEASE_SECONDS)  # any late write of a previous holder would be in by now
+    writes = sorted(fleet_writes(mark, prefix), key=lambda w: w[2])
+    first_mine, overlaps, last = {}, set(), 0.0
+    for name, agent, at in writes:
+        unit = unit_of(name)
+        if agent == victim_agent:
+            first_mine.setdefault(unit, at)
+            last = max(last, at - started)
+        elif unit in first_mine:
+            overlaps.add(unit)
+    strays = sorted(u for u in first_mine if u not in share)
+    return {"taken_back": len(back), "last_seconds": round(last, 1), "strays": len(strays),
+            "overlaps": len(overlaps), "not_taken_back": len(share) - len(back)}
 
 
 # --- load: 50 units, 100 pushes a minute -------------------------
@@ -1385,6 +1620,10 @@ def main():
         return scale_report()
     if sys.argv[1] == "fleet":
         return fleet(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+    if sys.argv[1] == "fleet-heap":
+        return fleet_heap(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+    if sys.argv[1] == "fleet-flux":
+        return fleet_flux_alone(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "fleet-sharded":
         return fleet_sharded(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "mirror":

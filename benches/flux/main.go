@@ -2,6 +2,12 @@
 // github.com/fluxcd/pkg/ssa ResourceManager.ApplyAllStaged with ssa.DefaultApplyOptions(), then
 // deletes the objects of the previous run's inventory that are no longer in the directory.
 // Usage: flux-apply DIR INVENTORY_FILE. Used by benches/bench.py as the Flux peer.
+//
+// flux-apply fleet UNITS_FILE applies many units the way one kustomize-controller reconciles
+// many Kustomizations: each line of UNITS_FILE is `DIR<TAB>NAMESPACE` (the unit's manifests and
+// its target namespace, set on objects that name none), and 4 workers (the controller's
+// --concurrent default) each run ApplyAllStaged of one unit at a time through one shared client
+// (QPS 50, burst 300). No source fetch, kustomize build or health check: the apply engine alone.
 package main
 
 import (
@@ -10,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/polling"
 	"github.com/fluxcd/pkg/ssa"
@@ -20,26 +27,88 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1], os.Args[2]); err != nil {
+	var err error
+	if os.Args[1] == "fleet" {
+		err = fleet(os.Args[2])
+	} else {
+		err = run(os.Args[1], os.Args[2])
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(dir, inventory string) error {
-	ctx := context.Background()
+// manager is the ResourceManager kustomize-controller builds: one client with the controller's
+// rate limits, a status poller, SetConcurrency(4).
+func manager() (*ssa.ResourceManager, error) {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	cfg.UserAgent = "flux-bench"
 	cfg.QPS, cfg.Burst = 50, 300 // kustomize-controller's defaults (--kube-api-qps/--kube-api-burst)
 	c, err := client.New(cfg, client.Options{})
 	if err != nil {
+		return nil, err
+	}
+	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
+	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: "kustomize-controller", Group: "kustomize.toolkit.fluxcd.io"})
+	// As kustomize-controller runs it: its --concurrent-ssa flag defaults to 4
+	// (kustomization_controller.go calls SetConcurrency with it); the library's own default is 1.
+	rm.SetConcurrency(4)
+	return rm, nil
+}
+
+// fleet applies every unit of unitsFile (DIR<TAB>NAMESPACE per line), 4 units at a time.
+func fleet(unitsFile string) error {
+	ctx := context.Background()
+	rm, err := manager()
+	if err != nil {
 		return err
 	}
+	text, err := os.ReadFile(unitsFile)
+	if err != nil {
+		return err
+	}
+	lines := strings.Split(strings.TrimSpace(string(text)), "\n")
+	jobs := make(chan string)
+	errs := make(chan error, len(lines))
+	var wg sync.WaitGroup
+	for w := 0; w < 4; w++ { // kustomize-controller's --concurrent default
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for line := range jobs {
+				dir, namespace, _ := strings.Cut(line, "\t")
+				objects, err := read(dir)
+				if err == nil {
+					for _, o := range objects {
+						if o.GetNamespace() == "" {
+							o.SetNamespace(namespace)
+						}
+					}
+					_, err = rm.ApplyAllStaged(ctx, objects, ssa.DefaultApplyOptions())
+				}
+				if err != nil {
+					errs <- fmt.Errorf("%s: %w", dir, err)
+				}
+			}
+		}()
+	}
+	for _, line := range lines {
+		jobs <- line
+	}
+	close(jobs)
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// read returns the objects of every .yaml file under dir.
+func read(dir string) ([]*unstructured.Unstructured, error) {
 	var objects []*unstructured.Unstructured
-	err = filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
+	err := filepath.Walk(dir, func(path string, info os.FileInfo, err error) error {
 		if err != nil || info.IsDir() || !strings.HasSuffix(path, ".yaml") {
 			return err
 		}
@@ -52,14 +121,19 @@ func run(dir, inventory string) error {
 		objects = append(objects, objs...)
 		return err
 	})
+	return objects, err
+}
+
+func run(dir, inventory string) error {
+	ctx := context.Background()
+	rm, err := manager()
 	if err != nil {
 		return err
 	}
-	poller := polling.NewStatusPoller(c, c.RESTMapper(), polling.Options{})
-	rm := ssa.NewResourceManager(c, poller, ssa.Owner{Field: "kustomize-controller", Group: "kustomize.toolkit.fluxcd.io"})
-	// As kustomize-controller runs it: its --concurrent-ssa flag defaults to 4
-	// (kustomization_controller.go calls SetConcurrency with it); the library's own default is 1.
-	rm.SetConcurrency(4)
+	objects, err := read(dir)
+	if err != nil {
+		return err
+	}
 	_, err = rm.ApplyAllStaged(ctx, objects, ssa.DefaultApplyOptions())
 	if err != nil {
 		return err
