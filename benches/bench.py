@@ -969,11 +969,17 @@ def wait_log(daemon, log, text, seconds=1800):
 
 
 def log_quiet(log, seconds=2.0, deadline=600):
-    """Waits until the daemon's log shows no sync in flight for `seconds`."""
+    """Waits until the daemon's log shows no sync in flight for `seconds`: as many syncs ended as
+    were triggered, or no line written for 5 s (a trigger coalesced into a queued one, or a
+    sync that yielded to a newer revision, has no end of its own)."""
     quiet_since, end = None, time.time() + deadline
+    size, grown = -1, time.time()
     while time.time() < end:
         text = open(log).read()
-        idle = text.count('"sync triggered"') <= text.count('"sync complete"') + text.count('"sync failed"')
+        if len(text) != size:
+            size, grown = len(text), time.time()
+        idle = (text.count('"sync triggered"') <= text.count('"sync complete"') + text.count('"sync failed"')
+                or time.time() - grown >= 5.0)
         if idle:
             quiet_since = quiet_since or time.time()
             if time.time() - quiet_since >= seconds:
