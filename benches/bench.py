@@ -562,15 +562,8 @@ def daemon_figures(tmp, bare, work, peer, small, floor):
             idle = settled(k) and text.count('"sync triggered"') <= text.count('"sync complete"')
             quiet = quiet + 1 if idle else 0
             time.sleep(0.05)
-        value = f"push-{k}"
         path = os.path.join(work, f"{peer}-0", "configmap", "cm-00000.yaml")
-        text = open(path).read()
-        open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
-        sh(GIT + ["commit", "-q", "-a", "-m", f"push {k}"], cwd=work)
-        sh(GIT + ["push", "-q", bare, "main"], cwd=work)
-        pushed = time.monotonic()
-        seen = watch.wait(value, pushed + 60)
-        external.append(round((seen - pushed) * 1000, 1) if seen else None)
+        external.append(push_and_watch(work, bare, path, k, watch))
     watch.stop()
     # Interleaved with the floor's (gitward, floor, gitward, …): the apiserver slows as a run
     # goes on (objects, compactions), and runs in a row would give the later peer the slower one.
@@ -1013,11 +1006,10 @@ def requests_of(since, agent, until=None):
     return verbs
 
 
-def fleet_push(work, bare, prefix, unit, k, watch):
-    """Pushes a new value of unit `unit`'s first ConfigMap; ms from `git push` returning to
-    the watch seeing it (None: not within 60 s)."""
+def push_and_watch(work, bare, path, k, watch):
+    """Commits `push-k` as the `index` of the ConfigMap in `path` and pushes it; ms from `git
+    push` returning to the watch seeing it (None: not within 60 s)."""
     value = f"push-{k}"
-    path = os.path.join(work, "units", f"{prefix}-{unit:04d}", "cm-0.yaml")
     text = open(path).read()
     open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text))
     sh(GIT + ["commit", "-q", "-a", "-m", f"push {k}"], cwd=work)
@@ -1069,7 +1061,8 @@ def fleet_run(tmp, prefix, units, pushes=0):
         # them between pushes would take minutes at 10,000 units. Each push is made a second
         # after the previous one was applied, with the others' syncs still running.
         for k in range(pushes):
-            latencies.append(fleet_push(work, bare, prefix, 0, k, watch))
+            path = os.path.join(work, "units", f"{prefix}-0000", "cm-0.yaml")
+            latencies.append(push_and_watch(work, bare, path, k, watch))
             print(f"fleet push {k}: {latencies[-1]} ms", file=sys.stderr)
             time.sleep(1.0)
         log_quiet(log, 2.0, deadline=1800)
