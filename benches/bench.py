@@ -1215,7 +1215,7 @@ def fleet_heap_run(tmp, prefix, units):
     wait_log(tracer, log, "every unit has synced once")
     log_quiet(log)
     children = open(f"/proc/{tracer.pid}/task/{tracer.pid}/children").read().split()
-    daemon = next(int(c) for c in children if open(f"/proc/{c}/comm").read().strip() == "gitward")
+    daemon = next(int(c) for c in children if open(f"/proc/{c}/comm").read().startswith("gitward"))
     time.sleep(2)
     rss = rss_kib(daemon)
     os.kill(daemon, signal.SIGKILL)
