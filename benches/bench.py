@@ -937,6 +937,12 @@ def fleet_namespace(prefix, u):
     return f"{prefix}-{u % FLEET_NAMESPACES}"
 
 
+def create_fleet_namespaces(prefix, units):
+    """Creates the namespaces [`fleet_namespace`] gives `units` units."""
+    for k in range(min(units, FLEET_NAMESPACES)):
+        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+
+
 def fleet_config(tmp, prefix, bare, units, name, sharding=None, listen=None):
     """A daemon config with `units` units, unit i following `units/<prefix>-i` into
     [`fleet_namespace`]; `sharding` is a [daemon.sharding] body."""
@@ -1023,8 +1029,7 @@ def fleet_run(tmp, prefix, units, pushes=0):
     """One `gitward run` of `units` units: seconds from its start to the last of their objects
     applied (audit log), VmRSS at rest, peak, state directory size, gitward's requests per unit
     until every unit synced once and per push (audit log), push-to-applied."""
-    for k in range(min(units, FLEET_NAMESPACES)):
-        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    create_fleet_namespaces(prefix, units)
     work, bare = fleet_repo(tmp, prefix, units)
     config = fleet_config(tmp, prefix, bare, units, "run")
     log = os.path.join(tmp, f"{prefix}-daemon.log")
@@ -1085,8 +1090,7 @@ def fleet_flux(tmp, prefix, units):
     """Flux's engine (benches/flux `fleet`) on `units` units of the same shape: one process,
     4 units at a time, each unit's ConfigMaps applied by ApplyAllStaged into its namespace.
     Wall seconds, peak RSS, CPU seconds and requests (audit log)."""
-    for k in range(min(units, FLEET_NAMESPACES)):
-        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    create_fleet_namespaces(prefix, units)
     work, _ = fleet_repo(tmp, prefix, units)
     listing = os.path.join(tmp, prefix, "units.tsv")
     open(listing, "w").write("".join(f"{work}/units/{prefix}-{u:04d}\t{fleet_namespace(prefix, u)}\n"
@@ -1204,8 +1208,7 @@ def fleet_heap_run(tmp, prefix, units):
     """`gitward run` of `units` fleet units under heaptrack, SIGKILLed at rest (every unit synced
     once, no sync for 2 s): what it still holds is heaptrack's "leaked" memory. Returns the
     data file and VmRSS at rest (KiB)."""
-    for k in range(min(units, FLEET_NAMESPACES)):
-        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    create_fleet_namespaces(prefix, units)
     _, bare = fleet_repo(tmp, prefix, units)
     config = fleet_config(tmp, prefix, bare, units, "run")
     log = os.path.join(tmp, f"{prefix}-daemon.log")
@@ -1306,8 +1309,7 @@ def fleet_sharded(units):
     tmp = tempfile.mkdtemp(prefix="gitward-fleet-sharded-")
     prefix, lease_ns = "fsh", "fleet-leases"
     sh(["kubectl", "create", "namespace", lease_ns])
-    for k in range(FLEET_NAMESPACES):
-        sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
+    create_fleet_namespaces(prefix, units)
     work, bare = fleet_repo(tmp, prefix, units)
     mark = audit_len()
     replicas = {}

@@ -27,10 +27,7 @@ impl Engine {
         if desired.is_empty() {
             return None;
         }
-        let diffed = match self.live.fence.admits() {
-            true => &desired[..desired.len().min(DRIFT_DIFFS)],
-            false => &[][..],
-        };
+        let diffed = if self.live.fence.admits() { &desired[..desired.len().min(DRIFT_DIFFS)] } else { &[] };
         let drift_diffs = self.drift_diffs(diffed).await;
         let mut changes = ChangeSet { drift_diffs, requests: 2 * diffed.len(), ..Default::default() };
         let stages = self.plan_stages(&desired, &mut changes).await.ok()?;

@@ -96,6 +96,12 @@ pub fn audit_log() -> PathBuf {
     env_path("GITWARD_TEST_AUDIT_LOG")
 }
 
+/// True when the audit `event` is of a dry run (`dryRun=All` in its request URI): the API
+/// server persists nothing, and a fence lets it through.
+pub fn is_dry_run(event: &Value) -> bool {
+    event["requestURI"].as_str().is_some_and(|u| u.contains("dryRun="))
+}
+
 /// Audit events sent with `user_agent`, in order.
 pub fn audit_events(user_agent: &str) -> Vec<Value> {
     let text = std::fs::read_to_string(audit_log()).expect("read audit log");

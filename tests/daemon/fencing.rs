@@ -66,7 +66,7 @@ fn audited(namespace: &str, dry_run: bool) -> Vec<Write> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
         .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
-        .filter(|e| e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=")) == dry_run)
+        .filter(|e| common::is_dry_run(e) == dry_run)
         .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
         .filter_map(|e| {
             Some(Write {

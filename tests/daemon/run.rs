@@ -264,7 +264,7 @@ async fn a_cold_sync_of_a_thousand_objects_is_not_followed_by_a_re_send_and_drif
             .filter(|e| e["objectRef"]["namespace"] == env.namespace.as_str())
             .filter(|e| e["objectRef"]["name"].as_str().is_some_and(|n| n.starts_with("o-")))
             // The heal's dry run (what it shows as the drift's diff) writes nothing.
-            .filter(|e| !e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=")))
+            .filter(|e| !common::is_dry_run(e))
             .count()
     };
     // The heal's response can reach the daemon just before the apiserver logs it.
@@ -568,7 +568,7 @@ fn gitward_requests(namespace: &str, resource: &str, verb: &str) -> usize {
                 && e["objectRef"]["namespace"] == namespace
                 && e["objectRef"]["resource"] == resource
                 && e["verb"] == verb
-                && !e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun="))
+                && !common::is_dry_run(e)
         })
         .count()
 }

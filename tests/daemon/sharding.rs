@@ -87,8 +87,8 @@ fn agent(identity: &str) -> String {
     shard::user_agent(identity)
 }
 
-/// Writes (create, update, patch, delete; no dry runs) by gitward replicas in `namespace`: (user agent,
-/// object name, received, completed).
+/// Writes (create, update, patch, delete; no dry runs) by gitward replicas in `namespace`:
+/// (user agent, object name, received, completed).
 fn writes(namespace: &str) -> Vec<(String, String, Timestamp, Timestamp)> {
     let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
     let quoted = format!("\"{namespace}\"");
@@ -97,7 +97,7 @@ fn writes(namespace: &str) -> Vec<(String, String, Timestamp, Timestamp)> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
         .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
-        .filter(|e| !e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=")))
+        .filter(|e| !common::is_dry_run(e))
         .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
         .filter_map(|e| {
             let agent = e["userAgent"].as_str()?.to_owned();

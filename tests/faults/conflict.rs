@@ -38,7 +38,7 @@ fn gitward_events(ns: &str) -> Vec<(f64, String, u64)> {
         .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")))
         .filter(|e| e["objectRef"]["namespace"] == ns)
         // A self-heal's dry run (the drift's diff for the dashboard) writes nothing.
-        .filter(|e| !e["requestURI"].as_str().is_some_and(|u| u.contains("dryRun=")))
+        .filter(|e| !common::is_dry_run(e))
         .filter_map(|e| {
             let at = e["requestReceivedTimestamp"].as_str()?.parse::<jiff::Timestamp>().ok()?;
             let secs = at.as_millisecond() as f64 / 1000.0;
