@@ -47,13 +47,14 @@
 //!
 //! The window that remains, exactly:
 //!
-//! - **A pause inside the last check.** [`FencedIo`](super::wire::FencedIo) reads the clock
-//!   and then, in the same synchronous call (no await between), hands the bytes to rustls,
-//!   which encrypts them and writes them to the socket. A stop (SIGSTOP, a VM suspended, a
-//!   thread descheduled) that lands between that clock read and the `write(2)` sends those
-//!   bytes when the process runs again, however late. It is a few microseconds of code per
-//!   write call, and it can complete at most the request being written on each connection of
-//!   the pool: at most `max_in_flight` requests of the unit, in practice none or one.
+//! - **A pause inside the last check.** [`FencedIo`](super::wire::FencedIo) sits under TLS:
+//!   it reads the clock and then, in the same synchronous call (no await, no encryption
+//!   between), writes the ciphertext to the socket. A stop (SIGSTOP, a VM suspended, a thread
+//!   descheduled) that lands between that clock read and the `write(2)` sends those bytes when
+//!   the process runs again, however late. It is the call from the check down to the syscall,
+//!   a few hundred nanoseconds per write, and it can complete at most the request being
+//!   written on each connection of the pool: at most `max_in_flight` requests of the unit.
+//!   (With the check above TLS, the window held each request's encryption too.)
 //! - **Bytes sent in time, acted on late.** Bytes that reached the socket before
 //!   `valid_until − margin` reach the API server at once, but the server may act on them
 //!   later (API Priority and Fairness queues, admission webhooks, etcd). The `timeout`

@@ -4,13 +4,16 @@
 //! A [`Transport`](super::Transport) keeps, beside kube's stack for reads and unfenced
 //! clients, one connection pool per live fence ([`Pools::of`]): kube's own layers (base URI,
 //! authentication, headers with the User-Agent and any `Impersonate-User`) over a hyper client
-//! whose connector wraps each connection's plaintext stream (above TLS) in a [`FencedIo`]. A
+//! whose connector wraps each connection's TCP stream (below TLS) in a [`FencedIo`]. A
 //! fenced client sends its writes (`POST`, `PUT`, `PATCH`, `DELETE`, not dry runs) to that pool
 //! and everything else to the shared one ([`Route`]), so every byte a fenced pool's connection
 //! writes belongs to a write of that fence's unit.
 //!
 //! [`FencedIo`] reads [`super::fence::boottime`] before each `poll_write`,
-//! `poll_write_vectored` and `poll_flush` and fails it once the fence no longer admits writes.
+//! `poll_write_vectored` and `poll_flush` of the socket and fails it once the fence no longer
+//! admits writes. It sits under TLS, so what it checks is each write of ciphertext (and of
+//! handshake records): between its clock read and the `write(2)` there is no encryption, only
+//! the call down to the socket.
 //! A request is acted on by the API server only once its last byte has arrived (kube sends
 //! every write with a `Content-Length`), and that byte leaves this process only from a write
 //! checked at that moment: a write that was admitted, then held in a queue, a connection
@@ -76,8 +79,6 @@ impl<T: hyper::rt::Write + Unpin> hyper::rt::Write for FencedIo<T> {
     }
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        // TLS may hold ciphertext of bytes accepted earlier: it is sent on a flush or a later
-        // write, both checked.
         self.check()?;
         Pin::new(&mut self.io).poll_flush(cx)
     }
@@ -141,16 +142,17 @@ impl Pools {
     pub(super) fn new(config: &kube::Config) -> kube::Result<Self> {
         let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
         http.enforce_http(false);
-        let https = config.rustls_https_connector_with_connector(http)?;
         // Checked here, so that building a pool later cannot fail.
+        config.rustls_https_connector_with_connector(http.clone())?;
         config.auth_layer()?;
         config.extra_headers_layer()?;
         let config = config.clone();
         let make = move |fence: &Fence| -> Buffered {
-            let mut connector = hyper_timeout::TimeoutConnector::new(FencedConnector {
-                inner: https.clone(),
-                fence: fence.downgrade(),
-            });
+            // TLS over the fenced TCP stream: the fence is checked right before each write of
+            // ciphertext to the socket, with no encryption between the check and the write(2).
+            let fenced = FencedConnector { inner: http.clone(), fence: fence.downgrade() };
+            let https = config.rustls_https_connector_with_connector(fenced).expect("checked when the pools were made");
+            let mut connector = hyper_timeout::TimeoutConnector::new(https);
             connector.set_connect_timeout(config.connect_timeout);
             connector.set_read_timeout(config.read_timeout);
             connector.set_write_timeout(config.write_timeout);

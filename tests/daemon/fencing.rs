@@ -43,6 +43,8 @@ struct Write {
     verb: String,
     name: String,
     received: Timestamp,
+    /// The request URI: a write the fence layer let through carries its `timeout=`.
+    uri: String,
 }
 
 /// Every write in `namespace` of ConfigMaps and Secrets (the unit's objects and its ApplySet
@@ -74,6 +76,7 @@ fn audited(namespace: &str, dry_run: bool) -> Vec<Write> {
                 verb: e["verb"].as_str()?.to_owned(),
                 name: e["objectRef"]["name"].as_str()?.to_owned(),
                 received: e["requestReceivedTimestamp"].as_str()?.parse().ok()?,
+                uri: e["requestURI"].as_str()?.to_owned(),
             })
         })
         .collect()
@@ -221,8 +224,20 @@ async fn stop_once(run: usize) -> usize {
     eprintln!(
         "A wrote {done_before_stop}+ objects before SIGSTOP; after B's first write ({b_first}) it wrote {}: {:?}",
         late.len(),
-        &late[..late.len().min(10)]
+        late.iter().take(10).map(|w| format!("{} {} {} {}", w.received, w.verb, w.name, w.uri)).collect::<Vec<_>>()
     );
+    if !late.is_empty() {
+        for e in common::audit_events(&agent_a).iter().chain(&common::audit_events(&agent_b)) {
+            if e["stage"] == "ResponseComplete" && e["objectRef"]["resource"] == "leases" && e["verb"] != "get" {
+                let (verb, name) = (&e["verb"], &e["objectRef"]["name"]);
+                let (at, code) = (&e["requestReceivedTimestamp"], &e["responseStatus"]["code"]);
+                eprintln!("lease write: {at} {} {verb} {name} -> {code}", e["userAgent"]);
+            }
+        }
+        let log = a.log_text();
+        let tail: Vec<&str> = log.lines().rev().take(80).collect();
+        eprintln!("A's log, last lines:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
+    }
     let a_deletes = all.iter().filter(|w| w.agent == agent_a && w.verb == "delete").count();
     assert_eq!(a_deletes, late.iter().filter(|w| w.verb == "delete").count(), "A pruned before B took over");
     // The cluster holds B's sync unless A wrote late: every kept ConfigMap rewritten, every
