@@ -116,6 +116,22 @@ impl MetadataCache {
         &self.watches
     }
 
+    /// The `applyset.kubernetes.io/part-of` value each of `names` (`(namespace, name)` of
+    /// `resource`) carries, when it is not this unit's: read from the cluster's shared watch of
+    /// the kind, which holds every object labelled with any ApplySet's id, with no request.
+    /// `None` for a name no object carries the label on, or carries this unit's id. The whole
+    /// answer is `None` when that watch has no complete list to answer from, or this cache does
+    /// not share the daemon's watches (a one-shot command): list from the API server then
+    /// ([`super::owner::list_labelled`]).
+    pub fn others_part_of(
+        &self,
+        resource: &ApiResource,
+        names: &[(Option<&str>, &str)],
+    ) -> Option<Vec<Option<String>>> {
+        let values = self.watches.labels_of::<Members>(resource, None, super::inventory::PART_OF, names)?;
+        Some(values.into_iter().map(|v| v.filter(|v| *v != self.id)).collect())
+    }
+
     /// Sets gitward's field manager (default `gitward`), so drift events name another one.
     pub fn set_field_manager(&mut self, name: &str) {
         self.field_manager = Arc::from(name);

@@ -27,7 +27,10 @@ impl Engine {
         }
     }
 
-    /// Objects about to be created that already carry another ApplySet's `part-of` label: one
+    /// Objects about to be created that already carry another ApplySet's `part-of` label: read
+    /// from the daemon's shared watch of each kind when it has listed
+    /// ([`crate::cluster::cache::MetadataCache::others_part_of`]: no request, so a unit's first
+    /// sync does not cost more with every neighbour in its namespace), else one
     /// metadata-only list per group-kind and namespace with creates (per group-kind in all
     /// namespaces when its creates span more than [`NAMESPACE_LISTS`] namespaces, and for
     /// cluster-scoped kinds), selecting `part-of` present and not ours, read a page at a time
@@ -51,7 +54,17 @@ impl Engine {
             entry.1.insert(d.object.namespace.as_deref());
         }
         let mut scopes = Vec::new();
+        let mut labelled = Vec::new();
         for (gk, (resource, namespaces)) in by_kind {
+            // The daemon's shared watch of the kind holds every labelled object: no request.
+            let of_kind: Vec<&ObjectRef> = creates.iter().copied().filter(|o| &o.gk == gk).collect();
+            let names: Vec<(Option<&str>, &str)> =
+                of_kind.iter().map(|o| (o.namespace.as_deref(), o.name.as_str())).collect();
+            if let Some(values) = self.live.cache.others_part_of(resource, &names) {
+                let found = of_kind.into_iter().zip(values).filter_map(|(o, id)| Some((o.clone(), id?)));
+                labelled.extend(found);
+                continue;
+            }
             let namespaced = namespaces.iter().any(Option::is_some);
             if namespaced && namespaces.len() <= NAMESPACE_LISTS {
                 scopes.extend(namespaces.into_iter().map(|ns| (gk, resource, namespaced, ns)));
@@ -72,7 +85,6 @@ impl Engine {
             )
             .await;
         let mut foreign = Foreign::default();
-        let mut labelled = Vec::new();
         for (gk, namespaced, list) in lists {
             let list = match list {
                 Ok((pages, list)) => {

@@ -137,3 +137,65 @@ async fn units_started_late_list_nothing_and_an_unchanged_sync_sends_one_request
     let lists: Vec<&Value> = window.iter().filter(|e| e["verb"] == "list").collect();
     assert!(lists.is_empty(), "an unchanged sync listed: {:?}", lines(&lists));
 }
+
+/// Units added by a reload, once the shared watches have listed, create their objects with no
+/// list at all: the ownership check reads from the shared watch which ApplySet labels each
+/// object, instead of listing the namespace's labelled objects (which the API server answers by
+/// scanning every unit's members there). The check still holds: `c` declares `a-0`, which `a`
+/// owns, and is refused with the owner's name, while `a-0` keeps `a`'s label.
+#[tokio::test]
+async fn units_that_join_create_their_objects_with_no_list_and_still_refuse_another_units_object() {
+    let env = common::setup("requests-create").await;
+    let ns = &env.namespace;
+    let repo = common::GitRepo::new();
+    for unit in ["a", "b"] {
+        let docs: Vec<String> = (0..OBJECTS).map(|i| common::cm(&format!("{unit}-{i}"), "1")).collect();
+        repo.write(&format!("{unit}/objects.yaml"), &docs.join("---\n"));
+    }
+    repo.write("c/objects.yaml", &[common::cm("c-0", "1"), common::cm("a-0", "taken")].join("---\n"));
+    repo.commit_and_push("three units, c declaring a's a-0");
+    let dir = tempfile::tempdir().unwrap();
+    let identity = format!("req-{ns}");
+    let config = dir.path().join("gitward.toml");
+    let port = common::free_port();
+    common::write_daemon_config(&config, port, "", "", &units_toml(&repo.bare(), ns, &["a"]));
+    let daemon = common::Daemon::start(&config, port, &[("POD_NAME", &identity)]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let before = requests(&identity).len();
+
+    common::write_daemon_config(&config, port, "", "", &units_toml(&repo.bare(), ns, &["a", "b", "c"]));
+    daemon.signal("HUP");
+    let refused = |e: &Value| e["message"] == "object failed" && e["unit"] == "c";
+    let joined =
+        common::eventually(WAIT, || async { synced(&daemon, "b") >= 1 && daemon.events().iter().any(refused) }).await;
+    assert!(joined, "b did not sync, or c's claim on a-0 was not refused: {}", daemon.log_text());
+    let events = daemon.events();
+    let reason = events.iter().find(|e| refused(e)).and_then(|e| e["reason"].as_str()).unwrap_or_default();
+    assert!(reason.contains("belongs to unit `a`"), "{reason}");
+
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> = kube::Api::namespaced(env.client.clone(), ns);
+    let part_of = |cm: k8s_openapi::api::core::v1::ConfigMap| {
+        cm.metadata.labels.unwrap_or_default().remove("applyset.kubernetes.io/part-of").unwrap_or_default()
+    };
+    let (a0, b0, c0) = (
+        configmaps.get("a-0").await.unwrap(),
+        configmaps.get("b-0").await.unwrap(),
+        configmaps.get("c-0").await.unwrap(),
+    );
+    let (a_id, b_id, c_id) = (part_of(a0), part_of(b0), part_of(c0));
+    assert!(!a_id.is_empty() && a_id != b_id && b_id != c_id && a_id != c_id, "{a_id} {b_id} {c_id}");
+
+    // Every request the reload's syncs sent is in the log once b's last object is.
+    let settled = common::eventually(Duration::from_secs(10), || async {
+        of_unit(&requests(&identity)[before..], ns, "b").iter().any(|e| e["objectRef"]["name"] == "b-3")
+    })
+    .await;
+    assert!(settled, "the audit log lacks b's applies");
+    let after = requests(&identity);
+    let scans: Vec<&Value> = after[before..]
+        .iter()
+        .filter(|e| e["verb"] == "list")
+        .filter(|e| e["requestURI"].as_str().is_some_and(|u| u.contains("applyset.kubernetes.io%2Fpart-of")))
+        .collect();
+    assert!(scans.is_empty(), "units that joined listed members: {:?}", lines(&scans));
+}

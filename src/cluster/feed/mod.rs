@@ -28,14 +28,19 @@
 use std::any::{Any, TypeId};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
 
 use futures::StreamExt;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::discovery::ApiResource;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+
+mod join;
+mod names;
+
+use join::join;
+use names::Names;
 
 /// The object a shared watch delivers: metadata only.
 pub(super) type Meta = PartialObjectMeta<DynamicObject>;
@@ -124,6 +129,39 @@ impl Watches {
     /// A [`Watches::listed`] over the same client.
     pub fn to_listed(&self) -> Self {
         Self::listed(self.client.clone())
+    }
+
+    /// The value of the label `label` that each of `names` (`(namespace, name)`) carries, read
+    /// from the shared watch of `resource` (in `namespace`, or all) that subscribers of type
+    /// `S` keep, with no request; `None` for one that carries no such label or does not exist.
+    /// The whole answer is `None` when there is no such watch, when it has not completed a
+    /// list (or is listing again), and for [`Watches::private`] and [`Watches::listed`]: ask
+    /// the API server then. As fresh as the watch ([`names`]).
+    pub(super) fn labels_of<S: Sink>(
+        &self,
+        resource: &ApiResource,
+        namespace: Option<&str>,
+        label: &'static str,
+        names: &[(Option<&str>, &str)],
+    ) -> Option<Vec<Option<String>>> {
+        if self.mode != Mode::Shared {
+            return None;
+        }
+        let key = FeedKey {
+            sink: TypeId::of::<S>(),
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            label,
+            namespace: namespace.map(str::to_owned),
+            value: None,
+        };
+        let held = self.feeds.lock().expect("feeds lock").get(&key).and_then(Weak::upgrade);
+        let feed = held?.downcast::<Feed<S>>().ok()?;
+        let state = feed.state.lock().expect("feed lock");
+        match (&state.phase, &state.names) {
+            (Phase::Watching, Some(index)) => Some(index.values(names)),
+            _ => None,
+        }
     }
 
     /// Subscribes `sink` to the objects of `resource` (in `namespace`, or all) whose label
@@ -232,6 +270,9 @@ struct State<S: Sink> {
     by_value: HashMap<String, Vec<u64>>,
     /// Shared mode: the objects no subscriber holds; `None` in the other modes.
     unclaimed: Option<Unclaimed>,
+    /// Shared mode: every object's label value by name ([`Watches::labels_of`]); `None` in
+    /// the other modes.
+    names: Option<Names>,
 }
 
 /// Objects by (namespace, name).
@@ -318,6 +359,7 @@ impl<S: Sink> Feed<S> {
                 subs: HashMap::new(),
                 by_value: HashMap::new(),
                 unclaimed: shared.then(Unclaimed::default),
+                names: shared.then(Names::default),
             }),
             api,
             label,
@@ -394,9 +436,15 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
                 if let Some(unclaimed) = state.unclaimed.as_mut() {
                     unclaimed.listing.clear();
                 }
+                if let Some(names) = state.names.as_mut() {
+                    names.list_begun();
+                }
             }
             Ok(Event::InitApply(object)) => {
                 let Some(value) = value_of(&object, label) else { continue };
+                if let Some(names) = state.names.as_mut() {
+                    names.list_item(&object, value);
+                }
                 let mut listed = false;
                 for id in state.by_value.get(value).into_iter().flatten() {
                     if let Some(sub) = state.subs.get_mut(id)
@@ -436,7 +484,10 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
 /// subscriber of its value took them from the list, else lists its own. The unclaimed objects
 /// are now those of the list; what a subscriber got, it holds.
 fn listed<S: Sink>(feed: &Arc<Feed<S>>, state: &mut State<S>) {
-    let State { subs, by_value, unclaimed, .. } = state;
+    let State { subs, by_value, unclaimed, names, .. } = state;
+    if let Some(names) = names.as_mut() {
+        names.listed();
+    }
     let taken: HashSet<String> = subs.values().filter(|s| s.listing.is_some()).map(|s| s.value.clone()).collect();
     if let Some(unclaimed) = unclaimed.as_mut() {
         unclaimed.kept = std::mem::take(&mut unclaimed.listing);
@@ -465,8 +516,11 @@ fn listed<S: Sink>(feed: &Arc<Feed<S>>, state: &mut State<S>) {
 /// label value, or holds it for one whose own list is in flight; the object of a value no
 /// subscriber holds is noted among the unclaimed ones (unless the feed lost that value).
 fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, deleted: bool) {
-    let State { subs, by_value, unclaimed, .. } = state;
+    let State { subs, by_value, unclaimed, names, .. } = state;
     let Some(value) = value_of(&object, label) else { return };
+    if let Some(names) = names.as_mut() {
+        names.event(&object, value, deleted);
+    }
     let Some(ids) = by_value.get(value) else {
         if let Some(unclaimed) = unclaimed.as_mut().filter(|u| !u.lost.contains(value)) {
             note(&mut unclaimed.kept, value.to_owned(), object, deleted);
@@ -480,65 +534,6 @@ fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, deleted: bool
             (Some(buffer), true) => buffer.push(Held::Deleted(object.clone())),
             (None, false) => sub.sink.applied(&object),
             (None, true) => sub.sink.deleted(&object),
-        }
-    }
-}
-
-/// A subscriber's own list: one paged LIST with its exact selector while the shared watch is
-/// watching, swapped in with the events held meanwhile replayed after it. Retried with
-/// backoff on transient errors; ends without effect when the subscriber is gone or a list of
-/// the shared watch began meanwhile (that list includes it).
-async fn join<S: Sink>(feed: Arc<Feed<S>>, id: u64) {
-    let mut delay = Duration::from_millis(200);
-    loop {
-        let (lists, sink, value) = {
-            let state = feed.state.lock().expect("feed lock");
-            let Some(sub) = state.subs.get(&id) else { return };
-            if state.phase != Phase::Watching || sub.joining.is_none() {
-                return;
-            }
-            (state.lists, sub.sink.clone(), sub.value.clone())
-        };
-        let selector = format!("{}={value}", feed.label);
-        match list_all(&feed.api, &selector, &*sink).await {
-            Ok(listing) => {
-                let mut state = feed.state.lock().expect("feed lock");
-                if state.lists != lists {
-                    return;
-                }
-                let Some(sub) = state.subs.get_mut(&id) else { return };
-                let Some(held) = sub.joining.take() else { return };
-                sub.sink.listed(listing);
-                for event in held {
-                    event.deliver(&*sub.sink);
-                }
-                return;
-            }
-            Err(e) => {
-                let permanent = matches!(&e, kube::Error::Api(s) if permanent_code(s.code));
-                sink.failed(&crate::telemetry::error_chain(&e), permanent);
-                if permanent {
-                    return;
-                }
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(30));
-            }
-        }
-    }
-}
-
-/// Every object the selector matches, reduced into a listing, 500 per page.
-async fn list_all<S: Sink>(api: &Api<DynamicObject>, selector: &str, sink: &S) -> kube::Result<S::Listing> {
-    let mut listing = S::Listing::default();
-    let mut params = ListParams::default().labels(selector).limit(500);
-    loop {
-        let page = api.list_metadata(&params).await?;
-        for object in &page.items {
-            sink.list_item(&mut listing, object);
-        }
-        match page.metadata.continue_.filter(|c| !c.is_empty()) {
-            Some(token) => params = params.continue_token(&token),
-            None => return Ok(listing),
         }
     }
 }
