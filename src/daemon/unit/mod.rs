@@ -98,8 +98,11 @@ pub struct Links {
 impl UnitTask {
     /// Runs until `shutdown` turns true (a sync in flight finishes, a health wait is cancelled
     /// and recorded) or the trigger channel closes.
-    pub async fn run(self, shutdown: watch::Receiver<bool>) {
-        driver::Driver::new(self, shutdown).run().await;
+    ///
+    /// Not an `async fn`: its argument would stay in the task's future beside the driver it
+    /// was moved into, a second copy of the unit's state for as long as the unit runs.
+    pub fn run(self, shutdown: watch::Receiver<bool>) -> impl std::future::Future<Output = ()> + Send {
+        driver::Driver::new(self, shutdown).run()
     }
 }
 
@@ -129,7 +132,7 @@ impl Ctx {
         (notify, board): (crate::notify::Watch, crate::daemon::ui::Board),
     ) -> Self {
         let unit = engine.unit_name().to_string();
-        // The writer task ends once the observer is dropped with the unit.
+        // Its Events are written by a task that runs only while some are queued.
         let (events, _writer) = engine.events();
         let observers = Observers::default()
             .with(crate::report::Log::default())
