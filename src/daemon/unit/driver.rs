@@ -246,7 +246,16 @@ impl Driver {
     /// Runs the first sync, then every event, until the machine stops. The first sync waits
     /// for the parent's controls ([`Driver::first_control`]), so a suspended unit applies
     /// nothing at start.
-    pub(super) async fn run(mut self) {
+    ///
+    /// The driver goes on the heap and the future borrows it: an `async fn` taking the driver
+    /// by value keeps it twice in its state (its argument, and the local it is moved into:
+    /// rust-lang/rust#62958), for as long as the unit runs.
+    pub(super) fn run(self) -> impl std::future::Future<Output = ()> + Send {
+        let mut driver = Box::new(self);
+        async move { driver.drive().await }
+    }
+
+    async fn drive(&mut self) {
         self.shared.metrics.set_suspended(&self.shared.unit, false);
         let Some(control) = self.first_control().await else { return };
         if let Some(event) = self.on_control(control) {
@@ -277,7 +286,9 @@ impl Driver {
             Ok(Err(_)) => self.sources.control = None,
             Err(_) => {}
         }
-        let read = self.ctx.as_ref().expect("the engine is home before the first sync").engine.read_control().await;
+        // Boxed: inline, the GET's future would size the unit's task for as long as it runs.
+        let engine = &self.ctx.as_ref().expect("the engine is home before the first sync").engine;
+        let read = Box::pin(engine.read_control()).await;
         Some(read.unwrap_or_else(|e| {
             let error = crate::telemetry::error_chain(&e);
             tracing::warn!(unit = self.shared.unit.as_str(), %error, "controls on the ApplySet parent not read: the unit starts unsuspended unless its config suspends it");
