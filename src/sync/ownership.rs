@@ -56,12 +56,7 @@ impl Engine {
         let mut scopes = Vec::new();
         let mut labelled = Vec::new();
         for (gk, (resource, namespaces)) in by_kind {
-            // The daemon's shared watch of the kind holds every labelled object: no request.
-            let of_kind: Vec<&ObjectRef> = creates.iter().copied().filter(|o| &o.gk == gk).collect();
-            let names: Vec<(Option<&str>, &str)> =
-                of_kind.iter().map(|o| (o.namespace.as_deref(), o.name.as_str())).collect();
-            if let Some(values) = self.live.cache.others_part_of(resource, &names) {
-                let found = of_kind.into_iter().zip(values).filter_map(|(o, id)| Some((o.clone(), id?)));
+            if let Some(found) = self.labelled_in_watch(gk, resource, &creates) {
                 labelled.extend(found);
                 continue;
             }
@@ -120,6 +115,21 @@ impl Engine {
             return foreign;
         }
         self.judge_owners(labelled, foreign, changes).await
+    }
+
+    /// The creates of `gk` that carry another ApplySet's id, with that id, as the daemon's
+    /// shared watch of the kind holds them: no request. `None` when no such watch can answer.
+    fn labelled_in_watch(
+        &self,
+        gk: &GroupKind,
+        resource: &ApiResource,
+        creates: &std::collections::HashSet<&ObjectRef>,
+    ) -> Option<Vec<(ObjectRef, String)>> {
+        let of_kind: Vec<&ObjectRef> = creates.iter().copied().filter(|o| &o.gk == gk).collect();
+        let names: Vec<(Option<&str>, &str)> =
+            of_kind.iter().map(|o| (o.namespace.as_deref(), o.name.as_str())).collect();
+        let values = self.live.cache.others_part_of(resource, &names)?;
+        Some(of_kind.into_iter().zip(values).filter_map(|(o, id)| Some((o.clone(), id?))).collect())
     }
 
     /// Looks up the owners of the `labelled` creates (object, owning ApplySet id) by id and

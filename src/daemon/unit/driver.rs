@@ -7,7 +7,7 @@
 //! Every effect is boxed: a sync's future is large, and inline it would size the task at rest,
 //! which is idle (~16 KiB a unit at 1,000 units; README "Fleet").
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,6 +17,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::info;
 
+use super::effect::{Done, Effect};
 use super::machine::{Action, Depends, Event, Failed, Phase, Rested, State, step};
 use super::wait::Waiting;
 use super::{Ctx, Links, Queues, UnitTask, release_freed_memory};
@@ -27,7 +28,6 @@ use crate::daemon::metrics::Metrics;
 use crate::daemon::slots::{Slot, Slots};
 use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
 use crate::health::wait::{HealthWait, WaitEnd};
-use crate::object::ObjectRef;
 use crate::source::Revision;
 use crate::sync::Report;
 use crate::sync::early::EarlyApply;
@@ -45,59 +45,6 @@ type Io = Pin<Box<dyn Future<Output = Event> + Send>>;
 type Acquire = Pin<Box<dyn Future<Output = Option<OwnedSemaphorePermit>> + Send>>;
 /// A request for a sync slot.
 type AcquireSlot = Pin<Box<dyn Future<Output = Option<Slot>> + Send>>;
-
-/// An effect that uses the engine.
-enum Effect {
-    Fetch(std::time::Instant),
-    Early(Revision),
-    Rest(EarlyApply),
-    Heal(Trigger, BTreeSet<ObjectRef>),
-    Fail(Trigger, crate::sync::Error, Option<Revision>),
-    Begin(Report),
-    /// Boxed: a wait and its end are twice the size of the other effects.
-    End(Box<(Waiting, Option<(HealthWait, WaitEnd)>)>, bool),
-    HealDuringWait(BTreeSet<ObjectRef>),
-}
-
-/// What an engine effect found (the driver keeps the heavy parts and tells `step` the rest).
-enum Done {
-    Fetched(crate::sync::Result<Revision>),
-    Early(EarlyApply),
-    Rest(crate::sync::Result<Report>),
-    Healed(Option<(bool, Report)>),
-    FailRecorded,
-    Began(Option<Waiting>),
-    Finished,
-    HealedDuringWait,
-}
-
-impl Ctx {
-    /// Runs `effect`, owning the context, and hands it back.
-    async fn run(mut self: Box<Self>, effect: Effect) -> (Box<Self>, Done) {
-        let done = match effect {
-            Effect::Fetch(at) => Done::Fetched(self.engine.fetch_since(at).await),
-            Effect::Early(revision) => Done::Early(self.engine.early(&revision).await),
-            Effect::Rest(early) => Done::Rest(self.engine.sync_rest(early).await),
-            Effect::Heal(trigger, objects) => Done::Healed(self.heal_objects(&trigger, &objects).await),
-            Effect::Fail(trigger, error, kept) => {
-                self.failed(&trigger, error, kept).await;
-                Done::FailRecorded
-            }
-            Effect::Begin(report) => Done::Began(self.begin_wait(report).await),
-            Effect::End(wait, record) => {
-                let (waiting, ended) = *wait;
-                self.end_wait(waiting, ended, record).await;
-                Done::Finished
-            }
-            Effect::HealDuringWait(objects) => {
-                let trigger = Trigger::now(TriggerKind::Drift);
-                self.heal_objects(&trigger, &objects).await;
-                Done::HealedDuringWait
-            }
-        };
-        (self, done)
-    }
-}
 
 /// What the one `select!` got, before it becomes an [`Event`].
 enum Got {

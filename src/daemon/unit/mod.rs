@@ -17,6 +17,7 @@
 
 mod depends;
 mod driver;
+mod effect;
 mod log;
 mod machine;
 mod observe;

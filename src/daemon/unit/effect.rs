@@ -1,0 +1,65 @@
+//! The effects that use a unit's engine: what the driver asks of it, and what each found.
+
+use std::collections::BTreeSet;
+
+use super::Ctx;
+use super::wait::Waiting;
+use crate::daemon::trigger::{Trigger, TriggerKind};
+use crate::health::wait::{HealthWait, WaitEnd};
+use crate::object::ObjectRef;
+use crate::source::Revision;
+use crate::sync::Report;
+use crate::sync::early::EarlyApply;
+
+/// An effect that uses the engine.
+pub(super) enum Effect {
+    Fetch(std::time::Instant),
+    Early(Revision),
+    Rest(EarlyApply),
+    Heal(Trigger, BTreeSet<ObjectRef>),
+    Fail(Trigger, crate::sync::Error, Option<Revision>),
+    Begin(Report),
+    /// Boxed: a wait and its end are twice the size of the other effects.
+    End(Box<(Waiting, Option<(HealthWait, WaitEnd)>)>, bool),
+    HealDuringWait(BTreeSet<ObjectRef>),
+}
+
+/// What an engine effect found (the driver keeps the heavy parts and tells `step` the rest).
+pub(super) enum Done {
+    Fetched(crate::sync::Result<Revision>),
+    Early(EarlyApply),
+    Rest(crate::sync::Result<Report>),
+    Healed(Option<(bool, Report)>),
+    FailRecorded,
+    Began(Option<Waiting>),
+    Finished,
+    HealedDuringWait,
+}
+
+impl Ctx {
+    /// Runs `effect`, owning the context, and hands it back.
+    pub(super) async fn run(mut self: Box<Self>, effect: Effect) -> (Box<Self>, Done) {
+        let done = match effect {
+            Effect::Fetch(at) => Done::Fetched(self.engine.fetch_since(at).await),
+            Effect::Early(revision) => Done::Early(self.engine.early(&revision).await),
+            Effect::Rest(early) => Done::Rest(self.engine.sync_rest(early).await),
+            Effect::Heal(trigger, objects) => Done::Healed(self.heal_objects(&trigger, &objects).await),
+            Effect::Fail(trigger, error, kept) => {
+                self.failed(&trigger, error, kept).await;
+                Done::FailRecorded
+            }
+            Effect::Begin(report) => Done::Began(self.begin_wait(report).await),
+            Effect::End(wait, record) => {
+                let (waiting, ended) = *wait;
+                self.end_wait(waiting, ended, record).await;
+                Done::Finished
+            }
+            Effect::HealDuringWait(objects) => {
+                let trigger = Trigger::now(TriggerKind::Drift);
+                self.heal_objects(&trigger, &objects).await;
+                Done::HealedDuringWait
+            }
+        };
+        (self, done)
+    }
+}
