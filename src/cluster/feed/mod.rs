@@ -102,6 +102,19 @@ struct FeedKey {
     value: Option<String>,
 }
 
+impl FeedKey {
+    fn of<S: Sink>(resource: &ApiResource, label: &'static str, namespace: Option<&str>, value: Option<&str>) -> Self {
+        Self {
+            sink: TypeId::of::<S>(),
+            api_version: resource.api_version.clone(),
+            kind: resource.kind.clone(),
+            label,
+            namespace: namespace.map(str::to_owned),
+            value: value.map(str::to_owned),
+        }
+    }
+}
+
 impl Watches {
     /// Watches shared by every subscriber of `client`'s cluster.
     pub fn shared(client: kube::Client) -> Self {
@@ -147,14 +160,7 @@ impl Watches {
         if self.mode != Mode::Shared {
             return None;
         }
-        let key = FeedKey {
-            sink: TypeId::of::<S>(),
-            api_version: resource.api_version.clone(),
-            kind: resource.kind.clone(),
-            label,
-            namespace: namespace.map(str::to_owned),
-            value: None,
-        };
+        let key = FeedKey::of::<S>(resource, label, namespace, None);
         let held = self.feeds.lock().expect("feeds lock").get(&key).and_then(Weak::upgrade);
         let feed = held?.downcast::<Feed<S>>().ok()?;
         let state = feed.state.lock().expect("feed lock");
@@ -175,14 +181,7 @@ impl Watches {
         value: &str,
         sink: Arc<S>,
     ) -> Subscription<S> {
-        let key = FeedKey {
-            sink: TypeId::of::<S>(),
-            api_version: resource.api_version.clone(),
-            kind: resource.kind.clone(),
-            label,
-            namespace: namespace.map(str::to_owned),
-            value: (self.mode != Mode::Shared).then(|| value.to_owned()),
-        };
+        let key = FeedKey::of::<S>(resource, label, namespace, (self.mode != Mode::Shared).then_some(value));
         let feed = {
             let mut feeds = self.feeds.lock().expect("feeds lock");
             let held = feeds.get(&key).and_then(Weak::upgrade).and_then(|f| f.downcast::<Feed<S>>().ok());
