@@ -9,7 +9,7 @@
 //! 94ddae8). The index is as fresh as the watch: an object another unit created a moment ago
 //! may not be in it yet, as it could have been created just after such a list.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use super::Meta;
@@ -26,16 +26,16 @@ pub(super) struct Names {
     /// Being built by the list in progress (made `kept` at its end, [`Names::listed`]).
     listing: HashMap<Key, Arc<str>>,
     /// One copy of each namespace and label value the index holds.
-    strings: HashMap<Arc<str>, ()>,
+    strings: HashSet<Arc<str>>,
 }
 
 impl Names {
     fn intern(&mut self, s: &str) -> Arc<str> {
-        if let Some((held, ())) = self.strings.get_key_value(s) {
+        if let Some(held) = self.strings.get(s) {
             return held.clone();
         }
         let held: Arc<str> = Arc::from(s);
-        self.strings.insert(held.clone(), ());
+        self.strings.insert(held.clone());
         held
     }
 
@@ -59,7 +59,7 @@ impl Names {
     /// The list completed: its objects are the index. Strings no entry uses any more go.
     pub(super) fn listed(&mut self) {
         self.kept = std::mem::take(&mut self.listing);
-        self.strings.retain(|s, ()| Arc::strong_count(s) > 1);
+        self.strings.retain(|s| Arc::strong_count(s) > 1);
     }
 
     /// A watch event: `object` carries `value` now, or was `deleted` (or lost the label).
@@ -132,7 +132,7 @@ mod tests {
         names.event(&meta(Some("b"), "x"), "set-1", false);
         let values = names.values(&asked);
         assert_eq!(values, vec![Some("set-3".into()), None, Some("set-1".into()), Some("set-1".into())]);
-        assert!(!names.strings.contains_key("set-2"), "no entry carries set-2 any more");
+        assert!(!names.strings.contains("set-2"), "no entry carries set-2 any more");
 
         // A relist replaces the index whole: what it no longer holds is gone.
         names.list_begun();
