@@ -2,7 +2,9 @@
 //!
 //! One request per group-version (`/api/v1`, `/apis/<group>/<version>`), kept for the life of
 //! the process, except that a kind missing from an answer older than [`STALE_AFTER`] asks
-//! again and a group's preferred version is trusted for [`PREFERRED_TTL`]. An unknown kind is not an error here: it is `None`, and the engine decides
+//! again and a group's preferred version is trusted for [`PREFERRED_TTL`]. In the daemon the
+//! answers are the cluster's ([`Answers`]): a unit takes what another unit of its cluster
+//! learned instead of asking again, so a fleet asks once per group-version, not once per unit. An unknown kind is not an error here: it is `None`, and the engine decides
 //! (a CRD of the same revision may define it; [`Discovery::forget`] drops a group-version
 //! after CRDs are applied so the next lookup asks again). A full discovery (`Discovery::run`)
 //! is avoided on purpose: it fails whole when one aggregated API is down (DESIGN.md, Libraries).
@@ -12,9 +14,10 @@
 //! aggregated discovery, with group versions that are unavailable (an APIService down) left out.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use kube::core::GroupVersion;
-use std::sync::Arc;
 
 use internment::ArcIntern;
 use kube::discovery::{ApiResource, Scope, oneshot};
@@ -50,13 +53,44 @@ pub struct Resolved {
 /// (at 1,000 units each held ~15 KiB of `/api/v1` before; README "Fleet").
 type Kinds = ArcIntern<Vec<(Arc<ApiResource>, bool)>>;
 
+/// The answers of one cluster's discovery, shared by the daemon's units of that cluster
+/// ([`Discovery::share`]): group-version → the kinds it serves and when that was learned.
+/// Cheap to clone (one shared map).
+#[derive(Debug, Clone, Default)]
+pub struct Answers(Arc<Mutex<HashMap<String, (Kinds, Instant)>>>);
+
+impl Answers {
+    /// The answer for `api_version` and when it was learned, if any unit learned one.
+    fn get(&self, api_version: &str) -> Option<(Kinds, Instant)> {
+        self.0.lock().expect("discovery answers lock").get(api_version).cloned()
+    }
+
+    /// Keeps `kinds`, learned at `at`, as the answer for `api_version` unless a newer one is
+    /// kept already.
+    fn put(&self, api_version: &str, kinds: &Kinds, at: Instant) {
+        let mut answers = self.0.lock().expect("discovery answers lock");
+        match answers.get(api_version) {
+            Some((_, kept)) if *kept >= at => {}
+            _ => {
+                answers.insert(api_version.to_owned(), (kinds.clone(), at));
+            }
+        }
+    }
+}
+
 /// The discovery cache: group-version → the kinds it serves.
 #[derive(Debug, Default)]
 pub struct Discovery {
     groups: HashMap<String, Kinds>,
+    /// The cluster's answers, taken before asking and given what this cache learns.
+    shared: Option<Answers>,
+    /// Group-version → an answer of the cluster's is taken only when learned after this: set
+    /// by [`Discovery::forget`] (now: a CRD was applied) and [`Discovery::forget_stale`]
+    /// ([`STALE_AFTER`] ago).
+    not_before: HashMap<String, Instant>,
     /// Group → its preferred version and when that was learned ([`PREFERRED_TTL`]).
-    preferred: HashMap<crate::object::Atom, (String, std::time::Instant)>,
-    fetched: HashMap<String, std::time::Instant>,
+    preferred: HashMap<crate::object::Atom, (String, Instant)>,
+    fetched: HashMap<String, Instant>,
     /// `GET /api/v1` was asked after a group-version's 404 ([`Discovery::check_core`]): once
     /// per cache, not once per poll for a CRD's new kind.
     core_checked: bool,
@@ -70,12 +104,32 @@ impl Discovery {
         Self::default()
     }
 
+    /// Takes the answers of `answers` (the cluster's, shared by its units) before asking the
+    /// API server, and gives them what this cache learns.
+    pub fn share(&mut self, answers: &Answers) {
+        self.shared = Some(answers.clone());
+    }
+
+    /// Takes the cluster's answer for `api_version` when there is one learned after what this
+    /// cache forgot of it; true when it did.
+    fn take_shared(&mut self, api_version: &str) -> bool {
+        let Some((kinds, at)) = self.shared.as_ref().and_then(|shared| shared.get(api_version)) else {
+            return false;
+        };
+        if self.not_before.get(api_version).is_some_and(|not_before| at <= *not_before) {
+            return false;
+        }
+        self.groups.insert(api_version.to_owned(), kinds);
+        self.fetched.insert(api_version.to_owned(), at);
+        true
+    }
+
     /// Resolves `kind` in `api_version` (`v1`, `apps/v1`); `Ok(None)` when the server does not
     /// serve it (404 on the group-version, or the kind absent from it).
     ///
     /// Errors: [`Error::DiscoveryFailed`] for any other API failure (retry with backoff).
     pub async fn resolve(&mut self, client: &kube::Client, api_version: &str, kind: &str) -> Result<Option<Resolved>> {
-        if !self.groups.contains_key(api_version) {
+        if !self.groups.contains_key(api_version) && !self.take_shared(api_version) {
             let gv: GroupVersion =
                 api_version.parse().map_err(|e: kube::core::gvk::ParseGroupVersionError| Error::DiscoveryFailed {
                     group_version: api_version.to_string(),
@@ -91,8 +145,12 @@ impl Discovery {
                 Err(source) => return Err(Error::DiscoveryFailed { group_version: api_version.to_string(), source }),
             };
             let kinds = resources.into_iter().map(|(ar, c)| (Arc::new(ar), c.scope == Scope::Namespaced)).collect();
-            self.groups.insert(api_version.to_string(), ArcIntern::new(kinds));
-            self.fetched.insert(api_version.to_string(), std::time::Instant::now());
+            let (kinds, now) = (ArcIntern::new(kinds), Instant::now());
+            if let Some(shared) = &self.shared {
+                shared.put(api_version, &kinds, now);
+            }
+            self.groups.insert(api_version.to_string(), kinds);
+            self.fetched.insert(api_version.to_string(), now);
         }
         Ok(self.known(api_version, kind))
     }
@@ -161,18 +219,27 @@ impl Discovery {
     /// Forgets `api_version` when what is known of it was learned more than
     /// [`STALE_AFTER`] ago; true when it did (so one unknown kind costs at most one extra
     /// request per group-version in that time, not one per sync).
+    /// The cluster's answer is taken in its place when another unit learned it within
+    /// [`STALE_AFTER`].
     pub fn forget_stale(&mut self, api_version: &str) -> bool {
         let stale = self.fetched.get(api_version).is_some_and(|t| t.elapsed() > STALE_AFTER);
         if stale {
-            self.forget(api_version);
+            let now = Instant::now();
+            self.forget_before(api_version, now.checked_sub(STALE_AFTER).unwrap_or(now));
         }
         stale
     }
 
     /// Forgets what is known of `api_version`, so the next [`Discovery::resolve`] asks again
-    /// (after its CRD was applied).
+    /// (after its CRD was applied): the cluster's answer is taken only once learned after now.
     pub fn forget(&mut self, api_version: &str) {
+        self.forget_before(api_version, Instant::now());
+    }
+
+    /// Forgets `api_version`, taking the cluster's answer for it only when learned after `at`.
+    fn forget_before(&mut self, api_version: &str, at: Instant) {
         self.groups.remove(api_version);
+        self.not_before.insert(api_version.to_owned(), at);
     }
 }
 
@@ -208,7 +275,7 @@ impl Discovery {
             Err(source) => return Err(Error::DiscoveryFailed { group_version: gk.group.to_string(), source }),
         };
         let version = group.preferred_version_or_latest().to_string();
-        self.preferred.insert(gk.group.clone(), (version.clone(), std::time::Instant::now()));
+        self.preferred.insert(gk.group.clone(), (version.clone(), Instant::now()));
         self.resolve(client, &format!("{}/{version}", gk.group), &gk.kind).await
     }
 }
@@ -376,5 +443,33 @@ mod tests {
         assert_eq!(log_unavailable(&mut known, down()), (vec![], vec![]), "not again while it stays down");
         assert_eq!(log_unavailable(&mut known, BTreeMap::new()), (vec![], vec!["metrics.k8s.io/v1beta1".to_owned()]));
         assert_eq!(log_unavailable(&mut known, BTreeMap::new()), (vec![], vec![]));
+    }
+
+    fn kinds(kind: &str) -> Kinds {
+        let gvk = kube::core::GroupVersionKind::gvk("", "v1", kind);
+        ArcIntern::new(vec![(Arc::new(ApiResource::from_gvk(&gvk)), true)])
+    }
+
+    #[test]
+    fn a_unit_takes_its_clusters_answer_unless_it_forgot_that_answer_or_an_older_one() {
+        let answers = Answers::default();
+        let (mut a, mut b) = (Discovery::new(), Discovery::new());
+        a.share(&answers);
+        b.share(&answers);
+        assert!(!b.take_shared("v1"), "nothing learned yet");
+        answers.put("v1", &kinds("ConfigMap"), Instant::now());
+        assert!(b.take_shared("v1") && b.known("v1", "ConfigMap").is_some(), "another unit's answer");
+        // A CRD was applied: the answer learned before is not taken again, a later one is.
+        b.forget("v1");
+        assert!(!b.take_shared("v1") && b.known("v1", "ConfigMap").is_none());
+        answers.put("v1", &kinds("Secret"), Instant::now() + std::time::Duration::from_millis(1));
+        assert!(b.take_shared("v1") && b.known("v1", "Secret").is_some(), "learned after the forget");
+        // An older answer never replaces a newer one.
+        answers.put("v1", &kinds("Pod"), Instant::now().checked_sub(STALE_AFTER).unwrap());
+        assert!(a.take_shared("v1") && a.known("v1", "Secret").is_some() && a.known("v1", "Pod").is_none());
+        // A stale answer forgotten: an answer the cluster learned within STALE_AFTER is taken.
+        a.fetched.insert("v1".to_owned(), Instant::now().checked_sub(STALE_AFTER * 2).unwrap());
+        assert!(a.forget_stale("v1") && a.take_shared("v1"), "the cluster's answer is fresh");
+        assert!(!Discovery::new().take_shared("v1"), "a cache that shares nothing asks");
     }
 }

@@ -2,11 +2,12 @@
 //!
 //! Building a client reads the kubeconfig but contacts nobody, so a cluster that is down at
 //! start does not stop the daemon: only its units fail their syncs and retry with backoff,
-//! each unit in its own task. Discovery stays per unit (see ARCHITECTURE.md, "Many clusters");
-//! metadata watches are one per kind per cluster ([`Watches`]), shared by its units.
+//! each unit in its own task. Metadata watches are one per kind per cluster ([`Watches`]) and
+//! discovery's answers one set per cluster ([`Answers`]), shared by its units.
 
 use std::collections::BTreeMap;
 
+use super::discovery::Answers;
 use super::feed::Watches;
 use super::fence::Fence;
 use super::{Transport, prepare};
@@ -23,6 +24,8 @@ pub struct Registry {
     transports: BTreeMap<String, Transport>,
     /// The metadata watches of each cluster, shared by its units (reads: unfenced).
     watches: BTreeMap<String, Watches>,
+    /// The discovery answers of each cluster, shared by its units.
+    answers: BTreeMap<String, Answers>,
     /// The User-Agent every client sends.
     user_agent: String,
 }
@@ -47,16 +50,18 @@ impl Registry {
         let mut clients = BTreeMap::new();
         let mut transports = BTreeMap::new();
         let mut watches = BTreeMap::new();
+        let mut answers = BTreeMap::new();
         for cluster in clusters {
             let named = |e| (cluster.name.clone(), e);
             let config: kube::Config = prepare(cluster, user_agent, None).await.map_err(named)?;
             let transport = Transport::new(config, super::Origin::of(cluster)).map_err(named)?;
             let client = transport.client(&Fence::unfenced());
             watches.insert(cluster.name.clone(), Watches::shared(client.clone()));
+            answers.insert(cluster.name.clone(), Answers::default());
             clients.insert(cluster.name.clone(), client);
             transports.insert(cluster.name.clone(), transport);
         }
-        Ok(Self { clients, transports, watches, user_agent: user_agent.to_owned() })
+        Ok(Self { clients, transports, watches, answers, user_agent: user_agent.to_owned() })
     }
 
     /// The User-Agent every client of this registry sends (give it to clients built beside it,
@@ -73,6 +78,11 @@ impl Registry {
     /// The metadata watches of the cluster named `name`, shared by its units, if configured.
     pub fn watches(&self, name: &str) -> Option<&Watches> {
         self.watches.get(name)
+    }
+
+    /// The discovery answers of the cluster named `name`, shared by its units, if configured.
+    pub fn answers(&self, name: &str) -> Option<&Answers> {
+        self.answers.get(name)
     }
 
     /// A client of the cluster named `name` for one unit's writes, checked by `fence`

@@ -253,6 +253,9 @@ impl Units {
         if let Some(watches) = self.clusters.watches(&unit.cluster) {
             engine.share_watches(watches);
         }
+        if let Some(answers) = self.clusters.answers(&unit.cluster) {
+            engine.share_discovery(answers);
+        }
         let (triggers, rx) = trigger::channel();
         let (stop, stop_rx) = watch::channel(false);
         let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone()) {

@@ -311,6 +311,12 @@ impl Engine {
         self.parent.watch = None;
     }
 
+    /// Takes discovery's answers from `answers`, the daemon's for the unit's cluster shared by
+    /// all its units ([`crate::cluster::discovery::Answers`]), before asking the API server.
+    pub fn share_discovery(&mut self, answers: &crate::cluster::discovery::Answers) {
+        self.live.discovery.share(answers);
+    }
+
     /// For a one-shot command (`gitward sync`, `gitward diff`): reads the unit's members and
     /// ApplySet parent by one list each and keeps no watch, so the API server streams no
     /// event per applied object to a process that exits after the sync. Call before the
