@@ -121,6 +121,10 @@ pub struct Loaded {
     /// `manifests`: they are no desired objects of the unit but run as phases of its sync
     /// (`render::Hook`). Empty for plain and kustomize units.
     pub hooks: Vec<Manifest>,
+    /// The objects came from the plain manifest files under the unit's path in git and from
+    /// nothing else (no kustomize, Helm, OCI artifact or signature check): a revision whose tree
+    /// at that path is the same object yields the same objects. False unless the load says so.
+    pub path_only: bool,
 }
 
 /// Reads all documents of one file (`file` is its path, for messages and the format; `bytes` its

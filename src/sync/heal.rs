@@ -58,6 +58,7 @@ impl Engine {
             sent: crate::sync::Sent { applied_at, health_targets, applied_early: 0 },
             heal: true,
             yielded: false,
+            path_only: false,
         })
     }
 }

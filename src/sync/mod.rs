@@ -157,6 +157,10 @@ pub struct Report {
     /// The sync stopped sending when [`Engine::yield_signal`] was raised: `changes` holds what
     /// was sent, nothing was pruned, and the revision is not applied whole.
     pub yielded: bool,
+    /// The objects came from the plain files of the unit's path alone
+    /// ([`crate::manifest::Loaded::path_only`]): a later revision whose tree at that path is the
+    /// same object brings the same objects. False for a self-heal.
+    pub path_only: bool,
 }
 
 #[cfg(test)]
@@ -175,6 +179,7 @@ impl Report {
             sent,
             heal: false,
             yielded: false,
+            path_only: false,
         }
     }
 }

@@ -153,7 +153,8 @@ impl Repo {
     /// Reads the manifests of `revision`: renders the unit's path (kustomize or Helm, see
     /// [`crate::render`]; served from the render cache when nothing it reads changed), or lists
     /// and parses its plain files, SOPS-encrypted ones decrypted first; only blobs whose id
-    /// changed since the previous load are parsed again. Symlinks and submodules of plain units
+    /// changed since the previous load are parsed again ([`Loaded::path_only`] for those of a
+    /// git unit without `[sync.verify]`). Symlinks and submodules of plain units
     /// come back as skipped files. (`create_namespace` adds nothing here: that namespace is
     /// shared, not a member; [`super::namespaces`].)
     ///
@@ -186,7 +187,9 @@ impl Repo {
         self.renderer.lock().expect("renderer lock").set_dependencies(dependencies);
         let (source, cache, renderer, unit, revision) =
             (source, self.parse_cache.clone(), self.renderer.clone(), self.unit.clone(), revision);
-        blocking(move || {
+        // An artifact's tree is not the repository's, and a signature check judges the commit.
+        let path_only = matches!(self.origin, Origin::Git(_)) && self.unit.verify.is_none();
+        let loaded = blocking(move || {
             let mut source = source.lock().expect("source lock");
             let mut renderer = renderer.lock().expect("renderer lock");
             let mut cache = cache.lock().expect("parse cache lock");
@@ -201,7 +204,8 @@ impl Repo {
                 };
             Ok(loaded)
         })
-        .await
+        .await;
+        loaded.map(|loaded| Loaded { path_only: loaded.path_only && path_only, ..loaded })
     }
 
     /// The remote dependencies of the unit's chart in git at `revision` (`Chart.yaml`
@@ -524,6 +528,7 @@ fn load_plain(at: At<'_>, cache: &mut ParseCache, renderer: &mut Renderer) -> Re
         skipped.reason = plain_kustomization(unit, &skipped.file);
     }
     loaded.partial = listing.partial;
+    loaded.path_only = true;
     Ok(loaded)
 }
 

@@ -50,6 +50,8 @@ struct Read {
     partial: Vec<String>,
     /// Objects the early apply sent.
     applied_early: usize,
+    /// [`crate::manifest::Loaded::path_only`].
+    path_only: bool,
 }
 
 /// What waits for the Foundations stage: custom resources for their CRD, Helm's pre hooks.
@@ -152,7 +154,13 @@ impl Engine {
             revision,
             desired,
             changes: ChangeSet::default(),
-            read: Read { defaults, skipped_files: loaded.skipped, partial: loaded.partial, applied_early: 0 },
+            read: Read {
+                defaults,
+                skipped_files: loaded.skipped,
+                partial: loaded.partial,
+                applied_early: 0,
+                path_only: loaded.path_only,
+            },
             later: Later { pending: Some(pending), hooks: Some(hooks), hooks_due, digest },
             kinds: Kinds { widened, resources, unwatchable, members_before: self.live.cache.len() },
             stages: Stages { todo: BTreeMap::new(), blocked: Blocked::default() },
@@ -277,7 +285,7 @@ impl Engine {
     /// when the prune failed: drift is healed to this revision). `pruned`'s error is the sync's.
     fn end(&mut self, run: Run, applied_at: Instant, yielded: bool, pruned: Result<()>) -> Result<Report> {
         let Run { revision, mut desired, changes, read, clock, .. } = run;
-        let Read { skipped_files, applied_early, .. } = read;
+        let Read { skipped_files, applied_early, path_only, .. } = read;
         let started = clock.started;
         if changes.has_failures() {
             self.parent.namespace_checked = false;
@@ -298,6 +306,7 @@ impl Engine {
             sent: crate::sync::Sent { applied_at, health_targets, applied_early },
             heal: false,
             yielded,
+            path_only,
         })
     }
 }

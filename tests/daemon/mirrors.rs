@@ -102,21 +102,27 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
 
 /// A push that changes one unit's path of a shared repository: that unit's sync takes the
 /// push lane; the others learn from the mirror's one fetch and tree diff that nothing of theirs
-/// changed, and wait for a sync slot instead (`push_lane = false`), as at 1,000 units the one
-/// changed unit must not queue behind 999 unchanged ones. Every unit still syncs the new
-/// revision, and the change is applied.
+/// changed, as at 1,000 units the one changed unit must not queue behind 999 unchanged ones.
+/// The plain units `a` and `d`, whose last sync read their path alone, take the new revision
+/// without a sync (`path unchanged, nothing to sync`) and send no request; `c`, a kustomize
+/// unit (which may read outside its path), waits for a slot (`push_lane = false`) and syncs.
 #[tokio::test]
 async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
     let env = common::setup("mirrors-lane").await;
     let repo = common::GitRepo::new();
     write_paths(&repo, "1");
-    repo.commit_and_push("first");
+    repo.write("c/kustomization.yaml", "resources:\n- cm.yaml\n");
+    let first = repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
     let units: String =
         UNITS.iter().map(|unit| common::unit_toml(unit, &repo.bare(), unit, &env.namespace, "")).collect();
-    let (config, port) = common::daemon_config(dir.path(), "", "", &units);
+    let kustomize = crate::sources::render::tools_bin().join("kustomize");
+    let render = format!("[render]\nkustomize = \"{}\"\n", kustomize.display());
+    let (config, port) = common::daemon_config(dir.path(), &render, "", &units);
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let completed = |unit: &str| daemon.logged("sync complete").iter().filter(|e| e["unit"] == unit).count();
+    let before: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
 
     repo.write("b/cm.yaml", &common::cm("b-cm", "2"));
     let revision = repo.commit_and_push("b only");
@@ -134,11 +140,44 @@ async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
         seen.sort();
         seen
     };
-    let all = common::eventually(WAIT, || async { triggered().len() == UNITS.len() }).await;
-    assert!(all, "every unit syncs the new revision: {:?}\n{}", triggered(), daemon.log_text());
-    let expected: Vec<(String, bool)> = UNITS.iter().map(|u| (u.to_string(), *u == "b")).collect();
-    assert_eq!(triggered(), expected, "{}", daemon.log_text());
+    let unchanged = || -> Vec<String> {
+        let mut seen: Vec<String> = daemon
+            .logged("path unchanged, nothing to sync")
+            .into_iter()
+            .filter(|e| e["revision"] == revision.as_str() && e["from"] == first.as_str())
+            .map(|e| e["unit"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        seen.sort();
+        seen
+    };
+    let all = common::eventually(WAIT, || async { triggered().len() == 2 && unchanged().len() == 2 }).await;
+    assert!(
+        all,
+        "b and c sync the new revision, a and d take it: {:?} {:?}\n{}",
+        triggered(),
+        unchanged(),
+        daemon.log_text()
+    );
+    assert_eq!(triggered(), vec![("b".to_owned(), true), ("c".to_owned(), false)], "{}", daemon.log_text());
+    assert_eq!(unchanged(), vec!["a".to_owned(), "d".to_owned()], "{}", daemon.log_text());
+    let synced = common::eventually(WAIT, || async { completed("c") > before[2] }).await;
+    assert!(synced, "the kustomize unit did not sync: {}", daemon.log_text());
+    let after: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
+    assert_eq!((after[0], after[3]), (before[0], before[3]), "a or d synced: {}", daemon.log_text());
     for unit in ["a", "c", "d"] {
         assert_eq!(value(&env.client, &env.namespace, &format!("{unit}-cm")).await.as_deref(), Some("1"));
     }
+
+    // The next push to `a`'s path is told from the revision `a` took: it takes the lane.
+    repo.write("a/cm.yaml", &common::cm("a-cm", "3"));
+    let third = repo.commit_and_push("a only");
+    let applied =
+        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "a-cm").await.as_deref() == Some("3") })
+            .await;
+    assert!(applied, "the push to a's path not applied: {}", daemon.log_text());
+    let lane = daemon
+        .logged("sync triggered")
+        .into_iter()
+        .any(|e| e["unit"] == "a" && e["revision"] == third.as_str() && e["push_lane"] == true);
+    assert!(lane, "a's push did not take the lane: {}", daemon.log_text());
 }

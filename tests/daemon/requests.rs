@@ -1,8 +1,10 @@
 //! What a unit's sync costs in requests, read from the apiserver's audit log. Units that start
 //! after the daemon's shared metadata watches have listed (added by a reload) get their
 //! members and ApplySet parents from those watches: no list of their own, which the API server
-//! would answer by scanning every object of the kind. A sync of unchanged objects then sends
-//! at most one request per object plus one for its parent.
+//! would answer by scanning every object of the kind, and the kinds from the discovery answers
+//! an earlier unit of the cluster got: no discovery request. A sync of unchanged objects then
+//! sends at most one request per object plus one for its parent; a push that leaves a plain
+//! unit's path alone sends none for it.
 
 use crate::common;
 
@@ -101,14 +103,37 @@ async fn units_started_late_list_nothing_and_an_unchanged_sync_sends_one_request
     assert!(after_join.len() > before, "the audit log holds none of the daemon's requests");
     let lists = exact_lists(&after_join[before..]);
     assert!(lists.is_empty(), "units that joined listed their own objects: {:?}", lines(&lists));
+    let joined: Vec<&Value> = after_join[before..].iter().collect();
+    let discovery: Vec<String> =
+        lines(&joined).into_iter().filter(|l| l.contains(" /api/v1") && !l.contains("/api/v1/")).collect();
+    assert!(discovery.is_empty(), "units that joined asked discovery again: {discovery:?}");
 
-    // A revision that changes none of their objects: each unit's sync sends a request per
-    // object and at most one more.
+    // A revision outside every unit's path: each takes it without a sync, sending nothing.
     let mark = requests(&identity).len();
     let counts = |unit| synced(&daemon, unit);
     let (a0, b0, c0) = (counts("a"), counts("b"), counts("c"));
     repo.write("README.md", "not a manifest of any unit\n");
-    repo.commit_and_push("outside every unit");
+    let outside = repo.commit_and_push("outside every unit");
+    let taken = || {
+        let events = daemon.logged("path unchanged, nothing to sync");
+        ["a", "b", "c"].iter().all(|u| events.iter().any(|e| e["unit"] == *u && e["revision"] == outside.as_str()))
+    };
+    assert!(common::eventually(WAIT, || async { taken() }).await, "a unit synced the push: {}", daemon.log_text());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let quiet = requests(&identity);
+    for unit in ["a", "b", "c"] {
+        let sent = of_unit(&quiet[mark..], &env.namespace, unit);
+        assert!(sent.is_empty(), "unit {unit} sent requests for a push outside its path: {:?}", lines(&sent));
+    }
+    assert_eq!((counts("a"), counts("b"), counts("c")), (a0, b0, c0), "{}", daemon.log_text());
+
+    // A revision that touches each unit's path but changes none of their objects: each unit's
+    // sync sends a request per object and at most one more.
+    let mark = requests(&identity).len();
+    for unit in ["a", "b", "c"] {
+        repo.write(&format!("{unit}/NOTES.md"), "not a manifest\n");
+    }
+    repo.commit_and_push("inside every unit, no object changed");
     let resynced =
         common::eventually(WAIT, || async { counts("a") > a0 && counts("b") > b0 && counts("c") > c0 }).await;
     assert!(resynced, "the push did not sync every unit: {}", daemon.log_text());

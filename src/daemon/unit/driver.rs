@@ -403,8 +403,9 @@ impl Driver {
                 let revision = report.revision.clone();
                 let (yielded, objects, ok) =
                     (report.yielded, report.changes.entries.len(), !report.changes.has_failures());
+                let path_only = report.path_only;
                 self.kept.report = Some(report);
-                Event::Rest(Ok(Rested { revision, yielded, objects, ok }))
+                Event::Rest(Ok(Rested { revision, yielded, objects, ok, path_only }))
             }
             Done::Rest(Err(e)) => Event::Rest(Err(self.keep_failure(e))),
             Done::Healed(healed) => Event::Healed(healed.map(|(ok, report)| {

@@ -30,13 +30,20 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
 }
 
 /// What the probe of a push told: a push that left the unit's path alone waits for a slot
-/// (or does nothing, when it brought the revision last applied and needs a new one); one that
-/// touched it, or whose effect cannot be told, takes the lane.
+/// (or does nothing, when it brought the revision last applied and needs a new one, or a new
+/// revision whose objects are those last applied: [`path_unchanged`]); one that touched it, or
+/// whose effect cannot be told, takes the lane.
 fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut Vec<Action>) -> Phase {
     match touch {
         Some(Touch { touched: false, to }) => {
             if job.trigger.kind.needs_new_revision() && state.last_applied.as_ref() == Some(&to) {
                 actions.push(Action::Log(Log::NoNewRevision { kind: job.trigger.kind, revision: to }));
+                return after(state, Ran::Nothing, None, false, actions);
+            }
+            if let Some(from) = path_unchanged(state, &to) {
+                actions.push(Action::Log(Log::PathUnchanged { kind: job.trigger.kind, from, revision: to.clone() }));
+                state.last_applied = Some(to.clone());
+                state.path_only_at = Some(to);
                 return after(state, Ran::Nothing, None, false, actions);
             }
             job.doing = Doing::Untouched(to);
@@ -49,6 +56,15 @@ fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut V
             Phase::Fetching(job)
         }
     }
+}
+
+/// The revision last applied, when a push to `to` that left the unit's path alone brings the
+/// objects it applied: its sync applied them all from that path alone, and no retry of a
+/// failure is due.
+fn path_unchanged(state: &State, to: &Revision) -> Option<Revision> {
+    let from = state.last_applied.as_ref()?;
+    let same = state.path_only_at.as_ref() == Some(from) && from != to && state.retry_at.is_none();
+    same.then(|| from.clone())
 }
 
 /// Drops the lane and the slot the job holds.
@@ -320,6 +336,7 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
         actions.push(Action::ReleaseSlot);
     }
     state.last_applied = Some(rested.revision.clone());
+    state.path_only_at = (rested.ok && rested.path_only).then(|| rested.revision.clone());
     actions.push(Action::Publish(job.trigger));
     actions.push(Action::BeginWait);
     Phase::Health(Health { revision: rested.revision, ran: Ran::Synced(rested.ok), after: None, busy: Busy::Beginning })

@@ -12,6 +12,11 @@
 //!   fetches and applies early, then waits for a slot for the rest; one that did not waits for a
 //!   slot first, and a later push that touches the path ends that wait and takes the lane.
 //! - **No new revision.** A poll or push that finds the revision last applied does nothing.
+//! - **Path unchanged.** A push to a new revision that leaves the unit's path as it was, when
+//!   the last sync applied every object from the plain files of that path alone, does nothing
+//!   but take the new revision as the one last applied: the same tree yields the same objects
+//!   (Argo CD's `manifest-generate-paths`). A kustomize or Helm unit, which may read outside its
+//!   path, waits for a slot and syncs; so does any unit after a failed or partial sync.
 //! - **Yield.** While a sync waits for its slot after its early apply, a push that fetches a
 //!   newer revision takes its place (early apply in the lane, the slot for the rest). While its
 //!   rest runs, such a push raises the engine's yield signal only when the sync is a re-send of
@@ -59,6 +64,10 @@ pub(super) struct State {
     pub(super) queued: Option<Trigger>,
     /// The revision last synced (also a failed one: the retry re-syncs it).
     pub(super) last_applied: Option<Revision>,
+    /// The revision last applied when its sync applied every object, read from the plain files
+    /// of the unit's path alone ([`Rested::path_only`]): a push that leaves that path's tree as
+    /// it is brings the same objects, and is not synced ([`Log::PathUnchanged`]).
+    pub(super) path_only_at: Option<Revision>,
     /// The retry of a failed sync that was due when the running job began (when idle, the one
     /// [`Phase::BackingOff`] waits for).
     pub(super) retry_at: Option<tokio::time::Instant>,
@@ -110,6 +119,7 @@ impl State {
             phase: Phase::Idle,
             queued: None,
             last_applied: None,
+            path_only_at: None,
             retry_at: None,
             lane,
             stopping: false,
@@ -281,6 +291,8 @@ pub(super) struct Rested {
     pub(super) objects: usize,
     /// No object failed.
     pub(super) ok: bool,
+    /// The objects came from the unit's path alone ([`crate::sync::Report::path_only`]).
+    pub(super) path_only: bool,
 }
 
 /// Something that happened to a unit.
@@ -346,6 +358,9 @@ pub(super) enum Log {
     Triggered { kind: TriggerKind, revision: Revision, lane: Option<bool> },
     /// `no new revision` (debug).
     NoNewRevision { kind: TriggerKind, revision: Revision },
+    /// `path unchanged, nothing to sync`: a push moved the unit's branch from `from` to
+    /// `revision` and left the tree at its path as it was.
+    PathUnchanged { kind: TriggerKind, from: Revision, revision: Revision },
     /// `sync yielded to a newer revision`.
     Yielded { revision: Revision, to: Revision, kind: TriggerKind, objects: usize },
     /// `health wait cancelled by a reload`.

@@ -39,7 +39,12 @@ fn touch(touched: bool, to: &str) -> Event {
 }
 
 fn rested(revision: &str, yielded: bool) -> Event {
-    Event::Rest(Ok(Rested { revision: rev(revision), yielded, objects: 7, ok: true }))
+    Event::Rest(Ok(Rested { revision: rev(revision), yielded, objects: 7, ok: true, path_only: false }))
+}
+
+/// The rest of a sync of `revision` from the unit's path alone, every object applied when `ok`.
+fn rested_path_only(revision: &str, ok: bool) -> Event {
+    Event::Rest(Ok(Rested { revision: rev(revision), yielded: false, objects: 7, ok, path_only: true }))
 }
 
 fn drive(mut state: State, events: Vec<Event>) -> State {
@@ -54,6 +59,11 @@ fn idle() -> State {
     let mut state = State::new(true);
     state.last_applied = Some(rev("a"));
     state
+}
+
+/// A git unit that last applied every object of `a` from its path alone.
+fn path_only() -> State {
+    State { path_only_at: Some(rev("a")), ..idle() }
 }
 
 /// A chart unit (no push lane) that last applied `a`.
@@ -176,6 +186,7 @@ fn log_tag(log: &Log) -> String {
             format!("sync triggered {kind} {revision}{lane}")
         }
         Log::NoNewRevision { kind, revision } => format!("no new revision {kind} {revision}"),
+        Log::PathUnchanged { kind, from, revision } => format!("path unchanged {kind} {from}->{revision}"),
         Log::Yielded { revision, to, kind, objects } => format!("yielded {revision}->{to} {kind} {objects}"),
         Log::CancelledByReload { revision, kind } => format!("cancelled by reload {revision} {kind}"),
         Log::CancelledByRevision { revision, new_revision, kind } => {
