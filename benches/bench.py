@@ -1005,6 +1005,37 @@ def fleet_writes(since, prefix):
     return out
 
 
+def lease_writes(since, namespace):
+    """gitward's successful writes of Leases in `namespace` in the audit log after line `since`:
+    (Lease name, replica identity from the user agent, completed)."""
+    out = []
+    for e in audit_events(since):
+        ref = e.get("objectRef") or {}
+        agent = e.get("userAgent", "")
+        who = re.search(r"\((\S+?)\)", agent)
+        if (e["verb"] in ("create", "update", "patch") and ref.get("resource") == "leases"
+                and ref.get("namespace") == namespace and agent.startswith("gitward") and who
+                and e.get("responseStatus", {}).get("code") in (200, 201)):
+            out.append((ref["name"], who.group(1), stamp(e["stageTimestamp"])))
+    return out
+
+
+def buckets_taken_over(since, namespace, victim, killed_at):
+    """The bucket Leases `victim` held when it was killed at `killed_at` (its write the last of
+    each before then) and, of each, the seconds from the kill to its first write by another
+    replica: (held, sorted seconds)."""
+    last, taken = {}, {}
+    for name, who, at in sorted(lease_writes(since, namespace), key=lambda w: w[2]):
+        if not name.startswith("gitward-bucket-"):
+            continue
+        if at <= killed_at:
+            last[name] = who
+        elif who != victim and last.get(name) == victim:
+            taken.setdefault(name, at - killed_at)
+    held = sorted(n for n, who in last.items() if who == victim)
+    return held, sorted(taken.values())
+
+
 def requests_of(since, agent, until=None):
     """Requests by verb (and in all) in the audit log after line `since`, up to line `until`,
     from user agents starting with `agent`."""
@@ -1064,10 +1095,9 @@ def fleet_run(tmp, prefix, units, pushes=0):
         time.sleep(1)
         log_quiet(log, 1.0)
         push_mark = audit_len()
-        # A push changes one unit's path, yet every unit of the repository syncs the new
-        # revision (in the slot queue; the changed unit in the push lane): waiting for all of
-        # them between pushes would take minutes at 10,000 units. Each push is made a second
-        # after the previous one was applied, with the others' syncs still running.
+        # A push changes one unit's path; the others, plain units whose path it left alone,
+        # take the new revision without a sync. Each push is made a second after the previous
+        # one was applied.
         for k in range(pushes):
             path = os.path.join(work, "units", f"{prefix}-0000", "cm-0.yaml")
             latencies.append(push_and_watch(work, bare, path, k, watch))
@@ -1181,7 +1211,8 @@ def fleet(units):
         if lat:
             missed = sum(1 for v in lat if v is None)
             out.append(f"Push to one unit's path → applied with {r['units']} units ({len(lat)} pushes, each a second "
-                       f"after the previous one was applied, every unit of the repository syncing each new revision; "
+                       f"after the previous one was applied; a unit whose path a push left alone takes the revision without "
+                       f"a sync; "
                        f"{missed} not seen within 60 s): p50 {percentile(lat, 0.5)} ms, p95 "
                        f"{percentile(lat, 0.95)} ms, max {percentile(lat, 1.0)} ms.")
     for key, peer in flux.items():
@@ -1371,6 +1402,7 @@ def fleet_sharded(units):
     missing = len(orphans) - len(seconds)
     twice = sorted(u for u, agents in heirs.items() if len(agents) > 1)
     strays = sorted(u for u in heirs if u not in orphans)
+    held, lease_seconds = buckets_taken_over(mark, lease_ns, victim, killed_at)
     joined = fleet_rejoin(tmp, prefix, replicas, victim, victim_agent, orphans)
     for p, _ in replicas.values():
         if p.poll() is None:
@@ -1387,6 +1419,10 @@ def fleet_sharded(units):
            f"{bound} s: {'met' if seconds and not missing and seconds[-1] <= bound else 'NOT met'}); "
            f"{missing} not applied within 300 s; units applied by two replicas after the kill: {len(twice)}; "
            f"units the killed replica did not hold applied after the kill: {len(strays)}.",
+           f"Its {len(held)} bucket Leases: {len(lease_seconds)} taken over by another replica (its first write "
+           f"of the Lease), the last {lease_seconds[-1] if lease_seconds else float('nan'):.1f} s after the kill "
+           f"(bound lease_duration + 5 s = {bound} s: "
+           f"{'met' if held and len(lease_seconds) == len(held) and lease_seconds[-1] <= bound else 'NOT met'}).",
            f"{victim} started again: {joined['taken_back']} of its {len(orphans)} units applied by it (every "
            f"object), the last {joined['last_seconds']:.1f} s after its start; units it applied that were not its "
            f"share: {joined['strays']}; units whose previous holder wrote after {victim}'s first write of them "
@@ -1398,6 +1434,7 @@ def fleet_sharded(units):
     open(os.path.join(ROOT, "target/bench/fleet-sharded.md"), "w").write(text + "\n")
     json.dump({"units": units, "all_synced_seconds": all_synced, "rss_mib": rss, "victim": victim,
                "orphans": len(orphans), "takeover_seconds": seconds, "missing": missing, "twice": twice,
+               "buckets_held": len(held), "bucket_takeover_seconds": lease_seconds,
                "strays": strays, "rejoin": joined},
               open(os.path.join(ROOT, "target/bench/fleet-sharded.json"), "w"), indent=2)
     if os.environ.get("GITWARD_BENCH_KEEP"):

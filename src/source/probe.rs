@@ -63,10 +63,13 @@ impl PushProbe {
     /// Whether the short reference names a ref that `git rev-parse` takes before the branch
     /// (`refs/<name>`, `refs/tags/<name>`; module `resolve`), or the mirror cannot be read:
     /// then the branch's move says nothing of the unit's revision.
+    /// Read once per fetch for every unit of the mirror ([`Shared::shadowed`]).
     fn shadowed(&self) -> bool {
-        let Ok(repo) = self.mirror.handle(&self.spec.unit) else { return true };
         let name = &self.spec.reference;
-        [format!("refs/{name}"), format!("refs/tags/{name}")].iter().any(|r| repo.find_reference(r).is_ok())
+        self.mirror.shadowed(name, || {
+            let Ok(repo) = self.mirror.handle(&self.spec.unit) else { return true };
+            [format!("refs/{name}"), format!("refs/tags/{name}")].iter().any(|r| repo.find_reference(r).is_ok())
+        })
     }
 }
 

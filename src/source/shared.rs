@@ -128,6 +128,7 @@ fn open_dir(dir: PathBuf, spec: &SourceSpec, url: &str) -> Result<Arc<Shared>> {
         fetched: Condvar::new(),
         ended: tokio::sync::watch::Sender::new(0),
         moved: Mutex::new(HashMap::new()),
+        shadows: Mutex::default(),
         path: dir.clone(),
     });
     open.insert(dir, Arc::downgrade(&shared));
@@ -153,6 +154,16 @@ pub struct Shared {
     ended: tokio::sync::watch::Sender<u64>,
     /// Branch → its last move by a fetch of this process.
     moved: Mutex<HashMap<String, Arc<super::moves::Moved>>>,
+    /// What [`Shared::shadowed`] read of the refs since the last fetch.
+    shadows: Mutex<Shadows>,
+}
+
+/// Short references → whether a ref `git rev-parse` takes before the branch names them, as read
+/// at one fetch count and generation: the refs change only with those.
+#[derive(Default)]
+struct Shadows {
+    at: (u64, u64),
+    names: HashMap<String, bool>,
 }
 
 /// The fetch of refs in progress and the last one's outcome.
@@ -344,6 +355,26 @@ impl Shared {
     #[cfg(test)]
     pub(super) fn fetches(&self) -> u64 {
         self.fetches.load(Ordering::Relaxed)
+    }
+
+    /// Whether the short reference `name` is shadowed by another ref ([`super::probe`]), read by
+    /// `read` once per fetch (and reclone) for all the units that follow it: at 10,000 units
+    /// a push had every unit open a handle and look two refs up.
+    pub(super) fn shadowed(&self, name: &str, read: impl FnOnce() -> bool) -> bool {
+        let at = (self.fetches.load(Ordering::Acquire), self.generation.load(Ordering::Acquire));
+        {
+            let shadows = self.shadows.lock().expect("mirror shadows lock");
+            if let Some(known) = shadows.names.get(name).filter(|_| shadows.at == at) {
+                return *known;
+            }
+        }
+        let value = read();
+        let mut shadows = self.shadows.lock().expect("mirror shadows lock");
+        if shadows.at != at {
+            *shadows = Shadows { at, names: HashMap::new() };
+        }
+        shadows.names.insert(name.to_owned(), value);
+        value
     }
 
     /// The last move of `branch` (`refs/heads/…`) by a fetch of this process, if any.

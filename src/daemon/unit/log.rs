@@ -20,7 +20,7 @@ pub(super) fn write(unit: &str, log: Log, status: &Status, metrics: &Metrics) {
             tracing::debug!(unit, trigger = %kind, revision = %revision, "no new revision");
         }
         Log::PathUnchanged { kind, from, revision } => {
-            info!(unit, trigger = %kind, from = %from, revision = %revision, "path unchanged, nothing to sync");
+            tracing::debug!(unit, trigger = %kind, from = %from, revision = %revision, "path unchanged, nothing to sync");
         }
         Log::Yielded { revision, to, kind, objects } => info!(
             unit,
