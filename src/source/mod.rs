@@ -40,6 +40,7 @@ mod moves;
 mod probe;
 mod remote;
 mod resolve;
+mod shadows;
 mod shared;
 mod tree;
 mod verify;

@@ -155,15 +155,7 @@ pub struct Shared {
     /// Branch → its last move by a fetch of this process.
     moved: Mutex<HashMap<String, Arc<super::moves::Moved>>>,
     /// What [`Shared::shadowed`] read of the refs since the last fetch.
-    shadows: Mutex<Shadows>,
-}
-
-/// Short references → whether a ref `git rev-parse` takes before the branch names them, as read
-/// at one fetch count and generation: the refs change only with those.
-#[derive(Default)]
-struct Shadows {
-    at: (u64, u64),
-    names: HashMap<String, bool>,
+    shadows: Mutex<super::shadows::Shadows>,
 }
 
 /// The fetch of refs in progress and the last one's outcome.
@@ -362,19 +354,7 @@ impl Shared {
     /// a push had every unit open a handle and look two refs up.
     pub(super) fn shadowed(&self, name: &str, read: impl FnOnce() -> bool) -> bool {
         let at = (self.fetches.load(Ordering::Acquire), self.generation.load(Ordering::Acquire));
-        {
-            let shadows = self.shadows.lock().expect("mirror shadows lock");
-            if let Some(known) = shadows.names.get(name).filter(|_| shadows.at == at) {
-                return *known;
-            }
-        }
-        let value = read();
-        let mut shadows = self.shadows.lock().expect("mirror shadows lock");
-        if shadows.at != at {
-            *shadows = Shadows { at, names: HashMap::new() };
-        }
-        shadows.names.insert(name.to_owned(), value);
-        value
+        super::shadows::Shadows::answer(&self.shadows, at, name, read)
     }
 
     /// The last move of `branch` (`refs/heads/…`) by a fetch of this process, if any.
