@@ -81,8 +81,9 @@ pub(super) struct Units {
     pub(super) fences: Fences,
     /// One watch of each local repository's refs, shared by the units that follow it.
     pub(super) repo_watches: RepoWatches,
-    /// What the dashboard shows, fed by each unit task's [`super::ui::Recorder`].
-    pub(super) board: super::ui::Board,
+    /// What the dashboard shows, fed by each unit task's [`super::ui::Recorder`]; `None`
+    /// without `[daemon.ui]`.
+    pub(super) board: Option<super::ui::Board>,
     /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
     pub(super) notify: crate::notify::Notifications,
 }
@@ -133,7 +134,9 @@ impl Units {
         let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
-        self.board.set_units(config.units.iter().filter(owned));
+        if let Some(board) = &self.board {
+            board.set_units(config.units.iter().filter(owned));
+        }
         let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &*r.config)).collect();
         let stopping: BTreeSet<&str> = self.stopping.keys().map(String::as_str).collect();
         let plan = decide::plan_units(&running, &stopping, &wanted);

@@ -61,7 +61,8 @@ impl Daemon {
         };
         let mut units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
         let (sets, config) = listed_sets(config, &units).await;
-        units.board = board;
+        // Without the dashboard nothing reads the board: its units' records are not kept (1.1 KiB a unit).
+        units.board = config.daemon.ui.is_some().then_some(board);
         let sharded = shard_cfg.map(|cfg| {
             let (units_tx, units_rx) = watch::channel(shard::fingerprints(&config.units));
             let (running_tx, running_rx) = watch::channel(Running::default());

@@ -89,8 +89,9 @@ pub struct Queues {
 pub struct Links {
     /// The observer that tells the unit's notifiers (`[[notify]]`) of its syncs.
     pub notify: crate::notify::Watch,
-    /// What the dashboard shows: each sync's end is recorded there ([`crate::daemon::ui::Recorder`]).
-    pub board: crate::daemon::ui::Board,
+    /// What the dashboard shows: each sync's end is recorded there ([`crate::daemon::ui::Recorder`]);
+    /// `None` without the dashboard.
+    pub board: Option<crate::daemon::ui::Board>,
     /// The watched records of the units it depends on (`depends_on`), judged before it syncs
     /// a new revision; `None` for a unit without dependencies.
     pub depends: Option<Gate>,
@@ -130,18 +131,20 @@ impl Ctx {
         status: Status,
         metrics: Arc<Metrics>,
         first: TriggerKind,
-        (notify, board): (crate::notify::Watch, crate::daemon::ui::Board),
+        (notify, board): (crate::notify::Watch, Option<crate::daemon::ui::Board>),
     ) -> Self {
         let unit = engine.unit_name().to_string();
         // Its Events are written by a task that runs only while some are queued.
         let (events, _writer) = engine.events();
-        let observers = Observers::default()
+        let mut observers = Observers::default()
             .with(crate::report::Log::default())
             .with(observe::Metered { unit: unit.clone(), metrics })
             .with(observe::Readiness { unit: unit.clone(), status: status.clone() })
             .with(events)
-            .with(notify)
-            .with(crate::daemon::ui::Recorder(board));
+            .with(notify);
+        if let Some(board) = board {
+            observers = observers.with(crate::daemon::ui::Recorder(board));
+        }
         let cause = Cause::from(&super::trigger::Trigger::now(first));
         Self { unit, engine, status, heal: Heal::default(), cause, observers }
     }
