@@ -58,7 +58,8 @@ struct KindWatch {
     /// Set on any watch error, cleared when a full list completes: while set, the store may
     /// miss changes, so no prune may trust it ([`MetadataCache::relist_stale`]).
     errored: Arc<AtomicBool>,
-    resource: ApiResource,
+    /// Discovery's one copy of the kind.
+    resource: Arc<ApiResource>,
     namespaced: bool,
 }
 
@@ -149,7 +150,7 @@ impl MetadataCache {
     async fn start(
         &mut self,
         gk: GroupKind,
-        resource: &ApiResource,
+        resource: &Arc<ApiResource>,
         namespaced: bool,
         timeout: Duration,
     ) -> Result<()> {
@@ -184,7 +185,7 @@ impl MetadataCache {
     /// Subscribes to the watch of `gk` (replacing any earlier subscription) and returns its
     /// state. The first list after a subscription that had listed
     /// ([`MetadataCache::relist_stale`]) is a relist: its differences from the store are drift.
-    fn spawn(&mut self, gk: GroupKind, resource: &ApiResource, namespaced: bool) -> watch::Receiver<Sync> {
+    fn spawn(&mut self, gk: GroupKind, resource: &Arc<ApiResource>, namespaced: bool) -> watch::Receiver<Sync> {
         let listed = self.kinds.get(&gk).is_some_and(|k| *k.state.borrow() == Sync::Ready);
         // The old subscription goes first: the new one's list must not race its deliveries.
         self.kinds.remove(&gk);
@@ -388,7 +389,7 @@ struct Members {
     listed: AtomicBool,
     /// To read again the members a relist cannot tell about ([`relist::reread`]).
     client: kube::Client,
-    resource: ApiResource,
+    resource: Arc<ApiResource>,
 }
 
 impl Sink for Members {
@@ -420,7 +421,7 @@ impl Sink for Members {
         if !swapped.unsure.is_empty() {
             let (store, drift, errored) = (self.store.clone(), self.drift.clone(), self.errored.clone());
             let reread =
-                relist::reread(self.client.clone(), self.resource.clone(), swapped.unsure, store, drift, errored);
+                relist::reread(self.client.clone(), (*self.resource).clone(), swapped.unsure, store, drift, errored);
             tokio::spawn(reread);
         }
     }
