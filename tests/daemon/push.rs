@@ -212,11 +212,12 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
 }
 
 /// Three units of one repository and one sync slot: `long` follows branch `long`, `b` and
-/// `c` follow `main`. A push to `long` changes its 2,000 objects, and its sync holds the slot. A
-/// push to `main` that changes no unit's path leaves `b` and `c` waiting for the slot outside
-/// the push lane. A push to `b`'s path ends `b`'s wait: `b` takes the lane and its object is
-/// written while `long`'s sync still holds the slot; `c`, still left alone, keeps waiting and
-/// syncs the newest revision outside the lane (`push_lane = false`).
+/// `c` follow `main`; `c` is a kustomize unit. A push to `long` changes its 2,000 objects, and
+/// its sync holds the slot. A push to `main` that changes no unit's path: `b`, a plain unit,
+/// takes it without a sync; `c`, which may read outside its path, waits for the slot outside
+/// the push lane. A push to `b`'s path: `b` takes the lane and its object is written while
+/// `long`'s sync still holds the slot; `c`, still left alone, keeps waiting and syncs the
+/// newest revision outside the lane (`push_lane = false`).
 #[tokio::test]
 async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_the_lane() {
     let env = common::setup("lane-shared").await;
@@ -225,6 +226,7 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
     write_config_maps(&repo, "long/long", 40, 50, "1");
     repo.write("b/b.yaml", &common::cm("b", "1"));
     repo.write("c/c.yaml", &common::cm("c", "1"));
+    repo.write("c/kustomization.yaml", "resources:\n- c.yaml\n");
     repo.commit_and_push("first");
     repo.git(&["push", "-q", "origin", "HEAD:refs/heads/long"], &work);
     let dir = tempfile::tempdir().unwrap();
@@ -235,7 +237,12 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
         common::unit_toml("b", &repo.bare(), "b", &env.namespace, ""),
         common::unit_toml("c", &repo.bare(), "c", &env.namespace, "")
     );
-    let daemon = one_slot_daemon(dir.path(), &units).await;
+    let kustomize = crate::sources::render::tools_bin().join("kustomize");
+    let tables = format!("[cluster]\nmax_in_flight = 4\n\n[render]\nkustomize = \"{}\"\n", kustomize.display());
+    let (config, port) =
+        common::daemon_config(dir.path(), &tables, "max_concurrent_syncs = 1\nself_heal = false", &units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
     let completed = |unit: &str, revision: &str| {
         daemon.logged("sync complete").iter().any(|e| e["unit"] == unit && e["revision"] == revision)
     };
@@ -279,9 +286,12 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
     assert_eq!(lane("c", &b_revision), [Value::Bool(false)], "{}", daemon.log_text());
     assert!(
         lane("b", &readme_revision).is_empty() && lane("c", &readme_revision).is_empty(),
-        "waiting for the slot, each took the newer push in place of the one that left it alone: {}",
+        "b took the push that left it alone without a sync, c took the newer push in its place: {}",
         daemon.log_text()
     );
+    let unchanged = daemon.logged("path unchanged, nothing to sync");
+    let took = |unit: &str| unchanged.iter().any(|e| e["unit"] == unit && e["revision"] == readme_revision.as_str());
+    assert!(took("b") && !took("c"), "only the plain unit takes the push without a sync: {}", daemon.log_text());
 }
 
 /// A webhook read during a sync is fetched at once, to see whether the sync should yield. Here
