@@ -766,3 +766,37 @@ async fn an_old_replicas_unit_lease_keeps_its_unit_from_the_new_replicas_until_r
         common::eventually(WAIT, || async { leases.get_opt("gitward-unit-app-0").await.unwrap().is_none() }).await;
     assert!(collected, "the released old unit Lease was not collected: {}", new.log_text());
 }
+
+/// A replica whose advert the API server refuses (its units' names and fingerprints pass the
+/// 256 KiB limit of a Lease's annotations; about 4,400 units of 40-character names here) owns
+/// no bucket and runs no unit: it says so once, as a warning naming the refusal, instead of
+/// retrying at debug for ever.
+#[tokio::test]
+async fn a_replica_whose_advert_is_refused_as_too_long_warns_once_and_runs_nothing() {
+    let _serial = SERIAL.lock().await;
+    let env = common::setup("shard-advert").await;
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &common::cm("cm", "1"));
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::free_port();
+    let mut text = replica_header("replica-big", &env.namespace, None, port);
+    for i in 0..4_400 {
+        let name = format!("a-unit-whose-name-is-long-for-the-advert-{i:04}");
+        text.push_str(&common::unit_toml(&name, &repo.bare(), "", &env.namespace, ""));
+    }
+    let config = dir.path().join("replica-big.toml");
+    std::fs::write(&config, text).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let message = "sharding: the API server refuses this replica's advert, so it owns no bucket and runs no unit \
+                   (an advert of many units passes the 256 KiB limit of an object's annotations)";
+    let warned = common::eventually(WAIT, || async { !daemon.logged(message).is_empty() }).await;
+    assert!(warned, "no warning of the refused advert: {}", daemon.log_text());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let warnings = daemon.logged(message);
+    assert_eq!(warnings.len(), 1, "warned once, not at every try: {warnings:?}");
+    assert_eq!(warnings[0]["level"], "WARN");
+    assert_eq!(warnings[0]["units"], 4_400);
+    assert!(warnings[0]["error"].as_str().is_some_and(|e| e.contains("Too long")), "{}", warnings[0]);
+    assert!(daemon.logged("sync complete").is_empty(), "a unit ran without a bucket: {}", daemon.log_text());
+}
