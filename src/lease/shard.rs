@@ -194,6 +194,7 @@ pub fn spawn(
         nonce: member::process_nonce().to_owned(),
         published: None,
         publishing: None,
+        advert_refused: Arc::default(),
         confirmed: false,
         refused: None,
         units,
@@ -311,6 +312,9 @@ struct Shard {
     published: Option<Advert>,
     /// A write of the advert in flight, with what it writes.
     publishing: Option<(Advert, JoinHandle<bool>)>,
+    /// The last write of the advert was refused as invalid (422): warned of once, until a
+    /// write succeeds.
+    advert_refused: Arc<std::sync::atomic::AtomicBool>,
     /// The watch has shown this process's nonce on its membership Lease.
     confirmed: bool,
     /// Set when another process wrote its nonce on this replica's membership Lease after this

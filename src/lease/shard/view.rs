@@ -15,10 +15,6 @@ use super::super::election::Seen;
 use super::super::member::Advert;
 use super::{BENCH_FOR, STALE_AFTER, Shard};
 
-/// The last write of this process's advert was refused as invalid (422): the refusal is
-/// warned of once, until a write succeeds.
-static ADVERT_REFUSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 impl Shard {
     /// Notes this process's nonce coming back on its own membership Lease, and refuses to run
     /// anything once another nonce follows it: only another process with this identity writes
@@ -78,17 +74,17 @@ impl Shard {
         }
         let (client, namespace, name) =
             (self.client.clone(), self.cfg.namespace.clone(), self.cfg.member_lease(&self.cfg.identity));
-        let advert = own.clone();
+        let (advert, refused_before) = (own.clone(), self.advert_refused.clone());
         let task = tokio::spawn(async move {
             match advert.publish(client, &namespace, &name).await {
                 Ok(()) => {
-                    ADVERT_REFUSED.store(false, std::sync::atomic::Ordering::Relaxed);
+                    refused_before.store(false, std::sync::atomic::Ordering::Relaxed);
                     true
                 }
                 Err(e) => {
                     // 422: the advert itself is refused, and will be at every try.
                     let refused = crate::cluster::is_status(&e, 422);
-                    if refused && !ADVERT_REFUSED.swap(true, std::sync::atomic::Ordering::Relaxed) {
+                    if refused && !refused_before.swap(true, std::sync::atomic::Ordering::Relaxed) {
                         warn!(lease = %name, units = advert.units.len(), error = %e, "sharding: the API server refuses this replica's advert, so it owns no bucket and runs no unit (an advert of many units passes the 256 KiB limit of an object's annotations)");
                     } else {
                         tracing::debug!(lease = %name, error = %e, "sharding: advert not written yet");
