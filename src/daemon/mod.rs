@@ -17,7 +17,8 @@
 //! - [`heal`] — self-heal: which drifted objects to re-apply when, per-object backoff of field fights.
 //! - [`backoff`] — exponential backoff with jitter.
 //! - [`repo_watch`] — the watch of a local repository's refs; [`shared_watch`] shares one
-//!   per repository among the units that follow it.
+//!   per repository among the units that follow it, and [`quiet`] answers a push for the units
+//!   it leaves alone without waking them.
 //! - [`sets`] — the `[[sync_set]]`s: their directories listed at the tip by a watcher per
 //!   set, their units made anew when those change, the objects of units that left kept or
 //!   pruned.
@@ -30,6 +31,7 @@ pub(crate) mod decide;
 pub(crate) mod heal;
 pub mod http;
 pub mod metrics;
+pub(crate) mod quiet;
 pub(crate) mod repo_watch;
 pub mod route;
 pub mod run;

@@ -147,7 +147,7 @@ impl Sets {
     fn watcher(&self, index: usize, source: SetSource, repo_watches: &RepoWatches) -> Watcher {
         let set = &self.base.sets[index];
         let (triggers, rx) = trigger::channel();
-        let watch = set.source.local_repo().and_then(|path| match repo_watches.subscribe(&path, triggers.clone()) {
+        let watch = set.source.local_repo().and_then(|path| match repo_watches.subscribe(&path, triggers.clone(), None) {
             Ok(w) => Some(w),
             Err(e) => {
                 warn!(set = %set.name, repo = %path.display(), error = %e, "cannot watch the repository; polling only");

@@ -4,18 +4,20 @@
 //! One per unit made 1,000 units of one repository hold 1,000 threads, and all but the first
 //! 128 failed (`fs.inotify.max_user_instances` defaults to 128 per user) and fell back to
 //! polling. Here the units of one git directory (canonical path) share one watch; its push
-//! triggers are handed to each unit's channel (`try_send`: a full channel means a sync is
-//! queued already, as with a watch of its own). The watch stops with its last subscriber.
+//! triggers are handed to each unit's channel (merged into a sync queued already, as with a
+//! watch of its own), but not to a unit resting under the path-unchanged rule whose path the
+//! push left alone ([`super::quiet`]). The watch stops with its last subscriber.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
+use super::quiet::{self, Quiet};
 use super::repo_watch::{self, RepoWatch};
 use super::trigger::{self, TriggerSender};
 
-/// The units' channels, by subscription id.
-type Subscribers = Arc<Mutex<BTreeMap<u64, TriggerSender>>>;
+/// The units' channels, and their side of the path-unchanged rule, by subscription id.
+type Subscribers = Arc<Mutex<BTreeMap<u64, (TriggerSender, Option<Arc<Quiet>>)>>>;
 
 /// The shared watches, by git directory. Cheap to share: the daemon holds one.
 #[derive(Default)]
@@ -55,10 +57,16 @@ impl Drop for Subscription {
 
 impl RepoWatches {
     /// Subscribes `unit` to push triggers of the local repository at `repo` (a work tree or
-    /// bare), starting the repository's watch if no unit watches it yet.
+    /// bare), starting the repository's watch if no unit watches it yet; with `quiet`, a push
+    /// that leaves its path alone while it rests does not wake it ([`super::quiet`]).
     ///
     /// Errors: the watch could not be set up (see [`repo_watch::watch`]).
-    pub(crate) fn subscribe(&self, repo: &Path, unit: TriggerSender) -> notify::Result<Subscription> {
+    pub(crate) fn subscribe(
+        &self,
+        repo: &Path,
+        unit: TriggerSender,
+        quiet: Option<Arc<Quiet>>,
+    ) -> notify::Result<Subscription> {
         let dir = repo_watch::git_dir(repo);
         let dir = std::fs::canonicalize(&dir).unwrap_or(dir);
         let mut inner = self.inner.lock().expect("watches lock");
@@ -73,7 +81,7 @@ impl RepoWatches {
             }
         };
         *next += 1;
-        shared.subscribers.lock().expect("subscribers lock").insert(*next, unit);
+        shared.subscribers.lock().expect("subscribers lock").insert(*next, (unit, quiet));
         Ok(Subscription { shared, id: *next })
     }
 
@@ -92,9 +100,8 @@ fn start(dir: &Path) -> notify::Result<Shared> {
     let to = subscribers.clone();
     let forward = tokio::spawn(async move {
         while let Some(trigger) = rx.recv().await {
-            for unit in to.lock().expect("subscribers lock").values() {
-                let _ = unit.offer(trigger.clone());
-            }
+            let units: Vec<_> = to.lock().expect("subscribers lock").values().cloned().collect();
+            quiet::hand_out(units, trigger).await;
         }
     });
     Ok(Shared { _watch: watch, forward, subscribers })
@@ -148,9 +155,9 @@ mod tests {
         let watches = RepoWatches::default();
         let (tx_a, mut rx_a) = trigger::channel();
         let (tx_b, mut rx_b) = trigger::channel();
-        let a = watches.subscribe(&bare, tx_a).unwrap();
+        let a = watches.subscribe(&bare, tx_a, None).unwrap();
         // The same repository by another spelling of its path.
-        let b = watches.subscribe(&dir.path().join("work/../repo.git"), tx_b).unwrap();
+        let b = watches.subscribe(&dir.path().join("work/../repo.git"), tx_b, None).unwrap();
         assert!(Arc::ptr_eq(&a.shared, &b.shared));
         assert_eq!(watches.watched(), 1);
         push(dir.path(), &bare);

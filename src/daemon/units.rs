@@ -261,7 +261,9 @@ impl Units {
         }
         let (triggers, rx) = trigger::channel();
         let (stop, stop_rx) = watch::channel(false);
-        let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone()) {
+        let quiet = (unit.is_git() && unit.local_repo().is_some())
+            .then(|| super::quiet::Quiet::new(&unit.name, engine.repo().clone()));
+        let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone(), quiet.clone()) {
             Ok(w) => Some(w),
             Err(e) => {
                 warn!(unit = %unit.name, repo = %path.display(), error = %e, "cannot watch the repository; polling only");
@@ -285,6 +287,7 @@ impl Units {
             queues: super::unit::Queues {
                 sync_slots: self.sync_slots.clone(),
                 push_lane: unit.is_git().then(|| self.push_lane.clone()),
+                quiet,
             },
             first,
             links: super::unit::Links {

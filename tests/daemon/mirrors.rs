@@ -104,7 +104,8 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
 /// push lane; the others learn from the mirror's one fetch and tree diff that nothing of theirs
 /// changed, as at 1,000 units the one changed unit must not queue behind 999 unchanged ones.
 /// The plain units `a` and `d`, whose last sync read their path alone, take the new revision
-/// without a sync (`path unchanged, nothing to sync`) and send no request; `c`, a kustomize
+/// without a sync (`path unchanged, nothing to sync`), answered by the repository's watch without
+/// waking their tasks, and send no request; `c`, a kustomize
 /// unit (which may read outside its path), waits for a slot (`push_lane = false`) and syncs.
 #[tokio::test]
 async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
@@ -160,6 +161,9 @@ async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
     );
     assert_eq!(triggered(), vec![("b".to_owned(), true), ("c".to_owned(), false)], "{}", daemon.log_text());
     assert_eq!(unchanged(), vec!["a".to_owned(), "d".to_owned()], "{}", daemon.log_text());
+    // The watch answered the push for the three plain units resting (a, b, d) and woke b alone.
+    let handed = daemon.logged("push handed to the units resting under the path-unchanged rule");
+    assert!(handed.iter().any(|e| e["resting"] == 3 && e["woken"] == 1), "{handed:?}\n{}", daemon.log_text());
     let synced = common::eventually(WAIT, || async { completed("c") > before[2] }).await;
     assert!(synced, "the kustomize unit did not sync: {}", daemon.log_text());
     let after: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();

@@ -133,6 +133,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     sync_slots: Arc<Slots>,
     push_lane: Option<Arc<Semaphore>>,
+    /// The unit's side of the path-unchanged rule, shared with its repository's watch.
+    quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
     first: TriggerKind,
     status: crate::daemon::trigger::Status,
 }
@@ -153,7 +155,7 @@ struct Controls {
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
         let UnitTask { engine, triggers, status, metrics, timing, queues, first, links } = task;
-        let (Queues { sync_slots, push_lane }, Links { notify, board, depends }) = (queues, links);
+        let (Queues { sync_slots, push_lane, quiet }, Links { notify, board, depends }) = (queues, links);
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -185,7 +187,7 @@ impl Driver {
                 control,
                 gate: depends,
             },
-            shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, first, status },
+            shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, quiet, first, status },
             controls,
         }
     }
@@ -210,7 +212,15 @@ impl Driver {
         }
         self.feed(Event::Trigger(Some(Trigger::now(self.shared.first))));
         while !matches!(self.state.phase, Phase::Stopped) {
-            if let Some(event) = self.next_event().await {
+            if let Some(quiet) = &self.shared.quiet {
+                quiet.rest(super::machine::quiet(&self.state));
+            }
+            let event = self.next_event().await;
+            // Woken for anything: a revision a push left while the unit rested is taken first.
+            if let Some(to) = self.shared.quiet.as_ref().and_then(|q| q.wake()) {
+                self.feed(Event::Taken(to, std::time::Instant::now()));
+            }
+            if let Some(event) = event {
                 self.feed(event);
             }
         }

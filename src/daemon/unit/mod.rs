@@ -82,6 +82,10 @@ pub struct Queues {
     /// `None` for a unit whose revision is not a git commit (a chart unit, an OCI artifact):
     /// its fetch is a network download with nothing to send early, and it syncs in a slot.
     pub push_lane: Option<Arc<tokio::sync::Semaphore>>,
+    /// The unit's side of the path-unchanged rule, shared with its repository's watch: while
+    /// it rests under the rule, a push that leaves its path alone does not wake it
+    /// ([`crate::daemon::quiet`]). `None` for a unit without a repository watch.
+    pub quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
 }
 
 /// What a unit's task is linked to besides the cluster: its notifiers, the dashboard and its

@@ -4,7 +4,9 @@
 use super::{
     Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, after, begin_sync, fetch, keep,
 };
-use crate::daemon::trigger::TriggerKind;
+use std::time::Instant;
+
+use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::health::ready::Waiting;
 use crate::source::{Revision, Touch};
 
@@ -65,6 +67,33 @@ fn path_unchanged(state: &State, to: &Revision) -> Option<Revision> {
     let from = state.last_applied.as_ref()?;
     let same = state.path_only_at.as_ref() == Some(from) && from != to && state.retry_at.is_none();
     same.then(|| from.clone())
+}
+
+/// The revision a push is probed from for the unit while it rests, when a push that leaves its
+/// path alone would change nothing but the revision last applied ([`path_unchanged`]): idle
+/// (not backing off, suspended or stopping), nothing queued, a git unit. The repository's
+/// watch answers such a push without waking the unit ([`crate::daemon::quiet`]).
+pub(in crate::daemon::unit) fn quiet(state: &State) -> Option<&Revision> {
+    let from = state.last_applied.as_ref()?;
+    let idle = matches!(state.phase, Phase::Idle) && !state.stopping && !state.suspended && state.queued.is_none();
+    let rule = state.lane && state.retry_at.is_none() && state.path_only_at.as_ref() == Some(from);
+    (idle && rule).then_some(from)
+}
+
+/// A push seen at `at` moved the branch to `to` and left the path alone while the unit rested
+/// ([`Event::Taken`]): `to` is the revision last applied, as the unit's own probe would have
+/// made it (logged by the watch that answered). Should the rule no longer hold, the push runs
+/// as a trigger.
+pub(super) fn take(state: &mut State, idle: Phase, to: Revision, at: Instant, actions: &mut Vec<Action>) -> Phase {
+    if state.last_applied.as_ref() == Some(&to) {
+        return idle;
+    }
+    if path_unchanged(state, &to).is_some() {
+        state.last_applied = Some(to.clone());
+        state.path_only_at = Some(to);
+        return idle;
+    }
+    super::start(state, Job::new(Trigger { kind: TriggerKind::Push, at }, None, false), actions)
 }
 
 /// Drops the lane and the slot the job holds.

@@ -54,6 +54,7 @@ use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::health::ready::Waiting;
 use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
+pub(super) use job::quiet;
 pub(super) use listen::Listen;
 
 /// A unit's state: its phase and what it keeps between phases.
@@ -348,6 +349,9 @@ pub(super) enum Event {
     Gated(Vec<Waiting>),
     /// A dependency's record changed.
     DependencyChanged,
+    /// While the unit rested idle, a push (seen at this instant) moved its branch to this
+    /// revision and left its path alone: answered by the repository's watch ([`job::take`]).
+    Taken(Revision, Instant),
 }
 
 /// A log event the machine decides (the driver writes it).
@@ -509,6 +513,7 @@ fn on_idle(
             state.retry_at = None;
             start(state, Job::new(Trigger { kind: TriggerKind::Retry, at }, None, false), actions)
         }
+        Event::Taken(to, at) => job::take(state, idle, to, at, actions),
         _ => idle,
     }
 }

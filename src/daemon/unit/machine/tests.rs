@@ -255,5 +255,6 @@ impl Row {
 
 mod depends;
 mod jobs;
+mod quiet;
 mod suspend;
 mod wait;
