@@ -52,6 +52,22 @@ pub fn bucket(unit: &str) -> u32 {
     (leading_u64(unit.as_bytes()) % u64::from(BUCKETS)) as u32
 }
 
+/// The key an advert names `unit` by ([`super::member::UnitKey`]): the low 48 bits of the
+/// number [`bucket`] reduces, so `name_key(unit) % BUCKETS == bucket(unit)` (64 divides
+/// 2^48). Two units of one fleet share a key with a chance of about `n² / 2^49` (n = 10,000:
+/// 2 in 10 million); they would then count as one unit for the assignment.
+pub fn name_key(unit: &str) -> u64 {
+    leading_u64(unit.as_bytes()) & ((1 << 48) - 1)
+}
+
+/// The first 4 bytes, big-endian, of `sha256(fingerprint)`: what an advert says of a unit's
+/// version ([`super::member::UnitKey`]). Two versions of one unit look alike with a chance of
+/// 1 in 2^32.
+pub fn version_key(fingerprint: &str) -> u32 {
+    // The leading 32 of 64 bits.
+    (leading_u64(fingerprint.as_bytes()) >> 32) as u32
+}
+
 /// [`bucket`] remembered by unit name, for a loop that asks for the bucket of every unit of
 /// every member ten times a second. Holds one entry per unit name ever asked about (the units
 /// of the replicas' configs); one task's, not shared.
@@ -81,15 +97,15 @@ pub fn unit_owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) ->
     owner(&bucket_key(bucket(unit)), members)
 }
 
-/// A member that runs a unit, for [`assign_bucket`]: its identity, the fingerprint it advertises for
-/// the unit ([`crate::config::SyncUnit::fingerprint`]) and when it joined (its membership
-/// Lease's `acquireTime`; `None` sorts first).
+/// A member that runs a unit, for [`assign_bucket`]: its identity, the version it advertises for
+/// the unit ([`version_key`] of [`crate::config::SyncUnit::fingerprint`]) and when it joined
+/// (its membership Lease's `acquireTime`; `None` sorts first).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Candidate<'a> {
     /// The member's identity.
     pub member: &'a str,
-    /// The unit's fingerprint in that member's config.
-    pub fingerprint: &'a str,
+    /// The unit's version in that member's config ([`version_key`]).
+    pub fingerprint: u32,
     /// When the member joined.
     pub joined: Option<k8s_openapi::jiff::Timestamp>,
 }
@@ -238,12 +254,12 @@ mod tests {
         let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
         let c = |member, fingerprint, joined| Candidate { member, fingerprint, joined };
         // Old replicas a, b run v1; c, started later, runs v2: only c may own the unit's bucket.
-        let mixed = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v2", at(50))];
+        let mixed = [c("a", 1, at(10)), c("b", 1, at(11)), c("c", 2, at(50))];
         for b in [1, 2, 3, 4] {
             assert_eq!(assign_bucket(b, [&mixed[..]]), Some("c"));
         }
         // The same version everywhere: plain rendezvous over all of them.
-        let same = [c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))];
+        let same = [c("a", 1, at(10)), c("b", 1, at(11)), c("c", 1, at(50))];
         assert_eq!(assign_bucket(1, [&same[..]]), owner("1", ["a", "b", "c"]));
     }
 
@@ -254,6 +270,8 @@ mod tests {
         for unit in &units {
             sizes[bucket(unit) as usize] += 1;
         }
+        let keyed = units.iter().filter(|u| name_key(u) % u64::from(BUCKETS) != u64::from(bucket(u))).count();
+        assert_eq!(keyed, 0, "a unit's name key gives its bucket");
         // 3000 / 64 ≈ 47 a bucket; none empty or more than twice that.
         assert!(sizes.iter().all(|n| (20..=94).contains(n)), "{sizes:?}");
         let members = members(3);
@@ -270,22 +288,22 @@ mod tests {
         let at = |s: i64| Some(k8s_openapi::jiff::Timestamp::from_second(s).unwrap());
         let c = |member, fingerprint, joined| Candidate { member, fingerprint, joined };
         // The same config everywhere: rendezvous over all members on the bucket's key.
-        let same = vec![vec![c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v1", at(50))]; 2];
+        let same = vec![vec![c("a", 1, at(10)), c("b", 1, at(11)), c("c", 1, at(50))]; 2];
         assert_eq!(assign_bucket(5, same.iter().map(Vec::as_slice)), owner("5", ["a", "b", "c"]));
         // c, newest, changed unit 1 and runs unit 2 as the others do: only c qualifies for both.
         let changed = [
-            vec![c("a", "v1", at(10)), c("b", "v1", at(11)), c("c", "v2", at(50))],
-            vec![c("a", "w", at(10)), c("b", "w", at(11)), c("c", "w", at(50))],
+            vec![c("a", 1, at(10)), c("b", 1, at(11)), c("c", 2, at(50))],
+            vec![c("a", 3, at(10)), c("b", 3, at(11)), c("c", 3, at(50))],
         ];
         for b in 0..BUCKETS {
             assert_eq!(assign_bucket(b, changed.iter().map(Vec::as_slice)), Some("c"));
         }
         // A unit only the old members run, beside a new one only c runs: c, the newest, owns
         // the bucket.
-        let split = [vec![c("a", "x", at(10)), c("b", "x", at(11))], vec![c("c", "y", at(50))]];
+        let split = [vec![c("a", 4, at(10)), c("b", 4, at(11))], vec![c("c", 5, at(50))]];
         assert_eq!(assign_bucket(3, split.iter().map(Vec::as_slice)), Some("c"));
         // A unit only a and b run (c has dropped it, or benched it): they share the bucket.
-        let dropped = [vec![c("a", "x", at(10)), c("b", "x", at(11))]];
+        let dropped = [vec![c("a", 4, at(10)), c("b", 4, at(11))]];
         assert_eq!(assign_bucket(9, dropped.iter().map(Vec::as_slice)), owner("9", ["a", "b"]));
         assert_eq!(assign_bucket(9, []), None);
         assert_eq!(assign_bucket(9, [&[][..]]), None);

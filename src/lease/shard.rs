@@ -188,6 +188,10 @@ pub fn spawn(
         generation: 0,
         first_live: BTreeMap::new(),
         adverts: BTreeMap::new(),
+        adverts_seen: 0,
+        offer: None,
+        mine_memo: None,
+        advertised_memo: None,
         benched: BTreeMap::new(),
         versions: BTreeMap::new(),
         collected: Instant::now(),
@@ -299,6 +303,14 @@ struct Shard {
     first_live: BTreeMap<String, Instant>,
     /// What each member advertises (its membership Lease's annotations), by identity.
     adverts: BTreeMap<String, Advert>,
+    /// Counts the changes of [`Shard::adverts`], for the memos below.
+    adverts_seen: u64,
+    /// What this replica offers to run, as last made ([`Shard::offered`]).
+    offer: Option<Arc<view::Offer>>,
+    /// The buckets [`Shard::mine`] found, and from what.
+    mine_memo: Option<(view::MineKey, BTreeSet<u32>)>,
+    /// The units per bucket [`Shard::survey`] counts, and from what.
+    advertised_memo: Option<(view::AdvertisedKey, Arc<BTreeMap<u32, usize>>)>,
     /// Units this replica could not start, left to the others until the instant given.
     benched: BTreeMap<String, Instant>,
     /// The `resourceVersion` of every gitward Lease as last seen: the precondition of a
@@ -388,7 +400,10 @@ impl Shard {
         if let Some(identity) = name.strip_prefix(&self.cfg.member_prefix()) {
             if let Some(advert) = Advert::read(&lease) {
                 self.check_nonce(identity, &advert);
-                self.adverts.insert(identity.to_owned(), advert);
+                if self.adverts.get(identity) != Some(&advert) {
+                    self.adverts.insert(identity.to_owned(), advert);
+                    self.adverts_seen += 1;
+                }
             }
         } else if !name.starts_with(&self.cfg.bucket_prefix()) && !name.starts_with(&self.cfg.legacy_unit_prefix()) {
             return None;
@@ -477,8 +492,9 @@ impl Shard {
                 self.electors.remove(&b);
                 if leading {
                     self.release(b);
-                    let units: Vec<String> = self.offered().into_keys().filter(|u| self.buckets.of(u) == b).collect();
-                    for _ in &units {
+                    let offer = self.offered();
+                    let units = offer.by_bucket.get(&b).map_or(&[][..], Vec::as_slice);
+                    for _ in units {
                         self.metrics.handover(&identity, Handover::Released);
                     }
                     info!(bucket = b, units = ?units, identity = %identity, "sharding: bucket handed over");
@@ -526,9 +542,9 @@ impl Shard {
 
     /// Publishes the ownership if it changed; logs and counts acquisitions and losses.
     fn publish(&mut self) {
-        let offered = self.offered();
+        let offer = self.offered();
         let units_of = |buckets: &BTreeSet<u32>| -> BTreeSet<String> {
-            offered.keys().filter(|u| buckets.contains(&self.buckets.of(u))).cloned().collect()
+            buckets.iter().filter_map(|b| offer.by_bucket.get(b)).flatten().cloned().collect()
         };
         let held_buckets: BTreeSet<u32> = self
             .electors

@@ -10,9 +10,11 @@ use kube::api::Api;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::super::assignment::{BUCKETS, Candidate, assign_bucket};
+use std::sync::Arc;
+
+use super::super::assignment::{BUCKETS, Candidate, assign_bucket, name_key};
 use super::super::election::Seen;
-use super::super::member::Advert;
+use super::super::member::{Advert, UnitKey, unit_keys};
 use super::{BENCH_FOR, STALE_AFTER, Shard};
 
 impl Shard {
@@ -48,17 +50,35 @@ impl Shard {
             }
         }
     }
-    /// The units this replica offers to run: those of its config, but the benched ones.
-    pub(super) fn offered(&self) -> BTreeMap<String, String> {
-        let mut units = self.units.borrow().clone();
-        units.retain(|unit, _| !self.benched.contains_key(unit));
-        units
+    /// The units this replica offers to run ([`Offer`]), made again only when the config's
+    /// units or the benched ones changed: at 10,000 units, copying and hashing them every
+    /// round (ten a second) took most of the loop's CPU.
+    pub(super) fn offered(&mut self) -> Arc<Offer> {
+        let changed = self.units.has_changed().unwrap_or(false);
+        if let Some(offer) = &self.offer
+            && !changed
+            && offer.benched.iter().eq(self.benched.keys())
+        {
+            return offer.clone();
+        }
+        let mut named = self.units.borrow_and_update().clone();
+        named.retain(|unit, _| !self.benched.contains_key(unit));
+        let mut by_bucket: BTreeMap<u32, Vec<String>> = BTreeMap::new();
+        for unit in named.keys() {
+            by_bucket.entry(self.buckets.of(unit)).or_default().push(unit.clone());
+        }
+        let keys = Arc::new(unit_keys(&named));
+        let benched = self.benched.keys().cloned().collect();
+        let offer = Arc::new(Offer { named, keys, by_bucket, benched });
+        self.offer = Some(offer.clone());
+        offer
     }
     /// Writes this replica's advert when it differs from the last one written (at start, after
     /// a reload); a failed write (the membership Lease not created yet) is tried again at the
     /// next round.
     pub(super) fn advertise(&mut self) {
-        let own = Advert { units: self.offered(), nonce: self.nonce.clone(), buckets: Some(BUCKETS) };
+        let offer = self.offered();
+        let own = Advert { units: offer.keys.clone(), nonce: self.nonce.clone(), buckets: Some(BUCKETS) };
         if let Some((advert, task)) = &self.publishing {
             if !task.is_finished() {
                 return;
@@ -76,7 +96,7 @@ impl Shard {
             (self.client.clone(), self.cfg.namespace.clone(), self.cfg.member_lease(&self.cfg.identity));
         let (advert, refused_before) = (own.clone(), self.advert_refused.clone());
         let task = tokio::spawn(async move {
-            match advert.publish(client, &namespace, &name).await {
+            match advert.publish(client, &namespace, &name, &offer.named).await {
                 Ok(()) => {
                     refused_before.store(false, std::sync::atomic::Ordering::Relaxed);
                     true
@@ -100,33 +120,42 @@ impl Shard {
     /// members that count (`eligible`), group units into [`BUCKETS`] buckets, and advertise
     /// units of it — this replica by the advert the watch showed back, and only while that
     /// equals its config — and [`assign_bucket`] among them.
-    pub(super) fn mine(&self, eligible: &[String]) -> BTreeSet<u32> {
-        let units = self.offered();
-        let wanted: BTreeSet<u32> = units.keys().map(|u| self.buckets.of(u)).collect();
+    /// Computed again only when the members that count, what they advertise, when they
+    /// joined or this replica's offer changed.
+    pub(super) fn mine(&mut self, eligible: &[String]) -> BTreeSet<u32> {
+        let offer = self.offered();
         let joined = |member: &str| {
             let seen = self.seen.get(&self.cfg.member_lease(member))?;
             seen.spec.acquire_time.as_ref().map(|t| t.0)
         };
-        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == units);
-        let mut by_bucket: BTreeMap<u32, BTreeMap<&str, Vec<Candidate>>> = BTreeMap::new();
-        for member in eligible.iter().filter(|m| **m != self.cfg.identity || own_current) {
+        let key: MineKey =
+            (eligible.iter().map(|m| (m.clone(), joined(m))).collect(), self.adverts_seen, offer.clone());
+        if let Some((seen, mine)) = &self.mine_memo
+            && *seen == key
+        {
+            return mine.clone();
+        }
+        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == offer.keys);
+        let mut by_bucket: BTreeMap<u32, BTreeMap<u64, Vec<Candidate>>> = BTreeMap::new();
+        for (member, joined) in key.0.iter().filter(|(m, _)| *m != self.cfg.identity || own_current) {
             let Some(advert) = self.adverts.get(member).filter(|a| a.buckets == Some(BUCKETS)) else { continue };
-            let joined = joined(member);
-            for (unit, fingerprint) in &advert.units {
-                let b = self.buckets.of(unit);
-                if wanted.contains(&b) {
-                    let candidate = Candidate { member, fingerprint, joined };
-                    by_bucket.entry(b).or_default().entry(unit).or_default().push(candidate);
+            for unit in advert.units.iter() {
+                let b = unit.bucket();
+                if offer.by_bucket.contains_key(&b) {
+                    let candidate = Candidate { member, fingerprint: unit.version, joined: *joined };
+                    by_bucket.entry(b).or_default().entry(unit.name).or_default().push(candidate);
                 }
             }
         }
-        by_bucket
+        let mine: BTreeSet<u32> = by_bucket
             .into_iter()
             .filter(|(b, units)| {
                 assign_bucket(*b, units.values().map(Vec::as_slice)) == Some(self.cfg.identity.as_str())
             })
             .map(|(b, _)| b)
-            .collect()
+            .collect();
+        self.mine_memo = Some((key, mine.clone()));
+        mine
     }
     /// Counts the units some live member runs whose bucket's Lease nobody renews, and about once
     /// a second collects stale Leases: a membership Lease of another replica, a bucket Lease of
@@ -135,23 +164,12 @@ impl Shard {
     /// with its `resourceVersion` as precondition, so a Lease taken meanwhile is kept.
     pub(super) fn survey(&mut self, live: &BTreeSet<String>, now: Instant) {
         let lease = self.cfg.lease();
-        let own_units = self.units.borrow().clone();
-        let mut advertised: BTreeSet<String> = own_units.keys().cloned().collect();
-        for member in live {
-            if let Some(advert) = self.adverts.get(member) {
-                advertised.extend(advert.units.keys().cloned());
-            }
-        }
+        let buckets = self.advertised(live);
         let renewed = |seen: Option<&Seen>| {
             seen.is_some_and(|s| {
                 s.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) && self.expiry(s) > now
             })
         };
-        // Units per bucket: each bucket's Lease is looked up once.
-        let mut buckets: BTreeMap<u32, usize> = BTreeMap::new();
-        for unit in &advertised {
-            *buckets.entry(self.buckets.of(unit)).or_default() += 1;
-        }
         let unrenewed: usize =
             buckets.iter().filter(|(b, _)| !renewed(self.seen.get(&self.cfg.bucket_lease(**b)))).map(|(_, n)| n).sum();
         self.metrics.units_unrenewed(&self.cfg.identity, unrenewed);
@@ -194,4 +212,51 @@ impl Shard {
             });
         }
     }
+
+    /// How many units each bucket holds that this replica's config or a live member's advert
+    /// names (each unit once); computed again only when those changed.
+    fn advertised(&mut self, live: &BTreeSet<String>) -> Arc<BTreeMap<u32, usize>> {
+        let key: AdvertisedKey = (live.clone(), self.adverts_seen, self.offered());
+        if let Some((seen, counts)) = &self.advertised_memo
+            && *seen == key
+        {
+            return counts.clone();
+        }
+        let own = key.2.named.keys().chain(&key.2.benched);
+        let mut units: BTreeSet<u64> = own.map(|u| name_key(u)).collect();
+        for member in live {
+            if let Some(advert) = self.adverts.get(member) {
+                units.extend(advert.units.iter().map(|k| k.name));
+            }
+        }
+        let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
+        for unit in units {
+            // The remainder is below BUCKETS, a u32.
+            *counts.entry((unit % u64::from(BUCKETS)) as u32).or_default() += 1;
+        }
+        let counts = Arc::new(counts);
+        self.advertised_memo = Some((key, counts.clone()));
+        counts
+    }
 }
+
+/// The units this replica offers to run: those of its config, but the benched ones.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Offer {
+    /// Name → fingerprint.
+    pub(super) named: BTreeMap<String, String>,
+    /// Their keys, as advertised.
+    pub(super) keys: Arc<BTreeSet<UnitKey>>,
+    /// Their names by bucket.
+    pub(super) by_bucket: BTreeMap<u32, Vec<String>>,
+    /// The benched units left out.
+    benched: Vec<String>,
+}
+
+/// What [`Shard::mine`] was computed from: the members that count with when each joined, the
+/// adverts seen, and the offer.
+pub(super) type MineKey = (Vec<(String, Option<k8s_openapi::jiff::Timestamp>)>, u64, Arc<Offer>);
+
+/// What [`Shard::advertised`] was computed from: the live members, the adverts seen and the
+/// offer (the config's units).
+pub(super) type AdvertisedKey = (BTreeSet<String>, u64, Arc<Offer>);
