@@ -42,8 +42,9 @@ pub const REQUEST_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(
 pub const MAX_CONCURRENT_REQUESTS: usize = 64;
 
 /// One unit as the webhook route sees it: (unit name, the repository and ref it follows —
-/// [`Followed`] — and the sender of its trigger channel).
-pub type UnitRoute = (String, Followed, TriggerSender);
+/// [`Followed`] —, the sender of its trigger channel, and its side of the path-unchanged rule:
+/// a webhook that leaves its path alone while it rests does not wake it, [`super::quiet`]).
+pub type UnitRoute = (String, Followed, TriggerSender, Option<Arc<super::quiet::Quiet>>);
 
 /// The shared webhook secret as bytes (the file's contents); `None` when none is configured.
 pub type Secret = Option<Arc<Vec<u8>>>;
@@ -115,23 +116,34 @@ impl HttpState {
     /// `repositories` (empty: none named) triggers ([`Followed::triggered_by`]) and counts it;
     /// returns the names of the units triggered. A full channel means a sync is
     /// already queued: the trigger coalesces into it and the unit is still listed. A closed
-    /// channel (the unit task has stopped, e.g. mid-reload) is skipped.
+    /// channel (the unit task has stopped, e.g. mid-reload) is skipped. The units resting under
+    /// the path-unchanged rule are handed the webhook by a task of its own after its fetch
+    /// ([`super::quiet::hand_out`]): only those whose path it changed wake.
     fn trigger(&self, pushed: Option<&str>, repositories: &[String]) -> Vec<String> {
         let units = self.units.read().expect("units lock");
         let mut triggered = Vec::new();
+        let mut resting = Vec::new();
         // One instant for every unit: the units of one repository then take one fetch of it
         // (a fetch that started after the webhook serves them all, `Repo::fetch_since`).
         let trigger = Trigger::now(TriggerKind::Webhook);
-        for (name, followed, sender) in units.iter() {
+        for (name, followed, sender, quiet) in units.iter() {
             if !followed.triggered_by(pushed, repositories) {
                 continue;
             }
-            if sender.offer(trigger.clone()).is_err() {
-                debug!(unit = %name, "unit task gone, webhook trigger dropped");
-                continue;
+            match quiet {
+                Some(quiet) if quiet.rests() => resting.push((sender.clone(), Some(quiet.clone()))),
+                _ => {
+                    if sender.offer(trigger.clone()).is_err() {
+                        debug!(unit = %name, "unit task gone, webhook trigger dropped");
+                        continue;
+                    }
+                }
             }
             self.metrics.observe_trigger(name, TriggerKind::Webhook);
             triggered.push(name.clone());
+        }
+        if !resting.is_empty() {
+            tokio::spawn(super::quiet::hand_out(resting, trigger));
         }
         triggered
     }

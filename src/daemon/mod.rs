@@ -31,7 +31,7 @@ pub(crate) mod decide;
 pub(crate) mod heal;
 pub mod http;
 pub mod metrics;
-pub(crate) mod quiet;
+pub mod quiet;
 pub(crate) mod repo_watch;
 pub mod route;
 pub mod run;

@@ -25,7 +25,7 @@ use crate::sync::repo::Repo;
 
 /// One unit's side of the rule: what it published and what a push left it. Shared by the unit's
 /// task and the repository's watch.
-pub(crate) struct Quiet {
+pub struct Quiet {
     unit: String,
     repo: Repo,
     state: Mutex<Resting>,
@@ -67,6 +67,12 @@ impl Resting {
     }
 }
 
+impl std::fmt::Debug for Quiet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Quiet").field("unit", &self.unit).field("state", &*self.state()).finish_non_exhaustive()
+    }
+}
+
 impl Quiet {
     /// The rule's state for unit `unit` reading `repo`; nothing published yet.
     pub(crate) fn new(unit: &str, repo: Repo) -> Arc<Self> {
@@ -94,14 +100,23 @@ impl Quiet {
         self.state().from.clone()
     }
 
+    /// The unit rests under the rule now.
+    pub(crate) fn rests(&self) -> bool {
+        self.state().from.is_some()
+    }
+
     /// Answers the push `trigger` for this resting unit: true when it left the path alone and
     /// the unit stays asleep, false when the unit must be offered the trigger (the path
-    /// changed, the probe cannot tell, or the unit woke meanwhile).
+    /// changed, the probe cannot tell, the unit woke meanwhile, or a webhook found the revision
+    /// last applied: it asks for a sync of it all the same).
     async fn answer(&self, trigger: &Trigger) -> bool {
         let Some(from) = self.resting_from() else { return false };
         let Some(Touch { touched: false, to }) = self.repo.push_touches(Some(&from), trigger.at).await else {
             return false;
         };
+        if from == to && !trigger.kind.needs_new_revision() {
+            return false;
+        }
         if !self.state().leave(&from, &to) {
             return false;
         }
@@ -114,7 +129,7 @@ impl Quiet {
     }
 }
 
-/// Hands `trigger` (a push) to `units`: at once to each unit that does not rest under the rule,
+/// Hands `trigger` (a push or webhook) to `units`: at once to each unit that does not rest under the rule,
 /// then, after the push's one fetch, to each resting unit whose path it changed or whose probe
 /// cannot tell ([`Quiet`]). A unit whose task has ended is skipped.
 pub(crate) async fn hand_out(units: Vec<(TriggerSender, Option<Arc<Quiet>>)>, trigger: Trigger) {
@@ -122,7 +137,7 @@ pub(crate) async fn hand_out(units: Vec<(TriggerSender, Option<Arc<Quiet>>)>, tr
     let mut resting = Vec::new();
     for (sender, quiet) in units {
         match quiet {
-            Some(quiet) if quiet.resting_from().is_some() => resting.push((sender, quiet)),
+            Some(quiet) if quiet.rests() => resting.push((sender, quiet)),
             _ => {
                 let _ = sender.offer(trigger.clone());
             }

@@ -202,7 +202,7 @@ impl Sets {
     /// The routes webhooks take to the watchers: the set's name, repository and ref, channel.
     pub(super) fn routes(&self) -> Vec<super::http::UnitRoute> {
         let sets = self.base.sets.iter().zip(&self.watchers);
-        sets.map(|(set, w)| (set.name.clone(), w.followed.clone(), w.triggers.clone())).collect()
+        sets.map(|(set, w)| (set.name.clone(), w.followed.clone(), w.triggers.clone(), None)).collect()
     }
 }
 

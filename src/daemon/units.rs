@@ -37,6 +37,8 @@ pub(super) struct RunningUnit {
     config: Arc<SyncUnit>,
     /// Its trigger channel (webhooks, reloads).
     triggers: TriggerSender,
+    /// Its side of the path-unchanged rule ([`super::quiet`]), for webhooks.
+    quiet: Option<Arc<super::quiet::Quiet>>,
     /// Asks it to stop after its in-flight sync.
     stop: watch::Sender<bool>,
     /// Its task.
@@ -261,8 +263,7 @@ impl Units {
         }
         let (triggers, rx) = trigger::channel();
         let (stop, stop_rx) = watch::channel(false);
-        let quiet = (unit.is_git() && unit.local_repo().is_some())
-            .then(|| super::quiet::Quiet::new(&unit.name, engine.repo().clone()));
+        let quiet = unit.is_git().then(|| super::quiet::Quiet::new(&unit.name, engine.repo().clone()));
         let watch = unit.local_repo().and_then(|path| match self.repo_watches.subscribe(&path, triggers.clone(), quiet.clone()) {
             Ok(w) => Some(w),
             Err(e) => {
@@ -287,7 +288,7 @@ impl Units {
             queues: super::unit::Queues {
                 sync_slots: self.sync_slots.clone(),
                 push_lane: unit.is_git().then(|| self.push_lane.clone()),
-                quiet,
+                quiet: quiet.clone(),
             },
             first,
             links: super::unit::Links {
@@ -299,12 +300,14 @@ impl Units {
         self.metrics.set_unit_cluster(&unit.name, &unit.cluster);
         let span = tracing::info_span!("unit", unit = %unit.name, cluster = %unit.cluster);
         let handle = tokio::spawn(task.run(stop_rx).instrument(span));
-        Ok(RunningUnit { config: shared, triggers, stop, task: handle, _watch: watch, _vars: vars })
+        Ok(RunningUnit { config: shared, triggers, quiet, stop, task: handle, _watch: watch, _vars: vars })
     }
 
     /// The units webhooks can trigger: name, what it follows and trigger channel of each.
     pub(super) fn senders(&self) -> Vec<super::http::UnitRoute> {
-        self.running.values().map(|r| (r.config.name.clone(), Followed::of(&r.config), r.triggers.clone())).collect()
+        let route =
+            |r: &RunningUnit| (r.config.name.clone(), Followed::of(&r.config), r.triggers.clone(), r.quiet.clone());
+        self.running.values().map(route).collect()
     }
 
     /// Sends a reload trigger to each of `names` that runs (a full channel means a sync is

@@ -34,8 +34,8 @@ impl Harness {
         let (shop_tx, shop) = trigger::channel();
         let (blog_tx, blog) = trigger::channel();
         state.set_units(vec![
-            ("shop".into(), Followed::git(SITE, "main"), shop_tx),
-            ("blog".into(), Followed::git(SITE, "refs/tags/v1"), blog_tx),
+            ("shop".into(), Followed::git(SITE, "main"), shop_tx, None),
+            ("blog".into(), Followed::git(SITE, "refs/tags/v1"), blog_tx, None),
         ]);
         Self { state, shop, blog }
     }

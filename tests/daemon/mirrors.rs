@@ -185,3 +185,59 @@ async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
         .any(|e| e["unit"] == "a" && e["revision"] == third.as_str() && e["push_lane"] == true);
     assert!(lane, "a's push did not take the lane: {}", daemon.log_text());
 }
+
+/// A webhook for a push that changed one unit's path, on a network remote (`git daemon`, so no
+/// watch of the repository's refs sees the push first): the four plain units rest under the
+/// path-unchanged rule, the webhook's one fetch answers for all of them, and only `b`, whose
+/// path changed, wakes and syncs; `a`, `c` and `d` take the revision without a sync. The
+/// webhook's reply still names all four.
+#[tokio::test]
+async fn a_webhook_wakes_only_the_resting_units_whose_path_its_push_changed() {
+    let env = common::setup("mirrors-webhook").await;
+    let repo = common::GitRepo::new();
+    write_paths(&repo, "1");
+    let first = repo.commit_and_push("first");
+    let git_daemon = common::git_remote::GitDaemon::serve(repo.bare().parent().unwrap());
+    let url = format!("git://127.0.0.1:{}/remote.git", git_daemon.port);
+    let dir = tempfile::tempdir().unwrap();
+    let units: String = UNITS
+        .iter()
+        .map(|unit| common::unit_toml(unit, std::path::Path::new(&url), unit, &env.namespace, ""))
+        .collect();
+    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "webhook_secret_file = \"webhook-secret\"", &units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
+    let completed = |unit: &str| daemon.logged("sync complete").iter().filter(|e| e["unit"] == unit).count();
+    let before: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
+
+    repo.write("b/cm.yaml", &common::cm("b-cm", "2"));
+    let revision = repo.commit_and_push("b only");
+    let body = format!(r#"{{"ref": "refs/heads/main", "repository": {{"clone_url": "{url}"}}}}"#);
+    let (status, reply) = common::signed_webhook(port, SECRET, body.as_bytes());
+    assert_eq!((status, reply.as_str()), (202, r#"{"units":["a","b","c","d"]}"#));
+    let applied =
+        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "b-cm").await.as_deref() == Some("2") })
+            .await;
+    assert!(applied, "the webhook's push not applied: {}", daemon.log_text());
+    let unchanged = || -> Vec<String> {
+        let mut seen: Vec<String> = daemon
+            .logged("path unchanged, nothing to sync")
+            .into_iter()
+            .filter(|e| e["trigger"] == "webhook" && e["revision"] == revision.as_str() && e["from"] == first.as_str())
+            .map(|e| e["unit"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        seen.sort();
+        seen
+    };
+    let taken = common::eventually(WAIT, || async { unchanged().len() == 3 }).await;
+    assert!(taken, "a, c and d take the revision: {:?}\n{}", unchanged(), daemon.log_text());
+    assert_eq!(unchanged(), ["a", "c", "d"]);
+    let handed = daemon.logged("push handed to the units resting under the path-unchanged rule");
+    assert!(handed.iter().any(|e| e["resting"] == 4 && e["woken"] == 1), "{handed:?}\n{}", daemon.log_text());
+    let synced = common::eventually(WAIT, || async { completed("b") > before[1] }).await;
+    assert!(synced, "b did not sync: {}", daemon.log_text());
+    let after: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
+    assert_eq!((after[0], after[2], after[3]), (before[0], before[2], before[3]), "{}", daemon.log_text());
+}
