@@ -40,6 +40,17 @@ fn write_paths(repo: &common::GitRepo, value: &str) {
     }
 }
 
+/// Starts a daemon of `units` in `dir` that takes webhooks signed with [`SECRET`], and waits
+/// until each unit's ConfigMap holds `1`; returns it and its port.
+async fn start_with_webhooks(dir: &std::path::Path, env: &common::TestEnv, units: &str) -> (common::Daemon, u16) {
+    std::fs::write(dir.join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(dir, "", "webhook_secret_file = \"webhook-secret\"", units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
+    (daemon, port)
+}
+
 /// Three units of one URL without credentials and a fourth with a token file: two mirrors on
 /// disk; the first fetch of each fills it (two `updated` fetches for four units), and one push
 /// that changes every unit's path is fetched once per mirror, not once per unit; so is a
@@ -63,11 +74,7 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
             common::unit_toml(unit, &repo.bare(), unit, &env.namespace, &extra)
         })
         .collect();
-    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
-    let (config, port) = common::daemon_config(dir.path(), "", "webhook_secret_file = \"webhook-secret\"", &units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
+    let (daemon, port) = start_with_webhooks(dir.path(), &env, &units).await;
 
     let mirrors: Vec<String> = std::fs::read_dir(dir.path().join("state/mirrors"))
         .unwrap()
@@ -204,11 +211,7 @@ async fn a_webhook_wakes_only_the_resting_units_whose_path_its_push_changed() {
         .iter()
         .map(|unit| common::unit_toml(unit, std::path::Path::new(&url), unit, &env.namespace, ""))
         .collect();
-    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
-    let (config, port) = common::daemon_config(dir.path(), "", "webhook_secret_file = \"webhook-secret\"", &units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
+    let (daemon, port) = start_with_webhooks(dir.path(), &env, &units).await;
     let completed = |unit: &str| daemon.logged("sync complete").iter().filter(|e| e["unit"] == unit).count();
     let before: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
 
