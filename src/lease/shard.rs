@@ -1,5 +1,5 @@
 //! Sharding: units spread over the live replicas, each unit applied only by the holder of its
-//! bucket's `coordination.k8s.io/v1` Lease (`[daemon.sharding]`; issues 12 and 23).
+//! bucket's `coordination.k8s.io/v1` Lease (`[daemon.sharding]`).
 //!
 //! - **Membership.** Every replica holds a Lease `gitward-member-<identity>` in the sharding
 //!   namespace, renewed by the same loop as leader election ([`super::election`]); on shutdown it
