@@ -3,7 +3,8 @@
 //! The unit's task publishes, while it rests idle, the revision a push would be probed from
 //! when the path-unchanged rule holds for it (its last sync applied every object from the
 //! plain files of its path alone, no retry due: `machine::job::quiet`). The task that hands a
-//! repository's push to its units ([`super::shared_watch`]) probes those units itself
+//! repository's push to its units (the shared ref watch, [`super::shared_watch`], or a task the
+//! webhook handler spawns, [`super::http`]) probes those units itself
 //! ([`Repo::push_touches`], answered from the one fetch of the push) and wakes only the ones
 //! whose path the push changed, or whose probe cannot tell. For the others it logs
 //! `path unchanged, nothing to sync` and leaves the new revision with the unit, which takes it

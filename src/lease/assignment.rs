@@ -46,10 +46,16 @@ pub fn owner<'a>(unit: &str, members: impl IntoIterator<Item = &'a str>) -> Opti
 /// share of the buckets.
 pub const BUCKETS: u32 = 64;
 
-/// The bucket of `unit`: the first 8 bytes, big-endian, of `sha256(unit)`, modulo [`BUCKETS`].
+/// The bucket of `unit`: the first 8 bytes, big-endian, of `sha256(unit)`, modulo [`BUCKETS`]
+/// (taken from its [`name_key`], whose remainder is the same).
 pub fn bucket(unit: &str) -> u32 {
+    key_bucket(name_key(unit))
+}
+
+/// The bucket of the unit whose [`name_key`] is `key`.
+pub fn key_bucket(key: u64) -> u32 {
     // The remainder is below BUCKETS, a u32.
-    (leading_u64(unit.as_bytes()) % u64::from(BUCKETS)) as u32
+    (key % u64::from(BUCKETS)) as u32
 }
 
 /// The key an advert names `unit` by ([`super::member::UnitKey`]): the low 48 bits of the
@@ -270,8 +276,9 @@ mod tests {
         for unit in &units {
             sizes[bucket(unit) as usize] += 1;
         }
-        let keyed = units.iter().filter(|u| name_key(u) % u64::from(BUCKETS) != u64::from(bucket(u))).count();
-        assert_eq!(keyed, 0, "a unit's name key gives its bucket");
+        // The bucket names a Lease: it must stay the remainder of the whole leading 64 bits.
+        let moved = units.iter().filter(|u| leading_u64(u.as_bytes()) % u64::from(BUCKETS) != u64::from(bucket(u)));
+        assert_eq!(moved.count(), 0, "a unit's bucket changed with its name key");
         // 3000 / 64 ≈ 47 a bucket; none empty or more than twice that.
         assert!(sizes.iter().all(|n| (20..=94).contains(n)), "{sizes:?}");
         let members = members(3);

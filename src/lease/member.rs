@@ -20,7 +20,7 @@ use base64::Engine as _;
 use k8s_openapi::api::coordination::v1::Lease;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::assignment::{BUCKETS, name_key, version_key};
+use super::assignment::{key_bucket, name_key, version_key};
 
 /// Annotation holding the units a member runs: a JSON object of unit name → fingerprint
 /// ([`crate::config::SyncUnit::fingerprint`]). Read from a gitward before [`UNIT_KEYS_ANNOTATION`];
@@ -59,8 +59,7 @@ impl UnitKey {
 
     /// The unit's bucket ([`super::assignment::bucket`]).
     pub fn bucket(&self) -> u32 {
-        // The remainder is below BUCKETS, a u32.
-        (self.name % u64::from(BUCKETS)) as u32
+        key_bucket(self.name)
     }
 }
 

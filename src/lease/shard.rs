@@ -189,6 +189,7 @@ pub fn spawn(
         first_live: BTreeMap::new(),
         adverts: BTreeMap::new(),
         adverts_seen: 0,
+        advert_texts: BTreeMap::new(),
         offer: None,
         mine_memo: None,
         advertised_memo: None,
@@ -305,6 +306,8 @@ struct Shard {
     adverts: BTreeMap<String, Advert>,
     /// Counts the changes of [`Shard::adverts`], for the memos below.
     adverts_seen: u64,
+    /// The annotations each member's advert was last read from.
+    advert_texts: BTreeMap<String, BTreeMap<String, String>>,
     /// What this replica offers to run, as last made ([`Shard::offered`]).
     offer: Option<Arc<view::Offer>>,
     /// The buckets [`Shard::mine`] found, and from what.
@@ -398,13 +401,7 @@ impl Shard {
     fn record(&mut self, lease: Lease, now: Instant) -> Option<String> {
         let name = lease.metadata.name.clone()?;
         if let Some(identity) = name.strip_prefix(&self.cfg.member_prefix()) {
-            if let Some(advert) = Advert::read(&lease) {
-                self.check_nonce(identity, &advert);
-                if self.adverts.get(identity) != Some(&advert) {
-                    self.adverts.insert(identity.to_owned(), advert);
-                    self.adverts_seen += 1;
-                }
-            }
+            self.note_advert(identity, &lease);
         } else if !name.starts_with(&self.cfg.bucket_prefix()) && !name.starts_with(&self.cfg.legacy_unit_prefix()) {
             return None;
         }

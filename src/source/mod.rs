@@ -187,7 +187,7 @@ pub struct Listing {
 /// Not `Sync` but `Send`: move it into `spawn_blocking` and back. Each call borrows a libgit2
 /// handle of the mirror for its duration (a [`Tree`] for its life).
 pub struct Source {
-    spec: SourceSpec,
+    spec: Arc<SourceSpec>,
     mirror: Arc<shared::Shared>,
     /// The revision last verified and its signer, so the signer is logged once per revision,
     /// not at every poll.
@@ -208,7 +208,7 @@ impl Source {
     pub fn open(state_dir: &Path, spec: SourceSpec) -> Result<Self> {
         let url = remote::normalise(&spec.repo);
         let mirror = shared::open(state_dir, &spec, &url)?;
-        Ok(Self { spec, mirror, verified: Default::default() })
+        Ok(Self { spec: Arc::new(spec), mirror, verified: Default::default() })
     }
 
     /// Whether the mirror [`Source::open`] would open for `spec` is on disk under `state_dir`

@@ -17,12 +17,14 @@ use super::{Revision, SourceSpec};
 #[derive(Clone)]
 pub struct PushProbe {
     mirror: Arc<Shared>,
-    spec: SourceSpec,
+    /// Shared with the unit's [`super::Source`]: a probe is made for every resting unit at
+    /// every push.
+    spec: Arc<SourceSpec>,
 }
 
 impl PushProbe {
     /// The probe of `spec`'s unit on `mirror`.
-    pub(super) fn new(mirror: Arc<Shared>, spec: SourceSpec) -> Self {
+    pub(super) fn new(mirror: Arc<Shared>, spec: Arc<SourceSpec>) -> Self {
         Self { mirror, spec }
     }
 

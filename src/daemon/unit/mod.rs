@@ -84,7 +84,7 @@ pub struct Queues {
     pub push_lane: Option<Arc<tokio::sync::Semaphore>>,
     /// The unit's side of the path-unchanged rule, shared with its repository's watch: while
     /// it rests under the rule, a push that leaves its path alone does not wake it
-    /// ([`crate::daemon::quiet`]). `None` for a unit without a repository watch.
+    /// ([`crate::daemon::quiet`]). `None` for a unit whose revision is not a git commit.
     pub quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
 }
 

@@ -12,7 +12,7 @@ use tracing::{info, warn};
 
 use std::sync::Arc;
 
-use super::super::assignment::{BUCKETS, Candidate, assign_bucket, name_key};
+use super::super::assignment::{BUCKETS, Candidate, assign_bucket, key_bucket, name_key};
 use super::super::election::Seen;
 use super::super::member::{Advert, UnitKey, unit_keys};
 use super::{BENCH_FOR, STALE_AFTER, Shard};
@@ -35,6 +35,22 @@ impl Shard {
             );
             tracing::error!(identity, reason = %reason, "sharding: identity in use twice; this replica runs no unit");
             self.refused = Some(reason);
+        }
+    }
+    /// Reads the advert on member `identity`'s Lease, unless its annotations are those last
+    /// read: a membership Lease is renewed every few seconds, and an advert of 10,000 unit keys
+    /// (130 KiB) was decoded again at every renewal.
+    pub(super) fn note_advert(&mut self, identity: &str, lease: &Lease) {
+        let annotations = lease.metadata.annotations.as_ref();
+        if annotations.is_some() && self.advert_texts.get(identity) == annotations {
+            return;
+        }
+        let Some(advert) = Advert::read(lease) else { return };
+        self.check_nonce(identity, &advert);
+        self.advert_texts.insert(identity.to_owned(), annotations.cloned().unwrap_or_default());
+        if self.adverts.get(identity) != Some(&advert) {
+            self.adverts.insert(identity.to_owned(), advert);
+            self.adverts_seen += 1;
         }
     }
     /// Leaves the units the daemon could not start ([`Running::failed`]) to the others for
@@ -231,8 +247,7 @@ impl Shard {
         }
         let mut counts: BTreeMap<u32, usize> = BTreeMap::new();
         for unit in units {
-            // The remainder is below BUCKETS, a u32.
-            *counts.entry((unit % u64::from(BUCKETS)) as u32).or_default() += 1;
+            *counts.entry(key_bucket(unit)).or_default() += 1;
         }
         let counts = Arc::new(counts);
         self.advertised_memo = Some((key, counts.clone()));
