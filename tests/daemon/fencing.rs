@@ -605,12 +605,19 @@ async fn a_lease_lost_during_the_shutdown_grace_stops_the_writes_at_once() {
     a.signal("TERM");
     // Someone else takes the Lease (as a replica would once it expired).
     let leases = Api::<k8s_openapi::api::coordination::v1::Lease>::namespaced(env.client.clone(), &ns);
-    let mut held = leases.get("gitward").await.unwrap();
-    let spec = held.spec.as_mut().unwrap();
-    spec.holder_identity = Some("thief".into());
-    spec.lease_duration_seconds = Some(3600);
-    spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()));
-    leases.replace("gitward", &PostParams::default(), &held).await.expect("take the Lease");
+    // A renewal of A's between the read and the write makes the write a 409: read again.
+    for attempt in 1.. {
+        let mut held = leases.get("gitward").await.unwrap();
+        let spec = held.spec.as_mut().unwrap();
+        spec.holder_identity = Some("thief".into());
+        spec.lease_duration_seconds = Some(3600);
+        spec.renew_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(Timestamp::now()));
+        match leases.replace("gitward", &PostParams::default(), &held).await {
+            Ok(_) => break,
+            Err(kube::Error::Api(e)) if e.code == 409 && attempt < 10 => continue,
+            Err(e) => panic!("take the Lease: {e}"),
+        }
+    }
     let deadline = std::time::Instant::now() + WAIT;
     while a.child.try_wait().unwrap().is_none() {
         assert!(std::time::Instant::now() < deadline, "A did not exit:\n{}", a.log_text());
