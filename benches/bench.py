@@ -339,13 +339,15 @@ def daemon_warm(daemon, log, port):
         time.sleep(0.05)
     time.sleep(1.0)  # the audit backend writes asynchronously
     events = [e for e in audit_events(mark) if e.get("userAgent", "").startswith("gitward")]
-    # The ApplySet parent's record is written once the sync's health wait has ended (a sync that
-    # changes nothing still waits, up to health_timeout, for the Deployments an earlier wait
-    # left not rolled out): the members' last PATCH ends the resync.
-    patches = [e for e in events if e["verb"] == "patch" and e["objectRef"].get("name") != "gitward-bench"]
-    last = max(stamp(e["stageTimestamp"]) for e in patches)
+    # The ApplySet parent's record and the sync's Event are written once the sync's health wait
+    # has ended (a sync that changes nothing still waits, up to health_timeout, for the
+    # Deployments an earlier wait left not rolled out; a repeated Event is a PATCH of its count):
+    # the members' last PATCH ends the resync.
+    members = [e for e in events if e["verb"] == "patch" and e["objectRef"].get("name") != "gitward-bench"
+               and e["objectRef"].get("resource") != "events"]
+    last = max(stamp(e["stageTimestamp"]) for e in members)
     return {"seconds": round(last - sent, 3), "window": (sent, last),
-            "requests": verbs_of(events), "in_flight": in_flight(events)}
+            "requests": verbs_of(events), "in_flight": in_flight(members)}
 
 
 def server_cpu_seconds():
