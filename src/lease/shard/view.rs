@@ -37,6 +37,7 @@ impl Shard {
             self.refused = Some(reason);
         }
     }
+
     /// Reads the advert on member `identity`'s Lease, unless its annotations are those last
     /// read: a membership Lease is renewed every few seconds, and an advert of 10,000 unit keys
     /// (130 KiB) was decoded again at every renewal.
