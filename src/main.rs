@@ -278,10 +278,8 @@ struct UnitArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
-    // SAFETY: called once, before any thread (the runtime) exists and before any git fetch.
-    unsafe { gitward::source::configure_network_timeouts(Duration::from_secs(10), Duration::from_secs(60)) };
-    // SAFETY: as above. A daemon holds one open mirror per unit: bound what they keep mapped.
-    unsafe { gitward::source::limit_mapped_packs() };
+    // SAFETY: called once, before any thread (the runtime) exists and before any other git2 call.
+    unsafe { gitward::source::start_libgit2(Duration::from_secs(10), Duration::from_secs(60)) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,

@@ -8,7 +8,7 @@ use std::time::Duration;
 use git2::{AutotagOption, FetchOptions, FetchPrune, Oid, Repository};
 
 use super::credentials::{Auth, Failure};
-use super::{Error, Result, SourceSpec, remote};
+use super::{Error, Result, SourceSpec, remote, trust};
 
 /// What every fetch of refs asks for: all branches and all tags, force-updated (a force-push on the
 /// remote wins) and pruned (a branch deleted on the remote disappears from the mirror).
@@ -128,6 +128,7 @@ pub(super) fn fetch_commit(repo: &Repository, spec: &SourceSpec, url: &str, sha:
 /// is never written to the mirror's config). Refs move only when the whole fetch succeeds.
 fn fetch(repo: &Repository, spec: &SourceSpec, url: &str, refspecs: &[&str], prune: FetchPrune) -> Result<()> {
     let auth = Auth::new(&spec.credentials, remote::ssh_port(url).unwrap_or(22));
+    trust::trust_bundle_for(url);
     let mut options = FetchOptions::new();
     options.remote_callbacks(auth.callbacks());
     options.prune(prune).download_tags(AutotagOption::None);

@@ -23,7 +23,8 @@
 //! credentials, its handles and coalesced fetches), `memory` (bounds on the pack files libgit2
 //! keeps mapped across every open mirror), `resolve` (reference → commit), `verify` (signed
 //! revisions only: the commit's or tag's signature against trusted SSH and OpenPGP keys),
-//! `tree` (listing and reading blobs), `view` ([`Tree`]), `dirs` (the directories a
+//! `tree` (listing and reading blobs), `trust` (the CA bundle of HTTPS fetches, read on the
+//! first one), `view` ([`Tree`]), `dirs` (the directories a
 //! `[[sync_set]]`'s glob matches), `door` (the one way repository bytes
 //! become files: every entry name, kind and link checked in memory before anything is written).
 
@@ -43,6 +44,7 @@ mod resolve;
 mod shadows;
 mod shared;
 mod tree;
+mod trust;
 mod verify;
 mod view;
 
@@ -61,6 +63,24 @@ pub use shared::{Handle, MAX_IDLE_HANDLES, fetches_total};
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
 pub use verify::{VerifyFailure, VerifySpec};
 pub use view::{Entry, EntryKind, ObjectId, Tree};
+
+/// Starts libgit2 for a `gitward` process: without reading the CA bundle, which the first HTTPS
+/// fetch reads (`trust`), with `connect` and `io` as its network timeouts
+/// ([`configure_network_timeouts`]) and its pack mappings bounded ([`limit_mapped_packs`]).
+///
+/// # Safety
+///
+/// This writes the process environment and libgit2 globals without synchronisation: call it
+/// once from `main`, before any thread (and so before the tokio runtime) is started and before
+/// any other git2 call.
+pub unsafe fn start_libgit2(connect: std::time::Duration, io: std::time::Duration) {
+    // SAFETY: the caller's guarantee, passed on; libgit2 is started first.
+    unsafe {
+        trust::start_libgit2();
+        configure_network_timeouts(connect, io);
+        limit_mapped_packs();
+    }
+}
 
 /// What one sync unit wants from git: which repository, which reference, which subdirectory.
 ///

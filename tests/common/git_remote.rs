@@ -1,5 +1,6 @@
 //! Network git remotes for the tests, real parts only: the real `git daemon` serving bare
-//! repositories over `git://` ([`GitDaemon`]), and a TCP proxy in front of any server that
+//! repositories over `git://` ([`GitDaemon`]), the real `git http-backend` behind a TLS server
+//! over `https://` ([`GitHttps`]), and a TCP proxy in front of any server that
 //! holds new connections at a gate the test opens and closes ([`GatedProxy`]): a remote whose
 //! answer to a fetch comes when the test says.
 
@@ -58,6 +59,56 @@ impl GitDaemon {
 }
 
 impl Drop for GitDaemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The real `git http-backend` serving every repository under a directory over `https://` on
+/// a loopback port (`tests/common/git_https.py`, Python's TLS server), with a self-signed
+/// certificate for `127.0.0.1` made by the `openssl` CLI; killed on drop.
+pub struct GitHttps {
+    child: Child,
+    port: u16,
+    /// The server's certificate (PEM): the CA a client must trust.
+    pub cert: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl GitHttps {
+    /// Serves the repositories under `base` and waits until the port is bound.
+    pub fn serve(base: &Path) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+        let made = Command::new("openssl")
+            .args(["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "2"])
+            .args(["-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout"])
+            .args([&key, Path::new("-out"), &cert])
+            .output()
+            .expect("the openssl CLI runs (scripts/setup installs it)");
+        assert!(made.status.success(), "openssl req: {}", String::from_utf8_lossy(&made.stderr));
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/common/git_https.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .args([base, &cert, &key])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("python3 runs");
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("git_https.py printed no port: {line:?}"));
+        Self { child, port, cert, _dir: dir }
+    }
+
+    /// The `https://` URL of the repository at `path` under the served directory.
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}/{path}", self.port)
+    }
+}
+
+impl Drop for GitHttps {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
