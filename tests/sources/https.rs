@@ -4,28 +4,26 @@
 //! is refused, naming the URL.
 
 use std::path::Path;
+use std::time::Duration;
 
 use crate::common::{self, git_remote::GitHttps};
 
 const CONFIG_MAP: &str = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: over-https\ndata:\n  a: \"1\"\n";
 
 /// `gitward validate` (offline: no cluster) of one unit fetched from `url`, with
-/// `SSL_CERT_FILE` set to `bundle` or unset: exit code, stdout, stderr.
-fn validate(url: &str, bundle: Option<&Path>) -> (Option<i32>, String, String) {
+/// `SSL_CERT_FILE` set to `bundle` or unset (by `env`, which execs gitward).
+fn validate(url: &str, bundle: Option<&Path>) -> common::Run {
     let dir = tempfile::tempdir().unwrap();
     let unit = format!(
         "[[sync]]\nname = \"app\"\nrepo = \"{url}\"\nref = \"main\"\npath = \"app\"\nnamespace = \"default\"\n"
     );
     let config = common::config_file(dir.path(), &unit);
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"));
-    command.args(["validate", "--config"]).arg(&config).env_remove("RUST_LOG").env_remove("GITWARD_LOG_FORMAT");
-    match bundle {
-        Some(path) => command.env("SSL_CERT_FILE", path),
-        None => command.env_remove("SSL_CERT_FILE"),
+    let set = bundle.map(|path| format!("SSL_CERT_FILE={}", path.display()));
+    let wrapper = match &set {
+        Some(set) => vec!["env", set.as_str()],
+        None => vec!["env", "-u", "SSL_CERT_FILE"],
     };
-    let out = command.output().expect("gitward runs");
-    let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-    (out.status.code(), text(&out.stdout), text(&out.stderr))
+    common::gitward_in(&wrapper, &["validate"], &config, Duration::from_secs(60))
 }
 
 #[test]
@@ -36,17 +34,18 @@ fn a_repository_over_https_is_fetched_when_its_ca_is_trusted_and_refused_when_no
     let server = GitHttps::serve(repo.bare().parent().unwrap());
     let url = server.url("remote.git");
 
-    let (code, stdout, stderr) = validate(&url, Some(&server.cert));
+    let run = validate(&url, Some(&server.cert));
     assert_eq!(
-        (code, stdout.as_str()),
+        (run.code, run.stdout.as_str()),
         (Some(0), format!("app: valid {} (1 objects)\n", &revision[..7]).as_str()),
-        "{stderr}"
+        "{}",
+        run.stderr
     );
 
     // The system's bundle does not hold the test's self-signed certificate.
-    let (code, stdout, stderr) = validate(&url, None);
-    assert_eq!(code, Some(2), "{stdout}{stderr}");
-    assert!(stderr.contains(&format!("fetch from {url} failed")), "{stderr}");
-    assert!(stderr.to_lowercase().contains("certificate"), "{stderr}");
-    assert_eq!(stdout, "app: invalid: its manifests could not be read (the error is logged)\n");
+    let run = validate(&url, None);
+    assert_eq!(run.code, Some(2), "{}{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains(&format!("fetch from {url} failed")), "{}", run.stderr);
+    assert!(run.stderr.to_lowercase().contains("certificate"), "{}", run.stderr);
+    assert_eq!(run.stdout, "app: invalid: its manifests could not be read (the error is logged)\n");
 }
