@@ -88,14 +88,15 @@ pub struct Desired {
     /// (`gitward diff`), whatever its kind.
     pub decrypted: bool,
     /// Where [`Desired::body`] writes gitward's fields into the source's text, found when the
-    /// object was built; `None` when the body needs a parse ([`splice::Splice::find`]), as it
-    /// does when fields are ignored.
+    /// object was built; `None` when the body needs a parse ([`splice::Splice::find`]).
     pub splice: Option<splice::Splice>,
-    /// What the unit's `[[sync.ignore]]` rules that select this object leave out of it: JSON
-    /// pointers (RFC 6901), checked when the config was read, and field managers; `None` for
-    /// an object no rule selects (the usual case: nothing held). [`Desired::body`] leaves the
-    /// paths out, the apply the fields the managers own live, `update` mode keeps the live
-    /// value at both, `gitward diff` leaves both out of either side ([`ignore`]).
+    /// What the unit's `[[sync.ignore]]` rules that select this object leave to other writers
+    /// once it exists: JSON pointers (RFC 6901), checked when the config was read, and field
+    /// managers; `None` for an object no rule selects (the usual case: nothing held). A create
+    /// sends git's values; an apply to an existing object sends [`Desired::body_given`] (the
+    /// live value where gitward owns the field, nothing where another writer does), `update`
+    /// mode keeps the live value at both, and `gitward diff` dry-runs what a sync would send
+    /// ([`ignore`]).
     pub ignored: Option<std::sync::Arc<ignore::Ignored>>,
 }
 
@@ -118,13 +119,9 @@ impl Desired {
         self.parsed_body()
     }
 
-    /// [`Desired::body`] by a parse of the source and a serialization; the ignored fields
-    /// ([`Desired::ignored`]) taken out before gitward's own are written in.
+    /// [`Desired::body`] by a parse of the source and a serialization.
     pub fn parsed_body(&self) -> crate::manifest::Body {
         let mut body = self.source.to_value();
-        if let Some(ignored) = &self.ignored {
-            ignore::remove(&mut body, &ignored.paths);
-        }
         let meta = metadata_mut(&mut body);
         match self.object.namespace.as_deref() {
             Some(ns) => meta.insert("namespace".into(), Value::String(ns.to_owned())),

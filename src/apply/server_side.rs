@@ -41,8 +41,9 @@ pub async fn read(client: &kube::Client, d: &Desired) -> kube::Result<Option<ser
 }
 
 /// What a server-side apply of `d` under `field_manager` (forced when `force`) would leave,
-/// without writing it: a dry run (`dryRun=All`, one PATCH; a metadata `GET` before it when a
-/// `[[sync.ignore]]` rule names field managers, [`body_to_send`]), for `gitward diff`.
+/// without writing it: a dry run (`dryRun=All`, one PATCH; a `GET` before it when a
+/// `[[sync.ignore]]` rule selects it, [`body_to_send`]: the body a sync would send), for
+/// `gitward diff`.
 ///
 /// Errors: the API server's (its admission, validation and conflicts, as an apply would meet
 /// them).
@@ -93,13 +94,14 @@ pub async fn apply_one(w: super::Write<'_>) -> Outcome {
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
     let outcome = |action, message, live, sent| Outcome { object: d.object.clone(), action, message, live, sent };
+    // A create sends git's values, ignored fields included; an existing object the body its
+    // ignore rules leave given the live object.
     let (body, read) = match step.op {
         Op::Create => (d.body(), Vec::new()),
         _ => match body_to_send(&api, d, &opts.field_manager).await {
             Ok(sent) => sent,
             Err(e) => {
-                let message =
-                    format!("{}: read managedFields for [[sync.ignore]] managers: {}", d.origin, api_message(&e));
+                let message = format!("{}: read the live object for [[sync.ignore]]: {}", d.origin, api_message(&e));
                 return outcome(Action::Failed, Some(message), None, vec![Request::GetMetadata]);
             }
         },
@@ -120,13 +122,12 @@ pub async fn apply_one(w: super::Write<'_>) -> Outcome {
                 Op::Unchanged if corrected(step, cached.as_ref(), &live) => Action::DriftCorrected,
                 Op::Unchanged => Action::Unchanged,
             };
-            let Some(plan) =
-                takeover::plan(&returned.metadata, &opts.field_manager, &opts.takeover_managers, &d.body())
+            let Some(plan) = takeover::plan(&returned.metadata, &opts.field_manager, &opts.takeover_managers, &body)
             else {
                 return outcome(action, None, Some(live), vec![Request::Apply]);
             };
             let mut sent = vec![Request::Apply];
-            match takeover::run(&api, d, &params, &plan, &mut sent).await {
+            match takeover::run(&api, d, &body, &params, &plan, &mut sent).await {
                 Ok(taken) => outcome(action, Some(plan.note()), Some(taken), sent),
                 Err((action, message)) => outcome(action, Some(message), Some(live), sent),
             }
@@ -151,24 +152,32 @@ pub async fn apply_one(w: super::Write<'_>) -> Outcome {
     }
 }
 
-/// The body to apply for `d` and the requests that made it: with no `[[sync.ignore]]` rule
-/// naming field managers, [`Desired::body`] and none; with one, a metadata-only `GET` of the
-/// live object (its `managedFields`, which the metadata cache drops) and the body without the
-/// fields those managers own there ([`Desired::body_given`]). Only the objects such a rule
-/// selects pay that read.
+/// The body to apply for `d`, an object the plan takes to exist, and the requests that made
+/// it: with no `[[sync.ignore]]` rule selecting it, [`Desired::body`] and none; with one, a
+/// `GET` of the live object (whole when a rule names `paths`, whose live values may be sent;
+/// else its metadata, for the `managedFields` the metadata cache drops) and
+/// [`Desired::body_given`] against it. Only the objects such a rule selects pay that read.
 ///
-/// Errors: the read's, but a 404 (nothing live owns anything: the plain body).
+/// Errors: the read's. A 404 (the object went since the cache saw it) gives git's body, as a
+/// create sends.
 async fn body_to_send(
     api: &Api<DynamicObject>,
     d: &Desired,
     own: &str,
 ) -> kube::Result<(crate::manifest::Body, Vec<Request>)> {
-    if !d.ignores_managers() {
+    if !d.reads_live() {
         return Ok((d.body(), Vec::new()));
     }
-    let live = api.get_metadata_opt(&d.object.name).await?;
-    let entries = live.and_then(|l| l.metadata.managed_fields).unwrap_or_default();
-    Ok((d.body_given(&entries, own), vec![Request::GetMetadata]))
+    if !d.reads_live_values() {
+        let live = api.get_metadata_opt(&d.object.name).await?;
+        let Some(live) = live else { return Ok((d.body(), vec![Request::GetMetadata])) };
+        let entries = live.metadata.managed_fields.unwrap_or_default();
+        return Ok((d.body_given(&entries, own, None), vec![Request::GetMetadata]));
+    }
+    let Some(live) = api.get_opt(&d.object.name).await? else { return Ok((d.body(), vec![Request::Get])) };
+    let entries = live.metadata.managed_fields.clone().unwrap_or_default();
+    let value = serde_json::to_value(&live).unwrap_or_default();
+    Ok((d.body_given(&entries, own, Some(&value)), vec![Request::Get]))
 }
 
 /// True when the apply of an `unchanged` object changed it (`drift-corrected`): its

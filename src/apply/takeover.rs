@@ -136,14 +136,15 @@ pub fn plan(meta: &ObjectMeta, field_manager: &str, managers: &[String], body: &
     Some(Plan { patch, managers: taken, drops_last_applied, resource_version })
 }
 
-/// Sends `plan`'s JSON patch and applies `d` again with `params`; appends each request to
-/// `sent`. Returns the live metadata of the final apply.
+/// Sends `plan`'s JSON patch and applies `d` again with `params`, as `body` (what the first
+/// apply sent); appends each request to `sent`. Returns the live metadata of the final apply.
 ///
 /// Errors, as (action, message): [`Action::Conflict`] when the object changed after the apply
 /// (409, or the `test` failed: 422), [`Action::Failed`] for any other rejection.
 pub async fn run(
     api: &Api<DynamicObject>,
     d: &Desired,
+    body: &crate::manifest::Body,
     params: &PatchParams,
     plan: &Plan,
     sent: &mut Vec<Request>,
@@ -164,7 +165,7 @@ pub async fn run(
         return Err((Action::Failed, format!("{}: field takeover failed: {}", d.origin, api_message(&e))));
     }
     sent.push(Request::Apply);
-    api.patch_metadata(&d.object.name, params, &Patch::Apply(&d.body()))
+    api.patch_metadata(&d.object.name, params, &Patch::Apply(body))
         .await
         .map(|o| live_meta_of(&o.metadata, params.field_manager.as_deref().unwrap_or_default()))
         .map_err(|e| (Action::Failed, format!("{}: apply after field takeover failed: {}", d.origin, api_message(&e))))

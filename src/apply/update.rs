@@ -163,7 +163,7 @@ pub fn modify(mut live: Value, desired: &Value) -> Value {
 /// field another writer owns in its elements. Pure.
 fn modify_keeping(live: Value, entries: &[ManagedFieldsEntry], d: &Desired, own: &str) -> Value {
     let Some(ignored) = &d.ignored else { return modify(live, &d.body().to_value()) };
-    let desired = d.body_given(entries, own).to_value();
+    let desired = d.body_given(entries, own, None).to_value();
     let mut kept = ignored.paths.clone();
     kept.extend(ignored.owned(entries, own, &live));
     let mut merged = modify(live.clone(), &desired);

@@ -1,8 +1,18 @@
 //! Ignore rules applied to one object (`[[sync.ignore]]`, [`crate::config::IgnoreRule`]): what
-//! the rules that select it leave out ([`select`], an [`Ignored`]), the removal of those fields
-//! from what gitward sends ([`remove`]), the fields named field managers own in a live object
-//! as JSON pointers ([`Ignored::owned`], from `managedFields`' FieldsV1), and `update` mode's
-//! keeping of the live value there ([`keep_live`]). Pure.
+//! the rules that select it leave to other writers ([`select`], an [`Ignored`]), the body sent
+//! for it given its live object ([`crate::plan::Desired::body_given`]), the fields a field
+//! manager owns in a live object as JSON pointers ([`owned_by`], from `managedFields`'
+//! FieldsV1), and `update` mode's keeping of the live value there ([`keep_live`]). Pure.
+//!
+//! An ignored field is one git does not decide once the object exists, as Argo CD's
+//! `RespectIgnoreDifferences=true` and Flux's `driftDetection.ignore` treat it — never a field
+//! dropped from what is sent:
+//! - a create sends git's value (a Deployment is created with git's `replicas` and env);
+//! - an update sends the live value where gitward's own field manager owns the field live (a
+//!   rule added for a field gitward set keeps the value it has, instead of giving it up to the
+//!   API server's default), and leaves it out where another writer owns it (server-side apply
+//!   then leaves it to that writer, with no conflict and no change to gitward's entry);
+//! - the desired hash covers git's value, so adding or removing a rule is not a change.
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
@@ -18,8 +28,9 @@ use crate::object::ObjectRef;
 /// What the rules that select one object leave out of it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Ignored {
-    /// JSON pointers (RFC 6901) from the rules' `paths`, in file order, each once: taken out
-    /// when the object is built, so before its desired hash.
+    /// JSON pointers (RFC 6901) from the rules' `paths`, in file order, each once: git's value
+    /// is sent when the object is created; once it exists, the live value or nothing
+    /// ([`crate::plan::Desired::body_given`]).
     pub paths: Vec<String>,
     /// Field managers from the rules' `managers`: the fields they own in the live object are
     /// taken out of each request body, read from its `managedFields` when it is sent.
@@ -52,26 +63,76 @@ impl Ignored {
 }
 
 impl crate::plan::Desired {
-    /// Whether a request for it reads the live object's `managedFields` first: a rule that
-    /// selects it names field managers.
-    pub fn ignores_managers(&self) -> bool {
-        self.ignored.as_ref().is_some_and(|i| !i.managers.is_empty())
+    /// Whether a request for it reads the live object first: a rule selects it (its `paths`
+    /// need the live values and gitward's `managedFields` entry, its `managers` the others').
+    pub fn reads_live(&self) -> bool {
+        self.ignored.is_some()
     }
 
-    /// [`crate::plan::Desired::body`] without the fields the ignored managers own in a live
-    /// object whose `managedFields` are `entries` ([`Ignored::owned`]); `own` is gitward's
-    /// field manager. The plain body when no rule names a manager.
-    pub fn body_given(&self, entries: &[ManagedFieldsEntry], own: &str) -> crate::manifest::Body {
+    /// Whether that read must be of the whole object, not its metadata: a rule names `paths`,
+    /// whose live values may be sent.
+    pub fn reads_live_values(&self) -> bool {
+        self.ignored.as_ref().is_some_and(|i| !i.paths.is_empty())
+    }
+
+    /// The body to send for an object that exists: [`crate::plan::Desired::body`] with the
+    /// `[[sync.ignore]]` rules that select it in force against the live object, whose
+    /// `managedFields` are `entries` (`own`: gitward's field manager) and whose whole value is
+    /// `live` (`None`: only its metadata was read, and no rule names `paths`):
+    /// - each field an ignored manager owns live is left out ([`Ignored::owned`]);
+    /// - at each ignored path, the live value is sent when `own` owns a field there live, so
+    ///   the object keeps it; otherwise the path is left out, so its owner keeps it.
+    ///
+    /// The plain body when no rule selects it. A create sends [`crate::plan::Desired::body`]:
+    /// git's values, ignored paths included.
+    pub fn body_given(&self, entries: &[ManagedFieldsEntry], own: &str, live: Option<&Value>) -> crate::manifest::Body {
         let body = self.body();
-        let Some(ignored) = self.ignored.as_ref().filter(|i| !i.managers.is_empty()) else { return body };
+        let Some(ignored) = self.ignored.as_ref() else { return body };
         let mut value = body.to_value();
-        let owned = ignored.owned(entries, own, &value);
-        if owned.is_empty() {
+        let mut out = ignored.owned(entries, own, &value);
+        let ours = live.map(|live| owned_by(entries, own, live)).unwrap_or_default();
+        for path in &ignored.paths {
+            let kept = live.filter(|_| ours.iter().any(|o| under(o, path))).and_then(|l| lookup(l, path));
+            match kept {
+                Some(live_value) => {
+                    if let Ok(pointer) = Pointer::parse(path) {
+                        let _ = pointer.assign(&mut value, live_value.clone());
+                    }
+                }
+                None => out.push(path.clone()),
+            }
+        }
+        if out.is_empty() && ignored.paths.is_empty() {
             return body;
         }
-        remove(&mut value, &owned);
+        remove(&mut value, &out);
         crate::manifest::Body::from_value(&value)
     }
+}
+
+/// The fields `manager`'s entries in `entries` (a live object's `managedFields`) own, as JSON
+/// pointers into `doc` (the live object itself): each field such an entry names that `doc`
+/// holds, sorted, each once.
+pub fn owned_by(entries: &[ManagedFieldsEntry], manager: &str, doc: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in entries.iter().filter(|e| e.manager.as_deref() == Some(manager)) {
+        if let Some(Value::Object(fields)) = entry.fields_v1.as_ref().map(|f| &f.0) {
+            walk(fields, doc, &mut String::new(), &[], &mut out);
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Whether pointer `owned` names `path` or a field below it.
+fn under(owned: &str, path: &str) -> bool {
+    owned.strip_prefix(path).is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+}
+
+/// The value at JSON pointer `path` in `doc`, if any.
+fn lookup<'a>(doc: &'a Value, path: &str) -> Option<&'a Value> {
+    Pointer::parse(path).ok()?.resolve(doc).ok()
 }
 
 /// What the rules among `rules` that select `object` (its manifest, namespace defaulted, is

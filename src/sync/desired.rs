@@ -202,7 +202,7 @@ impl<'a> Built<'a> {
 }
 
 /// Builds the object to send: namespace defaulted (or removed for cluster-scoped kinds), the
-/// fields the unit's ignore rules select taken out, the desired hash taken, then gitward's
+/// unit's ignore rules that select it found, the desired hash taken, then gitward's
 /// `part-of` label and desired-hash annotation added; the apply mode is the unit's unless the
 /// annotation `gitward.dev/apply-mode` names another.
 ///
@@ -214,15 +214,10 @@ pub fn build(m: Manifest, object: ObjectRef, kind: Resolved, defaults: &Defaults
     let source = m.body;
     let mut body = source.to_value();
     let namespace = object.namespace.as_deref().filter(|_| namespaced);
+    // The ignored fields stay in the body and its hash: a rule decides what is sent to an
+    // existing object (`Desired::body_given`), not what git declares.
     let ignored = ignore::select(&defaults.ignore, &object, &body);
-    let splice = match ignored.as_deref().filter(|i| !i.paths.is_empty()) {
-        // The body is built by a parse that takes the ignored fields out (`Desired::parsed_body`).
-        Some(ignored) => {
-            ignore::remove(&mut body, &ignored.paths);
-            None
-        }
-        None => crate::plan::splice::Splice::find(source.as_str(), &body, namespace),
-    };
+    let splice = crate::plan::splice::Splice::find(source.as_str(), &body, namespace);
     let meta = metadata_mut(&mut body);
     if namespaced {
         meta.insert("namespace".into(), Value::String(object.namespace.as_deref().unwrap_or_default().to_owned()));
@@ -365,7 +360,7 @@ pub(super) mod tests {
     }
 
     #[test]
-    fn ignored_fields_are_left_out_of_the_hash_and_the_body_but_gitwards_own_stay() {
+    fn ignored_fields_stay_in_the_hash_and_the_body_so_a_rule_is_no_change() {
         let body = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1", "b": "2"}});
         let ar = std::sync::Arc::new(kube::discovery::ApiResource::erase::<k8s_openapi::api::core::v1::ConfigMap>(&()));
         let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("shop"), "conf");
@@ -381,19 +376,14 @@ pub(super) mod tests {
         };
         let ignoring = Defaults { ignore: vec![rule].into(), ..defaults() };
         let d = build(manifest(body.clone()), object.clone(), kind(), &ignoring).unwrap();
-        let without_b =
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "conf"}, "data": {"a": "1"}});
-        let plain = build(manifest(without_b), object.clone(), kind(), &defaults()).unwrap();
-        assert_eq!(d.hash, plain.hash, "hashed without the ignored field");
-        assert_eq!(
-            d.body().to_value(),
-            plain.body().to_value(),
-            "sent without it, gitward's label and annotation written in after"
-        );
-        assert_eq!(d.body().to_value()["metadata"]["labels"][PART_OF], "applyset-x-v1");
+        let plain = build(manifest(body.clone()), object.clone(), kind(), &defaults()).unwrap();
+        assert_eq!(d.hash, plain.hash, "adding a rule changes no hash");
+        assert_eq!(d.body().to_value(), plain.body().to_value(), "a create sends git's values");
+        assert_eq!(d.body().to_value()["data"]["b"], "2");
+        assert_eq!(d.ignored.as_ref().unwrap().paths, ["/data/b", "/metadata/labels"]);
         let elsewhere = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("other"), "conf");
         let d = build(manifest(body), elsewhere, kind(), &ignoring).unwrap();
-        assert_eq!((&d.ignored, d.body().to_value()["data"]["b"].as_str()), (&None, Some("2")), "not selected");
+        assert_eq!(d.ignored, None, "not selected");
     }
 
     #[test]

@@ -258,7 +258,7 @@ impl Engine {
                     continue;
                 }
             };
-            if let Some(diff) = compare(d, &self.options.apply.field_manager, live, merged) {
+            if let Some(diff) = compare(d, live, merged) {
                 report.changed.push(diff);
             }
         }
@@ -274,7 +274,7 @@ impl Engine {
         for d in desired {
             let Ok(live) = server_side::read(writer, d).await else { continue };
             let Ok(merged) = server_side::dry_run(writer, d, manager, self.options.apply.force).await else { continue };
-            if let Some(diff) = compare(d, manager, live, merged) {
+            if let Some(diff) = compare(d, live, merged) {
                 diffs.push((diff.object, diff.diff));
             }
         }
@@ -450,23 +450,12 @@ enum Live {
     Failed(String),
 }
 
-/// The diff of `d` between `live` (`None`: it does not exist) and `merged` (its dry run), or
-/// `None` when they agree: a unified diff of the normalised YAML (decrypted values masked, a
-/// changed one shown as `*** (changed)`; the fields of [`Desired::ignored`] left out, `own`
-/// being gitward's field manager), or one line naming gitward's bookkeeping when only
-/// that changes (a sync still writes it).
-fn compare(d: &Desired, own: &str, mut live: Option<Value>, mut merged: Value) -> Option<ObjectDiff> {
-    if let Some(ignored) = &d.ignored {
-        // Another writer's: left out of both sides, the managers' fields as each side's
-        // `managedFields` tell them.
-        for side in live.iter_mut().chain(std::iter::once(&mut merged)) {
-            let entries: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry> =
-                serde_json::from_value(side["metadata"]["managedFields"].take()).unwrap_or_default();
-            let mut paths = ignored.paths.clone();
-            paths.extend(ignored.owned(&entries, own, side));
-            plan::ignore::remove(side, &paths);
-        }
-    }
+/// The diff of `d` between `live` (`None`: it does not exist) and `merged` (its dry run of the
+/// body a sync would send, so a field an ignore rule leaves to another writer shows no change
+/// and one it would reset shows as one), or `None` when they agree: a unified diff of the
+/// normalised YAML (decrypted values masked, a changed one shown as `*** (changed)`), or one
+/// line naming gitward's bookkeeping when only that changes (a sync still writes it).
+fn compare(d: &Desired, live: Option<Value>, merged: Value) -> Option<ObjectDiff> {
     if d.decrypted
         && let Some(live) = &live
     {

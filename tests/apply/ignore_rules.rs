@@ -1,6 +1,8 @@
 //! `[[sync.ignore]]` against the real apiserver and a real git repository: a field another
 //! field manager sets (a scaler's `spec.replicas`, env added to a container) is left to it by
-//! sync, by `update` mode and by `gitward diff`; without the rule gitward takes it back.
+//! sync, by `update` mode and by `gitward diff`; without the rule gitward takes it back. An
+//! ignored field is never dropped: a create sends git's value, and a rule added for a field
+//! gitward set keeps its value.
 
 use crate::common;
 
@@ -177,4 +179,65 @@ async fn a_managers_rule_leaves_what_that_manager_owns_live_even_set_through_sca
     let rule = "[[sync.ignore]]\nkind = \"Deployment\"\nmanagers = [\"kube-controller-manager\"]\n";
     let (_, live) = scaled_through_subresource("ignore-managers-other", rule).await;
     assert_eq!(live["spec"]["replicas"], 1, "taken back");
+}
+
+/// `web` with `replicas: 3` and an env var on its container: git's values at both paths of
+/// [`RULE`].
+fn web_with_three() -> String {
+    format!(
+        "{}        env:\n        - name: FROM_GIT\n          value: \"yes\"\n",
+        common::deployment("web", "nginx:1", 3)
+    )
+}
+
+#[tokio::test]
+async fn an_ignored_field_is_created_with_gits_value() {
+    let t = common::setup("ignore-create").await;
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &web_with_three());
+    repo.commit_and_push("web");
+    let state = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &t.namespace, &format!("health_timeout = \"0s\"\n{RULE}"));
+    let mut engine = common::engine(&t.client, &common::config(state.path(), &unit), "app").await;
+    let report = engine.sync().await.expect("sync");
+    let name = format!("Deployment/{}/web", t.namespace);
+    assert_eq!(common::actions(&report).get(&name).map(String::as_str), Some("created"));
+    let live = web(&t.client, &t.namespace).await;
+    assert_eq!(live["spec"]["replicas"], 3, "created with git's replicas, not the API server's default");
+    assert_eq!(env(&live), json!([{"name": "FROM_GIT", "value": "yes"}]), "created with git's env");
+}
+
+#[tokio::test]
+async fn a_rule_added_for_a_field_gitward_set_keeps_its_value_and_diff_says_so() {
+    let t = common::setup("ignore-added").await;
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &web_with_three());
+    repo.commit_and_push("web");
+    let dir = tempfile::tempdir().unwrap();
+    let without = common::unit_toml("app", &repo.bare(), "", &t.namespace, "health_timeout = \"0s\"\n");
+    let run = common::gitward(&["sync"], &common::config_file(dir.path(), &without), Duration::from_secs(120));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(web(&t.client, &t.namespace).await["spec"]["replicas"], 3);
+    // The rule is added: what gitward set stays, and diff, run first, lists no change.
+    let with_rule =
+        common::unit_toml("app", &repo.bare(), "", &t.namespace, &format!("health_timeout = \"0s\"\n{RULE}"));
+    let config = common::config_file(dir.path(), &with_rule);
+    let diff = common::gitward(&["diff"], &config, Duration::from_secs(120));
+    assert_eq!(diff.code, Some(0), "no change: {}\n{}", diff.stdout, diff.stderr);
+    assert!(!diff.stdout.contains("Deployment"), "{}", diff.stdout);
+    let run = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.trim_end().ends_with("(1 unchanged)"), "the sync changed nothing: {}", run.stdout);
+    let live = web(&t.client, &t.namespace).await;
+    assert_eq!(live["spec"]["replicas"], 3, "not reset to the API server's default");
+    assert_eq!(env(&live), json!([{"name": "FROM_GIT", "value": "yes"}]));
+    // Another writer then takes the field: the next sync leaves it to that writer.
+    scale_to_three(&t.client, &t.namespace).await;
+    let api: Api<Deployment> = Api::namespaced(t.client.clone(), &t.namespace);
+    let patch =
+        json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}, "spec": {"replicas": 5}});
+    api.patch("web", &PatchParams::apply(SCALER).force(), &Patch::Apply(&patch)).await.expect("scale to 5");
+    let run = common::gitward(&["sync"], &config, Duration::from_secs(120));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert_eq!(web(&t.client, &t.namespace).await["spec"]["replicas"], 5, "left to the scaler");
 }
