@@ -53,7 +53,7 @@ pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding, Ui};
 pub use depends::Dependency;
 pub use ignore::IgnoreRule;
-pub use notify::{Notify, NotifyEvent, NotifyKind};
+pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
 pub use render::{RenderTools, SandboxMode};
 pub use set::{DEFAULT_MAX_UNITS, SyncSet};

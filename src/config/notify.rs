@@ -142,6 +142,22 @@ impl Resolver<'_> {
             Some(r) => Some(self.check(r, &key("repository"), owner_name)?),
             None => None,
         };
+        // A commit status is set on the unit's repository: one it cannot be derived from would
+        // fail every send, so it is refused here.
+        let covered = units.iter().filter(|u| names.is_empty() || names.iter().any(|n| n.get_ref() == &u.name));
+        if let Some(unit) = covered
+            .filter(|u| u.is_git())
+            .find(|u| repository_path(&u.repo).is_none())
+            .filter(|_| kind.is_forge() && repository.is_none())
+        {
+            let message = format!(
+                "kind `{}` sets commit statuses on the units' repository, and the repo of unit `{}` names no \
+                 owner/name: set repository = \"owner/name\"",
+                kind.as_str(),
+                unit.name
+            );
+            return Err(self.invalid(Some(span), &key("repository"), message));
+        }
         if kind == NotifyKind::Slack {
             crate::telemetry::mask::register([url.as_str()]);
         }
@@ -158,6 +174,29 @@ impl Resolver<'_> {
             repository,
         })
     }
+}
+
+/// The repository path of a git URL, without `.git`: `https://host/owner/name.git`,
+/// `ssh://git@host:22/owner/name`, `git@host:owner/name.git` give `owner/name` (GitLab's
+/// nested groups: `group/sub/name`). `None` for a local path or a URL without two segments.
+/// What a forge notifier without `repository` sets its commit statuses on.
+pub fn repository_path(repo: &str) -> Option<String> {
+    let path = if let Some((scheme, rest)) = repo.split_once("://") {
+        if scheme == "file" {
+            return None;
+        }
+        rest.split_once('/')?.1
+    } else {
+        let (host, path) = repo.split_once(':')?;
+        if host.contains('/') {
+            return None;
+        }
+        path
+    };
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    let segments = path.split('/').filter(|s| !s.is_empty()).count();
+    (segments >= 2).then(|| path.to_owned())
 }
 
 fn http_url(value: &str) -> std::result::Result<(), String> {
@@ -194,6 +233,17 @@ mod tests {
         assert_eq!(notify.on, [NotifyEvent::Failed, NotifyEvent::Degraded, NotifyEvent::Recovered]);
         assert!(notify.wants("shop", NotifyEvent::Failed) && !notify.wants("shop", NotifyEvent::Applied));
         assert!(parse(MINIMAL).unwrap().notify.is_empty());
+    }
+
+    #[test]
+    fn a_forge_notifier_whose_repository_cannot_be_derived_is_refused_at_load() {
+        let e = error("[[notify]]\nkind = \"github\"\nurl = \"https://api.github.com\"\ntoken_file = \"t\"\n");
+        assert!(e.contains("notify[0].repository") && e.contains("unit `shop`"), "{e}");
+        let local = "[[sync]]\nname = \"app\"\nrepo = \"https://git.example.com/acme/app.git\"\n";
+        let text = format!(
+            "{MINIMAL}{local}[[notify]]\nkind = \"gitea\"\nurl = \"https://h\"\ntoken_file = \"t\"\nunits = [\"app\"]\n"
+        );
+        assert!(parse(&text).is_ok(), "app's repository is acme/app");
     }
 
     #[test]

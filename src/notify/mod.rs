@@ -9,8 +9,9 @@
 //! the retries of a failing revision, and resyncs of an applied one, send nothing.
 //!
 //! The observer neither waits nor fails ([`crate::sync::outcome`]): it queues each notice on
-//! its notifier's bounded queue ([`QUEUE`]); a full queue drops it (counted in
-//! `gitward_notify_dropped_total`). Each notifier's task sends in order, retrying a failure
+//! its notifier's bounded queue ([`QUEUE`]); a full queue drops its *oldest* notice, so the
+//! newest state of each commit is the one kept (counted in `gitward_notify_dropped_total` and
+//! logged at warn). Each notifier's task sends in order, retrying a failure
 //! that may pass (no answer, a 5xx or 429) with exponential backoff (four
 //! times); a notice that still fails is counted (`gitward_notify_failures_total{notifier}`) and
 //! logged at warn once per failure streak, and the recovery once at info. Secrets — tokens,
@@ -24,8 +25,10 @@ mod track;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use tokio::task::JoinHandle;
-use tracing::debug;
+use tracing::warn;
 
 pub use send::NotifyMetrics;
 pub use track::{Notice, NoticeCounts, State};
@@ -34,7 +37,7 @@ use crate::config::{Notify, NotifyEvent, SyncUnit};
 use crate::sync::Report;
 use crate::sync::outcome::{Cause, Observer, Outcome};
 
-/// Notices queued for one notifier; more are dropped (counted).
+/// Notices queued for one notifier; past it the oldest queued is dropped (counted).
 pub const QUEUE: usize = 64;
 
 /// The notifiers of a process, shared by every unit's [`Watch`]: the `[[notify]]` tables in
@@ -45,6 +48,9 @@ pub struct Notifications {
     current: Arc<Mutex<Arc<Workers>>>,
     /// Every task started, for [`Notifications::flush`].
     tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+    /// Notices queued and neither sent, failed nor dropped yet, over every notifier: what
+    /// [`Notifications::flush`] says it left.
+    undelivered: Arc<AtomicUsize>,
     metrics: NotifyMetrics,
 }
 
@@ -52,7 +58,7 @@ pub struct Notifications {
 #[derive(Default)]
 struct Workers {
     config: Vec<Notify>,
-    queues: Vec<tokio::sync::mpsc::Sender<Notice>>,
+    queues: Vec<tokio::sync::broadcast::Sender<Notice>>,
 }
 
 impl Notifications {
@@ -75,7 +81,7 @@ impl Notifications {
         let mut tasks = self.tasks.lock().unwrap_or_else(|e| e.into_inner());
         tasks.retain(|t| !t.is_finished());
         for (index, notify) in config.iter().enumerate() {
-            let (tx, task) = send::spawn(index, notify.clone(), self.metrics.clone());
+            let (tx, task) = send::spawn(index, notify.clone(), self.metrics.clone(), self.undelivered.clone());
             queues.push(tx);
             tasks.push(task);
         }
@@ -96,32 +102,40 @@ impl Notifications {
     /// Queues `notice` for every notifier that wants it.
     fn send(&self, notice: &Notice) {
         let workers = self.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        for (index, (notify, queue)) in workers.config.iter().zip(&workers.queues).enumerate() {
+        for (notify, queue) in workers.config.iter().zip(&workers.queues) {
             if !wants(notify, notice) {
                 continue;
             }
-            if queue.try_send(notice.clone()).is_err() {
-                self.metrics.dropped(index, notify.kind);
-                debug!(unit = %notice.unit, notifier = %send::label(index), "notification queue full: a notice was dropped");
+            // A full queue drops its oldest notice; the task counts it when it reads on.
+            if queue.send(notice.clone()).is_ok() {
+                self.undelivered.fetch_add(1, Ordering::Relaxed);
             }
         }
     }
 
-    /// Ends the notifiers and waits until what they queued is sent, at most `bound` (then
-    /// leaves the rest): `gitward sync` before it exits.
-    pub async fn flush(self, bound: Duration) {
+    /// Ends the notifiers and waits until what they queued is sent, at most `bound`, then
+    /// leaves the rest and says how many (a warning): `gitward sync` before it exits. Returns
+    /// how many notices were left undelivered.
+    pub async fn flush(self, bound: Duration) -> usize {
         *self.current.lock().unwrap_or_else(|e| e.into_inner()) = Arc::default();
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
-        if tokio::time::timeout(bound, futures::future::join_all(tasks)).await.is_err() {
-            debug!("notifications still queued at exit were not sent");
+        let ended = tokio::time::timeout(bound, futures::future::join_all(tasks)).await.is_ok();
+        let undelivered = self.undelivered.load(Ordering::Relaxed);
+        if !ended && undelivered > 0 {
+            let bound_s = bound.as_secs();
+            warn!(
+                undelivered,
+                bound_s, "notifications not delivered before exit: their commit statuses stay as they were"
+            );
         }
+        undelivered
     }
 }
 
 /// Whether `notify` is told of `notice`: its unit and event are wanted (`applied` wants the
 /// success of a recovering revision too); webhooks and Slack are not told of `pending`.
 fn wants(notify: &Notify, notice: &Notice) -> bool {
-    if notice.state == State::Pending && !notify.kind.is_forge() {
+    if matches!(notice.state, State::Pending | State::Cancelled) && !notify.kind.is_forge() {
         return false;
     }
     notify.wants(&notice.unit, notice.event)
@@ -189,6 +203,43 @@ mod tests {
             unhealthy: Vec::new(),
             time: jiff::Timestamp::UNIX_EPOCH,
         }
+    }
+
+    /// A loopback webhook receiver answering 200 that records each body's revision.
+    async fn receiver() -> (String, Arc<Mutex<Vec<String>>>) {
+        let seen: Arc<Mutex<Vec<String>>> = Arc::default();
+        let record = seen.clone();
+        let app = axum::Router::new().fallback(move |body: axum::body::Bytes| {
+            let record = record.clone();
+            async move {
+                let value: serde_json::Value = serde_json::from_slice(&body).unwrap_or_default();
+                record.lock().unwrap().push(value["revision"].as_str().unwrap_or_default().to_owned());
+                "ok"
+            }
+        });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hook", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_its_oldest_notices_keeps_the_newest_and_counts_them() {
+        let (url, seen) = receiver().await;
+        let hook = Notify { url, ..notify(NotifyKind::Webhook, &[NotifyEvent::Failed], &[]) };
+        let mut registry = prometheus_client::registry::Registry::with_prefix("gitward");
+        let notifications = Notifications::start(&[hook], NotifyMetrics::registered(&mut registry));
+        // Queued before the notifier's task first runs (this test's runtime has one thread).
+        for i in 0..QUEUE + 6 {
+            notifications.send(&Notice { revision: format!("r{i}"), ..notice(NotifyEvent::Failed, State::Failure) });
+        }
+        assert_eq!(notifications.clone().flush(Duration::from_secs(60)).await, 0, "all dealt with");
+        let seen = seen.lock().unwrap().clone();
+        let expected: Vec<String> = (6..QUEUE + 6).map(|i| format!("r{i}")).collect();
+        assert_eq!(seen, expected, "the newest {QUEUE} sent in order, the 6 oldest dropped");
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        assert!(text.contains("gitward_notify_dropped_total{notifier=\"notify[0]\",kind=\"webhook\"} 6"), "{text}");
     }
 
     #[test]

@@ -142,7 +142,7 @@ fn forge(notify: &Notify, notice: &Notice, token: &str) -> Result<Request, Strin
     }
     let path = match &notify.repository {
         Some(r) => r.clone(),
-        None => repository_path(&notice.repo)
+        None => crate::config::repository_path(&notice.repo)
             .ok_or_else(|| format!("no owner/name in the repository URL of unit {}: set repository", notice.unit))?,
     };
     let context = format!("gitward/{}", notice.unit);
@@ -154,6 +154,7 @@ fn forge(notify: &Notify, notice: &Notice, token: &str) -> Result<Request, Strin
                 State::Pending => "running",
                 State::Success => "success",
                 State::Failure => "failed",
+                State::Cancelled => "canceled",
             };
             let body = json!({"state": state, "name": context, "context": context, "description": description});
             (format!("{}/projects/{id}/statuses/{sha}", notify.url), vec![("PRIVATE-TOKEN", token.to_owned())], body)
@@ -170,6 +171,7 @@ fn forge(notify: &Notify, notice: &Notice, token: &str) -> Result<Request, Strin
                 State::Pending => "pending",
                 State::Success => "success",
                 State::Failure => "failure",
+                State::Cancelled => "error",
             };
             (url, headers, json!({"state": state, "context": context, "description": description}))
         }
@@ -181,28 +183,6 @@ fn forge(notify: &Notify, notice: &Notice, token: &str) -> Result<Request, Strin
 fn last_two(path: &str) -> Option<String> {
     let parts: Vec<&str> = path.split('/').filter(|p| !p.is_empty()).collect();
     (parts.len() >= 2).then(|| parts[parts.len() - 2..].join("/"))
-}
-
-/// The repository path of a git URL, without `.git`: `https://host/owner/name.git`,
-/// `ssh://git@host:22/owner/name`, `git@host:owner/name.git` give `owner/name` (GitLab's
-/// nested groups: `group/sub/name`). `None` for a local path or a URL without two segments.
-pub(super) fn repository_path(repo: &str) -> Option<String> {
-    let path = if let Some((scheme, rest)) = repo.split_once("://") {
-        if scheme == "file" {
-            return None;
-        }
-        rest.split_once('/')?.1
-    } else {
-        let (host, path) = repo.split_once(':')?;
-        if host.contains('/') {
-            return None;
-        }
-        path
-    };
-    let path = path.trim_matches('/');
-    let path = path.strip_suffix(".git").unwrap_or(path);
-    let segments = path.split('/').filter(|s| !s.is_empty()).count();
-    (segments >= 2).then(|| path.to_owned())
 }
 
 #[cfg(test)]
@@ -241,6 +221,7 @@ mod tests {
 
     #[test]
     fn repository_paths_are_read_from_https_ssh_and_scp_urls() {
+        use crate::config::repository_path;
         assert_eq!(repository_path("https://github.com/acme/deploy.git").as_deref(), Some("acme/deploy"));
         assert_eq!(repository_path("https://tok@gitlab.com/g/sub/app").as_deref(), Some("g/sub/app"));
         assert_eq!(repository_path("ssh://git@host:2222/acme/deploy.git").as_deref(), Some("acme/deploy"));

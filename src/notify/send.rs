@@ -8,7 +8,10 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
-use tokio::sync::mpsc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
@@ -37,7 +40,7 @@ struct NotifierLabels {
 
 /// The notifiers' counters, registered with the daemon's metrics ([`NotifyMetrics::registered`]):
 /// `gitward_notify_sent_total`, `gitward_notify_failures_total` (notices not sent after their
-/// retries) and `gitward_notify_dropped_total` (notices a full queue dropped), each by
+/// retries) and `gitward_notify_dropped_total` (the oldest notices a full queue dropped), each by
 /// `notifier` (`notify[0]`) and `kind`. Cheap to clone: clones count into the same series.
 #[derive(Clone, Debug, Default)]
 pub struct NotifyMetrics {
@@ -67,17 +70,20 @@ impl NotifyMetrics {
     fn labels(index: usize, kind: NotifyKind) -> NotifierLabels {
         NotifierLabels { notifier: label(index), kind: kind.as_str() }
     }
-
-    pub(super) fn dropped(&self, index: usize, kind: NotifyKind) {
-        self.dropped.get_or_create(&Self::labels(index, kind)).inc();
-    }
 }
 
-/// Starts the task of notifier `index`: its queue and its handle. The task ends once the queue
-/// is closed and drained.
-pub(super) fn spawn(index: usize, notify: Notify, metrics: NotifyMetrics) -> (mpsc::Sender<Notice>, JoinHandle<()>) {
-    let (tx, rx) = mpsc::channel(QUEUE);
-    let sender = Sender { index, notify, metrics, client: client(), failing: false };
+/// Starts the task of notifier `index`: its queue and its handle. The queue keeps the newest
+/// [`QUEUE`] notices (a broadcast channel with one receiver: past it, the oldest is dropped and
+/// the task told how many). The task ends once the queue is closed and drained; each notice it
+/// sends, fails or finds dropped is taken off `undelivered`.
+pub(super) fn spawn(
+    index: usize,
+    notify: Notify,
+    metrics: NotifyMetrics,
+    undelivered: Arc<AtomicUsize>,
+) -> (broadcast::Sender<Notice>, JoinHandle<()>) {
+    let (tx, rx) = broadcast::channel(QUEUE);
+    let sender = Sender { index, notify, metrics, client: client(), failing: false, undelivered };
     (tx, tokio::spawn(sender.run(rx)))
 }
 
@@ -107,13 +113,31 @@ struct Sender {
     client: Option<reqwest::Client>,
     /// The last notice failed: the next failure is not logged at warn again.
     failing: bool,
+    /// The process's count of notices queued and not yet dealt with.
+    undelivered: Arc<AtomicUsize>,
 }
 
 impl Sender {
-    async fn run(mut self, mut rx: mpsc::Receiver<Notice>) {
-        while let Some(notice) = rx.recv().await {
-            let result = self.send(&notice).await;
-            self.count(&notice, result);
+    async fn run(mut self, mut rx: broadcast::Receiver<Notice>) {
+        loop {
+            match rx.recv().await {
+                Ok(notice) => {
+                    let result = self.send(&notice).await;
+                    self.count(&notice, result);
+                    self.undelivered.fetch_sub(1, Ordering::Relaxed);
+                }
+                Err(broadcast::error::RecvError::Lagged(dropped)) => {
+                    let labels = NotifyMetrics::labels(self.index, self.notify.kind);
+                    self.metrics.dropped.get_or_create(&labels).inc_by(dropped);
+                    let dropped = usize::try_from(dropped).unwrap_or(usize::MAX);
+                    self.undelivered.fetch_sub(dropped, Ordering::Relaxed);
+                    warn!(
+                        notifier = label(self.index),
+                        dropped, "notification queue full: the oldest notices were dropped"
+                    );
+                }
+                Err(broadcast::error::RecvError::Closed) => return,
+            }
         }
     }
 

@@ -5,7 +5,7 @@ use crate::changeset::Action;
 use crate::config::NotifyEvent;
 use crate::health::record::SyncResult;
 use crate::sync::Report;
-use crate::sync::outcome::{Cause, Outcome};
+use crate::sync::outcome::{Cause, Outcome, Wait};
 
 /// Errors and unhealthy objects a notice names; the rest are counted.
 const NAMED: usize = 3;
@@ -18,8 +18,12 @@ pub enum State {
     Pending,
     /// The revision applied and is healthy (or no wait ran).
     Success,
-    /// The revision failed or is degraded.
+    /// The revision failed or is degraded, or its health wait timed out.
     Failure,
+    /// The revision's health wait was cancelled before it was judged (a newer revision, a
+    /// reload, shutdown): its `pending` status ends here, and a later judgement of the same
+    /// revision is still told. GitHub and Gitea spell it `error`, GitLab `canceled`.
+    Cancelled,
 }
 
 /// Object counts of a sync, as a notice carries them.
@@ -72,7 +76,11 @@ pub struct Notice {
 enum End {
     Failed,
     Degraded,
+    /// The health wait ran out of `health_timeout`: not healthy in time, a failure.
+    TimedOut,
     Good,
+    /// The wait was cancelled: not judged, so not a transition (`bad` stays as it was).
+    Cancelled,
 }
 
 /// A unit's transitions: the revision last told of, what was told of it, and whether the unit
@@ -105,25 +113,34 @@ impl Tracker {
         Some(notice)
     }
 
-    /// The notice of a sync's `outcome`, when it is a transition: failed, degraded, recovered,
-    /// or (a first good end of a revision) applied. None for a self-heal, a sync whose health is
-    /// not judged (a cancelled or timed-out wait), or an end already told of this revision.
+    /// The notice of a sync's `outcome`, when it is a transition: failed, degraded (a wait that
+    /// timed out included), recovered, or (a first good end of a revision) applied; or the end
+    /// of a `pending` status whose wait was cancelled ([`State::Cancelled`]), so every status
+    /// told ends. None for a self-heal, a sync that yielded, or an end already told of this
+    /// revision.
     pub(super) fn finished(&mut self, outcome: &Outcome) -> Option<Notice> {
         let end = classify(outcome)?;
         let revision = outcome.revision()?.0.clone();
         self.at(&revision);
-        if self.end == Some(end) {
+        if self.end == Some(end) || (end == End::Cancelled && !self.pending) {
             return None;
         }
-        self.end = Some(end);
-        let (event, state) = match end {
-            End::Failed => (NotifyEvent::Failed, State::Failure),
-            End::Degraded => (NotifyEvent::Degraded, State::Failure),
-            End::Good if self.bad => (NotifyEvent::Recovered, State::Success),
-            End::Good => (NotifyEvent::Applied, State::Success),
+        let (event, state, result) = match end {
+            End::Failed => (NotifyEvent::Failed, State::Failure, outcome.health.result.as_str()),
+            End::Degraded => (NotifyEvent::Degraded, State::Failure, outcome.health.result.as_str()),
+            End::TimedOut => (NotifyEvent::Degraded, State::Failure, "timeout"),
+            End::Good if self.bad => (NotifyEvent::Recovered, State::Success, outcome.health.result.as_str()),
+            End::Good => (NotifyEvent::Applied, State::Success, outcome.health.result.as_str()),
+            End::Cancelled => (NotifyEvent::Applied, State::Cancelled, "cancelled"),
         };
-        self.bad = end != End::Good;
-        let mut notice = notice(&revision, event, state, outcome.health.result.as_str(), &outcome.cause);
+        if end == End::Cancelled {
+            // Not judged: a later end of this revision is still told, and the streak is kept.
+            self.end = None;
+        } else {
+            self.end = Some(end);
+            self.bad = end != End::Good;
+        }
+        let mut notice = notice(&revision, event, state, result, &outcome.cause);
         if let Some(failure) = &outcome.failure {
             let error = crate::telemetry::unit_error(outcome.unit(), &failure.error);
             notice.errors.push(crate::telemetry::mask::mask(&error).into_owned());
@@ -147,7 +164,7 @@ impl Tracker {
 }
 
 /// How `outcome` ended; `None` when it says nothing of the revision's health (a self-heal, a
-/// sync that yielded, a wait cancelled or timed out).
+/// sync that yielded).
 fn classify(outcome: &Outcome) -> Option<End> {
     if outcome.failure.is_some() {
         return Some(End::Failed);
@@ -159,11 +176,13 @@ fn classify(outcome: &Outcome) -> Option<End> {
     if report.changes.has_failures() {
         return Some(End::Failed);
     }
-    match outcome.health.result {
-        SyncResult::Failed => Some(End::Failed),
-        SyncResult::Degraded => Some(End::Degraded),
-        SyncResult::Healthy | SyncResult::Applied => Some(End::Good),
-        SyncResult::Progressing => None,
+    match (outcome.health.result, outcome.health.wait) {
+        (SyncResult::Failed, _) => Some(End::Failed),
+        (SyncResult::Degraded, _) => Some(End::Degraded),
+        (SyncResult::Healthy | SyncResult::Applied, _) => Some(End::Good),
+        (SyncResult::Progressing, Wait::Timeout) => Some(End::TimedOut),
+        (SyncResult::Progressing, Wait::Cancelled) => Some(End::Cancelled),
+        (SyncResult::Progressing, _) => None,
     }
 }
 
@@ -270,6 +289,26 @@ mod tests {
         assert_eq!(events(&mut t, "c", SyncResult::Degraded), Some((NotifyEvent::Degraded, State::Failure)));
         assert_eq!(events(&mut t, "c", SyncResult::Healthy), Some((NotifyEvent::Recovered, State::Success)));
         assert_eq!(events(&mut t, "d", SyncResult::Progressing), None, "health not judged");
+    }
+
+    #[test]
+    fn a_pending_status_always_ends_timed_out_as_failure_cancelled_as_cancelled() {
+        let mut t = Tracker::default();
+        let cause = Cause::cli();
+        let waited = |revision: &str, wait: Wait| Outcome {
+            health: HealthSummary { counts: Default::default(), wait, result: SyncResult::Progressing },
+            ..outcome(revision, SyncResult::Healthy)
+        };
+        assert_eq!(t.applied(&cause, &report("a", false)).map(|n| n.state), Some(State::Pending));
+        let timed_out = t.finished(&waited("a", Wait::Timeout)).unwrap();
+        assert_eq!((timed_out.state, timed_out.result), (State::Failure, "timeout"));
+        assert_eq!(t.applied(&cause, &report("b", false)).map(|n| n.state), Some(State::Pending));
+        let cancelled = t.finished(&waited("b", Wait::Cancelled)).unwrap();
+        assert_eq!((cancelled.state, cancelled.event), (State::Cancelled, NotifyEvent::Applied));
+        // Judged later (the wait started again): told, as a recovery from the timed-out `a`.
+        assert_eq!(events(&mut t, "b", SyncResult::Healthy), Some((NotifyEvent::Recovered, State::Success)));
+        // A cancel with no pending told of its revision ends nothing.
+        assert!(t.finished(&waited("c", Wait::Cancelled)).is_none());
     }
 
     #[test]

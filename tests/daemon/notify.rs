@@ -276,3 +276,28 @@ async fn a_one_shot_sync_sets_pending_then_success() {
     let paths: Vec<String> = receiver.under("/api/v3").iter().map(|r| r.path.clone()).collect();
     assert!(paths.iter().all(|p| p == &format!("/api/v3/repos/acme/deploy/statuses/{sha}")), "{paths:?}");
 }
+
+#[tokio::test]
+async fn a_one_shot_sync_whose_forge_never_answers_says_what_it_left_undelivered() {
+    let env = common::setup("notify-hung").await;
+    // Accepts connections and never answers: each send waits for its request timeout.
+    let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = hung.local_addr().unwrap().port();
+    let repo = common::GitRepo::new();
+    repo.write("cm.yaml", &common::cm("one", "1"));
+    repo.commit_and_push("one ConfigMap");
+    let dir = tempfile::tempdir().unwrap();
+    let token = secret(dir.path(), "gh", "tok-gh");
+    let table = format!(
+        "[[notify]]\nkind = \"github\"\nurl = \"http://127.0.0.1:{port}/api/v3\"\ntoken_file = \"{token}\"\n\
+         repository = \"acme/deploy\"\non = [\"applied\"]\n"
+    );
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
+    let config = common::config_file(dir.path(), &(unit + &table));
+    let run = common::gitward(&["sync"], &config, WAIT);
+    drop(hung);
+    assert_eq!(run.code, Some(0), "the sync itself applied: {}", run.stderr);
+    let warned = run.stderr.lines().find(|l| l.contains("notifications not delivered before exit"));
+    let warned = warned.unwrap_or_else(|| panic!("no warning of undelivered notices: {}", run.stderr));
+    assert!(warned.contains("\"undelivered\":2"), "pending and success both left: {warned}");
+}
