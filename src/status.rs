@@ -339,7 +339,7 @@ fn note_missing<'a>(
         let message = if unserved.contains(&member.gk) {
             "recorded as a member of the ApplySet, but the API server no longer serves its kind"
         } else {
-            "recorded as a member of the ApplySet but not in the cluster (deleted by hand?); the next sync re-creates it"
+            "recorded as a member of the ApplySet but not in the cluster (not created, or deleted since); the next sync creates it"
         };
         state.unhealthy.push(Unhealthy {
             object,
@@ -388,7 +388,8 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 /// applied, its members by health, and what the last attempt tried when it failed
 /// (`; 9c1e0b7 failed`, `; ref v9.9.9 (not resolved) failed`).
 pub fn line(state: &UnitState) -> String {
-    let total: usize = state.objects.values().sum();
+    // The members live and those recorded but missing: each counted once, in one health.
+    let total: usize = state.objects.values().sum::<usize>() + state.missing;
     let h = state.health;
     let mut health = vec![format!("{} healthy", h.healthy)];
     if h.progressing > 0 {
@@ -400,7 +401,8 @@ pub fn line(state: &UnitState) -> String {
     if state.missing > 0 {
         health.push(format!("{} missing", state.missing));
     }
-    let members = format!("{total} objects: {}", health.join(", "));
+    let noun = if total == 1 { "object" } else { "objects" };
+    let members = format!("{total} {noun}: {}", health.join(", "));
     let line = match &state.last {
         Some(r) => {
             format!("{}: {} {}, applied {} ({members})", state.unit, state.now(), short(&r.revision), r.applied_at)

@@ -40,12 +40,12 @@ fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
 fn the_line_gives_result_revision_members_by_health_and_a_failed_attempt() {
     let mut u = state(Some(SyncResult::Degraded), true);
     u.last.as_mut().unwrap().revision = "3f2a9c1e0b7d".into();
-    assert_eq!(line(&u), "app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (1 objects: 0 healthy, 1 degraded)");
+    assert_eq!(line(&u), "app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (1 object: 0 healthy, 1 degraded)");
     u.last_attempted_revision = Some("9c1e0b7d5a6c".into());
     u.last_error = Some("web.yaml: document 1: bad".into());
     u.missing = 1;
-    assert!(line(&u).ends_with("(1 objects: 0 healthy, 1 degraded, 1 missing); 9c1e0b7 failed"), "{}", line(&u));
-    assert_eq!(line(&state(None, false)), "app: never applied (1 objects: 1 healthy)");
+    assert!(line(&u).ends_with("(2 objects: 0 healthy, 1 degraded, 1 missing); 9c1e0b7 failed"), "{}", line(&u));
+    assert_eq!(line(&state(None, false)), "app: never applied (1 object: 1 healthy)");
 }
 
 #[test]
@@ -149,7 +149,7 @@ fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
     u.last_error = Some("ref v9.9.9 not found".into());
     assert_eq!(
         line(&u),
-        "app: failed 3f2a, applied 2026-11-22T22:41:07Z (1 objects: 1 healthy); ref v9.9.9 (not resolved) failed"
+        "app: failed 3f2a, applied 2026-11-22T22:41:07Z (1 object: 1 healthy); ref v9.9.9 (not resolved) failed"
     );
     let text = render_text(&[u]);
     assert!(text.contains("  result     healthy\n  attempted  ref v9.9.9 (not resolved)\n"), "{text}");

@@ -100,6 +100,16 @@ pub fn blocked(unit: &str, waiting: &str) -> String {
     format!("{unit}: not synced: waiting for dependencies: {waiting}")
 }
 
+/// `1 object`, `2 objects`.
+fn objects(n: usize) -> String {
+    if n == 1 { "1 object".to_owned() } else { format!("{n} objects") }
+}
+
+/// The line of a suspended unit that `gitward sync` skipped.
+pub fn suspended(unit: &str) -> String {
+    format!("{unit}: not synced: suspended (gitward resume, or --include-suspended to sync it once)")
+}
+
 /// The line of a unit whose sync stopped before anything was applied (the error itself is
 /// logged once, on stderr).
 pub fn not_synced(unit: &str) -> String {
@@ -116,8 +126,8 @@ pub fn validate(unit: &str, summary: &crate::validate::Summary) -> String {
         n => format!(", {n} warnings"),
     };
     match summary.problems.len() {
-        0 => format!("{unit}: valid {revision} ({} objects{warnings})", summary.objects),
-        n => format!("{unit}: invalid {revision} ({} objects, {n} refused{warnings})", summary.objects),
+        0 => format!("{unit}: valid {revision} ({}{warnings})", objects(summary.objects)),
+        n => format!("{unit}: invalid {revision} ({}, {n} refused{warnings})", objects(summary.objects)),
     }
 }
 

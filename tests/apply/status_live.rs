@@ -175,7 +175,7 @@ async fn a_ref_that_does_not_resolve_is_the_failed_attempt_and_the_applied_revis
     assert_eq!(
         lines[0],
         format!(
-            "app: failed {}, applied {at} (1 objects: 1 healthy); ref v9.9.9 (not resolved) failed",
+            "app: failed {}, applied {at} (1 object: 1 healthy); ref v9.9.9 (not resolved) failed",
             short(&applied)
         ),
         "{text}"

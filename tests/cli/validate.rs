@@ -112,7 +112,7 @@ fn a_custom_resource_is_valid_with_its_crd_in_any_unit_and_refused_without() {
                   repository\"";
     let run = validate(&config, &[], &tmp);
     assert_eq!(run.code, Some(2), "{}", run.stderr);
-    assert_eq!(run.stdout, format!("crds: valid {short} (1 objects)\napp: invalid {short} (2 objects, 1 refused)\n"));
+    assert_eq!(run.stdout, format!("crds: valid {short} (1 object)\napp: invalid {short} (2 objects, 1 refused)\n"));
     assert_eq!(logged(&run.stderr, "ERROR"), [gadget], "{}", run.stderr);
 
     // The unit asked for alone still sees the CRD of the other.
@@ -124,12 +124,7 @@ fn a_custom_resource_is_valid_with_its_crd_in_any_unit_and_refused_without() {
     repo.remove("app/gadget.yaml");
     let fixed = repo.commit_and_push("only the Widget");
     let run = validate(&config, &["--sync", "app"], &tmp);
-    assert_eq!(
-        (run.code, run.stdout),
-        (Some(0), format!("app: valid {} (1 objects)\n", &fixed[..7])),
-        "{}",
-        run.stderr
-    );
+    assert_eq!((run.code, run.stdout), (Some(0), format!("app: valid {} (1 object)\n", &fixed[..7])), "{}", run.stderr);
 }
 
 #[test]
@@ -152,7 +147,7 @@ fn a_namespace_no_unit_creates_is_a_warning_and_exits_0() {
     assert_eq!(
         run.stdout,
         format!(
-            "app: valid {short} (3 objects, 1 warning)\nmade: valid {short} (1 objects)\nns: valid {short} (2 objects)\n"
+            "app: valid {short} (3 objects, 1 warning)\nmade: valid {short} (1 object)\nns: valid {short} (2 objects)\n"
         )
     );
     assert_eq!(
@@ -187,7 +182,7 @@ fn the_same_object_in_two_units_is_refused_naming_both_units_and_files() {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert_eq!(
         run.stdout,
-        format!("one: invalid {short} (1 objects, 1 refused)\ntwo: invalid {short} (3 objects, 1 refused)\n")
+        format!("one: invalid {short} (1 object, 1 refused)\ntwo: invalid {short} (3 objects, 1 refused)\n")
     );
     let why = "each unit would apply it over the other's and prune it when it leaves; keep it in one unit";
     assert_eq!(
@@ -247,7 +242,7 @@ fn validate_of_a_fresh_config_leaves_the_state_dir_and_the_temporary_directory_e
     let run = validate(&config, &[], &tmp);
     assert_eq!(
         (run.code, run.stdout),
-        (Some(0), format!("app: valid {} (1 objects)\n", &revision[..7])),
+        (Some(0), format!("app: valid {} (1 object)\n", &revision[..7])),
         "{}",
         run.stderr
     );
@@ -274,7 +269,7 @@ fn units_of_different_clusters_may_declare_the_same_object() {
     let (dir, config) = workspace(&units);
     let run = validate(&config, &[], &dir.path().join("tmp"));
     assert_eq!(run.code, Some(0), "{}", run.stderr);
-    assert_eq!(run.stdout, format!("east: valid {short} (1 objects)\nwest: valid {short} (1 objects)\n"));
+    assert_eq!(run.stdout, format!("east: valid {short} (1 object)\nwest: valid {short} (1 object)\n"));
 }
 
 /// A kustomization of two ConfigMaps under `dir`: `cm.yaml` (`web`, value 1), and `patch.yaml`,
@@ -300,7 +295,7 @@ fn a_kustomization_under_a_plain_units_path_is_a_warning_naming_the_file_and_the
     let (dir, config) = workspace(&common::unit_toml("app", &repo.bare(), "apps", "default", ""));
     let run = validate(&config, &[], &dir.path().join("tmp"));
     assert_eq!(run.code, Some(0), "a warning is no failure: {}", run.stderr);
-    assert_eq!(run.stdout, format!("app: valid {short} (1 objects, 1 warning)\n"));
+    assert_eq!(run.stdout, format!("app: valid {short} (1 object, 1 warning)\n"));
     let reason = "a plain unit does not build it, so its patches are applied as objects; set path = \\\"apps/web\\\" \
                   and render = \\\"kustomize\\\" in a [[sync]] table to build it";
     assert_eq!(
@@ -383,4 +378,27 @@ fn validate_substitutes_inline_variables_and_refuses_one_nothing_can_define() {
         "names file, document and variable: {}",
         run.stderr
     );
+}
+
+#[test]
+fn a_ready_expr_reading_a_key_the_status_lacks_is_refused_naming_unit_and_key() {
+    let repo = common::GitRepo::new();
+    repo.write("a/cm.yaml", &common::cm("a", "1"));
+    repo.write("b/cm.yaml", &common::cm("b", "1"));
+    repo.commit_and_push("two units");
+    let units = |expr: &str| {
+        let depends = format!("depends_on = [{{ unit = \"b\", ready_expr = \"{expr}\" }}]");
+        [
+            common::unit_toml("a", &repo.bare(), "a", "default", &depends),
+            common::unit_toml("b", &repo.bare(), "b", "default", ""),
+        ]
+        .concat()
+    };
+    let (dir, config) = workspace(&units("status.helth == 'healthy'"));
+    let run = validate(&config, &[], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(2), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("unit a: depends_on b: ready_expr") && run.stderr.contains("helth"), "{}", run.stderr);
+    let (dir, config) = workspace(&units("status.health == 'healthy' && !status.waiting"));
+    let run = validate(&config, &[], &dir.path().join("tmp"));
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
 }

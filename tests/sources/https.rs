@@ -37,7 +37,7 @@ fn a_repository_over_https_is_fetched_when_its_ca_is_trusted_and_refused_when_no
     let run = validate(&url, Some(&server.cert));
     assert_eq!(
         (run.code, run.stdout.as_str()),
-        (Some(0), format!("app: valid {} (1 objects)\n", &revision[..7]).as_str()),
+        (Some(0), format!("app: valid {} (1 object)\n", &revision[..7]).as_str()),
         "{}",
         run.stderr
     );
