@@ -49,10 +49,13 @@ pub enum Error {
 /// `Result` alias of this module.
 pub type Result<T> = std::result::Result<T, Error>;
 
-/// Who runs the command, for `gitward.dev/suspended-by`: `$USER@<host name>` (either part
-/// `unknown` when it cannot be read).
+/// Who runs the command, for `gitward.dev/suspended-by`: `<user>@<host name>`, the user being
+/// `$USER`, else `$LOGNAME`, else the numeric `uid:<n>` (a container's user often has neither
+/// variable nor a passwd entry); the host `unknown` when it cannot be read.
 pub fn who() -> String {
-    let user = std::env::var("USER").ok().filter(|u| !u.is_empty()).unwrap_or_else(|| "unknown".to_owned());
+    let named = ["USER", "LOGNAME"].into_iter().find_map(|v| std::env::var(v).ok().filter(|u| !u.is_empty()));
+    // SAFETY: getuid(2) cannot fail and touches no memory of ours.
+    let user = named.unwrap_or_else(|| format!("uid:{}", unsafe { libc::getuid() }));
     format!("{user}@{}", agent::hostname().unwrap_or_else(|| "unknown".to_owned()))
 }
 

@@ -34,101 +34,6 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// How long `gitward sync` waits, per unit, for its queued Kubernetes Events to be written.
 const EVENTS_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// `--help` text of `run`: exit codes and an example.
-const RUN_HELP: &str = "\
-Exit codes: 0 after SIGTERM or SIGINT (syncs in flight finish first), 2 when it cannot start
-(config, kubeconfig, listener).
-
-Example:
-  gitward run --config /etc/gitward/config.toml
-  kill -HUP $(pidof gitward)    # reload the config and sync every unit";
-
-/// `--help` text of `sync`.
-const SYNC_HELP: &str = "\
-Prints one line per unit on stdout, e.g. `apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)`;
-logs go to stderr.
-
-Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped
-(a Helm hook included: one that failed or did not end within health_timeout), or with --wait did
-not become healthy within health_timeout; 2 the revision could not be read or
-the cluster reached (nothing applied, nothing pruned); 3 a unit it depends on (depends_on) is
-not ready: not synced yet, its revision not applied, not healthy or its ready_expr false
-(nothing applied; --ignore-dependencies syncs anyway).
-
-Example:
-  gitward sync --config config.toml --sync apps --wait";
-
-/// `--help` text of `diff`.
-const DIFF_HELP: &str = "\
-Prints `revision <applied> → <compared>`, a unified diff per changed object (Secret data masked,
-gitward's own labels and annotations left out), `prune Kind/ns/name` per object a sync would
-delete, and `not pruned Kind/name: <why>` per Namespace or CRD a sync would refuse to delete.
-
-Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
-
-Example:
-  gitward diff --config config.toml --sync apps";
-
-/// `--help` text of `validate`.
-const VALIDATE_HELP: &str = "\
-Needs no cluster: renders (kustomize, Helm for --kube-version), parses every document and checks
-what the API server would refuse: names, labels and annotations by its rules; kinds neither built
-in (Kubernetes 1.35), defined by a CRD in some unit nor of a [render] api_versions group version;
-an object defined twice, or by two units; Secret data that is not base64; more than 1 MiB of
-ConfigMap or Secret data. Every unit of the config is read (--sync only picks what is shown), as
-a CRD, a Namespace or a duplicate may be in another. Prints one line per unit on stdout, e.g.
-`apps: valid 82edb11 (12 objects)`; each problem is logged on stderr with its file and document.
-
-A namespace that no unit creates (as a Namespace object or with create_namespace) and that is not
-default, kube-system, kube-public or kube-node-lease is a warning, not a problem: it may exist in
-the cluster already; so is a kustomization file under a plain unit's path, whose patches are read
-as objects (the warning names the config that builds it, render = \"kustomize\"). Warnings never
-change the exit code; they are logged, counted on the unit's line and listed in -o json.
-
-Writes nothing into state_dir but fetches of mirrors already there: a unit without one is fetched
-into a temporary directory, removed on exit.
-
-Exit codes: 0 every unit valid (warnings or not), 2 something invalid (or the config).
-
-Example:
-  gitward validate --config config.toml --kube-version v1.31.0 -o json";
-
-/// `--help` text of `status`.
-const STATUS_HELP: &str = "\
-Reads the cluster only (no daemon needed): each unit's recorded revision and result and the
-health of its objects now. The first line of each unit's block is its summary, e.g.
-`apps: healthy 82edb11, applied 2026-11-22T22:33:29Z (4 objects: 4 healthy)`.
-
-Exit codes: 0 every unit applied and all its objects healthy, 1 something not healthy (or never
-applied, or its last sync failed), 2 error.
-
-Example:
-  gitward status --config config.toml -o json";
-
-/// `--help` text of `suspend` and `resume`.
-const SUSPEND_HELP: &str = "\
-Sets (suspend) or removes (resume) gitward.dev/suspended, with gitward.dev/suspended-by (user@host)
-and -at, on each unit's ApplySet parent. Every daemon replica sees it within seconds: a suspended
-unit applies, prunes and heals nothing; its triggers are counted, the one kept is synced on resume.
-
-Exit codes: 0 done, 2 error (a unit never synced has no parent yet: use `suspend = true`).
-
-Example:
-  gitward suspend --config config.toml apps
-  gitward resume --config config.toml apps
-  gitward sync --config config.toml --revision 3f2a9c1e apps    # a rollback the daemon keeps";
-
-/// `--help` text of `reconcile`.
-const RECONCILE_HELP: &str = "\
-Writes gitward.dev/requested-at on each unit's ApplySet parent; the daemon replica running the
-unit fetches and syncs it, then records gitward.dev/handled-at. Prints the unit's status line.
-
-Exit codes: 0 applied, 1 an object not applied, 2 the sync failed as a whole, the unit is
-suspended or never synced, or no daemon handled the request within --timeout (as `sync`).
-
-Example:
-  gitward reconcile --config config.toml apps";
-
 /// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
 #[derive(Parser)]
 #[command(version, about, after_help = "Run `gitward <command> --help` for its exit codes and an example.")]
@@ -143,32 +48,32 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the daemon: sync each unit on every push, webhook, poll, drift and resync.
-    #[command(after_help = RUN_HELP)]
+    #[command(after_help = gitward::help::RUN)]
     Run(RunArgs),
     /// Sync each unit once: fetch, apply every object with server-side apply, prune.
-    #[command(after_help = SYNC_HELP)]
+    #[command(after_help = gitward::help::SYNC)]
     Sync(SyncArgs),
     /// Show what a sync would change (server-side dry run), without changing anything.
-    #[command(after_help = DIFF_HELP)]
+    #[command(after_help = gitward::help::DIFF)]
     Diff(UnitArgs),
     /// Render, parse and check the manifests of each unit without a cluster.
-    #[command(after_help = VALIDATE_HELP)]
+    #[command(after_help = gitward::help::VALIDATE)]
     Validate(ValidateArgs),
     /// Print a unit's objects as a sync would send them (rendered, substituted, labelled).
     #[command(after_help = gitward::validate::render_command::HELP)]
     Render(gitward::validate::render_command::RenderArgs),
     /// Show what each unit last applied, when, the result, and the health of its objects, read
     /// from the cluster (no daemon needed).
-    #[command(after_help = STATUS_HELP)]
+    #[command(after_help = gitward::help::STATUS)]
     Status(StatusArgs),
     /// Suspend units: the daemon applies, prunes and heals nothing of them until resumed.
-    #[command(after_help = SUSPEND_HELP)]
+    #[command(after_help = gitward::help::SUSPEND)]
     Suspend(NamedArgs),
     /// Resume suspended units: the daemon syncs what came meanwhile.
-    #[command(after_help = SUSPEND_HELP)]
+    #[command(after_help = gitward::help::SUSPEND)]
     Resume(NamedArgs),
     /// Ask the running daemon to sync units now, and wait for the result.
-    #[command(after_help = RECONCILE_HELP)]
+    #[command(after_help = gitward::help::RECONCILE)]
     Reconcile(ReconcileArgs),
 }
 
@@ -210,6 +115,10 @@ struct SyncArgs {
     /// Sync even when a unit of `depends_on` is not ready (exit 3 otherwise).
     #[arg(long)]
     ignore_dependencies: bool,
+    /// Sync suspended units too (`suspend = true` or `gitward suspend`); without it they are
+    /// skipped, each with a line saying so (`--revision` syncs its one unit either way).
+    #[arg(long)]
+    include_suspended: bool,
     /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
     /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
     /// leaves it applied: a rollback.
@@ -320,9 +229,14 @@ async fn suspend(args: NamedArgs, suspend: bool) -> anyhow::Result<ExitCode> {
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
         let what = gitward::control::set_suspended(client, unit, suspend).await;
-        println!("{}: {}", unit.name, what.with_context(|| format!("unit {}", unit.name))?);
+        println!("{}: {}", unit.name, what.map_err(|e| in_unit(&unit.name, &e))?);
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// An error about `unit` as the command prints it: `unit <unit>: <chain>`, the unit named once.
+fn in_unit(unit: &str, e: &(dyn std::error::Error + 'static)) -> anyhow::Error {
+    anyhow::anyhow!("unit {unit}: {}", telemetry::unit_error(unit, e))
 }
 
 /// `gitward reconcile`: a request per unit, then (unless `--no-wait`) the wait for each.
@@ -331,7 +245,7 @@ async fn reconcile(args: ReconcileArgs) -> anyhow::Result<ExitCode> {
     let mut requests = Vec::new();
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
-        let token = gitward::control::request(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        let token = gitward::control::request(client, unit).await.map_err(|e| in_unit(&unit.name, &e))?;
         tracing::info!(unit = %unit.name, requested_at = %token, "sync requested");
         requests.push((unit, client, token));
     }
@@ -400,8 +314,14 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
     let notify = gitward::notify::Notifications::start(&config.notify, Default::default());
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
-        if args.revision.is_some() && !gitward::control::is_suspended(&client, unit).await {
+        let suspended = gitward::control::is_suspended(&client, unit).await;
+        if args.revision.is_some() && !suspended {
             tracing::warn!(unit = %unit.name, "the unit is not suspended: the daemon applies its ref again at its next sync");
+        }
+        if suspended && args.revision.is_none() && !args.include_suspended {
+            tracing::warn!(unit = %unit.name, "not synced: the unit is suspended (--include-suspended syncs it)");
+            println!("{}", gitward::summary::suspended(&unit.name));
+            continue;
         }
         let dependencies = gitward::status::dependencies(&clusters, unit).await?;
         if let Some(waiting) = gitward::status::unmet(&dependencies).filter(|_| !args.ignore_dependencies) {
@@ -477,8 +397,7 @@ async fn status(args: StatusArgs) -> anyhow::Result<ExitCode> {
     let mut states = Vec::new();
     for unit in &config.units {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
-        let mut state =
-            gitward::status::unit_state(client, unit).await.with_context(|| format!("unit {}", unit.name))?;
+        let mut state = gitward::status::unit_state(client, unit).await.map_err(|e| in_unit(&unit.name, &e))?;
         state.dependencies = gitward::status::dependencies(&clusters, unit).await?;
         states.push(state);
     }
@@ -503,12 +422,9 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
         let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster").clone();
         let mut engine = Engine::new(client, config.cluster_of(unit), &config.daemon.state_dir, unit)
             .await
-            .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
+            .map_err(|e| in_unit(&unit.name, &e))?;
         engine.one_shot();
-        let report = engine
-            .diff()
-            .await
-            .map_err(|e| anyhow::anyhow!("unit {}: {}", unit.name, telemetry::unit_error(&unit.name, &e)))?;
+        let report = engine.diff().await.map_err(|e| in_unit(&unit.name, &e))?;
         // Masked: a label or an annotation of a decrypting render may hold a decrypted value,
         // and the live object the value the revision before decrypted.
         print!("{}", telemetry::mask::mask(&report.render()));
@@ -530,6 +446,7 @@ async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     // Every unit is read: a CRD, a Namespace or a duplicate of the one asked for may be in another.
     let scratch = tempfile::Builder::new().prefix("gitward-validate-").tempdir().context("temporary directory")?;
     let mut config = gitward::sync::set::load(&args.units.config, Some(scratch.path())).await?;
+    gitward::daemon::run::check_ready_exprs(&config, &args.units.config)?;
     if let Some(name) = &args.units.unit {
         anyhow::ensure!(
             config.units.iter().any(|u| &u.name == name),

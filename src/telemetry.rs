@@ -110,11 +110,12 @@ fn is_whole(e: &(dyn std::error::Error + 'static)) -> bool {
     matches!(e.downcast_ref::<kube::Error>(), Some(kube::Error::Api(_) | kube::Error::Service(_)))
 }
 
-/// [`error_chain`] of an error about `unit`, without the `<unit>: ` that source errors start
-/// with, for an event that carries the unit as a field already.
+/// [`error_chain`] of an error about `unit`, without the `<unit>: ` or `unit <unit>: ` that
+/// source errors start with, for an event or a line that names the unit already.
 pub fn unit_error(unit: &str, e: &(dyn std::error::Error + 'static)) -> String {
     let text = error_chain(e);
-    match text.strip_prefix(unit).and_then(|rest| rest.strip_prefix(": ")) {
+    let rest = text.strip_prefix("unit ").unwrap_or(&text);
+    match rest.strip_prefix(unit).and_then(|rest| rest.strip_prefix(": ")) {
         Some(rest) => rest.to_owned(),
         None => text,
     }

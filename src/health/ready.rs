@@ -179,6 +179,26 @@ pub fn judge(
     }
 }
 
+/// Checks a `ready_expr` before any unit runs (`gitward validate`, `gitward run`): it must
+/// compile, read only keys [`Status`] has, and give a bool — evaluated over three statuses (one
+/// that records nothing, one synced and healthy, one synced with a wait in progress), so a key
+/// behind `&&` or `||` is read in at least one. A typo such as `status.helth` would otherwise
+/// keep the dependent unit waiting, each judgement an [`Unmet::ExprError`].
+///
+/// Errors: the CEL error (`No such key: helth`) or `gave …, not a bool`.
+pub fn check(expr: &str) -> Result<(), String> {
+    let synced = Status { synced: true, health: "healthy".into(), ..Status::default() };
+    let waiting = Status { waiting: true, ..synced.clone() };
+    for status in [Status::default(), synced, waiting] {
+        match evaluate(expr, &status) {
+            Ok(()) | Err(Unmet::ExprFalse) => {}
+            Err(Unmet::ExprError(e)) => return Err(e),
+            Err(other) => return Err(other.to_string()),
+        }
+    }
+    Ok(())
+}
+
 /// Evaluates `expr` with `status` bound: `Ok` when it gives `true`.
 fn evaluate(expr: &str, status: &Status) -> Result<(), Unmet> {
     let program = cel::Program::compile(expr).map_err(|e| Unmet::ExprError(e.to_string()))?;
@@ -236,6 +256,18 @@ mod tests {
             judge(Some(&waiting), None, None).unwrap().to_string(),
             "not healthy (waiting for Deployment/base/web)"
         );
+    }
+
+    #[test]
+    fn a_ready_expr_reading_a_key_status_lacks_is_refused_by_the_check() {
+        assert_eq!(check("status.health == 'healthy' && !status.waiting"), Ok(()));
+        assert_eq!(check("status.failed == 0"), Ok(()));
+        let typo = check("status.helth == 'healthy'").unwrap_err();
+        assert!(typo.contains("helth"), "{typo}");
+        // Behind `&&`, read once `synced` is true.
+        assert!(check("status.synced && status.revison != ''").unwrap_err().contains("revison"));
+        assert!(check("status.revision").unwrap_err().contains("not a bool"));
+        assert!(check("status.health ==").is_err());
     }
 
     #[test]

@@ -161,3 +161,41 @@ async fn a_revision_synced_by_hand_while_suspended_stays_applied() {
     not_acted_on(&daemon, "push").await;
     keeps(&env, "one", 3).await;
 }
+
+#[tokio::test]
+async fn plain_sync_skips_a_suspended_unit_and_says_so_unless_told() {
+    let env = common::setup("sync-suspended").await;
+    let repo = repo_with("one");
+    let dir = tempfile::tempdir().unwrap();
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"0s\"");
+    let config = common::config_file(dir.path(), &unit);
+    assert_eq!(common::gitward(&["sync"], &config, CLI).code, Some(0));
+    // Suspended by a user with neither $USER nor $LOGNAME (a container's): named by uid.
+    let run = common::gitward_in(&["env", "-u", "USER", "-u", "LOGNAME"], &["suspend", "app"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let status = common::gitward(&["status", "-o", "json"], &config, CLI);
+    let status: serde_json::Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    let by = status["units"][0]["suspended"]["by"].as_str().unwrap_or_default().to_owned();
+    let uid = std::fs::read_to_string("/proc/self/status").unwrap();
+    let uid = uid.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().next().unwrap().to_owned();
+    assert!(by.starts_with(&format!("uid:{uid}@")), "suspended-by {by:?}");
+    repo.write("a.yaml", &common::cm("a", "two"));
+    repo.commit_and_push("second");
+    let run = common::gitward(&["sync"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("app: not synced: suspended"), "{}", run.stdout);
+    assert!(has_value(&env, "one").await, "a suspended unit was applied");
+    let run = common::gitward(&["sync", "--include-suspended"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(has_value(&env, "two").await, "--include-suspended applies it: {}", run.stdout);
+    // `suspend = true` in the config: the same.
+    repo.write("a.yaml", &common::cm("a", "three"));
+    repo.commit_and_push("third");
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"0s\"\nsuspend = true");
+    let run = common::gitward(&["resume", "app"], &common::config_file(dir.path(), &unit), CLI);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let run = common::gitward(&["sync"], &common::config_file(dir.path(), &unit), CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stdout.starts_with("app: not synced: suspended"), "{}", run.stdout);
+    assert!(has_value(&env, "two").await, "a unit suspended by its config was applied");
+}

@@ -66,6 +66,19 @@ pub enum Error {
         #[source]
         source: crate::cluster::Error,
     },
+    /// A `depends_on` entry's `ready_expr` reads a key the recorded status does not have, or
+    /// gives no bool ([`crate::health::ready::check`]).
+    #[error("{config}: unit {unit}: depends_on {dependency}: ready_expr: {message}")]
+    ReadyExpr {
+        /// The config file.
+        config: String,
+        /// The dependent unit.
+        unit: String,
+        /// The unit depended on.
+        dependency: String,
+        /// Why the expression is refused.
+        message: String,
+    },
     /// The HTTP listener, the webhook secret or a signal handler could not be set up.
     #[error("{what}")]
     Io {
@@ -82,6 +95,35 @@ pub type Result<T> = std::result::Result<T, Error>;
 fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let what = what.into();
     move |source| Error::Io { what, source }
+}
+
+/// Checks every `ready_expr` of `config` ([`crate::health::ready::check`]); `path` names the
+/// file in the error.
+///
+/// Errors: [`Error::ReadyExpr`] for the first one refused.
+pub fn check_ready_exprs(config: &crate::config::Config, path: &Path) -> Result<()> {
+    for unit in &config.units {
+        for dependency in &unit.depends_on {
+            let Some(expr) = &dependency.ready_expr else { continue };
+            crate::health::ready::check(expr).map_err(|message| Error::ReadyExpr {
+                config: path.display().to_string(),
+                unit: unit.name.clone(),
+                dependency: dependency.unit.clone(),
+                message,
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// The config file at `path` ([`Config::load`]), its `ready_expr`s checked
+/// ([`check_ready_exprs`]): what the daemon starts with and reloads.
+///
+/// Errors: [`Error::Config`], [`Error::ReadyExpr`].
+fn load(path: &Path) -> Result<Config> {
+    let config = Config::load(path)?;
+    check_ready_exprs(&config, path)?;
+    Ok(config)
 }
 
 /// Runs the daemon with the config at `config_path` until `shutdown` completes.
@@ -313,7 +355,7 @@ impl Daemon {
     /// unit, not a startup and a reload); the others get a reload trigger.
     async fn reload(&mut self) {
         let path = self.config_path.display().to_string();
-        let new = match Config::load(&self.config_path) {
+        let new = match load(&self.config_path) {
             Ok(new) => new,
             Err(e) => {
                 error!(config = %path, error = %error_chain(&e), "config reload failed; keeping the previous config");

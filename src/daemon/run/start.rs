@@ -25,7 +25,7 @@ use crate::lease::shard::{self, Running, ShardConfig};
 impl Daemon {
     /// Sets everything up and starts the units (when this replica may run them).
     pub(super) async fn start(config_path: &Path, listener: Option<TcpListener>) -> Result<Self> {
-        let config = Config::load(config_path)?;
+        let config = super::load(config_path)?;
         let shard_cfg = shard_config(&config);
         // The identity the Leases name is the one every request names too (its User-Agent).
         let leader_identity = identity();

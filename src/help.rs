@@ -1,0 +1,99 @@
+//! The `--help` texts of the `gitward` commands: what each prints, its exit codes and an
+//! example (the `after_help` of each subcommand in `src/main.rs`).
+
+/// `--help` text of `run`: exit codes and an example.
+pub const RUN: &str = "\
+Exit codes: 0 after SIGTERM or SIGINT (syncs in flight finish first), 2 when it cannot start
+(config, kubeconfig, listener).
+
+Example:
+  gitward run --config /etc/gitward/config.toml
+  kill -HUP $(pidof gitward)    # reload the config and sync every unit";
+
+/// `--help` text of `sync`.
+pub const SYNC: &str = "\
+Prints one line per unit on stdout, e.g. `apps: applied 82edb11 (1 configured, 1 pruned, 2 unchanged)`;
+logs go to stderr.
+
+Exit codes: 0 every object applied (and with --wait, healthy); 1 an object failed or was skipped
+(a Helm hook included: one that failed or did not end within health_timeout), or with --wait did
+not become healthy within health_timeout; 2 the revision could not be read or
+the cluster reached (nothing applied, nothing pruned); 3 a unit it depends on (depends_on) is
+not ready: not synced yet, its revision not applied, not healthy or its ready_expr false
+(nothing applied; --ignore-dependencies syncs anyway). A suspended unit (`suspend = true` or
+`gitward suspend`) is skipped with a line saying so, exit 0, unless --include-suspended or
+--revision (a rollback) names it.
+
+Example:
+  gitward sync --config config.toml --sync apps --wait";
+
+/// `--help` text of `diff`.
+pub const DIFF: &str = "\
+Prints `revision <applied> → <compared>`, a unified diff per changed object (Secret data masked,
+gitward's own labels and annotations left out), `prune Kind/ns/name` per object a sync would
+delete, and `not pruned Kind/name: <why>` per Namespace or CRD a sync would refuse to delete.
+
+Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
+
+Example:
+  gitward diff --config config.toml --sync apps";
+
+/// `--help` text of `validate`.
+pub const VALIDATE: &str = "\
+Needs no cluster: renders (kustomize, Helm for --kube-version), parses every document and checks
+what the API server would refuse: names, labels and annotations by its rules; kinds neither built
+in (Kubernetes 1.35), defined by a CRD in some unit nor of a [render] api_versions group version;
+an object defined twice, or by two units; Secret data that is not base64; more than 1 MiB of
+ConfigMap or Secret data. Every unit of the config is read (--sync only picks what is shown), as
+a CRD, a Namespace or a duplicate may be in another. Prints one line per unit on stdout, e.g.
+`apps: valid 82edb11 (12 objects)`; each problem is logged on stderr with its file and document.
+
+A namespace that no unit creates (as a Namespace object or with create_namespace) and that is not
+default, kube-system, kube-public or kube-node-lease is a warning, not a problem: it may exist in
+the cluster already; so is a kustomization file under a plain unit's path, whose patches are read
+as objects (the warning names the config that builds it, render = \"kustomize\"). Warnings never
+change the exit code; they are logged, counted on the unit's line and listed in -o json.
+
+Writes nothing into state_dir but fetches of mirrors already there: a unit without one is fetched
+into a temporary directory, removed on exit.
+
+Exit codes: 0 every unit valid (warnings or not), 2 something invalid (or the config).
+
+Example:
+  gitward validate --config config.toml --kube-version v1.31.0 -o json";
+
+/// `--help` text of `status`.
+pub const STATUS: &str = "\
+Reads the cluster only (no daemon needed): each unit's recorded revision and result and the
+health of its objects now. The first line of each unit's block is its summary, e.g.
+`apps: healthy 82edb11, applied 2026-11-22T22:33:29Z (4 objects: 4 healthy)`.
+
+Exit codes: 0 every unit applied and all its objects healthy, 1 something not healthy (or never
+applied, or its last sync failed), 2 error.
+
+Example:
+  gitward status --config config.toml -o json";
+
+/// `--help` text of `suspend` and `resume`.
+pub const SUSPEND: &str = "\
+Sets (suspend) or removes (resume) gitward.dev/suspended, with gitward.dev/suspended-by (user@host)
+and -at, on each unit's ApplySet parent. Every daemon replica sees it within seconds: a suspended
+unit applies, prunes and heals nothing; its triggers are counted, the one kept is synced on resume.
+
+Exit codes: 0 done, 2 error (a unit never synced has no parent yet: use `suspend = true`).
+
+Example:
+  gitward suspend --config config.toml apps
+  gitward resume --config config.toml apps
+  gitward sync --config config.toml --revision 3f2a9c1e apps    # a rollback the daemon keeps";
+
+/// `--help` text of `reconcile`.
+pub const RECONCILE: &str = "\
+Writes gitward.dev/requested-at on each unit's ApplySet parent; the daemon replica running the
+unit fetches and syncs it, then records gitward.dev/handled-at. Prints the unit's status line.
+
+Exit codes: 0 applied, 1 an object not applied, 2 the sync failed as a whole, the unit is
+suspended or never synced, or no daemon handled the request within --timeout (as `sync`).
+
+Example:
+  gitward reconcile --config config.toml apps";
