@@ -232,3 +232,45 @@ async fn one_line_of_a_decrypted_pem_value_is_masked_where_a_message_quotes_it_a
     assert!(reason.as_deref().is_some_and(|r| r.contains("Invalid value: \"***\"")), "the refusal: {reason:?}");
     assert!(!log.contains(&line[4..]), "a line of the decrypted key in the log");
 }
+
+/// `gitward render` of a SOPS-encrypted ConfigMap whose data and one label were encrypted and
+/// whose other label and annotation were not (the README's `--encrypted-regex` leaves metadata
+/// in clear): every value of the object is made from decrypted input, so its labels and
+/// annotations print as `***` with its data, keys kept; gitward's own `part-of` label and
+/// desired-hash annotation stay readable. Its stdout holds none of the values, plain or base64.
+#[test]
+fn gitward_render_masks_every_label_and_annotation_value_of_a_decrypted_object() {
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = age_key(keys.path(), "key");
+    let canary = |what: &str| format!("{}{what}-{}", common::CANARY_PREFIX, &token()[..12]);
+    let (tier, owner, note, password) = (canary("tier"), canary("owner"), canary("note"), canary("pw"));
+    let plain = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\n  labels:\n    tier: {tier}\n    owner: {owner}\n  \
+         annotations:\n    note: {note}\ndata:\n  password: {password}\n"
+    );
+    let repo = common::GitRepo::new();
+    repo.write("app/db.enc.yaml", &seal(keys.path(), &public, &plain, "^(data|tier)$"));
+    repo.commit_and_push("an encrypted ConfigMap, labels and annotations partly in clear");
+    let state = tempfile::tempdir().unwrap();
+    let (_, config_file) = decrypting_config(state.path(), "vault", &repo, "render-ns", &key);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["render", "--config", config_file.to_str().unwrap(), "--sync", "vault"])
+        .output()
+        .expect("gitward runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "render exits 0 ({} bytes of stderr)", out.stderr.len());
+    for value in [&tier, &owner, &note, &password] {
+        common::assert_no_secret(&stdout, value);
+    }
+    let printed: serde_json::Value = serde_saphyr::from_str(&stdout).expect("one YAML document");
+    assert_eq!(printed["metadata"]["name"], "db", "identity is kept");
+    for (field, key) in [("labels", "tier"), ("labels", "owner"), ("annotations", "note")] {
+        assert_eq!(printed["metadata"][field][key], "***", "{field} {key}: masked, its key kept");
+    }
+    assert_eq!(printed["data"]["password"], "***");
+    let part_of = printed["metadata"]["labels"]["applyset.kubernetes.io/part-of"].as_str().unwrap_or_default();
+    assert!(part_of.starts_with("applyset-"), "gitward's own label is shown: {part_of:?}");
+    let hash = printed["metadata"]["annotations"]["gitward.dev/desired-hash"].as_str().unwrap_or_default();
+    assert!(!hash.is_empty() && hash != "***", "gitward's own annotation is shown");
+}
