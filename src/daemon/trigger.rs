@@ -225,9 +225,9 @@ pub struct UnitStatus {
     /// ([`super::decide::keeps_readiness`]): the last revision applied is still in force.
     pub last_sync_ok: Option<bool>,
     /// The error of the last sync that failed as a whole, one line (`revision <short>: ` and
-    /// the chain, the file and document of a parse error), for `/readyz?verbose`; `None` once
-    /// a sync runs to the end.
-    pub last_error: Option<String>,
+    /// the chain, the file and document of a parse error), masked, for `/readyz?verbose`;
+    /// `None` once a sync runs to the end.
+    pub last_error: Option<crate::telemetry::Masked>,
     /// Objects the last sync could not apply (rejected by the API server, RBAC or an admission
     /// webhook). They are logged, counted in metrics and shown in `STATUS=`; they do not make
     /// the unit unready: a pod taken out of its Service would miss the webhook of the fix.
