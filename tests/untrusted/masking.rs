@@ -38,8 +38,8 @@ async fn recorded(client: &kube::Client, ns: &str, parent: &str) -> std::collect
     annotations.into_iter().filter(|(k, _)| k.starts_with("gitward.dev/")).collect()
 }
 
-/// A ConfigMap `db` whose labels and data were SOPS-encrypted: labels are identity, which the
-/// diff of a decrypting render shows, so only the text masker keeps them out. `gitward diff`
+/// A ConfigMap `db` whose labels and data were SOPS-encrypted: like every value of an object
+/// made from decrypted input, its label values are shown as `***`, keys kept. `gitward diff`
 /// of the next revision prints neither the old (applied by an earlier process, so never
 /// decrypted by this one) nor the new value, a two-character value included, and still shows
 /// the change.
@@ -81,7 +81,12 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
     let bare = |line: &str| line.trim_start_matches(['+', '-', ' ']).trim().to_owned();
     let short: Vec<String> = diff.lines().map(bare).filter(|l| l == "code: Zq" || l == "code: Jx").collect();
     assert!(short.is_empty(), "a two-character decrypted value in diff output: {short:?}");
-    assert!(diff.lines().map(bare).any(|l| l == "tier: ***"), "the labels are shown, masked:\n{diff}");
+    let tier = diff.lines().map(bare).filter(|l| l.starts_with("tier: ")).collect::<Vec<_>>();
+    assert_eq!(
+        tier,
+        ["tier: \"***\"", "tier: \"*** (changed)\""],
+        "the label is shown, masked, its change too:\n{diff}"
+    );
     assert!(diff.contains("ConfigMap/") && diff.contains("*** (changed)"), "the change still shows:\n{diff}");
 }
 
