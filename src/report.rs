@@ -21,7 +21,6 @@ use crate::object::ObjectRef;
 use crate::source::Revision;
 use crate::sync::Report;
 use crate::sync::outcome::{Cause, Failure, HealthSummary, Observer, Outcome};
-use crate::telemetry;
 
 /// The log events of a unit's syncs. Holds the revision whose kustomization files read as
 /// plain manifests were last warned of: once per revision, not at every resync.
@@ -83,7 +82,7 @@ fn log_failure(outcome: &Outcome, failure: &Failure) {
         let signer = signer.as_deref().unwrap_or_default();
         error!(unit, revision = %revision, failure = why.as_str(), signer, reason, kept, "revision refused: not signed by a trusted key");
     }
-    let error = telemetry::unit_error(unit, &failure.error);
+    let error = &failure.message;
     error!(unit, trigger = outcome.cause.trigger(), error = %error, "sync failed");
     if outcome.cause.push {
         warn!(unit, trigger = outcome.cause.name, error = %error, "trigger failed");

@@ -3,12 +3,17 @@
 //! layering): the events that report a sync are written by `report`.
 //!
 //! Files: `text` (the text format: no module targets, span fields not repeated), [`mask`] (the
-//! process-wide set of decrypted values, masked in everything gitward writes), [`url`] (the
-//! secrets of URLs — userinfo, credential query values — redacted wherever a URL is shown).
+//! process-wide set of decrypted values, masked in everything gitward writes), [`Masked`] (text
+//! made through that mask, the only error text the places a person or a probe reads take),
+//! [`url`] (the secrets of URLs — userinfo, credential query values — redacted wherever a URL
+//! is shown).
 
 pub mod mask;
+mod masked;
 mod text;
 pub mod url;
+
+pub use masked::Masked;
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::layer::SubscriberExt as _;

@@ -140,7 +140,7 @@ pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
     units
         .iter()
         .map(|(name, s)| {
-            let error = s.last_error.as_deref();
+            let error = s.last_error.as_ref().map(|e| e.as_str());
             if s.suspended {
                 let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
                 return format!("[+]{name} suspended: {rev} last applied");
@@ -214,6 +214,7 @@ pub fn fixed_at_start(old: &Config, new: &Config) -> Vec<&'static str> {
 mod tests {
     use super::*;
     use crate::health::Counts;
+    use crate::telemetry::Masked;
 
     fn names(v: &[&str]) -> Vec<String> {
         v.iter().map(|s| s.to_string()).collect()
@@ -328,9 +329,13 @@ mod tests {
     #[test]
     fn readyz_verbose_gives_each_units_revision_failed_objects_and_the_error_of_a_revision_not_applied() {
         let synced = UnitStatus { last_revision: Some("3f2a9c1e0b7d5a6b".into()), ..applied(true) };
-        let kept = UnitStatus { last_error: Some("revision 9e1d: b.yaml: document 2: bad".into()), ..synced.clone() };
-        let failed =
-            UnitStatus { last_sync_ok: Some(false), last_error: Some("git: unreachable".into()), ..synced.clone() };
+        let kept =
+            UnitStatus { last_error: Some(Masked::new("revision 9e1d: b.yaml: document 2: bad")), ..synced.clone() };
+        let failed = UnitStatus {
+            last_sync_ok: Some(false),
+            last_error: Some(Masked::new("git: unreachable")),
+            ..synced.clone()
+        };
         let units = BTreeMap::from([
             ("a".to_string(), UnitStatus { failed_objects: 2, ..synced }),
             ("b".to_string(), kept),

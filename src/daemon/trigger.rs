@@ -225,9 +225,9 @@ pub struct UnitStatus {
     /// ([`super::decide::keeps_readiness`]): the last revision applied is still in force.
     pub last_sync_ok: Option<bool>,
     /// The error of the last sync that failed as a whole, one line (`revision <short>: ` and
-    /// the chain, the file and document of a parse error), for `/readyz?verbose`; `None` once
-    /// a sync runs to the end.
-    pub last_error: Option<String>,
+    /// the chain, the file and document of a parse error), masked, for `/readyz?verbose`;
+    /// `None` once a sync runs to the end.
+    pub last_error: Option<crate::telemetry::Masked>,
     /// Objects the last sync could not apply (rejected by the API server, RBAC or an admission
     /// webhook). They are logged, counted in metrics and shown in `STATUS=`; they do not make
     /// the unit unready: a pod taken out of its Service would miss the webhook of the fix.
@@ -255,8 +255,9 @@ pub struct UnitStatus {
     /// While a new revision waits for the units it depends on (`depends_on`): each one not
     /// ready and why (`base: not healthy (progressing)`), `; `-separated. Such a unit counts as
     /// ready for `/readyz` and `READY=1`, as a suspended one does: it waits on purpose and
-    /// syncs once they are ready. Kept by [`Status::set`]; set by [`Status::set_blocked`].
-    pub blocked: Option<String>,
+    /// syncs once they are ready. Masked: a `ready_expr` error may quote what it read. Kept
+    /// by [`Status::set`]; set by [`Status::set_blocked`].
+    pub blocked: Option<crate::telemetry::Masked>,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this
@@ -286,7 +287,7 @@ impl Status {
     }
 
     /// Sets or clears what `unit` waits for ([`UnitStatus::blocked`]).
-    pub fn set_blocked(&self, unit: &str, blocked: Option<String>) {
+    pub fn set_blocked(&self, unit: &str, blocked: Option<crate::telemetry::Masked>) {
         self.0.write().expect("status lock").entry(unit.to_string()).or_default().blocked = blocked;
     }
 

@@ -178,10 +178,10 @@ impl Units {
                 }
                 Err(e) => {
                     *self.start_failures.entry(unit.name.clone()).or_default() += 1;
-                    let error = crate::telemetry::unit_error(&unit.name, &e);
+                    let error = crate::telemetry::Masked::new(crate::telemetry::unit_error(&unit.name, &e));
                     error!(unit = %unit.name, error = %error, "unit not started");
                     self.metrics.observe_error(&unit.name, &e);
-                    let last_error = Some(format!("not started: {error}"));
+                    let last_error = Some(crate::telemetry::Masked::new(format!("not started: {error}")));
                     self.status
                         .set(&unit.name, UnitStatus { last_sync_ok: Some(false), last_error, ..Default::default() });
                 }

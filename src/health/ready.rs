@@ -234,7 +234,7 @@ mod tests {
         assert_eq!(judge(None, None, None), Some(Unmet::NotRead));
         assert_eq!(judge(Some(&BTreeMap::new()), None, None), Some(Unmet::NotSynced));
         let mut failed = recorded(SyncResult::Healthy);
-        failed.extend(Attempt::failed("bbb", "broken").annotations());
+        failed.extend(Attempt::failed("bbb", &crate::telemetry::Masked::new("broken")).annotations());
         let why = judge(Some(&failed), None, None).unwrap();
         assert_eq!(why, Unmet::RevisionNotApplied { recorded: "aaa".into(), wanted: "bbb".into() });
         assert_eq!(why.to_string(), "revision not applied (records aaa, not bbb)");

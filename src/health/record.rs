@@ -24,6 +24,8 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use crate::telemetry::Masked;
+
 /// Annotation: the revision last applied.
 pub const LAST_REVISION: &str = "gitward.dev/last-revision";
 /// Annotation: when the revision reached the recorded result (RFC 3339, UTC).
@@ -244,8 +246,8 @@ impl Attempt {
     }
 
     /// An attempt of `revision` that failed as a whole with `error` (a parse or render error,
-    /// an unknown kind, a refused signature).
-    pub fn failed(revision: impl Into<String>, error: &str) -> Self {
+    /// an unknown kind, a refused signature), masked before it is cut to [`MAX_ERROR_BYTES`].
+    pub fn failed(revision: impl Into<String>, error: &Masked) -> Self {
         Self {
             revision: Some(revision.into()),
             reference: None,
@@ -255,8 +257,8 @@ impl Attempt {
     }
 
     /// An attempt of `reference` that resolved to no revision (not found, the fetch failed),
-    /// with `error`: no revision is named, least of all the one applied.
-    pub fn unresolved(reference: impl Into<String>, error: &str) -> Self {
+    /// with `error` (masked, then cut): no revision is named, least of all the one applied.
+    pub fn unresolved(reference: impl Into<String>, error: &Masked) -> Self {
         Self {
             revision: None,
             reference: Some(reference.into()),
@@ -293,11 +295,12 @@ impl Attempt {
             let each: Vec<String> = listed.iter().map(|o| format!("{} {}: {}", o.object, o.action, o.reason)).collect();
             parts.push(format!("{n} {noun} not applied: {}", each.join("; ")));
         }
-        let error = (!parts.is_empty()).then(|| bounded(&parts.join("; "), MAX_ERROR_BYTES));
+        // Masked before it is cut: a cut through a value would leave a part no mask matches.
+        let error = (!parts.is_empty()).then(|| bounded(&Masked::new(parts.join("; ")), MAX_ERROR_BYTES));
         let failed = objects
             .into_iter()
             .take(MAX_FAILED_OBJECTS)
-            .map(|o| NotApplied { reason: bounded(&o.reason, MAX_REASON_BYTES), ..o })
+            .map(|o| NotApplied { reason: bounded(&Masked::new(&o.reason), MAX_REASON_BYTES), ..o })
             .collect();
         Self { revision: Some(revision.into()), reference: None, error, failed }
     }
@@ -417,7 +420,7 @@ mod tests {
 
     #[test]
     fn a_ref_that_resolved_to_nothing_names_no_revision() {
-        let a = Attempt::unresolved("v9.9.9", "ref v9.9.9 not found");
+        let a = Attempt::unresolved("v9.9.9", &Masked::new("ref v9.9.9 not found"));
         assert_eq!(a.attempted().as_deref(), Some("ref v9.9.9 (not resolved)"));
         assert!(!a.annotations().contains_key(LAST_ATTEMPTED_REVISION));
         assert_eq!(Attempt::from_annotations(&a.annotations()), a);

@@ -67,7 +67,6 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("report", "object", "object refs in events"),
     ("report", "source", "the revision a kustomization warning was last given for"),
     ("report", "sync", "the outcome and report it observes"),
-    ("report", "telemetry", "error chains in events"),
     ("source", "config", "repository, credentials, verification and chart settings"),
     ("source", "telemetry", "URLs redacted, error chains"),
     ("status", "cluster", "the ApplySet parent and members read live"),

@@ -189,6 +189,7 @@ fn last_two(path: &str) -> Option<String> {
 mod tests {
     use super::*;
     use crate::config::NotifyEvent;
+    use crate::telemetry::Masked;
 
     fn notice() -> Notice {
         Notice {
@@ -201,7 +202,7 @@ mod tests {
             result: "failed",
             trigger: Some("push"),
             counts: super::super::NoticeCounts { created: 1, failed: 1, ..Default::default() },
-            errors: vec!["ConfigMap/shop/bad failed: <invalid>".into()],
+            errors: vec![Masked::new("ConfigMap/shop/bad failed: <invalid>")],
             unhealthy: Vec::new(),
             time: jiff::Timestamp::UNIX_EPOCH,
         }
@@ -267,7 +268,7 @@ mod tests {
     fn descriptions_stay_within_140_characters() {
         let mut n = notice();
         n.counts = Default::default();
-        n.errors = vec!["é".repeat(300)];
+        n.errors = vec![Masked::new("é".repeat(300))];
         let d = description(&n);
         assert_eq!(d.chars().count(), 140);
         assert!(d.starts_with("failed: éé") && d.ends_with("..."));

@@ -6,6 +6,7 @@ use crate::config::NotifyEvent;
 use crate::health::record::SyncResult;
 use crate::sync::Report;
 use crate::sync::outcome::{Cause, Outcome, Wait};
+use crate::telemetry::Masked;
 
 /// Errors and unhealthy objects a notice names; the rest are counted.
 const NAMED: usize = 3;
@@ -64,9 +65,9 @@ pub struct Notice {
     /// The object counts (zero for a sync that failed as a whole).
     pub counts: NoticeCounts,
     /// The first errors, masked: objects not applied, or why the sync failed as a whole.
-    pub errors: Vec<String>,
-    /// The first objects the health wait left not healthy, with their reason.
-    pub unhealthy: Vec<String>,
+    pub errors: Vec<Masked>,
+    /// The first objects the health wait left not healthy, with their reason, masked.
+    pub unhealthy: Vec<Masked>,
     /// When the transition was seen.
     pub time: jiff::Timestamp,
 }
@@ -142,8 +143,7 @@ impl Tracker {
         }
         let mut notice = notice(&revision, event, state, result, &outcome.cause);
         if let Some(failure) = &outcome.failure {
-            let error = crate::telemetry::unit_error(outcome.unit(), &failure.error);
-            notice.errors.push(crate::telemetry::mask::mask(&error).into_owned());
+            notice.errors.push(failure.message.clone());
         }
         if let Some(report) = &outcome.report {
             notice.counts = counts(report);
@@ -215,7 +215,7 @@ fn counts(report: &Report) -> NoticeCounts {
 }
 
 /// The first objects `report` did not apply, as `Kind/ns/name failed: why` (masked).
-fn errors(report: &Report) -> Vec<String> {
+fn errors(report: &Report) -> Vec<Masked> {
     report
         .changes
         .entries
@@ -224,22 +224,20 @@ fn errors(report: &Report) -> Vec<String> {
         .take(NAMED)
         .map(|e| {
             let why = e.message.as_deref().unwrap_or_default();
-            crate::telemetry::mask::mask(&format!("{} {}: {why}", e.object, e.action.as_str())).into_owned()
+            Masked::new(format!("{} {}: {why}", e.object, e.action.as_str()))
         })
         .collect()
 }
 
 /// The first objects the wait left not healthy, as `Kind/ns/name (Reason: message)` (masked).
-fn unhealthy(outcome: &Outcome) -> Vec<String> {
+fn unhealthy(outcome: &Outcome) -> Vec<Masked> {
     outcome
         .not_ready
         .iter()
         .take(NAMED)
         .map(|(object, status)| match status {
-            Some(s) if !s.reason.is_empty() => {
-                crate::telemetry::mask::mask(&format!("{object} ({}: {})", s.reason, s.message)).into_owned()
-            }
-            _ => object.to_string(),
+            Some(s) if !s.reason.is_empty() => Masked::new(format!("{object} ({}: {})", s.reason, s.message)),
+            _ => Masked::new(object.to_string()),
         })
         .collect()
 }

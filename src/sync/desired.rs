@@ -201,6 +201,12 @@ impl<'a> Built<'a> {
     }
 }
 
+/// The labels and annotations (`(field, key)`) gitward writes on every object it sends
+/// ([`Desired::body`]): the ApplySet `part-of` label and the desired-hash annotation. No input
+/// chooses their values.
+pub const OWN_METADATA: &[(&str, &str)] =
+    &[("labels", crate::cluster::inventory::PART_OF), ("annotations", crate::cluster::inventory::DESIRED_HASH)];
+
 /// Builds the object to send: namespace defaulted (or removed for cluster-scoped kinds), the
 /// unit's ignore rules that select it found, the desired hash taken, then gitward's
 /// `part-of` label and desired-hash annotation added; the apply mode is the unit's unless the

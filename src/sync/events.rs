@@ -34,6 +34,7 @@ use super::{Engine, Report};
 use crate::changeset::Action;
 use crate::health::record::SyncResult;
 use crate::object::ObjectRef;
+use crate::telemetry::Masked;
 
 /// The Events' `reportingController`.
 pub const CONTROLLER: &str = "gitward.dev/gitward";
@@ -63,12 +64,12 @@ pub struct Notice {
     /// The `action`: `Sync`, `Prune`, `Heal` or `HealthCheck`.
     pub action: &'static str,
     /// The `note`: masked, at most 1 KiB.
-    pub note: String,
+    pub note: Masked,
 }
 
 impl Notice {
-    fn new(warning: bool, reason: &'static str, action: &'static str, note: String) -> Self {
-        Self { warning, reason, action, note: bounded(&crate::telemetry::mask::mask(&note)) }
+    fn new(warning: bool, reason: &'static str, action: &'static str, note: Masked) -> Self {
+        Self { warning, reason, action, note: note.truncated(NOTE_BYTES) }
     }
 }
 
@@ -79,13 +80,14 @@ pub fn notices(outcome: &Outcome, degraded: &mut Option<bool>) -> Vec<Notice> {
     let revision = short.as_deref().map_or(String::new(), |s| format!("revision {s}: "));
     let mut out = Vec::new();
     if let Some(failure) = &outcome.failure {
-        let error = crate::telemetry::unit_error(outcome.unit(), &failure.error);
-        out.push(Notice::new(true, "SyncFailed", "Sync", format!("{revision}{error}")));
+        let note = Masked::new(format!("{revision}{}", failure.message));
+        out.push(Notice::new(true, "SyncFailed", "Sync", note));
         return out;
     }
     let Some(report) = &outcome.report else { return out };
     if let Some(why) = &report.changes.prune_refused {
-        out.push(Notice::new(true, "PruneRefused", "Prune", format!("{revision}prune refused: {why}")));
+        let note = Masked::new(format!("{revision}prune refused: {why}"));
+        out.push(Notice::new(true, "PruneRefused", "Prune", note));
     }
     if let Some(first) = report.changes.entries.iter().find(|e| is_failure(e.action)) {
         let c = report.changes.counts();
@@ -96,12 +98,14 @@ pub fn notices(outcome: &Outcome, degraded: &mut Option<bool>) -> Vec<Notice> {
             first.object,
             first.action.as_str()
         );
-        out.push(Notice::new(true, "SyncFailed", "Sync", note));
+        out.push(Notice::new(true, "SyncFailed", "Sync", Masked::new(note)));
     } else if report.heal {
         let n = report.changes.counts().drift_corrected;
-        out.push(Notice::new(false, "DriftCorrected", "Heal", format!("{revision}{n} drifted object(s) re-applied")));
+        let note = Masked::new(format!("{revision}{n} drifted object(s) re-applied"));
+        out.push(Notice::new(false, "DriftCorrected", "Heal", note));
     } else if !report.yielded {
-        out.push(Notice::new(false, "Applied", "Sync", applied_note(short.as_deref().unwrap_or("-"), report)));
+        let note = Masked::new(applied_note(short.as_deref().unwrap_or("-"), report));
+        out.push(Notice::new(false, "Applied", "Sync", note));
     }
     if outcome.health.wait.judged() && !report.heal {
         let now = match outcome.health.result {
@@ -112,10 +116,12 @@ pub fn notices(outcome: &Outcome, degraded: &mut Option<bool>) -> Vec<Notice> {
         match (*degraded, now) {
             (Some(true), Some(true)) | (_, None) | (None | Some(false), Some(false)) => {}
             (_, Some(true)) => {
-                out.push(Notice::new(true, "HealthDegraded", "HealthCheck", degraded_note(&revision, outcome)))
+                let note = Masked::new(degraded_note(&revision, outcome));
+                out.push(Notice::new(true, "HealthDegraded", "HealthCheck", note))
             }
             (Some(true), Some(false)) => {
-                out.push(Notice::new(false, "HealthRecovered", "HealthCheck", format!("{revision}all objects healthy")))
+                let note = Masked::new(format!("{revision}all objects healthy"));
+                out.push(Notice::new(false, "HealthRecovered", "HealthCheck", note))
             }
         }
         if now.is_some() {
@@ -156,18 +162,6 @@ fn degraded_note(revision: &str, outcome: &Outcome) -> String {
 
 fn is_failure(action: Action) -> bool {
     matches!(action, Action::Failed | Action::Skipped | Action::Conflict)
-}
-
-/// `note` cut to [`NOTE_BYTES`] at a character boundary.
-fn bounded(note: &str) -> String {
-    if note.len() <= NOTE_BYTES {
-        return note.to_owned();
-    }
-    let mut end = NOTE_BYTES - 3;
-    while !note.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &note[..end])
 }
 
 /// The observer that queues a unit's Events ([`Engine::events`]).
@@ -316,7 +310,7 @@ impl Writer {
     async fn write(&mut self, notice: Notice) -> Result<(), kube::Error> {
         let now = Instant::now();
         self.series.retain(|_, s| now.duration_since(s.last) < WINDOW);
-        let key = (notice.reason, notice.note.clone());
+        let key = (notice.reason, notice.note.to_string());
         if let Some(series) = self.series.get_mut(&key) {
             series.count += 1;
             series.last = now;
@@ -353,7 +347,7 @@ impl Writer {
             event_time: Some(MicroTime(now)),
             action: Some(notice.action.into()),
             reason: Some(notice.reason.into()),
-            note: Some(notice.note.clone()),
+            note: Some(notice.note.to_string()),
             type_: Some(if notice.warning { "Warning" } else { "Normal" }.into()),
             regarding: Some(self.regarding.clone()),
             reporting_controller: Some(CONTROLLER.into()),
@@ -448,7 +442,7 @@ mod tests {
         assert_eq!(reasons(&notices), ["Applied"]);
         assert!(!notices[0].warning);
         assert_eq!(
-            notices[0].note,
+            notices[0].note.as_str(),
             "revision 82edb11c0ffe applied: 1 created, 0 configured, 0 pruned, 1 unchanged, 0 failed"
         );
     }
@@ -500,9 +494,9 @@ mod tests {
 
     #[test]
     fn a_long_note_is_cut_at_a_character_boundary() {
-        let note = "é".repeat(NOTE_BYTES);
-        let cut = bounded(&note);
+        let note = Masked::new("é".repeat(NOTE_BYTES));
+        let cut = Notice::new(true, "SyncFailed", "Sync", note).note;
         assert!(cut.len() <= NOTE_BYTES && cut.ends_with("..."));
-        assert_eq!(bounded("short"), "short");
+        assert_eq!(Notice::new(true, "SyncFailed", "Sync", Masked::new("short")).note.as_str(), "short");
     }
 }

@@ -27,6 +27,7 @@ use crate::health::wait::{HealthWait, WaitEnd};
 use crate::health::{Counts, Health, Status};
 use crate::object::ObjectRef;
 use crate::source::Revision;
+use crate::telemetry::Masked;
 
 /// What asked for a sync, as its outcome names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -183,12 +184,26 @@ pub struct Timings {
 pub struct Failure {
     /// The unit's name.
     pub unit: String,
-    /// Why.
+    /// Why: for what the error is (metric labels, readiness, a refused revision's fields).
     pub error: Error,
+    /// Why, as text: the error's chain without the unit's name
+    /// ([`crate::telemetry::unit_error`]), masked once here ([`Masked`]). Every place that
+    /// shows the error — the log, `/readyz`, the dashboard, Events, notifications, the
+    /// parent's record — shows this.
+    pub message: Masked,
     /// The revision the failed sync attempted, once its fetch resolved one.
     pub attempted: Option<Revision>,
     /// The revision last applied, which stays in force (named when a revision is refused).
     pub kept: Option<Revision>,
+}
+
+impl Failure {
+    /// The failure of `unit`'s sync with `error`; its [`Failure::message`] masked now, so a
+    /// value registered while the sync ran (a decrypted or `from` Secret value) is `***`.
+    pub fn new(unit: String, error: Error, attempted: Option<Revision>, kept: Option<Revision>) -> Self {
+        let message = Masked::new(crate::telemetry::unit_error(&unit, &error));
+        Self { unit, error, message, attempted, kept }
+    }
 }
 
 /// The cluster as a sync left it.
@@ -382,18 +397,18 @@ impl Engine {
     /// be written — the cluster does not answer either — is logged at debug) and returns its
     /// outcome. `kept`: the revision last applied, which stays in force.
     pub async fn fail(&mut self, cause: Cause, error: Error, kept: Option<Revision>) -> Outcome {
-        let unit = self.unit_name().to_string();
-        if let Err(r) = self.record_failure(&error).await {
+        let failure = Failure::new(self.unit_name().to_string(), error, self.attempted().cloned(), kept);
+        if let Err(r) = self.record_failure(&failure).await {
+            let unit = &failure.unit;
             tracing::debug!(unit, error = %crate::telemetry::error_chain(&r), "could not record the error on the inventory");
         }
-        let attempted = self.attempted().cloned();
         Outcome {
             cause,
             report: None,
             health: HealthSummary::unwaited(Wait::Skipped),
             not_ready: Vec::new(),
             post_hooks: 0,
-            failure: Some(Failure { unit, error, attempted, kept }),
+            failure: Some(failure),
             live: self.live_now(true),
             timings: Timings::default(),
         }
@@ -531,7 +546,7 @@ mod tests {
             health: HealthSummary::unwaited(Wait::Skipped),
             not_ready: Vec::new(),
             post_hooks: 0,
-            failure: Some(Failure { unit: "shop".into(), error, attempted: None, kept: None }),
+            failure: Some(Failure::new("shop".into(), error, None, None)),
             live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
             timings: Timings::default(),
         };

@@ -3,6 +3,7 @@
 //! health wait in progress, written with the apply so that `gitward status` names the revision
 //! in the cluster while its health is waited on.
 
+use super::outcome::Failure;
 use super::{Engine, Error, Report, Result};
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::control::HANDLED_AT;
@@ -110,8 +111,9 @@ impl Engine {
         }
     }
 
-    /// Records that the sync in progress failed as a whole with `error` (a parse or render
-    /// error, an unknown kind, git or the cluster unreachable): `gitward.dev/last-error` and
+    /// Records that the sync in progress failed as a whole with `failure` (a parse or render
+    /// error, an unknown kind, git or the cluster unreachable): `gitward.dev/last-error` (its
+    /// masked [`Failure::message`]) and
     /// what was attempted — the revision, or when the ref resolved to none (not found, the
     /// fetch failed) the ref, never the revision applied before —, leaving the last applied
     /// revision and its result as they are (a wait the parent says is in progress is over:
@@ -119,20 +121,20 @@ impl Engine {
     /// write once. Returns whether it wrote.
     ///
     /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
-    pub async fn record_failure(&mut self, error: &Error) -> Result<bool> {
+    pub async fn record_failure(&mut self, failure: &Failure) -> Result<bool> {
         if self.parent.known.is_none() {
             // The recorded attempt is compared with the parent's, which a fresh engine reads.
             let parent = self.read_parent().await?;
             self.parent.known = parent;
         }
-        let chain = crate::telemetry::error_chain(error);
-        let refused = match error {
+        let chain = &failure.message;
+        let refused = match &failure.error {
             Error::Source(crate::source::Error::Unverified { revision, .. }) => Some(revision.to_string()),
             _ => None,
         };
         let attempt = match refused.or_else(|| self.record.attempting.as_ref().map(ToString::to_string)) {
-            Some(revision) => Attempt::failed(revision, &chain),
-            None => Attempt::unresolved(self.followed(), &chain),
+            Some(revision) => Attempt::failed(revision, chain),
+            None => Attempt::unresolved(self.followed(), chain),
         };
         let record = self.record.recorded.clone().map(|r| Record { waiting: None, ..r });
         self.write_record(record, attempt).await

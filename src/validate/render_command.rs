@@ -36,7 +36,7 @@ use crate::config::{ClusterConfig, Config, SyncUnit};
 use crate::manifest::{Loaded, Manifest, Origin};
 use crate::object::{Atom, ObjectRef};
 use crate::source::Revision;
-use crate::sync::desired::{Defaults, Resolved, build, hinted, origin};
+use crate::sync::desired::{Defaults, OWN_METADATA, Resolved, build, hinted, origin};
 
 /// `--help` text of `render`: what it prints, exit codes, an example.
 pub const HELP: &str = "\
@@ -215,7 +215,16 @@ pub async fn render(cluster: &ClusterConfig, dirs: Dirs<'_>, unit: &SyncUnit, sh
 struct Document {
     body: Value,
     decrypted: bool,
+    /// The labels and annotations gitward wrote on it (`(field, key)`): shown as they are
+    /// when the rest is masked, since no decrypted input chose them.
+    own: &'static [(&'static str, &'static str)],
 }
+
+/// What gitward writes on each object it sends ([`OWN_METADATA`]).
+const OBJECT_OWN: &[(&str, &str)] = OWN_METADATA;
+
+/// What gitward writes on each Helm hook it sends: `gitward.dev/hook-of`.
+const HOOK_OWN: &[(&str, &str)] = &[("annotations", crate::sync::hooks::HOOK_OF)];
 
 /// The objects of `loaded` built as the engine builds them, then its Helm hooks as they are
 /// sent; a kind of unknown scope adds a warning.
@@ -254,7 +263,7 @@ fn documents(unit: &SyncUnit, loaded: &Loaded, warnings: &mut Vec<String>) -> cr
         }
         let resource = Arc::new(resource(m));
         let d = build(m.clone(), object, Resolved { resource, namespaced }, &defaults)?;
-        out.push(Document { body: d.body().to_value(), decrypted: d.decrypted });
+        out.push(Document { body: d.body().to_value(), decrypted: d.decrypted, own: OBJECT_OWN });
     }
     for m in &loaded.hooks {
         let namespaced = scope(m);
@@ -264,7 +273,7 @@ fn documents(unit: &SyncUnit, loaded: &Loaded, warnings: &mut Vec<String>) -> cr
             body["metadata"]["namespace"] = Value::from(ns.as_str());
         }
         body["metadata"]["annotations"][crate::sync::hooks::HOOK_OF] = Value::from(&*defaults.applyset_id);
-        out.push(Document { body, decrypted: m.hash_key.is_some() });
+        out.push(Document { body, decrypted: m.hash_key.is_some(), own: HOOK_OWN });
     }
     Ok(out)
 }
@@ -291,7 +300,7 @@ fn resource(m: &Manifest) -> kube::discovery::ApiResource {
 fn stream(documents: Vec<Document>, show_secrets: bool) -> String {
     let texts: Vec<String> = documents
         .into_iter()
-        .map(|d| if show_secrets { d.body } else { masked(d.body, d.decrypted) })
+        .map(|d| if show_secrets { d.body } else { masked(d.body, d.decrypted, d.own) })
         .map(|body| {
             serde_saphyr::to_string(&body).unwrap_or_else(|_| serde_json::to_string_pretty(&body).unwrap_or_default())
         })
@@ -305,10 +314,24 @@ fn stream(documents: Vec<Document>, show_secrets: bool) -> String {
 }
 
 /// `body` with its secret values as `***`: a v1 Secret's `data` and `stringData` values, and,
-/// for an object built from decrypted content, every value but its identity
-/// ([`crate::sync::diff::mask_decrypted`], as `gitward diff` shows it).
-pub fn masked(body: Value, decrypted: bool) -> Value {
-    let mut body = if decrypted { crate::sync::diff::mask_decrypted(body, None) } else { body };
+/// for an object built from decrypted content, every value but its identity — label and
+/// annotation values included ([`crate::sync::diff::mask_decrypted`], as `gitward diff` shows
+/// it) — except the labels and annotations gitward wrote itself, `own` (`(field, key)`).
+pub fn masked(body: Value, decrypted: bool, own: &[(&str, &str)]) -> Value {
+    let mut body = match decrypted {
+        true => {
+            let kept: Vec<(&str, &str, Value)> = own
+                .iter()
+                .filter_map(|&(field, key)| Some((field, key, body["metadata"].get(field)?.get(key)?.clone())))
+                .collect();
+            let mut body = crate::sync::diff::mask_decrypted(body, None);
+            for (field, key, value) in kept {
+                body["metadata"][field][key] = value;
+            }
+            body
+        }
+        false => body,
+    };
     let is_secret = body.get("kind").and_then(Value::as_str) == Some("Secret")
         && body.get("apiVersion").and_then(Value::as_str) == Some("v1");
     if is_secret {
@@ -324,17 +347,30 @@ pub fn masked(body: Value, decrypted: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
     use serde_json::json;
 
     #[test]
     fn secret_values_are_masked_and_other_objects_left_alone() {
         let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "labels": {"a": "b"}},
             "data": {"k": "aHVudGVy"}, "stringData": {"p": "hunter"}});
-        let out = masked(secret, false);
+        let out = masked(secret, false, OBJECT_OWN);
         assert_eq!((&out["data"]["k"], &out["stringData"]["p"]), (&json!("***"), &json!("***")));
         assert_eq!(out["metadata"]["labels"]["a"], "b");
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"k": "v"}});
-        assert_eq!(masked(cm.clone(), false), cm);
-        assert_eq!(masked(cm, true)["data"]["k"], "***", "a decrypted object's values");
+        assert_eq!(masked(cm.clone(), false, OBJECT_OWN), cm);
+        assert_eq!(masked(cm, true, OBJECT_OWN)["data"]["k"], "***", "a decrypted object's values");
+    }
+
+    #[test]
+    fn a_decrypted_objects_labels_and_annotations_are_masked_but_gitwards_own() {
+        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"tier": "gold-4f1c9", PART_OF: "applyset-x-v1"},
+                "annotations": {"note": "hunter-4f1c9", DESIRED_HASH: "abc"}},
+            "data": {"k": "v"}});
+        let out = masked(cm, true, OBJECT_OWN);
+        assert_eq!(out["metadata"]["labels"], json!({"tier": "***", PART_OF: "applyset-x-v1"}));
+        assert_eq!(out["metadata"]["annotations"], json!({"note": "***", DESIRED_HASH: "abc"}));
+        assert_eq!(out["metadata"]["name"], "c");
     }
 }

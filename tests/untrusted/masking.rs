@@ -38,8 +38,8 @@ async fn recorded(client: &kube::Client, ns: &str, parent: &str) -> std::collect
     annotations.into_iter().filter(|(k, _)| k.starts_with("gitward.dev/")).collect()
 }
 
-/// A ConfigMap `db` whose labels and data were SOPS-encrypted: labels are identity, which the
-/// diff of a decrypting render shows, so only the text masker keeps them out. `gitward diff`
+/// A ConfigMap `db` whose labels and data were SOPS-encrypted: like every value of an object
+/// made from decrypted input, its label values are shown as `***`, keys kept. `gitward diff`
 /// of the next revision prints neither the old (applied by an earlier process, so never
 /// decrypted by this one) nor the new value, a two-character value included, and still shows
 /// the change.
@@ -81,7 +81,12 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
     let bare = |line: &str| line.trim_start_matches(['+', '-', ' ']).trim().to_owned();
     let short: Vec<String> = diff.lines().map(bare).filter(|l| l == "code: Zq" || l == "code: Jx").collect();
     assert!(short.is_empty(), "a two-character decrypted value in diff output: {short:?}");
-    assert!(diff.lines().map(bare).any(|l| l == "tier: ***"), "the labels are shown, masked:\n{diff}");
+    let tier = diff.lines().map(bare).filter(|l| l.starts_with("tier: ")).collect::<Vec<_>>();
+    assert_eq!(
+        tier,
+        ["tier: \"***\"", "tier: \"*** (changed)\""],
+        "the label is shown, masked, its change too:\n{diff}"
+    );
     assert!(diff.contains("ConfigMap/") && diff.contains("*** (changed)"), "the change still shows:\n{diff}");
 }
 
@@ -231,4 +236,46 @@ async fn one_line_of_a_decrypted_pem_value_is_masked_where_a_message_quotes_it_a
     let reason = refused.map(|e| e["reason"].as_str().unwrap_or_default().to_owned());
     assert!(reason.as_deref().is_some_and(|r| r.contains("Invalid value: \"***\"")), "the refusal: {reason:?}");
     assert!(!log.contains(&line[4..]), "a line of the decrypted key in the log");
+}
+
+/// `gitward render` of a SOPS-encrypted ConfigMap whose data and one label were encrypted and
+/// whose other label and annotation were not (the README's `--encrypted-regex` leaves metadata
+/// in clear): every value of the object is made from decrypted input, so its labels and
+/// annotations print as `***` with its data, keys kept; gitward's own `part-of` label and
+/// desired-hash annotation stay readable. Its stdout holds none of the values, plain or base64.
+#[test]
+fn gitward_render_masks_every_label_and_annotation_value_of_a_decrypted_object() {
+    let keys = tempfile::tempdir().unwrap();
+    let (key, public) = age_key(keys.path(), "key");
+    let canary = |what: &str| format!("{}{what}-{}", common::CANARY_PREFIX, &token()[..12]);
+    let (tier, owner, note, password) = (canary("tier"), canary("owner"), canary("note"), canary("pw"));
+    let plain = format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: db\n  labels:\n    tier: {tier}\n    owner: {owner}\n  \
+         annotations:\n    note: {note}\ndata:\n  password: {password}\n"
+    );
+    let repo = common::GitRepo::new();
+    repo.write("app/db.enc.yaml", &seal(keys.path(), &public, &plain, "^(data|tier)$"));
+    repo.commit_and_push("an encrypted ConfigMap, labels and annotations partly in clear");
+    let state = tempfile::tempdir().unwrap();
+    let (_, config_file) = decrypting_config(state.path(), "vault", &repo, "render-ns", &key);
+
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["render", "--config", config_file.to_str().unwrap(), "--sync", "vault"])
+        .output()
+        .expect("gitward runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert_eq!(out.status.code(), Some(0), "render exits 0 ({} bytes of stderr)", out.stderr.len());
+    for value in [&tier, &owner, &note, &password] {
+        common::assert_no_secret(&stdout, value);
+    }
+    let printed: serde_json::Value = serde_saphyr::from_str(&stdout).expect("one YAML document");
+    assert_eq!(printed["metadata"]["name"], "db", "identity is kept");
+    for (field, key) in [("labels", "tier"), ("labels", "owner"), ("annotations", "note")] {
+        assert_eq!(printed["metadata"][field][key], "***", "{field} {key}: masked, its key kept");
+    }
+    assert_eq!(printed["data"]["password"], "***");
+    let part_of = printed["metadata"]["labels"]["applyset.kubernetes.io/part-of"].as_str().unwrap_or_default();
+    assert!(part_of.starts_with("applyset-"), "gitward's own label is shown: {part_of:?}");
+    let hash = printed["metadata"]["annotations"]["gitward.dev/desired-hash"].as_str().unwrap_or_default();
+    assert!(!hash.is_empty() && hash != "***", "gitward's own annotation is shown");
 }

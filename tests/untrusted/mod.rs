@@ -2,6 +2,7 @@
 
 pub(crate) mod door;
 pub(crate) mod hostile_input;
+pub(crate) mod masked_errors;
 pub(crate) mod masking;
 pub(crate) mod sandbox;
 pub(crate) mod secret_scan;

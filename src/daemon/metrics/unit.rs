@@ -274,12 +274,8 @@ mod tests {
     }
 
     fn outcome(report: Option<Report>, wait: Wait, result: SyncResult, health: Option<Counts>) -> Outcome {
-        let failure = report.is_none().then(|| Failure {
-            unit: "shop".into(),
-            error: Error::Task("cancelled".into()),
-            attempted: None,
-            kept: None,
-        });
+        let failure =
+            report.is_none().then(|| Failure::new("shop".into(), Error::Task("cancelled".into()), None, None));
         let timings = report.as_ref().map_or(Timings::default(), |r| Timings {
             apply: r.took.total,
             render: r.took.render,

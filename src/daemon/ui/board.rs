@@ -12,6 +12,7 @@ use tokio::sync::watch;
 use crate::config::SyncUnit;
 use crate::health::Counts;
 use crate::sync::outcome::{Observer, Outcome};
+use crate::telemetry::Masked;
 
 /// Recent syncs kept per unit: 20. Enough to see a flapping unit's pattern on one screen; at
 /// a few hundred bytes each, a fleet of 1,000 units keeps a few MiB.
@@ -47,8 +48,8 @@ pub struct Unhealthy {
     /// `failed` or `conflict` (not applied), else the health verdict (`InProgress`, `Failed`,
     /// `Unknown`, `unread`).
     pub state: String,
-    /// The reason and message (the API server's refusal, the health rule's words).
-    pub reason: String,
+    /// The reason and message (the API server's refusal, the health rule's words), masked.
+    pub reason: Masked,
 }
 
 /// One sync in a unit's ring.
@@ -67,12 +68,12 @@ pub struct SyncEntry {
     pub counts: [usize; 6],
     /// The result recorded (`healthy`, `applied`, `degraded`, `failed`, …).
     pub result: &'static str,
-    /// The error of a sync that failed as a whole.
-    pub error: Option<String>,
+    /// The error of a sync that failed as a whole (its masked message, clipped).
+    pub error: Option<Masked>,
     /// Of a self-heal: what it changed of each drifted object (`Kind/ns/name`, the masked
     /// unified diff, at most [`DIFF_CHARS`] characters), as
     /// [`crate::changeset::ChangeSet::drift_diffs`] holds them.
-    pub drift: Vec<(String, String)>,
+    pub drift: Vec<(String, Masked)>,
 }
 
 /// What a unit's syncs left.
@@ -90,8 +91,8 @@ pub struct UnitRecord {
     pub unhealthy: Vec<Unhealthy>,
     /// How many there were in all.
     pub unhealthy_total: usize,
-    /// The error of the last sync, when it failed as a whole.
-    pub error: Option<String>,
+    /// The error of the last sync, when it failed as a whole (its masked message, clipped).
+    pub error: Option<Masked>,
     /// Recent syncs, newest first, at most [`RECENT_SYNCS`].
     pub syncs: VecDeque<SyncEntry>,
 }
@@ -158,26 +159,23 @@ impl Board {
     }
 }
 
-/// `text` cut to [`MESSAGE_CHARS`] characters.
-fn clip(text: &str) -> String {
-    clip_to(text, MESSAGE_CHARS)
-}
-
-/// `text` cut to `chars` characters, an ellipsis marking the cut.
-fn clip_to(text: &str, chars: usize) -> String {
-    match text.char_indices().nth(chars) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text.to_owned(),
-    }
+/// `text` masked, then cut to [`MESSAGE_CHARS`] characters.
+fn clip(text: &str) -> Masked {
+    Masked::new(text).clipped(MESSAGE_CHARS)
 }
 
 /// The record after `outcome`, which ended `now`.
 fn fold(record: &mut UnitRecord, outcome: &Outcome, now: jiff::Timestamp) {
-    let error = outcome.failure.as_ref().map(|f| clip(&crate::telemetry::error_chain(&f.error)));
+    let error = outcome.failure.as_ref().map(|f| f.message.clipped(MESSAGE_CHARS));
     let mut counts = [0; 6];
     let mut drift = Vec::new();
     if let Some(report) = &outcome.report {
-        drift = report.changes.drift_diffs.iter().map(|(o, d)| (o.to_string(), clip_to(d, DIFF_CHARS))).collect();
+        drift = report
+            .changes
+            .drift_diffs
+            .iter()
+            .map(|(o, d)| (o.to_string(), Masked::new(d).clipped(DIFF_CHARS)))
+            .collect();
         let c = report.changes.counts();
         counts = [
             c.created,
@@ -227,7 +225,7 @@ fn unhealthy(outcome: &Outcome) -> Vec<Unhealthy> {
     for (object, status) in &outcome.not_ready {
         let (state, reason) = match status {
             Some(s) => (format!("{:?}", s.health), clip(&format!("{}: {}", s.reason, s.message))),
-            None => ("unread".to_owned(), "its status was never read".to_owned()),
+            None => ("unread".to_owned(), Masked::new("its status was never read")),
         };
         out.push(Unhealthy { object: object.to_string(), state, reason });
     }
@@ -253,6 +251,6 @@ mod tests {
         let clipped = clip(&long);
         assert_eq!(clipped.chars().count(), MESSAGE_CHARS + 1, "the cut plus an ellipsis");
         assert!(clipped.ends_with('…'));
-        assert_eq!(clip("short"), "short");
+        assert_eq!(clip("short").as_str(), "short");
     }
 }

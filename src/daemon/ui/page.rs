@@ -150,7 +150,7 @@ pub fn unit(board: &Board, status: &Status, name: &str) -> Option<String> {
     fact("Last result", result_cell(record.and_then(|r| r.result), status.is_some_and(|s| s.waiting)));
     fact("Last apply", record.and_then(|r| r.applied_at).map_or_else(|| "—".to_owned(), time));
     fact("Suspended", if status.is_some_and(|s| s.suspended) { "yes".into() } else { "no".into() });
-    if let Some(error) = record.and_then(|r| r.error.as_deref()) {
+    if let Some(error) = record.and_then(|r| r.error.as_ref()) {
         fact("Last error", format!("<span class=\"error\">{}</span>", escape(error)));
     }
     out.push_str("</dl>");

@@ -41,7 +41,7 @@ pub(super) fn write(unit: &str, log: Log, status: &Status, metrics: &Metrics) {
             let units: Vec<&str> = waiting.iter().map(|w| w.unit.as_str()).collect();
             let text = text.join("; ");
             info!(unit, revision = %revision, dependencies = units.join(","), waiting_for = text.as_str(), "waiting for dependencies");
-            status.set_blocked(unit, Some(text));
+            status.set_blocked(unit, Some(crate::telemetry::Masked::new(text)));
             metrics.set_blocked(unit, true);
         }
         Log::DependenciesReady { revision } => {

@@ -9,7 +9,7 @@ use crate::health::Counts;
 use crate::health::record::SyncResult;
 use crate::sync::Report;
 use crate::sync::outcome::{Cause, Failure, Observer, Outcome, Wait};
-use crate::telemetry;
+use crate::telemetry::Masked;
 
 /// Counts a unit's syncs in the metrics: durations and actions at the apply; at the end, the
 /// members by health as the engine last judged them (`gitward_objects_health`, counted as
@@ -47,7 +47,7 @@ impl Observer for Metered {
 /// Keeps a unit's readiness status: ready once a sync ran against a cluster that answered
 /// (objects the API server refused leave it ready, an outage does not; a parse error keeps
 /// what it was, [`crate::daemon::decide::keeps_readiness`]), with the health counts of a
-/// judged wait and the last error.
+/// judged wait and the last error (the failure's masked message, [`Masked`]).
 pub(super) struct Readiness {
     pub(super) unit: String,
     pub(super) status: Status,
@@ -79,8 +79,10 @@ impl Readiness {
         if !crate::daemon::decide::keeps_readiness(&failure.error) {
             status.last_sync_ok = Some(false);
         }
-        let revision = failure.attempted.as_ref().map(|r| format!("revision {}: ", r.short())).unwrap_or_default();
-        status.last_error = Some(format!("{revision}{}", telemetry::unit_error(&self.unit, &failure.error)));
+        status.last_error = Some(match &failure.attempted {
+            Some(r) => Masked::new(format!("revision {}: {}", r.short(), failure.message)),
+            None => failure.message.clone(),
+        });
         self.status.set(&self.unit, status);
     }
 }

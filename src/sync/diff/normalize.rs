@@ -106,13 +106,18 @@ pub(super) fn strip(mut v: Value) -> Value {
     v
 }
 
-/// The fields of an object that are never masked: identity and labels.
+/// The fields of an object that are never masked: its kind.
 const IDENTITY: [&str; 2] = ["apiVersion", "kind"];
 
+/// The fields of `metadata` whose values are masked: the rest of it (name, namespace) names
+/// the object.
+const MASKED_METADATA: [&str; 2] = ["labels", "annotations"];
+
 /// Masks every value of `v`, an object built from decrypted content, but its identity (kind,
-/// name, namespace, labels): a value equal to the same place in `before` (the live object,
-/// when `v` is the merged one) is `***`, one that differs `*** (changed)`; with `None` every
-/// value is `***`. Maps and lists keep their shape, so the diff still shows where a change is.
+/// name, namespace): label and annotation values too, keys kept. A value equal to the same
+/// place in `before` (the live object, when `v` is the merged one) is `***`, one that differs
+/// `*** (changed)`; with `None` every value is `***`. Maps and lists keep their shape, so the
+/// diff still shows where a change is.
 pub fn mask_decrypted(mut v: Value, before: Option<&Value>) -> Value {
     fn mask(v: &mut Value, before: Option<&Value>, compare: bool) {
         match v {
@@ -138,9 +143,12 @@ pub fn mask_decrypted(mut v: Value, before: Option<&Value>) -> Value {
         for (k, val) in map.iter_mut().filter(|(k, _)| !IDENTITY.contains(&k.as_str())) {
             let theirs = before.and_then(|b| b.get(k));
             if k == "metadata" {
-                // Annotations may carry the values (kubectl's last-applied configuration does).
-                if let Some(annotations) = val.get_mut("annotations") {
-                    mask(annotations, theirs.and_then(|m| m.get("annotations")), compare);
+                // Labels and annotations may carry the values (kubectl's last-applied
+                // configuration does; a decrypted label is the file's own).
+                for field in MASKED_METADATA {
+                    if let Some(values) = val.get_mut(field) {
+                        mask(values, theirs.and_then(|m| m.get(field)), compare);
+                    }
                 }
             } else {
                 mask(val, theirs, compare);
@@ -253,6 +261,6 @@ mod tests {
         assert_eq!(after["data"]["user"], "***");
         assert_eq!(after["data"]["ports"], json!(["***", "*** (changed)"]));
         assert_eq!(after["metadata"]["name"], "db", "identity is kept");
-        assert_eq!(after["metadata"]["labels"]["app"], "db");
+        assert_eq!(after["metadata"]["labels"]["app"], "***", "a label's value is masked, its key kept");
     }
 }
