@@ -131,7 +131,7 @@ pub async fn expand_at_tip(config: Config, state_dir: &Path, scratch: Option<&Pa
             Some(scratch) if !super::repo::mirror_exists(state_dir, &set.source) => scratch,
             _ => state_dir,
         };
-        let listed = async { Ok::<_, super::Error>(SetSource::open(dir, set).await?.list(Instant::now()).await?) };
+        let listed = async { SetSource::open(dir, set).await?.list(Instant::now()).await };
         let fresh = match listed.await {
             Ok((revision, dirs)) => units_of(&config, index, &dirs, &generated).map(|units| (revision, dirs, units)),
             Err(e) => Err(e),
