@@ -34,6 +34,7 @@ mod raw;
 mod render;
 mod resolve;
 mod set;
+mod set_identity;
 #[cfg(test)]
 mod set_tests;
 mod sharding;

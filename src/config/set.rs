@@ -4,9 +4,10 @@
 //! A set names a repository (`repo`, `ref`), a glob over the directories of its tree
 //! (`path_glob = "apps/*"`), optionally `clusters`, and any `[[sync]]` key as a template: a
 //! string may hold `{dir}` (the matched directory's last component), `{path}` (its whole
-//! path) and `{cluster}`. [`Config::expand`] makes one unit per directory (per cluster), each
-//! template expanded and the result resolved exactly as a `[[sync]]` table is; `path` defaults
-//! to `"{path}"`. The directories come from the tree at the tip (the engine's `set` module);
+//! path) and `{cluster}`, replaced in one pass. [`Config::expand`] makes one unit per directory
+//! (per cluster), each template expanded and the result resolved exactly as a `[[sync]]` table
+//! is; `path` defaults to `"{path}"`. What a directory's name may not choose (the identity a
+//! unit writes as, its credentials, where it writes) is the `set_identity` module's. The directories come from the tree at the tip (the engine's `set` module);
 //! this module only turns a list of them into units and checks the cap and the names.
 
 use std::collections::{BTreeMap, HashMap};
@@ -24,7 +25,8 @@ use super::{ClusterConfig, Config, DaemonConfig, Error, RenderTools, Result, Syn
 pub const DEFAULT_MAX_UNITS: usize = 1000;
 
 /// The keys of a `[[sync_set]]` that are the set's own, not templates of its units' keys.
-const OWN_KEYS: [&str; 4] = ["path_glob", "clusters", "prune_removed", "max_units"];
+const OWN_KEYS: [&str; 6] =
+    ["path_glob", "clusters", "prune_removed", "prune_removed_unguarded", "max_units", "namespaces"];
 
 /// One `[[sync_set]]`, resolved: its own keys, and its template of `[[sync]]` keys.
 #[derive(Debug, Clone, PartialEq)]
@@ -43,6 +45,17 @@ pub struct SyncSet {
     /// its ApplySet). Default `false`: they are kept and a warning names the unit, because a
     /// directory renamed or removed by mistake would otherwise delete a whole application.
     pub prune_removed: bool,
+    /// Whether that prune may delete all of a removed unit's objects past the unit's
+    /// `max_prune_fraction` and the empty-revision guard. Default `false`: the guards hold, so
+    /// a removed unit's objects are pruned only when its units say `allow_prune_all = true` (a
+    /// retiring unit desires nothing, which the empty-revision guard refuses); otherwise the
+    /// prune is refused, logged, and the objects stay.
+    pub prune_removed_unguarded: bool,
+    /// Glob patterns (`*` any run of characters, `?` one) the namespace of every generated
+    /// unit must match (`namespaces = "team-*"`); a unit outside them is an error for that
+    /// listing. Default none: any namespace, but then a `namespace` template with `{dir}` or
+    /// `{path}` needs a `service_account` (the set's or `[daemon] default_service_account`).
+    pub namespaces: Vec<String>,
     /// The most units the set may make; more is an error for that revision (the last good
     /// set stays). Default [`DEFAULT_MAX_UNITS`].
     pub max_units: usize,
@@ -50,7 +63,7 @@ pub struct SyncSet {
     /// and `[sync.verify]` keys, named as the set, for fetching and listing the tree.
     pub source: SyncUnit,
     /// Every other key, as written: the template of the units.
-    template: Table,
+    pub(super) template: Table,
     /// The 0-based index of the set in the file, for `sync_set[<index>]` in errors.
     index: usize,
     /// The 1-based line of the set's table, where its errors point.
@@ -72,10 +85,29 @@ struct Place<'a> {
 }
 
 impl Place<'_> {
-    /// `text` with `{dir}`, `{path}` and `{cluster}` replaced; other braces are left as they
-    /// are (`${var}` of `[sync.substitute]`, Helm values).
+    /// `text` with `{dir}`, `{path}` and `{cluster}` replaced in one pass, left to right: a
+    /// value put in is never read again, so a directory named `{path}` stays `{path}`. Other
+    /// braces are left as they are (`${var}` of `[sync.substitute]`, Helm values).
     fn expand(&self, text: &str) -> String {
-        text.replace("{dir}", self.dir).replace("{path}", self.path).replace("{cluster}", self.cluster)
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find('{') {
+            out.push_str(&rest[..at]);
+            let tail = &rest[at..];
+            let values = [("{dir}", self.dir), ("{path}", self.path), ("{cluster}", self.cluster)];
+            match values.iter().find(|(placeholder, _)| tail.starts_with(placeholder)) {
+                Some((placeholder, value)) => {
+                    out.push_str(value);
+                    rest = &tail[placeholder.len()..];
+                }
+                None => {
+                    out.push('{');
+                    rest = &tail[1..];
+                }
+            }
+        }
+        out.push_str(rest);
+        out
     }
 
     fn expand_value(&self, value: &Value) -> Value {
@@ -100,8 +132,8 @@ impl Config {
     ///
     /// Errors: [`Error::Invalid`] naming `sync_set[<index>]` and the set's line: more units
     /// than `max_units`; a generated unit that does not resolve (its name not an RFC 1123
-    /// label, a bad value), naming the unit and its directory; two units of the set with one
-    /// name or one inventory.
+    /// label, a bad value), naming the unit and its directory; a unit whose namespace matches
+    /// none of the set's `namespaces`; two units of the set with one name or one inventory.
     pub fn expand(&self, set: usize, dirs: &[String]) -> Result<Vec<SyncUnit>> {
         let set = &self.sets[set];
         let per_dir = set.clusters.len().max(1);
@@ -123,6 +155,7 @@ impl Config {
             for cluster in set.cluster_names(&self.clusters) {
                 let unit =
                     set.unit(&Place { dir, path, cluster: &cluster }, &self.clusters, &self.daemon, &self.render)?;
+                set.check_namespace(&unit, path)?;
                 if let Some(other) = units.iter().position(|u| u.name == unit.name) {
                     let message =
                         format!("directories `{}` and `{path}` both make the unit `{}`", made_of[other], unit.name);
@@ -218,7 +251,7 @@ impl SyncSet {
     }
 
     /// An [`Error::Invalid`] at the set's line; `field` empty for the set itself.
-    fn invalid(&self, field: &str, message: impl Into<String>) -> Error {
+    pub(super) fn invalid(&self, field: &str, message: impl Into<String>) -> Error {
         let key = match field {
             "" => format!("sync_set[{}]", self.index),
             field => format!("sync_set[{}].{field}", self.index),
@@ -238,6 +271,25 @@ fn check_glob(glob: &str) -> std::result::Result<String, String> {
         return Err(format!("`{glob}`: `**` is not supported; write one `*` per directory level"));
     }
     Ok(normal)
+}
+
+/// `namespaces` as written: one pattern or a list of them, each non-empty and made of what a
+/// namespace name holds (lowercase letters, digits, `-`) and the wildcards `*` and `?`.
+fn namespace_patterns(value: &Value) -> std::result::Result<Vec<String>, String> {
+    let patterns: Option<Vec<String>> = match value {
+        Value::String(one) => Some(vec![one.clone()]),
+        Value::Array(items) => items.iter().map(|v| v.as_str().map(str::to_owned)).collect(),
+        _ => None,
+    };
+    let patterns = patterns.ok_or("must be a pattern (\"team-*\") or a list of patterns")?;
+    if patterns.is_empty() {
+        return Err("must hold at least one pattern (or be left out)".to_owned());
+    }
+    let allowed = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '*' | '?');
+    if let Some(bad) = patterns.iter().find(|p| p.is_empty() || !p.chars().all(allowed)) {
+        return Err(format!("`{bad}`: a pattern holds lowercase letters, digits, `-`, `*` and `?`"));
+    }
+    Ok(patterns)
 }
 
 /// A directory path that matches `glob` as the sample of load-time checks: each wildcard
@@ -277,6 +329,8 @@ impl Resolver<'_> {
             path_glob: String::new(),
             clusters: Vec::new(),
             prune_removed: false,
+            prune_removed_unguarded: false,
+            namespaces: Vec::new(),
             max_units: DEFAULT_MAX_UNITS,
             source: SyncUnit::new("", ""),
             template,
@@ -301,6 +355,7 @@ impl Resolver<'_> {
                 ));
             }
         }
+        set.check_identity_keys()?;
         if !set.clusters.is_empty() && set.template.contains_key("cluster") {
             return Err(set.invalid(
                 "cluster",
@@ -314,11 +369,13 @@ impl Resolver<'_> {
         if !sample.is_git() {
             return Err(set.invalid("repo", "must be a git repository: a set lists the directories of its tree"));
         }
+        set.check_namespace_template(&sample)?;
         set.source = SyncUnit { name: set.name.clone(), path: super::UnitPath::default(), ..sample };
         Ok(set)
     }
 
-    /// `path_glob`, `clusters`, `prune_removed`, `max_units`, with their types checked.
+    /// `path_glob`, `clusters`, `prune_removed`, `prune_removed_unguarded`, `max_units`,
+    /// `namespaces`, with their types checked.
     fn set_own_keys(
         &self,
         set: &mut SyncSet,
@@ -346,6 +403,14 @@ impl Resolver<'_> {
             Some(Value::Boolean(value)) => set.prune_removed = value,
             Some(_) => return Err(set.invalid("prune_removed", "must be true or false")),
             None => {}
+        }
+        match own.remove("prune_removed_unguarded") {
+            Some(Value::Boolean(value)) => set.prune_removed_unguarded = value,
+            Some(_) => return Err(set.invalid("prune_removed_unguarded", "must be true or false")),
+            None => {}
+        }
+        if let Some(value) = own.remove("namespaces") {
+            set.namespaces = namespace_patterns(&value).map_err(|m| set.invalid("namespaces", m))?;
         }
         match own.remove("max_units") {
             Some(Value::Integer(n)) if n >= 1 => set.max_units = usize::try_from(n).unwrap_or(usize::MAX),

@@ -39,7 +39,7 @@ fn each_directory_makes_a_unit_with_its_templates_expanded() {
     // `[sync.substitute]` inside a set is written `[sync_set.substitute]`.
     assert!(config.is_err(), "a [sync.*] table after [[sync_set]] belongs to [[sync]]");
     let text = set(
-        "namespace = \"{dir}\"\nref = \"prod\"\n[sync_set.substitute]\nvars = { dir = \"{path}\", keep = \"${x}\" }\n",
+        "namespace = \"{dir}\"\nservice_account = \"deployer\"\nref = \"prod\"\n[sync_set.substitute]\nvars = { dir = \"{path}\", keep = \"${x}\" }\n",
     );
     let config = parse(&text).unwrap();
     let units = config.expand(0, &dirs(&["cart", "shop"])).unwrap();
@@ -137,4 +137,74 @@ fn the_template_is_checked_at_load() {
     assert!(message.contains("sync_set[0].repo: is the one repository the set lists"), "{message}");
     let message = load_error(&set("").replace("https://git.example.com/apps.git", "oci://registry.example.com/apps:1"));
     assert!(message.contains("sync_set[0].repo: must be a git repository"), "{message}");
+}
+
+#[test]
+fn placeholders_from_the_tree_cannot_choose_identity_credentials_or_cluster() {
+    let cases = [
+        ("service_account", "service_account = \"{dir}\"\n"),
+        ("cluster", "cluster = \"{path}\"\n"),
+        ("substitute.from", "[sync_set.substitute]\nfrom = [\"Secret/{dir}/vars\"]\n"),
+        ("decryption", "[sync_set.decryption]\nage_key_file = \"/keys/{dir}.txt\"\n"),
+        ("inventory", "[sync_set.inventory]\nnamespace = \"{dir}\"\n"),
+        ("git", "[sync_set.git]\nssh_key_file = \"/keys/{path}\"\n"),
+    ];
+    for (key, extra) in cases {
+        let message = load_error(&set(extra));
+        assert!(
+            message.contains(&format!("line 1: sync_set[0].{key}: cannot hold `{{dir}}` or `{{path}}`")),
+            "{message}"
+        );
+    }
+    // Other keys may hold them.
+    assert!(parse(&set("[sync_set.substitute]\nvars = { app = \"{dir}\" }\n")).is_ok());
+}
+
+#[test]
+fn a_namespace_from_a_directory_needs_a_service_account_or_a_pattern() {
+    let message = load_error(&set("namespace = \"{dir}\"\n"));
+    assert!(message.contains("sync_set[0].namespace: holds `{dir}` or `{path}`"), "{message}");
+    assert!(load_error(&set("namespace = \"{dir}\"\nservice_account = \"\"\n")).contains("sync_set[0].namespace"));
+    assert!(parse(&set("namespace = \"{dir}\"\nservice_account = \"deployer\"\n")).is_ok());
+    let default = format!("[daemon]\ndefault_service_account = \"tenant\"\n{}", set("namespace = \"{dir}\"\n"));
+    assert!(parse(&default).is_ok());
+
+    let config = parse(&set("namespace = \"{dir}\"\nnamespaces = \"team-*\"\n")).unwrap();
+    assert_eq!(config.sets[0].namespaces, ["team-*"]);
+    let units = config.expand(0, &dirs(&["team-a"])).unwrap();
+    assert_eq!(units[0].namespace, "team-a");
+    let message = config.expand(0, &dirs(&["team-a", "kube-system"])).unwrap_err().to_string();
+    assert!(
+        message.contains("sync_set[0].namespaces: the namespace `kube-system` of unit `apps-kube-system`"),
+        "{message}"
+    );
+    assert!(message.contains("(directory `apps/kube-system`)"), "{message}");
+    let message = load_error(&set("namespaces = [\"Team_*\"]\n"));
+    assert!(message.contains("sync_set[0].namespaces: `Team_*`"), "{message}");
+}
+
+#[test]
+fn expansion_is_one_pass_so_a_directory_named_like_a_placeholder_stays_literal() {
+    let text = set("[sync_set.substitute]\nvars = { d = \"{dir}\", p = \"{path}\" }\n").replace("apps-{dir}", "apps");
+    let config = parse(&text).unwrap();
+    let units = config.expand(0, &dirs(&["{path}"])).unwrap();
+    assert_eq!(units[0].substitute.vars["d"], "{path}", "the directory's name is not expanded again");
+    assert_eq!(units[0].substitute.vars["p"], "apps/{path}");
+}
+
+#[test]
+fn depends_on_in_a_set_template_is_refused() {
+    let text = format!("{}{}", super::tests::MINIMAL, set("depends_on = [\"shop\"]\n"));
+    let message = load_error(&text);
+    assert!(message.contains("sync_set[0].depends_on: is not supported in a set's template"), "{message}");
+}
+
+#[test]
+fn prune_removed_keeps_the_guards_unless_the_set_says_unguarded() {
+    let config = parse(&set("prune_removed = true\n")).unwrap();
+    assert!(config.sets[0].prune_removed && !config.sets[0].prune_removed_unguarded);
+    let config = parse(&set("prune_removed = true\nprune_removed_unguarded = true\n")).unwrap();
+    assert!(config.sets[0].prune_removed_unguarded);
+    let message = load_error(&set("prune_removed_unguarded = 1\n"));
+    assert!(message.contains("sync_set[0].prune_removed_unguarded: must be true or false"), "{message}");
 }

@@ -6,10 +6,16 @@
 //! [`Sets::routes`]); the mirror is the one the set's units share, so a push is fetched once.
 //! A listing that differs from the last one is expanded ([`Config::expand`]); a listing that
 //! cannot be expanded (more units than `max_units`, a directory that makes no valid unit, a
-//! name another unit has) is logged as an error and the set keeps its last good units. A unit
-//! whose directory is gone is stopped, and its objects are kept — a warning names the unit and
-//! how many objects it leaves — unless the set says `prune_removed = true`: then one last sync
-//! that desires nothing prunes them by its ApplySet ([`crate::sync::Engine::retire`]).
+//! name another unit has), like one that cannot be listed, is logged as an error and the set
+//! keeps its last good units. They outlive a reload (a set of the same name template,
+//! repository and ref takes them over, [`Sets::replace`]) and a restart (the last listing that
+//! expanded is recorded in the state directory, [`crate::sync::set::record`], and read at
+//! start, [`Sets::seed_recorded`]). A unit is retired only when a listing that expanded no
+//! longer makes it, or when its set left the config: it is stopped, and its objects are kept —
+//! a warning names the unit and how many objects it leaves — unless the set says
+//! `prune_removed = true`: then one last sync that desires nothing prunes them by its ApplySet
+//! ([`crate::sync::Engine::retire`]), still under the unit's `max_prune_fraction` and
+//! empty-revision guard unless the set says `prune_removed_unguarded = true`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,7 +30,7 @@ use super::trigger::{self, TriggerReceiver, TriggerSender};
 use crate::cluster::fence::Fence;
 use crate::config::{ClusterConfig, Config, SyncUnit};
 use crate::source::Revision;
-use crate::sync::set::SetSource;
+use crate::sync::set::{self as set_source, SetSource};
 use crate::telemetry::error_chain;
 
 /// One listing of a set's directories, as a watcher reports it.
@@ -64,6 +70,20 @@ pub(super) struct Removed {
     pub set: String,
     /// The set's `prune_removed`.
     pub prune: bool,
+    /// The set's `prune_removed_unguarded`: the prune may pass the prune guards.
+    pub unguarded: bool,
+}
+
+impl Removed {
+    /// `unit`, which left `set`.
+    fn of(set: &crate::config::SyncSet, unit: &SyncUnit) -> Self {
+        Self {
+            unit: unit.clone(),
+            set: set.name.clone(),
+            prune: set.prune_removed,
+            unguarded: set.prune_removed_unguarded,
+        }
+    }
 }
 
 /// The sets of the config in force, their last good units and their watchers.
@@ -74,8 +94,8 @@ pub(super) struct Sets {
     generated: Vec<Vec<SyncUnit>>,
     /// Each set's directories of its last good listing.
     dirs: Vec<Option<Vec<String>>>,
-    /// One per set.
-    watchers: Vec<Watcher>,
+    /// One per set whose mirror could be opened, at the set's index.
+    watchers: Vec<Option<Watcher>>,
     /// Bumped when the config changes: listings of older watchers are dropped.
     epoch: u64,
     /// Where watchers report.
@@ -106,22 +126,85 @@ impl Sets {
     }
 
     /// Takes a new config (a SIGHUP): its sets are listed and expanded anew, their watchers
-    /// started again. Returns the units of the old sets the new config no longer has.
+    /// started again. A set of the same identity (name template, repository, ref) as an old
+    /// one first takes over the old one's units ([`Sets::carry`]), so a set that does not list
+    /// or expand now keeps them. Returns the units of the old sets the new config no longer
+    /// has: those a listing that expanded no longer makes, and those of sets removed from it.
     pub(super) async fn replace(&mut self, base: Config, repo_watches: &RepoWatches) -> Vec<Removed> {
         let old: Vec<Removed> = self.removable();
-        *self = Self { epoch: self.epoch + 1, ..Self::new(base) };
+        let epoch = self.epoch + 1;
+        let previous = std::mem::replace(self, Self { epoch, ..Self::new(base) });
+        self.carry(&previous);
+        drop(previous);
         self.start(repo_watches).await;
         let kept = self.config();
         old.into_iter().filter(|r| kept.unit(&r.unit.name).is_none()).collect()
     }
 
+    /// Each set takes over the units of `previous`'s set of the same identity: its last good
+    /// directories expanded with the new template, else its units as they were (the new
+    /// template does not expand them). Its directories are left unknown, so its next listing
+    /// that expands is taken whatever it holds.
+    fn carry(&mut self, previous: &Sets) {
+        for index in 0..self.base.sets.len() {
+            let set = &self.base.sets[index];
+            let same = |old: &&crate::config::SyncSet| {
+                old.name == set.name
+                    && old.source.repo == set.source.repo
+                    && old.source.reference == set.source.reference
+            };
+            let Some(old) = previous.base.sets.iter().position(|old| same(&old)) else { continue };
+            let again = previous.dirs[old].as_ref().and_then(|dirs| self.units_of(index, dirs).ok());
+            let units = again.or_else(|| self.fits(index, previous.generated[old].clone()).ok());
+            match units {
+                Some(units) => self.generated[index] = units,
+                None => {
+                    error!(set = %set.name, "sync set's units not carried through the reload: they clash with other units")
+                }
+            }
+        }
+    }
+
+    /// At start: each set takes the units of its recorded listing ([`set_source::recorded`]),
+    /// so a set that does not list or expand now still runs its units. Its directories are
+    /// left unknown: its first listing that expands is taken, and a unit it no longer makes is
+    /// dropped (not retired: it was not started here).
+    pub(super) fn seed_recorded(&mut self) {
+        for index in 0..self.base.sets.len() {
+            let set = &self.base.sets[index];
+            let Some((revision, dirs)) = set_source::recorded(&self.base.daemon.state_dir, set) else { continue };
+            match self.units_of(index, &dirs) {
+                Ok(units) => self.generated[index] = units,
+                Err(e) => {
+                    let revision = revision.short();
+                    warn!(set = %set.name, revision, error = %error_chain(&e), "sync set's recorded listing not expanded");
+                }
+            }
+        }
+    }
+
+    /// The units set `index` makes of `dirs`, checked against the `[[sync]]` units and the
+    /// other sets' units.
+    ///
+    /// Errors: as [`Config::expand`] and [`Config::with_sets`].
+    fn units_of(&self, index: usize, dirs: &[String]) -> crate::config::Result<Vec<SyncUnit>> {
+        self.fits(index, self.base.expand(index, dirs)?)
+    }
+
+    /// `units` as set `index`'s, when they take no other unit's name or inventory.
+    ///
+    /// Errors: as [`Config::with_sets`].
+    fn fits(&self, index: usize, units: Vec<SyncUnit>) -> crate::config::Result<Vec<SyncUnit>> {
+        let mut generated = self.generated.clone();
+        generated[index] = units;
+        self.base.with_sets(&generated)?;
+        Ok(std::mem::take(&mut generated[index]))
+    }
+
     /// Every generated unit with its set's settings.
     fn removable(&self) -> Vec<Removed> {
         let sets = self.base.sets.iter().zip(&self.generated);
-        sets.flat_map(|(set, units)| {
-            units.iter().map(|u| Removed { unit: u.clone(), set: set.name.clone(), prune: set.prune_removed })
-        })
-        .collect()
+        sets.flat_map(|(set, units)| units.iter().map(|u| Removed::of(set, u))).collect()
     }
 
     /// Lists every set once now (the units start with the daemon, `READY=1` counts them), then
@@ -133,13 +216,14 @@ impl Sets {
             let source = match SetSource::open(&state_dir, set).await {
                 Ok(source) => source,
                 Err(e) => {
-                    error!(set = %set.name, error = %error_chain(&e), "sync set not listed: its mirror cannot be opened");
+                    error!(set = %set.name, error = %error_chain(&e), "sync set not listed: its mirror cannot be opened; keeping its units");
+                    self.watchers.push(None);
                     continue;
                 }
             };
             let result = source.list(std::time::Instant::now()).await.map_err(|e| error_chain(&e));
             self.listed(Listed { set: index, epoch: self.epoch, result });
-            self.watchers.push(self.watcher(index, source, repo_watches));
+            self.watchers.push(Some(self.watcher(index, source, repo_watches)));
         }
     }
 
@@ -175,13 +259,12 @@ impl Sets {
         if self.dirs[index].as_ref() == Some(&dirs) {
             return None;
         }
-        let expanded = self.base.expand(index, &dirs).and_then(|units| {
-            let mut generated = self.generated.clone();
-            generated[index] = units;
-            self.base.with_sets(&generated).map(|_| generated)
-        });
-        let generated = match expanded {
-            Ok(generated) => generated,
+        let generated = match self.units_of(index, &dirs) {
+            Ok(units) => {
+                let mut generated = self.generated.clone();
+                generated[index] = units;
+                generated
+            }
             Err(e) => {
                 let revision = revision.short();
                 error!(set = %set.name, revision, error = %error_chain(&e), "sync set not expanded; keeping the last good units");
@@ -191,9 +274,12 @@ impl Sets {
         let removed = self.generated[index]
             .iter()
             .filter(|old| !generated[index].iter().any(|new| new.name == old.name))
-            .map(|u| Removed { unit: u.clone(), set: set.name.clone(), prune: set.prune_removed })
+            .map(|u| Removed::of(set, u))
             .collect();
         info!(set = %set.name, revision = revision.short(), units = generated[index].len(), "sync set expanded");
+        if let Err(e) = set_source::record(&self.base.daemon.state_dir, set, &revision, &dirs) {
+            warn!(set = %set.name, error = %e, "sync set listing not recorded: a restart cannot keep its units");
+        }
         self.generated = generated;
         self.dirs[index] = Some(dirs);
         Some(removed)
@@ -202,7 +288,8 @@ impl Sets {
     /// The routes webhooks take to the watchers: the set's name, repository and ref, channel.
     pub(super) fn routes(&self) -> Vec<super::http::UnitRoute> {
         let sets = self.base.sets.iter().zip(&self.watchers);
-        sets.map(|(set, w)| (set.name.clone(), w.followed.clone(), w.triggers.clone(), None)).collect()
+        let watched = sets.filter_map(|(set, w)| w.as_ref().map(|w| (set, w)));
+        watched.map(|(set, w)| (set.name.clone(), w.followed.clone(), w.triggers.clone(), None)).collect()
     }
 }
 
@@ -252,9 +339,11 @@ pub(super) struct Retiring {
 }
 
 /// A unit that left its set: its objects are kept and counted (a warning), or with
-/// `prune_removed` pruned by one sync that desires nothing. Runs in a task of its own.
+/// `prune_removed` pruned by one sync that desires nothing — a prune the unit's guards
+/// (`max_prune_fraction`, the empty revision) refuse unless it says `allow_prune_all` or the
+/// set `prune_removed_unguarded`. Runs in a task of its own.
 pub(super) async fn retire(r: Retiring) {
-    let Removed { unit, set, prune } = r.removed;
+    let Removed { unit, set, prune, unguarded } = r.removed;
     if !prune {
         let objects = match crate::status::unit_state(&r.client, &unit).await {
             Ok(state) => state.objects.values().sum::<usize>(),
@@ -274,11 +363,18 @@ pub(super) async fn retire(r: Retiring) {
         Ok(mut engine) => {
             engine.one_shot();
             engine.retire();
+            if unguarded {
+                engine.allow_prune_once();
+            }
             engine.sync().await
         }
         Err(e) => Err(e),
     };
     match result {
+        Ok(report) if report.changes.prune_refused.is_some() => {
+            let reason = report.changes.prune_refused.as_deref().unwrap_or_default();
+            warn!(unit = %unit.name, set, reason, "unit left its sync set; its objects are kept: the prune was refused");
+        }
         Ok(report) => {
             let counts = report.changes.counts();
             info!(unit = %unit.name, set, pruned = counts.pruned, "unit left its sync set; its objects are pruned");

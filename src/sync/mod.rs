@@ -348,14 +348,14 @@ impl Engine {
         self.options.allow_prune_once = true;
     }
 
-    /// Makes every later sync of this engine desire nothing, past `max_prune_fraction` and the
-    /// empty-revision guard (as [`Engine::allow_prune_once`]): the unit's directory left its
+    /// Makes every later sync of this engine desire nothing: the unit's directory left its
     /// `[[sync_set]]`, whose `prune_removed` asks for its objects to go, and a sync then
-    /// prunes every member its ApplySet lists. The other prune rules (membership, re-check,
-    /// cascades, `prune = false`) stay.
+    /// prunes every member its ApplySet lists — when the prune guards let it: an empty
+    /// revision and `max_prune_fraction` refuse it unless the unit says `allow_prune_all` or
+    /// the caller also calls [`Engine::allow_prune_once`] (`prune_removed_unguarded`). The
+    /// other prune rules (membership, re-check, cascades, `prune = false`) stay.
     pub fn retire(&mut self) {
         self.options.retired = true;
-        self.options.allow_prune_once = true;
     }
 
     /// One sync: fetch, then [`Engine::sync_revision`].

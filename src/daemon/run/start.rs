@@ -109,6 +109,7 @@ impl Daemon {
 /// The `[[sync_set]]`s of `config`, each listed once, and the config with their units.
 async fn listed_sets(config: Config, units: &Units) -> (crate::daemon::sets::Sets, Config) {
     let mut sets = crate::daemon::sets::Sets::new(config);
+    sets.seed_recorded();
     sets.start(&units.repo_watches).await;
     let config = sets.config();
     (sets, config)
