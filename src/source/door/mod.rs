@@ -157,7 +157,7 @@ impl Ticker {
     /// The deadline, once it has passed.
     fn tick(&mut self) -> Option<Deadline> {
         self.steps = self.steps.wrapping_add(1);
-        let deadline = self.deadline.filter(|_| self.steps % 1024 == 0)?;
+        let deadline = self.deadline.filter(|_| self.steps.is_multiple_of(1024))?;
         (Instant::now() >= deadline.at).then_some(deadline)
     }
 }

@@ -65,14 +65,14 @@ impl<T> Door<T> {
         let mut ticker = Ticker::new(self.bounds.deadline, self.bounds.max_bytes);
         for id in self.sorted() {
             let node = &self.nodes[id as usize];
-            if let Kind::Symlink { target } = &node.kind {
-                if let Err(why) = self.walk(node.parent, target, &mut ticker) {
-                    let reason = match why {
-                        Unresolved::TimedOut(_) | Unresolved::TooLong(_) => format!("resolving it {why}"),
-                        why => format!("{LINK_REFUSED}{:?} {why}", shown(target)),
-                    };
-                    return Err(Refusal::new(&node.path, reason));
-                }
+            if let Kind::Symlink { target } = &node.kind
+                && let Err(why) = self.walk(node.parent, target, &mut ticker)
+            {
+                let reason = match why {
+                    Unresolved::TimedOut(_) | Unresolved::TooLong(_) => format!("resolving it {why}"),
+                    why => format!("{LINK_REFUSED}{:?} {why}", shown(target)),
+                };
+                return Err(Refusal::new(&node.path, reason));
             }
         }
         Ok(())
