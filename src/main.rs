@@ -281,22 +281,15 @@ fn main() -> ExitCode {
     // SAFETY: called once, before any thread (the runtime) exists and before any other git2 call.
     unsafe { gitward::source::start_libgit2(Duration::from_secs(10), Duration::from_secs(60)) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    let code = match runtime.block_on(run(cli.command)) {
-        Ok(code) => code,
-        Err(e) => {
-            tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
-            ExitCode::from(2)
-        }
-    };
-    // Dropping the runtime would wait for every blocking task, without bound; a render or a
-    // door pass abandoned at shutdown must not keep the process alive past its grace.
-    runtime.shutdown_timeout(BLOCKING_AT_EXIT);
+    let code = runtime.block_on(run(cli.command)).unwrap_or_else(|e| {
+        tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
+        ExitCode::from(2)
+    });
+    // Dropping the runtime waits for blocking tasks without bound: a render abandoned at
+    // shutdown gets one second, then the process exits anyway.
+    runtime.shutdown_timeout(Duration::from_secs(1));
     code
 }
-
-/// How long the process waits, once its command has returned, for blocking work still running
-/// (a render abandoned at shutdown) before it exits anyway.
-const BLOCKING_AT_EXIT: Duration = Duration::from_secs(1);
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
