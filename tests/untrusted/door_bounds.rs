@@ -184,3 +184,41 @@ async fn a_chart_whose_charts_directory_is_a_link_gets_no_archive_written_throug
         Api::<ConfigMap>::namespaced(env.client.clone(), &env.namespace).get_opt("shop-umbrella").await.unwrap();
     assert!(applied.is_none(), "nothing of the refused revision is applied");
 }
+
+/// A daemon whose render waits on a tool that does not end (a `kustomize` that sleeps, under a
+/// `[render] timeout` of 5 minutes) gets SIGTERM: it exits within 15 s, not when the render
+/// ends (the runtime waited for every blocking task when the process returned).
+#[tokio::test]
+async fn a_daemon_waiting_on_a_render_exits_on_sigterm() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let env = common::setup("door-term-tool").await;
+    let work = tempfile::tempdir().unwrap();
+    let repo = GitRepo::new();
+    good_kustomization(work.path(), &env.namespace, &repo);
+    let tool = work.path().join("kustomize");
+    std::fs::write(&tool, "#!/bin/sh\n[ \"$1\" = version ] && { echo v5.8.1; exit 0; }\nexec sleep 60\n").unwrap();
+    std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let render = format!("[render]\nkustomize = \"{}\"\ntimeout = \"5m\"\n", tool.display());
+    let unit = common::unit_toml("bounds", &repo.bare(), "app", &env.namespace, "");
+    let (path, port) = common::daemon_config(work.path(), &render, "", &unit);
+    let mut daemon = common::Daemon::start(&path, port, &[]);
+    let triggered = common::eventually(Duration::from_secs(30), || {
+        let hit = !daemon.logged("sync triggered").is_empty();
+        async move { hit }
+    })
+    .await;
+    assert!(triggered, "the unit's first sync starts: {}", daemon.log_text());
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon runs: {}", daemon.log_text());
+    daemon.signal("TERM");
+    let asked = Instant::now();
+    let status = loop {
+        if let Some(status) = daemon.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(asked.elapsed() < Duration::from_secs(15), "still running 15 s after SIGTERM: {}", daemon.log_text());
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    eprintln!("exited {status:?} {:?} after SIGTERM", asked.elapsed());
+    assert_eq!(status.code(), Some(0), "{}", daemon.log_text());
+}
