@@ -190,13 +190,14 @@ fn main() -> ExitCode {
     // SAFETY: called once, before any thread (the runtime) exists and before any other git2 call.
     unsafe { gitward::source::start_libgit2(Duration::from_secs(10), Duration::from_secs(60)) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
-    match runtime.block_on(run(cli.command)) {
-        Ok(code) => code,
-        Err(e) => {
-            tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
-            ExitCode::from(2)
-        }
-    }
+    let code = runtime.block_on(run(cli.command)).unwrap_or_else(|e| {
+        tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
+        ExitCode::from(2)
+    });
+    // Dropping the runtime waits for blocking tasks without bound: a render abandoned at
+    // shutdown gets one second, then the process exits anyway.
+    runtime.shutdown_timeout(Duration::from_secs(1));
+    code
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {

@@ -61,7 +61,8 @@ impl Renderer {
         let written = write_values(&scratch, name, values_files)?;
         // Helm reads the archive itself: the door reads it first, and Helm gets the bytes the
         // door checked, copied into the scratch directory.
-        let bytes = checked_archive(name, archive, &revision.0, unit.render_tools.max_tree_bytes)?;
+        let bytes =
+            checked_archive(name, archive, &revision.0, unit.render_tools.max_tree_bytes, unit.render_tools.timeout)?;
         let checked = scratch.tmp().join("chart.tgz");
         std::fs::write(&checked, &bytes)
             .map_err(|e| Error::Scratch { unit: name.to_owned(), message: format!("chart archive: {e}") })?;
@@ -121,15 +122,23 @@ fn write_values(scratch: &tree::Scratch, unit: &str, values_files: &[(String, Ve
 /// The bytes of the chart archive at `path` (named `name` in errors: the revision or the
 /// dependency's file name), once the door has read it whole ([`door::archive`]): every entry
 /// name and kind checked, links resolved inside it, the stream complete; its files may total
-/// at most `max_bytes` (`[render] max_tree_bytes`) and its tar stream twice that and 1 MiB.
+/// at most `max_bytes` (`[render] max_tree_bytes`) and its tar stream twice that and 1 MiB;
+/// the door's pass ends within `timeout` (`[render] timeout`).
 ///
 /// Errors: [`crate::source::Error::Refused`] naming the archive and the entry (through
 /// [`Error::Source`]); [`Error::Scratch`] when the archive cannot be read.
-pub(super) fn checked_archive(unit: &str, path: &Path, name: &str, max_bytes: u64) -> Result<Vec<u8>> {
+pub(super) fn checked_archive(
+    unit: &str,
+    path: &Path,
+    name: &str,
+    max_bytes: u64,
+    timeout: std::time::Duration,
+) -> Result<Vec<u8>> {
     let bytes = std::fs::read(path)
         .map_err(|e| Error::Scratch { unit: unit.to_owned(), message: format!("chart archive {name}: {e}") })?;
     let max_stream = max_bytes.saturating_mul(2).saturating_add(1 << 20);
-    door::archive::read_tar_gz(&bytes, max_stream, max_bytes)
+    let deadline = Some(door::Deadline::after(timeout));
+    door::archive::read_tar_gz(&bytes, max_stream, max_bytes, deadline)
         .map_err(|e| crate::source::Error::refused_archive(unit, name, e))?;
     Ok(bytes)
 }

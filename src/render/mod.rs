@@ -187,7 +187,8 @@ impl Renderer {
         let Job { mode, tool, inputs, hosts } = job;
         let name = unit.name.as_str();
         let scratch = tree::Scratch::new(name)?;
-        let mut materializer = tree::Materializer::new(tree, &scratch, unit.render_tools.max_tree_bytes);
+        let tools = &unit.render_tools;
+        let mut materializer = tree::Materializer::new(tree, &scratch, tools.max_tree_bytes, tools.timeout);
         // Directories before files, each before what it holds: an input inside one already
         // written is skipped, not written twice.
         let mut ordered: Vec<&Input> = inputs.iter().collect();
@@ -198,23 +199,17 @@ impl Renderer {
                 false => materializer.file(&input.path, input.oid)?,
             }
         }
-        let written = materializer.finish()?;
-        if mode == RenderMode::Helm && !self.dependencies.is_empty() {
-            let charts = scratch.repo_path(&unit.path).join("charts");
+        if mode == RenderMode::Helm {
+            // The chart's dependencies go through the door with the tree: a `charts` the
+            // revision holds as a link is refused, never written through.
+            let charts = unit.path.join("charts");
             for archive in &self.dependencies {
                 let file = archive.file_name().unwrap_or_default().to_string_lossy().into_owned();
-                let bytes = chart::checked_archive(name, archive, &file, unit.render_tools.max_tree_bytes)?;
-                let write = || -> std::io::Result<()> {
-                    std::fs::create_dir_all(&charts)?;
-                    let mut out = std::fs::OpenOptions::new().write(true).create_new(true).open(charts.join(&file))?;
-                    std::io::Write::write_all(&mut out, &bytes)
-                };
-                write().map_err(|e| Error::Scratch {
-                    unit: name.to_owned(),
-                    message: format!("chart dependency {file}: {e}"),
-                })?;
+                let bytes = chart::checked_archive(name, archive, &file, tools.max_tree_bytes, tools.timeout)?;
+                materializer.extra_file(&charts, &file, bytes)?;
             }
         }
+        let written = materializer.finish()?;
         let limits = Limits::of(&unit.render_tools);
         let decrypted = decrypt_in_place(&scratch, &written, unit, decryptor.as_deref_mut(), limits)?;
         let output = match mode {

@@ -13,7 +13,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
 use super::{Error, Result};
-use crate::source::door::{Door, Kind, Refusal};
+use crate::source::door::{Bounds, Deadline, Door, Kind, LINK_REFUSED, Refusal};
 use crate::source::{EntryKind, ObjectId, Tree};
 
 /// A private scratch directory for one render: `repo/` (the materialized tree), `home/` and
@@ -73,20 +73,31 @@ impl Scratch {
 /// checked as git checks them, no path twice, links resolved against the map as the kernel
 /// will resolve them), and only a tree the door accepts is written. Files over the unit's
 /// `max_file_bytes` refuse the render ([`crate::source::Error::FileTooLarge`]), and so do files
-/// totalling over `[render] max_tree_bytes` ([`Error::TreeTooLarge`]).
+/// totalling over `[render] max_tree_bytes` ([`Error::TreeTooLarge`]). The door holds at most
+/// `max_tree_bytes` of paths and link targets too, and its pass ends by the render's
+/// `[render] timeout` ([`crate::source::door::Bounds`]).
 pub(super) struct Materializer<'a> {
     tree: &'a Tree<'a>,
     scratch: &'a Scratch,
     max_bytes: u64,
-    door: Door<ObjectId>,
+    door: Door<Payload>,
     /// The directories and files added, to skip an input inside one already added.
     inputs: Vec<String>,
 }
 
+/// What a file of the scratch tree holds: a blob of the revision, or bytes gitward itself
+/// put there (a chart dependency's archive).
+enum Payload {
+    Blob(ObjectId),
+    Bytes(Vec<u8>),
+}
+
 impl<'a> Materializer<'a> {
-    /// A materializer of `tree` into `scratch`; `max_bytes` is `[render] max_tree_bytes`.
-    pub fn new(tree: &'a Tree<'a>, scratch: &'a Scratch, max_bytes: u64) -> Self {
-        Self { tree, scratch, max_bytes, door: Door::new(), inputs: Vec::new() }
+    /// A materializer of `tree` into `scratch`; `max_bytes` is `[render] max_tree_bytes`,
+    /// `timeout` the `[render] timeout` the door's pass must end within.
+    pub fn new(tree: &'a Tree<'a>, scratch: &'a Scratch, max_bytes: u64, timeout: std::time::Duration) -> Self {
+        let door = Door::bounded(Bounds { max_bytes, deadline: Some(Deadline::after(timeout)) });
+        Self { tree, scratch, max_bytes, door, inputs: Vec::new() }
     }
 
     /// Adds the directory `id`, found at repository path `rel`, and everything below it. A
@@ -115,7 +126,8 @@ impl<'a> Materializer<'a> {
                     EntryKind::Submodule => continue,
                 };
                 let is_dir = kind == Kind::Dir;
-                let path = self.door.add(&dir, &entry.name, kind, entry.id).map_err(|r| self.refused(r))?;
+                let added = self.door.add(&dir, &entry.name, kind, Payload::Blob(entry.id));
+                let path = added.map_err(|r| self.refused(r))?;
                 if is_dir {
                     pending.push((path, entry.id));
                 }
@@ -134,8 +146,20 @@ impl<'a> Materializer<'a> {
         }
         let parent = rel.rsplit_once('/').map_or("", |(dir, _)| dir);
         self.door.add_dirs(parent).map_err(|r| self.refused(r))?;
-        self.door.add_path(rel, Kind::File { executable: false }, id).map_err(|r| self.refused(r))?;
+        self.door.add_path(rel, Kind::File { executable: false }, Payload::Blob(id)).map_err(|r| self.refused(r))?;
         self.inputs.push(rel.to_owned());
+        Ok(())
+    }
+
+    /// Adds the file `name` holding `bytes` (a chart dependency's archive) in the directory
+    /// `dir`, made when missing: through the door, so a `dir` the revision holds as a link or a
+    /// file, or a `name` it holds already, is refused and nothing is written through a link.
+    ///
+    /// Errors: [`crate::source::Error::Refused`] (through [`Error::Source`]) naming the entry.
+    pub fn extra_file(&mut self, dir: &str, name: &str, bytes: Vec<u8>) -> Result<()> {
+        self.door.add_dirs(dir).map_err(|r| self.refused(r))?;
+        let file = Kind::File { executable: false };
+        self.door.add(dir, name.as_bytes(), file, Payload::Bytes(bytes)).map_err(|r| self.refused(r))?;
         Ok(())
     }
 
@@ -148,8 +172,8 @@ impl<'a> Materializer<'a> {
     pub fn finish(self) -> Result<Vec<String>> {
         if let Err(refusal) = self.door.check_links() {
             let target = match self.door.get(&refusal.path) {
-                Some(Kind::Symlink { target }) => target.clone(),
-                _ => String::new(),
+                Some(Kind::Symlink { target }) if refusal.reason.starts_with(LINK_REFUSED) => target.clone(),
+                _ => return Err(self.refused(refusal)),
             };
             return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path: refusal.path, target });
         }
@@ -158,8 +182,12 @@ impl<'a> Materializer<'a> {
             |rel: &str, e: std::io::Error| Error::Scratch { unit: unit.to_owned(), message: format!("{rel}: {e}") };
         self.door.materialize(
             &self.scratch.repo_path(""),
-            |rel, id| {
-                let content = self.tree.read(rel, *id)?;
+            |rel, payload| {
+                let id = match payload {
+                    Payload::Blob(id) => *id,
+                    Payload::Bytes(bytes) => return Ok(bytes.clone()),
+                };
+                let content = self.tree.read(rel, id)?;
                 bytes += content.len() as u64;
                 if bytes > self.max_bytes {
                     return Err(Error::TreeTooLarge {
@@ -185,8 +213,15 @@ impl<'a> Materializer<'a> {
 
     /// The target of the link `id` at `rel`: refused when absolute, as the common case, with
     /// the message a person knows.
+    ///
+    /// Errors: as [`Materializer::dir`]; a target that is not UTF-8 is refused
+    /// ([`crate::source::door::name`] holds names to UTF-8 too).
     fn link_target(&self, rel: &str, id: ObjectId) -> Result<String> {
-        let target = String::from_utf8_lossy(&self.tree.read(rel, id)?).into_owned();
+        let Ok(target) = String::from_utf8(self.tree.read(rel, id)?) else {
+            let path = crate::source::door::shown(rel);
+            let refusal = Refusal { path, reason: "the symbolic link's target is not UTF-8".into() };
+            return Err(self.refused(refusal));
+        };
         if target.starts_with('/') {
             return Err(Error::SymlinkLeavesTree { unit: self.tree.unit().to_owned(), path: rel.to_owned(), target });
         }

@@ -296,7 +296,8 @@ fn unpack(spec: &ArtifactSpec, layer: &[u8]) -> Result<Vec<File>> {
     use super::door::Kind;
     use super::door::archive::{ArchiveError, read_tar_gz};
     let max_stream = spec.max_bytes.saturating_mul(2).saturating_add(1 << 20);
-    let door = read_tar_gz(layer, max_stream, spec.max_bytes).map_err(|e| {
+    let deadline = Some(super::door::Deadline::after(spec.timeout));
+    let door = read_tar_gz(layer, max_stream, spec.max_bytes, deadline).map_err(|e| {
         let message = match e {
             ArchiveError::FilesTooLarge { path, .. } => {
                 let (unit, limit) = (spec.unit.clone(), spec.max_bytes);

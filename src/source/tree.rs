@@ -129,6 +129,11 @@ impl Walk<'_> {
                 self.skip(path, "name is not valid UTF-8", hides);
                 continue;
             };
+            if name.len() > super::door::name::NAME_MAX {
+                let path = join(dir, &super::door::shown(name));
+                self.skip(path, "name longer than 255 bytes (NAME_MAX): never written", true);
+                continue;
+            }
             self.entry(&entry, join(dir, name))?;
         }
         Ok(())

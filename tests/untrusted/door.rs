@@ -18,14 +18,16 @@ use crate::common::{self, GitRepo, gitward};
 use crate::sources::render::config_text;
 
 /// A git object as the test writes it: any name, any nesting.
-enum Node {
+pub(super) enum Node {
     File(String),
     Link(&'static str),
     Dir(Vec<(String, Node)>),
+    /// An object already written: its mode and id.
+    Written(&'static str, String),
 }
 
 /// `git <args>` in `cwd` with `input` on stdin; its stdout, trimmed.
-fn git_stdin(cwd: &Path, args: &[&str], input: &[u8]) -> String {
+pub(super) fn git_stdin(cwd: &Path, args: &[&str], input: &[u8]) -> String {
     let mut child = Command::new("git")
         .args(args)
         .current_dir(cwd)
@@ -42,11 +44,12 @@ fn git_stdin(cwd: &Path, args: &[&str], input: &[u8]) -> String {
 
 /// Writes `node` into `repo`'s object database as it is (trees with
 /// `hash-object -t tree --literally`, entries in git's order); returns (mode, object id).
-fn write(repo: &GitRepo, node: &Node) -> (&'static str, String) {
+pub(super) fn write(repo: &GitRepo, node: &Node) -> (&'static str, String) {
     let work = repo.work();
     match node {
         Node::File(text) => ("100644", git_stdin(&work, &["hash-object", "-w", "--stdin"], text.as_bytes())),
         Node::Link(target) => ("120000", git_stdin(&work, &["hash-object", "-w", "--stdin"], target.as_bytes())),
+        Node::Written(mode, id) => (mode, id.clone()),
         Node::Dir(entries) => {
             let mut written: Vec<(String, &str, String)> = entries
                 .iter()
@@ -68,7 +71,7 @@ fn write(repo: &GitRepo, node: &Node) -> (&'static str, String) {
 }
 
 /// Commits `root` on top of `main` and pushes it with plain `git push`; returns the commit.
-fn push_crafted(repo: &GitRepo, root: &Node) -> String {
+pub(super) fn push_crafted(repo: &GitRepo, root: &Node) -> String {
     let (_, tree) = write(repo, root);
     let work = repo.work();
     let commit = repo.git(&["commit-tree", &tree, "-p", "HEAD", "-m", "crafted"], &work);
@@ -76,7 +79,7 @@ fn push_crafted(repo: &GitRepo, root: &Node) -> String {
     commit
 }
 
-fn dir(entries: Vec<(&str, Node)>) -> Node {
+pub(super) fn dir(entries: Vec<(&str, Node)>) -> Node {
     Node::Dir(entries.into_iter().map(|(name, node)| (name.to_owned(), node)).collect())
 }
 
@@ -104,7 +107,7 @@ async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
 }
 
 /// Asserts `run` failed with exit 2 naming `entry` as refused.
-fn assert_refused(run: &common::Run, entry: &str) {
+pub(super) fn assert_refused(run: &common::Run, entry: &str) {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     let refusal = run.stderr.lines().find(|l| l.contains("refused")).unwrap_or_else(|| panic!("{}", run.stderr));
     assert!(refusal.contains(entry), "the error names the entry {entry:?}: {refusal}");

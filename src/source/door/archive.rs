@@ -9,7 +9,7 @@
 
 use std::io::Read as _;
 
-use super::{Door, Kind, Refusal};
+use super::{Bounds, Deadline, Door, Kind, Refusal, shown};
 
 /// One tar block: headers and data are padded to it.
 const BLOCK: u64 = 512;
@@ -39,39 +39,47 @@ pub enum ArchiveError {
 
 /// Reads the tar+gzip `bytes` into a door of its entries (each file's payload its bytes, each
 /// link's its target), links checked ([`Door::check_links`]). The tar stream may inflate to at
-/// most `max_stream` bytes and its files may total at most `max_files` bytes. Directory
-/// entries and the tar extension headers (PAX, GNU long names) make no entry of their own.
+/// most `max_stream` bytes and its files may total at most `max_files` bytes; the door holds at
+/// most `max_files` bytes of paths and targets too ([`Bounds::max_bytes`]) and stops at
+/// `deadline`. Directory entries and the tar extension headers (PAX, GNU long names) make no
+/// entry of their own. Every entry's path and every link's target must be UTF-8, as a git
+/// tree's names must be ([`super::name`]): none is decoded lossily.
 ///
 /// Errors: [`ArchiveError::Corrupt`] for a stream that is not a complete tar+gzip;
 /// [`ArchiveError::TooLarge`] and [`ArchiveError::FilesTooLarge`] past the caps;
-/// [`ArchiveError::Entry`] for an entry the door refuses — a refused name or path, a hard
-/// link, a device, a FIFO, any type but file, directory and symbolic link — and for a link
+/// [`ArchiveError::Entry`] for an entry the door refuses — a refused name or path, a path or
+/// target that is not UTF-8, a hard link, a device, a FIFO, any type but file, directory and symbolic link — and for a link
 /// that leaves the archive's root.
-pub fn read_tar_gz(bytes: &[u8], max_stream: u64, max_files: u64) -> Result<Door<Vec<u8>>, ArchiveError> {
+pub fn read_tar_gz(
+    bytes: &[u8],
+    max_stream: u64,
+    max_files: u64,
+    deadline: Option<Deadline>,
+) -> Result<Door<Vec<u8>>, ArchiveError> {
     let mut stream = Vec::new();
     let mut decoder = flate2::read::MultiGzDecoder::new(bytes).take(max_stream.saturating_add(1));
     decoder.read_to_end(&mut stream).map_err(|e| ArchiveError::Corrupt(format!("not a complete gzip stream: {e}")))?;
     if stream.len() as u64 > max_stream {
         return Err(ArchiveError::TooLarge(max_stream));
     }
-    read_tar(&stream, max_files)
+    read_tar(&stream, max_files, deadline)
 }
 
 /// Reads the (inflated) tar `stream` as [`read_tar_gz`] does.
 ///
 /// Errors: as [`read_tar_gz`].
-pub fn read_tar(stream: &[u8], max_files: u64) -> Result<Door<Vec<u8>>, ArchiveError> {
+pub fn read_tar(stream: &[u8], max_files: u64, deadline: Option<Deadline>) -> Result<Door<Vec<u8>>, ArchiveError> {
     let corrupt = |e: std::io::Error| ArchiveError::Corrupt(format!("not a complete tar stream: {e}"));
     let mut archive = tar::Archive::new(stream);
-    let mut door = Door::new();
+    let mut door = Door::bounded(Bounds { max_bytes: max_files, deadline });
     let mut end = 0u64;
     let mut total = 0u64;
     for entry in archive.entries().map_err(corrupt)? {
         let mut entry = entry.map_err(corrupt)?;
-        let raw = String::from_utf8_lossy(&entry.path_bytes()).into_owned();
+        let raw = utf8(&entry.path_bytes(), "path", None)?;
         let size = entry.header().entry_size().map_err(corrupt)?;
         end = end.max(entry.raw_file_position() + size.div_ceil(BLOCK) * BLOCK);
-        let refused = |reason: String| ArchiveError::Entry(Refusal { path: raw.clone(), reason });
+        let refused = |reason: String| ArchiveError::Entry(Refusal { path: shown(&raw), reason });
         use tar::EntryType as T;
         match entry.header().entry_type() {
             T::XGlobalHeader | T::XHeader | T::GNULongName | T::GNULongLink => {}
@@ -81,7 +89,7 @@ pub fn read_tar(stream: &[u8], max_files: u64) -> Result<Door<Vec<u8>>, ArchiveE
             T::Regular | T::Continuous | T::GNUSparse => {
                 total = total.saturating_add(entry.size());
                 if total > max_files {
-                    return Err(ArchiveError::FilesTooLarge { path: raw, limit: max_files });
+                    return Err(ArchiveError::FilesTooLarge { path: shown(&raw), limit: max_files });
                 }
                 let mut bytes = Vec::with_capacity(usize::try_from(entry.size()).unwrap_or(0));
                 entry.read_to_end(&mut bytes).map_err(corrupt)?;
@@ -89,8 +97,10 @@ pub fn read_tar(stream: &[u8], max_files: u64) -> Result<Door<Vec<u8>>, ArchiveE
                 door.add_path(&raw, Kind::File { executable }, bytes)?;
             }
             T::Symlink => {
-                let target = entry.link_name_bytes().map(|t| String::from_utf8_lossy(&t).into_owned());
-                let Some(target) = target else { return Err(refused("a symbolic link with no target".into())) };
+                let Some(target) = entry.link_name_bytes() else {
+                    return Err(refused("a symbolic link with no target".into()));
+                };
+                let target = utf8(&target, "symbolic link's target", Some(&raw))?;
                 door.add_path(&raw, Kind::Symlink { target: target.clone() }, target.into_bytes())?;
             }
             T::Link => return Err(refused("a hard link: only files, directories and symbolic links are taken".into())),
@@ -110,4 +120,18 @@ pub fn read_tar(stream: &[u8], max_files: u64) -> Result<Door<Vec<u8>>, ArchiveE
     }
     door.check_links()?;
     Ok(door)
+}
+
+/// `bytes` (an entry's `what`: its path, or the target of the link at `path`) as text.
+///
+/// Errors: [`ArchiveError::Entry`] naming the entry (lossily printed) when `bytes` are not
+/// UTF-8.
+fn utf8(bytes: &[u8], what: &str, path: Option<&str>) -> Result<String, ArchiveError> {
+    match std::str::from_utf8(bytes) {
+        Ok(text) => Ok(text.to_owned()),
+        Err(_) => {
+            let path = path.map_or_else(|| String::from_utf8_lossy(bytes).into_owned(), str::to_owned);
+            Err(ArchiveError::Entry(Refusal::new(&path, format!("the {what} is not UTF-8"))))
+        }
+    }
 }

@@ -3,14 +3,22 @@
 //! `core.protectNTFS` both on (`is_hfs_dotgit`, `is_ntfs_dotgit` of git's `utf8.c` and
 //! `path.c`), and the symbolic links `git fsck` refuses by name (`.gitmodules`,
 //! `.gitattributes`, `.gitignore`, `.mailmap`, HFS and NTFS spellings included). Stricter than
-//! git in three ways: a name must be UTF-8 (it is written as a path and printed in errors), and
-//! may hold neither a backslash (a separator where Windows reads the path) nor NUL.
+//! git in four ways: a name must be UTF-8 (it is written as a path and printed in errors), may
+//! hold neither a backslash (a separator where Windows reads the path) nor NUL, and may be at
+//! most [`NAME_MAX`] bytes long.
+
+/// The longest name one path component may have, in bytes: Linux's `NAME_MAX`, which no
+/// file system it writes to exceeds; a longer name could never be written.
+pub const NAME_MAX: usize = 255;
 
 /// Why `name` may not be an entry of a tree, or `Ok` with the name as text. `symlink`: the
 /// entry is a symbolic link (git refuses more names for links).
 ///
 /// Errors: a sentence naming the rule (`is "..", which names the parent directory`).
 pub fn check(name: &[u8], symlink: bool) -> Result<&str, String> {
+    if name.len() > NAME_MAX {
+        return Err(format!("is {} bytes long: a name may be at most {NAME_MAX} bytes (NAME_MAX)", name.len()));
+    }
     let Ok(name) = std::str::from_utf8(name) else { return Err("is not UTF-8".into()) };
     match name {
         "" => return Err("is empty".into()),
@@ -104,6 +112,8 @@ mod tests {
             assert!(check(bad.as_bytes(), false).is_err(), "{bad:?} accepted");
         }
         assert!(check(b"\xff\xfe", false).is_err());
+        assert!(check("a".repeat(NAME_MAX + 1).as_bytes(), false).unwrap_err().contains("NAME_MAX"));
+        assert!(check("a".repeat(NAME_MAX).as_bytes(), false).is_ok());
         for link_only in [".gitmodules", ".GITMODULES", ".gitmodules.", "gitmod~1", ".gitattributes", ".mailmap "] {
             assert!(check(link_only.as_bytes(), true).is_err(), "{link_only:?} accepted as a link");
             assert!(check(link_only.as_bytes(), false).is_ok(), "{link_only:?} refused as a file");

@@ -212,7 +212,7 @@ proptest! {
             builder.append(&header, body).unwrap();
         }
         let layer = builder.into_inner().unwrap().finish().unwrap();
-        if let Ok(door) = read_tar_gz(&layer, 1 << 20, 1 << 20) {
+        if let Ok(door) = read_tar_gz(&layer, 1 << 20, 1 << 20, None) {
             prop_assert!(!kinds.contains(&tar::EntryType::Link) && !kinds.contains(&tar::EntryType::Fifo));
             for (path, _, _) in door.entries() {
                 prop_assert!(path.split('/').all(|c| name::check(c.as_bytes(), false).is_ok()), "{}", path);
@@ -352,14 +352,14 @@ fn archives_cut_or_corrupt_are_refused() {
     header.set_cksum();
     builder.append(&header, &b"name:"[..]).unwrap();
     let whole = builder.into_inner().unwrap().finish().unwrap();
-    assert!(read_tar_gz(&whole, 1 << 20, 1 << 20).is_ok());
+    assert!(read_tar_gz(&whole, 1 << 20, 1 << 20, None).is_ok());
     for cut in 1..whole.len() {
-        assert!(read_tar_gz(&whole[..cut], 1 << 20, 1 << 20).is_err(), "cut at {cut} accepted");
+        assert!(read_tar_gz(&whole[..cut], 1 << 20, 1 << 20, None).is_err(), "cut at {cut} accepted");
     }
     let mut flipped = whole.clone();
     let at = flipped.len() - 6;
     flipped[at] ^= 0xff;
-    assert!(read_tar_gz(&flipped, 1 << 20, 1 << 20).is_err(), "a bad CRC is accepted");
+    assert!(read_tar_gz(&flipped, 1 << 20, 1 << 20, None).is_err(), "a bad CRC is accepted");
 }
 
 #[test]
@@ -371,4 +371,173 @@ fn the_git_oracle_refuses_what_git_refuses_and_takes_the_rest() {
         }
         assert!(!git.takes(".gitmodules", true), "git takes a link named .gitmodules");
     });
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    /// The door's resolution of every link agrees with the kernel's on the tree written: the
+    /// same path when the door takes the link, none when it refuses it.
+    #[test]
+    fn links_resolve_as_the_kernel_resolves_them_once_written(entries in prop::collection::vec((0usize..8, entry_name(), gen_kind()), 0..24)) {
+        let mut door = Door::new();
+        let mut dirs = vec![String::new()];
+        let mut links = Vec::new();
+        for (dir, name, kind) in entries {
+            let dir = dirs[dir % dirs.len()].clone();
+            let (is_dir, target) = match &kind {
+                Gen::Dir => (true, None),
+                Gen::File => (false, None),
+                Gen::Link(target) => (false, Some(target.clone())),
+            };
+            let kind = match kind {
+                Gen::Dir => Kind::Dir,
+                Gen::File => Kind::File { executable: false },
+                Gen::Link(target) => Kind::Symlink { target },
+            };
+            if let Ok(path) = door.add(&dir, name.as_bytes(), kind, ()) {
+                if is_dir {
+                    dirs.push(path);
+                } else if let Some(target) = target {
+                    links.push((dir, target));
+                }
+            }
+        }
+        let place = Place::new();
+        write(&door, &place.root);
+        for (dir, target) in links {
+            let by_door = door.resolve(&dir, &target).ok().map(|p| if p.is_empty() { place.root.clone() } else { place.root.join(p) });
+            let by_kernel = physical(&place.root, &place.root.join(&dir), Path::new(&target));
+            prop_assert_eq!(by_door, by_kernel, "{:?} from {:?}", target, dir);
+        }
+    }
+}
+
+#[test]
+fn a_link_target_of_4_mib_is_refused_when_added_and_shown_cut() {
+    let started = std::time::Instant::now();
+    let mut door: Door<()> = Door::new();
+    door.add("", b"app", Kind::Dir, ()).unwrap();
+    let target = "a/".repeat(2 << 20);
+    let refusal = door.add("app", b"l", Kind::Symlink { target }, ()).unwrap_err();
+    assert_eq!(refusal.path, "app/l");
+    assert!(refusal.reason.contains("PATH_MAX"), "{refusal}");
+    assert!(refusal.to_string().len() < 400, "the target is shown cut: {} bytes", refusal.to_string().len());
+    let longest = "a/".repeat((super::PATH_MAX - 1) / 2) + "b";
+    assert_eq!(longest.len(), super::PATH_MAX - 1);
+    door.add("app", b"m", Kind::Symlink { target: longest }, ()).unwrap();
+    door.check_links().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_name_over_name_max_is_refused_before_anything_below_it() {
+    let mut door: Door<()> = Door::new();
+    let name = "n".repeat(60_000);
+    let refusal = door.add("", name.as_bytes(), Kind::Dir, ()).unwrap_err();
+    assert!(refusal.reason.contains("NAME_MAX") && refusal.reason.contains("60000"), "{refusal}");
+    assert!(refusal.path.len() < 300 && refusal.path.ends_with("(60000 bytes)"), "{}", refusal.path);
+    assert!(door.add_path(&format!("{name}/x"), Kind::File { executable: false }, ()).is_err());
+    assert_eq!(door.entries().count(), 0);
+    // A path under PATH_MAX made of names under NAME_MAX, then one more name past it.
+    let part = "p".repeat(250);
+    let mut dir = String::new();
+    while dir.len() + 251 < super::PATH_MAX {
+        dir = door.add(&dir, part.as_bytes(), Kind::Dir, ()).unwrap();
+    }
+    let long = door.add(&dir, part.as_bytes(), Kind::Dir, ()).unwrap_err();
+    assert!(long.reason.contains("the path is"), "{long}");
+}
+
+#[test]
+fn the_paths_and_targets_held_are_capped() {
+    let bounds = super::Bounds { max_bytes: 64 * 1024, deadline: None };
+    let mut door: Door<()> = Door::bounded(bounds);
+    let mut added = 0u64;
+    let refusal = loop {
+        match door.add("", format!("{added:0>200}").as_bytes(), Kind::File { executable: false }, ()) {
+            Ok(_) => added += 1,
+            Err(refusal) => break refusal,
+        }
+    };
+    assert!(refusal.reason.contains("max_tree_bytes"), "{refusal}");
+    let each = 400 + super::ENTRY_COST;
+    assert_eq!(added, 64 * 1024 / each, "entries of {each} bytes each within 64 KiB");
+}
+
+#[test]
+fn a_long_chain_of_links_resolves_in_linear_time() {
+    // 40 links, each through 800 names and back: 64,000 components in all. The walk reads each
+    // once; joining the whole path at each component (the walk before) took quadratic time.
+    let started = std::time::Instant::now();
+    let mut door: Door<()> = Door::new();
+    door.add("", b"d", Kind::Dir, ()).unwrap();
+    for i in 0..super::MAX_LINKS {
+        let target = format!("{}{}l{}", "a/".repeat(800), "../".repeat(800), i + 1);
+        door.add("d", format!("l{i}").as_bytes(), Kind::Symlink { target }, ()).unwrap();
+    }
+    door.add("d", format!("l{}", super::MAX_LINKS).as_bytes(), Kind::File { executable: false }, ()).unwrap();
+    assert_eq!(door.resolve("d", "l0").as_deref(), Ok("d/l40"));
+    assert!(door.resolve("d", "l0/x/../..").is_ok());
+    door.check_links().unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
+}
+
+#[test]
+fn a_pass_past_its_deadline_is_refused() {
+    let deadline = super::Deadline::after(std::time::Duration::ZERO);
+    let mut door: Door<()> = Door::bounded(super::Bounds { deadline: Some(deadline), ..super::Bounds::default() });
+    door.add("", b"l", Kind::Symlink { target: "a/".repeat(2000) }, ()).unwrap();
+    let refusal = door.check_links().unwrap_err();
+    assert_eq!(refusal.path, "l");
+    assert!(
+        refusal.reason.starts_with("resolving it passed its deadline") && refusal.reason.contains("[render] timeout"),
+        "{refusal}"
+    );
+    let adding = (0..2000).find_map(|i| door.add("", format!("f{i}").as_bytes(), Kind::Dir, ()).err());
+    assert!(adding.is_some_and(|r| r.reason.contains("[render] timeout")), "adding stops at the deadline too");
+}
+
+#[test]
+fn archive_paths_and_link_targets_must_be_utf8() {
+    let archive = |name: &[u8], kind: tar::EntryType, link: &[u8]| {
+        let mut builder = tar::Builder::new(flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast()));
+        let mut header = tar::Header::new_gnu();
+        header.as_gnu_mut().unwrap().name[..name.len()].copy_from_slice(name);
+        header.as_gnu_mut().unwrap().linkname[..link.len()].copy_from_slice(link);
+        header.set_entry_type(kind);
+        header.set_size(0);
+        header.set_cksum();
+        builder.append(&header, &b""[..]).unwrap();
+        builder.into_inner().unwrap().finish().unwrap()
+    };
+    let bad_name = read_tar_gz(&archive(b"app/\xffx.yaml", tar::EntryType::Regular, b""), 1 << 20, 1 << 20, None);
+    let error = bad_name.unwrap_err().to_string();
+    assert!(error.contains("app/\u{fffd}x.yaml") && error.contains("path is not UTF-8"), "{error}");
+    let bad_target = read_tar_gz(&archive(b"app/l", tar::EntryType::Symlink, b"\xfe.yaml"), 1 << 20, 1 << 20, None);
+    let error = bad_target.unwrap_err().to_string();
+    assert!(error.contains("app/l") && error.contains("target is not UTF-8"), "{error}");
+    assert!(
+        read_tar_gz(&archive("app/ü.yaml".as_bytes(), tar::EntryType::Regular, b""), 1 << 20, 1 << 20, None).is_ok()
+    );
+}
+
+#[test]
+fn many_links_into_one_long_chain_are_refused_past_the_budget() {
+    // 40 links of 1,600 components each, and 2,000 links into its start: 128 million
+    // components if each were walked; the check stops at its budget of 1 MiB.
+    let bounds = super::Bounds { max_bytes: 1 << 20, deadline: None };
+    let mut door: Door<()> = Door::bounded(bounds);
+    door.add("", b"d", Kind::Dir, ()).unwrap();
+    for i in 0..super::MAX_LINKS {
+        let target = format!("{}{}c{}", "a/".repeat(800), "../".repeat(800), i + 1);
+        door.add("d", format!("c{i}").as_bytes(), Kind::Symlink { target }, ()).unwrap();
+    }
+    for i in 0..2000 {
+        door.add("d", format!("x{i}").as_bytes(), Kind::Symlink { target: "c0".into() }, ()).unwrap();
+    }
+    let started = std::time::Instant::now();
+    let refusal = door.check_links().unwrap_err();
+    assert!(refusal.reason.contains("max_tree_bytes"), "{refusal}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(10), "{:?}", started.elapsed());
 }
