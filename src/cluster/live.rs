@@ -1,5 +1,7 @@
 //! Live metadata: what the cache, the apply and the prune keep of one live member.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
 use super::inventory::{DESIRED_HASH, PRUNE, PRUNE_CASCADE, PRUNE_DISABLED};
 
 /// What the cache holds of one live member: metadata only (DESIGN.md decision 1).
@@ -60,18 +62,46 @@ pub fn live_meta_of(meta: &kube::core::ObjectMeta, manager: &str) -> LiveMeta {
 /// fields `manager` does not own leaves it as it was (KEP-555; apiserver
 /// `managedfields/internal/managedfieldsupdater.go`). `None` without such an entry.
 pub fn own_apply(meta: &kube::core::ObjectMeta, manager: &str) -> Option<u64> {
-    use std::hash::{Hash, Hasher};
     let entry = meta.managed_fields.as_ref()?.iter().find(|e| {
         e.manager.as_deref() == Some(manager)
             && e.operation.as_deref() == Some("Apply")
             && e.subresource.as_deref().unwrap_or_default().is_empty()
     })?;
+    Some(fingerprint(entry))
+}
+
+/// The key under which [`compact_apply_entry`] keeps an entry's fingerprint in place of its
+/// field set. FieldsV1 keys are `f:`, `k:`, `v:`, `i:` or `.`, so the API server never sends it.
+const FINGERPRINT: &str = "gitward.dev/fingerprint";
+
+/// The fingerprint [`own_apply`] gives of one `managedFields` entry: a hash of its apiVersion,
+/// time and field set, or the one a [`compact_apply_entry`] kept.
+fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let kept = entry.fields_v1.as_ref().and_then(|f| f.0.get(FINGERPRINT)).and_then(serde_json::Value::as_u64);
+    if let Some(kept) = kept {
+        return kept;
+    }
     // SipHash with fixed keys: the same entry gives the same value in every process.
     let mut hasher = std::hash::DefaultHasher::new();
     entry.api_version.hash(&mut hasher);
     entry.time.as_ref().map(|t| t.0.as_millisecond()).hash(&mut hasher);
     entry.fields_v1.as_ref().map(|f| f.0.to_string()).hash(&mut hasher);
-    Some(hasher.finish())
+    hasher.finish()
+}
+
+/// `entry` with its field set replaced by its fingerprint: what a shared watch keeps of an
+/// object no subscriber holds (`feed::kept`). [`own_apply`] of it is that of `entry`; its
+/// field set is gone, so nothing else may read it.
+pub fn compact_apply_entry(entry: &ManagedFieldsEntry) -> ManagedFieldsEntry {
+    let fields = serde_json::json!({ FINGERPRINT: fingerprint(entry) });
+    ManagedFieldsEntry {
+        manager: entry.manager.clone(),
+        operation: entry.operation.clone(),
+        subresource: entry.subresource.clone(),
+        fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(fields)),
+        ..ManagedFieldsEntry::default()
+    }
 }
 
 #[cfg(test)]

@@ -37,6 +37,7 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 
 mod join;
+mod kept;
 mod names;
 
 use join::join;
@@ -454,7 +455,7 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
                     }
                 }
                 if !listed && let Some(unclaimed) = state.unclaimed.as_mut() {
-                    note(&mut unclaimed.listing, value.to_owned(), object, false);
+                    note(&mut unclaimed.listing, value.to_owned(), kept::kept(object, label), false);
                 }
             }
             Ok(Event::InitDone) => {
@@ -522,7 +523,7 @@ fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, deleted: bool
     }
     let Some(ids) = by_value.get(value) else {
         if let Some(unclaimed) = unclaimed.as_mut().filter(|u| !u.lost.contains(value)) {
-            note(&mut unclaimed.kept, value.to_owned(), object, deleted);
+            note(&mut unclaimed.kept, value.to_owned(), kept::kept(object, label), deleted);
         }
         return;
     };
