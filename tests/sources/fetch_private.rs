@@ -65,7 +65,7 @@ async fn a_token_realm_in_a_private_network_is_refused_before_it_is_asked() {
     let realms = [
         ("http://10.0.0.7/token", "private (RFC 1918)"),
         ("https://auth.registry.svc.cluster.local/token", "cluster-internal"),
-        ("http://[fd00::7]:5001/token", "unique local IPv6"),
+        ("http://[fd00::7]:5001/token", "unique local IPv6 (fc00::/7)"),
     ];
     for (case, (realm, kind)) in realms.into_iter().enumerate() {
         let challenge = format!("Bearer realm=\"{realm}\",service=\"fake\",scope=\"repository:x/app:pull\"");
