@@ -1,6 +1,6 @@
 //! `[render] chart_repositories`: the chart repositories and registries gitward itself may
-//! fetch from ([`ChartRepositories`]), and the addresses it never reaches unless one is listed
-//! ([`restricted_host`], [`restricted_ip`]).
+//! fetch from ([`ChartRepositories`]); the addresses it never reaches unless one is listed are
+//! classified in `address` ([`restricted_host`], [`super::refused_resolution`]).
 //!
 //! A URL is read as (scheme, host, port, path) ([`Location`]) with the `url` crate (WHATWG
 //! URL: a host is lower-cased, an IPv4 address in any spelling — `0x7f.1`, `2130706433` — is
@@ -11,10 +11,12 @@
 //!
 //! Loopback (`127.0.0.0/8`, `::1`, `localhost`), unspecified (`0.0.0.0`, `::`), link-local
 //! (`169.254.0.0/16`, `fe80::/10`) and cloud metadata addresses (`169.254.169.254`,
-//! `fd00:ec2::254`, `100.100.100.200`, `metadata.google.internal`) are refused unless an entry
-//! names that very host and port; a unit's own `repo_url` does not make them allowed.
+//! `fd00:ec2::254`, `100.100.100.200`, `metadata.google.internal`), private networks (RFC 1918,
+//! CGNAT `100.64.0.0/10`, IPv6 `fc00::/7`) and cluster-internal names (one label, `*.svc`,
+//! `*.cluster.local`, …) are refused unless an entry names that very host and port; a unit's
+//! own `repo_url` does not make them allowed.
 
-use std::net::IpAddr;
+use super::address::restricted_host;
 
 /// A URL as an allow-list compares it: scheme, host, port, path without a trailing `/`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,7 +144,7 @@ impl ChartRepositories {
     }
 
     /// Whether an entry names `host` (as [`Location::host`] reads it): a host name listed may
-    /// resolve to an address of [`restricted_ip`].
+    /// resolve to an address of a private network ([`super::refused_resolution`]).
     pub fn lists_host(&self, host: &str) -> bool {
         let host = host.trim_end_matches('.').to_ascii_lowercase();
         self.entries.iter().any(|e| e.host == host)
@@ -169,73 +171,6 @@ pub fn artifact_repository(url: &str) -> String {
     let path = path.split_once('@').map_or(path, |(repository, _)| repository);
     let path = path.rsplit_once(':').filter(|(_, tag)| !tag.contains('/')).map_or(path, |(repository, _)| repository);
     format!("{head}://{authority}/{path}")
-}
-
-/// What kind of address gitward does not reach unless it is listed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Restricted {
-    /// `127.0.0.0/8`, `::1`, `localhost` and `*.localhost` (RFC 6761).
-    Loopback,
-    /// `0.0.0.0` and `::`, which Linux connects to the host itself.
-    Unspecified,
-    /// `169.254.0.0/16` and `fe80::/10` (RFC 3927, RFC 4291).
-    LinkLocal,
-    /// A cloud provider's instance metadata service: `169.254.169.254` (AWS, GCP, Azure…),
-    /// `fd00:ec2::254` (AWS IPv6), `100.100.100.200` (Alibaba), `metadata.google.internal`.
-    Metadata,
-}
-
-impl std::fmt::Display for Restricted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Restricted::Loopback => "loopback",
-            Restricted::Unspecified => "unspecified (0.0.0.0/::)",
-            Restricted::LinkLocal => "link-local",
-            Restricted::Metadata => "cloud metadata",
-        })
-    }
-}
-
-/// The kind of `host` (a name or an address as [`Location::host`] reads it), `None` for an
-/// ordinary host. A name is judged by what it says only; what it resolves to is judged at
-/// connect time ([`restricted_ip`]).
-pub fn restricted_host(host: &str) -> Option<Restricted> {
-    let host = host.trim_end_matches('.').trim_start_matches('[').trim_end_matches(']').to_ascii_lowercase();
-    if let Ok(ip) = host.parse::<IpAddr>() {
-        return restricted_ip(ip);
-    }
-    match host.as_str() {
-        "localhost" => Some(Restricted::Loopback),
-        h if h.ends_with(".localhost") => Some(Restricted::Loopback),
-        "metadata.google.internal" | "metadata" => Some(Restricted::Metadata),
-        _ => None,
-    }
-}
-
-/// The kind of `ip`, `None` for an ordinary address. An IPv4-mapped IPv6 address
-/// (`::ffff:127.0.0.1`) is judged as the IPv4 address it maps.
-pub fn restricted_ip(ip: IpAddr) -> Option<Restricted> {
-    match ip {
-        IpAddr::V4(v4) => match v4.octets() {
-            [169, 254, 169, 254] | [100, 100, 100, 200] => Some(Restricted::Metadata),
-            _ if v4.is_loopback() => Some(Restricted::Loopback),
-            _ if v4.is_unspecified() => Some(Restricted::Unspecified),
-            _ if v4.is_link_local() => Some(Restricted::LinkLocal),
-            _ => None,
-        },
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return restricted_ip(IpAddr::V4(v4));
-            }
-            match v6.segments() {
-                [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254] => Some(Restricted::Metadata),
-                [first, ..] if first & 0xffc0 == 0xfe80 => Some(Restricted::LinkLocal),
-                _ if v6.is_loopback() => Some(Restricted::Loopback),
-                _ if v6.is_unspecified() => Some(Restricted::Unspecified),
-                _ => None,
-            }
-        }
-    }
 }
 
 #[cfg(test)]
@@ -303,11 +238,27 @@ mod tests {
     }
 
     #[test]
-    fn ordinary_addresses_are_not_restricted() {
-        for host in ["10.0.0.1", "charts.example.com", "2001:db8::1", "[2001:db8::1]"] {
-            assert_eq!(restricted_host(host), None, "{host}");
+    fn private_and_cluster_internal_hosts_need_an_exact_entry_even_as_the_own_repository() {
+        let none = ChartRepositories::default();
+        for url in [
+            "https://10.0.0.5/charts",
+            "https://172.20.1.1:8443/",
+            "http://192.168.0.10/",
+            "http://100.64.3.4/",
+            "http://[fd12::1]/",
+            "http://[::ffff:10.0.0.5]/",
+            "http://167772165/",
+            "http://chartmuseum/",
+            "http://chartmuseum.tools.svc:8080/",
+            "http://chartmuseum.tools.svc.cluster.local:8080/",
+            "oci://registry.internal/charts",
+        ] {
+            let error = none.allows(Some(url), url).unwrap_err();
+            assert!(error.contains("address: refused unless"), "{url}: {error}");
         }
-        assert_eq!(restricted_host("169.254.1.1"), Some(Restricted::LinkLocal));
-        assert_eq!(restricted_host("a.localhost."), Some(Restricted::Loopback));
+        let listed = ChartRepositories::parse(["http://chartmuseum.tools.svc:8080"]).unwrap();
+        assert!(listed.allows(None, "http://chartmuseum.tools.svc:8080/index.yaml").is_ok());
+        assert!(listed.allows(None, "http://chartmuseum.tools.svc:6379/").is_err(), "another port");
+        assert!(none.allows(Some("https://charts.example.com"), "https://charts.example.com/a.tgz").is_ok());
     }
 }

@@ -150,7 +150,7 @@ mod tests {
         assert!(err.contains("sync[0].helm.chart: needs `repo_url`"), "{err}");
         let err = parse("[[sync]]\nname = \"cm\"\n").unwrap_err().to_string();
         assert!(err.contains("sync[0].repo"), "{err}");
-        let both = "[[sync]]\nname = \"cm\"\nrepo = \"https://g/x.git\"\n[sync.helm]\nrepo_url = \"oci://r/c\"\n\
+        let both = "[[sync]]\nname = \"cm\"\nrepo = \"https://g/x.git\"\n[sync.helm]\nrepo_url = \"oci://r.example/c\"\n\
                     chart = \"c\"\nvalues_files = [\"values/prod.yaml\"]\n";
         let unit = parse(both).unwrap().units[0].clone();
         assert_eq!(

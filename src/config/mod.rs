@@ -16,10 +16,12 @@
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
 //! `daemon`, `render`, `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
 //! expansion into units), `notify` (`[[notify]]`), `depends` (`depends_on`: names,
-//! expressions and cycles checked) —
+//! expressions and cycles checked), `allow` (`[render] chart_repositories`), `address` (the
+//! addresses gitward reaches only when listed: private, loopback, metadata…) —
 //! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
+mod address;
 mod allow;
 mod chart;
 mod cluster;
@@ -47,7 +49,8 @@ mod unit;
 mod unread;
 mod verify;
 
-pub use allow::{ChartRepositories, Location, Restricted, artifact_repository, restricted_host, restricted_ip};
+pub use address::{Restricted, refused_resolution, restricted_host, restricted_ip};
+pub use allow::{ChartRepositories, Location, artifact_repository};
 pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};

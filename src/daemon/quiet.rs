@@ -115,7 +115,7 @@ impl Quiet {
         let Some(Touch { touched: false, to }) = self.repo.push_touches(Some(&from), trigger.at).await else {
             return false;
         };
-        if from == to && !trigger.kind.needs_new_revision() {
+        if from == to && !trigger.needs_new_revision() {
             return false;
         }
         if !self.state().leave(&from, &to) {

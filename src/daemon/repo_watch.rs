@@ -62,7 +62,7 @@ pub fn watch(repo: &Path, unit: TriggerSender) -> notify::Result<RepoWatch> {
     let task = tokio::spawn(async move {
         while let Some(at) = rx.recv().await {
             // While a sync is queued this push is merged into it (its time kept).
-            let _ = unit.offer(Trigger { kind: TriggerKind::Push, at });
+            let _ = unit.offer(Trigger::new(TriggerKind::Push, at));
         }
     });
     Ok(RepoWatch { _watcher: watcher, task })

@@ -1,5 +1,21 @@
 //! Why a unit syncs: the [`Trigger`] sent to a unit's task, and the per-unit [`Status`] that
 //! `/readyz`, `/metrics` and sd_notify read.
+//!
+//! A unit keeps one queued trigger; one offered while another is queued is merged into it
+//! ([`Trigger::merge`]), and the merge loses nothing that either asked for:
+//! - **Its kind is the more urgent one** ([`TriggerKind::urgency`]), most urgent first:
+//!   webhook, push (they take the push lane and are fetched at once), reconcile (an explicit
+//!   request, answered on the unit's parent), reload (the config may have changed), variables
+//!   and resume (the `from` objects may have changed), startup, retry, drift, resync, poll. A
+//!   push merged into a queued poll keeps its lane; a reload merged into a queued poll still
+//!   cancels a health wait.
+//! - **It syncs even the revision last applied when any merged trigger would**
+//!   ([`Trigger::needs_new_revision`]): a change of variables merged into a queued push or
+//!   poll re-reads the `from` objects even when git did not move, where it would otherwise be
+//!   dropped as `no new revision`. A push that leaves the unit's path alone is answered
+//!   without a sync only when every merged trigger means "git may have moved" and nothing else
+//!   ([`Trigger::git_only`]).
+//! - **Its instant is the later one**, so its fetch begins after the newer push.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -30,6 +46,10 @@ pub enum TriggerKind {
     Variables,
     /// `gitward reconcile`: a new `gitward.dev/requested-at` on the unit's ApplySet parent.
     Reconcile,
+    /// `gitward resume` (or `suspend = false`): the trigger kept while the unit was suspended
+    /// runs with this merged into it, so the revision last applied is synced again with what
+    /// its `from` objects hold now.
+    Resume,
 }
 
 impl TriggerKind {
@@ -46,7 +66,33 @@ impl TriggerKind {
             TriggerKind::Retry => "retry",
             TriggerKind::Variables => "variables",
             TriggerKind::Reconcile => "reconcile",
+            TriggerKind::Resume => "resume",
         }
+    }
+
+    /// How urgent a trigger of this kind is, higher first ([module docs](self)): a merged
+    /// trigger takes the kind of the more urgent one. Webhook 10, push 9 (both take the push
+    /// lane), reconcile 8, reload 7, variables 6, resume 5, startup 4, retry 3, drift 2,
+    /// resync 1, poll 0; no two kinds are equal, so the kind kept does not depend on the order.
+    pub fn urgency(self) -> u8 {
+        match self {
+            TriggerKind::Webhook => 10,
+            TriggerKind::Push => 9,
+            TriggerKind::Reconcile => 8,
+            TriggerKind::Reload => 7,
+            TriggerKind::Variables => 6,
+            TriggerKind::Resume => 5,
+            TriggerKind::Startup => 4,
+            TriggerKind::Retry => 3,
+            TriggerKind::Drift => 2,
+            TriggerKind::Resync => 1,
+            TriggerKind::Poll => 0,
+        }
+    }
+
+    /// This kind's bit in [`Trigger`]'s set of merged kinds.
+    fn bit(self) -> u16 {
+        1 << (self as u16)
     }
 
     /// True for the triggers that only mean "git may have moved" (poll, and the ref watch of a
@@ -57,6 +103,13 @@ impl TriggerKind {
     pub fn needs_new_revision(self) -> bool {
         matches!(self, TriggerKind::Poll | TriggerKind::Push)
     }
+
+    /// True for the triggers that say only that git may have moved (poll, push, webhook): a
+    /// push that leaves the unit's path alone answers them without a sync. Every other kind
+    /// asks for a sync whatever git did (a reload, a change of variables, a resume…).
+    pub fn git_only(self) -> bool {
+        matches!(self, TriggerKind::Poll | TriggerKind::Push | TriggerKind::Webhook)
+    }
 }
 
 impl fmt::Display for TriggerKind {
@@ -65,13 +118,17 @@ impl fmt::Display for TriggerKind {
     }
 }
 
-/// A request to sync one unit.
+/// A request to sync one unit, possibly several merged into one ([module docs](self)).
 #[derive(Debug, Clone)]
 pub struct Trigger {
-    /// What asked.
+    /// What asked: the most urgent of the kinds merged ([`TriggerKind::urgency`]). Says whether
+    /// the sync takes the push lane, and names it in logs and metrics.
     pub kind: TriggerKind,
-    /// When, for the `trigger_to_applied_ms` log field.
+    /// When, for the `trigger_to_applied_ms` log field: the latest of those merged.
     pub at: Instant,
+    /// Every kind merged into this trigger, `kind` included, one bit each
+    /// ([`TriggerKind::bit`]): what the sync must do is the union of what each asked.
+    merged: u16,
 }
 
 impl From<&Trigger> for crate::sync::Cause {
@@ -81,16 +138,70 @@ impl From<&Trigger> for crate::sync::Cause {
 }
 
 impl Trigger {
+    /// A trigger of `kind` at `at`.
+    pub fn new(kind: TriggerKind, at: Instant) -> Self {
+        Self { kind, at, merged: kind.bit() }
+    }
+
     /// A trigger of `kind`, now.
     pub fn now(kind: TriggerKind) -> Self {
-        Self { kind, at: Instant::now() }
+        Self::new(kind, Instant::now())
+    }
+
+    /// Merges `other` into this trigger: the more urgent kind, the later instant, the union of
+    /// the kinds merged ([module docs](self)).
+    pub fn merge(&mut self, other: Trigger) {
+        if other.kind.urgency() > self.kind.urgency() {
+            self.kind = other.kind;
+        }
+        self.at = self.at.max(other.at);
+        self.merged |= other.merged;
+    }
+
+    /// Whether a trigger of `kind` was merged into this one (or is it).
+    pub fn includes(&self, kind: TriggerKind) -> bool {
+        self.merged & kind.bit() != 0
+    }
+
+    /// True when every kind merged only asks for a new revision
+    /// ([`TriggerKind::needs_new_revision`]): the sync is skipped when the fetch finds the
+    /// revision last applied.
+    pub fn needs_new_revision(&self) -> bool {
+        self.kinds().all(TriggerKind::needs_new_revision)
+    }
+
+    /// True when every kind merged says only that git may have moved
+    /// ([`TriggerKind::git_only`]).
+    pub fn git_only(&self) -> bool {
+        self.kinds().all(TriggerKind::git_only)
+    }
+
+    /// The kinds merged.
+    fn kinds(&self) -> impl Iterator<Item = TriggerKind> + '_ {
+        ALL_KINDS.into_iter().filter(|k| self.includes(*k))
     }
 }
 
+/// Every [`TriggerKind`].
+const ALL_KINDS: [TriggerKind; 11] = [
+    TriggerKind::Startup,
+    TriggerKind::Poll,
+    TriggerKind::Push,
+    TriggerKind::Webhook,
+    TriggerKind::Drift,
+    TriggerKind::Resync,
+    TriggerKind::Reload,
+    TriggerKind::Retry,
+    TriggerKind::Variables,
+    TriggerKind::Reconcile,
+    TriggerKind::Resume,
+];
+
 /// A unit's trigger channel: capacity 1, so one sync is queued at most. A trigger offered while
-/// one is queued is merged into it rather than dropped: the queued one is received with the
-/// later of the two times, so that its fetch ([`crate::sync::repo::Repo::fetch_since`]) is one
-/// that began after the newer push, not one that began between the two and missed it.
+/// one is queued is merged into it rather than dropped ([`Trigger::merge`]): the queued one is
+/// received with the more urgent kind, what each asked for, and the later of the two times, so
+/// that its fetch ([`crate::sync::repo::Repo::fetch_since`]) is one that began after the newer
+/// push, not one that began between the two and missed it.
 ///
 /// One slot under a lock and a [`tokio::sync::Notify`] (about 100 bytes a unit): a tokio
 /// `mpsc` channel allocates a block of 32 slots even at capacity 1, 1.3 KiB a unit of the
@@ -113,7 +224,7 @@ struct Slot {
 
 #[derive(Debug)]
 struct SlotState {
-    /// The queued trigger, with the newest time of those merged into it.
+    /// The queued trigger, with everything merged into it.
     queued: Option<Trigger>,
     /// Senders alive: the receiver gets `None` once there are none and nothing is queued.
     senders: usize,
@@ -156,8 +267,8 @@ impl Drop for TriggerSender {
 pub struct Closed;
 
 impl TriggerSender {
-    /// Queues `trigger`, or merges it into the one already queued (its kind stays; the later
-    /// time is kept, see [`channel`]). Never waits.
+    /// Queues `trigger`, or merges it into the one already queued ([`Trigger::merge`]). Never
+    /// waits.
     ///
     /// Errors: [`Closed`] when the unit's task has ended.
     pub fn offer(&self, trigger: Trigger) -> Result<(), Closed> {
@@ -167,7 +278,7 @@ impl TriggerSender {
                 return Err(Closed);
             }
             match &mut state.queued {
-                Some(queued) => queued.at = queued.at.max(trigger.at),
+                Some(queued) => queued.merge(trigger),
                 None => state.queued = Some(trigger),
             }
         }
@@ -313,23 +424,97 @@ mod tests {
     use std::time::Duration;
 
     #[tokio::test]
-    async fn a_trigger_offered_while_one_is_queued_lends_it_its_later_time() {
+    async fn a_trigger_offered_while_one_is_queued_is_merged_into_it() {
         let (tx, mut rx) = channel();
         let first = Instant::now();
         let later = first + Duration::from_secs(5);
-        tx.offer(Trigger { kind: TriggerKind::Push, at: first }).unwrap();
-        tx.offer(Trigger { kind: TriggerKind::Webhook, at: later }).unwrap();
-        tx.offer(Trigger { kind: TriggerKind::Push, at: first + Duration::from_secs(1) }).unwrap();
+        tx.offer(Trigger::new(TriggerKind::Poll, first)).unwrap();
+        tx.offer(Trigger::new(TriggerKind::Webhook, later)).unwrap();
+        tx.offer(Trigger::new(TriggerKind::Push, first + Duration::from_secs(1))).unwrap();
         let got = rx.recv().await.unwrap();
-        // The queued trigger's kind, the newest time of the three.
-        assert_eq!((got.kind, got.at), (TriggerKind::Push, later));
+        // The most urgent kind, the newest time of the three.
+        assert_eq!((got.kind, got.at), (TriggerKind::Webhook, later));
+        assert!(got.includes(TriggerKind::Poll) && got.includes(TriggerKind::Push));
         assert!(rx.try_recv().is_none(), "merged, not queued");
         // The merged time was taken with it: the next trigger keeps its own.
-        tx.offer(Trigger { kind: TriggerKind::Reload, at: first }).unwrap();
+        tx.offer(Trigger::new(TriggerKind::Reload, first)).unwrap();
         let next = rx.recv().await.unwrap();
         assert_eq!((next.kind, next.at), (TriggerKind::Reload, first));
+        assert!(!next.includes(TriggerKind::Webhook), "nothing of the trigger taken before");
         drop(rx);
         assert_eq!(tx.offer(Trigger::now(TriggerKind::Push)), Err(Closed));
+    }
+
+    /// The kinds in `kinds` merged in that order.
+    fn merged(kinds: &[TriggerKind]) -> Trigger {
+        let base = Instant::now();
+        let mut iter = kinds.iter().enumerate().map(|(i, k)| Trigger::new(*k, base + Duration::from_millis(i as u64)));
+        let mut trigger = iter.next().expect("one kind");
+        iter.for_each(|t| trigger.merge(t));
+        trigger
+    }
+
+    #[test]
+    fn a_merged_trigger_keeps_the_more_urgent_kind_whatever_the_order() {
+        use TriggerKind::*;
+        let rows: &[(&[TriggerKind], TriggerKind)] = &[
+            (&[Poll, Push], Push),
+            (&[Push, Poll], Push),
+            (&[Poll, Webhook], Webhook),
+            (&[Push, Webhook], Webhook),
+            (&[Poll, Variables], Variables),
+            (&[Resync, Variables], Variables),
+            (&[Poll, Reload], Reload),
+            (&[Resync, Reload], Reload),
+            (&[Variables, Reload], Reload),
+            (&[Push, Variables], Push),
+            (&[Poll, Reconcile], Reconcile),
+            (&[Push, Reconcile], Push),
+            (&[Poll, Resync], Resync),
+            (&[Variables, Resume], Variables),
+            (&[Poll, Resume], Resume),
+        ];
+        for (kinds, want) in rows {
+            let mut reversed = kinds.to_vec();
+            reversed.reverse();
+            for order in [kinds.to_vec(), reversed] {
+                let got = merged(&order);
+                assert_eq!(got.kind, *want, "{order:?}");
+                assert!(order.iter().all(|k| got.includes(*k)), "{order:?} keeps every kind");
+            }
+        }
+    }
+
+    #[test]
+    fn a_merged_trigger_syncs_the_same_revision_when_any_part_would() {
+        use TriggerKind::*;
+        let rows: &[(&[TriggerKind], bool, bool)] = &[
+            // (kinds, needs a new revision, git only)
+            (&[Poll], true, true),
+            (&[Poll, Push], true, true),
+            (&[Poll, Webhook], false, true),
+            (&[Push, Variables], false, false),
+            (&[Poll, Variables], false, false),
+            (&[Poll, Reload], false, false),
+            (&[Push, Resync], false, false),
+            (&[Push, Reconcile], false, false),
+            (&[Poll, Resume], false, false),
+        ];
+        for (kinds, needs, git) in rows {
+            let got = merged(kinds);
+            assert_eq!((got.needs_new_revision(), got.git_only()), (*needs, *git), "{kinds:?}");
+        }
+    }
+
+    #[test]
+    fn every_kind_has_its_own_bit() {
+        let bits: std::collections::BTreeSet<u16> = ALL_KINDS.iter().map(|k| k.bit()).collect();
+        assert_eq!(bits.len(), ALL_KINDS.len());
+        let last = ALL_KINDS.iter().map(|k| *k as usize).max().unwrap();
+        assert_eq!(last + 1, ALL_KINDS.len(), "every kind is listed");
+        assert!(ALL_KINDS.iter().all(|k| Trigger::now(*k).kinds().eq([*k])));
+        let urgencies: std::collections::BTreeSet<u8> = ALL_KINDS.iter().map(|k| k.urgency()).collect();
+        assert_eq!(urgencies.len(), ALL_KINDS.len(), "no two kinds are equally urgent");
     }
 
     #[tokio::test]

@@ -44,3 +44,50 @@ async fn a_changed_configmap_of_variables_syncs_the_unit_again() {
     let triggers: Vec<_> = daemon.logged("sync triggered").iter().map(|e| e["trigger"].to_string()).collect();
     assert!(triggers.iter().any(|t| t == "\"variables\""), "synced for the change: {triggers:?}");
 }
+
+/// Waits until the daemon logged a trigger of `kind` that `app`, suspended, did not act on.
+async fn not_acted_on(daemon: &common::Daemon, kind: &str) -> bool {
+    common::eventually(WAIT, || async {
+        daemon.logged("trigger not acted on: unit suspended").iter().any(|e| e["unit"] == "app" && e["trigger"] == kind)
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_configmap_of_variables_changed_while_suspended_is_applied_on_resume() {
+    let env = common::setup("subst-resume").await;
+    let ns = env.namespace.clone();
+    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
+    let vars: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "vars"}, "data": {"color": "red"}})).unwrap();
+    configmaps.create(&PostParams::default(), &vars).await.unwrap();
+    let repo = common::GitRepo::new();
+    repo.write("out.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:\n  color: ${color}\n");
+    repo.commit_and_push("a ConfigMap of a variable");
+    let dir = tempfile::tempdir().unwrap();
+    let table = format!("[sync.substitute]\nfrom = [\"ConfigMap/{ns}/vars\"]\n");
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", &table);
+    // Polls every 2 s, so that one is kept first while the unit is suspended: the change of
+    // variables is then merged into a poll, which alone would find no new revision.
+    let text = std::fs::read_to_string(&config).unwrap();
+    let polling = text.replacen("\ninterval = \"1h\"", "\ninterval = \"2s\"", 1);
+    assert_ne!(polling, text, "the poll interval is set");
+    std::fs::write(&config, polling).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let first = common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("red") }).await;
+    assert!(first, "the first sync substitutes the value: {}", daemon.log_text());
+
+    let run = common::gitward(&["suspend", "app"], &config, WAIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    assert!(not_acted_on(&daemon, "poll").await, "no poll kept while suspended: {}", daemon.log_text());
+    let patch = json!({"data": {"color": "green"}});
+    configmaps.patch("vars", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    assert!(not_acted_on(&daemon, "variables").await, "the change was not seen: {}", daemon.log_text());
+    assert_eq!(color(&configmaps, "out").await.as_deref(), Some("red"), "applied while suspended");
+
+    let run = common::gitward(&["resume", "app"], &config, WAIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let applied =
+        common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("green") }).await;
+    assert!(applied, "the value changed while suspended is applied on resume: {}", daemon.log_text());
+}

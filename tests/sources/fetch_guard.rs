@@ -21,21 +21,21 @@ use crate::sources::charts::listed;
 use crate::sources::render::config_text;
 
 /// One request a [`Listener`] got: its request line and header lines.
-type Request = Vec<String>;
+pub(crate) type Request = Vec<String>;
 
 /// What a [`Listener`] answers to a request (its path and head): the whole HTTP response.
-type Answer = Box<dyn Fn(&str, &[String]) -> Vec<u8> + Send + Sync>;
+pub(crate) type Answer = Box<dyn Fn(&str, &[String]) -> Vec<u8> + Send + Sync>;
 
 /// A loopback HTTP server that records each request's head and answers with `answer`;
 /// stopped on drop.
-struct Listener {
-    port: u16,
+pub(crate) struct Listener {
+    pub(crate) port: u16,
     requests: Arc<Mutex<Vec<Request>>>,
     stop: Arc<AtomicBool>,
 }
 
 impl Listener {
-    fn start(answer: Answer) -> Self {
+    pub(crate) fn start(answer: Answer) -> Self {
         let listener = TcpListener::bind(("127.0.0.1", 0)).unwrap();
         let port = listener.local_addr().unwrap().port();
         let (requests, stop) = (Arc::new(Mutex::new(Vec::new())), Arc::new(AtomicBool::new(false)));
@@ -68,7 +68,7 @@ impl Listener {
         Self::start(Box::new(|_, _| response("404 Not Found", "text/plain", b"")))
     }
 
-    fn requests(&self) -> Vec<Request> {
+    pub(crate) fn requests(&self) -> Vec<Request> {
         self.requests.lock().unwrap().clone()
     }
 }
@@ -81,7 +81,7 @@ impl Drop for Listener {
 }
 
 /// An HTTP/1.1 response with `Content-Length`, closing the connection.
-fn response(status: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
+pub(crate) fn response(status: &str, content_type: &str, body: &[u8]) -> Vec<u8> {
     let mut out = format!(
         "HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
         body.len()
@@ -108,7 +108,7 @@ fn umbrella(repository: &str) -> common::GitRepo {
     repo
 }
 
-fn write_config(dir: &Path, render_extra: &str, units: &str) -> std::path::PathBuf {
+pub(crate) fn write_config(dir: &Path, render_extra: &str, units: &str) -> std::path::PathBuf {
     let path = dir.join("gitward.toml");
     std::fs::write(&path, config_text(&dir.join("state"), render_extra, units)).unwrap();
     path
@@ -392,7 +392,7 @@ async fn an_unlisted_loopback_registry_or_repository_is_a_config_error() {
 }
 
 /// The value of header `name` in a request head, if any.
-fn header<'a>(head: &'a [String], name: &str) -> Option<&'a str> {
+pub(crate) fn header<'a>(head: &'a [String], name: &str) -> Option<&'a str> {
     head.iter().find_map(|line| {
         let (key, value) = line.split_once(':')?;
         key.eq_ignore_ascii_case(name).then(|| value.trim())

@@ -5,6 +5,7 @@ pub(crate) mod chart_outage;
 pub(crate) mod charts;
 pub(crate) mod cosign;
 pub(crate) mod fetch_guard;
+pub(crate) mod fetch_private;
 pub(crate) mod https;
 pub(crate) mod large_index;
 pub(crate) mod render;

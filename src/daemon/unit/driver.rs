@@ -454,7 +454,7 @@ impl Driver {
     /// Runs `action`; the event it answers at once, if any.
     fn act(&mut self, action: Action) -> Option<Event> {
         match action {
-            Action::Observe(kind) => self.observe(kind),
+            Action::Observe(trigger) => self.observe(&trigger),
             Action::Ignored(kind) => self.ignored(kind),
             Action::Log(log) => super::log::write(&self.shared.unit, log, &self.shared.status, &self.shared.metrics),
             Action::Probe { from, at } => {
@@ -542,12 +542,13 @@ impl Driver {
         Event::Gated(self.sources.gate.as_mut().map(|g| g.check(revision)).unwrap_or_default())
     }
 
-    /// Counts a trigger that starts a job; a reconcile's job answers the request taken.
-    fn observe(&mut self, kind: TriggerKind) {
-        if kind == TriggerKind::Reconcile {
+    /// Counts a trigger that starts a job (by its kind); a job with a reconcile merged into it
+    /// answers the request taken.
+    fn observe(&mut self, trigger: &Trigger) {
+        if trigger.includes(TriggerKind::Reconcile) {
             self.controls.answering = self.controls.taken.clone();
         }
-        self.shared.metrics.observe_trigger(&self.shared.unit, kind);
+        self.shared.metrics.observe_trigger(&self.shared.unit, trigger.kind);
     }
 
     /// The context, at home between engine effects (`step` asks for no sync action that needs

@@ -6,14 +6,17 @@
 //! - A URL gitward chooses from repository content (a `Chart.yaml` dependency, an
 //!   `index.yaml` archive URL, a registry's token service) is checked by the caller before it
 //!   is requested ([`Net::allowed`]).
-//! - A redirect may go to another host (chart archives on a CDN), but never to a loopback,
-//!   link-local or metadata address that `chart_repositories` does not list with its port,
-//!   and at most 10 times.
+//! - A redirect may go to another host (chart archives on a CDN), but never to a restricted
+//!   address ([`crate::config::Restricted`]: loopback, link-local, metadata, a private network
+//!   — RFC 1918, CGNAT, IPv6 unique local — or a cluster-internal name such as `*.svc`) that
+//!   `chart_repositories` does not list with its port, and at most 10 times. The redirect is
+//!   refused before any connection to its target.
 //! - A host *name* is resolved by gitward's resolver, which refuses a name that resolves to
-//!   such an address (a DNS name pointed at `127.0.0.1` or `169.254.169.254`, rebinding
-//!   included, since the check is on the addresses the connection uses) unless the name is
-//!   `localhost` or a metadata name listed as such; an address literal is judged from the
-//!   URL, since no resolution happens.
+//!   such an address (a DNS name pointed at `127.0.0.1`, `10.0.0.1` or `169.254.169.254`,
+//!   rebinding included, since the check is on the addresses the connection uses) unless the
+//!   name is listed ([`crate::config::refused_resolution`]: any listed name may lead into a
+//!   private network, only `localhost` or a metadata name listed as such to the host's own
+//!   addresses); an address literal is judged from the URL, since no resolution happens.
 //! - Credentials (`username` + `password_file`, or a registry token) go only to the
 //!   (scheme, host, port) of the unit's own repository — as Helm 3.6.1 does since
 //!   CVE-2021-32690 — never to an absolute URL elsewhere, and reqwest drops the
@@ -24,7 +27,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::config::{ChartRepositories, Location, restricted_host, restricted_ip};
+use crate::config::{ChartRepositories, Location, refused_resolution, restricted_host};
 use crate::source::{Error, Result};
 use crate::telemetry::url::{redact, redact_text};
 
@@ -114,7 +117,7 @@ impl Net {
     }
 
     /// Whether `url` may be requested: listed in `chart_repositories` or under the unit's own
-    /// repository, and no unlisted loopback, link-local or metadata address.
+    /// repository, and no unlisted restricted address ([`restricted_host`]).
     ///
     /// Errors: the allow-list's reason, naming the URL (redacted).
     pub fn allowed(&self, url: &str) -> std::result::Result<(), String> {
@@ -234,8 +237,8 @@ impl Net {
     }
 }
 
-/// Follows at most [`MAX_REDIRECTS`] redirects, none to an unlisted loopback, link-local or
-/// metadata address.
+/// Follows at most [`MAX_REDIRECTS`] redirects, none to an unlisted restricted address
+/// ([`restricted_host`]: loopback, link-local, metadata, private, cluster-internal).
 fn redirect_policy(allow: Arc<ChartRepositories>) -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(move |attempt| {
         if attempt.previous().len() >= MAX_REDIRECTS {
@@ -255,8 +258,7 @@ fn redirect_policy(allow: Arc<ChartRepositories>) -> reqwest::redirect::Policy {
 }
 
 /// The system resolver (`getaddrinfo`, through tokio), refusing a name that resolves to a
-/// loopback, link-local or metadata address unless the name is itself one of those
-/// (`localhost`, `metadata.google.internal`) and `chart_repositories` names it.
+/// restricted address unless `chart_repositories` names it ([`refused_resolution`]).
 struct Resolver {
     allow: Arc<ChartRepositories>,
 }
@@ -267,11 +269,9 @@ impl reqwest::dns::Resolve for Resolver {
         let host = name.as_str().to_owned();
         Box::pin(async move {
             let addrs: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            // Only a name that says what it is (`localhost`) and is listed may resolve to such an
-            // address; a listed ordinary name that does (DNS rebinding, a poisoned resolver) is
-            // refused like any other.
-            let vouched = restricted_host(&host).is_some() && allow.lists_host(&host);
-            if !vouched && let Some((addr, kind)) = addrs.iter().find_map(|a| Some((a, restricted_ip(a.ip())?))) {
+            let listed = allow.lists_host(&host);
+            if let Some((addr, kind)) = addrs.iter().find_map(|a| Some((a, refused_resolution(&host, a.ip(), listed)?)))
+            {
                 let message =
                     format!("{host} resolves to {}, a {kind} address not in [render] chart_repositories", addr.ip());
                 return Err(message.into());

@@ -7,8 +7,10 @@
 //! credentials, one with `Bearer realm=…,service=…,scope=…` by a token from the realm. The
 //! realm gets the unit's credentials only when it is on the registry's own origin or listed
 //! in `[render] chart_repositories` (Docker Hub's `auth.docker.io` must be listed to pull
-//! private charts); otherwise the token is asked for anonymously. A realm on an unlisted
-//! loopback, link-local or metadata address is refused.
+//! private charts); otherwise the token is asked for anonymously. A realm off the registry's
+//! origin on an unlisted restricted address ([`crate::config::restricted_host`]: loopback,
+//! link-local, metadata, a private network or a cluster-internal name) is refused before it is
+//! asked anything; a realm whose name resolves to one is refused by the client's resolver.
 //!
 //! A registry on a loopback address (`localhost`, `127.0.0.0/8`, `[::1]`) is spoken to over
 //! plain HTTP, as Docker treats loopback registries as insecure by default; any other over

@@ -13,8 +13,9 @@ pub(super) fn blocked(state: &mut State, kept: Trigger, event: Event, actions: &
     match event {
         Event::DependencyChanged => begin_sync(state, Job::new(kept, None, false), actions),
         Event::Trigger(Some(t)) => {
-            // The newer trigger says what runs (a push probes), at the later instant.
-            let trigger = Trigger { kind: t.kind, at: kept.at.max(t.at) };
+            // Merged: the more urgent says what runs (a push probes), at the later instant.
+            let mut trigger = kept;
+            trigger.merge(t);
             start(state, Job::new(trigger, None, false), actions)
         }
         Event::Drift(events) => {
@@ -23,7 +24,7 @@ pub(super) fn blocked(state: &mut State, kept: Trigger, event: Event, actions: &
         }
         Event::HealDue(objects, at) if !objects.is_empty() => {
             keep(&mut state.queued, kept);
-            let trigger = Trigger { kind: TriggerKind::Drift, at };
+            let trigger = Trigger::new(TriggerKind::Drift, at);
             start(state, Job::new(trigger, Some(objects), false), actions)
         }
         _ => Phase::Blocked(kept),

@@ -26,8 +26,8 @@ pub(super) fn health(state: &mut State, mut h: Health, event: Event, actions: &m
             actions.push(Action::NoteDrift(events));
             Phase::Health(h)
         }
-        (Busy::Nothing, Event::HealDue(objects, _)) if !objects.is_empty() => {
-            actions.push(Action::Observe(TriggerKind::Drift));
+        (Busy::Nothing, Event::HealDue(objects, at)) if !objects.is_empty() => {
+            actions.push(Action::Observe(Trigger::new(TriggerKind::Drift, at)));
             actions.push(Action::HealDuringWait(objects));
             h.busy = Busy::Heal;
             Phase::Health(h)
@@ -66,7 +66,7 @@ fn end(mut h: Health, cancel: bool, record: bool, by: Option<Trigger>, actions: 
 /// A trigger or poll during the wait: a reload cancels it ([`during_wait`]: it does not fetch);
 /// the resync waits for its end; any other fetches first.
 fn on_trigger(mut h: Health, t: Trigger, actions: &mut Vec<Action>) -> Phase {
-    if during_wait(t.kind, false) == DuringWait::CancelForReload {
+    if during_wait(&t, false) == DuringWait::CancelForReload {
         let (revision, kind) = (h.revision.clone(), t.kind);
         actions.push(Action::Log(Log::CancelledByReload { revision, kind }));
         return end(h, true, true, Some(t), actions);
@@ -83,10 +83,10 @@ fn on_trigger(mut h: Health, t: Trigger, actions: &mut Vec<Action>) -> Phase {
 /// What the fetch for `t` during the wait found ([`during_wait`]).
 fn fetched(state: &mut State, mut h: Health, t: Trigger, found: Option<Revision>, actions: &mut Vec<Action>) -> Phase {
     let new_revision = found.filter(|r| *r != h.revision);
-    match during_wait(t.kind, new_revision.is_some()) {
+    match during_wait(&t, new_revision.is_some()) {
         DuringWait::Ignore => waiting(state, h, actions),
         DuringWait::RunAfter => {
-            h.after = Some(t);
+            keep(&mut h.after, t);
             waiting(state, h, actions)
         }
         DuringWait::CancelForReload => end(h, true, true, Some(t), actions),
@@ -113,14 +113,15 @@ enum DuringWait {
     Ignore,
 }
 
-/// What a trigger of `kind` does during a wait; `new_revision`: a fetch found a revision other
-/// than the one waited for (a reload does not fetch).
-fn during_wait(kind: TriggerKind, new_revision: bool) -> DuringWait {
-    if kind == TriggerKind::Reload {
+/// What trigger `t` does during a wait (a reload merged into it counts as a reload);
+/// `new_revision`: a fetch found a revision other than the one waited for (a reload does not
+/// fetch).
+fn during_wait(t: &Trigger, new_revision: bool) -> DuringWait {
+    if t.includes(TriggerKind::Reload) {
         DuringWait::CancelForReload
     } else if new_revision {
         DuringWait::CancelForRevision
-    } else if kind.needs_new_revision() {
+    } else if t.needs_new_revision() {
         DuringWait::Ignore
     } else {
         DuringWait::RunAfter

@@ -38,11 +38,11 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
 fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut Vec<Action>) -> Phase {
     match touch {
         Some(Touch { touched: false, to }) => {
-            if job.trigger.kind.needs_new_revision() && state.last_applied.as_ref() == Some(&to) {
+            if job.trigger.needs_new_revision() && state.last_applied.as_ref() == Some(&to) {
                 actions.push(Action::Log(Log::NoNewRevision { kind: job.trigger.kind, revision: to }));
                 return after(state, Ran::Nothing, None, false, actions);
             }
-            if let Some(from) = path_unchanged(state, &to) {
+            if let Some(from) = path_unchanged(state, &to).filter(|_| job.trigger.git_only()) {
                 actions.push(Action::Log(Log::PathUnchanged { kind: job.trigger.kind, from, revision: to.clone() }));
                 state.last_applied = Some(to.clone());
                 state.path_only_at = Some(to);
@@ -93,7 +93,7 @@ pub(super) fn take(state: &mut State, idle: Phase, to: Revision, at: Instant, ac
         state.path_only_at = Some(to);
         return idle;
     }
-    super::start(state, Job::new(Trigger { kind: TriggerKind::Push, at }, None, false), actions)
+    super::start(state, Job::new(Trigger::new(TriggerKind::Push, at), None, false), actions)
 }
 
 /// Drops the lane and the slot the job holds.
@@ -118,7 +118,7 @@ fn fail(mut job: Job, actions: &mut Vec<Action>) -> Job {
 /// the one last applied; else the early apply.
 fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
     let kind = job.trigger.kind;
-    if kind.needs_new_revision() && state.last_applied.as_ref() == Some(&revision) {
+    if job.trigger.needs_new_revision() && state.last_applied.as_ref() == Some(&revision) {
         release(&mut job, actions);
         actions.push(Action::Log(Log::NoNewRevision { kind, revision }));
         return after(state, Ran::Nothing, None, false, actions);
@@ -215,7 +215,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
             // Touched (or cannot be told): the later push ends the wait and takes the lane.
             _ => {
                 actions.push(Action::ReleaseSlot);
-                job.trigger = t;
+                job.trigger.merge(t);
                 begin_sync(state, job, actions)
             }
         },
@@ -274,10 +274,10 @@ fn take_place(state: &mut State, mut job: Job, found: Result<Revision, Failed>, 
             let (kind, objects) = (t.kind, job.early);
             actions.push(Action::Log(Log::Yielded { revision, to: to.clone(), kind, objects }));
             if kind != TriggerKind::Webhook {
-                actions.push(Action::Observe(kind));
+                actions.push(Action::Observe(t.clone()));
             }
             actions.push(Action::AcquireLane);
-            job.trigger = t;
+            job.trigger.merge(t);
             job.revision = Some(to);
             job.doing = Doing::NewerLane;
         }
@@ -343,7 +343,7 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
     }
     let Ok(rested) = result else {
         if let Some((t, _)) = job.next.take() {
-            state.queued = Some(t);
+            keep(&mut state.queued, t);
         }
         return Phase::Applying(fail(job, actions));
     };
@@ -358,7 +358,7 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
         }
         // The apply had ended, or this sync was of a new revision: the newer one runs next,
         // cancelling the health wait.
-        Some((t, _)) => state.queued = Some(t),
+        Some((t, _)) => keep(&mut state.queued, t),
         None => {}
     }
     if job.held.slot {

@@ -6,12 +6,15 @@
 //!
 //! The rules it holds (module docs of `sync.rs` and `wait.rs` give the reasons):
 //! - **Coalescing.** A trigger that arrives while a sync runs and does not make it yield is kept
-//!   as the one queued trigger ([`keep`]: a later one lends it its instant).
+//!   as the one queued trigger ([`keep`]: merged, it takes the more urgent kind and keeps what
+//!   each asked for, `crate::daemon::trigger`'s module docs).
 //! - **The push lane.** A push or webhook of a git unit is probed first
 //!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) takes the lane,
 //!   fetches and applies early, then waits for a slot for the rest; one that did not waits for a
 //!   slot first, and a later push that touches the path ends that wait and takes the lane.
-//! - **No new revision.** A poll or push that finds the revision last applied does nothing.
+//! - **No new revision.** A poll or push that finds the revision last applied does nothing
+//!   (unless something that asks for a sync anyway was merged into it:
+//!   [`Trigger::needs_new_revision`]).
 //! - **Path unchanged.** A push to a new revision that leaves the unit's path as it was, when
 //!   the last sync applied every object from the plain files of that path alone, does nothing
 //!   but take the new revision as the one last applied: the same tree yields the same objects
@@ -379,8 +382,8 @@ pub(super) enum Log {
 
 /// What the driver does for the machine.
 pub(super) enum Action {
-    /// Count the trigger in metrics.
-    Observe(TriggerKind),
+    /// Count the trigger in metrics (by its kind); a reconcile merged into it is answered.
+    Observe(Trigger),
     /// Count and log a trigger a suspended unit does not act on.
     Ignored(TriggerKind),
     /// Write a log event.
@@ -436,20 +439,13 @@ pub(super) enum Action {
     ScheduleRetry,
 }
 
-/// Keeps `t` as the one queued trigger: as it when there is none, else coalesced into it (its
-/// kind stays, as in the channel) with the later of the two instants, so that the queued sync's
-/// fetch cannot be one that started before `t`'s push.
-/// A reconcile request is the exception: it takes the queued trigger's place (with the later
-/// instant), so that a request always runs a sync even when a poll was queued before it.
+/// Keeps `t` as the one queued trigger: as it when there is none, else merged into it
+/// ([`Trigger::merge`]: the more urgent kind, what each asked for, the later of the two
+/// instants, so that the queued sync's fetch cannot be one that started before `t`'s push).
 pub(super) fn keep(queued: &mut Option<Trigger>, t: Trigger) {
     match queued {
         None => *queued = Some(t),
-        Some(q) => {
-            q.at = q.at.max(t.at);
-            if t.kind == TriggerKind::Reconcile {
-                q.kind = t.kind;
-            }
-        }
+        Some(q) => q.merge(t),
     }
 }
 
@@ -506,12 +502,12 @@ fn on_idle(
             idle
         }
         Event::HealDue(objects, at) if !objects.is_empty() => {
-            let trigger = Trigger { kind: TriggerKind::Drift, at };
+            let trigger = Trigger::new(TriggerKind::Drift, at);
             start(state, Job::new(trigger, Some(objects), false), actions)
         }
         Event::RetryDue(at) => {
             state.retry_at = None;
-            start(state, Job::new(Trigger { kind: TriggerKind::Retry, at }, None, false), actions)
+            start(state, Job::new(Trigger::new(TriggerKind::Retry, at), None, false), actions)
         }
         Event::Taken(to, at) => job::take(state, idle, to, at, actions),
         _ => idle,
@@ -522,7 +518,7 @@ fn on_idle(
 /// self-heal waits for a slot and a sync begins ([`begin_sync`]).
 pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> Phase {
     if job.trigger.kind != TriggerKind::Webhook {
-        actions.push(Action::Observe(job.trigger.kind));
+        actions.push(Action::Observe(job.trigger.clone()));
     }
     if job.heal.is_some() {
         actions.push(Action::AcquireSlot);

@@ -1,13 +1,14 @@
 //! A suspended unit (`gitward suspend`, `suspend = true`): it starts no job. Its triggers
 //! (webhooks, polls, resyncs, reconcile requests) are counted and logged as not acted on
-//! ([`Action::Ignored`]) and kept as the one queued trigger, which runs once when the unit is
-//! resumed. Drift is not listened to while suspended: its events wait in the unit's drift
+//! ([`Action::Ignored`]) and kept as the one queued trigger, merged ([`super::keep`]), which
+//! runs once when the unit is resumed, as a sync even of the revision last applied
+//! ([`TriggerKind::Resume`]). Drift is not listened to while suspended: its events wait in the unit's drift
 //! queue (which keeps the latest of each object) and are healed after the resume. A job that
 //! runs when the unit is suspended is not cut short — an apply stopped half-way would leave a
 //! revision half applied — but takes no new trigger; once it (and its health wait) ends, the
 //! unit parks in [`Phase::Suspended`] ([`park`]).
 
-use super::{Action, Event, Job, Listen, Phase, State, Trigger, keep, start};
+use super::{Action, Event, Job, Listen, Phase, State, Trigger, TriggerKind, keep, start};
 
 /// [`Event::Suspend`] or [`Event::Resume`] in any phase but stopped.
 pub(super) fn toggle(mut state: State, event: Event) -> (State, Vec<Action>) {
@@ -32,10 +33,15 @@ pub(super) fn toggle(mut state: State, event: Event) -> (State, Vec<Action>) {
 }
 
 /// Resumed: the trigger kept while suspended runs now (counted then, as any trigger that
-/// starts a job); without one the unit is idle, or backing off towards a retry still due.
+/// starts a job), with a [`TriggerKind::Resume`] merged into it, so it syncs even the revision
+/// last applied: whatever the `from` objects became while the unit was suspended is applied.
+/// Without one the unit is idle, or backing off towards a retry still due.
 fn resume(state: &mut State, actions: &mut Vec<Action>) -> Phase {
     match state.queued.take() {
-        Some(t) => start(state, Job::new(t, None, false), actions),
+        Some(mut t) => {
+            t.merge(Trigger::new(TriggerKind::Resume, t.at));
+            start(state, Job::new(t, None, false), actions)
+        }
         None => state.retry_at.map_or(Phase::Idle, Phase::BackingOff),
     }
 }

@@ -22,7 +22,14 @@ fn retry_deadline() -> tokio::time::Instant {
 }
 
 fn t(kind: TriggerKind) -> Trigger {
-    Trigger { kind, at: base() }
+    Trigger::new(kind, base())
+}
+
+/// The kinds in `kinds` merged in that order, at [`base`].
+fn merged(kinds: &[TriggerKind]) -> Trigger {
+    let mut trigger = t(kinds[0]);
+    kinds[1..].iter().for_each(|k| trigger.merge(t(*k)));
+    trigger
 }
 
 fn rev(s: &str) -> Revision {
@@ -149,7 +156,7 @@ fn failed() -> State {
 
 fn tag(action: &Action) -> String {
     match action {
-        Action::Observe(kind) => format!("Observe({kind})"),
+        Action::Observe(t) => format!("Observe({})", t.kind),
         Action::Ignored(kind) => format!("Ignored({kind})"),
         Action::Log(log) => format!("Log({})", log_tag(log)),
         Action::Probe { from, .. } => format!("Probe({})", from.as_ref().map_or("-".into(), |r| r.to_string())),
@@ -255,6 +262,7 @@ impl Row {
 
 mod depends;
 mod jobs;
+mod merge;
 mod quiet;
 mod suspend;
 mod wait;

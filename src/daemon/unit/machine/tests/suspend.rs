@@ -1,7 +1,7 @@
 //! Rows of suspend and resume.
 
 use super::*;
-use TriggerKind::{Poll, Push, Reconcile, Resync, Webhook};
+use TriggerKind::{Poll, Push, Reconcile, Resync, Variables, Webhook};
 
 fn suspended() -> State {
     drive(idle(), vec![Event::Suspend])
@@ -9,6 +9,21 @@ fn suspended() -> State {
 
 fn suspended_with_push() -> State {
     drive(suspended(), vec![Event::Trigger(Some(t(Push)))])
+}
+
+/// Suspended; a poll came and was kept.
+fn suspended_with_poll() -> State {
+    drive(suspended(), vec![Event::Tick(t(Poll))])
+}
+
+/// Resumed with a poll kept: its sync waits for a slot.
+fn resumed_poll() -> State {
+    drive(suspended_with_poll(), vec![Event::Resume, Event::Slot])
+}
+
+/// Resumed with a poll kept, then the change of variables merged into it.
+fn resumed_variables() -> State {
+    drive(suspended_with_poll(), vec![Event::Trigger(Some(t(Variables))), Event::Resume, Event::Slot])
 }
 
 fn suspended_backing_off() -> State {
@@ -51,13 +66,29 @@ fn a_suspended_unit_starts_nothing() {
         )
         .then(|s| queued(s) == Some(Push)),
         row(
-            "a reconcile request takes the kept trigger's place",
+            "a reconcile request is merged into the kept push, which keeps its lane",
             suspended_with_push,
             || Event::Trigger(Some(t(Reconcile))),
             "suspended",
             &["Ignored(reconcile)"],
         )
+        .then(|s| queued(s) == Some(Push) && s.queued.as_ref().is_some_and(|t| t.includes(Reconcile))),
+        row(
+            "a reconcile request takes a kept poll's kind",
+            suspended_with_poll,
+            || Event::Trigger(Some(t(Reconcile))),
+            "suspended",
+            &["Ignored(reconcile)"],
+        )
         .then(|s| queued(s) == Some(Reconcile)),
+        row(
+            "a change of variables takes a kept poll's kind",
+            suspended_with_poll,
+            || Event::Trigger(Some(t(Variables))),
+            "suspended",
+            &["Ignored(variables)"],
+        )
+        .then(|s| queued(s) == Some(Variables)),
         row("a due self-heal does nothing", suspended, || Event::HealDue(objects(), base()), "suspended", &[]),
         row("a due retry does nothing", suspended_backing_off, || Event::RetryDue(later()), "suspended", &[]),
         row("shutdown stops it", suspended, || Event::Shutdown, "stopped", &[]),
@@ -87,6 +118,34 @@ fn resume_runs_one_sync_of_what_is_pending() {
         )
         .then(|s| queued(s).is_none() && !s.suspended),
         row("nothing kept: idle", suspended, || Event::Resume, "idle", &[]),
+        row(
+            "a kept poll runs as a resume",
+            suspended_with_poll,
+            || Event::Resume,
+            "slot wait",
+            &["Observe(resume)", "AcquireSlot"],
+        ),
+        row(
+            "which syncs the revision last applied again (the variables may have changed)",
+            resumed_poll,
+            || Event::Fetched(Ok(rev("a"))),
+            "fetching",
+            &["Log(sync triggered resume a slot)", "Early(a)"],
+        ),
+        row(
+            "so does a change of variables merged into the kept poll",
+            resumed_variables,
+            || Event::Fetched(Ok(rev("a"))),
+            "fetching",
+            &["Log(sync triggered variables a slot)", "Early(a)"],
+        ),
+        row(
+            "a kept push with a reconcile merged is probed as a push",
+            || drive(suspended_with_push(), vec![Event::Trigger(Some(t(Reconcile)))]),
+            || Event::Resume,
+            "fetching",
+            &["Observe(push)", "Probe(a)"],
+        ),
         row("a retry still due: backing off", suspended_backing_off, || Event::Resume, "backing off", &[]),
         row(
             "resumed during the sync it was suspended in: it goes on",
@@ -142,5 +201,5 @@ fn a_trigger_queued_before_the_suspend_waits_for_the_resume() {
     assert_eq!((state.phase.name(), queued(&state)), ("suspended", Some(Resync)));
     let (state, actions) = step(state, Event::Resume);
     let got: Vec<String> = actions.iter().map(tag).collect();
-    assert_eq!((state.phase.name(), got), ("slot wait", vec!["Observe(resync)".to_string(), "AcquireSlot".into()]));
+    assert_eq!((state.phase.name(), got), ("slot wait", vec!["Observe(resume)".to_string(), "AcquireSlot".into()]));
 }

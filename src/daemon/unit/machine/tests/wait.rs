@@ -1,7 +1,7 @@
 //! Rows of the health wait and of what follows a job; the listen table.
 
 use super::*;
-use TriggerKind::{Poll, Push, Reload, Resync, Webhook};
+use TriggerKind::{Poll, Push, Reload, Resync, Variables, Webhook};
 
 #[test]
 fn the_health_wait() {
@@ -203,12 +203,35 @@ fn retries_and_the_queued_trigger() {
 }
 
 #[test]
-fn coalesced_triggers_keep_the_kind_and_the_later_instant() {
+fn coalesced_triggers_keep_the_more_urgent_kind_and_the_later_instant() {
     let mut q = None;
     keep(&mut q, t(Poll));
-    keep(&mut q, Trigger { kind: Push, at: later() });
+    keep(&mut q, Trigger::new(Push, later()));
+    keep(&mut q, t(Variables));
     let q = q.expect("kept");
-    assert_eq!((q.kind, q.at), (Poll, later()));
+    assert_eq!((q.kind, q.at), (Push, later()));
+    assert!(q.includes(Variables) && q.includes(Poll), "what each asked for is kept");
+}
+
+#[test]
+fn a_merged_trigger_during_the_wait_does_what_each_part_asks() {
+    check(&[
+        row(
+            "a reload merged into a push still cancels the wait",
+            waiting,
+            || Event::Trigger(Some(merged(&[Push, Reload]))),
+            "health",
+            &["Log(cancelled by reload b push)", "EndWait(cancel=true,record=true)"],
+        ),
+        row(
+            "variables merged into a poll run after the wait at the same revision",
+            || drive(waiting(), vec![Event::Trigger(Some(merged(&[Poll, Variables])))]),
+            || Event::WaitFetched(Some(rev("b"))),
+            "health",
+            &[],
+        )
+        .then(|s| matches!(&s.phase, Phase::Health(h) if h.after.as_ref().is_some_and(|t| t.kind == Variables))),
+    ]);
 }
 
 #[test]
