@@ -4,8 +4,9 @@
 //! The revision is read as a sync reads it — fetched, rendered (plain, kustomize, Helm, SOPS
 //! decryption: [`crate::sync::repo::Repo::load`]), its `[sync.substitute]` variables substituted
 //! ([`crate::sync::substitute::substitute_loaded`]) — and each object built as the engine builds
-//! it ([`crate::sync::desired::build`]): namespace defaulted, the fields of `[[sync.ignore]]`
-//! rules taken out, the ApplySet `part-of` label and the desired-hash annotation added. Helm
+//! it ([`crate::sync::desired::build`]): namespace defaulted, the ApplySet `part-of` label and
+//! the desired-hash annotation added, as a create sends it (`[[sync.ignore]]` paths included:
+//! a rule leaves them to other writers only once the object exists). Helm
 //! hooks follow the unit's objects, with their namespace and `gitward.dev/hook-of`, as
 //! [`crate::sync::hooks`] sends them.
 //!
@@ -41,8 +42,8 @@ use crate::sync::desired::{Defaults, OWN_METADATA, Resolved, build, hinted, orig
 /// `--help` text of `render`: what it prints, exit codes, an example.
 pub const HELP: &str = "\
 Prints the unit's objects as a sync would send them: rendered (kustomize, Helm, SOPS decrypted),
-[sync.substitute] variables substituted, [[sync.ignore]] paths removed, gitward's ApplySet label
-and desired-hash annotation added; Helm hooks last. One YAML stream, documents separated by `---`.
+[sync.substitute] variables substituted, gitward's ApplySet label and desired-hash annotation
+added, as a create sends them ([[sync.ignore]] paths included); Helm hooks last. One YAML stream, documents separated by `---`.
 
 Secret data, and every value of a decrypted object, is masked (***) unless --show-secrets.
 
