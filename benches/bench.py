@@ -30,6 +30,7 @@ until then (VmHWM), and push-to-applied over 20 pushes measured from outside: fr
 `benches/run N daemon` measures the daemon figures alone.
 Writes target/bench/results.md and target/bench/results.json.
 `benches/run mirror`: the state directory of 1,000 units on one repository (mirror_scenario).
+`benches/run N foreign`: the daemon's memory at rest beside an ApplySet it does not hold (foreign).
 """
 import datetime
 import hashlib
@@ -1658,6 +1659,38 @@ def scale_report():
     write_results("scale", "\n".join(out), {"date": when, "commit": commit, "dirty": bool(dirty), "rows": rows})
 
 
+def foreign(n):
+    """`benches/run N foreign`: what the objects of an ApplySet no unit of a daemon holds cost
+    it. `gitward run` with one unit of N objects rests alone (its own peer, in the same run),
+    then again, from a fresh start, beside another ApplySet of N objects that a one-shot
+    `gitward sync` made (as kubectl --applyset or another team's gitward would); VmRSS from
+    /proc once at rest. The difference over N is the cost of one foreign member."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-")
+    install_crd(tmp)
+    for peer in ("gitward", "other"):
+        for k in range(NAMESPACES):
+            sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+    _, bare, count = make_repo(tmp, "gitward", n, crd=False)
+    _, other_bare, other_count = make_repo(tmp, "other", n, crd=False)
+    figures = {}
+    for case in ("alone", "beside"):
+        if case == "beside":
+            timed([GITWARD, "sync", "--config", write_config(tmp, other_bare, "other")])
+        daemon, log = start_daemon(tmp, bare, "gitward", health_timeout="0s")
+        first_sync_ended(daemon, log)
+        figures[case] = at_rest_kib(daemon)
+        daemon.send_signal(signal.SIGTERM)
+        daemon.wait()
+        print(f"{case:8} {figures[case]} KiB", file=sys.stderr)
+    per_member = (figures["beside"] - figures["alone"]) * 1024 / other_count
+    text = (f"gitward run with one unit of {count} objects, at rest (VmRSS): alone "
+            f"{figures['alone'] / 1024:.1f} MiB; beside a foreign ApplySet of {other_count} objects "
+            f"{figures['beside'] / 1024:.1f} MiB ({figures['beside'] / figures['alone']:.2f}x); "
+            f"{per_member:.0f} bytes per foreign member")
+    write_results("foreign", text, {"objects": count, "foreign": other_count, "alone_kib": figures["alone"],
+                                    "beside_kib": figures["beside"], "bytes_per_foreign_member": per_member})
+
+
 def main():
     if sys.argv[1] == "scale-report":
         return scale_report()
@@ -1682,6 +1715,8 @@ def main():
         return warm_only(n)
     if sys.argv[2:] == ["unit"]:
         return one_unit(n)
+    if sys.argv[2:] == ["foreign"]:
+        return foreign(n)
     if sys.argv[2:3] == ["unit-floor"]:
         return unit_floor(n, sys.argv[3])
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
