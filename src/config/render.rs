@@ -8,6 +8,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::allow::ChartRepositories;
+use super::remote::RemoteBaseHosts;
 use super::resolve::Resolver;
 use super::{Result, SyncUnit};
 
@@ -53,6 +54,12 @@ pub struct RenderTools {
     /// addresses are reached only when listed here, even as a unit's own repository. Default:
     /// none — a repository's content never chooses where gitward connects.
     pub chart_repositories: ChartRepositories,
+    /// The hosts (`host` for port 443, or `host:port`) a unit with `allow_remote_bases` may
+    /// fetch kustomize remote bases from, over `https://` only (`remote_base_hosts`,
+    /// [`super::remote`]). A base elsewhere, or with another scheme (`file://`, `ssh://`,
+    /// `http://`), is refused before kustomize runs. Default: none — a repository's content
+    /// never chooses where gitward connects.
+    pub remote_base_hosts: RemoteBaseHosts,
     /// Whether render tools run in the OS sandbox (`render::sandbox`: Landlock, a network
     /// namespace, no inherited descriptors). Default [`SandboxMode::On`]: a kernel that cannot
     /// enforce it refuses every unit that runs a tool; `"off"` is logged as a warning at each
@@ -104,6 +111,7 @@ impl Default for RenderTools {
             kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
             api_versions: Vec::new(),
             chart_repositories: ChartRepositories::default(),
+            remote_base_hosts: RemoteBaseHosts::default(),
             sandbox: SandboxMode::On,
             max_memory: 1 << 30,
             max_index_age: Duration::from_secs(24 * 3600),
@@ -118,6 +126,14 @@ impl Resolver<'_> {
         let span = list.first().map(Spanned::span);
         ChartRepositories::parse(list.iter().map(|u| u.get_ref().as_str()))
             .map_err(|m| self.invalid(span, "render.chart_repositories", m))
+    }
+
+    /// `[render] remote_base_hosts` ([`super::remote`]); none when absent.
+    pub(super) fn remote_base_hosts(&self, raw: Option<Vec<Spanned<String>>>) -> Result<RemoteBaseHosts> {
+        let Some(list) = raw else { return Ok(RemoteBaseHosts::default()) };
+        let span = list.first().map(Spanned::span);
+        RemoteBaseHosts::parse(list.iter().map(|h| h.get_ref().as_str()))
+            .map_err(|m| self.invalid(span, "render.remote_base_hosts", m))
     }
 
     /// Refuses a unit whose own chart repository (`[sync.helm] repo_url`) or OCI artifact

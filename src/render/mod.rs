@@ -21,8 +21,10 @@ mod chart;
 mod error;
 mod helm;
 mod kustomize;
+mod pod;
 mod process;
 mod proxy;
+mod remote;
 pub mod sandbox;
 pub mod sops;
 mod tool;
@@ -224,7 +226,7 @@ impl Renderer {
                 let chart = scratch.repo_path(&unit.path);
                 helm::template(tool, &scratch, &chart, release, &unit.namespace, &unit.helm, &caps, limits)
             }
-            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, hosts, limits),
+            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases.then_some(hosts), limits),
         };
         let failure = |e: RunError| {
             let path = unit.path.display().to_owned();
@@ -355,12 +357,14 @@ struct Input {
 /// and, for Helm, the values files; and whether it also reads a remote base
 /// ([`kustomize::Inputs::remote`]).
 ///
-/// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
+/// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::RemoteBaseRefused`],
+/// [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
 fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool, Hosts)> {
     let (dirs, remote, hosts) = match mode {
         RenderMode::Helm => (vec![unit.path.to_string()], false, Hosts::new()),
         _ => {
-            let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
+            let remote = unit.allow_remote_bases.then_some(&unit.render_tools.remote_base_hosts);
+            let read = kustomize::input_dirs(tree, &unit.path, &unit.name, remote)?;
             (read.dirs, read.remote, read.hosts)
         }
     };
@@ -379,7 +383,7 @@ fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Inp
 }
 
 /// The remote-base hosts a kustomize render may reach ([`kustomize::Inputs::hosts`]).
-type Hosts = std::collections::BTreeSet<String>;
+type Hosts = std::collections::BTreeMap<String, crate::config::Origin>;
 
 /// What one render runs: the mode, the tool, the inputs materialized and the hosts its proxy
 /// may reach.

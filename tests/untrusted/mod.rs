@@ -3,5 +3,6 @@
 pub(crate) mod door;
 pub(crate) mod hostile_input;
 pub(crate) mod masking;
+pub(crate) mod remote_bases;
 pub(crate) mod sandbox;
 pub(crate) mod secret_scan;
