@@ -15,9 +15,9 @@
 //!    proxy ([`super::proxy`]), so that socket is the only address the tool can reach;
 //! 3. a fork, which becomes PID 1 of the new PID namespace and reaps orphans until killed.
 //!
-//! gitward opens the init's `ns/user`, `ns/net` and `ns/pid`; the tool, between fork and
-//! exec, joins them with `setns` in that order (its children are then born in the PID
-//! namespace). Holder and init die with their parent (`PR_SET_PDEATHSIG`), so a killed gitward
+//! gitward opens the init's `ns/user`, `ns/net` and `ns/pid`; the tool's child, between fork
+//! and exec, joins them with `setns` in that order and forks once more into the PID namespace
+//! ([`Entry::enter`]). Holder and init die with their parent (`PR_SET_PDEATHSIG`), so a killed gitward
 //! leaves no render behind either.
 
 use std::fs::File;
@@ -138,15 +138,36 @@ impl Drop for Pod {
 
 impl Entry {
     /// In the child between fork and exec: joins the pod's user, network and PID namespaces
-    /// (`setns`, async-signal-safe).
+    /// (`setns`), then forks, since a process is never moved into a PID namespace itself (and
+    /// one whose children would be born elsewhere cannot make threads: `clone(2)`, `EINVAL`).
+    /// Returns in the new child, PID namespace member, which goes on to exec the tool; the
+    /// process gitward started stays behind as a relay: it closes every descriptor above
+    /// stderr, waits for the tool and exits with its code (128 + the signal that killed it).
+    /// Both die with their parent. Async-signal-safe calls only.
     ///
-    /// Errors: the failing `setns`'s.
+    /// Errors: the failing `setns`'s or `fork`'s.
     pub fn enter(self) -> std::io::Result<()> {
-        // SAFETY: setns on descriptors the pod keeps open.
+        // SAFETY: setns on descriptors the pod keeps open; fork, prctl, close_range, waitpid
+        // and _exit are async-signal-safe.
         unsafe {
             check(libc::setns(self.user, libc::CLONE_NEWUSER))?;
             check(libc::setns(self.net, libc::CLONE_NEWNET))?;
-            check(libc::setns(self.pid, libc::CLONE_NEWPID))
+            check(libc::setns(self.pid, libc::CLONE_NEWPID))?;
+            let tool = libc::fork();
+            check(tool)?;
+            check(libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL))?;
+            if tool == 0 {
+                return Ok(());
+            }
+            // The relay keeps nothing open: `Command::spawn` learns of the exec by its
+            // close-on-exec error pipe closing, which a copy held here would delay.
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            let code = match wait_status(tool) {
+                Some(s) if libc::WIFEXITED(s) => libc::WEXITSTATUS(s),
+                Some(s) if libc::WIFSIGNALED(s) => 128 + libc::WTERMSIG(s),
+                _ => 127,
+            };
+            libc::_exit(code)
         }
     }
 }

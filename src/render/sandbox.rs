@@ -14,7 +14,8 @@
 //! 2. With unprivileged user namespaces allowed (`unshare -rnp` works; not in most container
 //!    runtimes' default seccomp profile): `setns` into the run's own user, network and PID
 //!    namespaces ([`super::pod`]), made with the caller's uid and gid mapped to themselves
-//!    (`user_namespaces(7)`). The network namespace has only a loopback interface, down: no DNS,
+//!    (`user_namespaces(7)`), then a fork into the PID namespace: the tool is that child, and
+//!    the process gitward started only relays its exit code. The network namespace has only a loopback interface, down: no DNS,
 //!    no UDP, no TCP, not even to gitward's own loopback ports — or, for a unit with
 //!    `allow_remote_bases`, up with one listening socket, the remote-bases proxy
 //!    ([`super::proxy`]). Every process the tool starts is born in the PID namespace and killed

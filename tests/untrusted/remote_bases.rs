@@ -85,8 +85,10 @@ async fn an_option_as_a_ref_and_file_bases_are_refused_before_kustomize_runs() {
         let unit = common::unit_toml(name, &repo.bare(), "app", &ns, "allow_remote_bases = true");
         let run = sync(dir.path(), &listed, &unit, None);
         assert_eq!(run.code, Some(2), "{name}: {}", run.stderr);
+        let event = common::log_events(&run.stderr, "sync failed").next().unwrap_or_default();
+        let error = event["error"].as_str().or(event["fields"]["error"].as_str()).unwrap_or_default().to_owned();
         let refused = format!("app/kustomization.yaml: remote base {resource:?} refused");
-        assert!(run.stderr.contains(&refused) && run.stderr.contains(why), "{name}: {}", run.stderr);
+        assert!(error.starts_with(&refused) && error.contains(why), "{name}: {error}\n{}", run.stderr);
         let status = common::gitward(&["status", "-o", "json"], &dir.path().join("gitward.toml"), LIMIT);
         for (what, text) in [("stdout", &run.stdout), ("stderr", &run.stderr), ("status", &status.stdout)] {
             assert!(!text.contains(&canary), "{name}: the key is in {what}: {text}");
@@ -136,7 +138,7 @@ async fn a_render_that_detaches_a_process_leaves_none_behind() {
         assert!(left.is_empty(), "{case}: detached processes outlived the render: {left:?}\n{}", run.stderr);
         match case {
             "exits" => assert_eq!(run.code, Some(0), "{}", run.stderr),
-            _ => assert!(run.code == Some(2) && run.stderr.contains("timed out"), "{}", run.stderr),
+            _ => assert!(run.code == Some(2) && run.stderr.contains("did not finish within 3s"), "{}", run.stderr),
         }
     }
 }
