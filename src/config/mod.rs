@@ -56,7 +56,7 @@ pub use depends::Dependency;
 pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind};
 pub use path::UnitPath;
-pub use remote::{Origin, RemoteBaseHosts};
+pub use remote::{Origin, RemoteBaseHosts, RemoteBases};
 pub use render::{RenderTools, SandboxMode};
 pub use set::{DEFAULT_MAX_UNITS, SyncSet};
 pub use substitute::{Substitute, VarSource, is_var_name};

@@ -49,6 +49,7 @@ pub(super) struct RawRender {
     pub api_versions: Option<Vec<Spanned<String>>>,
     pub chart_repositories: Option<Vec<Spanned<String>>>,
     pub remote_base_hosts: Option<Vec<Spanned<String>>>,
+    pub remote_base_ca_file: Option<Spanned<String>>,
     pub sandbox: Option<SandboxMode>,
     pub max_memory: Option<ByteSize>,
     pub max_index_age: Option<Spanned<HumanDuration>>,

@@ -1,13 +1,27 @@
 //! `[render] remote_base_hosts`: the hosts a unit with `allow_remote_bases` may fetch a
-//! kustomize remote base from ([`RemoteBaseHosts`]). The operator chooses them; a repository
-//! only picks among them.
+//! kustomize remote base from ([`RemoteBaseHosts`]), and `remote_base_ca_file`, the
+//! certificates their TLS is checked against ([`RemoteBases`]). The operator chooses them; a
+//! repository only picks among them.
 //!
 //! An entry is a host (`github.com`: port 443) or `host:port` (`git.example.org:8443`,
 //! `[2001:db8::1]:443`). A loopback, unspecified, link-local or cloud metadata host
 //! ([`super::restricted_host`]) is allowed only by an entry that names that very host with
 //! its port written out (`127.0.0.1:8443`), as `[render] chart_repositories` allows them.
 
+use std::path::PathBuf;
+
 use super::allow::{Restricted, restricted_host};
+
+/// Where remote bases may come from (`[render] remote_base_hosts`, `remote_base_ca_file`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RemoteBases {
+    /// The hosts, `remote_base_hosts` ([`RemoteBaseHosts`]).
+    pub hosts: RemoteBaseHosts,
+    /// `remote_base_ca_file`: a PEM file of the certificates git trusts for remote bases, in
+    /// place of the system's trust store (`GIT_SSL_CAINFO`), for a private git server with its
+    /// own CA. Default `None`: the system's store (`/etc/ssl`, `/etc/pki`).
+    pub ca_file: Option<PathBuf>,
+}
 
 /// `[render] remote_base_hosts`: the origins of remote bases. Default: none, and then every
 /// remote base is refused, whatever a unit's `allow_remote_bases` says.

@@ -227,24 +227,38 @@ fn outermost(dirs: BTreeSet<String>) -> Vec<String> {
     out
 }
 
+/// What a build that fetches remote bases is given.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Remote<'a> {
+    /// The proxy's targets ([`Inputs::hosts`]).
+    pub targets: &'a BTreeMap<String, Origin>,
+    /// `[render] remote_base_ca_file`: git's trust store instead of the system's.
+    pub ca_file: Option<&'a Path>,
+}
+
 /// Runs `kustomize build` on the materialized `path`; returns the YAML stream. With
 /// `remote` (the unit allows remote bases), kustomize and the `git` it runs reach the targets
-/// of `remote` through the remote-bases proxy and nothing else ([`process::Grants::proxy`]).
+/// through the remote-bases proxy and nothing else ([`process::Grants::proxy`]).
 pub(super) fn build(
     tool: &Tool,
     scratch: &Scratch,
     path: &str,
-    remote: Option<&BTreeMap<String, Origin>>,
+    remote: Option<Remote<'_>>,
     limits: Limits,
 ) -> std::result::Result<Vec<u8>, process::RunError> {
     let (home, tmp) = (scratch.home(), scratch.tmp());
     let mut env: Vec<(&str, &Path)> = vec![("HOME", &home), ("TMPDIR", &tmp)];
-    if remote.is_some() {
+    let mut grants = process::Grants::scratch(scratch.path(), &tool.path);
+    if let Some(remote) = remote {
         env.extend(GIT_ENV.iter().map(|(k, v)| (*k, Path::new(v))));
+        if let Some(ca) = remote.ca_file {
+            env.push(("GIT_SSL_CAINFO", ca));
+            grants.read.push(ca.to_owned());
+        }
+        grants.proxy = Some(remote.targets.clone());
     }
     let mut cmd = process::command(&tool.path, scratch.path(), &env);
     cmd.arg("build").arg(scratch.repo_path(path));
-    let grants = process::Grants { proxy: remote.cloned(), ..process::Grants::scratch(scratch.path(), &tool.path) };
     process::run(cmd, limits, &grants)
 }
 
