@@ -548,7 +548,8 @@ pub fn render_json(units: &[UnitState]) -> String {
 }
 
 /// The render sandbox this process would run tools in with `mode`, as `/readyz` shows it:
-/// `landlock ABI 7, network namespace`, `off (…)` or `unavailable: <what the kernel lacks>`
+/// `landlock ABI 7, user, network and PID namespaces`, `off (…)` or `unavailable: <what the
+/// kernel lacks>`
 /// ([`crate::render::sandbox::state`]). `gitward status` prints it after the units (text:
 /// a last line `sandbox: …`; JSON: the top-level `sandbox` field).
 pub fn sandbox(mode: crate::config::SandboxMode) -> String {

@@ -14,7 +14,7 @@
 //! (``config.toml: line 12: sync[1].name: duplicate unit name `shop` (also sync[0])``).
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
-//! `daemon`, `render`, `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
+//! `daemon`, `render`, `remote` (`[render] remote_base_hosts`), `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
 //! expansion into units), `notify` (`[[notify]]`), `depends` (`depends_on`: names,
 //! expressions and cycles checked), `allow` (`[render] chart_repositories`), `address` (the
 //! addresses gitward reaches only when listed: private, loopback, metadata…) —
@@ -33,6 +33,7 @@ mod ignore;
 mod notify;
 mod path;
 mod raw;
+mod remote;
 mod render;
 mod resolve;
 mod set;
@@ -59,6 +60,7 @@ pub use depends::Dependency;
 pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
+pub use remote::{Origin, RemoteBaseHosts, RemoteBases};
 pub use render::{RenderTools, SandboxMode};
 pub use set::{DEFAULT_MAX_UNITS, SyncSet};
 pub use substitute::{Substitute, VarSource, is_var_name};

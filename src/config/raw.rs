@@ -48,6 +48,8 @@ pub(super) struct RawRender {
     pub kube_version: Option<Spanned<String>>,
     pub api_versions: Option<Vec<Spanned<String>>>,
     pub chart_repositories: Option<Vec<Spanned<String>>>,
+    pub remote_base_hosts: Option<Vec<Spanned<String>>>,
+    pub remote_base_ca_file: Option<Spanned<String>>,
     pub sandbox: Option<SandboxMode>,
     pub max_memory: Option<ByteSize>,
     pub max_index_age: Option<Spanned<HumanDuration>>,

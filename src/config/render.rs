@@ -8,6 +8,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::allow::ChartRepositories;
+use super::remote::{RemoteBaseHosts, RemoteBases};
 use super::resolve::Resolver;
 use super::{Result, SyncUnit};
 
@@ -53,6 +54,13 @@ pub struct RenderTools {
     /// addresses are reached only when listed here, even as a unit's own repository. Default:
     /// none — a repository's content never chooses where gitward connects.
     pub chart_repositories: ChartRepositories,
+    /// The hosts (`host` for port 443, or `host:port`) a unit with `allow_remote_bases` may
+    /// fetch kustomize remote bases from, over `https://` only (`remote_base_hosts`,
+    /// [`super::remote`]), and the certificates checked on the way (`remote_base_ca_file`). A
+    /// base elsewhere, or with another scheme (`file://`, `ssh://`, `http://`), is refused
+    /// before kustomize runs. Default: no host — a repository's content never chooses where
+    /// gitward connects — and the system's trust store.
+    pub remote_bases: RemoteBases,
     /// Whether render tools run in the OS sandbox (`render::sandbox`: Landlock, a network
     /// namespace, no inherited descriptors). Default [`SandboxMode::On`]: a kernel that cannot
     /// enforce it refuses every unit that runs a tool; `"off"` is logged as a warning at each
@@ -104,6 +112,7 @@ impl Default for RenderTools {
             kube_version: Self::DEFAULT_KUBE_VERSION.to_owned(),
             api_versions: Vec::new(),
             chart_repositories: ChartRepositories::default(),
+            remote_bases: RemoteBases::default(),
             sandbox: SandboxMode::On,
             max_memory: 1 << 30,
             max_index_age: Duration::from_secs(24 * 3600),
@@ -118,6 +127,21 @@ impl Resolver<'_> {
         let span = list.first().map(Spanned::span);
         ChartRepositories::parse(list.iter().map(|u| u.get_ref().as_str()))
             .map_err(|m| self.invalid(span, "render.chart_repositories", m))
+    }
+
+    /// `[render] remote_base_hosts` and `remote_base_ca_file` ([`super::remote`]); no host
+    /// and the system's trust store when absent.
+    pub(super) fn remote_bases(
+        &self,
+        hosts: Option<Vec<Spanned<String>>>,
+        ca_file: Option<Spanned<String>>,
+    ) -> Result<RemoteBases> {
+        let ca_file = ca_file.map(|p| self.file(p, "render.remote_base_ca_file")).transpose()?;
+        let Some(list) = hosts else { return Ok(RemoteBases { hosts: RemoteBaseHosts::default(), ca_file }) };
+        let span = list.first().map(Spanned::span);
+        let hosts = RemoteBaseHosts::parse(list.iter().map(|h| h.get_ref().as_str()))
+            .map_err(|m| self.invalid(span, "render.remote_base_hosts", m))?;
+        Ok(RemoteBases { hosts, ca_file })
     }
 
     /// Refuses a unit whose own chart repository (`[sync.helm] repo_url`) or OCI artifact

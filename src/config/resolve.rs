@@ -164,6 +164,7 @@ impl Resolver<'_> {
                 None => default.api_versions,
             },
             chart_repositories: self.chart_repositories(raw.chart_repositories)?,
+            remote_bases: self.remote_bases(raw.remote_base_hosts, raw.remote_base_ca_file)?,
             sandbox: raw.sandbox.unwrap_or(default.sandbox),
             max_memory: raw.max_memory.map_or(default.max_memory, |size| size.0),
             // Zero is allowed here: it turns the kept index answers off.

@@ -150,11 +150,13 @@ pub struct SyncUnit {
     pub git: GitCredentials,
     /// How the path becomes manifests. Default [`RenderMode::Auto`].
     pub render: RenderMode,
-    /// Whether kustomize may fetch remote resources (`https://…`, `github.com/…`). Default
-    /// `false`: a render reads only the revision, so what is applied is what git holds (Flux's
-    /// `--no-remote-bases`). With `true`, kustomize reaches only the hosts of the remote bases
-    /// its kustomizations name, over HTTPS through gitward's loopback `CONNECT` proxy
-    /// (`render::proxy`; the render sandbox lets it connect to that port alone).
+    /// Whether kustomize may fetch remote resources (`https://…`). Default `false`: a render
+    /// reads only the revision, so what is applied is what git holds (Flux's
+    /// `--no-remote-bases`). With `true`, a remote base must be `https://` on a host of
+    /// `[render] remote_base_hosts` with a plain ref (`render::remote`), and kustomize runs in
+    /// its own network namespace whose one reachable address is gitward's `CONNECT` proxy
+    /// (`render::proxy`), which tunnels to those bases' hosts alone; where the host allows no
+    /// such namespace, the unit's renders are refused.
     pub allow_remote_bases: bool,
     /// Whether the unit's `namespace` is created when missing (a GET, then a bare create), as
     /// Argo CD's `CreateNamespace=true`. Such a namespace is shared: it belongs to no unit's

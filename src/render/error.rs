@@ -119,6 +119,20 @@ pub enum Error {
         /// The resource as written.
         resource: String,
     },
+    /// A unit with `allow_remote_bases` names a remote base gitward does not fetch: not
+    /// `https://`, a host `[render] remote_base_hosts` does not list, or a `?ref=` that is no
+    /// plain ref name ([`super::remote`]). Refused before kustomize runs.
+    #[error("{file}: remote base {base:?} refused: {reason} (unit {unit})")]
+    RemoteBaseRefused {
+        /// The unit.
+        unit: String,
+        /// The kustomization file.
+        file: String,
+        /// The base as written.
+        base: String,
+        /// Why.
+        reason: String,
+    },
     /// A kustomization names a URL in a field kustomize loads a file from, and the unit does
     /// not set `allow_remote_bases`.
     #[error(

@@ -10,6 +10,8 @@
 //!
 //! Remote resources (`https://…`, `git@…`, `github.com/org/repo//path?ref=…`) are refused
 //! unless the unit sets `allow_remote_bases` (Flux's `--no-remote-bases` is the default), and
+//! then each must pass [`super::remote::check`] (`https://` on a host of `[render]
+//! remote_base_hosts`, a plain ref) before kustomize runs; and
 //! so is a URL in any field kustomize loads a file from ([`URL_FIELDS`]: generator `files`
 //! and `envs`, patch and replacement paths, `openapi.path`, `crds`, `configurations`,
 //! `transformers`, `generators`, `validators`, `helmCharts` repositories): kustomize fetches
@@ -17,15 +19,15 @@
 //! ([`super::sandbox`]): without `allow_remote_bases` kustomize runs with no network at all,
 //! whatever a kustomization names.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_json::Value;
 
 use super::process::{self, Limits};
-use super::proxy::Proxy;
 use super::tree::{Scratch, join, resolve};
 use super::{Error, Result, Tool};
+use crate::config::{Origin, RemoteBaseHosts};
 use crate::source::Tree;
 
 /// The names kustomize looks for, in its order.
@@ -48,32 +50,40 @@ pub(super) struct Inputs {
     /// resource, a URL in a file-loading field); only with `allow_remote`. Such a render
     /// depends on more than the revision and is never served from the render cache.
     pub remote: bool,
-    /// The `host:port` (lowercase) of every remote base the kustomizations name
-    /// ([`remote_host`]; a URL in a file-loading field is no base and names none): the only
-    /// targets the remote-bases proxy tunnels to ([`super::proxy`]). Empty without
-    /// `allow_remote`.
-    pub hosts: BTreeSet<String>,
+    /// The `host:port` (lowercase) of every remote base the kustomizations name, each with
+    /// how `[render] remote_base_hosts` allows it ([`super::remote::check`]; a URL in a
+    /// file-loading field is no base and names none): the only targets the remote-bases proxy
+    /// tunnels to ([`super::proxy`]). Empty without `allow_remote`.
+    pub hosts: BTreeMap<String, Origin>,
 }
 
 /// The directories a build of `path` reads, and whether it reads anything remote ([`Inputs`]).
 ///
+/// `allow_remote` is the unit's `[render] remote_base_hosts` when it sets `allow_remote_bases`.
+///
 /// Errors: [`Error::RemoteResource`] for a remote resource and [`Error::RemoteFile`] for a URL in a
-/// file-loading field when `allow_remote` is false;
+/// file-loading field when `allow_remote` is `None`; [`Error::RemoteBaseRefused`] for a remote
+/// base [`super::remote::check`] refuses;
 /// [`Error::LeavesRepository`] for a local reference above the repository root. A
 /// kustomization that does not parse, or a reference to nothing, is left for kustomize to
 /// report in its own words.
-pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: bool) -> Result<Inputs> {
+pub(super) fn input_dirs(
+    tree: &Tree<'_>,
+    path: &str,
+    unit: &str,
+    allow_remote: Option<&RemoteBaseHosts>,
+) -> Result<Inputs> {
     let mut seen = BTreeSet::new();
     let mut queue = vec![path.to_owned()];
     let mut remote = false;
-    let mut hosts = BTreeSet::new();
+    let mut hosts = BTreeMap::new();
     while let Some(dir) = queue.pop() {
         if !seen.insert(dir.clone()) {
             continue;
         }
         let Some((file, references, urls)) = references(tree, &dir) else { continue };
         if let Some((field, value)) = urls.into_iter().next() {
-            if !allow_remote {
+            if allow_remote.is_none() {
                 let file = join(&dir, file);
                 return Err(Error::RemoteFile { unit: unit.to_owned(), file, field, value });
             }
@@ -83,11 +93,14 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
             let file = join(&dir, file);
             match resolve(&dir, &reference) {
                 _ if is_remote(tree, &dir, &reference) => {
-                    if !allow_remote {
+                    let Some(allowed) = allow_remote else {
                         return Err(Error::RemoteResource { unit: unit.to_owned(), file, resource: reference });
-                    }
+                    };
+                    let base = super::remote::check(&reference, allowed).map_err(|reason| {
+                        Error::RemoteBaseRefused { unit: unit.to_owned(), file, base: reference.clone(), reason }
+                    })?;
                     remote = true;
-                    hosts.extend(remote_host(&reference));
+                    hosts.insert(base.target, base.origin);
                 }
                 None => return Err(Error::LeavesRepository { unit: unit.to_owned(), file, reference }),
                 Some(target) if tree.dir(&target).is_some() => queue.push(target),
@@ -96,26 +109,6 @@ pub(super) fn input_dirs(tree: &Tree<'_>, path: &str, unit: &str, allow_remote: 
         }
     }
     Ok(Inputs { dirs: outermost(seen), remote, hosts })
-}
-
-/// The `host:port` kustomize (or the `git` it runs) connects to for a remote reference, in
-/// lowercase: `https://h/…` and `git::https://h/…` → `h:443` (or the port given),
-/// `http://h/…` → `h:80`, `github.com/org/repo` → `github.com:443`; `None` for what goes
-/// through no proxy (`file://`, `ssh://`, `git@h:…`).
-pub(super) fn remote_host(reference: &str) -> Option<String> {
-    let reference = reference.trim().strip_prefix("git::").unwrap_or(reference.trim());
-    if reference.contains("://") {
-        let url = url::Url::parse(reference).ok()?;
-        if !matches!(url.scheme(), "https" | "http") {
-            return None;
-        }
-        return Some(format!("{}:{}", url.host_str()?.to_ascii_lowercase(), url.port_or_known_default()?));
-    }
-    if reference.starts_with("git@") {
-        return None;
-    }
-    let first = reference.split('/').next()?;
-    first.contains('.').then(|| format!("{}:443", first.to_ascii_lowercase()))
 }
 
 /// The kustomization file of `dir`, the references it lists and the URLs its file-loading
@@ -234,42 +227,54 @@ fn outermost(dirs: BTreeSet<String>) -> Vec<String> {
     out
 }
 
-/// Runs `kustomize build` on the materialized `path`; returns the YAML stream.
+/// What a build that fetches remote bases is given.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Remote<'a> {
+    /// The proxy's targets ([`Inputs::hosts`]).
+    pub targets: &'a BTreeMap<String, Origin>,
+    /// `[render] remote_base_ca_file`: git's trust store instead of the system's.
+    pub ca_file: Option<&'a Path>,
+}
+
+/// Runs `kustomize build` on the materialized `path`; returns the YAML stream. With
+/// `remote` (the unit allows remote bases), kustomize and the `git` it runs reach the targets
+/// through the remote-bases proxy and nothing else ([`process::Grants::proxy`]).
 pub(super) fn build(
     tool: &Tool,
     scratch: &Scratch,
     path: &str,
-    allow_remote: bool,
-    hosts: &BTreeSet<String>,
+    remote: Option<Remote<'_>>,
     limits: Limits,
 ) -> std::result::Result<Vec<u8>, process::RunError> {
     let (home, tmp) = (scratch.home(), scratch.tmp());
     let mut env: Vec<(&str, &Path)> = vec![("HOME", &home), ("TMPDIR", &tmp)];
-    // Remote bases are cloned with git, which kustomize finds on PATH.
-    let system_path = Path::new("/usr/local/bin:/usr/bin:/bin");
-    if allow_remote {
-        env.push(("PATH", system_path));
+    let mut grants = process::Grants::scratch(scratch.path(), &tool.path);
+    if let Some(remote) = remote {
+        env.extend(GIT_ENV.iter().map(|(k, v)| (*k, Path::new(v))));
+        if let Some(ca) = remote.ca_file {
+            env.push(("GIT_SSL_CAINFO", ca));
+            grants.read.push(ca.to_owned());
+        }
+        grants.proxy = Some(remote.targets.clone());
     }
     let mut cmd = process::command(&tool.path, scratch.path(), &env);
-    // The unit reaches its remote bases through a proxy that lets it reach nothing else; it
-    // lives as long as the run.
-    let proxy = match allow_remote {
-        true => Some(Proxy::start(hosts.clone()).map_err(process::RunError::Spawn)?),
-        false => None,
-    };
-    if let Some(proxy) = &proxy {
-        for key in process::PROXY_VARIABLES {
-            cmd.env(key, proxy.url());
-        }
-    }
     cmd.arg("build").arg(scratch.repo_path(path));
-    let grants = process::Grants {
-        network: allow_remote,
-        proxy_port: proxy.as_ref().map(Proxy::port),
-        ..process::Grants::scratch(scratch.path(), &tool.path)
-    };
     process::run(cmd, limits, &grants)
 }
+
+/// The environment of a kustomize that fetches remote bases, for the `git` it runs: `git` on
+/// `PATH`, no system config (`/etc/gitconfig` is not readable in the sandbox), `https` the only
+/// transport git may use for anything (a submodule's `file://`, `ext::` or `ssh://` URL is
+/// refused by git itself, `GIT_ALLOW_PROTOCOL`), no prompt for credentials, and an identity for
+/// the reflog so that git does not look the user up.
+const GIT_ENV: [(&str, &str); 6] = [
+    ("PATH", "/usr/local/bin:/usr/bin:/bin"),
+    ("GIT_CONFIG_NOSYSTEM", "1"),
+    ("GIT_ALLOW_PROTOCOL", "https"),
+    ("GIT_TERMINAL_PROMPT", "0"),
+    ("GIT_COMMITTER_NAME", "gitward"),
+    ("GIT_COMMITTER_EMAIL", "gitward@localhost"),
+];
 
 /// Whether `path` holds a kustomization file.
 pub(super) fn is_kustomization_dir(tree: &Tree<'_>, path: &str) -> bool {
@@ -285,6 +290,7 @@ mod tests {
     /// The input directories of `path` in a repository whose one commit holds `files` (path,
     /// content), committed with the git CLI and read through a mirror, as a sync reads it.
     fn inputs(files: &[(&str, &str)], path: &str, allow_remote: bool) -> Result<Inputs> {
+        let hosts = RemoteBaseHosts::parse(["example.com", "github.com", "git.example.org:8443"]).unwrap();
         let (repo, state) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
         for (file, content) in files {
             let full = repo.path().join(file);
@@ -309,7 +315,7 @@ mod tests {
         };
         let mut source = Source::open(state.path(), spec).unwrap();
         let revision = source.fetch().unwrap();
-        input_dirs(&source.tree(&revision).unwrap(), path, "u", allow_remote)
+        input_dirs(&source.tree(&revision).unwrap(), path, "u", allow_remote.then_some(&hosts))
     }
 
     /// The input directories of `path` (see [`inputs`]).
@@ -349,7 +355,7 @@ mod tests {
             Inputs {
                 dirs: ["apps/prod", "org/check", "org/gen", "org/labels"].map(String::from).into(),
                 remote: false,
-                hosts: BTreeSet::new(),
+                hosts: BTreeMap::new(),
             }
         );
         let remote = [("app/kustomization.yaml", "transformers: [github.com/org/repo//labels?ref=v1]\n")];
@@ -363,17 +369,28 @@ mod tests {
     fn remote_resources_are_refused_unless_allowed_and_name_the_hosts_the_proxy_reaches() {
         let cases = [
             ("https://example.com/base.yaml", Some("example.com:443")),
-            ("github.com/org/repo//base?ref=v1", Some("github.com:443")),
+            ("https://github.com/org/repo//base?ref=v1", Some("github.com:443")),
             ("git@github.com:o/r.git", None),
             ("git::https://Git.Example.org:8443/o/r//b?ref=x", Some("git.example.org:8443")),
+            ("file:///srv/state/mirrors/m//app?ref=main", None),
+            ("https://github.com/o/r//b?ref=--upload-pack=sh", None),
         ];
         for (remote, host) in cases {
             let files = [("app/kustomization.yaml", format!("resources: [\"{remote}\"]\n"))];
             let files: Vec<(&str, &str)> = files.iter().map(|(p, c)| (*p, c.as_str())).collect();
             let err = dirs(&files, "app", false).unwrap_err();
             assert!(matches!(&err, Error::RemoteResource { resource, .. } if resource == remote), "{err}");
-            let hosts = host.map(String::from).into_iter().collect();
-            assert_eq!(inputs(&files, "app", true).unwrap(), Inputs { dirs: vec!["app".into()], remote: true, hosts });
+            match host {
+                Some(host) => {
+                    let hosts = BTreeMap::from([(host.to_owned(), Origin::Ordinary)]);
+                    let read = inputs(&files, "app", true).unwrap();
+                    assert_eq!(read, Inputs { dirs: vec!["app".into()], remote: true, hosts });
+                }
+                None => {
+                    let err = inputs(&files, "app", true).unwrap_err();
+                    assert!(matches!(&err, Error::RemoteBaseRefused { base, .. } if base == remote), "{err}");
+                }
+            }
         }
     }
 
@@ -386,7 +403,7 @@ mod tests {
         assert_eq!((file.as_str(), field.as_str()), ("app/kustomization.yaml", "configMapGenerator[0].files[1]"));
         assert_eq!(value, "c=http://127.0.0.1:8080/creds");
         let allowed = inputs(&[("app/kustomization.yaml", text)], "app", true).unwrap();
-        assert_eq!(allowed, Inputs { dirs: vec!["app".into()], remote: true, hosts: BTreeSet::new() });
+        assert_eq!(allowed, Inputs { dirs: vec!["app".into()], remote: true, hosts: BTreeMap::new() });
         let doc: Value = serde_saphyr::from_str(text).unwrap();
         let fields: Vec<String> = urls(&doc).into_iter().map(|(f, _)| f).collect();
         assert_eq!(fields, ["configMapGenerator[0].files[1]", "patches[0].path"], "a literal is not a file");

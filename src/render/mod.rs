@@ -5,8 +5,8 @@
 //! The real tools run as child processes (as Argo CD's repo-server runs them), found through
 //! `[render]` or `PATH`, in a private scratch directory materialized from the revision's
 //! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout,
-//! a cap on output bytes, and inside the OS sandbox of [`sandbox`] (Landlock, a private
-//! network namespace, no inherited descriptors, a memory cap): what a repository can make a
+//! a cap on output bytes, and inside the OS sandbox of [`sandbox`] (Landlock, private user,
+//! network and PID namespaces, no inherited descriptors, a memory cap): what a repository can make a
 //! tool read, write or reach is bounded by the kernel; the scans before a run only give the
 //! common attempts a clearer error. A render returns bytes and an origin (`apps/prod (kustomize
 //! build)`); the manifest reader parses them as it parses a file and does not know how they
@@ -14,15 +14,19 @@
 //!
 //! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
 //! `kustomize`, `helm`, [`sops`], `cache`
-//! ([`RenderCache`]), `process` (running a tool within its limits), [`sandbox`] (confining it).
+//! ([`RenderCache`]), `process` (running a tool within its limits), [`sandbox`] (confining it),
+//! `pod` (its namespaces), `remote` (which remote bases may be fetched), `proxy` (the only way
+//! out for those).
 
 mod cache;
 mod chart;
 mod error;
 mod helm;
 mod kustomize;
+mod pod;
 mod process;
 mod proxy;
+mod remote;
 pub mod sandbox;
 pub mod sops;
 mod tool;
@@ -219,7 +223,13 @@ impl Renderer {
                 let chart = scratch.repo_path(&unit.path);
                 helm::template(tool, &scratch, &chart, release, &unit.namespace, &unit.helm, &caps, limits)
             }
-            _ => kustomize::build(tool, &scratch, &unit.path, unit.allow_remote_bases, hosts, limits),
+            _ => {
+                let remote = unit.allow_remote_bases.then_some(kustomize::Remote {
+                    targets: hosts,
+                    ca_file: unit.render_tools.remote_bases.ca_file.as_deref(),
+                });
+                kustomize::build(tool, &scratch, &unit.path, remote, limits)
+            }
         };
         let failure = |e: RunError| {
             let path = unit.path.display().to_owned();
@@ -350,12 +360,14 @@ struct Input {
 /// and, for Helm, the values files; and whether it also reads a remote base
 /// ([`kustomize::Inputs::remote`]).
 ///
-/// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
+/// Errors: [`Error::RemoteResource`], [`Error::RemoteFile`], [`Error::RemoteBaseRefused`],
+/// [`Error::LeavesRepository`], [`Error::ValuesFileMissing`].
 fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Input>, bool, Hosts)> {
     let (dirs, remote, hosts) = match mode {
         RenderMode::Helm => (vec![unit.path.to_string()], false, Hosts::new()),
         _ => {
-            let read = kustomize::input_dirs(tree, &unit.path, &unit.name, unit.allow_remote_bases)?;
+            let remote = unit.allow_remote_bases.then_some(&unit.render_tools.remote_bases.hosts);
+            let read = kustomize::input_dirs(tree, &unit.path, &unit.name, remote)?;
             (read.dirs, read.remote, read.hosts)
         }
     };
@@ -374,7 +386,7 @@ fn inputs(tree: &Tree<'_>, unit: &SyncUnit, mode: RenderMode) -> Result<(Vec<Inp
 }
 
 /// The remote-base hosts a kustomize render may reach ([`kustomize::Inputs::hosts`]).
-type Hosts = std::collections::BTreeSet<String>;
+type Hosts = std::collections::BTreeMap<String, crate::config::Origin>;
 
 /// What one render runs: the mode, the tool, the inputs materialized and the hosts its proxy
 /// may reach.

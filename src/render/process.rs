@@ -1,22 +1,34 @@
 //! Running one render tool as a child process: an empty environment but for what is passed,
 //! stdin closed, stdout collected up to a cap, stderr kept for the error message, a deadline
 //! after which the tool is killed, and the OS sandbox of [`super::sandbox`] around it (the
-//! [`Grants`] a run names). Blocking: callers run in `spawn_blocking`.
+//! [`Grants`] a run names). The tool leads its own process group; when the run ends — success,
+//! failure, timeout, too much output — the group is killed and so is every process left in
+//! the run's PID namespace ([`super::pod`]), and the pipes are read no longer than a short
+//! drain after the tool's exit or the deadline. Blocking: callers run in `spawn_blocking`.
 
+use std::collections::BTreeMap;
 use std::io::Read;
+use std::net::TcpListener;
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, ChildStderr, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::sandbox::{self, Policy};
-use crate::config::SandboxMode;
+use super::proxy::{Deadlines, Proxy};
+use super::sandbox::{self, Confined, Policy};
+use crate::config::{Origin, SandboxMode};
 
 /// The most bytes of a tool's stderr kept for its error message.
 const MAX_STDERR: usize = 64 << 10;
 
 /// How long to wait between checks of a running tool.
 const POLL: Duration = Duration::from_millis(10);
+
+/// How long the pipes are still read after the tool exited and its processes were killed:
+/// what the tool wrote is in the pipe by then; a writer still holding it (outside a PID
+/// namespace, a process that left the tool's group) is not waited for.
+const DRAIN: Duration = Duration::from_millis(500);
 
 /// Why a run produced no output.
 #[derive(Debug)]
@@ -66,10 +78,9 @@ pub(super) struct Grants {
     pub read: Vec<PathBuf>,
     /// Read and write beneath these: the tool's `HOME` and `TMPDIR`.
     pub write: Vec<PathBuf>,
-    /// Network and a readable filesystem (kustomize with `allow_remote_bases`).
-    pub network: bool,
-    /// With `network`: the remote-bases proxy's port, the only one TCP may reach.
-    pub proxy_port: Option<u16>,
+    /// For kustomize with `allow_remote_bases`: the targets the remote-bases proxy tunnels to
+    /// ([`super::proxy`]); the tool reaches that proxy and nothing else.
+    pub proxy: Option<BTreeMap<String, Origin>>,
 }
 
 impl Grants {
@@ -79,8 +90,7 @@ impl Grants {
         Self {
             read: vec![root.to_owned(), tool.to_owned()],
             write: vec![root.join("home"), root.join("tmp")],
-            network: false,
-            proxy_port: None,
+            proxy: None,
         }
     }
 }
@@ -116,44 +126,22 @@ pub(super) fn run(mut cmd: Command, limits: Limits, grants: &Grants) -> Result<V
         mode: limits.sandbox,
         read: grants.read.clone(),
         write: grants.write.clone(),
-        network: grants.network,
-        proxy_port: grants.proxy_port,
+        proxy: grants.proxy.is_some(),
         max_memory: limits.max_memory,
     };
-    sandbox::confine(&mut cmd, &policy).map_err(|e| RunError::Sandbox(e.to_string()))?;
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
-    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let (overflow_tx, overflow) = mpsc::channel();
-    let max = limits.max_output;
-    let out = std::thread::spawn(move || read_capped(stdout, max, overflow_tx));
-    let err = std::thread::spawn(move || read_stderr(stderr));
-    let deadline = Instant::now() + limits.timeout;
-    let outcome = loop {
-        match child.try_wait() {
-            Ok(Some(status)) => break Ok(status),
-            Ok(None) => {}
-            Err(e) => break Err(RunError::Spawn(e)),
-        }
-        if overflow.try_recv().is_ok() {
-            break Err(RunError::TooLarge);
-        }
-        if Instant::now() >= deadline {
-            break Err(RunError::Timeout);
-        }
-        std::thread::sleep(POLL);
+    let mut confined = sandbox::confine(&mut cmd, &policy).map_err(|e| RunError::Sandbox(e.to_string()))?;
+    // The proxy lives as long as the run: dropped on return, its tunnels close.
+    let _proxy = match &grants.proxy {
+        Some(targets) => Some(start_proxy(&mut cmd, &mut confined, targets, limits.timeout)?),
+        None => None,
     };
-    if outcome.is_err() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    let (bytes, overflowed) = out.join().unwrap_or_default();
-    let stderr = err.join().unwrap_or_default();
+    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).process_group(0);
+    let mut child = cmd.spawn().map_err(RunError::Spawn)?;
+    let mut run = Running::new(&mut child, confined, limits)?;
+    let outcome = run.watch();
+    run.end();
     let status = outcome?;
-    if overflowed {
-        return Err(RunError::TooLarge);
-    }
+    let (bytes, stderr) = (std::mem::take(&mut run.stdout), String::from_utf8_lossy(&run.stderr).into_owned());
     if !status.success() {
         let message = if stderr.trim().is_empty() { String::from_utf8_lossy(&bytes).into_owned() } else { stderr };
         return Err(RunError::Failed(status, message));
@@ -161,37 +149,128 @@ pub(super) fn run(mut cmd: Command, limits: Limits, grants: &Grants) -> Result<V
     Ok(bytes)
 }
 
-/// Reads `from` until EOF or until more than `max` bytes came; then tells `overflow` and stops
-/// reading (the tool gets EPIPE). Returns what was read and whether the cap was passed.
-fn read_capped(mut from: impl Read, max: u64, overflow: mpsc::Sender<()>) -> (Vec<u8>, bool) {
-    let mut buf = Vec::new();
-    let mut chunk = vec![0u8; 64 << 10];
-    loop {
-        match from.read(&mut chunk) {
-            Ok(0) | Err(_) => return (buf, false),
-            Ok(n) => {
-                if (buf.len() + n) as u64 > max {
-                    let _ = overflow.send(());
-                    return (Vec::new(), true);
+/// Serves the remote-bases proxy on the pod's listening socket (or, with the sandbox off, on
+/// gitward's loopback) and names it in `cmd`'s proxy variables.
+fn start_proxy(
+    cmd: &mut Command,
+    confined: &mut Confined,
+    targets: &BTreeMap<String, Origin>,
+    timeout: Duration,
+) -> Result<Proxy, RunError> {
+    let listener = match confined.take_listener() {
+        Some(listener) => listener,
+        None => TcpListener::bind("127.0.0.1:0").map_err(RunError::Spawn)?,
+    };
+    let proxy = Proxy::start(listener, targets.clone(), Deadlines::of(timeout)).map_err(RunError::Spawn)?;
+    for key in PROXY_VARIABLES {
+        cmd.env(key, proxy.url());
+    }
+    Ok(proxy)
+}
+
+/// A started tool: its pipes (non-blocking), what was read, and what ends the run.
+struct Running<'a> {
+    child: &'a mut Child,
+    out: Option<ChildStdout>,
+    err: Option<ChildStderr>,
+    stdout: Vec<u8>,
+    stderr: Vec<u8>,
+    confined: Confined,
+    limits: Limits,
+    ended: bool,
+}
+
+impl<'a> Running<'a> {
+    fn new(child: &'a mut Child, confined: Confined, limits: Limits) -> Result<Self, RunError> {
+        let (out, err) = (child.stdout.take(), child.stderr.take());
+        for fd in [out.as_ref().map(AsRawFd::as_raw_fd), err.as_ref().map(AsRawFd::as_raw_fd)].into_iter().flatten() {
+            // SAFETY: fcntl on a pipe this process owns.
+            unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+        }
+        let (stdout, stderr) = (Vec::new(), Vec::new());
+        Ok(Self { child, out, err, stdout, stderr, confined, limits, ended: false })
+    }
+
+    /// Reads the pipes until the tool exits and they close (or [`DRAIN`] after its exit), the
+    /// deadline passes, or stdout passes its cap.
+    fn watch(&mut self) -> Result<ExitStatus, RunError> {
+        let deadline = Instant::now() + self.limits.timeout;
+        let mut exited: Option<(ExitStatus, Instant)> = None;
+        loop {
+            self.read_pipes()?;
+            if exited.is_none() {
+                match self.child.try_wait() {
+                    Ok(Some(status)) => {
+                        self.end();
+                        exited = Some((status, Instant::now() + DRAIN));
+                    }
+                    Ok(None) => {}
+                    Err(e) => return Err(RunError::Spawn(e)),
                 }
-                buf.extend_from_slice(&chunk[..n]);
+            }
+            match exited {
+                Some((status, _)) if self.out.is_none() && self.err.is_none() => return Ok(status),
+                Some((status, drained)) if Instant::now() >= drained => return Ok(status),
+                _ if Instant::now() >= deadline => return Err(RunError::Timeout),
+                _ => std::thread::sleep(POLL),
             }
         }
     }
+
+    /// Reads what the pipes hold now; closes each at its end.
+    ///
+    /// Errors: [`RunError::TooLarge`] once stdout passes the cap.
+    fn read_pipes(&mut self) -> Result<(), RunError> {
+        let max = usize::try_from(self.limits.max_output).unwrap_or(usize::MAX);
+        if drain(&mut self.out, &mut self.stdout, max.saturating_add(1), true) && self.stdout.len() > max {
+            return Err(RunError::TooLarge);
+        }
+        drain(&mut self.err, &mut self.stderr, MAX_STDERR, false);
+        Ok(())
+    }
+
+    /// Ends the run: kills the tool's process group and the tool, then every process left in
+    /// its namespaces, and reaps them. Later calls do nothing.
+    fn end(&mut self) {
+        if self.ended {
+            return;
+        }
+        self.ended = true;
+        if let Ok(pgid) = libc::pid_t::try_from(self.child.id()) {
+            // SAFETY: the group the tool leads (`process_group(0)`); a group id stays in use,
+            // and so is not reused, while a member lives.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        self.confined.end();
+    }
 }
 
-/// Reads all of stderr, keeping the first [`MAX_STDERR`] bytes.
-fn read_stderr(mut from: impl Read) -> String {
-    let mut kept = Vec::new();
-    let mut chunk = [0u8; 8192];
-    while let Ok(n) = from.read(&mut chunk) {
-        if n == 0 {
-            break;
-        }
-        let room = MAX_STDERR.saturating_sub(kept.len());
-        kept.extend_from_slice(&chunk[..n.min(room)]);
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.end();
     }
-    String::from_utf8_lossy(&kept).into_owned()
+}
+
+/// Reads `pipe` until it would block, keeping at most `keep` bytes in `into` (the rest is
+/// read and dropped, so that the writer never blocks on a full pipe); closes the pipe at its
+/// end. With `stop`, returns as soon as `into` is full. Returns whether it is.
+fn drain<R: Read>(pipe: &mut Option<R>, into: &mut Vec<u8>, keep: usize, stop: bool) -> bool {
+    let mut chunk = [0u8; 64 << 10];
+    while let Some(reader) = pipe.as_mut() {
+        match reader.read(&mut chunk) {
+            Ok(0) => *pipe = None,
+            Ok(n) => into.extend_from_slice(&chunk[..n.min(keep.saturating_sub(into.len()))]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+            Err(_) => *pipe = None,
+        }
+        if stop && into.len() >= keep {
+            return true;
+        }
+    }
+    into.len() >= keep
 }
 
 /// The binary for `tool`: `configured` if set, else the first `tool` on this process's `PATH`.

@@ -2,56 +2,61 @@
 //! can make a tool do is bounded by the kernel, not by the scans before the run.
 //!
 //! Applied in the child between `fork` and `exec` (`CommandExt::pre_exec`), with only
-//! async-signal-safe system calls there: the Landlock ruleset is built, its paths opened and its
-//! file descriptor created in the parent before the fork; the child makes the calls below and
-//! nothing else (no allocation, no lock). A re-exec of gitward as a launcher would do the same
-//! work with one more process per render and nothing gained.
+//! async-signal-safe system calls there: the Landlock ruleset is built, its paths opened, its
+//! file descriptor and the namespaces ([`super::pod`]) created in the parent before the fork;
+//! the child makes the calls below and nothing else (no allocation, no lock).
 //!
 //! In the child, in this order:
 //!
 //! 1. every inherited file descriptor above stderr is marked close-on-exec (`close_range(3, ~0,
 //!    CLOSE_RANGE_CLOEXEC)`, Linux 5.11): a tool sees stdin (`/dev/null`), its stdout and stderr
 //!    pipes, nothing else — not the mirror, not an API server connection.
-//! 2. With unprivileged user namespaces allowed (`unshare -rn` works; not in most container
-//!    runtimes' default seccomp profile): `unshare(CLONE_NEWUSER | CLONE_NEWNET)`, mapping the
-//!    caller's uid and gid to themselves (`user_namespaces(7)`). The new network namespace has
-//!    only a loopback interface, down: no DNS, no UDP, no TCP, not even to gitward's own
-//!    loopback ports.
-//! 3. `RLIMIT_DATA` of `[render] max_memory` (default 1 GiB). Not `RLIMIT_AS`: the Go runtime
+//! 2. With unprivileged user namespaces allowed (`unshare -rnp` works; not in most container
+//!    runtimes' default seccomp profile): `setns` into the run's own user, network and PID
+//!    namespaces ([`super::pod`]), made with the caller's uid and gid mapped to themselves
+//!    (`user_namespaces(7)`), then a fork into the PID namespace: the tool is that child, and
+//!    the process gitward started only relays its exit code. The network namespace has only a loopback interface, down: no DNS,
+//!    no UDP, no TCP, not even to gitward's own loopback ports — or, for a unit with
+//!    `allow_remote_bases`, up with one listening socket, the remote-bases proxy
+//!    ([`super::proxy`]). Every process the tool starts is born in the PID namespace and killed
+//!    when the run ends, however it ends.
+//! 3. `PR_SET_PDEATHSIG`: the tool is killed if gitward dies.
+//! 4. `RLIMIT_DATA` of `[render] max_memory` (default 1 GiB). Not `RLIMIT_AS`: the Go runtime
 //!    reserves address space it never touches (its heap arena index, goroutine stacks), and
 //!    counting reservations measures the runtime, not the render: under an `RLIMIT_AS` of
 //!    256 MiB the pinned kustomize does not start (`failed to reserve page summary memory`),
 //!    though `kustomize version` touches about 12 MiB. `RLIMIT_DATA` counts private writable
 //!    memory, which is what a runaway template grows (Linux 4.7 counts anonymous `mmap` in it;
 //!    the Go heap is such memory). No cgroup is used: gitward does not assume a delegated one.
-//! 4. `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (Landlock, `landlock(7)`):
+//! 5. `PR_SET_NO_NEW_PRIVS` and `landlock_restrict_self` (Landlock, `landlock(7)`):
 //!    - files: read and execute beneath the scratch directory, the tool binary and the system
 //!      directories a dynamically linked tool needs (`/usr`, `/lib`, `/lib64`, `/bin`,
 //!      `/etc/ld.so.cache`; the pinned helm, kustomize and sops are static Go binaries and read
 //!      none of them), `/dev/null`, and files the caller names (sops's age key); write beneath
-//!      the scratch directory's `home/` and `tmp/` only (and `/dev/null`). Every other path —
-//!      `/etc/hostname`, the ServiceAccount token, the state directory, another unit's scratch
-//!      tree — is `EACCES`. Linux 5.13 (ABI 1); renames across directories (ABI 2, 5.19),
-//!      truncation (ABI 3, 6.2) and device ioctls (ABI 5, 6.10) are handled when the kernel
-//!      knows them.
-//!    - network (ABI 4, Linux 6.7): no TCP `connect` and no TCP `bind`, to any address. This
-//!      holds where no user namespace can be made (a pod), but UDP is not covered by it.
+//!      the scratch directory's `home/` and `tmp/` only (and `/dev/null`). A unit with
+//!      `allow_remote_bases` also reads the TLS trust store git needs ([`REMOTE_READ`]) and
+//!      nothing more. Every other path — `/etc/hostname`, the ServiceAccount token, the state
+//!      directory, another unit's scratch tree — is `EACCES`. Linux 5.13 (ABI 1); renames
+//!      across directories (ABI 2, 5.19), truncation (ABI 3, 6.2) and device ioctls (ABI 5,
+//!      6.10) are handled when the kernel knows them.
+//!    - network (ABI 4, Linux 6.7): no TCP `connect` and no TCP `bind`, to any address, but
+//!      the remote-bases proxy's port for a unit with `allow_remote_bases`. This holds where no
+//!      user namespace can be made (a pod), but UDP is not covered by it.
 //!    - scopes (ABI 6, Linux 6.12): no connection to an abstract UNIX socket and no signal to a
 //!      process outside the sandbox.
 //!
 //! Not blocked: connecting to a UNIX socket by path in a readable directory (Landlock does not
-//! mediate it before ABI 8; no such directory is granted but the scratch tree), and UDP where
-//! there is Landlock but no user namespace. A unit with `allow_remote_bases` runs without the
-//! network namespace and may read the whole filesystem (kustomize clones remote bases with
-//! `git`, which reads the system's git and TLS settings), still writes only in its scratch
-//! directory, and may connect over TCP to one loopback port only (ABI 4): the `CONNECT` proxy
-//! of [`super::proxy`], which tunnels to the hosts of its remote bases and nowhere else. UDP
-//! (DNS) is open for such a unit.
+//! mediate it before ABI 8; no such directory is granted but the scratch tree); where there is
+//! Landlock but no user namespace, UDP, and a process the tool detaches from its process group
+//! (`setsid`), which may outlive the run. A unit with `allow_remote_bases` is refused there
+//! ([`Refusal::Unsupported`]): it runs with its namespaces or not at all.
 //!
-//! What is enforced is known at start ([`Support::probe`]): the daemon logs it once, `/readyz`
-//! and `gitward status` show it ([`state`]). A kernel that can confine neither files nor TCP
-//! refuses every unit that runs a tool ([`Support::usable`]) unless `[render] sandbox = "off"`.
+//! What is enforced is known at start ([`Support::probe`], which makes a pod and enters it as a
+//! tool does): the daemon logs it once, `/readyz` and `gitward status` show it ([`state`]). A
+//! kernel that can confine neither files nor TCP refuses every unit that runs a tool
+//! ([`Support::usable`]) unless `[render] sandbox = "off"`.
 
+use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -63,6 +68,7 @@ use landlock::{
     RulesetCreatedAttr, Scope,
 };
 
+use super::pod::{Entry, Pod, check};
 use crate::config::SandboxMode;
 
 /// What this kernel lets gitward enforce on a render tool.
@@ -71,23 +77,28 @@ pub struct Support {
     /// The Landlock ABI version (`landlock_create_ruleset(NULL, 0, VERSION)`): 0 without
     /// Landlock (a kernel before 5.13, or `landlock` missing from `lsm=`), 1 (5.13) … 7 (6.15).
     pub landlock_abi: u32,
-    /// Whether an unprivileged process may make a user and network namespace.
-    pub network_namespace: bool,
+    /// Whether a run can have its own user, network and PID namespaces: a pod made and
+    /// entered as a tool enters it ([`super::pod`]), the id maps and the loopback listener
+    /// included.
+    pub namespaces: bool,
 }
 
 impl Support {
     /// Probes the running kernel once per process (later calls return the first answer): the
-    /// Landlock ABI by its version call, the namespaces by a forked child that tries the
-    /// `unshare` and exits.
+    /// Landlock ABI by its version call, the namespaces by making a pod with a proxy listener
+    /// and a forked child that joins it as a tool does.
     pub fn probe() -> Self {
         static PROBED: OnceLock<Support> = OnceLock::new();
-        *PROBED.get_or_init(|| Self { landlock_abi: landlock_abi(), network_namespace: can_unshare() })
+        *PROBED.get_or_init(|| {
+            let namespaces = Pod::create(true).is_ok_and(|mut pod| pod.take_listener().is_some() && pod.try_entry());
+            Self { landlock_abi: landlock_abi(), namespaces }
+        })
     }
 
     /// Whether tools may run confined: Landlock on files, and TCP closed by a network
     /// namespace or Landlock's network rules (ABI 4).
     pub fn usable(&self) -> bool {
-        self.landlock_abi >= 1 && (self.network_namespace || self.landlock_abi >= 4)
+        self.landlock_abi >= 1 && (self.namespaces || self.landlock_abi >= 4)
     }
 
     /// What is missing for [`Support::usable`], as a sentence; `None` when nothing is.
@@ -106,7 +117,8 @@ impl Support {
 }
 
 /// The sandbox as the daemon and `gitward status` report it: the mode configured and what the
-/// kernel enforces, e.g. `landlock ABI 7, network namespace` or `off (configured)`.
+/// kernel enforces, each layer named only where it holds: `landlock ABI 7, user, network and
+/// PID namespaces` or `landlock ABI 5, no namespaces: …` or `off ([render] sandbox = "off")`.
 pub fn state(mode: SandboxMode) -> String {
     let support = Support::probe();
     match mode {
@@ -115,8 +127,14 @@ pub fn state(mode: SandboxMode) -> String {
             format!("unavailable: {}", support.missing().unwrap_or_default())
         }
         SandboxMode::On => {
-            let net = if support.network_namespace { "network namespace" } else { "no network namespace" };
-            format!("landlock ABI {}, {net}", support.landlock_abi)
+            let abi = support.landlock_abi;
+            match support.namespaces {
+                true => format!("landlock ABI {abi}, user, network and PID namespaces"),
+                false => format!(
+                    "landlock ABI {abi}, no namespaces: TCP closed by Landlock, UDP open, a detached process may \
+                     outlive its render, units with allow_remote_bases refused"
+                ),
+            }
         }
     }
 }
@@ -139,46 +157,20 @@ fn landlock_abi() -> u32 {
     u32::try_from(v).unwrap_or(0)
 }
 
-/// Whether a child can `unshare(CLONE_NEWUSER | CLONE_NEWNET)`: a fork that tries it and
-/// exits with 0 on success.
-fn can_unshare() -> bool {
-    // SAFETY: the child calls only `unshare` and `_exit`, both async-signal-safe.
-    unsafe {
-        let pid = libc::fork();
-        if pid == 0 {
-            let ok = libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) == 0;
-            libc::_exit(if ok { 0 } else { 1 });
-        }
-        if pid < 0 {
-            return false;
-        }
-        let mut status = 0;
-        while libc::waitpid(pid, &mut status, 0) < 0 {
-            if std::io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return false;
-            }
-        }
-        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0
-    }
-}
-
 /// What one tool run may touch.
 #[derive(Debug, Clone)]
 pub(super) struct Policy {
     /// `[render] sandbox`: `Off` runs the tool with only the empty environment, closed
-    /// descriptors and the memory cap.
+    /// descriptors, its own process group and the memory cap.
     pub mode: SandboxMode,
     /// Read and execute beneath these (directories or files): the scratch directory, the tool
     /// binary, files such as an age key.
     pub read: Vec<PathBuf>,
     /// Read and write beneath these: the tool's `HOME` and `TMPDIR`.
     pub write: Vec<PathBuf>,
-    /// Whether the tool may reach the network and read the whole filesystem (kustomize with
-    /// `allow_remote_bases`); writes stay confined to [`Policy::write`].
-    pub network: bool,
-    /// With [`Policy::network`]: the one loopback port TCP may connect to (the remote-bases
-    /// proxy, [`super::proxy`]), with Landlock ABI 4; `None` leaves TCP open.
-    pub proxy_port: Option<u16>,
+    /// Whether the tool reaches the remote-bases proxy (kustomize with `allow_remote_bases`):
+    /// a listening socket in its network namespace, TCP to that port, and [`REMOTE_READ`].
+    pub proxy: bool,
     /// `RLIMIT_DATA` in bytes (`[render] max_memory`).
     pub max_memory: u64,
 }
@@ -187,44 +179,97 @@ pub(super) struct Policy {
 /// wrapper script, a distribution's kustomize): the loader, libraries and `/bin/sh`.
 const SYSTEM_READ: [&str; 5] = ["/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache"];
 
+/// What the `git` a remote-bases kustomize runs reads besides [`SYSTEM_READ`]: the TLS trust
+/// store (Debian's `/etc/ssl`, its `/etc/ca-certificates`, Red Hat's `/etc/pki`) and
+/// `/dev/urandom`. Name resolution happens in the proxy; git's system config is not read
+/// (`GIT_CONFIG_NOSYSTEM`).
+pub(super) const REMOTE_READ: [&str; 4] = ["/etc/ssl", "/etc/ca-certificates", "/etc/pki", "/dev/urandom"];
+
 /// Why a tool cannot be confined as asked.
 #[derive(Debug, thiserror::Error)]
 pub(super) enum Refusal {
-    /// The kernel lacks what [`Support::usable`] needs and `[render] sandbox` is not `"off"`.
+    /// The kernel lacks what [`Support::usable`] needs, or what a remote-bases run needs (its
+    /// namespaces), and `[render] sandbox` is not `"off"`.
     #[error("{0}; set [render] sandbox = \"off\" to run render tools unconfined")]
     Unsupported(String),
-    /// Building the Landlock ruleset failed (a path that cannot be opened, a kernel error).
-    #[error("cannot build the Landlock ruleset: {0}")]
+    /// Building the Landlock ruleset or the namespaces failed (a path that cannot be opened, a
+    /// kernel error).
+    #[error("cannot build the sandbox: {0}")]
     Ruleset(String),
 }
 
-/// Makes `cmd` run confined by `policy` (see the module docs); the rules are prepared now and
-/// applied in the child.
+/// A prepared confinement: the run's namespaces (while it lives, every process of the run can
+/// be found and killed) and the proxy's listening socket inside them.
+pub(super) struct Confined {
+    /// The run's namespaces; dropped to kill every process left in them.
+    pod: Option<Pod>,
+}
+
+impl Confined {
+    /// The remote-bases proxy's listening socket in the tool's network namespace, once; `None`
+    /// without a pod (the sandbox off).
+    pub fn take_listener(&mut self) -> Option<TcpListener> {
+        self.pod.as_mut().and_then(Pod::take_listener)
+    }
+
+    /// Kills every process still in the run's namespaces and reaps them; later calls do
+    /// nothing.
+    pub fn end(&mut self) {
+        self.pod = None;
+    }
+}
+
+/// Makes `cmd` run confined by `policy` (see the module docs); the rules and namespaces are
+/// prepared now and applied in the child. With `policy.proxy`, the pod's listening socket is
+/// taken with [`Confined::take_listener`] and served by the caller.
 ///
-/// Errors: [`Refusal::Unsupported`] when the sandbox is on and the kernel cannot enforce it;
-/// [`Refusal::Ruleset`] when the ruleset cannot be built.
-pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<(), Refusal> {
+/// Errors: [`Refusal::Unsupported`] when the sandbox is on and the kernel cannot enforce it
+/// (for a remote-bases run: without namespaces); [`Refusal::Ruleset`] when the ruleset or the
+/// namespaces cannot be made.
+pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<Confined, Refusal> {
     let support = Support::probe();
     let on = policy.mode == SandboxMode::On;
     if on && let Some(missing) = support.missing() {
         return Err(Refusal::Unsupported(missing));
     }
-    let ruleset = if on { Some(ruleset(policy, support.landlock_abi)?) } else { None };
-    let (uid, gid) = (unsafe { libc::getuid() }, unsafe { libc::getgid() });
-    let maps = (on && support.network_namespace && !policy.network)
-        .then(|| IdMaps { uid: format!("{uid} {uid} 1\n").into_bytes(), gid: format!("{gid} {gid} 1\n").into_bytes() });
+    if on && policy.proxy && !support.namespaces {
+        return Err(Refusal::Unsupported(
+            "a unit with allow_remote_bases needs its own user, network and PID namespaces, which this host does \
+             not allow (unprivileged user namespaces)"
+                .into(),
+        ));
+    }
+    let pod = match on && support.namespaces {
+        true => Some(Pod::create(policy.proxy).map_err(|e| Refusal::Ruleset(format!("namespaces: {e}")))?),
+        false => None,
+    };
+    let port = pod.as_ref().and_then(Pod::listener_port);
+    let ruleset = if on { Some(ruleset(policy, support.landlock_abi, port)?) } else { None };
+    confine_with(cmd, policy.max_memory, ruleset, pod.as_ref().map(Pod::entry))?;
+    Ok(Confined { pod })
+}
+
+/// Installs the child's steps (module docs) on `cmd`.
+fn confine_with(
+    cmd: &mut Command,
+    max_memory: u64,
+    ruleset: Option<OwnedFd>,
+    entry: Option<Entry>,
+) -> Result<(), Refusal> {
     // Never above the hard limit this process has: raising it would fail without privilege.
     let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit fills a valid struct.
     check(unsafe { libc::getrlimit(libc::RLIMIT_DATA, &mut current) }).map_err(|e| Refusal::Ruleset(e.to_string()))?;
-    let max_memory = policy.max_memory.min(current.rlim_max);
+    let max_memory = max_memory.min(current.rlim_max);
     let child = move || -> std::io::Result<()> {
         close_inherited()?;
-        if let Some(maps) = &maps {
-            maps.enter()?;
+        if let Some(entry) = entry {
+            entry.enter()?;
         }
+        // SAFETY: prctl and setrlimit with a valid struct; async-signal-safe.
+        check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) })?;
         let limit = libc::rlimit { rlim_cur: max_memory, rlim_max: max_memory };
-        // SAFETY: setrlimit with a valid struct; async-signal-safe.
+        // SAFETY: as above.
         check(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) })?;
         if let Some(fd) = &ruleset {
             restrict(fd.as_raw_fd())?;
@@ -237,8 +282,9 @@ pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<(), Refusal>
     Ok(())
 }
 
-/// The Landlock ruleset of `policy` for a kernel of `abi`, as its file descriptor.
-fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
+/// The Landlock ruleset of `policy` for a kernel of `abi`, as its file descriptor; TCP may
+/// connect to `proxy_port` alone.
+fn ruleset(policy: &Policy, abi: u32, proxy_port: Option<u16>) -> Result<OwnedFd, Refusal> {
     let err = |e: &dyn std::fmt::Display| Refusal::Ruleset(e.to_string());
     let abi = match abi {
         1 => ABI::V1,
@@ -253,19 +299,21 @@ fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
     let all = AccessFs::from_all(abi);
     let mut base =
         Ruleset::default().set_compatibility(CompatLevel::BestEffort).handle_access(all).map_err(|e| err(&e))?;
-    let net_handled = abi >= ABI::V4 && (!policy.network || policy.proxy_port.is_some());
+    let net_handled = abi >= ABI::V4;
     if net_handled {
         base = base.handle_access(AccessNet::from_all(abi)).map_err(|e| err(&e))?;
     }
     if abi >= ABI::V6 {
         base = base.scope(Scope::from_all(abi)).map_err(|e| err(&e))?;
     }
+    let optional: Vec<&str> =
+        SYSTEM_READ.iter().chain(policy.proxy.then_some(&REMOTE_READ).into_iter().flatten()).copied().collect();
     let mut rules = Vec::new();
     let mut grant = |path: &Path, access| -> Result<(), Refusal> {
         let fd = match PathFd::new(path) {
             Ok(fd) => fd,
-            // A system directory this host does not have (`/lib64` on some distributions).
-            Err(_) if SYSTEM_READ.iter().any(|s| Path::new(s) == path) => return Ok(()),
+            // A system directory this host does not have (`/lib64`, `/etc/pki` on some distributions).
+            Err(_) if optional.iter().any(|s| Path::new(s) == path) => return Ok(()),
             Err(e) => return Err(Refusal::Ruleset(format!("{}: {e}", path.display()))),
         };
         let is_dir = std::fs::metadata(path).is_ok_and(|m| m.is_dir());
@@ -274,8 +322,7 @@ fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
         rules.push(PathBeneath::new(fd, access));
         Ok(())
     };
-    let reads: Vec<PathBuf> = if policy.network { vec![PathBuf::from("/")] } else { policy.read.clone() };
-    for path in SYSTEM_READ.iter().map(Path::new).chain(reads.iter().map(PathBuf::as_path)) {
+    for path in optional.iter().map(Path::new).chain(policy.read.iter().map(PathBuf::as_path)) {
         grant(path, read)?;
     }
     for path in &policy.write {
@@ -286,43 +333,10 @@ fn ruleset(policy: &Policy, abi: u32) -> Result<OwnedFd, Refusal> {
     for rule in rules {
         created = created.add_rule(rule).map_err(|e| err(&e))?;
     }
-    if let (true, true, Some(port)) = (net_handled, policy.network, policy.proxy_port) {
+    if let (true, Some(port)) = (net_handled, proxy_port) {
         created = created.add_rule(NetPort::new(port, AccessNet::ConnectTcp)).map_err(|e| err(&e))?;
     }
     Option::<OwnedFd>::from(created).ok_or_else(|| Refusal::Ruleset("no ruleset was created".into()))
-}
-
-/// The id maps written into a new user namespace, prepared before the fork.
-struct IdMaps {
-    uid: Vec<u8>,
-    gid: Vec<u8>,
-}
-
-impl IdMaps {
-    /// In the child: a new user and network namespace, the caller's ids mapped to themselves
-    /// (`setgroups` denied first, as an unprivileged `gid_map` write requires).
-    fn enter(&self) -> std::io::Result<()> {
-        // SAFETY: unshare takes flags only.
-        check(unsafe { libc::unshare(libc::CLONE_NEWUSER | libc::CLONE_NEWNET) })?;
-        write_file(c"/proc/self/uid_map", &self.uid)?;
-        write_file(c"/proc/self/setgroups", b"deny")?;
-        write_file(c"/proc/self/gid_map", &self.gid)
-    }
-}
-
-/// `open`, `write`, `close`: async-signal-safe.
-fn write_file(path: &std::ffi::CStr, bytes: &[u8]) -> std::io::Result<()> {
-    // SAFETY: a NUL-terminated path and a valid buffer.
-    unsafe {
-        let fd = libc::open(path.as_ptr(), libc::O_WRONLY | libc::O_CLOEXEC);
-        check(fd)?;
-        let n = libc::write(fd, bytes.as_ptr().cast(), bytes.len());
-        libc::close(fd);
-        if n != bytes.len() as isize {
-            return Err(std::io::Error::last_os_error());
-        }
-    }
-    Ok(())
 }
 
 /// Marks every descriptor above 2 close-on-exec: `close_range` with `CLOSE_RANGE_CLOEXEC`
@@ -352,10 +366,6 @@ fn restrict(fd: i32) -> std::io::Result<()> {
         check(libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0))?;
         check(libc::syscall(libc::SYS_landlock_restrict_self, fd, 0u32) as i32)
     }
-}
-
-fn check(r: i32) -> std::io::Result<()> {
-    if r < 0 { Err(std::io::Error::last_os_error()) } else { Ok(()) }
 }
 
 #[cfg(test)]

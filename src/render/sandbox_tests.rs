@@ -35,13 +35,14 @@ fn this_kernel_confines_tools() {
     // a kernel without them must fail here, not skip the tests below.
     let support = Support::probe();
     assert!(support.usable(), "{support:?}: {:?}", support.missing());
+    assert!(support.namespaces, "the pod is made and entered in full here");
     assert!(state(SandboxMode::On).starts_with("landlock ABI "), "{}", state(SandboxMode::On));
     assert!(state(SandboxMode::Off).starts_with("off"));
 }
 
 #[test]
 fn a_kernel_without_landlock_or_any_tcp_control_is_not_usable() {
-    let support = |landlock_abi, network_namespace| Support { landlock_abi, network_namespace };
+    let support = |landlock_abi, namespaces| Support { landlock_abi, namespaces };
     assert!(!support(0, true).usable());
     assert!(support(0, true).missing().unwrap().contains("no Landlock"));
     assert!(!support(3, false).usable(), "Landlock before ABI 4 cannot close TCP");
@@ -158,4 +159,55 @@ fn the_environment_is_empty() {
     let mut proxies = process::PROXY_VARIABLES.map(str::to_owned).to_vec();
     proxies.sort();
     assert_eq!(names, proxies, "only the dead proxy is set");
+}
+
+/// The command lines of every process on the host that holds `marker`.
+fn processes_with(marker: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains(marker) {
+            found.push(format!("{}: {cmdline}", entry.file_name().to_string_lossy()));
+        }
+    }
+    found
+}
+
+#[test]
+fn a_detached_process_is_killed_when_the_run_ends_however_it_ends() {
+    let (dir, grants) = scratch();
+    for (case, tail, limits) in [
+        ("exit", "exit 0", LIMITS),
+        ("fail", "exit 3", LIMITS),
+        ("timeout", "exec sleep 30", Limits { timeout: Duration::from_millis(500), ..LIMITS }),
+    ] {
+        // A sleep of a length no other process has, detached from the tool's group and session.
+        let marker = format!("{}.{}", 300 + std::process::id() % 1000, case.len());
+        let script = format!("setsid sh -c 'exec sleep {marker}' </dev/null >/dev/null 2>&1 & sleep 0.2; {tail}");
+        let began = std::time::Instant::now();
+        let _ = process::run(shell("/bin/sh", &script, dir.path()), limits, &grants);
+        assert!(began.elapsed() < Duration::from_secs(10), "{case}: the run waited for its detached child");
+        let left = processes_with(&format!("sleep {marker}"));
+        assert!(left.is_empty(), "{case}: a detached process outlived the run: {left:?}");
+    }
+}
+
+#[test]
+fn a_remote_bases_run_reads_only_its_tree_and_reaches_only_its_proxy() {
+    let (dir, mut grants) = scratch();
+    grants.proxy = Some(Default::default());
+    let state = tempfile::tempdir().unwrap();
+    std::fs::write(state.path().join("substitute.key"), "state-bytes").unwrap();
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let script = format!(
+        "cat {}/substitute.key; cat /etc/hostname; echo x > /dev/tcp/127.0.0.1/{} && echo connected; \
+         p=${{HTTPS_PROXY##*:}}; echo x > /dev/tcp/127.0.0.1/$p && echo proxied; exit 0",
+        state.path().display(),
+        listener.local_addr().unwrap().port()
+    );
+    let out = process::run(shell("/bin/bash", &script, dir.path()), LIMITS, &grants).unwrap();
+    assert_eq!(String::from_utf8_lossy(&out), "proxied\n", "only the proxy is reachable, no host file readable");
+    assert_eq!(listener.accept().map(|_| ()).unwrap_err().kind(), std::io::ErrorKind::WouldBlock);
 }

@@ -94,7 +94,10 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     assert!(first.starts_with(&format!("app: healthy {}, applied ", &revision[..7])), "{stdout}");
     assert!(first.ends_with("(2 objects: 2 healthy)"), "{stdout}");
     let last = stdout.lines().last().unwrap_or_default();
-    assert!(last.starts_with("sandbox: landlock ABI ") && last.ends_with("network namespace"), "{stdout}");
+    assert!(
+        last.starts_with("sandbox: landlock ABI ") && last.ends_with("user, network and PID namespaces"),
+        "{stdout}"
+    );
 
     // diff: nothing to change → 0.
     let out = gitward(&["diff"], &config);

@@ -75,20 +75,26 @@ async fn a_tool_binary_replaced_in_place_renders_again() {
 async fn a_remote_base_changed_upstream_is_picked_up_by_the_next_sync() {
     let env = common::setup("remote-base").await;
     let ns = env.namespace.clone();
-    // The remote base: a git repository kustomize clones itself (`file://…//base?ref=main`,
-    // the git CLI's own transport), committed to between syncs.
+    // The remote base: a git repository kustomize clones itself over HTTPS (the real
+    // `git http-backend` on a loopback port, listed with its port in `remote_base_hosts`, its
+    // self-signed certificate given as `remote_base_ca_file`), committed to between syncs.
     let upstream = common::GitRepo::new();
     upstream.write("base/kustomization.yaml", "resources: [cm.yaml]\n");
     upstream.write("base/cm.yaml", &common::cm("remote", "one"));
     upstream.commit_and_push("base");
-    let remote = format!("file://{}//base?ref=main", upstream.bare().display());
+    let bare = upstream.bare();
+    let server = crate::common::git_remote::GitHttps::serve(bare.parent().unwrap());
+    let remote = format!("{}//base?ref=main", server.url(&bare.file_name().unwrap().to_string_lossy()));
+    let port = remote.split(':').nth(2).and_then(|p| p.split('/').next()).unwrap().to_owned();
+    let render =
+        format!("remote_base_hosts = [\"127.0.0.1:{port}\"]\nremote_base_ca_file = \"{}\"", server.cert.display());
 
     let repo = common::GitRepo::new();
     repo.write("app/kustomization.yaml", &format!("resources:\n- {remote}\n"));
     repo.commit_and_push("app");
     let state = tempfile::tempdir().unwrap();
     let units = common::unit_toml("app", &repo.bare(), "app", &ns, "allow_remote_bases = true");
-    let mut engine = common::engine(&env.client, &config(state.path(), "", &units), "app").await;
+    let mut engine = common::engine(&env.client, &config(state.path(), &render, &units), "app").await;
 
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     let object = format!("ConfigMap/{ns}/remote");

@@ -5,5 +5,6 @@ pub(crate) mod door_bounds;
 pub(crate) mod hostile_input;
 pub(crate) mod masked_errors;
 pub(crate) mod masking;
+pub(crate) mod remote_bases;
 pub(crate) mod sandbox;
 pub(crate) mod secret_scan;

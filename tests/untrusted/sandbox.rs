@@ -22,13 +22,14 @@ use kube::api::Api;
 const LIMIT: Duration = Duration::from_secs(120);
 
 /// A loopback endpoint that answers every request with `host-secret` and counts connections.
-struct Listener {
-    port: u16,
+pub(crate) struct Listener {
+    /// The port it listens on.
+    pub(crate) port: u16,
     connections: Arc<AtomicUsize>,
 }
 
 impl Listener {
-    fn start() -> Self {
+    pub(crate) fn start() -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let connections = Arc::new(AtomicUsize::new(0));
@@ -45,7 +46,7 @@ impl Listener {
         Self { port, connections }
     }
 
-    fn connections(&self) -> usize {
+    pub(crate) fn connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
     }
 }
@@ -250,7 +251,8 @@ async fn a_sops_file_whose_metadata_hides_a_vault_key_is_refused_and_vault_never
 
 /// A unit with `allow_remote_bases` reaches the hosts of its remote bases through gitward's
 /// `CONNECT` proxy, and nothing else: `git` (run by kustomize) clones the base at
-/// `https://127.0.0.1:<base>/…` through the proxy, so that listener gets a connection; a
+/// `https://127.0.0.1:<base>/…` through the proxy (the base's host and port listed in `[render]
+/// remote_base_hosts`; unlisted, it is refused), so that listener gets a connection; a
 /// generator file at `http://127.0.0.1:<other>/creds` — a URL, not a base — is fetched by
 /// kustomize directly (Go sends loopback requests past any proxy), and Landlock, which lets the
 /// tool connect to the proxy's port alone, denies it. Without the sandbox (`sandbox = "off"`)
@@ -271,7 +273,14 @@ async fn a_remote_bases_unit_reaches_its_bases_through_the_proxy_and_nothing_els
     );
     repo.commit_and_push("a remote base");
     let dir = tempfile::tempdir().unwrap();
-    let run = sync(dir.path(), "", &common::unit_toml("base", &repo.bare(), "app", &ns, remote));
+    // A loopback host is a remote base only when the operator lists it with its port.
+    let listed = format!("remote_base_hosts = [\"127.0.0.1:{}\"]", base.port);
+    let unit = common::unit_toml("base", &repo.bare(), "app", &ns, remote);
+    let run = sync(dir.path(), "", &unit);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    assert!(run.stderr.contains("remote_base_hosts"), "an unlisted loopback base is refused: {}", run.stderr);
+    assert_eq!(base.connections(), 0, "an unlisted base was reached");
+    let run = sync(dir.path(), &listed, &unit);
     assert_ne!(run.code, Some(0), "the listener is no git server: {}", run.stderr);
     assert!(base.connections() > 0, "the remote base was not reached through the proxy: {}", run.stderr);
 
