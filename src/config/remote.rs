@@ -10,7 +10,7 @@
 
 use std::path::PathBuf;
 
-use super::allow::{Restricted, restricted_host};
+use super::address::{Restricted, restricted_host};
 
 /// Where remote bases may come from (`[render] remote_base_hosts`, `remote_base_ca_file`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
