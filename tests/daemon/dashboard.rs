@@ -136,9 +136,14 @@ async fn the_dashboard_shows_each_unit_and_follows_a_push_without_a_reload() {
 
     // The unit page: its recent syncs, the push's included, with the triggers that ran them.
     browser.goto(&format!("http://127.0.0.1:{port}/units/web")).await.unwrap();
-    let revision = browser.find(Locator::Id("revision")).await.unwrap().text().await.unwrap();
-    assert_eq!(revision, second[..12]);
-    let triggers = browser.find(Locator::Css("#syncs tbody")).await.unwrap().text().await.unwrap();
+    // Read in one script each: the live stream may replace an element between a find and a read
+    // of it (a stale element reference).
+    browser.find(Locator::Id("revision")).await.unwrap();
+    let text_of = |selector: &str| format!("return document.querySelector('{selector}').innerText");
+    let revision = browser.execute(&text_of("#revision"), vec![]).await.unwrap();
+    assert_eq!(revision, json!(second[..12]));
+    let triggers = browser.execute(&text_of("#syncs tbody"), vec![]).await.unwrap();
+    let triggers = triggers.as_str().unwrap_or_default().to_owned();
     assert!(triggers.contains("push") && triggers.contains("startup"), "{triggers}");
 
     // Drift: another field manager changes the ConfigMap; the page shows, live, what the
