@@ -38,6 +38,7 @@ mod render;
 mod resolve;
 mod set;
 mod set_identity;
+pub use set_identity::wildcard_matches;
 #[cfg(test)]
 mod set_tests;
 mod sharding;

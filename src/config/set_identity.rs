@@ -79,7 +79,7 @@ impl SyncSet {
     ///
     /// Errors: [`super::Error::Invalid`] at `sync_set[<index>].namespaces`.
     pub(super) fn check_namespace(&self, unit: &SyncUnit, path: &str) -> Result<()> {
-        if self.namespaces.is_empty() || self.namespaces.iter().any(|p| glob_matches(p, &unit.namespace)) {
+        if self.namespaces.is_empty() || self.namespaces.iter().any(|p| wildcard_matches(p, &unit.namespace)) {
             return Ok(());
         }
         let message = format!(
@@ -90,9 +90,10 @@ impl SyncSet {
     }
 }
 
-/// Whether `name` matches `pattern` (`*` any run of characters, `?` one, others literal), by
+/// Whether `name` matches `pattern` (`*` any run of characters, `?` one, others literal: a
+/// `[[sync_set]]`'s `path_glob` component and `namespaces` pattern), by
 /// the usual two-pointer match with one backtrack point: linear in practice.
-fn glob_matches(pattern: &str, name: &str) -> bool {
+pub fn wildcard_matches(pattern: &str, name: &str) -> bool {
     let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
     let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
     while ni < n.len() {
@@ -112,15 +113,15 @@ fn glob_matches(pattern: &str, name: &str) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::glob_matches;
+    use super::wildcard_matches;
 
     #[test]
     fn a_namespace_pattern_matches_by_wildcards() {
-        assert!(glob_matches("team-*", "team-blue"));
-        assert!(glob_matches("team-*", "team-"));
-        assert!(!glob_matches("team-*", "kube-system"));
-        assert!(glob_matches("t?am-*-x", "team-a-b-x"));
-        assert!(!glob_matches("team", "team-blue"));
-        assert!(glob_matches("*", "anything"));
+        assert!(wildcard_matches("team-*", "team-blue"));
+        assert!(wildcard_matches("team-*", "team-"));
+        assert!(!wildcard_matches("team-*", "kube-system"));
+        assert!(wildcard_matches("t?am-*-x", "team-a-b-x"));
+        assert!(!wildcard_matches("team", "team-blue"));
+        assert!(wildcard_matches("*", "anything"));
     }
 }

@@ -34,31 +34,14 @@ pub fn matching_dirs(tree: &Tree<'_>, glob: &str) -> Result<Vec<String>> {
     Ok(level)
 }
 
-/// Whether one path component `name` matches `pattern` (`*`, `?`, other characters literal).
+/// Whether one path component `name` matches `pattern` (`*`, `?`, other characters literal;
+/// [`crate::config::wildcard_matches`]); a hidden name (`.git`) only by a pattern that starts
+/// with `.`.
 pub fn component_matches(pattern: &str, name: &str) -> bool {
     if name.starts_with('.') && !pattern.starts_with('.') {
         return false;
     }
-    let (p, n): (Vec<char>, Vec<char>) = (pattern.chars().collect(), name.chars().collect());
-    // Iterative wildcard matching with one backtrack point (the last `*`): linear in practice.
-    let (mut pi, mut ni, mut star, mut mark) = (0, 0, None, 0);
-    while ni < n.len() {
-        if pi < p.len() && (p[pi] == '?' || p[pi] == n[ni]) {
-            pi += 1;
-            ni += 1;
-        } else if pi < p.len() && p[pi] == '*' {
-            star = Some(pi);
-            mark = ni;
-            pi += 1;
-        } else if let Some(s) = star {
-            pi = s + 1;
-            mark += 1;
-            ni = mark;
-        } else {
-            return false;
-        }
-    }
-    p[pi..].iter().all(|&c| c == '*')
+    crate::config::wildcard_matches(pattern, name)
 }
 
 #[cfg(test)]
