@@ -249,7 +249,8 @@ fn listen_on_loopback() -> std::io::Result<RawFd> {
             *to = *from as libc::c_char;
         }
         req.ifr_ifru.ifru_flags = (libc::IFF_UP | libc::IFF_RUNNING) as libc::c_short;
-        let up = libc::ioctl(ctl, libc::SIOCSIFFLAGS, &req);
+        // The request's type is the C library's (`c_ulong` in glibc, `c_int` in musl).
+        let up = libc::ioctl(ctl, libc::SIOCSIFFLAGS as _, &req);
         libc::close(ctl);
         check(up)?;
         let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
@@ -274,11 +275,11 @@ fn send(sock: RawFd, data: [i32; 2], fd: RawFd, control: &mut [u64; 8]) {
         msg.msg_iovlen = 1;
         if fd >= 0 {
             msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = libc::CMSG_SPACE(4) as usize;
+            msg.msg_controllen = libc::CMSG_SPACE(4) as _;
             let cmsg = libc::CMSG_FIRSTHDR(&msg);
             (*cmsg).cmsg_level = libc::SOL_SOCKET;
             (*cmsg).cmsg_type = libc::SCM_RIGHTS;
-            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as usize;
+            (*cmsg).cmsg_len = libc::CMSG_LEN(4) as _;
             std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<RawFd>(), fd);
         }
         libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL);
@@ -288,7 +289,7 @@ fn send(sock: RawFd, data: [i32; 2], fd: RawFd, control: &mut [u64; 8]) {
 /// Receives the holder's message: the init's pid and the listener, or the holder's error.
 fn receive(sock: &OwnedFd) -> std::io::Result<(libc::pid_t, Option<TcpListener>)> {
     let timeout = Duration::from_secs(10);
-    let tv = libc::timeval { tv_sec: timeout.as_secs() as libc::time_t, tv_usec: 0 };
+    let tv = libc::timeval { tv_sec: timeout.as_secs() as _, tv_usec: 0 };
     let mut data = [0i32; 2];
     let mut control = [0u64; 8];
     // SAFETY: valid buffers for setsockopt and recvmsg; a descriptor received is owned here.
@@ -300,7 +301,8 @@ fn receive(sock: &OwnedFd) -> std::io::Result<(libc::pid_t, Option<TcpListener>)
         msg.msg_iov = &raw mut iov;
         msg.msg_iovlen = 1;
         msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control);
+        // `size_t` in glibc's msghdr, `socklen_t` in musl's.
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
         let n = libc::recvmsg(sock.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC);
         if n < 0 {
             return Err(std::io::Error::last_os_error());
