@@ -18,9 +18,14 @@ async fn color(api: &Api<ConfigMap>, name: &str) -> Option<String> {
     api.get_opt(name).await.ok().flatten()?.data?.remove("color")
 }
 
-#[tokio::test]
-async fn a_changed_configmap_of_variables_syncs_the_unit_again() {
-    let env = common::setup("subst-watch").await;
+/// What [`color_unit`] makes: the namespace, the repository, its ConfigMaps, the config's
+/// directory, the config file and the daemon's HTTP port.
+type ColorUnit = (common::TestEnv, common::GitRepo, Api<ConfigMap>, tempfile::TempDir, std::path::PathBuf, u16);
+
+/// A ConfigMap `vars` (`color: red`) and the config of a daemon of unit `app` over a repository
+/// whose ConfigMap `out` takes `${color}` from it (`[sync.substitute] from`), not started.
+async fn color_unit(prefix: &str) -> ColorUnit {
+    let env = common::setup(prefix).await;
     let ns = env.namespace.clone();
     let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
     let vars: ConfigMap =
@@ -32,6 +37,12 @@ async fn a_changed_configmap_of_variables_syncs_the_unit_again() {
     let dir = tempfile::tempdir().unwrap();
     let table = format!("[sync.substitute]\nfrom = [\"ConfigMap/{ns}/vars\"]\n");
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", &table);
+    (env, repo, configmaps, dir, config, port)
+}
+
+#[tokio::test]
+async fn a_changed_configmap_of_variables_syncs_the_unit_again() {
+    let (_env, _repo, configmaps, _dir, config, port) = color_unit("subst-watch").await;
     let daemon = common::Daemon::start(&config, port, &[]);
     let first = common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("red") }).await;
     assert!(first, "the first sync substitutes the value: {}", daemon.log_text());
@@ -55,18 +66,7 @@ async fn not_acted_on(daemon: &common::Daemon, kind: &str) -> bool {
 
 #[tokio::test]
 async fn a_configmap_of_variables_changed_while_suspended_is_applied_on_resume() {
-    let env = common::setup("subst-resume").await;
-    let ns = env.namespace.clone();
-    let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
-    let vars: ConfigMap =
-        serde_json::from_value(json!({"metadata": {"name": "vars"}, "data": {"color": "red"}})).unwrap();
-    configmaps.create(&PostParams::default(), &vars).await.unwrap();
-    let repo = common::GitRepo::new();
-    repo.write("out.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: out\ndata:\n  color: ${color}\n");
-    repo.commit_and_push("a ConfigMap of a variable");
-    let dir = tempfile::tempdir().unwrap();
-    let table = format!("[sync.substitute]\nfrom = [\"ConfigMap/{ns}/vars\"]\n");
-    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", &table);
+    let (_env, _repo, configmaps, _dir, config, port) = color_unit("subst-resume").await;
     // Polls every 2 s, so that one is kept first while the unit is suspended: the change of
     // variables is then merged into a poll, which alone would find no new revision.
     let text = std::fs::read_to_string(&config).unwrap();
