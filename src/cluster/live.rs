@@ -76,7 +76,7 @@ const FINGERPRINT: &str = "gitward.dev/fingerprint";
 
 /// The fingerprint [`own_apply`] gives of one `managedFields` entry: a hash of its apiVersion,
 /// time and field set, or the one a [`compact_apply_entry`] kept.
-fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
+pub fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
     use std::hash::{Hash, Hasher};
     let kept = entry.fields_v1.as_ref().and_then(|f| f.0.get(FINGERPRINT)).and_then(serde_json::Value::as_u64);
     if let Some(kept) = kept {
@@ -90,15 +90,15 @@ fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
     hasher.finish()
 }
 
-/// `entry` with its field set replaced by its fingerprint: what a shared watch keeps of an
-/// object no subscriber holds (`feed::kept`). [`own_apply`] of it is that of `entry`; its
-/// field set is gone, so nothing else may read it.
-pub fn compact_apply_entry(entry: &ManagedFieldsEntry) -> ManagedFieldsEntry {
-    let fields = serde_json::json!({ FINGERPRINT: fingerprint(entry) });
+/// A server-side apply entry of field manager `manager` whose field set is only `fingerprint`
+/// (the [`fingerprint`] of the entry it stands for): how a shared watch gives back an object
+/// no subscriber held (`feed::kept`). [`own_apply`] of it is that of the entry it stands for;
+/// it has no field set, so nothing else may read it.
+pub fn compact_apply_entry(manager: &str, fingerprint: u64) -> ManagedFieldsEntry {
+    let fields = serde_json::json!({ FINGERPRINT: fingerprint });
     ManagedFieldsEntry {
-        manager: entry.manager.clone(),
-        operation: entry.operation.clone(),
-        subresource: entry.subresource.clone(),
+        manager: Some(manager.to_owned()),
+        operation: Some("Apply".to_owned()),
         fields_v1: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1(fields)),
         ..ManagedFieldsEntry::default()
     }

@@ -275,8 +275,8 @@ struct State<S: Sink> {
     names: Option<Names>,
 }
 
-/// Objects by (namespace, name).
-type ByName = HashMap<(Option<String>, String), Meta>;
+/// Objects by (namespace, name), as kept ([`kept::kept`]).
+type ByName = HashMap<kept::Key, kept::Kept>;
 
 /// A shared feed's objects of label values no subscriber holds, by value.
 #[derive(Default)]
@@ -291,10 +291,10 @@ struct Unclaimed {
 }
 
 /// Notes `object` (of label `value`) in `map`: added or changed, or `deleted`.
-fn note(map: &mut HashMap<String, ByName>, value: String, object: Meta, deleted: bool) {
-    let name = (object.metadata.namespace.clone(), object.metadata.name.clone().unwrap_or_default());
+fn note(map: &mut HashMap<String, ByName>, value: String, object: Meta, label: &str, deleted: bool) {
+    let name = kept::key_of(&object);
     if !deleted {
-        map.entry(value).or_default().insert(name, object);
+        map.entry(value).or_default().insert(name, kept::kept(object, label));
     } else if let Some(objects) = map.get_mut(&value) {
         objects.remove(&name);
         if objects.is_empty() {
@@ -307,8 +307,8 @@ fn note(map: &mut HashMap<String, ByName>, value: String, object: Meta, deleted:
 /// since): its listing, then the events held for it. No request.
 fn serve<S: Sink>(sub: &mut Sub<S>, objects: Option<&ByName>) {
     let mut listing = S::Listing::default();
-    for object in objects.into_iter().flat_map(ByName::values) {
-        sub.sink.list_item(&mut listing, object);
+    for (key, object) in objects.into_iter().flatten() {
+        sub.sink.list_item(&mut listing, &object.meta(key, &sub.value));
     }
     sub.sink.listed(listing);
     for event in sub.joining.take().unwrap_or_default() {
@@ -455,7 +455,7 @@ async fn run<S: Sink>(feed: Weak<Feed<S>>, api: Api<Meta>, config: watcher::Conf
                     }
                 }
                 if !listed && let Some(unclaimed) = state.unclaimed.as_mut() {
-                    note(&mut unclaimed.listing, value.to_owned(), kept::kept(object, label), false);
+                    note(&mut unclaimed.listing, value.to_owned(), object, label, false);
                 }
             }
             Ok(Event::InitDone) => {
@@ -523,7 +523,7 @@ fn route<S: Sink>(state: &mut State<S>, label: &str, object: Meta, deleted: bool
     }
     let Some(ids) = by_value.get(value) else {
         if let Some(unclaimed) = unclaimed.as_mut().filter(|u| !u.lost.contains(value)) {
-            note(&mut unclaimed.kept, value.to_owned(), kept::kept(object, label), deleted);
+            note(&mut unclaimed.kept, value.to_owned(), object, label, deleted);
         }
         return;
     };
