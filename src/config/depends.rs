@@ -29,8 +29,11 @@ pub struct Dependency {
     pub cluster: String,
     /// Both units follow the same git repository and ref: the dependency must have recorded
     /// the very revision this unit is about to sync (Flux's check that a dependency on the same
-    /// source is up to date), not merely its own last attempt.
+    /// source is up to date), not merely its own last attempt — or one with the same tree at
+    /// the dependency's `path` (the health module's `ready::Wanted`).
     pub same_source: bool,
+    /// The dependency's directory in its repository (copied from its unit).
+    pub path: super::UnitPath,
 }
 
 impl Resolver<'_> {
@@ -78,6 +81,7 @@ impl Resolver<'_> {
                     inventory: to.inventory.clone(),
                     cluster: to.cluster.clone(),
                     same_source,
+                    path: to.path.clone(),
                 };
                 if !units[index].depends_on.iter().any(|d| d.unit == resolved.unit) {
                     units[index].depends_on.push(resolved);

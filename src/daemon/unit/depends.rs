@@ -4,6 +4,12 @@
 //! judged by [`crate::health::ready::judge`] when a new revision asks, and a signal when one
 //! of them changes. What the gate reads is what the dependencies' engines wrote, whichever
 //! replica runs them, so ordering holds across replicas and under sharding.
+//!
+//! A dependency on the same repository and ref that records another revision than the one
+//! asked for is judged with the tree at its path in that revision (read from the unit's own
+//! mirror, which holds it: the unit just fetched it): when it is the tree the dependency
+//! records, the revision brings the objects it applied, and the unit goes on at once. A push
+//! that touched only the unit's path thus never waits for a dependency that had nothing to do.
 
 use futures::future::select_all;
 use tokio::sync::watch;
@@ -11,8 +17,10 @@ use tokio::sync::watch;
 use crate::cluster::inventory::{Inventory, ParentWatch, Recorded};
 use crate::cluster::registry::Registry;
 use crate::config::{Dependency, SyncUnit};
-use crate::health::ready::{Waiting, judge};
+use crate::health::ready::{Waiting, Wanted, judge};
+use crate::health::record::{LAST_PATH_TREE, LAST_REVISION};
 use crate::source::Revision;
+use crate::sync::repo::Repo;
 
 /// The watched records of a unit's dependencies.
 pub struct Gate {
@@ -40,22 +48,6 @@ impl Gate {
         Some(Self { deps })
     }
 
-    /// The dependencies not ready for a sync of `revision`, in `depends_on` order, each with
-    /// why; empty when all are. Marks their records seen, so [`Gate::changed`] waits for the
-    /// next change.
-    pub(super) fn check(&mut self, revision: &Revision) -> Vec<Waiting> {
-        let wanted = revision.to_string();
-        let mut waiting = Vec::new();
-        for (dep, record, _) in &mut self.deps {
-            let seen = record.borrow_and_update();
-            let wanted = dep.same_source.then_some(wanted.as_str());
-            if let Some(why) = judge(seen.as_ref(), dep.ready_expr.as_deref(), wanted) {
-                waiting.push(Waiting { unit: dep.unit.clone(), why });
-            }
-        }
-        waiting
-    }
-
     /// Resolves when a dependency's record changed since it was last judged; never when none
     /// can change (every watch ended).
     pub(super) async fn changed(&mut self) {
@@ -66,5 +58,37 @@ impl Gate {
         if let (Err(_), _, _) = select_all(changes).await {
             std::future::pending::<()>().await;
         }
+    }
+
+    /// The dependencies' records as they are now, to judge with [`Seen::check`]. Marks them
+    /// seen, so [`Gate::changed`] waits for the next change.
+    pub(super) fn seen(&mut self) -> Seen {
+        Seen(self.deps.iter_mut().map(|(dep, record, _)| (dep.clone(), record.borrow_and_update().clone())).collect())
+    }
+}
+
+/// The dependencies' records as the gate saw them, each with its dependency.
+pub(super) struct Seen(Vec<(Dependency, Option<Recorded>)>);
+
+impl Seen {
+    /// The dependencies not ready for a sync of `revision`, in `depends_on` order, each with
+    /// why; empty when all are. For a dependency on the same source that records another
+    /// revision and the tree of its path there, the tree at its path in `revision` is read
+    /// from `repo` (the unit's own mirror), off the runtime.
+    pub(super) async fn check(self, repo: &Repo, revision: &Revision) -> Vec<Waiting> {
+        let wanted = revision.to_string();
+        let mut waiting = Vec::new();
+        for (dep, seen) in self.0 {
+            let other = |r: &Recorded| r.contains_key(LAST_PATH_TREE) && r.get(LAST_REVISION) != Some(&wanted);
+            let path_tree = match &seen {
+                Some(r) if dep.same_source && other(r) => repo.path_tree(revision, dep.path.as_str()).await,
+                _ => None,
+            };
+            let wanted = Wanted { revision: wanted.as_str(), path_tree: path_tree.as_deref() };
+            if let Some(why) = judge(seen.as_ref(), dep.ready_expr.as_deref(), dep.same_source.then_some(wanted)) {
+                waiting.push(Waiting { unit: dep.unit, why });
+            }
+        }
+        waiting
     }
 }
