@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::cluster::inventory::{Inventory, ParentWatch, Recorded};
 use crate::cluster::registry::Registry;
 use crate::config::{Dependency, SyncUnit};
-use crate::health::ready::{Waiting, Wanted, judge};
+use crate::health::ready::{Unmet, Waiting, Wanted, judge};
 use crate::health::record::{LAST_PATH_TREE, LAST_REVISION};
 use crate::source::Revision;
 use crate::sync::repo::Repo;
@@ -27,13 +27,17 @@ pub struct Gate {
     /// Each dependency, its record as last seen, and the watch that keeps it (dropped with
     /// the gate).
     deps: Vec<(Dependency, watch::Receiver<Option<Recorded>>, ParentWatch)>,
+    /// The units a set could make that it depends on and no set has made yet
+    /// ([`SyncUnit::depends_on_unmade`]): never ready (the unit is started again when a set
+    /// makes one, its config then naming it in `depends_on`).
+    unmade: Vec<String>,
 }
 
 impl Gate {
     /// The gate of `unit`, watching each dependency's parent through its cluster's shared
     /// watches in `clusters`; `None` for a unit without `depends_on`.
     pub fn new(unit: &SyncUnit, clusters: &Registry) -> Option<Self> {
-        if unit.depends_on.is_empty() {
+        if unit.depends_on.is_empty() && unit.depends_on_unmade.is_empty() {
             return None;
         }
         let deps = unit
@@ -45,7 +49,7 @@ impl Gate {
                 Some((dep.clone(), watch.record(), watch))
             })
             .collect();
-        Some(Self { deps })
+        Some(Self { deps, unmade: unit.depends_on_unmade.clone() })
     }
 
     /// Resolves when a dependency's record changed since it was last judged; never when none
@@ -63,12 +67,17 @@ impl Gate {
     /// The dependencies' records as they are now, to judge with [`Seen::check`]. Marks them
     /// seen, so [`Gate::changed`] waits for the next change.
     pub(super) fn seen(&mut self) -> Seen {
-        Seen(self.deps.iter_mut().map(|(dep, record, _)| (dep.clone(), record.borrow_and_update().clone())).collect())
+        let records = self.deps.iter_mut().map(|(dep, record, _)| (dep.clone(), record.borrow_and_update().clone()));
+        Seen { records: records.collect(), unmade: self.unmade.clone() }
     }
 }
 
-/// The dependencies' records as the gate saw them, each with its dependency.
-pub(super) struct Seen(Vec<(Dependency, Option<Recorded>)>);
+/// The dependencies' records as the gate saw them, each with its dependency; and the units
+/// not made yet.
+pub(super) struct Seen {
+    records: Vec<(Dependency, Option<Recorded>)>,
+    unmade: Vec<String>,
+}
 
 impl Seen {
     /// The dependencies not ready for a sync of `revision`, in `depends_on` order, each with
@@ -78,7 +87,7 @@ impl Seen {
     pub(super) async fn check(self, repo: &Repo, revision: &Revision) -> Vec<Waiting> {
         let wanted = revision.to_string();
         let mut waiting = Vec::new();
-        for (dep, seen) in self.0 {
+        for (dep, seen) in self.records {
             let other = |r: &Recorded| r.contains_key(LAST_PATH_TREE) && r.get(LAST_REVISION) != Some(&wanted);
             let path_tree = match &seen {
                 Some(r) if dep.same_source && other(r) => repo.path_tree(revision, dep.path.as_str()).await,
@@ -89,6 +98,7 @@ impl Seen {
                 waiting.push(Waiting { unit: dep.unit, why });
             }
         }
+        waiting.extend(self.unmade.into_iter().map(|unit| Waiting { unit, why: Unmet::NotSynced }));
         waiting
     }
 }
