@@ -5,7 +5,8 @@
 //! record of the wait and is still waiting — and is applied once `base` records `healthy`;
 //! also under sharding with `base` and `app` on two replicas, with a `ready_expr`, and the
 //! one-shot `gitward sync`'s refusal (exit 3) and a cycle's config error (exit 2); and a push
-//! that changes only the dependent unit's path, applied without waiting for the dependency.
+//! that changes only the dependent unit's path, applied without waiting for the dependency;
+//! and a dependency on a unit a `[[sync_set]]` makes.
 
 use crate::common;
 
@@ -209,6 +210,42 @@ async fn a_push_to_the_dependent_path_alone_is_applied_at_once() {
         common::eventually(WAIT, || async { status_of(&config, "app")["last"]["revision"] == second.as_str() }).await;
     assert!(app, "{}", status_of(&config, "app"));
     assert_eq!(status_of(&config, "app")["dependencies"][0]["ready"], true);
+}
+
+/// `app`, a `[[sync]]` unit, depends on `apps-base`, a unit the set over `apps/*` makes of
+/// `apps/base` (Deployment `web`): the config loads, `app` waits while `web` progresses, and
+/// is applied once it rolled out.
+#[tokio::test]
+async fn a_unit_waits_for_a_unit_a_sync_set_makes() {
+    let env = common::setup("depends-set").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("apps/base/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("app/a.yaml", &common::cm("a", "one"));
+    repo.commit_and_push("a set's directory and a unit");
+    let set = format!(
+        "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n\
+         health_timeout = \"10m\"\n",
+        repo.bare().display()
+    );
+    let app = common::unit_toml("app", &repo.bare(), "app", &ns, "depends_on = [\"apps-base\"]");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "", &(app + &set));
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let waited = common::eventually(WAIT, || async {
+        waits(&daemon.events()).iter().any(|e| {
+            e["dependencies"] == "apps-base"
+                && e["waiting_for"].as_str().is_some_and(|w| w.starts_with("apps-base: not healthy"))
+        })
+    })
+    .await;
+    assert!(waited, "app did not wait for apps-base's health: {}", daemon.log_text());
+    assert!(!applied(&env.client, &ns).await, "app applied while apps-base progresses: {}", daemon.log_text());
+    assert_eq!(status_of(&config, "app")["dependencies"][0]["unit"], "apps-base");
+
+    roll_out(&env.client, &ns).await;
+    let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
+    assert!(synced, "app not applied after apps-base became healthy: {}", daemon.log_text());
 }
 
 #[test]
