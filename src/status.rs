@@ -172,6 +172,12 @@ pub async fn dependencies(clusters: &Registry, unit: &SyncUnit) -> Result<Vec<De
         let why = crate::health::ready::judge(Some(&recorded), dep.ready_expr.as_deref(), None);
         out.push(DependencyState { unit: dep.unit.clone(), ready: why.is_none(), reason: why.map(|w| w.to_string()) });
     }
+    let unmade = crate::health::ready::Unmet::NotSynced.to_string();
+    out.extend(unit.depends_on_unmade.iter().map(|name| DependencyState {
+        unit: name.clone(),
+        ready: false,
+        reason: Some(unmade.clone()),
+    }));
     Ok(out)
 }
 

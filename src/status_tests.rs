@@ -13,6 +13,7 @@ fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
             applied_at: "2026-11-22T22:41:07Z".into(),
             result: r,
             waiting: None,
+            path_tree: None,
         }),
         last_attempted_revision: last.map(|_| "3f2a".into()),
         last_attempted_ref: None,

@@ -3,6 +3,13 @@
 //! CEL expression over the dependency's recorded status (the health module's `ready` evaluates
 //! it and documents its variables). Resolving checks every name against the file's units,
 //! compiles each expression, and refuses a cycle, naming it (`depends_on cycle: a -> b -> a`).
+//!
+//! A name no `[[sync]]` unit has, but a `[[sync_set]]`'s `name` template could make
+//! (`apps-shop` of `apps-{dir}`), is kept as a [`GeneratedDependency`] and resolved when the
+//! sets expand ([`super::Config::with_sets`]): a set that made units but not that one is an
+//! error naming the entry; until some set makes it, the dependent waits for it
+//! ([`super::SyncUnit::depends_on_unmade`]). Generated units have no `depends_on` of their
+//! own (a template may not say it), so they close no cycle.
 
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
@@ -11,7 +18,7 @@ use toml::Spanned;
 
 use super::raw::RawDependency;
 use super::resolve::Resolver;
-use super::{InventoryConfig, Result, SyncUnit};
+use super::{InventoryConfig, Result, SyncSet, SyncUnit};
 
 /// A unit another unit depends on, resolved: where its record is read and how it is judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,14 +36,66 @@ pub struct Dependency {
     pub cluster: String,
     /// Both units follow the same git repository and ref: the dependency must have recorded
     /// the very revision this unit is about to sync (Flux's check that a dependency on the same
-    /// source is up to date), not merely its own last attempt.
+    /// source is up to date), not merely its own last attempt — or one with the same tree at
+    /// the dependency's `path` (the health module's `ready::Wanted`).
     pub same_source: bool,
+    /// The dependency's directory in its repository (copied from its unit).
+    pub path: super::UnitPath,
+}
+
+impl Dependency {
+    /// The entry of unit `of` naming unit `to`, with its `ready_expr`.
+    pub(super) fn between(of: &SyncUnit, to: &SyncUnit, ready_expr: Option<String>) -> Self {
+        let same_source = of.is_git() && to.is_git() && of.repo == to.repo && of.reference == to.reference;
+        Dependency {
+            unit: to.name.clone(),
+            ready_expr,
+            inventory: to.inventory.clone(),
+            cluster: to.cluster.clone(),
+            same_source,
+            path: to.path.clone(),
+        }
+    }
+}
+
+/// A `depends_on` entry of a `[[sync]]` unit naming a unit that only a `[[sync_set]]` can make:
+/// resolved once the sets expand ([`super::Config::with_sets`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GeneratedDependency {
+    /// The dependent `[[sync]]` unit's name.
+    pub of: String,
+    /// The name of the unit it depends on.
+    pub unit: String,
+    /// The entry's `ready_expr`, compiled at load.
+    pub ready_expr: Option<String>,
+    /// Where the entry is, for an error: `sync[<index>].depends_on`.
+    pub(super) key: String,
+    /// The entry's 1-based line.
+    pub(super) line: Option<usize>,
+}
+
+/// Whether some set of `sets` could make a unit named `name`.
+pub(super) fn made_by_a_set(sets: &[SyncSet], name: &str) -> bool {
+    sets.iter().any(|s| s.could_make(name))
+}
+
+/// `no unit named `x` (units: …)`, with the sets' name templates when there are sets.
+fn unknown_unit(name: &str, units: &[SyncUnit], sets: &[SyncSet]) -> String {
+    let known: Vec<&str> = units.iter().map(|u| u.name.as_str()).collect();
+    let mut message = format!("no unit named `{name}` (units: {}", known.join(", "));
+    if !sets.is_empty() {
+        let made: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
+        message.push_str(&format!("; sync sets make: {}", made.join(", ")));
+    }
+    message.push(')');
+    message
 }
 
 impl Resolver<'_> {
     /// The raw `depends_on` of each unit (by index, with its span) resolved against `units`:
-    /// every name must be another unit of the file, every `ready_expr` must compile, and no
-    /// chain may lead back to its start.
+    /// every name must be another unit of the file or one a set of `sets` could make (returned,
+    /// resolved when the sets expand), every `ready_expr` must compile, and no chain may lead
+    /// back to its start.
     ///
     /// Errors: [`super::Error::Invalid`] at `sync[i].depends_on`, naming an unknown unit, the
     /// unit itself, a CEL syntax error, or the cycle (`depends_on cycle: a -> b -> a`).
@@ -44,7 +103,9 @@ impl Resolver<'_> {
         &self,
         raw: Vec<(usize, Spanned<Vec<Spanned<RawDependency>>>)>,
         units: &mut [SyncUnit],
-    ) -> Result<()> {
+        sets: &[SyncSet],
+    ) -> Result<Vec<GeneratedDependency>> {
+        let mut generated: Vec<GeneratedDependency> = Vec::new();
         let index_of: HashMap<String, usize> = units.iter().enumerate().map(|(i, u)| (u.name.clone(), i)).collect();
         let mut spans: BTreeMap<usize, Range<usize>> = BTreeMap::new();
         for (index, list) in raw {
@@ -56,29 +117,27 @@ impl Resolver<'_> {
                     RawDependency::Name(name) => (name, None),
                     RawDependency::Table(t) => (t.unit, t.ready_expr),
                 };
-                let Some(&dep) = index_of.get(&name) else {
-                    let known: Vec<&str> = units.iter().map(|u| u.name.as_str()).collect();
-                    let message = format!("no unit named `{name}` (units: {})", known.join(", "));
-                    return Err(self.invalid(Some(span), &key, message));
-                };
-                if dep == index {
-                    return Err(self.invalid(Some(span), &key, format!("unit `{name}` cannot depend on itself")));
-                }
                 if let Some(expr) = &ready_expr
                     && let Err(e) = cel::Program::compile(expr)
                 {
                     let message = format!("ready_expr of `{name}` is not a CEL expression: {e}");
                     return Err(self.invalid(Some(span), &key, message));
                 }
-                let (of, to) = (&units[index], &units[dep]);
-                let same_source = of.is_git() && to.is_git() && of.repo == to.repo && of.reference == to.reference;
-                let resolved = Dependency {
-                    unit: name,
-                    ready_expr,
-                    inventory: to.inventory.clone(),
-                    cluster: to.cluster.clone(),
-                    same_source,
+                let Some(&dep) = index_of.get(&name) else {
+                    if !made_by_a_set(sets, &name) {
+                        return Err(self.invalid(Some(span), &key, unknown_unit(&name, units, sets)));
+                    }
+                    let of = units[index].name.clone();
+                    if !generated.iter().any(|g| g.of == of && g.unit == name) {
+                        let line = Some(super::resolve::line_of(self.text, span.start));
+                        generated.push(GeneratedDependency { of, unit: name, ready_expr, key: key.clone(), line });
+                    }
+                    continue;
                 };
+                if dep == index {
+                    return Err(self.invalid(Some(span), &key, format!("unit `{name}` cannot depend on itself")));
+                }
+                let resolved = Dependency::between(&units[index], &units[dep], ready_expr);
                 if !units[index].depends_on.iter().any(|d| d.unit == resolved.unit) {
                     units[index].depends_on.push(resolved);
                 }
@@ -89,7 +148,73 @@ impl Resolver<'_> {
             let message = format!("depends_on cycle: {}", cycle.join(" -> "));
             return Err(self.invalid(spans.get(&start).cloned(), &format!("sync[{start}].depends_on"), message));
         }
+        Ok(generated)
+    }
+}
+
+impl super::Config {
+    /// Resolves [`super::Config::generated_dependencies`] against the units now in the config
+    /// (the sets' units added; `listed`: how many sets, from the first, are among them): each
+    /// entry whose unit exists is added to its dependent's `depends_on`; one that no unit
+    /// answers is an error when every set that could make it is listed and made units, else
+    /// the dependent waits for it ([`SyncUnit::depends_on_unmade`]). `[[notify]] units` are
+    /// checked the same way.
+    ///
+    /// Errors: [`super::Error::Invalid`] at the entry (`sync[i].depends_on`, `notify[i].units`),
+    /// naming the unit and the units the sets made.
+    pub(super) fn resolve_generated(&mut self, listed: usize) -> Result<()> {
+        for entry in self.generated_dependencies.clone() {
+            let Some(of) = self.units.iter().position(|u| u.name == entry.of) else { continue };
+            match self.units.iter().find(|u| u.name == entry.unit) {
+                Some(to) => {
+                    let dependency = Dependency::between(&self.units[of], to, entry.ready_expr.clone());
+                    if !self.units[of].depends_on.iter().any(|d| d.unit == dependency.unit) {
+                        self.units[of].depends_on.push(dependency);
+                    }
+                }
+                None => {
+                    self.made_none(&entry.unit, listed, &entry.key, entry.line)?;
+                    if !self.units[of].depends_on_unmade.contains(&entry.unit) {
+                        self.units[of].depends_on_unmade.push(entry.unit);
+                    }
+                }
+            }
+        }
+        let named: Vec<(usize, String)> =
+            self.notify.iter().enumerate().flat_map(|(i, n)| n.units.iter().map(move |u| (i, u.clone()))).collect();
+        for (index, name) in named {
+            if !self.units.iter().any(|u| u.name == name) {
+                self.made_none(&name, listed, &format!("notify[{index}].units"), None)?;
+            }
+        }
         Ok(())
+    }
+
+    /// Checks that `name`, which no unit has, may yet be made: some set that could make it is
+    /// not among the first `listed`, or made no units (not listed yet).
+    ///
+    /// Errors: [`super::Error::Invalid`] at `key` and `line`, naming the sets and their units.
+    fn made_none(&self, name: &str, listed: usize, key: &str, line: Option<usize>) -> Result<()> {
+        let makers: Vec<(usize, &SyncSet)> = self.sets.iter().enumerate().filter(|(_, s)| s.could_make(name)).collect();
+        let made = |index: usize| self.units.iter().filter(|u| self.sets[index].could_make(&u.name)).count();
+        if makers.iter().any(|&(index, _)| index >= listed || made(index) == 0) {
+            return Ok(());
+        }
+        let sets: Vec<String> = makers.iter().map(|(i, s)| format!("sync_set[{i}] (`{}`)", s.name)).collect();
+        let mut units: Vec<&str> = self
+            .units
+            .iter()
+            .filter(|u| makers.iter().any(|(_, s)| s.could_make(&u.name)))
+            .map(|u| u.name.as_str())
+            .collect();
+        let more = units.len().saturating_sub(10);
+        units.truncate(10);
+        let mut message = format!("no unit named `{name}`: {} made {}", sets.join(" and "), units.join(", "));
+        if more > 0 {
+            message.push_str(&format!(" and {more} more"));
+        }
+        let origin = makers[0].1.origin().to_owned();
+        Err(super::Error::Invalid { origin, line, key: key.to_owned(), message })
     }
 }
 

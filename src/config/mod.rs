@@ -57,7 +57,7 @@ pub use chart::ChartSource;
 pub use cluster::ClusterConfig;
 pub use constraint::{VersionConstraint, lenient_version};
 pub use daemon::{DaemonConfig, LeaderElection, Sharding, Ui};
-pub use depends::Dependency;
+pub use depends::{Dependency, GeneratedDependency};
 pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
@@ -145,6 +145,9 @@ pub struct Config {
     pub sets: Vec<SyncSet>,
     /// Where syncs are told of beyond the log (`[[notify]]`), in file order; default none.
     pub notify: Vec<Notify>,
+    /// The `depends_on` entries of `[[sync]]` units that name units only a set makes, in file
+    /// order: added to [`SyncUnit::depends_on`] by [`Config::with_sets`] once a set makes them.
+    pub generated_dependencies: Vec<GeneratedDependency>,
 }
 
 /// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for

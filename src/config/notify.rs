@@ -9,7 +9,7 @@ use toml::Spanned;
 
 use super::raw::RawNotify;
 use super::resolve::Resolver;
-use super::{Result, SyncUnit};
+use super::{Result, SyncSet, SyncUnit};
 
 /// Where notifications go (`kind`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
@@ -89,7 +89,9 @@ pub struct Notify {
     /// The webhook's HMAC-SHA256 key, read at each send (trimmed): the body is signed in
     /// `X-Gitward-Signature-256: sha256=<hex>`; only for `webhook`. Default: unsigned.
     pub secret_file: Option<PathBuf>,
-    /// The units told of, by name (each must be a `[[sync]]` unit). Default empty: every unit.
+    /// The units told of, by name: each a `[[sync]]` unit, or one a `[[sync_set]]`'s `name`
+    /// template could make (checked when the sets expand, [`super::Config::with_sets`]).
+    /// Default empty: every unit.
     pub units: Vec<String>,
     /// What is told ([`NotifyEvent`]). Default `failed`, `degraded`, `recovered`: what someone
     /// should act on, and its end, not every revision.
@@ -109,12 +111,23 @@ impl Notify {
 
 impl Resolver<'_> {
     /// Resolves every `[[notify]]` table (`tables` with the span of each); `units` are the
-    /// resolved `[[sync]]` units that `units = [...]` may name.
-    pub(super) fn notify(&self, tables: Vec<Spanned<RawNotify>>, units: &[SyncUnit]) -> Result<Vec<Notify>> {
-        tables.into_iter().enumerate().map(|(i, t)| self.notify_table(i, t, units)).collect()
+    /// resolved `[[sync]]` units that `units = [...]` may name, besides those `sets` could make.
+    pub(super) fn notify(
+        &self,
+        tables: Vec<Spanned<RawNotify>>,
+        units: &[SyncUnit],
+        sets: &[SyncSet],
+    ) -> Result<Vec<Notify>> {
+        tables.into_iter().enumerate().map(|(i, t)| self.notify_table(i, t, units, sets)).collect()
     }
 
-    fn notify_table(&self, index: usize, table: Spanned<RawNotify>, units: &[SyncUnit]) -> Result<Notify> {
+    fn notify_table(
+        &self,
+        index: usize,
+        table: Spanned<RawNotify>,
+        units: &[SyncUnit],
+        sets: &[SyncSet],
+    ) -> Result<Notify> {
         let span = table.span();
         let raw = table.into_inner();
         let key = |k: &str| format!("notify[{index}].{k}");
@@ -134,8 +147,9 @@ impl Resolver<'_> {
             return Err(self.invalid(Some(s.span()), &key("secret_file"), message));
         }
         let names = raw.units.unwrap_or_default();
-        if let Some(unknown) = names.iter().find(|n| !units.iter().any(|u| &u.name == n.get_ref())) {
-            let message = format!("no [[sync]] unit is named `{}`", unknown.get_ref());
+        let known = |n: &str| units.iter().any(|u| u.name == n) || super::depends::made_by_a_set(sets, n);
+        if let Some(unknown) = names.iter().find(|n| !known(n.get_ref())) {
+            let message = format!("no [[sync]] unit is named `{}`, nor can a sync set make it", unknown.get_ref());
             return Err(self.invalid(Some(unknown.span()), &key("units"), message));
         }
         let repository = match raw.repository {

@@ -63,10 +63,10 @@ impl Resolver<'_> {
             units.push(unit);
         }
         adopted_by(&mut units);
-        self.depends_on(depends, &mut units)?;
         let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
-        let notify = self.notify(raw.notify, &units)?;
-        Ok(Config { clusters, daemon, units, render, sets, notify })
+        let generated_dependencies = self.depends_on(depends, &mut units, &sets)?;
+        let notify = self.notify(raw.notify, &units, &sets)?;
+        Ok(Config { clusters, daemon, units, render, sets, notify, generated_dependencies })
     }
 
     /// One `[[sync]]` table with every table of it resolved, the render tools copied in; also

@@ -175,8 +175,13 @@ impl Config {
     /// This config with each set's units (`generated[i]` of `sets[i]`, as [`Config::expand`]
     /// made them) added after the `[[sync]]` units; `adopted_by` is computed again over all.
     ///
+    /// The `depends_on` entries and `[[notify]] units` that name generated units are resolved
+    /// against them ([`Config::resolve_generated`]).
+    ///
     /// Errors: [`Error::Invalid`] when a generated unit takes the name or the inventory of
-    /// another unit (a `[[sync]]` unit or one of another set), naming both.
+    /// another unit (a `[[sync]]` unit or one of another set), naming both; when a name in
+    /// `depends_on` or `[[notify]] units` is made by no unit though each set that could make it
+    /// is among `generated` and made units.
     pub fn with_sets(&self, generated: &[Vec<SyncUnit>]) -> Result<Config> {
         let mut config = self.clone();
         let mut owner: HashMap<String, String> =
@@ -194,12 +199,18 @@ impl Config {
                 config.units.push(unit.clone());
             }
         }
+        config.resolve_generated(generated.len())?;
         adopted_by(&mut config.units);
         Ok(config)
     }
 }
 
 impl SyncSet {
+    /// How errors name the config file the set is in.
+    pub(super) fn origin(&self) -> &str {
+        &self.origin
+    }
+
     /// The cluster each directory is made a unit for: `clusters`, or the one its `cluster`
     /// key names (the only cluster when it names none).
     fn cluster_names(&self, clusters: &[ClusterConfig]) -> Vec<String> {

@@ -32,6 +32,13 @@ fn from_the_tree(value: &Value) -> bool {
 }
 
 impl SyncSet {
+    /// Whether the set's `name` template could make a unit named `name`: the template with each
+    /// `{dir}`, `{path}` and `{cluster}` read as `*` matches it ([`wildcard_matches`]).
+    pub fn could_make(&self, name: &str) -> bool {
+        let pattern = ["{dir}", "{path}", "{cluster}"].iter().fold(self.name.clone(), |p, v| p.replace(v, "*"));
+        wildcard_matches(&pattern, name)
+    }
+
     /// The template value at `key` (`substitute.from`: `from` of the `substitute` table).
     fn template_value(&self, key: &str) -> Option<&Value> {
         let mut parts = key.split('.');

@@ -208,3 +208,62 @@ fn prune_removed_keeps_the_guards_unless_the_set_says_unguarded() {
     let message = load_error(&set("prune_removed_unguarded = 1\n"));
     assert!(message.contains("sync_set[0].prune_removed_unguarded: must be true or false"), "{message}");
 }
+
+/// `[[sync]]` unit `web` of the sets' repository, with `extra` lines.
+fn web(extra: &str) -> String {
+    format!("[[sync]]\nname = \"web\"\nrepo = \"https://git.example.com/apps.git\"\npath = \"web\"\n{extra}\n")
+}
+
+#[test]
+fn depends_on_may_name_a_unit_a_set_makes_resolved_when_the_set_expands() {
+    let text =
+        format!("{}{}", web("depends_on = [\"apps-shop\", { unit = \"apps-cart\", ready_expr = \"true\" }]"), set(""));
+    let config = parse(&text).unwrap();
+    assert!(config.units[0].depends_on.is_empty(), "resolved only when the set expands");
+    let before = config.with_sets(&[Vec::new()]).unwrap();
+    assert_eq!(before.units[0].depends_on_unmade, ["apps-shop", "apps-cart"], "no unit made yet: waited for");
+
+    let units = config.expand(0, &dirs(&["cart", "shop"])).unwrap();
+    let with = config.with_sets(&[units]).unwrap();
+    let web = with.unit("web").unwrap();
+    let deps: Vec<(&str, Option<&str>)> =
+        web.depends_on.iter().map(|d| (d.unit.as_str(), d.ready_expr.as_deref())).collect();
+    assert_eq!(deps, [("apps-shop", None), ("apps-cart", Some("true"))]);
+    assert!(web.depends_on_unmade.is_empty());
+    assert_eq!(web.depends_on[0].inventory.name, "gitward-apps-shop");
+    assert_eq!(web.depends_on[0].path, "apps/shop");
+    assert!(web.depends_on[0].same_source, "same repository and ref");
+}
+
+#[test]
+fn a_name_no_set_makes_after_expansion_is_an_error_naming_the_entry() {
+    let config = parse(&format!("{}{}", web("depends_on = [\"apps-gone\"]"), set(""))).unwrap();
+    let units = config.expand(0, &dirs(&["cart", "shop"])).unwrap();
+    let error = config.with_sets(&[units]).unwrap_err().to_string();
+    assert!(error.contains("sync[0].depends_on"), "{error}");
+    assert!(
+        error.contains("no unit named `apps-gone`: sync_set[0] (`apps-{dir}`) made apps-cart, apps-shop"),
+        "{error}"
+    );
+}
+
+#[test]
+fn a_name_no_unit_has_and_no_set_could_make_is_refused_at_load() {
+    let error = load_error(&format!("{}{}", web("depends_on = [\"shop\"]"), set("")));
+    assert!(error.contains("no unit named `shop` (units: web; sync sets make: apps-{dir})"), "{error}");
+    let notify = "[[notify]]\nkind = \"webhook\"\nurl = \"https://h\"\nunits = [\"shop\"]\n";
+    let error = load_error(&format!("{}{}{notify}", web(""), set("")));
+    assert!(error.contains("notify[0].units: no [[sync]] unit is named `shop`, nor can a sync set make it"), "{error}");
+}
+
+#[test]
+fn notify_units_may_name_a_unit_a_set_makes() {
+    let notify = "[[notify]]\nkind = \"webhook\"\nurl = \"https://h\"\nunits = [\"apps-shop\"]\n";
+    let config = parse(&format!("{}{}{notify}", web(""), set(""))).unwrap();
+    let units = config.expand(0, &dirs(&["shop"])).unwrap();
+    let with = config.with_sets(&[units]).unwrap();
+    assert!(with.notify[0].wants("apps-shop", NotifyEvent::Failed));
+    let units = config.expand(0, &dirs(&["cart"])).unwrap();
+    let error = config.with_sets(&[units]).unwrap_err().to_string();
+    assert!(error.contains("notify[0].units: no unit named `apps-shop`"), "{error}");
+}

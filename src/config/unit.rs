@@ -200,6 +200,10 @@ pub struct SyncUnit {
     /// new revision (Flux's `dependsOn`), in file order, each once. Default: none. Not part
     /// of the [`SyncUnit::fingerprint`]: it orders syncs and decides no object written.
     pub depends_on: Vec<super::Dependency>,
+    /// Names in `depends_on` of units a `[[sync_set]]` could make but none has made yet
+    /// (`[[sync]]` units only): the unit waits for each as for a dependency never synced.
+    /// Default: none. Filled by [`super::Config::with_sets`].
+    pub depends_on_unmade: Vec<String>,
 }
 
 impl SyncUnit {
@@ -269,6 +273,7 @@ impl SyncUnit {
             substitute: super::Substitute::default(),
             render_tools: RenderTools::default(),
             depends_on: Vec::new(),
+            depends_on_unmade: Vec::new(),
         }
     }
 

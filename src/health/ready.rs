@@ -6,8 +6,11 @@
 //! 1. it has synced: its parent records a revision ([`Unmet::NotSynced`] otherwise);
 //! 2. it applied its current revision: its last attempt is the revision it records (no failed
 //!    or unresolved attempt after it), and, when it follows the same git repository and ref as
-//!    the dependent unit, that revision is the one the dependent is about to sync
-//!    ([`Unmet::RevisionNotApplied`]);
+//!    the dependent unit, that revision is the one the dependent is about to sync, or one
+//!    whose tree at the dependency's path is the one recorded in `gitward.dev/last-path-tree`
+//!    (the dependency's objects came from that path's plain files alone, so the dependent's
+//!    revision brings the very objects it applied: a push to another path of the repository
+//!    leaves it ready) ([`Unmet::RevisionNotApplied`]);
 //! 3. it is healthy: no health wait is recorded in progress and the recorded result is
 //!    `healthy` — every member `Current` ([`Unmet::NotHealthy`]) — or, when the entry gives a
 //!    `ready_expr`, that CEL expression evaluates to `true` over [`Status`]
@@ -19,7 +22,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::record::{Attempt, LAST_APPLIED_AT, LAST_RESULT, LAST_REVISION, WAITING_FOR, WAITING_SINCE};
+use super::record::{Attempt, LAST_APPLIED_AT, LAST_PATH_TREE, LAST_RESULT, LAST_REVISION, WAITING_FOR, WAITING_SINCE};
 
 /// What a `ready_expr` sees as `status`: the dependency's record on its ApplySet parent, each
 /// key present (an empty string, `false` or 0 when the parent records nothing of it).
@@ -145,15 +148,36 @@ impl fmt::Display for Waiting {
     }
 }
 
+/// The revision a dependent unit on the same source (git repository and ref) is about to
+/// sync, and what it holds at the dependency's path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Wanted<'a> {
+    /// The revision (commit SHA).
+    pub revision: &'a str,
+    /// The id of the git tree at the dependency's path at `revision`; `None` when not read
+    /// (then only that very revision recorded will do).
+    pub path_tree: Option<&'a str>,
+}
+
+impl Wanted<'_> {
+    /// True when the dependency records a revision with the same tree at its path as this one
+    /// ([`LAST_PATH_TREE`]), and its last attempt is that recorded revision: its objects are
+    /// this revision's.
+    fn same_tree(&self, annotations: &BTreeMap<String, String>, attempted: Option<&str>, recorded: &str) -> bool {
+        let tree = annotations.get(LAST_PATH_TREE).map(String::as_str);
+        tree.is_some() && tree == self.path_tree && attempted.is_none_or(|a| a == recorded)
+    }
+}
+
 /// Judges one dependency from its parent's `gitward.dev/` annotations (`None`: not read yet;
 /// an empty map: no parent, or one that records nothing): `None` when it is ready, else why
-/// not. `wanted`: the revision the dependent unit is about to sync, when both follow the same
-/// git repository and ref; `ready_expr`: the entry's CEL expression, compiled here (the
-/// config checked it compiles).
+/// not. `wanted`: what the dependent unit is about to sync, when both follow the same git
+/// repository and ref; `ready_expr`: the entry's CEL expression, compiled here (the config
+/// checked it compiles).
 pub fn judge(
     annotations: Option<&BTreeMap<String, String>>,
     ready_expr: Option<&str>,
-    wanted: Option<&str>,
+    wanted: Option<Wanted<'_>>,
 ) -> Option<Unmet> {
     let Some(annotations) = annotations else { return Some(Unmet::NotRead) };
     let status = Status::of(annotations);
@@ -166,7 +190,12 @@ pub fn judge(
         (None, Some(_)) => Some(status.attempted.clone()),
         (None, None) => None,
     };
-    if let Some(wanted) = wanted.map(str::to_owned).or(attempted)
+    let behind = match wanted {
+        Some(w) if w.same_tree(annotations, attempted.as_deref(), &status.revision) => None,
+        Some(w) => Some(w.revision.to_owned()),
+        None => attempted,
+    };
+    if let Some(wanted) = behind
         && wanted != status.revision
     {
         return Some(Unmet::RevisionNotApplied { recorded: status.revision, wanted });
@@ -223,10 +252,38 @@ mod tests {
         a
     }
 
+    fn wanted<'a>(revision: &'a str, path_tree: Option<&'a str>) -> Wanted<'a> {
+        Wanted { revision, path_tree }
+    }
+
+    #[test]
+    fn a_revision_with_the_recorded_tree_at_the_dependency_path_counts_as_applied() {
+        let mut a = Record { path_tree: Some("t1".into()), ..Record::now("aaa", SyncResult::Healthy) }.annotations();
+        a.extend(Attempt::clean("aaa").annotations());
+        assert_eq!(judge(Some(&a), None, Some(wanted("bbb", Some("t1")))), None, "the same tree: ready");
+        let other = judge(Some(&a), None, Some(wanted("bbb", Some("t2"))));
+        assert_eq!(other, Some(Unmet::RevisionNotApplied { recorded: "aaa".into(), wanted: "bbb".into() }));
+        assert!(judge(Some(&a), None, Some(wanted("bbb", None))).is_some(), "a tree not read proves nothing");
+        let untreed = recorded(SyncResult::Healthy);
+        assert!(judge(Some(&untreed), None, Some(wanted("bbb", Some("t1")))).is_some(), "no tree recorded");
+        let mut failed = a.clone();
+        failed.extend(Attempt::failed("ccc", &crate::telemetry::Masked::new("broken")).annotations());
+        assert!(judge(Some(&failed), None, Some(wanted("bbb", Some("t1")))).is_some(), "a later attempt failed");
+        let mut progressing = a.clone();
+        progressing.extend(
+            Record { path_tree: Some("t1".into()), ..Record::now("aaa", SyncResult::Progressing) }.annotations(),
+        );
+        assert_eq!(
+            judge(Some(&progressing), None, Some(wanted("bbb", Some("t1")))),
+            Some(Unmet::NotHealthy("progressing".into())),
+            "the same tree is still judged for health"
+        );
+    }
+
     #[test]
     fn a_healthy_record_of_the_attempted_revision_is_ready() {
         assert_eq!(judge(Some(&recorded(SyncResult::Healthy)), None, None), None);
-        assert_eq!(judge(Some(&recorded(SyncResult::Healthy)), None, Some("aaa")), None);
+        assert_eq!(judge(Some(&recorded(SyncResult::Healthy)), None, Some(wanted("aaa", None))), None);
     }
 
     #[test]
@@ -238,7 +295,7 @@ mod tests {
         let why = judge(Some(&failed), None, None).unwrap();
         assert_eq!(why, Unmet::RevisionNotApplied { recorded: "aaa".into(), wanted: "bbb".into() });
         assert_eq!(why.to_string(), "revision not applied (records aaa, not bbb)");
-        let behind = judge(Some(&recorded(SyncResult::Healthy)), None, Some("ccc")).unwrap();
+        let behind = judge(Some(&recorded(SyncResult::Healthy)), None, Some(wanted("ccc", None))).unwrap();
         assert_eq!(behind.label(), "revision-not-applied");
         assert_eq!(
             judge(Some(&recorded(SyncResult::Progressing)), None, None),

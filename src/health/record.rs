@@ -7,6 +7,7 @@
 //! | `gitward.dev/last-revision` | the commit SHA last applied |
 //! | `gitward.dev/last-applied-at` | when that revision was first applied, RFC 3339 UTC |
 //! | `gitward.dev/last-result` | [`SyncResult::as_str`]: `healthy`, `progressing`, `degraded`, `applied`, `failed` |
+//! | `gitward.dev/last-path-tree` | the git tree id of the unit's path at that revision, when its objects came from that path's plain files alone |
 //! | `gitward.dev/waiting-since` | while a health wait of that revision runs: when it began ([`Waiting`]) |
 //! | `gitward.dev/waiting-for` | while it runs: what it waits for, `Deployment/shop/web, … and 2 more` |
 //! | `gitward.dev/last-attempted-revision` | the commit SHA last tried, applied or not ([`Attempt`]) |
@@ -32,6 +33,11 @@ pub const LAST_REVISION: &str = "gitward.dev/last-revision";
 pub const LAST_APPLIED_AT: &str = "gitward.dev/last-applied-at";
 /// Annotation: the recorded result.
 pub const LAST_RESULT: &str = "gitward.dev/last-result";
+/// Annotation: the id of the git tree at the unit's path at the recorded revision, written
+/// when the unit's objects came from the plain files of that path alone
+/// (the sync report's `path_tree`): any revision with that tree there brings the objects
+/// recorded as applied ([`super::ready::judge`] counts it as applied for a dependent unit).
+pub const LAST_PATH_TREE: &str = "gitward.dev/last-path-tree";
 /// Annotation: when the health wait of the recorded revision began (RFC 3339, UTC); present
 /// only while it runs.
 pub const WAITING_SINCE: &str = "gitward.dev/waiting-since";
@@ -115,6 +121,10 @@ pub struct Record {
     /// result; `None` when no wait runs. A daemon killed during the wait leaves it until the
     /// unit's next sync.
     pub waiting: Option<Waiting>,
+    /// The id of the git tree at the unit's path at `revision` ([`LAST_PATH_TREE`]), when its
+    /// objects came from that path's plain files alone; `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path_tree: Option<String>,
 }
 
 /// A health wait in progress, as the parent records it.
@@ -169,13 +179,16 @@ impl Record {
     pub fn applied(revision: impl Into<String>, ago: std::time::Duration, result: SyncResult) -> Self {
         let now = jiff::Timestamp::now();
         let at = jiff::SignedDuration::try_from(ago).ok().and_then(|d| now.checked_sub(d).ok()).unwrap_or(now);
-        Self { revision: revision.into(), applied_at: timestamp(at), result, waiting: None }
+        Self { revision: revision.into(), applied_at: timestamp(at), result, waiting: None, path_tree: None }
     }
 
-    /// True when `other` records the same revision, result and wait (the apply's time does
-    /// not count: a record is rewritten only when what it says changes).
+    /// True when `other` records the same revision, result, wait and path tree (the apply's
+    /// time does not count: a record is rewritten only when what it says changes).
     pub fn same_outcome(&self, other: &Record) -> bool {
-        self.revision == other.revision && self.result == other.result && self.waiting == other.waiting
+        self.revision == other.revision
+            && self.result == other.result
+            && self.waiting == other.waiting
+            && self.path_tree == other.path_tree
     }
 
     /// The annotations that carry it.
@@ -188,6 +201,9 @@ impl Record {
         if let Some(w) = &self.waiting {
             out.insert(WAITING_SINCE.to_string(), w.since.clone());
             out.insert(WAITING_FOR.to_string(), w.objects.clone());
+        }
+        if let Some(tree) = &self.path_tree {
+            out.insert(LAST_PATH_TREE.to_string(), tree.clone());
         }
         out
     }
@@ -204,6 +220,7 @@ impl Record {
             applied_at: annotations.get(LAST_APPLIED_AT)?.clone(),
             result: SyncResult::parse(annotations.get(LAST_RESULT)?)?,
             waiting,
+            path_tree: annotations.get(LAST_PATH_TREE).cloned(),
         })
     }
 }
@@ -397,13 +414,22 @@ mod tests {
 
     #[test]
     fn only_revision_and_result_make_a_record_new() {
-        let a = Record { revision: "a".into(), applied_at: "t1".into(), result: SyncResult::Healthy, waiting: None };
+        let a = Record {
+            revision: "a".into(),
+            applied_at: "t1".into(),
+            result: SyncResult::Healthy,
+            waiting: None,
+            path_tree: None,
+        };
         let later = Record { applied_at: "t2".into(), ..a.clone() };
         assert!(a.same_outcome(&later));
         assert!(!a.same_outcome(&Record { result: SyncResult::Degraded, ..a.clone() }));
         assert!(!a.same_outcome(&Record { revision: "b".into(), ..a.clone() }));
         let waiting = Some(Waiting { since: "t1".into(), objects: "Deployment/a/web".into() });
         assert!(!a.same_outcome(&Record { waiting, ..a.clone() }), "a wait begun is news");
+        let tree = Record { path_tree: Some("4b82".into()), ..a.clone() };
+        assert!(!a.same_outcome(&tree), "a path tree first recorded is news");
+        assert_eq!(Record::from_annotations(&tree.annotations()), Some(tree));
     }
 
     #[test]

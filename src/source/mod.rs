@@ -403,6 +403,16 @@ impl Source {
         tree::path_unchanged(&*self.handle()?, &self.spec, from, to)
     }
 
+    /// The id (40 hex digits) of the tree at `path` at `revision`: equal ids mean the same
+    /// files, so a unit whose objects come from the plain files of that path alone brings the
+    /// same objects at both revisions. `None` when nothing, or a file, is at `path`. One tree
+    /// lookup per path segment, no diff.
+    ///
+    /// Errors: [`Error::Git`] when the revision is missing from the mirror.
+    pub fn path_tree(&self, revision: &Revision, path: &str) -> Result<Option<String>> {
+        tree::path_tree(&*self.handle()?, &self.spec, revision, path)
+    }
+
     /// Returns the bytes of the blob `oid` (40 hex digits, as in [`TreeFile::oid`]) straight
     /// from the mirror's object database; no work tree is involved.
     ///

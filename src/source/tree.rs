@@ -91,6 +91,17 @@ pub(super) fn path_unchanged(repo: &Repository, spec: &SourceSpec, from: &Revisi
     Ok(matches!((id_at(from)?, id_at(to)?), (Some(a), Some(b)) if a == b))
 }
 
+/// See [`super::Source::path_tree`].
+pub(super) fn path_tree(
+    repo: &Repository,
+    spec: &SourceSpec,
+    revision: &Revision,
+    path: &str,
+) -> Result<Option<String>> {
+    let root = root_tree(repo, &spec.unit, revision)?;
+    Ok(subtree(repo, &root, path).map(|tree| tree.id().to_string()))
+}
+
 /// See [`super::Source::read_blob`].
 pub(super) fn read_blob(repo: &Repository, unit: &str, oid: &str) -> Result<Vec<u8>> {
     Oid::from_str(oid)

@@ -59,6 +59,7 @@ impl Engine {
             heal: true,
             yielded: false,
             path_only: false,
+            path_tree: None,
         })
     }
 }

@@ -161,6 +161,11 @@ pub struct Report {
     /// ([`crate::manifest::Loaded::path_only`]): a later revision whose tree at that path is the
     /// same object brings the same objects. False for a self-heal.
     pub path_only: bool,
+    /// With `path_only`: the id of the git tree at the unit's path at `revision`
+    /// ([`crate::source::Source::path_tree`]), recorded on the parent so that a unit depending
+    /// on this one takes a later revision with the same tree there as applied
+    /// ([`crate::health::record::LAST_PATH_TREE`]). `None` otherwise, and for a self-heal.
+    pub path_tree: Option<String>,
 }
 
 #[cfg(test)]
@@ -180,6 +185,7 @@ impl Report {
             heal: false,
             yielded: false,
             path_only: false,
+            path_tree: None,
         }
     }
 }

@@ -102,12 +102,20 @@ impl Engine {
     }
 
     /// The record of `report`'s revision with `result`: applied when the parent says it was, if
-    /// it records that revision already, else when `report`'s apply ended.
+    /// it records that revision already, else when `report`'s apply ended; with the report's
+    /// path tree (a self-heal keeps the one recorded for the revision).
     fn applied_record(&self, report: &Report, result: SyncResult) -> Record {
         let revision = report.revision.to_string();
         match self.record.recorded.as_ref().filter(|r| r.revision == revision) {
-            Some(r) => Record { revision, applied_at: r.applied_at.clone(), result, waiting: None },
-            None => Record::applied(revision, report.sent.applied_at.elapsed(), result),
+            Some(r) => {
+                let kept = if report.heal { r.path_tree.clone() } else { None };
+                let path_tree = report.path_tree.clone().or(kept);
+                Record { revision, applied_at: r.applied_at.clone(), result, waiting: None, path_tree }
+            }
+            None => Record {
+                path_tree: report.path_tree.clone(),
+                ..Record::applied(revision, report.sent.applied_at.elapsed(), result)
+            },
         }
     }
 

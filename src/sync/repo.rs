@@ -130,6 +130,15 @@ impl Repo {
         probe.touched(from, not_before).await
     }
 
+    /// The id of the git tree at `path` at `revision` ([`crate::source::Source::path_tree`]),
+    /// read off the runtime; `None` for a chart or artifact unit, when nothing or a file is at
+    /// `path`, or when the revision cannot be read (the caller then knows nothing of it).
+    pub async fn path_tree(&self, revision: &Revision, path: &str) -> Option<String> {
+        let Origin::Git(source) = &self.origin else { return None };
+        let (source, revision, path) = (source.clone(), revision.clone(), path.to_owned());
+        blocking(move || Ok(source.lock().expect("source lock").path_tree(&revision, &path)?)).await.ok().flatten()
+    }
+
     /// The directories of `revision`'s tree that `glob` matches ([`source::matching_dirs`]),
     /// sorted: what a `[[sync_set]]` makes units of. Blocking work off the runtime.
     ///

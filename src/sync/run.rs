@@ -52,6 +52,8 @@ struct Read {
     applied_early: usize,
     /// [`crate::manifest::Loaded::path_only`].
     path_only: bool,
+    /// [`crate::sync::Report::path_tree`].
+    path_tree: Option<String>,
 }
 
 /// What waits for the Foundations stage: custom resources for their CRD, Helm's pre hooks.
@@ -137,6 +139,10 @@ impl Engine {
         let defaults = self.defaults();
         let mut loaded = self.load(&revision).await?;
         let loaded_at = started.elapsed();
+        let path_tree = match loaded.path_only {
+            true => self.repo.path_tree(&revision, self.unit.path.as_str()).await,
+            false => None,
+        };
         let hooks = std::mem::take(&mut loaded.hooks);
         // Read only for a render with hooks: it reads every body of the release.
         let digest = if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
@@ -160,6 +166,7 @@ impl Engine {
                 partial: loaded.partial,
                 applied_early: 0,
                 path_only: loaded.path_only,
+                path_tree,
             },
             later: Later { pending: Some(pending), hooks: Some(hooks), hooks_due, digest },
             kinds: Kinds { widened, resources, unwatchable, members_before: self.live.cache.len() },
@@ -285,7 +292,7 @@ impl Engine {
     /// when the prune failed: drift is healed to this revision). `pruned`'s error is the sync's.
     fn end(&mut self, run: Run, applied_at: Instant, yielded: bool, pruned: Result<()>) -> Result<Report> {
         let Run { revision, mut desired, changes, read, clock, .. } = run;
-        let Read { skipped_files, applied_early, path_only, .. } = read;
+        let Read { skipped_files, applied_early, path_only, path_tree, .. } = read;
         let started = clock.started;
         if changes.has_failures() {
             self.parent.namespace_checked = false;
@@ -307,6 +314,7 @@ impl Engine {
             heal: false,
             yielded,
             path_only,
+            path_tree,
         })
     }
 }

@@ -4,7 +4,9 @@
 //! while `base` is progressing — asserted after the daemon logged that `app` judged `base`'s
 //! record of the wait and is still waiting — and is applied once `base` records `healthy`;
 //! also under sharding with `base` and `app` on two replicas, with a `ready_expr`, and the
-//! one-shot `gitward sync`'s refusal (exit 3) and a cycle's config error (exit 2).
+//! one-shot `gitward sync`'s refusal (exit 3) and a cycle's config error (exit 2); and a push
+//! that changes only the dependent unit's path, applied without waiting for the dependency;
+//! and a dependency on a unit a `[[sync_set]]` makes.
 
 use crate::common;
 
@@ -152,6 +154,98 @@ async fn ignore_dependencies_syncs_anyway_and_a_ready_expr_decides_instead_of_he
     .await;
     assert!(late_waits, "late did not log its ready_expr false: {}", daemon.log_text());
     assert!(late_cm.get_opt("b").await.unwrap().is_none(), "late applied though its ready_expr is false");
+}
+
+/// ConfigMap `name`'s `data.value` in `ns`, if it exists.
+async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt(name).await.unwrap()?;
+    cm.data?.get("value").cloned()
+}
+
+/// `gitward status --sync <unit> -o json`'s entry of `unit`.
+fn status_of(config: &Path, unit: &str) -> Value {
+    let status = common::gitward(&["status", "--sync", unit, "-o", "json"], config, CLI);
+    let json: Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    json["units"][0].clone()
+}
+
+/// `base` and `app` follow one repository and ref, `app` depends on `base`. A push that
+/// changes only `app`'s path leaves `base` resting (its path is the same tree, so it is not
+/// synced again and records the revision before the push): `app`'s objects of the push are
+/// applied within seconds, not at `base`'s next resync (an hour here), while `base`'s record
+/// still names the revision it applied.
+#[tokio::test]
+async fn a_push_to_the_dependent_path_alone_is_applied_at_once() {
+    let env = common::setup("depends-path").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("base/base.yaml", &common::cm("base", "one"));
+    repo.write("app/a.yaml", &common::cm("a", "one"));
+    let first = repo.commit_and_push("base and app");
+    let units = common::unit_toml("base", &repo.bare(), "base", &ns, "")
+        + &common::unit_toml("app", &repo.bare(), "app", &ns, "depends_on = [\"base\"]");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "", &units);
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let synced = common::eventually(WAIT, || async {
+        value(&env.client, &ns, "a").await.as_deref() == Some("one")
+            && daemon.logged("sync complete").iter().filter(|e| e["revision"] == first.as_str()).count() == 2
+    })
+    .await;
+    assert!(synced, "the first revision was not synced: {}", daemon.log_text());
+    assert_eq!(status_of(&config, "base")["last"]["result"], "healthy");
+
+    repo.write("app/a.yaml", &common::cm("a", "two"));
+    let second = repo.commit_and_push("app alone");
+    let applied = common::eventually(Duration::from_secs(15), || async {
+        value(&env.client, &ns, "a").await.as_deref() == Some("two")
+    })
+    .await;
+    assert!(applied, "app's push waited for base: {}", daemon.log_text());
+    let waited = daemon.logged("waiting for dependencies").iter().any(|e| e["revision"] == second.as_str());
+    assert!(!waited, "app waited for base at the push: {}", daemon.log_text());
+    let base = status_of(&config, "base");
+    assert_eq!(base["last"]["revision"], first.as_str(), "base applied nothing of the push: {base}");
+    let app =
+        common::eventually(WAIT, || async { status_of(&config, "app")["last"]["revision"] == second.as_str() }).await;
+    assert!(app, "{}", status_of(&config, "app"));
+    assert_eq!(status_of(&config, "app")["dependencies"][0]["ready"], true);
+}
+
+/// `app`, a `[[sync]]` unit, depends on `apps-base`, a unit the set over `apps/*` makes of
+/// `apps/base` (Deployment `web`): the config loads, `app` waits while `web` progresses, and
+/// is applied once it rolled out.
+#[tokio::test]
+async fn a_unit_waits_for_a_unit_a_sync_set_makes() {
+    let env = common::setup("depends-set").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("apps/base/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("app/a.yaml", &common::cm("a", "one"));
+    repo.commit_and_push("a set's directory and a unit");
+    let set = format!(
+        "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n\
+         health_timeout = \"10m\"\n",
+        repo.bare().display()
+    );
+    let app = common::unit_toml("app", &repo.bare(), "app", &ns, "depends_on = [\"apps-base\"]");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = common::daemon_config(dir.path(), "", "", &(app + &set));
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let waited = common::eventually(WAIT, || async {
+        waits(&daemon.events()).iter().any(|e| {
+            e["dependencies"] == "apps-base"
+                && e["waiting_for"].as_str().is_some_and(|w| w.starts_with("apps-base: not healthy"))
+        })
+    })
+    .await;
+    assert!(waited, "app did not wait for apps-base's health: {}", daemon.log_text());
+    assert!(!applied(&env.client, &ns).await, "app applied while apps-base progresses: {}", daemon.log_text());
+    assert_eq!(status_of(&config, "app")["dependencies"][0]["unit"], "apps-base");
+
+    roll_out(&env.client, &ns).await;
+    let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
+    assert!(synced, "app not applied after apps-base became healthy: {}", daemon.log_text());
 }
 
 #[test]

@@ -80,7 +80,7 @@ pub(super) struct Driver {
 #[derive(Default)]
 struct Effects {
     engine_job: Option<EngineJob>,
-    /// A probe, or a fetch during the health wait.
+    /// A probe, the gate's judgement, or a fetch during the health wait.
     io: Option<Io>,
     /// A push fetched during a sync.
     push: Option<Io>,
@@ -351,7 +351,7 @@ impl Driver {
         Some(match got {
             Got::Event(event) => {
                 match event {
-                    Event::Probed(_) | Event::WaitFetched(_) => self.effects.io = None,
+                    Event::Probed(_) | Event::WaitFetched(_) | Event::Gated(_) => self.effects.io = None,
                     Event::PushFetched(_) => self.effects.push = None,
                     _ => {}
                 }
@@ -478,7 +478,7 @@ impl Driver {
                 }
                 self.start(Effect::Fetch(at));
             }
-            Action::Gate(revision) => return Some(self.gate(&revision)),
+            Action::Gate(revision) => self.gate(revision),
             Action::Early(revision) => self.start(Effect::Early(revision)),
             Action::Rest => {
                 let early = self.kept.early.take().expect("an early apply before the rest");
@@ -537,9 +537,15 @@ impl Driver {
         info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
     }
 
-    /// Judges the units the unit depends on for `revision` ([`super::depends::Gate::check`]).
-    fn gate(&mut self, revision: &Revision) -> Event {
-        Event::Gated(self.sources.gate.as_mut().map(|g| g.check(revision)).unwrap_or_default())
+    /// Judges the units the unit depends on for `revision` ([`super::depends::Seen::check`]),
+    /// their records as they are now: [`Event::Gated`] once a tree it compares is read.
+    fn gate(&mut self, revision: Revision) {
+        let seen = self.sources.gate.as_mut().map(super::depends::Gate::seen);
+        let repo = self.shared.repo.clone();
+        self.effects.io = Some(Box::pin(async move {
+            let Some(seen) = seen else { return Event::Gated(Vec::new()) };
+            Event::Gated(seen.check(&repo, &revision).await)
+        }));
     }
 
     /// Counts a trigger that starts a job (by its kind); a job with a reconcile merged into it

@@ -12,8 +12,8 @@ use crate::cluster::inventory::{
 };
 use crate::cluster::owner::UNIT;
 use crate::health::record::{
-    LAST_APPLIED_AT, LAST_ATTEMPTED_REF, LAST_ATTEMPTED_REVISION, LAST_ERROR, LAST_FAILED, LAST_RESULT, LAST_REVISION,
-    WAITING_FOR, WAITING_SINCE,
+    LAST_APPLIED_AT, LAST_ATTEMPTED_REF, LAST_ATTEMPTED_REVISION, LAST_ERROR, LAST_FAILED, LAST_PATH_TREE, LAST_RESULT,
+    LAST_REVISION, WAITING_FOR, WAITING_SINCE,
 };
 
 /// Fields that change on every write and say nothing about what git asks for.
@@ -58,6 +58,7 @@ fn bookkeeping_annotation(key: &str) -> bool {
             LAST_ATTEMPTED_REF,
             LAST_ERROR,
             LAST_FAILED,
+            LAST_PATH_TREE,
             WAITING_SINCE,
             WAITING_FOR,
         ]
