@@ -24,7 +24,7 @@ use std::time::Duration;
 use kube::discovery::ApiResource;
 use tokio::sync::watch;
 
-use super::drift::{Drift, DriftQueue, Entry, is_change, newer};
+use super::drift::{Drift, DriftQueue, Entry, Touched, is_change, newer};
 use super::feed::{Meta, Sink, Subscription, Watches};
 use super::live::{LiveMeta, live_meta_of};
 use super::relist::{self, Listed};
@@ -71,6 +71,8 @@ pub struct MetadataCache {
     store: Store,
     kinds: HashMap<GroupKind, KindWatch>,
     drift: DriftQueue,
+    /// Members of kinds with health whose resourceVersion moved ([`MetadataCache::touched`]).
+    touched: Touched,
     /// The members gitward deleted, so the watch's delete event of them is known as its own;
     /// the resourceVersion of its other writes is kept in the store ([`Entry::own`]).
     own_deletes: OwnDeletes,
@@ -92,6 +94,7 @@ impl MetadataCache {
             store: Arc::default(),
             kinds: HashMap::new(),
             drift,
+            touched: Touched::default(),
             own_deletes: OwnDeletes::default(),
             field_manager: Arc::from("gitward"),
         }
@@ -197,6 +200,7 @@ impl MetadataCache {
             store: self.store.clone(),
             state: tx,
             drift: self.drift.clone(),
+            touched: crate::health::bears_health(&gk).then(|| self.touched.clone()),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
             listed: AtomicBool::new(listed),
@@ -340,6 +344,13 @@ impl MetadataCache {
     pub fn subscribe(&self) -> DriftQueue {
         self.drift.clone()
     }
+
+    /// The members of kinds that bear health whose resourceVersion moved since the watch last
+    /// saw them (a status update, a spec change, gitward's own write, a new member): shared
+    /// with the watch tasks. What the unit's task judges again between syncs.
+    pub fn touched(&self) -> Touched {
+        self.touched.clone()
+    }
 }
 
 async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Duration) -> Result<()> {
@@ -383,6 +394,8 @@ struct Members {
     store: Store,
     state: watch::Sender<Sync>,
     drift: DriftQueue,
+    /// Where a new resourceVersion of a member is noted, for kinds that bear health.
+    touched: Option<Touched>,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
     /// The store already holds a complete list of the kind: the next list is a relist.
@@ -445,6 +458,11 @@ impl Sink for Members {
                 (None, false)
             }
         };
+        if let Some(touched) = &self.touched
+            && previous.as_ref().is_none_or(|p| p.resource_version != meta.resource_version)
+        {
+            touched.push(key.clone());
+        }
         if is_change(previous.as_ref(), &meta) && !ours {
             let manager = latest_manager(&object.metadata, &self.field_manager);
             self.drift.push(Drift { object: key, resource_version: meta.resource_version, manager });

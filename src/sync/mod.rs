@@ -24,6 +24,7 @@ pub mod desired;
 pub(crate) mod diff;
 pub(crate) mod early;
 pub mod events;
+pub mod follow;
 mod heal;
 mod health;
 pub mod hooks;

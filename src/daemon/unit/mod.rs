@@ -18,6 +18,7 @@
 mod depends;
 mod driver;
 mod effect;
+mod follow;
 mod log;
 mod machine;
 mod observe;
