@@ -71,8 +71,11 @@ pub struct MetadataCache {
     store: Store,
     kinds: HashMap<GroupKind, KindWatch>,
     drift: DriftQueue,
-    /// Members of kinds with health whose resourceVersion moved ([`MetadataCache::touched`]).
+    /// Members of the followed kinds whose resourceVersion moved ([`MetadataCache::touched`]).
     touched: Touched,
+    /// Which kinds' members are noted in `touched` ([`MetadataCache::follow_kinds`]); none
+    /// until set.
+    follow: Option<fn(&GroupKind) -> bool>,
     /// The members gitward deleted, so the watch's delete event of them is known as its own;
     /// the resourceVersion of its other writes is kept in the store ([`Entry::own`]).
     own_deletes: OwnDeletes,
@@ -95,6 +98,7 @@ impl MetadataCache {
             kinds: HashMap::new(),
             drift,
             touched: Touched::default(),
+            follow: None,
             own_deletes: OwnDeletes::default(),
             field_manager: Arc::from("gitward"),
         }
@@ -200,7 +204,7 @@ impl MetadataCache {
             store: self.store.clone(),
             state: tx,
             drift: self.drift.clone(),
-            touched: crate::health::bears_health(&gk).then(|| self.touched.clone()),
+            touched: self.follow.is_some_and(|follow| follow(&gk)).then(|| self.touched.clone()),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
             listed: AtomicBool::new(listed),
@@ -345,11 +349,19 @@ impl MetadataCache {
         self.drift.clone()
     }
 
-    /// The members of kinds that bear health whose resourceVersion moved since the watch last
-    /// saw them (a status update, a spec change, gitward's own write, a new member): shared
-    /// with the watch tasks. What the unit's task judges again between syncs.
+    /// The members of the followed kinds ([`MetadataCache::follow_kinds`]) whose
+    /// resourceVersion moved since the watch last saw them (a status update, a spec change,
+    /// gitward's own write, a new member): shared with the watch tasks. What the unit's task
+    /// judges again between syncs.
     pub fn touched(&self) -> Touched {
         self.touched.clone()
+    }
+
+    /// Notes in [`MetadataCache::touched`] the members of the kinds `follow` accepts (the
+    /// engine's: the kinds that bear health), from the watches started after this call. Call
+    /// before the first sync.
+    pub fn follow_kinds(&mut self, follow: fn(&GroupKind) -> bool) {
+        self.follow = Some(follow);
     }
 }
 

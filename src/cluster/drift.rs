@@ -77,10 +77,10 @@ impl DriftQueue {
     }
 }
 
-/// Members of kinds that bear health ([`crate::health::bears_health`]) whose resourceVersion
-/// moved since the watch last saw them, not yet judged again: a controller's status update
-/// moves it without a new generation, so this is how a Deployment that fails or recovers
-/// between syncs is noticed (the unit's task reads each again, [`crate::sync::Engine::follow_health`]).
+/// Members of the kinds the cache was told to follow ([`super::cache::MetadataCache::follow_kinds`]:
+/// those with health) whose resourceVersion moved since the watch last saw them, not yet judged
+/// again: a controller's status update moves it without a new generation, so this is how a
+/// Deployment that fails or recovers between syncs is noticed.
 /// A set: one entry per member however many updates arrive, so it is bounded by the members,
 /// and it holds refs only, never objects.
 #[derive(Clone, Default)]

@@ -16,7 +16,6 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("changeset", "object", "entries are keyed by object ref"),
     ("changeset", "telemetry", "failure messages are masked once, where they are stored"),
     ("cluster", "config", "a cluster's client settings; the inventory's kind"),
-    ("cluster", "health", "the metadata watches note new resourceVersions of kinds that bear health"),
     ("cluster", "object", "object refs of watched members"),
     ("cluster", "render", "discovery answers the render step's Helm capabilities"),
     ("cluster", "telemetry", "errors printed as one chain"),

@@ -274,6 +274,7 @@ impl Engine {
         let inventory = Inventory::new(&unit.inventory);
         let mut cache = MetadataCache::new(client.clone(), &inventory.id);
         cache.set_field_manager(&unit.field_manager);
+        cache.follow_kinds(crate::health::bears_health);
         let apply = ApplyOptions {
             field_manager: unit.field_manager.clone(),
             force: unit.force_conflicts,
