@@ -166,8 +166,8 @@ async fn a_reconcile_after_a_failure_outside_a_wait_records_what_it_judged() {
 }
 
 /// Three ConfigMaps: nothing bears health, no wait runs (`wait="none"`); the dashboard's
-/// health columns count the three members as healthy, as `gitward status` does, and
-/// `gitward_tracked_objects` counts them too.
+/// health columns count the three members as healthy, as `gitward status` does, also after a
+/// sync that changed nothing, and `gitward_tracked_objects` counts them too.
 #[tokio::test]
 async fn the_dashboard_counts_the_members_by_health() {
     let env = common::setup("follow-board").await;
@@ -184,6 +184,13 @@ async fn the_dashboard_counts_the_members_by_health() {
     let counts = "<td class=\"num\">3</td><td class=\"num\">0</td><td class=\"num\">0</td>";
     let shown = common::eventually(WAIT, || async { dashboard_row(&daemon).contains(counts) }).await;
     assert!(shown, "{}: {}", dashboard_row(&daemon), daemon.log_text());
+    // A sync that changes nothing waits on nothing: the members are still counted.
+    let completed = daemon.logged("sync complete").len();
+    let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    let synced = common::eventually(WAIT, || async { daemon.logged("sync complete").len() > completed }).await;
+    assert!(synced, "{}", daemon.log_text());
+    assert!(dashboard_row(&daemon).contains(counts), "{}: {}", dashboard_row(&daemon), daemon.log_text());
     assert!(dashboard_row(&daemon).contains("class=\"result-healthy\""), "{}", dashboard_row(&daemon));
     assert_eq!(daemon.metric_sum("gitward_tracked_objects", &["unit=\"app\""]), 3.0);
     let run = common::gitward(&["status", "-o", "json"], &config, CLI);
