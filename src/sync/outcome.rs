@@ -70,8 +70,8 @@ pub enum Wait {
     Disabled,
     /// No wait: objects failed to apply.
     Skipped,
-    /// Nothing waited on: `gitward sync` without `--wait`, or no member with health changed or
-    /// was left unhealthy.
+    /// Nothing waited on: `gitward sync` without `--wait`, or no member with health changed,
+    /// moved since it was last judged, or was left unhealthy.
     None,
 }
 

@@ -28,11 +28,22 @@ pub(super) fn follows(phase: &Phase) -> bool {
     matches!(phase, Phase::Idle | Phase::BackingOff(_) | Phase::Blocked(_) | Phase::Suspended)
 }
 
+/// The longest the unit's task spends judging moved members again: its loop waits meanwhile,
+/// so an API server that stops answering holds it no longer than this (the members read then
+/// are judged by the next sync's wait, which takes what is still noted).
+pub(super) const FOLLOW_TIMEOUT: Duration = Duration::from_secs(15);
+
 impl Ctx {
-    /// Judges the touched members again and tells the observers what was found.
+    /// Judges the touched members again and tells the observers what was found; gives up
+    /// after [`FOLLOW_TIMEOUT`] (logged).
     pub(super) async fn follow_health(&mut self) {
-        if let Some(followed) = self.engine.follow_health().await {
-            self.observers.followed(&followed);
+        match tokio::time::timeout(FOLLOW_TIMEOUT, self.engine.follow_health()).await {
+            Ok(Some(followed)) => self.observers.followed(&followed),
+            Ok(None) => {}
+            Err(_) => tracing::warn!(
+                unit = self.unit.as_str(),
+                "judging moved members again took too long; left to the next sync"
+            ),
         }
     }
 }
