@@ -6,11 +6,12 @@
 //! `trigger_to_applied_ms`) or `trigger failed`; one `health` event per object of the wait whose
 //! health changes; at the end the post hooks' `object` events, then one `sync complete` event with
 //! the counts by action and by health (of the objects the wait covered, left out when none ran:
-//! `wait="none"` with `result="healthy"` means nothing with health changed or was left unhealthy,
-//! so nothing was counted), how the wait ended ([`Wait`](crate::sync::outcome::Wait)) and the
+//! `wait="none"` with `result="healthy"` means nothing with health changed, moved since it was
+//! judged, or was left unhealthy, so nothing was counted), how the wait ended ([`Wait`](crate::sync::outcome::Wait)) and the
 //! result recorded on the ApplySet parent (STYLE.md, Logs) — at warn when the result is `failed` or
 //! `degraded` or the wait timed out. A sync that failed as a whole logs `sync failed` (and
-//! `revision refused` for an unsigned revision, `trigger failed` for a push). Secret data never
+//! `revision refused` for an unsigned revision, `trigger failed` for a push). Between syncs, a
+//! member whose status moved is judged again: `health changed` when the unit's result did. Secret data never
 //! reaches a log: the engine's messages carry refs and API server messages only.
 
 use tracing::{debug, error, info, warn};
@@ -51,6 +52,28 @@ impl Observer for Log {
                 log_summary(report, &outcome.health);
             }
             (None, None) => {}
+        }
+    }
+
+    /// `health changed` when members judged again between syncs changed the unit's result
+    /// (`result`, `was`, the counts), at warn when it is `degraded`; each member read whose
+    /// health is not `Current` logs its `health` event.
+    fn followed(&mut self, followed: &crate::sync::follow::Followed) {
+        for (object, status) in &followed.read {
+            if let Some(status) = status.as_ref().filter(|s| s.health != Health::Current) {
+                log_health(&followed.unit, object, status);
+            }
+        }
+        if !followed.changed() {
+            return;
+        }
+        let (unit, result, was) = (followed.unit.as_str(), followed.result.as_str(), followed.before.as_str());
+        let c = followed.counts;
+        let (healthy, progressing, degraded) = (c.healthy, c.progressing, c.degraded);
+        if followed.result == crate::health::record::SyncResult::Degraded {
+            warn!(unit, result, was, healthy, progressing, degraded, "health changed");
+        } else {
+            info!(unit, result, was, healthy, progressing, degraded, "health changed");
         }
     }
 }

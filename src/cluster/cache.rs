@@ -24,7 +24,7 @@ use std::time::Duration;
 use kube::discovery::ApiResource;
 use tokio::sync::watch;
 
-use super::drift::{Drift, DriftQueue, Entry, is_change, newer};
+use super::drift::{Drift, DriftQueue, Entry, Touched, is_change, newer};
 use super::feed::{Meta, Sink, Subscription, Watches};
 use super::live::{LiveMeta, live_meta_of};
 use super::relist::{self, Listed};
@@ -71,6 +71,11 @@ pub struct MetadataCache {
     store: Store,
     kinds: HashMap<GroupKind, KindWatch>,
     drift: DriftQueue,
+    /// Members of the followed kinds whose resourceVersion moved ([`MetadataCache::touched`]).
+    touched: Touched,
+    /// Which kinds' members are noted in `touched` ([`MetadataCache::follow_kinds`]); none
+    /// until set.
+    follow: Option<fn(&GroupKind) -> bool>,
     /// The members gitward deleted, so the watch's delete event of them is known as its own;
     /// the resourceVersion of its other writes is kept in the store ([`Entry::own`]).
     own_deletes: OwnDeletes,
@@ -92,6 +97,8 @@ impl MetadataCache {
             store: Arc::default(),
             kinds: HashMap::new(),
             drift,
+            touched: Touched::default(),
+            follow: None,
             own_deletes: OwnDeletes::default(),
             field_manager: Arc::from("gitward"),
         }
@@ -197,6 +204,7 @@ impl MetadataCache {
             store: self.store.clone(),
             state: tx,
             drift: self.drift.clone(),
+            touched: self.follow.is_some_and(|follow| follow(&gk)).then(|| self.touched.clone()),
             errored: errored.clone(),
             field_manager: self.field_manager.clone(),
             listed: AtomicBool::new(listed),
@@ -340,6 +348,21 @@ impl MetadataCache {
     pub fn subscribe(&self) -> DriftQueue {
         self.drift.clone()
     }
+
+    /// The members of the followed kinds ([`MetadataCache::follow_kinds`]) whose
+    /// resourceVersion moved since the watch last saw them (a status update, a spec change,
+    /// gitward's own write, a new member): shared with the watch tasks. What the unit's task
+    /// judges again between syncs.
+    pub fn touched(&self) -> Touched {
+        self.touched.clone()
+    }
+
+    /// Notes in [`MetadataCache::touched`] the members of the kinds `follow` accepts (the
+    /// engine's: the kinds that bear health), from the watches started after this call. Call
+    /// before the first sync.
+    pub fn follow_kinds(&mut self, follow: fn(&GroupKind) -> bool) {
+        self.follow = Some(follow);
+    }
 }
 
 async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Duration) -> Result<()> {
@@ -383,6 +406,8 @@ struct Members {
     store: Store,
     state: watch::Sender<Sync>,
     drift: DriftQueue,
+    /// Where a new resourceVersion of a member is noted, for kinds that bear health.
+    touched: Option<Touched>,
     errored: Arc<AtomicBool>,
     field_manager: Arc<str>,
     /// The store already holds a complete list of the kind: the next list is a relist.
@@ -445,6 +470,11 @@ impl Sink for Members {
                 (None, false)
             }
         };
+        if let Some(touched) = &self.touched
+            && previous.as_ref().is_none_or(|p| p.resource_version != meta.resource_version)
+        {
+            touched.push(key.clone());
+        }
         if is_change(previous.as_ref(), &meta) && !ours {
             let manager = latest_manager(&object.metadata, &self.field_manager);
             self.drift.push(Drift { object: key, resource_version: meta.resource_version, manager });

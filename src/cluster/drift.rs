@@ -3,7 +3,7 @@
 //! the two comparisons that decide both (which resourceVersion is newer, which event is a
 //! change). Shared by the watches ([`super::cache`]) and the relist ([`super::relist`]).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::Notify;
@@ -72,6 +72,45 @@ impl DriftQueue {
                 return taken;
             }
             // A push between `take` and here stores a permit: `notified` returns at once.
+            self.0.wake.notified().await;
+        }
+    }
+}
+
+/// Members of the kinds the cache was told to follow ([`super::cache::MetadataCache::follow_kinds`]:
+/// those with health) whose resourceVersion moved since the watch last saw them, not yet judged
+/// again: a controller's status update moves it without a new generation, so this is how a
+/// Deployment that fails or recovers between syncs is noticed.
+/// A set: one entry per member however many updates arrive, so it is bounded by the members,
+/// and it holds refs only, never objects.
+#[derive(Clone, Default)]
+pub struct Touched(Arc<TouchedInner>);
+
+#[derive(Default)]
+struct TouchedInner {
+    pending: Mutex<HashSet<ObjectRef>>,
+    wake: Notify,
+}
+
+impl Touched {
+    /// Adds `object` and wakes the reader.
+    pub fn push(&self, object: ObjectRef) {
+        self.0.pending.lock().expect("touched lock").insert(object);
+        self.0.wake.notify_one();
+    }
+
+    /// Takes every member touched since the last take (in no particular order).
+    pub fn take(&self) -> Vec<ObjectRef> {
+        std::mem::take(&mut *self.0.pending.lock().expect("touched lock")).into_iter().collect()
+    }
+
+    /// Waits until a member is touched; takes nothing. Cancel-safe.
+    pub async fn wait(&self) {
+        loop {
+            if !self.0.pending.lock().expect("touched lock").is_empty() {
+                return;
+            }
+            // A push between the check and here stores a permit: `notified` returns at once.
             self.0.wake.notified().await;
         }
     }

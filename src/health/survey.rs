@@ -95,3 +95,25 @@ pub async fn not_current(
     found.sort_by(|a, b| a.0.object.cmp(&b.0.object));
     Ok(found)
 }
+
+/// Reads `target` once, as a full object, and judges it ([`super::status`]); `None` when it is
+/// not in the cluster. The object is dropped once judged.
+///
+/// Errors: [`Error`] with the API server's answer (a 404 is `None`, not an error).
+pub async fn judge_one(client: &kube::Client, target: &Target) -> Result<Option<Status>, Error> {
+    let resource = target.resource.as_ref();
+    let api: Api<DynamicObject> = match &target.object.namespace {
+        Some(namespace) => Api::namespaced_with(client.clone(), namespace, resource),
+        None => Api::all_with(client.clone(), resource),
+    };
+    let found = api
+        .get_opt(&target.object.name)
+        .await
+        .map_err(|source| Error { group_kind: target.object.gk.to_string(), source })?;
+    Ok(found.map(|item| {
+        let mut value = serde_json::to_value(&item).unwrap_or_default();
+        value["kind"] = resource.kind.clone().into();
+        value["apiVersion"] = resource.api_version.clone().into();
+        status(&value)
+    }))
+}

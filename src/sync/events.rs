@@ -32,6 +32,7 @@ use tracing::{debug, warn};
 use super::outcome::{Observer, Outcome};
 use super::{Engine, Report};
 use crate::changeset::Action;
+use crate::health::Health;
 use crate::health::record::SyncResult;
 use crate::object::ObjectRef;
 use crate::telemetry::Masked;
@@ -100,35 +101,68 @@ pub fn notices(outcome: &Outcome, degraded: &mut Option<bool>) -> Vec<Notice> {
         );
         out.push(Notice::new(true, "SyncFailed", "Sync", Masked::new(note)));
     } else if report.heal {
-        let n = report.changes.counts().drift_corrected;
-        let note = Masked::new(format!("{revision}{n} drifted object(s) re-applied"));
-        out.push(Notice::new(false, "DriftCorrected", "Heal", note));
+        // A heal that found nothing to change (the drift was a field an ignore rule leaves to
+        // another manager) re-applied nothing: no Event.
+        let n = report.changes.entries.iter().filter(|e| e.action.applied_change()).count();
+        if n > 0 {
+            let note = Masked::new(format!("{revision}{n} drifted object(s) re-applied"));
+            out.push(Notice::new(false, "DriftCorrected", "Heal", note));
+        }
     } else if !report.yielded {
         let note = Masked::new(applied_note(short.as_deref().unwrap_or("-"), report));
         out.push(Notice::new(false, "Applied", "Sync", note));
     }
     if outcome.health.wait.judged() && !report.heal {
-        let now = match outcome.health.result {
-            SyncResult::Degraded => Some(true),
-            SyncResult::Healthy => Some(false),
-            _ => None,
-        };
-        match (*degraded, now) {
-            (Some(true), Some(true)) | (_, None) | (None | Some(false), Some(false)) => {}
-            (_, Some(true)) => {
-                let note = Masked::new(degraded_note(&revision, outcome));
-                out.push(Notice::new(true, "HealthDegraded", "HealthCheck", note))
-            }
-            (Some(true), Some(false)) => {
-                let note = Masked::new(format!("{revision}all objects healthy"));
-                out.push(Notice::new(false, "HealthRecovered", "HealthCheck", note))
-            }
-        }
-        if now.is_some() {
-            *degraded = now;
-        }
+        let note = || degraded_note(&revision, outcome);
+        out.extend(health_notice(degraded, outcome.health.result, note, &revision));
     }
     out
+}
+
+/// The health Event of a unit judged `result` whose last judged health was `degraded`
+/// (updated here): `HealthDegraded` (with `note`) when it became degraded, `HealthRecovered`
+/// when it became healthy again, else none.
+fn health_notice(
+    degraded: &mut Option<bool>,
+    result: SyncResult,
+    note: impl FnOnce() -> String,
+    revision: &str,
+) -> Option<Notice> {
+    let now = match result {
+        SyncResult::Degraded => Some(true),
+        SyncResult::Healthy => Some(false),
+        _ => None,
+    };
+    let notice = match (*degraded, now) {
+        (Some(true), Some(true)) | (_, None) | (None | Some(false), Some(false)) => None,
+        (_, Some(true)) => Some(Notice::new(true, "HealthDegraded", "HealthCheck", Masked::new(note()))),
+        (Some(true), Some(false)) => {
+            let note = Masked::new(format!("{revision}all objects healthy"));
+            Some(Notice::new(false, "HealthRecovered", "HealthCheck", note))
+        }
+    };
+    if now.is_some() {
+        *degraded = now;
+    }
+    notice
+}
+
+/// The health Event of members judged again between syncs ([`health_notice`]): the note
+/// names the members read that are not `Current`.
+pub fn followed_notice(followed: &crate::sync::follow::Followed, degraded: &mut Option<bool>) -> Option<Notice> {
+    let note = || {
+        let unhealthy: Vec<String> = followed
+            .read
+            .iter()
+            .filter_map(|(object, status)| status.as_ref().filter(|s| s.health != Health::Current).map(|s| (object, s)))
+            .map(|(object, s)| format!("{object} ({}: {})", s.reason, s.message))
+            .collect();
+        let named = unhealthy.iter().take(NAMED).cloned().collect::<Vec<_>>().join(", ");
+        let more = unhealthy.len().saturating_sub(NAMED);
+        let more = if more > 0 { format!(" and {more} more") } else { String::new() };
+        format!("{} object(s) not healthy: {named}{more}", followed.counts.degraded + followed.counts.progressing)
+    };
+    health_notice(degraded, followed.result, note, "")
 }
 
 /// The note of `Applied`: the short revision and the counts.
@@ -182,6 +216,18 @@ struct Queue {
 impl Observer for Events {
     fn finished(&mut self, outcome: &Outcome) {
         let notices = notices(outcome, &mut self.degraded);
+        self.queue(notices);
+    }
+
+    fn followed(&mut self, followed: &crate::sync::follow::Followed) {
+        let notices: Vec<Notice> = followed_notice(followed, &mut self.degraded).into_iter().collect();
+        self.queue(notices);
+    }
+}
+
+impl Events {
+    /// Queues `notices` and starts the writer when none runs.
+    fn queue(&mut self, notices: Vec<Notice>) {
         if notices.is_empty() {
             return;
         }
@@ -459,6 +505,48 @@ mod tests {
         assert_eq!(reasons(&notices(&healthy, &mut health)), ["Applied"]);
         let mut fresh = None;
         assert_eq!(reasons(&notices(&degraded, &mut fresh)), ["Applied", "HealthDegraded"], "degraded at start");
+    }
+
+    #[test]
+    fn a_heal_counts_every_object_it_re_applied_and_one_that_changed_nothing_says_nothing() {
+        let heal = |actions: &[(&str, Action, Option<&str>)]| {
+            let mut o = outcome(actions, SyncResult::Healthy);
+            o.report.as_mut().unwrap().heal = true;
+            o
+        };
+        let reapplied = heal(&[("a", Action::Configured, None), ("b", Action::DriftCorrected, None)]);
+        let notices_of = notices(&reapplied, &mut None);
+        assert_eq!(reasons(&notices_of), ["DriftCorrected"]);
+        assert_eq!(notices_of[0].note.as_str(), "revision 82edb11c0ffe: 2 drifted object(s) re-applied");
+        let nothing = heal(&[("a", Action::Unchanged, None)]);
+        assert!(notices(&nothing, &mut None).is_empty(), "nothing re-applied: no DriftCorrected");
+    }
+
+    #[test]
+    fn members_judged_between_syncs_give_health_events_on_changes_only() {
+        use crate::health::{Counts, Status};
+        use crate::sync::follow::Followed;
+        let web = ObjectRef::new(crate::object::GroupKind::new("apps", "Deployment"), Some("shop"), "web");
+        let failed = Status::failed("ProgressDeadlineExceeded", "timed out progressing");
+        let followed = |result, before, status: Status| Followed {
+            unit: "app".into(),
+            result,
+            before,
+            counts: Counts { healthy: 2, progressing: 0, degraded: usize::from(result == SyncResult::Degraded) },
+            read: vec![(web.clone(), Some(status))],
+            whole: false,
+        };
+        let mut health = Some(false);
+        let degraded = followed(SyncResult::Degraded, SyncResult::Healthy, failed.clone());
+        let notice = followed_notice(&degraded, &mut health).expect("degraded");
+        assert_eq!((notice.reason, notice.warning), ("HealthDegraded", true));
+        assert_eq!(
+            notice.note.as_str(),
+            "1 object(s) not healthy: Deployment/shop/web (ProgressDeadlineExceeded: timed out progressing)"
+        );
+        assert_eq!(followed_notice(&degraded, &mut health), None, "still degraded");
+        let recovered = followed(SyncResult::Healthy, SyncResult::Degraded, Status::current("ok"));
+        assert_eq!(followed_notice(&recovered, &mut health).map(|n| n.reason), Some("HealthRecovered"));
     }
 
     #[test]

@@ -17,9 +17,11 @@ use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
 impl Engine {
-    /// A health wait ([`crate::health::wait`]) over what `report`'s sync changed and over the
-    /// members an earlier wait left not `Current` that git still holds: a sync that changes
-    /// nothing still waits for the Deployment an earlier revision never rolled out. Before
+    /// A health wait ([`crate::health::wait`]) over what `report`'s sync changed, over the
+    /// members an earlier wait left not `Current` that git still holds (a sync that changes
+    /// nothing still waits for the Deployment an earlier revision never rolled out), and over
+    /// the members whose status moved since they were last judged ([`Engine::take_touched`]):
+    /// a wait with no targets then means every member was judged `Current`, not assumed so. Before
     /// this engine's first judgement (a daemon's first sync, every `gitward sync --wait`) the
     /// unit's health-bearing members are read once ([`survey`]) to learn which those are; the
     /// wait then covers every member that was not `Current` ([`HealthWait::covers_all`]). A
@@ -30,10 +32,16 @@ impl Engine {
         let desired: HashSet<&ObjectRef> =
             self.last.desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
         let mut targets = report.sent.health_targets.clone();
-        let changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
+        let mut changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
         for t in self.record.unhealthy.iter().flatten() {
-            if desired.contains(&t.object) && !changed.contains(&t.object) {
+            if desired.contains(&t.object) && changed.insert(t.object.clone()) {
                 targets.push(t.clone());
+            }
+        }
+        // Members whose status moved since they were last judged are judged by this wait.
+        for t in self.take_touched() {
+            if changed.insert(t.object.clone()) {
+                targets.push(t);
             }
         }
         let wait = HealthWait::new(self.live.writer.clone(), selector, &targets);

@@ -18,6 +18,13 @@ use crate::object::{Atom, GroupKind, ObjectRef};
 use crate::plan::Desired;
 
 impl Engine {
+    /// How many members the unit's ApplySet parent records (its members record, as the engine
+    /// last read or wrote it): what `gitward_tracked_objects` counts. `None` before the engine
+    /// has read or written the parent.
+    pub fn recorded_members(&self) -> Option<usize> {
+        self.parent.known.as_ref().map(|p| p.contents.members.len())
+    }
+
     /// The controls on the unit's ApplySet parent as its watch sees them
     /// ([`crate::cluster::inventory::ParentWatch::control`]); starts the watch if none runs.
     pub fn control(&mut self) -> tokio::sync::watch::Receiver<Option<Control>> {

@@ -24,6 +24,7 @@ pub mod desired;
 pub(crate) mod diff;
 pub(crate) mod early;
 pub mod events;
+pub mod follow;
 mod heal;
 mod health;
 pub mod hooks;
@@ -279,6 +280,7 @@ impl Engine {
         let inventory = Inventory::new(&unit.inventory);
         let mut cache = MetadataCache::new(client.clone(), &inventory.id);
         cache.set_field_manager(&unit.field_manager);
+        cache.follow_kinds(crate::health::bears_health);
         let apply = ApplyOptions {
             field_manager: unit.field_manager.clone(),
             force: unit.force_conflicts,

@@ -70,8 +70,8 @@ pub enum Wait {
     Disabled,
     /// No wait: objects failed to apply.
     Skipped,
-    /// Nothing waited on: `gitward sync` without `--wait`, or no member with health changed or
-    /// was left unhealthy.
+    /// Nothing waited on: `gitward sync` without `--wait`, or no member with health changed,
+    /// moved since it was last judged, or was left unhealthy.
     None,
 }
 
@@ -283,6 +283,10 @@ pub trait Observer: Send {
 
     /// A sync ended ([`Outcome`]).
     fn finished(&mut self, outcome: &Outcome);
+
+    /// Between syncs, members were judged again as their status moved
+    /// ([`crate::sync::follow::Followed`]).
+    fn followed(&mut self, _followed: &crate::sync::follow::Followed) {}
 }
 
 /// The observers of a unit's syncs, told in order.
@@ -307,6 +311,12 @@ impl Observer for Observers {
     fn finished(&mut self, outcome: &Outcome) {
         for o in &mut self.0 {
             o.finished(outcome);
+        }
+    }
+
+    fn followed(&mut self, followed: &crate::sync::follow::Followed) {
+        for o in &mut self.0 {
+            o.followed(followed);
         }
     }
 }
@@ -341,7 +351,7 @@ pub enum HealthStep {
 impl Engine {
     /// Starts the health step after `report`'s apply: no wait when [`Wait::before`] says so (a
     /// wait is `asked` for in the daemon and by `gitward sync --wait`), nor when the engine's
-    /// wait ([`Engine::health_wait`]) has no targets (judged at once as healthy,
+    /// wait ([`Engine::health_wait`]) has no targets (every member judged `Current`: healthy,
     /// `wait="none"`): the sync is then finished ([`Engine::finish`]'s post hooks and record)
     /// and its outcome returned. A wait that is due is recorded on the ApplySet parent before it
     /// runs ([`Engine::record_waiting`]: the revision, its apply time, the attempt and what is
@@ -358,7 +368,8 @@ impl Engine {
         let judged = wait.covers_all() || !wait.targets().is_empty();
         let pending = Pending { report, cause, judged, started };
         if wait.targets().is_empty() {
-            // Nothing with health changed and nothing is left unhealthy: nothing to wait on.
+            // Nothing with health changed, none moved since it was judged, and nothing is left
+            // unhealthy: every member is judged `Current`, nothing to wait on.
             let summary = self.judge(&wait, Some(WaitEnd::Healthy)).await;
             let summary = HealthSummary { wait: Wait::None, ..summary };
             return HealthStep::Done(Box::new(self.conclude(pending, summary, Vec::new()).await));

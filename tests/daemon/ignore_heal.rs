@@ -93,3 +93,38 @@ async fn without_the_rule_self_heal_takes_the_field_back() {
     assert_eq!(replicas(&env.client, &env.namespace).await.0, Some(1), "{}", daemon.log_text());
     daemon.kill();
 }
+
+/// The `DriftCorrected` Events regarding unit `app`'s parent in `ns`, as their notes.
+async fn drift_corrected_notes(client: &kube::Client, ns: &str) -> Vec<String> {
+    use k8s_openapi::api::events::v1::Event;
+    let params = kube::api::ListParams::default().fields("regarding.kind=Secret,regarding.name=gitward-app");
+    let events = Api::<Event>::namespaced(client.clone(), ns).list(&params).await.expect("list events").items;
+    events.into_iter().filter(|e| e.reason.as_deref() == Some("DriftCorrected")).filter_map(|e| e.note).collect()
+}
+
+/// An HPA-like scale under a `managers` rule starts a self-heal that re-applies nothing: no
+/// `DriftCorrected` Event says `0 drifted object(s) re-applied`. Without a rule the heal takes
+/// the field back, and its Event counts the one object.
+#[tokio::test]
+async fn a_heal_that_re_applied_nothing_gives_no_drift_corrected_event() {
+    let env = common::setup("ignore-heal-events").await;
+    let rule = format!("[[sync.ignore]]\nkind = \"Deployment\"\ngroup = \"apps\"\nmanagers = [\"{SCALER}\"]\n");
+    let (mut daemon, action, _dir) = scaled_under_daemon(&env, &rule).await;
+    assert_eq!(action, "unchanged", "{}", daemon.log_text());
+    // The heal's Events are written by a task of their own: give it time to write one.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let notes = drift_corrected_notes(&env.client, &env.namespace).await;
+    assert!(notes.is_empty(), "{notes:?}");
+    daemon.kill();
+
+    let env = common::setup("ignore-heal-events-none").await;
+    let (mut daemon, action, _dir) = scaled_under_daemon(&env, "").await;
+    assert_eq!(action, "drift-corrected", "{}", daemon.log_text());
+    let counted = common::eventually(WAIT, || async {
+        let notes = drift_corrected_notes(&env.client, &env.namespace).await;
+        notes.iter().any(|n| n.ends_with(": 1 drifted object(s) re-applied"))
+    })
+    .await;
+    assert!(counted, "{:?}", drift_corrected_notes(&env.client, &env.namespace).await);
+    daemon.kill();
+}

@@ -4,6 +4,7 @@ pub(crate) mod dashboard;
 pub(crate) mod depends;
 pub(crate) mod events;
 pub(crate) mod fencing;
+pub(crate) mod follow_health;
 pub(crate) mod http;
 pub(crate) mod ignore_heal;
 pub(crate) mod leader;

@@ -49,6 +49,7 @@ use self::fleet::Fleet;
 use self::unit::Units;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
+use crate::health::record::SyncResult;
 use crate::source::VerifyFailure;
 use crate::sync::{Error, Report};
 
@@ -293,6 +294,13 @@ impl Metrics {
         if let Some(t) = time_to_healthy {
             self.time_to_healthy.get_or_create(&UnitLabels { unit: unit.to_owned() }).observe(t.as_secs_f64());
         }
+    }
+
+    /// Records the unit's members judged again between syncs: `gitward_objects_health` by
+    /// `counts`, and `gitward_unit_ready`'s reason by `result` ([`unit`]).
+    pub fn observe_followed(&self, unit: &str, result: SyncResult, counts: &crate::health::Counts) {
+        self.observe_health(unit, counts, None);
+        self.units.followed(unit, result);
     }
 
     /// Counts a sync of `unit` that failed as a whole, under `kind` = [`error_kind`]`(err)`.

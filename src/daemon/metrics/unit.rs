@@ -203,6 +203,23 @@ impl Units {
         }
     }
 
+    /// Between syncs the unit's members were judged `result` (`healthy`, `degraded`,
+    /// `progressing`): the reason follows it when the last sync left a judgement of health
+    /// (`healthy`, `degraded`, `progressing`); a failed sync's stays until a sync ends it.
+    pub(super) fn followed(&self, unit: &str, result: SyncResult) {
+        let now = match result {
+            SyncResult::Healthy => Reason::Healthy,
+            SyncResult::Degraded => Reason::Degraded,
+            SyncResult::Progressing => Reason::Progressing,
+            SyncResult::Applied | SyncResult::Failed => return,
+        };
+        self.update(unit, |s| {
+            if matches!(s.last, Some(Reason::Healthy | Reason::Degraded | Reason::Progressing)) {
+                s.last = Some(now);
+            }
+        });
+    }
+
     /// The unit is (or is no longer) suspended; its first call makes its series
     /// (`never_synced` until it syncs).
     pub(super) fn set_suspended(&self, unit: &str, suspended: bool) {

@@ -83,7 +83,8 @@ pub struct UnitRecord {
     pub revision: Option<String>,
     /// The result of the last sync.
     pub result: Option<&'static str>,
-    /// Health of what the last judged wait covered.
+    /// The members by health, as the unit last judged them (counted as `gitward status` counts
+    /// them; zero until a wait has judged the unit).
     pub health: Counts,
     /// When a revision was last applied.
     pub applied_at: Option<jiff::Timestamp>,
@@ -154,6 +155,18 @@ impl Board {
         self.bump();
     }
 
+    /// Folds members judged again between syncs into their unit's record: its result and
+    /// health counts follow them, and its objects not healthy are those read now (or, when the
+    /// read covered every member, only those).
+    pub fn followed(&self, followed: &crate::sync::follow::Followed) {
+        {
+            let mut inner = self.inner.write().expect("board lock");
+            let record = inner.records.entry(followed.unit.clone()).or_default();
+            fold_followed(record, followed);
+        }
+        self.bump();
+    }
+
     fn bump(&self) {
         self.changed.send_modify(|v| *v = v.wrapping_add(1));
     }
@@ -189,8 +202,8 @@ fn fold(record: &mut UnitRecord, outcome: &Outcome, now: jiff::Timestamp) {
             record.revision = Some(report.revision.short().to_owned());
             record.applied_at = Some(now);
         }
-        if outcome.health.wait.judged() {
-            record.health = outcome.health.counts;
+        if let Some(members) = outcome.live.health {
+            record.health = members;
         }
         let unhealthy = unhealthy(outcome);
         record.unhealthy_total = unhealthy.len();
@@ -210,6 +223,27 @@ fn fold(record: &mut UnitRecord, outcome: &Outcome, now: jiff::Timestamp) {
     };
     record.syncs.push_front(entry);
     record.syncs.truncate(RECENT_SYNCS);
+}
+
+/// The record after members were judged again between syncs: the result (unless the last sync
+/// failed: only a sync ends that), the counts, and the objects not healthy.
+fn fold_followed(record: &mut UnitRecord, followed: &crate::sync::follow::Followed) {
+    use crate::health::record::SyncResult;
+    if record.result != Some(SyncResult::Failed.as_str()) {
+        record.result = Some(followed.result.as_str());
+    }
+    record.health = followed.counts;
+    let applied = ["failed", "conflict"];
+    let read: Vec<String> = followed.read.iter().map(|(o, _)| o.to_string()).collect();
+    record.unhealthy.retain(|u| applied.contains(&u.state.as_str()) || !(followed.whole || read.contains(&u.object)));
+    for (object, status) in &followed.read {
+        if let Some(s) = status.as_ref().filter(|s| s.health != crate::health::Health::Current) {
+            let reason = clip(&format!("{}: {}", s.reason, s.message));
+            record.unhealthy.push(Unhealthy { object: object.to_string(), state: format!("{:?}", s.health), reason });
+        }
+    }
+    record.unhealthy_total = record.unhealthy.len();
+    record.unhealthy.truncate(UNHEALTHY_SHOWN);
 }
 
 /// The objects `outcome` left failed (not applied) or not healthy, with why.
@@ -238,6 +272,10 @@ pub struct Recorder(pub Board);
 impl Observer for Recorder {
     fn finished(&mut self, outcome: &Outcome) {
         self.0.record(outcome);
+    }
+
+    fn followed(&mut self, followed: &crate::sync::follow::Followed) {
+        self.0.followed(followed);
     }
 }
 

@@ -58,6 +58,10 @@ enum Got {
     Control(bool),
     /// A sync request seen on the parent is due as a trigger.
     Request,
+    /// A member with health moved: judge the members again after the debounce.
+    Touched,
+    /// The debounce after a moved member passed.
+    FollowDue,
 }
 
 /// A unit's task as it runs: its state, the event sources, the effects in flight and what
@@ -122,6 +126,10 @@ struct Sources {
     control: Option<watch::Receiver<Option<Control>>>,
     /// The records of the units it depends on, watched (`depends_on`); `None` without any.
     gate: Option<super::depends::Gate>,
+    /// Members with health whose status moved, from the metadata cache, and when they are
+    /// judged again ([`super::follow`]).
+    touched: crate::cluster::drift::Touched,
+    follow_at: Option<Instant>,
 }
 
 /// The unit's name and what the driver shares with the rest of the daemon.
@@ -166,6 +174,7 @@ impl Driver {
         let mut engine = engine;
         let (repo, yield_signal, drift) = (engine.repo().clone(), engine.yield_signal(), engine.cache().subscribe());
         let control = Some(engine.control());
+        let touched = engine.cache().touched();
         let controls = Controls { by_config: engine.suspended_by_config(), ..Controls::default() };
         let ctx = Ctx::new(engine, status.clone(), metrics.clone(), first, (notify, board));
         Self {
@@ -186,6 +195,8 @@ impl Driver {
                 resync,
                 control,
                 gate: depends,
+                touched,
+                follow_at: None,
             },
             shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, quiet, first, status },
             controls,
@@ -305,8 +316,9 @@ impl Driver {
         let drift_on = listen.drift && self.sources.self_heal && self.ctx.is_some();
         let stopping = self.state.stopping;
         let request = listen.triggers && self.controls.due.is_some();
+        let follow = self.ctx.is_some() && super::follow::follows(&self.state.phase);
         let Self { sources, effects, permits, .. } = self;
-        let Sources { shutdown, triggers, poll, resync, drift, control, gate, .. } = sources;
+        let Sources { shutdown, triggers, poll, resync, drift, control, gate, touched, follow_at, .. } = sources;
         let Effects { engine_job, io, push, waiting, .. } = effects;
         let Permits { slot_wanted, lane_wanted, .. } = permits;
         let got = tokio::select! {
@@ -340,8 +352,21 @@ impl Driver {
                 Got::Event(Event::DependencyChanged)
             }
             () = std::future::ready(()), if request => Got::Request,
+            () = touched.wait(), if follow && follow_at.is_none() => Got::Touched,
+            _ = sleep_until(follow_at.unwrap_or(far)), if follow && follow_at.is_some() => Got::FollowDue,
         };
-        self.event(got)
+        match got {
+            Got::Touched => {
+                self.sources.follow_at = Some(Instant::now() + super::follow::FOLLOW_DEBOUNCE);
+                None
+            }
+            Got::FollowDue => {
+                self.sources.follow_at = None;
+                self.home().follow_health().await;
+                None
+            }
+            got => self.event(got),
+        }
     }
 
     /// What the `select!` got, as an event for `step` (none for a change of the controls that
@@ -388,6 +413,7 @@ impl Driver {
                     self.sources.control.as_mut().and_then(|c| c.borrow_and_update().clone()).unwrap_or_default();
                 return self.on_control(control);
             }
+            Got::Touched | Got::FollowDue => return None,
             Got::Request => {
                 self.controls.taken = self.controls.due.take();
                 info!(

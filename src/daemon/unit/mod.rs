@@ -11,13 +11,16 @@
 //! drift and the effects it started (one `select!`), feeds each event to `step` and runs the
 //! actions it returns (`log` writes the log lines it decides); the effects that use the engine (`sync`: fetch, early apply, the rest of
 //! the sync, self-heal, the record of a failure; `wait`: the start and end of the health wait)
-//! run one at a time, owning the engine while they run. The retry deadline goes with the
+//! run one at a time, owning the engine while they run. Between jobs, `follow` has the engine
+//! judge again the members whose status moved, so readiness, metrics, the dashboard and the
+//! parent's record follow the members' health without a sync. The retry deadline goes with the
 //! phases: a poll or webhook that finds nothing new while backing off, or a self-heal, leaves
 //! it due.
 
 mod depends;
 mod driver;
 mod effect;
+mod follow;
 mod log;
 mod machine;
 mod observe;

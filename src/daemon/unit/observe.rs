@@ -8,6 +8,7 @@ use crate::daemon::trigger::{Status, UnitStatus};
 use crate::health::Counts;
 use crate::health::record::SyncResult;
 use crate::sync::Report;
+use crate::sync::follow::Followed;
 use crate::sync::outcome::{Cause, Failure, Observer, Outcome, Wait};
 use crate::telemetry::Masked;
 
@@ -41,6 +42,10 @@ impl Observer for Metered {
         }
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         self.metrics.observe_outcome(&self.unit, outcome, i64::try_from(now).unwrap_or(i64::MAX));
+    }
+
+    fn followed(&mut self, followed: &Followed) {
+        self.metrics.observe_followed(&self.unit, followed.result, &followed.counts);
     }
 }
 
@@ -92,10 +97,22 @@ impl Observer for Readiness {
         match (&outcome.report, &outcome.failure) {
             (_, Some(failure)) => self.failed(failure),
             (Some(report), None) => {
-                let health = outcome.health.wait.judged().then_some(outcome.health.counts);
+                // The members by health as judged (as `gitward status` counts them), not only
+                // what the wait covered.
+                let health = outcome.health.wait.judged().then(|| outcome.live.health.unwrap_or(outcome.health.counts));
                 self.set(report, outcome.live.answered, health, outcome.live.tracked, false);
             }
             (None, None) => {}
         }
+    }
+
+    /// The members' health counts follow them between syncs (sd_notify `STATUS=`).
+    fn followed(&mut self, followed: &Followed) {
+        let mut status = self.status.snapshot().remove(&self.unit).unwrap_or_default();
+        if status.waiting {
+            return;
+        }
+        status.health = Some(followed.counts);
+        self.status.set(&self.unit, status);
     }
 }

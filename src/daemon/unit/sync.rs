@@ -102,10 +102,12 @@ impl Ctx {
     }
 
     /// Tells the observers that `report`'s objects were sent (logs, `trigger applied`,
-    /// metrics), and remembers `trigger` as what asked for the sync whose end follows.
+    /// metrics), and remembers `trigger` as what asked for the sync whose end follows. The
+    /// members counted are those the parent records ([`crate::sync::Engine::recorded_members`];
+    /// the cache's, before it was read).
     pub(super) fn publish(&mut self, trigger: &Trigger, report: &Report) {
         self.cause = Cause::from(trigger);
-        let tracked = self.engine.cache().len();
+        let tracked = self.engine.recorded_members().unwrap_or_else(|| self.engine.cache().len());
         self.observers.applied(&self.cause, report, tracked);
     }
 }
