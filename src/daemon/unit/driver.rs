@@ -431,6 +431,7 @@ impl Driver {
             }
             Done::Finished => Event::WaitFinished,
             Done::HealedDuringWait => Event::HealedDuringWait,
+            Done::Adopted(revision) => Event::Adopted(revision),
         }
     }
 
@@ -527,6 +528,7 @@ impl Driver {
             }
             Action::ResetBackoff => self.kept.backoff.reset(),
             Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.kept.backoff.next_delay())),
+            Action::Adopt => self.start(Effect::Adopt),
         }
         None
     }

@@ -153,6 +153,9 @@ pub(super) enum Phase {
     /// Suspended: starting nothing until resumed ([`Event::Resume`]); triggers are counted
     /// and kept as [`State::queued`].
     Suspended,
+    /// Resumed: the revision the ApplySet parent records as applied is being taken as the one
+    /// last applied ([`Action::Adopt`]), before the trigger kept while suspended runs.
+    Adopting,
     /// Shutdown, or the trigger channel closed.
     Stopped,
 }
@@ -169,6 +172,7 @@ impl Phase {
             Phase::Health(_) => "health",
             Phase::Blocked(_) => "blocked",
             Phase::Suspended => "suspended",
+            Phase::Adopting => "adopting",
             Phase::Stopped => "stopped",
         }
     }
@@ -348,6 +352,9 @@ pub(super) enum Event {
     Suspend,
     /// The unit was resumed.
     Resume,
+    /// What [`Action::Adopt`] found: the revision the parent records as applied, when it is
+    /// not the one the engine held (another process applied it: a rollback).
+    Adopted(Option<Revision>),
     /// What [`Action::Gate`] found: the dependencies not ready (none: all ready).
     Gated(Vec<Waiting>),
     /// A dependency's record changed.
@@ -437,6 +444,9 @@ pub(super) enum Action {
     ResetBackoff,
     /// Retry with the next backoff delay ([`Event::RetryAt`]).
     ScheduleRetry,
+    /// Take the revision the parent records as applied as the one self-heal heals toward
+    /// ([`Event::Adopted`]).
+    Adopt,
 }
 
 /// Keeps `t` as the one queued trigger: as it when there is none, else merged into it
@@ -462,7 +472,11 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         }
         Event::Trigger(None) | Event::Shutdown if !matches!(state.phase, Phase::Health(_)) => {
             state.stopping = true;
-            if matches!(state.phase, Phase::Idle | Phase::BackingOff(_) | Phase::Suspended | Phase::Blocked(_)) {
+            let resting = matches!(
+                state.phase,
+                Phase::Idle | Phase::BackingOff(_) | Phase::Suspended | Phase::Adopting | Phase::Blocked(_)
+            );
+            if resting {
                 state.phase = Phase::Stopped;
             }
             return (state, actions);
@@ -479,6 +493,7 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         Phase::Applying(job) => job::applying(&mut state, job, event, &mut actions),
         Phase::Health(h) => health::health(&mut state, h, event, &mut actions),
         Phase::Suspended => suspend::suspended(&mut state, event, &mut actions),
+        Phase::Adopting => suspend::adopting(&mut state, event, &mut actions),
         Phase::Blocked(t) => blocked::blocked(&mut state, t, event, &mut actions),
         Phase::Stopped => Phase::Stopped,
     };

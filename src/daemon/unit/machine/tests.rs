@@ -183,6 +183,7 @@ fn tag(action: &Action) -> String {
         Action::DrainDrift => "DrainDrift".into(),
         Action::ResetBackoff => "ResetBackoff".into(),
         Action::ScheduleRetry => "ScheduleRetry".into(),
+        Action::Adopt => "Adopt".into(),
     }
 }
 
