@@ -26,7 +26,12 @@
 //!   the revision last applied; a new revision's sync runs to its end and the push is queued.
 //!   A push still being fetched when the sync ends is queued.
 //! - **Health wait.** A reload cancels the wait; a new revision cancels it and records
-//!   nothing; the same revision asked for explicitly runs after it, a poll or push is ignored.
+//!   nothing (its own sync records itself, and its wait covers what this one left unjudged),
+//!   unless the push that brought it left the unit's path alone under the path-unchanged rule:
+//!   then the new revision is taken as the one last applied and the wait goes on, to its
+//!   judgement. A change of the `from` variables cancels it as a new revision does and syncs
+//!   at once. The same revision asked for explicitly runs after it, a poll or push is
+//!   ignored.
 //!   Drifted objects are healed during the wait without a slot.
 //! - **Retry.** How a job ended decides the backoff ([`retry`]).
 //! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
@@ -278,6 +283,9 @@ enum Busy {
     Nothing,
     /// A fetch for this trigger, to see whether it brings a new revision.
     Fetch(Trigger),
+    /// The new revision this trigger's fetch found is probed: a push that left the unit's
+    /// path alone, under the path-unchanged rule, does not cancel the wait.
+    Probe(Trigger, Revision),
     /// A self-heal of drifted objects.
     Heal,
     /// The wait is being judged and recorded; this trigger runs next.
@@ -379,6 +387,8 @@ pub(super) enum Log {
     Yielded { revision: Revision, to: Revision, kind: TriggerKind, objects: usize },
     /// `health wait cancelled by a reload`.
     CancelledByReload { revision: Revision, kind: TriggerKind },
+    /// `health wait cancelled by a change of variables`.
+    CancelledByVariables { revision: Revision, kind: TriggerKind },
     /// `health wait cancelled by a new revision`.
     CancelledByRevision { revision: Revision, new_revision: Revision, kind: TriggerKind },
     /// `waiting for dependencies`: `revision` waits for these.
