@@ -130,6 +130,30 @@ async fn reconcile_syncs_a_unit_now_and_prints_its_result() {
     gitward_suspended_refuses_reconcile(&config);
 }
 
+/// A reconcile request that the daemon takes while a health wait runs (a Deployment that never
+/// rolls out: no controller runs) waits for that wait's end; `reconcile` says so, not that no
+/// daemon handled it.
+#[tokio::test]
+async fn reconcile_behind_a_health_wait_says_so() {
+    let env = common::setup("reconcile-wait").await;
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.commit_and_push("a Deployment to wait for");
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "health_timeout = \"10m\"").await;
+    let waiting = common::eventually(WAIT, || async {
+        daemon.events().iter().any(|e| e["message"] == "health" && e["health"] == "InProgress")
+    })
+    .await;
+    assert!(waiting, "no health wait: {}", daemon.log_text());
+
+    let run = common::gitward(&["reconcile", "--timeout", "20", "app"], &config, CLI);
+    assert_eq!(run.code, Some(2), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("queued behind a health wait"), "{}", run.stderr);
+    assert!(run.stderr.contains("Deployment/"), "the wait is named: {}", run.stderr);
+    assert!(!run.stderr.contains("no daemon handled"), "{}", run.stderr);
+}
+
 /// A suspended unit's reconcile is refused (exit 2): the daemon would not act on it.
 fn gitward_suspended_refuses_reconcile(config: &std::path::Path) {
     assert_eq!(common::gitward(&["suspend", "app"], config, CLI).code, Some(0));

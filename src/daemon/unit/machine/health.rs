@@ -95,6 +95,9 @@ fn fetched(state: &mut State, mut h: Health, t: Trigger, found: Option<Revision>
     match during_wait(&t, new_revision.is_some()) {
         DuringWait::Ignore => waiting(state, h, actions),
         DuringWait::RunAfter => {
+            if t.includes(TriggerKind::Reconcile) {
+                actions.push(Action::NoteQueued);
+            }
             keep(&mut h.after, t);
             waiting(state, h, actions)
         }

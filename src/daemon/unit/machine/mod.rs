@@ -30,8 +30,8 @@
 //!   unless the push that brought it left the unit's path alone under the path-unchanged rule:
 //!   then the new revision is taken as the one last applied and the wait goes on, to its
 //!   judgement. A change of the `from` variables cancels it as a new revision does and syncs
-//!   at once. The same revision asked for explicitly runs after it, a poll or push is
-//!   ignored.
+//!   at once. The same revision asked for explicitly runs after it (a reconcile request is
+//!   noted on the parent as queued behind the wait), a poll or push is ignored.
 //!   Drifted objects are healed during the wait without a slot.
 //! - **Retry.** How a job ended decides the backoff ([`retry`]).
 //! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
@@ -454,6 +454,9 @@ pub(super) enum Action {
     ResetBackoff,
     /// Retry with the next backoff delay ([`Event::RetryAt`]).
     ScheduleRetry,
+    /// Note on the parent that the reconcile request merged into the trigger just kept for
+    /// after the health wait is queued behind it.
+    NoteQueued,
     /// Take the revision the parent records as applied as the one self-heal heals toward
     /// ([`Event::Adopted`]).
     Adopt,

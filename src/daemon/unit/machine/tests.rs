@@ -184,6 +184,7 @@ fn tag(action: &Action) -> String {
         Action::ResetBackoff => "ResetBackoff".into(),
         Action::ScheduleRetry => "ScheduleRetry".into(),
         Action::Adopt => "Adopt".into(),
+        Action::NoteQueued => "NoteQueued".into(),
     }
 }
 

@@ -234,7 +234,7 @@ fn a_merged_trigger_during_the_wait_does_what_each_part_asks() {
 }
 
 #[test]
-fn a_change_of_variables_is_applied_at_once() {
+fn a_change_of_variables_is_applied_at_once_and_a_reconcile_is_noted_as_queued() {
     check(&[
         row(
             "a change of variables cancels the wait, recording nothing",
@@ -249,6 +249,21 @@ fn a_change_of_variables_is_applied_at_once() {
             || Event::WaitFinished,
             "slot wait",
             &["ResetBackoff", "DrainDrift", "Observe(variables)", "AcquireSlot"],
+        ),
+        row(
+            "a reconcile request at the same revision runs after the wait, noted as queued",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Reconcile)))]),
+            || Event::WaitFetched(Some(rev("b"))),
+            "health",
+            &["NoteQueued"],
+        )
+        .then(|s| matches!(&s.phase, Phase::Health(h) if h.after.as_ref().is_some_and(|t| t.kind == Reconcile))),
+        row(
+            "a webhook at the same revision runs after it too, noting nothing",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Webhook)))]),
+            || Event::WaitFetched(Some(rev("b"))),
+            "health",
+            &[],
         ),
         row(
             "a reconcile request that finds a new revision cancels the wait",
