@@ -223,7 +223,14 @@ async fn a_rollback_survives_resume_when_the_tip_does_not_parse() {
         common::eventually(WAIT, || async { daemon.logged("sync failed").iter().any(|e| e["unit"] == "app") }).await;
     assert!(failed, "the tip's failure was not logged: {}", daemon.log_text());
     // Self-heal runs 500 ms after a drift event: well past it, the rollback's value stays.
-    keeps(&env, "one", 5).await;
+    for _ in 0..20 {
+        assert!(
+            has_value(&env, "one").await,
+            "resume wrote back the revision before the rollback: {}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
     let status = common::gitward(&["status", "-o", "json"], &config, CLI);
     let json: serde_json::Value = serde_json::from_str(&status.stdout).expect("status JSON");
     let unit = &json["units"][0];
