@@ -51,6 +51,7 @@ mod blocked;
 mod health;
 mod job;
 mod listen;
+mod log;
 mod suspend;
 #[cfg(test)]
 mod tests;
@@ -64,6 +65,7 @@ use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
 pub(super) use job::quiet;
 pub(super) use listen::Listen;
+pub(super) use log::Log;
 
 /// A unit's state: its phase and what it keeps between phases.
 pub(super) struct State {
@@ -370,31 +372,6 @@ pub(super) enum Event {
     /// While the unit rested idle, a push (seen at this instant) moved its branch to this
     /// revision and left its path alone: answered by the repository's watch ([`job::take`]).
     Taken(Revision, Instant),
-}
-
-/// A log event the machine decides (the driver writes it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Log {
-    /// `sync triggered`; `lane`: the `push_lane` field, absent for a revision that took a
-    /// waiting sync's place.
-    Triggered { kind: TriggerKind, revision: Revision, lane: Option<bool> },
-    /// `no new revision` (debug).
-    NoNewRevision { kind: TriggerKind, revision: Revision },
-    /// `path unchanged, nothing to sync`: a push moved the unit's branch from `from` to
-    /// `revision` and left the tree at its path as it was.
-    PathUnchanged { kind: TriggerKind, from: Revision, revision: Revision },
-    /// `sync yielded to a newer revision`.
-    Yielded { revision: Revision, to: Revision, kind: TriggerKind, objects: usize },
-    /// `health wait cancelled by a reload`.
-    CancelledByReload { revision: Revision, kind: TriggerKind },
-    /// `health wait cancelled by a change of variables`.
-    CancelledByVariables { revision: Revision, kind: TriggerKind },
-    /// `health wait cancelled by a new revision`.
-    CancelledByRevision { revision: Revision, new_revision: Revision, kind: TriggerKind },
-    /// `waiting for dependencies`: `revision` waits for these.
-    Blocked { revision: Revision, waiting: Vec<Waiting> },
-    /// `dependencies ready`, after a wait for them.
-    DependenciesReady { revision: Revision },
 }
 
 /// What the driver does for the machine.
