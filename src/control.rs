@@ -36,6 +36,17 @@ pub enum Error {
         /// Who suspended it (`config` for `suspend = true`).
         by: String,
     },
+    /// The daemon took the request while a health wait of the unit runs: the sync runs once
+    /// that wait ends (at most the unit's `health_timeout`), after `reconcile` stopped waiting.
+    #[error("unit {unit}: the sync request is queued behind a health wait{waiting}, not handled within {}s; it runs when that wait ends", after.as_secs())]
+    QueuedBehindWait {
+        /// The unit.
+        unit: String,
+        /// How long `reconcile` waited.
+        after: Duration,
+        /// Empty, or ` (since <time>, for <objects>)`: the wait as the parent records it.
+        waiting: String,
+    },
     /// No daemon handled the request in time.
     #[error("unit {unit}: no daemon handled the sync request within {}s", after.as_secs())]
     TimedOut {
@@ -137,7 +148,8 @@ pub async fn request(client: &kube::Client, unit: &SyncUnit) -> Result<String> {
 /// Waits (reading the parent every second, at most `timeout`) until the daemon records that
 /// it handled the request `token` (`gitward.dev/handled-at`), then reads the unit's state.
 ///
-/// Errors: [`Error::TimedOut`], [`Error::Cluster`], [`Error::Status`].
+/// Errors: [`Error::QueuedBehindWait`] (the daemon took it while a health wait runs),
+/// [`Error::TimedOut`], [`Error::Cluster`], [`Error::Status`].
 pub async fn wait_handled(client: &kube::Client, unit: &SyncUnit, token: &str, timeout: Duration) -> Result<UnitState> {
     let inventory = Inventory::new(&unit.inventory);
     let deadline = tokio::time::Instant::now() + timeout;
@@ -147,10 +159,32 @@ pub async fn wait_handled(client: &kube::Client, unit: &SyncUnit, token: &str, t
             return Ok(status::unit_state(client, unit).await?);
         }
         if tokio::time::Instant::now() >= deadline {
-            return Err(Error::TimedOut { unit: unit.name.clone(), after: timeout });
+            return Err(timed_out(client, unit, control, token, timeout).await);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
+}
+
+/// Why the request `token` was not handled within `after`: queued behind a health wait when the
+/// daemon said so on the parent ([`crate::cluster::inventory::control::QUEUED_AT`]), named with
+/// the wait the parent records; else no daemon handled it.
+async fn timed_out(
+    client: &kube::Client,
+    unit: &SyncUnit,
+    control: crate::cluster::inventory::Control,
+    token: &str,
+    after: Duration,
+) -> Error {
+    if control.queued_at.as_deref() != Some(token) {
+        return Error::TimedOut { unit: unit.name.clone(), after };
+    }
+    let state = status::unit_state(client, unit).await.ok();
+    let waiting = state
+        .and_then(|s| s.last)
+        .and_then(|r| r.waiting)
+        .map(|w| format!(" (since {}, for {})", w.since, w.objects))
+        .unwrap_or_default();
+    Error::QueuedBehindWait { unit: unit.name.clone(), after, waiting }
 }
 
 /// The exit code of `reconcile` for the state its sync left, as `gitward sync`'s: 0 applied

@@ -93,7 +93,9 @@ Writes gitward.dev/requested-at on each unit's ApplySet parent; the daemon repli
 unit fetches and syncs it, then records gitward.dev/handled-at. Prints the unit's status line.
 
 Exit codes: 0 applied, 1 an object not applied, 2 the sync failed as a whole, the unit is
-suspended or never synced, or no daemon handled the request within --timeout (as `sync`).
+suspended or never synced, or the request was not handled within --timeout (as `sync`): queued
+behind a health wait (the daemon noted gitward.dev/request-queued; it runs when the wait
+ends), or no daemon handled it.
 
 Example:
   gitward reconcile --config config.toml apps";

@@ -8,7 +8,8 @@
 //! every unit applied, its last attempt left no error and all its members are present and healthy, 1 something
 //! not (never applied, its last sync failed, a recorded error, a member missing or not healthy), 2 error;
 //! `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an object not applied, 2 the
-//! sync failed as a whole, or no daemon handled the request in time); `render` 0 printed, 2 error.
+//! sync failed as a whole, or the request was not handled in time: queued behind a health wait, or no
+//! daemon handled it); `render` 0 printed, 2 error.
 //!
 //! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]); logs go to stderr.
 
@@ -121,7 +122,8 @@ struct SyncArgs {
     include_suspended: bool,
     /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
     /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
-    /// leaves it applied: a rollback.
+    /// leaves it applied: a rollback. Resumed, the daemon heals toward it and syncs the ref's
+    /// tip; while the tip fails, the rollback stays applied.
     #[arg(long, value_name = "SHA")]
     revision: Option<String>,
     /// The sync unit, as `--sync`.

@@ -203,7 +203,7 @@ mod tests {
 
     fn record(result: SyncResult, waiting: bool) -> Record {
         let waiting = waiting.then(|| crate::health::record::Waiting::now::<&ObjectRef>(&[]));
-        Record { revision: "3f2a".into(), applied_at: "2026-12-02T00:00:00Z".into(), result, waiting }
+        Record { revision: "3f2a".into(), applied_at: "2026-12-02T00:00:00Z".into(), result, waiting, path_tree: None }
     }
 
     #[test]

@@ -11,6 +11,38 @@ use crate::plan::Desired;
 use super::health::health_targets;
 
 impl Engine {
+    /// Takes the revision the unit's ApplySet parent records as applied (`last-revision`) as
+    /// the one self-heal heals toward, when it is not the one this engine applied last:
+    /// another process applied it (`gitward sync --revision` while the daemon had the unit
+    /// suspended, a rollback). Reads the parent (one GET, which also refreshes the record every
+    /// later parent write carries), then loads and resolves that revision without applying
+    /// anything. Returns the revision taken; `None` when the record names the revision held
+    /// already, or none.
+    ///
+    /// Errors: [`super::Error::Cluster`] when the parent cannot be read; the revision's load or
+    /// resolve errors, after which self-heal has nothing to heal toward (the desired state of
+    /// the revision before is dropped, never healed back to).
+    pub async fn adopt_recorded(&mut self) -> super::Result<Option<crate::source::Revision>> {
+        self.parent.known = None;
+        self.read_parent().await?;
+        let Some(recorded) = self.record.recorded.as_ref().map(|r| crate::source::Revision(r.revision.clone())) else {
+            return Ok(None);
+        };
+        if self.last.desired.as_ref().is_some_and(|(held, _)| *held == recorded) {
+            return Ok(None);
+        }
+        let previous = self.last.desired.take();
+        let defaults = self.defaults();
+        let loaded = self.load(&recorded).await?;
+        let previous = previous.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
+        let resolved =
+            super::desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, previous)
+                .await
+                .map_err(|e| super::desired::hinted(e, &loaded.skipped))?;
+        self.last.desired = Some((recorded.clone(), resolved.desired));
+        Ok(Some(recorded))
+    }
+
     /// Re-applies only `objects` of the last synced revision (a drift trigger, DESIGN.md
     /// decision 9): planned from the cache, applied stage by stage; no fetch, no inventory
     /// write, no prune. What it is about to change of the first objects is kept as diffs

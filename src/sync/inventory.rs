@@ -39,6 +39,16 @@ impl Engine {
         Ok(self.parent.inventory.control(&self.live.client).await?.unwrap_or_default())
     }
 
+    /// Notes on the ApplySet parent that the sync request `token` waits for the unit's running
+    /// health wait ([`crate::cluster::inventory::control::QUEUED_AT`], which `gitward
+    /// reconcile` reads): a future that owns what it needs, to run beside the unit's loop.
+    ///
+    /// Errors: [`super::Error::Cluster`] when the parent cannot be written.
+    pub fn note_request_queued(&self, token: String) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
+        let (inventory, client) = (self.parent.inventory.clone(), self.live.client.clone());
+        async move { Ok(inventory.note_queued(&client, &token).await?) }
+    }
+
     /// Widens the ApplySet parent to what it holds ∪ `wanted` before anything is applied
     /// (DESIGN.md decision 6), writing only when that differs, with the resourceVersion read
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it

@@ -779,3 +779,37 @@ async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged(
     let after = common::audit_events_until(&env.user_agent, |e| e.iter().any(&seen)).await;
     assert_eq!(lists(&after), lists(&before), "a steady resync listed the Deployments again");
 }
+
+/// A monorepo: a push that leaves the unit's path alone, during the health wait of a revision
+/// that changed a Deployment, does not cancel that wait: the revision is judged (here healthy,
+/// once the Deployment rolls out) and recorded, the wait gone from the record.
+#[tokio::test]
+async fn a_push_to_another_path_during_the_health_wait_leaves_it_to_be_judged() {
+    let env = common::setup("health-other-path").await;
+    let ns = env.namespace.clone();
+    let repo = common::GitRepo::new();
+    repo.write("web/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("other/settings.yaml", &common::cm("settings", "1"));
+    let first = repo.commit_and_push("web, and another unit's directory");
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) =
+        common::daemon_config(dir.path(), "", "", &common::unit_toml("app", &repo.bare(), "web", &ns, ""));
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let waiting = |e: &Value| e["message"] == "health" && e["health"] == "InProgress";
+    assert!(common::eventually(WAIT, || async { has(&daemon.events(), waiting) }).await, "{}", daemon.log_text());
+
+    repo.write("other/settings.yaml", &common::cm("settings", "2"));
+    let second = repo.commit_and_push("another unit's directory only");
+    let taken = |e: &Value| e["message"] == "path unchanged, nothing to sync" && e["revision"] == second;
+    assert!(common::eventually(WAIT, || async { has(&daemon.events(), taken) }).await, "{}", daemon.log_text());
+    let cancelled = |e: &Value| e["message"] == "health wait cancelled by a new revision";
+    assert!(!has(&daemon.events(), cancelled), "{}", daemon.log_text());
+
+    deployment_status(&env.client, &ns, "web", available()).await;
+    let judged = |e: &Value| e["message"] == "sync complete" && e["revision"] == first && e["wait"] == "healthy";
+    assert!(common::eventually(WAIT, || async { has(&daemon.events(), judged) }).await, "{}", daemon.log_text());
+    let r = record(&env.client, &ns, "gitward-app").await;
+    assert_eq!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
+    assert!(!r.contains_key("gitward.dev/waiting-since"), "the wait is gone from the record: {r:?}");
+}

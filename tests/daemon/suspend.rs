@@ -130,6 +130,30 @@ async fn reconcile_syncs_a_unit_now_and_prints_its_result() {
     gitward_suspended_refuses_reconcile(&config);
 }
 
+/// A reconcile request that the daemon takes while a health wait runs (a Deployment that never
+/// rolls out: no controller runs) waits for that wait's end; `reconcile` says so, not that no
+/// daemon handled it.
+#[tokio::test]
+async fn reconcile_behind_a_health_wait_says_so() {
+    let env = common::setup("reconcile-wait").await;
+    let repo = common::GitRepo::new();
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.commit_and_push("a Deployment to wait for");
+    let dir = tempfile::tempdir().unwrap();
+    let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "health_timeout = \"10m\"").await;
+    let waiting = common::eventually(WAIT, || async {
+        daemon.events().iter().any(|e| e["message"] == "health" && e["health"] == "InProgress")
+    })
+    .await;
+    assert!(waiting, "no health wait: {}", daemon.log_text());
+
+    let run = common::gitward(&["reconcile", "--timeout", "20", "app"], &config, CLI);
+    assert_eq!(run.code, Some(2), "{}\n{}", run.stdout, run.stderr);
+    assert!(run.stderr.contains("queued behind a health wait"), "{}", run.stderr);
+    assert!(run.stderr.contains("Deployment/"), "the wait is named: {}", run.stderr);
+    assert!(!run.stderr.contains("no daemon handled"), "{}", run.stderr);
+}
+
 /// A suspended unit's reconcile is refused (exit 2): the daemon would not act on it.
 fn gitward_suspended_refuses_reconcile(config: &std::path::Path) {
     assert_eq!(common::gitward(&["suspend", "app"], config, CLI).code, Some(0));
@@ -160,6 +184,62 @@ async fn a_revision_synced_by_hand_while_suspended_stays_applied() {
     repo.commit_and_push("third");
     not_acted_on(&daemon, "push").await;
     keeps(&env, "one", 3).await;
+}
+
+/// R1 then R2 applied; suspended; R1 synced by hand (a rollback); an R3 that does not parse
+/// pushed; resumed: the daemon syncs the tip, which fails and is named, and self-heal keeps
+/// R1 — the revision applied — rather than writing back R2, the one before the rollback.
+#[tokio::test]
+async fn a_rollback_survives_resume_when_the_tip_does_not_parse() {
+    let env = common::setup("rollback-resume").await;
+    let repo = repo_with("one");
+    let r1 = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
+    let dir = tempfile::tempdir().unwrap();
+    // Self-heal on: the CLI's writes while suspended are drift the daemon sees.
+    let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
+    let daemon = common::Daemon::start(&config, port, &[]);
+    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    assert!(common::eventually(WAIT, || has_value(&env, "one")).await, "{}", daemon.log_text());
+    repo.write("a.yaml", &common::cm("a", "two"));
+    repo.commit_and_push("second");
+    let r2 = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
+    let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(has_value(&env, "two").await, "{}", daemon.log_text());
+
+    assert_eq!(common::gitward(&["suspend", "app"], &config, CLI).code, Some(0));
+    let seen = common::eventually(WAIT, || async { !daemon.logged("unit suspended").is_empty() }).await;
+    assert!(seen, "{}", daemon.log_text());
+    let run = common::gitward(&["sync", "--revision", &r1, "app"], &config, CLI);
+    assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
+    assert!(has_value(&env, "one").await, "the rollback was not applied: {}", run.stderr);
+    repo.write("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [not, a, map\n");
+    repo.commit_and_push("broken");
+    let r3 = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
+    not_acted_on(&daemon, "push").await;
+
+    assert_eq!(common::gitward(&["resume", "app"], &config, CLI).code, Some(0));
+    let failed =
+        common::eventually(WAIT, || async { daemon.logged("sync failed").iter().any(|e| e["unit"] == "app") }).await;
+    assert!(failed, "the tip's failure was not logged: {}", daemon.log_text());
+    // Self-heal runs 500 ms after a drift event: well past it, the rollback's value stays.
+    for _ in 0..20 {
+        assert!(
+            has_value(&env, "one").await,
+            "resume wrote back the revision before the rollback: {}",
+            daemon.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let status = common::gitward(&["status", "-o", "json"], &config, CLI);
+    let json: serde_json::Value = serde_json::from_str(&status.stdout).expect("status JSON");
+    let unit = &json["units"][0];
+    assert_eq!(unit["last"]["revision"], r1.as_str(), "status names the rollback as applied: {json}");
+    assert_ne!(unit["last"]["revision"], r2.as_str());
+    assert_eq!(unit["last_attempted_revision"], r3.as_str(), "{json}");
+    assert!(unit["last_error"].as_str().is_some_and(|e| !e.is_empty()), "the tip's failure is named: {json}");
+    let adopted = daemon.logged("recorded revision adopted: self-heal heals toward it");
+    assert!(adopted.iter().any(|e| e["revision"] == r1.as_str()), "{}", daemon.log_text());
 }
 
 #[tokio::test]

@@ -91,3 +91,30 @@ async fn a_configmap_of_variables_changed_while_suspended_is_applied_on_resume()
         common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("green") }).await;
     assert!(applied, "the value changed while suspended is applied on resume: {}", daemon.log_text());
 }
+
+/// A change of variables while a health wait runs (here a Deployment that never rolls out: no
+/// controller runs) is applied at once, as a new revision would be, not after the wait.
+#[tokio::test]
+async fn a_configmap_of_variables_changed_during_a_health_wait_is_applied_at_once() {
+    let (_env, repo, configmaps, _dir, config, port) = color_unit("subst-wait").await;
+    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.commit_and_push("a Deployment to wait for");
+    let text = std::fs::read_to_string(&config).unwrap();
+    let waiting_long = text.replacen("[sync.substitute]", "health_timeout = \"10m\"\n[sync.substitute]", 1);
+    std::fs::write(&config, waiting_long).unwrap();
+    let daemon = common::Daemon::start(&config, port, &[]);
+    let waiting = common::eventually(WAIT, || async {
+        daemon.events().iter().any(|e| e["message"] == "health" && e["health"] == "InProgress")
+    })
+    .await;
+    assert!(waiting, "no health wait: {}", daemon.log_text());
+    assert_eq!(color(&configmaps, "out").await.as_deref(), Some("red"));
+
+    let patch = json!({"data": {"color": "green"}});
+    configmaps.patch("vars", &PatchParams::default(), &Patch::Merge(&patch)).await.unwrap();
+    let applied =
+        common::eventually(WAIT, || async { color(&configmaps, "out").await.as_deref() == Some("green") }).await;
+    assert!(applied, "the change waited for the health wait: {}", daemon.log_text());
+    let cancelled = daemon.logged("health wait cancelled by a change of variables");
+    assert!(cancelled.iter().any(|e| e["unit"] == "app"), "{}", daemon.log_text());
+}

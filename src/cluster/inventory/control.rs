@@ -28,13 +28,17 @@ pub const REQUESTED_AT: &str = "gitward.dev/requested-at";
 /// Annotation on the parent: the [`REQUESTED_AT`] value of the last request whose sync the
 /// daemon recorded, written with that sync's record (Flux's `lastHandledReconcileAt`).
 pub const HANDLED_AT: &str = "gitward.dev/handled-at";
+/// Annotation on the parent: the [`REQUESTED_AT`] value of a request the daemon took while a
+/// health wait of the unit runs, and runs once that wait ends (written by the daemon; read by
+/// `gitward reconcile` to say why the request is not handled yet).
+pub const QUEUED_AT: &str = "gitward.dev/request-queued";
 /// The field manager of the commands' writes of the controls.
 pub const CONTROL_MANAGER: &str = "gitward-control";
 
 /// Whether `key` is a control a command writes (never part of the daemon's record, which
 /// must not carry it: a daemon write would then claim it, and put back a control removed).
 pub fn is_control(key: &str) -> bool {
-    [SUSPENDED, SUSPENDED_BY, SUSPENDED_AT, REQUESTED_AT].contains(&key)
+    [SUSPENDED, SUSPENDED_BY, SUSPENDED_AT, REQUESTED_AT, QUEUED_AT].contains(&key)
 }
 
 /// What the controls on a parent say.
@@ -50,6 +54,8 @@ pub struct Control {
     pub requested_at: Option<String>,
     /// [`HANDLED_AT`].
     pub handled_at: Option<String>,
+    /// [`QUEUED_AT`].
+    pub queued_at: Option<String>,
 }
 
 impl Control {
@@ -62,6 +68,7 @@ impl Control {
             suspended_at: get(SUSPENDED_AT),
             requested_at: get(REQUESTED_AT),
             handled_at: get(HANDLED_AT),
+            queued_at: get(QUEUED_AT),
         }
     }
 
@@ -126,6 +133,14 @@ impl Inventory {
         self.patch_controls(client, json!({ REQUESTED_AT: token })).await
     }
 
+    /// Notes that the request `token` waits for the end of a running health wait: sets
+    /// [`QUEUED_AT`] to it.
+    ///
+    /// Errors: as [`Inventory::suspend`].
+    pub async fn note_queued(&self, client: &kube::Client, token: &str) -> Result<()> {
+        self.patch_controls(client, json!({ QUEUED_AT: token })).await
+    }
+
     /// One merge patch of the parent's annotations (`null` removes one).
     async fn patch_controls(&self, client: &kube::Client, annotations: serde_json::Value) -> Result<()> {
         let body = json!({ "metadata": { "annotations": annotations } });
@@ -166,6 +181,6 @@ mod tests {
     fn only_true_suspends_and_the_controls_are_not_the_record() {
         let a = BTreeMap::from([(SUSPENDED.to_owned(), "false".to_owned())]);
         assert!(!Control::of(&a).suspended);
-        assert!(is_control(SUSPENDED) && is_control(REQUESTED_AT) && !is_control(HANDLED_AT));
+        assert!(is_control(SUSPENDED) && is_control(REQUESTED_AT) && is_control(QUEUED_AT) && !is_control(HANDLED_AT));
     }
 }

@@ -457,6 +457,7 @@ impl Driver {
             }
             Done::Finished => Event::WaitFinished,
             Done::HealedDuringWait => Event::HealedDuringWait,
+            Done::Adopted(revision) => Event::Adopted(revision),
         }
     }
 
@@ -553,6 +554,8 @@ impl Driver {
             }
             Action::ResetBackoff => self.kept.backoff.reset(),
             Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.kept.backoff.next_delay())),
+            Action::Adopt => self.start(Effect::Adopt),
+            Action::NoteQueued => self.note_queued(),
         }
         None
     }
@@ -561,6 +564,18 @@ impl Driver {
     fn ignored(&mut self, kind: TriggerKind) {
         self.shared.metrics.observe_suspended_trigger(&self.shared.unit, kind);
         info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
+    }
+
+    /// Notes on the parent, beside the loop, that the request taken waits for the health wait
+    /// (a failed write is logged at debug: `reconcile` then says no daemon handled it).
+    fn note_queued(&mut self) {
+        let (Some(token), Some(ctx)) = (self.controls.taken.clone(), self.ctx.as_ref()) else { return };
+        let (note, unit) = (ctx.engine.note_request_queued(token), self.shared.unit.clone());
+        tokio::spawn(async move {
+            if let Err(e) = note.await {
+                tracing::debug!(unit, error = %crate::telemetry::error_chain(&e), "request not noted as queued");
+            }
+        });
     }
 
     /// Judges the units the unit depends on for `revision` ([`super::depends::Seen::check`]),

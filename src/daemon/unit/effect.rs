@@ -22,6 +22,8 @@ pub(super) enum Effect {
     /// Boxed: a wait and its end are twice the size of the other effects.
     End(Box<(Waiting, Option<(HealthWait, WaitEnd)>)>, bool),
     HealDuringWait(BTreeSet<ObjectRef>),
+    /// Take the revision the parent records as applied ([`crate::sync::Engine::adopt_recorded`]).
+    Adopt,
 }
 
 /// What an engine effect found (the driver keeps the heavy parts and tells `step` the rest).
@@ -34,9 +36,31 @@ pub(super) enum Done {
     Began(Option<Waiting>),
     Finished,
     HealedDuringWait,
+    /// The revision taken, when it was not the one held.
+    Adopted(Option<Revision>),
 }
 
 impl Ctx {
+    /// Takes the revision the parent records as applied as the one self-heal heals toward
+    /// ([`crate::sync::Engine::adopt_recorded`]), logged when it is another than the one held
+    /// (`recorded revision adopted`); when it cannot be read or loaded, logged as a warning and
+    /// none.
+    async fn adopt_recorded(&mut self) -> Option<Revision> {
+        let unit = self.engine.unit_name().to_string();
+        match self.engine.adopt_recorded().await {
+            Ok(Some(revision)) => {
+                tracing::info!(unit, revision = %revision, "recorded revision adopted: self-heal heals toward it");
+                Some(revision)
+            }
+            Ok(None) => None,
+            Err(e) => {
+                let error = crate::telemetry::unit_error(&unit, &e);
+                tracing::warn!(unit, %error, "recorded revision not adopted: self-heal heals toward nothing until a sync");
+                None
+            }
+        }
+    }
+
     /// Runs `effect`, owning the context, and hands it back.
     pub(super) async fn run(mut self: Box<Self>, effect: Effect) -> (Box<Self>, Done) {
         let done = match effect {
@@ -59,6 +83,7 @@ impl Ctx {
                 self.heal_objects(&trigger, &objects).await;
                 Done::HealedDuringWait
             }
+            Effect::Adopt => Done::Adopted(self.adopt_recorded().await),
         };
         (self, done)
     }

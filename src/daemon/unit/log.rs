@@ -33,6 +33,9 @@ pub(super) fn write(unit: &str, log: Log, status: &Status, metrics: &Metrics) {
         Log::CancelledByReload { revision, kind } => {
             info!(unit, revision = %revision, trigger = %kind, "health wait cancelled by a reload");
         }
+        Log::CancelledByVariables { revision, kind } => {
+            info!(unit, revision = %revision, trigger = %kind, "health wait cancelled by a change of variables");
+        }
         Log::CancelledByRevision { revision, new_revision, kind } => {
             info!(unit, revision = %revision, new_revision = %new_revision, trigger = %kind, "health wait cancelled by a new revision");
         }

@@ -3,7 +3,7 @@
 
 use super::{Action, Busy, Event, Health, Log, Phase, State, after, keep};
 use crate::daemon::trigger::{Trigger, TriggerKind};
-use crate::source::Revision;
+use crate::source::{Revision, Touch};
 
 /// An event during the health step.
 pub(super) fn health(state: &mut State, mut h: Health, event: Event, actions: &mut Vec<Action>) -> Phase {
@@ -22,6 +22,7 @@ pub(super) fn health(state: &mut State, mut h: Health, event: Event, actions: &m
         }
         (Busy::Nothing, Event::Trigger(Some(t)) | Event::Tick(t)) => on_trigger(h, t, actions),
         (Busy::Fetch(t), Event::WaitFetched(found)) => fetched(state, h, t, found, actions),
+        (Busy::Probe(t, found), Event::Probed(touch)) => probed(state, h, t, found, touch, actions),
         (Busy::Nothing, Event::Drift(events)) => {
             actions.push(Action::NoteDrift(events));
             Phase::Health(h)
@@ -63,13 +64,21 @@ fn end(mut h: Health, cancel: bool, record: bool, by: Option<Trigger>, actions: 
     Phase::Health(h)
 }
 
-/// A trigger or poll during the wait: a reload cancels it ([`during_wait`]: it does not fetch);
+/// A trigger or poll during the wait: a reload or a change of variables cancels it
+/// ([`during_wait`]: it does not fetch);
 /// the resync waits for its end; any other fetches first.
 fn on_trigger(mut h: Health, t: Trigger, actions: &mut Vec<Action>) -> Phase {
-    if during_wait(&t, false) == DuringWait::CancelForReload {
-        let (revision, kind) = (h.revision.clone(), t.kind);
-        actions.push(Action::Log(Log::CancelledByReload { revision, kind }));
-        return end(h, true, true, Some(t), actions);
+    let (revision, kind) = (h.revision.clone(), t.kind);
+    match during_wait(&t, false) {
+        DuringWait::CancelForReload => {
+            actions.push(Action::Log(Log::CancelledByReload { revision, kind }));
+            return end(h, true, true, Some(t), actions);
+        }
+        DuringWait::CancelForVariables => {
+            actions.push(Action::Log(Log::CancelledByVariables { revision, kind }));
+            return end(h, true, false, Some(t), actions);
+        }
+        _ => {}
     }
     if t.kind == TriggerKind::Resync {
         // Not listened to during a wait; should one come, it waits for the end.
@@ -86,17 +95,62 @@ fn fetched(state: &mut State, mut h: Health, t: Trigger, found: Option<Revision>
     match during_wait(&t, new_revision.is_some()) {
         DuringWait::Ignore => waiting(state, h, actions),
         DuringWait::RunAfter => {
+            if t.includes(TriggerKind::Reconcile) {
+                actions.push(Action::NoteQueued);
+            }
             keep(&mut h.after, t);
             waiting(state, h, actions)
         }
         DuringWait::CancelForReload => end(h, true, true, Some(t), actions),
+        DuringWait::CancelForVariables => end(h, true, false, Some(t), actions),
         DuringWait::CancelForRevision => {
-            let (revision, kind) = (h.revision.clone(), t.kind);
             let new_revision = new_revision.expect("a new revision");
-            actions.push(Action::Log(Log::CancelledByRevision { revision, new_revision, kind }));
-            end(h, true, false, Some(t), actions)
+            if let Some(from) = super::job::path_unchanged(state, &new_revision).filter(|_| t.git_only() && state.lane)
+            {
+                actions.push(Action::Probe { from: Some(from), at: t.at });
+                h.busy = Busy::Probe(t, new_revision);
+                return Phase::Health(h);
+            }
+            cancel_for_revision(h, t, new_revision, actions)
         }
     }
+}
+
+/// What the probe of the push that brought `found` during the wait told: one that left the
+/// unit's path alone makes the branch's revision the one last applied (as a resting unit's
+/// would, [`Log::PathUnchanged`]) and the wait goes on, to be judged; one that touched the
+/// path, or whose effect cannot be told, cancels it.
+fn probed(
+    state: &mut State,
+    h: Health,
+    t: Trigger,
+    found: Revision,
+    touch: Option<Touch>,
+    actions: &mut Vec<Action>,
+) -> Phase {
+    let (untouched, to) = match touch {
+        Some(Touch { touched, to }) => (!touched, to),
+        None => (false, found),
+    };
+    if untouched && state.last_applied.as_ref() == Some(&to) {
+        return waiting(state, h, actions);
+    }
+    match super::job::path_unchanged(state, &to).filter(|_| untouched) {
+        Some(from) => {
+            actions.push(Action::Log(Log::PathUnchanged { kind: t.kind, from, revision: to.clone() }));
+            state.last_applied = Some(to.clone());
+            state.path_only_at = Some(to);
+            waiting(state, h, actions)
+        }
+        None => cancel_for_revision(h, t, to, actions),
+    }
+}
+
+/// A new revision cancels the wait (recording nothing: its own sync records itself) and runs.
+fn cancel_for_revision(h: Health, t: Trigger, new_revision: Revision, actions: &mut Vec<Action>) -> Phase {
+    let (revision, kind) = (h.revision.clone(), t.kind);
+    actions.push(Action::Log(Log::CancelledByRevision { revision, new_revision, kind }));
+    end(h, true, false, Some(t), actions)
 }
 
 /// What a trigger that arrives during a health wait does.
@@ -107,6 +161,11 @@ enum DuringWait {
     /// A new revision always wins over waiting for the old one: cancel (recording nothing:
     /// the new revision records itself) and run it.
     CancelForRevision,
+    /// A `from` Secret or ConfigMap of the unit's variables changed: what the revision renders
+    /// to changed as a new revision's would, so the same: cancel (recording nothing: the sync
+    /// with the new values records itself, its wait covering what this one left) and run it
+    /// at once. It does not fetch.
+    CancelForVariables,
     /// The same revision, asked for explicitly (webhook, startup, retry, ...): run it after.
     RunAfter,
     /// The same revision, for a trigger that only means "git may have moved": nothing to do.
@@ -119,6 +178,8 @@ enum DuringWait {
 fn during_wait(t: &Trigger, new_revision: bool) -> DuringWait {
     if t.includes(TriggerKind::Reload) {
         DuringWait::CancelForReload
+    } else if t.includes(TriggerKind::Variables) {
+        DuringWait::CancelForVariables
     } else if new_revision {
         DuringWait::CancelForRevision
     } else if t.needs_new_revision() {

@@ -63,7 +63,7 @@ fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut V
 /// The revision last applied, when a push to `to` that left the unit's path alone brings the
 /// objects it applied: its sync applied them all from that path alone, and no retry of a
 /// failure is due.
-fn path_unchanged(state: &State, to: &Revision) -> Option<Revision> {
+pub(super) fn path_unchanged(state: &State, to: &Revision) -> Option<Revision> {
     let from = state.last_applied.as_ref()?;
     let same = state.path_only_at.as_ref() == Some(from) && from != to && state.retry_at.is_none();
     same.then(|| from.clone())

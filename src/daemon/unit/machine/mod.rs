@@ -26,7 +26,12 @@
 //!   the revision last applied; a new revision's sync runs to its end and the push is queued.
 //!   A push still being fetched when the sync ends is queued.
 //! - **Health wait.** A reload cancels the wait; a new revision cancels it and records
-//!   nothing; the same revision asked for explicitly runs after it, a poll or push is ignored.
+//!   nothing (its own sync records itself, and its wait covers what this one left unjudged),
+//!   unless the push that brought it left the unit's path alone under the path-unchanged rule:
+//!   then the new revision is taken as the one last applied and the wait goes on, to its
+//!   judgement. A change of the `from` variables cancels it as a new revision does and syncs
+//!   at once. The same revision asked for explicitly runs after it (a reconcile request is
+//!   noted on the parent as queued behind the wait), a poll or push is ignored.
 //!   Drifted objects are healed during the wait without a slot.
 //! - **Retry.** How a job ended decides the backoff ([`retry`]).
 //! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
@@ -46,6 +51,7 @@ mod blocked;
 mod health;
 mod job;
 mod listen;
+mod log;
 mod suspend;
 #[cfg(test)]
 mod tests;
@@ -59,6 +65,7 @@ use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
 pub(super) use job::quiet;
 pub(super) use listen::Listen;
+pub(super) use log::Log;
 
 /// A unit's state: its phase and what it keeps between phases.
 pub(super) struct State {
@@ -153,6 +160,9 @@ pub(super) enum Phase {
     /// Suspended: starting nothing until resumed ([`Event::Resume`]); triggers are counted
     /// and kept as [`State::queued`].
     Suspended,
+    /// Resumed: the revision the ApplySet parent records as applied is being taken as the one
+    /// last applied ([`Action::Adopt`]), before the trigger kept while suspended runs.
+    Adopting,
     /// Shutdown, or the trigger channel closed.
     Stopped,
 }
@@ -169,6 +179,7 @@ impl Phase {
             Phase::Health(_) => "health",
             Phase::Blocked(_) => "blocked",
             Phase::Suspended => "suspended",
+            Phase::Adopting => "adopting",
             Phase::Stopped => "stopped",
         }
     }
@@ -274,6 +285,9 @@ enum Busy {
     Nothing,
     /// A fetch for this trigger, to see whether it brings a new revision.
     Fetch(Trigger),
+    /// The new revision this trigger's fetch found is probed: a push that left the unit's
+    /// path alone, under the path-unchanged rule, does not cancel the wait.
+    Probe(Trigger, Revision),
     /// A self-heal of drifted objects.
     Heal,
     /// The wait is being judged and recorded; this trigger runs next.
@@ -348,6 +362,9 @@ pub(super) enum Event {
     Suspend,
     /// The unit was resumed.
     Resume,
+    /// What [`Action::Adopt`] found: the revision the parent records as applied, when it is
+    /// not the one the engine held (another process applied it: a rollback).
+    Adopted(Option<Revision>),
     /// What [`Action::Gate`] found: the dependencies not ready (none: all ready).
     Gated(Vec<Waiting>),
     /// A dependency's record changed.
@@ -355,29 +372,6 @@ pub(super) enum Event {
     /// While the unit rested idle, a push (seen at this instant) moved its branch to this
     /// revision and left its path alone: answered by the repository's watch ([`job::take`]).
     Taken(Revision, Instant),
-}
-
-/// A log event the machine decides (the driver writes it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) enum Log {
-    /// `sync triggered`; `lane`: the `push_lane` field, absent for a revision that took a
-    /// waiting sync's place.
-    Triggered { kind: TriggerKind, revision: Revision, lane: Option<bool> },
-    /// `no new revision` (debug).
-    NoNewRevision { kind: TriggerKind, revision: Revision },
-    /// `path unchanged, nothing to sync`: a push moved the unit's branch from `from` to
-    /// `revision` and left the tree at its path as it was.
-    PathUnchanged { kind: TriggerKind, from: Revision, revision: Revision },
-    /// `sync yielded to a newer revision`.
-    Yielded { revision: Revision, to: Revision, kind: TriggerKind, objects: usize },
-    /// `health wait cancelled by a reload`.
-    CancelledByReload { revision: Revision, kind: TriggerKind },
-    /// `health wait cancelled by a new revision`.
-    CancelledByRevision { revision: Revision, new_revision: Revision, kind: TriggerKind },
-    /// `waiting for dependencies`: `revision` waits for these.
-    Blocked { revision: Revision, waiting: Vec<Waiting> },
-    /// `dependencies ready`, after a wait for them.
-    DependenciesReady { revision: Revision },
 }
 
 /// What the driver does for the machine.
@@ -437,6 +431,12 @@ pub(super) enum Action {
     ResetBackoff,
     /// Retry with the next backoff delay ([`Event::RetryAt`]).
     ScheduleRetry,
+    /// Note on the parent that the reconcile request merged into the trigger just kept for
+    /// after the health wait is queued behind it.
+    NoteQueued,
+    /// Take the revision the parent records as applied as the one self-heal heals toward
+    /// ([`Event::Adopted`]).
+    Adopt,
 }
 
 /// Keeps `t` as the one queued trigger: as it when there is none, else merged into it
@@ -462,7 +462,11 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         }
         Event::Trigger(None) | Event::Shutdown if !matches!(state.phase, Phase::Health(_)) => {
             state.stopping = true;
-            if matches!(state.phase, Phase::Idle | Phase::BackingOff(_) | Phase::Suspended | Phase::Blocked(_)) {
+            let resting = matches!(
+                state.phase,
+                Phase::Idle | Phase::BackingOff(_) | Phase::Suspended | Phase::Adopting | Phase::Blocked(_)
+            );
+            if resting {
                 state.phase = Phase::Stopped;
             }
             return (state, actions);
@@ -479,6 +483,7 @@ pub(super) fn step(mut state: State, event: Event) -> (State, Vec<Action>) {
         Phase::Applying(job) => job::applying(&mut state, job, event, &mut actions),
         Phase::Health(h) => health::health(&mut state, h, event, &mut actions),
         Phase::Suspended => suspend::suspended(&mut state, event, &mut actions),
+        Phase::Adopting => suspend::adopting(&mut state, event, &mut actions),
         Phase::Blocked(t) => blocked::blocked(&mut state, t, event, &mut actions),
         Phase::Stopped => Phase::Stopped,
     };

@@ -26,13 +26,16 @@ pub(super) fn toggle(mut state: State, event: Event) -> (State, Vec<Action>) {
             keep(&mut state.queued, t);
             Phase::Suspended
         }
-        Phase::Suspended if !suspend => resume(&mut state, &mut actions),
+        Phase::Suspended if !suspend => {
+            actions.push(Action::Adopt);
+            Phase::Adopting
+        }
         phase => phase,
     };
     (state, actions)
 }
 
-/// Resumed: the trigger kept while suspended runs now (counted then, as any trigger that
+/// Resumed, the recorded revision taken ([`adopting`]): the trigger kept while suspended runs now (counted then, as any trigger that
 /// starts a job), with a [`TriggerKind::Resume`] merged into it, so it syncs even the revision
 /// last applied: whatever the `from` objects became while the unit was suspended is applied.
 /// Without one the unit is idle, or backing off towards a retry still due.
@@ -43,6 +46,35 @@ fn resume(state: &mut State, actions: &mut Vec<Action>) -> Phase {
             start(state, Job::new(t, None, false), actions)
         }
         None => state.retry_at.map_or(Phase::Idle, Phase::BackingOff),
+    }
+}
+
+/// An event while the revision the parent records is taken ([`Phase::Adopting`]): once
+/// [`Event::Adopted`] names one, it is the revision last applied — a revision applied by hand
+/// while suspended (`gitward sync --revision`, a rollback) is what self-heal heals toward and
+/// what a poll compares with, and a push is not judged path-unchanged against the revision
+/// before it — then the unit resumes ([`resume`]), or parks again when suspended meanwhile.
+/// A trigger meanwhile is kept.
+pub(super) fn adopting(state: &mut State, event: Event, actions: &mut Vec<Action>) -> Phase {
+    match event {
+        Event::Adopted(revision) => {
+            if let Some(revision) = revision {
+                state.last_applied = Some(revision);
+                state.path_only_at = None;
+            }
+            if state.stopping {
+                Phase::Stopped
+            } else if state.suspended {
+                Phase::Suspended
+            } else {
+                resume(state, actions)
+            }
+        }
+        Event::Trigger(Some(t)) | Event::Tick(t) => {
+            keep(&mut state.queued, t);
+            Phase::Adopting
+        }
+        _ => Phase::Adopting,
     }
 }
 

@@ -183,6 +183,8 @@ fn tag(action: &Action) -> String {
         Action::DrainDrift => "DrainDrift".into(),
         Action::ResetBackoff => "ResetBackoff".into(),
         Action::ScheduleRetry => "ScheduleRetry".into(),
+        Action::Adopt => "Adopt".into(),
+        Action::NoteQueued => "NoteQueued".into(),
     }
 }
 
@@ -196,6 +198,7 @@ fn log_tag(log: &Log) -> String {
         Log::PathUnchanged { kind, from, revision } => format!("path unchanged {kind} {from}->{revision}"),
         Log::Yielded { revision, to, kind, objects } => format!("yielded {revision}->{to} {kind} {objects}"),
         Log::CancelledByReload { revision, kind } => format!("cancelled by reload {revision} {kind}"),
+        Log::CancelledByVariables { revision, kind } => format!("cancelled by variables {revision} {kind}"),
         Log::CancelledByRevision { revision, new_revision, kind } => {
             format!("cancelled by revision {revision}->{new_revision} {kind}")
         }

@@ -18,12 +18,30 @@ fn suspended_with_poll() -> State {
 
 /// Resumed with a poll kept: its sync waits for a slot.
 fn resumed_poll() -> State {
-    drive(suspended_with_poll(), vec![Event::Resume, Event::Slot])
+    drive(suspended_with_poll(), vec![Event::Resume, Event::Adopted(None), Event::Slot])
 }
 
 /// Resumed with a poll kept, then the change of variables merged into it.
 fn resumed_variables() -> State {
-    drive(suspended_with_poll(), vec![Event::Trigger(Some(t(Variables))), Event::Resume, Event::Slot])
+    drive(
+        suspended_with_poll(),
+        vec![Event::Trigger(Some(t(Variables))), Event::Resume, Event::Adopted(None), Event::Slot],
+    )
+}
+
+/// Resumed: the recorded revision is being read.
+fn adopting(given: fn() -> State) -> State {
+    drive(given(), vec![Event::Resume])
+}
+
+/// Suspended after the sync of `a` from the unit's path alone, a push kept.
+fn path_only_suspended_with_push() -> State {
+    drive(path_only(), vec![Event::Suspend, Event::Trigger(Some(t(Push)))])
+}
+
+/// Resumed after `r` was applied by hand (a rollback), a push kept: its probe is from `r`.
+fn rolled_back_with_push() -> State {
+    drive(path_only_suspended_with_push(), vec![Event::Resume, Event::Adopted(Some(rev("r")))])
 }
 
 fn suspended_backing_off() -> State {
@@ -109,19 +127,29 @@ fn a_suspended_unit_listens_to_triggers_and_ticks_only() {
 #[test]
 fn resume_runs_one_sync_of_what_is_pending() {
     check(&[
+        row("the recorded revision is read first", suspended_with_push, || Event::Resume, "adopting", &["Adopt"])
+            .then(|s| queued(s) == Some(Push) && !s.suspended),
+        row(
+            "a trigger meanwhile is kept",
+            || adopting(suspended),
+            || Event::Trigger(Some(t(Webhook))),
+            "adopting",
+            &[],
+        )
+        .then(|s| queued(s) == Some(Webhook)),
         row(
             "the kept push is probed as a push",
-            suspended_with_push,
-            || Event::Resume,
+            || adopting(suspended_with_push),
+            || Event::Adopted(None),
             "fetching",
             &["Observe(push)", "Probe(a)"],
         )
         .then(|s| queued(s).is_none() && !s.suspended),
-        row("nothing kept: idle", suspended, || Event::Resume, "idle", &[]),
+        row("nothing kept: idle", || adopting(suspended), || Event::Adopted(None), "idle", &[]),
         row(
             "a kept poll runs as a resume",
-            suspended_with_poll,
-            || Event::Resume,
+            || adopting(suspended_with_poll),
+            || Event::Adopted(None),
             "slot wait",
             &["Observe(resume)", "AcquireSlot"],
         ),
@@ -141,12 +169,26 @@ fn resume_runs_one_sync_of_what_is_pending() {
         ),
         row(
             "a kept push with a reconcile merged is probed as a push",
-            || drive(suspended_with_push(), vec![Event::Trigger(Some(t(Reconcile)))]),
-            || Event::Resume,
+            || adopting(|| drive(suspended_with_push(), vec![Event::Trigger(Some(t(Reconcile)))])),
+            || Event::Adopted(None),
             "fetching",
             &["Observe(push)", "Probe(a)"],
         ),
-        row("a retry still due: backing off", suspended_backing_off, || Event::Resume, "backing off", &[]),
+        row(
+            "a retry still due: backing off",
+            || adopting(suspended_backing_off),
+            || Event::Adopted(None),
+            "backing off",
+            &[],
+        ),
+        row(
+            "suspended again meanwhile: parks",
+            || drive(suspended(), vec![Event::Resume, Event::Suspend]),
+            || Event::Adopted(None),
+            "suspended",
+            &[],
+        ),
+        row("shutdown meanwhile: stops", || adopting(suspended), || Event::Shutdown, "stopped", &[]),
         row(
             "resumed during the sync it was suspended in: it goes on",
             suspended_applying,
@@ -155,6 +197,47 @@ fn resume_runs_one_sync_of_what_is_pending() {
             &[],
         )
         .then(|s| !s.suspended),
+    ]);
+}
+
+#[test]
+fn a_revision_applied_by_hand_while_suspended_is_the_one_last_applied_after_resume() {
+    check(&[
+        row(
+            "the kept push is probed from the rollback's revision",
+            || adopting(path_only_suspended_with_push),
+            || Event::Adopted(Some(rev("r"))),
+            "fetching",
+            &["Observe(push)", "Probe(r)"],
+        )
+        .then(|s| s.last_applied == Some(rev("r")) && s.path_only_at.is_none()),
+        row(
+            "a push that left the path alone is synced, not taken as the revision before's tree",
+            rolled_back_with_push,
+            || touch(false, "b"),
+            "slot wait",
+            &["AcquireSlot"],
+        ),
+        row(
+            "a failed sync of the tip keeps the rollback as the revision last applied",
+            || drive(rolled_back_with_push(), vec![touch(true, "b"), Event::Lane]),
+            || Event::Fetched(Err(Failed)),
+            "fetching",
+            &["ReleaseLane", "Fail(push)"],
+        )
+        .then(|s| s.last_applied == Some(rev("r"))),
+        row(
+            "nothing kept: a poll then finds the tip, a new revision to sync",
+            || {
+                drive(
+                    suspended(),
+                    vec![Event::Resume, Event::Adopted(Some(rev("r"))), Event::Tick(t(Poll)), Event::Slot],
+                )
+            },
+            || Event::Fetched(Ok(rev("a"))),
+            "fetching",
+            &["Log(sync triggered poll a slot)", "Early(a)"],
+        ),
     ]);
 }
 
@@ -199,7 +282,7 @@ fn a_trigger_queued_before_the_suspend_waits_for_the_resume() {
     assert_eq!(queued(&state), Some(Resync), "queued while the rest runs");
     let state = drive(state, vec![Event::Suspend, rested("b", false), Event::WaitBegun(false)]);
     assert_eq!((state.phase.name(), queued(&state)), ("suspended", Some(Resync)));
-    let (state, actions) = step(state, Event::Resume);
+    let (state, actions) = step(drive(state, vec![Event::Resume]), Event::Adopted(None));
     let got: Vec<String> = actions.iter().map(tag).collect();
     assert_eq!((state.phase.name(), got), ("slot wait", vec!["Observe(resume)".to_string(), "AcquireSlot".into()]));
 }

@@ -1,7 +1,7 @@
 //! Rows of the health wait and of what follows a job; the listen table.
 
 use super::*;
-use TriggerKind::{Poll, Push, Reload, Resync, Variables, Webhook};
+use TriggerKind::{Poll, Push, Reconcile, Reload, Resync, Variables, Webhook};
 
 #[test]
 fn the_health_wait() {
@@ -224,13 +224,54 @@ fn a_merged_trigger_during_the_wait_does_what_each_part_asks() {
             &["Log(cancelled by reload b push)", "EndWait(cancel=true,record=true)"],
         ),
         row(
-            "variables merged into a poll run after the wait at the same revision",
-            || drive(waiting(), vec![Event::Trigger(Some(merged(&[Poll, Variables])))]),
+            "variables merged into a poll cancel the wait at once, without a fetch",
+            waiting,
+            || Event::Trigger(Some(merged(&[Poll, Variables]))),
+            "health",
+            &["Log(cancelled by variables b variables)", "EndWait(cancel=true,record=false)"],
+        ),
+    ]);
+}
+
+#[test]
+fn a_change_of_variables_is_applied_at_once_and_a_reconcile_is_noted_as_queued() {
+    check(&[
+        row(
+            "a change of variables cancels the wait, recording nothing",
+            waiting,
+            || Event::Trigger(Some(t(Variables))),
+            "health",
+            &["Log(cancelled by variables b variables)", "EndWait(cancel=true,record=false)"],
+        ),
+        row(
+            "and its sync runs next, of the same revision",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Variables)))]),
+            || Event::WaitFinished,
+            "slot wait",
+            &["ResetBackoff", "DrainDrift", "Observe(variables)", "AcquireSlot"],
+        ),
+        row(
+            "a reconcile request at the same revision runs after the wait, noted as queued",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Reconcile)))]),
+            || Event::WaitFetched(Some(rev("b"))),
+            "health",
+            &["NoteQueued"],
+        )
+        .then(|s| matches!(&s.phase, Phase::Health(h) if h.after.as_ref().is_some_and(|t| t.kind == Reconcile))),
+        row(
+            "a webhook at the same revision runs after it too, noting nothing",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Webhook)))]),
             || Event::WaitFetched(Some(rev("b"))),
             "health",
             &[],
-        )
-        .then(|s| matches!(&s.phase, Phase::Health(h) if h.after.as_ref().is_some_and(|t| t.kind == Variables))),
+        ),
+        row(
+            "a reconcile request that finds a new revision cancels the wait",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Reconcile)))]),
+            || Event::WaitFetched(Some(rev("c"))),
+            "health",
+            &["Log(cancelled by revision b->c reconcile)", "EndWait(cancel=true,record=false)"],
+        ),
     ]);
 }
 
@@ -255,4 +296,77 @@ fn what_each_phase_listens_to() {
     assert!(l.triggers && l.poll && !l.resync && l.drift && l.wait_end && l.retry.is_none());
     assert_eq!(wait_fetching(Poll).listen(), Listen::default(), "a fetch during the wait is awaited alone");
     assert!(!drive(applying_new(), vec![Event::Shutdown]).listen().triggers, "stopping");
+}
+
+/// Waiting for the health of `b`, whose sync applied every object from the unit's path alone.
+fn waiting_path_only() -> State {
+    drive(applying_new(), vec![rested_path_only("b", true), Event::WaitBegun(true)])
+}
+
+/// During that wait, a push's fetch found the new revision `c`, which is probed.
+fn wait_probing() -> State {
+    drive(waiting_path_only(), vec![Event::Trigger(Some(t(Push))), Event::WaitFetched(Some(rev("c")))])
+}
+
+#[test]
+fn a_new_revision_that_left_the_path_alone_does_not_cancel_the_wait() {
+    check(&[
+        row(
+            "the push that brought it is probed from the revision waited for",
+            || drive(waiting_path_only(), vec![Event::Trigger(Some(t(Push)))]),
+            || Event::WaitFetched(Some(rev("c"))),
+            "health",
+            &["Probe(b)"],
+        ),
+        row(
+            "left alone: the new revision is the one last applied and the wait goes on",
+            wait_probing,
+            || touch(false, "c"),
+            "health",
+            &["Log(path unchanged push b->c)"],
+        )
+        .then(|s| s.last_applied == Some(rev("c")) && s.path_only_at == Some(rev("c")) && s.listen().wait_end),
+        row(
+            "and ends judged and recorded",
+            || drive(wait_probing(), vec![touch(false, "c")]),
+            || Event::WaitEnded,
+            "health",
+            &["EndWait(cancel=false,record=true)"],
+        ),
+        row(
+            "a poll's new revision too",
+            || drive(waiting_path_only(), vec![Event::Tick(t(Poll))]),
+            || Event::WaitFetched(Some(rev("c"))),
+            "health",
+            &["Probe(b)"],
+        ),
+        row(
+            "touched: it cancels the wait, recording nothing, and runs",
+            wait_probing,
+            || touch(true, "c"),
+            "health",
+            &["Log(cancelled by revision b->c push)", "EndWait(cancel=true,record=false)"],
+        ),
+        row(
+            "a probe that cannot tell cancels it too",
+            wait_probing,
+            || Event::Probed(None),
+            "health",
+            &["Log(cancelled by revision b->c push)", "EndWait(cancel=true,record=false)"],
+        ),
+        row(
+            "a reload merged into the push still cancels the wait, recorded",
+            waiting_path_only,
+            || Event::Trigger(Some(merged(&[Push, Reload]))),
+            "health",
+            &["Log(cancelled by reload b push)", "EndWait(cancel=true,record=true)"],
+        ),
+        row(
+            "a unit that read outside its path is not probed: the wait is cancelled",
+            || drive(waiting(), vec![Event::Trigger(Some(t(Push)))]),
+            || Event::WaitFetched(Some(rev("c"))),
+            "health",
+            &["Log(cancelled by revision b->c push)", "EndWait(cancel=true,record=false)"],
+        ),
+    ]);
 }
