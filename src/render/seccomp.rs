@@ -28,8 +28,7 @@
 use std::collections::BTreeMap;
 
 use seccompiler::{
-    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule,
-    TargetArch,
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter, SeccompRule, TargetArch,
 };
 
 /// The calls every sandboxed tool is denied outright, by name (for the tests and the docs) and
@@ -145,17 +144,13 @@ impl Filter {
     /// As [`Filter::new`], with denied calls failing with `errno` (the tests choose one no
     /// kernel path returns, so an answer is known to be the filter's).
     pub fn with_errno(network: Network, errno: u32) -> Result<Self, Error> {
-        let arch = TargetArch::try_from(std::env::consts::ARCH)
-            .map_err(|_| Error::Architecture(std::env::consts::ARCH))?;
+        let arch =
+            TargetArch::try_from(std::env::consts::ARCH).map_err(|_| Error::Architecture(std::env::consts::ARCH))?;
         let compile = |e: seccompiler::BackendError| Error::Compile(e.to_string());
         let absent = BTreeMap::from([(libc::SYS_clone3, Vec::new())]);
-        let absent = SeccompFilter::new(
-            with_x32(absent),
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::ENOSYS as u32),
-            arch,
-        )
-        .map_err(compile)?;
+        let absent =
+            SeccompFilter::new(with_x32(absent), SeccompAction::Allow, SeccompAction::Errno(libc::ENOSYS as u32), arch)
+                .map_err(compile)?;
         let denied =
             SeccompFilter::new(with_x32(rules(network)?), SeccompAction::Allow, SeccompAction::Errno(errno), arch)
                 .map_err(compile)?;
