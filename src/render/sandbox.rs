@@ -41,7 +41,8 @@
 //!      6.10) are handled when the kernel knows them.
 //!    - network (ABI 4, Linux 6.7): no TCP `connect` and no TCP `bind`, to any address, but
 //!      the remote-bases proxy's port for a unit with `allow_remote_bases`. This holds where no
-//!      user namespace can be made (a pod), but UDP is not covered by it.
+//!      user namespace can be made (a pod); UDP is not covered by it, the seccomp filter
+//!      closes it (step 6).
 //!    - scopes (ABI 6, Linux 6.12): no connection to an abstract UNIX socket and no signal to a
 //!      process outside the sandbox.
 //! 6. the seccomp filter ([`super::seccomp`]), last: no socket but `AF_UNIX` (TCP and UDP to
