@@ -61,9 +61,10 @@ pub struct RenderTools {
     /// before kustomize runs. Default: no host — a repository's content never chooses where
     /// gitward connects — and the system's trust store.
     pub remote_bases: RemoteBases,
-    /// Whether render tools run in the OS sandbox (`render::sandbox`: Landlock, a network
-    /// namespace, no inherited descriptors). Default [`SandboxMode::On`]: a kernel that cannot
-    /// enforce it refuses every unit that runs a tool; `"off"` is logged as a warning at each
+    /// Whether render tools run in the OS sandbox (`render::sandbox`: Landlock, a seccomp
+    /// filter, user, network and PID namespaces where the host allows them, no inherited
+    /// descriptors). Default [`SandboxMode::On`]: a kernel that cannot enforce Landlock or the
+    /// filter refuses every unit that runs a tool; `"off"` is logged as a warning at each
     /// start.
     pub sandbox: SandboxMode,
     /// The most private writable memory one run of a tool may map (`RLIMIT_DATA`), in bytes.

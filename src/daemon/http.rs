@@ -91,9 +91,11 @@ impl HttpState {
         Self { ui: Some(ui), ..self }
     }
 
-    /// Replaces the sandbox line of `/readyz` (at start and after a reload).
+    /// Replaces the sandbox line of `/readyz` and `gitward_sandbox_layer` (at start and after
+    /// a reload).
     pub fn set_sandbox(&self, mode: crate::config::SandboxMode) {
         *self.sandbox.write().expect("sandbox lock") = crate::render::sandbox::state(mode);
+        self.metrics.set_sandbox_layers(&crate::render::sandbox::layers(mode));
     }
 
     /// Replaces the units webhooks can trigger (after a reload; empty when leadership is lost).

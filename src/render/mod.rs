@@ -5,7 +5,7 @@
 //! The real tools run as child processes (as Argo CD's repo-server runs them), found through
 //! `[render]` or `PATH`, in a private scratch directory materialized from the revision's
 //! [`source::Tree`](crate::source::Tree) (`tree`), with an empty environment but for what the tool needs, a timeout,
-//! a cap on output bytes, and inside the OS sandbox of [`sandbox`] (Landlock, private user,
+//! a cap on output bytes, and inside the OS sandbox of [`sandbox`] (Landlock, a seccomp filter, private user,
 //! network and PID namespaces, no inherited descriptors, a memory cap): what a repository can make a
 //! tool read, write or reach is bounded by the kernel; the scans before a run only give the
 //! common attempts a clearer error. A render returns bytes and an origin (`apps/prod (kustomize
@@ -15,7 +15,7 @@
 //! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
 //! `kustomize`, `helm`, [`sops`], `cache`
 //! ([`RenderCache`]), `process` (running a tool within its limits), [`sandbox`] (confining it),
-//! `pod` (its namespaces), `remote` (which remote bases may be fetched), `proxy` (the only way
+//! `pod` (its namespaces), `seccomp` (its system-call filter), `remote` (which remote bases may be fetched), `proxy` (the only way
 //! out for those).
 
 mod cache;
@@ -28,6 +28,7 @@ mod process;
 mod proxy;
 mod remote;
 pub mod sandbox;
+mod seccomp;
 pub mod sops;
 mod tool;
 mod tree;

@@ -322,7 +322,7 @@ fn receive(sock: &OwnedFd) -> std::io::Result<(libc::pid_t, Option<TcpListener>)
 }
 
 /// `waitpid(pid)` until it returns, retried on `EINTR`; the status, or `None` on an error.
-fn wait_status(pid: libc::pid_t) -> Option<i32> {
+pub(super) fn wait_status(pid: libc::pid_t) -> Option<i32> {
     let mut status = 0;
     // SAFETY: waitpid with a valid status pointer; async-signal-safe.
     unsafe {

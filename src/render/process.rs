@@ -120,8 +120,20 @@ pub(super) fn command(program: &Path, cwd: &Path, env: &[(&str, &Path)]) -> Comm
 /// The variables Go's `net/http` (`httpproxy.FromEnvironment`) reads for a proxy.
 pub(super) const PROXY_VARIABLES: [&str; 4] = ["HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy"];
 
-/// Runs `cmd` to completion within `limits`, confined to `grants`; returns its stdout.
-pub(super) fn run(mut cmd: Command, limits: Limits, grants: &Grants) -> Result<Vec<u8>, RunError> {
+/// Runs `cmd` to completion within `limits`, confined to `grants` by every layer the kernel
+/// has ([`sandbox::Support::probe`]); returns its stdout.
+pub(super) fn run(cmd: Command, limits: Limits, grants: &Grants) -> Result<Vec<u8>, RunError> {
+    run_within(cmd, limits, grants, sandbox::Support::probe())
+}
+
+/// [`run`] with the sandbox layers `support` names: the kernel's, or fewer, as the tests run
+/// a tool where a layer is missing.
+pub(super) fn run_within(
+    mut cmd: Command,
+    limits: Limits,
+    grants: &Grants,
+    support: sandbox::Support,
+) -> Result<Vec<u8>, RunError> {
     let policy = Policy {
         mode: limits.sandbox,
         read: grants.read.clone(),
@@ -129,7 +141,7 @@ pub(super) fn run(mut cmd: Command, limits: Limits, grants: &Grants) -> Result<V
         proxy: grants.proxy.is_some(),
         max_memory: limits.max_memory,
     };
-    let mut confined = sandbox::confine(&mut cmd, &policy).map_err(|e| RunError::Sandbox(e.to_string()))?;
+    let mut confined = sandbox::confine(&mut cmd, &policy, support).map_err(|e| RunError::Sandbox(e.to_string()))?;
     // The proxy lives as long as the run: dropped on return, its tunnels close.
     let _proxy = match &grants.proxy {
         Some(targets) => Some(start_proxy(&mut cmd, &mut confined, targets, limits.timeout)?),

@@ -41,20 +41,28 @@
 //!      6.10) are handled when the kernel knows them.
 //!    - network (ABI 4, Linux 6.7): no TCP `connect` and no TCP `bind`, to any address, but
 //!      the remote-bases proxy's port for a unit with `allow_remote_bases`. This holds where no
-//!      user namespace can be made (a pod), but UDP is not covered by it.
+//!      user namespace can be made (a pod); UDP is not covered by it, the seccomp filter
+//!      closes it (step 6).
 //!    - scopes (ABI 6, Linux 6.12): no connection to an abstract UNIX socket and no signal to a
 //!      process outside the sandbox.
+//! 6. the seccomp filter ([`super::seccomp`]), last: no socket but `AF_UNIX` (TCP and UDP to
+//!    the proxy alone for a unit with `allow_remote_bases`, which has its network namespace),
+//!    no `io_uring`, `ptrace`, `bpf`, keyring, namespace, mount or module calls; each fails
+//!    with `EPERM`. It holds where no user namespace can be made (a pod under the
+//!    `RuntimeDefault` seccomp profile) and on a Landlock without network rules.
 //!
 //! Not blocked: connecting to a UNIX socket by path in a readable directory (Landlock does not
 //! mediate it before ABI 8; no such directory is granted but the scratch tree); where there is
-//! Landlock but no user namespace, UDP, and a process the tool detaches from its process group
-//! (`setsid`), which may outlive the run. A unit with `allow_remote_bases` is refused there
+//! no user namespace, a process the tool detaches from its process group (`setsid`), which may
+//! outlive the run. A unit with `allow_remote_bases` is refused there
 //! ([`Refusal::Unsupported`]): it runs with its namespaces or not at all.
 //!
 //! What is enforced is known at start ([`Support::probe`], which makes a pod and enters it as a
-//! tool does): the daemon logs it once, `/readyz` and `gitward status` show it ([`state`]). A
-//! kernel that can confine neither files nor TCP refuses every unit that runs a tool
-//! ([`Support::usable`]) unless `[render] sandbox = "off"`.
+//! tool does, and installs the filter in a child): the daemon logs it once, `/readyz` and
+//! `gitward status` show it ([`state`]), `gitward_sandbox_layer` counts it ([`layers`]). A
+//! kernel without Landlock or without the seccomp filter refuses every unit that runs a tool
+//! ([`Support::usable`]) unless `[render] sandbox = "off"`: no tool runs with fewer layers
+//! than the sandbox has.
 
 use std::net::TcpListener;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -69,6 +77,7 @@ use landlock::{
 };
 
 use super::pod::{Entry, Pod, check};
+use super::seccomp::{self, Filter, Network};
 use crate::config::SandboxMode;
 
 /// What this kernel lets gitward enforce on a render tool.
@@ -81,34 +90,41 @@ pub struct Support {
     /// entered as a tool enters it ([`super::pod`]), the id maps and the loopback listener
     /// included.
     pub namespaces: bool,
+    /// Whether the seccomp filter ([`super::seccomp`]) is installed and enforced: a forked
+    /// child installs it and finds a TCP socket refused. False on an architecture
+    /// `seccompiler` has no filter for, or a kernel without `SECCOMP_FILTER`.
+    pub seccomp: bool,
 }
 
 impl Support {
     /// Probes the running kernel once per process (later calls return the first answer): the
     /// Landlock ABI by its version call, the namespaces by making a pod with a proxy listener
-    /// and a forked child that joins it as a tool does.
+    /// and a forked child that joins it as a tool does, the seccomp filter by a forked child
+    /// that installs it ([`seccomp::works`]).
     pub fn probe() -> Self {
         static PROBED: OnceLock<Support> = OnceLock::new();
         *PROBED.get_or_init(|| {
             let namespaces = Pod::create(true).is_ok_and(|mut pod| pod.take_listener().is_some() && pod.try_entry());
-            Self { landlock_abi: landlock_abi(), namespaces }
+            Self { landlock_abi: landlock_abi(), namespaces, seccomp: seccomp::works() }
         })
     }
 
-    /// Whether tools may run confined: Landlock on files, and TCP closed by a network
-    /// namespace or Landlock's network rules (ABI 4).
+    /// Whether tools may run confined: Landlock on files and the seccomp filter on sockets and
+    /// the calls that leave a sandbox. The namespaces are not required (a pod has none); a unit
+    /// with `allow_remote_bases` needs them ([`confine`]).
     pub fn usable(&self) -> bool {
-        self.landlock_abi >= 1 && (self.namespaces || self.landlock_abi >= 4)
+        self.landlock_abi >= 1 && self.seccomp
     }
 
     /// What is missing for [`Support::usable`], as a sentence; `None` when nothing is.
     pub fn missing(&self) -> Option<String> {
         if self.landlock_abi == 0 {
             Some("this kernel has no Landlock (Linux 5.13 or newer with `landlock` in the lsm= boot list)".into())
-        } else if !self.usable() {
+        } else if !self.seccomp {
             Some(format!(
-                "Landlock ABI {} cannot close TCP (ABI 4, Linux 6.7) and user namespaces are not allowed",
-                self.landlock_abi
+                "gitward cannot install its seccomp filter here (a kernel without SECCOMP_FILTER, or the \
+                 architecture {}, which has no filter)",
+                std::env::consts::ARCH
             ))
         } else {
             None
@@ -116,9 +132,20 @@ impl Support {
     }
 }
 
+/// The sandbox's layers and whether each holds for a tool run under `mode`, in the order
+/// [`state`] names them: `landlock`, `seccomp`, `namespaces` (the user, network and PID
+/// namespaces together). All false when the sandbox is off or cannot be used, since no tool
+/// then runs under any of them.
+pub fn layers(mode: SandboxMode) -> [(&'static str, bool); 3] {
+    let support = Support::probe();
+    let on = mode == SandboxMode::On && support.usable();
+    [("landlock", on), ("seccomp", on), ("namespaces", on && support.namespaces)]
+}
+
 /// The sandbox as the daemon and `gitward status` report it: the mode configured and what the
-/// kernel enforces, each layer named only where it holds: `landlock ABI 7, user, network and
-/// PID namespaces` or `landlock ABI 5, no namespaces: …` or `off ([render] sandbox = "off")`.
+/// kernel enforces, each layer named only where it holds: `landlock ABI 7, seccomp, user,
+/// network and PID namespaces` or `landlock ABI 5, seccomp, no namespaces: …` or
+/// `off ([render] sandbox = "off")`.
 pub fn state(mode: SandboxMode) -> String {
     let support = Support::probe();
     match mode {
@@ -129,9 +156,9 @@ pub fn state(mode: SandboxMode) -> String {
         SandboxMode::On => {
             let abi = support.landlock_abi;
             match support.namespaces {
-                true => format!("landlock ABI {abi}, user, network and PID namespaces"),
+                true => format!("landlock ABI {abi}, seccomp, user, network and PID namespaces"),
                 false => format!(
-                    "landlock ABI {abi}, no namespaces: TCP closed by Landlock, UDP open, a detached process may \
+                    "landlock ABI {abi}, seccomp, no namespaces: network closed by seccomp, a detached process may \
                      outlive its render, units with allow_remote_bases refused"
                 ),
             }
@@ -219,15 +246,15 @@ impl Confined {
     }
 }
 
-/// Makes `cmd` run confined by `policy` (see the module docs); the rules and namespaces are
-/// prepared now and applied in the child. With `policy.proxy`, the pod's listening socket is
-/// taken with [`Confined::take_listener`] and served by the caller.
+/// Makes `cmd` run confined by `policy` with the layers `support` names (the kernel's,
+/// [`Support::probe`], but for tests that take one away); the rules, filter and namespaces are
+/// prepared now and applied in the child (see the module docs). With `policy.proxy`, the pod's
+/// listening socket is taken with [`Confined::take_listener`] and served by the caller.
 ///
-/// Errors: [`Refusal::Unsupported`] when the sandbox is on and the kernel cannot enforce it
-/// (for a remote-bases run: without namespaces); [`Refusal::Ruleset`] when the ruleset or the
+/// Errors: [`Refusal::Unsupported`] when the sandbox is on and `support` lacks a layer (for a
+/// remote-bases run: the namespaces); [`Refusal::Ruleset`] when the ruleset, the filter or the
 /// namespaces cannot be made.
-pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<Confined, Refusal> {
-    let support = Support::probe();
+pub(super) fn confine(cmd: &mut Command, policy: &Policy, support: Support) -> Result<Confined, Refusal> {
     let on = policy.mode == SandboxMode::On;
     if on && let Some(missing) = support.missing() {
         return Err(Refusal::Unsupported(missing));
@@ -245,17 +272,30 @@ pub(super) fn confine(cmd: &mut Command, policy: &Policy) -> Result<Confined, Re
     };
     let port = pod.as_ref().and_then(Pod::listener_port);
     let ruleset = if on { Some(ruleset(policy, support.landlock_abi, port)?) } else { None };
-    confine_with(cmd, policy.max_memory, ruleset, pod.as_ref().map(Pod::entry))?;
+    // Internet sockets only where they reach nothing but the proxy: inside the pod.
+    let network = if port.is_some() { Network::Proxy } else { Network::Unix };
+    let filter = match on {
+        true => Some(Filter::new(network).map_err(|e| Refusal::Ruleset(e.to_string()))?),
+        false => None,
+    };
+    let layers = Layers { ruleset, filter, entry: pod.as_ref().map(Pod::entry) };
+    confine_with(cmd, policy.max_memory, layers)?;
     Ok(Confined { pod })
 }
 
-/// Installs the child's steps (module docs) on `cmd`.
-fn confine_with(
-    cmd: &mut Command,
-    max_memory: u64,
+/// What the child applies, prepared before the fork; `None` for a layer not used.
+struct Layers {
+    /// The Landlock ruleset's descriptor.
     ruleset: Option<OwnedFd>,
+    /// The compiled seccomp filter.
+    filter: Option<Filter>,
+    /// The pod to join.
     entry: Option<Entry>,
-) -> Result<(), Refusal> {
+}
+
+/// Installs the child's steps (module docs) on `cmd`.
+fn confine_with(cmd: &mut Command, max_memory: u64, layers: Layers) -> Result<(), Refusal> {
+    let Layers { ruleset, filter, entry } = layers;
     // Never above the hard limit this process has: raising it would fail without privilege.
     let mut current = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
     // SAFETY: getrlimit fills a valid struct.
@@ -273,6 +313,9 @@ fn confine_with(
         check(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) })?;
         if let Some(fd) = &ruleset {
             restrict(fd.as_raw_fd())?;
+        }
+        if let Some(filter) = &filter {
+            filter.apply()?;
         }
         Ok(())
     };
@@ -371,3 +414,7 @@ fn restrict(fd: i32) -> std::io::Result<()> {
 #[cfg(test)]
 #[path = "sandbox_tests.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "sandbox_attacks.rs"]
+mod attacks;

@@ -36,19 +36,53 @@ fn this_kernel_confines_tools() {
     let support = Support::probe();
     assert!(support.usable(), "{support:?}: {:?}", support.missing());
     assert!(support.namespaces, "the pod is made and entered in full here");
-    assert!(state(SandboxMode::On).starts_with("landlock ABI "), "{}", state(SandboxMode::On));
+    assert!(support.seccomp, "the filter is installed and enforced here");
+    let on = state(SandboxMode::On);
+    assert!(on.starts_with("landlock ABI ") && on.ends_with(", seccomp, user, network and PID namespaces"), "{on}");
     assert!(state(SandboxMode::Off).starts_with("off"));
+    assert_eq!(layers(SandboxMode::On), [("landlock", true), ("seccomp", true), ("namespaces", true)]);
+    assert_eq!(layers(SandboxMode::Off), [("landlock", false), ("seccomp", false), ("namespaces", false)]);
 }
 
 #[test]
-fn a_kernel_without_landlock_or_any_tcp_control_is_not_usable() {
-    let support = |landlock_abi, namespaces| Support { landlock_abi, namespaces };
-    assert!(!support(0, true).usable());
-    assert!(support(0, true).missing().unwrap().contains("no Landlock"));
-    assert!(!support(3, false).usable(), "Landlock before ABI 4 cannot close TCP");
-    assert!(support(3, false).missing().unwrap().contains("ABI 4"));
-    assert!(support(3, true).usable() && support(4, false).usable());
-    assert_eq!(support(7, true).missing(), None);
+fn a_kernel_without_landlock_or_without_the_filter_is_not_usable() {
+    let support = |landlock_abi, namespaces, seccomp| Support { landlock_abi, namespaces, seccomp };
+    assert!(!support(0, true, true).usable());
+    assert!(support(0, true, true).missing().unwrap().contains("no Landlock"));
+    assert!(!support(7, true, false).usable(), "namespaces do not stand in for the filter");
+    assert!(support(7, true, false).missing().unwrap().contains("seccomp"));
+    assert!(support(1, false, true).usable(), "the filter closes the network where Landlock cannot");
+    assert_eq!(support(7, true, true).missing(), None);
+}
+
+/// Every attack of [`attacks::Attack::ALL`], under `setting`, and the off run that shows each
+/// can succeed.
+fn attacks_fail_under(setting: attacks::Setting) {
+    assert_eq!(attacks::escapes(setting), [], "under {setting:?}");
+    assert_eq!(attacks::escapes(attacks::Setting::off()), attacks::Attack::ALL, "every attack works unconfined");
+}
+
+#[test]
+fn every_attack_fails_under_every_layer_this_kernel_has() {
+    attacks_fail_under(attacks::Setting::kernel());
+}
+
+#[test]
+fn every_attack_fails_without_namespaces_under_landlock_and_seccomp() {
+    attacks_fail_under(attacks::Setting::without_namespaces());
+}
+
+#[test]
+fn a_missing_layer_refuses_the_run_unless_the_sandbox_is_off() {
+    let (dir, grants) = scratch();
+    let without = Support { seccomp: false, ..Support::probe() };
+    let run = |limits| process::run_within(shell("/bin/sh", "echo ran", dir.path()), limits, &grants, without);
+    match run(LIMITS) {
+        Err(RunError::Sandbox(message)) => assert!(message.contains("seccomp filter"), "{message}"),
+        other => panic!("a run without the filter is refused: {other:?}"),
+    }
+    let off = Limits { sandbox: SandboxMode::Off, ..LIMITS };
+    assert_eq!(run(off).unwrap(), b"ran\n");
 }
 
 #[test]

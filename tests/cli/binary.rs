@@ -95,7 +95,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     assert!(first.ends_with("(2 objects: 2 healthy)"), "{stdout}");
     let last = stdout.lines().last().unwrap_or_default();
     assert!(
-        last.starts_with("sandbox: landlock ABI ") && last.ends_with("user, network and PID namespaces"),
+        last.starts_with("sandbox: landlock ABI ") && last.ends_with(", seccomp, user, network and PID namespaces"),
         "{stdout}"
     );
 

@@ -363,6 +363,32 @@ async fn readyz_is_unavailable_until_every_unit_has_synced() {
     server.shutdown().await;
 }
 
+/// `/readyz` names the sandbox layers in effect and `gitward_sandbox_layer` counts them; with
+/// `[render] sandbox = "off"` both say none holds.
+#[tokio::test]
+async fn readyz_and_metrics_name_the_sandbox_layers_in_effect() {
+    use gitward::config::SandboxMode;
+    let h = Harness::new(None);
+    let server = h.serve().await;
+    let layer = |body: &str, name: &str| {
+        let prefix = format!("gitward_sandbox_layer{{layer=\"{name}\"}} ");
+        body.lines().find_map(|l| l.strip_prefix(&prefix).map(str::to_owned)).unwrap_or_default()
+    };
+    for (mode, line, held) in [
+        (SandboxMode::On, "seccomp, user, network and PID namespaces\n", "1"),
+        (SandboxMode::Off, "sandbox: off ([render] sandbox = \"off\")\n", "0"),
+    ] {
+        h.state.set_sandbox(mode);
+        let reply = request(server.addr, "GET", "/readyz", &[], b"").await;
+        assert!(reply.body.ends_with(line), "{}", reply.body);
+        let reply = request(server.addr, "GET", "/metrics", &[], b"").await;
+        for name in ["landlock", "seccomp", "namespaces"] {
+            assert_eq!(layer(&reply.body, name), held, "{name}: {}", reply.body);
+        }
+    }
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn metrics_count_the_webhook_trigger() {
     let h = Harness::new(Some(SECRET));

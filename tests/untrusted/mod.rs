@@ -7,4 +7,5 @@ pub(crate) mod masked_errors;
 pub(crate) mod masking;
 pub(crate) mod remote_bases;
 pub(crate) mod sandbox;
+pub(crate) mod sandbox_calls;
 pub(crate) mod secret_scan;

@@ -29,9 +29,11 @@
 //! | `gitward_unit_render_seconds`, `gitward_unit_apply_seconds` | gauge | `unit`: the last sync's load (read, render, parse) and the rest of it |
 //! | `gitward_notify_sent_total`, `gitward_notify_failures_total`, `gitward_notify_dropped_total` | counter | `notifier` (`notify[0]`, its `[[notify]]` table), `kind`: notifications sent, not sent after their retries, dropped by a full queue |
 //! | `gitward_shard_failover_seconds` | histogram, 5 ms … 328 s | `identity`, `cluster`: from a dead replica's membership Lease expiring to the first completed sync here of a unit it held |
+//! | `gitward_sandbox_layer` | gauge, 0 or 1 | `layer` (`landlock`, `seccomp`, `namespaces`): whether that layer of the render sandbox confines the tools this daemon runs ([`crate::render::sandbox::layers`]); all 0 with `[render] sandbox = "off"` |
 
 mod fleet;
 mod git;
+mod sandbox;
 pub mod unit;
 
 use std::collections::HashMap;
@@ -46,6 +48,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::{Registry, Unit};
 
 use self::fleet::Fleet;
+use self::sandbox::SandboxLayers;
 use self::unit::Units;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
@@ -144,6 +147,8 @@ pub struct Metrics {
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// Which cluster each unit applies to, and the sharding metrics.
     fleet: Fleet,
+    /// `gitward_sandbox_layer`.
+    sandbox: SandboxLayers,
     /// The per-unit gauges to alert on: readiness with its reason, the failure streak,
     /// members, cache size and the last sync's timings.
     units: Units,
@@ -229,6 +234,7 @@ impl Metrics {
         registry.register_collector(Box::new(git::GitFetches));
         Self {
             fleet: Fleet::register(&mut registry),
+            sandbox: SandboxLayers::register(&mut registry),
             notify: crate::notify::NotifyMetrics::registered(&mut registry),
             registry,
             units,
@@ -247,6 +253,12 @@ impl Metrics {
             time_to_healthy,
             revisions: Mutex::default(),
         }
+    }
+
+    /// Sets `gitward_sandbox_layer{layer}` to 1 for each layer of `layers` that holds, else 0
+    /// (at start and after a reload).
+    pub fn set_sandbox_layers(&self, layers: &[(&'static str, bool)]) {
+        self.sandbox.set(layers);
     }
 
     /// The notifiers' counters ([`crate::notify::NotifyMetrics`]), registered here.
