@@ -105,6 +105,8 @@ struct Kept {
     report: Option<Report>,
     failure: Option<crate::sync::Error>,
     backoff: Backoff,
+    /// The retry instant last published as the unit's backoff (status, metrics).
+    backoff_shown: Option<Instant>,
 }
 
 /// The event sources the driver listens to besides its effects.
@@ -132,6 +134,8 @@ struct Shared {
     yield_signal: crate::apply::Yield,
     metrics: Arc<Metrics>,
     sync_slots: Arc<Slots>,
+    /// The fetch permits of the unit's remote host; `None` for a local repository.
+    fetch_host: Option<Arc<Semaphore>>,
     push_lane: Option<Arc<Semaphore>>,
     /// The unit's side of the path-unchanged rule, shared with its repository's watch.
     quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
@@ -155,7 +159,7 @@ struct Controls {
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
         let UnitTask { engine, triggers, status, metrics, timing, queues, first, links } = task;
-        let (Queues { sync_slots, push_lane, quiet }, Links { notify, board, depends }) = (queues, links);
+        let (Queues { sync_slots, fetch_host, push_lane, quiet }, Links { notify, board, depends }) = (queues, links);
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -187,7 +191,18 @@ impl Driver {
                 control,
                 gate: depends,
             },
-            shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, quiet, first, status },
+            shared: Shared {
+                unit,
+                repo,
+                yield_signal,
+                metrics,
+                sync_slots,
+                fetch_host,
+                push_lane,
+                quiet,
+                first,
+                status,
+            },
             controls,
         }
     }
@@ -288,6 +303,20 @@ impl Driver {
             for action in actions {
                 events.extend(self.act(action));
             }
+        }
+        self.show_backoff();
+    }
+
+    /// Publishes when the next attempt is due while the unit backs off, and that it no longer
+    /// does (`/readyz?verbose`, `gitward_unit_backoff_until_seconds`), when that changed.
+    fn show_backoff(&mut self) {
+        let at = match self.state.phase {
+            Phase::BackingOff(at) => Some(at),
+            _ => None,
+        };
+        if at != self.kept.backoff_shown {
+            self.kept.backoff_shown = at;
+            super::observe::backoff(&self.shared.unit, &self.shared.status, &self.shared.metrics, at);
         }
     }
 }
@@ -445,6 +474,17 @@ impl Driver {
         self.effects.engine_job = Some(Box::pin(ctx.run(effect)));
     }
 
+    /// Starts the fetch of a sync (it owns the engine) once it holds a permit of the unit's
+    /// remote host: no sync slot, so a source that hangs keeps only its own host's fetches
+    /// waiting.
+    fn fetch(&mut self, at: std::time::Instant) {
+        let (ctx, host) = (self.ctx.take().expect("one engine effect at a time"), self.shared.fetch_host.clone());
+        self.effects.engine_job = Some(Box::pin(async move {
+            let _permit = if let Some(host) = host { host.acquire_owned().await.ok() } else { None };
+            ctx.run(Effect::Fetch(at)).await
+        }));
+    }
+
     /// Asks for a permit of `semaphore`.
     fn acquire(semaphore: &Arc<Semaphore>) -> Acquire {
         let semaphore = semaphore.clone();
@@ -476,7 +516,7 @@ impl Driver {
                 if let Some(token) = self.controls.answering.take() {
                     self.home().engine.answer_request(token);
                 }
-                self.start(Effect::Fetch(at));
+                self.fetch(at);
             }
             Action::Gate(revision) => return Some(self.gate(&revision)),
             Action::Early(revision) => self.start(Effect::Early(revision)),

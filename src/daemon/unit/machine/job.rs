@@ -16,10 +16,17 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
         (Doing::Probe, Event::Probed(touch)) => probed(state, job, touch, actions),
         (Doing::Lane, Event::Lane) => {
             job.held.lane = true;
-            fetch(job, actions)
+            let revision = job.revision.clone().expect("a revision fetched before the lane");
+            early(job, revision, actions)
         }
-        (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
-        (Doing::Fetch, Event::Fetched(Ok(revision))) => fetched(state, job, revision, actions),
+        (Doing::Fetch, Event::Fetched(Err(Failed))) => {
+            state.fetch_failing = true;
+            Phase::Fetching(fail(job, actions))
+        }
+        (Doing::Fetch, Event::Fetched(Ok(revision))) => {
+            state.fetch_failing = false;
+            fetched(state, job, revision, actions)
+        }
         (Doing::Gate, Event::Gated(waiting)) => gated(state, job, waiting, actions),
         (Doing::Early, Event::Early(objects)) => early_done(job, objects, actions),
         (Doing::Fail, Event::FailRecorded) => after(state, Ran::Synced(false), None, false, actions),
@@ -52,11 +59,7 @@ fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut V
             actions.push(Action::AcquireSlot);
             Phase::SlotWait(job)
         }
-        _ => {
-            job.doing = Doing::Lane;
-            actions.push(Action::AcquireLane);
-            Phase::Fetching(job)
-        }
+        _ => fetch(job, actions),
     }
 }
 
@@ -129,7 +132,24 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
         actions.push(Action::Gate(revision));
         return Phase::Fetching(job);
     }
-    early(job, revision, actions)
+    permit_then_early(state, job, revision, actions)
+}
+
+/// The revision fetched goes, once the job holds what its early apply runs in: a push of a
+/// git unit waits for the lane, any other job for a slot; one that holds either goes at once.
+/// The fetch before held neither, so a fetch that hangs keeps no other unit waiting.
+pub(super) fn permit_then_early(state: &State, mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
+    if job.held.slot || job.held.lane {
+        return early(job, revision, actions);
+    }
+    if job.trigger.kind.is_push() && state.lane {
+        job.doing = Doing::Lane;
+        actions.push(Action::AcquireLane);
+        return Phase::Fetching(job);
+    }
+    job.doing = Doing::EarlySlot;
+    actions.push(Action::AcquireSlot);
+    Phase::SlotWait(job)
 }
 
 /// The revision fetched goes: the sync is logged as triggered and applies early.
@@ -150,7 +170,7 @@ fn gated(state: &mut State, mut job: Job, waiting: Vec<Waiting>, actions: &mut V
         if state.depends.blocked_by.take().is_some() {
             actions.push(Action::Log(Log::DependenciesReady { revision: revision.clone() }));
         }
-        return early(job, revision, actions);
+        return permit_then_early(state, job, revision, actions);
     }
     release(&mut job, actions);
     if state.depends.blocked_by.as_ref() != Some(&waiting) {
@@ -196,6 +216,11 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
                 }
                 None => fetch(job, actions),
             }
+        }
+        (Doing::EarlySlot, Event::Slot) => {
+            job.held.slot = true;
+            let revision = job.revision.clone().expect("a revision fetched before the slot");
+            early(job, revision, actions)
         }
         (Doing::Untouched(_), Event::Slot) => {
             job.held.slot = true;

@@ -8,10 +8,14 @@
 //! - **Coalescing.** A trigger that arrives while a sync runs and does not make it yield is kept
 //!   as the one queued trigger ([`keep`]: merged, it takes the more urgent kind and keeps what
 //!   each asked for, `crate::daemon::trigger`'s module docs).
+//! - **Fetching holds nothing.** A sync fetches before it asks for a slot or the lane: a
+//!   source that hangs, trickles or refuses keeps no other unit waiting (its fetch holds only a
+//!   permit of its remote host, taken by the driver). A poll that finds nothing new never
+//!   holds a slot.
 //! - **The push lane.** A push or webhook of a git unit is probed first
-//!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) takes the lane,
-//!   fetches and applies early, then waits for a slot for the rest; one that did not waits for a
-//!   slot first, and a later push that touches the path ends that wait and takes the lane.
+//!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) fetches, applies
+//!   early in the lane, then waits for a slot for the rest; one that did not waits for a slot
+//!   first, and a later push that touches the path ends that wait and takes the lane.
 //! - **No new revision.** A poll or push that finds the revision last applied does nothing
 //!   (unless something that asks for a sync anyway was merged into it:
 //!   [`Trigger::needs_new_revision`]).
@@ -28,7 +32,9 @@
 //! - **Health wait.** A reload cancels the wait; a new revision cancels it and records
 //!   nothing; the same revision asked for explicitly runs after it, a poll or push is ignored.
 //!   Drifted objects are healed during the wait without a slot.
-//! - **Retry.** How a job ended decides the backoff ([`retry`]).
+//! - **Retry.** How a job ended decides the backoff ([`retry`]). While a unit whose fetch
+//!   failed backs off, its polls and resyncs start nothing (the retry is its next attempt) and
+//!   a push or webhook starts the backoff over and runs at once.
 //! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
 //!   queued trigger, run once when resumed; a job running when it is suspended runs to its end
 //!   (its health wait too, taking no trigger meanwhile), and then the unit stops in
@@ -85,6 +91,10 @@ pub(super) struct State {
     pub(super) suspended: bool,
     /// The unit's `depends_on` gate.
     pub(super) depends: Depends,
+    /// The last fetch failed (the source unreachable, hung or refusing): while backing off,
+    /// polls and resyncs start nothing — the retry is the next attempt — and a push or webhook
+    /// starts the backoff over and fetches at once.
+    pub(super) fetch_failing: bool,
 }
 
 /// A unit's `depends_on` gate, as the machine keeps it.
@@ -129,6 +139,7 @@ impl State {
             stopping: false,
             suspended: false,
             depends: Depends::default(),
+            fetch_failing: false,
         }
     }
 }
@@ -223,7 +234,7 @@ impl Job {
 enum Doing {
     /// Probing whether a push touched the unit's path.
     Probe,
-    /// Waiting for a push-lane permit.
+    /// Waiting for a push-lane permit for the early apply of the revision fetched.
     Lane,
     /// Fetching the revision.
     Fetch,
@@ -231,8 +242,11 @@ enum Doing {
     Gate,
     /// Applying the changed objects early.
     Early,
-    /// Waiting for a slot before the fetch (a trigger that is not a push, a self-heal).
+    /// Waiting for a slot before a self-heal.
     Slot,
+    /// Waiting for a slot for the early apply of the revision fetched (a job that is not a
+    /// push of a git unit).
+    EarlySlot,
     /// Waiting for a slot for a push that left the unit's path alone (the branch now here):
     /// a later push that touches it ends the wait.
     Untouched(Revision),
@@ -495,7 +509,16 @@ fn on_idle(
 ) -> Phase {
     let idle = retry_at.map_or(Phase::Idle, Phase::BackingOff);
     state.retry_at = retry_at;
+    let source_down = retry_at.is_some() && state.fetch_failing;
     match event {
+        // The source failed to answer: a poll or resync would only queue the same attempt
+        // again; the retry is the next one.
+        Event::Tick(_) if source_down => idle,
+        Event::Trigger(Some(t)) if source_down && t.kind.is_push() => {
+            actions.push(Action::ResetBackoff);
+            state.retry_at = None;
+            start(state, Job::new(t, None, false), actions)
+        }
         Event::Trigger(Some(t)) | Event::Tick(t) => start(state, Job::new(t, None, false), actions),
         Event::Drift(events) => {
             actions.push(Action::NoteDrift(events));
@@ -527,19 +550,17 @@ pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> P
     begin_sync(state, job, actions)
 }
 
-/// The first step of a sync: a push of a git unit holding no slot is probed; a sync holding
-/// a slot (the yielded one's) fetches at once; any other waits for a slot first.
+/// The first step of a sync: a push of a git unit holding no slot is probed; any other
+/// fetches at once, holding no slot (unless it has one already: the yielded one's): a source
+/// that hangs or fails holds nothing another unit needs. The slot (or the lane) is asked for
+/// once the fetch found a revision to apply ([`job::permit_then_early`]).
 pub(super) fn begin_sync(state: &State, mut job: Job, actions: &mut Vec<Action>) -> Phase {
     if job.trigger.kind.is_push() && !job.held.slot && state.lane {
         job.doing = Doing::Probe;
         actions.push(Action::Probe { from: state.last_applied.clone(), at: job.trigger.at });
         Phase::Fetching(job)
-    } else if job.held.slot {
-        fetch(job, actions)
     } else {
-        job.doing = Doing::Slot;
-        actions.push(Action::AcquireSlot);
-        Phase::SlotWait(job)
+        fetch(job, actions)
     }
 }
 

@@ -16,14 +16,14 @@ fn suspended_with_poll() -> State {
     drive(suspended(), vec![Event::Tick(t(Poll))])
 }
 
-/// Resumed with a poll kept: its sync waits for a slot.
+/// Resumed with a poll kept: its sync fetches.
 fn resumed_poll() -> State {
-    drive(suspended_with_poll(), vec![Event::Resume, Event::Slot])
+    drive(suspended_with_poll(), vec![Event::Resume])
 }
 
 /// Resumed with a poll kept, then the change of variables merged into it.
 fn resumed_variables() -> State {
-    drive(suspended_with_poll(), vec![Event::Trigger(Some(t(Variables))), Event::Resume, Event::Slot])
+    drive(suspended_with_poll(), vec![Event::Trigger(Some(t(Variables))), Event::Resume])
 }
 
 fn suspended_backing_off() -> State {
@@ -122,20 +122,20 @@ fn resume_runs_one_sync_of_what_is_pending() {
             "a kept poll runs as a resume",
             suspended_with_poll,
             || Event::Resume,
-            "slot wait",
-            &["Observe(resume)", "AcquireSlot"],
+            "fetching",
+            &["Observe(resume)", "Fetch"],
         ),
         row(
             "which syncs the revision last applied again (the variables may have changed)",
-            resumed_poll,
-            || Event::Fetched(Ok(rev("a"))),
+            || drive(resumed_poll(), vec![Event::Fetched(Ok(rev("a")))]),
+            || Event::Slot,
             "fetching",
             &["Log(sync triggered resume a slot)", "Early(a)"],
         ),
         row(
             "so does a change of variables merged into the kept poll",
-            resumed_variables,
-            || Event::Fetched(Ok(rev("a"))),
+            || drive(resumed_variables(), vec![Event::Fetched(Ok(rev("a")))]),
+            || Event::Slot,
             "fetching",
             &["Log(sync triggered variables a slot)", "Early(a)"],
         ),
@@ -201,5 +201,5 @@ fn a_trigger_queued_before_the_suspend_waits_for_the_resume() {
     assert_eq!((state.phase.name(), queued(&state)), ("suspended", Some(Resync)));
     let (state, actions) = step(state, Event::Resume);
     let got: Vec<String> = actions.iter().map(tag).collect();
-    assert_eq!((state.phase.name(), got), ("slot wait", vec!["Observe(resume)".to_string(), "AcquireSlot".into()]));
+    assert_eq!((state.phase.name(), got), ("fetching", vec!["Observe(resume)".to_string(), "Fetch".into()]));
 }
