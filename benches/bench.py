@@ -1735,10 +1735,14 @@ def isolation_run(tmp, hung):
     config = os.path.join(run, "gitward.toml")
     open(config, "w").write("\n".join(text))
     log = os.path.join(run, "daemon.log")
-    watch = Watch(ns, "healthy")
     started = time.monotonic()
     daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=open(log, "w"))
-    first = watch.wait("push-0", started + 120)
+    first = None
+    while first is None and time.monotonic() < started + 120:
+        got = subprocess.run(["kubectl", "get", "configmap", "healthy", "-n", ns, "-o", "name"], capture_output=True)
+        first = time.monotonic() if got.returncode == 0 else None
+    # A watch of an object that does not exist yet ends at once: started once it does.
+    watch = Watch(ns, "healthy")
     latencies = []
     for k in range(1, ISOLATION_PUSHES + 1):
         time.sleep(1.0)
