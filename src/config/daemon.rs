@@ -65,8 +65,8 @@ pub struct DaemonConfig {
 /// keys of `[daemon]`. A fetch holds no sync slot; it holds one of its host's permits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fetching {
-    /// How many fetches may run at once against one remote host (host and port,
-    /// [`crate::source::remote_host`]) — `max_fetches_per_host`, at least 1. A host that hangs
+    /// How many fetches may run at once against one remote host (host and port) —
+    /// `max_fetches_per_host`, at least 1. A host that hangs
     /// or trickles fills only these; units of other hosts, and of local repositories (which
     /// take none), fetch beside it. Default 4.
     pub max_per_host: usize,

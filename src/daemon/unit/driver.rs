@@ -105,7 +105,7 @@ struct Kept {
     report: Option<Report>,
     failure: Option<crate::sync::Error>,
     backoff: Backoff,
-    /// The retry instant last published as the unit's backoff (status, metrics).
+    /// The retry instant last published (status, metrics).
     backoff_shown: Option<Instant>,
 }
 
@@ -134,7 +134,6 @@ struct Shared {
     yield_signal: crate::apply::Yield,
     metrics: Arc<Metrics>,
     sync_slots: Arc<Slots>,
-    /// The fetch permits of the unit's remote host; `None` for a local repository.
     fetch_host: Option<Arc<Semaphore>>,
     push_lane: Option<Arc<Semaphore>>,
     /// The unit's side of the path-unchanged rule, shared with its repository's watch.
@@ -304,20 +303,9 @@ impl Driver {
                 events.extend(self.act(action));
             }
         }
-        self.show_backoff();
-    }
-
-    /// Publishes when the next attempt is due while the unit backs off, and that it no longer
-    /// does (`/readyz?verbose`, `gitward_unit_backoff_until_seconds`), when that changed.
-    fn show_backoff(&mut self) {
-        let at = match self.state.phase {
-            Phase::BackingOff(at) => Some(at),
-            _ => None,
-        };
-        if at != self.kept.backoff_shown {
-            self.kept.backoff_shown = at;
-            super::observe::backoff(&self.shared.unit, &self.shared.status, &self.shared.metrics, at);
-        }
+        let at = if let Phase::BackingOff(at) = self.state.phase { Some(at) } else { None };
+        let shared = (&self.shared.status, &*self.shared.metrics);
+        super::observe::backoff(&self.shared.unit, shared, &mut self.kept.backoff_shown, at);
     }
 }
 
@@ -474,9 +462,7 @@ impl Driver {
         self.effects.engine_job = Some(Box::pin(ctx.run(effect)));
     }
 
-    /// Starts the fetch of a sync (it owns the engine) once it holds a permit of the unit's
-    /// remote host: no sync slot, so a source that hangs keeps only its own host's fetches
-    /// waiting.
+    /// Starts the fetch of a sync once it holds a permit of the unit's remote host (no slot).
     fn fetch(&mut self, at: std::time::Instant) {
         let (ctx, host) = (self.ctx.take().expect("one engine effect at a time"), self.shared.fetch_host.clone());
         self.effects.engine_job = Some(Box::pin(async move {

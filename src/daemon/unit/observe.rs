@@ -44,9 +44,19 @@ impl Observer for Metered {
     }
 }
 
-/// Publishes that `unit` backs off until `at` (its next attempt), or no longer does (`None`):
-/// in its status (`/readyz?verbose`), `gitward_unit_backoff_until_seconds` and the log.
-pub(super) fn backoff(unit: &str, status: &Status, metrics: &Metrics, at: Option<tokio::time::Instant>) {
+/// Publishes that `unit` backs off until `at` (its next attempt), or no longer does (`None`),
+/// when that differs from `shown` (then updated): in its status (`/readyz?verbose`),
+/// `gitward_unit_backoff_until_seconds` and the log.
+pub(super) fn backoff(
+    unit: &str,
+    (status, metrics): (&Status, &Metrics),
+    shown: &mut Option<tokio::time::Instant>,
+    at: Option<tokio::time::Instant>,
+) {
+    if *shown == at {
+        return;
+    }
+    *shown = at;
     let wait = at.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
     let until = wait.map(|wait| std::time::SystemTime::now() + wait);
     let unix = until.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());

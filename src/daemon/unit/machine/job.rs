@@ -99,6 +99,14 @@ pub(super) fn take(state: &mut State, idle: Phase, to: Revision, at: Instant, ac
     super::start(state, Job::new(Trigger::new(TriggerKind::Push, at), None, false), actions)
 }
 
+/// A push or webhook while the unit backs off from a failed fetch: the backoff starts over and
+/// the push runs at once (ticks meanwhile start nothing: the retry is the next attempt).
+pub(super) fn start_over(state: &mut State, t: Trigger, actions: &mut Vec<Action>) -> Phase {
+    actions.push(Action::ResetBackoff);
+    state.retry_at = None;
+    super::start(state, Job::new(t, None, false), actions)
+}
+
 /// Drops the lane and the slot the job holds.
 fn release(job: &mut Job, actions: &mut Vec<Action>) {
     if std::mem::take(&mut job.held.lane) {
@@ -150,6 +158,13 @@ pub(super) fn permit_then_early(state: &State, mut job: Job, revision: Revision,
     job.doing = Doing::EarlySlot;
     actions.push(Action::AcquireSlot);
     Phase::SlotWait(job)
+}
+
+/// The slot for the early apply of the revision fetched came.
+fn early_in_slot(mut job: Job, actions: &mut Vec<Action>) -> Phase {
+    job.held.slot = true;
+    let revision = job.revision.clone().expect("a revision fetched before the slot");
+    early(job, revision, actions)
 }
 
 /// The revision fetched goes: the sync is logged as triggered and applies early.
@@ -217,11 +232,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
                 None => fetch(job, actions),
             }
         }
-        (Doing::EarlySlot, Event::Slot) => {
-            job.held.slot = true;
-            let revision = job.revision.clone().expect("a revision fetched before the slot");
-            early(job, revision, actions)
-        }
+        (Doing::EarlySlot, Event::Slot) => early_in_slot(job, actions),
         (Doing::Untouched(_), Event::Slot) => {
             job.held.slot = true;
             fetch(job, actions)

@@ -8,10 +8,8 @@
 //! - **Coalescing.** A trigger that arrives while a sync runs and does not make it yield is kept
 //!   as the one queued trigger ([`keep`]: merged, it takes the more urgent kind and keeps what
 //!   each asked for, `crate::daemon::trigger`'s module docs).
-//! - **Fetching holds nothing.** A sync fetches before it asks for a slot or the lane: a
-//!   source that hangs, trickles or refuses keeps no other unit waiting (its fetch holds only a
-//!   permit of its remote host, taken by the driver). A poll that finds nothing new never
-//!   holds a slot.
+//! - **Fetching holds nothing.** A sync fetches before it asks for a slot or the lane (the
+//!   driver holds a permit of its remote host): a source that hangs keeps no other unit waiting.
 //! - **The push lane.** A push or webhook of a git unit is probed first
 //!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) fetches, applies
 //!   early in the lane, then waits for a slot for the rest; one that did not waits for a slot
@@ -32,9 +30,8 @@
 //! - **Health wait.** A reload cancels the wait; a new revision cancels it and records
 //!   nothing; the same revision asked for explicitly runs after it, a poll or push is ignored.
 //!   Drifted objects are healed during the wait without a slot.
-//! - **Retry.** How a job ended decides the backoff ([`retry`]). While a unit whose fetch
-//!   failed backs off, its polls and resyncs start nothing (the retry is its next attempt) and
-//!   a push or webhook starts the backoff over and runs at once.
+//! - **Retry.** How a job ended decides the backoff ([`retry`]). While a fetch failed, ticks
+//!   start nothing until the retry; a push or webhook starts the backoff over.
 //! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
 //!   queued trigger, run once when resumed; a job running when it is suspended runs to its end
 //!   (its health wait too, taking no trigger meanwhile), and then the unit stops in
@@ -91,9 +88,7 @@ pub(super) struct State {
     pub(super) suspended: bool,
     /// The unit's `depends_on` gate.
     pub(super) depends: Depends,
-    /// The last fetch failed (the source unreachable, hung or refusing): while backing off,
-    /// polls and resyncs start nothing — the retry is the next attempt — and a push or webhook
-    /// starts the backoff over and fetches at once.
+    /// The last fetch failed: while backing off, ticks start nothing ([`job::start_over`]).
     pub(super) fetch_failing: bool,
 }
 
@@ -244,8 +239,7 @@ enum Doing {
     Early,
     /// Waiting for a slot before a self-heal.
     Slot,
-    /// Waiting for a slot for the early apply of the revision fetched (a job that is not a
-    /// push of a git unit).
+    /// Waiting for a slot for the early apply of the revision fetched (not a git unit's push).
     EarlySlot,
     /// Waiting for a slot for a push that left the unit's path alone (the branch now here):
     /// a later push that touches it ends the wait.
@@ -511,14 +505,8 @@ fn on_idle(
     state.retry_at = retry_at;
     let source_down = retry_at.is_some() && state.fetch_failing;
     match event {
-        // The source failed to answer: a poll or resync would only queue the same attempt
-        // again; the retry is the next one.
         Event::Tick(_) if source_down => idle,
-        Event::Trigger(Some(t)) if source_down && t.kind.is_push() => {
-            actions.push(Action::ResetBackoff);
-            state.retry_at = None;
-            start(state, Job::new(t, None, false), actions)
-        }
+        Event::Trigger(Some(t)) if source_down && t.kind.is_push() => job::start_over(state, t, actions),
         Event::Trigger(Some(t)) | Event::Tick(t) => start(state, Job::new(t, None, false), actions),
         Event::Drift(events) => {
             actions.push(Action::NoteDrift(events));
@@ -551,9 +539,8 @@ pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> P
 }
 
 /// The first step of a sync: a push of a git unit holding no slot is probed; any other
-/// fetches at once, holding no slot (unless it has one already: the yielded one's): a source
-/// that hangs or fails holds nothing another unit needs. The slot (or the lane) is asked for
-/// once the fetch found a revision to apply ([`job::permit_then_early`]).
+/// fetches at once, holding no new slot; the slot or lane is asked for once the fetch found a
+/// revision to apply ([`job::permit_then_early`]).
 pub(super) fn begin_sync(state: &State, mut job: Job, actions: &mut Vec<Action>) -> Phase {
     if job.trigger.kind.is_push() && !job.held.slot && state.lane {
         job.doing = Doing::Probe;
