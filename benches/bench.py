@@ -41,6 +41,7 @@ import urllib.request
 import re
 import shutil
 import signal
+import socket
 import statistics
 import struct
 import subprocess
@@ -1691,6 +1692,88 @@ def foreign(n):
                                     "beside_kib": figures["beside"], "bytes_per_foreign_member": per_member})
 
 
+ISOLATION_HUNG = [0, 6, 50]
+ISOLATION_PUSHES = 10
+
+
+def hung_listener():
+    """A loopback listener that accepts every connection and never answers (a hung git server);
+    its port. The accepted sockets are kept open for the life of the process."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(256)
+    held = []
+
+    def accept():
+        while True:
+            held.append(server.accept()[0])
+
+    threading.Thread(target=accept, daemon=True).start()
+    return server.getsockname()[1]
+
+
+def isolation_run(tmp, hung):
+    """One `gitward run` (interval 5 s) of a healthy unit on a local repository beside `hung`
+    units whose remote never answers; ms from `git push` returning to a watch of the healthy
+    ConfigMap seeing each of ISOLATION_PUSHES pushes, one a second."""
+    ns = f"isolation-{hung}"
+    sh(["kubectl", "create", "namespace", ns])
+    run = os.path.join(tmp, f"hung-{hung}")
+    work, bare = os.path.join(run, "work"), os.path.join(run, "repo.git")
+    os.makedirs(work)
+    path = os.path.join(work, "cm.yaml")
+    cm = 'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: healthy\ndata:\n  index: "push-0"\n'
+    open(path, "w").write(cm)
+    sh(["git", "init", "-q", "--bare", "--initial-branch=main", bare])
+    sh(["git", "init", "-q", "--initial-branch=main", work])
+    commit(work, bare, "push-0")
+    port = hung_listener()
+    text = [f'[daemon]\nstate_dir = "{run}/state"\ninterval = "5s"\nresync_interval = "1h"\nself_heal = false\n',
+            f'[[sync]]\nname = "healthy"\nrepo = "{bare}"\nnamespace = "{ns}"\nhealth_timeout = "0s"\n']
+    for i in range(hung):
+        text.append(f'[[sync]]\nname = "hung-{i}"\nrepo = "http://127.0.0.1:{port}/r{i}.git"\nnamespace = "{ns}"\n')
+    config = os.path.join(run, "gitward.toml")
+    open(config, "w").write("\n".join(text))
+    log = os.path.join(run, "daemon.log")
+    started = time.monotonic()
+    daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=open(log, "w"))
+    first = None
+    while first is None and time.monotonic() < started + 120:
+        got = subprocess.run(["kubectl", "get", "configmap", "healthy", "-n", ns, "-o", "name"], capture_output=True)
+        first = time.monotonic() if got.returncode == 0 else None
+    # A watch of an object that does not exist yet ends at once: started once it does.
+    watch = Watch(ns, "healthy")
+    latencies = []
+    for k in range(1, ISOLATION_PUSHES + 1):
+        time.sleep(1.0)
+        latencies.append(push_and_watch(work, bare, path, k, watch))
+    watch.stop()
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=120)
+    return {"hung": hung, "first_sync_s": round(first - started, 2) if first else None,
+            "push_to_applied_ms": latencies}
+
+
+def isolation_scenario():
+    """`benches/run isolation`: push to applied of a healthy unit beside 0, 6 and 50 units whose
+    git remote accepts connections and never answers (one daemon each, `interval = "5s"`).
+    Writes target/bench/isolation.md and isolation.json."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-isolation-")
+    runs = [isolation_run(tmp, hung) for hung in ISOLATION_HUNG]
+    out = ["# gitward isolation: a healthy unit's pushes beside hung git remotes\n",
+           f"{ISOLATION_PUSHES} pushes a second apart to a unit on a local repository; push to applied from "
+           "`git push` returning to a `kubectl get --watch` of its ConfigMap seeing the new value. "
+           f"{os.cpu_count()} CPUs.\n",
+           "| hung remotes beside it | first sync after start | push p50 | push p95 | not applied in 60 s |",
+           "|---|---|---|---|---|"]
+    for r in runs:
+        lat = r["push_to_applied_ms"]
+        missed = sum(v is None for v in lat)
+        out.append(f"| {r['hung']} | {r['first_sync_s']} s | {percentile(lat, 0.5)} ms | {percentile(lat, 0.95)} ms "
+                   f"| {missed} |")
+    write_results("isolation", "\n".join(out), runs)
+
+
 def main():
     if sys.argv[1] == "scale-report":
         return scale_report()
@@ -1706,6 +1789,8 @@ def main():
         return mirror_scenario()
     if sys.argv[1] == "load":
         return load_scenario()
+    if sys.argv[1] == "isolation":
+        return isolation_scenario()
     # `benches/run push`: push to applied during a forced resync at 10,000 objects.
     if sys.argv[1:2] == ["push"]:
         return push_main()

@@ -189,8 +189,9 @@ struct UnitArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format);
+    let fetching = fetch_timeouts(&cli.command);
     // SAFETY: called once, before any thread (the runtime) exists and before any other git2 call.
-    unsafe { gitward::source::start_libgit2(Duration::from_secs(10), Duration::from_secs(60)) };
+    unsafe { gitward::source::start_libgit2(fetching.connect_timeout, fetching.idle_timeout) };
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("tokio runtime");
     let code = runtime.block_on(run(cli.command)).unwrap_or_else(|e| {
         tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
@@ -200,6 +201,16 @@ fn main() -> ExitCode {
     // shutdown gets one second, then the process exits anyway.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// The fetch timeouts of `gitward run`'s config (`[daemon] fetch_connect_timeout`,
+/// `fetch_idle_timeout`), read before the runtime starts (libgit2 takes them then); the
+/// defaults for other commands, or when the config does not load (the daemon then reports why).
+fn fetch_timeouts(command: &Command) -> gitward::config::Fetching {
+    match command {
+        Command::Run(args) => Config::load(&args.config).map(|c| c.daemon.fetching).unwrap_or_default(),
+        _ => gitward::config::Fetching::default(),
+    }
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {

@@ -14,6 +14,7 @@ mod apply;
 mod cli;
 mod daemon;
 mod faults;
+mod isolation;
 mod sources;
 mod untrusted;
 

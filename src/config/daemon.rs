@@ -42,6 +42,9 @@ pub struct DaemonConfig {
     /// `--max-mutating-requests-inflight` (200) — and bound memory when many units start together
     /// or a webhook flood triggers them all. Health waits do not hold a slot.
     pub max_concurrent_syncs: usize,
+    /// How fetches of units' sources are bounded (`max_fetches_per_host`,
+    /// `fetch_connect_timeout`, `fetch_idle_timeout`): [`Fetching`].
+    pub fetching: Fetching,
     /// Sharding of units across replicas (`[daemon.sharding]`, present): each unit is applied
     /// only by the replica holding its own Lease, assigned by rendezvous hashing over the live
     /// replicas. Default `None`: this replica applies every unit (or, with leader election,
@@ -56,6 +59,32 @@ pub struct DaemonConfig {
     /// unit pages and their live updates (the daemon's `ui` module). Default `None`: off, so the
     /// listener answers only what monitoring and webhooks need unless someone asks for more.
     pub ui: Option<Ui>,
+}
+
+/// How the daemon fetches units' sources (git remotes, chart repositories, OCI registries):
+/// keys of `[daemon]`. A fetch holds no sync slot; it holds one of its host's permits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fetching {
+    /// How many fetches may run at once against one remote host (host and port) —
+    /// `max_fetches_per_host`, at least 1. A host that hangs
+    /// or trickles fills only these; units of other hosts, and of local repositories (which
+    /// take none), fetch beside it. Default 4.
+    pub max_per_host: usize,
+    /// How long connecting to a remote may take (`fetch_connect_timeout`, humantime, longer
+    /// than zero): libgit2's server connect timeout and the chart/OCI HTTP client's connect
+    /// timeout. Default 5 s. Read at start: a reload does not change it.
+    pub connect_timeout: Duration,
+    /// How long a fetch may wait for the remote's next bytes (`fetch_idle_timeout`, humantime,
+    /// longer than zero): libgit2's server timeout on each read, and the HTTP client's read
+    /// timeout — a transfer that stops moving fails after it, one that moves slowly goes on.
+    /// Default 30 s. Read at start: a reload does not change it.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Fetching {
+    fn default() -> Self {
+        Self { max_per_host: 4, connect_timeout: Duration::from_secs(5), idle_timeout: Duration::from_secs(30) }
+    }
 }
 
 /// `[daemon.ui]`: who may read the dashboard.
@@ -139,6 +168,7 @@ impl Default for DaemonConfig {
             self_heal: true,
             leader_election: None,
             max_concurrent_syncs: 4,
+            fetching: Fetching::default(),
             sharding: None,
             default_service_account: None,
             ui: None,

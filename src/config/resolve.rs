@@ -223,13 +223,8 @@ impl Resolver<'_> {
 
     fn daemon(&self, raw: RawDaemon, clusters: &[ClusterConfig]) -> Result<DaemonConfig> {
         let default = DaemonConfig::default();
-        let max_concurrent_syncs = match raw.max_concurrent_syncs {
-            Some(value) if *value.get_ref() == 0 => {
-                return Err(self.invalid(Some(value.span()), "daemon.max_concurrent_syncs", "must be at least 1"));
-            }
-            Some(value) => value.into_inner(),
-            None => default.max_concurrent_syncs,
-        };
+        let max_concurrent_syncs = self.at_least_one(raw.max_concurrent_syncs, "daemon.max_concurrent_syncs")?;
+        let fetching = self.fetching(raw.max_fetches_per_host, raw.fetch_connect_timeout, raw.fetch_idle_timeout)?;
         Ok(DaemonConfig {
             state_dir: match raw.state_dir {
                 Some(dir) => self.file(dir, "daemon.state_dir")?,
@@ -249,7 +244,8 @@ impl Resolver<'_> {
                 Some(le) if le.enabled.unwrap_or(true) => Some(self.leader_election(le)?),
                 _ => None,
             },
-            max_concurrent_syncs,
+            max_concurrent_syncs: max_concurrent_syncs.unwrap_or(default.max_concurrent_syncs),
+            fetching,
             sharding: None,
             default_service_account: self.default_service_account(raw.default_service_account)?,
             ui: self.ui(raw.ui, raw.listen)?,
@@ -412,7 +408,11 @@ impl Resolver<'_> {
         Ok(self.base_dir.join(path))
     }
 
-    fn duration(&self, raw: Option<Spanned<HumanDuration>>, key: &str) -> Result<Option<std::time::Duration>> {
+    pub(super) fn duration(
+        &self,
+        raw: Option<Spanned<HumanDuration>>,
+        key: &str,
+    ) -> Result<Option<std::time::Duration>> {
         match raw {
             Some(value) if value.get_ref().0.is_zero() => {
                 Err(self.invalid(Some(value.span()), key, "must be longer than zero"))

@@ -72,6 +72,23 @@ fn concurrent_syncs_default_to_four_and_zero_is_refused() {
 }
 
 #[test]
+fn fetch_bounds_default_and_are_checked() {
+    assert_eq!(parse(MINIMAL).unwrap().daemon.fetching, crate::config::Fetching::default());
+    let text = "[daemon]\nmax_fetches_per_host = 2\nfetch_connect_timeout = \"3s\"\nfetch_idle_timeout = \"1m\"\n";
+    let fetching = parse(&format!("{text}{MINIMAL}")).unwrap().daemon.fetching;
+    assert_eq!((fetching.max_per_host, fetching.connect_timeout), (2, Duration::from_secs(3)));
+    assert_eq!(fetching.idle_timeout, Duration::from_secs(60));
+    for (line, says) in [
+        ("max_fetches_per_host = 0", "daemon.max_fetches_per_host: must be at least 1"),
+        ("fetch_connect_timeout = \"0s\"", "daemon.fetch_connect_timeout: must be longer than zero"),
+        ("fetch_idle_timeout = \"2days\"", "daemon.fetch_idle_timeout: must be at most 24h"),
+    ] {
+        let message = error(&format!("[daemon]\n{line}\n{MINIMAL}"));
+        assert!(message.contains(says), "{message}");
+    }
+}
+
+#[test]
 fn takeover_managers_default_to_client_side_apply_and_can_be_set() {
     let unit = &parse(MINIMAL).unwrap().units[0];
     assert_eq!(unit.takeover_managers, ["kubectl-client-side-apply", "before-first-apply"]);

@@ -136,34 +136,42 @@ pub fn keeps_readiness(error: &crate::sync::Error) -> bool {
 /// failed to parse ([`keeps_readiness`]); `[+]app suspended: 3f2a9c1e0b7d last applied` for a
 /// suspended unit; `[+]app waiting for dependencies: base: not healthy (progressing)` for one
 /// whose new revision waits for its `depends_on`; `[-]app failed: <error>` or `[-]app pending` for a unit not ready.
+/// A unit backing off after a failed sync ends its line with `; backing off until <RFC 3339
+/// time>` (its next attempt).
 pub fn readyz_lines(units: &BTreeMap<String, UnitStatus>) -> Vec<String> {
-    units
-        .iter()
-        .map(|(name, s)| {
-            let error = s.last_error.as_ref().map(|e| e.as_str());
-            if s.suspended {
-                let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
-                return format!("[+]{name} suspended: {rev} last applied");
-            }
-            if let Some(waiting) = &s.blocked {
-                return format!("[+]{name} waiting for dependencies: {waiting}");
-            }
-            if s.cache_synced && s.last_sync_ok == Some(true) {
-                let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
-                let failed = match s.failed_objects {
-                    0 => String::new(),
-                    n => format!(", {n} objects failed"),
-                };
-                let kept = error.map(|e| format!("; not applied: {e}")).unwrap_or_default();
-                return format!("[+]{name} ok: {rev} applied{failed}{kept}");
-            }
-            let state = if s.last_sync_ok == Some(false) { "failed" } else { "pending" };
-            match error {
-                Some(e) => format!("[-]{name} {state}: {e}"),
-                None => format!("[-]{name} {state}"),
-            }
-        })
-        .collect()
+    units.iter().map(|(name, s)| readyz_line(name, s) + &backing_off(s)).collect()
+}
+
+/// `; backing off until <time>` for a unit backing off, else nothing.
+fn backing_off(s: &UnitStatus) -> String {
+    let until = s.backoff_until.and_then(|t| jiff::Timestamp::try_from(t).ok());
+    until.map(|t| format!("; backing off until {}", t.round(jiff::Unit::Second).unwrap_or(t))).unwrap_or_default()
+}
+
+/// One unit's line of [`readyz_lines`], without its backoff.
+fn readyz_line(name: &str, s: &UnitStatus) -> String {
+    let error = s.last_error.as_ref().map(|e| e.as_str());
+    if s.suspended {
+        let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
+        return format!("[+]{name} suspended: {rev} last applied");
+    }
+    if let Some(waiting) = &s.blocked {
+        return format!("[+]{name} waiting for dependencies: {waiting}");
+    }
+    if s.cache_synced && s.last_sync_ok == Some(true) {
+        let rev = s.last_revision.as_deref().map_or("-", |r| &r[..r.len().min(12)]);
+        let failed = match s.failed_objects {
+            0 => String::new(),
+            n => format!(", {n} objects failed"),
+        };
+        let kept = error.map(|e| format!("; not applied: {e}")).unwrap_or_default();
+        return format!("[+]{name} ok: {rev} applied{failed}{kept}");
+    }
+    let state = if s.last_sync_ok == Some(false) { "failed" } else { "pending" };
+    match error {
+        Some(e) => format!("[-]{name} {state}: {e}"),
+        None => format!("[-]{name} {state}"),
+    }
 }
 
 /// The sd_notify `STATUS=` line: per unit the state, revision, tracked objects and, once a
@@ -350,6 +358,21 @@ mod tests {
                 "[-]c failed: git: unreachable",
                 "[-]d pending",
             ]
+        );
+    }
+
+    #[test]
+    fn readyz_verbose_says_a_unit_backs_off_and_until_when() {
+        let until = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_800_000_000);
+        let hung = UnitStatus {
+            last_sync_ok: Some(false),
+            last_error: Some(Masked::new("git: timed out")),
+            backoff_until: Some(until),
+            ..UnitStatus::default()
+        };
+        assert_eq!(
+            readyz_lines(&BTreeMap::from([("hung".to_string(), hung)])),
+            ["[-]hung failed: git: timed out; backing off until 2027-01-15T08:00:00Z"]
         );
     }
 

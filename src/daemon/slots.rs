@@ -5,7 +5,9 @@
 //! starts while a unit waits for its first sync: with thousands of units, the first syncs of the
 //! last ones are not queued behind the resyncs of the first (with one fair FIFO queue, 688 of
 //! 5,000 units resynced while the last first syncs still waited). Pushes that changed the
-//! unit's path take the push lane, not a slot (`daemon::unit::sync`).
+//! unit's path take the push lane, not a slot (`daemon::unit::sync`). No fetch holds a slot: a
+//! sync asks for one once its fetch found a revision to apply, and the fetch holds a permit of
+//! its remote host ([`FetchHosts`]).
 //!
 //! A slot is held as a [`Slot`]; dropping it hands it to the next waiter at once. A waiter that
 //! stops waiting (its future dropped) gives up its place; a slot already handed to it goes on
@@ -128,6 +130,30 @@ impl Slots {
     }
 }
 
+/// The fetch permits of each remote host (`[daemon] max_fetches_per_host`): a unit's fetch
+/// holds one of its source's host while it runs, and holds no sync slot, so a host that hangs
+/// or trickles fills only its own share and never delays a unit of another source. A local
+/// repository's fetch takes none.
+#[derive(Debug)]
+pub struct FetchHosts {
+    per_host: usize,
+    hosts: Mutex<std::collections::HashMap<String, Arc<tokio::sync::Semaphore>>>,
+}
+
+impl FetchHosts {
+    /// Hosts of `per_host` permits each (at least 1: config validation), made as first asked for.
+    pub fn new(per_host: usize) -> Arc<Self> {
+        Arc::new(Self { per_host: per_host.max(1), hosts: Mutex::default() })
+    }
+
+    /// The permits of `host` (as [`crate::source::remote_host`] names it), shared by every
+    /// unit fetching from it.
+    pub fn of(&self, host: &str) -> Arc<tokio::sync::Semaphore> {
+        let mut hosts = self.hosts.lock().expect("fetch hosts lock");
+        hosts.entry(host.to_owned()).or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.per_host))).clone()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +221,15 @@ mod tests {
         resync.await.unwrap();
         assert_eq!(*order.lock().unwrap(), ["first", "resync"]);
         assert_eq!(slots.waiting(), [0, 0, 0]);
+    }
+
+    #[tokio::test]
+    async fn a_host_that_holds_all_its_fetch_permits_leaves_other_hosts_theirs() {
+        let hosts = FetchHosts::new(2);
+        let hung = hosts.of("hung:80");
+        let _held = (hung.clone().acquire_owned().await.unwrap(), hung.clone().acquire_owned().await.unwrap());
+        assert!(hosts.of("hung:80").try_acquire().is_err(), "the hung host's share is full");
+        assert!(hosts.of("healthy").try_acquire().is_ok(), "another host's fetch waited for the hung one");
     }
 
     #[tokio::test]

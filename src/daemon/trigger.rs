@@ -369,6 +369,11 @@ pub struct UnitStatus {
     /// syncs once they are ready. Masked: a `ready_expr` error may quote what it read. Kept
     /// by [`Status::set`]; set by [`Status::set_blocked`].
     pub blocked: Option<crate::telemetry::Masked>,
+    /// While the unit backs off after a failed sync (its source unreachable or hung, its apply
+    /// failed): when its next attempt is due. Polls start nothing meanwhile while its source
+    /// fails; a push or webhook starts the backoff over. `None` when it is not backing off.
+    /// Kept by [`Status::set`]; set by [`Status::set_backoff`].
+    pub backoff_until: Option<std::time::SystemTime>,
 }
 
 /// Status of every unit, shared between unit tasks and the HTTP server; and whether this
@@ -394,12 +399,19 @@ impl Status {
         let mut units = self.0.write().expect("status lock");
         status.suspended = units.get(unit).is_some_and(|s| s.suspended);
         status.blocked = units.get(unit).and_then(|s| s.blocked.clone());
+        status.backoff_until = units.get(unit).and_then(|s| s.backoff_until);
         units.insert(unit.to_string(), status);
     }
 
     /// Sets or clears what `unit` waits for ([`UnitStatus::blocked`]).
     pub fn set_blocked(&self, unit: &str, blocked: Option<crate::telemetry::Masked>) {
         self.0.write().expect("status lock").entry(unit.to_string()).or_default().blocked = blocked;
+    }
+
+    /// Sets or clears when `unit`'s next attempt is due while it backs off
+    /// ([`UnitStatus::backoff_until`]).
+    pub fn set_backoff(&self, unit: &str, until: Option<std::time::SystemTime>) {
+        self.0.write().expect("status lock").entry(unit.to_string()).or_default().backoff_until = until;
     }
 
     /// Marks `unit` suspended or not ([`UnitStatus::suspended`]).

@@ -55,8 +55,11 @@ pub(super) struct Units {
     pub(super) clusters: Registry,
     /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
     pub(super) sync_slots: Arc<super::slots::Slots>,
+    /// The fetch permits of each remote host (`[daemon] max_fetches_per_host`), shared by
+    /// every unit task: a fetch holds its host's, and no sync slot.
+    pub(super) fetch_hosts: Arc<super::slots::FetchHosts>,
     /// The push lane ([`super::unit::PUSH_LANE`] permits), shared by every unit task: a push's
-    /// fetch and early apply hold one of these instead of a sync slot.
+    /// early apply holds one of these instead of a sync slot.
     pub(super) push_lane: Arc<tokio::sync::Semaphore>,
     /// The per-unit status the tasks publish.
     pub(super) status: Status,
@@ -287,6 +290,7 @@ impl Units {
             },
             queues: super::unit::Queues {
                 sync_slots: self.sync_slots.clone(),
+                fetch_host: fetch_host(unit).map(|host| self.fetch_hosts.of(&host)),
                 push_lane: unit.is_git().then(|| self.push_lane.clone()),
                 quiet: quiet.clone(),
             },
@@ -347,5 +351,14 @@ async fn stop(units: Vec<RunningUnit>, grace: Duration) {
         if tokio::time::timeout_at(deadline, r.task).await.is_err() {
             abort.abort();
         }
+    }
+}
+
+/// The remote host `unit`'s fetch goes to (a chart unit's chart repository, else its
+/// repository or registry); `None` for a local repository.
+fn fetch_host(unit: &crate::config::SyncUnit) -> Option<String> {
+    match &unit.helm.chart {
+        Some(chart) => crate::source::remote_host(&chart.repo_url),
+        None => crate::source::remote_host(&unit.repo),
     }
 }

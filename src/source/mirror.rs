@@ -144,20 +144,33 @@ fn open_error(unit: &str, path: &Path, message: String) -> Error {
 /// a fetch with [`Error::FetchFailed`] instead of blocking a worker thread for minutes.
 ///
 /// `connect` bounds establishing a connection (libgit2's default: none, the OS's ~2 minutes);
-/// `io` bounds each read or write on an open connection (libgit2's default: none). 10 s and
-/// 60 s are reasonable for a daemon. A value over `i32::MAX` ms is capped.
+/// `io` bounds each read or write on an open connection (libgit2's default: none): a remote
+/// that stops sending fails the fetch after it. The daemon passes `[daemon]
+/// fetch_connect_timeout` and `fetch_idle_timeout` (5 s and 30 s by default). A value over
+/// `i32::MAX` ms is capped. The chart and OCI clients built afterwards take the same two
+/// ([`network_timeouts`]).
 ///
 /// # Safety
 ///
 /// This writes libgit2 globals without synchronisation (`git_libgit2_opts`): call it once from
 /// `main`, before any thread (and so before the tokio runtime) is started.
 pub unsafe fn configure_network_timeouts(connect: Duration, io: Duration) {
+    let _ = NETWORK_TIMEOUTS.set((connect, io));
     let millis = |d: Duration| i32::try_from(d.as_millis()).unwrap_or(i32::MAX);
     // SAFETY: the caller guarantees no other thread runs libgit2 yet. Both calls cannot fail.
     unsafe {
         let _ = git2::opts::set_server_connect_timeout_in_milliseconds(millis(connect));
         let _ = git2::opts::set_server_timeout_in_milliseconds(millis(io));
     }
+}
+
+/// The timeouts [`configure_network_timeouts`] set, once set.
+static NETWORK_TIMEOUTS: std::sync::OnceLock<(Duration, Duration)> = std::sync::OnceLock::new();
+
+/// The connect and idle (per-read) timeouts of fetches, as [`configure_network_timeouts`] set
+/// them; the defaults of `[daemon]` (5 s, 30 s) when it was not called.
+pub fn network_timeouts() -> (Duration, Duration) {
+    NETWORK_TIMEOUTS.get().copied().unwrap_or((Duration::from_secs(5), Duration::from_secs(30)))
 }
 
 /// Creates the parent directories and an empty bare repository.

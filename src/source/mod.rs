@@ -57,7 +57,7 @@ pub use credentials::{Credentials, MAX_AUTH_ATTEMPTS};
 pub use dirs::matching_dirs;
 pub use error::{Error, Result};
 pub use memory::{MAPPED_PACK_FILES, MAPPED_PACK_LIMIT, limit_mapped_packs};
-pub use mirror::configure_network_timeouts;
+pub use mirror::{configure_network_timeouts, network_timeouts};
 pub use probe::{PushProbe, Touch};
 pub use shared::{Handle, MAX_IDLE_HANDLES, fetches_total};
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
@@ -133,6 +133,14 @@ impl Revision {
         }
         self.0.get(..12).unwrap_or(&self.0)
     }
+}
+
+/// The network host `repo` is fetched from, with its port when its URL names one
+/// (`git.example.com`, `127.0.0.1:8080`, an `oci://` registry, the host of an scp-like
+/// `git@host:path`); `None` for a local path or a `file://` URL. What fetches are bounded by
+/// (`[daemon] max_fetches_per_host`).
+pub fn remote_host(repo: &str) -> Option<String> {
+    remote::host(repo)
 }
 
 /// A revision as the one-line summaries print it (`gitward sync`, `validate`, `status`): a

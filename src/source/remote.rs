@@ -48,6 +48,22 @@ pub(super) fn ssh_port(url: &str) -> Option<u16> {
     matches!(parsed.scheme(), "ssh" | "ssh+git" | "git+ssh").then(|| parsed.port().unwrap_or(22))
 }
 
+/// The network host `repo` is fetched from, with its port when the URL names one
+/// (`git.example.com`, `127.0.0.1:8080`; an `oci://` registry, an scp-like `git@host:path`'s
+/// host); `None` for a local path or a `file://` URL.
+pub(super) fn host(repo: &str) -> Option<String> {
+    if !repo.contains("://") {
+        let (head, _) = repo.split_once(':').filter(|_| is_scp_like(repo))?;
+        return Some(head.rsplit_once('@').map_or(head, |(_, host)| host).to_ascii_lowercase());
+    }
+    let parsed = url::Url::parse(repo).ok()?;
+    let host = parsed.host_str().filter(|h| !h.is_empty() && parsed.scheme() != "file")?;
+    Some(match parsed.port() {
+        Some(port) => format!("{host}:{port}"),
+        None => host.to_owned(),
+    })
+}
+
 /// git's rule: `[user@]host:path` with the first `:` before any `/` is an SSH remote.
 fn is_scp_like(repo: &str) -> bool {
     match (repo.find(':'), repo.find('/')) {
@@ -60,6 +76,18 @@ fn is_scp_like(repo: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_of_a_remote_is_its_url_or_scp_host_and_port_and_none_for_local_paths() {
+        assert_eq!(host("https://tok@Git.Example.com/a/b.git").as_deref(), Some("git.example.com"));
+        assert_eq!(host("http://127.0.0.1:8080/x.git").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(host("oci://ghcr.io/org/app").as_deref(), Some("ghcr.io"));
+        assert_eq!(host("ssh://git@host:2222/r.git").as_deref(), Some("host:2222"));
+        assert_eq!(host("git@github.com:org/r.git").as_deref(), Some("github.com"));
+        assert_eq!(host("file:///srv/git/r"), None);
+        assert_eq!(host("/srv/git/r"), None);
+        assert_eq!(host("relative/dir"), None);
+    }
 
     #[test]
     fn urls_and_scp_remotes_are_kept_and_paths_made_absolute() {

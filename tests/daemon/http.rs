@@ -136,6 +136,7 @@ fn ready() -> UnitStatus {
         last_error: None,
         suspended: false,
         blocked: None,
+        backoff_until: None,
     }
 }
 

@@ -103,18 +103,15 @@ impl Kept {
             .filter_map(|(k, v)| Some((k.to_owned(), v.as_deref()?.to_owned())))
             .collect();
         let controller = OwnerReference { controller: Some(true), ..OwnerReference::default() };
-        let applies: Vec<ManagedFieldsEntry> = member
-            .applies
-            .iter()
-            .map(|(manager, fingerprint)| compact_apply_entry(manager, *fingerprint))
-            .collect();
+        let applies: Vec<ManagedFieldsEntry> =
+            member.applies.iter().map(|(manager, fingerprint)| compact_apply_entry(manager, *fingerprint)).collect();
         let metadata = ObjectMeta {
             name: Some(name.to_string()),
             namespace: namespace.as_deref().map(str::to_owned),
             uid: Some(member.uid.to_string()),
             resource_version: Some(member.resource_version.to_string()),
             generation: member.generation,
-            deletion_timestamp: member.deleting.then(|| Time(jiff::Timestamp::UNIX_EPOCH)),
+            deletion_timestamp: member.deleting.then_some(Time(jiff::Timestamp::UNIX_EPOCH)),
             annotations: (!annotations.is_empty()).then_some(annotations),
             labels: Some(BTreeMap::from([(PART_OF.to_owned(), value.to_owned())])),
             owner_references: member.controlled.then(|| vec![controller]),
@@ -152,7 +149,8 @@ mod tests {
 
     /// The bytes a kept member takes: its own size and its strings' (allocator rounding aside).
     fn bytes(member: &Member) -> usize {
-        let strings = [Some(&member.uid), Some(&member.resource_version), member.desired_hash.as_ref(), member.prune.as_ref()];
+        let strings =
+            [Some(&member.uid), Some(&member.resource_version), member.desired_hash.as_ref(), member.prune.as_ref()];
         std::mem::size_of::<Member>()
             + strings.into_iter().flatten().map(|s| s.len()).sum::<usize>()
             + member.applies.iter().map(|(m, _)| m.len() + std::mem::size_of::<(Box<str>, u64)>()).sum::<usize>()
@@ -174,7 +172,11 @@ mod tests {
         assert_eq!(read.metadata.name, whole.metadata.name);
         assert_eq!(read.metadata.namespace, whole.metadata.namespace);
         let labels = read.metadata.labels.clone().unwrap_or_default();
-        assert_eq!(labels, BTreeMap::from([(PART_OF.to_owned(), "applyset-x-v1".to_owned())]), "the route's label only");
+        assert_eq!(
+            labels,
+            BTreeMap::from([(PART_OF.to_owned(), "applyset-x-v1".to_owned())]),
+            "the route's label only"
+        );
     }
 
     #[test]

@@ -24,6 +24,7 @@
 //! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
 //! | `gitward_unit_ready` | gauge, 0 or 1 | `unit`, `reason` (`healthy`, `failed`, `degraded`, `progressing`, `unknown`, `suspended`, `never_synced`): 1 when the last sync applied whole and every member is `Current`; one series per unit ([`unit`]) |
 //! | `gitward_unit_failing_since_seconds` | gauge, unix time | `unit`: the first failed sync of the current run of failures; absent when the last sync did not fail |
+//! | `gitward_unit_backoff_until_seconds` | gauge, unix time | `unit`: while a unit backs off after a failed sync (its source unreachable, its apply failed), when its next attempt is due; 0 when it is not backing off |
 //! | `gitward_unit_objects` | gauge | `unit`: members the unit's cache tracks after its last sync |
 //! | `gitward_unit_cache_bytes` | gauge | `unit`: estimated bytes of its metadata cache ([`crate::cluster::cache::MetadataCache::estimated_bytes`]) |
 //! | `gitward_unit_render_seconds`, `gitward_unit_apply_seconds` | gauge | `unit`: the last sync's load (read, render, parse) and the rest of it |
@@ -68,13 +69,15 @@ fn duration_buckets() -> impl Iterator<Item = f64> {
 }
 
 /// Registers the 0/1 gauges of a unit's state: `unit_suspended` and
-/// `unit_waiting_for_dependencies`.
-fn unit_gauges(registry: &mut Registry) -> (Family<UnitLabels, Gauge>, Family<UnitLabels, Gauge>) {
-    let (suspended, blocked) = (Family::default(), Family::default());
+/// `unit_waiting_for_dependencies`; and `unit_backoff_until_seconds`.
+fn unit_gauges(registry: &mut Registry) -> [Family<UnitLabels, Gauge>; 3] {
+    let (suspended, blocked, backoff) = (Family::default(), Family::default(), Family::default());
+    let help = "While a unit backs off after a failed sync, when its next attempt is due (unix seconds); else 0";
+    registry.register("unit_backoff_until_seconds", help, backoff.clone());
     registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
     let help = "1 while a unit's new revision waits for the units it depends on (depends_on), else 0";
     registry.register("unit_waiting_for_dependencies", help, blocked.clone());
-    (suspended, blocked)
+    [suspended, blocked, backoff]
 }
 
 fn duration_histogram() -> Histogram {
@@ -143,6 +146,7 @@ pub struct Metrics {
     suspended_triggers: Family<KindLabels, Counter>,
     suspended: Family<UnitLabels, Gauge>,
     blocked: Family<UnitLabels, Gauge>,
+    backoff: Family<UnitLabels, Gauge>,
     objects_health: Family<HealthLabels, Gauge>,
     time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
     /// Which cluster each unit applies to, and the sharding metrics.
@@ -218,7 +222,7 @@ impl Metrics {
             "Sync requests a suspended unit did not act on, by what asked",
             suspended_triggers.clone(),
         );
-        let (suspended, blocked) = unit_gauges(&mut registry);
+        let [suspended, blocked, backoff] = unit_gauges(&mut registry);
         registry.register(
             "objects_health",
             "The unit's members by health as its last health judgement left them (as gitward status counts them)",
@@ -249,6 +253,7 @@ impl Metrics {
             suspended_triggers,
             suspended,
             blocked,
+            backoff,
             objects_health,
             time_to_healthy,
             revisions: Mutex::default(),
@@ -358,6 +363,12 @@ impl Metrics {
         self.blocked.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(blocked));
     }
 
+    /// Sets `gitward_unit_backoff_until_seconds{unit}`: when the next attempt of `unit`, backing
+    /// off, is due (unix seconds), or 0 (`None`) when it is not backing off.
+    pub fn set_backoff(&self, unit: &str, until: Option<i64>) {
+        self.backoff.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(until.unwrap_or(0));
+    }
+
     /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
     /// they stop being exported after a reload. Counters and the histogram are kept: they are
     /// cumulative, and Prometheus handles a series that stops.
@@ -369,6 +380,7 @@ impl Metrics {
         self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
         self.suspended.remove(&UnitLabels { unit: unit.to_owned() });
         self.blocked.remove(&UnitLabels { unit: unit.to_owned() });
+        self.backoff.remove(&UnitLabels { unit: unit.to_owned() });
         for health in ["healthy", "progressing", "degraded"] {
             self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }

@@ -143,6 +143,7 @@ fn units(
         clusters,
         // Sized at start; a reload does not resize it (the running units keep their slots).
         sync_slots: crate::daemon::slots::Slots::new(config.daemon.max_concurrent_syncs),
+        fetch_hosts: crate::daemon::slots::FetchHosts::new(config.daemon.fetching.max_per_host),
         push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
         status: status.clone(),
         metrics: metrics.clone(),

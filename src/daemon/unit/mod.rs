@@ -79,9 +79,12 @@ pub struct Queues {
     /// holds one while it runs (not during the health wait); handed out first to units that
     /// have not synced yet, then to triggered syncs, then to resyncs ([`crate::daemon::slots`]).
     pub sync_slots: Arc<crate::daemon::slots::Slots>,
-    /// The push lane shared by every unit ([`PUSH_LANE`] permits): a push or webhook fetches and
-    /// sends its changed objects early holding one of these instead of a sync slot, so a push
-    /// is applied even while every sync slot is taken; the rest of its sync takes a slot.
+    /// The fetch permits of the unit's remote host ([`crate::daemon::slots::FetchHosts`]),
+    /// held by each fetch of a sync instead of a slot; `None` for a local repository.
+    pub fetch_host: Option<Arc<tokio::sync::Semaphore>>,
+    /// The push lane shared by every unit ([`PUSH_LANE`] permits): a push or webhook sends its
+    /// changed objects early holding one of these instead of a sync slot, so a push is applied
+    /// even while every sync slot is taken; the rest of its sync takes a slot.
     /// `None` for a unit whose revision is not a git commit (a chart unit, an OCI artifact):
     /// its fetch is a network download with nothing to send early, and it syncs in a slot.
     pub push_lane: Option<Arc<tokio::sync::Semaphore>>,

@@ -49,6 +49,30 @@ impl Observer for Metered {
     }
 }
 
+/// Publishes that `unit` backs off until `at` (its next attempt), or no longer does (`None`),
+/// when that differs from `shown` (then updated): in its status (`/readyz?verbose`),
+/// `gitward_unit_backoff_until_seconds` and the log.
+pub(super) fn backoff(
+    unit: &str,
+    (status, metrics): (&Status, &Metrics),
+    shown: &mut Option<tokio::time::Instant>,
+    at: Option<tokio::time::Instant>,
+) {
+    if *shown == at {
+        return;
+    }
+    *shown = at;
+    let wait = at.map(|at| at.saturating_duration_since(tokio::time::Instant::now()));
+    let until = wait.map(|wait| std::time::SystemTime::now() + wait);
+    let unix = until.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok());
+    status.set_backoff(unit, until);
+    metrics.set_backoff(unit, unix.map(|d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX)));
+    if let Some(wait) = wait {
+        let retry_in_ms = u64::try_from(wait.as_millis()).unwrap_or(u64::MAX);
+        tracing::info!(unit, retry_in_ms, "backing off");
+    }
+}
+
 /// Keeps a unit's readiness status: ready once a sync ran against a cluster that answered
 /// (objects the API server refused leave it ready, an outage does not; a parse error keeps
 /// what it was, [`crate::daemon::decide::keeps_readiness`]), with the health counts of a
@@ -75,6 +99,7 @@ impl Readiness {
             last_error: None,
             suspended: false,
             blocked: None,
+            backoff_until: None,
         };
         self.status.set(&self.unit, status);
     }

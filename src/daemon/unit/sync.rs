@@ -1,10 +1,11 @@
 //! The engine's side of one sync, and the two ways a push gets ahead of other work (decided by
 //! `machine`, run by `driver`).
 //!
-//! - **The push lane.** A push or webhook fetches and sends its changed objects early
-//!   ([`Engine::early`]) holding a permit of the small push lane shared by every unit, not a
+//! - **The push lane.** A push or webhook fetches (holding only a permit of its remote host,
+//!   none for a local repository), then sends its changed objects early ([`Engine::early`])
+//!   holding a permit of the small push lane shared by every unit, not a
 //!   `max_concurrent_syncs` slot; only the rest of its sync ([`Engine::sync_rest`]) waits for a
-//!   slot. Other triggers take a slot first, and so does a push that changed no file under the
+//!   slot. Other triggers fetch the same way and then take a slot, and a push that changed no file under the
 //!   unit's path ([`crate::sync::repo::Repo::push_touches`]: told from the one fetch and tree
 //!   diff of the shared mirror), so that of 1,000 units following one repository, the one a
 //!   push changed does not queue in the lane behind the 999 others; a later push that changes

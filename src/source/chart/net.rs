@@ -75,7 +75,9 @@ impl Net {
     /// A client for `unit` whose own repository is `own` (as the allow-list compares it):
     /// extra CA certificates `ca_pem`, credentials `basic` for the origin of `origin` (the
     /// URL requests to that repository go to: `own` itself, or a registry's `https://host`),
-    /// a request timeout, the allow-list in its redirect policy and resolver.
+    /// a request timeout (connect and per read; each at most the fetch timeouts,
+    /// [`crate::source::network_timeouts`]), the allow-list in its redirect policy and
+    /// resolver.
     ///
     /// Errors: [`Error::Credentials`] for a CA file without a certificate,
     /// [`Error::FetchFailed`] when the client cannot be built.
@@ -91,10 +93,11 @@ impl Net {
         super::install_crypto_provider();
         let allow = Arc::new(allow.clone());
         let repo = own.map(redact).unwrap_or_default();
+        let (connect, idle) = crate::source::network_timeouts();
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("gitward/", env!("CARGO_PKG_VERSION")))
-            .connect_timeout(timeout)
-            .read_timeout(timeout)
+            .connect_timeout(timeout.min(connect))
+            .read_timeout(timeout.min(idle))
             .redirect(redirect_policy(allow.clone()))
             .dns_resolver(Arc::new(Resolver { allow: allow.clone() }));
         if let Some(pem) = ca_pem {

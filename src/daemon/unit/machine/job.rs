@@ -2,9 +2,12 @@
 //! slot, applying (the rest of the sync, a self-heal, the record of a failure).
 
 use super::{
-    Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, after, begin_sync, fetch, keep,
+    Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, begin_sync, fetch, keep, start,
+    suspend,
 };
 use std::time::Instant;
+
+use crate::daemon::unit::{Retry, retry};
 
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::health::ready::Waiting;
@@ -16,10 +19,17 @@ pub(super) fn fetching(state: &mut State, mut job: Job, event: Event, actions: &
         (Doing::Probe, Event::Probed(touch)) => probed(state, job, touch, actions),
         (Doing::Lane, Event::Lane) => {
             job.held.lane = true;
-            fetch(job, actions)
+            let revision = job.revision.clone().expect("a revision fetched before the lane");
+            early(job, revision, actions)
         }
-        (Doing::Fetch, Event::Fetched(Err(Failed))) => Phase::Fetching(fail(job, actions)),
-        (Doing::Fetch, Event::Fetched(Ok(revision))) => fetched(state, job, revision, actions),
+        (Doing::Fetch, Event::Fetched(Err(Failed))) => {
+            state.fetch_failing = true;
+            Phase::Fetching(fail(job, actions))
+        }
+        (Doing::Fetch, Event::Fetched(Ok(revision))) => {
+            state.fetch_failing = false;
+            fetched(state, job, revision, actions)
+        }
         (Doing::Gate, Event::Gated(waiting)) => gated(state, job, waiting, actions),
         (Doing::Early, Event::Early(objects)) => early_done(job, objects, actions),
         (Doing::Fail, Event::FailRecorded) => after(state, Ran::Synced(false), None, false, actions),
@@ -52,11 +62,7 @@ fn probed(state: &mut State, mut job: Job, touch: Option<Touch>, actions: &mut V
             actions.push(Action::AcquireSlot);
             Phase::SlotWait(job)
         }
-        _ => {
-            job.doing = Doing::Lane;
-            actions.push(Action::AcquireLane);
-            Phase::Fetching(job)
-        }
+        _ => fetch(job, actions),
     }
 }
 
@@ -96,6 +102,14 @@ pub(super) fn take(state: &mut State, idle: Phase, to: Revision, at: Instant, ac
     super::start(state, Job::new(Trigger::new(TriggerKind::Push, at), None, false), actions)
 }
 
+/// A push or webhook while the unit backs off from a failed fetch: the backoff starts over and
+/// the push runs at once (ticks meanwhile start nothing: the retry is the next attempt).
+pub(super) fn start_over(state: &mut State, t: Trigger, actions: &mut Vec<Action>) -> Phase {
+    actions.push(Action::ResetBackoff);
+    state.retry_at = None;
+    super::start(state, Job::new(t, None, false), actions)
+}
+
 /// Drops the lane and the slot the job holds.
 fn release(job: &mut Job, actions: &mut Vec<Action>) {
     if std::mem::take(&mut job.held.lane) {
@@ -129,6 +143,30 @@ fn fetched(state: &mut State, mut job: Job, revision: Revision, actions: &mut Ve
         actions.push(Action::Gate(revision));
         return Phase::Fetching(job);
     }
+    permit_then_early(state, job, revision, actions)
+}
+
+/// The revision fetched goes, once the job holds what its early apply runs in: a push of a
+/// git unit waits for the lane, any other job for a slot; one that holds either goes at once.
+/// The fetch before held neither, so a fetch that hangs keeps no other unit waiting.
+pub(super) fn permit_then_early(state: &State, mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
+    if job.held.slot || job.held.lane {
+        return early(job, revision, actions);
+    }
+    if job.trigger.kind.is_push() && state.lane {
+        job.doing = Doing::Lane;
+        actions.push(Action::AcquireLane);
+        return Phase::Fetching(job);
+    }
+    job.doing = Doing::EarlySlot;
+    actions.push(Action::AcquireSlot);
+    Phase::SlotWait(job)
+}
+
+/// The slot for the early apply of the revision fetched came.
+fn early_in_slot(mut job: Job, actions: &mut Vec<Action>) -> Phase {
+    job.held.slot = true;
+    let revision = job.revision.clone().expect("a revision fetched before the slot");
     early(job, revision, actions)
 }
 
@@ -150,7 +188,7 @@ fn gated(state: &mut State, mut job: Job, waiting: Vec<Waiting>, actions: &mut V
         if state.depends.blocked_by.take().is_some() {
             actions.push(Action::Log(Log::DependenciesReady { revision: revision.clone() }));
         }
-        return early(job, revision, actions);
+        return permit_then_early(state, job, revision, actions);
     }
     release(&mut job, actions);
     if state.depends.blocked_by.as_ref() != Some(&waiting) {
@@ -197,6 +235,7 @@ pub(super) fn slot_wait(state: &mut State, mut job: Job, event: Event, actions: 
                 None => fetch(job, actions),
             }
         }
+        (Doing::EarlySlot, Event::Slot) => early_in_slot(job, actions),
         (Doing::Untouched(_), Event::Slot) => {
             job.held.slot = true;
             fetch(job, actions)
@@ -369,4 +408,45 @@ fn rested(state: &mut State, mut job: Job, result: Result<Rested, Failed>, actio
     actions.push(Action::Publish(job.trigger));
     actions.push(Action::BeginWait);
     Phase::Health(Health { revision: rested.revision, ran: Ran::Synced(rested.ok), after: None, busy: Busy::Beginning })
+}
+
+/// The next phase after a job (and its wait) that `ran`: the retry decided ([`retry`]), the
+/// drift events of its own writes dropped, and `next` (else the queued trigger) run at once,
+/// holding the slot when `slot`; else idle or backing off; stopped when stopping.
+pub(in crate::daemon::unit) fn after(
+    state: &mut State,
+    ran: Ran,
+    next: Option<Trigger>,
+    slot: bool,
+    actions: &mut Vec<Action>,
+) -> Phase {
+    match retry(ran) {
+        Retry::Reset => {
+            actions.push(Action::ResetBackoff);
+            state.retry_at = None;
+        }
+        Retry::Schedule => {
+            actions.push(Action::ScheduleRetry);
+            state.retry_at = None;
+        }
+        Retry::Keep => {}
+    }
+    actions.push(Action::DrainDrift);
+    if state.suspended && !state.stopping {
+        return suspend::park(state, next, slot, actions);
+    }
+    let next = if state.stopping { None } else { next.or_else(|| state.queued.take()) };
+    match next {
+        Some(t) => start(state, Job::new(t, None, slot), actions),
+        None => {
+            if slot {
+                actions.push(Action::ReleaseSlot);
+            }
+            match (state.stopping, state.retry_at) {
+                (true, _) => Phase::Stopped,
+                (false, Some(at)) => Phase::BackingOff(at),
+                (false, None) => Phase::Idle,
+            }
+        }
+    }
 }

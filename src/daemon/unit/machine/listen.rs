@@ -41,7 +41,7 @@ impl State {
             Phase::SlotWait(job) => match job.doing {
                 Doing::Untouched(_) => Listen { triggers: open, slot: true, ..Listen::default() },
                 Doing::RestSlot => Listen { triggers: open && job.fetching.is_none(), slot: true, ..Listen::default() },
-                Doing::Slot => Listen { slot: true, ..Listen::default() },
+                Doing::Slot | Doing::EarlySlot => Listen { slot: true, ..Listen::default() },
                 _ => Listen::default(),
             },
             Phase::Applying(job) if matches!(job.doing, Doing::Rest) => {

@@ -8,10 +8,12 @@
 //! - **Coalescing.** A trigger that arrives while a sync runs and does not make it yield is kept
 //!   as the one queued trigger ([`keep`]: merged, it takes the more urgent kind and keeps what
 //!   each asked for, `crate::daemon::trigger`'s module docs).
+//! - **Fetching holds nothing.** A sync fetches before it asks for a slot or the lane (the
+//!   driver holds a permit of its remote host): a source that hangs keeps no other unit waiting.
 //! - **The push lane.** A push or webhook of a git unit is probed first
-//!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) takes the lane,
-//!   fetches and applies early, then waits for a slot for the rest; one that did not waits for a
-//!   slot first, and a later push that touches the path ends that wait and takes the lane.
+//!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) fetches, applies
+//!   early in the lane, then waits for a slot for the rest; one that did not waits for a slot
+//!   first, and a later push that touches the path ends that wait and takes the lane.
 //! - **No new revision.** A poll or push that finds the revision last applied does nothing
 //!   (unless something that asks for a sync anyway was merged into it:
 //!   [`Trigger::needs_new_revision`]).
@@ -33,7 +35,8 @@
 //!   at once. The same revision asked for explicitly runs after it (a reconcile request is
 //!   noted on the parent as queued behind the wait), a poll or push is ignored.
 //!   Drifted objects are healed during the wait without a slot.
-//! - **Retry.** How a job ended decides the backoff ([`retry`]).
+//! - **Retry.** How a job ended decides the backoff ([`retry`]). While a fetch failed, ticks
+//!   start nothing until the retry; a push or webhook starts the backoff over.
 //! - **Suspend.** A suspended unit starts nothing: its triggers are counted and kept as the one
 //!   queued trigger, run once when resumed; a job running when it is suspended runs to its end
 //!   (its health wait too, taking no trigger meanwhile), and then the unit stops in
@@ -56,14 +59,14 @@ mod suspend;
 #[cfg(test)]
 mod tests;
 
-use super::{Ran, Retry, retry};
+use super::Ran;
 use crate::cluster::drift::Drift;
 use crate::daemon::slots::SlotClass;
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::health::ready::Waiting;
 use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
-pub(super) use job::quiet;
+pub(super) use job::{after, quiet};
 pub(super) use listen::Listen;
 pub(super) use log::Log;
 
@@ -92,6 +95,8 @@ pub(super) struct State {
     pub(super) suspended: bool,
     /// The unit's `depends_on` gate.
     pub(super) depends: Depends,
+    /// The last fetch failed: while backing off, ticks start nothing ([`job::start_over`]).
+    pub(super) fetch_failing: bool,
 }
 
 /// A unit's `depends_on` gate, as the machine keeps it.
@@ -136,6 +141,7 @@ impl State {
             stopping: false,
             suspended: false,
             depends: Depends::default(),
+            fetch_failing: false,
         }
     }
 }
@@ -234,7 +240,7 @@ impl Job {
 enum Doing {
     /// Probing whether a push touched the unit's path.
     Probe,
-    /// Waiting for a push-lane permit.
+    /// Waiting for a push-lane permit for the early apply of the revision fetched.
     Lane,
     /// Fetching the revision.
     Fetch,
@@ -242,8 +248,10 @@ enum Doing {
     Gate,
     /// Applying the changed objects early.
     Early,
-    /// Waiting for a slot before the fetch (a trigger that is not a push, a self-heal).
+    /// Waiting for a slot before a self-heal.
     Slot,
+    /// Waiting for a slot for the early apply of the revision fetched (not a git unit's push).
+    EarlySlot,
     /// Waiting for a slot for a push that left the unit's path alone (the branch now here):
     /// a later push that touches it ends the wait.
     Untouched(Revision),
@@ -500,7 +508,10 @@ fn on_idle(
 ) -> Phase {
     let idle = retry_at.map_or(Phase::Idle, Phase::BackingOff);
     state.retry_at = retry_at;
+    let source_down = retry_at.is_some() && state.fetch_failing;
     match event {
+        Event::Tick(_) if source_down => idle,
+        Event::Trigger(Some(t)) if source_down && t.kind.is_push() => job::start_over(state, t, actions),
         Event::Trigger(Some(t)) | Event::Tick(t) => start(state, Job::new(t, None, false), actions),
         Event::Drift(events) => {
             actions.push(Action::NoteDrift(events));
@@ -532,19 +543,16 @@ pub(super) fn start(state: &mut State, job: Job, actions: &mut Vec<Action>) -> P
     begin_sync(state, job, actions)
 }
 
-/// The first step of a sync: a push of a git unit holding no slot is probed; a sync holding
-/// a slot (the yielded one's) fetches at once; any other waits for a slot first.
+/// The first step of a sync: a push of a git unit holding no slot is probed; any other
+/// fetches at once, holding no new slot; the slot or lane is asked for once the fetch found a
+/// revision to apply ([`job::permit_then_early`]).
 pub(super) fn begin_sync(state: &State, mut job: Job, actions: &mut Vec<Action>) -> Phase {
     if job.trigger.kind.is_push() && !job.held.slot && state.lane {
         job.doing = Doing::Probe;
         actions.push(Action::Probe { from: state.last_applied.clone(), at: job.trigger.at });
         Phase::Fetching(job)
-    } else if job.held.slot {
-        fetch(job, actions)
     } else {
-        job.doing = Doing::Slot;
-        actions.push(Action::AcquireSlot);
-        Phase::SlotWait(job)
+        fetch(job, actions)
     }
 }
 
@@ -553,45 +561,4 @@ pub(super) fn fetch(mut job: Job, actions: &mut Vec<Action>) -> Phase {
     job.doing = Doing::Fetch;
     actions.push(Action::Fetch { at: job.trigger.at });
     Phase::Fetching(job)
-}
-
-/// The next phase after a job (and its wait) that `ran`: the retry decided ([`retry`]), the
-/// drift events of its own writes dropped, and `next` (else the queued trigger) run at once,
-/// holding the slot when `slot`; else idle or backing off; stopped when stopping.
-pub(super) fn after(
-    state: &mut State,
-    ran: Ran,
-    next: Option<Trigger>,
-    slot: bool,
-    actions: &mut Vec<Action>,
-) -> Phase {
-    match retry(ran) {
-        Retry::Reset => {
-            actions.push(Action::ResetBackoff);
-            state.retry_at = None;
-        }
-        Retry::Schedule => {
-            actions.push(Action::ScheduleRetry);
-            state.retry_at = None;
-        }
-        Retry::Keep => {}
-    }
-    actions.push(Action::DrainDrift);
-    if state.suspended && !state.stopping {
-        return suspend::park(state, next, slot, actions);
-    }
-    let next = if state.stopping { None } else { next.or_else(|| state.queued.take()) };
-    match next {
-        Some(t) => start(state, Job::new(t, None, slot), actions),
-        None => {
-            if slot {
-                actions.push(Action::ReleaseSlot);
-            }
-            match (state.stopping, state.retry_at) {
-                (true, _) => Phase::Stopped,
-                (false, Some(at)) => Phase::BackingOff(at),
-                (false, None) => Phase::Idle,
-            }
-        }
-    }
 }

@@ -91,14 +91,14 @@ fn untouched() -> State {
     drive(probing(TriggerKind::Push), vec![touch(false, "b")])
 }
 
-/// A push in the lane fetching.
+/// A push that touched the unit's path fetching, holding neither the lane nor a slot.
 fn lane_fetching() -> State {
-    drive(probing(TriggerKind::Push), vec![touch(true, "b"), Event::Lane])
+    drive(probing(TriggerKind::Push), vec![touch(true, "b")])
 }
 
 /// A push applying `b` early, in the lane.
 fn early_in_lane() -> State {
-    drive(lane_fetching(), vec![Event::Fetched(Ok(rev("b")))])
+    drive(lane_fetching(), vec![Event::Fetched(Ok(rev("b"))), Event::Lane])
 }
 
 /// A push of `b` waiting for a slot for its rest, after its early apply sent 3 objects.
@@ -106,14 +106,14 @@ fn rest_slot() -> State {
     drive(early_in_lane(), vec![Event::Early(3)])
 }
 
-/// A resync (re-send of `a`, the revision last applied) fetching, holding a slot.
+/// A resync (re-send of `a`, the revision last applied) fetching, holding no slot.
 fn resync_fetching() -> State {
-    drive(idle(), vec![Event::Tick(t(TriggerKind::Resync)), Event::Slot])
+    drive(idle(), vec![Event::Tick(t(TriggerKind::Resync))])
 }
 
 /// A resync re-sending `a`: its rest runs.
 fn resending() -> State {
-    drive(resync_fetching(), vec![Event::Fetched(Ok(rev("a"))), Event::Early(0)])
+    drive(resync_fetching(), vec![Event::Fetched(Ok(rev("a"))), Event::Slot, Event::Early(0)])
 }
 
 /// A push of the new revision `b`: its rest runs.
@@ -152,6 +152,11 @@ fn wait_fetching(kind: TriggerKind) -> State {
 
 fn failed() -> State {
     drive(lane_fetching(), vec![Event::Fetched(Err(Failed))])
+}
+
+/// Backing off after a fetch that failed (the source unreachable).
+fn source_down() -> State {
+    drive(failed(), vec![Event::FailRecorded, Event::RetryAt(retry_deadline())])
 }
 
 fn tag(action: &Action) -> String {

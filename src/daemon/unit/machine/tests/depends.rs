@@ -13,9 +13,9 @@ fn gated() -> State {
     State { depends: Depends { gated: true, blocked_by: None }, ..idle() }
 }
 
-/// A push of `b` to a unit with dependencies, fetched in the lane: the gate is asked.
+/// A push of `b` to a unit with dependencies, fetched (holding nothing): the gate is asked.
 fn gating() -> State {
-    drive(gated(), vec![Event::Trigger(Some(t(Push))), touch(true, "b"), Event::Lane, Event::Fetched(Ok(rev("b")))])
+    drive(gated(), vec![Event::Trigger(Some(t(Push))), touch(true, "b"), Event::Fetched(Ok(rev("b")))])
 }
 
 /// That push blocked: `base` is progressing.
@@ -25,17 +25,17 @@ fn blocked() -> State {
 
 /// Blocked, then a change of `base`'s record fetched `b` again and asks the gate.
 fn gating_again() -> State {
-    drive(blocked(), vec![Event::DependencyChanged, touch(true, "b"), Event::Lane, Event::Fetched(Ok(rev("b")))])
+    drive(blocked(), vec![Event::DependencyChanged, touch(true, "b"), Event::Fetched(Ok(rev("b")))])
 }
 
-/// A poll of a unit with dependencies fetching, holding a slot.
+/// A poll of a unit with dependencies fetching, holding no slot.
 fn poll_fetching() -> State {
-    drive(gated(), vec![Event::Tick(t(Poll)), Event::Slot])
+    drive(gated(), vec![Event::Tick(t(Poll))])
 }
 
 /// A unit with dependencies whose push of `b` passed the gate, waiting for a slot for its rest.
 fn gated_rest_slot() -> State {
-    drive(gating(), vec![Event::Gated(vec![]), Event::Early(3)])
+    drive(gating(), vec![Event::Gated(vec![]), Event::Lane, Event::Early(3)])
 }
 
 #[test]
@@ -49,48 +49,48 @@ fn a_new_revision_passes_the_gate_first() {
             &["Gate(b)"],
         ),
         row(
-            "every dependency ready: the sync goes on",
+            "every dependency ready: the sync goes on, in the lane",
             gating,
             || Event::Gated(vec![]),
             "fetching",
-            &["Log(sync triggered push b lane)", "Early(b)"],
+            &["AcquireLane"],
         )
         .then(|s| s.depends.blocked_by.is_none()),
         row(
-            "a dependency not ready: the lane is dropped and the wait logged",
+            "a dependency not ready: the wait is logged (no lane was taken)",
             gating,
             || Event::Gated(unmet("progressing")),
             "blocked",
-            &["ReleaseLane", "Log(blocked b on base)"],
+            &["Log(blocked b on base)"],
         )
         .then(|s| s.depends.blocked_by == Some(unmet("progressing"))),
         row(
-            "a poll's slot is dropped too",
+            "a poll holds no slot while the gate is asked",
             || drive(poll_fetching(), vec![Event::Fetched(Ok(rev("b")))]),
             || Event::Gated(unmet("progressing")),
             "blocked",
-            &["ReleaseSlot", "Log(blocked b on base)"],
+            &["Log(blocked b on base)"],
         ),
         row(
             "a re-send of the revision last applied does not ask the gate",
-            || drive(gated(), vec![Event::Tick(t(Resync)), Event::Slot]),
+            || drive(gated(), vec![Event::Tick(t(Resync))]),
             || Event::Fetched(Ok(rev("a"))),
-            "fetching",
-            &["Log(sync triggered resync a slot)", "Early(a)"],
+            "slot wait",
+            &["AcquireSlot"],
         ),
         row(
             "a unit without dependencies does not ask it",
             lane_fetching,
             || Event::Fetched(Ok(rev("b"))),
             "fetching",
-            &["Log(sync triggered push b lane)", "Early(b)"],
+            &["AcquireLane"],
         ),
     ]);
 }
 
-/// A push of `b` to a unit with dependencies, fetching in the lane.
+/// A push of `b` to a unit with dependencies, fetching.
 fn gated_fetching_b() -> State {
-    drive(gated(), vec![Event::Trigger(Some(t(Push))), touch(true, "b"), Event::Lane])
+    drive(gated(), vec![Event::Trigger(Some(t(Push))), touch(true, "b")])
 }
 
 #[test]
@@ -108,21 +108,21 @@ fn a_blocked_unit_waits_for_a_change_of_a_dependency() {
             gating_again,
             || Event::Gated(unmet("progressing")),
             "blocked",
-            &["ReleaseLane"],
+            &[],
         ),
         row(
             "not ready for another reason: logged",
             gating_again,
             || Event::Gated(unmet("degraded")),
             "blocked",
-            &["ReleaseLane", "Log(blocked b on base)"],
+            &["Log(blocked b on base)"],
         ),
         row(
             "ready at last: said so, and the sync goes on",
             gating_again,
             || Event::Gated(vec![]),
             "fetching",
-            &["Log(dependencies ready b)", "Log(sync triggered push b lane)", "Early(b)"],
+            &["Log(dependencies ready b)", "AcquireLane"],
         )
         .then(|s| s.depends.blocked_by.is_none()),
         row("a trigger runs at once", blocked, || Event::Trigger(Some(t(Webhook))), "fetching", &["Probe(a)"]),

@@ -21,15 +21,15 @@ fn a_merged_trigger_syncs_when_any_part_asks_and_keeps_a_pushs_lane() {
         ),
         row(
             "a poll alone finding the revision last applied does nothing",
-            || drive(idle(), vec![Event::Tick(t(Poll)), Event::Slot]),
+            || drive(idle(), vec![Event::Tick(t(Poll))]),
             || Event::Fetched(Ok(rev("a"))),
             "idle",
-            &["ReleaseSlot", "Log(no new revision poll a)", "DrainDrift"],
+            &["Log(no new revision poll a)", "DrainDrift"],
         ),
         row(
             "variables merged into a poll sync the revision last applied",
-            || drive(idle(), vec![Event::Trigger(Some(merged(&[Poll, Variables]))), Event::Slot]),
-            || Event::Fetched(Ok(rev("a"))),
+            || drive(idle(), vec![Event::Trigger(Some(merged(&[Poll, Variables]))), Event::Fetched(Ok(rev("a")))]),
+            || Event::Slot,
             "fetching",
             &["Log(sync triggered variables a slot)", "Early(a)"],
         ),
@@ -37,8 +37,8 @@ fn a_merged_trigger_syncs_when_any_part_asks_and_keeps_a_pushs_lane() {
             "a reload merged into a resync runs as a reload",
             idle,
             || Event::Trigger(Some(merged(&[Resync, Reload]))),
-            "slot wait",
-            &["Observe(reload)", "AcquireSlot"],
+            "fetching",
+            &["Observe(reload)", "Fetch"],
         )
         .then(|s| s.slot_class() == SlotClass::Triggered),
         row(

@@ -16,17 +16,14 @@ fn suspended_with_poll() -> State {
     drive(suspended(), vec![Event::Tick(t(Poll))])
 }
 
-/// Resumed with a poll kept: its sync waits for a slot.
+/// Resumed with a poll kept: its sync fetches.
 fn resumed_poll() -> State {
-    drive(suspended_with_poll(), vec![Event::Resume, Event::Adopted(None), Event::Slot])
+    drive(suspended_with_poll(), vec![Event::Resume, Event::Adopted(None)])
 }
 
 /// Resumed with a poll kept, then the change of variables merged into it.
 fn resumed_variables() -> State {
-    drive(
-        suspended_with_poll(),
-        vec![Event::Trigger(Some(t(Variables))), Event::Resume, Event::Adopted(None), Event::Slot],
-    )
+    drive(suspended_with_poll(), vec![Event::Trigger(Some(t(Variables))), Event::Resume, Event::Adopted(None)])
 }
 
 /// Resumed: the recorded revision is being read.
@@ -150,20 +147,20 @@ fn resume_runs_one_sync_of_what_is_pending() {
             "a kept poll runs as a resume",
             || adopting(suspended_with_poll),
             || Event::Adopted(None),
-            "slot wait",
-            &["Observe(resume)", "AcquireSlot"],
+            "fetching",
+            &["Observe(resume)", "Fetch"],
         ),
         row(
             "which syncs the revision last applied again (the variables may have changed)",
-            resumed_poll,
-            || Event::Fetched(Ok(rev("a"))),
+            || drive(resumed_poll(), vec![Event::Fetched(Ok(rev("a")))]),
+            || Event::Slot,
             "fetching",
             &["Log(sync triggered resume a slot)", "Early(a)"],
         ),
         row(
             "so does a change of variables merged into the kept poll",
-            resumed_variables,
-            || Event::Fetched(Ok(rev("a"))),
+            || drive(resumed_variables(), vec![Event::Fetched(Ok(rev("a")))]),
+            || Event::Slot,
             "fetching",
             &["Log(sync triggered variables a slot)", "Early(a)"],
         ),
@@ -220,23 +217,18 @@ fn a_revision_applied_by_hand_while_suspended_is_the_one_last_applied_after_resu
         ),
         row(
             "a failed sync of the tip keeps the rollback as the revision last applied",
-            || drive(rolled_back_with_push(), vec![touch(true, "b"), Event::Lane]),
+            || drive(rolled_back_with_push(), vec![touch(true, "b")]),
             || Event::Fetched(Err(Failed)),
             "fetching",
-            &["ReleaseLane", "Fail(push)"],
+            &["Fail(push)"],
         )
         .then(|s| s.last_applied == Some(rev("r"))),
         row(
             "nothing kept: a poll then finds the tip, a new revision to sync",
-            || {
-                drive(
-                    suspended(),
-                    vec![Event::Resume, Event::Adopted(Some(rev("r"))), Event::Tick(t(Poll)), Event::Slot],
-                )
-            },
+            || drive(suspended(), vec![Event::Resume, Event::Adopted(Some(rev("r"))), Event::Tick(t(Poll))]),
             || Event::Fetched(Ok(rev("a"))),
-            "fetching",
-            &["Log(sync triggered poll a slot)", "Early(a)"],
+            "slot wait",
+            &["AcquireSlot"],
         ),
     ]);
 }
@@ -284,5 +276,5 @@ fn a_trigger_queued_before_the_suspend_waits_for_the_resume() {
     assert_eq!((state.phase.name(), queued(&state)), ("suspended", Some(Resync)));
     let (state, actions) = step(drive(state, vec![Event::Resume]), Event::Adopted(None));
     let got: Vec<String> = actions.iter().map(tag).collect();
-    assert_eq!((state.phase.name(), got), ("slot wait", vec!["Observe(resume)".to_string(), "AcquireSlot".into()]));
+    assert_eq!((state.phase.name(), got), ("fetching", vec!["Observe(resume)".to_string(), "Fetch".into()]));
 }

@@ -39,8 +39,8 @@ fn the_health_wait() {
             "then the reload runs",
             || drive(waiting(), vec![Event::Trigger(Some(t(Reload)))]),
             || Event::WaitFinished,
-            "slot wait",
-            &["ResetBackoff", "DrainDrift", "Observe(reload)", "AcquireSlot"],
+            "fetching",
+            &["ResetBackoff", "DrainDrift", "Observe(reload)", "Fetch"],
         ),
         row("a poll during the wait fetches", waiting, || Event::Tick(t(Poll)), "health", &["WaitFetch"]),
         row(
@@ -173,24 +173,24 @@ fn retries_and_the_queued_trigger() {
         ),
         row(
             "a poll that found nothing new leaves the retry due",
-            || drive(backing_off(), vec![Event::Tick(t(Poll)), Event::Slot]),
+            || drive(backing_off(), vec![Event::Tick(t(Poll))]),
             || Event::Fetched(Ok(rev("a"))),
             "backing off",
-            &["ReleaseSlot", "Log(no new revision poll a)", "DrainDrift"],
+            &["Log(no new revision poll a)", "DrainDrift"],
         ),
         row(
             "a retry scheduled while a queued job runs is kept for after it",
             || drive(failed(), vec![Event::Trigger(Some(t(Resync)))]),
             || Event::FailRecorded,
-            "slot wait",
-            &["ScheduleRetry", "DrainDrift", "Observe(resync)", "AcquireSlot"],
+            "fetching",
+            &["ScheduleRetry", "DrainDrift", "Observe(resync)", "Fetch"],
         ),
         row(
             "the trigger queued during a sync runs after it",
             || drive(applying_new(), vec![Event::Trigger(Some(t(Resync))), rested("b", false)]),
             || Event::WaitBegun(false),
-            "slot wait",
-            &["ResetBackoff", "DrainDrift", "Observe(resync)", "AcquireSlot"],
+            "fetching",
+            &["ResetBackoff", "DrainDrift", "Observe(resync)", "Fetch"],
         ),
         row(
             "when stopping, the queued trigger does not run",
@@ -247,8 +247,8 @@ fn a_change_of_variables_is_applied_at_once_and_a_reconcile_is_noted_as_queued()
             "and its sync runs next, of the same revision",
             || drive(waiting(), vec![Event::Trigger(Some(t(Variables)))]),
             || Event::WaitFinished,
-            "slot wait",
-            &["ResetBackoff", "DrainDrift", "Observe(variables)", "AcquireSlot"],
+            "fetching",
+            &["ResetBackoff", "DrainDrift", "Observe(variables)", "Fetch"],
         ),
         row(
             "a reconcile request at the same revision runs after the wait, noted as queued",
@@ -287,8 +287,14 @@ fn what_each_phase_listens_to() {
     assert!(!l.triggers && !l.slot, "a probe is awaited alone");
     let l = rest_slot().listen();
     assert!(l.triggers && l.slot);
-    let l = drive(idle(), vec![Event::Tick(t(Poll))]).listen();
-    assert!(l.slot && !l.triggers, "a slot before the fetch is awaited alone");
+    assert_eq!(
+        drive(idle(), vec![Event::Tick(t(Poll))]).listen(),
+        Listen::default(),
+        "a poll's fetch reads nothing else"
+    );
+    let l = drive(idle(), vec![Event::Tick(t(Poll)), Event::Fetched(Ok(rev("b")))]).listen();
+    assert!(l.slot && !l.triggers, "a slot before the early apply is awaited alone");
+    assert!(source_down().listen().retry.is_some(), "a unit whose source fails waits for its retry");
     assert!(resending().listen().triggers);
     assert!(!push_fetching_during_resend().listen().triggers, "one push fetched at a time");
     assert!(!resend_with_newer().listen().triggers, "the newer revision is known");

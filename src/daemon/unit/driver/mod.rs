@@ -17,10 +17,12 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::{Instant, Interval, MissedTickBehavior, interval_at, sleep_until};
 use tracing::info;
 
+mod side;
+
 use super::effect::{Done, Effect};
 use super::machine::{Action, Depends, Event, Failed, Phase, Rested, State, step};
 use super::wait::Waiting;
-use super::{Ctx, Links, Queues, UnitTask, release_freed_memory};
+use super::{Ctx, Links, Queues, UnitTask};
 use crate::cluster::drift::DriftQueue;
 use crate::cluster::inventory::Control;
 use crate::daemon::backoff::Backoff;
@@ -28,7 +30,6 @@ use crate::daemon::metrics::Metrics;
 use crate::daemon::slots::{Slot, Slots};
 use crate::daemon::trigger::{Trigger, TriggerKind, TriggerReceiver};
 use crate::health::wait::{HealthWait, WaitEnd};
-use crate::source::Revision;
 use crate::sync::Report;
 use crate::sync::early::EarlyApply;
 use crate::sync::repo::Repo;
@@ -109,6 +110,8 @@ struct Kept {
     report: Option<Report>,
     failure: Option<crate::sync::Error>,
     backoff: Backoff,
+    /// The retry instant last published (status, metrics).
+    backoff_shown: Option<Instant>,
 }
 
 /// The event sources the driver listens to besides its effects.
@@ -140,6 +143,7 @@ struct Shared {
     yield_signal: crate::apply::Yield,
     metrics: Arc<Metrics>,
     sync_slots: Arc<Slots>,
+    fetch_host: Option<Arc<Semaphore>>,
     push_lane: Option<Arc<Semaphore>>,
     /// The unit's side of the path-unchanged rule, shared with its repository's watch.
     quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
@@ -163,7 +167,7 @@ struct Controls {
 impl Driver {
     pub(super) fn new(task: UnitTask, shutdown: watch::Receiver<bool>) -> Self {
         let UnitTask { engine, triggers, status, metrics, timing, queues, first, links } = task;
-        let (Queues { sync_slots, push_lane, quiet }, Links { notify, board, depends }) = (queues, links);
+        let (Queues { sync_slots, fetch_host, push_lane, quiet }, Links { notify, board, depends }) = (queues, links);
         let start = Instant::now();
         let mut poll = interval_at(start + timing.interval, timing.interval);
         poll.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -198,7 +202,18 @@ impl Driver {
                 touched,
                 follow_at: None,
             },
-            shared: Shared { unit, repo, yield_signal, metrics, sync_slots, push_lane, quiet, first, status },
+            shared: Shared {
+                unit,
+                repo,
+                yield_signal,
+                metrics,
+                sync_slots,
+                fetch_host,
+                push_lane,
+                quiet,
+                first,
+                status,
+            },
             controls,
         }
     }
@@ -300,6 +315,9 @@ impl Driver {
                 events.extend(self.act(action));
             }
         }
+        let at = if let Phase::BackingOff(at) = self.state.phase { Some(at) } else { None };
+        let shared = (&self.shared.status, &*self.shared.metrics);
+        super::observe::backoff(&self.shared.unit, shared, &mut self.kept.backoff_shown, at);
     }
 }
 
@@ -472,6 +490,15 @@ impl Driver {
         self.effects.engine_job = Some(Box::pin(ctx.run(effect)));
     }
 
+    /// Starts the fetch of a sync once it holds a permit of the unit's remote host (no slot).
+    fn fetch(&mut self, at: std::time::Instant) {
+        let (ctx, host) = (self.ctx.take().expect("one engine effect at a time"), self.shared.fetch_host.clone());
+        self.effects.engine_job = Some(Box::pin(async move {
+            let _permit = if let Some(host) = host { host.acquire_owned().await.ok() } else { None };
+            ctx.run(Effect::Fetch(at)).await
+        }));
+    }
+
     /// Asks for a permit of `semaphore`.
     fn acquire(semaphore: &Arc<Semaphore>) -> Acquire {
         let semaphore = semaphore.clone();
@@ -503,7 +530,7 @@ impl Driver {
                 if let Some(token) = self.controls.answering.take() {
                     self.home().engine.answer_request(token);
                 }
-                self.start(Effect::Fetch(at));
+                self.fetch(at);
             }
             Action::Gate(revision) => self.gate(revision),
             Action::Early(revision) => self.start(Effect::Early(revision)),
@@ -558,60 +585,5 @@ impl Driver {
             Action::NoteQueued => self.note_queued(),
         }
         None
-    }
-
-    /// Counts and logs a trigger a suspended unit does not act on.
-    fn ignored(&mut self, kind: TriggerKind) {
-        self.shared.metrics.observe_suspended_trigger(&self.shared.unit, kind);
-        info!(unit = self.shared.unit.as_str(), trigger = %kind, "trigger not acted on: unit suspended");
-    }
-
-    /// Notes on the parent, beside the loop, that the request taken waits for the health wait
-    /// (a failed write is logged at debug: `reconcile` then says no daemon handled it).
-    fn note_queued(&mut self) {
-        let (Some(token), Some(ctx)) = (self.controls.taken.clone(), self.ctx.as_ref()) else { return };
-        let (note, unit) = (ctx.engine.note_request_queued(token), self.shared.unit.clone());
-        tokio::spawn(async move {
-            if let Err(e) = note.await {
-                tracing::debug!(unit, error = %crate::telemetry::error_chain(&e), "request not noted as queued");
-            }
-        });
-    }
-
-    /// Judges the units the unit depends on for `revision` ([`super::depends::Seen::check`]),
-    /// their records as they are now: [`Event::Gated`] once a tree it compares is read.
-    fn gate(&mut self, revision: Revision) {
-        let seen = self.sources.gate.as_mut().map(super::depends::Gate::seen);
-        let repo = self.shared.repo.clone();
-        self.effects.io = Some(Box::pin(async move {
-            let Some(seen) = seen else { return Event::Gated(Vec::new()) };
-            Event::Gated(seen.check(&repo, &revision).await)
-        }));
-    }
-
-    /// Counts a trigger that starts a job (by its kind); a job with a reconcile merged into it
-    /// answers the request taken.
-    fn observe(&mut self, trigger: &Trigger) {
-        if trigger.includes(TriggerKind::Reconcile) {
-            self.controls.answering = self.controls.taken.clone();
-        }
-        self.shared.metrics.observe_trigger(&self.shared.unit, trigger.kind);
-    }
-
-    /// The context, at home between engine effects (`step` asks for no sync action that needs
-    /// it while one runs).
-    fn home(&mut self) -> &mut Ctx {
-        self.ctx.as_mut().expect("the engine is home between its effects")
-    }
-
-    /// Publishes the report of the sync that ran (field fights, logs, metrics) and hands the
-    /// freed memory back.
-    fn publish(&mut self, trigger: &Trigger) {
-        let report = self.kept.report.take().expect("a report to publish");
-        let ctx = self.home();
-        ctx.report_fights(&report);
-        ctx.publish(trigger, &report);
-        self.kept.report = Some(report);
-        release_freed_memory();
     }
 }
