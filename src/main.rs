@@ -368,7 +368,7 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
                 }
             }
             Err(e) => {
-                let outcome = engine.fail(Cause::cli(), e, None).await;
+                let outcome = engine.fail(Cause::cli(), e, None, None).await;
                 observers.finished(&outcome);
                 code = ExitCode::from(2);
             }

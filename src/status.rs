@@ -130,6 +130,9 @@ pub struct UnitState {
     pub last_error: Option<String>,
     /// The objects the last attempt failed or skipped, with the reasons.
     pub failed: Vec<NotApplied>,
+    /// When the daemon, backing off after the failed attempt, tries again
+    /// (`gitward.dev/retry-at`, RFC 3339 UTC); `None` when no retry is scheduled.
+    pub retry_at: Option<String>,
     /// Members by kind (`Deployment` → 2).
     pub objects: BTreeMap<String, usize>,
     /// Members by health bucket (members of kinds without health count as healthy).
@@ -257,6 +260,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         last_attempted_ref: None,
         last_error: None,
         failed: Vec::new(),
+        retry_at: None,
         objects: BTreeMap::new(),
         health: Counts::default(),
         missing: 0,
@@ -275,6 +279,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
     state.last_attempted_ref = attempt.reference;
     state.last_error = attempt.error;
     state.failed = attempt.failed;
+    state.retry_at = attempt.retry_at;
     let contents = parent.contents;
     let selector = format!("{PART_OF}={}", inventory.id);
     let mut discovery = Discovery::new();
@@ -392,7 +397,8 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 /// The line of `gitward status` for a unit, in the form of the stdout lines of `sync` and
 /// `validate`: the unit's state now ([`UnitState::now`]), the recorded revision, when it was
 /// applied, its members by health, and what the last attempt tried when it failed
-/// (`; 9c1e0b7 failed`, `; ref v9.9.9 (not resolved) failed`).
+/// (`; 9c1e0b7 failed`, `; ref v9.9.9 (not resolved) failed`), then when the daemon tries
+/// again (`; backing off until 2026-11-22T22:43:07Z`, [`backoff`]).
 pub fn line(state: &UnitState) -> String {
     // The members live and those recorded but missing: each counted once, in one health.
     let total: usize = state.objects.values().sum::<usize>() + state.missing;
@@ -424,11 +430,24 @@ pub fn line(state: &UnitState) -> String {
         _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
         _ => line,
     };
+    let line = match backoff(state) {
+        Some(backoff) => format!("{line}; {backoff}"),
+        None => line,
+    };
     let line = if state.suspended.is_some() { format!("{line}; suspended") } else { line };
     match unmet(&state.dependencies) {
         Some(waiting) => format!("{line}; waiting for dependencies: {waiting}"),
         None => line,
     }
+}
+
+/// What the line says of the daemon's retry after a failed attempt: `backing off until <T>`
+/// while `T` (`gitward.dev/retry-at`) is ahead, `retry due since <T>` once it passed (the
+/// retry runs, or no daemon runs the unit); `None` without an error or a retry time.
+fn backoff(state: &UnitState) -> Option<String> {
+    let at = state.retry_at.as_deref().filter(|_| state.last_error.is_some())?;
+    let ahead = at.parse::<jiff::Timestamp>().is_ok_and(|t| t > jiff::Timestamp::now());
+    Some(if ahead { format!("backing off until {at}") } else { format!("retry due since {at}") })
 }
 
 /// A revision's short form, as the other stdout lines print it
@@ -497,6 +516,9 @@ pub fn render_text(units: &[UnitState]) -> String {
         }
         if let Some(error) = &u.last_error {
             let _ = writeln!(out, "  error      {error}");
+            if let Some(at) = &u.retry_at {
+                let _ = writeln!(out, "  retry at   {at}");
+            }
         }
         // A refused prune skips each member it would have deleted with the same sentence; the
         // error line says it once, so those members are listed without it.
@@ -537,9 +559,9 @@ pub fn render_text(units: &[UnitState]) -> String {
 /// The JSON report of `units`: `{"units": [{"unit", "now", "parent", "applyset_id",
 /// "selector", "last": {"revision", "applied_at", "result", "waiting": {"since", "for"} |
 /// null} | null, "last_attempted_revision", "last_attempted_ref", "last_error", "failed":
-/// [{"object", "action", "reason"}], "objects": {Kind: n}, "health": {"healthy",
-/// "progressing", "degraded"}, "missing", "unhealthy": [{"object", "health", "reason",
-/// "message"}], "dependencies": [{"unit", "ready", "reason"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
+/// [{"object", "action", "reason"}], "retry_at" (RFC 3339, or null), "objects": {Kind: n},
+/// "health": {"healthy", "progressing", "degraded"}, "missing", "unhealthy": [{"object",
+/// "health", "reason", "message"}], "dependencies": [{"unit", "ready", "reason"}]}]}`; `now` is [`UnitState::now`]; `health` of an unhealthy member is a kstatus
 /// name, `NotCreated` (its `message` the recorded failure) or `Missing`.
 pub fn render_json(units: &[UnitState]) -> String {
     let units: Vec<serde_json::Value> = units

@@ -19,6 +19,7 @@ fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
         last_attempted_ref: None,
         last_error: None,
         failed: Vec::new(),
+        retry_at: None,
         objects: BTreeMap::from([("Deployment".to_string(), 1)]),
         health: Counts { healthy: usize::from(!unhealthy), progressing: 0, degraded: usize::from(unhealthy) },
         missing: 0,
@@ -154,6 +155,36 @@ fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
     );
     let text = render_text(&[u]);
     assert!(text.contains("  result     healthy\n  attempted  ref v9.9.9 (not resolved)\n"), "{text}");
+}
+
+#[test]
+fn a_unit_backing_off_says_until_when_beside_its_error() {
+    let mut u = state(Some(SyncResult::Healthy), false);
+    u.last_attempted_revision = None;
+    u.last_attempted_ref = Some("main".into());
+    u.last_error = Some("fetch from /srv/git/app failed".into());
+    u.retry_at = Some("2999-01-01T00:00:00Z".into());
+    assert!(
+        line(&u).ends_with("; ref main (not resolved) failed; backing off until 2999-01-01T00:00:00Z"),
+        "{}",
+        line(&u)
+    );
+    let text = render_text(std::slice::from_ref(&u));
+    assert!(
+        text.contains("  error      fetch from /srv/git/app failed\n  retry at   2999-01-01T00:00:00Z\n"),
+        "{text}"
+    );
+    let json: serde_json::Value = serde_json::from_str(&render_json(std::slice::from_ref(&u))).unwrap();
+    assert_eq!(json["units"][0]["retry_at"], "2999-01-01T00:00:00Z");
+    assert_eq!(json["units"][0]["now"], "failed");
+    assert!(!u.healthy());
+    u.retry_at = Some("2000-01-01T00:00:00Z".into());
+    assert!(line(&u).ends_with("; retry due since 2000-01-01T00:00:00Z"), "a retry time passed: {}", line(&u));
+    u.last_error = None;
+    assert!(!line(&u).contains("retry"), "no error, no backoff: {}", line(&u));
+    u.retry_at = None;
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
+    assert!(json["units"][0]["retry_at"].is_null());
 }
 
 #[test]

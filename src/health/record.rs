@@ -14,6 +14,7 @@
 //! | `gitward.dev/last-attempted-ref` | instead of a revision: the ref last tried that resolved to none |
 //! | `gitward.dev/last-error` | why that attempt did not apply cleanly, one sentence; absent after a clean sync |
 //! | `gitward.dev/last-failed` | the objects that failed or were skipped, JSON `[{"object", "action", "reason"}]` |
+//! | `gitward.dev/retry-at` | after a sync that failed as a whole, when the daemon tries again (RFC 3339 UTC); absent after a clean sync |
 //!
 //! A sync whose health is waited on writes the record twice: with the apply (the revision,
 //! its apply time, `progressing`, the wait and the attempt), and after the wait (the result,
@@ -53,6 +54,10 @@ pub const LAST_ATTEMPTED_REF: &str = "gitward.dev/last-attempted-ref";
 pub const LAST_ERROR: &str = "gitward.dev/last-error";
 /// Annotation: the objects the last attempt failed or skipped, as JSON.
 pub const LAST_FAILED: &str = "gitward.dev/last-failed";
+/// Annotation: when the daemon, backing off after a sync that failed as a whole, tries again
+/// (RFC 3339, UTC, whole seconds); written with the failure, absent after a clean sync and
+/// never written by a one-shot `gitward sync`.
+pub const RETRY_AT: &str = "gitward.dev/retry-at";
 
 /// Longest `gitward.dev/last-error`, in bytes: the parent's annotations share 256 KiB with
 /// everything else on it, and one sentence that long is already more than a person reads.
@@ -254,12 +259,16 @@ pub struct Attempt {
     /// The objects that failed or were skipped (`gitward.dev/last-failed`), at most
     /// [`MAX_FAILED_OBJECTS`].
     pub failed: Vec<NotApplied>,
+    /// When the daemon tries again after this failed attempt (`gitward.dev/retry-at`, RFC 3339
+    /// UTC); `None` when no retry is scheduled (a clean sync, a one-shot `gitward sync`), or
+    /// when the annotation is not a timestamp.
+    pub retry_at: Option<String>,
 }
 
 impl Attempt {
     /// A clean sync of `revision`: no error, nothing failed.
     pub fn clean(revision: impl Into<String>) -> Self {
-        Self { revision: Some(revision.into()), reference: None, error: None, failed: Vec::new() }
+        Self { revision: Some(revision.into()), ..Self::default() }
     }
 
     /// An attempt of `revision` that failed as a whole with `error` (a parse or render error,
@@ -269,7 +278,7 @@ impl Attempt {
             revision: Some(revision.into()),
             reference: None,
             error: Some(bounded(error, MAX_ERROR_BYTES)),
-            failed: Vec::new(),
+            ..Self::default()
         }
     }
 
@@ -280,8 +289,14 @@ impl Attempt {
             revision: None,
             reference: Some(reference.into()),
             error: Some(bounded(error, MAX_ERROR_BYTES)),
-            failed: Vec::new(),
+            ..Self::default()
         }
+    }
+
+    /// This attempt, with the daemon's next try due at `at` (written as [`RETRY_AT`]).
+    pub fn retrying_at(self, at: std::time::SystemTime) -> Self {
+        let retry_at = jiff::Timestamp::try_from(at).ok().map(timestamp);
+        Self { retry_at, ..self }
     }
 
     /// What was attempted, as `gitward status` prints it: the revision, or
@@ -319,7 +334,7 @@ impl Attempt {
             .take(MAX_FAILED_OBJECTS)
             .map(|o| NotApplied { reason: bounded(&Masked::new(&o.reason), MAX_REASON_BYTES), ..o })
             .collect();
-        Self { revision: Some(revision.into()), reference: None, error, failed }
+        Self { revision: Some(revision.into()), error, failed, ..Self::default() }
     }
 
     /// The annotations that carry it (none for an empty attempt). The error and the reasons
@@ -341,16 +356,21 @@ impl Attempt {
             let failed = serde_json::to_string(&self.failed).unwrap_or_default();
             out.insert(LAST_FAILED.to_string(), mask(&failed).into_owned());
         }
+        if let Some(at) = &self.retry_at {
+            out.insert(RETRY_AT.to_string(), at.clone());
+        }
         out
     }
 
-    /// Reads an attempt from a parent's annotations; an unreadable `last-failed` reads as none.
+    /// Reads an attempt from a parent's annotations; an unreadable `last-failed` reads as none,
+    /// a `retry-at` that is no RFC 3339 timestamp as no retry.
     pub fn from_annotations(annotations: &BTreeMap<String, String>) -> Self {
         Self {
             revision: annotations.get(LAST_ATTEMPTED_REVISION).cloned(),
             reference: annotations.get(LAST_ATTEMPTED_REF).cloned(),
             error: annotations.get(LAST_ERROR).cloned(),
             failed: annotations.get(LAST_FAILED).and_then(|j| serde_json::from_str(j).ok()).unwrap_or_default(),
+            retry_at: annotations.get(RETRY_AT).and_then(|t| t.parse::<jiff::Timestamp>().ok()).map(timestamp),
         }
     }
 }
@@ -382,6 +402,26 @@ mod tests {
         assert_eq!(Attempt::from_annotations(&a.annotations()), a);
         assert!(Attempt::clean("3f2a").annotations().keys().eq([LAST_ATTEMPTED_REVISION]));
         assert_eq!(Attempt::from_annotations(&BTreeMap::new()), Attempt::default());
+    }
+
+    #[test]
+    fn the_retry_time_is_written_with_the_failure_and_read_back_in_whole_seconds() {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_millis(1_795_000_000_750);
+        let a = Attempt::unresolved("main", &Masked::new("fetch from /srv/git failed")).retrying_at(at);
+        assert_eq!(a.retry_at.as_deref(), Some("2026-11-18T11:06:40Z"));
+        assert_eq!(a.annotations().get(RETRY_AT).map(String::as_str), Some("2026-11-18T11:06:40Z"));
+        assert_eq!(Attempt::from_annotations(&a.annotations()), a);
+        assert!(!Attempt::clean("3f2a").annotations().contains_key(RETRY_AT), "a clean sync clears it");
+    }
+
+    #[test]
+    fn a_retry_time_that_is_no_timestamp_reads_as_no_retry() {
+        for bad in ["", "soon", "2026-13-40T00:00:00Z", "1795000000"] {
+            let annotations = BTreeMap::from([(RETRY_AT.to_string(), bad.to_string())]);
+            assert_eq!(Attempt::from_annotations(&annotations).retry_at, None, "{bad:?}");
+        }
+        let offset = BTreeMap::from([(RETRY_AT.to_string(), "2026-11-18T12:06:40+01:00".to_string())]);
+        assert_eq!(Attempt::from_annotations(&offset).retry_at.as_deref(), Some("2026-11-18T11:06:40Z"));
     }
 
     #[test]

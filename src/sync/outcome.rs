@@ -406,10 +406,17 @@ impl Engine {
 
     /// Records a sync that failed as a whole ([`Engine::record_failure`]; a record that cannot
     /// be written — the cluster does not answer either — is logged at debug) and returns its
-    /// outcome. `kept`: the revision last applied, which stays in force.
-    pub async fn fail(&mut self, cause: Cause, error: Error, kept: Option<Revision>) -> Outcome {
+    /// outcome. `kept`: the revision last applied, which stays in force; `retry_at`: when the
+    /// daemon tries again, recorded with the failure (`None` for a one-shot sync).
+    pub async fn fail(
+        &mut self,
+        cause: Cause,
+        error: Error,
+        kept: Option<Revision>,
+        retry_at: Option<std::time::SystemTime>,
+    ) -> Outcome {
         let failure = Failure::new(self.unit_name().to_string(), error, self.attempted().cloned(), kept);
-        if let Err(r) = self.record_failure(&failure).await {
+        if let Err(r) = self.record_failure(&failure, retry_at).await {
             let unit = &failure.unit;
             tracing::debug!(unit, error = %crate::telemetry::error_chain(&r), "could not record the error on the inventory");
         }

@@ -11,7 +11,7 @@ use crate::cluster::owner::UNIT;
 use crate::health::record::{Attempt, NotApplied, Record, SyncResult, Waiting};
 use crate::health::wait::HealthWait;
 use crate::source::Revision;
-use std::time::Instant;
+use std::time::{Instant, SystemTime};
 
 impl Engine {
     /// Fetches for a sync (the daemon's: [`super::repo::Repo::fetch_since`] with `not_before`, the
@@ -125,11 +125,13 @@ impl Engine {
     /// what was attempted — the revision, or when the ref resolved to none (not found, the
     /// fetch failed) the ref, never the revision applied before —, leaving the last applied
     /// revision and its result as they are (a wait the parent says is in progress is over:
-    /// it is removed). Writes only when that changes, so the retries of one broken revision
-    /// write once. Returns whether it wrote.
+    /// it is removed). With `retry_at` (the daemon's next try, when it backs off), the same
+    /// write records it as `gitward.dev/retry-at`; a one-shot sync passes `None`. Writes only
+    /// when that changes, so without a retry time the retries of one broken revision write
+    /// once (with one, each retry writes its new time). Returns whether it wrote.
     ///
     /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
-    pub async fn record_failure(&mut self, failure: &Failure) -> Result<bool> {
+    pub async fn record_failure(&mut self, failure: &Failure, retry_at: Option<SystemTime>) -> Result<bool> {
         if self.parent.known.is_none() {
             // The recorded attempt is compared with the parent's, which a fresh engine reads.
             let parent = self.read_parent().await?;
@@ -143,6 +145,10 @@ impl Engine {
         let attempt = match refused.or_else(|| self.record.attempting.as_ref().map(ToString::to_string)) {
             Some(revision) => Attempt::failed(revision, chain),
             None => Attempt::unresolved(self.followed(), chain),
+        };
+        let attempt = match retry_at {
+            Some(at) => attempt.retrying_at(at),
+            None => attempt,
         };
         let record = self.record.recorded.clone().map(|r| Record { waiting: None, ..r });
         self.write_record(record, attempt).await

@@ -638,9 +638,9 @@ async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_
     let bad = repo.commit_and_push("broken YAML");
     let failure = |error| gitward::sync::outcome::Failure::new("app".into(), error, None, None);
     let error = engine.sync().await.expect_err("the revision does not parse");
-    assert!(engine.record_failure(&failure(error)).await.unwrap(), "the error is recorded");
+    assert!(engine.record_failure(&failure(error), None).await.unwrap(), "the error is recorded");
     let error = engine.sync().await.expect_err("still broken");
-    assert!(!engine.record_failure(&failure(error)).await.unwrap(), "the same error is not written again");
+    assert!(!engine.record_failure(&failure(error), None).await.unwrap(), "the same error is not written again");
     let r = record(&env.client, &ns, "gitward-app").await;
     assert_eq!(r.get("gitward.dev/last-revision"), Some(&first), "the last good revision stays: {r:?}");
     assert_eq!(r.get("gitward.dev/last-attempted-revision"), Some(&bad), "{r:?}");

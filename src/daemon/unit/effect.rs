@@ -17,7 +17,7 @@ pub(super) enum Effect {
     Early(Revision),
     Rest(EarlyApply),
     Heal(Trigger, BTreeSet<ObjectRef>),
-    Fail(Trigger, crate::sync::Error, Option<Revision>),
+    Fail(Trigger, crate::sync::Error, Option<Revision>, std::time::SystemTime),
     Begin(Report),
     /// Boxed: a wait and its end are twice the size of the other effects.
     End(Box<(Waiting, Option<(HealthWait, WaitEnd)>)>, bool),
@@ -68,8 +68,8 @@ impl Ctx {
             Effect::Early(revision) => Done::Early(self.engine.early(&revision).await),
             Effect::Rest(early) => Done::Rest(self.engine.sync_rest(early).await),
             Effect::Heal(trigger, objects) => Done::Healed(self.heal_objects(&trigger, &objects).await),
-            Effect::Fail(trigger, error, kept) => {
-                self.failed(&trigger, error, kept).await;
+            Effect::Fail(trigger, error, kept, retry_at) => {
+                self.failed(&trigger, error, kept, retry_at).await;
                 Done::FailRecorded
             }
             Effect::Begin(report) => Done::Began(self.begin_wait(report).await),

@@ -96,9 +96,15 @@ impl Ctx {
 
     /// A sync that failed as a whole: the engine records it ([`crate::sync::Engine::fail`])
     /// and the observers are told. `kept`: the revision last applied, named when a revision is
-    /// refused.
-    pub(super) async fn failed(&mut self, trigger: &Trigger, e: crate::sync::Error, kept: Option<Revision>) {
-        let outcome = self.engine.fail(Cause::from(trigger), e, kept).await;
+    /// refused; `retry_at`: when the unit's retry is due, recorded with the failure.
+    pub(super) async fn failed(
+        &mut self,
+        trigger: &Trigger,
+        e: crate::sync::Error,
+        kept: Option<Revision>,
+        retry_at: std::time::SystemTime,
+    ) {
+        let outcome = self.engine.fail(Cause::from(trigger), e, kept, Some(retry_at)).await;
         self.observers.finished(&outcome);
     }
 

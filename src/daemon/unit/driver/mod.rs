@@ -112,6 +112,9 @@ struct Kept {
     backoff: Backoff,
     /// The retry instant last published (status, metrics).
     backoff_shown: Option<Instant>,
+    /// The retry instant drawn when a failure was recorded (and recorded with it), which the
+    /// retry scheduled after it keeps.
+    retry: Option<Instant>,
 }
 
 /// The event sources the driver listens to besides its effects.
@@ -552,10 +555,7 @@ impl Driver {
             }
             Action::Publish(trigger) => self.publish(&trigger),
             Action::Heal(trigger, objects) => self.start(Effect::Heal(trigger, objects)),
-            Action::Fail(trigger) => {
-                let error = self.kept.failure.take().expect("a failure to record");
-                self.start(Effect::Fail(trigger, error, self.state.last_applied.clone()));
-            }
+            Action::Fail(trigger) => self.fail(trigger),
             Action::BeginWait => {
                 let report = self.kept.report.take().expect("a report to wait on");
                 self.start(Effect::Begin(report));
@@ -579,8 +579,8 @@ impl Driver {
                     self.home().note_drift(events);
                 }
             }
-            Action::ResetBackoff => self.kept.backoff.reset(),
-            Action::ScheduleRetry => return Some(Event::RetryAt(Instant::now() + self.kept.backoff.next_delay())),
+            Action::ResetBackoff => self.reset_backoff(),
+            Action::ScheduleRetry => return Some(Event::RetryAt(self.retry_at())),
             Action::Adopt => self.start(Effect::Adopt),
             Action::NoteQueued => self.note_queued(),
         }

@@ -1,9 +1,10 @@
 //! The driver's smaller acts: what a suspended unit ignores, the note of a request queued
 //! behind a health wait, the gate's judgement, the count of a job's trigger, and the report of
-//! the sync that ran.
+//! the sync that ran, and the record of a failure with the retry drawn for it.
 
 use tracing::info;
 
+use super::super::effect::Effect;
 use super::super::{Ctx, release_freed_memory};
 use super::Driver;
 use crate::daemon::trigger::{Trigger, TriggerKind};
@@ -64,5 +65,28 @@ impl Driver {
         ctx.publish(trigger, &report);
         self.kept.report = Some(report);
         release_freed_memory();
+    }
+
+    /// Records the failure kept for `trigger`, with the time of the retry that follows it: the
+    /// backoff's next delay is drawn now, and [`Driver::retry_at`] keeps it.
+    pub(super) fn fail(&mut self, trigger: Trigger) {
+        let error = self.kept.failure.take().expect("a failure to record");
+        let delay = self.kept.backoff.next_delay();
+        self.kept.retry = Some(tokio::time::Instant::now() + delay);
+        let retry_at = std::time::SystemTime::now() + delay;
+        self.start(Effect::Fail(trigger, error, self.state.last_applied.clone(), retry_at));
+    }
+
+    /// When the retry scheduled now is due: the one drawn when its failure was recorded, else
+    /// now plus the backoff's next delay.
+    pub(super) fn retry_at(&mut self) -> tokio::time::Instant {
+        let drawn = self.kept.retry.take();
+        drawn.unwrap_or_else(|| tokio::time::Instant::now() + self.kept.backoff.next_delay())
+    }
+
+    /// Back to the first delay after a success; a retry drawn before is dropped.
+    pub(super) fn reset_backoff(&mut self) {
+        self.kept.backoff.reset();
+        self.kept.retry = None;
     }
 }
