@@ -91,7 +91,9 @@ fn on_trigger(mut h: Health, t: Trigger, actions: &mut Vec<Action>) -> Phase {
 
 /// What the fetch for `t` during the wait found ([`during_wait`]).
 fn fetched(state: &mut State, mut h: Health, t: Trigger, found: Option<Revision>, actions: &mut Vec<Action>) -> Phase {
-    let new_revision = found.filter(|r| *r != h.revision);
+    // A revision a push that left the path alone made the one last applied during this wait
+    // is nothing new either.
+    let new_revision = found.filter(|r| *r != h.revision && state.last_applied.as_ref() != Some(r));
     match during_wait(&t, new_revision.is_some()) {
         DuringWait::Ignore => waiting(state, h, actions),
         DuringWait::RunAfter => {

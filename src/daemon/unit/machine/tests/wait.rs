@@ -340,6 +340,14 @@ fn a_new_revision_that_left_the_path_alone_does_not_cancel_the_wait() {
             &["EndWait(cancel=false,record=true)"],
         ),
         row(
+            "a later fetch that finds the revision it took is nothing new: the wait goes on",
+            || drive(wait_probing(), vec![touch(false, "c"), Event::Tick(t(Poll))]),
+            || Event::WaitFetched(Some(rev("c"))),
+            "health",
+            &[],
+        )
+        .then(|s| s.last_applied == Some(rev("c")) && s.listen().wait_end),
+        row(
             "a poll's new revision too",
             || drive(waiting_path_only(), vec![Event::Tick(t(Poll))]),
             || Event::WaitFetched(Some(rev("c"))),
