@@ -807,3 +807,15 @@ pub async fn namespace_labels(client: &kube::Client, name: &str) -> std::collect
     let ns = Api::<Namespace>::all(client.clone()).get(name).await.expect("the namespace exists");
     ns.metadata.labels.unwrap_or_default()
 }
+
+/// Writes Deployment `web`'s status in `ns` as the deployment controller would once it rolled
+/// out one replica of generation 1 (the test cluster runs no controllers).
+pub async fn roll_out(client: &kube::Client, ns: &str) {
+    let status = json!({"status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+        "readyReplicas": 1, "availableReplicas": 1, "conditions": [
+            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
+            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
+    let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), ns);
+    let patch = kube::api::Patch::Merge(&status);
+    api.patch_status("web", &kube::api::PatchParams::default(), &patch).await.unwrap();
+}

@@ -13,10 +13,9 @@ use crate::common;
 use std::path::Path;
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::Api;
+use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(120);
 const CLI: Duration = Duration::from_secs(180);
@@ -39,16 +38,6 @@ fn units(repo: &common::GitRepo, ns: &str, depends_on: &str) -> String {
 
 async fn applied(client: &kube::Client, ns: &str) -> bool {
     Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt("a").await.unwrap().is_some()
-}
-
-/// Writes Deployment `web`'s status as the deployment controller would once it rolled out.
-async fn roll_out(client: &kube::Client, ns: &str) {
-    let status = json!({"status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
-        "readyReplicas": 1, "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
 }
 
 /// The `waiting for dependencies` events of `app` in `events`.
@@ -101,7 +90,7 @@ async fn a_unit_waits_for_its_dependency_to_be_healthy_and_syncs_once_it_is() {
     assert!(sync.stdout.starts_with("app: not synced: waiting for dependencies: base: not healthy"), "{}", sync.stdout);
     assert!(!applied(&env.client, &ns).await, "gitward sync applied app: {}", sync.stderr);
 
-    roll_out(&env.client, &ns).await;
+    common::roll_out(&env.client, &ns).await;
     let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
     assert!(synced, "app not applied after base became healthy: {}", daemon.log_text());
     let ready = daemon.events().iter().any(|e| e["message"] == "dependencies ready" && e["unit"] == "app");
@@ -243,7 +232,7 @@ async fn a_unit_waits_for_a_unit_a_sync_set_makes() {
     assert!(!applied(&env.client, &ns).await, "app applied while apps-base progresses: {}", daemon.log_text());
     assert_eq!(status_of(&config, "app")["dependencies"][0]["unit"], "apps-base");
 
-    roll_out(&env.client, &ns).await;
+    common::roll_out(&env.client, &ns).await;
     let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
     assert!(synced, "app not applied after apps-base became healthy: {}", daemon.log_text());
 }
@@ -308,7 +297,7 @@ async fn under_sharding_a_unit_waits_for_its_dependency_on_another_replica() {
     assert!(base_synced, "base ran on the replica that does not run app: {}", logs());
     assert!(!applied(&env.client, &ns).await, "app applied while base progresses: {}", logs());
 
-    roll_out(&env.client, &ns).await;
+    common::roll_out(&env.client, &ns).await;
     let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
     assert!(synced, "app not applied after base became healthy: {}", logs());
     assert!(waits(&daemons[1 - app_owner].events()).is_empty(), "app ran on both replicas: {}", logs());

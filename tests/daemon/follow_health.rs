@@ -22,16 +22,6 @@ const WAIT: Duration = Duration::from_secs(60);
 const FOLLOW: Duration = Duration::from_secs(10);
 const CLI: Duration = Duration::from_secs(60);
 
-/// Writes Deployment `web`'s status as the deployment controller would once it rolled out.
-async fn roll_out(client: &kube::Client, ns: &str) {
-    let status = json!({"status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
-        "readyReplicas": 1, "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-}
-
 /// Writes Deployment `web`'s status as a deployment controller whose rollout passed its
 /// progress deadline would (kstatus `Failed`).
 async fn deadline_exceeded(client: &kube::Client, ns: &str) {
@@ -97,7 +87,7 @@ async fn healthy_daemon(
     let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, "health_timeout = \"2m\"");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    roll_out(&env.client, &env.namespace).await;
+    common::roll_out(&env.client, &env.namespace).await;
     let healthy = common::eventually(WAIT, || async { ready(&daemon) == Some(("healthy".into(), 1.0)) }).await;
     assert!(healthy, "the first wait did not end healthy: {:?}: {}", ready(&daemon), daemon.log_text());
     (daemon, config, repo)
@@ -126,7 +116,7 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
     assert!(changed.iter().any(|e| e["result"] == "degraded" && e["was"] == "healthy"), "{}", daemon.log_text());
     assert!(daemon.logged("sync complete").iter().all(|e| e["trigger"] != "drift"), "no sync ran for it");
 
-    roll_out(&env.client, &env.namespace).await;
+    common::roll_out(&env.client, &env.namespace).await;
     let recovered = everywhere(&daemon, &env, "healthy", 0.0).await;
     assert!(recovered, "not healthy again within {FOLLOW:?}: {:?}: {}", ready(&daemon), daemon.log_text());
     assert_eq!(ready(&daemon), Some(("healthy".into(), 1.0)));
