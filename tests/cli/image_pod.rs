@@ -31,7 +31,10 @@ fn root() -> &'static Path {
 struct Pod {
     name: String,
     child: Child,
+    /// Its output (gitward's log among it).
     log: std::path::PathBuf,
+    /// `[daemon] listen`'s port on the host's loopback (`--network=host`).
+    port: u16,
 }
 
 impl Drop for Pod {
@@ -39,10 +42,78 @@ impl Drop for Pod {
         let _ = Command::new("podman").args(["rm", "-f", "-t", "0", &self.name]).output();
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.log);
     }
 }
 
 impl Pod {
+    /// Starts `scripts/pod` with the example units, listening on a port of its own.
+    fn start() -> Self {
+        let log = tempfile::NamedTempFile::new().unwrap().into_temp_path().keep().unwrap();
+        let out = std::fs::File::create(&log).unwrap();
+        let name = common::unique("gitward-pod");
+        let port = common::free_port();
+        let child = Command::new(root().join("scripts/pod"))
+            .current_dir(root())
+            .env("GITWARD_POD_NAME", &name)
+            .env("GITWARD_POD_LISTEN", format!("127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().unwrap())
+            .stderr(out)
+            .spawn()
+            .expect("scripts/pod starts");
+        Pod { name, child, log, port }
+    }
+
+    /// `/readyz?verbose` once it answers 200 (every unit has synced): after the image build
+    /// (cached when scripts/test or the image test built it) and the first syncs.
+    async fn wait_ready(&mut self) -> String {
+        let deadline = Instant::now() + Duration::from_secs(900);
+        loop {
+            if let Some((200, body)) = common::http(self.port, "GET", "/readyz?verbose", &[], b"") {
+                return body;
+            }
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("scripts/pod exited {status} before ready:\n{}", self.log());
+            }
+            assert!(Instant::now() < deadline, "not ready within 900 s:\n{}", self.log());
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+
+    /// The container's process as the kernel sees it: the Pod's user, no capability,
+    /// no_new_privs, a seccomp filter, a read-only root.
+    fn assert_pod_settings(&self) {
+        let inspect = Command::new("podman").args(["inspect", "-f", "{{.State.Pid}}", &self.name]).output().unwrap();
+        let pid = String::from_utf8_lossy(&inspect.stdout).trim().to_owned();
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        for line in [
+            "Uid:\t65532\t65532\t65532\t65532",
+            "Gid:\t65532\t65532\t65532\t65532",
+            "CapEff:\t0000000000000000",
+            "CapPrm:\t0000000000000000",
+            "NoNewPrivs:\t1",
+            "Seccomp:\t2",
+        ] {
+            assert!(status.contains(line), "{line:?} in {status}");
+        }
+        let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
+        let root = mounts.lines().find(|l| l.split(' ').nth(4) == Some("/")).unwrap();
+        assert!(root.split(' ').nth(5).unwrap().split(',').any(|o| o == "ro"), "{root}");
+    }
+
+    /// SIGTERM, as the kubelet sends it (`podman stop -t 30`): gone within the grace period,
+    /// exit 0, the Lease released.
+    fn stop(&mut self) {
+        let started = Instant::now();
+        let stop = Command::new("podman").args(["stop", "-t", "30", &self.name]).output().unwrap();
+        assert!(stop.status.success(), "podman stop: {}", String::from_utf8_lossy(&stop.stderr));
+        let exit = self.child.wait().unwrap();
+        let took = started.elapsed();
+        assert!(exit.success() && took < GRACE, "exit {exit} after {took:?}:\n{}", self.log());
+        assert!(self.log().contains("\"leadership released\""), "{}", self.log());
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -74,79 +145,36 @@ const ATTACKS: [&str; 8] = ["read-host", "write-outside", "tcp", "udp", "dns", "
 
 #[tokio::test]
 async fn the_image_runs_as_its_pod_within_its_rbac_and_every_sandbox_attack_fails_inside() {
-    // On the host first: the layers this kernel has stop every attack, and none is stopped
-    // without them.
-    let host = sandbox_check(Command::new(common::binary()).arg("sandbox-check").output().unwrap());
-    assert_eq!((host.0, host.2.clone()), (Some(0), vec![]), "on the host: {}", host.1);
-    let abi = host.1.strip_prefix("sandbox: landlock ABI ").and_then(|s| s.split(',').next()).unwrap().to_owned();
-    let host_off = sandbox_check(Command::new(common::binary()).args(["sandbox-check", "--off"]).output().unwrap());
-    assert_eq!((host_off.0, host_off.2), (Some(1), ATTACKS.map(String::from).to_vec()), "unconfined on the host");
-
-    let dir = tempfile::tempdir().unwrap();
-    let port = common::free_port();
-    let name = common::unique("gitward-pod");
-    let log = dir.path().join("pod.log");
-    let out = std::fs::File::create(&log).unwrap();
-    let child = Command::new(root().join("scripts/pod"))
-        .current_dir(root())
-        .env("GITWARD_POD_NAME", &name)
-        .env("GITWARD_POD_LISTEN", format!("127.0.0.1:{port}"))
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-        .expect("scripts/pod starts");
-    let mut pod = Pod { name, child, log };
-
-    // Ready once every unit has synced: after the image build (cached when scripts/test or the
-    // image test built it) and the first syncs.
-    let deadline = Instant::now() + Duration::from_secs(900);
-    let readyz = loop {
-        if let Some((200, body)) = common::http(port, "GET", "/readyz?verbose", &[], b"") {
-            break body;
-        }
-        if let Some(status) = pod.child.try_wait().unwrap() {
-            panic!("scripts/pod exited {status} before ready:\n{}", pod.log());
-        }
-        assert!(Instant::now() < deadline, "not ready within 900 s:\n{}", pod.log());
-        tokio::time::sleep(Duration::from_secs(1)).await;
-    };
+    let abi = attacks_on_the_host();
+    let mut pod = Pod::start();
+    let readyz = pod.wait_ready().await;
     // Under RuntimeDefault no user namespace can be made: Landlock and the seccomp filter hold.
     assert!(readyz.contains(&format!("sandbox: landlock ABI {abi}, seccomp, no namespaces")), "{readyz}");
     for unit in ["example", "example-kustomize", "example-helm"] {
         assert!(readyz.contains(&format!("[+]{unit} ok")), "{unit} applied: {readyz}");
     }
+    pod.assert_pod_settings();
+    assert_applied().await;
+    attacks_in_the_container(&pod, &abi);
+    pod.stop();
+    let events = requests_of(USER);
+    assert_allowed(&events);
+    assert_role_covers_its_own_namespace(&events);
+}
 
-    // The container's process as the kernel sees it: the Pod's user, no capability,
-    // no_new_privs, a seccomp filter, a read-only root.
-    let inspect = Command::new("podman").args(["inspect", "-f", "{{.State.Pid}}", &pod.name]).output().unwrap();
-    let pid = String::from_utf8_lossy(&inspect.stdout).trim().to_owned();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    for line in ["Uid:\t65532\t65532\t65532\t65532", "Gid:\t65532\t65532\t65532\t65532", "CapEff:\t0000000000000000"] {
-        assert!(status.contains(line), "{line:?} in {status}");
-    }
-    for line in ["CapPrm:\t0000000000000000", "NoNewPrivs:\t1", "Seccomp:\t2"] {
-        assert!(status.contains(line), "{line:?} in {status}");
-    }
-    let mounts = std::fs::read_to_string(format!("/proc/{pid}/mountinfo")).unwrap();
-    let root_mount = mounts.lines().find(|l| l.split(' ').nth(4) == Some("/")).unwrap();
-    assert!(root_mount.split(' ').nth(5).unwrap().split(',').any(|o| o == "ro"), "{root_mount}");
+/// Every attack on the host, under the layers this kernel has (all stopped) and off (each gets
+/// out); the Landlock ABI `sandbox-check` reports.
+fn attacks_on_the_host() -> String {
+    let host = sandbox_check(Command::new(common::binary()).arg("sandbox-check").output().unwrap());
+    assert_eq!((host.0, host.2.clone()), (Some(0), vec![]), "on the host: {}", host.1);
+    let off = sandbox_check(Command::new(common::binary()).args(["sandbox-check", "--off"]).output().unwrap());
+    assert_eq!((off.0, off.2), (Some(1), ATTACKS.map(String::from).to_vec()), "unconfined on the host");
+    host.1.strip_prefix("sandbox: landlock ABI ").and_then(|s| s.split(',').next()).unwrap().to_owned()
+}
 
-    // What the three units applied, read from the cluster.
-    let client = common::admin("gitward-test-image-pod").await;
-    for (namespace, name) in [("hello", "hello"), ("hello-kustomize", "demo-hello"), ("hello-helm", "hello")] {
-        let deployment = Api::<Deployment>::namespaced(client.clone(), namespace).get(name).await.unwrap();
-        let managers: Vec<_> =
-            deployment.metadata.managed_fields.iter().flatten().filter_map(|f| f.manager.clone()).collect();
-        assert!(managers.iter().any(|m| m == "gitward"), "{namespace}/{name}: {managers:?}");
-    }
-    let secrets = Api::<Secret>::namespaced(client.clone(), "gitward-system");
-    for parent in ["gitward-example", "gitward-example-kustomize", "gitward-example-helm"] {
-        secrets.get(parent).await.unwrap_or_else(|e| panic!("ApplySet parent {parent}: {e}"));
-    }
-
-    // Inside the container, under RuntimeDefault: every attack stopped by gitward's layers;
-    // with them off, each gets out but io_uring and unshare, which the profile itself denies.
+/// Every attack inside the container, under RuntimeDefault: all stopped by gitward's layers;
+/// with them off, each gets out but io_uring and unshare, which the profile itself denies.
+fn attacks_in_the_container(pod: &Pod, abi: &str) {
     let inside = sandbox_check(pod.exec(&["sandbox-check"]));
     assert_eq!((inside.0, inside.2), (Some(0), vec![]), "in the container: {}", inside.1);
     assert!(inside.1.starts_with(&format!("sandbox: landlock ABI {abi}, seccomp, no namespaces")), "{}", inside.1);
@@ -154,24 +182,37 @@ async fn the_image_runs_as_its_pod_within_its_rbac_and_every_sandbox_attack_fail
     let open: Vec<String> =
         ATTACKS.iter().filter(|a| !["io-uring", "unshare"].contains(a)).map(|a| a.to_string()).collect();
     assert_eq!((off.0, off.2), (Some(1), open), "unconfined in the container");
+}
 
-    // SIGTERM, as the kubelet sends it: gone within the grace period, exit 0, the Lease released.
-    let started = Instant::now();
-    let stop = Command::new("podman").args(["stop", "-t", "30", &pod.name]).output().unwrap();
-    assert!(stop.status.success(), "podman stop: {}", String::from_utf8_lossy(&stop.stderr));
-    let exit = pod.child.wait().unwrap();
-    let took = started.elapsed();
-    assert!(exit.success() && took < GRACE, "exit {exit} after {took:?}:\n{}", pod.log());
-    assert!(pod.log().contains("\"leadership released\""), "{}", pod.log());
+/// What the three example units applied, read from the cluster: their Deployments, written by
+/// gitward, and their ApplySet parents in gitward-system.
+async fn assert_applied() {
+    let client = common::admin("gitward-test-image-pod").await;
+    for (namespace, name) in [("hello", "hello"), ("hello-kustomize", "demo-hello"), ("hello-helm", "hello")] {
+        let deployment = Api::<Deployment>::namespaced(client.clone(), namespace).get(name).await.unwrap();
+        let managers: Vec<_> =
+            deployment.metadata.managed_fields.iter().flatten().filter_map(|f| f.manager.clone()).collect();
+        assert!(managers.iter().any(|m| m == "gitward"), "{namespace}/{name}: {managers:?}");
+    }
+    let secrets = Api::<Secret>::namespaced(client, "gitward-system");
+    for parent in ["gitward-example", "gitward-example-kustomize", "gitward-example-helm"] {
+        secrets.get(parent).await.unwrap_or_else(|e| panic!("ApplySet parent {parent}: {e}"));
+    }
+}
 
-    // Every request the ServiceAccount sent was allowed by deploy/kubernetes' RBAC.
+/// The audit events of `user`.
+fn requests_of(user: &str) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(common::audit_log()).unwrap();
-    let events: Vec<serde_json::Value> = text
-        .lines()
+    text.lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|e| e["user"]["username"] == USER)
-        .collect();
-    let verbs = common::verbs(&events);
+        .filter(|e| e["user"]["username"] == user)
+        .collect()
+}
+
+/// No request was refused by deploy/kubernetes' RBAC, after the container applied objects and
+/// renewed and released its Lease.
+fn assert_allowed(events: &[serde_json::Value]) {
+    let verbs = common::verbs(events);
     assert!(verbs.get("patch").is_some_and(|&n| n >= 8) && verbs.contains_key("update"), "{verbs:?}");
     let forbidden: Vec<String> = events
         .iter()
@@ -179,11 +220,12 @@ async fn the_image_runs_as_its_pod_within_its_rbac_and_every_sandbox_attack_fail
         .map(|e| format!("{} {}", e["verb"], e["requestURI"]))
         .collect();
     assert_eq!(forbidden, Vec::<String>::new(), "requests deploy/kubernetes/rbac.yaml does not allow");
+}
 
-    // The Role gitward alone covers what gitward did for itself in gitward-system (the Lease,
-    // the ApplySet parents, their Events), as it must once the ClusterRole is narrowed: asked of
-    // the API server for an identity bound to that Role only.
-    let role_only = "system:serviceaccount:gitward-system:role-only";
+/// The Role gitward alone covers what gitward did for itself in gitward-system (the Lease, the
+/// ApplySet parents, their Events), as it must once the ClusterRole is narrowed: asked of the
+/// API server (`kubectl auth can-i`) for an identity bound to that Role only.
+fn assert_role_covers_its_own_namespace(events: &[serde_json::Value]) {
     let binding = "--serviceaccount=gitward-system:role-only";
     for args in [
         vec!["create", "serviceaccount", "role-only"],
@@ -203,11 +245,12 @@ async fn the_image_runs_as_its_pod_within_its_rbac_and_every_sandbox_attack_fail
         })
         .collect();
     assert!(own.iter().any(|r| r.starts_with("update leases.coordination.k8s.io")), "{own:?}");
+    let as_role = "system:serviceaccount:gitward-system:role-only";
     let refused: Vec<&String> = own
         .iter()
         .filter(|request| {
             let (verb, resource) = request.split_once(' ').unwrap();
-            let can = common::kubectl(&["auth", "can-i", verb, resource, "-n", "gitward-system", "--as", role_only]);
+            let can = common::kubectl(&["auth", "can-i", verb, resource, "-n", "gitward-system", "--as", as_role]);
             String::from_utf8_lossy(&can.stdout).trim() != "yes"
         })
         .collect();
