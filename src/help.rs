@@ -99,3 +99,18 @@ ends), or no daemon handled it.
 
 Example:
   gitward reconcile --config config.toml apps";
+
+/// `--help` text of `sandbox-check`.
+pub const SANDBOX_CHECK: &str = "\
+Each attack is made by a child gitward started as a render tool is (a scratch tree, the
+binary, the sandbox layers this machine has) and watched from outside: read a file beside
+its tree, write one, a TCP connection, a UDP datagram and a DNS query to loopback,
+io_uring_setup, unshare(CLONE_NEWUSER), ptrace of a child. Prints the sandbox's layers, then
+one line per attack, e.g. `tcp: stopped`; with --off the same unconfined, to see that each
+attack works where a layer does not stop it (a container runtime's own seccomp profile may).
+
+Exit codes: 0 every attack stopped, 1 one escaped, 2 a probe did not run (the sandbox cannot
+be used here, a file or socket could not be made).
+
+Example (in gitward's Pod):
+  kubectl -n gitward-system exec deploy/gitward -- gitward sandbox-check";

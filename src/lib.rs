@@ -78,6 +78,8 @@ pub use changeset::ChangeSet;
 pub use config::Config;
 pub use daemon::run::run;
 pub use object::ObjectRef;
+/// `gitward sandbox-check`: the attacks on the render sandbox, made where gitward runs.
+pub use render::sandbox_check;
 pub use status::unit_state;
 pub use sync::{Engine, Report};
 pub use validate::validate_units;

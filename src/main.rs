@@ -9,7 +9,8 @@
 //! not (never applied, its last sync failed, a recorded error, a member missing or not healthy), 2 error;
 //! `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an object not applied, 2 the
 //! sync failed as a whole, or the request was not handled in time: queued behind a health wait, or no
-//! daemon handled it); `render` 0 printed, 2 error.
+//! daemon handled it); `render` 0 printed, 2 error; `sandbox-check` 0 every attack stopped, 1 one escaped, 2
+//! a probe did not run.
 //!
 //! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]); logs go to stderr.
 
@@ -76,6 +77,25 @@ enum Command {
     /// Ask the running daemon to sync units now, and wait for the result.
     #[command(after_help = gitward::help::RECONCILE)]
     Reconcile(ReconcileArgs),
+    /// Try each way out of the render sandbox from a child run as a tool is, and print whether
+    /// each was stopped.
+    #[command(after_help = gitward::help::SANDBOX_CHECK)]
+    SandboxCheck(SandboxCheckArgs),
+    /// One attack of `sandbox-check`, made by the child it starts.
+    #[command(hide = true)]
+    SandboxProbe {
+        /// The attack's name (`read-host`, `tcp`, …).
+        attack: String,
+        /// What it aims at: a path or a loopback port.
+        aim: String,
+    },
+}
+
+#[derive(clap::Args)]
+struct SandboxCheckArgs {
+    /// Run the attacks with the sandbox off (`[render] sandbox = "off"`), to see each work.
+    #[arg(long)]
+    off: bool,
 }
 
 #[derive(clap::Args)]
@@ -188,7 +208,16 @@ struct UnitArgs {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init(cli.log_format);
+    // Both before the runtime starts: the check's children are tools, forked from a process
+    // with no runtime threads or connections, and the probe forks.
+    match &cli.command {
+        Command::SandboxProbe { attack, aim } => return sandbox_probe(attack, aim),
+        Command::SandboxCheck(args) => {
+            telemetry::init(cli.log_format);
+            return sandbox_check(args);
+        }
+        _ => telemetry::init(cli.log_format),
+    }
     let fetching = fetch_timeouts(&cli.command);
     // SAFETY: called once, before any thread (the runtime) exists and before any other git2 call.
     unsafe { gitward::source::start_libgit2(fetching.connect_timeout, fetching.idle_timeout) };
@@ -201,6 +230,37 @@ fn main() -> ExitCode {
     // shutdown gets one second, then the process exits anyway.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// `gitward sandbox-check`: every attack's outcome on stdout.
+fn sandbox_check(args: &SandboxCheckArgs) -> ExitCode {
+    use gitward::config::SandboxMode;
+    let mode = if args.off { SandboxMode::Off } else { SandboxMode::On };
+    let escaped = std::env::current_exe()
+        .context("sandbox check: this program's path")
+        .and_then(|program| Ok(gitward::sandbox_check::command(&program, mode)?));
+    match escaped {
+        Ok(escaped) => ExitCode::from(u8::from(escaped)),
+        Err(e) => {
+            tracing::error!(error = %telemetry::error_chain(e.as_ref()), "gitward failed");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// `gitward sandbox-probe ATTACK AIM`, the child of `sandbox-check`: prints what the attack
+/// did.
+fn sandbox_probe(attack: &str, aim: &str) -> ExitCode {
+    match gitward::sandbox_check::Attack::from_name(attack) {
+        Some(attack) => {
+            println!("{}", gitward::sandbox_check::probe(attack, aim));
+            ExitCode::SUCCESS
+        }
+        None => {
+            eprintln!("sandbox-probe: no attack named {attack}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// The fetch timeouts of `gitward run`'s config (`[daemon] fetch_connect_timeout`,
@@ -224,6 +284,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend(args, true).await,
         Command::Resume(args) => suspend(args, false).await,
         Command::Reconcile(args) => reconcile(args).await,
+        Command::SandboxCheck(_) | Command::SandboxProbe { .. } => unreachable!("run before the runtime starts"),
     }
 }
 

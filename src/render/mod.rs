@@ -15,6 +15,7 @@
 //! Files: `error`, `tool` (locate, version), `tree` (scratch directory and materializer),
 //! `kustomize`, `helm`, [`sops`], `cache`
 //! ([`RenderCache`]), `process` (running a tool within its limits), [`sandbox`] (confining it),
+//! [`sandbox_check`] (the attacks on it, made where gitward runs),
 //! `pod` (its namespaces), `seccomp` (its system-call filter), `remote` (which remote bases may be fetched), `proxy` (the only way
 //! out for those).
 
@@ -28,6 +29,7 @@ mod process;
 mod proxy;
 mod remote;
 pub mod sandbox;
+pub mod sandbox_check;
 mod seccomp;
 pub mod sops;
 mod tool;
