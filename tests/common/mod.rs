@@ -735,7 +735,9 @@ pub fn assert_no_secret(output: &str, value: &str) {
 }
 
 /// A second, private cluster that this test can stop and bring back (same state dir and port,
-/// so the same credentials and etcd data), without disturbing the shared one.
+/// so the same credentials and etcd data), without disturbing the shared one: its
+/// kube-apiserver alone (`--apiserver-only`), no controllers or Nodes, since these tests are
+/// about the apiserver going away and coming back.
 pub struct OwnCluster {
     child: std::process::Child,
 }
@@ -744,7 +746,7 @@ impl OwnCluster {
     pub fn start(dir: &Path, port: u16) -> Self {
         use std::io::BufRead;
         let mut child = std::process::Command::new("testcluster")
-            .args(["serve", "--dir"])
+            .args(["serve", "--apiserver-only", "--dir"])
             .arg(dir)
             .args(["--port", &port.to_string()])
             .stdin(std::process::Stdio::piped())
