@@ -35,7 +35,11 @@ var controllers = []string{
 	"root-ca-certificate-publisher-controller", "namespace-controller",
 	"garbage-collector-controller", "deployment-controller", "replicaset-controller",
 	"statefulset-controller", "daemonset-controller", "job-controller", "cronjob-controller",
-	"ttl-after-finished-controller", "pod-garbage-collector-controller",
+	"pod-garbage-collector-controller",
+	// Not ttl-after-finished-controller: it deletes a finished Job with ttlSecondsAfterFinished
+	// (ingress-nginx's admission Jobs say 0), and gitward's next sync of the same revision
+	// creates it again, so the fixtures' resyncs would not be steady. gitward does not yet
+	// treat such a Job specially.
 	// Lifts the not-ready taint every new Node is created with once kwok reports it Ready
 	// (kwok renews the Nodes' Leases, so they stay Ready).
 	"node-lifecycle-controller",
