@@ -1,6 +1,8 @@
-//! Health followed between syncs under `gitward run`, against the real apiserver (it runs no
-//! controllers: the tests write a Deployment's status subresource as the deployment controller
-//! would). A Deployment that fails outside any health wait, and recovers, moves the unit's
+//! Health followed between syncs under `gitward run`, against the real apiserver and its
+//! deployment controller: someone sets the Deployment's image by hand (`kubectl set image`,
+//! a field manager the unit leaves alone by a `[[sync.ignore]]` rule) to one whose Pods
+//! crash-loop, and the controller fails the rollout at its 5 s progress deadline; setting it
+//! back recovers it. A Deployment that fails outside any health wait, and recovers, moves the unit's
 //! readiness reason, `gitward_objects_health`, the parent's `gitward.dev/last-result` and the
 //! dashboard within seconds; a `gitward reconcile` after such a failure records what it judged,
 //! not `healthy`; the dashboard's health columns count the members; a self-heal that re-applied
@@ -13,8 +15,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
 
 /// A generous bound for the daemon's start and first sync.
 const WAIT: Duration = Duration::from_secs(60);
@@ -22,15 +24,28 @@ const WAIT: Duration = Duration::from_secs(60);
 const FOLLOW: Duration = Duration::from_secs(10);
 const CLI: Duration = Duration::from_secs(60);
 
-/// Writes Deployment `web`'s status as a deployment controller whose rollout passed its
-/// progress deadline would (kstatus `Failed`).
-async fn deadline_exceeded(client: &kube::Client, ns: &str) {
-    let status = json!({"status": {"observedGeneration": 1, "conditions": [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
-         "message": "ReplicaSet \"web-1\" has timed out progressing."},
-        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
+/// Sets Deployment `web`'s image by hand (field manager `kubectl-set`), then waits until the
+/// deployment controller has judged the rollout that starts: `ProgressDeadlineExceeded` for an
+/// image whose Pods crash-loop, available again for one whose Pods run.
+async fn set_image(client: &kube::Client, ns: &str, image: &str) {
+    let out = common::kubectl(&["set", "image", "deployment/web", &format!("app={image}"), "-n", ns]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let failing = image.contains("fail");
+    let judged = common::eventually(WAIT, || async {
+        let web = api.get("web").await.unwrap();
+        let status = web.status.unwrap_or_default();
+        let progressing = status.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "Progressing");
+        let reason = progressing.and_then(|c| c.reason).unwrap_or_default();
+        status.observed_generation == web.metadata.generation
+            && if failing {
+                reason == "ProgressDeadlineExceeded"
+            } else {
+                reason == "NewReplicaSetAvailable" && status.unavailable_replicas.is_none()
+            }
+    })
+    .await;
+    assert!(judged, "the deployment controller did not judge the rollout of {image}");
 }
 
 /// The parent's `gitward.dev/last-result`.
@@ -73,21 +88,22 @@ async fn everywhere(daemon: &common::Daemon, env: &common::TestEnv, reason: &str
 }
 
 /// A daemon with the dashboard over a repository of Deployment `web` and ConfigMap `a`, its
-/// first wait ended healthy (the test rolls `web` out). The repository is kept while the daemon
+/// first wait ended healthy (the deployment controller rolls `web` out). The repository is kept while the daemon
 /// runs.
 async fn healthy_daemon(
     env: &common::TestEnv,
     dir: &std::path::Path,
 ) -> (common::Daemon, std::path::PathBuf, common::GitRepo) {
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 5, "0s"));
     repo.write("a.yaml", &common::cm("a", "1"));
     repo.commit_and_push("web and a");
     let ui = "\n[daemon.ui]\nenabled = true\n";
-    let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, "health_timeout = \"2m\"");
+    // What `kubectl set image` writes is left to it: no drift, no self-heal of it.
+    let unit = "health_timeout = \"2m\"\n[[sync.ignore]]\nkind = \"Deployment\"\nmanagers = [\"kubectl-set\"]\n";
+    let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, unit);
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    common::roll_out(&env.client, &env.namespace).await;
     let healthy = common::eventually(WAIT, || async { ready(&daemon) == Some(("healthy".into(), 1.0)) }).await;
     assert!(healthy, "the first wait did not end healthy: {:?}: {}", ready(&daemon), daemon.log_text());
     (daemon, config, repo)
@@ -100,7 +116,7 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
     let (daemon, _config, _repo) = healthy_daemon(&env, dir.path()).await;
     assert!(everywhere(&daemon, &env, "healthy", 0.0).await, "{}", daemon.log_text());
 
-    deadline_exceeded(&env.client, &env.namespace).await;
+    set_image(&env.client, &env.namespace, "nginx:fail").await;
     let followed = everywhere(&daemon, &env, "degraded", 1.0).await;
     assert!(
         followed,
@@ -116,7 +132,7 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
     assert!(changed.iter().any(|e| e["result"] == "degraded" && e["was"] == "healthy"), "{}", daemon.log_text());
     assert!(daemon.logged("sync complete").iter().all(|e| e["trigger"] != "drift"), "no sync ran for it");
 
-    common::roll_out(&env.client, &env.namespace).await;
+    set_image(&env.client, &env.namespace, "nginx:1.27").await;
     let recovered = everywhere(&daemon, &env, "healthy", 0.0).await;
     assert!(recovered, "not healthy again within {FOLLOW:?}: {:?}: {}", ready(&daemon), daemon.log_text());
     assert_eq!(ready(&daemon), Some(("healthy".into(), 1.0)));
@@ -142,7 +158,7 @@ async fn a_reconcile_after_a_failure_outside_a_wait_records_what_it_judged() {
     let (daemon, config, _repo) = healthy_daemon(&env, dir.path()).await;
     let completed = daemon.logged("sync complete").len();
 
-    deadline_exceeded(&env.client, &env.namespace).await;
+    set_image(&env.client, &env.namespace, "nginx:fail").await;
     let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
     assert!(run.stdout.starts_with("app: degraded "), "{}\n{}", run.stdout, run.stderr);
     let logged = daemon.logged("sync complete");
