@@ -148,18 +148,28 @@ async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
     let env = common::setup("health-cancel").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    // Its Pods crash-loop: it never becomes available (the progress deadline is 10 minutes).
-    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 1));
+    // Its Pod is ready only 90 s after it is made: it does not become available in this test.
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "90s"));
     let first = repo.commit_and_push("web never becomes available");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
-    let waiting = |e: &&Value| e["message"] == "health" && e["health"] == "InProgress";
-    let waits = || daemon.events().iter().filter(waiting).count();
+    // The waits that found the Deployment in progress: the syncs that logged an InProgress
+    // health event (one or more: the controller writes a rollout's status in steps).
+    let waits = || {
+        let (mut syncs, mut waited) = (0, std::collections::BTreeSet::new());
+        for e in daemon.events() {
+            syncs += usize::from(e["message"] == "sync triggered");
+            if e["message"] == "health" && e["health"] == "InProgress" {
+                waited.insert(syncs);
+            }
+        }
+        waited.len()
+    };
     assert!(common::eventually(WAIT, || async { waits() == 1 }).await, "{}", daemon.log_text());
 
-    repo.write("web.yaml", &common::deployment("web", "nginx:fail-1.28", 1));
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.28", 1, 600, "90s"));
     repo.write("settings.yaml", &common::cm("settings", "2"));
     let second = repo.commit_and_push("a new revision while the first is still rolling out");
     let cancelled = |e: &Value| {

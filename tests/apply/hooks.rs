@@ -300,6 +300,8 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["verb"] == "delete" && e["objectRef"]["namespace"] == ns.as_str())
+        // gitward's own: the garbage collector deletes the Job's Pod after it.
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")))
         .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(deletes, ["app-notify", "z-early"], "last first, after every hook of the phase");
