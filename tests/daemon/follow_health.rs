@@ -1,8 +1,9 @@
 //! Health followed between syncs under `gitward run`, against the real apiserver and its
-//! deployment controller: someone sets the Deployment's image by hand (`kubectl set image`,
-//! a field manager the unit leaves alone by a `[[sync.ignore]]` rule) to one whose Pods
-//! crash-loop, and the controller fails the rollout at its 5 s progress deadline; setting it
-//! back recovers it. A Deployment that fails outside any health wait, and recovers, moves the unit's
+//! deployment controller. The unit's health wait is short (2 s); a revision whose Pods
+//! crash-loop is still progressing when its wait gives up, and the controller fails the rollout
+//! at its progress deadline (6 s) outside any wait; a revision whose Pods are ready only after
+//! 6 s (`gitward.test/ready-after`) recovers it outside any wait. A Deployment that fails
+//! outside any health wait, and recovers, moves the unit's
 //! readiness reason, `gitward_objects_health`, the parent's `gitward.dev/last-result` and the
 //! dashboard within seconds; a `gitward reconcile` after such a failure records what it judged,
 //! not `healthy`; the dashboard's health columns count the members; a self-heal that re-applied
@@ -24,13 +25,23 @@ const WAIT: Duration = Duration::from_secs(60);
 const FOLLOW: Duration = Duration::from_secs(10);
 const CLI: Duration = Duration::from_secs(60);
 
-/// Sets Deployment `web`'s image by hand (field manager `kubectl-set`), then waits until the
-/// deployment controller has judged the rollout that starts: `ProgressDeadlineExceeded` for an
-/// image whose Pods crash-loop, available again for one whose Pods run.
-async fn set_image(client: &kube::Client, ns: &str, image: &str) {
-    let out = common::kubectl(&["set", "image", "deployment/web", &format!("app={image}"), "-n", ns]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
+/// Pushes Deployment `web` running `image` with its Pods ready after `ready_after`, then waits
+/// until the daemon's wait for that revision gave up (2 s) and the deployment controller has
+/// judged the rollout: `ProgressDeadlineExceeded` (6 s) for an image whose Pods crash-loop,
+/// every replica available for one whose Pods run.
+async fn push_web(
+    daemon: &common::Daemon,
+    repo: &common::GitRepo,
+    env: &common::TestEnv,
+    image: &str,
+    ready_after: &str,
+) {
+    repo.write("web.yaml", &common::deployment_with("web", image, 1, 6, ready_after));
+    let revision = repo.commit_and_push(image);
+    let timed_out = |e: &Value| e["message"] == "sync complete" && e["revision"] == revision && e["wait"] == "timeout";
+    let gave_up = common::eventually(WAIT, || async { daemon.events().iter().any(timed_out) }).await;
+    assert!(gave_up, "the wait for {image} did not time out: {}", daemon.log_text());
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
     let failing = image.contains("fail");
     let judged = common::eventually(WAIT, || async {
         let web = api.get("web").await.unwrap();
@@ -95,12 +106,11 @@ async fn healthy_daemon(
     dir: &std::path::Path,
 ) -> (common::Daemon, std::path::PathBuf, common::GitRepo) {
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 5, "0s"));
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 6, "0s"));
     repo.write("a.yaml", &common::cm("a", "1"));
     repo.commit_and_push("web and a");
     let ui = "\n[daemon.ui]\nenabled = true\n";
-    // What `kubectl set image` writes is left to it: no drift, no self-heal of it.
-    let unit = "health_timeout = \"2m\"\n[[sync.ignore]]\nkind = \"Deployment\"\nmanagers = [\"kubectl-set\"]\n";
+    let unit = "health_timeout = \"2s\"";
     let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, unit);
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
@@ -113,10 +123,11 @@ async fn healthy_daemon(
 async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_seconds() {
     let env = common::setup("follow-health").await;
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, _config, _repo) = healthy_daemon(&env, dir.path()).await;
+    let (daemon, _config, repo) = healthy_daemon(&env, dir.path()).await;
     assert!(everywhere(&daemon, &env, "healthy", 0.0).await, "{}", daemon.log_text());
 
-    set_image(&env.client, &env.namespace, "nginx:fail").await;
+    push_web(&daemon, &repo, &env, "nginx:fail", "0s").await;
+    let syncs = daemon.logged("sync complete").len();
     let followed = everywhere(&daemon, &env, "degraded", 1.0).await;
     assert!(
         followed,
@@ -129,13 +140,16 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
     );
     assert_eq!(ready(&daemon), Some(("degraded".into(), 0.0)));
     let changed = daemon.logged("health changed");
-    assert!(changed.iter().any(|e| e["result"] == "degraded" && e["was"] == "healthy"), "{}", daemon.log_text());
-    assert!(daemon.logged("sync complete").iter().all(|e| e["trigger"] != "drift"), "no sync ran for it");
+    // From the result its timed-out wait recorded.
+    assert!(changed.iter().any(|e| e["result"] == "degraded" && e["was"] == "progressing"), "{}", daemon.log_text());
+    assert_eq!(daemon.logged("sync complete").len(), syncs, "no sync ran for it: {}", daemon.log_text());
 
-    set_image(&env.client, &env.namespace, "nginx:1.27").await;
+    push_web(&daemon, &repo, &env, "nginx:1.28", "6s").await;
+    let syncs = daemon.logged("sync complete").len();
     let recovered = everywhere(&daemon, &env, "healthy", 0.0).await;
     assert!(recovered, "not healthy again within {FOLLOW:?}: {:?}: {}", ready(&daemon), daemon.log_text());
     assert_eq!(ready(&daemon), Some(("healthy".into(), 1.0)));
+    assert_eq!(daemon.logged("sync complete").len(), syncs, "no sync ran for it: {}", daemon.log_text());
 
     let params = ListParams::default().fields("regarding.kind=Secret,regarding.name=gitward-app");
     let events = Api::<Event>::namespaced(env.client.clone(), &env.namespace);
@@ -155,10 +169,10 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
 async fn a_reconcile_after_a_failure_outside_a_wait_records_what_it_judged() {
     let env = common::setup("follow-reconcile").await;
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, config, _repo) = healthy_daemon(&env, dir.path()).await;
+    let (daemon, config, repo) = healthy_daemon(&env, dir.path()).await;
+    push_web(&daemon, &repo, &env, "nginx:fail", "0s").await;
     let completed = daemon.logged("sync complete").len();
 
-    set_image(&env.client, &env.namespace, "nginx:fail").await;
     let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
     assert!(run.stdout.starts_with("app: degraded "), "{}\n{}", run.stdout, run.stderr);
     let logged = daemon.logged("sync complete");
