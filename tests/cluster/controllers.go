@@ -76,6 +76,8 @@ type child struct {
 	err  error
 }
 
+// startChild starts path with args; argv[0] is name, so this binary run as
+// "kube-controller-manager" sends that user agent and field manager, as in a real cluster.
 func startChild(dir, name, path string, args ...string) (*child, error) {
 	log := filepath.Join(dir, name+".log")
 	out, err := os.Create(log)
@@ -84,6 +86,7 @@ func startChild(dir, name, path string, args ...string) (*child, error) {
 	}
 	defer out.Close()
 	cmd := exec.Command(path, args...)
+	cmd.Args[0] = name
 	cmd.Stdout, cmd.Stderr = out, out
 	// Killed with serve even when serve is killed (SIGKILL leaves it no time to stop them).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
@@ -133,11 +136,11 @@ func startControllers(dir, kubeconfig, kwok string, c credentials) ([]*child, er
 		return nil, err
 	}
 	specs := [][]string{
-		{"controller-manager", self, "controller-manager", "--kubeconfig=" + kubeconfig,
+		{"kube-controller-manager", self, "--kubeconfig=" + kubeconfig,
 			"--leader-elect=false", "--secure-port=0", "--use-service-account-credentials=true",
 			"--service-account-private-key-file=" + c.saKey, "--root-ca-file=" + c.caFile,
 			"--controllers=" + strings.Join(controllers, ","), "--v=0"},
-		{"scheduler", self, "scheduler", "--kubeconfig=" + kubeconfig, "--leader-elect=false",
+		{"kube-scheduler", self, "--kubeconfig=" + kubeconfig, "--leader-elect=false",
 			"--secure-port=0", "--v=0"},
 		{"kwok", kwok, "--kubeconfig=" + kubeconfig, "--config=" + stages,
 			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
@@ -197,7 +200,7 @@ func settle(kubeconfig string, children []*child) error {
 		}
 		select {
 		case <-ctx.Done():
-			return errors.New("controllers and nodes not ready within 120s (see controller-manager.log, scheduler.log, kwok.log)")
+			return errors.New("controllers and nodes not ready within 120s (see kube-controller-manager.log, kube-scheduler.log, kwok.log)")
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

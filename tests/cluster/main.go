@@ -68,8 +68,13 @@ rules:
 `
 
 func main() {
-	if filepath.Base(os.Args[0]) == "kubectl" {
+	switch filepath.Base(os.Args[0]) {
+	case "kubectl":
 		runKubectl(os.Args[1:])
+	case "kube-controller-manager":
+		runComponent("controller-manager", os.Args[1:])
+	case "kube-scheduler":
+		runComponent("scheduler", os.Args[1:])
 	}
 	if len(os.Args) < 2 {
 		usage()
