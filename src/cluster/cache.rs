@@ -382,12 +382,14 @@ async fn wait_ready(gk: &GroupKind, mut rx: watch::Receiver<Sync>, timeout: Dura
     }
 }
 
-/// The manager, other than gitward's `own`, of the most recently written `managedFields` entry.
+/// The manager, other than gitward's `own`, of the most recently written `managedFields` entry
+/// that is not of the `status` subresource: a controller's status write (the deployment
+/// controller's, after every scale) changes nothing git declares, so it is never the other side.
 fn latest_manager(meta: &kube::core::ObjectMeta, own: &str) -> Option<String> {
     let entries = meta.managed_fields.as_ref()?;
     entries
         .iter()
-        .filter(|e| e.time.is_some() && e.manager.as_deref() != Some(own))
+        .filter(|e| e.time.is_some() && e.manager.as_deref() != Some(own) && e.subresource.as_deref() != Some("status"))
         .max_by_key(|e| e.time.as_ref().map(|t| t.0))
         .and_then(|e| e.manager.clone())
 }
@@ -573,6 +575,18 @@ mod tests {
         let before = meta("10", Some(3));
         assert!(!is_change(Some(&before), &meta("11", Some(3))), "status update: same generation");
         assert!(is_change(Some(&before), &meta("12", Some(4))), "spec change: new generation");
+    }
+
+    #[test]
+    fn a_status_write_is_never_the_other_side_of_a_field_fight() {
+        let entry = |manager: &str, second: u32, subresource: Option<&str>| {
+            serde_json::json!({"manager": manager, "operation": "Update", "subresource": subresource,
+                "time": format!("2026-12-02T07:00:{second:02}Z")})
+        };
+        let fields = [entry("hpa", 1, Some("scale")), entry("kube-controller-manager", 2, Some("status"))];
+        let meta: kube::core::ObjectMeta =
+            serde_json::from_value(serde_json::json!({"managedFields": fields})).unwrap();
+        assert_eq!(latest_manager(&meta, "gitward").as_deref(), Some("hpa"));
     }
 
     #[test]

@@ -376,8 +376,8 @@ impl Engine {
     }
 }
 
-/// Waits until the Job or Pod `name` (of `type_meta`: apiVersion and kind) has ended (health
-/// `Current` or `Failed`), at most `timeout`; returns its last status.
+/// Waits until the Job or Pod `name` (of `type_meta`: apiVersion and kind) has run to its end,
+/// at most `timeout`; returns its last status ([`hook_end`]).
 async fn ended(
     api: &HookApi,
     type_meta: (&str, &str),
@@ -389,10 +389,33 @@ async fn ended(
         let mut value = serde_json::to_value(o).unwrap_or(Value::Null);
         value["apiVersion"] = Value::from(type_meta.0);
         value["kind"] = Value::from(type_meta.1);
-        crate::health::status(&value)
+        hook_end(&value)
     };
-    let done = |o: &DynamicObject| matches!(judge(o).health, Health::Current | Health::Failed);
-    api.wait_until(name, timeout, done).await.map(|o| Some(judge(&o)))
+    api.wait_until(name, timeout, |o| judge(o).is_some()).await.map(|o| judge(&o))
+}
+
+/// How a Job or Pod hook ended, as Helm waits for one: a Job when the Job controller set its
+/// `Complete` (`Current`) or `Failed` condition, a Pod when its phase is `Succeeded` (`Current`)
+/// or `Failed`; `None` while it runs. Not the health rules' verdict: to kstatus a Job that has
+/// started is `Current` and a Pod that failed is `Current` (its owner carries the verdict), and
+/// a hook that is running has not succeeded.
+fn hook_end(value: &Value) -> Option<Status> {
+    let condition = |kind: &str| {
+        value["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == kind && c["status"] == "True")
+    };
+    match (value["kind"].as_str(), value["status"]["phase"].as_str()) {
+        (Some("Job"), _) if condition("Complete") || condition("Failed") => Some(crate::health::status(value)),
+        (Some("Pod"), Some("Succeeded")) => Some(Status::current("Pod has completed successfully")),
+        (Some("Pod"), Some("Failed")) => {
+            let message = value["status"]["message"].as_str().unwrap_or("Pod has completed, but not successfully");
+            Some(Status::failed("PodFailed", message))
+        }
+        _ => None,
+    }
 }
 
 /// The digest of a rendered release, what decides whether its hooks run again: sha256 (lowercase
@@ -478,6 +501,27 @@ mod tests {
         ] {
             assert_eq!(HooksRan::parse(bad), None, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_hook_that_runs_has_not_ended_and_a_failed_pod_is_a_failed_hook() {
+        let job = |status: Value| serde_json::json!({"apiVersion": "batch/v1", "kind": "Job", "status": status});
+        let started = job(serde_json::json!({"startTime": "2026-12-02T00:00:00Z", "active": 1}));
+        assert_eq!(hook_end(&started), None, "a started Job is Current to kstatus, and still running");
+        let complete = job(serde_json::json!({"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]}));
+        assert_eq!(hook_end(&complete).map(|s| s.health), Some(Health::Current));
+        let failed = job(serde_json::json!({"failed": 1, "conditions": [{"type": "Failed", "status": "True",
+            "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit"}]}));
+        let failed = hook_end(&failed).expect("ended");
+        assert_eq!((failed.health, failed.reason.as_str()), (Health::Failed, "JobFailed"));
+        assert!(failed.message.contains("Job has reached the specified backoff limit"), "{}", failed.message);
+        let pod = |phase: &str| {
+            serde_json::json!({"apiVersion": "v1", "kind": "Pod", "status": {"phase": phase,
+            "conditions": [{"type": "Ready", "status": "True"}]}})
+        };
+        assert_eq!(hook_end(&pod("Running")), None, "a ready Pod is Current to kstatus, and still running");
+        assert_eq!(hook_end(&pod("Succeeded")).map(|s| s.health), Some(Health::Current));
+        assert_eq!(hook_end(&pod("Failed")).map(|s| s.health), Some(Health::Failed), "kstatus: Current");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! loopback as its publishers do, synced by a chart unit: its `startupapicheck` Job and that
 //! Job's ServiceAccount and RBAC are post-install hooks, run once the three Deployments are
 //! rolled out and never made ApplySet members, and the next chart version (another image in
-//! the Job's immutable pod template) runs the Job again instead of patching it. The test cluster
-//! has no controller-manager: the test plays the Deployment and Job controllers.
+//! the Job's immutable pod template) runs the Job again instead of patching it. The test
+//! cluster's controllers roll the Deployments out and run the Job on kwok's simulated Nodes (its
+//! Pod runs 2 s: `gitward.test/run-for`, tests/cluster/stages.yaml).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -12,8 +13,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ServiceAccount;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::json;
+use kube::api::Api;
 
 use crate::apply::hooks::{created_job, end_job};
 use crate::common::{self, charts};
@@ -42,27 +42,6 @@ fn publish(work: &Path, served: &Path, version: &str) -> PathBuf {
     served.join(format!("cert-manager-{version}.tgz"))
 }
 
-/// Plays the Deployment controller until `done`: every Deployment of `api` whose status lags its
-/// generation is written rolled out.
-async fn roll_out_until(api: Api<Deployment>, done: tokio::sync::watch::Receiver<bool>) {
-    while !*done.borrow() {
-        for d in api.list(&ListParams::default()).await.map(|l| l.items).unwrap_or_default() {
-            let generation = d.metadata.generation.unwrap_or(1);
-            if d.status.as_ref().and_then(|s| s.observed_generation) == Some(generation) {
-                continue;
-            }
-            let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
-            let status = json!({"status": {"observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
-                "readyReplicas": replicas, "availableReplicas": replicas,
-                "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                               {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-            let name = d.metadata.name.unwrap_or_default();
-            let _ = api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status)).await;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
 /// The image of a Job's first container.
 fn job_image(job: &Job) -> String {
     let spec = job.spec.as_ref().and_then(|s| s.template.spec.as_ref()).expect("a pod template");
@@ -85,7 +64,8 @@ async fn cert_manager_from_a_chart_repository_runs_its_startupapicheck_as_a_hook
          chart = \"cert-manager\"\nversion = \">=1.16.0\"\nrelease = \"cm\"\n\
          [sync.helm.values.startupapicheck.jobAnnotations]\n{HOOK}\n\
          [sync.helm.values.startupapicheck.rbac.annotations]\n{HOOK}\n\
-         [sync.helm.values.startupapicheck.serviceAccount.annotations]\n{HOOK}\n",
+         [sync.helm.values.startupapicheck.serviceAccount.annotations]\n{HOOK}\n\
+         [sync.helm.values.startupapicheck.podAnnotations]\n\"gitward.test/run-for\" = \"2s\"\n",
         server.url
     );
     let dir = tempfile::tempdir().unwrap();
@@ -101,8 +81,6 @@ async fn cert_manager_from_a_chart_repository_runs_its_startupapicheck_as_a_hook
         if version != "v1.16.2" {
             publish(work.path(), &served, version);
         }
-        let (stop, done) = tokio::sync::watch::channel(false);
-        let controller = tokio::spawn(roll_out_until(deployments.clone(), done));
         let config = path.clone();
         let run = std::thread::spawn(move || common::gitward(&["sync", "--wait"], &config, Duration::from_secs(180)));
 
@@ -122,8 +100,6 @@ async fn cert_manager_from_a_chart_repository_runs_its_startupapicheck_as_a_hook
         uid = job.metadata.uid.clone();
         end_job(&jobs, JOB, true).await;
         let run = run.join().unwrap();
-        stop.send(true).unwrap();
-        controller.await.unwrap();
         assert_eq!(run.code, Some(0), "{version}:\n{}\n{}", run.stdout, run.stderr);
         assert!(!run.stderr.contains("immutable"), "{version}: {}", run.stderr);
         // hook-succeeded: the Job and its RBAC are deleted once it succeeded.

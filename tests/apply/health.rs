@@ -1,7 +1,11 @@
-//! Health after an apply and `gitward status`, against the real apiserver. It has no
-//! controller-manager or kubelet, so each test acts as the controller would: it writes `status`
-//! through the status subresource, and asserts what gitward reports (log events, the record on
-//! the ApplySet parent, exit codes, `gitward status` output). Waits are liveness bounds.
+//! Health after an apply and `gitward status`, against the real apiserver and its controllers:
+//! the deployment controller rolls the Deployments out on kwok's simulated Nodes (a Pod's
+//! `gitward.test/ready-after` annotation holds a rollout in progress for a while, an image whose
+//! name contains `fail` crash-loops: tests/cluster/stages.yaml), and the tests assert what
+//! gitward reports (log events, the record on the ApplySet parent, exit codes, `gitward status`
+//! output). A few tests still write a status by hand where no controller here writes it (a
+//! custom resource's, a Job's own controller's); each says why, and the Deployments whose status
+//! they write get it as their controller would. Waits are liveness bounds.
 
 use crate::common;
 
@@ -16,20 +20,6 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchP
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// The status of a one-replica Deployment the deployment controller has rolled out.
-fn available() -> Value {
-    json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1,
-        "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]})
-}
-
-/// Writes a Deployment's status as the deployment controller would.
-async fn deployment_status(client: &kube::Client, ns: &str, name: &str, status: Value) {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&json!({ "status": status }))).await.unwrap();
-}
 
 async fn generation(client: &kube::Client, ns: &str, name: &str) -> Option<i64> {
     let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
@@ -66,7 +56,8 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
     let env = common::setup("health-rollout").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // The deployment controller rolls it out; its Pod is ready 3 s after it is made.
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "3s"));
     repo.write("settings.yaml", &common::cm("settings", "1"));
     let first = repo.commit_and_push("web v1");
     let dir = tempfile::tempdir().unwrap();
@@ -75,33 +66,12 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
     assert!(daemon.wait_ready(WAIT).await, "ready follows the apply, not health: {}", daemon.log_text());
     let object = format!("Deployment/{ns}/web");
     let in_progress = |e: &Value| e["message"] == "health" && e["object"] == object && e["health"] == "InProgress";
-    assert!(common::eventually(WAIT, || async { has(&daemon.events(), in_progress) }).await, "{}", daemon.log_text());
-
-    // The deployment controller: one replica up but not yet available, then available.
-    deployment_status(
-        &env.client,
-        &ns,
-        "web",
-        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "unavailableReplicas": 1,
-               "conditions": [{"type": "Progressing", "status": "True", "reason": "ReplicaSetUpdated"}]}),
-    )
-    .await;
     let less_available = |e: &Value| in_progress(e) && e["reason"] == "LessAvailable";
     assert!(
         common::eventually(WAIT, || async { has(&daemon.events(), less_available) }).await,
         "{}",
         daemon.log_text()
     );
-    deployment_status(
-        &env.client,
-        &ns,
-        "web",
-        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-               "unavailableReplicas": null,
-               "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
-    )
-    .await;
     let healthy = |e: &Value| {
         e["message"] == "sync complete"
             && e["revision"] == first
@@ -122,23 +92,12 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
     assert!(recorded, "{:?}", record(&env.client, &ns, "gitward-app").await);
     assert!(daemon.metric_sum("gitward_time_to_healthy_seconds_count", &["unit=\"app\""]) >= 1.0);
 
-    // A new revision whose pods never become available: the controller gives up at the
-    // progress deadline, and gitward stops waiting at once (health_timeout is 10 minutes).
-    repo.write("web.yaml", &common::deployment("web", "nginx:does-not-exist", 1));
+    // A new revision whose Pods crash-loop: the controller gives up at the progress deadline
+    // (5 s), and gitward stops waiting at once (health_timeout is 10 minutes).
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:fail", 1, 5, "0s"));
     let second = repo.commit_and_push("web v2");
     let rolled = common::eventually(WAIT, || async { generation(&env.client, &ns, "web").await == Some(2) }).await;
     assert!(rolled, "v2 not applied: {}", daemon.log_text());
-    deployment_status(
-        &env.client,
-        &ns,
-        "web",
-        json!({"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-               "unavailableReplicas": 1,
-               "conditions": [{"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
-                               "message": "ReplicaSet \"web-2\" has timed out progressing."},
-                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
-    )
-    .await;
     let degraded = |e: &Value| {
         e["message"] == "sync complete"
             && e["revision"] == second
@@ -177,12 +136,11 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
     assert_eq!(unit["unhealthy"][0]["reason"], "ProgressDeadlineExceeded");
     let (code, text, _) = gitward(&["status", "--config", config.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(
-        text.contains(&format!(
-            "  unhealthy  {object} Failed ProgressDeadlineExceeded: ReplicaSet \"web-2\" has timed out progressing."
-        )),
-        "{text}"
-    );
+    // The controller names the new ReplicaSet (web-<pod-template-hash>).
+    let line =
+        text.lines().find(|l| l.starts_with(&format!("  unhealthy  {object} Failed ProgressDeadlineExceeded: ")));
+    let line = line.unwrap_or_else(|| panic!("{text}"));
+    assert!(line.contains("ReplicaSet \"web-") && line.ends_with("\" has timed out progressing."), "{text}");
 }
 
 #[tokio::test]
@@ -190,17 +148,28 @@ async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
     let env = common::setup("health-cancel").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // Its Pod is ready only 90 s after it is made: it does not become available in this test.
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "90s"));
     let first = repo.commit_and_push("web never becomes available");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
-    let waiting = |e: &&Value| e["message"] == "health" && e["health"] == "InProgress";
-    let waits = || daemon.events().iter().filter(waiting).count();
+    // The waits that found the Deployment in progress: the syncs that logged an InProgress
+    // health event (one or more: the controller writes a rollout's status in steps).
+    let waits = || {
+        let (mut syncs, mut waited) = (0, std::collections::BTreeSet::new());
+        for e in daemon.events() {
+            syncs += usize::from(e["message"] == "sync triggered");
+            if e["message"] == "health" && e["health"] == "InProgress" {
+                waited.insert(syncs);
+            }
+        }
+        waited.len()
+    };
     assert!(common::eventually(WAIT, || async { waits() == 1 }).await, "{}", daemon.log_text());
 
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.28", 1));
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.28", 1, 600, "90s"));
     repo.write("settings.yaml", &common::cm("settings", "2"));
     let second = repo.commit_and_push("a new revision while the first is still rolling out");
     let cancelled = |e: &Value| {
@@ -236,6 +205,11 @@ async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
     assert_ne!(r.get("gitward.dev/last-result").map(String::as_str), Some("healthy"), "{r:?}");
 }
 
+/// A Job that has failed by the time the wait first reads it. The test cluster's Job controller
+/// sets `startTime` (kstatus: `Current`) before its Pod can fail, so a wait always finds such a
+/// Job running first: this order is written by hand, for a Job whose `managedBy` names another
+/// controller (the built-in Job controller leaves it alone). The controller's own failure, read
+/// by `gitward status`, is in `apply::controllers`.
 #[tokio::test]
 async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
     let env = common::setup("health-job").await;
@@ -243,7 +217,7 @@ async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
     let repo = common::GitRepo::new();
     repo.write(
         "job.yaml",
-        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: busybox\n",
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\nspec:\n  managedBy: gitward.dev/test\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: busybox\n",
     );
     let revision = repo.commit_and_push("a migration job");
     let dir = tempfile::tempdir().unwrap();
@@ -256,7 +230,7 @@ async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
         .spawn()
         .expect("gitward sync runs");
 
-    // The job controller: the pod failed, the Job is marked failed.
+    // The Job's own controller: the pod failed, the Job is marked failed.
     let api: Api<Job> = Api::namespaced(env.client.clone(), &ns);
     assert!(common::eventually(WAIT, || async { api.get_opt("migrate").await.ok().flatten().is_some() }).await);
     let now = "2026-11-22T10:00:00Z";
@@ -405,9 +379,12 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
     let names: Vec<String> = (0..9).map(|i| format!("web-{i}")).collect();
-    for name in &names {
+    // The deployment controller makes eight available; the ninth's Pods crash-loop, and it
+    // misses its 5 s progress deadline.
+    for name in &names[..8] {
         repo.write(&format!("{name}.yaml"), &common::deployment(name, "nginx:1.27", 1));
     }
+    repo.write("web-8.yaml", &common::deployment_with("web-8", "nginx:fail", 1, 5, "0s"));
     repo.commit_and_push("nine deployments");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
@@ -415,19 +392,6 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
     let report = engine.sync().await.unwrap();
     assert_eq!(report.sent.health_targets.len(), 9);
 
-    // The deployment controller makes eight available; the ninth misses its deadline.
-    let available = available();
-    for name in &names[..8] {
-        deployment_status(&env.client, &ns, name, available.clone()).await;
-    }
-    deployment_status(
-        &env.client,
-        &ns,
-        "web-8",
-        json!({"observedGeneration": 1, "conditions": [
-            {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded"}]}),
-    )
-    .await;
     let mut wait = engine.health_wait(&report).await;
     let mut changes = Vec::new();
     let outcome = wait.run(WAIT, |object, status| changes.push((object.to_string(), status.health))).await;
@@ -483,10 +447,7 @@ async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() 
     let mut engine = common::engine(&env.client, &config, "app").await;
     let report = engine.sync().await.unwrap();
     assert_eq!(report.sent.health_targets.len(), 20);
-    let available = available();
-    for n in &namespaces {
-        deployment_status(&env.client, n, "web", available.clone()).await;
-    }
+    // The deployment controller rolls them out.
     let mut wait = engine.health_wait(&report).await;
     // Deployments listed in all namespaces so far: the sync's own (metadata cache, ownership
     // check) and the survey of the unit's members that begins a wait.
@@ -534,11 +495,12 @@ async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unheal
     let env = common::setup("health-earlier").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // Its Pod is ready 30 s after it is made: the waits below (2 s each) end before.
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "30s"));
     repo.write("settings.yaml", &common::cm("settings", "1"));
-    repo.commit_and_push("web, which never rolls out");
+    repo.commit_and_push("web, which rolls out slowly");
     let dir = tempfile::tempdir().unwrap();
-    // The wait times out quickly: the Deployment never becomes available by itself here.
+    // The wait times out quickly: the Deployment is not available for a while.
     let config = cli_config(dir.path(), &repo.bare(), &ns, "health_timeout = \"2s\"");
     let web = format!("Deployment/{ns}/web");
     let (code, summary, _, err) = sync_wait(&config);
@@ -579,15 +541,10 @@ async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unheal
 
     // The deployment controller rolls it out: the unchanged tree has nothing to wait on, and
     // the unit is healthy at last.
-    deployment_status(
-        &env.client,
-        &ns,
-        "web",
-        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-               "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
-    )
-    .await;
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &ns);
+    let available =
+        || async { deployments.get("web").await.unwrap().status.and_then(|s| s.available_replicas) == Some(1) };
+    assert!(common::eventually(WAIT, available).await, "the deployment controller did not roll it out");
     let (code, summary, health, err) = sync_wait(&config);
     assert_eq!(code, 0, "{err}");
     assert_eq!((summary["wait"].as_str(), summary["result"].as_str()), (Some("none"), Some("healthy")), "{summary}");
@@ -738,15 +695,7 @@ async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged(
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
     let mut engine = common::engine(&env.client, &config, "app").await;
     let report = engine.sync().await.unwrap();
-    deployment_status(
-        &env.client,
-        &ns,
-        "web",
-        json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-               "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                              {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}),
-    )
-    .await;
+    common::rolled_out(&env.client, &ns).await;
     // The first wait of an engine reads the unit's Deployments once (all namespaces) and covers
     // every member that is not Current.
     let mut wait = engine.health_wait(&report).await;
@@ -788,7 +737,8 @@ async fn a_push_to_another_path_during_the_health_wait_leaves_it_to_be_judged() 
     let env = common::setup("health-other-path").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // Rolled out by the deployment controller 10 s after it is made.
+    repo.write("web/web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "10s"));
     repo.write("other/settings.yaml", &common::cm("settings", "1"));
     let first = repo.commit_and_push("web, and another unit's directory");
     let dir = tempfile::tempdir().unwrap();
@@ -806,7 +756,6 @@ async fn a_push_to_another_path_during_the_health_wait_leaves_it_to_be_judged() 
     let cancelled = |e: &Value| e["message"] == "health wait cancelled by a new revision";
     assert!(!has(&daemon.events(), cancelled), "{}", daemon.log_text());
 
-    deployment_status(&env.client, &ns, "web", available()).await;
     let judged = |e: &Value| e["message"] == "sync complete" && e["revision"] == first && e["wait"] == "healthy";
     assert!(common::eventually(WAIT, || async { has(&daemon.events(), judged) }).await, "{}", daemon.log_text());
     let r = record(&env.client, &ns, "gitward-app").await;

@@ -1,12 +1,14 @@
 //! Helm hooks as phases of a sync, against the real apiserver and the real `helm`. The test
-//! cluster has no Job controller: each test plays it, writing a hook Job's status through the
-//! status subresource once gitward created the Job and waits for it.
+//! cluster's Job controller runs the hook Jobs on kwok's simulated Nodes: a Job's Pod runs for
+//! the time its `gitward.test/run-for` annotation says (tests/cluster/stages.yaml), then
+//! succeeds, or fails when its image name contains `fail`; the deployment controller rolls the
+//! charts' Deployments out.
 
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 
 use crate::common;
@@ -28,10 +30,17 @@ fn chart(repo: &common::GitRepo, version: &str, hooks: &[(&str, String)]) {
     }
 }
 
-/// A hook Job `name` running `image`, with `annotations` (YAML lines, indented 4).
+/// A hook Job `name` running `image`, with `annotations` (YAML lines, indented 4), whose Pod
+/// runs for 2 s (then succeeds, or fails when `image` contains `fail`): long enough to see what
+/// gitward does while a hook runs.
 pub(crate) fn job(name: &str, image: &str, annotations: &str) -> String {
+    job_running(name, image, annotations, "2s")
+}
+
+/// [`job`] whose Pod runs for `run_for` (a Go duration).
+pub(crate) fn job_running(name: &str, image: &str, annotations: &str, run_for: &str) -> String {
     format!(
-        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n{annotations}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: run\n        image: {image}\n"
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  annotations:\n{annotations}\nspec:\n  backoffLimit: 0\n  template:\n    metadata:\n      annotations: {{gitward.test/run-for: \"{run_for}\"}}\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: run\n        image: {image}\n"
     )
 }
 
@@ -53,19 +62,23 @@ pub(crate) async fn created_job(api: &Api<Job>, name: &str, not_uid: Option<&str
     api.get(name).await.unwrap()
 }
 
-/// Writes the status the Job controller writes when the Job's pod succeeded (`ok`) or failed.
+/// Waits until the Job controller ended the Job `name`: `Complete` (`ok`) or `Failed`; panics
+/// when it ended the other way or not within [`WAIT`].
 pub(crate) async fn end_job(api: &Api<Job>, name: &str, ok: bool) {
-    let now = "2026-11-26T03:00:00Z";
-    let status = if ok {
-        json!({"status": {"startTime": now, "completionTime": now, "succeeded": 1, "active": 0, "ready": 0, "conditions": [
-            {"type": "SuccessCriteriaMet", "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods", "lastTransitionTime": now},
-            {"type": "Complete", "status": "True", "reason": "CompletionsReached", "message": "Reached expected number of succeeded pods", "lastTransitionTime": now}]}})
-    } else {
-        json!({"status": {"startTime": now, "failed": 1, "active": 0, "ready": 0, "conditions": [
-            {"type": "FailureTarget", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now},
-            {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded", "message": "Job has reached the specified backoff limit", "lastTransitionTime": now}]}})
+    let ended = |job: &Job, kind: &str| {
+        let conditions = job.status.as_ref().and_then(|s| s.conditions.clone()).unwrap_or_default();
+        conditions.iter().any(|c| c.type_ == kind && c.status == "True")
     };
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.expect("job status written");
+    let (want, other) = if ok { ("Complete", "Failed") } else { ("Failed", "Complete") };
+    let done = common::eventually(WAIT, || async {
+        let job = api.get_opt(name).await.ok().flatten();
+        job.is_none_or(|j| ended(&j, want) || ended(&j, other))
+    })
+    .await;
+    assert!(done, "the Job controller did not end Job {name}");
+    if let Some(job) = api.get_opt(name).await.unwrap() {
+        assert!(ended(&job, want), "Job {name} did not end {want}: {:?}", job.status);
+    }
 }
 
 pub(crate) fn image(job: &Job) -> String {
@@ -179,7 +192,7 @@ async fn a_failed_pre_hook_refuses_the_revisions_other_objects() {
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
     let hook = "    helm.sh/hook: pre-install\n    helm.sh/hook-delete-policy: hook-failed";
-    chart(&repo, "1.0.0", &[("migrate.yaml", job("app-migrate", "busybox:1.36", hook))]);
+    chart(&repo, "1.0.0", &[("migrate.yaml", job("app-migrate", "busybox:fail", hook))]);
     repo.commit_and_push("app 1.0.0");
     let state = tempfile::tempdir().unwrap();
     let config = config(state.path(), "", &unit(&repo, &ns));
@@ -235,7 +248,8 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
                 "    helm.sh/hook: post-install\n    helm.sh/hook-delete-policy: hook-succeeded",
             ),
         ),
-        ("deploy.yaml", common::deployment("app-web", "nginx:1.27", 1)),
+        // Its Pod is ready 3 s after it is made: the time to see that no post hook runs before.
+        ("deploy.yaml", common::deployment_with("app-web", "nginx:1.27", 1, 600, "3s")),
     ];
     chart(&repo, "1.0.0", &hooks);
     let revision = repo.commit_and_push("app 1.0.0");
@@ -254,11 +268,7 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
     for name in ["z-early", "a-late"] {
         assert!(configmaps.get_opt(name).await.unwrap().is_none(), "{name} before the Deployment was healthy");
     }
-    let generation = deployments.get("app-web").await.unwrap().metadata.generation.unwrap_or(1);
-    let status = json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-        "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                       {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    deployments.patch_status("app-web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    // The deployment controller rolls it out.
 
     // Weight -3 ran, then the Job (weight 0) is waited for: weight 5 has not run yet.
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
@@ -290,6 +300,8 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["verb"] == "delete" && e["objectRef"]["namespace"] == ns.as_str())
+        // gitward's own: the garbage collector deletes the Job's Pod after it.
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with("gitward/")))
         .filter_map(|e| e["objectRef"]["name"].as_str().map(str::to_owned))
         .collect();
     assert_eq!(deletes, ["app-notify", "z-early"], "last first, after every hook of the phase");
@@ -308,7 +320,9 @@ async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision(
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
     let post = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-post\n  annotations:\n    helm.sh/hook: post-install,post-upgrade\ndata:\n  version: {{ .Chart.Version | quote }}\n";
-    let files = [("post.yaml", post.to_string()), ("deploy.yaml", common::deployment("app-web", "nginx:1.27", 1))];
+    // Its Pod is ready 3 s after it is made: the time to see that no post hook runs before.
+    let deployment = common::deployment_with("app-web", "nginx:1.27", 1, 600, "3s");
+    let files = [("post.yaml", post.to_string()), ("deploy.yaml", deployment)];
     chart(&repo, "1.0.0", &files);
     let first = repo.commit_and_push("app 1.0.0");
     let dir = tempfile::tempdir().unwrap();
@@ -328,12 +342,7 @@ async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision(
     assert!(configmaps.get_opt("app-config").await.unwrap().is_some());
     assert!(configmaps.get_opt("app-post").await.unwrap().is_none(), "a post hook before health");
 
-    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(env.client.clone(), &ns);
-    let generation = deployments.get("app-web").await.unwrap().metadata.generation.unwrap_or(1);
-    let status = json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-        "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                       {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    deployments.patch_status("app-web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    // The deployment controller rolls it out.
     let version =
         || async { configmaps.get_opt("app-post").await.ok().flatten().and_then(|c| c.data?.get("version").cloned()) };
     assert!(
@@ -425,13 +434,14 @@ async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_find
     let files = [
         ("pre.yaml", hook_cm("app-pre", "    helm.sh/hook: pre-install")),
         ("post.yaml", hook_cm("app-post", "    helm.sh/hook: post-install")),
-        ("deploy.yaml", common::deployment("app-web", "nginx:1.27", 1)),
+        // Its Pod is ready 8 s after it is made: the first run's wait (2 s) gives up before.
+        ("deploy.yaml", common::deployment_with("app-web", "nginx:1.27", 1, 600, "8s")),
     ];
     chart(&repo, "1.0.0", &files);
     let revision = repo.commit_and_push("app 1.0.0");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gitward.toml");
-    // A short bound: the first run gives up on the rollout the test never completes.
+    // A short bound: the first run gives up on the rollout before it completes.
     let unit = common::unit_toml(
         "app",
         &repo.bare(),
@@ -448,11 +458,11 @@ async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_find
     assert!(configmaps.get_opt("app-post").await.unwrap().is_none(), "no post hook while progressing");
 
     let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(env.client.clone(), &ns);
-    let generation = deployments.get("app-web").await.unwrap().metadata.generation.unwrap_or(1);
-    let status = json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1,
-        "conditions": [{"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-                       {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    deployments.patch_status("app-web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+    let available = || async {
+        let web = deployments.get("app-web").await.unwrap();
+        web.status.and_then(|s| s.available_replicas) == Some(1)
+    };
+    assert!(common::eventually(WAIT, available).await, "the deployment controller did not roll it out");
 
     let run = common::gitward(&["sync", "--wait"], &path, Duration::from_secs(120));
     assert_eq!(run.code, Some(0), "{}", run.stderr);
@@ -500,7 +510,7 @@ async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
     let env = common::setup("hooks-timeout").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    let check = ("check.yaml", job("app-check", "busybox:1.36", "    helm.sh/hook: post-install"));
+    let check = ("check.yaml", job_running("app-check", "busybox:1.36", "    helm.sh/hook: post-install", "10m"));
     chart(&repo, "1.0.0", std::slice::from_ref(&check));
     repo.commit_and_push("app 1.0.0");
     let dir = tempfile::tempdir().unwrap();
@@ -527,7 +537,7 @@ async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
     assert!(shown.contains("failed") && shown.contains("did not end within 2s"), "{shown}");
 
     // The next version's pre-upgrade hook does not end: nothing of that version is applied.
-    let migrate = ("migrate.yaml", job("app-migrate", "busybox:1.36", "    helm.sh/hook: pre-upgrade"));
+    let migrate = ("migrate.yaml", job_running("app-migrate", "busybox:1.36", "    helm.sh/hook: pre-upgrade", "10m"));
     chart(&repo, "1.1.0", &[check, migrate]);
     repo.commit_and_push("app 1.1.0");
     let run = common::gitward(&["sync"], &path, Duration::from_secs(60));

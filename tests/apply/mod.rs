@@ -3,6 +3,7 @@
 pub(crate) mod cert_manager;
 pub(crate) mod chart_hooks;
 pub(crate) mod cluster;
+pub(crate) mod controllers;
 pub(crate) mod early_order;
 pub(crate) mod health;
 pub(crate) mod hooks;

@@ -1,8 +1,9 @@
 //! `gitward status` while the daemon works, against the real apiserver: during a health wait it
 //! names the revision in the cluster, when it was applied and what is waited for; a ref that
 //! resolves to no revision is the failed attempt, not the revision applied; a reload during a
-//! wait records the wait's end and names no stale revision. The apiserver runs no controllers:
-//! each test writes a Deployment's status as the deployment controller would.
+//! wait records the wait's end and names no stale revision. The test cluster's deployment
+//! controller rolls the Deployments out; a Pod's `gitward.test/ready-after` annotation
+//! (tests/cluster/stages.yaml) holds a rollout in progress for as long as a test looks at it.
 
 use crate::common;
 
@@ -13,21 +14,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::Api;
+use serde_json::Value;
 
 const WAIT: Duration = Duration::from_secs(60);
-
-/// Writes the status of Deployment `name`, generation `generation`, rolled out (one replica
-/// available), as the deployment controller would.
-async fn rolled_out(client: &kube::Client, ns: &str, name: &str, generation: i64) {
-    let status = json!({"status": {"observedGeneration": generation, "replicas": 1, "updatedReplicas": 1,
-        "readyReplicas": 1, "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-}
 
 /// The parent's `gitward.dev/` annotations.
 async fn record(client: &kube::Client, ns: &str) -> BTreeMap<String, String> {
@@ -64,7 +54,8 @@ async fn during_a_wait_status_names_the_new_revision_its_apply_time_and_what_is_
     let env = common::setup("live-wait").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // The deployment controller rolls each revision out; v1's Pod is ready 2 s after it is made.
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "2s"));
     repo.write("settings.yaml", &common::cm("settings", "1"));
     let first = repo.commit_and_push("web v1");
     let dir = tempfile::tempdir().unwrap();
@@ -80,15 +71,15 @@ async fn during_a_wait_status_names_the_new_revision_its_apply_time_and_what_is_
         }
     };
     assert!(common::eventually(WAIT, || waiting_on(1)).await, "{}", daemon.log_text());
-    rolled_out(&env.client, &ns, "web", 1).await;
     assert!(
         common::eventually(WAIT, || async { completed(&daemon.events(), &first, "healthy") }).await,
         "{}",
         daemon.log_text()
     );
 
-    // A new revision: applied, and its Deployment not yet rolled out by its controller.
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.28", 1));
+    // A new revision: applied, and its Deployment not yet rolled out by its controller (its new
+    // Pod is ready 10 s after it is made).
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.28", 1, 600, "10s"));
     let second = repo.commit_and_push("web v2");
     let recorded = common::eventually(WAIT, || async {
         record(&env.client, &ns).await.get("gitward.dev/last-revision") == Some(&second)
@@ -118,7 +109,6 @@ async fn during_a_wait_status_names_the_new_revision_its_apply_time_and_what_is_
 
     // The controller rolls it out: the wait ends, the result replaces the wait, and `applied`
     // stays the apply's time, before the wait's end.
-    rolled_out(&env.client, &ns, "web", 2).await;
     assert!(
         common::eventually(WAIT, || async { completed(&daemon.events(), &second, "healthy") }).await,
         "{}",
@@ -192,7 +182,8 @@ async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
     let env = common::setup("live-reload").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // The deployment controller rolls it out; its Pod is ready 2 s after it is made.
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "2s"));
     let first = repo.commit_and_push("web v1");
     let dir = tempfile::tempdir().unwrap();
     let unit =
@@ -206,7 +197,6 @@ async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
         "{}",
         daemon.log_text()
     );
-    rolled_out(&env.client, &ns, "web", 1).await;
     assert!(
         common::eventually(WAIT, || async { completed(&daemon.events(), &first, "healthy") }).await,
         "{}",
@@ -225,7 +215,8 @@ async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
     // The fix, with a new Deployment image: applied, and waited on. While it is, the parent
     // names the fix as attempted and applied, with no error.
     repo.remove("broken.yaml");
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.28", 1));
+    // Its new Pods crash-loop: the wait lasts until the reload below.
+    repo.write("web.yaml", &common::deployment("web", "nginx:fail-1.28", 1));
     let fixed = repo.commit_and_push("fixed, web v2");
     let waiting =
         common::eventually(WAIT, || async { record(&env.client, &ns).await.contains_key("gitward.dev/waiting-since") })

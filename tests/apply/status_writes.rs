@@ -30,7 +30,9 @@ fn deployments(image: &str) -> String {
 
 /// The status writer: merge patches of `status` (a new `collisionCount` each time, a field the
 /// Deployment controller writes) on every Deployment in turn, as fast as the apiserver answers,
-/// until `stop`. Counts its successful writes in `writes`.
+/// until `stop`. Counts its successful writes in `writes`. Written by hand, beside the
+/// deployment controller: a storm of status writes is a load no controller here makes (the
+/// controller writes a status when the rollout moves).
 async fn status_writer(api: Api<Deployment>, stop: Arc<AtomicBool>, writes: Arc<AtomicUsize>) {
     let params = PatchParams { field_manager: Some("status-writer".into()), ..Default::default() };
     let mut n = 0i64;

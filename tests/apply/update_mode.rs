@@ -441,7 +441,8 @@ async fn a_bound_pvc_in_update_mode_with_recreate_keeps_its_volume_and_is_never_
     let first = engine.sync().await.expect("first sync");
     assert_eq!(entry(&first, "data").action, Action::Created);
 
-    // Bound as the PV controller would bind it: spec.volumeName, then status.
+    // Bound as the PV controller would bind it: spec.volumeName, then status (by hand: the test
+    // cluster runs no PersistentVolume controller, and its Nodes have no storage).
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client.clone(), &env.namespace);
     let controller = PatchParams { field_manager: Some("pv-controller".into()), ..Default::default() };
     let bind = json!({"spec": {"volumeName": "pv-data"}});
@@ -523,7 +524,8 @@ async fn a_status_write_the_cache_missed_is_sent_again_but_a_spec_change_stays_a
     let stale_api = engine.cache().snapshot()[&api].clone();
 
     // Someone writes web's status and api's spec; the cache has not seen either yet (simulated:
-    // the watch is fast, so the stale entries are put back once it has).
+    // the watch is fast, so the stale entries are put back once it has). By hand, beside the
+    // deployment controller: the test needs a status write at a moment it chooses.
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
     let params = PatchParams { field_manager: Some("controller".into()), ..Default::default() };
     let status = json!({"status": {"collisionCount": 1}});

@@ -147,12 +147,12 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
 async fn a_wait_that_times_out_names_what_is_not_ready() {
     let env = common::setup("cli-wait").await;
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx", 2));
+    // Its Pods crash-loop: the deployment controller never makes it available.
+    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 2));
     let revision = repo.commit_and_push("web");
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"2s\"");
     let config = common::config_file(dir.path(), &unit);
-    // The test cluster runs no deployment controller: the Deployment never becomes available.
     let (code, stdout, stderr) = gitward_text(&["sync", "--wait", "--config", config.to_str().unwrap()], &[]);
     assert_eq!(code, Some(1), "{stderr}");
     let expected = format!(

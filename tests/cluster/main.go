@@ -1,13 +1,19 @@
 // Command testcluster runs a real kube-apiserver with an embedded etcd on loopback, for
 // gitward's tests, demo and benchmarks, and doubles as kubectl of the same version.
 //
-//	testcluster serve [--dir DIR] [--port N] [--audit-log FILE]   start a cluster; print one ready line
+//	testcluster serve [--dir DIR] [--port N] [--audit-log FILE] [--kwok PATH] [--apiserver-only]
+//	                                                  start a cluster; print one ready line
 //	testcluster kubectl ARGS...                       kubectl (also when invoked as "kubectl")
+//	testcluster controller-manager|scheduler ARGS...  kube-controller-manager, kube-scheduler
 //
 // serve generates a CA, a serving certificate for 127.0.0.1/localhost, two bearer tokens
 // (admin in system:masters; "limited" with no bindings, for RBAC tests) and a service-account
 // key pair; starts etcd embedded (fsync off) and kube-apiserver in-process; waits for /readyz;
-// writes DIR/kubeconfig and DIR/limited.kubeconfig; prints
+// writes DIR/kubeconfig and DIR/limited.kubeconfig; then (unless --apiserver-only or
+// $TESTCLUSTER_APISERVER_ONLY=1) starts kube-controller-manager and kube-scheduler (this binary
+// again, as child processes) and kwok (--kwok or $TESTCLUSTER_KWOK) with the stages of
+// stages.yaml, registers three simulated Nodes for kwok and waits until the controllers act
+// and the Nodes are Ready (controllers.go); prints
 //
 //	testcluster ready kubeconfig=DIR/kubeconfig limited_kubeconfig=... server=https://127.0.0.1:PORT version=v1.35.4 audit_log=FILE
 //
@@ -62,8 +68,13 @@ rules:
 `
 
 func main() {
-	if filepath.Base(os.Args[0]) == "kubectl" {
+	switch filepath.Base(os.Args[0]) {
+	case "kubectl":
 		runKubectl(os.Args[1:])
+	case "kube-controller-manager":
+		runComponent("controller-manager", os.Args[1:])
+	case "kube-scheduler":
+		runComponent("scheduler", os.Args[1:])
 	}
 	if len(os.Args) < 2 {
 		usage()
@@ -71,6 +82,8 @@ func main() {
 	switch os.Args[1] {
 	case "kubectl":
 		runKubectl(os.Args[2:])
+	case "controller-manager", "scheduler":
+		runComponent(os.Args[1], os.Args[2:])
 	case "serve":
 		if err := serve(os.Args[2:]); err != nil {
 			fmt.Fprintf(os.Stderr, "testcluster: %v\n", err)
@@ -97,9 +110,11 @@ func runKubectl(args []string) {
 }
 
 type options struct {
-	dir      string
-	port     int
-	auditLog string
+	dir           string
+	port          int
+	auditLog      string
+	kwok          string
+	apiserverOnly bool
 }
 
 func serve(args []string) error {
@@ -108,8 +123,14 @@ func serve(args []string) error {
 	fs.StringVar(&o.dir, "dir", "", "state directory (default: a new temp dir, removed on exit)")
 	fs.IntVar(&o.port, "port", 0, "secure port (default: a free one)")
 	fs.StringVar(&o.auditLog, "audit-log", os.Getenv("TESTCLUSTER_AUDIT_LOG"), "write a JSON-lines audit log here")
+	fs.StringVar(&o.kwok, "kwok", os.Getenv("TESTCLUSTER_KWOK"), "the kwok binary that runs the simulated nodes")
+	fs.BoolVar(&o.apiserverOnly, "apiserver-only", os.Getenv("TESTCLUSTER_APISERVER_ONLY") == "1",
+		"start kube-apiserver alone: no controllers, scheduler or nodes")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if !o.apiserverOnly && o.kwok == "" {
+		return errors.New("--kwok (or $TESTCLUSTER_KWOK) names the kwok binary, unless --apiserver-only")
 	}
 	ownDir := o.dir == ""
 	if ownDir {
@@ -185,6 +206,13 @@ func serve(args []string) error {
 	if err := writeKubeconfig(limited, server, files.caPEM, files.limitedToken, "limited"); err != nil {
 		return err
 	}
+	var children []*child
+	defer func() { stopAll(children) }()
+	if !o.apiserverOnly {
+		if children, err = startControllers(dir, kubeconfig, o.kwok, files); err != nil {
+			return err
+		}
+	}
 	fmt.Printf("testcluster ready kubeconfig=%s limited_kubeconfig=%s server=%s version=%s audit_log=%s startup_ms=%d\n",
 		kubeconfig, limited, server, version.Get().GitVersion, o.auditLog, time.Since(started).Milliseconds())
 
@@ -194,6 +222,8 @@ func serve(args []string) error {
 	case err := <-done:
 		return fmt.Errorf("kube-apiserver exited: %v", err)
 	}
+	stopAll(children) // before the apiserver, so they stop talking to it first
+	children = nil
 	cancel()
 	select {
 	case <-done:

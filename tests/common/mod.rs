@@ -501,14 +501,24 @@ pub fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
 }
 
-/// A Deployment manifest named `name` of `replicas` Pods of one container running `image` (the
-/// test apiserver runs no controllers: nothing ever runs it, and its status is what a test
-/// writes).
+/// A Deployment manifest named `name` of `replicas` Pods of one container running `image`. The
+/// test cluster's deployment controller rolls it out: its Pods run on kwok's simulated Nodes
+/// and are ready at once, or never when the image name contains `fail` (they crash-loop, and
+/// the rollout stays in progress for the 600 s progress deadline).
 pub fn deployment(name: &str, image: &str, replicas: u32) -> String {
+    deployment_with(name, image, replicas, 600, "0s")
+}
+
+/// [`deployment`] whose rollout the deployment controller gives up on (`Progressing` false,
+/// `ProgressDeadlineExceeded`) after `deadline` seconds without progress, and whose Pods kwok
+/// keeps Pending for `ready_after` (a Go duration, "3s") before they run: the annotation
+/// `gitward.test/ready-after` of tests/cluster/stages.yaml.
+pub fn deployment_with(name: &str, image: &str, replicas: u32, deadline: u32, ready_after: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\nspec:\n  replicas: {replicas}\n  \
-         progressDeadlineSeconds: 600\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      \
-         labels: {{app: {name}}}\n    spec:\n      containers:\n      - name: app\n        image: {image}\n"
+         progressDeadlineSeconds: {deadline}\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      \
+         labels: {{app: {name}}}\n      annotations: {{gitward.test/ready-after: \"{ready_after}\"}}\n    spec:\n      \
+         containers:\n      - name: app\n        image: {image}\n"
     )
 }
 
@@ -735,7 +745,9 @@ pub fn assert_no_secret(output: &str, value: &str) {
 }
 
 /// A second, private cluster that this test can stop and bring back (same state dir and port,
-/// so the same credentials and etcd data), without disturbing the shared one.
+/// so the same credentials and etcd data), without disturbing the shared one: its
+/// kube-apiserver alone (`--apiserver-only`), no controllers or Nodes, since these tests are
+/// about the apiserver going away and coming back.
 pub struct OwnCluster {
     child: std::process::Child,
 }
@@ -744,7 +756,7 @@ impl OwnCluster {
     pub fn start(dir: &Path, port: u16) -> Self {
         use std::io::BufRead;
         let mut child = std::process::Command::new("testcluster")
-            .args(["serve", "--dir"])
+            .args(["serve", "--apiserver-only", "--dir"])
             .arg(dir)
             .args(["--port", &port.to_string()])
             .stdin(std::process::Stdio::piped())
@@ -808,14 +820,16 @@ pub async fn namespace_labels(client: &kube::Client, name: &str) -> std::collect
     ns.metadata.labels.unwrap_or_default()
 }
 
-/// Writes Deployment `web`'s status in `ns` as the deployment controller would once it rolled
-/// out one replica of generation 1 (the test cluster runs no controllers).
-pub async fn roll_out(client: &kube::Client, ns: &str) {
-    let status = json!({"status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
-        "readyReplicas": 1, "availableReplicas": 1, "conditions": [
-            {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"},
-            {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
+/// Waits (at most 120 s) until the test cluster's deployment controller has rolled Deployment
+/// `web` in `ns` out: its status is of the current generation and every replica is available.
+pub async fn rolled_out(client: &kube::Client, ns: &str) {
     let api: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(client.clone(), ns);
-    let patch = kube::api::Patch::Merge(&status);
-    api.patch_status("web", &kube::api::PatchParams::default(), &patch).await.unwrap();
+    let done = eventually(Duration::from_secs(120), || async {
+        let Some(web) = api.get_opt("web").await.ok().flatten() else { return false };
+        let wanted = web.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let status = web.status.unwrap_or_default();
+        status.observed_generation == web.metadata.generation && status.available_replicas.unwrap_or(0) == wanted
+    })
+    .await;
+    assert!(done, "the deployment controller did not roll Deployment/{ns}/web out");
 }

@@ -1,6 +1,7 @@
 //! `depends_on` against the real apiserver and real bare repositories: unit `app` depends on
-//! unit `base`, whose Deployment stays progressing (the apiserver runs no controllers) until
-//! the test writes its status as the deployment controller would. `app` must not be applied
+//! unit `base`, whose Deployment stays progressing until the deployment controller rolls it
+//! out (its Pod is ready 25 s after it is made: `gitward.test/ready-after`,
+//! tests/cluster/stages.yaml). `app` must not be applied
 //! while `base` is progressing — asserted after the daemon logged that `app` judged `base`'s
 //! record of the wait and is still waiting — and is applied once `base` records `healthy`;
 //! also under sharding with `base` and `app` on two replicas, with a `ready_expr`, and the
@@ -20,10 +21,11 @@ use serde_json::Value;
 const WAIT: Duration = Duration::from_secs(120);
 const CLI: Duration = Duration::from_secs(180);
 
-/// A repository with `base/web.yaml` (a Deployment) and `app/a.yaml` (ConfigMap `a`).
+/// A repository with `base/web.yaml` (a Deployment the deployment controller rolls out 25 s
+/// after it is made: its Pod's `gitward.test/ready-after`) and `app/a.yaml` (ConfigMap `a`).
 fn repo() -> common::GitRepo {
     let repo = common::GitRepo::new();
-    repo.write("base/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("base/web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "25s"));
     repo.write("app/a.yaml", &common::cm("a", "one"));
     repo.commit_and_push("base and app");
     repo
@@ -90,7 +92,7 @@ async fn a_unit_waits_for_its_dependency_to_be_healthy_and_syncs_once_it_is() {
     assert!(sync.stdout.starts_with("app: not synced: waiting for dependencies: base: not healthy"), "{}", sync.stdout);
     assert!(!applied(&env.client, &ns).await, "gitward sync applied app: {}", sync.stderr);
 
-    common::roll_out(&env.client, &ns).await;
+    common::rolled_out(&env.client, &ns).await;
     let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
     assert!(synced, "app not applied after base became healthy: {}", daemon.log_text());
     let ready = daemon.events().iter().any(|e| e["message"] == "dependencies ready" && e["unit"] == "app");
@@ -209,7 +211,8 @@ async fn a_unit_waits_for_a_unit_a_sync_set_makes() {
     let env = common::setup("depends-set").await;
     let ns = env.namespace.clone();
     let repo = common::GitRepo::new();
-    repo.write("apps/base/web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    // Rolled out by the deployment controller 10 s after it is made.
+    repo.write("apps/base/web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "10s"));
     repo.write("app/a.yaml", &common::cm("a", "one"));
     repo.commit_and_push("a set's directory and a unit");
     let set = format!(
@@ -232,7 +235,7 @@ async fn a_unit_waits_for_a_unit_a_sync_set_makes() {
     assert!(!applied(&env.client, &ns).await, "app applied while apps-base progresses: {}", daemon.log_text());
     assert_eq!(status_of(&config, "app")["dependencies"][0]["unit"], "apps-base");
 
-    common::roll_out(&env.client, &ns).await;
+    common::rolled_out(&env.client, &ns).await;
     let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
     assert!(synced, "app not applied after apps-base became healthy: {}", daemon.log_text());
 }
@@ -297,7 +300,7 @@ async fn under_sharding_a_unit_waits_for_its_dependency_on_another_replica() {
     assert!(base_synced, "base ran on the replica that does not run app: {}", logs());
     assert!(!applied(&env.client, &ns).await, "app applied while base progresses: {}", logs());
 
-    common::roll_out(&env.client, &ns).await;
+    common::rolled_out(&env.client, &ns).await;
     let synced = common::eventually(WAIT, || applied(&env.client, &ns)).await;
     assert!(synced, "app not applied after base became healthy: {}", logs());
     assert!(waits(&daemons[1 - app_owner].events()).is_empty(), "app ran on both replicas: {}", logs());

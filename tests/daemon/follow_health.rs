@@ -1,6 +1,9 @@
-//! Health followed between syncs under `gitward run`, against the real apiserver (it runs no
-//! controllers: the tests write a Deployment's status subresource as the deployment controller
-//! would). A Deployment that fails outside any health wait, and recovers, moves the unit's
+//! Health followed between syncs under `gitward run`, against the real apiserver and its
+//! deployment controller. The unit's health wait is short (2 s); a revision whose Pods
+//! crash-loop is still progressing when its wait gives up, and the controller fails the rollout
+//! at its progress deadline (6 s) outside any wait; a revision whose Pods are ready only after
+//! 6 s (`gitward.test/ready-after`) recovers it outside any wait. A Deployment that fails
+//! outside any health wait, and recovers, moves the unit's
 //! readiness reason, `gitward_objects_health`, the parent's `gitward.dev/last-result` and the
 //! dashboard within seconds; a `gitward reconcile` after such a failure records what it judged,
 //! not `healthy`; the dashboard's health columns count the members; a self-heal that re-applied
@@ -13,8 +16,8 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, ListParams, Patch, PatchParams};
-use serde_json::{Value, json};
+use kube::api::{Api, ListParams};
+use serde_json::Value;
 
 /// A generous bound for the daemon's start and first sync.
 const WAIT: Duration = Duration::from_secs(60);
@@ -22,15 +25,38 @@ const WAIT: Duration = Duration::from_secs(60);
 const FOLLOW: Duration = Duration::from_secs(10);
 const CLI: Duration = Duration::from_secs(60);
 
-/// Writes Deployment `web`'s status as a deployment controller whose rollout passed its
-/// progress deadline would (kstatus `Failed`).
-async fn deadline_exceeded(client: &kube::Client, ns: &str) {
-    let status = json!({"status": {"observedGeneration": 1, "conditions": [
-        {"type": "Progressing", "status": "False", "reason": "ProgressDeadlineExceeded",
-         "message": "ReplicaSet \"web-1\" has timed out progressing."},
-        {"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable"}]}});
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    api.patch_status("web", &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
+/// Pushes Deployment `web` running `image` with its Pods ready after `ready_after`, then waits
+/// until the daemon's wait for that revision gave up (2 s) and the deployment controller has
+/// judged the rollout: `ProgressDeadlineExceeded` (6 s) for an image whose Pods crash-loop,
+/// every replica available for one whose Pods run.
+async fn push_web(
+    daemon: &common::Daemon,
+    repo: &common::GitRepo,
+    env: &common::TestEnv,
+    image: &str,
+    ready_after: &str,
+) {
+    repo.write("web.yaml", &common::deployment_with("web", image, 1, 6, ready_after));
+    let revision = repo.commit_and_push(image);
+    let timed_out = |e: &Value| e["message"] == "sync complete" && e["revision"] == revision && e["wait"] == "timeout";
+    let gave_up = common::eventually(WAIT, || async { daemon.events().iter().any(timed_out) }).await;
+    assert!(gave_up, "the wait for {image} did not time out: {}", daemon.log_text());
+    let api: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    let failing = image.contains("fail");
+    let judged = common::eventually(WAIT, || async {
+        let web = api.get("web").await.unwrap();
+        let status = web.status.unwrap_or_default();
+        let progressing = status.conditions.unwrap_or_default().into_iter().find(|c| c.type_ == "Progressing");
+        let reason = progressing.and_then(|c| c.reason).unwrap_or_default();
+        status.observed_generation == web.metadata.generation
+            && if failing {
+                reason == "ProgressDeadlineExceeded"
+            } else {
+                reason == "NewReplicaSetAvailable" && status.unavailable_replicas.is_none()
+            }
+    })
+    .await;
+    assert!(judged, "the deployment controller did not judge the rollout of {image}");
 }
 
 /// The parent's `gitward.dev/last-result`.
@@ -73,21 +99,21 @@ async fn everywhere(daemon: &common::Daemon, env: &common::TestEnv, reason: &str
 }
 
 /// A daemon with the dashboard over a repository of Deployment `web` and ConfigMap `a`, its
-/// first wait ended healthy (the test rolls `web` out). The repository is kept while the daemon
+/// first wait ended healthy (the deployment controller rolls `web` out). The repository is kept while the daemon
 /// runs.
 async fn healthy_daemon(
     env: &common::TestEnv,
     dir: &std::path::Path,
 ) -> (common::Daemon, std::path::PathBuf, common::GitRepo) {
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 6, "0s"));
     repo.write("a.yaml", &common::cm("a", "1"));
     repo.commit_and_push("web and a");
     let ui = "\n[daemon.ui]\nenabled = true\n";
-    let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, "health_timeout = \"2m\"");
+    let unit = "health_timeout = \"2s\"";
+    let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, unit);
     let daemon = common::Daemon::start(&config, port, &[]);
     assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    common::roll_out(&env.client, &env.namespace).await;
     let healthy = common::eventually(WAIT, || async { ready(&daemon) == Some(("healthy".into(), 1.0)) }).await;
     assert!(healthy, "the first wait did not end healthy: {:?}: {}", ready(&daemon), daemon.log_text());
     (daemon, config, repo)
@@ -97,10 +123,11 @@ async fn healthy_daemon(
 async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_seconds() {
     let env = common::setup("follow-health").await;
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, _config, _repo) = healthy_daemon(&env, dir.path()).await;
+    let (daemon, _config, repo) = healthy_daemon(&env, dir.path()).await;
     assert!(everywhere(&daemon, &env, "healthy", 0.0).await, "{}", daemon.log_text());
 
-    deadline_exceeded(&env.client, &env.namespace).await;
+    push_web(&daemon, &repo, &env, "nginx:fail", "0s").await;
+    let syncs = daemon.logged("sync complete").len();
     let followed = everywhere(&daemon, &env, "degraded", 1.0).await;
     assert!(
         followed,
@@ -113,13 +140,16 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
     );
     assert_eq!(ready(&daemon), Some(("degraded".into(), 0.0)));
     let changed = daemon.logged("health changed");
-    assert!(changed.iter().any(|e| e["result"] == "degraded" && e["was"] == "healthy"), "{}", daemon.log_text());
-    assert!(daemon.logged("sync complete").iter().all(|e| e["trigger"] != "drift"), "no sync ran for it");
+    // From the result its timed-out wait recorded.
+    assert!(changed.iter().any(|e| e["result"] == "degraded" && e["was"] == "progressing"), "{}", daemon.log_text());
+    assert_eq!(daemon.logged("sync complete").len(), syncs, "no sync ran for it: {}", daemon.log_text());
 
-    common::roll_out(&env.client, &env.namespace).await;
+    push_web(&daemon, &repo, &env, "nginx:1.28", "6s").await;
+    let syncs = daemon.logged("sync complete").len();
     let recovered = everywhere(&daemon, &env, "healthy", 0.0).await;
     assert!(recovered, "not healthy again within {FOLLOW:?}: {:?}: {}", ready(&daemon), daemon.log_text());
     assert_eq!(ready(&daemon), Some(("healthy".into(), 1.0)));
+    assert_eq!(daemon.logged("sync complete").len(), syncs, "no sync ran for it: {}", daemon.log_text());
 
     let params = ListParams::default().fields("regarding.kind=Secret,regarding.name=gitward-app");
     let events = Api::<Event>::namespaced(env.client.clone(), &env.namespace);
@@ -139,10 +169,10 @@ async fn a_deployment_that_fails_and_recovers_between_syncs_is_followed_within_s
 async fn a_reconcile_after_a_failure_outside_a_wait_records_what_it_judged() {
     let env = common::setup("follow-reconcile").await;
     let dir = tempfile::tempdir().unwrap();
-    let (daemon, config, _repo) = healthy_daemon(&env, dir.path()).await;
+    let (daemon, config, repo) = healthy_daemon(&env, dir.path()).await;
+    push_web(&daemon, &repo, &env, "nginx:fail", "0s").await;
     let completed = daemon.logged("sync complete").len();
 
-    deadline_exceeded(&env.client, &env.namespace).await;
     let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
     assert!(run.stdout.starts_with("app: degraded "), "{}\n{}", run.stdout, run.stderr);
     let logged = daemon.logged("sync complete");

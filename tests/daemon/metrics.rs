@@ -7,10 +7,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::apps::v1::Deployment;
-use kube::api::{Api, Patch, PatchParams};
-use serde_json::json;
-
 const WAIT: Duration = Duration::from_secs(60);
 const CLI: Duration = Duration::from_secs(60);
 
@@ -80,15 +76,6 @@ async fn unit_ready_and_failing_since_follow_a_refused_and_a_fixed_revision() {
     assert!(since.is_empty(), "the streak ended: {since:?}");
 }
 
-/// Writes Deployment `ns/name`'s status as a deployment controller whose rollout passed its
-/// progress deadline would (kstatus `Failed`).
-async fn deadline_exceeded(client: &kube::Client, ns: &str, name: &str) {
-    let api: Api<Deployment> = Api::namespaced(client.clone(), ns);
-    let status = json!({"status": {"observedGeneration": 1, "conditions": [{"type": "Progressing", "status": "False",
-        "reason": "ProgressDeadlineExceeded", "message": "ReplicaSet has timed out progressing."}]}});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status)).await.unwrap();
-}
-
 /// `gitward_objects_health{unit="app"}` by health, and the `health` counts of `gitward status
 /// -o json` for the same unit.
 fn both_counts(daemon: &common::Daemon, config: &std::path::Path) -> (Vec<f64>, Vec<f64>) {
@@ -105,7 +92,9 @@ fn both_counts(daemon: &common::Daemon, config: &std::path::Path) -> (Vec<f64>, 
     (metric, status)
 }
 
-/// Three ConfigMaps and two Deployments (no controller runs them: in progress). After the first
+/// Three ConfigMaps and two Deployments, in progress: `web`'s Pod is ready only after 90 s
+/// (`gitward.test/ready-after`), `stuck`'s crash-loops and the deployment controller fails its
+/// rollout at the 10 s progress deadline. After the first
 /// sync's wait times out, and after a push that changes one ConfigMap while one Deployment is
 /// `Failed`, `gitward_objects_health` counts every member by health exactly as `gitward status`
 /// does (the members the sync did not change included).
@@ -116,8 +105,8 @@ async fn objects_health_agrees_with_gitward_status() {
     for name in ["a", "b", "c"] {
         repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
-    repo.write("web.yaml", &common::deployment("web", "nginx", 1));
-    repo.write("stuck.yaml", &common::deployment("stuck", "nginx", 1));
+    repo.write("web.yaml", &common::deployment_with("web", "nginx", 1, 600, "90s"));
+    repo.write("stuck.yaml", &common::deployment_with("stuck", "nginx:fail", 1, 10, "0s"));
     repo.commit_and_push("three ConfigMaps and two Deployments");
     let dir = tempfile::tempdir().unwrap();
     let unit_extra = "health_timeout = \"2s\"";
@@ -130,7 +119,6 @@ async fn objects_health_agrees_with_gitward_status() {
     assert_eq!(metric, status, "metric vs status after the wait timed out: {}", daemon.log_text());
     assert_eq!(metric, [3.0, 2.0, 0.0]);
 
-    deadline_exceeded(&env.client, &env.namespace, "stuck").await;
     repo.write("a.yaml", &common::cm("a", "2"));
     repo.commit_and_push("one ConfigMap changed");
     wait_for_reason(&daemon, "degraded").await;

@@ -131,13 +131,13 @@ async fn reconcile_syncs_a_unit_now_and_prints_its_result() {
 }
 
 /// A reconcile request that the daemon takes while a health wait runs (a Deployment that never
-/// rolls out: no controller runs) waits for that wait's end; `reconcile` says so, not that no
+/// rolls out: its Pods crash-loop) waits for that wait's end; `reconcile` says so, not that no
 /// daemon handled it.
 #[tokio::test]
 async fn reconcile_behind_a_health_wait_says_so() {
     let env = common::setup("reconcile-wait").await;
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 1));
     repo.commit_and_push("a Deployment to wait for");
     let dir = tempfile::tempdir().unwrap();
     let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "health_timeout = \"10m\"").await;

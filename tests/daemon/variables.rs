@@ -92,12 +92,12 @@ async fn a_configmap_of_variables_changed_while_suspended_is_applied_on_resume()
     assert!(applied, "the value changed while suspended is applied on resume: {}", daemon.log_text());
 }
 
-/// A change of variables while a health wait runs (here a Deployment that never rolls out: no
-/// controller runs) is applied at once, as a new revision would be, not after the wait.
+/// A change of variables while a health wait runs (here a Deployment that never rolls out: its
+/// Pods crash-loop) is applied at once, as a new revision would be, not after the wait.
 #[tokio::test]
 async fn a_configmap_of_variables_changed_during_a_health_wait_is_applied_at_once() {
     let (_env, repo, configmaps, _dir, config, port) = color_unit("subst-wait").await;
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
+    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 1));
     repo.commit_and_push("a Deployment to wait for");
     let text = std::fs::read_to_string(&config).unwrap();
     let waiting_long = text.replacen("[sync.substitute]", "health_timeout = \"10m\"\n[sync.substitute]", 1);
