@@ -110,6 +110,32 @@ async fn applied(client: &kube::Client, namespace: &str, want: &str, within: Dur
     (value(client, namespace).await.as_deref() == Some(want)).then(|| start.elapsed())
 }
 
+/// What the healthy unit's repository holds at `app/`.
+#[derive(Clone, Copy)]
+enum Healthy {
+    /// The ConfigMap as a plain manifest.
+    Plain,
+    /// A Helm chart rendering the ConfigMap from its `values.yaml`.
+    Chart,
+}
+
+impl Healthy {
+    /// Writes `app/` so that the unit applies the ConfigMap `healthy` holding `value`.
+    fn write(self, repo: &common::GitRepo, value: &str) {
+        match self {
+            Healthy::Plain => repo.write("app/cm.yaml", &common::cm("healthy", value)),
+            Healthy::Chart => {
+                repo.write("app/Chart.yaml", "apiVersion: v2\nname: healthy\nversion: 0.1.0\n");
+                repo.write(
+                    "app/templates/cm.yaml",
+                    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: healthy\ndata:\n  value: {{ .Values.value | quote }}\n",
+                );
+                repo.write("app/values.yaml", &format!("value: {value}\n"));
+            }
+        }
+    }
+}
+
 /// Runs the daemon with the healthy unit beside `others` (`[[sync]]` tables) and `render`
 /// lines in `[render]`; asserts its first sync within 10 s and three pushes within 2 s each;
 /// returns the daemon (for more checks) and the push latencies.
@@ -119,16 +145,27 @@ async fn healthy_beside(
     others: &str,
     render: &str,
 ) -> (common::Daemon, Vec<Duration>) {
+    healthy_of(Healthy::Plain, env, dir, others, render).await
+}
+
+/// [`healthy_beside`] with the healthy unit's repository holding `healthy`.
+async fn healthy_of(
+    healthy: Healthy,
+    env: &common::TestEnv,
+    dir: &Path,
+    others: &str,
+    render: &str,
+) -> (common::Daemon, Vec<Duration>) {
     let repo = common::GitRepo::new();
-    repo.write("app/cm.yaml", &common::cm("healthy", "v0"));
+    healthy.write(&repo, "v0");
     repo.commit_and_push("v0");
     let port = common::free_port();
     let path = dir.join("gitward.toml");
     let bin = common::charts::tools_bin();
-    let healthy = common::unit_toml("healthy", &repo.bare(), "app", &env.namespace, "");
+    let unit = common::unit_toml("healthy", &repo.bare(), "app", &env.namespace, "");
     let text = format!(
         "[daemon]\nstate_dir = \"{}\"\nlisten = \"127.0.0.1:{port}\"\ninterval = \"5s\"\nresync_interval = \"1h\"\n\
-         self_heal = false\n\n[render]\nhelm = \"{}\"\nkustomize = \"{}\"\n{render}\n\n{healthy}{others}",
+         self_heal = false\n\n[render]\nhelm = \"{}\"\nkustomize = \"{}\"\n{render}\n\n{unit}{others}",
         dir.join("state").display(),
         bin.join("helm").display(),
         bin.join("kustomize").display(),
@@ -144,7 +181,7 @@ async fn healthy_beside(
         // Long enough for the failing units' polls and retries to come round between pushes.
         tokio::time::sleep(Duration::from_secs(4)).await;
         let want = format!("v{k}");
-        repo.write("app/cm.yaml", &common::cm("healthy", &want));
+        healthy.write(&repo, &want);
         repo.commit_and_push(&want);
         let took = applied(&env.client, &env.namespace, &want, Duration::from_secs(2)).await;
         let took = took.unwrap_or_else(|| panic!("push {k} not applied within 2 s: {}", daemon.log_text()));
@@ -177,19 +214,35 @@ async fn trickling_git_and_chart_repositories_delay_no_push_of_a_healthy_unit() 
     healthy_beside(&env, dir.path(), &others, &format!("chart_repositories = [\"{url}\"]")).await;
 }
 
+/// Three chart units on a chart repository and three OCI artifact units on a registry, both
+/// a listener that never answers: their `[[sync]]` tables and the `[render]` line listing them.
+fn hung_chart_sources(namespace: &str) -> (String, String) {
+    let port = faulty_server(Fault::Hang);
+    let url = format!("http://127.0.0.1:{port}");
+    let mut others: String =
+        (0..3).map(|i| chart_unit(&format!("chart{i}"), &format!("{url}/charts{i}"), namespace)).collect();
+    others.extend(
+        (0..3).map(|i| oci_unit(&format!("oci{i}"), &format!("oci://127.0.0.1:{port}/app{i}:latest"), namespace)),
+    );
+    (others, format!("chart_repositories = [\"{url}\", \"oci://127.0.0.1:{port}\"]"))
+}
+
 #[tokio::test]
 async fn a_hung_chart_repository_and_registry_delay_no_push_of_a_healthy_unit() {
     let env = common::setup("iso-registry").await;
     let dir = tempfile::tempdir().unwrap();
-    let port = faulty_server(Fault::Hang);
-    let url = format!("http://127.0.0.1:{port}");
-    let mut others: String =
-        (0..3).map(|i| chart_unit(&format!("chart{i}"), &format!("{url}/charts{i}"), &env.namespace)).collect();
-    others.extend(
-        (0..3).map(|i| oci_unit(&format!("oci{i}"), &format!("oci://127.0.0.1:{port}/app{i}:latest"), &env.namespace)),
-    );
-    let listed = format!("chart_repositories = [\"{url}\", \"oci://127.0.0.1:{port}\"]");
+    let (others, listed) = hung_chart_sources(&env.namespace);
     healthy_beside(&env, dir.path(), &others, &listed).await;
+}
+
+/// The same faults beside a healthy unit that is itself a Helm chart (rendered by helm from
+/// its git repository at each push).
+#[tokio::test]
+async fn a_hung_chart_repository_and_registry_delay_no_push_of_a_healthy_chart_unit() {
+    let env = common::setup("iso-registry-chart").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (others, listed) = hung_chart_sources(&env.namespace);
+    healthy_of(Healthy::Chart, &env, dir.path(), &others, &listed).await;
 }
 
 #[tokio::test]
