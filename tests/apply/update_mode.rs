@@ -504,18 +504,25 @@ async fn a_post_that_finds_a_controllers_child_does_not_adopt_it() {
 /// A 409 in `update` mode for a write the cache had not seen yet: a status write (the
 /// Deployment controller's routine) is told from a change by one metadata read — the
 /// generation and gitward's label and hash did not move — and the patch is sent again with the
-/// fresh resourceVersion; a spec change (the generation moved) stays a conflict.
+/// fresh resourceVersion; a spec change (the generation moved) stays a conflict. It runs on
+/// an apiserver of its own with no controllers (`--apiserver-only`): the status write must
+/// come at a moment the test chooses, and the deployment controller's own writes, landing
+/// after the stale cache entries are put back, would refresh them and end the scenario early.
 #[tokio::test]
 async fn a_status_write_the_cache_missed_is_sent_again_but_a_spec_change_stays_a_conflict() {
-    let env = common::setup("status-409").await;
+    let dir = tempfile::tempdir().unwrap();
+    let cluster_dir = dir.path().join("cluster");
+    let _cluster = common::OwnCluster::start(&cluster_dir, common::free_port());
+    let client = common::OwnCluster::client(&cluster_dir.join("kubeconfig")).await;
+    let namespace = common::unique("status-409");
+    common::create_namespace(&client, &namespace).await;
     let repo = common::GitRepo::new();
     for name in ["web", "api"] {
         repo.write(&format!("{name}.yaml"), &common::deployment(name, "nginx:1.0", 1));
     }
     repo.commit_and_push("two Deployments");
     let state = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "apply_mode = \"update\"");
-    let client = common::admin(&format!("{}-gitward", env.user_agent)).await;
+    let unit = common::unit_toml("app", &repo.bare(), "", &namespace, "apply_mode = \"update\"");
     let mut engine = common::engine(&client, &common::config(state.path(), &unit), "app").await;
     engine.sync().await.expect("first sync");
     let member = |name: &str| engine.cache().snapshot().keys().find(|k| k.name == name).unwrap().clone();
@@ -524,9 +531,9 @@ async fn a_status_write_the_cache_missed_is_sent_again_but_a_spec_change_stays_a
     let stale_api = engine.cache().snapshot()[&api].clone();
 
     // Someone writes web's status and api's spec; the cache has not seen either yet (simulated:
-    // the watch is fast, so the stale entries are put back once it has). By hand, beside the
-    // deployment controller: the test needs a status write at a moment it chooses.
-    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    // the watch is fast, so the stale entries are put back once it has). By hand, as the
+    // deployment controller would write it.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
     let params = PatchParams { field_manager: Some("controller".into()), ..Default::default() };
     let status = json!({"status": {"collisionCount": 1}});
     let web_rv =
