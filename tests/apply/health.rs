@@ -299,7 +299,8 @@ async fn status_follows_a_custom_resource_ready_condition_and_exits_0_1_2() {
     assert!(out.contains(&format!("  revision   {revision}\n")) && out.contains("  result     applied\n"), "{out}");
     assert!(out.contains("  objects    ConfigMap 1, Widget 1\n"), "{out}");
 
-    // The widget's controller says it is not ready.
+    // The widget's controller says it is not ready. Written by hand: no controller in the test
+    // cluster writes a Widget's status (its operator is not installed).
     let set_ready = |status: &'static str, reason: &'static str| json!({"status": {"conditions": [{"type": "Ready", "status": status, "reason": reason, "message": "waiting for a backend"}]}});
     api.patch_status("gadget", &PatchParams::default(), &Patch::Merge(&set_ready("False", "NotReadyYet")))
         .await
