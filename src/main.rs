@@ -210,13 +210,12 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // Both before the runtime starts: the check's children are tools, forked from a process
     // with no runtime threads or connections, and the probe forks.
-    match &cli.command {
-        Command::SandboxProbe { attack, aim } => return sandbox_probe(attack, aim),
-        Command::SandboxCheck(args) => {
-            telemetry::init(cli.log_format);
-            return sandbox_check(args);
-        }
-        _ => telemetry::init(cli.log_format),
+    if let Command::SandboxProbe { attack, aim } = &cli.command {
+        return sandbox_probe(attack, aim);
+    }
+    telemetry::init(cli.log_format);
+    if let Command::SandboxCheck(args) = &cli.command {
+        return sandbox_check(args);
     }
     let fetching = fetch_timeouts(&cli.command);
     // SAFETY: called once, before any thread (the runtime) exists and before any other git2 call.
