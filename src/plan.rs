@@ -307,6 +307,28 @@ pub fn prune_plan(
 }
 
 #[cfg(test)]
+impl Desired {
+    /// A desired object of `source` for tests: server-side apply, no splice, hash `h`.
+    pub(crate) fn of_source(api_version: &str, kind: &str, ns: Option<&str>, name: &str, source: Value) -> Desired {
+        let gk = GroupKind::from_api_version(api_version, kind);
+        let gvk = kube::api::GroupVersionKind::gvk(&gk.group, "v1", &gk.kind);
+        Desired {
+            object: ObjectRef::new(gk, ns.map(String::from), name),
+            resource: std::sync::Arc::new(ApiResource::from_gvk(&gvk)),
+            source: source.into(),
+            part_of: "applyset-x-v1".into(),
+            hash: "h".into(),
+            origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
+            recreate: false,
+            mode: ApplyMode::ServerSideApply,
+            decrypted: false,
+            splice: None,
+            ignored: None,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -316,22 +338,7 @@ mod tests {
     }
 
     fn desired(api_version: &str, kind: &str, ns: Option<&str>, name: &str, hash: &str) -> Desired {
-        let gk = gk(api_version, kind);
-        Desired {
-            object: ObjectRef::new(gk.clone(), ns.map(String::from), name),
-            resource: std::sync::Arc::new(ApiResource::from_gvk(&kube::api::GroupVersionKind::gvk(
-                &gk.group, "v1", &gk.kind,
-            ))),
-            source: json!({}).into(),
-            part_of: "applyset-x-v1".into(),
-            hash: hash.into(),
-            origin: crate::manifest::Origin { file: "test.yaml".into(), index: 0 },
-            recreate: false,
-            mode: ApplyMode::ServerSideApply,
-            decrypted: false,
-            splice: None,
-            ignored: None,
-        }
+        Desired { hash: hash.into(), ..Desired::of_source(api_version, kind, ns, name, json!({})) }
     }
 
     fn step(index: usize, op: Op) -> Step {

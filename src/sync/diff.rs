@@ -455,11 +455,22 @@ enum Live {
 /// and one it would reset shows as one), or `None` when they agree: a unified diff of the
 /// normalised YAML (decrypted values masked, a changed one shown as `*** (changed)`), or one
 /// line naming gitward's bookkeeping when only that changes (a sync still writes it).
-fn compare(d: &Desired, live: Option<Value>, merged: Value) -> Option<ObjectDiff> {
+///
+/// `status` is compared only when git sets it: otherwise it is a controller's, which may write
+/// it between the read of `live` and the dry run (as Flux's `ssa` diff drops it).
+fn compare(d: &Desired, mut live: Option<Value>, mut merged: Value) -> Option<ObjectDiff> {
+    let body = d.body().to_value();
     if d.decrypted
         && let Some(live) = &live
     {
-        learn_replaced(&d.body().to_value(), live);
+        learn_replaced(&body, live);
+    }
+    if body.get("status").is_none() {
+        for v in live.iter_mut().chain(std::iter::once(&mut merged)) {
+            if let Some(map) = v.as_object_mut() {
+                map.remove("status");
+            }
+        }
     }
     let bookkeeping = live.as_ref().map(|l| bookkeeping_changes(l, &merged)).unwrap_or_default();
     let (before, after) = match d.decrypted {
@@ -517,5 +528,24 @@ mod tests {
              (ConfigMap/shop/x)\n"
         );
         assert!(report.has_changes());
+    }
+
+    #[test]
+    fn status_is_compared_only_when_git_sets_it() {
+        let web = |status: serde_json::Value| {
+            serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "web", "namespace": "a"}, "spec": {"replicas": 3}, "status": status})
+        };
+        let (before, after) =
+            (web(serde_json::json!({"readyReplicas": 1})), web(serde_json::json!({"readyReplicas": 3})));
+        let source = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web"}, "spec": {"replicas": 3}});
+        let d = Desired::of_source("apps/v1", "Deployment", Some("a"), "web", source.clone());
+        assert!(compare(&d, Some(before.clone()), after.clone()).is_none(), "a controller's status write");
+        let mut with_status = source;
+        with_status["status"] = serde_json::json!({"readyReplicas": 3});
+        let d = Desired::of_source("apps/v1", "Deployment", Some("a"), "web", with_status);
+        let diff = compare(&d, Some(before), after).expect("git sets status").diff;
+        assert!(diff.contains("-  readyReplicas: 1") && diff.contains("+  readyReplicas: 3"), "{diff}");
     }
 }
