@@ -35,7 +35,8 @@
 //!   health step after an apply, shared by `gitward sync` and the daemon.
 //! - [`telemetry`] — logging set-up (text or JSON on stderr) and `error_chain`.
 //! - [`summary`] — the one line per unit that `sync`, `validate` and `status` print on stdout.
-//! - [`help`] — the `--help` texts of the commands: output, exit codes, an example.
+//! - [`cli`] — the command line as clap parses it, the `--help` texts of the commands (output,
+//!   exit codes, an example), and the completions, man pages and version text made from them.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
 //!   health of its members, read from the cluster.
@@ -48,12 +49,12 @@
 
 pub(crate) mod apply;
 pub mod changeset;
+pub mod cli;
 pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod daemon;
 pub mod health;
-pub mod help;
 pub mod lease;
 pub mod manifest;
 pub mod notify;

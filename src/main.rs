@@ -10,19 +10,23 @@
 //! `suspend` and `resume` 0 done, 2 error; `reconcile` as `sync` (0 applied, 1 an object not applied, 2 the
 //! sync failed as a whole, or the request was not handled in time: queued behind a health wait, or no
 //! daemon handled it); `render` 0 printed, 2 error; `sandbox-check` 0 every attack stopped, 1 one escaped, 2
-//! a probe did not run.
+//! a probe did not run; `completions` 0 printed, 2 an unknown shell; `man` 0 written, 2 the directory or a
+//! page could not be written; `version` 0.
 //!
 //! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]); logs go to stderr.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use gitward::cli::{
+    Cli, Command, NamedArgs, Output, ReconcileArgs, RunArgs, SandboxCheckArgs, StatusArgs, SyncArgs, UnitArgs,
+    ValidateArgs,
+};
 use gitward::config::Config;
 use gitward::sync::{Cause, Engine, Observer, Observers};
-use gitward::telemetry::{self, LogFormat};
+use gitward::telemetry;
 
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
 /// second. At 10,000 objects glibc malloc kept the daemon ~15 MiB above jemalloc at rest and the
@@ -36,182 +40,15 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// How long `gitward sync` waits, per unit, for its queued Kubernetes Events to be written.
 const EVENTS_FLUSH: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
-#[derive(Parser)]
-#[command(version, about, after_help = "Run `gitward <command> --help` for its exit codes and an example.")]
-struct Cli {
-    /// Log format.
-    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "GITWARD_LOG_FORMAT")]
-    log_format: LogFormat,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Subcommand)]
-enum Command {
-    /// Run the daemon: sync each unit on every push, webhook, poll, drift and resync.
-    #[command(after_help = gitward::help::RUN)]
-    Run(RunArgs),
-    /// Sync each unit once: fetch, apply every object with server-side apply, prune.
-    #[command(after_help = gitward::help::SYNC)]
-    Sync(SyncArgs),
-    /// Show what a sync would change (server-side dry run), without changing anything.
-    #[command(after_help = gitward::help::DIFF)]
-    Diff(UnitArgs),
-    /// Render, parse and check the manifests of each unit without a cluster.
-    #[command(after_help = gitward::help::VALIDATE)]
-    Validate(ValidateArgs),
-    /// Print a unit's objects as a sync would send them (rendered, substituted, labelled).
-    #[command(after_help = gitward::validate::render_command::HELP)]
-    Render(gitward::validate::render_command::RenderArgs),
-    /// Show what each unit last applied, when, the result, and the health of its objects, read
-    /// from the cluster (no daemon needed).
-    #[command(after_help = gitward::help::STATUS)]
-    Status(StatusArgs),
-    /// Suspend units: the daemon applies, prunes and heals nothing of them until resumed.
-    #[command(after_help = gitward::help::SUSPEND)]
-    Suspend(NamedArgs),
-    /// Resume suspended units: the daemon syncs what came meanwhile.
-    #[command(after_help = gitward::help::SUSPEND)]
-    Resume(NamedArgs),
-    /// Ask the running daemon to sync units now, and wait for the result.
-    #[command(after_help = gitward::help::RECONCILE)]
-    Reconcile(ReconcileArgs),
-    /// Try each way out of the render sandbox from a child run as a tool is, and print whether
-    /// each was stopped.
-    #[command(after_help = gitward::help::SANDBOX_CHECK)]
-    SandboxCheck(SandboxCheckArgs),
-    /// One attack of `sandbox-check`, made by the child it starts.
-    #[command(hide = true)]
-    SandboxProbe {
-        /// The attack's name (`read-host`, `tcp`, …).
-        attack: String,
-        /// What it aims at: a path or a loopback port.
-        aim: String,
-    },
-}
-
-#[derive(clap::Args)]
-struct SandboxCheckArgs {
-    /// Run the attacks with the sandbox off (`[render] sandbox = "off"`), to see each work.
-    #[arg(long)]
-    off: bool,
-}
-
-#[derive(clap::Args)]
-struct NamedArgs {
-    /// The config file.
-    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
-    config: PathBuf,
-    /// The sync units, by name.
-    #[arg(required = true, value_name = "NAME")]
-    units: Vec<String>,
-}
-
-#[derive(clap::Args)]
-struct ReconcileArgs {
-    #[command(flatten)]
-    named: NamedArgs,
-    /// Return once the request is written, without waiting for the sync.
-    #[arg(long)]
-    no_wait: bool,
-    /// How long to wait for the daemon to handle each request, in seconds.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
-    timeout: u64,
-}
-
-#[derive(clap::Args)]
-struct SyncArgs {
-    #[command(flatten)]
-    units: UnitArgs,
-    /// After the apply, wait (at most each unit's `health_timeout`) until what the sync
-    /// changed, and every member an earlier sync left unhealthy, is healthy; exit 1 when it is
-    /// not.
-    #[arg(long)]
-    wait: bool,
-    /// Prune this once even past `max_prune_fraction` or when the revision holds no objects
-    /// (a deliberate clean-up; `allow_prune_all` permits it every time).
-    #[arg(long)]
-    allow_prune: bool,
-    /// Sync even when a unit of `depends_on` is not ready (exit 3 otherwise).
-    #[arg(long)]
-    ignore_dependencies: bool,
-    /// Sync suspended units too (`suspend = true` or `gitward suspend`); without it they are
-    /// skipped, each with a line saying so (`--revision` syncs its one unit either way).
-    #[arg(long)]
-    include_suspended: bool,
-    /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
-    /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
-    /// leaves it applied: a rollback. Resumed, the daemon heals toward it and syncs the ref's
-    /// tip; while the tip fails, the rollback stays applied.
-    #[arg(long, value_name = "SHA")]
-    revision: Option<String>,
-    /// The sync unit, as `--sync`.
-    #[arg(value_name = "NAME", conflicts_with = "unit")]
-    name: Option<String>,
-}
-
-/// Output format of `gitward status` and `validate`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Output {
-    /// One block per unit.
-    Text,
-    /// `{"units": [...]}`.
-    Json,
-}
-
-#[derive(clap::Args)]
-struct StatusArgs {
-    #[command(flatten)]
-    units: UnitArgs,
-    /// Output format.
-    #[arg(long, short, value_enum, default_value_t = Output::Text)]
-    output: Output,
-}
-
-#[derive(clap::Args)]
-struct ValidateArgs {
-    #[command(flatten)]
-    units: UnitArgs,
-    /// The Kubernetes version Helm charts are rendered for (their `kubeVersion` and
-    /// `.Capabilities.KubeVersion`). Default: `[render] kube_version`, else the newest
-    /// Kubernetes the pinned Helm knows (v1.37.0).
-    #[arg(long, value_name = "VERSION", value_parser = kube_version)]
-    kube_version: Option<String>,
-    /// Output format: one line per unit, or one JSON document (`{"units": [...]}`, each with
-    /// its revision, objects, problems and warnings).
-    #[arg(long, short, value_enum, default_value_t = Output::Text)]
-    output: Output,
-}
-
-/// Checks `--kube-version` as the config checks `[render] kube_version`.
-fn kube_version(value: &str) -> Result<String, String> {
-    gitward::config::check_kube_version(value).map(|()| value.to_owned())
-}
-
-#[derive(clap::Args)]
-struct RunArgs {
-    /// The config file (SIGHUP reloads it).
-    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
-    config: PathBuf,
-}
-
-#[derive(clap::Args)]
-struct UnitArgs {
-    /// The config file.
-    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
-    config: PathBuf,
-    /// Only this sync unit (by name); default all.
-    #[arg(long = "sync")]
-    unit: Option<String>,
-}
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     // Both before the runtime starts: the check's children are tools, forked from a process
     // with no runtime threads or connections, and the probe forks.
     if let Command::SandboxProbe { attack, aim } = &cli.command {
         return sandbox_probe(attack, aim);
+    }
+    if let Some(code) = generated(&cli.command) {
+        return code;
     }
     telemetry::init(cli.log_format);
     if let Command::SandboxCheck(args) = &cli.command {
@@ -229,6 +66,25 @@ fn main() -> ExitCode {
     // shutdown gets one second, then the process exits anyway.
     runtime.shutdown_timeout(Duration::from_secs(1));
     code
+}
+
+/// `gitward completions`, `man` and `version`: what is generated from the command line's
+/// definition ([`gitward::cli::docs`]); `None` for every other command.
+fn generated(command: &Command) -> Option<ExitCode> {
+    let mut stdout = std::io::stdout().lock();
+    match command {
+        Command::Completions { shell } => gitward::cli::docs::completions(*shell, &mut stdout),
+        Command::Version => print!("{}", gitward::cli::docs::version()),
+        Command::Man { dir } => match gitward::cli::docs::man_pages(dir) {
+            Ok(pages) => pages.iter().for_each(|p| println!("{}", p.display())),
+            Err(e) => {
+                eprintln!("gitward man: {}: {e}", dir.display());
+                return Some(ExitCode::from(2));
+            }
+        },
+        _ => return None,
+    }
+    Some(ExitCode::SUCCESS)
 }
 
 /// `gitward sandbox-check`: every attack's outcome on stdout.
@@ -283,7 +139,11 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend(args, true).await,
         Command::Resume(args) => suspend(args, false).await,
         Command::Reconcile(args) => reconcile(args).await,
-        Command::SandboxCheck(_) | Command::SandboxProbe { .. } => unreachable!("run before the runtime starts"),
+        Command::SandboxCheck(_)
+        | Command::SandboxProbe { .. }
+        | Command::Completions { .. }
+        | Command::Man { .. }
+        | Command::Version => unreachable!("run before the runtime starts"),
     }
 }
 

@@ -1,5 +1,6 @@
 //! The `--help` texts of the `gitward` commands: what each prints, its exit codes and an
-//! example (the `after_help` of each subcommand in `src/main.rs`).
+//! example (the `after_help` of each subcommand of [`super::Command`]; the man pages end with
+//! them too).
 
 /// `--help` text of `run`: exit codes and an example.
 pub const RUN: &str = "\
@@ -114,3 +115,31 @@ be used here, a file or socket could not be made).
 
 Example (in gitward's Pod):
   kubectl -n gitward-system exec deploy/gitward -- gitward sandbox-check";
+
+/// `--help` text of `completions`.
+pub const COMPLETIONS: &str = "\
+Prints the script on stdout; it completes the commands, their options and the values of options
+with a fixed set (--output, --log-format). Exit codes: 0 printed, 2 an unknown shell.
+
+Example:
+  gitward completions bash > /etc/bash_completion.d/gitward
+  gitward completions zsh > \"${fpath[1]}/_gitward\"
+  gitward completions fish > ~/.config/fish/completions/gitward.fish";
+
+/// `--help` text of `man`.
+pub const MAN: &str = "\
+Writes gitward.1 (every command, its options and exit codes) and gitward-<command>.1 for each
+command, in roff, and prints each path on stdout. Exit codes: 0 written, 2 the directory could
+not be made or a page written.
+
+Example:
+  gitward man /usr/local/share/man/man1 && mandb
+  gitward man /tmp/pages && man -l /tmp/pages/gitward-sync.1";
+
+/// `--help` text of `version`.
+pub const VERSION: &str = "\
+Prints `gitward <version>`, `commit <sha>` (`unknown` when built without git) and one line of the
+render tools gitward's tests and image pin (kustomize, Helm, sops). Exit code 0.
+
+Example:
+  gitward version";

@@ -1,0 +1,215 @@
+//! The `gitward` command line: its commands and arguments as clap parses them, their `--help`
+//! texts ([`help`]), and what is generated from them: shell completions and man pages
+//! ([`docs`], with `clap_complete` and `clap_mangen`, so neither drifts from `--help`).
+//!
+//! The binary (`src/main.rs`) runs what [`Cli`] parses.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::telemetry::LogFormat;
+
+pub mod docs;
+pub mod help;
+
+/// gitward keeps a Kubernetes cluster equal to a git repository of manifests.
+#[derive(Parser)]
+#[command(version, about, after_help = "Run `gitward <command> --help` for its exit codes and an example.")]
+pub struct Cli {
+    /// Log format.
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text, env = "GITWARD_LOG_FORMAT")]
+    pub log_format: LogFormat,
+    /// The command to run.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the daemon: sync each unit on every push, webhook, poll, drift and resync.
+    #[command(after_help = help::RUN)]
+    Run(RunArgs),
+    /// Sync each unit once: fetch, apply every object with server-side apply, prune.
+    #[command(after_help = help::SYNC)]
+    Sync(SyncArgs),
+    /// Show what a sync would change (server-side dry run), without changing anything.
+    #[command(after_help = help::DIFF)]
+    Diff(UnitArgs),
+    /// Render, parse and check the manifests of each unit without a cluster.
+    #[command(after_help = help::VALIDATE)]
+    Validate(ValidateArgs),
+    /// Print a unit's objects as a sync would send them (rendered, substituted, labelled).
+    #[command(after_help = crate::validate::render_command::HELP)]
+    Render(crate::validate::render_command::RenderArgs),
+    /// Show what each unit last applied, when, the result, and the health of its objects, read
+    /// from the cluster (no daemon needed).
+    #[command(after_help = help::STATUS)]
+    Status(StatusArgs),
+    /// Suspend units: the daemon applies, prunes and heals nothing of them until resumed.
+    #[command(after_help = help::SUSPEND)]
+    Suspend(NamedArgs),
+    /// Resume suspended units: the daemon syncs what came meanwhile.
+    #[command(after_help = help::SUSPEND)]
+    Resume(NamedArgs),
+    /// Ask the running daemon to sync units now, and wait for the result.
+    #[command(after_help = help::RECONCILE)]
+    Reconcile(ReconcileArgs),
+    /// Try each way out of the render sandbox from a child run as a tool is, and print whether
+    /// each was stopped.
+    #[command(after_help = help::SANDBOX_CHECK)]
+    SandboxCheck(SandboxCheckArgs),
+    /// Print the completion script of `SHELL` for gitward's commands and options.
+    #[command(after_help = help::COMPLETIONS)]
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Write the man pages, gitward.1 and one per command (gitward-sync.1, …), into `DIR`.
+    #[command(after_help = help::MAN)]
+    Man {
+        /// Where the pages go (made if missing).
+        #[arg(value_name = "DIR", default_value = ".")]
+        dir: std::path::PathBuf,
+    },
+    /// Print gitward's version, the commit it was built from and the render tools it pins.
+    #[command(after_help = help::VERSION)]
+    Version,
+    /// One attack of `sandbox-check`, made by the child it starts.
+    #[command(hide = true)]
+    SandboxProbe {
+        /// The attack's name (`read-host`, `tcp`, …).
+        attack: String,
+        /// What it aims at: a path or a loopback port.
+        aim: String,
+    },
+}
+
+/// Arguments of `gitward sandbox-check`.
+#[derive(clap::Args)]
+pub struct SandboxCheckArgs {
+    /// Run the attacks with the sandbox off (`[render] sandbox = "off"`), to see each work.
+    #[arg(long)]
+    pub off: bool,
+}
+
+/// Arguments of `gitward suspend` and `resume`: the config and the units named.
+#[derive(clap::Args)]
+pub struct NamedArgs {
+    /// The config file.
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    pub config: PathBuf,
+    /// The sync units, by name.
+    #[arg(required = true, value_name = "NAME")]
+    pub units: Vec<String>,
+}
+
+/// Arguments of `gitward reconcile`.
+#[derive(clap::Args)]
+pub struct ReconcileArgs {
+    /// The config file and the units.
+    #[command(flatten)]
+    pub named: NamedArgs,
+    /// Return once the request is written, without waiting for the sync.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// How long to wait for the daemon to handle each request, in seconds.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+}
+
+/// Arguments of `gitward sync`.
+#[derive(clap::Args)]
+pub struct SyncArgs {
+    /// The config file and the unit.
+    #[command(flatten)]
+    pub units: UnitArgs,
+    /// After the apply, wait (at most each unit's `health_timeout`) until what the sync
+    /// changed, and every member an earlier sync left unhealthy, is healthy; exit 1 when it is
+    /// not.
+    #[arg(long)]
+    pub wait: bool,
+    /// Prune this once even past `max_prune_fraction` or when the revision holds no objects
+    /// (a deliberate clean-up; `allow_prune_all` permits it every time).
+    #[arg(long)]
+    pub allow_prune: bool,
+    /// Sync even when a unit of `depends_on` is not ready (exit 3 otherwise).
+    #[arg(long)]
+    pub ignore_dependencies: bool,
+    /// Sync suspended units too (`suspend = true` or `gitward suspend`); without it they are
+    /// skipped, each with a line saying so (`--revision` syncs its one unit either way).
+    #[arg(long)]
+    pub include_suspended: bool,
+    /// Apply this revision (a commit SHA, or a tag or branch) instead of the unit's `ref`,
+    /// once; needs one unit (`--sync NAME` or NAME). With the unit suspended the daemon
+    /// leaves it applied: a rollback. Resumed, the daemon heals toward it and syncs the ref's
+    /// tip; while the tip fails, the rollback stays applied.
+    #[arg(long, value_name = "SHA")]
+    pub revision: Option<String>,
+    /// The sync unit, as `--sync`.
+    #[arg(value_name = "NAME", conflicts_with = "unit")]
+    pub name: Option<String>,
+}
+
+/// Output format of `gitward status` and `validate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// One block per unit.
+    Text,
+    /// `{"units": [...]}`.
+    Json,
+}
+
+/// Arguments of `gitward status`.
+#[derive(clap::Args)]
+pub struct StatusArgs {
+    /// The config file and the unit.
+    #[command(flatten)]
+    pub units: UnitArgs,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+/// Arguments of `gitward validate`.
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    /// The config file and the unit.
+    #[command(flatten)]
+    pub units: UnitArgs,
+    /// The Kubernetes version Helm charts are rendered for (their `kubeVersion` and
+    /// `.Capabilities.KubeVersion`). Default: `[render] kube_version`, else the newest
+    /// Kubernetes the pinned Helm knows (v1.37.0).
+    #[arg(long, value_name = "VERSION", value_parser = kube_version)]
+    pub kube_version: Option<String>,
+    /// Output format: one line per unit, or one JSON document (`{"units": [...]}`, each with
+    /// its revision, objects, problems and warnings).
+    #[arg(long, short, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
+}
+
+/// Checks `--kube-version` as the config checks `[render] kube_version`.
+fn kube_version(value: &str) -> Result<String, String> {
+    crate::config::check_kube_version(value).map(|()| value.to_owned())
+}
+
+/// Arguments of `gitward run`.
+#[derive(clap::Args)]
+pub struct RunArgs {
+    /// The config file (SIGHUP reloads it).
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    pub config: PathBuf,
+}
+
+/// The config file and, optionally, one unit: `diff`, and part of `sync`, `status`, `validate`.
+#[derive(clap::Args)]
+pub struct UnitArgs {
+    /// The config file.
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    pub config: PathBuf,
+    /// Only this sync unit (by name); default all.
+    #[arg(long = "sync")]
+    pub unit: Option<String>,
+}
