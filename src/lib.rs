@@ -29,12 +29,14 @@
 //!   assignment of units and their hand-over.
 //! - [`daemon`] — `gitward run`: one task per unit, triggers (poll, push, webhook, drift, resync,
 //!   SIGHUP), HTTP (webhook, health, metrics), sd_notify; wires in [`lease`].
+//! - [`observe`] — whatever tells of a sync, behind one `Observer` trait, told each sync's
+//!   outcome by `gitward sync` and the daemon: the log events (`object`, `health`, `sync
+//!   complete`), the stdout line, Kubernetes Events (through a writer task of their own),
+//!   notifications, the daemon's metrics and readiness, and the dashboard's board.
 //! - [`notify`] — notifications of syncs (`[[notify]]`): a signed webhook, Slack, commit
-//!   statuses on GitHub, GitLab and Gitea, sent on transitions from a bounded queue.
-//! - [`report`] — the events that report a sync (`object`, `health`, `sync complete`) and the
-//!   health step after an apply, shared by `gitward sync` and the daemon.
+//!   statuses on GitHub, GitLab and Gitea, sent from a bounded queue.
 //! - [`telemetry`] — logging set-up (text or JSON on stderr) and `error_chain`.
-//! - [`summary`] — the one line per unit that `sync`, `validate` and `status` print on stdout.
+//! - [`summary`] — the one line per unit that `sync` and `validate` print on stdout.
 //! - [`cli`] — the command line as clap parses it, the `--help` texts of the commands (output,
 //!   exit codes, an example), and the completions, man pages and version text made from them.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
@@ -59,10 +61,10 @@ pub mod lease;
 pub mod manifest;
 pub mod notify;
 pub mod object;
+pub mod observe;
 pub mod plan;
 pub mod prune;
 pub(crate) mod render;
-pub mod report;
 pub mod source;
 pub mod status;
 pub mod summary;

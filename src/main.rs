@@ -25,7 +25,8 @@ use gitward::cli::{
     ValidateArgs,
 };
 use gitward::config::Config;
-use gitward::sync::{Cause, Engine, Observer, Observers};
+use gitward::observe::{Observer, Observers};
+use gitward::sync::{Cause, Engine};
 use gitward::telemetry;
 
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
@@ -277,9 +278,10 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         if args.allow_prune {
             engine.allow_prune_once();
         }
-        let (events, writer) = engine.events();
-        let (log, stdout) = (gitward::report::Log::default(), gitward::summary::Stdout);
-        let mut observers = Observers::default().with(log).with(stdout).with(events).with(notify.watch(unit));
+        let (events, written) = gitward::observe::events::Events::for_engine(&engine);
+        let (log, stdout) = (gitward::observe::log::Log::default(), gitward::observe::stdout::Stdout);
+        let watch = gitward::observe::notify::Watch::new(&notify, unit);
+        let mut observers = Observers::default().with(log).with(stdout).with(events).with(watch);
         match engine.sync().await {
             Ok(report) => {
                 let ok = finish(&mut engine, report, args.wait, &mut observers).await;
@@ -295,7 +297,7 @@ async fn sync(mut args: SyncArgs) -> anyhow::Result<ExitCode> {
         }
         // The Events queued for this unit are written before the next unit, within a bound.
         drop(observers);
-        writer.within(EVENTS_FLUSH).await;
+        written.within(EVENTS_FLUSH).await;
     }
     notify.flush(EVENTS_FLUSH).await;
     Ok(code)
@@ -317,7 +319,8 @@ async fn finish(engine: &mut Engine, report: gitward::sync::Report, wait: bool, 
             let (pending, mut wait) = *waiting;
             let timeout = engine.health_timeout();
             let unit = pending.report().unit.clone();
-            let end = wait.run(timeout, |object, status| gitward::report::log_health(&unit, object, status)).await;
+            let end =
+                wait.run(timeout, |object, status| gitward::observe::log::log_health(&unit, object, status)).await;
             engine.finish(pending, &wait, Some(end), true).await
         }
     };

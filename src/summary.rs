@@ -79,21 +79,6 @@ pub fn sync(report: &Report, result: SyncResult, not_ready: &NotReady, waited: D
     line
 }
 
-/// The observer that prints the one line per unit of `gitward sync` on stdout (secrets
-/// masked, [`crate::telemetry::mask`]): what the sync did ([`sync`]), or that it applied
-/// nothing ([`not_synced`]).
-pub struct Stdout;
-
-impl crate::sync::Observer for Stdout {
-    fn finished(&mut self, outcome: &crate::sync::Outcome) {
-        let line = match (&outcome.report, &outcome.failure) {
-            (Some(report), None) => sync(report, outcome.health.result, &outcome.not_ready, outcome.timings.wait),
-            _ => not_synced(outcome.unit()),
-        };
-        println!("{}", crate::telemetry::mask::mask(&line));
-    }
-}
-
 /// The line of a unit `gitward sync` refused to sync because a unit of its `depends_on` is not
 /// ready (`waiting`: each one and why, `base: not healthy (progressing)`).
 pub fn blocked(unit: &str, waiting: &str) -> String {
@@ -163,19 +148,13 @@ fn named(items: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::changeset::{ChangeSet, Entry};
     use crate::health::Status;
     use crate::object::GroupKind;
     use crate::object::ObjectRef;
     use crate::source::Revision;
 
     fn report(actions: &[(&str, Action)]) -> Report {
-        let mut changes = ChangeSet::default();
-        for (name, action) in actions {
-            let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), *name);
-            changes.entries.push(Entry { object, action: *action, message: None, sent: Vec::new() });
-        }
-        Report::of("apps", "82edb11c0ffee", changes)
+        crate::sync::build::report("apps", "82edb11c0ffee", actions)
     }
 
     #[test]

@@ -121,19 +121,10 @@ pub fn unit_ready(u: &UnitStatus) -> bool {
     u.suspended || u.blocked.is_some() || (u.cache_synced && u.last_sync_ok == Some(true))
 }
 
-/// Whether a sync that failed as a whole with `error` leaves the unit's readiness as it was: a
-/// revision that does not parse (a manifest error, an unreadable blob aside) is bad
-/// input that changes nothing — the last revision applied stays in force, and a replica taken
-/// out of its Service would miss the webhook of the fix. Every other failure (git, render, the
-/// cluster) makes the unit not ready.
-pub fn keeps_readiness(error: &crate::sync::Error) -> bool {
-    matches!(error, crate::sync::Error::Manifest(e) if e.is_bad_input())
-}
-
 /// The lines of `/readyz?verbose` after its headline, one per unit in name order, in the
 /// kube-apiserver's `[+]`/`[-]` style: `[+]app ok: 3f2a9c1e0b7d applied`, with `, 2 objects
 /// failed` when the API server refused some, and `; not applied: <error>` when a newer revision
-/// failed to parse ([`keeps_readiness`]); `[+]app suspended: 3f2a9c1e0b7d last applied` for a
+/// failed to parse ([`crate::observe::unit::keeps_readiness`]); `[+]app suspended: 3f2a9c1e0b7d last applied` for a
 /// suspended unit; `[+]app waiting for dependencies: base: not healthy (progressing)` for one
 /// whose new revision waits for its `depends_on`; `[-]app failed: <error>` or `[-]app pending` for a unit not ready.
 /// A unit backing off after a failed sync ends its line with `; backing off until <RFC 3339
@@ -374,16 +365,6 @@ mod tests {
             readyz_lines(&BTreeMap::from([("hung".to_string(), hung)])),
             ["[-]hung failed: git: timed out; backing off until 2027-01-15T08:00:00Z"]
         );
-    }
-
-    #[test]
-    fn only_a_revision_that_does_not_parse_keeps_the_units_readiness() {
-        let file = || "a.yaml".to_string();
-        let parse = crate::manifest::Error::Encoding { file: file(), message: "invalid UTF-8".into() };
-        assert!(keeps_readiness(&crate::sync::Error::Manifest(parse)));
-        let blob = crate::manifest::Error::ReadBlob { file: file(), message: "object not found".into() };
-        assert!(!keeps_readiness(&crate::sync::Error::Manifest(blob)), "the mirror, not the content");
-        assert!(!keeps_readiness(&crate::sync::Error::Task("cancelled".into())));
     }
 
     #[test]

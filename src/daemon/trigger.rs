@@ -333,7 +333,7 @@ pub struct UnitStatus {
     /// an API server that answered (some objects may have failed: see `failed_objects`),
     /// `Some(false)` it failed as a whole (git, render, the cluster unreachable), `None` none
     /// yet. A revision that does not parse leaves it as it was
-    /// ([`super::decide::keeps_readiness`]): the last revision applied is still in force.
+    /// ([`crate::observe::unit::keeps_readiness`]): the last revision applied is still in force.
     pub last_sync_ok: Option<bool>,
     /// The error of the last sync that failed as a whole, one line (`revision <short>: ` and
     /// the chain, the file and document of a parse error), masked, for `/readyz?verbose`;

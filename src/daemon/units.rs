@@ -86,7 +86,7 @@ pub(super) struct Units {
     pub(super) fences: Fences,
     /// One watch of each local repository's refs, shared by the units that follow it.
     pub(super) repo_watches: RepoWatches,
-    /// What the dashboard shows, fed by each unit task's [`super::ui::Recorder`]; `None`
+    /// What the dashboard shows, fed by each unit task's [`crate::observe::board::Recorder`]; `None`
     /// without `[daemon.ui]`.
     pub(super) board: Option<super::ui::Board>,
     /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
@@ -296,7 +296,7 @@ impl Units {
             },
             first,
             links: super::unit::Links {
-                notify: self.notify.watch(unit),
+                notify: crate::observe::notify::Watch::new(&self.notify, unit),
                 board: self.board.clone(),
                 depends: super::unit::Gate::new(unit, &self.clusters),
             },

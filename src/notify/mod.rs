@@ -1,14 +1,11 @@
-//! Notifications of syncs (`[[notify]]`): one [`Observer`] of a unit's syncs ([`Watch`]) that
-//! turns transitions into [`Notice`]s, and per notifier a background task that sends them — a
-//! signed JSON webhook, a Slack incoming-webhook message, or a commit status on GitHub,
-//! GitLab or Gitea (`render`).
+//! Notifications of syncs (`[[notify]]`): the notifiers of a process ([`Notifications`]) and
+//! per notifier a background task that sends each [`Notice`] — a signed JSON webhook, a Slack
+//! incoming-webhook message, or a commit status on GitHub, GitLab or Gitea (`render`). Which
+//! syncs give a notice is the observer's (`observe::notify`): a revision that `failed` or is
+//! `degraded`, the first good sync after one (`recovered`), and with `on = ["applied", …]`
+//! every revision — a forge's `pending` when its objects are sent, `success` at its end.
 //!
-//! What is sent (`track`): a revision that `failed` or is `degraded`, the first good sync
-//! after one (`recovered`), and with `on = ["applied", …]` every revision — a forge's `pending`
-//! when its objects are sent, `success` at its end. Each (unit, revision, state) is sent once:
-//! the retries of a failing revision, and resyncs of an applied one, send nothing.
-//!
-//! The observer neither waits nor fails ([`crate::sync::outcome`]): it queues each notice on
+//! The observer neither waits nor fails: it queues each notice ([`Notifications::send`]) on
 //! its notifier's bounded queue ([`QUEUE`]); a full queue drops its *oldest* notice, so the
 //! newest state of each commit is the one kept (counted in `gitward_notify_dropped_total` and
 //! logged at warn). Each notifier's task sends in order, retrying a failure
@@ -18,9 +15,9 @@
 //! the webhook key, Slack's URL — are read from their files at each send and never logged;
 //! error messages in notices are masked ([`crate::telemetry::mask`]).
 
+mod notice;
 mod render;
 mod send;
-mod track;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -30,18 +27,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::task::JoinHandle;
 use tracing::warn;
 
+pub use notice::{Notice, NoticeCounts, State};
 pub use send::NotifyMetrics;
-pub use track::{Notice, NoticeCounts, State};
 
-use crate::config::{Notify, NotifyEvent, SyncUnit};
-use crate::sync::Report;
-use crate::sync::outcome::{Cause, Observer, Outcome};
+use crate::config::{Notify, NotifyEvent};
 
 /// Notices queued for one notifier; past it the oldest queued is dropped (counted).
 pub const QUEUE: usize = 64;
 
-/// The notifiers of a process, shared by every unit's [`Watch`]: the `[[notify]]` tables in
-/// force and the queue of each one's task. Cheap to clone.
+/// The notifiers of a process, shared by every unit's observer of notifications: the
+/// `[[notify]]` tables in force and the queue of each one's task. Cheap to clone.
 #[derive(Clone, Default)]
 pub struct Notifications {
     /// The notifiers in force, swapped whole by [`Notifications::configure`].
@@ -88,19 +83,9 @@ impl Notifications {
         *current = Arc::new(Workers { config: config.to_vec(), queues });
     }
 
-    /// The observer of `unit`'s syncs.
-    pub fn watch(&self, unit: &SyncUnit) -> Watch {
-        Watch {
-            unit: unit.name.clone(),
-            cluster: unit.cluster.clone(),
-            repo: unit.repo.clone(),
-            tracker: track::Tracker::default(),
-            notifications: self.clone(),
-        }
-    }
-
-    /// Queues `notice` for every notifier that wants it.
-    fn send(&self, notice: &Notice) {
+    /// Queues `notice` for every notifier that wants it: its unit and event are wanted, and a
+    /// webhook or Slack is not told of `pending`. A full queue drops its oldest notice.
+    pub fn send(&self, notice: &Notice) {
         let workers = self.current.lock().unwrap_or_else(|e| e.into_inner()).clone();
         for (notify, queue) in workers.config.iter().zip(&workers.queues) {
             if !wants(notify, notice) {
@@ -140,35 +125,6 @@ fn wants(notify: &Notify, notice: &Notice) -> bool {
     }
     notify.wants(&notice.unit, notice.event)
         || (notice.event == NotifyEvent::Recovered && notify.wants(&notice.unit, NotifyEvent::Applied))
-}
-
-/// The observer of one unit's syncs ([`Notifications::watch`]): its transitions, queued.
-pub struct Watch {
-    unit: String,
-    cluster: String,
-    repo: String,
-    tracker: track::Tracker,
-    notifications: Notifications,
-}
-
-impl Observer for Watch {
-    fn applied(&mut self, cause: &Cause, report: &Report, _tracked: usize) {
-        if let Some(notice) = self.tracker.applied(cause, report) {
-            self.notifications.send(&self.complete(notice));
-        }
-    }
-
-    fn finished(&mut self, outcome: &Outcome) {
-        if let Some(notice) = self.tracker.finished(outcome) {
-            self.notifications.send(&self.complete(notice));
-        }
-    }
-}
-
-impl Watch {
-    fn complete(&self, notice: Notice) -> Notice {
-        Notice { unit: self.unit.clone(), cluster: self.cluster.clone(), repo: self.repo.clone(), ..notice }
-    }
 }
 
 #[cfg(test)]

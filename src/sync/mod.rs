@@ -14,16 +14,17 @@
 //! ApplySet parent widened and narrowed), `ownership` (objects another ApplySet owns: refused or
 //! adopted), `prune_step` (the guards, the deletes), `namespaces` (`create_namespace`, the
 //! parent's namespace), `health` (what a wait covers, what its outcome gives), `record` (the
-//! result and attempt on the parent), `outcome` (a sync's end and its observers), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
+//! result and attempt on the parent), `outcome` (a sync's end: applied or failed), `hooks` (Helm hooks as phases), `diff` (`gitward diff`),
 //! `heal` (the drifted objects re-applied), `set` (a `[[sync_set]]`'s directories listed at
 //! the tip, and its units), `substitute` (`[sync.substitute]`'s variables read
 //! and substituted into each load). This file holds the engine and
 //! the order of the steps.
 
+#[cfg(test)]
+pub(crate) mod build;
 pub mod desired;
 pub(crate) mod diff;
 pub(crate) mod early;
-pub mod events;
 pub mod follow;
 mod heal;
 mod health;
@@ -62,7 +63,7 @@ use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
 pub use early::EarlyApply;
-pub use outcome::{Cause, HealthStep, Observer, Observers, Outcome};
+pub use outcome::{Cause, Ended, HealthStep, Outcome};
 
 /// Errors of one sync. Source errors are worth retrying with backoff; manifest, duplicate and
 /// unknown-kind errors are bad input that only a new revision fixes; cluster errors are worth
@@ -167,28 +168,6 @@ pub struct Report {
     /// on this one takes a later revision with the same tree there as applied
     /// ([`crate::health::record::LAST_PATH_TREE`]). `None` otherwise, and for a self-heal.
     pub path_tree: Option<String>,
-}
-
-#[cfg(test)]
-impl Report {
-    /// A report of a sync of `unit` at `revision` with `changes`, everything else empty: what
-    /// the tests of its observers start from.
-    pub(crate) fn of(unit: &str, revision: &str, changes: ChangeSet) -> Self {
-        let sent = Sent { applied_at: Instant::now(), health_targets: Vec::new(), applied_early: 0 };
-        let (unit, revision) = (unit.to_owned(), Revision(revision.to_owned()));
-        Report {
-            unit,
-            revision,
-            changes,
-            skipped_files: Vec::new(),
-            took: Took::default(),
-            sent,
-            heal: false,
-            yielded: false,
-            path_only: false,
-            path_tree: None,
-        }
-    }
 }
 
 /// How long a sync took.
@@ -314,6 +293,13 @@ impl Engine {
     /// The unit's inventory (ApplySet parent and id).
     pub fn inventory(&self) -> &Inventory {
         &self.parent.inventory
+    }
+
+    /// gitward's own client of the unit's cluster (checked by the unit's fence under a Lease),
+    /// not the one impersonating the unit's ServiceAccount: what writes the unit's Kubernetes
+    /// Events.
+    pub fn client(&self) -> &kube::Client {
+        &self.live.client
     }
 
     /// Watches the unit's members and ApplySet parent through `watches`, the daemon's watches

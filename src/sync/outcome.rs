@@ -1,9 +1,10 @@
 //! How a sync ends: the engine finishes it itself — the health step, the post hooks and the
 //! record on the ApplySet parent — and hands back one [`Outcome`] (revision, trigger, counts,
-//! per-object results, health, error, timings). Whatever tells of a sync only *observes* it,
-//! through [`Observer`]: the log events (the `Log` of the `report` module), the stdout line of
-//! `gitward sync` (printed by the binary), the daemon's metrics and readiness status. A new way
-//! to tell of syncs (Kubernetes Events, a notifier, a dashboard) is one more observer.
+//! per-object results, health, error, timings): its objects sent ([`Ended::Applied`]) or the
+//! sync failed as a whole ([`Ended::Failed`]). Whatever tells of a sync only *observes* it:
+//! the observers of the `observe` module (the log events, the stdout line of `gitward sync`,
+//! the daemon's metrics and readiness status, Kubernetes Events, notifiers, the dashboard) are
+//! told the outcome by whoever drives the engine; the engine tells no one.
 //!
 //! The health step: [`Engine::begin_health`] decides whether a wait runs at all
 //! ([`Wait::before`]) and, when one is due, records it on the parent and hands it to the
@@ -223,22 +224,29 @@ pub struct Live {
     pub cache_bytes: usize,
 }
 
-/// How one sync ended: what every [`Observer`] sees.
+/// Whether a sync's objects were sent or the sync failed as a whole: one or the other.
+#[derive(Debug)]
+pub enum Ended {
+    /// The objects were sent (each with its own result, failures included): the sync's report
+    /// (the revision, counts and per-object results, post hooks included).
+    Applied(Report),
+    /// The sync failed as a whole, before or while its objects were read.
+    Failed(Failure),
+}
+
+/// How one sync ended: what every observer of the `observe` module sees.
 #[derive(Debug)]
 pub struct Outcome {
     /// What asked for it.
     pub cause: Cause,
-    /// The sync's report (the revision, counts and per-object results, post hooks included);
-    /// `None` when it failed as a whole.
-    pub report: Option<Report>,
+    /// Its objects sent, or its failure as a whole.
+    pub ended: Ended,
     /// How its health step ended (for a failure: skipped, `failed`).
     pub health: HealthSummary,
     /// What the wait left not `Current` (empty when it ended healthy or did not run).
     pub not_ready: NotReady,
     /// How many of the report's entries, at its end, are post hooks: run after the wait.
     pub post_hooks: usize,
-    /// The failure of a sync that failed as a whole.
-    pub failure: Option<Failure>,
     /// The cluster at the end.
     pub live: Live,
     /// How long it took.
@@ -246,78 +254,44 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The unit's name (empty only for an outcome with neither report nor failure, which the
-    /// engine never returns).
-    pub fn unit(&self) -> &str {
-        match (&self.report, &self.failure) {
-            (Some(r), _) => &r.unit,
-            (None, Some(f)) => &f.unit,
-            (None, None) => "",
+    /// The report of a sync whose objects were sent; `None` for one that failed as a whole.
+    pub fn report(&self) -> Option<&Report> {
+        match &self.ended {
+            Ended::Applied(report) => Some(report),
+            Ended::Failed(_) => None,
         }
     }
 
-    /// The revision the sync applied, or attempted when it failed as a whole.
+    /// The failure of a sync that failed as a whole; `None` for one whose objects were sent.
+    pub fn failure(&self) -> Option<&Failure> {
+        match &self.ended {
+            Ended::Applied(_) => None,
+            Ended::Failed(failure) => Some(failure),
+        }
+    }
+
+    /// The unit's name.
+    pub fn unit(&self) -> &str {
+        match &self.ended {
+            Ended::Applied(r) => &r.unit,
+            Ended::Failed(f) => &f.unit,
+        }
+    }
+
+    /// The revision the sync applied, or attempted when it failed as a whole (`None`: its
+    /// fetch resolved none).
     pub fn revision(&self) -> Option<&Revision> {
-        match (&self.report, &self.failure) {
-            (Some(r), _) => Some(&r.revision),
-            (None, Some(f)) => f.attempted.as_ref(),
-            (None, None) => None,
+        match &self.ended {
+            Ended::Applied(r) => Some(&r.revision),
+            Ended::Failed(f) => f.attempted.as_ref(),
         }
     }
 
     /// True when the revision applied whole and its health (when judged) is not failed,
     /// degraded or still progressing: `gitward sync` exits 0 on it.
     pub fn succeeded(&self) -> bool {
-        self.failure.is_none()
-            && self.report.as_ref().is_some_and(|r| !r.changes.has_failures())
+        self.report().is_some_and(|r| !r.changes.has_failures())
             && !matches!(self.health.result, SyncResult::Failed | SyncResult::Degraded | SyncResult::Progressing)
-    }
-}
-
-/// What tells of syncs: the log, the stdout line, metrics, readiness, and next Events and
-/// notifiers. Observers neither wait nor fail: one that must write elsewhere queues the write.
-pub trait Observer: Send {
-    /// A sync's (or self-heal's) objects were sent, before its health wait: its report so far,
-    /// and the members the unit's cache tracks.
-    fn applied(&mut self, _cause: &Cause, _report: &Report, _tracked: usize) {}
-
-    /// A sync ended ([`Outcome`]).
-    fn finished(&mut self, outcome: &Outcome);
-
-    /// Between syncs, members were judged again as their status moved
-    /// ([`crate::sync::follow::Followed`]).
-    fn followed(&mut self, _followed: &crate::sync::follow::Followed) {}
-}
-
-/// The observers of a unit's syncs, told in order.
-#[derive(Default)]
-pub struct Observers(Vec<Box<dyn Observer>>);
-
-impl Observers {
-    /// Adds `observer` after those already there.
-    pub fn with(mut self, observer: impl Observer + 'static) -> Self {
-        self.0.push(Box::new(observer));
-        self
-    }
-}
-
-impl Observer for Observers {
-    fn applied(&mut self, cause: &Cause, report: &Report, tracked: usize) {
-        for o in &mut self.0 {
-            o.applied(cause, report, tracked);
-        }
-    }
-
-    fn finished(&mut self, outcome: &Outcome) {
-        for o in &mut self.0 {
-            o.finished(outcome);
-        }
-    }
-
-    fn followed(&mut self, followed: &crate::sync::follow::Followed) {
-        for o in &mut self.0 {
-            o.followed(followed);
-        }
     }
 }
 
@@ -422,11 +396,10 @@ impl Engine {
         }
         Outcome {
             cause,
-            report: None,
+            ended: Ended::Failed(failure),
             health: HealthSummary::unwaited(Wait::Skipped),
             not_ready: Vec::new(),
             post_hooks: 0,
-            failure: Some(failure),
             live: self.live_now(true),
             timings: Timings::default(),
         }
@@ -467,11 +440,10 @@ impl Engine {
         let timings = Timings { apply: report.took.total, render: report.took.render, wait: Duration::ZERO };
         Outcome {
             cause,
-            report: Some(report),
+            ended: Ended::Applied(report),
             health,
             not_ready,
             post_hooks: 0,
-            failure: None,
             live: self.live_now(answered),
             timings,
         }
@@ -545,31 +517,15 @@ mod tests {
         assert!(!summary(Wait::None, SyncResult::Applied).warns());
     }
 
-    /// Observers are told in the order they were added, every one of them.
     #[test]
-    fn observers_are_told_in_order() {
-        use std::sync::{Arc, Mutex};
-        struct Named(&'static str, Arc<Mutex<Vec<String>>>);
-        impl Observer for Named {
-            fn finished(&mut self, outcome: &Outcome) {
-                self.1.lock().unwrap().push(format!("{} {}", self.0, outcome.unit()));
-            }
-        }
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut observers = Observers::default().with(Named("log", seen.clone())).with(Named("metrics", seen.clone()));
-        let error = Error::Task("the task panicked".into());
-        let outcome = Outcome {
-            cause: Cause::cli(),
-            report: None,
-            health: HealthSummary::unwaited(Wait::Skipped),
-            not_ready: Vec::new(),
-            post_hooks: 0,
-            failure: Some(Failure::new("shop".into(), error, None, None)),
-            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
-            timings: Timings::default(),
-        };
-        observers.finished(&outcome);
-        assert_eq!(*seen.lock().unwrap(), ["log shop", "metrics shop"]);
-        assert!(!outcome.succeeded(), "failed as a whole: nothing was applied");
+    fn an_outcome_names_its_unit_and_revision_whether_it_applied_or_failed() {
+        let failed = Outcome::failed("shop", Error::Task("the task panicked".into()));
+        assert_eq!((failed.unit(), failed.revision()), ("shop", None));
+        assert!(failed.report().is_none() && failed.failure().is_some());
+        assert!(!failed.succeeded(), "failed as a whole: nothing was applied");
+        let applied =
+            Outcome::applied(crate::sync::build::report("shop", "82edb11", &[]), Wait::None, SyncResult::Applied);
+        assert_eq!((applied.unit(), applied.revision().map(|r| r.0.as_str())), ("shop", Some("82edb11")));
+        assert!(applied.succeeded());
     }
 }

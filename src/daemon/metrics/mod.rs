@@ -447,19 +447,10 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::changeset::ChangeSet;
-    use crate::object::{GroupKind, ObjectRef};
 
     fn report(unit: &str, revision: &str, actions: &[Action], duration: Duration) -> Report {
-        let mut changes = ChangeSet::default();
-        for (i, action) in actions.iter().enumerate() {
-            let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
-            changes.push(object, *action, None);
-        }
-        Report {
-            took: crate::sync::Took { total: duration, render: Duration::ZERO },
-            ..Report::of(unit, revision, changes)
-        }
+        let took = crate::sync::Took { total: duration, render: Duration::ZERO };
+        Report { took, ..crate::sync::build::report_numbered(unit, revision, actions) }
     }
 
     fn lines(m: &Metrics) -> Vec<String> {

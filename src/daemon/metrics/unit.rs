@@ -59,7 +59,7 @@ impl Reason {
     /// takes the members' health as last judged ([`crate::sync::outcome::Live::health`]), or
     /// `unknown` when nothing judged them.
     pub fn of(outcome: &Outcome) -> Self {
-        let Some(report) = outcome.report.as_ref().filter(|_| outcome.failure.is_none()) else { return Reason::Failed };
+        let Some(report) = outcome.report() else { return Reason::Failed };
         if report.changes.has_failures() {
             return Reason::Failed;
         }
@@ -196,7 +196,7 @@ impl Units {
         let labels = UnitLabels { unit: unit.to_owned() };
         self.objects.get_or_create(&labels).set(saturating(outcome.live.tracked));
         self.cache_bytes.get_or_create(&labels).set(saturating(outcome.live.cache_bytes));
-        if outcome.report.as_ref().is_some_and(|r| !r.heal) {
+        if outcome.report().is_some_and(|r| !r.heal) {
             let timings = outcome.timings;
             self.render.get_or_create(&labels).set(timings.render.as_secs_f64());
             self.apply.get_or_create(&labels).set(timings.apply.saturating_sub(timings.render).as_secs_f64());
@@ -274,40 +274,22 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::changeset::{Action, ChangeSet};
+    use crate::changeset::Action;
     use crate::health::Counts;
-    use crate::object::{GroupKind, ObjectRef};
-    use crate::sync::outcome::{Cause, Failure, HealthSummary, Live, Timings, Wait};
+    use crate::sync::outcome::{Live, Wait};
     use crate::sync::{Error, Report};
 
     fn report(actions: &[Action]) -> Report {
-        let mut changes = ChangeSet::default();
-        for (i, action) in actions.iter().enumerate() {
-            let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
-            changes.push(object, *action, None);
-        }
         let took = crate::sync::Took { total: Duration::from_millis(300), render: Duration::from_millis(100) };
-        Report { took, ..Report::of("shop", "aaa", changes) }
+        Report { took, ..crate::sync::build::report_numbered("shop", "aaa", actions) }
     }
 
     fn outcome(report: Option<Report>, wait: Wait, result: SyncResult, health: Option<Counts>) -> Outcome {
-        let failure =
-            report.is_none().then(|| Failure::new("shop".into(), Error::Task("cancelled".into()), None, None));
-        let timings = report.as_ref().map_or(Timings::default(), |r| Timings {
-            apply: r.took.total,
-            render: r.took.render,
-            wait: Duration::ZERO,
-        });
-        Outcome {
-            cause: Cause::cli(),
-            report,
-            health: HealthSummary { counts: Counts::default(), wait, result },
-            not_ready: Vec::new(),
-            post_hooks: 0,
-            failure,
-            live: Live { answered: true, tracked: 4, health, cache_bytes: 1000 },
-            timings,
-        }
+        let outcome = match report {
+            Some(report) => Outcome::applied(report, wait, result),
+            None => Outcome::failed("shop", Error::Task("cancelled".into())),
+        };
+        Outcome { live: Live { answered: true, tracked: 4, health, cache_bytes: 1000 }, ..outcome }
     }
 
     fn applied(result: SyncResult) -> Outcome {
@@ -331,7 +313,7 @@ mod tests {
         let objects_failed = outcome(Some(report(&[Action::Failed])), Wait::Skipped, SyncResult::Failed, None);
         assert_eq!(Reason::of(&objects_failed), Reason::Failed);
         let mut yielded = applied(SyncResult::Healthy);
-        yielded.report.as_mut().unwrap().yielded = true;
+        yielded.report_mut().yielded = true;
         assert_eq!(Reason::of(&yielded), Reason::Progressing, "not applied whole");
     }
 

@@ -9,11 +9,11 @@
 //! | `GET /login`, `POST /login` | the login form; a right `token` sets the session cookie and redirects to `/` (303), a wrong one 401 |
 //!
 //! Pages are rendered on the server ([`page`]); the one embedded script only swaps in what the
-//! live stream sends. [`board`] holds what is shown, fed by one sync observer. [`access`] decides
+//! live stream sends. [`Board`] ([`crate::observe::board`]) holds what is shown, fed by one sync
+//! observer. [`access`] decides
 //! who may read and sets the security headers of every response here.
 
 pub mod access;
-pub mod board;
 pub mod page;
 
 use std::convert::Infallible;
@@ -30,8 +30,8 @@ use axum::routing::get;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tracing::warn;
 
+pub use crate::observe::board::Board;
 pub use access::Token;
-pub use board::{Board, Recorder};
 
 use super::trigger::Status;
 

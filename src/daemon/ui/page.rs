@@ -10,8 +10,8 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use super::board::{Board, SyncEntry, UnitInfo, UnitRecord};
 use crate::daemon::trigger::{Status, UnitStatus};
+use crate::observe::board::{Board, SyncEntry, UnitInfo, UnitRecord};
 
 /// The page's one script: opens the live stream and swaps the live part in.
 pub const SCRIPT: &str = include_str!("assets/dashboard.js");

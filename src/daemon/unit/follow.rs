@@ -7,7 +7,7 @@
 //! once, and then has the engine judge those members again
 //! ([`crate::sync::Engine::follow_health`]: a GET each, or one survey when many moved; the
 //! parent's record rewritten when the unit's result changes). The observers are told
-//! ([`crate::sync::Observer::followed`]): `gitward_unit_ready`'s reason and
+//! ([`crate::observe::Observer::followed`]): `gitward_unit_ready`'s reason and
 //! `gitward_objects_health`, sd_notify `STATUS=`, the dashboard, `HealthDegraded` and
 //! `HealthRecovered` Events, and a `health changed` log line. No sync slot is taken. During a
 //! sync or a health wait nothing is read here: the notes stay, and the wait takes them as
@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use super::Ctx;
 use super::machine::Phase;
-use crate::sync::Observer;
+use crate::observe::Observer;
 
 /// How long after the first note of a moved member the unit's members are judged again: the
 /// status updates of one rollout (or of an HPA's scale) within it are read once.

@@ -23,7 +23,7 @@ mod effect;
 mod follow;
 mod log;
 mod machine;
-mod observe;
+mod publish;
 mod sync;
 mod wait;
 
@@ -35,7 +35,10 @@ use tokio::sync::watch;
 use super::heal::Heal;
 use super::metrics::Metrics;
 use super::trigger::{Status, TriggerKind, TriggerReceiver};
-use crate::sync::{Cause, Engine, Observers};
+use crate::observe::board::{Board, Recorder};
+use crate::observe::unit::{Metered, Readiness};
+use crate::observe::{Observers, log::Log, notify::Watch};
+use crate::sync::{Cause, Engine};
 pub use depends::Gate;
 
 /// Timing of a unit's task.
@@ -98,10 +101,10 @@ pub struct Queues {
 /// dependencies.
 pub struct Links {
     /// The observer that tells the unit's notifiers (`[[notify]]`) of its syncs.
-    pub notify: crate::notify::Watch,
-    /// What the dashboard shows: each sync's end is recorded there ([`crate::daemon::ui::Recorder`]);
+    pub notify: Watch,
+    /// What the dashboard shows: each sync's end is recorded there ([`Recorder`]);
     /// `None` without the dashboard.
-    pub board: Option<crate::daemon::ui::Board>,
+    pub board: Option<Board>,
     /// The watched records of the units it depends on (`depends_on`), judged before it syncs
     /// a new revision; `None` for a unit without dependencies.
     pub depends: Option<Gate>,
@@ -131,7 +134,7 @@ struct Ctx {
     cause: Cause,
     /// The log, metrics, readiness status, Kubernetes Events, notifiers and the dashboard, told
     /// of each sync
-    /// ([`Observer`]).
+    /// ([`crate::observe::Observer`]).
     observers: Observers,
 }
 
@@ -141,27 +144,27 @@ impl Ctx {
         status: Status,
         metrics: Arc<Metrics>,
         first: TriggerKind,
-        (notify, board): (crate::notify::Watch, Option<crate::daemon::ui::Board>),
+        (notify, board): (Watch, Option<Board>),
     ) -> Self {
         let unit = engine.unit_name().to_string();
         // Its Events are written by a task that runs only while some are queued.
-        let (events, _writer) = engine.events();
+        let (events, _flush) = crate::observe::events::Events::for_engine(&engine);
         let mut observers = Observers::default()
-            .with(crate::report::Log::default())
-            .with(observe::Metered { unit: unit.clone(), metrics })
-            .with(observe::Readiness { unit: unit.clone(), status: status.clone() })
+            .with(Log::default())
+            .with(Metered::new(unit.clone(), metrics))
+            .with(Readiness::new(unit.clone(), Arc::new(status.clone())))
             .with(events)
             .with(notify);
         if let Some(board) = board {
-            observers = observers.with(crate::daemon::ui::Recorder(board));
+            observers = observers.with(Recorder(board));
         }
         let cause = Cause::from(&super::trigger::Trigger::now(first));
         Self { unit, engine, status, heal: Heal::default(), cause, observers }
     }
 
     /// The readiness status of the unit, as its observer keeps it.
-    fn readiness(&self) -> observe::Readiness {
-        observe::Readiness { unit: self.unit.clone(), status: self.status.clone() }
+    fn readiness(&self) -> Readiness {
+        Readiness::new(self.unit.clone(), Arc::new(self.status.clone()))
     }
 }
 

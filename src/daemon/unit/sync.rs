@@ -36,9 +36,10 @@ use super::Ctx;
 use crate::cluster::drift::Drift;
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::object::ObjectRef;
+use crate::observe::Observer;
 use crate::source::Revision;
+use crate::sync::Cause;
 use crate::sync::Report;
-use crate::sync::{Cause, Observer};
 
 impl TriggerKind {
     /// True for the triggers that mean "someone pushed" (a local repository's ref, a webhook):

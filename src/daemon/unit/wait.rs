@@ -24,9 +24,10 @@ use tokio::sync::oneshot;
 
 use super::Ctx;
 use crate::health::wait::{HealthWait, WaitEnd};
-use crate::report;
+use crate::observe::Observer;
+use crate::observe::log::log_health;
 use crate::sync::Report;
-use crate::sync::outcome::{HealthStep, Observer, Pending};
+use crate::sync::outcome::{HealthStep, Pending};
 
 /// The wait as it runs: it owns its [`HealthWait`] and gives it back when it ends or is
 /// cancelled, so that its last statuses can be judged either way.
@@ -51,7 +52,7 @@ impl Waiting {
             let end = tokio::select! {
                 biased;
                 _ = cancelled => None,
-                end = wait.run(timeout, |object, status| report::log_health(&unit, object, status)) => Some(end),
+                end = wait.run(timeout, |object, status| log_health(&unit, object, status)) => Some(end),
             };
             (wait, end)
         });

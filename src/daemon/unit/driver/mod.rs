@@ -320,7 +320,7 @@ impl Driver {
         }
         let at = if let Phase::BackingOff(at) = self.state.phase { Some(at) } else { None };
         let shared = (&self.shared.status, &*self.shared.metrics);
-        super::observe::backoff(&self.shared.unit, shared, &mut self.kept.backoff_shown, at);
+        super::publish::backoff(&self.shared.unit, shared, &mut self.kept.backoff_shown, at);
     }
 }
 
@@ -550,7 +550,7 @@ impl Driver {
             Action::RaiseYield => self.shared.yield_signal.raise(),
             Action::LogObjects => {
                 if let Some(report) = self.kept.report.take() {
-                    crate::report::log_objects(&report);
+                    crate::observe::log::log_objects(&report);
                 }
             }
             Action::Publish(trigger) => self.publish(&trigger),

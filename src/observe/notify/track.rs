@@ -4,73 +4,13 @@
 use crate::changeset::Action;
 use crate::config::NotifyEvent;
 use crate::health::record::SyncResult;
+use crate::notify::{Notice, NoticeCounts, State};
 use crate::sync::Report;
-use crate::sync::outcome::{Cause, Outcome, Wait};
+use crate::sync::outcome::{Cause, Ended, Outcome, Wait};
 use crate::telemetry::Masked;
 
 /// Errors and unhealthy objects a notice names; the rest are counted.
 const NAMED: usize = 3;
-
-/// A commit status's state, as the forges know it (GitHub and Gitea spell them `pending`,
-/// `success`, `failure`; GitLab `running`, `success`, `failed`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    /// The revision's objects were sent; its health is not yet judged.
-    Pending,
-    /// The revision applied and is healthy (or no wait ran).
-    Success,
-    /// The revision failed or is degraded, or its health wait timed out.
-    Failure,
-    /// The revision's health wait was cancelled before it was judged (a newer revision, a
-    /// reload, shutdown): its `pending` status ends here, and a later judgement of the same
-    /// revision is still told. GitHub and Gitea spell it `error`, GitLab `canceled`.
-    Cancelled,
-}
-
-/// Object counts of a sync, as a notice carries them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize)]
-pub struct NoticeCounts {
-    /// Created (adopted included).
-    pub created: usize,
-    /// Configured (drift corrected included).
-    pub configured: usize,
-    /// Pruned.
-    pub pruned: usize,
-    /// Unchanged.
-    pub unchanged: usize,
-    /// Not applied: failed, skipped, in conflict.
-    pub failed: usize,
-}
-
-/// What one notification tells: a unit's revision and how its sync went.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Notice {
-    /// The unit's name.
-    pub unit: String,
-    /// The cluster the unit applies to.
-    pub cluster: String,
-    /// The unit's repository URL (`repo`), where a forge's `owner/name` is read from.
-    pub repo: String,
-    /// The full revision: the 40-hex commit id of a git unit.
-    pub revision: String,
-    /// Which transition this is.
-    pub event: NotifyEvent,
-    /// The commit status it sets.
-    pub state: State,
-    /// The sync's result: `pending`, or as recorded on the parent (`failed`, `degraded`,
-    /// `healthy`, `applied`).
-    pub result: &'static str,
-    /// The trigger that asked for the sync (`None` for `gitward sync`).
-    pub trigger: Option<&'static str>,
-    /// The object counts (zero for a sync that failed as a whole).
-    pub counts: NoticeCounts,
-    /// The first errors, masked: objects not applied, or why the sync failed as a whole.
-    pub errors: Vec<Masked>,
-    /// The first objects the health wait left not healthy, with their reason, masked.
-    pub unhealthy: Vec<Masked>,
-    /// When the transition was seen.
-    pub time: jiff::Timestamp,
-}
 
 /// How a sync ended, for transitions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,12 +82,12 @@ impl Tracker {
             self.bad = end != End::Good;
         }
         let mut notice = notice(&revision, event, state, result, &outcome.cause);
-        if let Some(failure) = &outcome.failure {
-            notice.errors.push(failure.message.clone());
-        }
-        if let Some(report) = &outcome.report {
-            notice.counts = counts(report);
-            notice.errors.extend(errors(report));
+        match &outcome.ended {
+            Ended::Failed(failure) => notice.errors.push(failure.message.clone()),
+            Ended::Applied(report) => {
+                notice.counts = counts(report);
+                notice.errors.extend(errors(report));
+            }
         }
         notice.unhealthy = unhealthy(outcome);
         Some(notice)
@@ -166,10 +106,7 @@ impl Tracker {
 /// How `outcome` ended; `None` when it says nothing of the revision's health (a self-heal, a
 /// sync that yielded).
 fn classify(outcome: &Outcome) -> Option<End> {
-    if outcome.failure.is_some() {
-        return Some(End::Failed);
-    }
-    let report = outcome.report.as_ref()?;
+    let Ended::Applied(report) = &outcome.ended else { return Some(End::Failed) };
     if report.heal || report.yielded {
         return None;
     }
@@ -245,31 +182,17 @@ fn unhealthy(outcome: &Outcome) -> Vec<Masked> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::changeset::{ChangeSet, Entry};
-    use crate::object::{GroupKind, ObjectRef};
-    use crate::sync::outcome::{HealthSummary, Live, Timings, Wait};
+    use crate::sync::outcome::HealthSummary;
 
     fn report(revision: &str, failed: bool) -> Report {
-        let mut changes = ChangeSet::default();
-        let object = ObjectRef::new(GroupKind::new("", "ConfigMap"), Some("shop"), "a");
-        let (action, message) = if failed { (Action::Failed, Some("denied".into())) } else { (Action::Created, None) };
-        changes.entries.push(Entry { object, action, message, sent: Vec::new() });
-        Report::of("app", revision, changes)
+        let object = if failed { ("a", Action::Failed, Some("denied")) } else { ("a", Action::Created, None) };
+        crate::sync::build::report_of("app", revision, &[object])
     }
 
     fn outcome(revision: &str, result: SyncResult) -> Outcome {
         let failed = result == SyncResult::Failed;
         let wait = if failed { Wait::Skipped } else { Wait::Healthy };
-        Outcome {
-            cause: Cause::cli(),
-            report: Some(report(revision, failed)),
-            health: HealthSummary { counts: Default::default(), wait, result },
-            not_ready: Vec::new(),
-            post_hooks: 0,
-            failure: None,
-            live: Live { answered: true, tracked: 0, health: None, cache_bytes: 0 },
-            timings: Timings::default(),
-        }
+        Outcome::applied(report(revision, failed), wait, result)
     }
 
     fn events(tracker: &mut Tracker, revision: &str, result: SyncResult) -> Option<(NotifyEvent, State)> {
@@ -325,7 +248,7 @@ mod tests {
     fn a_failed_notice_names_the_first_errors_masked() {
         crate::telemetry::mask::register(["hunter2-notify-canary"]);
         let mut o = outcome("a", SyncResult::Failed);
-        let entry = &mut o.report.as_mut().unwrap().changes.entries[0];
+        let entry = &mut o.report_mut().changes.entries[0];
         entry.message = Some("bad value hunter2-notify-canary".into());
         let notice = Tracker::default().finished(&o).unwrap();
         assert_eq!(notice.counts.failed, 1);

@@ -1,7 +1,8 @@
 //! What the dashboard shows of each unit, kept in memory: the units of the config (name,
 //! cluster, ref) and, per unit, what its last sync left and a bounded ring of its recent syncs.
 //! One observer of the sync's [`Outcome`] ([`Recorder`]) feeds it; the dashboard's pages and
-//! its live stream read it ([`Board::snapshot`], [`Board::subscribe`]).
+//! its live stream read it ([`Board::snapshot`], [`Board::subscribe`]). It holds nothing of the
+//! daemon's: the daemon makes one and hands it to the dashboard and to each unit's observers.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
@@ -9,9 +10,10 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use super::Observer;
 use crate::config::SyncUnit;
 use crate::health::Counts;
-use crate::sync::outcome::{Observer, Outcome};
+use crate::sync::{Ended, Outcome};
 use crate::telemetry::Masked;
 
 /// Recent syncs kept per unit: 20. Enough to see a flapping unit's pattern on one screen; at
@@ -179,10 +181,10 @@ fn clip(text: &str) -> Masked {
 
 /// The record after `outcome`, which ended `now`.
 fn fold(record: &mut UnitRecord, outcome: &Outcome, now: jiff::Timestamp) {
-    let error = outcome.failure.as_ref().map(|f| f.message.clipped(MESSAGE_CHARS));
+    let error = outcome.failure().map(|f| f.message.clipped(MESSAGE_CHARS));
     let mut counts = [0; 6];
     let mut drift = Vec::new();
-    if let Some(report) = &outcome.report {
+    if let Ended::Applied(report) = &outcome.ended {
         drift = report
             .changes
             .drift_diffs
@@ -250,7 +252,7 @@ fn fold_followed(record: &mut UnitRecord, followed: &crate::sync::follow::Follow
 fn unhealthy(outcome: &Outcome) -> Vec<Unhealthy> {
     use crate::changeset::Action;
     let mut out = Vec::new();
-    if let Some(report) = &outcome.report {
+    if let Some(report) = outcome.report() {
         for e in report.changes.entries.iter().filter(|e| matches!(e.action, Action::Failed | Action::Conflict)) {
             let reason = clip(e.message.as_deref().unwrap_or(""));
             out.push(Unhealthy { object: e.object.to_string(), state: e.action.as_str().to_owned(), reason });

@@ -16,12 +16,13 @@
 
 use tracing::{debug, error, info, warn};
 
+use super::Observer;
 use crate::changeset::{Action, Entry};
 use crate::health::{Health, Status};
 use crate::object::ObjectRef;
 use crate::source::Revision;
 use crate::sync::Report;
-use crate::sync::outcome::{Cause, Failure, HealthSummary, Observer, Outcome};
+use crate::sync::outcome::{Cause, Ended, Failure, HealthSummary, Outcome};
 
 /// The log events of a unit's syncs. Holds the revision whose kustomization files read as
 /// plain manifests were last warned of: once per revision, not at every resync.
@@ -43,15 +44,14 @@ impl Observer for Log {
     }
 
     fn finished(&mut self, outcome: &Outcome) {
-        match (&outcome.report, &outcome.failure) {
-            (_, Some(failure)) => log_failure(outcome, failure),
-            (Some(report), None) => {
+        match &outcome.ended {
+            Ended::Failed(failure) => log_failure(outcome, failure),
+            Ended::Applied(report) => {
                 let unit = report.unit.as_str();
                 let post = report.changes.entries.len() - outcome.post_hooks;
                 log_entries(unit, &report.changes.entries[post..]);
                 log_summary(report, &outcome.health);
             }
-            (None, None) => {}
         }
     }
 
