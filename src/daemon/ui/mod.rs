@@ -147,7 +147,7 @@ where
     };
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stream = Live {
+    let stream = UpdateStream {
         changes: ui.board.subscribe(),
         stop: ui.stop.subscribe(),
         ui,
@@ -164,7 +164,7 @@ where
 }
 
 /// One live stream's state.
-struct Live<F> {
+struct UpdateStream<F> {
     ui: Dashboard,
     render: F,
     changes: watch::Receiver<u64>,
@@ -175,7 +175,7 @@ struct Live<F> {
     _permit: OwnedSemaphorePermit,
 }
 
-impl<F: Fn(&Dashboard) -> Option<String>> Live<F> {
+impl<F: Fn(&Dashboard) -> Option<String>> UpdateStream<F> {
     /// The next render to send; `None` to end the stream.
     async fn next(&mut self) -> Option<String> {
         loop {
