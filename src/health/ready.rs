@@ -135,14 +135,14 @@ impl fmt::Display for Unmet {
 
 /// One dependency that is not ready, and why: printed `base (not healthy (progressing))`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waiting {
+pub struct Blocker {
     /// The dependency's unit name.
     pub unit: String,
     /// Why it is not ready.
     pub why: Unmet,
 }
 
-impl fmt::Display for Waiting {
+impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.unit, self.why)
     }
@@ -244,7 +244,7 @@ fn evaluate(expr: &str, status: &Status) -> Result<(), Unmet> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::record::{Attempt, Record, SyncResult, Waiting as Wait};
+    use crate::health::record::{Attempt, Record, SyncResult, Waiting};
 
     fn recorded(result: SyncResult) -> BTreeMap<String, String> {
         let mut a = Record::now("aaa", result).annotations();
@@ -304,7 +304,7 @@ mod tests {
         let mut waiting = recorded(SyncResult::Progressing);
         waiting.extend(
             Record {
-                waiting: Some(Wait::now(&["Deployment/base/web"])),
+                waiting: Some(Waiting::now(&["Deployment/base/web"])),
                 ..Record::now("aaa", SyncResult::Progressing)
             }
             .annotations(),
