@@ -15,7 +15,7 @@ use super::decide::{self, UnitPlan};
 use super::metrics::Metrics;
 use super::route::Followed;
 use super::shared_watch::{RepoWatches, Subscription};
-use super::trigger::{self, Status, Trigger, TriggerKind, TriggerSender, UnitStatus};
+use super::trigger::{self, Statuses, Trigger, TriggerKind, TriggerSender, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
 use crate::cluster::fence::{Fence, WRITE_TIMEOUT};
 use crate::cluster::registry::Registry;
@@ -62,7 +62,7 @@ pub(super) struct Units {
     /// early apply holds one of these instead of a sync slot.
     pub(super) push_lane: Arc<tokio::sync::Semaphore>,
     /// The per-unit status the tasks publish.
-    pub(super) status: Status,
+    pub(super) status: Statuses,
     /// The daemon's metrics.
     pub(super) metrics: Arc<Metrics>,
     /// How many unit tasks this process started: the index of the next one's

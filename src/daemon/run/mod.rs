@@ -35,7 +35,7 @@ use super::backoff::Backoff;
 use super::decide;
 use super::http::HttpState;
 use super::sets::{self, Listed, Removed, Retiring, Sets};
-use super::trigger::{Status, TriggerKind};
+use super::trigger::{Statuses, TriggerKind};
 use super::units::Units;
 use crate::config::Config;
 use crate::lease::election::{self as leader, LeaderConfig, Leadership};
@@ -248,7 +248,7 @@ struct Daemon {
     /// The unit tasks.
     units: Units,
     /// Per-unit status, shared with the unit tasks and the HTTP server.
-    status: Status,
+    status: Statuses,
     /// What the HTTP handlers read: the units webhooks trigger, the webhook secret.
     http: HttpState,
     /// The HTTP server, when listening.

@@ -16,7 +16,7 @@ use crate::cluster::registry::Registry;
 use crate::config::Config;
 use crate::daemon::http::{self, HttpState};
 use crate::daemon::metrics::Metrics;
-use crate::daemon::trigger::{Status, TriggerKind};
+use crate::daemon::trigger::{Statuses, TriggerKind};
 use crate::daemon::ui::{Board, Dashboard, Token};
 use crate::daemon::units::{Fences, Units};
 use crate::lease::election::{self as leader, LeaderConfig};
@@ -39,7 +39,7 @@ impl Daemon {
             .await
             .map_err(|(name, source)| Error::ClusterNamed { name, source })?;
         log_render_tools(&config);
-        let (status, metrics, board) = (Status::default(), Arc::new(Metrics::new()), Board::default());
+        let (status, metrics, board) = (Statuses::default(), Arc::new(Metrics::new()), Board::default());
         let http = http_state(&config, &status, &metrics, &board)?;
         let listener = match (listener, config.daemon.listen) {
             (Some(l), _) => Some(l),
@@ -134,7 +134,7 @@ fn elect(client: &kube::Client, le: crate::config::LeaderElection, identity: Str
 fn units(
     config: &Config,
     clusters: Registry,
-    (status, metrics): (&Status, &Arc<Metrics>),
+    (status, metrics): (&Statuses, &Arc<Metrics>),
     sharded: bool,
     fences: Fences,
     stopped: mpsc::UnboundedSender<String>,
@@ -193,7 +193,7 @@ pub(super) fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
 
 /// The HTTP listener's state: the webhook secret, the units' status, the metrics, the sandbox
 /// setting and, with `[daemon.ui]`, the dashboard of `board`.
-fn http_state(config: &Config, status: &Status, metrics: &Arc<Metrics>, board: &Board) -> Result<HttpState> {
+fn http_state(config: &Config, status: &Statuses, metrics: &Arc<Metrics>, board: &Board) -> Result<HttpState> {
     let mut http = HttpState::new(read_secret(config)?, status.clone(), metrics.clone());
     if let Some(ui) = &config.daemon.ui {
         http = http.with_ui(Dashboard::new(board.clone(), status.clone(), read_token(ui)?));

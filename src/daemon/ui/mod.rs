@@ -33,7 +33,7 @@ use tracing::warn;
 pub use access::Token;
 pub use board::{Board, Recorder};
 
-use super::trigger::Status;
+use super::trigger::Statuses;
 
 /// Live streams open at once: 32. A stream holds no request slot once its headers are sent
 /// ([`super::http::MAX_CONCURRENT_REQUESTS`] counts requests until then), so this bounds what
@@ -55,7 +55,7 @@ pub struct Dashboard {
     pub board: Board,
     /// The units' readiness status (suspended, waiting for health, the revision of a sync
     /// from before the board saw one).
-    pub status: Status,
+    pub status: Statuses,
     /// The token of `[daemon.ui] token_file`; `None`: no token, loopback only.
     token: Option<Token>,
     /// Permits of the live streams ([`MAX_STREAMS`]).
@@ -67,7 +67,7 @@ pub struct Dashboard {
 
 impl Dashboard {
     /// A dashboard of `board` and `status`, asking for `token` when there is one.
-    pub fn new(board: Board, status: Status, token: Option<Token>) -> Self {
+    pub fn new(board: Board, status: Statuses, token: Option<Token>) -> Self {
         let stop = Arc::new(watch::channel(false).0);
         Self { board, status, token, streams: Arc::new(Semaphore::new(MAX_STREAMS)), stop }
     }

@@ -34,7 +34,7 @@ use tokio::sync::watch;
 
 use super::heal::Heal;
 use super::metrics::Metrics;
-use super::trigger::{Status, TriggerKind, TriggerReceiver};
+use super::trigger::{Statuses, TriggerKind, TriggerReceiver};
 use crate::sync::{Cause, Engine, Observers};
 pub use depends::Gate;
 
@@ -59,7 +59,7 @@ pub struct UnitTask {
     /// Triggers from outside (push, webhook, reload); capacity 1, so one sync is queued at most.
     pub triggers: TriggerReceiver,
     /// Shared status for /readyz and sd_notify.
-    pub status: Status,
+    pub status: Statuses,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Timing.
@@ -124,7 +124,7 @@ struct Ctx {
     /// The unit's name, for logs and metrics.
     unit: String,
     engine: Engine,
-    status: Status,
+    status: Statuses,
     /// Which drifted objects to re-apply when.
     heal: Heal,
     /// What asked for the sync in progress (set when its objects are sent).
@@ -138,7 +138,7 @@ struct Ctx {
 impl Ctx {
     fn new(
         engine: Engine,
-        status: Status,
+        status: Statuses,
         metrics: Arc<Metrics>,
         first: TriggerKind,
         (notify, board): (crate::notify::Watch, Option<crate::daemon::ui::Board>),

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use crate::daemon::metrics::Metrics;
-use crate::daemon::trigger::{Status, UnitStatus};
+use crate::daemon::trigger::{Statuses, UnitStatus};
 use crate::health::Counts;
 use crate::health::record::SyncResult;
 use crate::sync::Report;
@@ -54,7 +54,7 @@ impl Observer for Metered {
 /// `gitward_unit_backoff_until_seconds` and the log.
 pub(super) fn backoff(
     unit: &str,
-    (status, metrics): (&Status, &Metrics),
+    (status, metrics): (&Statuses, &Metrics),
     shown: &mut Option<tokio::time::Instant>,
     at: Option<tokio::time::Instant>,
 ) {
@@ -79,7 +79,7 @@ pub(super) fn backoff(
 /// judged wait and the last error (the failure's masked message, [`Masked`]).
 pub(super) struct Readiness {
     pub(super) unit: String,
-    pub(super) status: Status,
+    pub(super) status: Statuses,
 }
 
 impl Readiness {

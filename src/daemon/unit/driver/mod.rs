@@ -151,7 +151,7 @@ struct Shared {
     /// The unit's side of the path-unchanged rule, shared with its repository's watch.
     quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
     first: TriggerKind,
-    status: crate::daemon::trigger::Status,
+    status: crate::daemon::trigger::Statuses,
 }
 
 /// What the driver did with the controls on the parent.
