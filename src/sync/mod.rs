@@ -62,7 +62,7 @@ use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
 pub use early::EarlyApply;
-pub use outcome::{Cause, HealthStep, Observer, Observers, Outcome};
+pub use outcome::{Cause, HealthStep, Observer, Observers, Outcome, Timings};
 
 /// Errors of one sync. Source errors are worth retrying with backoff; manifest, duplicate and
 /// unknown-kind errors are bad input that only a new revision fixes; cluster errors are worth
@@ -148,8 +148,9 @@ pub struct Report {
     pub changes: ChangeSet,
     /// Files and documents that were skipped (kustomization files, symlinks), with the reason.
     pub skipped_files: Vec<Skipped>,
-    /// How long the sync took, in all and rendering.
-    pub took: Took,
+    /// How long the sync took, in all and rendering (its `wait` zero: the health wait runs
+    /// after the report).
+    pub took: Timings,
     /// What was sent: when, how much of it early, what the health wait watches.
     pub sent: Sent,
     /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
@@ -181,7 +182,7 @@ impl Report {
             revision,
             changes,
             skipped_files: Vec::new(),
-            took: Took::default(),
+            took: Timings::default(),
             sent,
             heal: false,
             yielded: false,
@@ -189,17 +190,6 @@ impl Report {
             path_tree: None,
         }
     }
-}
-
-/// How long a sync took.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Took {
-    /// Wall time of the whole sync.
-    pub total: Duration,
-    /// Of `total`, the time spent loading the revision: reading its files, rendering them
-    /// (kustomize, Helm, SOPS) and parsing the manifests. Zero for a self-heal, which renders
-    /// nothing.
-    pub render: Duration,
 }
 
 /// What a sync sent, for the health wait and the push-to-applied figure.
@@ -372,7 +362,7 @@ impl Engine {
         self.record.attempting = None;
         let revision = self.repo.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
-        report.took.total = started.elapsed();
+        report.took.apply = started.elapsed();
         Ok(report)
     }
 

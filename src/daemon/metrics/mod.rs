@@ -284,7 +284,7 @@ impl Metrics {
     /// was applied.
     pub fn observe_sync(&self, report: &Report, tracked: usize) {
         let unit = &report.unit;
-        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.took.total.as_secs_f64());
+        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.took.apply.as_secs_f64());
         for entry in &report.changes.entries {
             let action = entry.action.as_str();
             self.objects.get_or_create(&ObjectLabels { unit: unit.clone(), action }).inc();
@@ -457,7 +457,7 @@ mod tests {
             changes.push(object, *action, None);
         }
         Report {
-            took: crate::sync::Took { total: duration, render: Duration::ZERO },
+            took: crate::sync::Timings { apply: duration, ..Default::default() },
             ..Report::of(unit, revision, changes)
         }
     }

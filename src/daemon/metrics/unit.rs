@@ -286,18 +286,15 @@ mod tests {
             let object = ObjectRef::new(GroupKind::from_api_version("v1", "ConfigMap"), Some("ns"), format!("c{i}"));
             changes.push(object, *action, None);
         }
-        let took = crate::sync::Took { total: Duration::from_millis(300), render: Duration::from_millis(100) };
+        let took =
+            Timings { apply: Duration::from_millis(300), render: Duration::from_millis(100), wait: Duration::ZERO };
         Report { took, ..Report::of("shop", "aaa", changes) }
     }
 
     fn outcome(report: Option<Report>, wait: Wait, result: SyncResult, health: Option<Counts>) -> Outcome {
         let failure =
             report.is_none().then(|| Failure::new("shop".into(), Error::Task("cancelled".into()), None, None));
-        let timings = report.as_ref().map_or(Timings::default(), |r| Timings {
-            apply: r.took.total,
-            render: r.took.render,
-            wait: Duration::ZERO,
-        });
+        let timings = report.as_ref().map_or(Timings::default(), |r| r.took);
         Outcome {
             cause: Cause::cli(),
             report,
