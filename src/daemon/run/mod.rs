@@ -341,7 +341,7 @@ impl Daemon {
     /// Keeps and counts, or prunes, the objects of units that left their set, each in a task.
     fn retire(&self, removed: Vec<Removed>) {
         for removed in removed {
-            let fence = self.units.fences.of(&removed.unit.name);
+            let fence = self.units.holding.fences.of(&removed.unit.name);
             let Some(client) = self.units.clusters.fenced_client(&removed.unit.cluster, &fence) else { continue };
             let cluster = self.config.cluster_of(&removed.unit).clone();
             let state_dir = self.config.daemon.state_dir.clone();
@@ -407,7 +407,7 @@ impl Daemon {
 
     /// A unit handed over has stopped: the sharding loop may release its Lease.
     fn unit_stopped(&mut self, name: &str) {
-        self.units.stopping.remove(name);
+        self.units.holding.stopping.remove(name);
         self.report_running();
     }
 
@@ -478,7 +478,7 @@ impl Daemon {
     async fn shut_down(mut self) {
         info!("shutting down");
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-        let fences = self.units.fences.clone();
+        let fences = self.units.holding.fences.clone();
         self.units.shut_down().await;
         let drain_until = Instant::now() + DRAIN_AT_SHUTDOWN;
         if let Some(election) = self.election {

@@ -18,7 +18,7 @@ use crate::daemon::http::{self, HttpState};
 use crate::daemon::metrics::Metrics;
 use crate::daemon::trigger::{Statuses, TriggerKind};
 use crate::daemon::ui::{Board, Dashboard, Token};
-use crate::daemon::units::{Fences, Units};
+use crate::daemon::units::{Concurrency, Fences, Holding, Units};
 use crate::lease::election::{self as leader, LeaderConfig};
 use crate::lease::shard::{self, Running, ShardConfig};
 
@@ -141,19 +141,18 @@ fn units(
 ) -> Units {
     Units {
         clusters,
-        // Sized at start; a reload does not resize it (the running units keep their slots).
-        sync_slots: crate::daemon::slots::Slots::new(config.daemon.max_concurrent_syncs),
-        fetch_hosts: crate::daemon::slots::FetchHosts::new(config.daemon.fetching.max_per_host),
-        push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
+        // Sized at start; a reload does not resize them (the running units keep their slots).
+        concurrency: Concurrency {
+            sync_slots: crate::daemon::slots::Slots::new(config.daemon.max_concurrent_syncs),
+            fetch_hosts: crate::daemon::slots::FetchHosts::new(config.daemon.fetching.max_per_host),
+            push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
+        },
         status: status.clone(),
         metrics: metrics.clone(),
         running: Default::default(),
         started: Default::default(),
-        owned: sharded.then(Default::default),
-        stopping: Default::default(),
+        holding: Holding { owned: sharded.then(Default::default), stopping: Default::default(), stopped, fences },
         start_failures: Default::default(),
-        stopped,
-        fences,
         repo_watches: Default::default(),
         board: Default::default(),
         notify: crate::notify::Notifications::start(&config.notify, metrics.notify().clone()),
