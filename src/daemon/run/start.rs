@@ -11,7 +11,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::{Daemon, Election, Error, HttpServer, Notifier, Restart, Result, Sharded, io};
+use super::{Daemon, Election, Error, HttpServer, Notifier, Restart, Result, Role, Sharded, io};
 use crate::cluster::registry::Registry;
 use crate::config::Config;
 use crate::daemon::http::{self, HttpState};
@@ -80,16 +80,13 @@ impl Daemon {
             status,
             http,
             http_server,
-            election,
-            leading,
-            sharded,
-            generation: 0,
+            role: Role { election, leading, sharded, generation: 0 },
             stopped,
             restart: Restart::default(),
             notifier: Notifier::new(),
             hangup,
         };
-        if daemon.leading {
+        if daemon.role.leading {
             daemon.reconcile(TriggerKind::Startup).await;
         }
         // The first tick at once after the units started, however long that took.
@@ -97,9 +94,9 @@ impl Daemon {
         info!(
             units = daemon.config.units.len(),
             clusters = daemon.config.clusters.len(),
-            leader_election = daemon.election.is_some(),
-            sharding = daemon.sharded.is_some(),
-            identity = daemon.sharded.as_ref().map(|s| s.cfg.identity.as_str()),
+            leader_election = daemon.role.election.is_some(),
+            sharding = daemon.role.sharded.is_some(),
+            identity = daemon.role.sharded.as_ref().map(|s| s.cfg.identity.as_str()),
             "gitward running"
         );
         Ok(daemon)
