@@ -204,8 +204,8 @@ const ALL_KINDS: [TriggerKind; 11] = [
 /// push, not one that began between the two and missed it.
 ///
 /// One slot under a lock and a [`tokio::sync::Notify`] (about 100 bytes a unit): a tokio
-/// `mpsc` channel allocates a block of 32 slots even at capacity 1, 1.3 KiB a unit of the
-/// fleet's heap profile (2026-11-29).
+/// `mpsc` channel allocates a block of 32 slots even at capacity 1 (ARCHITECTURE.md,
+/// "Figures").
 pub fn channel() -> (TriggerSender, TriggerReceiver) {
     let slot = Arc::new(Slot {
         state: Mutex::new(SlotState { queued: None, senders: 1, received: true }),

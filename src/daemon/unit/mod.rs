@@ -198,7 +198,7 @@ fn retry(ran: Ran) -> Retry {
     }
 }
 
-/// Permits of the push lane ([`UnitTask::push_lane`]): how many units may fetch and send a
+/// Permits of the push lane ([`Queues::push_lane`]): how many units may fetch and send a
 /// push's changed objects at once beside the `max_concurrent_syncs` slots. Each early apply
 /// sends the objects of at most [`crate::sync::early::MAX_FILES`] files.
 pub const PUSH_LANE: usize = 2;
