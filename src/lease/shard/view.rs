@@ -54,7 +54,7 @@ impl Shard {
             self.adverts.changes += 1;
         }
     }
-    /// Leaves the units the daemon could not start ([`Running::failed`]) to the others for
+    /// Leaves the units the daemon could not start ([`Running::failed`](super::Running::failed)) to the others for
     /// [`BENCH_FOR`]: they drop out of this replica's advert, so the assignment moves them and
     /// their Leases are handed over as for any other move.
     pub(super) fn bench(&mut self, now: Instant) {
