@@ -191,11 +191,11 @@ async fn timed_out(
 /// cleanly, 1 some objects were not applied (named in the attempt), 2 the sync failed as a
 /// whole (an error recorded with no object named) or applied nothing.
 pub fn exit_code(state: &UnitState) -> u8 {
-    match (&state.last, &state.last_error) {
+    match (&state.last, &state.attempt.last_error) {
         (None, _) => 2,
-        (Some(_), Some(_)) if state.failed.is_empty() => 2,
+        (Some(_), Some(_)) if state.attempt.failed.is_empty() => 2,
         (Some(_), Some(_)) => 1,
-        (Some(_), None) if !state.failed.is_empty() => 1,
+        (Some(_), None) if !state.attempt.failed.is_empty() => 1,
         (Some(_), None) => 0,
     }
 }

@@ -120,6 +120,23 @@ pub struct UnitState {
     pub selector: Option<String>,
     /// The last recorded sync; `None` when the parent does not exist or records none.
     pub last: Option<Record>,
+    /// The last attempt as the parent records it; flattened into the JSON.
+    #[serde(flatten)]
+    pub attempt: LastAttempt,
+    /// The members as the cluster holds them now; flattened into the JSON.
+    #[serde(flatten)]
+    pub members: LiveMembers,
+    /// Set while the unit is suspended (`gitward suspend`, `suspend = true`): the daemon
+    /// applies, prunes and heals nothing of it.
+    pub suspended: Option<Suspended>,
+    /// Each unit of its `depends_on`, judged from that unit's record ([`dependencies`]);
+    /// empty until filled in by the caller, or without `depends_on`.
+    pub dependencies: Vec<DependencyState>,
+}
+
+/// A unit's last attempt, as its parent records it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LastAttempt {
     /// The revision last attempted, applied or not (`gitward.dev/last-attempted-revision`).
     pub last_attempted_revision: Option<String>,
     /// The ref last attempted when it resolved to no revision — not found, or the fetch failed
@@ -133,6 +150,11 @@ pub struct UnitState {
     /// When the daemon, backing off after the failed attempt, tries again
     /// (`gitward.dev/retry-at`, RFC 3339 UTC); `None` when no retry is scheduled.
     pub retry_at: Option<String>,
+}
+
+/// A unit's recorded members, as the cluster holds them now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LiveMembers {
     /// Members by kind (`Deployment` → 2).
     pub objects: BTreeMap<String, usize>,
     /// Members by health bucket (members of kinds without health count as healthy).
@@ -141,12 +163,6 @@ pub struct UnitState {
     pub missing: usize,
     /// Members that are not `Current` (or missing), with their reason.
     pub unhealthy: Vec<Unhealthy>,
-    /// Set while the unit is suspended (`gitward suspend`, `suspend = true`): the daemon
-    /// applies, prunes and heals nothing of it.
-    pub suspended: Option<Suspended>,
-    /// Each unit of its `depends_on`, judged from that unit's record ([`dependencies`]);
-    /// empty until filled in by the caller, or without `depends_on`.
-    pub dependencies: Vec<DependencyState>,
 }
 
 /// One dependency of a unit, as `gitward status` and `gitward sync` judge it.
@@ -220,13 +236,13 @@ impl UnitState {
     /// wins over the recorded result, which `gitward status` prints below it.
     pub fn now(&self) -> &'static str {
         let Some(last) = &self.last else { return "never applied" };
-        if last.result == SyncResult::Failed || self.last_error.is_some() {
+        if last.result == SyncResult::Failed || self.attempt.last_error.is_some() {
             "failed"
-        } else if self.health.degraded > 0 {
+        } else if self.members.health.degraded > 0 {
             "degraded"
         } else if last.waiting.is_some() {
             "waiting"
-        } else if !self.unhealthy.is_empty() {
+        } else if !self.members.unhealthy.is_empty() {
             "progressing"
         } else {
             "healthy"
@@ -236,8 +252,8 @@ impl UnitState {
     /// What was last attempted, as printed: the revision, or `ref <name> (not resolved)`.
     fn attempted(&self) -> Option<String> {
         let attempt = Attempt {
-            revision: self.last_attempted_revision.clone(),
-            reference: self.last_attempted_ref.clone(),
+            revision: self.attempt.last_attempted_revision.clone(),
+            reference: self.attempt.last_attempted_ref.clone(),
             ..Attempt::default()
         };
         attempt.attempted()
@@ -256,15 +272,8 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
         applyset_id: inventory.id.clone(),
         selector: None,
         last: None,
-        last_attempted_revision: None,
-        last_attempted_ref: None,
-        last_error: None,
-        failed: Vec::new(),
-        retry_at: None,
-        objects: BTreeMap::new(),
-        health: Counts::default(),
-        missing: 0,
-        unhealthy: Vec::new(),
+        attempt: LastAttempt::default(),
+        members: LiveMembers::default(),
         suspended: unit.suspend.then(|| Suspended { by: "config".into(), at: None }),
         dependencies: Vec::new(),
     };
@@ -275,11 +284,13 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
     let Some(parent) = inventory.read(client).await? else { return Ok(state) };
     state.last = Record::from_annotations(&parent.annotations);
     let attempt = Attempt::from_annotations(&parent.annotations);
-    state.last_attempted_revision = attempt.revision;
-    state.last_attempted_ref = attempt.reference;
-    state.last_error = attempt.error;
-    state.failed = attempt.failed;
-    state.retry_at = attempt.retry_at;
+    state.attempt = LastAttempt {
+        last_attempted_revision: attempt.revision,
+        last_attempted_ref: attempt.reference,
+        last_error: attempt.error,
+        failed: attempt.failed,
+        retry_at: attempt.retry_at,
+    };
     let contents = parent.contents;
     let selector = format!("{PART_OF}={}", inventory.id);
     let mut discovery = Discovery::new();
@@ -299,7 +310,7 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
             survey::each_judged(client, &kind, &selector, |object, s| {
                 healths.push(s.health);
                 if s.health != Health::Current {
-                    state.unhealthy.push(Unhealthy {
+                    state.members.unhealthy.push(Unhealthy {
                         object: object.to_string(),
                         health: MemberHealth::Is(s.health),
                         reason: s.reason,
@@ -316,15 +327,15 @@ pub async fn unit_state(client: &kube::Client, unit: &SyncUnit) -> Result<UnitSt
             present.extend(listed);
             n
         };
-        add(&mut state.objects, gk, n);
+        add(&mut state.members.objects, gk, n);
     }
     note_missing(&mut state, contents.members.iter().filter(|m| !present.contains(*m)), &unserved);
     resources.sort();
     if !resources.is_empty() {
         state.selector = Some(format!("kubectl get {} -A -l {selector}", resources.join(",")));
     }
-    state.health = Counts::of(&healths);
-    state.unhealthy.sort_by(|a, b| a.object.cmp(&b.object));
+    state.members.health = Counts::of(&healths);
+    state.members.unhealthy.sort_by(|a, b| a.object.cmp(&b.object));
     Ok(state)
 }
 
@@ -337,14 +348,14 @@ fn note_missing<'a>(
 ) {
     for member in missing {
         let object = member.to_string();
-        if let Some(failure) = state.failed.iter().find(|f| f.object == object) {
-            state.unhealthy.push(Unhealthy {
+        if let Some(failure) = state.attempt.failed.iter().find(|f| f.object == object) {
+            state.members.unhealthy.push(Unhealthy {
                 object,
                 health: MemberHealth::NotCreated,
                 reason: String::new(),
                 message: failure.reason.clone(),
             });
-            state.missing += 1;
+            state.members.missing += 1;
             continue;
         }
         let message = if unserved.contains(&member.gk) {
@@ -352,13 +363,13 @@ fn note_missing<'a>(
         } else {
             "recorded as a member of the ApplySet but not in the cluster (not created, or deleted since); the next sync creates it"
         };
-        state.unhealthy.push(Unhealthy {
+        state.members.unhealthy.push(Unhealthy {
             object,
             health: MemberHealth::Missing,
             reason: "NotFound".into(),
             message: message.into(),
         });
-        state.missing += 1;
+        state.members.missing += 1;
     }
 }
 
@@ -401,8 +412,8 @@ fn add(objects: &mut BTreeMap<String, usize>, gk: &GroupKind, n: usize) {
 /// again (`; backing off until 2026-11-22T22:43:07Z`, [`backoff`]).
 pub fn line(state: &UnitState) -> String {
     // The members live and those recorded but missing: each counted once, in one health.
-    let total: usize = state.objects.values().sum::<usize>() + state.missing;
-    let h = state.health;
+    let total: usize = state.members.objects.values().sum::<usize>() + state.members.missing;
+    let h = state.members.health;
     let mut health = vec![format!("{} healthy", h.healthy)];
     if h.progressing > 0 {
         health.push(format!("{} progressing", h.progressing));
@@ -410,8 +421,8 @@ pub fn line(state: &UnitState) -> String {
     if h.degraded > 0 {
         health.push(format!("{} degraded", h.degraded));
     }
-    if state.missing > 0 {
-        health.push(format!("{} missing", state.missing));
+    if state.members.missing > 0 {
+        health.push(format!("{} missing", state.members.missing));
     }
     let noun = if total == 1 { "object" } else { "objects" };
     let members = format!("{total} {noun}: {}", health.join(", "));
@@ -421,13 +432,13 @@ pub fn line(state: &UnitState) -> String {
         }
         None => format!("{}: never applied ({members})", state.unit),
     };
-    let attempted = match (&state.last_attempted_revision, state.attempted()) {
+    let attempted = match (&state.attempt.last_attempted_revision, state.attempted()) {
         (Some(revision), _) => Some(short(revision).to_string()),
         (None, other) => other,
     };
     let line = match attempted {
-        Some(attempted) if state.last_error.is_some() => format!("{line}; {attempted} failed"),
-        _ if state.last_error.is_some() => format!("{line}; the last attempt failed"),
+        Some(attempted) if state.attempt.last_error.is_some() => format!("{line}; {attempted} failed"),
+        _ if state.attempt.last_error.is_some() => format!("{line}; the last attempt failed"),
         _ => line,
     };
     let line = match backoff(state) {
@@ -445,7 +456,7 @@ pub fn line(state: &UnitState) -> String {
 /// while `T` (`gitward.dev/retry-at`) is ahead, `retry due since <T>` once it passed (the
 /// retry runs, or no daemon runs the unit); `None` without an error or a retry time.
 fn backoff(state: &UnitState) -> Option<String> {
-    let at = state.retry_at.as_deref().filter(|_| state.last_error.is_some())?;
+    let at = state.attempt.retry_at.as_deref().filter(|_| state.attempt.last_error.is_some())?;
     let ahead = at.parse::<jiff::Timestamp>().is_ok_and(|t| t > jiff::Timestamp::now());
     Some(if ahead { format!("backing off until {at}") } else { format!("retry due since {at}") })
 }
@@ -510,37 +521,37 @@ pub fn render_text(units: &[UnitState]) -> String {
             }
         }
         // The revision last tried, when it is not the one applied (or it failed).
-        let applied = u.last.as_ref().map(|r| r.revision.as_str());
-        if let Some(attempted) = u.attempted().filter(|a| Some(a.as_str()) != applied || u.last_error.is_some()) {
+        let (applied, failed) = (u.last.as_ref().map(|r| r.revision.as_str()), u.attempt.last_error.is_some());
+        if let Some(attempted) = u.attempted().filter(|a| Some(a.as_str()) != applied || failed) {
             let _ = writeln!(out, "  attempted  {attempted}");
         }
-        if let Some(error) = &u.last_error {
+        if let Some(error) = &u.attempt.last_error {
             let _ = writeln!(out, "  error      {error}");
-            if let Some(at) = &u.retry_at {
+            if let Some(at) = &u.attempt.retry_at {
                 let _ = writeln!(out, "  retry at   {at}");
             }
         }
         // A refused prune skips each member it would have deleted with the same sentence; the
         // error line says it once, so those members are listed without it.
-        let prune_told = u.last_error.as_deref().is_some_and(|e| e.starts_with("prune refused"));
-        for f in &u.failed {
+        let prune_told = u.attempt.last_error.as_deref().is_some_and(|e| e.starts_with("prune refused"));
+        for f in &u.attempt.failed {
             let reason = match prune_told && f.reason.starts_with("prune refused") {
                 true => "not pruned (the prune was refused)",
                 false => f.reason.as_str(),
             };
             let _ = writeln!(out, "  {:<9}  {}: {reason}", f.action, f.object);
         }
-        let objects: Vec<String> = u.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let objects: Vec<String> = u.members.objects.iter().map(|(k, n)| format!("{k} {n}")).collect();
         let objects = if objects.is_empty() { "-".to_string() } else { objects.join(", ") };
         let _ = writeln!(out, "  objects    {objects}");
-        let h = u.health;
-        let missing = if u.missing > 0 { format!(", {} missing", u.missing) } else { String::new() };
+        let h = u.members.health;
+        let missing = if u.members.missing > 0 { format!(", {} missing", u.members.missing) } else { String::new() };
         let _ = writeln!(
             out,
             "  health     {} healthy, {} progressing, {} degraded{missing}",
             h.healthy, h.progressing, h.degraded
         );
-        for x in &u.unhealthy {
+        for x in &u.members.unhealthy {
             if x.health == MemberHealth::NotCreated {
                 let _ = writeln!(out, "  unhealthy  {} NotCreated: {}", x.object, x.message);
                 continue;

@@ -15,23 +15,21 @@ fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
             waiting: None,
             path_tree: None,
         }),
-        last_attempted_revision: last.map(|_| "3f2a".into()),
-        last_attempted_ref: None,
-        last_error: None,
-        failed: Vec::new(),
-        retry_at: None,
-        objects: BTreeMap::from([("Deployment".to_string(), 1)]),
-        health: Counts { healthy: usize::from(!unhealthy), progressing: 0, degraded: usize::from(unhealthy) },
-        missing: 0,
-        unhealthy: if unhealthy {
-            vec![Unhealthy {
-                object: "Deployment/default/web".into(),
-                health: MemberHealth::Is(Health::Failed),
-                reason: "ProgressDeadlineExceeded".into(),
-                message: "timed out".into(),
-            }]
-        } else {
-            Vec::new()
+        attempt: LastAttempt { last_attempted_revision: last.map(|_| "3f2a".into()), ..LastAttempt::default() },
+        members: LiveMembers {
+            objects: BTreeMap::from([("Deployment".to_string(), 1)]),
+            health: Counts { healthy: usize::from(!unhealthy), progressing: 0, degraded: usize::from(unhealthy) },
+            missing: 0,
+            unhealthy: if unhealthy {
+                vec![Unhealthy {
+                    object: "Deployment/default/web".into(),
+                    health: MemberHealth::Is(Health::Failed),
+                    reason: "ProgressDeadlineExceeded".into(),
+                    message: "timed out".into(),
+                }]
+            } else {
+                Vec::new()
+            },
         },
         suspended: None,
         dependencies: Vec::new(),
@@ -43,9 +41,9 @@ fn the_line_gives_result_revision_members_by_health_and_a_failed_attempt() {
     let mut u = state(Some(SyncResult::Degraded), true);
     u.last.as_mut().unwrap().revision = "3f2a9c1e0b7d".into();
     assert_eq!(line(&u), "app: degraded 3f2a9c1, applied 2026-11-22T22:41:07Z (1 object: 0 healthy, 1 degraded)");
-    u.last_attempted_revision = Some("9c1e0b7d5a6c".into());
-    u.last_error = Some("web.yaml: document 1: bad".into());
-    u.missing = 1;
+    u.attempt.last_attempted_revision = Some("9c1e0b7d5a6c".into());
+    u.attempt.last_error = Some("web.yaml: document 1: bad".into());
+    u.members.missing = 1;
     assert!(line(&u).ends_with("(2 objects: 0 healthy, 1 degraded, 1 missing); 9c1e0b7 failed"), "{}", line(&u));
     assert_eq!(line(&state(None, false)), "app: never applied (1 object: 1 healthy)");
 }
@@ -57,8 +55,8 @@ fn healthy_needs_an_applied_revision_no_error_and_every_member_current() {
     assert!(!state(Some(SyncResult::Healthy), true).healthy());
     assert!(!state(Some(SyncResult::Failed), false).healthy());
     assert!(!state(None, false).healthy());
-    let broken_head =
-        UnitState { last_error: Some("a.yaml: document 1: bad".into()), ..state(Some(SyncResult::Healthy), false) };
+    let mut broken_head = state(Some(SyncResult::Healthy), false);
+    broken_head.attempt.last_error = Some("a.yaml: document 1: bad".into());
     assert!(!broken_head.healthy(), "a revision at HEAD that does not parse is not healthy");
 }
 
@@ -85,8 +83,8 @@ fn text_names_each_unhealthy_object_with_its_reason() {
 fn a_refused_prune_is_told_once() {
     let mut u = state(Some(SyncResult::Healthy), false);
     let reason = "prune refused: would delete 4 of 5 members (80%), over max_prune_fraction = 0.5";
-    u.last_error = Some(reason.into());
-    u.failed = (0..4)
+    u.attempt.last_error = Some(reason.into());
+    u.attempt.failed = (0..4)
         .map(|i| NotApplied {
             object: format!("ConfigMap/default/old-{i}"),
             action: "skipped".into(),
@@ -102,11 +100,11 @@ fn a_refused_prune_is_told_once() {
 #[test]
 fn text_shows_the_error_the_objects_not_applied_and_missing_members() {
     let mut u = state(Some(SyncResult::Failed), false);
-    u.last_error = Some("1 object not applied: ConfigMap/default/x failed: denied".into());
-    u.failed =
+    u.attempt.last_error = Some("1 object not applied: ConfigMap/default/x failed: denied".into());
+    u.attempt.failed =
         vec![NotApplied { object: "ConfigMap/default/x".into(), action: "failed".into(), reason: "denied".into() }];
-    u.missing = 1;
-    u.unhealthy = vec![Unhealthy {
+    u.members.missing = 1;
+    u.members.unhealthy = vec![Unhealthy {
         object: "ConfigMap/default/y".into(),
         health: MemberHealth::Missing,
         reason: "NotFound".into(),
@@ -129,8 +127,8 @@ fn the_headline_is_the_health_now_and_the_recorded_result_is_below_it() {
     assert!(line(&u).starts_with("app: degraded 3f2a, "), "{}", line(&u));
     assert!(render_text(&[u.clone()]).contains("  result     progressing\n"));
     // A wait in progress: `waiting`, and the result line says since when and for what.
-    u.unhealthy.clear();
-    u.health = Counts { healthy: 0, progressing: 1, degraded: 0 };
+    u.members.unhealthy.clear();
+    u.members.health = Counts { healthy: 0, progressing: 1, degraded: 0 };
     u.last.as_mut().unwrap().waiting =
         Some(Waiting { since: "2026-11-22T22:41:08Z".into(), objects: "Deployment/default/web".into() });
     assert_eq!(u.now(), "waiting");
@@ -146,9 +144,9 @@ fn the_headline_is_the_health_now_and_the_recorded_result_is_below_it() {
 #[test]
 fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
     let mut u = state(Some(SyncResult::Healthy), false);
-    u.last_attempted_revision = None;
-    u.last_attempted_ref = Some("v9.9.9".into());
-    u.last_error = Some("ref v9.9.9 not found".into());
+    u.attempt.last_attempted_revision = None;
+    u.attempt.last_attempted_ref = Some("v9.9.9".into());
+    u.attempt.last_error = Some("ref v9.9.9 not found".into());
     assert_eq!(
         line(&u),
         "app: failed 3f2a, applied 2026-11-22T22:41:07Z (1 object: 1 healthy); ref v9.9.9 (not resolved) failed"
@@ -160,10 +158,10 @@ fn a_ref_that_did_not_resolve_is_the_failed_attempt_not_the_applied_revision() {
 #[test]
 fn a_unit_backing_off_says_until_when_beside_its_error() {
     let mut u = state(Some(SyncResult::Healthy), false);
-    u.last_attempted_revision = None;
-    u.last_attempted_ref = Some("main".into());
-    u.last_error = Some("fetch from /srv/git/app failed".into());
-    u.retry_at = Some("2999-01-01T00:00:00Z".into());
+    u.attempt.last_attempted_revision = None;
+    u.attempt.last_attempted_ref = Some("main".into());
+    u.attempt.last_error = Some("fetch from /srv/git/app failed".into());
+    u.attempt.retry_at = Some("2999-01-01T00:00:00Z".into());
     assert!(
         line(&u).ends_with("; ref main (not resolved) failed; backing off until 2999-01-01T00:00:00Z"),
         "{}",
@@ -178,11 +176,11 @@ fn a_unit_backing_off_says_until_when_beside_its_error() {
     assert_eq!(json["units"][0]["retry_at"], "2999-01-01T00:00:00Z");
     assert_eq!(json["units"][0]["now"], "failed");
     assert!(!u.healthy());
-    u.retry_at = Some("2000-01-01T00:00:00Z".into());
+    u.attempt.retry_at = Some("2000-01-01T00:00:00Z".into());
     assert!(line(&u).ends_with("; retry due since 2000-01-01T00:00:00Z"), "a retry time passed: {}", line(&u));
-    u.last_error = None;
+    u.attempt.last_error = None;
     assert!(!line(&u).contains("retry"), "no error, no backoff: {}", line(&u));
-    u.retry_at = None;
+    u.attempt.retry_at = None;
     let json: serde_json::Value = serde_json::from_str(&render_json(&[u])).unwrap();
     assert!(json["units"][0]["retry_at"].is_null());
 }
@@ -214,4 +212,31 @@ fn a_unit_waiting_for_its_dependencies_names_them() {
     let json: serde_json::Value = serde_json::from_str(&render_json(&[state])).unwrap();
     assert_eq!(json["units"][0]["dependencies"][1]["ready"], false);
     assert_eq!(json["units"][0]["dependencies"][1]["reason"], "not healthy (progressing)");
+}
+
+#[test]
+fn the_json_gives_every_field_of_a_unit_at_its_top_level() {
+    let json: serde_json::Value = serde_json::from_str(&render_json(&[state(None, false)])).unwrap();
+    let mut keys: Vec<&str> = json["units"][0].as_object().unwrap().keys().map(String::as_str).collect();
+    keys.sort_unstable();
+    let expected = [
+        "applyset_id",
+        "dependencies",
+        "failed",
+        "health",
+        "last",
+        "last_attempted_ref",
+        "last_attempted_revision",
+        "last_error",
+        "missing",
+        "now",
+        "objects",
+        "parent",
+        "retry_at",
+        "selector",
+        "suspended",
+        "unhealthy",
+        "unit",
+    ];
+    assert_eq!(keys, expected);
 }

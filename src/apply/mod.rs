@@ -99,7 +99,7 @@ impl Default for ApplyOptions {
 
 /// The result of writing one object, in either apply mode.
 #[derive(Debug)]
-pub struct Outcome {
+pub struct Written {
     /// The object.
     pub object: ObjectRef,
     /// What happened.
@@ -119,7 +119,7 @@ pub struct Outcome {
 /// request is sent (not when the sync was planned): the precondition of `update` mode's
 /// metadata patch and what a server-side apply's response is compared with. `None` when the
 /// cache holds nothing of it; then the plan's resourceVersion is used.
-pub async fn apply_one(w: Write<'_>) -> Outcome {
+pub async fn apply_one(w: Write<'_>) -> Written {
     match w.d.mode {
         ApplyMode::ServerSideApply => server_side::apply_one(w).await,
         ApplyMode::Update => update::apply_one(w).await,
@@ -167,7 +167,7 @@ fn timed_apply<'a>(
     step: &'a Step,
     cached: Option<LiveMeta>,
     opts: &'a ApplyOptions,
-) -> futures::future::BoxFuture<'a, (Outcome, Instant)> {
+) -> futures::future::BoxFuture<'a, (Written, Instant)> {
     Box::pin(async move { (apply_one(Write { client, d, step, cached, opts }).await, Instant::now()) })
 }
 

@@ -17,7 +17,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Propagatio
 use kube::core::PartialObjectMeta;
 use kube::runtime::wait::{await_condition, conditions};
 
-use super::{Outcome, takeover};
+use super::{Written, takeover};
 use crate::changeset::{Action, Request};
 use crate::cluster::LiveMeta;
 use crate::cluster::{api_message, is_status, live_meta, live_meta_of};
@@ -88,12 +88,12 @@ pub fn may_recreate(d: &Desired) -> bool {
 /// git no longer declares goes in this very sync (3 requests, once per object). `cached`: the
 /// cache's entry of the object when the request is sent ([`super::apply_one`]), which the
 /// response of an `unchanged` object is compared with ([`corrected`]).
-pub async fn apply_one(w: super::Write<'_>) -> Outcome {
+pub async fn apply_one(w: super::Write<'_>) -> Written {
     let super::Write { client, d, step, cached, opts } = w;
     let api = api_for(client, d);
     let mut params = PatchParams::apply(&opts.field_manager);
     params.force = opts.force;
-    let outcome = |action, message, live, sent| Outcome { object: d.object.clone(), action, message, live, sent };
+    let outcome = |action, message, live, sent| Written { object: d.object.clone(), action, message, live, sent };
     // A create sends git's values, ignored fields included; an existing object the body its
     // ignore rules leave given the live object.
     let (body, read) = match step.op {

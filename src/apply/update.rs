@@ -41,7 +41,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::{Map, Value, json};
 
 use super::server_side::{api_for, delete_and_wait, immutable_message, is_immutable_rejection, may_recreate};
-use super::{ApplyOptions, Outcome};
+use super::{ApplyOptions, Written};
 use crate::changeset::{Action, Request};
 use crate::cluster::LiveMeta;
 use crate::cluster::inventory::{DESIRED_HASH, PART_OF};
@@ -78,7 +78,7 @@ const BUILT_IN_GROUPS: &[&str] = &[
 
 /// Writes `d` as planned by `step`, in `update` mode. `cached`: the cache's entry of the object
 /// when the request is sent ([`super::apply_one`]).
-pub async fn apply_one(w: super::Write<'_>) -> Outcome {
+pub async fn apply_one(w: super::Write<'_>) -> Written {
     let super::Write { client, d, step, cached, opts } = w;
     let api = api_for(client, d);
     let w = Writer { api: &api, d, opts, sent: Vec::new() };
@@ -233,16 +233,16 @@ struct Writer<'a> {
 }
 
 impl Writer<'_> {
-    fn done(self, action: Action, message: Option<String>, live: Option<LiveMeta>) -> Outcome {
-        Outcome { object: self.d.object.clone(), action, message, live, sent: self.sent }
+    fn done(self, action: Action, message: Option<String>, live: Option<LiveMeta>) -> Written {
+        Written { object: self.d.object.clone(), action, message, live, sent: self.sent }
     }
 
-    fn failed(self, step: &str, err: &kube::Error) -> Outcome {
+    fn failed(self, step: &str, err: &kube::Error) -> Written {
         let message = format!("{}: {step}: {}", self.d.origin, api_message(err));
         self.done(Action::Failed, Some(message), None)
     }
 
-    fn invalid(self, err: &serde_json::Error) -> Outcome {
+    fn invalid(self, err: &serde_json::Error) -> Written {
         let message = format!("{}: not a valid object: {err}", self.d.origin);
         self.done(Action::Failed, Some(message), None)
     }
@@ -256,7 +256,7 @@ impl Writer<'_> {
     }
 
     /// `POST`; a 409 here is AlreadyExists: an unlabelled object of that name, adopted.
-    async fn create(mut self) -> Outcome {
+    async fn create(mut self) -> Written {
         let body = match self.body() {
             Ok(b) => b,
             Err(e) => return self.invalid(&e),
@@ -271,7 +271,7 @@ impl Writer<'_> {
 
     /// `GET`, [`modify`], `PUT` with the resourceVersion read; on a 409 for a status write
     /// (see the module doc), again from a fresh `GET`.
-    async fn configure(mut self, action: Action, note: Option<String>) -> Outcome {
+    async fn configure(mut self, action: Action, note: Option<String>) -> Written {
         let name = self.d.object.name.clone();
         // The last read's mark and resourceVersion, once its `PUT` met a 409.
         let mut previous: Option<(Mark, Option<String>)> = None;
@@ -340,7 +340,7 @@ impl Writer<'_> {
     /// One metadata patch with `precondition` (the cache's resourceVersion when sent) as
     /// precondition; on a 409 for a status write (the generation is still `generation`, see
     /// the module doc), again with the fresh resourceVersion.
-    async fn touch(mut self, precondition: Option<String>, generation: Option<i64>) -> Outcome {
+    async fn touch(mut self, precondition: Option<String>, generation: Option<i64>) -> Written {
         let expected =
             Mark { generation, part_of: Some(self.d.part_of.to_string()), hash: Some(self.d.hash.to_string()) };
         let mut precondition = precondition;
@@ -397,7 +397,7 @@ impl Writer<'_> {
 
     /// The object is `conflict`: one metadata-only read learns the live resourceVersion for
     /// the message and the cache.
-    async fn stale(mut self, ours: Option<String>, why: &str) -> Outcome {
+    async fn stale(mut self, ours: Option<String>, why: &str) -> Written {
         self.sent.push(Request::GetMetadata);
         let live = self.api.get_metadata_opt(&self.d.object.name).await.ok().flatten().map(|o| live_meta(&o.metadata));
         self.conflict(ours, live, why)
@@ -405,7 +405,7 @@ impl Writer<'_> {
 
     /// The object is `conflict`, `live` being what a read after the 409 found. Not retried
     /// now (see the module doc).
-    fn conflict(self, ours: Option<String>, live: Option<LiveMeta>, why: &str) -> Outcome {
+    fn conflict(self, ours: Option<String>, live: Option<LiveMeta>, why: &str) -> Written {
         let theirs = live.as_ref().map_or("unknown", |l| l.resource_version.as_str());
         let message = format!(
             "{}: conflict: {why} (sent resourceVersion {}, live resourceVersion {theirs}); \
@@ -417,7 +417,7 @@ impl Writer<'_> {
     }
 
     /// Delete (with the uid just read as precondition), wait until gone, `POST` again.
-    async fn recreate(mut self, uid: Option<String>) -> Outcome {
+    async fn recreate(mut self, uid: Option<String>) -> Written {
         self.sent.push(Request::Delete);
         if let Err(message) = delete_and_wait(self.api, self.d, uid).await {
             return self.done(Action::Failed, Some(message), None);

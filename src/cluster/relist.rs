@@ -153,10 +153,9 @@ pub(super) async fn reread(
 
 /// Rebuilds `store` from its entries in key order, which `BTreeMap`'s `FromIterator` packs into
 /// full nodes. Filled one insert at a time in key order, as a list is swapped in, a `BTreeMap`
-/// splits each full node in two and leaves the left half behind: nodes about half full. A
-/// unit's store of 10,000 members held 2.97 MB so, 1.55 MB rebuilt (heaptrack of the daemon at
-/// rest, 2026-11-26). O(n) moves, once per list; the store is what a unit holds for every
-/// member while at rest.
+/// splits each full node in two and leaves the left half behind: nodes about half full
+/// (ARCHITECTURE.md, "Figures"). O(n) moves, once per list; the store is what a unit holds for
+/// every member while at rest.
 fn compact(store: &mut BTreeMap<ObjectRef, Entry>) {
     *store = std::mem::take(store).into_iter().collect();
 }

@@ -26,7 +26,7 @@ pub struct Dependency {
     /// The dependency's unit name (a unit of the same file).
     pub unit: String,
     /// A CEL expression over the dependency's recorded status that must evaluate to `true`
-    /// (the health module's `ready::Status` lists its variables); `None`: the recorded result must be
+    /// (the health module's `ready::ExprInput` lists its variables); `None`: the recorded result must be
     /// `healthy`. Compiled when the file is loaded, so a syntax error is a config error.
     pub ready_expr: Option<String>,
     /// The dependency's ApplySet parent, whose record is read (copied from its unit, so a

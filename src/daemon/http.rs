@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 use super::decide;
 use super::metrics::{self, Metrics};
 use super::route::{self, Followed};
-use super::trigger::{Status, Trigger, TriggerKind, TriggerSender};
+use super::trigger::{Statuses, Trigger, TriggerKind, TriggerSender};
 use super::webhook;
 
 /// The largest webhook body accepted, in bytes: 1 MiB. GitHub caps payloads at 25 MB but a push
@@ -60,7 +60,7 @@ pub struct HttpState {
     /// change ([`HttpState::set_units`]).
     pub units: Arc<RwLock<Vec<UnitRoute>>>,
     /// Per-unit status, for `/readyz`.
-    pub status: Status,
+    pub status: Statuses,
     /// The registry `/metrics` encodes; webhook triggers are counted in it.
     pub metrics: Arc<Metrics>,
     /// The render sandbox as [`crate::render::sandbox::state`] describes it, the second line
@@ -74,7 +74,7 @@ pub struct HttpState {
 impl HttpState {
     /// A state with `webhook_secret` (`None` when none is configured) and no units yet (see
     /// [`HttpState::set_units`]).
-    pub fn new(webhook_secret: Secret, status: Status, metrics: Arc<Metrics>) -> Self {
+    pub fn new(webhook_secret: Secret, status: Statuses, metrics: Arc<Metrics>) -> Self {
         let sandbox = Arc::new(RwLock::new(crate::render::sandbox::state(crate::config::SandboxMode::On)));
         Self {
             webhook_secret: Arc::new(RwLock::new(webhook_secret)),

@@ -9,8 +9,8 @@
 //! whose path the push changed, or whose probe cannot tell. For the others it logs
 //! `path unchanged, nothing to sync` and leaves the new revision with the unit, which takes it
 //! as the one last applied when it next wakes (`Event::Taken`), exactly as its own probe would
-//! have. Before this, each push woke every unit's task: at 10,000 units of one repository, 0.3 s
-//! of CPU per push (profile of 2026-11-29), ahead of the one unit it changed.
+//! have. Otherwise each push would wake every unit's task of the repository, CPU that grows
+//! with the units and is spent ahead of the one unit it changed (ARCHITECTURE.md, "Figures").
 //!
 //! The unit withdraws the revision under the same lock it is taken under, as soon as it wakes
 //! for anything: a push probed after that is offered to it as a trigger, as before.

@@ -346,7 +346,7 @@ pub(super) async fn retire(r: Retiring) {
     let Removed { unit, set, prune, unguarded } = r.removed;
     if !prune {
         let objects = match crate::status::unit_state(&r.client, &unit).await {
-            Ok(state) => state.objects.values().sum::<usize>(),
+            Ok(state) => state.members.objects.values().sum::<usize>(),
             Err(e) => {
                 warn!(unit = %unit.name, set, error = %error_chain(&e), "unit left its sync set; its objects are kept (not counted)");
                 return;

@@ -1,4 +1,4 @@
-//! Why a unit syncs: the [`Trigger`] sent to a unit's task, and the per-unit [`Status`] that
+//! Why a unit syncs: the [`Trigger`] sent to a unit's task, and the [`Statuses`] of every unit that
 //! `/readyz`, `/metrics` and sd_notify read.
 //!
 //! A unit keeps one queued trigger; one offered while another is queued is merged into it
@@ -204,8 +204,8 @@ const ALL_KINDS: [TriggerKind; 11] = [
 /// push, not one that began between the two and missed it.
 ///
 /// One slot under a lock and a [`tokio::sync::Notify`] (about 100 bytes a unit): a tokio
-/// `mpsc` channel allocates a block of 32 slots even at capacity 1, 1.3 KiB a unit of the
-/// fleet's heap profile (2026-11-29).
+/// `mpsc` channel allocates a block of 32 slots even at capacity 1 (ARCHITECTURE.md,
+/// "Figures").
 pub fn channel() -> (TriggerSender, TriggerReceiver) {
     let slot = Arc::new(Slot {
         state: Mutex::new(SlotState { queued: None, senders: 1, received: true }),
@@ -361,27 +361,27 @@ pub struct UnitStatus {
     /// The unit is suspended (`gitward suspend`, `suspend = true`): it counts as ready for
     /// `/readyz` and `READY=1` whatever its last sync did, as a replica standing by does — a
     /// suspended unit is one a person chose to hold still, not one gitward failed at. Kept by
-    /// [`Status::set`]; set by [`Status::set_suspended`].
+    /// [`Statuses::set`]; set by [`Statuses::set_suspended`].
     pub suspended: bool,
     /// While a new revision waits for the units it depends on (`depends_on`): each one not
     /// ready and why (`base: not healthy (progressing)`), `; `-separated. Such a unit counts as
     /// ready for `/readyz` and `READY=1`, as a suspended one does: it waits on purpose and
     /// syncs once they are ready. Masked: a `ready_expr` error may quote what it read. Kept
-    /// by [`Status::set`]; set by [`Status::set_blocked`].
+    /// by [`Statuses::set`]; set by [`Statuses::set_blocked`].
     pub blocked: Option<crate::telemetry::Masked>,
     /// While the unit backs off after a failed sync (its source unreachable or hung, its apply
     /// failed): when its next attempt is due. Polls start nothing meanwhile while its source
     /// fails; a push or webhook starts the backoff over. `None` when it is not backing off.
-    /// Kept by [`Status::set`]; set by [`Status::set_backoff`].
+    /// Kept by [`Statuses::set`]; set by [`Statuses::set_backoff`].
     pub backoff_until: Option<std::time::SystemTime>,
 }
 
-/// Status of every unit, shared between unit tasks and the HTTP server; and whether this
+/// The status of every unit, shared between unit tasks and the HTTP server; and whether this
 /// replica is standing by for leadership.
 #[derive(Debug, Clone, Default)]
-pub struct Status(Arc<RwLock<BTreeMap<String, UnitStatus>>>, Arc<AtomicBool>);
+pub struct Statuses(Arc<RwLock<BTreeMap<String, UnitStatus>>>, Arc<AtomicBool>);
 
-impl Status {
+impl Statuses {
     /// Marks this replica as standing by (leader election on, not the leader) or not.
     pub fn set_standby(&self, standby: bool) {
         self.1.store(standby, Ordering::SeqCst);

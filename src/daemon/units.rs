@@ -15,7 +15,7 @@ use super::decide::{self, UnitPlan};
 use super::metrics::Metrics;
 use super::route::Followed;
 use super::shared_watch::{RepoWatches, Subscription};
-use super::trigger::{self, Status, Trigger, TriggerKind, TriggerSender, UnitStatus};
+use super::trigger::{self, Statuses, Trigger, TriggerKind, TriggerSender, UnitStatus};
 use super::unit::{UnitTask, UnitTiming};
 use crate::cluster::fence::{Fence, WRITE_TIMEOUT};
 use crate::cluster::registry::Registry;
@@ -53,16 +53,10 @@ pub(super) struct RunningUnit {
 pub(super) struct Units {
     /// One client per cluster.
     pub(super) clusters: Registry,
-    /// `[daemon] max_concurrent_syncs` slots, shared by every unit task.
-    pub(super) sync_slots: Arc<super::slots::Slots>,
-    /// The fetch permits of each remote host (`[daemon] max_fetches_per_host`), shared by
-    /// every unit task: a fetch holds its host's, and no sync slot.
-    pub(super) fetch_hosts: Arc<super::slots::FetchHosts>,
-    /// The push lane ([`super::unit::PUSH_LANE`] permits), shared by every unit task: a push's
-    /// early apply holds one of these instead of a sync slot.
-    pub(super) push_lane: Arc<tokio::sync::Semaphore>,
+    /// The permits every unit task draws from.
+    pub(super) concurrency: Concurrency,
     /// The per-unit status the tasks publish.
-    pub(super) status: Status,
+    pub(super) status: Statuses,
     /// The daemon's metrics.
     pub(super) metrics: Arc<Metrics>,
     /// How many unit tasks this process started: the index of the next one's
@@ -70,6 +64,35 @@ pub(super) struct Units {
     pub(super) started: std::sync::atomic::AtomicU64,
     /// The tasks running, by unit name.
     pub(super) running: BTreeMap<String, RunningUnit>,
+    /// Which units this replica holds, and those it is handing over.
+    pub(super) holding: Holding,
+    /// Failed starts in a row of each unit that is wanted here and not running; reported to
+    /// the sharding loop ([`Running::failed`]) from [`START_TRIES`] on.
+    pub(super) start_failures: BTreeMap<String, u32>,
+    /// One watch of each local repository's refs, shared by the units that follow it.
+    pub(super) repo_watches: RepoWatches,
+    /// What the dashboard shows, fed by each unit task's [`super::ui::Recorder`]; `None`
+    /// without `[daemon.ui]`.
+    pub(super) board: Option<super::ui::Board>,
+    /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
+    pub(super) notify: crate::notify::Notifications,
+}
+
+/// The permits every unit task draws from, sized at start.
+pub(super) struct Concurrency {
+    /// `[daemon] max_concurrent_syncs` slots.
+    pub(super) sync_slots: Arc<super::slots::Slots>,
+    /// The fetch permits of each remote host (`[daemon] max_fetches_per_host`): a fetch holds
+    /// its host's, and no sync slot.
+    pub(super) fetch_hosts: Arc<super::slots::FetchHosts>,
+    /// The push lane ([`super::unit::PUSH_LANE`] permits): a push's early apply holds one of
+    /// these instead of a sync slot.
+    pub(super) push_lane: Arc<tokio::sync::Semaphore>,
+}
+
+/// Which units this replica holds, and those it is handing over, with the fences of their
+/// writes.
+pub(super) struct Holding {
     /// With sharding, the units this replica holds the Lease of (only those run); `None`
     /// without sharding (every unit runs).
     pub(super) owned: Option<BTreeSet<String>>,
@@ -78,19 +101,9 @@ pub(super) struct Units {
     pub(super) stopping: BTreeMap<String, tokio::task::AbortHandle>,
     /// Where stoppers report the unit they stopped.
     pub(super) stopped: mpsc::UnboundedSender<String>,
-    /// Failed starts in a row of each unit that is wanted here and not running; reported to
-    /// the sharding loop ([`Running::failed`]) from [`START_TRIES`] on.
-    pub(super) start_failures: BTreeMap<String, u32>,
     /// The fence of every unit's writes: with leader election the Lease's ([`Fences::Leader`]),
     /// with sharding each unit's own, from the [`Ownership`] ([`Fences::Units`]).
     pub(super) fences: Fences,
-    /// One watch of each local repository's refs, shared by the units that follow it.
-    pub(super) repo_watches: RepoWatches,
-    /// What the dashboard shows, fed by each unit task's [`crate::observe::board::Recorder`]; `None`
-    /// without `[daemon.ui]`.
-    pub(super) board: Option<super::ui::Board>,
-    /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
-    pub(super) notify: crate::notify::Notifications,
 }
 
 /// Which Lease fences the units' writes ([`crate::cluster::fence`]).
@@ -136,14 +149,14 @@ impl Units {
     /// such unit is left, for the caller to try again with backoff, and the plan carried out.
     pub(super) async fn reconcile(&mut self, config: &Config, first: TriggerKind) -> (bool, UnitPlan) {
         self.notify.configure(&config.notify);
-        let owned = |u: &&SyncUnit| self.owned.as_ref().is_none_or(|o| o.contains(&u.name));
+        let owned = |u: &&SyncUnit| self.holding.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
         if let Some(board) = &self.board {
             board.set_units(config.units.iter().filter(owned));
         }
         let running: BTreeMap<&str, &SyncUnit> = self.running.iter().map(|(n, r)| (n.as_str(), &*r.config)).collect();
-        let stopping: BTreeSet<&str> = self.stopping.keys().map(String::as_str).collect();
+        let stopping: BTreeSet<&str> = self.holding.stopping.keys().map(String::as_str).collect();
         let plan = decide::plan_units(&running, &stopping, &wanted);
         let mut waiting = Vec::new();
         for name in &plan.stop {
@@ -190,7 +203,7 @@ impl Units {
                 }
             }
         }
-        let missing = wanted.keys().any(|u| !self.running.contains_key(*u) && !self.stopping.contains_key(*u));
+        let missing = wanted.keys().any(|u| !self.running.contains_key(*u) && !self.holding.stopping.contains_key(*u));
         (missing, UnitPlan { start: started, ..plan })
     }
 
@@ -199,10 +212,10 @@ impl Units {
     /// in-flight sync, newly held units are started. Returns whether some unit could not start
     /// (as [`Self::reconcile`]).
     pub(super) async fn own(&mut self, config: &Config, ownership: &Ownership) -> bool {
-        let plan = decide::plan_ownership(self.running.keys(), self.stopping.keys(), ownership);
+        let plan = decide::plan_ownership(self.running.keys(), self.holding.stopping.keys(), ownership);
         for name in plan.abort_stopping {
             warn!(unit = %name, "unit lease lost while stopping; aborted");
-            if let Some(abort) = self.stopping.remove(&name) {
+            if let Some(abort) = self.holding.stopping.remove(&name) {
                 abort.abort();
             }
         }
@@ -210,8 +223,8 @@ impl Units {
             let Some(r) = self.running.remove(&name) else { continue };
             self.metrics.forget_unit(&name);
             info!(unit = %name, "unit assigned to another replica; stopping after its sync");
-            self.stopping.insert(name.clone(), r.task.abort_handle());
-            let stopped = self.stopped.clone();
+            self.holding.stopping.insert(name.clone(), r.task.abort_handle());
+            let stopped = self.holding.stopped.clone();
             let fence = ownership.fences.get(&name).cloned().unwrap_or_else(Fence::unfenced);
             tokio::spawn(async move {
                 stop(vec![r], SHUTDOWN_GRACE).await;
@@ -230,25 +243,25 @@ impl Units {
             warn!(unit = %name, "unit lease lost: stopping the unit at once");
             r.task.abort();
         }
-        self.owned = Some(ownership.held.clone());
-        self.fences = Fences::Units(ownership.fences.clone());
+        self.holding.owned = Some(ownership.held.clone());
+        self.holding.fences = Fences::Units(ownership.fences.clone());
         self.reconcile(config, TriggerKind::Startup).await.0
     }
 
     /// What the sharding loop reads before releasing a Lease.
     pub(super) fn report(&self, generation: u64) -> Running {
-        let units = self.running.keys().chain(self.stopping.keys()).cloned().collect();
+        let units = self.running.keys().chain(self.holding.stopping.keys()).cloned().collect();
         let failed = self.start_failures.iter().filter(|(_, n)| **n >= START_TRIES).map(|(u, _)| u.clone()).collect();
         Running { generation, units, failed }
     }
 
     /// How many units should run here: every unit of `config`, or with sharding those held.
     pub(super) fn expected(&self, config: &Config) -> usize {
-        self.owned.as_ref().map_or(config.units.len(), BTreeSet::len)
+        self.holding.owned.as_ref().map_or(config.units.len(), BTreeSet::len)
     }
 
     async fn start(&self, config: &Config, unit: &SyncUnit, first: TriggerKind) -> crate::sync::Result<RunningUnit> {
-        let fence = self.fences.of(&unit.name);
+        let fence = self.holding.fences.of(&unit.name);
         let client = self
             .clusters
             .fenced_client(&unit.cluster, &fence)
@@ -289,9 +302,9 @@ impl Units {
                 ),
             },
             queues: super::unit::Queues {
-                sync_slots: self.sync_slots.clone(),
-                fetch_host: fetch_host(unit).map(|host| self.fetch_hosts.of(&host)),
-                push_lane: unit.is_git().then(|| self.push_lane.clone()),
+                sync_slots: self.concurrency.sync_slots.clone(),
+                fetch_host: fetch_host(unit).map(|host| self.concurrency.fetch_hosts.of(&host)),
+                push_lane: unit.is_git().then(|| self.concurrency.push_lane.clone()),
                 quiet: quiet.clone(),
             },
             first,
@@ -333,7 +346,7 @@ impl Units {
     /// [`SHUTDOWN_GRACE`]), those still stopping after a hand-over at once.
     pub(super) async fn shut_down(&mut self) {
         stop(std::mem::take(&mut self.running).into_values().collect(), SHUTDOWN_GRACE).await;
-        for (_, abort) in std::mem::take(&mut self.stopping) {
+        for (_, abort) in std::mem::take(&mut self.holding.stopping) {
             abort.abort();
         }
     }

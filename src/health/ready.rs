@@ -13,10 +13,10 @@
 //!    leaves it ready) ([`Unmet::RevisionNotApplied`]);
 //! 3. it is healthy: no health wait is recorded in progress and the recorded result is
 //!    `healthy` — every member `Current` ([`Unmet::NotHealthy`]) — or, when the entry gives a
-//!    `ready_expr`, that CEL expression evaluates to `true` over [`Status`]
+//!    `ready_expr`, that CEL expression evaluates to `true` over [`ExprInput`]
 //!    ([`Unmet::ExprFalse`]; an expression that fails or is not a bool is [`Unmet::ExprError`]).
 //!
-//! The expression sees one variable, `status`, a map with the keys of [`Status`]
+//! The expression sees one variable, `status`, a map with the keys of [`ExprInput`]
 //! (`status.health == 'healthy' && !status.waiting`). Pure: the callers read the annotations.
 
 use std::collections::BTreeMap;
@@ -27,7 +27,7 @@ use super::record::{Attempt, LAST_APPLIED_AT, LAST_PATH_TREE, LAST_RESULT, LAST_
 /// What a `ready_expr` sees as `status`: the dependency's record on its ApplySet parent, each
 /// key present (an empty string, `false` or 0 when the parent records nothing of it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Status {
+pub struct ExprInput {
     /// The parent records a sync (`gitward.dev/last-revision` is set).
     pub synced: bool,
     /// The revision last applied (`gitward.dev/last-revision`), a commit SHA, OCI digest or
@@ -52,7 +52,7 @@ pub struct Status {
     pub failed: i64,
 }
 
-impl Status {
+impl ExprInput {
     /// The status recorded in a parent's `gitward.dev/` annotations.
     pub fn of(annotations: &BTreeMap<String, String>) -> Self {
         let get = |k: &str| annotations.get(k).cloned().unwrap_or_default();
@@ -135,14 +135,14 @@ impl fmt::Display for Unmet {
 
 /// One dependency that is not ready, and why: printed `base (not healthy (progressing))`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Waiting {
+pub struct Blocker {
     /// The dependency's unit name.
     pub unit: String,
     /// Why it is not ready.
     pub why: Unmet,
 }
 
-impl fmt::Display for Waiting {
+impl fmt::Display for Blocker {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}", self.unit, self.why)
     }
@@ -180,7 +180,7 @@ pub fn judge(
     wanted: Option<Wanted<'_>>,
 ) -> Option<Unmet> {
     let Some(annotations) = annotations else { return Some(Unmet::NotRead) };
-    let status = Status::of(annotations);
+    let status = ExprInput::of(annotations);
     if !status.synced {
         return Some(Unmet::NotSynced);
     }
@@ -209,16 +209,16 @@ pub fn judge(
 }
 
 /// Checks a `ready_expr` before any unit runs (`gitward validate`, `gitward run`): it must
-/// compile, read only keys [`Status`] has, and give a bool — evaluated over three statuses (one
+/// compile, read only keys [`ExprInput`] has, and give a bool — evaluated over three statuses (one
 /// that records nothing, one synced and healthy, one synced with a wait in progress), so a key
 /// behind `&&` or `||` is read in at least one. A typo such as `status.helth` would otherwise
 /// keep the dependent unit waiting, each judgement an [`Unmet::ExprError`].
 ///
 /// Errors: the CEL error (`No such key: helth`) or `gave …, not a bool`.
 pub fn check(expr: &str) -> Result<(), String> {
-    let synced = Status { synced: true, health: "healthy".into(), ..Status::default() };
-    let waiting = Status { waiting: true, ..synced.clone() };
-    for status in [Status::default(), synced, waiting] {
+    let synced = ExprInput { synced: true, health: "healthy".into(), ..ExprInput::default() };
+    let waiting = ExprInput { waiting: true, ..synced.clone() };
+    for status in [ExprInput::default(), synced, waiting] {
         match evaluate(expr, &status) {
             Ok(()) | Err(Unmet::ExprFalse) => {}
             Err(Unmet::ExprError(e)) => return Err(e),
@@ -229,7 +229,7 @@ pub fn check(expr: &str) -> Result<(), String> {
 }
 
 /// Evaluates `expr` with `status` bound: `Ok` when it gives `true`.
-fn evaluate(expr: &str, status: &Status) -> Result<(), Unmet> {
+fn evaluate(expr: &str, status: &ExprInput) -> Result<(), Unmet> {
     let program = cel::Program::compile(expr).map_err(|e| Unmet::ExprError(e.to_string()))?;
     let mut context = cel::Context::default();
     context.add_variable("status", status).map_err(|e| Unmet::ExprError(e.to_string()))?;
@@ -244,7 +244,7 @@ fn evaluate(expr: &str, status: &Status) -> Result<(), Unmet> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::record::{Attempt, Record, SyncResult, Waiting as Wait};
+    use crate::health::record::{Attempt, Record, SyncResult, Waiting};
 
     fn recorded(result: SyncResult) -> BTreeMap<String, String> {
         let mut a = Record::now("aaa", result).annotations();
@@ -304,7 +304,7 @@ mod tests {
         let mut waiting = recorded(SyncResult::Progressing);
         waiting.extend(
             Record {
-                waiting: Some(Wait::now(&["Deployment/base/web"])),
+                waiting: Some(Waiting::now(&["Deployment/base/web"])),
                 ..Record::now("aaa", SyncResult::Progressing)
             }
             .annotations(),

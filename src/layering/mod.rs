@@ -25,6 +25,7 @@ use scan::{
 
 mod arrows;
 mod census;
+mod fields;
 mod files;
 mod scan;
 

@@ -64,14 +64,15 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tracing::{info, warn};
 
-use super::assignment::{BucketMemo, bucket, eligible};
-use super::election::{self as leader, Leadership, Seen};
-use super::member::{self, Advert};
+use super::assignment::{bucket, eligible};
+use super::election::{self as leader, Seen};
 use crate::cluster::fence::Fence;
 
 mod config;
+mod state;
 mod view;
 pub use config::{ShardConfig, default_identity, user_agent};
+use state::{Elect, Shard};
 
 /// Name prefix of membership Leases: `gitward-member-<identity>`.
 pub const MEMBER_PREFIX: &str = "gitward-member-";
@@ -176,37 +177,7 @@ pub fn spawn(
     metrics: Arc<dyn ShardEvents>,
 ) -> (watch::Receiver<Ownership>, JoinHandle<()>) {
     let (tx, rx) = watch::channel(Ownership::default());
-    let shard = Shard {
-        client,
-        cfg,
-        seen: BTreeMap::new(),
-        relisted: None,
-        electors: BTreeMap::new(),
-        releasing: BTreeMap::new(),
-        buckets: BucketMemo::default(),
-        holding: BTreeSet::new(),
-        generation: 0,
-        first_live: BTreeMap::new(),
-        adverts: BTreeMap::new(),
-        adverts_seen: 0,
-        advert_texts: BTreeMap::new(),
-        offer: None,
-        mine_memo: None,
-        advertised_memo: None,
-        benched: BTreeMap::new(),
-        versions: BTreeMap::new(),
-        collected: Instant::now(),
-        nonce: member::process_nonce().to_owned(),
-        published: None,
-        publishing: None,
-        advert_refused: Arc::default(),
-        confirmed: false,
-        refused: None,
-        units,
-        running,
-        tx,
-        metrics,
-    };
+    let shard = Shard::new(client, cfg, units, running, tx, metrics);
     (rx, tokio::spawn(shard.run()))
 }
 
@@ -261,90 +232,6 @@ pub fn fingerprints(units: &[crate::config::SyncUnit]) -> BTreeMap<String, Strin
     units.iter().map(|u| (u.name.clone(), u.fingerprint())).collect()
 }
 
-/// An election loop for one Lease; aborted when dropped.
-struct Elect {
-    /// Its outcome.
-    leadership: Leadership,
-    /// Its task.
-    task: JoinHandle<()>,
-    /// When the member that held this bucket's Lease died (its membership Lease expired), if
-    /// the bucket was assigned here because of that death: the start of the failover time.
-    failover_from: Option<Instant>,
-}
-
-impl Drop for Elect {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
-/// The sharding loop's state.
-struct Shard {
-    /// Client of the cluster that holds the Leases.
-    client: kube::Client,
-    /// Settings.
-    cfg: ShardConfig,
-    /// Every gitward Lease in the namespace as last seen, and since when unchanged.
-    seen: BTreeMap<String, Seen>,
-    /// Names listed by a relist in progress (`Init` … `InitDone`); the rest are dropped at its end.
-    relisted: Option<BTreeSet<String>>,
-    /// Election loops of the buckets assigned here (or being released).
-    electors: BTreeMap<u32, Elect>,
-    /// The bucket of each unit name seen ([`super::assignment::bucket`]), asked for every round.
-    buckets: BucketMemo,
-    /// Buckets held but no longer assigned here, waiting for the daemon to stop their units,
-    /// with the first ownership generation that asked for it.
-    releasing: BTreeMap<u32, u64>,
-    /// The generation of the last published ownership.
-    generation: u64,
-    /// Units published as held at the last step, to log and count changes.
-    holding: BTreeSet<String>,
-    /// When each live member (this replica too) was first seen live without a break: units
-    /// are assigned only to members live for the settle time `L`.
-    first_live: BTreeMap<String, Instant>,
-    /// What each member advertises (its membership Lease's annotations), by identity.
-    adverts: BTreeMap<String, Advert>,
-    /// Counts the changes of [`Shard::adverts`], for the memos below.
-    adverts_seen: u64,
-    /// The annotations each member's advert was last read from.
-    advert_texts: BTreeMap<String, BTreeMap<String, String>>,
-    /// What this replica offers to run, as last made ([`Shard::offered`]).
-    offer: Option<Arc<view::Offer>>,
-    /// The buckets [`Shard::mine`] found, and from what.
-    mine_memo: Option<(view::MineKey, BTreeSet<u32>)>,
-    /// The units per bucket [`Shard::survey`] counts, and from what.
-    advertised_memo: Option<(view::AdvertisedKey, Arc<BTreeMap<u32, usize>>)>,
-    /// Units this replica could not start, left to the others until the instant given.
-    benched: BTreeMap<String, Instant>,
-    /// The `resourceVersion` of every gitward Lease as last seen: the precondition of a
-    /// collection.
-    versions: BTreeMap<String, String>,
-    /// When stale Leases were last looked for.
-    collected: Instant,
-    /// This process's nonce ([`member::process_nonce`]).
-    nonce: String,
-    /// The advert last written on this replica's membership Lease.
-    published: Option<Advert>,
-    /// A write of the advert in flight, with what it writes.
-    publishing: Option<(Advert, JoinHandle<bool>)>,
-    /// The last write of the advert was refused as invalid (422): warned of once, until a
-    /// write succeeds.
-    advert_refused: Arc<std::sync::atomic::AtomicBool>,
-    /// The watch has shown this process's nonce on its membership Lease.
-    confirmed: bool,
-    /// Set when another process wrote its nonce on this replica's membership Lease after this
-    /// one's: two processes were given one identity. This replica then runs nothing.
-    refused: Option<String>,
-    /// Every unit of the config, name → fingerprint.
-    units: watch::Receiver<BTreeMap<String, String>>,
-    /// Units the daemon runs or is stopping.
-    running: watch::Receiver<Running>,
-    /// Publishes [`Ownership`].
-    tx: watch::Sender<Ownership>,
-    /// Where acquisitions, hand-overs and failovers are reported (the daemon's metrics).
-    metrics: Arc<dyn ShardEvents>,
-}
-
 impl Shard {
     /// Runs until aborted (or until nobody reads the ownership any more).
     async fn run(mut self) {
@@ -374,24 +261,24 @@ impl Shard {
     /// Records a watch event; a record's time changes only when its spec does.
     fn saw(&mut self, event: Event<Lease>, now: Instant) {
         match event {
-            Event::Init => self.relisted = Some(BTreeSet::new()),
+            Event::Init => self.leases.relisted = Some(BTreeSet::new()),
             Event::InitApply(lease) => {
                 if let Some(name) = self.record(lease, now) {
-                    self.relisted.get_or_insert_with(BTreeSet::new).insert(name);
+                    self.leases.relisted.get_or_insert_with(BTreeSet::new).insert(name);
                 }
             }
             Event::InitDone => {
-                let listed = self.relisted.take().unwrap_or_default();
-                self.seen.retain(|name, _| listed.contains(name));
-                self.versions.retain(|name, _| listed.contains(name));
+                let listed = self.leases.relisted.take().unwrap_or_default();
+                self.leases.seen.retain(|name, _| listed.contains(name));
+                self.leases.versions.retain(|name, _| listed.contains(name));
             }
             Event::Apply(lease) => {
                 self.record(lease, now);
             }
             Event::Delete(lease) => {
                 if let Some(name) = lease.metadata.name {
-                    self.seen.remove(&name);
-                    self.versions.remove(&name);
+                    self.leases.seen.remove(&name);
+                    self.leases.versions.remove(&name);
                 }
             }
         }
@@ -406,11 +293,11 @@ impl Shard {
             return None;
         }
         if let Some(version) = &lease.metadata.resource_version {
-            self.versions.insert(name.clone(), version.clone());
+            self.leases.versions.insert(name.clone(), version.clone());
         }
         let spec = lease.spec.unwrap_or_default();
-        if self.seen.get(&name).is_none_or(|s| s.spec != spec) {
-            self.seen.insert(name.clone(), Seen { spec, at: now });
+        if self.leases.seen.get(&name).is_none_or(|s| s.spec != spec) {
+            self.leases.seen.insert(name.clone(), Seen { spec, at: now });
         }
         Some(name)
     }
@@ -427,7 +314,7 @@ impl Shard {
         let mut live = BTreeSet::from([self.cfg.identity.clone()]);
         let mut dead = BTreeMap::new();
         let prefix = self.cfg.member_prefix();
-        for (name, seen) in self.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)) {
+        for (name, seen) in self.leases.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)) {
             let Some(holder) = seen.spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else { continue };
             if name.strip_prefix(&prefix) != Some(holder) {
                 continue;
@@ -445,9 +332,9 @@ impl Shard {
     /// One round: assign, start and stop election loops, release what the daemon stopped,
     /// publish.
     fn step(&mut self, now: Instant) {
-        if self.refused.is_some() {
-            self.electors.clear();
-            self.releasing.clear();
+        if self.membership.refused.is_some() {
+            self.buckets.electors.clear();
+            self.buckets.releasing.clear();
             self.publish();
             return;
         }
@@ -455,38 +342,41 @@ impl Shard {
         self.advertise();
         let (live, dead) = self.members(now);
         let settle = self.cfg.lease();
-        let eligible = eligible(&mut self.first_live, &live, &self.cfg.identity, settle, now);
+        let eligible = eligible(&mut self.membership.first_live, &live, &self.cfg.identity, settle, now);
         let identity = self.cfg.identity.clone();
         let mine = self.mine(&eligible);
         self.survey(&live, now);
         for b in &mine {
-            if !self.electors.contains_key(b) && !self.held_by_the_dead(*b, &live, now) && !self.held_by_old(*b, now) {
+            if !self.buckets.electors.contains_key(b)
+                && !self.held_by_the_dead(*b, &live, now)
+                && !self.held_by_old(*b, now)
+            {
                 self.elect(*b, &dead);
             }
         }
-        self.releasing.retain(|b, _| !mine.contains(b));
-        let unassigned: Vec<u32> = self.electors.keys().filter(|b| !mine.contains(*b)).copied().collect();
+        self.buckets.releasing.retain(|b, _| !mine.contains(b));
+        let unassigned: Vec<u32> = self.buckets.electors.keys().filter(|b| !mine.contains(*b)).copied().collect();
         for b in unassigned {
-            let leading = self.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
+            let leading = self.buckets.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
             if leading {
                 // The publish below changes the ownership, so it carries generation + 1.
-                let next = self.generation + 1;
-                self.releasing.entry(b).or_insert(next);
+                let next = self.buckets.generation + 1;
+                self.buckets.releasing.entry(b).or_insert(next);
             } else {
                 // Not holding it (or about to be told it lost it): nothing to hand over. A
                 // release in case the loop was mid-acquire; it does nothing if we hold nothing.
-                self.electors.remove(&b);
+                self.buckets.electors.remove(&b);
                 self.release(b);
             }
         }
         let running = self.running.borrow().clone();
-        let running_buckets: BTreeSet<u32> = running.units.iter().map(|u| self.buckets.of(u)).collect();
-        for (b, asked) in self.releasing.clone() {
-            let leading = self.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
+        let running_buckets: BTreeSet<u32> = running.units.iter().map(|u| self.buckets.memo.of(u)).collect();
+        for (b, asked) in self.buckets.releasing.clone() {
+            let leading = self.buckets.electors.get(&b).is_some_and(|e| e.leadership.is_leader());
             let stopped = running.generation >= asked && !running_buckets.contains(&b);
             if !leading || stopped {
-                self.releasing.remove(&b);
-                self.electors.remove(&b);
+                self.buckets.releasing.remove(&b);
+                self.buckets.electors.remove(&b);
                 if leading {
                     self.release(b);
                     let offer = self.offered();
@@ -505,7 +395,7 @@ impl Shard {
     /// expired yet: its election loop starts at the first tick after expiry and takes the
     /// Lease in its first round, rather than sleeping a poll period after finding it still valid.
     fn held_by_the_dead(&self, b: u32, live: &BTreeSet<String>, now: Instant) -> bool {
-        let Some(seen) = self.seen.get(&self.cfg.bucket_lease(b)) else { return false };
+        let Some(seen) = self.leases.seen.get(&self.cfg.bucket_lease(b)) else { return false };
         let holder = seen.spec.holder_identity.as_deref().unwrap_or("");
         !holder.is_empty() && !live.contains(holder) && self.expiry(seen) > now
     }
@@ -515,20 +405,20 @@ impl Shard {
     /// of the old version may be applying that unit.
     fn held_by_old(&self, b: u32, now: Instant) -> bool {
         let prefix = self.cfg.legacy_unit_prefix();
-        self.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)).any(|(name, seen)| {
+        self.leases.seen.range(prefix.clone()..).take_while(|(n, _)| n.starts_with(&prefix)).any(|(name, seen)| {
             let held = seen.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty());
-            held && self.expiry(seen) > now && self.buckets.of(&name[prefix.len()..]) == b
+            held && self.expiry(seen) > now && self.buckets.memo.of(&name[prefix.len()..]) == b
         })
     }
 
     /// Starts the election loop of bucket `b`, seeded with what the watch saw of its Lease.
     fn elect(&mut self, b: u32, dead: &BTreeMap<String, Instant>) {
         let name = self.cfg.bucket_lease(b);
-        let seen = self.seen.get(&name).cloned();
+        let seen = self.leases.seen.get(&name).cloned();
         let previous = seen.as_ref().and_then(|s| s.spec.holder_identity.clone()).unwrap_or_default();
         let failover_from = dead.get(&previous).copied();
         let (leadership, task) = leader::spawn_seen(self.client.clone(), self.cfg.leader_config(name), seen);
-        self.electors.insert(b, Elect { leadership, task, failover_from });
+        self.buckets.electors.insert(b, Elect { leadership, task, failover_from });
     }
 
     /// Releases bucket `b`'s Lease in the background (bounded; see [`super::election::release`]).
@@ -544,37 +434,38 @@ impl Shard {
             buckets.iter().filter_map(|b| offer.by_bucket.get(b)).flatten().cloned().collect()
         };
         let held_buckets: BTreeSet<u32> = self
+            .buckets
             .electors
             .iter()
-            .filter(|(b, e)| e.leadership.is_leader() && !self.releasing.contains_key(*b))
+            .filter(|(b, e)| e.leadership.is_leader() && !self.buckets.releasing.contains_key(*b))
             .map(|(b, _)| *b)
             .collect();
         let held = units_of(&held_buckets);
-        let releasing = units_of(&self.releasing.keys().copied().collect());
+        let releasing = units_of(&self.buckets.releasing.keys().copied().collect());
         let identity = &self.cfg.identity;
-        for unit in held.difference(&self.holding) {
+        for unit in held.difference(&self.buckets.holding) {
             self.metrics.handover(identity, Handover::Acquired);
-            if let Some(from) = self.electors.get(&self.buckets.of(unit)).and_then(|e| e.failover_from) {
+            if let Some(from) = self.buckets.electors.get(&self.buckets.memo.of(unit)).and_then(|e| e.failover_from) {
                 self.metrics.failover_started(unit, identity, from.into_std());
             }
             info!(unit = %unit, identity = %identity, "sharding: unit acquired");
         }
-        for unit in self.holding.difference(&held) {
+        for unit in self.buckets.holding.difference(&held) {
             // A unit of a bucket still held left the config (a reload) or was benched.
-            if !releasing.contains(unit) && !held_buckets.contains(&self.buckets.of(unit)) {
+            if !releasing.contains(unit) && !held_buckets.contains(&self.buckets.memo.of(unit)) {
                 warn!(unit = %unit, identity = %identity, "sharding: unit lease lost; unit stopped");
             }
         }
         self.metrics.units_held(identity, held.len());
-        self.holding = held.clone();
+        self.buckets.holding = held.clone();
         let fences: BTreeMap<String, Fence> = held
             .iter()
             .chain(&releasing)
             .filter_map(|unit| {
-                Some((unit.clone(), self.electors.get(&self.buckets.of(unit))?.leadership.fence().clone()))
+                Some((unit.clone(), self.buckets.electors.get(&self.buckets.memo.of(unit))?.leadership.fence().clone()))
             })
             .collect();
-        let generation = &mut self.generation;
+        let generation = &mut self.buckets.generation;
         self.tx.send_if_modified(|current| {
             if current.held == held && current.releasing == releasing && current.fences == fences {
                 return false;

@@ -201,7 +201,7 @@ macro_rules! summary_event {
             namespaces_created = report.changes.namespaces_created.len(),
             applied_early = report.sent.applied_early,
             requests = report.changes.requests,
-            duration_ms = report.took.total.as_millis() as u64,
+            duration_ms = report.took.apply.as_millis() as u64,
             healthy = h.map(|h| h.healthy),
             progressing = h.map(|h| h.progressing),
             degraded = h.map(|h| h.degraded),

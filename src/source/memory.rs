@@ -5,19 +5,17 @@
 //! total may reach 8 GiB of address space and any number of files (`GIT_OPT_SET_MWINDOW_*`).
 //! The pages a read touched stay mapped, and they count in the process's resident set
 //! (`RssFile`) once per mapping. A daemon holding one open mirror per unit therefore grew by
-//! the pack pages each unit's tree walk touched: at 200 units of one 1.5 MB repository,
-//! about 30 MiB of mapped pack pages (`/proc/PID/smaps`, 2026-11-26). With a limit, libgit2
-//! closes the least recently used windows (and pack files) not in use before it maps another;
-//! nothing in use is unmapped, so a limit only costs re-mapping (the page cache keeps the
-//! data) when many mirrors are read in turn.
+//! the pack pages each unit's tree walk touched (ARCHITECTURE.md, "Figures"). With a limit,
+//! libgit2 closes the least recently used windows (and pack files) not in use before it maps
+//! another; nothing in use is unmapped, so a limit only costs re-mapping (the page cache keeps
+//! the data) when many mirrors are read in turn.
 //!
 //! libgit2 also hashes every object again each time it reads one from a mirror
 //! (`GIT_OPT_ENABLE_STRICT_HASH_VERIFICATION`, SHA-1 with collision detection). The ids were
 //! computed from the objects' bytes when their pack was indexed at fetch, and git itself does
 //! not hash again on read; a fleet of units in one repository reads the root tree once per
-//! unit sync, and the re-hashing took a third of the daemon's CPU at 10,000 units
-//! (`perf`, 2026-11-29, 9ed1e18: `sha1_compression_states` 21 %, `ubc_check` 13 %). So reads
-//! are not re-hashed.
+//! unit sync, and re-hashing each read repeats that work at every sync of every unit
+//! (ARCHITECTURE.md, "Figures"). So reads are not re-hashed.
 //!
 //! libgit2 caches the objects it parsed, per open repository, but by default only commits and
 //! trees of at most 4 KiB (`GIT_OPT_SET_CACHE_OBJECT_LIMIT`): the root tree of a repository

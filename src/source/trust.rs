@@ -4,13 +4,12 @@
 //! libgit2 makes its one OpenSSL context when it starts (`git_libgit2_init`) and calls
 //! `SSL_CTX_set_default_verify_paths` there, which decodes every certificate of the bundle that
 //! `SSL_CERT_FILE` names (the git2 crate sets that variable from `openssl-probe` when it is not
-//! set). With the system's OpenSSL 3.0 (Debian 12; the image's own OpenSSL is 3.6) decoding its
-//! 144 certificates took 50–60 ms of CPU before gitward's first request: a tenth of a no-op
-//! one-shot sync of 1,000 objects (`perf record`, 2026-11-30), paid by every `gitward` command
-//! whether or not a unit fetches over HTTPS. [`start_libgit2`] starts libgit2 with the bundle
-//! hidden, and [`trust_bundle_for`] reads it into that same context before the first fetch of
-//! an `https://` (or `http://`, which may redirect to HTTPS) URL. What is trusted is the same
-//! as before: the hashed certificate directory (`SSL_CERT_DIR`) was never read up front.
+//! set). Decoding a system bundle's certificates costs CPU before gitward's first request
+//! (ARCHITECTURE.md, "Figures"), paid by every `gitward` command whether or not a unit
+//! fetches over HTTPS. [`start_libgit2`] starts libgit2 with the bundle hidden, and
+//! [`trust_bundle_for`] reads it into that same context before the first fetch of an
+//! `https://` (or `http://`, which may redirect to HTTPS) URL. What is trusted is the same as
+//! before: the hashed certificate directory (`SSL_CERT_DIR`) was never read up front.
 
 use std::ffi::OsString;
 use std::path::PathBuf;

@@ -2,10 +2,10 @@
 //! that ended with given actions, and the [`Outcome`] of a sync that applied one or failed as a
 //! whole. One place, so a field added to either is filled in once.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::outcome::{Cause, Ended, Failure, HealthSummary, Live, Outcome, Timings, Wait};
-use super::{Error, Report, Sent, Took};
+use super::{Error, Report, Sent};
 use crate::changeset::{Action, ChangeSet};
 use crate::health::Counts;
 use crate::health::record::SyncResult;
@@ -50,7 +50,7 @@ impl Report {
             revision,
             changes,
             skipped_files: Vec::new(),
-            took: Took::default(),
+            took: Timings::default(),
             sent,
             heal: false,
             yielded: false,
@@ -65,7 +65,7 @@ impl Outcome {
     /// that ended `wait`: no health counts, nothing left not ready, no post hooks, a cluster that
     /// answered and tracks nothing, the timings the report took.
     pub(crate) fn applied(report: Report, wait: Wait, result: SyncResult) -> Self {
-        let timings = Timings { apply: report.took.total, render: report.took.render, wait: Duration::ZERO };
+        let timings = report.took;
         Outcome {
             cause: Cause::cli(),
             ended: Ended::Applied(report),

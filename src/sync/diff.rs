@@ -220,11 +220,11 @@ impl Engine {
         for d in desired {
             lives.push(match namespaces.missing(&d.object) {
                 Ok(false) => match server_side::read(&self.live.writer, d).await {
-                    Ok(live) => Live::Read(live),
-                    Err(e) => Live::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
+                    Ok(live) => LiveRead::Read(live),
+                    Err(e) => LiveRead::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
                 },
-                Ok(true) => Live::NamespaceMade,
-                Err(reason) => Live::Failed(format!("{}: {reason}", d.origin)),
+                Ok(true) => LiveRead::NamespaceMade,
+                Err(reason) => LiveRead::Failed(format!("{}: {reason}", d.origin)),
             });
         }
         let refused = self.diff_ownership(desired, &lives, report).await;
@@ -234,15 +234,15 @@ impl Engine {
                     report.failed.push((d.object.clone(), format!("{}: {}", d.origin, refused[&d.object])));
                     continue;
                 }
-                Live::Failed(message) => {
+                LiveRead::Failed(message) => {
                     report.failed.push((d.object.clone(), message));
                     continue;
                 }
-                Live::NamespaceMade => {
+                LiveRead::NamespaceMade => {
                     report.changed.push(created(&d.object, &d.body().to_value(), d.decrypted));
                     continue;
                 }
-                Live::Read(live) => live,
+                LiveRead::Read(live) => live,
             };
             let merged = match server_side::dry_run(
                 &self.live.writer,
@@ -397,12 +397,12 @@ impl Engine {
     async fn diff_ownership(
         &self,
         desired: &[plan::Desired],
-        lives: &[Live],
+        lives: &[LiveRead],
         report: &mut DiffReport,
     ) -> BTreeMap<ObjectRef, String> {
         let mut labelled = Vec::new();
         for (d, live) in desired.iter().zip(lives) {
-            let Live::Read(Some(live)) = live else { continue };
+            let LiveRead::Read(Some(live)) = live else { continue };
             let id = live.pointer(&format!("/metadata/labels/{}", PART_OF.replace('/', "~1"))).and_then(Value::as_str);
             if let Some(id) = id.filter(|id| *id != self.parent.inventory.id) {
                 labelled.push((d.object.clone(), id.to_string()));
@@ -441,7 +441,7 @@ impl Engine {
 }
 
 /// What a diff read of one desired object's live state.
-enum Live {
+enum LiveRead {
     /// The live object (`None`: it does not exist).
     Read(Option<Value>),
     /// Its namespace does not exist yet and a sync would make it first.

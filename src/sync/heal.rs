@@ -1,6 +1,6 @@
 //! The self-heal: re-applies only the drifted objects of the last synced revision.
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::{Engine, Report};
 use crate::apply::{self, Blocked};
@@ -86,7 +86,7 @@ impl Engine {
             revision,
             changes,
             skipped_files: Vec::new(),
-            took: crate::sync::Took { total: started.elapsed(), render: Duration::ZERO },
+            took: crate::sync::Timings { apply: started.elapsed(), ..Default::default() },
             sent: crate::sync::Sent { applied_at, health_targets, applied_early: 0 },
             heal: true,
             yielded: false,

@@ -63,7 +63,7 @@ use crate::plan::{self, Desired, Stage, Step};
 use crate::prune::PruneOptions;
 use crate::source::Revision;
 pub use early::EarlyApply;
-pub use outcome::{Cause, Ended, HealthStep, Outcome};
+pub use outcome::{Cause, Ended, HealthStep, Outcome, Timings};
 
 /// Errors of one sync. Source errors are worth retrying with backoff; manifest, duplicate and
 /// unknown-kind errors are bad input that only a new revision fixes; cluster errors are worth
@@ -149,8 +149,9 @@ pub struct Report {
     pub changes: ChangeSet,
     /// Files and documents that were skipped (kustomization files, symlinks), with the reason.
     pub skipped_files: Vec<Skipped>,
-    /// How long the sync took, in all and rendering.
-    pub took: Took,
+    /// How long the sync took, in all and rendering (its `wait` zero: the health wait runs
+    /// after the report).
+    pub took: Timings,
     /// What was sent: when, how much of it early, what the health wait watches.
     pub sent: Sent,
     /// True for [`Engine::heal`]'s report: a few drifted objects re-applied, not a sync of the
@@ -168,17 +169,6 @@ pub struct Report {
     /// on this one takes a later revision with the same tree there as applied
     /// ([`crate::health::record::LAST_PATH_TREE`]). `None` otherwise, and for a self-heal.
     pub path_tree: Option<String>,
-}
-
-/// How long a sync took.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Took {
-    /// Wall time of the whole sync.
-    pub total: Duration,
-    /// Of `total`, the time spent loading the revision: reading its files, rendering them
-    /// (kustomize, Helm, SOPS) and parsing the manifests. Zero for a self-heal, which renders
-    /// nothing.
-    pub render: Duration,
 }
 
 /// What a sync sent, for the health wait and the push-to-applied figure.
@@ -358,7 +348,7 @@ impl Engine {
         self.record.attempting = None;
         let revision = self.repo.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
-        report.took.total = started.elapsed();
+        report.took.apply = started.elapsed();
         Ok(report)
     }
 

@@ -170,10 +170,11 @@ pub type NotReady = Vec<(ObjectRef, Option<Status>)>;
 /// How long the parts of a sync took.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Timings {
-    /// Wall time of the fetch, render and apply ([`Report::duration`]).
+    /// Wall time of the sync up to its health wait: its fetch, render and apply.
     pub apply: Duration,
-    /// Of `apply`, the time spent loading the revision: reading, rendering and parsing its
-    /// files ([`Report::render`]); zero for a self-heal or a sync that failed as a whole.
+    /// Of `apply`, the time spent loading the revision: reading its files, rendering them
+    /// (kustomize, Helm, SOPS) and parsing the manifests; zero for a self-heal, which renders
+    /// nothing, or a sync that failed as a whole.
     pub render: Duration,
     /// Wall time of the health wait: zero when none ran; the timeout itself when it timed out.
     pub wait: Duration,
@@ -437,7 +438,7 @@ impl Engine {
         // Objects the API server refused leave the unit ready; failures because it did not
         // answer (an outage) do not.
         let answered = !report.changes.has_failures() || self.cluster_answers().await;
-        let timings = Timings { apply: report.took.total, render: report.took.render, wait: Duration::ZERO };
+        let timings = report.took;
         Outcome {
             cause,
             ended: Ended::Applied(report),

@@ -306,9 +306,10 @@ impl Engine {
             revision,
             changes,
             skipped_files,
-            took: crate::sync::Took {
-                total: started.elapsed(),
+            took: crate::sync::Timings {
+                apply: started.elapsed(),
                 render: clock.times.loaded.saturating_sub(clock.times.early),
+                wait: Duration::ZERO,
             },
             sent: crate::sync::Sent { applied_at, health_targets, applied_early },
             heal: false,

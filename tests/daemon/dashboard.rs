@@ -14,7 +14,7 @@ use std::time::Duration;
 use fantoccini::{Client, ClientBuilder, Locator};
 use gitward::daemon::http::{self, HttpState};
 use gitward::daemon::metrics::Metrics;
-use gitward::daemon::trigger::Status;
+use gitward::daemon::trigger::Statuses;
 use gitward::daemon::ui::{Board, Dashboard, Token};
 use serde_json::json;
 
@@ -171,8 +171,8 @@ async fn the_dashboard_shows_each_unit_and_follows_a_push_without_a_reload() {
 
 /// Serves a dashboard with `token` on `127.0.0.1:<any>`; its address.
 async fn serve_dashboard(token: Option<&str>) -> std::net::SocketAddr {
-    let ui = Dashboard::new(Board::default(), Status::default(), token.and_then(Token::new));
-    let state = HttpState::new(None, Status::default(), Arc::new(Metrics::new())).with_ui(ui);
+    let ui = Dashboard::new(Board::default(), Statuses::default(), token.and_then(Token::new));
+    let state = HttpState::new(None, Statuses::default(), Arc::new(Metrics::new())).with_ui(ui);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(http::serve(listener, state, std::future::pending()));

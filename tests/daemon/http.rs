@@ -11,7 +11,7 @@ use axum::body::Body;
 use gitward::daemon::http::{self, BODY_LIMIT, HttpState};
 use gitward::daemon::metrics::Metrics;
 use gitward::daemon::route::Followed;
-use gitward::daemon::trigger::{self, Status, TriggerKind, TriggerReceiver, UnitStatus};
+use gitward::daemon::trigger::{self, Statuses, TriggerKind, TriggerReceiver, UnitStatus};
 use hmac::{Hmac, KeyInit, Mac};
 use tokio::sync::oneshot;
 use tower::ServiceExt;
@@ -30,7 +30,7 @@ struct Harness {
 
 impl Harness {
     fn new(secret: Option<&[u8]>) -> Self {
-        let state = HttpState::new(secret.map(|s| Arc::new(s.to_vec())), Status::default(), Arc::new(Metrics::new()));
+        let state = HttpState::new(secret.map(|s| Arc::new(s.to_vec())), Statuses::default(), Arc::new(Metrics::new()));
         let (shop_tx, shop) = trigger::channel();
         let (blog_tx, blog) = trigger::channel();
         state.set_units(vec![

@@ -5,9 +5,9 @@
 //! carry another ApplySet's `part-of` ([`super::Watches::labels_of`]). Answered by a
 //! label-selected LIST instead, that check scanned every labelled object of the kind in the
 //! namespace on the API server, and a fleet of units sharing one namespace paid O(units²) for
-//! its first syncs (10,000 units of 4 ConfigMaps each: 3,919 units synced after 770 s, 2026-11-29,
-//! 94ddae8). The index is as fresh as the watch: an object another unit created a moment ago
-//! may not be in it yet, as it could have been created just after such a list.
+//! its first syncs (ARCHITECTURE.md, "Figures"). The index is as fresh as the watch: an
+//! object another unit created a moment ago may not be in it yet, as it could have been
+//! created just after such a list.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

@@ -33,23 +33,25 @@
 //! | `gitward_sandbox_layer` | gauge, 0 or 1 | `layer` (`landlock`, `seccomp`, `namespaces`): whether that layer of the render sandbox confines the tools this daemon runs ([`crate::render::sandbox::layers`]); all 0 with `[render] sandbox = "off"` |
 
 mod fleet;
+mod gates;
 mod git;
+mod health;
 mod sandbox;
+mod syncs;
 pub mod unit;
 
-use std::collections::HashMap;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
-use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::Registry;
 
 use self::fleet::Fleet;
+use self::gates::Gates;
+use self::health::HealthSeries;
 use self::sandbox::SandboxLayers;
+use self::syncs::Syncs;
 use self::unit::Units;
 use crate::changeset::Action;
 use crate::daemon::trigger::TriggerKind;
@@ -66,18 +68,6 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// in a bucket of their own.
 fn duration_buckets() -> impl Iterator<Item = f64> {
     exponential_buckets(0.005, 2.0, 17)
-}
-
-/// Registers the 0/1 gauges of a unit's state: `unit_suspended` and
-/// `unit_waiting_for_dependencies`; and `unit_backoff_until_seconds`.
-fn unit_gauges(registry: &mut Registry) -> [Family<UnitLabels, Gauge>; 3] {
-    let (suspended, blocked, backoff) = (Family::default(), Family::default(), Family::default());
-    let help = "While a unit backs off after a failed sync, when its next attempt is due (unix seconds); else 0";
-    registry.register("unit_backoff_until_seconds", help, backoff.clone());
-    registry.register("unit_suspended", "1 while a unit is suspended, else 0", suspended.clone());
-    let help = "1 while a unit's new revision waits for the units it depends on (depends_on), else 0";
-    registry.register("unit_waiting_for_dependencies", help, blocked.clone());
-    [suspended, blocked, backoff]
 }
 
 fn duration_histogram() -> Histogram {
@@ -135,20 +125,12 @@ struct RevisionLabels {
 pub struct Metrics {
     /// Holds every family below, for [`Metrics::encode`]; never changed after [`Metrics::new`].
     registry: Registry,
-    sync_duration: Family<UnitLabels, Histogram, fn() -> Histogram>,
-    objects: Family<ObjectLabels, Counter>,
-    api_requests: Family<RequestLabels, Counter>,
-    errors: Family<KindLabels, Counter>,
-    refused: Family<ReasonLabels, Counter>,
-    last_revision: Family<RevisionLabels, Gauge>,
-    tracked: Family<UnitLabels, Gauge>,
-    triggers: Family<KindLabels, Counter>,
-    suspended_triggers: Family<KindLabels, Counter>,
-    suspended: Family<UnitLabels, Gauge>,
-    blocked: Family<UnitLabels, Gauge>,
-    backoff: Family<UnitLabels, Gauge>,
-    objects_health: Family<HealthLabels, Gauge>,
-    time_to_healthy: Family<UnitLabels, Histogram, fn() -> Histogram>,
+    /// What completed and failed syncs did, and the revision each unit applied.
+    syncs: Syncs,
+    /// What asked each unit to sync, and what holds its syncs back.
+    gates: Gates,
+    /// Each unit's members by health, and the time to healthy.
+    health: HealthSeries,
     /// Which cluster each unit applies to, and the sharding metrics.
     fleet: Fleet,
     /// `gitward_sandbox_layer`.
@@ -156,10 +138,6 @@ pub struct Metrics {
     /// The per-unit gauges to alert on: readiness with its reason, the failure streak,
     /// members, cache size and the last sync's timings.
     units: Units,
-    /// The revision each unit's `gitward_last_applied_revision` series names, so the previous
-    /// series is removed when the revision moves. Held across the swap so two updates of one
-    /// unit cannot leave two series.
-    revisions: Mutex<HashMap<String, String>>,
     /// The notifiers' counters (`gitward_notify_*`), handed to them by the daemon.
     notify: crate::notify::NotifyMetrics,
 }
@@ -181,59 +159,9 @@ impl Metrics {
     /// appears once its unit first reports it.
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("gitward");
-        let sync_duration = histograms();
-        let objects = Family::default();
-        let api_requests = Family::default();
-        let errors = Family::default();
-        let refused = Family::default();
-        let last_revision = Family::default();
-        let tracked = Family::default();
-        let triggers = Family::default();
-        let suspended_triggers = Family::default();
-        let objects_health = Family::default();
-        let time_to_healthy = histograms();
-        registry.register_with_unit(
-            "sync_duration",
-            "Wall time of a completed sync, from fetch to prune",
-            Unit::Seconds,
-            sync_duration.clone(),
-        );
-        registry.register("objects", "Objects handled by syncs, by what the sync did to them", objects.clone());
-        registry.register(
-            "api_requests",
-            "Object requests sent to the API server: patch (server-side apply) and delete (prune)",
-            api_requests.clone(),
-        );
-        registry.register("sync_errors", "Syncs that failed as a whole, by error kind", errors.clone());
-        registry.register(
-            "revisions_refused",
-            "Revisions refused because they are not signed by a key [sync.verify] trusts, by reason",
-            refused.clone(),
-        );
-        registry.register(
-            "last_applied_revision",
-            "The git revision a unit last applied (always 1; the revision is the label)",
-            last_revision.clone(),
-        );
-        registry.register("tracked_objects", "Members of a unit's ApplySet inventory", tracked.clone());
-        registry.register("triggers", "Sync requests received, by what asked", triggers.clone());
-        registry.register(
-            "suspended_triggers",
-            "Sync requests a suspended unit did not act on, by what asked",
-            suspended_triggers.clone(),
-        );
-        let [suspended, blocked, backoff] = unit_gauges(&mut registry);
-        registry.register(
-            "objects_health",
-            "The unit's members by health as its last health judgement left them (as gitward status counts them)",
-            objects_health.clone(),
-        );
-        registry.register_with_unit(
-            "time_to_healthy",
-            "From the end of an apply until every object it changed was Current",
-            Unit::Seconds,
-            time_to_healthy.clone(),
-        );
+        let syncs = Syncs::register(&mut registry);
+        let gates = Gates::register(&mut registry);
+        let health = HealthSeries::register(&mut registry);
         let units = Units::register(&mut registry);
         registry.register_collector(Box::new(git::GitFetches));
         Self {
@@ -242,21 +170,9 @@ impl Metrics {
             notify: crate::notify::NotifyMetrics::registered(&mut registry),
             registry,
             units,
-            sync_duration,
-            objects,
-            api_requests,
-            errors,
-            refused,
-            last_revision,
-            tracked,
-            triggers,
-            suspended_triggers,
-            suspended,
-            blocked,
-            backoff,
-            objects_health,
-            time_to_healthy,
-            revisions: Mutex::default(),
+            syncs,
+            gates,
+            health,
         }
     }
 
@@ -284,18 +200,21 @@ impl Metrics {
     /// was applied.
     pub fn observe_sync(&self, report: &Report, tracked: usize) {
         let unit = &report.unit;
-        self.sync_duration.get_or_create(&UnitLabels { unit: unit.clone() }).observe(report.took.total.as_secs_f64());
+        self.syncs
+            .sync_duration
+            .get_or_create(&UnitLabels { unit: unit.clone() })
+            .observe(report.took.apply.as_secs_f64());
         for entry in &report.changes.entries {
             let action = entry.action.as_str();
-            self.objects.get_or_create(&ObjectLabels { unit: unit.clone(), action }).inc();
+            self.syncs.objects.get_or_create(&ObjectLabels { unit: unit.clone(), action }).inc();
             if let Some((verb, result)) = request_of(entry.action) {
-                self.api_requests.get_or_create(&RequestLabels { unit: unit.clone(), verb, result }).inc();
+                self.syncs.api_requests.get_or_create(&RequestLabels { unit: unit.clone(), verb, result }).inc();
             }
         }
         self.set_revision(unit, &report.revision.0);
         self.fleet.synced(unit);
         let tracked = i64::try_from(tracked).unwrap_or(i64::MAX);
-        self.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
+        self.syncs.tracked.get_or_create(&UnitLabels { unit: unit.clone() }).set(tracked);
     }
 
     /// Records the end of a sync: the unit's members by health bucket (`counts`, as the engine
@@ -306,10 +225,10 @@ impl Metrics {
             [("healthy", counts.healthy), ("progressing", counts.progressing), ("degraded", counts.degraded)]
         {
             let n = i64::try_from(n).unwrap_or(i64::MAX);
-            self.objects_health.get_or_create(&HealthLabels { unit: unit.to_owned(), health }).set(n);
+            self.health.objects_health.get_or_create(&HealthLabels { unit: unit.to_owned(), health }).set(n);
         }
         if let Some(t) = time_to_healthy {
-            self.time_to_healthy.get_or_create(&UnitLabels { unit: unit.to_owned() }).observe(t.as_secs_f64());
+            self.health.time_to_healthy.get_or_create(&UnitLabels { unit: unit.to_owned() }).observe(t.as_secs_f64());
         }
     }
 
@@ -322,31 +241,31 @@ impl Metrics {
 
     /// Counts a sync of `unit` that failed as a whole, under `kind` = [`error_kind`]`(err)`.
     pub fn observe_error(&self, unit: &str, err: &Error) {
-        self.errors.get_or_create(&KindLabels { unit: unit.to_owned(), kind: error_kind(err) }).inc();
+        self.syncs.errors.get_or_create(&KindLabels { unit: unit.to_owned(), kind: error_kind(err) }).inc();
     }
 
     /// Counts a revision of `unit` refused by `[sync.verify]`, under `reason` =
     /// [`VerifyFailure::as_str`].
     pub fn observe_refused(&self, unit: &str, reason: VerifyFailure) {
-        self.refused.get_or_create(&ReasonLabels { unit: unit.to_owned(), reason: reason.as_str() }).inc();
+        self.syncs.refused.get_or_create(&ReasonLabels { unit: unit.to_owned(), reason: reason.as_str() }).inc();
     }
 
     /// Counts one sync request of `kind` for `unit` (also one that coalesced into a sync
     /// already queued).
     pub fn observe_trigger(&self, unit: &str, kind: TriggerKind) {
-        self.triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
+        self.gates.triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
     }
 
     /// Counts one sync request of `kind` that `unit`, suspended, did not act on.
     pub fn observe_suspended_trigger(&self, unit: &str, kind: TriggerKind) {
-        self.suspended_triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
+        self.gates.suspended_triggers.get_or_create(&KindLabels { unit: unit.to_owned(), kind: kind.as_str() }).inc();
     }
 
     /// Sets `gitward_unit_suspended{unit}`: 1 while `unit` is suspended, else 0; and its
     /// `gitward_unit_ready` reason (`suspended`, or back to its last sync's; the first call,
     /// as its task starts, makes the series: `never_synced`).
     pub fn set_suspended(&self, unit: &str, suspended: bool) {
-        self.suspended.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(suspended));
+        self.gates.suspended.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(suspended));
         self.units.set_suspended(unit, suspended);
     }
 
@@ -360,29 +279,29 @@ impl Metrics {
     /// Sets `gitward_unit_waiting_for_dependencies{unit}`: 1 while a new revision of `unit`
     /// waits for its `depends_on`, else 0.
     pub fn set_blocked(&self, unit: &str, blocked: bool) {
-        self.blocked.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(blocked));
+        self.gates.blocked.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(i64::from(blocked));
     }
 
     /// Sets `gitward_unit_backoff_until_seconds{unit}`: when the next attempt of `unit`, backing
     /// off, is due (unix seconds), or 0 (`None`) when it is not backing off.
     pub fn set_backoff(&self, unit: &str, until: Option<i64>) {
-        self.backoff.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(until.unwrap_or(0));
+        self.gates.backoff.get_or_create(&UnitLabels { unit: unit.to_owned() }).set(until.unwrap_or(0));
     }
 
     /// Drops the gauges of a unit that left the config (its revision and tracked objects), so
     /// they stop being exported after a reload. Counters and the histogram are kept: they are
     /// cumulative, and Prometheus handles a series that stops.
     pub fn forget_unit(&self, unit: &str) {
-        let mut revisions = self.revisions.lock().expect("revisions lock");
+        let mut revisions = self.syncs.revisions.lock().expect("revisions lock");
         if let Some(revision) = revisions.remove(unit) {
-            self.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision });
+            self.syncs.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision });
         }
-        self.tracked.remove(&UnitLabels { unit: unit.to_owned() });
-        self.suspended.remove(&UnitLabels { unit: unit.to_owned() });
-        self.blocked.remove(&UnitLabels { unit: unit.to_owned() });
-        self.backoff.remove(&UnitLabels { unit: unit.to_owned() });
+        self.syncs.tracked.remove(&UnitLabels { unit: unit.to_owned() });
+        self.gates.suspended.remove(&UnitLabels { unit: unit.to_owned() });
+        self.gates.blocked.remove(&UnitLabels { unit: unit.to_owned() });
+        self.gates.backoff.remove(&UnitLabels { unit: unit.to_owned() });
         for health in ["healthy", "progressing", "degraded"] {
-            self.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
+            self.health.objects_health.remove(&HealthLabels { unit: unit.to_owned(), health });
         }
         self.fleet.forget(unit);
         self.units.forget(unit);
@@ -401,12 +320,13 @@ impl Metrics {
     }
 
     fn set_revision(&self, unit: &str, revision: &str) {
-        let mut revisions = self.revisions.lock().expect("revisions lock");
+        let mut revisions = self.syncs.revisions.lock().expect("revisions lock");
         let previous = revisions.insert(unit.to_owned(), revision.to_owned());
         if let Some(previous) = previous.filter(|p| p != revision) {
-            self.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision: previous });
+            self.syncs.last_revision.remove(&RevisionLabels { unit: unit.to_owned(), revision: previous });
         }
-        self.last_revision
+        self.syncs
+            .last_revision
             .get_or_create(&RevisionLabels { unit: unit.to_owned(), revision: revision.to_owned() })
             .set(1);
     }
@@ -449,7 +369,7 @@ mod tests {
     use super::*;
 
     fn report(unit: &str, revision: &str, actions: &[Action], duration: Duration) -> Report {
-        let took = crate::sync::Took { total: duration, render: Duration::ZERO };
+        let took = crate::sync::Timings { apply: duration, ..Default::default() };
         Report { took, ..crate::sync::build::report_numbered(unit, revision, actions) }
     }
 

@@ -35,7 +35,7 @@ use super::backoff::Backoff;
 use super::decide;
 use super::http::HttpState;
 use super::sets::{self, Listed, Removed, Retiring, Sets};
-use super::trigger::{Status, TriggerKind};
+use super::trigger::{Statuses, TriggerKind};
 use super::units::Units;
 use crate::config::Config;
 use crate::lease::election::{self as leader, LeaderConfig, Leadership};
@@ -237,6 +237,18 @@ struct HttpServer {
     task: JoinHandle<std::io::Result<()>>,
 }
 
+/// What this replica may run, by leader election or sharding (neither: every unit).
+struct Role {
+    /// Leader election, when configured.
+    election: Option<Election>,
+    /// Whether this replica may run units: it leads, or runs without leader election.
+    leading: bool,
+    /// Sharding, when configured and its loop still runs.
+    sharded: Option<Sharded>,
+    /// The last [`Ownership::generation`] acted on.
+    generation: u64,
+}
+
 /// The running daemon: its state, one method per event.
 struct Daemon {
     /// Where the config is read from again on SIGHUP.
@@ -248,19 +260,13 @@ struct Daemon {
     /// The unit tasks.
     units: Units,
     /// Per-unit status, shared with the unit tasks and the HTTP server.
-    status: Status,
+    status: Statuses,
     /// What the HTTP handlers read: the units webhooks trigger, the webhook secret.
     http: HttpState,
     /// The HTTP server, when listening.
     http_server: Option<HttpServer>,
-    /// Leader election, when configured.
-    election: Option<Election>,
-    /// Whether this replica may run units: it leads, or runs without leader election.
-    leading: bool,
-    /// Sharding, when configured and its loop still runs.
-    sharded: Option<Sharded>,
-    /// The last [`Ownership::generation`] acted on.
-    generation: u64,
+    /// What this replica may run: leader election and sharding.
+    role: Role,
     /// Where units handed over report that they stopped.
     stopped: mpsc::UnboundedReceiver<String>,
     /// The retry of units that could not start.
@@ -274,10 +280,10 @@ struct Daemon {
 impl Daemon {
     /// Waits for the next event.
     async fn next_event(&mut self) -> Event {
-        let restart_at = self.restart.at.filter(|_| self.leading);
+        let restart_at = self.restart.at.filter(|_| self.role.leading);
         let far = Instant::now() + Duration::from_secs(86_400);
-        let sharded = self.sharded.as_mut();
-        let leadership = self.election.as_mut().and_then(|e| e.leadership.as_mut());
+        let sharded = self.role.sharded.as_mut();
+        let leadership = self.role.election.as_mut().and_then(|e| e.leadership.as_mut());
         let (sharding, electing) = (sharded.is_some(), leadership.is_some());
         tokio::select! {
             _ = self.hangup.recv() => Event::Hangup,
@@ -322,11 +328,11 @@ impl Daemon {
     /// the units reconciled, and the units that left their set and ran here retired.
     async fn units_changed(&mut self, removed: Vec<Removed>) {
         self.config = self.sets.config();
-        if let Some(s) = &self.sharded {
+        if let Some(s) = &self.role.sharded {
             s.units.send_replace(shard::fingerprints(&self.config.units));
         }
         let here = self.running_here(removed);
-        if self.leading {
+        if self.role.leading {
             self.reconcile(TriggerKind::Startup).await;
         }
         self.retire(here);
@@ -341,7 +347,7 @@ impl Daemon {
     /// Keeps and counts, or prunes, the objects of units that left their set, each in a task.
     fn retire(&self, removed: Vec<Removed>) {
         for removed in removed {
-            let fence = self.units.fences.of(&removed.unit.name);
+            let fence = self.units.holding.fences.of(&removed.unit.name);
             let Some(client) = self.units.clusters.fenced_client(&removed.unit.cluster, &fence) else { continue };
             let cluster = self.config.cluster_of(&removed.unit).clone();
             let state_dir = self.config.daemon.state_dir.clone();
@@ -376,10 +382,10 @@ impl Daemon {
             self.http.set_secret(secret);
         }
         self.http.set_sandbox(self.config.render.sandbox);
-        if let Some(s) = &self.sharded {
+        if let Some(s) = &self.role.sharded {
             s.units.send_replace(shard::fingerprints(&self.config.units));
         }
-        if self.leading {
+        if self.role.leading {
             let plan = self.reconcile(TriggerKind::Reload).await;
             self.units.trigger_reload(&plan.keep);
         }
@@ -389,17 +395,17 @@ impl Daemon {
     /// The sharding loop published a new ownership, or ended: then this replica runs nothing
     /// until restarted.
     async fn ownership_changed(&mut self, changed: std::result::Result<(), watch::error::RecvError>) {
-        let Some(s) = self.sharded.as_mut() else { return };
+        let Some(s) = self.role.sharded.as_mut() else { return };
         if changed.is_err() {
             error!("sharding loop stopped; applying nothing until restarted");
             self.units.own(&self.config, &Ownership::default()).await;
-            self.sharded = None;
+            self.role.sharded = None;
         } else {
             let ownership = s.ownership.borrow_and_update().clone();
             let missing = self.units.own(&self.config, &ownership).await;
             self.restart.schedule(missing);
-            self.generation = ownership.generation;
-            s.running.send_replace(self.units.report(self.generation));
+            self.role.generation = ownership.generation;
+            s.running.send_replace(self.units.report(self.role.generation));
             self.status.set_standby(ownership.held.is_empty());
         }
         self.http.set_units(self.routes());
@@ -407,38 +413,38 @@ impl Daemon {
 
     /// A unit handed over has stopped: the sharding loop may release its Lease.
     fn unit_stopped(&mut self, name: &str) {
-        self.units.stopping.remove(name);
+        self.units.holding.stopping.remove(name);
         self.report_running();
     }
 
     /// Tells the sharding loop what runs here.
     fn report_running(&self) {
-        if let Some(s) = &self.sharded {
-            s.running.send_replace(self.units.report(self.generation));
+        if let Some(s) = &self.role.sharded {
+            s.running.send_replace(self.units.report(self.role.generation));
         }
     }
 
     /// Leadership changed: units start when it is won and are aborted at once when it is lost.
     /// The election loop ending is leadership lost: never apply without a Lease.
     async fn leadership_changed(&mut self, changed: std::result::Result<(), watch::error::RecvError>) {
-        let Some(election) = self.election.as_mut() else { return };
+        let Some(election) = self.role.election.as_mut() else { return };
         let now = changed.is_ok() && election.leadership.as_ref().is_some_and(Leadership::is_leader);
         if changed.is_err() {
             error!("leader election stopped; applying nothing until restarted");
             election.leadership = None;
         }
-        if now && !self.leading {
+        if now && !self.role.leading {
             info!("leading: starting units");
             self.status.set_standby(false);
             self.reconcile(TriggerKind::Startup).await;
-        } else if !now && self.leading {
+        } else if !now && self.role.leading {
             warn!("leadership lost: stopping units at once");
             self.units.abort_all();
             self.restart.at = None;
             self.http.set_units(Vec::new());
             self.status.set_standby(true);
         }
-        self.leading = now;
+        self.role.leading = now;
     }
 
     /// Tries again to start the units that could not start.
@@ -452,7 +458,7 @@ impl Daemon {
     fn tick(&mut self) {
         let snapshot = self.status.snapshot();
         let expected = self.units.expected(&self.config);
-        if !self.notifier.ready_sent && decide::ready(self.leading, expected, &snapshot) {
+        if !self.notifier.ready_sent && decide::ready(self.role.leading, expected, &snapshot) {
             self.notifier.ready_sent = true;
             let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
             info!("ready: every unit has synced once");
@@ -478,10 +484,10 @@ impl Daemon {
     async fn shut_down(mut self) {
         info!("shutting down");
         let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-        let fences = self.units.fences.clone();
+        let fences = self.units.holding.fences.clone();
         self.units.shut_down().await;
         let drain_until = Instant::now() + DRAIN_AT_SHUTDOWN;
-        if let Some(election) = self.election {
+        if let Some(election) = self.role.election {
             election.task.abort();
             let _ = election.task.await;
             let drained = match fences.all().first() {
@@ -494,7 +500,7 @@ impl Daemon {
                 warn!(lease = %election.cfg.name, "a write may still be in flight; the Lease is left to expire");
             }
         }
-        if let Some(s) = self.sharded {
+        if let Some(s) = self.role.sharded {
             s.task.abort();
             let _ = s.task.await;
             let mut undrained = std::collections::BTreeSet::new();

@@ -11,14 +11,14 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::{error, info, warn};
 
-use super::{Daemon, Election, Error, HttpServer, Notifier, Restart, Result, Sharded, io};
+use super::{Daemon, Election, Error, HttpServer, Notifier, Restart, Result, Role, Sharded, io};
 use crate::cluster::registry::Registry;
 use crate::config::Config;
 use crate::daemon::http::{self, HttpState};
 use crate::daemon::metrics::Metrics;
-use crate::daemon::trigger::{Status, TriggerKind};
+use crate::daemon::trigger::{Statuses, TriggerKind};
 use crate::daemon::ui::{Board, Dashboard, Token};
-use crate::daemon::units::{Fences, Units};
+use crate::daemon::units::{Concurrency, Fences, Holding, Units};
 use crate::lease::election::{self as leader, LeaderConfig};
 use crate::lease::shard::{self, Running, ShardConfig};
 
@@ -39,7 +39,7 @@ impl Daemon {
             .await
             .map_err(|(name, source)| Error::ClusterNamed { name, source })?;
         log_render_tools(&config);
-        let (status, metrics, board) = (Status::default(), Arc::new(Metrics::new()), Board::default());
+        let (status, metrics, board) = (Statuses::default(), Arc::new(Metrics::new()), Board::default());
         let http = http_state(&config, &status, &metrics, &board)?;
         let listener = match (listener, config.daemon.listen) {
             (Some(l), _) => Some(l),
@@ -80,16 +80,13 @@ impl Daemon {
             status,
             http,
             http_server,
-            election,
-            leading,
-            sharded,
-            generation: 0,
+            role: Role { election, leading, sharded, generation: 0 },
             stopped,
             restart: Restart::default(),
             notifier: Notifier::new(),
             hangup,
         };
-        if daemon.leading {
+        if daemon.role.leading {
             daemon.reconcile(TriggerKind::Startup).await;
         }
         // The first tick at once after the units started, however long that took.
@@ -97,9 +94,9 @@ impl Daemon {
         info!(
             units = daemon.config.units.len(),
             clusters = daemon.config.clusters.len(),
-            leader_election = daemon.election.is_some(),
-            sharding = daemon.sharded.is_some(),
-            identity = daemon.sharded.as_ref().map(|s| s.cfg.identity.as_str()),
+            leader_election = daemon.role.election.is_some(),
+            sharding = daemon.role.sharded.is_some(),
+            identity = daemon.role.sharded.as_ref().map(|s| s.cfg.identity.as_str()),
             "gitward running"
         );
         Ok(daemon)
@@ -134,26 +131,25 @@ fn elect(client: &kube::Client, le: crate::config::LeaderElection, identity: Str
 fn units(
     config: &Config,
     clusters: Registry,
-    (status, metrics): (&Status, &Arc<Metrics>),
+    (status, metrics): (&Statuses, &Arc<Metrics>),
     sharded: bool,
     fences: Fences,
     stopped: mpsc::UnboundedSender<String>,
 ) -> Units {
     Units {
         clusters,
-        // Sized at start; a reload does not resize it (the running units keep their slots).
-        sync_slots: crate::daemon::slots::Slots::new(config.daemon.max_concurrent_syncs),
-        fetch_hosts: crate::daemon::slots::FetchHosts::new(config.daemon.fetching.max_per_host),
-        push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
+        // Sized at start; a reload does not resize them (the running units keep their slots).
+        concurrency: Concurrency {
+            sync_slots: crate::daemon::slots::Slots::new(config.daemon.max_concurrent_syncs),
+            fetch_hosts: crate::daemon::slots::FetchHosts::new(config.daemon.fetching.max_per_host),
+            push_lane: Arc::new(tokio::sync::Semaphore::new(crate::daemon::unit::PUSH_LANE)),
+        },
         status: status.clone(),
         metrics: metrics.clone(),
         running: Default::default(),
         started: Default::default(),
-        owned: sharded.then(Default::default),
-        stopping: Default::default(),
+        holding: Holding { owned: sharded.then(Default::default), stopping: Default::default(), stopped, fences },
         start_failures: Default::default(),
-        stopped,
-        fences,
         repo_watches: Default::default(),
         board: Default::default(),
         notify: crate::notify::Notifications::start(&config.notify, metrics.notify().clone()),
@@ -193,7 +189,7 @@ pub(super) fn read_secret(config: &Config) -> Result<Option<Arc<Vec<u8>>>> {
 
 /// The HTTP listener's state: the webhook secret, the units' status, the metrics, the sandbox
 /// setting and, with `[daemon.ui]`, the dashboard of `board`.
-fn http_state(config: &Config, status: &Status, metrics: &Arc<Metrics>, board: &Board) -> Result<HttpState> {
+fn http_state(config: &Config, status: &Statuses, metrics: &Arc<Metrics>, board: &Board) -> Result<HttpState> {
     let mut http = HttpState::new(read_secret(config)?, status.clone(), metrics.clone());
     if let Some(ui) = &config.daemon.ui {
         http = http.with_ui(Dashboard::new(board.clone(), status.clone(), read_token(ui)?));

@@ -33,7 +33,7 @@ use tracing::warn;
 pub use crate::observe::board::Board;
 pub use access::Token;
 
-use super::trigger::Status;
+use super::trigger::Statuses;
 
 /// Live streams open at once: 32. A stream holds no request slot once its headers are sent
 /// ([`super::http::MAX_CONCURRENT_REQUESTS`] counts requests until then), so this bounds what
@@ -55,7 +55,7 @@ pub struct Dashboard {
     pub board: Board,
     /// The units' readiness status (suspended, waiting for health, the revision of a sync
     /// from before the board saw one).
-    pub status: Status,
+    pub status: Statuses,
     /// The token of `[daemon.ui] token_file`; `None`: no token, loopback only.
     token: Option<Token>,
     /// Permits of the live streams ([`MAX_STREAMS`]).
@@ -67,7 +67,7 @@ pub struct Dashboard {
 
 impl Dashboard {
     /// A dashboard of `board` and `status`, asking for `token` when there is one.
-    pub fn new(board: Board, status: Status, token: Option<Token>) -> Self {
+    pub fn new(board: Board, status: Statuses, token: Option<Token>) -> Self {
         let stop = Arc::new(watch::channel(false).0);
         Self { board, status, token, streams: Arc::new(Semaphore::new(MAX_STREAMS)), stop }
     }
@@ -147,7 +147,7 @@ where
     };
     let mut tick = tokio::time::interval(REFRESH);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let stream = Live {
+    let stream = UpdateStream {
         changes: ui.board.subscribe(),
         stop: ui.stop.subscribe(),
         ui,
@@ -164,7 +164,7 @@ where
 }
 
 /// One live stream's state.
-struct Live<F> {
+struct UpdateStream<F> {
     ui: Dashboard,
     render: F,
     changes: watch::Receiver<u64>,
@@ -175,7 +175,7 @@ struct Live<F> {
     _permit: OwnedSemaphorePermit,
 }
 
-impl<F: Fn(&Dashboard) -> Option<String>> Live<F> {
+impl<F: Fn(&Dashboard) -> Option<String>> UpdateStream<F> {
     /// The next render to send; `None` to end the stream.
     async fn next(&mut self) -> Option<String> {
         loop {

@@ -1,4 +1,4 @@
-//! The dashboard's HTML, rendered on the server from the [`Board`] and the units' [`Status`].
+//! The dashboard's HTML, rendered on the server from the [`Board`] and the units' [`Statuses`].
 //! Everything that comes from a unit, git or the cluster (names, refs, object names, messages)
 //! goes through [`escape`]; the page's only script and style are the embedded assets, which the
 //! Content-Security-Policy admits by hash ([`script_hash`], [`style_hash`]).
@@ -10,7 +10,7 @@ use std::sync::LazyLock;
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 
-use crate::daemon::trigger::{Status, UnitStatus};
+use crate::daemon::trigger::{Statuses, UnitStatus};
 use crate::observe::board::{Board, SyncEntry, UnitInfo, UnitRecord};
 
 /// The page's one script: opens the live stream and swaps the live part in.
@@ -93,7 +93,7 @@ fn result_cell(result: Option<&str>, waiting: bool) -> String {
 }
 
 /// The live part of `/`: a row per unit.
-pub fn index(board: &Board, status: &Status) -> String {
+pub fn index(board: &Board, status: &Statuses) -> String {
     let (units, records) = board.snapshot();
     let statuses = status.snapshot();
     let mut out = String::from(
@@ -134,7 +134,7 @@ fn row(out: &mut String, unit: &UnitInfo, record: Option<&UnitRecord>, status: O
 }
 
 /// The live part of `/units/<name>`; `None` when no such unit is configured.
-pub fn unit(board: &Board, status: &Status, name: &str) -> Option<String> {
+pub fn unit(board: &Board, status: &Statuses, name: &str) -> Option<String> {
     let (units, records) = board.snapshot();
     let unit = units.into_iter().find(|u| u.name == name)?;
     let statuses: BTreeMap<String, UnitStatus> = status.snapshot();
@@ -280,7 +280,7 @@ mod tests {
         unit.name = "<img src=x onerror=alert(1)>".into();
         unit.reference = "\"><b>".into();
         board.set_units(&[unit]);
-        let html = index(&board, &Status::default());
+        let html = index(&board, &Statuses::default());
         assert!(!html.contains("<img"), "{html}");
         assert!(!html.contains("<b>"), "{html}");
         assert!(html.contains("&lt;img src=x onerror=alert(1)&gt;"), "{html}");

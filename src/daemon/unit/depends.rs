@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::cluster::inventory::{Inventory, ParentWatch, Recorded};
 use crate::cluster::registry::Registry;
 use crate::config::{Dependency, SyncUnit};
-use crate::health::ready::{Unmet, Waiting, Wanted, judge};
+use crate::health::ready::{Blocker, Unmet, Wanted, judge};
 use crate::health::record::{LAST_PATH_TREE, LAST_REVISION};
 use crate::source::Revision;
 use crate::sync::repo::Repo;
@@ -84,7 +84,7 @@ impl Seen {
     /// why; empty when all are. For a dependency on the same source that records another
     /// revision and the tree of its path there, the tree at its path in `revision` is read
     /// from `repo` (the unit's own mirror), off the runtime.
-    pub(super) async fn check(self, repo: &Repo, revision: &Revision) -> Vec<Waiting> {
+    pub(super) async fn check(self, repo: &Repo, revision: &Revision) -> Vec<Blocker> {
         let wanted = revision.to_string();
         let mut waiting = Vec::new();
         for (dep, seen) in self.records {
@@ -95,10 +95,10 @@ impl Seen {
             };
             let wanted = Wanted { revision: wanted.as_str(), path_tree: path_tree.as_deref() };
             if let Some(why) = judge(seen.as_ref(), dep.ready_expr.as_deref(), dep.same_source.then_some(wanted)) {
-                waiting.push(Waiting { unit: dep.unit, why });
+                waiting.push(Blocker { unit: dep.unit, why });
             }
         }
-        waiting.extend(self.unmade.into_iter().map(|unit| Waiting { unit, why: Unmet::NotSynced }));
+        waiting.extend(self.unmade.into_iter().map(|unit| Blocker { unit, why: Unmet::NotSynced }));
         waiting
     }
 }

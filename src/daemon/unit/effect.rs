@@ -3,7 +3,7 @@
 use std::collections::BTreeSet;
 
 use super::Ctx;
-use super::wait::Waiting;
+use super::wait::WaitHandle;
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::health::wait::{HealthWait, WaitEnd};
 use crate::object::ObjectRef;
@@ -20,7 +20,7 @@ pub(super) enum Effect {
     Fail(Trigger, crate::sync::Error, Option<Revision>, std::time::SystemTime),
     Begin(Report),
     /// Boxed: a wait and its end are twice the size of the other effects.
-    End(Box<(Waiting, Option<(HealthWait, WaitEnd)>)>, bool),
+    End(Box<(WaitHandle, Option<(HealthWait, WaitEnd)>)>, bool),
     HealDuringWait(BTreeSet<ObjectRef>),
     /// Take the revision the parent records as applied ([`crate::sync::Engine::adopt_recorded`]).
     Adopt,
@@ -33,7 +33,7 @@ pub(super) enum Done {
     Rest(crate::sync::Result<Report>),
     Healed(Option<(bool, Report)>),
     FailRecorded,
-    Began(Option<Waiting>),
+    Began(Option<WaitHandle>),
     Finished,
     HealedDuringWait,
     /// The revision taken, when it was not the one held.

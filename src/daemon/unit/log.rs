@@ -5,10 +5,10 @@ use tracing::info;
 
 use super::machine::Log;
 use crate::daemon::metrics::Metrics;
-use crate::daemon::trigger::Status;
+use crate::daemon::trigger::Statuses;
 
 /// Writes a log event `step` decided.
-pub(super) fn write(unit: &str, log: Log, status: &Status, metrics: &Metrics) {
+pub(super) fn write(unit: &str, log: Log, status: &Statuses, metrics: &Metrics) {
     match log {
         Log::Triggered { kind, revision, lane: Some(lane) } => {
             info!(unit, trigger = %kind, revision = %revision, push_lane = lane, "sync triggered");

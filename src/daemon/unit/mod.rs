@@ -34,7 +34,7 @@ use tokio::sync::watch;
 
 use super::heal::Heal;
 use super::metrics::Metrics;
-use super::trigger::{Status, TriggerKind, TriggerReceiver};
+use super::trigger::{Statuses, TriggerKind, TriggerReceiver};
 use crate::observe::board::{Board, Recorder};
 use crate::observe::unit::{Metered, Readiness};
 use crate::observe::{Observers, log::Log, notify::Watch};
@@ -62,7 +62,7 @@ pub struct UnitTask {
     /// Triggers from outside (push, webhook, reload); capacity 1, so one sync is queued at most.
     pub triggers: TriggerReceiver,
     /// Shared status for /readyz and sd_notify.
-    pub status: Status,
+    pub status: Statuses,
     /// Metrics.
     pub metrics: Arc<Metrics>,
     /// Timing.
@@ -127,7 +127,7 @@ struct Ctx {
     /// The unit's name, for logs and metrics.
     unit: String,
     engine: Engine,
-    status: Status,
+    status: Statuses,
     /// Which drifted objects to re-apply when.
     heal: Heal,
     /// What asked for the sync in progress (set when its objects are sent).
@@ -141,7 +141,7 @@ struct Ctx {
 impl Ctx {
     fn new(
         engine: Engine,
-        status: Status,
+        status: Statuses,
         metrics: Arc<Metrics>,
         first: TriggerKind,
         (notify, board): (Watch, Option<Board>),
@@ -201,7 +201,7 @@ fn retry(ran: Ran) -> Retry {
     }
 }
 
-/// Permits of the push lane ([`UnitTask::push_lane`]): how many units may fetch and send a
+/// Permits of the push lane ([`Queues::push_lane`]): how many units may fetch and send a
 /// push's changed objects at once beside the `max_concurrent_syncs` slots. Each early apply
 /// sends the objects of at most [`crate::sync::early::MAX_FILES`] files.
 pub const PUSH_LANE: usize = 2;

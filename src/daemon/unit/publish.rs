@@ -1,11 +1,11 @@
 //! What a unit's task publishes besides its observers: its backoff; and the two interfaces
 //! the observers of its syncs write through ([`crate::observe::unit`]), implemented by the
-//! daemon's status map ([`Status`]) and metrics registry ([`Metrics`]).
+//! daemon's status map ([`Statuses`]) and metrics registry ([`Metrics`]).
 
 use std::time::Duration;
 
 use crate::daemon::metrics::Metrics;
-use crate::daemon::trigger::{Status, UnitStatus};
+use crate::daemon::trigger::{Statuses, UnitStatus};
 use crate::health::Counts;
 use crate::health::record::SyncResult;
 use crate::observe::unit::{ReadinessStore, Synced, UnitMetrics};
@@ -19,7 +19,7 @@ use crate::telemetry::Masked;
 /// `gitward_unit_backoff_until_seconds` and the log.
 pub(super) fn backoff(
     unit: &str,
-    (status, metrics): (&Status, &Metrics),
+    (status, metrics): (&Statuses, &Metrics),
     shown: &mut Option<tokio::time::Instant>,
     at: Option<tokio::time::Instant>,
 ) {
@@ -38,7 +38,7 @@ pub(super) fn backoff(
     }
 }
 
-impl ReadinessStore for Status {
+impl ReadinessStore for Statuses {
     fn synced(&self, unit: &str, synced: Synced) {
         let applied_once = synced.ok || self.snapshot().get(unit).is_some_and(|s| s.applied_once);
         let status = UnitStatus {

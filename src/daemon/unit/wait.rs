@@ -34,16 +34,16 @@ use crate::sync::outcome::{HealthStep, Pending};
 type Running = Pin<Box<dyn Future<Output = (HealthWait, Option<WaitEnd>)> + Send>>;
 
 /// A health wait in progress, and what its end needs: the daemon's cancellable handle on it.
-pub(super) struct Waiting {
+pub(super) struct WaitHandle {
     /// The sync whose changes are waited on.
     pending: Pending,
     /// The wait.
     run: Running,
-    /// Dropping it cancels the wait ([`Waiting::cancel`]).
+    /// Dropping it cancels the wait ([`WaitHandle::cancel`]).
     cancel: Option<oneshot::Sender<()>>,
 }
 
-impl Waiting {
+impl WaitHandle {
     /// Starts `wait` for `pending`'s unit, bounded by `timeout`.
     fn start(mut wait: HealthWait, timeout: std::time::Duration, pending: Pending) -> Self {
         let (cancel, cancelled) = oneshot::channel::<()>();
@@ -79,7 +79,7 @@ impl Ctx {
     /// Starts the health step of `report` ([`crate::sync::Engine::begin_health`]): the wait, or —
     /// skipped, disabled, nothing to wait on — `None`, the sync finished, recorded and observed at
     /// once.
-    pub(super) async fn begin_wait(&mut self, report: Report) -> Option<Waiting> {
+    pub(super) async fn begin_wait(&mut self, report: Report) -> Option<WaitHandle> {
         let cause = self.cause;
         match self.engine.begin_health(report, cause, true).await {
             HealthStep::Done(outcome) => {
@@ -91,7 +91,7 @@ impl Ctx {
                 // Ready (and READY=1) follows the apply, not the wait.
                 self.readiness().set(pending.report(), true, None, self.engine.cache().len(), true);
                 let timeout = self.engine.health_timeout();
-                Some(Waiting::start(wait, timeout, pending))
+                Some(WaitHandle::start(wait, timeout, pending))
             }
         }
     }
@@ -99,7 +99,12 @@ impl Ctx {
     /// Ends `waiting`: with how it `ended`, else cancelled; the engine finishes the sync
     /// ([`crate::sync::Engine::finish`], recorded when `record`) and the observers are told its
     /// outcome.
-    pub(super) async fn end_wait(&mut self, mut waiting: Waiting, ended: Option<(HealthWait, WaitEnd)>, record: bool) {
+    pub(super) async fn end_wait(
+        &mut self,
+        mut waiting: WaitHandle,
+        ended: Option<(HealthWait, WaitEnd)>,
+        record: bool,
+    ) {
         let (wait, end) = match ended {
             Some((wait, end)) => (wait, Some(end)),
             None => (waiting.cancel().await, None),

@@ -22,19 +22,19 @@ impl Shard {
     /// anything once another nonce follows it: only another process with this identity writes
     /// one (a predecessor's, left on the Lease before this process first wrote, is ignored).
     pub(super) fn check_nonce(&mut self, identity: &str, advert: &Advert) {
-        if identity != self.cfg.identity || self.refused.is_some() {
+        if identity != self.cfg.identity || self.membership.refused.is_some() {
             return;
         }
-        if advert.nonce == self.nonce {
-            self.confirmed = true;
-        } else if self.confirmed {
+        if advert.nonce == self.membership.nonce {
+            self.membership.confirmed = true;
+        } else if self.membership.confirmed {
             let reason = format!(
                 "another process writes the membership Lease of identity {identity} (nonce {} after this process's {}): \
                  give every replica its own [daemon.sharding] identity",
-                advert.nonce, self.nonce
+                advert.nonce, self.membership.nonce
             );
             tracing::error!(identity, reason = %reason, "sharding: identity in use twice; this replica runs no unit");
-            self.refused = Some(reason);
+            self.membership.refused = Some(reason);
         }
     }
 
@@ -43,27 +43,27 @@ impl Shard {
     /// (130 KiB) was decoded again at every renewal.
     pub(super) fn note_advert(&mut self, identity: &str, lease: &Lease) {
         let annotations = lease.metadata.annotations.as_ref();
-        if annotations.is_some() && self.advert_texts.get(identity) == annotations {
+        if annotations.is_some() && self.adverts.texts.get(identity) == annotations {
             return;
         }
         let Some(advert) = Advert::read(lease) else { return };
         self.check_nonce(identity, &advert);
-        self.advert_texts.insert(identity.to_owned(), annotations.cloned().unwrap_or_default());
-        if self.adverts.get(identity) != Some(&advert) {
-            self.adverts.insert(identity.to_owned(), advert);
-            self.adverts_seen += 1;
+        self.adverts.texts.insert(identity.to_owned(), annotations.cloned().unwrap_or_default());
+        if self.adverts.by_member.get(identity) != Some(&advert) {
+            self.adverts.by_member.insert(identity.to_owned(), advert);
+            self.adverts.changes += 1;
         }
     }
-    /// Leaves the units the daemon could not start ([`Running::failed`]) to the others for
+    /// Leaves the units the daemon could not start ([`Running::failed`](super::Running::failed)) to the others for
     /// [`BENCH_FOR`]: they drop out of this replica's advert, so the assignment moves them and
     /// their Leases are handed over as for any other move.
     pub(super) fn bench(&mut self, now: Instant) {
-        self.benched.retain(|_, until| *until > now);
+        self.adverts.benched.retain(|_, until| *until > now);
         let failed = self.running.borrow().failed.clone();
         for unit in failed {
-            if !self.benched.contains_key(&unit) {
+            if !self.adverts.benched.contains_key(&unit) {
                 warn!(unit = %unit, identity = %self.cfg.identity, "sharding: unit could not start here; leaving it to the other replicas");
-                self.benched.insert(unit, now + BENCH_FOR);
+                self.adverts.benched.insert(unit, now + BENCH_FOR);
             }
         }
     }
@@ -72,22 +72,22 @@ impl Shard {
     /// round (ten a second) took most of the loop's CPU.
     pub(super) fn offered(&mut self) -> Arc<Offer> {
         let changed = self.units.has_changed().unwrap_or(false);
-        if let Some(offer) = &self.offer
+        if let Some(offer) = &self.adverts.offer
             && !changed
-            && offer.benched.iter().eq(self.benched.keys())
+            && offer.benched.iter().eq(self.adverts.benched.keys())
         {
             return offer.clone();
         }
         let mut named = self.units.borrow_and_update().clone();
-        named.retain(|unit, _| !self.benched.contains_key(unit));
+        named.retain(|unit, _| !self.adverts.benched.contains_key(unit));
         let mut by_bucket: BTreeMap<u32, Vec<String>> = BTreeMap::new();
         for unit in named.keys() {
-            by_bucket.entry(self.buckets.of(unit)).or_default().push(unit.clone());
+            by_bucket.entry(self.buckets.memo.of(unit)).or_default().push(unit.clone());
         }
         let keys = Arc::new(unit_keys(&named));
-        let benched = self.benched.keys().cloned().collect();
+        let benched = self.adverts.benched.keys().cloned().collect();
         let offer = Arc::new(Offer { named, keys, by_bucket, benched });
-        self.offer = Some(offer.clone());
+        self.adverts.offer = Some(offer.clone());
         offer
     }
     /// Writes this replica's advert when it differs from the last one written (at start, after
@@ -95,23 +95,23 @@ impl Shard {
     /// next round.
     pub(super) fn advertise(&mut self) {
         let offer = self.offered();
-        let own = Advert { units: offer.keys.clone(), nonce: self.nonce.clone(), buckets: Some(BUCKETS) };
-        if let Some((advert, task)) = &self.publishing {
+        let own = Advert { units: offer.keys.clone(), nonce: self.membership.nonce.clone(), buckets: Some(BUCKETS) };
+        if let Some((advert, task)) = &self.adverts.publishing {
             if !task.is_finished() {
                 return;
             }
             let advert = advert.clone();
-            let Some((_, task)) = self.publishing.take() else { return };
+            let Some((_, task)) = self.adverts.publishing.take() else { return };
             if futures::FutureExt::now_or_never(task).and_then(Result::ok).unwrap_or(false) {
-                self.published = Some(advert);
+                self.adverts.published = Some(advert);
             }
         }
-        if self.published.as_ref() == Some(&own) {
+        if self.adverts.published.as_ref() == Some(&own) {
             return;
         }
         let (client, namespace, name) =
             (self.client.clone(), self.cfg.namespace.clone(), self.cfg.member_lease(&self.cfg.identity));
-        let (advert, refused_before) = (own.clone(), self.advert_refused.clone());
+        let (advert, refused_before) = (own.clone(), self.adverts.refused.clone());
         let task = tokio::spawn(async move {
             match advert.publish(client, &namespace, &name, &offer.named).await {
                 Ok(()) => {
@@ -131,7 +131,7 @@ impl Shard {
                 }
             }
         });
-        self.publishing = Some((own, task));
+        self.adverts.publishing = Some((own, task));
     }
     /// The buckets this replica owns now: for each bucket holding a unit of its config, the
     /// members that count (`eligible`), group units into [`BUCKETS`] buckets, and advertise
@@ -142,20 +142,22 @@ impl Shard {
     pub(super) fn mine(&mut self, eligible: &[String]) -> BTreeSet<u32> {
         let offer = self.offered();
         let joined = |member: &str| {
-            let seen = self.seen.get(&self.cfg.member_lease(member))?;
+            let seen = self.leases.seen.get(&self.cfg.member_lease(member))?;
             seen.spec.acquire_time.as_ref().map(|t| t.0)
         };
         let key: MineKey =
-            (eligible.iter().map(|m| (m.clone(), joined(m))).collect(), self.adverts_seen, offer.clone());
-        if let Some((seen, mine)) = &self.mine_memo
+            (eligible.iter().map(|m| (m.clone(), joined(m))).collect(), self.adverts.changes, offer.clone());
+        if let Some((seen, mine)) = &self.buckets.mine_memo
             && *seen == key
         {
             return mine.clone();
         }
-        let own_current = self.adverts.get(&self.cfg.identity).is_some_and(|a| a.units == offer.keys);
+        let own_current = self.adverts.by_member.get(&self.cfg.identity).is_some_and(|a| a.units == offer.keys);
         let mut by_bucket: BTreeMap<u32, BTreeMap<u64, Vec<Candidate>>> = BTreeMap::new();
         for (member, joined) in key.0.iter().filter(|(m, _)| *m != self.cfg.identity || own_current) {
-            let Some(advert) = self.adverts.get(member).filter(|a| a.buckets == Some(BUCKETS)) else { continue };
+            let Some(advert) = self.adverts.by_member.get(member).filter(|a| a.buckets == Some(BUCKETS)) else {
+                continue;
+            };
             for unit in advert.units.iter() {
                 let b = unit.bucket();
                 if offer.by_bucket.contains_key(&b) {
@@ -171,7 +173,7 @@ impl Shard {
             })
             .map(|(b, _)| b)
             .collect();
-        self.mine_memo = Some((key, mine.clone()));
+        self.buckets.mine_memo = Some((key, mine.clone()));
         mine
     }
     /// Counts the units some live member runs whose bucket's Lease nobody renews, and about once
@@ -187,15 +189,19 @@ impl Shard {
                 s.spec.holder_identity.as_deref().is_some_and(|h| !h.is_empty()) && self.expiry(s) > now
             })
         };
-        let unrenewed: usize =
-            buckets.iter().filter(|(b, _)| !renewed(self.seen.get(&self.cfg.bucket_lease(**b)))).map(|(_, n)| n).sum();
+        let unrenewed: usize = buckets
+            .iter()
+            .filter(|(b, _)| !renewed(self.leases.seen.get(&self.cfg.bucket_lease(**b))))
+            .map(|(_, n)| n)
+            .sum();
         self.metrics.units_unrenewed(&self.cfg.identity, unrenewed);
-        if now < self.collected + Duration::from_secs(1) {
+        if now < self.leases.collected + Duration::from_secs(1) {
             return;
         }
         let (member_prefix, legacy_prefix) = (self.cfg.member_prefix(), self.cfg.legacy_unit_prefix());
         let own_member = self.cfg.member_lease(&self.cfg.identity);
         let stale: Vec<(String, String)> = self
+            .leases
             .seen
             .iter()
             .filter(|(name, seen)| {
@@ -212,9 +218,9 @@ impl Shard {
                 super::super::assignment::owner(name, live.iter().map(String::as_str))
                     == Some(self.cfg.identity.as_str())
             })
-            .filter_map(|(name, _)| Some((name.clone(), self.versions.get(name)?.clone())))
+            .filter_map(|(name, _)| Some((name.clone(), self.leases.versions.get(name)?.clone())))
             .collect();
-        self.collected = now;
+        self.leases.collected = now;
         for (name, version) in stale {
             let api: Api<Lease> = Api::namespaced(self.client.clone(), &self.cfg.namespace);
             tokio::spawn(async move {
@@ -233,8 +239,8 @@ impl Shard {
     /// How many units each bucket holds that this replica's config or a live member's advert
     /// names (each unit once); computed again only when those changed.
     fn advertised(&mut self, live: &BTreeSet<String>) -> Arc<BTreeMap<u32, usize>> {
-        let key: AdvertisedKey = (live.clone(), self.adverts_seen, self.offered());
-        if let Some((seen, counts)) = &self.advertised_memo
+        let key: AdvertisedKey = (live.clone(), self.adverts.changes, self.offered());
+        if let Some((seen, counts)) = &self.buckets.advertised_memo
             && *seen == key
         {
             return counts.clone();
@@ -242,7 +248,7 @@ impl Shard {
         let own = key.2.named.keys().chain(&key.2.benched);
         let mut units: BTreeSet<u64> = own.map(|u| name_key(u)).collect();
         for member in live {
-            if let Some(advert) = self.adverts.get(member) {
+            if let Some(advert) = self.adverts.by_member.get(member) {
                 units.extend(advert.units.iter().map(|k| k.name));
             }
         }
@@ -251,7 +257,7 @@ impl Shard {
             *counts.entry(key_bucket(unit)).or_default() += 1;
         }
         let counts = Arc::new(counts);
-        self.advertised_memo = Some((key, counts.clone()));
+        self.buckets.advertised_memo = Some((key, counts.clone()));
         counts
     }
 }

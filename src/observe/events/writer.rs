@@ -4,7 +4,7 @@
 //!
 //! A full queue drops the Event, logged at debug. A task writes the unit's queue in order,
 //! started when the queue fills and ending when it is empty — a unit at rest holds no task and
-//! no channel (each held one, about 6.7 KiB per unit at 1,000 units, 2026-11-29, 9e4f2da). The
+//! no channel, memory every unit of a fleet would otherwise hold (ARCHITECTURE.md, "Figures"). The
 //! task aggregates as client-go's events recorder does: an Event with the same reason and note
 //! as one written within [`WINDOW`] updates that Event's `series` (count, lastObservedTime)
 //! instead of creating another; and it rate-limits per unit with a token bucket like

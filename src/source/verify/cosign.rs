@@ -120,31 +120,31 @@ pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> R
     };
     let layers: Vec<&Descriptor> =
         manifest.layers.iter().filter(|l| l.media_type == PAYLOAD_MEDIA_TYPE).take(MAX_SIGNATURES).collect();
-    let mut outcome = Outcome::default();
+    let mut tally = Tally::default();
     for layer in layers {
         let Some(signature) = layer.annotations.as_ref().and_then(|a| a.get(SIGNATURE_ANNOTATION)) else { continue };
         let Some(payload) = payload(signed, layer).await.map_err(Failure::Registry)? else {
-            outcome.unreadable += 1;
+            tally.unreadable += 1;
             continue;
         };
         if !signature_verifies(&key, signature, &payload) {
-            outcome.foreign += 1;
+            tally.foreign += 1;
             continue;
         }
         match signed_digest(&payload) {
             Some(named) if named == digest => return Ok(signer(key_file, &key)),
-            Some(named) => outcome.other_digest = Some(named),
-            None => outcome.unreadable += 1,
+            Some(named) => tally.other_digest = Some(named),
+            None => tally.unreadable += 1,
         }
     }
-    Err(outcome
+    Err(tally
         .refusal(digest, &tag, key_file)
         .map_or_else(|| unsigned(&format!("{tag} holds no signed payload")), Failure::from))
 }
 
 /// What the signature layers of a tag held, when none signed the manifest by the key.
 #[derive(Default)]
-struct Outcome {
+struct Tally {
     /// Signatures that do not verify with the key (another key's, or altered).
     foreign: usize,
     /// Payloads over the size cap or that do not parse.
@@ -153,7 +153,7 @@ struct Outcome {
     other_digest: Option<String>,
 }
 
-impl Outcome {
+impl Tally {
     fn refusal(&self, digest: &str, tag: &str, key_file: &Path) -> Option<Refusal> {
         let key = key_file.display();
         if let Some(other) = &self.other_digest {
@@ -279,12 +279,12 @@ mod tests {
 
     #[test]
     fn a_signature_of_another_digest_is_named_before_foreign_ones() {
-        let outcome = Outcome { foreign: 2, unreadable: 0, other_digest: Some("sha256:old".into()) };
-        let refusal = outcome.refusal(DIGEST, "sha256-x.sig", Path::new("k.pub")).unwrap();
+        let tally = Tally { foreign: 2, unreadable: 0, other_digest: Some("sha256:old".into()) };
+        let refusal = tally.refusal(DIGEST, "sha256-x.sig", Path::new("k.pub")).unwrap();
         assert_eq!(refusal.failure, VerifyFailure::BadSignature);
         assert!(refusal.reason.contains("signs sha256:old, not it"), "{}", refusal.reason);
-        let foreign = Outcome { foreign: 1, ..Outcome::default() }.refusal(DIGEST, "t", Path::new("k.pub")).unwrap();
+        let foreign = Tally { foreign: 1, ..Tally::default() }.refusal(DIGEST, "t", Path::new("k.pub")).unwrap();
         assert_eq!(foreign.failure, VerifyFailure::UnknownKey);
-        assert!(Outcome::default().refusal(DIGEST, "t", Path::new("k.pub")).is_none());
+        assert!(Tally::default().refusal(DIGEST, "t", Path::new("k.pub")).is_none());
     }
 }

@@ -21,7 +21,7 @@ mod side;
 
 use super::effect::{Done, Effect};
 use super::machine::{Action, Depends, Event, Failed, Phase, Rested, State, step};
-use super::wait::Waiting;
+use super::wait::WaitHandle;
 use super::{Ctx, Links, Queues, UnitTask};
 use crate::cluster::drift::DriftQueue;
 use crate::cluster::inventory::Control;
@@ -89,7 +89,7 @@ struct Effects {
     io: Option<Io>,
     /// A push fetched during a sync.
     push: Option<Io>,
-    waiting: Option<Waiting>,
+    waiting: Option<WaitHandle>,
     /// How the health wait ended by itself, for its end.
     ended: Option<(HealthWait, WaitEnd)>,
 }
@@ -151,7 +151,7 @@ struct Shared {
     /// The unit's side of the path-unchanged rule, shared with its repository's watch.
     quiet: Option<Arc<crate::daemon::quiet::Quiet>>,
     first: TriggerKind,
-    status: crate::daemon::trigger::Status,
+    status: crate::daemon::trigger::Statuses,
 }
 
 /// What the driver did with the controls on the parent.

@@ -10,7 +10,7 @@ use std::time::Instant;
 use crate::daemon::unit::{Retry, retry};
 
 use crate::daemon::trigger::{Trigger, TriggerKind};
-use crate::health::ready::Waiting;
+use crate::health::ready::Blocker;
 use crate::source::{Revision, Touch};
 
 /// An event while probing, waiting for the lane, fetching or applying early.
@@ -182,7 +182,7 @@ fn early(mut job: Job, revision: Revision, actions: &mut Vec<Action>) -> Phase {
 /// What the gate found for the revision fetched: with every dependency ready the sync goes
 /// on (`dependencies ready` logged after a wait); else its permits are dropped and it waits
 /// in [`Phase::Blocked`], logged when what it waits for changed.
-fn gated(state: &mut State, mut job: Job, waiting: Vec<Waiting>, actions: &mut Vec<Action>) -> Phase {
+fn gated(state: &mut State, mut job: Job, waiting: Vec<Blocker>, actions: &mut Vec<Action>) -> Phase {
     let revision = job.revision.clone().expect("a revision fetched before the gate");
     if waiting.is_empty() {
         if state.depends.blocked_by.take().is_some() {

@@ -1,7 +1,7 @@
 //! The log events [`super::step`] decides; the driver writes them (`unit/log.rs`).
 
 use crate::daemon::trigger::TriggerKind;
-use crate::health::ready::Waiting;
+use crate::health::ready::Blocker;
 use crate::source::Revision;
 
 /// A log event the machine decides (the driver writes it).
@@ -24,7 +24,7 @@ pub(in crate::daemon::unit) enum Log {
     /// `health wait cancelled by a new revision`.
     CancelledByRevision { revision: Revision, new_revision: Revision, kind: TriggerKind },
     /// `waiting for dependencies`: `revision` waits for these.
-    Blocked { revision: Revision, waiting: Vec<Waiting> },
+    Blocked { revision: Revision, waiting: Vec<Blocker> },
     /// `dependencies ready`, after a wait for them.
     DependenciesReady { revision: Revision },
 }

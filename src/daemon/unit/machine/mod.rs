@@ -63,7 +63,7 @@ use super::Ran;
 use crate::cluster::drift::Drift;
 use crate::daemon::slots::SlotClass;
 use crate::daemon::trigger::{Trigger, TriggerKind};
-use crate::health::ready::Waiting;
+use crate::health::ready::Blocker;
 use crate::object::ObjectRef;
 use crate::source::{Revision, Touch};
 pub(super) use job::{after, quiet};
@@ -106,7 +106,7 @@ pub(super) struct Depends {
     pub(super) gated: bool,
     /// The dependencies not ready, as last logged: the wait is logged again only when they
     /// change, and `dependencies ready` once they are.
-    pub(super) blocked_by: Option<Vec<Waiting>>,
+    pub(super) blocked_by: Option<Vec<Blocker>>,
 }
 
 impl State {
@@ -374,7 +374,7 @@ pub(super) enum Event {
     /// not the one the engine held (another process applied it: a rollback).
     Adopted(Option<Revision>),
     /// What [`Action::Gate`] found: the dependencies not ready (none: all ready).
-    Gated(Vec<Waiting>),
+    Gated(Vec<Blocker>),
     /// A dependency's record changed.
     DependencyChanged,
     /// While the unit rested idle, a push (seen at this instant) moved its branch to this

@@ -4,8 +4,8 @@ use super::*;
 use crate::health::ready::Unmet;
 use TriggerKind::{Poll, Push, Resync, Webhook};
 
-fn unmet(why: &str) -> Vec<Waiting> {
-    vec![Waiting { unit: "base".into(), why: Unmet::NotHealthy(why.into()) }]
+fn unmet(why: &str) -> Vec<Blocker> {
+    vec![Blocker { unit: "base".into(), why: Unmet::NotHealthy(why.into()) }]
 }
 
 /// A git unit with dependencies that last applied `a`.
