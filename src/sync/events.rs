@@ -25,11 +25,12 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Api;
 use serde_json::json;
 use tracing::{debug, warn};
 
 use super::outcome::{Observer, Outcome};
+use super::writes::Writes;
 use super::{Engine, Report};
 use crate::changeset::Action;
 use crate::health::Health;
@@ -292,7 +293,8 @@ impl Engine {
     /// tokio runtime must be running then).
     pub fn events(&self) -> (Events, Flush) {
         let parent = &self.parent.inventory.parent;
-        let writer = Writer::new(self.live.client.clone(), parent, &crate::cluster::agent::process_identity());
+        let (client, writes) = (self.view.client().clone(), self.view.writes_shared());
+        let writer = Writer::new(client, writes, parent, &crate::cluster::agent::process_identity());
         let queue = Arc::new(Mutex::new(Queue { notices: VecDeque::new(), writer: Some(writer) }));
         let unit = Arc::from(self.unit_name());
         (Events { queue: queue.clone(), unit, degraded: None }, Flush(queue))
@@ -310,6 +312,8 @@ struct Series {
 /// Writes one unit's Events ([`Events`]), aggregated and rate-limited.
 struct Writer {
     api: Api<Event>,
+    /// Every Event write goes through the sync's seam ([`super::writes`]).
+    writes: Arc<dyn Writes>,
     regarding: ObjectReference,
     instance: String,
     series: HashMap<(&'static str, String), Series>,
@@ -319,7 +323,7 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(client: kube::Client, parent: &ObjectRef, instance: &str) -> Self {
+    fn new(client: kube::Client, writes: Arc<dyn Writes>, parent: &ObjectRef, instance: &str) -> Self {
         let namespace = parent.namespace.as_ref().map_or_else(|| "default".to_owned(), |n| n.to_string());
         let regarding = ObjectReference {
             api_version: Some("v1".into()),
@@ -330,6 +334,7 @@ impl Writer {
         };
         Self {
             api: Api::namespaced(client, &namespace),
+            writes,
             regarding,
             instance: instance.to_owned(),
             series: HashMap::new(),
@@ -365,7 +370,7 @@ impl Writer {
             }
             let patch =
                 json!({"series": {"count": series.count, "lastObservedTime": MicroTime(jiff::Timestamp::now())}});
-            match self.api.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match self.writes.patch_event(&self.api, &series.name, &patch).await {
                 Ok(_) => return Ok(()),
                 // Expired (the API server keeps Events an hour) or deleted: a new one.
                 Err(e) if crate::cluster::is_status(&e, 404) => {}
@@ -376,7 +381,7 @@ impl Writer {
         }
         let event = self.event(&notice);
         let name = event.metadata.name.clone().unwrap_or_default();
-        self.api.create(&PostParams::default(), &event).await?;
+        self.writes.create_event(&self.api, &event).await?;
         self.series.insert(key, Series { name, count: 1, last: now });
         Ok(())
     }

@@ -34,7 +34,8 @@ use std::time::Duration;
 use kube::api::DynamicObject;
 use serde_json::Value;
 
-use super::{Engine, Report, Result};
+use super::state::ClusterView;
+use super::{Report, Result};
 use crate::apply::hook::HookApi;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::PART_OF;
@@ -142,15 +143,30 @@ impl HooksRan {
 #[derive(Debug, Default)]
 pub(super) struct RevisionHooks {
     /// The revision.
-    pub(super) revision: Option<Revision>,
+    revision: Option<Revision>,
     /// Its rendered release's `release_digest`.
-    pub(super) digest: String,
+    digest: String,
     /// Its hooks, as rendered.
-    pub(super) hooks: Vec<Manifest>,
+    hooks: Vec<Manifest>,
     /// The kinds its CRDs define: a hook of one of them may find discovery not serving it yet
     /// right after the CRD was Established, and is asked about again as a pending custom
     /// resource is ([`crate::cluster::discovery::Discovery::resolve_new`]).
-    pub(super) crd_kinds: std::collections::BTreeSet<crate::object::GroupKind>,
+    crd_kinds: std::collections::BTreeSet<crate::object::GroupKind>,
+}
+
+impl RevisionHooks {
+    /// The `hooks` of `revision`, whose release renders to `digest` ([`release_digest`]), with
+    /// the kinds the CRDs among `desired` define.
+    pub(super) fn new(
+        revision: &Revision,
+        digest: String,
+        hooks: Vec<Manifest>,
+        desired: &[crate::plan::Desired],
+    ) -> Self {
+        // Read only for a revision with hooks: it parses every CRD body of the revision.
+        let crd_kinds = if hooks.is_empty() { Default::default() } else { crd_kinds(desired) };
+        Self { revision: Some(revision.clone()), digest, hooks, crd_kinds }
+    }
 }
 
 /// How one hook ended.
@@ -163,44 +179,114 @@ struct Ran {
     delete_later: Option<(HookApi, DynamicObject)>,
 }
 
-impl Engine {
-    /// The pre phase of `revision`'s `hooks` (kept for its post phase), whose release renders
-    /// to `digest` (`release_digest`): unless [`HOOKS_RAN`] says they ran for that content,
+/// Helm hooks as the engine tracks them: the hooks of the revision synced last, and the last
+/// phase that ran ([`HOOKS_RAN`]) as this engine knows it and as the parent records it.
+#[derive(Debug, Default)]
+pub(super) struct Hooks {
+    /// The hooks of the revision synced last, for its post phase.
+    revision: RevisionHooks,
+    /// The last hook phase that ran: read from the parent, carried by every parent write.
+    ran: Option<HooksRan>,
+    /// What the parent was last read or written with for [`HOOKS_RAN`].
+    recorded: Option<HooksRan>,
+}
+
+/// How a pre phase went.
+pub(super) enum Pre {
+    /// No hook was due: none, or they ran for this content already.
+    NotDue,
+    /// Every hook of the phase succeeded: the parent must record it ([`Hooks::ran`]).
+    Ran,
+    /// A hook failed: why the revision's later objects are refused.
+    Failed(String),
+}
+
+/// What a phase of hooks runs with: the cluster, and the unit's ApplySet id, field manager,
+/// namespace and `health_timeout`.
+pub(super) struct Unit<'a> {
+    /// The cluster: discovery for the hooks' kinds, the unit's client, the writes.
+    view: &'a mut ClusterView,
+    /// The unit's ApplySet id ([`HOOK_OF`]).
+    applyset_id: &'a str,
+    /// The unit's field manager.
+    field_manager: &'a str,
+    /// The unit's namespace, for hooks that name none.
+    namespace: &'a str,
+    /// The unit's `health_timeout` (0: [`DEFAULT_TIMEOUT`]).
+    health_timeout: Duration,
+}
+
+impl<'a> Unit<'a> {
+    /// The hooks of `unit`, whose ApplySet id is `applyset_id`, through `view`.
+    pub(super) fn new(
+        view: &'a mut ClusterView,
+        applyset_id: &'a str,
+        field_manager: &'a str,
+        unit: &'a crate::config::SyncUnit,
+    ) -> Self {
+        Self { view, applyset_id, field_manager, namespace: &unit.namespace, health_timeout: unit.health_timeout }
+    }
+}
+
+impl Hooks {
+    /// Whether the pre hooks of `revision`'s release rendered as `digest` are due: they did
+    /// not run for that content.
+    pub(super) fn due(&self, revision: &Revision, digest: &str) -> bool {
+        self.ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), digest))
+    }
+
+    /// The last phase that ran, which every parent write carries.
+    pub(super) fn ran(&self) -> Option<&HooksRan> {
+        self.ran.as_ref()
+    }
+
+    /// Whether the parent records the last phase that ran.
+    pub(super) fn recorded(&self) -> bool {
+        self.recorded == self.ran
+    }
+
+    /// The parent was read with `annotations`: the phase it records ran last.
+    pub(super) fn read(&mut self, annotations: &std::collections::BTreeMap<String, String>) {
+        self.ran = annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
+        self.recorded = self.ran.clone();
+    }
+
+    /// The parent was written with `annotations`; `None`: it held what a write would send.
+    pub(super) fn written(&mut self, annotations: Option<&std::collections::BTreeMap<String, String>>) {
+        self.recorded = match annotations {
+            Some(a) => a.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v)),
+            None => self.ran.clone(),
+        };
+    }
+
+    /// The pre phase of the `rendered` revision's hooks (kept for its post phase): unless [`HOOKS_RAN`] says they ran for that content,
     /// decides install or upgrade (`members`: the unit's live
     /// members before the apply) and runs the pre hooks of that event in order, each entry in
     /// `changes`. Returns why the revision's other objects are refused when one failed.
     ///
-    /// Errors: [`super::Error::Cluster`] when discovery fails or the record cannot be written.
-    pub(super) async fn pre_hooks(
+    /// Errors: [`super::Error::Cluster`] when discovery fails.
+    pub(super) async fn pre(
         &mut self,
-        revision: &Revision,
-        digest: String,
-        hooks: Vec<Manifest>,
-        desired: &[crate::plan::Desired],
+        unit: Unit<'_>,
+        rendered: RevisionHooks,
         members: usize,
         changes: &mut ChangeSet,
-    ) -> Result<Option<String>> {
-        let rev = revision.to_string();
-        // Read only for a revision with hooks: it parses every CRD body of the revision.
-        let crd_kinds = if hooks.is_empty() { Default::default() } else { crd_kinds(desired) };
-        let ran = self.hooks.ran.as_ref().is_some_and(|r| r.is_for(&rev, &digest));
-        self.hooks.revision = RevisionHooks { revision: Some(revision.clone()), digest, hooks, crd_kinds };
-        if self.hooks.revision.hooks.is_empty() || ran {
-            return Ok(None);
+    ) -> Result<Pre> {
+        let rev = rendered.revision.as_ref().map(ToString::to_string).unwrap_or_default();
+        let ran = self.ran.as_ref().is_some_and(|r| r.is_for(&rev, &rendered.digest));
+        self.revision = rendered;
+        if self.revision.hooks.is_empty() || ran {
+            return Ok(Pre::NotDue);
         }
         let release = if members == 0 { Release::Install } else { Release::Upgrade };
-        let hooks = std::mem::take(&mut self.hooks.revision.hooks);
-        let outcome = self.run_phase(&hooks, release.event(Phase::Pre), changes).await;
-        self.hooks.revision.hooks = hooks;
-        let failed = outcome?;
-        if failed.is_none() {
-            // Recorded at once: a process that stops before the sync's record does not run
-            // them again.
-            let digest = Some(self.hooks.revision.digest.clone());
-            self.hooks.ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre, digest });
-            self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
+        let mut phase = HookPhase { unit, crd_kinds: &self.revision.crd_kinds };
+        let outcome = phase.run(&self.revision.hooks, release.event(Phase::Pre), changes).await;
+        if let Some(refused) = outcome? {
+            return Ok(Pre::Failed(refused));
         }
-        Ok(failed)
+        let digest = Some(self.revision.digest.clone());
+        self.ran = Some(HooksRan { revision: rev, release, phase: Phase::Pre, digest });
+        Ok(Pre::Ran)
     }
 
     /// The post phase of `report`'s revision, once its sync is judged: when `result` is
@@ -208,43 +294,50 @@ impl Engine {
     /// revision's pre phase ran and its post phase did not, runs the post hooks of the
     /// recorded event in order. Returns `None` when nothing was due; else their entries, and
     /// `failed` as the result when one failed (`result` otherwise).
-    pub async fn post_hooks(&mut self, report: &Report, result: SyncResult) -> Option<(ChangeSet, SyncResult)> {
+    pub(super) async fn post(
+        &mut self,
+        unit: Unit<'_>,
+        parent: &ObjectRef,
+        report: &Report,
+        result: SyncResult,
+    ) -> Option<(ChangeSet, SyncResult)> {
         if report.heal || !matches!(result, SyncResult::Healthy | SyncResult::Applied) {
             return None;
         }
         let rev = report.revision.to_string();
-        if self.hooks.revision.revision.as_ref() != Some(&report.revision) {
+        if self.revision.revision.as_ref() != Some(&report.revision) {
             return None;
         }
-        let digest = &self.hooks.revision.digest;
-        let ran = self.hooks.ran.clone().filter(|r| r.is_for(&rev, digest) && r.phase == Phase::Pre)?;
-        let hooks = std::mem::take(&mut self.hooks.revision.hooks);
+        let digest = &self.revision.digest;
+        let ran = self.ran.clone().filter(|r| r.is_for(&rev, digest) && r.phase == Phase::Pre)?;
         let mut changes = ChangeSet::default();
-        let outcome = self.run_phase(&hooks, ran.release.event(Phase::Post), &mut changes).await;
-        self.hooks.revision.hooks = hooks;
+        let mut phase = HookPhase { unit, crd_kinds: &self.revision.crd_kinds };
+        let outcome = phase.run(&self.revision.hooks, ran.release.event(Phase::Post), &mut changes).await;
         match outcome {
             Ok(None) => {
-                self.hooks.ran = Some(HooksRan { phase: Phase::Post, ..ran });
+                self.ran = Some(HooksRan { phase: Phase::Post, ..ran });
                 Some((changes, result))
             }
             Ok(Some(_)) => Some((changes, SyncResult::Failed)),
             Err(e) => {
                 let message = format!("post hooks: {}", crate::telemetry::error_chain(&e));
-                let parent = self.parent.inventory.parent.clone();
-                changes.push(parent, Action::Failed, Some(message));
+                changes.push(parent.clone(), Action::Failed, Some(message));
                 Some((changes, SyncResult::Failed))
             }
         }
     }
+}
 
+/// One phase of hooks as it runs: the unit's, and the kinds the revision's CRDs define.
+struct HookPhase<'a, 'u> {
+    unit: Unit<'u>,
+    crd_kinds: &'a std::collections::BTreeSet<crate::object::GroupKind>,
+}
+
+impl HookPhase<'_, '_> {
     /// Runs the hooks of `hooks` that name `event`, one at a time in ascending weight, then
     /// name; stops at the first that fails and returns why.
-    async fn run_phase(
-        &mut self,
-        hooks: &[Manifest],
-        event: HookEvent,
-        changes: &mut ChangeSet,
-    ) -> Result<Option<String>> {
+    async fn run(&mut self, hooks: &[Manifest], event: HookEvent, changes: &mut ChangeSet) -> Result<Option<String>> {
         let mut due: Vec<(&Manifest, Hook)> = hooks
             .iter()
             .filter_map(|m| Some((m, Hook::of(m).ok()??)))
@@ -266,10 +359,10 @@ impl Engine {
         }
         // As Helm does: `hook-succeeded` objects are deleted once the whole phase succeeded, last
         // first, so a Job's ServiceAccount hook outlives the Job.
-        let timeout = self.hook_timeout();
+        let timeout = self.timeout();
         for ran in ran_all.iter_mut().rev() {
             if let Some((api, applied)) = ran.delete_later.take() {
-                match api.delete(&applied, timeout).await {
+                match self.unit.view.writes().delete_hook(&api, &ran.object, &applied, timeout).await {
                     Ok(()) => ran.message.push_str("; deleted (hook-succeeded)"),
                     Err(e) => ran.message.push_str(&format!("; not deleted (hook-succeeded): {e}")),
                 }
@@ -282,8 +375,9 @@ impl Engine {
     }
 
     /// How long one hook is waited for: `health_timeout`, or [`DEFAULT_TIMEOUT`] when it is 0.
-    fn hook_timeout(&self) -> Duration {
-        if self.unit.health_timeout.is_zero() { DEFAULT_TIMEOUT } else { self.unit.health_timeout }
+    fn timeout(&self) -> Duration {
+        let timeout = self.unit.health_timeout;
+        if timeout.is_zero() { DEFAULT_TIMEOUT } else { timeout }
     }
 
     /// One hook: the previous instance deleted (`before-hook-creation`), the hook applied
@@ -294,7 +388,7 @@ impl Engine {
             Ok(found) => found,
             Err(unknown) => return Ok(unknown),
         };
-        let timeout = self.hook_timeout();
+        let timeout = self.timeout();
         let failed = |action: Action, message: String| Ran {
             object: object.clone(),
             action,
@@ -306,7 +400,7 @@ impl Engine {
         if let Some(ns) = &namespace {
             body["metadata"]["namespace"] = Value::from(ns.as_str());
         }
-        body["metadata"]["annotations"][HOOK_OF] = Value::from(self.parent.inventory.id.as_str());
+        body["metadata"]["annotations"][HOOK_OF] = Value::from(self.unit.applyset_id);
 
         let existing = match api.get(&m.name).await {
             Ok(existing) => existing,
@@ -321,20 +415,26 @@ impl Engine {
                 return Ok(failed(Action::Failed, message));
             }
             Some(live) if hook.before_hook_creation => {
-                if let Err(message) = api.delete(&live, timeout).await {
+                if let Err(message) = self.unit.view.writes().delete_hook(&api, &object, &live, timeout).await {
                     return Ok(failed(Action::Failed, format!("{event} hook: previous instance: {message}")));
                 }
                 action = Action::Created;
             }
             Some(_) => {}
         }
-        let applied = match api.apply(&m.name, &body, &self.options.apply.field_manager).await {
+        let applied = match self.unit.view.writes().apply_hook(&api, &object, &body, self.unit.field_manager).await {
             Ok(applied) => applied,
             Err(e) => {
                 return Ok(failed(Action::Failed, format!("{event} hook: {}", crate::telemetry::error_chain(&e))));
             }
         };
-        let (ok, message) = outcome(&api, m, hook, event, &applied, timeout).await;
+        let (ok, mut message) = outcome(&api, m, hook, event, timeout).await;
+        if !ok && hook.delete_failed {
+            match self.unit.view.writes().delete_hook(&api, &object, &applied, timeout).await {
+                Ok(()) => message.push_str("; deleted (hook-failed)"),
+                Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
+            }
+        }
         let action = if ok { action } else { Action::Failed };
         let delete_later = (ok && hook.delete_succeeded).then(|| (api.clone(), applied));
         Ok(Ran { object, action, message, failed: !ok, delete_later })
@@ -347,30 +447,30 @@ impl Engine {
         m: &Manifest,
         event: HookEvent,
     ) -> Result<std::result::Result<(ObjectRef, Option<Atom>, HookApi), Ran>> {
-        let mut resolved = self.live.discovery.resolve(&self.live.client, &m.api_version, &m.gk.kind).await?;
-        if resolved.is_none() && self.hooks.revision.crd_kinds.contains(&m.gk) {
+        let mut resolved = self.unit.view.resolve(&m.api_version, &m.gk.kind).await?;
+        if resolved.is_none() && self.crd_kinds.contains(&m.gk) {
             // Its CRD was applied this sync: the answer cached may be from before it was served.
-            self.live.discovery.forget(&m.api_version);
-            resolved = self.live.discovery.resolve_new(&self.live.client, &m.api_version, &m.gk.kind).await?;
+            self.unit.view.discovery_mut().forget(&m.api_version);
+            resolved = self.unit.view.resolve_new(&m.api_version, &m.gk.kind).await?;
         }
         let Some(resolved) = resolved else {
             // Scope unknown: named as a namespaced object would be, as the desired objects are.
-            let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into());
+            let namespace = m.namespace.clone().unwrap_or_else(|| self.unit.namespace.into());
             let object = ObjectRef::new(m.gk.clone(), Some(namespace), &m.name);
             let message = format!("{event} hook: unknown kind {} in {}", m.gk.kind, m.api_version);
             return Ok(Err(Ran { object, action: Action::Failed, message, failed: true, delete_later: None }));
         };
         let namespace: Option<Atom> =
-            resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.as_str().into()));
+            resolved.namespaced.then(|| m.namespace.clone().unwrap_or_else(|| self.unit.namespace.into()));
         let object = ObjectRef::new(m.gk.clone(), namespace.clone(), &m.name);
-        let api = HookApi::new(&self.live.writer, namespace.as_deref(), &resolved.resource);
+        let api = HookApi::new(self.unit.view.writer(), namespace.as_deref(), &resolved.resource);
         Ok(Ok((object, namespace, api)))
     }
 
     /// Whether `live` carries this unit's [`HOOK_OF`], or its ApplySet label: a member, as
     /// gitward applied hooks before it ran them as phases, taken back as a hook.
     fn made_by_unit(&self, live: &DynamicObject) -> bool {
-        let id = Some(self.parent.inventory.id.as_str());
+        let id = Some(self.unit.applyset_id);
         live.metadata.annotations.as_ref().and_then(|a| a.get(HOOK_OF)).map(String::as_str) == id
             || live.metadata.labels.as_ref().and_then(|l| l.get(PART_OF)).map(String::as_str) == id
     }
@@ -448,34 +548,20 @@ fn crd_kinds(desired: &[crate::plan::Desired]) -> std::collections::BTreeSet<cra
         .collect()
 }
 
-/// Waits for a Job or Pod hook to end (at most `timeout`) and deletes a failed one when its
-/// policy says so: whether it succeeded, and its message.
-async fn outcome(
-    api: &HookApi,
-    m: &Manifest,
-    hook: &Hook,
-    event: HookEvent,
-    applied: &DynamicObject,
-    timeout: Duration,
-) -> (bool, String) {
+/// Waits for a Job or Pod hook to end (at most `timeout`): whether it succeeded, and its
+/// message.
+async fn outcome(api: &HookApi, m: &Manifest, hook: &Hook, event: HookEvent, timeout: Duration) -> (bool, String) {
     let waits = matches!((m.gk.group.as_str(), m.gk.kind.as_str()), ("batch", "Job") | ("", "Pod"));
     let status =
         if waits { ended(api, (m.api_version.as_str(), m.gk.kind.as_str()), &m.name, timeout).await } else { Ok(None) };
-    let (ok, mut message) = match status {
+    match status {
         Ok(None) => (true, format!("{event} hook, weight {}", hook.weight)),
         Ok(Some(s)) if s.health == Health::Current => {
             (true, format!("{event} hook, weight {}: succeeded", hook.weight))
         }
         Ok(Some(s)) => (false, format!("{event} hook: {}: {}", s.reason, s.message)),
         Err(message) => (false, format!("{event} hook: {message}")),
-    };
-    if !ok && hook.delete_failed {
-        match api.delete(applied, timeout).await {
-            Ok(()) => message.push_str("; deleted (hook-failed)"),
-            Err(e) => message.push_str(&format!("; not deleted (hook-failed): {e}")),
-        }
     }
-    (ok, message)
 }
 
 #[cfg(test)]
