@@ -367,7 +367,7 @@ mod recording {
         }
 
         fn create_namespace<'a>(&'a self, name: &'a str, _field_manager: &'a str) -> BoxFuture<'a, kube::Result<bool>> {
-            self.note(WriteKind::Namespace, &super::super::namespaces::namespace_ref(name), None);
+            self.note(WriteKind::Namespace, &crate::sync::namespaces::namespace_ref(name), None);
             Box::pin(std::future::ready(Ok(true)))
         }
 
@@ -378,7 +378,7 @@ mod recording {
             _with_hash: bool,
             _field_manager: &'a str,
         ) -> BoxFuture<'a, kube::Result<()>> {
-            self.note(WriteKind::Namespace, &super::super::namespaces::namespace_ref(name), None);
+            self.note(WriteKind::Namespace, &crate::sync::namespaces::namespace_ref(name), None);
             Box::pin(std::future::ready(Ok(())))
         }
 
