@@ -186,13 +186,11 @@ impl Engine {
     /// Errors: as [`Engine::sync`] before its first write (source, render, parse, discovery),
     /// and [`crate::cluster::Error::ParentNamespaceMissing`].
     pub async fn diff(&mut self) -> Result<DiffReport> {
-        let revision = self.repo.fetch().await?;
-        let loaded = self.load(&revision).await?;
+        let revision = self.loader.fetch().await?;
+        let loaded = self.loader.load(self.view.client(), &revision).await?;
         let defaults = self.defaults();
-        let Resolution { desired, pending } =
-            super::desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, &[])
-                .await?;
-        let parent = self.parent.inventory.read(&self.live.client).await?;
+        let Resolution { desired, pending } = self.view.resolve_desired(loaded.manifests, &defaults, &[]).await?;
+        let parent = self.parent.inventory.read(self.view.client()).await?;
         let contents = parent.as_ref().map(|p| p.contents.clone()).unwrap_or_default();
         self.watch_kinds(&desired, &contents).await?;
         let applied = parent.as_ref().and_then(|p| p.annotations.get(LAST_REVISION)).cloned();
@@ -219,7 +217,7 @@ impl Engine {
         let mut lives = Vec::with_capacity(desired.len());
         for d in desired {
             lives.push(match namespaces.missing(&d.object) {
-                Ok(false) => match server_side::read(&self.live.writer, d).await {
+                Ok(false) => match server_side::read(self.view.writer(), d).await {
                     Ok(live) => LiveRead::Read(live),
                     Err(e) => LiveRead::Failed(format!("{}: read: {}", d.origin, api_message(&e))),
                 },
@@ -245,7 +243,7 @@ impl Engine {
                 LiveRead::Read(live) => live,
             };
             let merged = match server_side::dry_run(
-                &self.live.writer,
+                self.view.writer(),
                 d,
                 &self.options.apply.field_manager,
                 self.options.apply.force,
@@ -269,7 +267,7 @@ impl Engine {
     /// object unchanged, or that cannot be read or dry-run, is left out. Used by the self-heal
     /// to keep what it corrects ([`crate::changeset::ChangeSet::drift_diffs`]).
     pub(super) async fn drift_diffs(&self, desired: &[Desired]) -> Vec<(ObjectRef, String)> {
-        let (writer, manager) = (&self.live.writer, &self.options.apply.field_manager);
+        let (writer, manager) = (self.view.writer(), &self.options.apply.field_manager);
         let mut diffs = Vec::new();
         for d in desired {
             let Ok(live) = server_side::read(writer, d).await else { continue };
@@ -292,10 +290,10 @@ impl Engine {
         partial: &[String],
         report: &mut DiffReport,
     ) {
-        let members = self.live.cache.len();
+        let members = self.view.cache().len();
         // A sync releases the unit's namespace before it plans the prune.
         report.prune.released = self.releasable_namespace(desired);
-        let mut live = self.live.cache.snapshot();
+        let mut live = self.view.cache().snapshot();
         if let Some(released) = &report.prune.released {
             live.remove(released);
         }
@@ -326,7 +324,7 @@ impl Engine {
     ) {
         let first = steps.iter().map(|s| s.object.clone());
         let mut checker =
-            crate::prune::cascade::Checker::new(&self.live.writer, &self.parent.inventory.id).deleted_first(first);
+            crate::prune::cascade::Checker::new(self.view.writer(), &self.parent.inventory.id).deleted_first(first);
         let mut requests = crate::changeset::ChangeSet::default();
         for step in steps {
             if live.get(&step.object).is_some_and(|m| m.prune_cascade) {
@@ -357,7 +355,7 @@ impl Engine {
             desired.iter().filter_map(|d| d.object.namespace.as_deref()).chain(parent_ns).chain(create).collect();
         let mut found = Namespaces::default();
         for ns in needed {
-            let present = crate::apply::namespace::exists(&self.live.client, ns).await.map_err(|e| {
+            let present = crate::apply::namespace::exists(self.view.client(), ns).await.map_err(|e| {
                 crate::cluster::Error::InventoryFailed {
                     parent: self.parent.inventory.parent.to_string(),
                     message: format!("read namespace {ns}: {}", api_message(&e)),
@@ -413,7 +411,7 @@ impl Engine {
             return refused;
         }
         let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
-        let owners = owner::owners(&self.live.client, &ids).await.unwrap_or_default();
+        let owners = owner::owners(self.view.client(), &ids).await.unwrap_or_default();
         let mut warned = BTreeSet::new();
         for (object, id) in labelled {
             let found = owners.get(&id);

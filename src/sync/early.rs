@@ -29,7 +29,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::apply::{self, Blocked};
+use crate::apply::Blocked;
 use crate::changeset::ChangeSet;
 use crate::cluster::LiveMeta;
 use crate::cluster::discovery::Resolved;
@@ -193,33 +193,21 @@ impl Engine {
         if from == revision {
             return Early::default();
         }
-        let Some(mut changed) = self.repo.changed_manifests(from, revision, MAX_FILES).await else {
-            return Early::default();
-        };
         // Sent early as the whole sync would send them; a variable that cannot be read or is
         // undefined is the whole sync's to report.
-        if self.substitute(&mut [&mut changed]).await.is_err() {
+        let Some(changed) = self.loader.changed(self.view.client(), from, revision, MAX_FILES).await else {
             return Early::default();
-        }
-        let discovery = &self.live.discovery;
-        let known = |m: &crate::manifest::Manifest| discovery.known(&m.api_version, &m.gk.kind);
-        let Some(selection) = select(changed, previous, known, |o| self.live.cache.get(o), defaults) else {
+        };
+        let view = &self.view;
+        let known = |m: &crate::manifest::Manifest| view.known(&m.api_version, &m.gk.kind);
+        let Some(selection) = select(changed, previous, known, |o| view.cache().get(o), defaults) else {
             tracing::debug!(unit = %self.unit.name, %revision, "no early apply: the whole sync decides");
             return Early::default();
         };
         let mut early = Early::default();
         let mut blocked = Blocked::default();
         for (stage, steps) in &selection.stages {
-            let applied = apply::apply_stage(
-                &self.live.writer,
-                *stage,
-                steps,
-                &selection.desired,
-                &self.live.cache,
-                &mut blocked,
-                &self.options.apply,
-            )
-            .await;
+            let applied = self.view.apply(*stage, steps, &selection.desired, &mut blocked, &self.options.apply).await;
             early.changes.requests += applied.requests;
             if let Some(at) = applied.changes_applied_at {
                 early.changes.note_change_applied(at);

@@ -144,7 +144,7 @@ impl Engine {
     /// Reads each of `targets` once and folds its health into the judgement; those whose read
     /// failed are logged and left out.
     async fn read_each(&mut self, targets: &[Target]) -> Vec<(ObjectRef, Option<Status>)> {
-        let reads = targets.iter().map(|t| survey::judge_one(&self.live.client, t));
+        let reads = targets.iter().map(|t| survey::judge_one(self.view.client(), t));
         let answers = futures::future::join_all(reads).await;
         let mut read = Vec::with_capacity(targets.len());
         for (target, answer) in targets.iter().zip(answers) {

@@ -3,7 +3,7 @@
 use std::time::Instant;
 
 use super::{Engine, Report};
-use crate::apply::{self, Blocked};
+use crate::apply::Blocked;
 use crate::changeset::{ChangeSet, DRIFT_DIFFS};
 use crate::object::ObjectRef;
 use crate::plan::Desired;
@@ -33,12 +33,13 @@ impl Engine {
         }
         let previous = self.last.desired.take();
         let defaults = self.defaults();
-        let loaded = self.load(&recorded).await?;
+        let loaded = self.loader.load(self.view.client(), &recorded).await?;
         let previous = previous.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
-        let resolved =
-            super::desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, previous)
-                .await
-                .map_err(|e| super::desired::hinted(e, &loaded.skipped))?;
+        let resolved = self
+            .view
+            .resolve_desired(loaded.manifests, &defaults, previous)
+            .await
+            .map_err(|e| super::desired::hinted(e, &loaded.skipped))?;
         self.last.desired = Some((recorded.clone(), resolved.desired));
         Ok(Some(recorded))
     }
@@ -59,24 +60,13 @@ impl Engine {
         if desired.is_empty() {
             return None;
         }
-        let diffed = if self.live.fence.admits() { &desired[..desired.len().min(DRIFT_DIFFS)] } else { &[] };
+        let diffed = if self.view.admits() { &desired[..desired.len().min(DRIFT_DIFFS)] } else { &[] };
         let drift_diffs = self.drift_diffs(diffed).await;
         let mut changes = ChangeSet { drift_diffs, requests: 2 * diffed.len(), ..Default::default() };
         let stages = self.plan_stages(&desired, &mut changes).await.ok()?;
         let mut blocked = Blocked::default();
         for (stage, steps) in stages {
-            changes.extend(
-                apply::apply_stage(
-                    &self.live.writer,
-                    stage,
-                    &steps,
-                    &desired,
-                    &self.live.cache,
-                    &mut blocked,
-                    &self.options.apply,
-                )
-                .await,
-            );
+            changes.extend(self.view.apply(stage, &steps, &desired, &mut blocked, &self.options.apply).await);
         }
         self.note_adoptions(&mut changes);
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);

@@ -44,7 +44,7 @@ impl Engine {
                 targets.push(t);
             }
         }
-        let wait = HealthWait::new(self.live.writer.clone(), selector, &targets);
+        let wait = HealthWait::new(self.view.writer().clone(), selector, &targets);
         if covers_all { wait.covering_all() } else { wait }
     }
 
@@ -153,7 +153,7 @@ impl Engine {
         let kinds: Vec<survey::Kind> = kinds.into_values().collect();
         let selector = format!("{PART_OF}={}", self.parent.inventory.id);
         let held: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
-        let found = survey::not_current(&self.live.client, &kinds, &selector).await?;
+        let found = survey::not_current(self.view.client(), &kinds, &selector).await?;
         Ok(found.into_iter().filter(|(t, _)| held.contains(&t.object)).collect())
     }
 }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use kube::discovery::ApiResource;
 
-use super::hooks::{HOOKS_RAN, HooksRan};
+use super::hooks::HOOKS_RAN;
 use super::{Engine, Result, namespaces};
 use crate::cluster::LiveMeta;
 use crate::cluster::inventory::control::HANDLED_AT;
@@ -28,7 +28,7 @@ impl Engine {
     /// The controls on the unit's ApplySet parent as its watch sees them
     /// ([`crate::cluster::inventory::ParentWatch::control`]); starts the watch if none runs.
     pub fn control(&mut self) -> tokio::sync::watch::Receiver<Option<Control>> {
-        self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.live.cache.watches())).control()
+        self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.view.cache().watches())).control()
     }
 
     /// The controls on the unit's ApplySet parent by one metadata GET (none for a parent that
@@ -36,7 +36,7 @@ impl Engine {
     ///
     /// Errors: [`super::Error::Cluster`] when the parent cannot be read.
     pub async fn read_control(&self) -> Result<Control> {
-        Ok(self.parent.inventory.control(&self.live.client).await?.unwrap_or_default())
+        Ok(self.parent.inventory.control(self.view.client()).await?.unwrap_or_default())
     }
 
     /// Notes on the ApplySet parent that the sync request `token` waits for the unit's running
@@ -45,7 +45,7 @@ impl Engine {
     ///
     /// Errors: [`super::Error::Cluster`] when the parent cannot be written.
     pub fn note_request_queued(&self, token: String) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
-        let (inventory, client) = (self.parent.inventory.clone(), self.live.client.clone());
+        let (inventory, client) = (self.parent.inventory.clone(), self.view.client().clone());
         async move { Ok(inventory.note_queued(&client, &token).await?) }
     }
 
@@ -54,7 +54,7 @@ impl Engine {
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it
     /// again and retries once. A missing parent is created.
     pub(super) async fn widen_inventory(&mut self, wanted: &Contents) -> Result<Contents> {
-        let watch = self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.live.cache.watches()));
+        let watch = self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.view.cache().watches()));
         let stale = match (watch.seen(), &self.parent.known) {
             (Seen::Absent, Some(_)) => true,
             (Seen::Present(rv), Some(known)) => crate::cluster::drift::newer(&rv, &known.resource_version),
@@ -104,18 +104,14 @@ impl Engine {
             let next = contents(existing.as_ref());
             let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations());
             if let Some(parent) = existing.as_ref().filter(|p| p.contents == next && p.annotations == annotations) {
-                self.hooks.recorded = self.hooks.ran.clone();
+                self.hooks.written(None);
                 self.parent.known = Some(parent.clone());
                 return Ok(next);
             }
-            match self
-                .parent
-                .inventory
-                .write(&self.live.client, &next, existing.as_ref(), &self.options.apply.field_manager, &annotations)
-                .await
-            {
+            let fm = &self.options.apply.field_manager;
+            match self.view.writes().parent(&self.parent.inventory, &next, existing.as_ref(), fm, &annotations).await {
                 Ok(parent) => {
-                    self.hooks.recorded = parent.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
+                    self.hooks.written(Some(&parent.annotations));
                     self.parent.known = Some(parent);
                     return Ok(next);
                 }
@@ -127,12 +123,11 @@ impl Engine {
 
     /// Reads the parent (one GET), remembering its record and attempt.
     pub(super) async fn read_parent(&mut self) -> Result<Option<Parent>> {
-        let parent = self.parent.inventory.read(&self.live.client).await?;
+        let parent = self.parent.inventory.read(self.view.client()).await?;
         if let Some(p) = &parent {
             self.record.recorded = Record::from_annotations(&p.annotations);
             self.record.attempt = Attempt::from_annotations(&p.annotations);
-            self.hooks.ran = p.annotations.get(HOOKS_RAN).and_then(|v| HooksRan::parse(v));
-            self.hooks.recorded = self.hooks.ran.clone();
+            self.hooks.read(&p.annotations);
             self.record.handled = p.annotations.get(HANDLED_AT).cloned();
         }
         Ok(parent)
@@ -144,7 +139,7 @@ impl Engine {
         let mut annotations = self.record.recorded.as_ref().map(Record::annotations).unwrap_or_default();
         annotations.extend(self.record.attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
-        if let Some(ran) = &self.hooks.ran {
+        if let Some(ran) = self.hooks.ran() {
             annotations.insert(HOOKS_RAN.to_string(), ran.value());
         }
         if let Some(handled) = &self.record.handled {
@@ -162,7 +157,7 @@ impl Engine {
         resources: &HashMap<GroupKind, (Arc<ApiResource>, bool)>,
         widened: &Contents,
     ) -> Result<()> {
-        let remaining = self.live.cache.snapshot();
+        let remaining = self.view.cache().snapshot();
         let wanted: BTreeSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
         // Members of kinds not served now stay recorded unless their API group is confirmed gone
         // (its CRD deleted: the objects went with it).
@@ -172,7 +167,7 @@ impl Engine {
         unserved_groups.dedup();
         let mut gone = BTreeSet::new();
         for group in unserved_groups {
-            if crate::cluster::discovery::group_gone(&self.live.client, group).await {
+            if crate::cluster::discovery::group_gone(self.view.client(), group).await {
                 gone.insert(group.to_string());
             }
         }
@@ -184,12 +179,8 @@ impl Engine {
         }
         let previous = self.parent.known.take();
         let record = self.record_annotations();
-        match self
-            .parent
-            .inventory
-            .write(&self.live.client, &narrowed, previous.as_ref(), &self.options.apply.field_manager, &record)
-            .await
-        {
+        let fm = &self.options.apply.field_manager;
+        match self.view.writes().parent(&self.parent.inventory, &narrowed, previous.as_ref(), fm, &record).await {
             Ok(parent) => self.parent.known = Some(parent),
             Err(crate::cluster::Error::InventoryConflict { .. }) => {}
             Err(e) => return Err(e.into()),

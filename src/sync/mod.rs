@@ -9,6 +9,9 @@
 //! document or the object.
 //!
 //! Files, one per step of a sync: `repo` (the mirror, render and parse cache off the runtime),
+//! `loader` (a revision fetched, loaded and its variables substituted), `writes` (the one seam
+//! every write of a sync goes through: to the API server, or recorded), `order` (the order of a
+//! sync's steps once planned, tested over the recorded writes),
 //! `early` (a push's changed objects sent first), `desired` (resolve, default namespace,
 //! label), `pending` (custom resources whose CRD the revision brings), `inventory` (the
 //! ApplySet parent widened and narrowed), `ownership` (objects another ApplySet owns: refused or
@@ -30,7 +33,9 @@ mod heal;
 mod health;
 pub mod hooks;
 mod inventory;
+mod loader;
 pub(crate) mod namespaces;
+mod order;
 pub mod outcome;
 mod ownership;
 mod pending;
@@ -41,6 +46,7 @@ mod run;
 pub mod set;
 mod state;
 pub mod substitute;
+pub mod writes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -56,6 +62,7 @@ use crate::cluster::fence::Fence;
 use crate::cluster::inventory::{Contents, Inventory};
 use crate::config::{ClusterConfig, SyncUnit};
 
+use crate::health::record::SyncResult;
 use crate::health::wait::Target;
 use crate::manifest::Skipped;
 use crate::object::GroupKind;
@@ -189,16 +196,16 @@ pub struct Sent {
 pub struct Engine {
     /// Shared with the repo and the daemon's running-unit map: one copy per unit.
     unit: Arc<SyncUnit>,
-    /// Source and render: the mirror, the parse and render caches.
-    repo: repo::Repo,
+    /// Source, render and parse: the mirror, the parse and render caches, the variables.
+    loader: loader::Loader,
     /// The cluster as the engine reads and writes it.
-    live: state::Live,
+    view: state::ClusterView,
     /// The ApplySet parent and the namespaces made for it.
     parent: state::ParentState,
     /// What the parent records of syncs and attempts.
     record: state::Recorder,
     /// Helm hooks: the revision's, and the phase last run.
-    hooks: state::HookState,
+    hooks: hooks::Hooks,
     /// How objects are applied and pruned.
     options: state::Options,
     /// What the last sync leaves for the next one and for self-heal.
@@ -260,12 +267,12 @@ impl Engine {
         let prune = PruneOptions { max_fraction: unit.max_prune_fraction, allow_all: unit.allow_prune_all };
         Ok(Self {
             unit: unit.clone(),
-            repo,
-            live: state::Live::new(client, writer, cache, fence.clone()),
+            loader: loader::Loader::new(unit.clone(), repo, substitute_key),
+            view: state::ClusterView::new(client, writer, cache, fence.clone()),
             parent: state::ParentState::new(inventory),
             record: state::Recorder::default(),
-            hooks: state::HookState::default(),
-            options: state::Options { apply, prune, allow_prune_once: false, retired: false, substitute_key },
+            hooks: hooks::Hooks::default(),
+            options: state::Options { apply, prune, allow_prune_once: false },
             last: state::LastSync::default(),
         })
     }
@@ -289,21 +296,27 @@ impl Engine {
     /// not the one impersonating the unit's ServiceAccount: what writes the unit's Kubernetes
     /// Events.
     pub fn client(&self) -> &kube::Client {
-        &self.live.client
+        self.view.client()
+    }
+
+    /// The seam every write of this unit's syncs goes through ([`writes::Writes`]), shared:
+    /// the writer of its Kubernetes Events too.
+    pub fn writes(&self) -> std::sync::Arc<dyn writes::Writes> {
+        self.view.writes_shared()
     }
 
     /// Watches the unit's members and ApplySet parent through `watches`, the daemon's watches
     /// of the unit's cluster shared by all its units ([`crate::cluster::feed`]), instead of
     /// watches of its own. Call before the first sync.
     pub fn share_watches(&mut self, watches: &crate::cluster::feed::Watches) {
-        self.live.cache.share(watches);
+        self.view.cache_mut().share(watches);
         self.parent.watch = None;
     }
 
     /// Takes discovery's answers from `answers`, the daemon's for the unit's cluster shared by
     /// all its units ([`crate::cluster::discovery::Answers`]), before asking the API server.
     pub fn share_discovery(&mut self, answers: &crate::cluster::discovery::Answers) {
-        self.live.discovery.share(answers);
+        self.view.discovery_mut().share(answers);
     }
 
     /// For a one-shot command (`gitward sync`, `gitward diff`): reads the unit's members and
@@ -311,18 +324,18 @@ impl Engine {
     /// event per applied object to a process that exits after the sync. Call before the
     /// first sync; a daemon's unit keeps its watches (they see drift).
     pub fn one_shot(&mut self) {
-        self.live.cache.list_only();
+        self.view.cache_mut().list_only();
         self.parent.watch = None;
     }
 
     /// The metadata cache (the daemon subscribes to its drift events).
     pub fn cache(&self) -> &MetadataCache {
-        &self.live.cache
+        self.view.cache()
     }
 
     /// The unit's repository (mirror and parse cache).
     pub fn repo(&self) -> &repo::Repo {
-        &self.repo
+        self.loader.repo()
     }
 
     /// Lets the next syncs of this engine prune past `max_prune_fraction` and the empty-revision
@@ -339,14 +352,14 @@ impl Engine {
     /// the caller also calls [`Engine::allow_prune_once`] (`prune_removed_unguarded`). The
     /// other prune rules (membership, re-check, cascades, `prune = false`) stay.
     pub fn retire(&mut self) {
-        self.options.retired = true;
+        self.loader.retire();
     }
 
     /// One sync: fetch, then [`Engine::sync_revision`].
     pub async fn sync(&mut self) -> Result<Report> {
         let started = Instant::now();
         self.record.attempting = None;
-        let revision = self.repo.fetch().await?;
+        let revision = self.loader.fetch().await?;
         let mut report = self.sync_revision(revision).await?;
         report.took.apply = started.elapsed();
         Ok(report)
@@ -360,26 +373,20 @@ impl Engine {
         self.sync_rest(early).await
     }
 
-    /// Loads the revision's manifests, variables substituted (`[sync.substitute]`); a unit that
-    /// renders with Helm first learns the cluster's capabilities (again after [`crate::render::CAPABILITIES_TTL`]; a failed
-    /// refresh keeps the last good set).
-    async fn load(&mut self, revision: &Revision) -> Result<crate::manifest::Loaded> {
-        if self.options.retired {
-            return Ok(crate::manifest::Loaded::default());
-        }
-        if self.repo.needs_capabilities(revision).await? {
-            self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(&self.live.client).await)?;
-        }
-        let mut loaded = self.repo.load(revision).await?;
-        self.substitute(&mut [&mut loaded.manifests, &mut loaded.hooks]).await?;
-        Ok(loaded)
+    /// The post phase of `report`'s revision, once its sync is judged `result`
+    /// ([`hooks::Hooks::post`]): `None` when no hook was due; else their entries, and the result
+    /// (`failed` when one failed).
+    pub async fn post_hooks(&mut self, report: &Report, result: SyncResult) -> Option<(ChangeSet, SyncResult)> {
+        let unit =
+            hooks::Unit::new(&mut self.view, &self.parent.inventory.id, &self.options.apply.field_manager, &self.unit);
+        self.hooks.post(unit, &self.parent.inventory.parent, report, result).await
     }
 
     /// Whether the API server answers now: one `GET /version`, at most 5 s. The daemon asks
     /// after a sync with failed objects, to tell failures the API server answered (a 403, a
     /// webhook's denial: the unit stays ready) from an outage (not ready).
     pub async fn cluster_answers(&self) -> bool {
-        matches!(tokio::time::timeout(Duration::from_secs(5), self.live.client.apiserver_version()).await, Ok(Ok(_)))
+        matches!(tokio::time::timeout(Duration::from_secs(5), self.view.client().apiserver_version()).await, Ok(Ok(_)))
     }
 
     /// The unit's `health_timeout` (zero: no health wait).
@@ -406,17 +413,16 @@ impl Engine {
             if resources.contains_key(gk) {
                 continue;
             }
-            if let Some(r) = self.live.discovery.resolve_group_kind(&self.live.client, gk).await? {
+            if let Some(r) = self.view.resolve_group_kind(gk).await? {
                 resources.insert(gk.clone(), (r.resource, r.namespaced));
             }
         }
-        self.live.cache.retain_kinds(|gk| resources.contains_key(gk));
+        self.view.cache_mut().retain_kinds(|gk| resources.contains_key(gk));
         let mut unwatchable = BTreeMap::new();
         let kinds: Vec<(Arc<ApiResource>, bool)> = resources.values().cloned().collect();
         let keys: Vec<GroupKind> = resources.keys().cloned().collect();
         // All first lists at once: ten new kinds cost one round trip, not ten in a row.
-        for (gk, (_, ready)) in keys.into_iter().zip(self.live.cache.ensure_all(&kinds, self.live.cache_timeout).await)
-        {
+        for (gk, (_, ready)) in keys.into_iter().zip(self.view.ensure_all(&kinds).await) {
             match ready {
                 Ok(()) => {}
                 Err(e @ crate::cluster::Error::CacheFailed { .. }) => {
@@ -446,7 +452,7 @@ impl Engine {
         start: usize,
         changes: &mut ChangeSet,
     ) -> Result<BTreeMap<Stage, Vec<Step>>> {
-        let live = self.live.cache.snapshot();
+        let live = self.view.cache().snapshot();
         let foreign = self.foreign_members(&desired[start..], &live, changes).await;
         self.options.apply.adoptable.extend(foreign.adoptable_ids);
         self.last.adoptions.extend(foreign.adopted);
@@ -464,3 +470,7 @@ impl Engine {
             .collect())
     }
 }
+
+#[cfg(test)]
+#[path = "shape_tests.rs"]
+mod shape_tests;

@@ -16,7 +16,6 @@
 //!   still this unit's), the inventory forgets it at the next narrow, and it is never deleted.
 
 use super::{Engine, Result};
-use crate::apply::namespace;
 use crate::cluster::{api_message, is_status};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
@@ -27,7 +26,7 @@ pub fn namespace_ref(name: &str) -> ObjectRef {
 }
 
 impl Engine {
-    /// With `create_namespace`, makes the unit's namespace if missing ([`namespace::create_if_missing`]).
+    /// With `create_namespace`, makes the unit's namespace if missing ([`crate::apply::namespace::create_if_missing`], through [`super::writes::Writes::create_namespace`]).
     /// Checked once per engine, and again after a sync with failures (the namespace may have
     /// been deleted by hand since).
     ///
@@ -38,12 +37,12 @@ impl Engine {
         }
         let name = self.unit.namespace.as_str();
         let created =
-            namespace::create_if_missing(&self.live.client, &self.live.writer, name, &self.options.apply.field_manager)
-                .await
-                .map_err(|e| crate::cluster::Error::NamespaceFailed {
+            self.view.writes().create_namespace(name, &self.options.apply.field_manager).await.map_err(|e| {
+                crate::cluster::Error::NamespaceFailed {
                     namespace: name.to_string(),
                     message: format!("create_namespace: {}", self.refusal(&e)),
-                })?;
+                }
+            })?;
         if created {
             self.parent.made_bare.push(namespace_ref(name));
         }
@@ -59,7 +58,7 @@ impl Engine {
             return None;
         }
         let object = namespace_ref(&self.unit.namespace);
-        self.live.cache.get(&object).filter(|m| !m.deleting)?;
+        self.view.cache().get(&object).filter(|m| !m.deleting)?;
         (!desired.iter().any(|d| d.object == object)).then_some(object)
     }
 
@@ -76,14 +75,13 @@ impl Engine {
             return Ok(());
         }
         let fm = &self.options.apply.field_manager;
-        let created =
-            namespace::create_if_missing(&self.live.client, &self.live.writer, namespace, fm).await.map_err(|e| {
-                let parent = self.parent.inventory.parent.to_string();
-                crate::cluster::Error::InventoryFailed {
-                    parent,
-                    message: format!("create its namespace {namespace}: {}", self.refusal(&e)),
-                }
-            })?;
+        let created = self.view.writes().create_namespace(namespace, fm).await.map_err(|e| {
+            let parent = self.parent.inventory.parent.to_string();
+            crate::cluster::Error::InventoryFailed {
+                parent,
+                message: format!("create its namespace {namespace}: {}", self.refusal(&e)),
+            }
+        })?;
         if created {
             // Made by this sync, so its apply reports `created`, not `adopted`.
             self.parent.made_bare.push(namespace_ref(namespace));
@@ -116,19 +114,12 @@ impl Engine {
     /// the namespace released, if any.
     pub(super) async fn release_unit_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
         let object = self.releasable_namespace(desired)?;
-        let live = self.live.cache.get(&object)?;
+        let live = self.view.cache().get(&object)?;
         let fm = &self.options.apply.field_manager;
-        match namespace::release(
-            &self.live.client,
-            &object.name,
-            &self.parent.inventory.id,
-            live.desired_hash.is_some(),
-            fm,
-        )
-        .await
-        {
+        let id = &self.parent.inventory.id;
+        match self.view.writes().release_namespace(&object.name, id, live.desired_hash.is_some(), fm).await {
             Ok(_) => {
-                self.live.cache.forget(&object);
+                self.view.cache().forget(&object);
                 Some(object)
             }
             Err(_) => None,

@@ -70,14 +70,12 @@ impl Engine {
         let selector = format!("{PART_OF},{PART_OF}!={}", self.parent.inventory.id);
         // One list per scope, all at once: a cold sync of ten kinds waited for ten lists in a row.
         let lists =
-            futures::future::join_all(
-                scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
-                    let selector = &selector;
-                    async move {
-                        (gk, namespaced, owner::list_labelled(&self.live.client, resource, namespace, selector).await)
-                    }
-                }),
-            )
+            futures::future::join_all(scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
+                let selector = &selector;
+                async move {
+                    (gk, namespaced, owner::list_labelled(self.view.client(), resource, namespace, selector).await)
+                }
+            }))
             .await;
         let mut foreign = Foreign::default();
         for (gk, namespaced, list) in lists {
@@ -128,7 +126,7 @@ impl Engine {
         let of_kind: Vec<&ObjectRef> = creates.iter().copied().filter(|o| &o.gk == gk).collect();
         let names: Vec<(Option<&str>, &str)> =
             of_kind.iter().map(|o| (o.namespace.as_deref(), o.name.as_str())).collect();
-        let values = self.live.cache.others_part_of(resource, &names)?;
+        let values = self.view.cache().others_part_of(resource, &names)?;
         Some(of_kind.into_iter().zip(values).filter_map(|(o, id)| Some((o.clone(), id?))).collect())
     }
 
@@ -142,7 +140,7 @@ impl Engine {
     ) -> Foreign {
         let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
         changes.requests += 2;
-        let owners = owner::owners(&self.live.client, &ids).await.map_err(|e| crate::cluster::api_message(&e));
+        let owners = owner::owners(self.view.client(), &ids).await.map_err(|e| crate::cluster::api_message(&e));
         for (object, id) in labelled {
             let found = owners.as_ref().ok().and_then(|o| o.get(&id));
             match (owner::verdict(&id, found, &self.unit.adopt_from), &owners) {

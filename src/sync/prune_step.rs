@@ -23,8 +23,8 @@ impl Engine {
     ) -> Result<()> {
         let PruneInputs { desired, resources, members_before, partial } = inputs;
         self.release_unit_namespace(desired).await;
-        let stale = self.live.cache.relist_stale(self.live.cache_timeout).await.err();
-        let p = plan::prune_plan(desired, &self.live.cache.snapshot(), &widened.members);
+        let stale = self.view.relist_stale().await.err();
+        let p = plan::prune_plan(desired, &self.view.cache().snapshot(), &widened.members);
         changes.not_members.extend(p.not_members);
         if let Some(reason) = self.prune_deferred().filter(|_| !p.steps.is_empty()) {
             // Not a failure: the move is what the user asked for; the members stay recorded.
@@ -49,14 +49,7 @@ impl Engine {
             changes.prune_refused = Some(reason);
             return Ok(());
         }
-        let ctx = prune::Context {
-            client: &self.live.writer,
-            resources,
-            cache: &self.live.cache,
-            applyset_id: &self.parent.inventory.id,
-            fence: &self.live.fence,
-        };
-        let pruned = prune::prune(&ctx, &p.steps).await;
+        let pruned = self.view.prune(resources, &self.parent.inventory.id, &p.steps).await;
         let clean = !pruned.has_failures();
         changes.extend(pruned);
         if clean {

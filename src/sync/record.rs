@@ -21,7 +21,7 @@ impl Engine {
     /// Errors: those of [`super::repo::Repo::fetch_since`].
     pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
         self.record.attempting = None;
-        self.repo.fetch_since(not_before).await
+        self.loader.fetch_since(not_before).await
     }
 
     /// Marks the sync about to run as the answer to the sync request `token`
@@ -169,13 +169,13 @@ impl Engine {
             _ => self.record.handled.clone(),
         };
         let same_handled = handled == self.record.handled;
-        if same_record && same_handled && self.record.attempt == attempt && self.hooks.recorded == self.hooks.ran {
+        if same_record && same_handled && self.record.attempt == attempt && self.hooks.recorded() {
             return Ok(false);
         }
         let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
         annotations.extend(attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
-        if let Some(ran) = &self.hooks.ran {
+        if let Some(ran) = self.hooks.ran() {
             annotations.insert(super::hooks::HOOKS_RAN.to_string(), ran.value());
         }
         if let Some(handled) = &handled {

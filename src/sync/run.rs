@@ -1,7 +1,7 @@
 //! One sync after its early apply, as a [`Run`]: the state its steps build, and one short
-//! method per step — begin (load, resolve, widen the inventory, watch, plan), what git changed
-//! sent first, the stages (with Helm's pre hooks and the custom resources that waited for their
-//! CRD), prune and narrow, and the report.
+//! method per step — begin (load, resolve, widen the inventory, watch, plan), the stages (with
+//! Helm's pre hooks and the custom resources that waited for their CRD), prune and narrow, and
+//! the report. Their order after the plan is [`super::order::run`]'s, over [`Syncing`].
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -13,15 +13,15 @@ use super::desired::{self, Defaults, Resolution};
 use super::early::{Early, EarlyApply};
 use super::health::health_targets;
 use super::hooks;
-use super::pending::pending_contents;
+use super::pending::{self, pending_contents};
 use super::prune_step::PruneInputs;
-use super::{Engine, Report, Result};
-use crate::apply::{self, Blocked};
+use super::{Engine, Report, Result, order};
+use crate::apply::Blocked;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::Contents;
 use crate::manifest::{Manifest, Skipped};
 use crate::object::GroupKind;
-use crate::plan::{self, Desired, Stage, Step};
+use crate::plan::{Desired, Stage, Step};
 use crate::source::Revision;
 
 /// One sync's state after its early apply, as the steps of [`Engine::sync_rest`] build it.
@@ -86,10 +86,13 @@ struct Stages {
     blocked: Blocked,
 }
 
-/// When a sync began, and how long its first steps took.
+/// When a sync began, how long its first steps took, and when what git changed was applied.
 struct Clock {
     started: Instant,
     times: Times,
+    /// When the last object git changed was applied, else when the apply ended; set once the
+    /// apply is over.
+    applied_at: Option<Instant>,
 }
 
 /// Offsets from a sync's start to the end of its first steps (debug log `sync phases`).
@@ -111,25 +114,13 @@ impl Engine {
     /// widened first), and the report says [`Report::yielded`]. The next sync sends the rest.
     pub async fn sync_rest(&mut self, early: EarlyApply) -> Result<Report> {
         let mut run = self.begin(early).await?;
-        self.changes_first(&mut run).await;
-        self.stages(&mut run).await?;
-        self.note_adoptions(&mut run.changes);
-        // A push waits for what it changed; unchanged objects re-sent after that do not count.
-        let applied_at = run.changes.changes_applied_at.unwrap_or_else(Instant::now);
-        log_times(&self.unit.name, &run, applied_at);
-        let yielded = self.options.apply.yield_to.is_raised();
-        let pruned = if self.unit.prune && !yielded && !run.changes.has_failures() && run.kinds.unwatchable.is_empty() {
-            let inputs = PruneInputs {
-                desired: &run.desired,
-                resources: &run.kinds.resources,
-                members_before: run.kinds.members_before,
-                partial: &run.read.partial,
-            };
-            self.prune_and_narrow(inputs, &run.kinds.widened, &mut run.changes).await
-        } else {
-            Ok(())
-        };
-        self.end(run, applied_at, yielded, pruned)
+        let waits = run.later.pending.as_ref().is_some_and(|p| !p.is_empty()) || run.later.hooks_due;
+        let may_prune = self.unit.prune && run.kinds.unwatchable.is_empty();
+        let todo = std::mem::take(&mut run.stages.todo);
+        let plan = order::Plan { todo, waits_for_foundations: waits, may_prune };
+        let ended = order::run(&mut Syncing { engine: self, run: &mut run }, plan).await?;
+        let applied_at = run.clock.applied_at.unwrap_or_else(Instant::now);
+        self.end(run, applied_at, ended.yielded, ended.pruned)
     }
 
     /// Loads and resolves the revision, widens the inventory, watches the kinds and plans the
@@ -137,25 +128,23 @@ impl Engine {
     async fn begin(&mut self, early: EarlyApply) -> Result<Run> {
         let EarlyApply { early, revision, started, early_at } = early;
         let defaults = self.defaults();
-        let mut loaded = self.load(&revision).await?;
+        let mut loaded = self.loader.load(self.view.client(), &revision).await?;
         let loaded_at = started.elapsed();
         let path_tree = match loaded.path_only {
-            true => self.repo.path_tree(&revision, self.unit.path.as_str()).await,
+            true => self.loader.path_tree(&revision).await,
             false => None,
         };
         let hooks = std::mem::take(&mut loaded.hooks);
         // Read only for a render with hooks: it reads every body of the release.
         let digest = if hooks.is_empty() { String::new() } else { hooks::release_digest(&loaded.manifests, &hooks) };
         let previous = self.last.desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
-        let resolved =
-            desired::resolve(&self.live.client, &mut self.live.discovery, loaded.manifests, &defaults, previous).await;
+        let resolved = self.view.resolve_desired(loaded.manifests, &defaults, previous).await;
         let Resolution { desired, pending } = resolved.map_err(|e| desired::hinted(e, &loaded.skipped))?;
         let resolved_at = started.elapsed();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
         let widened = self.widen_inventory(&wanted).await?;
         let (resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
-        let hooks_due =
-            !hooks.is_empty() && self.hooks.ran.as_ref().is_none_or(|r| !r.is_for(&revision.to_string(), &digest));
+        let hooks_due = !hooks.is_empty() && self.hooks.due(&revision, &digest);
         let mut run = Run {
             revision,
             desired,
@@ -169,11 +158,12 @@ impl Engine {
                 path_tree,
             },
             later: Later { pending: Some(pending), hooks: Some(hooks), hooks_due, digest },
-            kinds: Kinds { widened, resources, unwatchable, members_before: self.live.cache.len() },
+            kinds: Kinds { widened, resources, unwatchable, members_before: self.view.cache().len() },
             stages: Stages { todo: BTreeMap::new(), blocked: Blocked::default() },
             clock: Clock {
                 started,
                 times: Times { early: early_at, loaded: loaded_at, resolved: resolved_at, planned: Duration::ZERO },
+                applied_at: None,
             },
         };
         self.plan_run(&mut run, early).await?;
@@ -211,58 +201,10 @@ impl Engine {
         Ok(())
     }
 
-    /// What git changed is sent first when the stages before it hold only unchanged objects
-    /// (custom resources still pending their CRD are a change to the Foundations stage; due
-    /// hooks run first).
-    async fn changes_first(&mut self, run: &mut Run) {
-        if run.later.pending.as_ref().is_some_and(|p| !p.is_empty()) || run.later.hooks_due {
-            return;
-        }
-        if let Some((stage, head)) = plan::changes_first(&mut run.stages.todo) {
-            self.apply_steps(run, stage, &head).await;
-        }
-    }
-
-    /// The stages in order, until a yield: after the Foundations stage, Helm's pre hooks (a
-    /// failed one skips the rest of the revision, as `helm upgrade` stops) and the custom
-    /// resources that waited for their CRD.
-    async fn stages(&mut self, run: &mut Run) -> Result<()> {
-        for stage in Stage::ALL {
-            if self.options.apply.yield_to.is_raised() {
-                break;
-            }
-            if stage != Stage::Foundations {
-                if let Some(refused) = self.run_pre_hooks(run).await? {
-                    for step in std::mem::take(&mut run.stages.todo).into_values().flatten() {
-                        run.changes.push(
-                            run.desired[step.index].object.clone(),
-                            Action::Skipped,
-                            Some(refused.clone()),
-                        );
-                    }
-                    break;
-                }
-                self.resolve_waiting(run).await?;
-            }
-            let Some(steps) = run.stages.todo.remove(&stage) else { continue };
-            self.apply_steps(run, stage, &steps).await;
-        }
-        Ok(())
-    }
-
-    /// Applies `steps` of `stage` ([`apply::apply_stage`]) into `run`'s change set.
+    /// Applies `steps` of `stage` ([`crate::apply::apply_stage`], through [`super::writes::Writes::apply`]) into `run`'s change set.
     async fn apply_steps(&self, run: &mut Run, stage: Stage, steps: &[Step]) {
         let (desired, blocked) = (&run.desired, &mut run.stages.blocked);
-        let applied = apply::apply_stage(
-            &self.live.writer,
-            stage,
-            steps,
-            desired,
-            &self.live.cache,
-            blocked,
-            &self.options.apply,
-        )
-        .await;
+        let applied = self.view.apply(stage, steps, desired, blocked, &self.options.apply).await;
         run.changes.extend(applied);
     }
 
@@ -270,20 +212,54 @@ impl Engine {
     async fn run_pre_hooks(&mut self, run: &mut Run) -> Result<Option<String>> {
         let Some(hooks) = run.later.hooks.take() else { return Ok(None) };
         let digest = std::mem::take(&mut run.later.digest);
-        self.pre_hooks(&run.revision, digest, hooks, &run.desired, run.kinds.members_before, &mut run.changes).await
+        let rendered = hooks::RevisionHooks::new(&run.revision, digest, hooks, &run.desired);
+        let unit =
+            hooks::Unit::new(&mut self.view, &self.parent.inventory.id, &self.options.apply.field_manager, &self.unit);
+        match self.hooks.pre(unit, rendered, run.kinds.members_before, &mut run.changes).await? {
+            hooks::Pre::NotDue => Ok(None),
+            hooks::Pre::Failed(refused) => Ok(Some(refused)),
+            hooks::Pre::Ran => {
+                // Recorded at once: a process that stops before the sync's record does not run
+                // them again.
+                self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
+                Ok(None)
+            }
+        }
     }
 
     /// Resolves, once, the custom resources that waited for their CRD, widens the inventory
     /// and the watches for them and plans them into the stages still to apply.
-    async fn resolve_waiting(&mut self, run: &mut Run) -> Result<()> {
-        let Some(pending) = run.later.pending.take().filter(|p| !p.is_empty()) else { return Ok(()) };
+    async fn resolve_waiting(&mut self, run: &mut Run) -> Result<BTreeMap<Stage, Vec<Step>>> {
+        let Some(pending) = run.later.pending.take().filter(|p| !p.is_empty()) else { return Ok(BTreeMap::new()) };
         let start = run.desired.len();
-        self.resolve_pending(pending, &run.read.defaults, &run.stages.blocked, &mut run.desired, &mut run.changes)
+        let (defaults, blocked) = (&run.read.defaults, &run.stages.blocked);
+        pending::resolve_pending(&mut self.view, pending, defaults, blocked, &mut run.desired, &mut run.changes)
             .await?;
         self.widen_resolved(&run.desired[start..], &mut run.kinds.widened, &mut run.kinds.resources).await?;
-        let added = self.plan_stages_from(&run.desired, start, &mut run.changes).await?;
-        for (s, steps) in added {
-            run.stages.todo.entry(s).or_default().extend(steps);
+        self.plan_stages_from(&run.desired, start, &mut run.changes).await
+    }
+
+    /// After [`pending::resolve_pending`]: the kinds of the `resolved` custom resources join
+    /// `resources` (watched now, so prune and narrow see them as served), and the refs they
+    /// resolved to that `widened` lacks — a cluster-scoped kind, recorded under a namespace
+    /// before its CRD was served — are recorded by widening the ApplySet parent again, before
+    /// they are applied (DESIGN.md decision 6). Without it such an object is never recorded,
+    /// so never pruned: a later sync sees it as "not recorded … (a copy?)". The guessed ref is
+    /// dropped by the narrow after a clean prune (served, not live, not wanted).
+    ///
+    /// Errors: [`super::Error::Cluster`] when the parent cannot be written.
+    pub(super) async fn widen_resolved(
+        &mut self,
+        resolved: &[Desired],
+        widened: &mut Contents,
+        resources: &mut HashMap<GroupKind, (Arc<ApiResource>, bool)>,
+    ) -> Result<()> {
+        for d in resolved {
+            resources.entry(d.object.gk.clone()).or_insert_with(|| (d.resource.clone(), d.object.namespace.is_some()));
+        }
+        let wanted = widened.union(&Contents::of(resolved.iter().map(|d| &d.object)));
+        if &wanted != widened {
+            *widened = self.widen_inventory(&wanted).await?;
         }
         Ok(())
     }
@@ -317,6 +293,60 @@ impl Engine {
             path_only,
             path_tree,
         })
+    }
+}
+
+/// The engine's steps of one [`Run`], in the order [`order::run`] calls them.
+struct Syncing<'a> {
+    engine: &'a mut Engine,
+    run: &'a mut Run,
+}
+
+impl order::Steps for Syncing<'_> {
+    fn yielded(&self) -> bool {
+        self.engine.options.apply.yield_to.is_raised()
+    }
+
+    fn failed(&self) -> bool {
+        self.run.changes.has_failures()
+    }
+
+    async fn apply(&mut self, stage: Stage, steps: &[Step]) {
+        self.engine.apply_steps(self.run, stage, steps).await;
+    }
+
+    async fn pre_hooks(&mut self) -> Result<Option<String>> {
+        self.engine.run_pre_hooks(self.run).await
+    }
+
+    fn refuse(&mut self, steps: Vec<Step>, reason: &str) {
+        for step in steps {
+            let object = self.run.desired[step.index].object.clone();
+            self.run.changes.push(object, Action::Skipped, Some(reason.to_string()));
+        }
+    }
+
+    async fn resolve_waiting(&mut self) -> Result<BTreeMap<Stage, Vec<Step>>> {
+        self.engine.resolve_waiting(self.run).await
+    }
+
+    fn applied(&mut self) {
+        self.engine.note_adoptions(&mut self.run.changes);
+        // A push waits for what it changed; unchanged objects re-sent after that do not count.
+        let applied_at = self.run.changes.changes_applied_at.unwrap_or_else(Instant::now);
+        log_times(&self.engine.unit.name, self.run, applied_at);
+        self.run.clock.applied_at = Some(applied_at);
+    }
+
+    async fn prune(&mut self) -> Result<()> {
+        let run = &mut *self.run;
+        let inputs = PruneInputs {
+            desired: &run.desired,
+            resources: &run.kinds.resources,
+            members_before: run.kinds.members_before,
+            partial: &run.read.partial,
+        };
+        self.engine.prune_and_narrow(inputs, &run.kinds.widened, &mut run.changes).await
     }
 }
 

@@ -5,44 +5,15 @@
 use std::io::{Read as _, Write as _};
 use std::path::Path;
 
-use super::{Engine, Error, Result};
+use super::{Error, Result};
 use crate::config::{ClusterConfig, SyncUnit};
 use crate::manifest::substitute::{Vars, substitute};
-use crate::manifest::{HashKey, Loaded, Manifest};
+use crate::manifest::{HashKey, Loaded};
 
 /// The file under `state_dir` holding the key that desired hashes of objects that took a
 /// Secret's value are keyed with: 32 random bytes made at first use, kept, so the hashes stay
 /// the same across restarts (with a new key, each such object is configured once).
 pub const KEY_FILE: &str = "substitute.key";
-
-impl Engine {
-    /// The unit's variables now: the `from` objects in order (a later one's key replacing an
-    /// earlier one's), then the inline `vars` over them, Flux's precedence. Every value of a
-    /// Secret is registered for masking ([`crate::telemetry::mask::register`]) before it is
-    /// used. `None` when the unit has no `[sync.substitute]` (nothing is substituted).
-    ///
-    /// Errors: [`Error::Cluster`] ([`crate::cluster::Error::VariablesUnreadable`]) when a
-    /// `from` object cannot be read.
-    pub(super) async fn variables(&self) -> Result<Option<Vars>> {
-        if !self.unit.substitute.is_set() {
-            return Ok(None);
-        }
-        variables(&self.unit, Some(&self.live.client)).await.map(Some)
-    }
-
-    /// `manifests` with the unit's variables substituted (unchanged without
-    /// `[sync.substitute]`).
-    ///
-    /// Errors: those of [`Engine::variables`]; [`Error::Manifest`] for a reference to an
-    /// undefined variable without default, naming the file, document and variable.
-    pub(super) async fn substitute(&self, manifests: &mut [&mut [Manifest]]) -> Result<()> {
-        let Some(vars) = self.variables().await? else { return Ok(()) };
-        for part in manifests.iter_mut() {
-            substitute(part, &vars, &self.options.substitute_key)?;
-        }
-        Ok(())
-    }
-}
 
 /// The variables of `unit`: its `from` objects read through `client` in order (a later one's key
 /// replacing an earlier one's; none read without a client), then the inline `vars` over them,
@@ -51,7 +22,7 @@ impl Engine {
 ///
 /// Errors: [`Error::Cluster`] ([`crate::cluster::Error::VariablesUnreadable`]) when a `from`
 /// object cannot be read.
-async fn variables(unit: &SyncUnit, client: Option<&kube::Client>) -> Result<Vars> {
+pub(super) async fn variables(unit: &SyncUnit, client: Option<&kube::Client>) -> Result<Vars> {
     let mut vars = Vars::default();
     if let Some(client) = client {
         for source in &unit.substitute.from {
@@ -71,7 +42,7 @@ async fn variables(unit: &SyncUnit, client: Option<&kube::Client>) -> Result<Var
 }
 
 /// `[sync.substitute]` applied to `loaded` (its objects and Helm hooks) without an engine, as a
-/// sync applies it ([`Engine::substitute`]), for `gitward render`: inline `vars` need no
+/// sync applies it ([`super::loader::Loader`]), for `gitward render`: inline `vars` need no
 /// cluster; a unit with `from` objects has a client of `cluster` made here (gitward's own
 /// identity, as the sync reads them) and reads them; the hashes of objects that took a Secret's
 /// value are keyed with [`KEY_FILE`] under `state_dir`, as the sync keys them. Unchanged

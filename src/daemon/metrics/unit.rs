@@ -280,7 +280,11 @@ mod tests {
     use crate::sync::{Error, Report};
 
     fn report(actions: &[Action]) -> Report {
-        let took = crate::sync::Timings { apply: Duration::from_millis(300), render: Duration::from_millis(100), wait: Duration::ZERO };
+        let took = crate::sync::Timings {
+            apply: Duration::from_millis(300),
+            render: Duration::from_millis(100),
+            wait: Duration::ZERO,
+        };
         Report { took, ..crate::sync::build::report_numbered("shop", "aaa", actions) }
     }
 

@@ -195,7 +195,7 @@ impl Events {
     pub fn for_engine(engine: &Engine) -> (Self, Flush) {
         let parent = &engine.inventory().parent;
         let instance = crate::cluster::agent::process_identity();
-        let writer = Writer::new(engine.client().clone(), parent, &instance, engine.unit_name());
+        let writer = Writer::new(engine.client().clone(), engine.writes(), parent, &instance, engine.unit_name());
         let flush = writer.flush();
         (Self::new(writer), flush)
     }

@@ -20,7 +20,9 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::Api;
+
+use crate::sync::writes::Writes;
 use serde_json::json;
 use tracing::{debug, warn};
 
@@ -58,9 +60,10 @@ struct Queue {
 impl Writer {
     /// The writer of `unit`'s Events regarding `parent`, its ApplySet parent, sent through
     /// `client` with `reportingInstance` `instance` (the process's identity,
-    /// [`crate::cluster::agent::process_identity`]).
-    pub fn new(client: kube::Client, parent: &ObjectRef, instance: &str, unit: &str) -> Self {
-        let sender = Sender::new(client, parent, instance);
+    /// [`crate::cluster::agent::process_identity`]); each create and patch goes through
+    /// `writes`, the unit's seam of writes ([`crate::sync::writes::Writes`]).
+    pub fn new(client: kube::Client, writes: Arc<dyn Writes>, parent: &ObjectRef, instance: &str, unit: &str) -> Self {
+        let sender = Sender::new(client, writes, parent, instance);
         let queue = Arc::new(Mutex::new(Queue { notices: VecDeque::new(), sender: Some(sender) }));
         Self { queue, unit: Arc::from(unit) }
     }
@@ -140,6 +143,8 @@ struct Series {
 /// Sends one unit's Events, aggregated and rate-limited: what the task holds while it writes.
 struct Sender {
     api: Api<Event>,
+    /// Every Event write goes through the unit's seam of writes.
+    writes: Arc<dyn Writes>,
     regarding: ObjectReference,
     instance: String,
     series: HashMap<(&'static str, String), Series>,
@@ -149,7 +154,7 @@ struct Sender {
 }
 
 impl Sender {
-    fn new(client: kube::Client, parent: &ObjectRef, instance: &str) -> Self {
+    fn new(client: kube::Client, writes: Arc<dyn Writes>, parent: &ObjectRef, instance: &str) -> Self {
         let namespace = parent.namespace.as_ref().map_or_else(|| "default".to_owned(), |n| n.to_string());
         let regarding = ObjectReference {
             api_version: Some("v1".into()),
@@ -160,6 +165,7 @@ impl Sender {
         };
         Self {
             api: Api::namespaced(client, &namespace),
+            writes,
             regarding,
             instance: instance.to_owned(),
             series: HashMap::new(),
@@ -195,7 +201,7 @@ impl Sender {
             }
             let patch =
                 json!({"series": {"count": series.count, "lastObservedTime": MicroTime(jiff::Timestamp::now())}});
-            match self.api.patch(&series.name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+            match self.writes.patch_event(&self.api, &series.name, &patch).await {
                 Ok(_) => return Ok(()),
                 // Expired (the API server keeps Events an hour) or deleted: a new one.
                 Err(e) if crate::cluster::is_status(&e, 404) => {}
@@ -206,7 +212,7 @@ impl Sender {
         }
         let event = self.event(&notice);
         let name = event.metadata.name.clone().unwrap_or_default();
-        self.api.create(&PostParams::default(), &event).await?;
+        self.writes.create_event(&self.api, &event).await?;
         self.series.insert(key, Series { name, count: 1, last: now });
         Ok(())
     }
