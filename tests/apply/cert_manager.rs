@@ -50,8 +50,7 @@ fn job_image(job: &Job) -> String {
 
 #[tokio::test]
 async fn cert_manager_from_a_chart_repository_runs_its_startupapicheck_as_a_hook_and_again_for_the_next_version() {
-    let env = common::setup("cert-manager").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("cert-manager").await;
     let work = tempfile::tempdir().unwrap();
     let served = work.path().join("served");
     let server = charts::ChartServer::start(&served);

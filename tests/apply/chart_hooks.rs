@@ -29,8 +29,7 @@ fn unit(namespace: &str, repo_url: &str) -> String {
 /// patching it, and the sync exits 0.
 #[tokio::test]
 async fn a_repository_charts_post_install_job_runs_as_a_hook_and_is_recreated_for_the_next_version() {
-    let env = common::setup("chart-hooks").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("chart-hooks").await;
     let work = tempfile::tempdir().unwrap();
     let server = ChartServer::start(&work.path().join("served"));
     let hook = "    helm.sh/hook: post-install,post-upgrade";
@@ -115,8 +114,7 @@ async fn made_as_hook(
 /// dependency (from an HTTP chart repository) of an umbrella chart in git.
 #[tokio::test]
 async fn a_hook_is_a_hook_from_an_oci_registry_and_in_an_umbrella_charts_dependency() {
-    let env = common::setup("chart-hooks-oci").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("chart-hooks-oci").await;
     let work = tempfile::tempdir().unwrap();
     let registry = Registry::start().await;
     let archive = package_with(work.path(), "hooked", "0.1.0", &work.path().join("out"), &[("pre.yaml", PRE_HOOK)]);
@@ -129,8 +127,7 @@ async fn a_hook_is_a_hook_from_an_oci_registry_and_in_an_umbrella_charts_depende
         "umbrella/Chart.yaml",
         &format!("apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n{dependency}"),
     );
-    repo.write("umbrella/Chart.lock", &format!("dependencies:\n{dependency}"));
-    repo.commit_and_push("umbrella chart");
+    repo.push(&[("umbrella/Chart.lock", &format!("dependencies:\n{dependency}"))], "umbrella chart");
     let oci = format!(
         "[[sync]]\nname = \"oci\"\nnamespace = \"{ns}\"\n[sync.helm]\nrepo_url = \"oci://{}/charts\"\n\
          chart = \"hooked\"\nversion = \"*\"\nrelease = \"reg\"\n",

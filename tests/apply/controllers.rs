@@ -81,11 +81,8 @@ fn assert_written_by(resource: &str, ns: &str, name: &str, controller: &str) {
 
 #[tokio::test]
 async fn a_three_replica_deployment_rolled_out_by_its_controller_is_healthy() {
-    let env = common::setup("ctl-rollout").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("web.yaml", &deployment("web", "registry.k8s.io/pause:3.10", 3, 600));
-    repo.commit_and_push("three replicas");
+    let (env, ns, repo) = common::setup_repo("ctl-rollout").await;
+    repo.push(&[("web.yaml", &deployment("web", "registry.k8s.io/pause:3.10", 3, 600))], "three replicas");
     let dir = tempfile::tempdir().unwrap();
     let config = unit_config(dir.path(), &repo, "", &ns, "health_timeout = \"60s\"");
     let started = Instant::now();
@@ -114,11 +111,8 @@ async fn a_three_replica_deployment_rolled_out_by_its_controller_is_healthy() {
 
 #[tokio::test]
 async fn a_deployment_whose_pods_crash_fails_at_its_progress_deadline_with_the_controllers_reason() {
-    let env = common::setup("ctl-deadline").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("web.yaml", &deployment("web", "registry.example/fail:1", 2, 5));
-    repo.commit_and_push("pods that crash");
+    let (_, ns, repo) = common::setup_repo("ctl-deadline").await;
+    repo.push(&[("web.yaml", &deployment("web", "registry.example/fail:1", 2, 5))], "pods that crash");
     let dir = tempfile::tempdir().unwrap();
     let config = unit_config(dir.path(), &repo, "", &ns, "health_timeout = \"120s\"");
     let started = Instant::now();
@@ -139,9 +133,7 @@ async fn a_deployment_whose_pods_crash_fails_at_its_progress_deadline_with_the_c
 
 #[tokio::test]
 async fn a_statefulset_a_daemonset_and_a_job_become_ready_by_their_controllers() {
-    let env = common::setup("ctl-kinds").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("ctl-kinds").await;
     let template = "  template:\n    metadata:\n      labels: {app: x}\n    spec:\n      containers:\n      - name: app\n        image: registry.k8s.io/pause:3.10\n";
     repo.write(
         "db.yaml",
@@ -189,11 +181,8 @@ async fn a_statefulset_a_daemonset_and_a_job_become_ready_by_their_controllers()
 /// backoff limit, is what `gitward status` then reports.
 #[tokio::test]
 async fn a_job_past_its_backoff_limit_is_reported_failed_with_the_controllers_reason() {
-    let env = common::setup("ctl-backoff").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("migrate.yaml", &job("migrate", "registry.example/fail:1", 1, ""));
-    repo.commit_and_push("a Job whose pods fail");
+    let (env, ns, repo) = common::setup_repo("ctl-backoff").await;
+    repo.push(&[("migrate.yaml", &job("migrate", "registry.example/fail:1", 1, ""))], "a Job whose pods fail");
     let dir = tempfile::tempdir().unwrap();
     let config = unit_config(dir.path(), &repo, "", &ns, "health_timeout = \"120s\"");
     let run = common::gitward(&["sync", "--wait"], &config, LIMIT);
@@ -238,9 +227,7 @@ fn helm_unit_config(dir: &Path, repo: &common::GitRepo, ns: &str) -> PathBuf {
 
 #[tokio::test]
 async fn a_post_install_hook_job_completed_by_the_job_controller_is_deleted_per_its_policy() {
-    let env = common::setup("ctl-hook").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("ctl-hook").await;
     hooked_chart(&repo, "registry.k8s.io/pause:3.10", "    helm.sh/hook-delete-policy: hook-succeeded\n");
     let dir = tempfile::tempdir().unwrap();
     let config = helm_unit_config(dir.path(), &repo, &ns);
@@ -271,9 +258,7 @@ async fn a_post_install_hook_job_completed_by_the_job_controller_is_deleted_per_
 
 #[tokio::test]
 async fn a_post_install_hook_job_that_fails_fails_the_sync_naming_the_hook() {
-    let env = common::setup("ctl-hook-fail").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("ctl-hook-fail").await;
     hooked_chart(&repo, "registry.example/fail:1", "");
     let dir = tempfile::tempdir().unwrap();
     let config = helm_unit_config(dir.path(), &repo, &ns);
@@ -288,8 +273,7 @@ async fn a_post_install_hook_job_that_fails_fails_the_sync_naming_the_hook() {
 
 #[tokio::test]
 async fn a_pruned_namespace_is_gone_within_seconds_and_a_deployments_replicasets_and_pods_are_collected() {
-    let env = common::setup("ctl-prune").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("ctl-prune").await;
     let child = format!("{ns}-app");
     let repo = common::GitRepo::new();
     // The Namespace is annotated for cascade: it holds the Deployment's ReplicaSet and Pods
@@ -316,8 +300,7 @@ async fn a_pruned_namespace_is_gone_within_seconds_and_a_deployments_replicasets
     repo.remove("namespace.yaml");
     repo.remove("web.yaml");
     repo.remove("api.yaml");
-    repo.write("settings.yaml", &common::cm("settings", "1"));
-    repo.commit_and_push("only a ConfigMap");
+    repo.push(&[("settings.yaml", &common::cm("settings", "1"))], "only a ConfigMap");
     let run = common::gitward(&["sync", "--wait"], &config, LIMIT);
     assert_eq!(run.code, Some(0), "{}", run.stderr);
     let namespaces = Api::<Namespace>::all(env.client.clone());

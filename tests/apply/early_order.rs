@@ -46,16 +46,14 @@ struct Unit {
 impl Unit {
     /// Pushes `files` as the first revision and syncs it.
     async fn synced(prefix: &str, files: &[(&str, String)]) -> Self {
-        let env = common::setup(prefix).await;
-        let repo = common::GitRepo::new();
+        let (env, _, repo) = common::setup_repo(prefix).await;
         for (path, text) in files {
             repo.write(path, text);
         }
         repo.commit_and_push("first revision");
         let state = tempfile::tempdir().unwrap();
         let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-        let agent = format!("{}-gitward", env.user_agent);
-        let client = common::admin(&agent).await;
+        let (agent, client) = env.gitward_client().await;
         let mut engine = common::engine(&client, &config, "app").await;
         let first = engine.sync().await.expect("first sync");
         assert!(!first.changes.has_failures(), "{:#?}", common::actions(&first));

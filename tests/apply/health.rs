@@ -53,17 +53,13 @@ fn json_lines(text: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast() {
-    let env = common::setup("health-rollout").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-rollout").await;
     // The deployment controller rolls it out; its Pod is ready 3 s after it is made.
     repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "3s"));
-    repo.write("settings.yaml", &common::cm("settings", "1"));
-    let first = repo.commit_and_push("web v1");
+    let first = repo.push(&[("settings.yaml", &common::cm("settings", "1"))], "web v1");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "health_timeout = \"10m\"");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "ready follows the apply, not health: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let object = format!("Deployment/{ns}/web");
     let in_progress = |e: &Value| e["message"] == "health" && e["object"] == object && e["health"] == "InProgress";
     let less_available = |e: &Value| in_progress(e) && e["reason"] == "LessAvailable";
@@ -94,8 +90,7 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
 
     // A new revision whose Pods crash-loop: the controller gives up at the progress deadline
     // (5 s), and gitward stops waiting at once (health_timeout is 10 minutes).
-    repo.write("web.yaml", &common::deployment_with("web", "nginx:fail", 1, 5, "0s"));
-    let second = repo.commit_and_push("web v2");
+    let second = repo.push(&[("web.yaml", &common::deployment_with("web", "nginx:fail", 1, 5, "0s"))], "web v2");
     let rolled = common::eventually(WAIT, || async { generation(&env.client, &ns, "web").await == Some(2) }).await;
     assert!(rolled, "v2 not applied: {}", daemon.log_text());
     let degraded = |e: &Value| {
@@ -145,16 +140,13 @@ async fn deployment_rollout_is_reported_healthy_then_a_stuck_revision_fails_fast
 
 #[tokio::test]
 async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
-    let env = common::setup("health-cancel").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-cancel").await;
     // Its Pod is ready only 90 s after it is made: it does not become available in this test.
     repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "90s"));
     let first = repo.commit_and_push("web never becomes available");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     // The waits that found the Deployment in progress: the syncs that logged an InProgress
     // health event (one or more: the controller writes a rollout's status in steps).
     let waits = || {
@@ -212,9 +204,7 @@ async fn a_new_revision_or_a_reload_cancels_the_health_wait() {
 /// by `gitward status`, is in `apply::controllers`.
 #[tokio::test]
 async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
-    let env = common::setup("health-job").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-job").await;
     repo.write(
         "job.yaml",
         "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: migrate\nspec:\n  managedBy: gitward.dev/test\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: migrate\n        image: busybox\n",
@@ -261,8 +251,7 @@ async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
 
 #[tokio::test]
 async fn status_follows_a_custom_resource_ready_condition_and_exits_0_1_2() {
-    let env = common::setup("health-cr").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("health-cr").await;
     let group = format!("{ns}.example.com");
     let repo = common::GitRepo::new();
     // The Widget operator is installed apart from this unit (its CRD is not in git).
@@ -284,8 +273,7 @@ async fn status_follows_a_custom_resource_ready_condition_and_exits_0_1_2() {
         "widget.yaml",
         &format!("apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: gadget\nspec:\n  size: 3\n"),
     );
-    repo.write("settings.yaml", &common::cm("settings", "1"));
-    let revision = repo.commit_and_push("a widget");
+    let revision = repo.push(&[("settings.yaml", &common::cm("settings", "1"))], "a widget");
     let dir = tempfile::tempdir().unwrap();
     let config = cli_config(dir.path(), &repo.bare(), &ns, "");
     let config = config.to_str().unwrap();
@@ -325,10 +313,8 @@ async fn status_follows_a_custom_resource_ready_condition_and_exits_0_1_2() {
 
 #[tokio::test]
 async fn the_record_is_written_only_when_revision_or_result_changes() {
-    let env = common::setup("health-record").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.commit_and_push("first");
+    let (env, _, repo) = common::setup_repo("health-record").await;
+    repo.push(&[("a.yaml", &common::cm("a", "1"))], "first");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
     let mut engine = common::engine(&env.client, &config, "app").await;
@@ -360,8 +346,7 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
 
     // A sync that widens the inventory keeps the record (server-side apply would drop
     // annotations the write stopped declaring).
-    repo.write("b.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: b\n");
-    repo.commit_and_push("a new kind");
+    repo.push(&[("b.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: b\n")], "a new kind");
     let report = fresh.sync().await.unwrap();
     assert_eq!(
         common::actions(&report).get(&format!("ServiceAccount/{}/b", env.namespace)).map(String::as_str),
@@ -376,20 +361,15 @@ async fn the_record_is_written_only_when_revision_or_result_changes() {
 
 #[tokio::test]
 async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
-    let env = common::setup("health-many").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-many").await;
     let names: Vec<String> = (0..9).map(|i| format!("web-{i}")).collect();
     // The deployment controller makes eight available; the ninth's Pods crash-loop, and it
     // misses its 5 s progress deadline.
     for name in &names[..8] {
         repo.write(&format!("{name}.yaml"), &common::deployment(name, "nginx:1.27", 1));
     }
-    repo.write("web-8.yaml", &common::deployment_with("web-8", "nginx:fail", 1, 5, "0s"));
-    repo.commit_and_push("nine deployments");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    repo.push(&[("web-8.yaml", &common::deployment_with("web-8", "nginx:fail", 1, 5, "0s"))], "nine deployments");
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &ns, "").await;
     let report = engine.sync().await.unwrap();
     assert_eq!(report.sent.health_targets.len(), 9);
 
@@ -427,8 +407,7 @@ async fn many_deployments_in_one_namespace_share_one_watch_during_the_wait() {
 /// namespace (20 here; hundreds in a real tenant layout).
 #[tokio::test]
 async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() {
-    let env = common::setup("health-spread").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("health-spread").await;
     let namespaces: Vec<String> = (0..20).map(|i| format!("{ns}-{i}")).collect();
     for n in &namespaces {
         common::create_namespace(&env.client, n).await;
@@ -443,9 +422,7 @@ async fn deployments_spread_over_many_namespaces_are_waited_on_with_one_watch() 
         repo.write(&format!("{n}.yaml"), &text);
     }
     repo.commit_and_push("one deployment in each of twenty namespaces");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &ns, "").await;
     let report = engine.sync().await.unwrap();
     assert_eq!(report.sent.health_targets.len(), 20);
     // The deployment controller rolls them out.
@@ -493,13 +470,10 @@ fn sync_wait(config: &Path) -> (i32, Value, Vec<Value>, String) {
 
 #[tokio::test]
 async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unhealthy_and_is_waited_on() {
-    let env = common::setup("health-earlier").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-earlier").await;
     // Its Pod is ready 30 s after it is made: the waits below (2 s each) end before.
     repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "30s"));
-    repo.write("settings.yaml", &common::cm("settings", "1"));
-    repo.commit_and_push("web, which rolls out slowly");
+    repo.push(&[("settings.yaml", &common::cm("settings", "1"))], "web, which rolls out slowly");
     let dir = tempfile::tempdir().unwrap();
     // The wait times out quickly: the Deployment is not available for a while.
     let config = cli_config(dir.path(), &repo.bare(), &ns, "health_timeout = \"2s\"");
@@ -512,8 +486,7 @@ async fn a_deployment_an_earlier_revision_never_rolled_out_keeps_the_unit_unheal
     );
 
     // A revision that changes only the ConfigMap: its wait still covers the Deployment.
-    repo.write("settings.yaml", &common::cm("settings", "2"));
-    let second = repo.commit_and_push("only the ConfigMap");
+    let second = repo.push(&[("settings.yaml", &common::cm("settings", "2"))], "only the ConfigMap");
     let (code, summary, health, err) = sync_wait(&config);
     assert_eq!(code, 1, "{err}");
     assert_eq!((summary["configured"].as_u64(), summary["unchanged"].as_u64()), (Some(1), Some(1)), "{summary}");
@@ -579,11 +552,8 @@ async fn parent_writes(client: &kube::Client, user_agent: &str, ns: &str) -> usi
 #[tokio::test]
 async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_a_good_one() {
     use gitward::health::record::SyncResult;
-    let env = common::setup("health-error").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    let first = repo.commit_and_push("good");
+    let (env, ns, repo) = common::setup_repo("health-error").await;
+    let first = repo.push(&[("a.yaml", &common::cm("a", "1"))], "good");
     let dir = tempfile::tempdir().unwrap();
     let config = cli_config(dir.path(), &repo.bare(), &ns, "");
     let loaded = gitward::config::Config::load(&config).unwrap();
@@ -592,8 +562,7 @@ async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_
     assert!(engine.record_sync(&report, SyncResult::Applied, false).await.unwrap());
 
     // A revision at HEAD that does not parse: not applied, and the parent says why.
-    repo.write("b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b\n");
-    let bad = repo.commit_and_push("broken YAML");
+    let bad = repo.push(&[("b.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b\n")], "broken YAML");
     let failure = |error| gitward::sync::outcome::Failure::new("app".into(), error, None, None);
     let error = engine.sync().await.expect_err("the revision does not parse");
     assert!(engine.record_failure(&failure(error), None).await.unwrap(), "the error is recorded");
@@ -617,8 +586,7 @@ async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_
     assert!(unit["last_error"].as_str().is_some_and(|e| e.contains("b.yaml")), "{unit}");
 
     // The fix: applied, the error cleared.
-    repo.write("b.yaml", &common::cm("b", "1"));
-    let fixed = repo.commit_and_push("fixed");
+    let fixed = repo.push(&[("b.yaml", &common::cm("b", "1"))], "fixed");
     let report = engine.sync().await.unwrap();
     assert!(engine.record_sync(&report, SyncResult::Applied, false).await.unwrap());
     let r = record(&env.client, &ns, "gitward-app").await;
@@ -637,13 +605,10 @@ async fn the_error_of_a_bad_revision_is_recorded_shown_by_status_and_cleared_by_
 
 #[tokio::test]
 async fn status_prints_the_applyset_id_and_selector_and_a_member_deleted_by_hand_as_missing() {
-    let env = common::setup("health-missing").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-missing").await;
     repo.write("a.yaml", &common::cm("a", "1"));
     repo.write("b.yaml", &common::cm("b", "1"));
-    repo.write("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: robot\n");
-    repo.commit_and_push("three members");
+    repo.push(&[("sa.yaml", "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: robot\n")], "three members");
     let dir = tempfile::tempdir().unwrap();
     let config = cli_config(dir.path(), &repo.bare(), &ns, "");
     let config = config.to_str().unwrap();
@@ -687,14 +652,9 @@ async fn status_prints_the_applyset_id_and_selector_and_a_member_deleted_by_hand
 async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged() {
     use gitward::health::record::SyncResult;
     use gitward::health::wait::WaitEnd;
-    let env = common::setup("health-steady").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1.27", 1));
-    repo.commit_and_push("web");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (env, ns, repo) = common::setup_repo("health-steady").await;
+    repo.push(&[("web.yaml", &common::deployment("web", "nginx:1.27", 1))], "web");
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &ns, "").await;
     let report = engine.sync().await.unwrap();
     common::rolled_out(&env.client, &ns).await;
     // The first wait of an engine reads the unit's Deployments once (all namespaces) and covers
@@ -735,9 +695,7 @@ async fn a_resync_that_changes_nothing_reads_no_health_once_the_unit_was_judged(
 /// once the Deployment rolls out) and recorded, the wait gone from the record.
 #[tokio::test]
 async fn a_push_to_another_path_during_the_health_wait_leaves_it_to_be_judged() {
-    let env = common::setup("health-other-path").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("health-other-path").await;
     // Rolled out by the deployment controller 10 s after it is made.
     repo.write("web/web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "10s"));
     repo.write("other/settings.yaml", &common::cm("settings", "1"));
@@ -745,13 +703,11 @@ async fn a_push_to_another_path_during_the_health_wait_leaves_it_to_be_judged() 
     let dir = tempfile::tempdir().unwrap();
     let (config, port) =
         common::daemon_config(dir.path(), "", "", &common::unit_toml("app", &repo.bare(), "web", &ns, ""));
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let waiting = |e: &Value| e["message"] == "health" && e["health"] == "InProgress";
     assert!(common::eventually(WAIT, || async { has(&daemon.events(), waiting) }).await, "{}", daemon.log_text());
 
-    repo.write("other/settings.yaml", &common::cm("settings", "2"));
-    let second = repo.commit_and_push("another unit's directory only");
+    let second = repo.push(&[("other/settings.yaml", &common::cm("settings", "2"))], "another unit's directory only");
     let taken = |e: &Value| e["message"] == "path unchanged, nothing to sync" && e["revision"] == second;
     assert!(common::eventually(WAIT, || async { has(&daemon.events(), taken) }).await, "{}", daemon.log_text());
     let cancelled = |e: &Value| e["message"] == "health wait cancelled by a new revision";

@@ -103,7 +103,14 @@ pub(crate) async fn parent_annotations(
 }
 
 fn unit(repo: &common::GitRepo, ns: &str) -> String {
-    common::unit_toml("app", &repo.bare(), "chart", ns, "health_timeout = \"60s\"\n[sync.helm]\nrelease = \"app\"\n")
+    chart_unit(repo, ns, "60s")
+}
+
+/// Unit `app`, the chart at `chart/` of `repo` as release `app` in `ns`, waiting at most
+/// `health_timeout` (a duration, "2s") for health.
+fn chart_unit(repo: &common::GitRepo, ns: &str, health_timeout: &str) -> String {
+    let extra = format!("health_timeout = \"{health_timeout}\"\n[sync.helm]\nrelease = \"app\"\n");
+    common::unit_toml("app", &repo.bare(), "chart", ns, &extra)
 }
 
 /// The case: a `pre-install,pre-upgrade` Job hook with the default policy
@@ -113,8 +120,7 @@ fn unit(repo: &common::GitRepo, ns: &str) -> String {
 /// one — does not run it again.
 #[tokio::test]
 async fn a_pre_upgrade_job_hook_is_recreated_for_the_next_chart_version_and_not_rerun_on_resync() {
-    let env = common::setup("hooks-pre").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("hooks-pre").await;
     let hook = "    helm.sh/hook: pre-install,pre-upgrade";
     let repo = common::GitRepo::new();
     // Only on upgrades: not run by the first sync (the ApplySet has no member yet).
@@ -188,9 +194,7 @@ async fn a_pre_upgrade_job_hook_is_recreated_for_the_next_chart_version_and_not_
 /// pruned); with `hook-failed` its Job is deleted.
 #[tokio::test]
 async fn a_failed_pre_hook_refuses_the_revisions_other_objects() {
-    let env = common::setup("hooks-failed").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-failed").await;
     let hook = "    helm.sh/hook: pre-install\n    helm.sh/hook-delete-policy: hook-failed";
     chart(&repo, "1.0.0", &[("migrate.yaml", job("app-migrate", "busybox:fail", hook))]);
     repo.commit_and_push("app 1.0.0");
@@ -228,9 +232,7 @@ async fn a_failed_pre_hook_refuses_the_revisions_other_objects() {
 /// `hook-succeeded` is deleted once it completed; the parent records the post phase.
 #[tokio::test]
 async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes() {
-    let env = common::setup("hooks-post").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-post").await;
     let hooks = [
         ("a.yaml", hook_cm("a-late", "    helm.sh/hook: post-install\n    helm.sh/hook-weight: \"5\"")),
         (
@@ -316,9 +318,7 @@ async fn post_hooks_run_after_health_in_weight_order_and_hook_succeeded_deletes(
 /// `before-hook-creation`), recording each revision's post phase on the parent.
 #[tokio::test]
 async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision() {
-    let env = common::setup("hooks-daemon").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-daemon").await;
     let post = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app-post\n  annotations:\n    helm.sh/hook: post-install,post-upgrade\ndata:\n  version: {{ .Chart.Version | quote }}\n";
     // Its Pod is ready 3 s after it is made: the time to see that no post hook runs before.
     let deployment = common::deployment_with("app-web", "nginx:1.27", 1, 600, "3s");
@@ -385,9 +385,7 @@ async fn the_daemon_runs_post_hooks_after_its_health_wait_for_each_new_revision(
 /// an earlier gitward applied as an ordinary object) is deleted and made again as a hook.
 #[tokio::test]
 async fn a_hook_replaces_a_same_named_object_only_when_it_is_the_units() {
-    let env = common::setup("hooks-foreign").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-foreign").await;
     chart(&repo, "1.0.0", &[("setup.yaml", hook_cm("app-setup", "    helm.sh/hook: pre-install,pre-upgrade"))]);
     repo.commit_and_push("app 1.0.0");
     let state = tempfile::tempdir().unwrap();
@@ -428,9 +426,7 @@ async fn a_hook_replaces_a_same_named_object_only_when_it_is_the_units() {
 /// the revision's pre phase ran (and does not run it again) and that it was an install.
 #[tokio::test]
 async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_finds_it_healthy() {
-    let env = common::setup("hooks-later").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-later").await;
     let files = [
         ("pre.yaml", hook_cm("app-pre", "    helm.sh/hook: pre-install")),
         ("post.yaml", hook_cm("app-post", "    helm.sh/hook: post-install")),
@@ -442,13 +438,7 @@ async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_find
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gitward.toml");
     // A short bound: the first run gives up on the rollout before it completes.
-    let unit = common::unit_toml(
-        "app",
-        &repo.bare(),
-        "chart",
-        &ns,
-        "health_timeout = \"2s\"\n[sync.helm]\nrelease = \"app\"\n",
-    );
+    let unit = chart_unit(&repo, &ns, "2s");
     std::fs::write(&path, config_text(dir.path(), "", &unit)).unwrap();
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
 
@@ -477,9 +467,7 @@ async fn post_hooks_held_back_by_an_unhealthy_rollout_run_when_a_later_sync_find
 /// for the hook.
 #[tokio::test]
 async fn a_pre_install_hook_of_a_kind_the_chart_defines_runs_after_its_crd() {
-    let env = common::setup("hooks-crd").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-crd").await;
     let crd = serde_json::to_string(&common::crd("hooks.gitward.dev", "Setup", "setups")).unwrap();
     repo.write("chart/crds/setup.yaml", &crd);
     let setup = "apiVersion: hooks.gitward.dev/v1\nkind: Setup\nmetadata:\n  name: app-setup\n  annotations:\n    helm.sh/hook: pre-install\nspec:\n  step: one\n";
@@ -507,21 +495,13 @@ async fn a_pre_install_hook_of_a_kind_the_chart_defines_runs_after_its_crd() {
 /// the members stay as they were.
 #[tokio::test]
 async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
-    let env = common::setup("hooks-timeout").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-timeout").await;
     let check = ("check.yaml", job_running("app-check", "busybox:1.36", "    helm.sh/hook: post-install", "10m"));
     chart(&repo, "1.0.0", std::slice::from_ref(&check));
     repo.commit_and_push("app 1.0.0");
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("gitward.toml");
-    let unit = common::unit_toml(
-        "app",
-        &repo.bare(),
-        "chart",
-        &ns,
-        "health_timeout = \"2s\"\n[sync.helm]\nrelease = \"app\"\n",
-    );
+    let unit = chart_unit(&repo, &ns, "2s");
     std::fs::write(&path, config_text(&dir.path().join("state"), "", &unit)).unwrap();
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
 
@@ -551,20 +531,12 @@ async fn a_hook_that_does_not_end_in_time_fails_the_sync_with_exit_1() {
 /// `pre-upgrade` hook; a commit that changes the chart's values does.
 #[tokio::test]
 async fn a_commit_that_leaves_the_release_unchanged_runs_no_upgrade_hook() {
-    let env = common::setup("hooks-digest").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("hooks-digest").await;
     let hook = "    helm.sh/hook: pre-install,pre-upgrade";
     chart(&repo, "1.0.0", &[("migrate.yaml", job("app-migrate", "busybox:1.36", hook))]);
     repo.commit_and_push("app 1.0.0");
     let state = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml(
-        "app",
-        &repo.bare(),
-        "chart",
-        &ns,
-        "health_timeout = \"30s\"\n[sync.helm]\nrelease = \"app\"\n",
-    );
+    let unit = chart_unit(&repo, &ns, "30s");
     let config = config(state.path(), "", &unit);
     let jobs: Api<Job> = Api::namespaced(env.client.clone(), &ns);
     let engine = common::engine(&env.client, &config, "app").await;
@@ -582,8 +554,7 @@ async fn a_commit_that_leaves_the_release_unchanged_runs_no_upgrade_hook() {
     assert!(!report.unwrap_or_else(|e| panic!("{}", chain(&e))).changes.has_failures());
 
     // Another path of the repository: same release, no hook.
-    repo.write("other/README.md", "another team's directory\n");
-    let elsewhere = repo.commit_and_push("elsewhere");
+    let elsewhere = repo.push(&[("other/README.md", "another team's directory\n")], "elsewhere");
     let (engine, report) = sync(engine).await.unwrap();
     let report = report.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(report.revision.to_string(), elsewhere);

@@ -23,8 +23,7 @@ const SCALER: &str = "test-scaler";
 /// A repository holding Deployment `web` with `replicas: 1` and image `image`.
 fn repo_with(image: &str) -> common::GitRepo {
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", image, 1));
-    repo.commit_and_push("web");
+    repo.push(&[("web.yaml", &common::deployment("web", image, 1))], "web");
     repo
 }
 
@@ -107,8 +106,7 @@ async fn update_mode_after_scale(prefix: &str, rule: bool) -> Value {
     let first = engine.sync().await.expect("first sync");
     assert!(!first.changes.has_failures(), "{:?}", common::actions(&first));
     scale_to_three(&env.client, &env.namespace).await;
-    repo.write("web.yaml", &common::deployment("web", "nginx:2", 1));
-    repo.commit_and_push("new image");
+    repo.push(&[("web.yaml", &common::deployment("web", "nginx:2", 1))], "new image");
     let second = engine.sync().await.expect("second sync");
     let name = format!("Deployment/{}/web", env.namespace);
     assert_eq!(common::actions(&second).get(&name).map(String::as_str), Some("configured"));
@@ -194,8 +192,7 @@ fn web_with_three() -> String {
 async fn an_ignored_field_is_created_with_gits_value() {
     let t = common::setup("ignore-create").await;
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &web_with_three());
-    repo.commit_and_push("web");
+    repo.push(&[("web.yaml", &web_with_three())], "web");
     let state = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &t.namespace, &format!("health_timeout = \"0s\"\n{RULE}"));
     let mut engine = common::engine(&t.client, &common::config(state.path(), &unit), "app").await;
@@ -211,8 +208,7 @@ async fn an_ignored_field_is_created_with_gits_value() {
 async fn a_rule_added_for_a_field_gitward_set_keeps_its_value_and_diff_says_so() {
     let t = common::setup("ignore-added").await;
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &web_with_three());
-    repo.commit_and_push("web");
+    repo.push(&[("web.yaml", &web_with_three())], "web");
     let dir = tempfile::tempdir().unwrap();
     let without = common::unit_toml("app", &repo.bare(), "", &t.namespace, "health_timeout = \"0s\"\n");
     let run = common::gitward(&["sync"], &common::config_file(dir.path(), &without), Duration::from_secs(120));

@@ -59,8 +59,7 @@ async fn a_large_crd_and_its_custom_resources_sync_cold_ten_times() {
         assert!(crd.len() > 500_000, "the CRD is over 500 KB ({} bytes)", crd.len());
         let repo = common::GitRepo::new();
         repo.write("crds/monitors.yaml", &crd);
-        repo.write("monitors.yaml", &custom_resources(&group, 100));
-        repo.commit_and_push("a large CRD and 100 custom resources of it");
+        repo.push(&[("monitors.yaml", &custom_resources(&group, 100))], "a large CRD and 100 custom resources of it");
         let state = tempfile::tempdir().unwrap();
         let config = common::config_file(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
 

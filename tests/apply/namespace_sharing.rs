@@ -60,8 +60,7 @@ async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_
     in_team.create(&PostParams::default(), &stray).await.expect("create the stray ConfigMap");
 
     repo.remove("app/ns.yaml");
-    repo.write("app/a.yaml", &common::cm("a", "2"));
-    let second = repo.commit_and_push("the team namespace leaves app; a changes");
+    let second = repo.push(&[("app/a.yaml", &common::cm("a", "2"))], "the team namespace leaves app; a changes");
     let refusal = format!(
         "not deleted: it holds 2 members of this unit, 5 objects of units api, web, and 1 other object \
          (ConfigMap/{team}/stray); annotate it gitward.dev/prune: disabled to keep it, unmanaged, or \

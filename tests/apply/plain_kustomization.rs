@@ -15,13 +15,11 @@ const BUILD_HERE: &str = "a plain unit does not build it, so its patches are app
 
 #[tokio::test]
 async fn a_patch_read_as_an_object_fails_the_sync_naming_the_kustomization_and_its_render() {
-    let env = common::setup("plain-kust-twice").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("plain-kust-twice").await;
     let kustomization = "resources:\n- cm.yaml\npatches:\n- path: patch.yaml\n";
     repo.write("app/kustomization.yaml", kustomization);
     repo.write("app/cm.yaml", &common::cm("web", "1"));
-    repo.write("app/patch.yaml", &common::cm("web", "2"));
-    repo.commit_and_push("a kustomization with a patch");
+    repo.push(&[("app/patch.yaml", &common::cm("web", "2"))], "a kustomization with a patch");
     let state = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "app", &env.namespace, "render = \"plain\"");
     let config = common::config(state.path(), &unit);
@@ -39,11 +37,9 @@ async fn a_patch_read_as_an_object_fails_the_sync_naming_the_kustomization_and_i
 
 #[tokio::test]
 async fn the_daemon_warns_of_a_kustomization_in_a_plain_unit_once_per_revision() {
-    let env = common::setup("plain-kust-warn").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("plain-kust-warn").await;
     repo.write("web/kustomization.yaml", "resources:\n- cm.yaml\n");
-    repo.write("web/cm.yaml", &common::cm("web", "1"));
-    let first = repo.commit_and_push("a kustomization below the unit's path");
+    let first = repo.push(&[("web/cm.yaml", &common::cm("web", "1"))], "a kustomization below the unit's path");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
@@ -55,8 +51,7 @@ async fn the_daemon_warns_of_a_kustomization_in_a_plain_unit_once_per_revision()
     // SIGHUP with the config unchanged: a second sync of the same revision.
     daemon.signal("HUP");
     assert!(synced(2).await, "{}", daemon.log_text());
-    repo.write("web/other.yaml", &common::cm("other", "1"));
-    let second = repo.commit_and_push("a second revision");
+    let second = repo.push(&[("web/other.yaml", &common::cm("other", "1"))], "a second revision");
     assert!(synced(3).await, "{}", daemon.log_text());
     let completes: Vec<String> =
         daemon.logged("sync complete").iter().map(|e| e["revision"].as_str().unwrap_or("").to_owned()).collect();

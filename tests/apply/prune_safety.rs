@@ -27,8 +27,7 @@ struct Unit {
 }
 
 async fn unit(prefix: &str, files: &[(&str, String)]) -> Unit {
-    let env = common::setup(prefix).await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo(prefix).await;
     for name in ["a", "b", "c", "d"] {
         repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
@@ -36,9 +35,7 @@ async fn unit(prefix: &str, files: &[(&str, String)]) -> Unit {
         repo.write(path, content);
     }
     repo.commit_and_push("first");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     let report = engine.sync().await.expect("first sync");
     assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
     Unit { env, repo, _state: state, engine }
@@ -230,22 +227,9 @@ fn gadget_crd(group: &str, served: bool) -> serde_json::Value {
 async fn a_member_of_a_crd_version_no_longer_served_is_kept_and_pruned_once_served_again() {
     let env_probe = common::setup("unserved-crd").await;
     let group = format!("{}.gitward.dev", env_probe.namespace);
-    let crds = ApiResource::from_gvk_with_plural(
-        &kube::api::GroupVersionKind::gvk("apiextensions.k8s.io", "v1", "CustomResourceDefinition"),
-        "customresourcedefinitions",
-    );
-    let crd_api: Api<kube::api::DynamicObject> = Api::all_with(env_probe.client.clone(), &crds);
+    let crd_api = common::install_crd(&env_probe.client, "test-crd-owner", gadget_crd(&group, true)).await;
     let apply = PatchParams::apply("test-crd-owner").force();
     let crd_name = format!("gadgets.{group}");
-    crd_api.patch(&crd_name, &apply, &Patch::Apply(gadget_crd(&group, true))).await.expect("install CRD");
-    let established = common::eventually(std::time::Duration::from_secs(20), || async {
-        let crd = crd_api.get(&crd_name).await.unwrap();
-        crd.data["status"]["conditions"]
-            .as_array()
-            .is_some_and(|c| c.iter().any(|c| c["type"] == "Established" && c["status"] == "True"))
-    })
-    .await;
-    assert!(established, "CRD established");
 
     let gadget = format!("apiVersion: {group}/v1\nkind: Gadget\nmetadata:\n  name: g1\n");
     let mut u = unit("unserved", &[("g1.yaml", gadget)]).await;
@@ -303,9 +287,7 @@ async fn an_invalid_apply_mode_on_a_pending_custom_resource_stops_the_revision_b
         ),
     );
     repo.commit_and_push("a CRD and a custom resource with a bad apply mode");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     let err = engine.sync().await.expect_err("a bad annotation stops the revision");
     let text = err.to_string();
     assert!(text.contains("gadget.yaml") && text.contains("gitward.dev/apply-mode"), "{text}");
@@ -334,10 +316,8 @@ async fn a_tree_deeper_than_the_cap_is_skipped_and_blocks_the_prune() {
 async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds() {
     let env = common::setup("two-writers").await;
     let (repo_a, repo_b) = (common::GitRepo::new(), common::GitRepo::new());
-    repo_a.write("a.yaml", &common::cm("a", "1"));
-    repo_a.commit_and_push("a");
-    repo_b.write("s.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s1\nstringData:\n  k: v\n");
-    repo_b.commit_and_push("s1");
+    repo_a.push(&[("a.yaml", &common::cm("a", "1"))], "a");
+    repo_b.push(&[("s.yaml", "apiVersion: v1\nkind: Secret\nmetadata:\n  name: s1\nstringData:\n  k: v\n")], "s1");
     let (state_a, state_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     // The same unit (same ApplySet parent) run from two places, neither pruning.
     let config_a =
@@ -349,8 +329,7 @@ async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds(
     a.sync().await.expect("a syncs");
     b.sync().await.expect("b syncs");
     // a knows the parent as it wrote it; b has written it since. a's next widen must keep b's.
-    repo_a.write("e.yaml", &common::cm("e", "1"));
-    repo_a.commit_and_push("e");
+    repo_a.push(&[("e.yaml", &common::cm("e", "1"))], "e");
     let report = a.sync().await.expect("a syncs again");
     assert!(!report.changes.has_failures(), "{:#?}", common::actions(&report));
     let parent = a.inventory().parent.clone();
@@ -365,7 +344,7 @@ async fn two_writers_of_one_applyset_parent_never_narrow_away_each_others_kinds(
 
 #[tokio::test]
 async fn no_prune_while_a_watched_kind_has_had_a_watch_error_since_its_last_list() {
-    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+    use k8s_openapi::api::rbac::v1::ClusterRole;
     let env = common::setup("watch-error").await;
     let group = format!("{}.gitward.dev", env.namespace);
     let crd_name = format!("gadgets.{group}");
@@ -382,18 +361,7 @@ async fn no_prune_while_a_watched_kind_has_had_a_watch_error_since_its_last_list
     };
     let roles: Api<ClusterRole> = Api::all(env.client.clone());
     roles.create(&PostParams::default(), &role(&all)).await.unwrap();
-    let binding = |kind: &str| {
-        json!({"metadata": {"name": name, "namespace": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-            "kind": kind, "name": name}, "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "limited"}]})
-    };
-    let crbs: Api<ClusterRoleBinding> = Api::all(env.client.clone());
-    crbs.create(&PostParams::default(), &serde_json::from_value(binding("ClusterRole")).unwrap()).await.unwrap();
-    let secret_role: Role = serde_json::from_value(json!({"metadata": {"name": name, "namespace": name},
-        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": all}]}))
-    .unwrap();
-    Api::<Role>::namespaced(env.client.clone(), &name).create(&PostParams::default(), &secret_role).await.unwrap();
-    let rb: RoleBinding = serde_json::from_value(binding("Role")).unwrap();
-    Api::<RoleBinding>::namespaced(env.client.clone(), &name).create(&PostParams::default(), &rb).await.unwrap();
+    common::bind_limited(&env.client, &name).await;
 
     let repo = common::GitRepo::new();
     for i in 1..=5 {
@@ -502,15 +470,13 @@ fn configmap_deletes(agent: &str) -> Vec<String> {
 /// objects (uids), the new ApplySet's label and record, and no DELETE.
 #[tokio::test]
 async fn a_renamed_unit_takes_its_objects_over_in_place_with_adopt_from() {
-    let env = common::setup("rename").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("rename").await;
     for name in ["a", "b", "c"] {
         repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
     repo.commit_and_push("three ConfigMaps");
     let state = tempfile::tempdir().unwrap();
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let old = common::config(state.path(), &common::unit_toml("shop", &repo.bare(), "", &env.namespace, ""));
     let mut shop = common::engine(&client, &old, "shop").await;
     assert!(!shop.sync().await.expect("sync of shop").changes.has_failures());
@@ -563,16 +529,14 @@ async fn a_renamed_unit_takes_its_objects_over_in_place_with_adopt_from() {
 /// or `q`, which no request deletes.
 #[tokio::test]
 async fn a_split_unit_hands_objects_over_and_the_old_unit_never_prunes_them() {
-    let env = common::setup("split").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("split").await;
     for name in ["a", "b", "c", "d", "p", "q"] {
         repo.write(&format!("shop/{name}.yaml"), &common::cm(name, "1"));
     }
     repo.commit_and_push("one unit");
     let state = tempfile::tempdir().unwrap();
     let ns = &env.namespace;
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let one = common::config(state.path(), &common::unit_toml("shop", &repo.bare(), "shop", ns, ""));
     let mut shop = common::engine(&client, &one, "shop").await;
     assert!(!shop.sync().await.expect("sync").changes.has_failures());
@@ -660,8 +624,7 @@ fn gitward_cli(args: &[&str], config: &std::path::Path) -> (Option<i32>, Vec<ser
 
 #[tokio::test]
 async fn a_prune_over_the_guard_is_refused_naming_it_and_allow_prune_permits_it_once() {
-    let env = common::setup("allow-prune").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("allow-prune").await;
     for name in ["a", "b", "c", "d"] {
         repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }

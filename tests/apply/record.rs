@@ -45,8 +45,7 @@ where
 
 #[tokio::test]
 async fn a_record_past_one_mib_is_split_read_whole_and_pruned_from() {
-    let env = common::setup("record-mib").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("record-mib").await;
     // 4,000 names of 240 characters: a record of about 1.1 MB, past one object's 1 MiB.
     let names: Vec<String> = (0..4000).map(|i| format!("{}-{i:05}", "n".repeat(234))).collect();
     write_config_maps(&repo, &names, 100);
@@ -169,8 +168,7 @@ async fn allow_pieces(client: &kube::Client, namespace: &str) {
 
 #[tokio::test]
 async fn a_write_stopped_between_pieces_loses_no_member() {
-    let env = common::setup("record-crash").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("record-crash").await;
     let names: Vec<String> = (0..150).map(|i| format!("cm-{i:03}")).collect();
     write_config_maps(&repo, &names, 10);
     repo.commit_and_push("150 objects");

@@ -51,17 +51,13 @@ fn completed(events: &[Value], revision: &str, wait: &str) -> bool {
 
 #[tokio::test]
 async fn during_a_wait_status_names_the_new_revision_its_apply_time_and_what_is_waited_for() {
-    let env = common::setup("live-wait").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("live-wait").await;
     // The deployment controller rolls each revision out; v1's Pod is ready 2 s after it is made.
     repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "2s"));
-    repo.write("settings.yaml", &common::cm("settings", "1"));
-    let first = repo.commit_and_push("web v1");
+    let first = repo.push(&[("settings.yaml", &common::cm("settings", "1"))], "web v1");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "health_timeout = \"10m\"");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let waiting_on = |generation: i64| {
         let client = env.client.clone();
         let ns = ns.clone();
@@ -79,8 +75,7 @@ async fn during_a_wait_status_names_the_new_revision_its_apply_time_and_what_is_
 
     // A new revision: applied, and its Deployment not yet rolled out by its controller (its new
     // Pod is ready 10 s after it is made).
-    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.28", 1, 600, "10s"));
-    let second = repo.commit_and_push("web v2");
+    let second = repo.push(&[("web.yaml", &common::deployment_with("web", "nginx:1.28", 1, 600, "10s"))], "web v2");
     let recorded = common::eventually(WAIT, || async {
         record(&env.client, &ns).await.get("gitward.dev/last-revision") == Some(&second)
     })
@@ -139,11 +134,8 @@ async fn during_a_wait_status_names_the_new_revision_its_apply_time_and_what_is_
 
 #[tokio::test]
 async fn a_ref_that_does_not_resolve_is_the_failed_attempt_and_the_applied_revision_keeps_its_result() {
-    let env = common::setup("live-ref").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("settings.yaml", &common::cm("settings", "1"));
-    let applied = repo.commit_and_push("settings");
+    let (env, ns, repo) = common::setup_repo("live-ref").await;
+    let applied = repo.push(&[("settings.yaml", &common::cm("settings", "1"))], "settings");
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &ns, "");
     let config = common::config_file(dir.path(), &unit);
@@ -179,18 +171,14 @@ async fn a_ref_that_does_not_resolve_is_the_failed_attempt_and_the_applied_revis
 
 #[tokio::test]
 async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
-    let env = common::setup("live-reload").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("live-reload").await;
     // The deployment controller rolls it out; its Pod is ready 2 s after it is made.
-    repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "2s"));
-    let first = repo.commit_and_push("web v1");
+    let first = repo.push(&[("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "2s"))], "web v1");
     let dir = tempfile::tempdir().unwrap();
     let unit =
         |timeout: &str| common::unit_toml("app", &repo.bare(), "", &ns, &format!("health_timeout = \"{timeout}\""));
     let (config, port) = common::daemon_config(dir.path(), "", "", &unit("10m"));
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let in_progress = |e: &Value| e["message"] == "health" && e["health"] == "InProgress";
     assert!(
         common::eventually(WAIT, || async { daemon.events().iter().any(in_progress) }).await,
@@ -204,8 +192,7 @@ async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
     );
 
     // A broken revision: not applied, recorded as the failed attempt.
-    repo.write("broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b\n");
-    let broken = repo.commit_and_push("broken YAML");
+    let broken = repo.push(&[("broken.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: b\n")], "broken YAML");
     let failed = common::eventually(WAIT, || async {
         record(&env.client, &ns).await.get("gitward.dev/last-attempted-revision") == Some(&broken)
     })
@@ -216,8 +203,7 @@ async fn a_reload_during_a_wait_records_its_end_and_names_no_stale_revision() {
     // names the fix as attempted and applied, with no error.
     repo.remove("broken.yaml");
     // Its new Pods crash-loop: the wait lasts until the reload below.
-    repo.write("web.yaml", &common::deployment("web", "nginx:fail-1.28", 1));
-    let fixed = repo.commit_and_push("fixed, web v2");
+    let fixed = repo.push(&[("web.yaml", &common::deployment("web", "nginx:fail-1.28", 1))], "fixed, web v2");
     let waiting =
         common::eventually(WAIT, || async { record(&env.client, &ns).await.contains_key("gitward.dev/waiting-since") })
             .await;

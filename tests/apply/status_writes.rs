@@ -61,10 +61,8 @@ struct Fixture {
 
 impl Fixture {
     async fn start(prefix: &str, extra: &str) -> Self {
-        let env = common::setup(prefix).await;
-        let repo = common::GitRepo::new();
-        repo.write("web.yaml", &deployments("nginx:1.0"));
-        repo.commit_and_push("20 Deployments");
+        let (env, _, repo) = common::setup_repo(prefix).await;
+        repo.push(&[("web.yaml", &deployments("nginx:1.0"))], "20 Deployments");
         let dir = tempfile::tempdir().unwrap();
         let config =
             common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, extra));

@@ -44,8 +44,7 @@ fn substitute_table(ns: &str) -> String {
 /// variable over the ConfigMap's, the ConfigMap's own, an escape and a disabled object.
 #[tokio::test]
 async fn variables_default_escape_and_disabled_objects_in_plain_and_kustomize_units() {
-    let env = common::setup("subst").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("subst").await;
     let other = format!("{ns}-k");
     common::create_namespace(&env.client, &other).await;
     // `cluster` here loses to the inline one; `color` is the ConfigMap's alone; a key that is
@@ -54,8 +53,7 @@ async fn variables_default_escape_and_disabled_objects_in_plain_and_kustomize_un
     let repo = common::GitRepo::new();
     repo.write("plain/conf.yaml", &format!("{TEMPLATED}---\n{DISABLED}"));
     repo.write("kust/conf.yaml", &format!("{TEMPLATED}---\n{DISABLED}"));
-    repo.write("kust/kustomization.yaml", "resources:\n- conf.yaml\n");
-    repo.commit_and_push("templated objects");
+    repo.push(&[("kust/kustomization.yaml", "resources:\n- conf.yaml\n")], "templated objects");
     let table = substitute_table(&ns);
     let units = format!(
         "{}{}",
@@ -82,9 +80,7 @@ async fn variables_default_escape_and_disabled_objects_in_plain_and_kustomize_un
 /// refused revision's other objects are not created.
 #[tokio::test]
 async fn an_undefined_variable_refuses_the_revision_and_the_last_one_stays() {
-    let env = common::setup("subst-undef").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("subst-undef").await;
     repo.write("app/a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  v: ${version}\n");
     repo.commit_and_push("v1");
     let table = "[sync.substitute]\nvars = { version = \"1\" }\n";
@@ -113,8 +109,7 @@ async fn an_undefined_variable_refuses_the_revision_and_the_last_one_stays() {
 /// `type` is the Secret's value: `Unsupported value: "…"`).
 #[tokio::test]
 async fn a_secret_value_is_substituted_and_masked_where_the_api_server_quotes_it() {
-    let env = common::setup("subst-secret").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("subst-secret").await;
     let token = format!("{}{}", common::CANARY_PREFIX, common::unique("tok"));
     let quoted = format!("{}{}", common::CANARY_PREFIX, common::unique("type"));
     common::register_canary(&token);

@@ -54,8 +54,7 @@ async fn fixtures_sync_upgrade_prune_resync_drift_and_applyset() {
     let units = common::unit_toml("platform", &repo.bare(), "platform", &env.namespace, "")
         + &common::unit_toml("shop", &repo.bare(), "shop", &env.namespace, "");
     let config = common::config(state.path(), &units);
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let mut platform = common::engine(&client, &config, "platform").await;
     let mut shop = common::engine(&client, &config, "shop").await;
 
@@ -226,18 +225,14 @@ async fn applyset_matches_kubectl(env: &common::TestEnv, engine: &gitward::sync:
 /// names an object twice, applies nothing of its revision.
 #[tokio::test]
 async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revision() {
-    let env = common::setup("early").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("early").await;
     let config_map = |name: &str, value: &str| {
         format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n---\n")
     };
-    repo.write("app/a.yaml", &config_map("a", "1"));
-    repo.write("app/b.yaml", &config_map("b", "1"));
-    repo.commit_and_push("a and b");
+    repo.push(&[("app/a.yaml", &config_map("a", "1")), ("app/b.yaml", &config_map("b", "1"))], "a and b");
     let state = tempfile::tempdir().unwrap();
     let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "app", &env.namespace, ""));
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let mut engine = common::engine(&client, &config, "app").await;
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let value = |cm: ConfigMap| cm.data.unwrap_or_default().get("value").cloned().unwrap_or_default();
@@ -247,8 +242,7 @@ async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revisio
     assert_eq!(first.sent.applied_early, 0, "nothing is early on a first sync");
 
     // 1. One object changed: applied early, and sent once in the sync.
-    repo.write("app/a.yaml", &config_map("a", "2"));
-    repo.commit_and_push("a = 2");
+    repo.push(&[("app/a.yaml", &config_map("a", "2"))], "a = 2");
     let before = common::audit_events(&agent).len();
     let changed = engine.sync().await.expect("sync of a = 2");
     assert_eq!(changed.sent.applied_early, 1);
@@ -283,16 +277,14 @@ async fn early_apply_sends_a_pushed_change_once_and_nothing_of_a_refused_revisio
     // 3. b.yaml repaired as it was, a changed again and a.yaml also defines b (still in b.yaml):
     //    a duplicate, refused whole.
     repo.write("app/b.yaml", &config_map("b", "1"));
-    repo.write("app/a.yaml", &(config_map("a", "4") + &config_map("b", "4")));
-    repo.commit_and_push("a = 4, b twice");
+    repo.push(&[("app/a.yaml", &(config_map("a", "4") + &config_map("b", "4")))], "a = 4, b twice");
     let err = engine.sync().await.expect_err("an object named twice refuses the revision");
     assert!(err.to_string().contains("ConfigMap") && err.to_string().contains("b.yaml"), "{err}");
     assert_eq!(value(configmaps.get("a").await.unwrap()), "2");
     assert_eq!(value(configmaps.get("b").await.unwrap()), "1");
 
     // 4. The duplicate removed: applied early again.
-    repo.write("app/a.yaml", &config_map("a", "4"));
-    repo.commit_and_push("a = 4");
+    repo.push(&[("app/a.yaml", &config_map("a", "4"))], "a = 4");
     let fixed = engine.sync().await.expect("sync of a = 4");
     assert_eq!(fixed.sent.applied_early, 1, "{:#?}", common::actions(&fixed));
     assert_eq!(value(configmaps.get("a").await.unwrap()), "4");
@@ -441,8 +433,7 @@ async fn a_namespace_an_earlier_version_made_a_member_is_released_and_never_dele
     let state = tempfile::tempdir().unwrap();
     let config =
         common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &legacy, "create_namespace = true"));
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let mut engine = common::engine(&client, &config, "app").await;
     engine.sync().await.unwrap_or_else(|e| panic!("{}", gitward::telemetry::error_chain(&e)));
     assert_eq!(common::namespace_labels(&env.client, &legacy).await.get(PART_OF), Some(&engine.inventory().id));

@@ -33,9 +33,7 @@ async fn crd_and_its_custom_resources_apply_in_one_revision() {
     repo.write("c-crd.yaml", &crd(&group));
     repo.write("d-ns.yaml", &format!("apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {own_ns}\n"));
     repo.commit_and_push("CRD, Namespace and their contents");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     let report = engine.sync().await.expect("sync");
     let actions = common::actions(&report);
     assert!(!report.changes.has_failures(), "{actions:#?}");
@@ -54,15 +52,12 @@ async fn crd_and_its_custom_resources_apply_in_one_revision() {
 
 #[tokio::test]
 async fn objects_in_a_failed_namespace_are_skipped_with_the_reason() {
-    let env = common::setup("ns-fail").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("ns-fail").await;
     repo.write("ns.yaml", "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: Not_Valid\n");
     repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: inside\n  namespace: Not_Valid\n");
     repo.write("ok.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: fine\n");
     repo.commit_and_push("a Namespace the API server rejects");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     let report = engine.sync().await.expect("sync runs");
     let entry = |name: &str| report.changes.entries.iter().find(|e| e.object.name == name).unwrap().clone();
     assert_eq!(entry("Not_Valid").action, Action::Failed);
@@ -74,8 +69,7 @@ async fn objects_in_a_failed_namespace_are_skipped_with_the_reason() {
 
 #[tokio::test]
 async fn prune_disabled_objects_stay_when_they_leave_git() {
-    let env = common::setup("keep").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("keep").await;
     repo.write(
         "keep.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n  annotations:\n    gitward.dev/prune: disabled\n",
@@ -88,9 +82,7 @@ async fn prune_disabled_objects_stay_when_they_leave_git() {
         );
     }
     repo.commit_and_push("six ConfigMaps");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     engine.sync().await.expect("sync");
     repo.remove("keep.yaml");
     repo.remove("go.yaml");
@@ -120,9 +112,7 @@ async fn a_cluster_scoped_custom_resource_of_a_new_crd_is_recorded_and_pruned() 
     );
     repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: stays\n");
     repo.commit_and_push("a cluster-scoped CRD and a custom resource of it");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     let first = engine.sync().await.expect("sync");
     let actions = common::actions(&first);
     assert!(!first.changes.has_failures(), "{actions:#?}");

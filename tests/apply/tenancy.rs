@@ -33,8 +33,7 @@ async fn tenant(client: &kube::Client, ns: &str) {
 /// ServiceAccount, nothing of them reaches the cluster, and a sync with a 403 prunes nothing.
 #[tokio::test]
 async fn a_tenant_unit_writes_only_what_its_service_account_may() {
-    let env = common::setup("tenant").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("tenant").await;
     let other = format!("{ns}-other");
     common::create_namespace(&env.client, &other).await;
     tenant(&env.client, &ns).await;
@@ -112,6 +111,24 @@ fn writes_of(namespace: &str) -> Vec<Value> {
         .collect()
 }
 
+/// A tenant of `ns` ([`cluster_tenant`] with `rules`) and the engine of its unit `maker`, which
+/// applies ConfigMap `a` into `ns` as ServiceAccount `maker` with `create_namespace`; and the
+/// repository and state directory, to keep until the test ends.
+async fn maker(
+    client: &kube::Client,
+    ns: &str,
+    rules: Value,
+) -> (common::GitRepo, tempfile::TempDir, gitward::sync::Engine) {
+    cluster_tenant(client, ns, rules).await;
+    let repo = common::GitRepo::new();
+    repo.push(&[("a.yaml", &common::cm("a", "1"))], "a tenant's ConfigMap");
+    let state = tempfile::tempdir().unwrap();
+    let extra = "service_account = \"maker\"\ncreate_namespace = true\n";
+    let config = common::config(state.path(), &common::unit_toml("maker", &repo.bare(), "", ns, extra));
+    let engine = common::engine(client, &config, "maker").await;
+    (repo, state, engine)
+}
+
 /// A tenant unit with `create_namespace` whose namespace does not exist, and whose
 /// ServiceAccount may create namespaces: the namespace is created by that ServiceAccount
 /// (impersonated; the audit log names it), and its ConfigMap applied as it. Every write the
@@ -126,14 +143,7 @@ async fn a_tenant_unit_creates_its_namespace_as_its_service_account() {
         {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["create"]},
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}
     ]);
-    cluster_tenant(&env.client, &ns, rules).await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.commit_and_push("a tenant's ConfigMap");
-    let state = tempfile::tempdir().unwrap();
-    let extra = "service_account = \"maker\"\ncreate_namespace = true\n";
-    let config = common::config(state.path(), &common::unit_toml("maker", &repo.bare(), "", &ns, extra));
-    let mut engine = common::engine(&env.client, &config, "maker").await;
+    let (_repo, _state, mut engine) = maker(&env.client, &ns, rules).await;
     let report = engine.sync().await.expect("the namespace is made and the sync runs");
     let actions = common::actions(&report);
     assert_eq!(actions.get(&format!("ConfigMap/{ns}/a")).map(String::as_str), Some("created"), "{actions:?}");
@@ -166,14 +176,7 @@ async fn a_tenant_unit_whose_service_account_may_not_create_namespaces_fails_say
     let rules = json!([
         {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]}
     ]);
-    cluster_tenant(&env.client, &ns, rules).await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.commit_and_push("a tenant's ConfigMap");
-    let state = tempfile::tempdir().unwrap();
-    let extra = "service_account = \"maker\"\ncreate_namespace = true\n";
-    let config = common::config(state.path(), &common::unit_toml("maker", &repo.bare(), "", &ns, extra));
-    let mut engine = common::engine(&env.client, &config, "maker").await;
+    let (_repo, _state, mut engine) = maker(&env.client, &ns, rules).await;
     let error = engine.sync().await.expect_err("the namespace may not be made").to_string();
     assert!(error.contains(&format!("ServiceAccount {ns}/maker may not create namespaces")), "{error}");
     assert!(error.contains("forbidden") && error.contains(&format!("system:serviceaccount:{ns}:maker")), "{error}");

@@ -129,8 +129,7 @@ async fn each_mode_gives_the_same_objects_and_switching_modes_keeps_them_and_orp
     repo.copy_dir(&common::fixtures().join("argocd-example-apps/guestbook"), "guestbook");
     repo.write("config/one.yaml", &cm("one", &[("a", "1"), ("b", "2")]));
     repo.write("config/two.yaml", &cm("two", &[("c", "3")]));
-    repo.write("widget.yaml", &widget(&group, "w1", 3));
-    repo.commit_and_push("guestbook, config, a widget");
+    repo.push(&[("widget.yaml", &widget(&group, "w1", 3))], "guestbook, config, a widget");
 
     let state = tempfile::tempdir().unwrap();
     let ssa_unit = common::unit_toml("ssa", &repo.bare(), "", &env.namespace, "");
@@ -163,16 +162,14 @@ async fn each_mode_gives_the_same_objects_and_switching_modes_keeps_them_and_orp
 
     // In update mode, a change to `one` adds a key (GET + PUT, owned by gitward as Update).
     let uids_before = uids(&env.client, &upd_ns).await;
-    repo.write("config/one.yaml", &cm("one", &[("a", "1"), ("b", "2"), ("extra", "x")]));
-    repo.commit_and_push("one: extra");
+    repo.push(&[("config/one.yaml", &cm("one", &[("a", "1"), ("b", "2"), ("extra", "x")]))], "one: extra");
     let r = upd.sync().await.expect("update sync");
     assert_eq!(entry(&r, "one").action, Action::Configured);
     assert_eq!(entry(&r, "one").sent, [Request::Get, Request::Update]);
 
     // Switch the unit to server-side apply while git drops `extra` and `b`: the objects stay
     // (same uids) and the fields written in update mode are taken over, so they really go.
-    repo.write("config/one.yaml", &cm("one", &[("a", "1")]));
-    repo.commit_and_push("one: only a");
+    repo.push(&[("config/one.yaml", &cm("one", &[("a", "1")]))], "one: only a");
     drop(upd);
     let switched = config_with(state.path(), &[ssa_unit.clone(), upd_unit("server-side-apply")]);
     let mut upd = common::engine(&client, &switched, "upd").await;
@@ -205,8 +202,7 @@ async fn each_mode_gives_the_same_objects_and_switching_modes_keeps_them_and_orp
 
 #[tokio::test]
 async fn a_one_file_change_reads_and_replaces_only_that_object() {
-    let env = common::setup("one-file").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("one-file").await;
     repo.copy_dir(&common::fixtures().join("argocd-example-apps/guestbook"), "guestbook");
     for i in 0..5 {
         repo.write(&format!("config/cm{i}.yaml"), &cm(&format!("cm{i}"), &[("value", "1")]));
@@ -214,14 +210,12 @@ async fn a_one_file_change_reads_and_replaces_only_that_object() {
     repo.commit_and_push("guestbook and five ConfigMaps");
     let state = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "apply_mode = \"update\"");
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let mut engine = common::engine(&client, &common::config(state.path(), &unit), "app").await;
     let first = engine.sync().await.expect("first sync");
     assert_eq!(first.changes.counts().created, 7, "{:#?}", common::actions(&first));
 
-    repo.write("config/cm3.yaml", &cm("cm3", &[("value", "2")]));
-    repo.commit_and_push("cm3: value 2");
+    repo.push(&[("config/cm3.yaml", &cm("cm3", &[("value", "2")]))], "cm3: value 2");
     let before = common::audit_events(&agent).len();
     let r = engine.sync().await.expect("sync");
     assert!(!r.changes.has_failures(), "{:#?}", common::actions(&r));
@@ -249,8 +243,7 @@ async fn a_one_file_change_reads_and_replaces_only_that_object() {
 
 #[tokio::test]
 async fn a_concurrent_change_is_a_conflict_that_loses_nothing_and_the_next_sync_converges() {
-    let env = common::setup("conflict").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("conflict").await;
     for name in ["a", "b", "c", "d"] {
         repo.write(&format!("{name}.yaml"), &cm(name, &[("value", "1")]));
     }
@@ -321,8 +314,7 @@ async fn objects_first_applied_by_kubectl_are_taken_over_so_removed_fields_go() 
     }
 
     let repo = common::GitRepo::new();
-    repo.write("legacy.yaml", &legacy(&[("a", "1"), ("b", "2")], true));
-    repo.commit_and_push("the same ConfigMap, now in git");
+    repo.push(&[("legacy.yaml", &legacy(&[("a", "1"), ("b", "2")], true))], "the same ConfigMap, now in git");
     let state = tempfile::tempdir().unwrap();
     let units = common::unit_toml("on", &repo.bare(), "", &env.namespace, "")
         + &common::unit_toml("off", &repo.bare(), "", &control_ns, "takeover_managers = []");
@@ -344,8 +336,7 @@ async fn objects_first_applied_by_kubectl_are_taken_over_so_removed_fields_go() 
     off.sync().await.expect("control sync");
 
     // git drops data.b and the label `old`: gone where gitward took over, orphaned where not.
-    repo.write("legacy.yaml", &legacy(&[("a", "1")], false));
-    repo.commit_and_push("drop b and the old label");
+    repo.push(&[("legacy.yaml", &legacy(&[("a", "1")], false))], "drop b and the old label");
     let r = on.sync().await.expect("sync");
     assert_eq!(entry(&r, "legacy").action, Action::Configured);
     assert_eq!(entry(&r, "legacy").sent, [Request::Apply]);
@@ -374,8 +365,7 @@ async fn custom_resources_get_merge_patch_and_built_in_kinds_strategic_merge_pat
     repo.commit_and_push("a Deployment, a Service, a Widget, one object opting out of update mode");
     let state = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "apply_mode = \"update\"");
-    let agent = format!("{}-gitward", env.user_agent);
-    let client = common::admin(&agent).await;
+    let (agent, client) = env.gitward_client().await;
     let mut engine = common::engine(&client, &common::config(state.path(), &unit), "app").await;
     let first = engine.sync().await.expect("first sync");
     assert_eq!(first.changes.counts().created, 4, "{:#?}", common::actions(&first));
@@ -425,18 +415,11 @@ fn pvc(label: &str, class: &str) -> String {
 #[tokio::test]
 async fn a_bound_pvc_in_update_mode_with_recreate_keeps_its_volume_and_is_never_deleted() {
     use k8s_openapi::api::core::v1::PersistentVolumeClaim;
-    let env = common::setup("bound-pvc").await;
-    let repo = common::GitRepo::new();
-    repo.write("pvc.yaml", &pvc("1", "fast"));
-    repo.commit_and_push("a claim");
+    let (env, _, repo) = common::setup_repo("bound-pvc").await;
+    repo.push(&[("pvc.yaml", &pvc("1", "fast"))], "a claim");
     let state = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml(
-        "app",
-        &repo.bare(),
-        "",
-        &env.namespace,
-        "apply_mode = \"update\"\nrecreate_on_immutable = true",
-    );
+    let extra = "apply_mode = \"update\"\nrecreate_on_immutable = true";
+    let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, extra);
     let mut engine = common::engine(&env.client, &common::config(state.path(), &unit), "app").await;
     let first = engine.sync().await.expect("first sync");
     assert_eq!(entry(&first, "data").action, Action::Created);
@@ -452,8 +435,7 @@ async fn a_bound_pvc_in_update_mode_with_recreate_keeps_its_volume_and_is_never_
     let uid = claims.get("data").await.unwrap().metadata.uid;
 
     // git changes a label: the claim is configured, its volume kept, never re-created.
-    repo.write("pvc.yaml", &pvc("2", "fast"));
-    repo.commit_and_push("a label changes");
+    repo.push(&[("pvc.yaml", &pvc("2", "fast"))], "a label changes");
     let r = engine.sync().await.expect("sync");
     assert_eq!(entry(&r, "data").action, Action::Configured, "{:#?}", common::actions(&r));
     let live = claims.get("data").await.unwrap();
@@ -462,8 +444,7 @@ async fn a_bound_pvc_in_update_mode_with_recreate_keeps_its_volume_and_is_never_
     assert_eq!(live.metadata.labels.unwrap()["rev"], "2");
 
     // git changes an immutable field: refused, and with recreate on still never deleted.
-    repo.write("pvc.yaml", &pvc("3", "slow"));
-    repo.commit_and_push("the storage class changes");
+    repo.push(&[("pvc.yaml", &pvc("3", "slow"))], "the storage class changes");
     let r = engine.sync().await.expect("sync");
     let e = entry(&r, "data");
     assert_eq!(e.action, Action::Failed, "{e:?}");

@@ -18,11 +18,6 @@ use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(60);
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 /// Writes `value` into ConfigMap `name` as another field manager would (a hand edit).
 async fn hand_edit(client: &kube::Client, ns: &str, name: &str, value: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
@@ -34,7 +29,10 @@ async fn hand_edit(client: &kube::Client, ns: &str, name: &str, value: &str) {
 async fn heals(client: &kube::Client, ns: &str, unit: &str, daemon: &common::Daemon) {
     let name = format!("{unit}-cm");
     hand_edit(client, ns, &name, "by-hand").await;
-    let healed = common::eventually(WAIT, || async { value(client, ns, &name).await.as_deref() == Some("1") }).await;
+    let healed = common::eventually(WAIT, || async {
+        common::cm_value_or_none(client, ns, &name).await.as_deref() == Some("1")
+    })
+    .await;
     assert!(healed, "{name} not healed through the shared watch: {}", daemon.log_text());
 }
 
@@ -61,8 +59,7 @@ fn watches_with(part: &str) -> Vec<String> {
 /// one, and no member watch selected by one unit's ApplySet id.
 #[tokio::test]
 async fn units_of_one_cluster_share_one_watch_per_kind_and_a_late_unit_joins_it() {
-    let env = common::setup("watches-shared").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("watches-shared").await;
     for unit in ["a", "b", "c"] {
         repo.write(&format!("{unit}/cm.yaml"), &common::cm(&format!("{unit}-cm"), "1"));
     }
@@ -71,10 +68,12 @@ async fn units_of_one_cluster_share_one_watch_per_kind_and_a_late_unit_joins_it(
     let unit = |name: &str| common::unit_toml(name, &repo.bare(), name, &env.namespace, "");
     let two = format!("{}{}", unit("a"), unit("b"));
     let (config, port) = common::daemon_config(dir.path(), "", "self_heal = true", &two);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     for name in ["a", "b"] {
-        assert_eq!(value(&env.client, &env.namespace, &format!("{name}-cm")).await.as_deref(), Some("1"));
+        assert_eq!(
+            common::cm_value_or_none(&env.client, &env.namespace, &format!("{name}-cm")).await.as_deref(),
+            Some("1")
+        );
         heals(&env.client, &env.namespace, name, &daemon).await;
     }
 
@@ -82,8 +81,10 @@ async fn units_of_one_cluster_share_one_watch_per_kind_and_a_late_unit_joins_it(
     // from the shared watch's events like the others.
     common::write_daemon_config(&config, port, "", "self_heal = true", &format!("{two}{}", unit("c")));
     daemon.signal("HUP");
-    let synced =
-        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "c-cm").await.is_some() }).await;
+    let synced = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &env.namespace, "c-cm").await.is_some()
+    })
+    .await;
     assert!(synced, "c not synced after SIGHUP: {}", daemon.log_text());
     heals(&env.client, &env.namespace, "c", &daemon).await;
     heals(&env.client, &env.namespace, "a", &daemon).await;
@@ -119,8 +120,7 @@ async fn units_of_one_cluster_share_one_watch_per_kind_and_a_late_unit_joins_it(
 /// of the unit's members by its ApplySet id and no watch of them.
 #[tokio::test]
 async fn a_one_shot_sync_lists_its_members_and_opens_no_watch() {
-    let env = common::setup("watches-oneshot").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("watches-oneshot").await;
     for name in ["a", "b", "c", "d"] {
         repo.write(&format!("{name}.yaml"), &common::cm(&format!("{name}-cm"), "1"));
     }
@@ -141,9 +141,9 @@ async fn a_one_shot_sync_lists_its_members_and_opens_no_watch() {
     repo.commit_and_push("second");
     let out = sync();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    assert_eq!(value(&env.client, &env.namespace, "a-cm").await.as_deref(), Some("2"));
-    assert_eq!(value(&env.client, &env.namespace, "b-cm").await.as_deref(), Some("1"));
-    assert_eq!(value(&env.client, &env.namespace, "d-cm").await, None, "d-cm pruned");
+    assert_eq!(common::cm_value_or_none(&env.client, &env.namespace, "a-cm").await.as_deref(), Some("2"));
+    assert_eq!(common::cm_value_or_none(&env.client, &env.namespace, "b-cm").await.as_deref(), Some("1"));
+    assert_eq!(common::cm_value_or_none(&env.client, &env.namespace, "d-cm").await, None, "d-cm pruned");
 
     let secrets: Api<Secret> = Api::namespaced(env.client.clone(), &env.namespace);
     let parents = secrets.list(&ListParams::default().labels("applyset.kubernetes.io/id")).await.unwrap();

@@ -63,8 +63,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     common::register_canary("hunter2-rotated");
     let repo = common::GitRepo::new();
     repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  k: v1\n");
-    repo.write("secret.yaml", SECRET);
-    let revision = repo.commit_and_push("first");
+    let revision = repo.push(&[("secret.yaml", SECRET)], "first");
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &repo.bare(), &env.namespace);
 
@@ -111,8 +110,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
 
     // A change in git: diff shows it with Secret data masked → 1.
     repo.write("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\ndata:\n  k: v2\n");
-    repo.write("secret.yaml", &SECRET.replace("hunter2-original", "hunter2-rotated"));
-    repo.commit_and_push("second");
+    repo.push(&[("secret.yaml", &SECRET.replace("hunter2-original", "hunter2-rotated"))], "second");
     let out = gitward(&["diff"], &config);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
@@ -121,8 +119,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     assert!(!stdout.contains("hunter2") && !stdout.contains("aHVudGVy"), "Secret data in diff: {stdout}");
 
     // An object the API server rejects → exit 1; the text log warns, stdout names the object.
-    repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n");
-    let third = repo.commit_and_push("third");
+    let third = repo.push(&[("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Bad_Name\n")], "third");
     let (code, stdout, stderr) = gitward_text(&["sync", "--config", config.to_str().unwrap()], &[]);
     assert_eq!(code, Some(1), "{stderr}");
     let bad = format!("ConfigMap/{}/Bad_Name", env.namespace);
@@ -133,8 +130,7 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
     assert!(stderr.lines().any(|l| l.contains(&format!("object={bad}"))), "{stderr}");
 
     // Malformed YAML → validate and sync exit 2, naming the file.
-    repo.write("broken.yaml", "apiVersion: v1\nkind: [\n");
-    repo.commit_and_push("fourth");
+    repo.push(&[("broken.yaml", "apiVersion: v1\nkind: [\n")], "fourth");
     for cmd in ["validate", "sync"] {
         let out = gitward(&[cmd], &config);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -145,11 +141,9 @@ async fn sync_logs_summary_and_exit_codes_follow_kubectl() {
 
 #[tokio::test]
 async fn a_wait_that_times_out_names_what_is_not_ready() {
-    let env = common::setup("cli-wait").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("cli-wait").await;
     // Its Pods crash-loop: the deployment controller never makes it available.
-    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 2));
-    let revision = repo.commit_and_push("web");
+    let revision = repo.push(&[("web.yaml", &common::deployment("web", "nginx:fail", 2))], "web");
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"2s\"");
     let config = common::config_file(dir.path(), &unit);
@@ -326,9 +320,7 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
     );
     assert!(!stdout.contains("prune ConfigMap"), "{stdout}");
     assert_eq!(run(&["sync", "--sync", "app"], &plain).0, Some(1), "the sync refuses it too");
-    repo.write("app/c.yaml", &configmap("c"));
-    repo.write("app/d.yaml", &configmap("d"));
-    repo.commit_and_push("only b leaves git");
+    repo.push(&[("app/c.yaml", &configmap("c")), ("app/d.yaml", &configmap("d"))], "only b leaves git");
     let (code, stdout, _) = run(&["diff", "--sync", "app"], &plain);
     let (head, rest) = stdout.split_once('\n').unwrap_or_default();
     assert!(head.starts_with("revision "), "headed by the applied and compared revisions: {stdout}");
@@ -366,8 +358,7 @@ async fn diff_agrees_with_sync_on_new_namespaces_the_prune_guard_and_a_moved_inv
 async fn objects_that_existed_before_gitward_are_logged_adopted_not_created() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, PostParams};
-    let env = common::setup("adopt").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("adopt").await;
     // Made by hand before gitward: no ApplySet label. One is applied in each apply mode.
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
     for name in ["by-hand", "by-hand-update"] {
@@ -417,8 +408,7 @@ async fn objects_that_existed_before_gitward_are_logged_adopted_not_created() {
 /// (`gitward.dev/last-failed`), not `Missing … (deleted by hand?)`.
 #[tokio::test]
 async fn status_reports_a_refused_create_as_not_created_with_its_failure() {
-    let env = common::setup("cli-notcreated").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("cli-notcreated").await;
     repo.write("cm.yaml", &configmap("conf"));
     repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n  namespace: no-such-ns-x\n");
     repo.commit_and_push("first");
@@ -446,10 +436,8 @@ async fn status_reports_a_refused_create_as_not_created_with_its_failure() {
 /// nothing and read as a contradiction. A wait that ran counts the objects it waited on.
 #[tokio::test]
 async fn health_counts_are_logged_only_for_a_wait_that_ran() {
-    let env = common::setup("cli-counts").await;
-    let repo = common::GitRepo::new();
-    repo.write("cm.yaml", &configmap("conf"));
-    repo.commit_and_push("first");
+    let (env, _, repo) = common::setup_repo("cli-counts").await;
+    repo.push(&[("cm.yaml", &configmap("conf"))], "first");
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &repo.bare(), &env.namespace);
     let out = gitward(&["--log-format", "json", "sync", "--wait"], &config);
@@ -470,8 +458,7 @@ async fn a_namespace_made_for_create_namespace_is_logged_and_counted() {
     let env = common::setup("cli-nsmade").await;
     let namespace = common::unique("cli-made");
     let repo = common::GitRepo::new();
-    repo.write("cm.yaml", &configmap("conf"));
-    repo.commit_and_push("first");
+    repo.push(&[("cm.yaml", &configmap("conf"))], "first");
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &namespace, "create_namespace = true");
     let config = common::config_file(dir.path(), &unit);

@@ -125,8 +125,7 @@ fn a_kustomize_overlay_renders_as_kustomize_builds_it_plus_gitwards_label_and_ha
 #[test]
 fn plain_and_kustomize_units_render_with_the_cluster_unreachable_and_a_from_unit_says_it_needs_it() {
     let repo = kustomize_repo();
-    repo.write("plain/cm.yaml", &common::cm("plain", "1"));
-    let revision = repo.commit_and_push("a plain unit beside the overlay");
+    let revision = repo.push(&[("plain/cm.yaml", &common::cm("plain", "1"))], "a plain unit beside the overlay");
     let from = "[sync.substitute]\nfrom = [\"ConfigMap/shop/cluster-vars\"]\n";
     let units = common::unit_toml("plain", &repo.bare(), "plain", "shop", "")
         + &common::unit_toml("overlay", &repo.bare(), "apps/overlays/prod", "shop", "")
@@ -177,8 +176,7 @@ fn a_sops_secret_is_decrypted_and_masked_and_shown_only_with_show_secrets() {
     let password = format!("{}render-{}", common::CANARY_PREFIX, common::unique("pw"));
     let repo = common::GitRepo::new();
     repo.write("app/db.enc.yaml", &sealed_secret(keys.path(), &public, &password));
-    repo.write("app/cm.yaml", &common::cm("plain", "1"));
-    repo.commit_and_push("an encrypted Secret");
+    repo.push(&[("app/cm.yaml", &common::cm("plain", "1"))], "an encrypted Secret");
     let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
     let ws = Workspace::new(&common::unit_toml("vault", &repo.bare(), "app", "shop", &decryption));
 
@@ -203,9 +201,7 @@ fn variables_are_substituted_and_ignored_paths_shown_as_a_create_sends_them() {
     let repo = common::GitRepo::new();
     let cm = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web\ndata:\n  greeting: hello ${place}\n  \
               region: ${region:=eu}\n  replicas: managed elsewhere\n";
-    repo.write("app/web.yaml", cm);
-    repo.write("app/other.yaml", &common::cm("other", "kept"));
-    repo.commit_and_push("a ConfigMap with variables");
+    repo.push(&[("app/web.yaml", cm), ("app/other.yaml", &common::cm("other", "kept"))], "a ConfigMap with variables");
     let extra = "[sync.substitute]\nvars = { place = \"world\" }\n\n[[sync.ignore]]\nkind = \"ConfigMap\"\nname = \
                  \"web\"\npaths = [\"/data/replicas\"]\n";
     let ws = Workspace::new(&common::unit_toml("web", &repo.bare(), "app", "shop", extra));
@@ -225,13 +221,10 @@ fn variables_are_substituted_and_ignored_paths_shown_as_a_create_sends_them() {
 #[test]
 fn revision_renders_an_older_commit() {
     let repo = common::GitRepo::new();
-    repo.write("app/cm.yaml", &common::cm("web", "old"));
-    let old = repo.commit_and_push("old");
+    let old = repo.push(&[("app/cm.yaml", &common::cm("web", "old"))], "old");
     repo.git(&["tag", "v1"], &repo.work());
     repo.git(&["push", "origin", "v1"], &repo.work());
-    repo.write("app/cm.yaml", &common::cm("web", "new"));
-    repo.write("app/added.yaml", &common::cm("added", "new"));
-    repo.commit_and_push("new");
+    repo.push(&[("app/cm.yaml", &common::cm("web", "new")), ("app/added.yaml", &common::cm("added", "new"))], "new");
     let ws = Workspace::new(&common::unit_toml("web", &repo.bare(), "app", "shop", ""));
     let value = |args: &[&str]| {
         let run = ws.render(args);
@@ -253,8 +246,7 @@ fn a_document_that_does_not_parse_is_named_with_its_file_and_exits_2() {
     let repo = common::GitRepo::new();
     repo.write("app/good.yaml", &common::cm("good", "1"));
     let bad = common::cm("first", "1") + "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: [unclosed\n";
-    repo.write("app/bad.yaml", &bad);
-    repo.commit_and_push("a broken second document");
+    repo.push(&[("app/bad.yaml", &bad)], "a broken second document");
     let ws = Workspace::new(&common::unit_toml("web", &repo.bare(), "app", "shop", ""));
     let run = ws.render(&["--sync", "web"]);
     assert_eq!(run.code, Some(2), "{}", run.stderr);

@@ -65,8 +65,7 @@ fn an_unknown_kind_a_bad_name_and_a_bad_label_value_are_refused_in_the_api_serve
     repo.write("app/name.yaml", &common::cm("Web_Config", "1"));
     let labelled = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: labelled\n  labels:\n    tier: web server\n";
     repo.write("app/label.yaml", labelled);
-    repo.write("app/fine.yaml", &common::cm("web-config", "1"));
-    let revision = repo.commit_and_push("three the API server refuses");
+    let revision = repo.push(&[("app/fine.yaml", &common::cm("web-config", "1"))], "three the API server refuses");
     let (dir, config) = workspace(&common::unit_toml("app", &repo.bare(), "app", "default", ""));
     let run = validate(&config, &[], &dir.path().join("tmp"));
     assert_eq!(run.code, Some(2), "{}", run.stderr);
@@ -206,8 +205,7 @@ fn the_same_object_in_two_units_is_refused_naming_both_units_and_files() {
 fn json_output_carries_each_units_revision_objects_problems_and_warnings() {
     let repo = common::GitRepo::new();
     repo.write("app/a.yaml", &common::cm("a", "1"));
-    repo.write("app/bad.yaml", &common::cm("Bad_Name", "1"));
-    let revision = repo.commit_and_push("one bad name");
+    let revision = repo.push(&[("app/bad.yaml", &common::cm("Bad_Name", "1"))], "one bad name");
     let units = common::unit_toml("app", &repo.bare(), "app", "shop", "")
         + &common::unit_toml("gone", &repo.bare(), "no/such/path", "default", "");
     let (dir, config) = workspace(&units);
@@ -235,8 +233,7 @@ fn json_output_carries_each_units_revision_objects_problems_and_warnings() {
 #[test]
 fn validate_of_a_fresh_config_leaves_the_state_dir_and_the_temporary_directory_empty() {
     let repo = common::GitRepo::new();
-    repo.write("app/a.yaml", &common::cm("a", "1"));
-    let revision = repo.commit_and_push("one ConfigMap");
+    let revision = repo.push(&[("app/a.yaml", &common::cm("a", "1"))], "one ConfigMap");
     let (dir, config) = workspace(&common::unit_toml("app", &repo.bare(), "app", "default", ""));
     let tmp = dir.path().join("tmp");
     let run = validate(&config, &[], &tmp);
@@ -257,8 +254,7 @@ fn validate_of_a_fresh_config_leaves_the_state_dir_and_the_temporary_directory_e
 fn units_of_different_clusters_may_declare_the_same_object() {
     let repo = common::GitRepo::new();
     repo.write("east/cm.yaml", &common::cm("settings", "1"));
-    repo.write("west/cm.yaml", &common::cm("settings", "2"));
-    let revision = repo.commit_and_push("one ConfigMap for each cluster");
+    let revision = repo.push(&[("west/cm.yaml", &common::cm("settings", "2"))], "one ConfigMap for each cluster");
     let short = &revision[..7];
     let clusters = "[[cluster]]\nname = \"east\"\n\n[[cluster]]\nname = \"west\"\n\n";
     let units = format!(
@@ -289,8 +285,7 @@ const BUILD_HERE: &str = "a plain unit does not build it, so its patches are app
 fn a_kustomization_under_a_plain_units_path_is_a_warning_naming_the_file_and_the_config_that_builds_it() {
     let repo = common::GitRepo::new();
     repo.write("apps/web/kustomization.yaml", "resources:\n- cm.yaml\n");
-    repo.write("apps/web/cm.yaml", &common::cm("web", "1"));
-    let revision = repo.commit_and_push("a kustomization below the unit's path");
+    let revision = repo.push(&[("apps/web/cm.yaml", &common::cm("web", "1"))], "a kustomization below the unit's path");
     let short = &revision[..7];
     let (dir, config) = workspace(&common::unit_toml("app", &repo.bare(), "apps", "default", ""));
     let run = validate(&config, &[], &dir.path().join("tmp"));
@@ -383,9 +378,7 @@ fn validate_substitutes_inline_variables_and_refuses_one_nothing_can_define() {
 #[test]
 fn a_ready_expr_reading_a_key_the_status_lacks_is_refused_naming_unit_and_key() {
     let repo = common::GitRepo::new();
-    repo.write("a/cm.yaml", &common::cm("a", "1"));
-    repo.write("b/cm.yaml", &common::cm("b", "1"));
-    repo.commit_and_push("two units");
+    repo.push(&[("a/cm.yaml", &common::cm("a", "1")), ("b/cm.yaml", &common::cm("b", "1"))], "two units");
     let units = |expr: &str| {
         let depends = format!("depends_on = [{{ unit = \"b\", ready_expr = \"{expr}\" }}]");
         [

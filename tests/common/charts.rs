@@ -61,6 +61,15 @@ pub fn package_with(work: &Path, name: &str, version: &str, out: &Path, template
     out.join(format!("{name}-{version}.tgz"))
 }
 
+/// A chart unit `name` in `namespace` taking chart `demo` from `repo_url` within `version`,
+/// released as `shop`.
+pub fn chart_unit(name: &str, namespace: &str, repo_url: &str, version: &str) -> String {
+    format!(
+        "[[sync]]\nname = \"{name}\"\nnamespace = \"{namespace}\"\n[sync.helm]\nrepo_url = \"{repo_url}\"\n\
+         chart = \"demo\"\nversion = \"{version}\"\nrelease = \"shop\"\n"
+    )
+}
+
 /// The hex SHA-256 of a file.
 pub fn sha256_hex(path: &Path) -> String {
     use sha2::Digest as _;
@@ -86,6 +95,14 @@ impl ChartServer {
     /// Serves `dir` (created if missing).
     pub fn start(dir: &Path) -> Self {
         Self::start_with_auth(dir, None)
+    }
+
+    /// Serves `work/served` with chart `demo` at `version` published in it
+    /// ([`ChartServer::publish`]); and the chart archive's path.
+    pub fn with_demo(work: &Path, version: &str) -> (Self, PathBuf) {
+        let server = Self::start(&work.join("served"));
+        let archive = server.publish(work, "demo", version);
+        (server, archive)
     }
 
     /// Serves `dir`, answering 401 to a request without `Authorization: Basic` for `user` and

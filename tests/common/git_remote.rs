@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 /// A `git daemon` serving every repository under a directory over `git://` on a loopback
 /// port; killed on drop.
 pub struct GitDaemon {
-    child: Child,
+    _child: Served,
     /// Its port.
     pub port: u16,
 }
@@ -49,7 +49,7 @@ impl GitDaemon {
             assert!(Instant::now() < deadline, "git daemon did not listen on {port}");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Self { child, port }
+        Self { _child: Served(child), port }
     }
 
     /// The `git://` URL of the repository at `path` under the served directory.
@@ -58,18 +58,11 @@ impl GitDaemon {
     }
 }
 
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The real `git http-backend` serving every repository under a directory over `https://` on
 /// a loopback port (`tests/common/git_https.py`, Python's TLS server), with a self-signed
 /// certificate for `127.0.0.1` made by the `openssl` CLI; killed on drop.
 pub struct GitHttps {
-    child: Child,
+    _child: Served,
     port: u16,
     /// The server's certificate (PEM): the CA a client must trust.
     pub cert: std::path::PathBuf,
@@ -99,7 +92,7 @@ impl GitHttps {
         let mut line = String::new();
         std::io::BufRead::read_line(&mut std::io::BufReader::new(child.stdout.take().unwrap()), &mut line).unwrap();
         let port = line.trim().parse().unwrap_or_else(|_| panic!("git_https.py printed no port: {line:?}"));
-        Self { child, port, cert, _dir: dir }
+        Self { _child: Served(child), port, cert, _dir: dir }
     }
 
     /// The `https://` URL of the repository at `path` under the served directory.
@@ -108,10 +101,13 @@ impl GitHttps {
     }
 }
 
-impl Drop for GitHttps {
+/// A server's process: killed, and waited for, on drop.
+struct Served(Child);
+
+impl Drop for Served {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 

@@ -76,6 +76,16 @@ pub struct TestEnv {
     pub user_agent: String,
 }
 
+impl TestEnv {
+    /// An admin client for gitward's own requests, and its user agent: the test's with
+    /// `-gitward` added, so the audit log tells its requests from the test's.
+    pub async fn gitward_client(&self) -> (String, kube::Client) {
+        let agent = format!("{}-gitward", self.user_agent);
+        let client = admin(&agent).await;
+        (agent, client)
+    }
+}
+
 /// Creates a client and a fresh namespace named after `prefix`.
 pub async fn setup(prefix: &str) -> TestEnv {
     let namespace = unique(prefix);
@@ -83,6 +93,19 @@ pub async fn setup(prefix: &str) -> TestEnv {
     let client = admin(&user_agent).await;
     create_namespace(&client, &namespace).await;
     TestEnv { client, namespace, user_agent }
+}
+
+/// [`setup`], and the name of the test's namespace (most tests pass it around as `&str`).
+pub async fn setup_ns(prefix: &str) -> (TestEnv, String) {
+    let env = setup(prefix).await;
+    let namespace = env.namespace.clone();
+    (env, namespace)
+}
+
+/// [`setup_ns`] and an empty [`GitRepo`] for the test to push to.
+pub async fn setup_repo(prefix: &str) -> (TestEnv, String, GitRepo) {
+    let (env, namespace) = setup_ns(prefix).await;
+    (env, namespace, GitRepo::new())
 }
 
 /// Creates a namespace.
@@ -108,6 +131,20 @@ pub fn audit_events(user_agent: &str) -> Vec<Value> {
     text.lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .filter(|e| e["userAgent"] == user_agent)
+        .collect()
+}
+
+/// The audit events of completed writes (create, update, patch, delete; dry runs too) of
+/// ConfigMaps and Secrets in `namespace`, by any client, in log order.
+pub fn audit_writes(namespace: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(audit_log()).expect("read audit log");
+    let quoted = format!("\"{namespace}\"");
+    text.lines()
+        .filter(|l| l.contains(&quoted) && l.contains("ResponseComplete"))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
+        .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
+        .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
         .collect()
 }
 
@@ -182,6 +219,15 @@ impl GitRepo {
         self.git(&["rm", "-r", "-q", path], &self.work());
     }
 
+    /// Writes `files` (path, content) in the work tree, then [`GitRepo::commit_and_push`]es
+    /// everything the work tree holds (earlier writes and removals too); returns the commit SHA.
+    pub fn push(&self, files: &[(&str, &str)], message: &str) -> String {
+        for (path, content) in files {
+            self.write(path, content);
+        }
+        self.commit_and_push(message)
+    }
+
     /// Commits everything and pushes to the bare repository; returns the commit SHA.
     pub fn commit_and_push(&self, message: &str) -> String {
         let work = self.work();
@@ -234,6 +280,20 @@ pub async fn engine(client: &kube::Client, config: &gitward::config::Config, nam
     gitward::sync::Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, unit)
         .await
         .expect("engine opens its mirror")
+}
+
+/// An engine ([`engine`]) of unit `app` over the whole of `repo`, applied into `namespace`, with
+/// `extra` lines in its table ([`unit_toml`]); and the state directory, to keep while it runs.
+pub async fn app_engine(
+    client: &kube::Client,
+    repo: &GitRepo,
+    namespace: &str,
+    extra: &str,
+) -> (tempfile::TempDir, gitward::sync::Engine) {
+    let state = tempfile::tempdir().unwrap();
+    let config = config(state.path(), &unit_toml("app", &repo.bare(), "", namespace, extra));
+    let engine = engine(client, &config, "app").await;
+    (state, engine)
 }
 
 /// Actions of a change set, by `Kind/ns/name`.
@@ -329,6 +389,14 @@ impl Daemon {
         Self::start_in(&[], config, port, env)
     }
 
+    /// [`Daemon::start`] with no extra environment, then waits until it is ready
+    /// ([`Daemon::wait_ready`]); panics with its log when it is not within `timeout`.
+    pub async fn ready(config: &Path, port: u16, timeout: Duration) -> Self {
+        let daemon = Self::start(config, port, &[]);
+        assert!(daemon.wait_ready(timeout).await, "not ready within {timeout:?}: {}", daemon.log_text());
+        daemon
+    }
+
     /// [`Daemon::start`] run by the command prefix `wrapper`, which must end by exec'ing its
     /// arguments (so the child's pid is gitward's); empty for none.
     pub fn start_in(wrapper: &[&str], config: &Path, port: u16, env: &[(&str, &str)]) -> Self {
@@ -341,16 +409,7 @@ impl Daemon {
 
     fn spawn(wrapper: &[String], config: &Path, env: &[(String, String)], log: &Path) -> std::process::Child {
         let file = std::fs::File::create(log).unwrap();
-        let binary = binary();
-        let mut command = match wrapper.split_first() {
-            Some((program, rest)) => {
-                let mut c = Command::new(program);
-                c.args(rest).arg(binary);
-                c
-            }
-            None => Command::new(binary),
-        };
-        command
+        wrapped(wrapper)
             .args(["--log-format", "json", "run", "--config"])
             .arg(config)
             .envs(env.iter().map(|(k, v)| (k, v)))
@@ -501,6 +560,47 @@ pub fn cm(name: &str, value: &str) -> String {
     format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n")
 }
 
+/// `data[key]` of ConfigMap `ns/name`; `None` when the ConfigMap or the key is missing. Panics
+/// on any other error of the API server.
+pub async fn cm_data(client: &kube::Client, ns: &str, name: &str, key: &str) -> Option<String> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.expect("read a ConfigMap")?.data?.remove(key)
+}
+
+/// [`cm_data`] of key `value`, the key [`cm`] writes.
+pub async fn cm_value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    cm_data(client, ns, name, "value").await
+}
+
+/// [`cm_value`] for a poll that may run while the API server does not answer: `None` also when
+/// the read fails.
+pub async fn cm_value_or_none(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), ns);
+    api.get_opt(name).await.ok()??.data?.remove("value")
+}
+
+/// Asserts that each ConfigMap of `names` in `ns` holds `want` ([`cm_value`]); the message
+/// names the first that does not (changed, or pruned when missing).
+pub async fn assert_cm_values(client: &kube::Client, ns: &str, names: &[&str], want: &str) {
+    for name in names {
+        let value = cm_value(client, ns, name).await;
+        assert_eq!(value.as_deref(), Some(want), "ConfigMap {ns}/{name} was changed or pruned");
+    }
+}
+
+/// Waits up to `timeout` until `data[key]` of ConfigMap `ns/name` is `want` ([`cm_data`]);
+/// whether it was.
+pub async fn cm_data_becomes(
+    client: &kube::Client,
+    ns: &str,
+    name: &str,
+    key: &str,
+    want: &str,
+    timeout: Duration,
+) -> bool {
+    eventually(timeout, || async { cm_data(client, ns, name, key).await.as_deref() == Some(want) }).await
+}
+
 /// A Deployment manifest named `name` of `replicas` Pods of one container running `image`. The
 /// test cluster's deployment controller rolls it out: its Pods run on kwok's simulated Nodes
 /// and are ready at once, or never when the image name contains `fail` (they crash-loop, and
@@ -589,6 +689,26 @@ pub async fn install_crd(client: &kube::Client, field_manager: &str, crd: Value)
     api
 }
 
+/// Binds the limited identity ([`limited`], user `limited`) to ClusterRole `name`, which the
+/// test makes, and lets it do anything with the Secrets of namespace `name` (where a unit's
+/// ApplySet parent goes): a Role and two bindings, each named `name`.
+pub async fn bind_limited(client: &kube::Client, name: &str) {
+    use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, Role, RoleBinding};
+    let binding = |kind: &str| {
+        json!({"metadata": {"name": name, "namespace": name}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+            "kind": kind, "name": name}, "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "limited"}]})
+    };
+    let crbs: Api<ClusterRoleBinding> = Api::all(client.clone());
+    crbs.create(&PostParams::default(), &serde_json::from_value(binding("ClusterRole")).unwrap()).await.unwrap();
+    let all = ["get", "list", "watch", "create", "patch", "update", "delete"];
+    let secrets: Role = serde_json::from_value(json!({"metadata": {"name": name, "namespace": name},
+        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": all}]}))
+    .unwrap();
+    Api::<Role>::namespaced(client.clone(), name).create(&PostParams::default(), &secrets).await.unwrap();
+    let rb: RoleBinding = serde_json::from_value(binding("Role")).unwrap();
+    Api::<RoleBinding>::namespaced(client.clone(), name).create(&PostParams::default(), &rb).await.unwrap();
+}
+
 /// What one bounded run of the `gitward` binary left.
 pub struct Run {
     /// The exit code (`None`: killed by a signal).
@@ -616,16 +736,7 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
     use std::time::Instant;
     let dir = config.parent().unwrap();
     let (out, err) = (dir.join("stdout.log"), dir.join("stderr.log"));
-    let binary = binary();
-    let mut command = match wrapper.split_first() {
-        Some((program, rest)) => {
-            let mut c = Command::new(program);
-            c.args(rest).arg(binary);
-            c
-        }
-        None => Command::new(binary),
-    };
-    let mut child = command
+    let mut child = wrapped(wrapper)
         .args(["--log-format", "json"])
         .args(args)
         .arg("--config")
@@ -661,6 +772,19 @@ pub fn gitward_in(wrapper: &[&str], args: &[&str], config: &Path, limit: Duratio
         stderr: std::fs::read_to_string(&err).unwrap(),
         stdout: std::fs::read_to_string(&out).unwrap(),
         peak_kib,
+    }
+}
+
+/// A command running the [`binary`] under the command prefix `wrapper` (its program and
+/// arguments, the binary appended as the last one); the binary itself when `wrapper` is empty.
+fn wrapped(wrapper: &[impl AsRef<std::ffi::OsStr>]) -> Command {
+    match wrapper.split_first() {
+        Some((program, rest)) => {
+            let mut command = Command::new(program);
+            command.args(rest).arg(binary());
+            command
+        }
+        None => Command::new(binary()),
     }
 }
 
@@ -750,6 +874,21 @@ pub fn assert_no_secret(output: &str, value: &str) {
 /// about the apiserver going away and coming back.
 pub struct OwnCluster {
     child: std::process::Child,
+    dir: PathBuf,
+    port: u16,
+}
+
+/// An [`OwnCluster`] stopped or killed: what starts it again, with the same state and port.
+pub struct StoppedCluster {
+    dir: PathBuf,
+    port: u16,
+}
+
+impl StoppedCluster {
+    /// Starts the cluster again ([`OwnCluster::start`] of the same directory and port).
+    pub fn start(self) -> OwnCluster {
+        OwnCluster::start(&self.dir, self.port)
+    }
 }
 
 impl OwnCluster {
@@ -767,7 +906,17 @@ impl OwnCluster {
         let mut line = String::new();
         std::io::BufReader::new(child.stdout.take().unwrap()).read_line(&mut line).unwrap();
         assert!(line.starts_with("testcluster ready"), "own cluster did not start: {line:?}");
-        Self { child }
+        Self { child, dir: dir.to_path_buf(), port }
+    }
+
+    /// Its admin kubeconfig, `<dir>/kubeconfig`.
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.join("kubeconfig")
+    }
+
+    /// An admin client of it ([`OwnCluster::client`] of its kubeconfig).
+    pub async fn admin(&self) -> kube::Client {
+        Self::client(&self.kubeconfig()).await
     }
 
     /// An admin client of the cluster whose kubeconfig is `kubeconfig` (`<dir>/kubeconfig`).
@@ -780,17 +929,19 @@ impl OwnCluster {
     /// Stops the apiserver (closing stdin ends `testcluster serve`) and waits for it. A
     /// graceful stop: the apiserver drains in-flight requests first, which under load took up
     /// to 20 s, so it is not the moment an outage begins.
-    pub fn stop(mut self) {
+    pub fn stop(mut self) -> StoppedCluster {
         drop(self.child.stdin.take());
         let _ = self.child.wait();
+        StoppedCluster { dir: self.dir.clone(), port: self.port }
     }
 
     /// Kills the apiserver and its etcd (SIGKILL to `testcluster serve`, which runs both
     /// in-process) and waits for it: an outage that begins at once, as a crash or a lost node
     /// does. etcd's data survives (written, unsynced, to the page cache) for a restart.
-    pub fn kill(mut self) {
+    pub fn kill(mut self) -> StoppedCluster {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        StoppedCluster { dir: self.dir.clone(), port: self.port }
     }
 }
 

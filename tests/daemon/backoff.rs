@@ -29,10 +29,8 @@ fn retry_ahead(unit: &serde_json::Value, ahead: Duration) -> Option<jiff::Timest
 /// still recorded and applied; back in place, the retry syncs and `status` is clean, exit 0.
 #[tokio::test]
 async fn status_says_a_unit_with_a_refusing_remote_backs_off_until_its_next_try() {
-    let env = common::setup("backoff-status").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    let good = repo.commit_and_push("good");
+    let (env, _, repo) = common::setup_repo("backoff-status").await;
+    let good = repo.push(&[("a.yaml", &common::cm("a", "1"))], "good");
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
     let daemon = common::polling_daemon(dir.path(), "", &unit);

@@ -98,17 +98,13 @@ async fn rows_show(browser: &Client, units: &[&str], revision: &str) -> bool {
 
 #[tokio::test]
 async fn the_dashboard_shows_each_unit_and_follows_a_push_without_a_reload() {
-    let env = common::setup("dashboard").await;
-    let repo = common::GitRepo::new();
-    repo.write("web/a.yaml", &common::cm("web", "1"));
-    repo.write("api/a.yaml", &common::cm("api", "1"));
-    let first = repo.commit_and_push("first");
+    let (env, _, repo) = common::setup_repo("dashboard").await;
+    let first = repo.push(&[("web/a.yaml", &common::cm("web", "1")), ("api/a.yaml", &common::cm("api", "1"))], "first");
     let dir = tempfile::tempdir().unwrap();
     let units = common::unit_toml("web", &repo.bare(), "web", &env.namespace, "")
         + &common::unit_toml("api", &repo.bare(), "api", &env.namespace, "");
     let (config, port) = common::daemon_config(dir.path(), "", "\n[daemon.ui]\nenabled = true\n", &units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let _daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     let driver = Driver::start(&dir.path().join("chromedriver.log")).await;
     let browser = driver.browser().await;
@@ -123,8 +119,7 @@ async fn the_dashboard_shows_each_unit_and_follows_a_push_without_a_reload() {
     browser.execute("window.gitwardMarker = 'kept'; return true", vec![]).await.unwrap();
 
     repo.write("web/a.yaml", &common::cm("web", "2"));
-    repo.write("api/a.yaml", &common::cm("api", "2"));
-    let second = repo.commit_and_push("second");
+    let second = repo.push(&[("api/a.yaml", &common::cm("api", "2"))], "second");
     assert!(rows_show(&browser, &["web", "api"], &second).await, "{}", browser.source().await.unwrap());
     let marker = browser.execute("return window.gitwardMarker", vec![]).await.unwrap();
     assert_eq!(marker, json!("kept"), "the page was reloaded");

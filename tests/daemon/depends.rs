@@ -26,8 +26,7 @@ const CLI: Duration = Duration::from_secs(180);
 fn repo() -> common::GitRepo {
     let repo = common::GitRepo::new();
     repo.write("base/web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "25s"));
-    repo.write("app/a.yaml", &common::cm("a", "one"));
-    repo.commit_and_push("base and app");
+    repo.push(&[("app/a.yaml", &common::cm("a", "one"))], "base and app");
     repo
 }
 
@@ -64,8 +63,7 @@ async fn waits_for_base_health(daemon: &common::Daemon) {
 
 #[tokio::test]
 async fn a_unit_waits_for_its_dependency_to_be_healthy_and_syncs_once_it_is() {
-    let env = common::setup("depends").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("depends").await;
     let repo = repo();
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::daemon_config(dir.path(), "", "", &units(&repo, &ns, "[\"base\"]"));
@@ -105,11 +103,9 @@ async fn a_unit_waits_for_its_dependency_to_be_healthy_and_syncs_once_it_is() {
 
 #[tokio::test]
 async fn ignore_dependencies_syncs_anyway_and_a_ready_expr_decides_instead_of_health() {
-    let env = common::setup("depends-expr").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("depends-expr").await;
     let repo = repo();
-    repo.write("late/b.yaml", &common::cm("b", "one"));
-    repo.commit_and_push("late");
+    repo.push(&[("late/b.yaml", &common::cm("b", "one"))], "late");
     let dir = tempfile::tempdir().unwrap();
     // app is ready once base's wait is recorded for web; late wants a failure that never comes.
     let expr = "[{ unit = \"base\", ready_expr = \"status.waiting && status.waiting_for.contains('web')\" }]";
@@ -147,12 +143,6 @@ async fn ignore_dependencies_syncs_anyway_and_a_ready_expr_decides_instead_of_he
     assert!(late_cm.get_opt("b").await.unwrap().is_none(), "late applied though its ready_expr is false");
 }
 
-/// ConfigMap `name`'s `data.value` in `ns`, if it exists.
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt(name).await.unwrap()?;
-    cm.data?.get("value").cloned()
-}
-
 /// `gitward status --sync <unit> -o json`'s entry of `unit`.
 fn status_of(config: &Path, unit: &str) -> Value {
     let status = common::gitward(&["status", "--sync", unit, "-o", "json"], config, CLI);
@@ -167,29 +157,25 @@ fn status_of(config: &Path, unit: &str) -> Value {
 /// still names the revision it applied.
 #[tokio::test]
 async fn a_push_to_the_dependent_path_alone_is_applied_at_once() {
-    let env = common::setup("depends-path").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("depends-path").await;
     repo.write("base/base.yaml", &common::cm("base", "one"));
-    repo.write("app/a.yaml", &common::cm("a", "one"));
-    let first = repo.commit_and_push("base and app");
+    let first = repo.push(&[("app/a.yaml", &common::cm("a", "one"))], "base and app");
     let units = common::unit_toml("base", &repo.bare(), "base", &ns, "")
         + &common::unit_toml("app", &repo.bare(), "app", &ns, "depends_on = [\"base\"]");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::daemon_config(dir.path(), "", "", &units);
     let daemon = common::Daemon::start(&config, port, &[]);
     let synced = common::eventually(WAIT, || async {
-        value(&env.client, &ns, "a").await.as_deref() == Some("one")
+        common::cm_value(&env.client, &ns, "a").await.as_deref() == Some("one")
             && daemon.logged("sync complete").iter().filter(|e| e["revision"] == first.as_str()).count() == 2
     })
     .await;
     assert!(synced, "the first revision was not synced: {}", daemon.log_text());
     assert_eq!(status_of(&config, "base")["last"]["result"], "healthy");
 
-    repo.write("app/a.yaml", &common::cm("a", "two"));
-    let second = repo.commit_and_push("app alone");
+    let second = repo.push(&[("app/a.yaml", &common::cm("a", "two"))], "app alone");
     let applied = common::eventually(Duration::from_secs(15), || async {
-        value(&env.client, &ns, "a").await.as_deref() == Some("two")
+        common::cm_value(&env.client, &ns, "a").await.as_deref() == Some("two")
     })
     .await;
     assert!(applied, "app's push waited for base: {}", daemon.log_text());
@@ -208,13 +194,10 @@ async fn a_push_to_the_dependent_path_alone_is_applied_at_once() {
 /// is applied once it rolled out.
 #[tokio::test]
 async fn a_unit_waits_for_a_unit_a_sync_set_makes() {
-    let env = common::setup("depends-set").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("depends-set").await;
     // Rolled out by the deployment controller 10 s after it is made.
     repo.write("apps/base/web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 600, "10s"));
-    repo.write("app/a.yaml", &common::cm("a", "one"));
-    repo.commit_and_push("a set's directory and a unit");
+    repo.push(&[("app/a.yaml", &common::cm("a", "one"))], "a set's directory and a unit");
     let set = format!(
         "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n\
          health_timeout = \"10m\"\n",
@@ -274,8 +257,7 @@ fn replica(dir: &Path, identity: &str, ns: &str, units: &str) -> (std::path::Pat
 #[tokio::test]
 async fn under_sharding_a_unit_waits_for_its_dependency_on_another_replica() {
     use gitward::lease::assignment::unit_owner;
-    let env = common::setup("depends-shard").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("depends-shard").await;
     let repo = repo();
     let dir = tempfile::tempdir().unwrap();
     // Two identities that the rendezvous gives one unit each: app reads base's record as

@@ -34,9 +34,7 @@ fn describe(events: &[Event]) -> String {
 /// counts the retries; the next good revision gives `Applied` naming its short revision.
 #[tokio::test]
 async fn failing_retries_count_in_one_event_and_a_good_revision_is_applied() {
-    let env = common::setup("events-daemon").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("events-daemon").await;
     repo.write("good.yaml", &common::cm("good", "1"));
     // A data key the API server refuses: only alphanumerics, '-', '_' and '.'.
     repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\ndata:\n  \"no spaces\": x\n");
@@ -77,11 +75,8 @@ async fn failing_retries_count_in_one_event_and_a_good_revision_is_applied() {
 /// `gitward sync` writes its Events before it exits.
 #[tokio::test]
 async fn a_one_shot_sync_writes_its_applied_event_before_it_exits() {
-    let env = common::setup("events-cli").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("cm.yaml", &common::cm("one", "1"));
-    let sha = repo.commit_and_push("one ConfigMap");
+    let (env, ns, repo) = common::setup_repo("events-cli").await;
+    let sha = repo.push(&[("cm.yaml", &common::cm("one", "1"))], "one ConfigMap");
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
     let run = common::gitward(&["sync"], &config, WAIT);

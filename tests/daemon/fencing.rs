@@ -61,15 +61,9 @@ fn dry_runs(namespace: &str) -> Vec<Write> {
 
 /// The writes in `namespace` that are dry runs (`dry_run`) or are not.
 fn audited(namespace: &str, dry_run: bool) -> Vec<Write> {
-    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
-    let quoted = format!("\"{namespace}\"");
-    text.lines()
-        .filter(|l| l.contains(&quoted) && l.contains("ResponseComplete"))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
-        .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
+    common::audit_writes(namespace)
+        .into_iter()
         .filter(|e| common::is_dry_run(e) == dry_run)
-        .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
         .filter_map(|e| {
             Some(Write {
                 agent: e["userAgent"].as_str()?.to_owned(),
@@ -130,6 +124,22 @@ async fn audit_barrier(client: &kube::Client, namespace: &str, name: &str) {
     assert!(seen, "the barrier write never reached the audit log");
 }
 
+/// Once A is gone: the time of B's first write in `ns`, and every write of A received at or
+/// after it (a barrier write named `barrier` first, so the audit log holds all that came before).
+async fn writes_after_takeover(
+    client: &kube::Client,
+    ns: &str,
+    barrier: &str,
+    agent_a: &str,
+    agent_b: &str,
+) -> (Timestamp, Vec<Write>) {
+    audit_barrier(client, ns, barrier).await;
+    let all = writes(ns);
+    let b_first = all.iter().filter(|w| w.agent == agent_b).map(|w| w.received).min().expect("B wrote");
+    let late = all.into_iter().filter(|w| w.agent == agent_a && w.received >= b_first).collect();
+    (b_first, late)
+}
+
 /// The done-when test of fencing: replica A, owner of a unit of 620 objects written 32 at a
 /// time, is stopped (SIGSTOP) in the middle of a sync that would then prune, for twice the
 /// failover bound; B takes the unit over and syncs it. Once A runs again (SIGCONT) it sends no
@@ -155,11 +165,8 @@ async fn a_replica_stopped_past_its_lease_sends_no_write_after_the_new_owners_fi
 /// One SIGSTOP scenario in a namespace of its own; returns how many writes A sent after B's
 /// first (asserting the rest of the outcome).
 async fn stop_once(run: usize) -> usize {
-    let env = common::setup("fence-stop").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("cms.yaml", &manifests("1", true));
-    repo.commit_and_push("first");
+    let (env, ns, repo) = common::setup_repo("fence-stop").await;
+    repo.push(&[("cms.yaml", &manifests("1", true))], "first");
     // A is the rendezvous owner of `app` while both replicas live.
     let ids = [format!("fence-a{run}"), format!("fence-b{run}")];
     let owner = gitward::lease::assignment::unit_owner("app", ids.iter().map(String::as_str)).unwrap().to_owned();
@@ -178,8 +185,7 @@ async fn stop_once(run: usize) -> usize {
 
     // 2. The second revision rewrites every kept ConfigMap and removes the others: A stops
     //    (SIGSTOP) once it has applied a few of them.
-    repo.write("cms.yaml", &manifests("2", false));
-    repo.commit_and_push("second: rewrite kept-*, remove gone-*");
+    repo.push(&[("cms.yaml", &manifests("2", false))], "second: rewrite kept-*, remove gone-*");
     // The trigger reads the cluster, not the audit log: the log of a whole test run takes
     // longer to read than A takes to finish its sync.
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
@@ -216,11 +222,7 @@ async fn stop_once(run: usize) -> usize {
     .await;
     assert!(noticed, "A did not notice it lost the unit:\n{}", a.log_text());
     a.kill();
-    audit_barrier(&env.client, &ns, "fence-barrier").await;
-
-    let all = writes(&ns);
-    let b_first = all.iter().filter(|w| w.agent == agent_b).map(|w| w.received).min().expect("B wrote");
-    let late: Vec<&Write> = all.iter().filter(|w| w.agent == agent_a && w.received >= b_first).collect();
+    let (b_first, late) = writes_after_takeover(&env.client, &ns, "fence-barrier", &agent_a, &agent_b).await;
     eprintln!(
         "A wrote {done_before_stop}+ objects before SIGSTOP; after B's first write ({b_first}) it wrote {}: {:?}",
         late.len(),
@@ -238,7 +240,7 @@ async fn stop_once(run: usize) -> usize {
         let tail: Vec<&str> = log.lines().rev().take(80).collect();
         eprintln!("A's log, last lines:\n{}", tail.into_iter().rev().collect::<Vec<_>>().join("\n"));
     }
-    let a_deletes = all.iter().filter(|w| w.agent == agent_a && w.verb == "delete").count();
+    let a_deletes = writes(&ns).iter().filter(|w| w.agent == agent_a && w.verb == "delete").count();
     assert_eq!(a_deletes, late.iter().filter(|w| w.verb == "delete").count(), "A pruned before B took over");
     // The cluster holds B's sync unless A wrote late: every kept ConfigMap rewritten, every
     // removed one gone.
@@ -305,11 +307,8 @@ impl Relay {
 /// admitted before the Lease ran out went out when their connections came up.
 #[tokio::test]
 async fn writes_held_in_a_hanging_connection_set_up_are_not_sent_once_the_fence_closed() {
-    let env = common::setup("fence-hang").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("cms.yaml", &manifests("1", true));
-    repo.commit_and_push("first");
+    let (env, ns, repo) = common::setup_repo("fence-hang").await;
+    repo.push(&[("cms.yaml", &manifests("1", true))], "first");
     let ids = ["hang-a", "hang-b"];
     let owner = gitward::lease::assignment::unit_owner("app", ids.iter().copied()).unwrap().to_owned();
     let other = ids.iter().find(|i| **i != owner).unwrap().to_string();
@@ -331,8 +330,7 @@ async fn writes_held_in_a_hanging_connection_set_up_are_not_sent_once_the_fence_
 
     // A is writing the second revision when its connections are cut and new ones hang.
     let pushed = Timestamp::now();
-    repo.write("cms.yaml", &manifests("2", false));
-    repo.commit_and_push("second: rewrite kept-*, remove gone-*");
+    repo.push(&[("cms.yaml", &manifests("2", false))], "second: rewrite kept-*, remove gone-*");
     let a_applies = || writes(&ns).into_iter().filter(|w| w.agent == agent_a && w.received > pushed).count();
     let started = common::eventually(WAIT, || async { a_applies() >= 20 }).await;
     assert!(started, "A did not start the second sync:\n{}", a.log_text());
@@ -369,11 +367,7 @@ async fn writes_held_in_a_hanging_connection_set_up_are_not_sent_once_the_fence_
     .await;
     assert!(through, "A sent nothing once the relay let it through:\n{}", a.log_text());
     a.kill();
-    audit_barrier(&env.client, &ns, "fence-hang-barrier").await;
-
-    let all = writes(&ns);
-    let b_first = all.iter().filter(|w| w.agent == agent_b).map(|w| w.received).min().expect("B wrote");
-    let late: Vec<&Write> = all.iter().filter(|w| w.agent == agent_a && w.received >= b_first).collect();
+    let (b_first, late) = writes_after_takeover(&env.client, &ns, "fence-hang-barrier", &agent_a, &agent_b).await;
     eprintln!("after B's first write ({b_first}) A wrote {}: {:?}", late.len(), &late[..late.len().min(10)]);
     assert!(late.is_empty(), "A wrote after the new owner's first write");
 }
@@ -384,8 +378,7 @@ async fn writes_held_in_a_hanging_connection_set_up_are_not_sent_once_the_fence_
 /// reads and dry runs still pass.
 #[tokio::test]
 async fn a_unit_client_refuses_writes_past_its_fence_and_still_reads() {
-    let env = common::setup("fence-client").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("fence-client").await;
     let kubeconfig = std::env::var("KUBECONFIG").expect("KUBECONFIG (run under tests/cluster/run)");
     let dir = tempfile::tempdir().unwrap();
     let config = gitward::config::Config::from_toml(
@@ -435,10 +428,8 @@ async fn a_unit_client_refuses_writes_past_its_fence_and_still_reads() {
 /// Lease expires. Before the nonce, both re-took the Lease as their own and both applied.
 #[tokio::test]
 async fn two_leader_replicas_with_one_identity_never_both_lead() {
-    let env = common::setup("fence-twin").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.commit_and_push("first");
+    let (env, _, repo) = common::setup_repo("fence-twin").await;
+    repo.push(&[("a.yaml", &common::cm("a", "1"))], "first");
     let lease = format!(
         "[daemon.leader_election]\nnamespace = \"{}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n",
         env.namespace
@@ -474,8 +465,7 @@ async fn two_leader_replicas_with_one_identity_never_both_lead() {
 async fn shutdown_releases_the_leases_won_during_its_grace() {
     const SMALL: usize = 6;
     const GRACE_OBJECTS: usize = 1500;
-    let env = common::setup("fence-grace").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("fence-grace").await;
     let big = common::GitRepo::new();
     big.write(
         "cms.yaml",
@@ -485,8 +475,7 @@ async fn shutdown_releases_the_leases_won_during_its_grace() {
     let small: Vec<common::GitRepo> = (0..SMALL)
         .map(|i| {
             let repo = common::GitRepo::new();
-            repo.write("cm.yaml", &common::cm(&format!("small-{i}"), "1"));
-            repo.commit_and_push("first");
+            repo.push(&[("cm.yaml", &common::cm(&format!("small-{i}"), "1"))], "first");
             repo
         })
         .collect();
@@ -577,13 +566,10 @@ async fn shutdown_releases_the_leases_won_during_its_grace() {
 #[tokio::test]
 async fn a_lease_lost_during_the_shutdown_grace_stops_the_writes_at_once() {
     const OBJECTS: usize = 2000;
-    let env = common::setup("fence-lost").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("fence-lost").await;
     let revision =
         |value: &str| (0..OBJECTS).map(|i| common::cm(&format!("kept-{i}"), value)).collect::<Vec<_>>().join("---\n");
-    repo.write("cms.yaml", &revision("1"));
-    repo.commit_and_push("first");
+    repo.push(&[("cms.yaml", &revision("1"))], "first");
     let lease = format!(
         "[daemon.leader_election]\nnamespace = \"{ns}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n"
     );
@@ -595,8 +581,7 @@ async fn a_lease_lost_during_the_shutdown_grace_stops_the_writes_at_once() {
     assert!(first, "the first revision was not synced:\n{}", a.log_text());
 
     let pushed = Timestamp::now();
-    repo.write("cms.yaml", &revision("2"));
-    repo.commit_and_push("second");
+    repo.push(&[("cms.yaml", &revision("2"))], "second");
     let gitward_writes = || {
         writes(&ns).into_iter().filter(|w| w.agent.starts_with("gitward/") && w.received > pushed).collect::<Vec<_>>()
     };

@@ -36,8 +36,7 @@ async fn push_web(
     image: &str,
     ready_after: &str,
 ) {
-    repo.write("web.yaml", &common::deployment_with("web", image, 1, 6, ready_after));
-    let revision = repo.commit_and_push(image);
+    let revision = repo.push(&[("web.yaml", &common::deployment_with("web", image, 1, 6, ready_after))], image);
     let timed_out = |e: &Value| e["message"] == "sync complete" && e["revision"] == revision && e["wait"] == "timeout";
     let gave_up = common::eventually(WAIT, || async { daemon.events().iter().any(timed_out) }).await;
     assert!(gave_up, "the wait for {image} did not time out: {}", daemon.log_text());
@@ -107,13 +106,11 @@ async fn healthy_daemon(
 ) -> (common::Daemon, std::path::PathBuf, common::GitRepo) {
     let repo = common::GitRepo::new();
     repo.write("web.yaml", &common::deployment_with("web", "nginx:1.27", 1, 6, "0s"));
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.commit_and_push("web and a");
+    repo.push(&[("a.yaml", &common::cm("a", "1"))], "web and a");
     let ui = "\n[daemon.ui]\nenabled = true\n";
     let unit = "health_timeout = \"2s\"";
     let (config, port) = common::app_daemon_config(dir, &repo.bare(), &env.namespace, ui, unit);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let healthy = common::eventually(WAIT, || async { ready(&daemon) == Some(("healthy".into(), 1.0)) }).await;
     assert!(healthy, "the first wait did not end healthy: {:?}: {}", ready(&daemon), daemon.log_text());
     (daemon, config, repo)
@@ -190,8 +187,7 @@ async fn a_reconcile_after_a_failure_outside_a_wait_records_what_it_judged() {
 /// sync that changed nothing, and `gitward_tracked_objects` counts them too.
 #[tokio::test]
 async fn the_dashboard_counts_the_members_by_health() {
-    let env = common::setup("follow-board").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("follow-board").await;
     for name in ["a", "b", "c"] {
         repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
@@ -199,8 +195,7 @@ async fn the_dashboard_counts_the_members_by_health() {
     let dir = tempfile::tempdir().unwrap();
     let ui = "\n[daemon.ui]\nenabled = true\n";
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, ui, "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let counts = "<td class=\"num\">3</td><td class=\"num\">0</td><td class=\"num\">0</td>";
     let shown = common::eventually(WAIT, || async { dashboard_row(&daemon).contains(counts) }).await;
     assert!(shown, "{}: {}", dashboard_row(&daemon), daemon.log_text());

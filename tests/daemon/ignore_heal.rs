@@ -29,13 +29,11 @@ async fn replicas(client: &kube::Client, ns: &str) -> (Option<i32>, Value) {
 /// config, state and log, kept while it runs).
 async fn scaled_under_daemon(env: &common::TestEnv, unit_extra: &str) -> (common::Daemon, String, tempfile::TempDir) {
     let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:1", 1));
-    repo.commit_and_push("web");
+    repo.push(&[("web.yaml", &common::deployment("web", "nginx:1", 1))], "web");
     let dir = tempfile::tempdir().unwrap();
     let extra = format!("health_timeout = \"0s\"\n{unit_extra}");
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", &extra);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let heals = daemon.logged("self-heal of drifted objects").len();
     let api: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
     let patch =

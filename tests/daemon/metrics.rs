@@ -40,15 +40,11 @@ async fn wait_for_reason(daemon: &common::Daemon, reason: &str) {
 /// it ready again and ends the streak. The members and readiness are read off /metrics.
 #[tokio::test]
 async fn unit_ready_and_failing_since_follow_a_refused_and_a_fixed_revision() {
-    let env = common::setup("metrics-ready").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.write("b.yaml", &common::cm("b", "1"));
-    repo.commit_and_push("two ConfigMaps");
+    let (env, _, repo) = common::setup_repo("metrics-ready").await;
+    repo.push(&[("a.yaml", &common::cm("a", "1")), ("b.yaml", &common::cm("b", "1"))], "two ConfigMaps");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     wait_for_reason(&daemon, "healthy").await;
     assert_eq!(ready(&daemon), Some(("healthy".into(), 1.0)));
@@ -100,8 +96,7 @@ fn both_counts(daemon: &common::Daemon, config: &std::path::Path) -> (Vec<f64>, 
 /// does (the members the sync did not change included).
 #[tokio::test]
 async fn objects_health_agrees_with_gitward_status() {
-    let env = common::setup("metrics-health").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("metrics-health").await;
     for name in ["a", "b", "c"] {
         repo.write(&format!("{name}.yaml"), &common::cm(name, "1"));
     }
@@ -111,16 +106,14 @@ async fn objects_health_agrees_with_gitward_status() {
     let dir = tempfile::tempdir().unwrap();
     let unit_extra = "health_timeout = \"2s\"";
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", unit_extra);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     wait_for_reason(&daemon, "progressing").await;
     let (metric, status) = both_counts(&daemon, &config);
     assert_eq!(metric, status, "metric vs status after the wait timed out: {}", daemon.log_text());
     assert_eq!(metric, [3.0, 2.0, 0.0]);
 
-    repo.write("a.yaml", &common::cm("a", "2"));
-    repo.commit_and_push("one ConfigMap changed");
+    repo.push(&[("a.yaml", &common::cm("a", "2"))], "one ConfigMap changed");
     wait_for_reason(&daemon, "degraded").await;
     let (metric, status) = both_counts(&daemon, &config);
     assert_eq!(metric, status, "metric vs status after a sync that changed one ConfigMap: {}", daemon.log_text());

@@ -7,9 +7,6 @@ use crate::common;
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
-
 const WAIT: Duration = Duration::from_secs(60);
 
 /// The webhook secret of these tests.
@@ -19,15 +16,10 @@ const SECRET: &str = "mirrors-webhook-secret";
 /// repository, each at its own directory holding one ConfigMap named after it.
 const UNITS: [&str; 4] = ["a", "b", "c", "d"];
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 /// Whether every unit's ConfigMap holds `expected`.
 async fn all_hold(client: &kube::Client, ns: &str, expected: &str) -> bool {
     for unit in UNITS {
-        if value(client, ns, &format!("{unit}-cm")).await.as_deref() != Some(expected) {
+        if common::cm_value_or_none(client, ns, &format!("{unit}-cm")).await.as_deref() != Some(expected) {
             return false;
         }
     }
@@ -45,8 +37,7 @@ fn write_paths(repo: &common::GitRepo, value: &str) {
 async fn start_with_webhooks(dir: &std::path::Path, env: &common::TestEnv, units: &str) -> (common::Daemon, u16) {
     std::fs::write(dir.join("webhook-secret"), SECRET).unwrap();
     let (config, port) = common::daemon_config(dir, "", "webhook_secret_file = \"webhook-secret\"", units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     assert!(all_hold(&env.client, &env.namespace, "1").await, "first sync: {}", daemon.log_text());
     (daemon, port)
 }
@@ -57,8 +48,7 @@ async fn start_with_webhooks(dir: &std::path::Path, env: &common::TestEnv, units
 /// webhook to all four. Each unit records only the object of its own path.
 #[tokio::test]
 async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
-    let env = common::setup("mirrors-shared").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("mirrors-shared").await;
     write_paths(&repo, "1");
     repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
@@ -116,27 +106,24 @@ async fn units_of_one_repository_share_one_mirror_and_one_fetch_per_push() {
 /// unit (which may read outside its path), waits for a slot (`push_lane = false`) and syncs.
 #[tokio::test]
 async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
-    let env = common::setup("mirrors-lane").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("mirrors-lane").await;
     write_paths(&repo, "1");
-    repo.write("c/kustomization.yaml", "resources:\n- cm.yaml\n");
-    let first = repo.commit_and_push("first");
+    let first = repo.push(&[("c/kustomization.yaml", "resources:\n- cm.yaml\n")], "first");
     let dir = tempfile::tempdir().unwrap();
     let units: String =
         UNITS.iter().map(|unit| common::unit_toml(unit, &repo.bare(), unit, &env.namespace, "")).collect();
     let kustomize = crate::sources::render::tools_bin().join("kustomize");
     let render = format!("[render]\nkustomize = \"{}\"\n", kustomize.display());
     let (config, port) = common::daemon_config(dir.path(), &render, "", &units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let completed = |unit: &str| daemon.logged("sync complete").iter().filter(|e| e["unit"] == unit).count();
     let before: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
 
-    repo.write("b/cm.yaml", &common::cm("b-cm", "2"));
-    let revision = repo.commit_and_push("b only");
-    let applied =
-        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "b-cm").await.as_deref() == Some("2") })
-            .await;
+    let revision = repo.push(&[("b/cm.yaml", &common::cm("b-cm", "2"))], "b only");
+    let applied = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &env.namespace, "b-cm").await.as_deref() == Some("2")
+    })
+    .await;
     assert!(applied, "push not applied: {}", daemon.log_text());
     let triggered = || -> Vec<(String, bool)> {
         let mut seen: Vec<(String, bool)> = daemon
@@ -176,15 +163,18 @@ async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
     let after: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
     assert_eq!((after[0], after[3]), (before[0], before[3]), "a or d synced: {}", daemon.log_text());
     for unit in ["a", "c", "d"] {
-        assert_eq!(value(&env.client, &env.namespace, &format!("{unit}-cm")).await.as_deref(), Some("1"));
+        assert_eq!(
+            common::cm_value_or_none(&env.client, &env.namespace, &format!("{unit}-cm")).await.as_deref(),
+            Some("1")
+        );
     }
 
     // The next push to `a`'s path is told from the revision `a` took: it takes the lane.
-    repo.write("a/cm.yaml", &common::cm("a-cm", "3"));
-    let third = repo.commit_and_push("a only");
-    let applied =
-        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "a-cm").await.as_deref() == Some("3") })
-            .await;
+    let third = repo.push(&[("a/cm.yaml", &common::cm("a-cm", "3"))], "a only");
+    let applied = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &env.namespace, "a-cm").await.as_deref() == Some("3")
+    })
+    .await;
     assert!(applied, "the push to a's path not applied: {}", daemon.log_text());
     let lane = daemon
         .logged("sync triggered")
@@ -200,8 +190,7 @@ async fn a_push_takes_the_lane_only_for_the_units_whose_path_it_changed() {
 /// webhook's reply still names all four.
 #[tokio::test]
 async fn a_webhook_wakes_only_the_resting_units_whose_path_its_push_changed() {
-    let env = common::setup("mirrors-webhook").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("mirrors-webhook").await;
     write_paths(&repo, "1");
     let first = repo.commit_and_push("first");
     let git_daemon = common::git_remote::GitDaemon::serve(repo.bare().parent().unwrap());
@@ -215,14 +204,14 @@ async fn a_webhook_wakes_only_the_resting_units_whose_path_its_push_changed() {
     let completed = |unit: &str| daemon.logged("sync complete").iter().filter(|e| e["unit"] == unit).count();
     let before: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
 
-    repo.write("b/cm.yaml", &common::cm("b-cm", "2"));
-    let revision = repo.commit_and_push("b only");
+    let revision = repo.push(&[("b/cm.yaml", &common::cm("b-cm", "2"))], "b only");
     let body = format!(r#"{{"ref": "refs/heads/main", "repository": {{"clone_url": "{url}"}}}}"#);
     let (status, reply) = common::signed_webhook(port, SECRET, body.as_bytes());
     assert_eq!((status, reply.as_str()), (202, r#"{"units":["a","b","c","d"]}"#));
-    let applied =
-        common::eventually(WAIT, || async { value(&env.client, &env.namespace, "b-cm").await.as_deref() == Some("2") })
-            .await;
+    let applied = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &env.namespace, "b-cm").await.as_deref() == Some("2")
+    })
+    .await;
     assert!(applied, "the webhook's push not applied: {}", daemon.log_text());
     let unchanged = || -> Vec<String> {
         let mut seen: Vec<String> = daemon

@@ -60,6 +60,15 @@ impl Receiver {
         self.seen.lock().unwrap().iter().filter(|r| r.path.starts_with(prefix)).cloned().collect()
     }
 
+    /// The one request whose path starts with `prefix`, which must be a POST to `path`.
+    fn one_post(&self, prefix: &str, path: &str) -> Recorded {
+        let mut under = self.under(prefix);
+        assert_eq!(under.len(), 1, "{}", self.describe());
+        let request = under.remove(0);
+        assert_eq!((request.method.as_str(), request.path.as_str()), ("POST", path));
+        request
+    }
+
     fn describe(&self) -> String {
         let seen = self.seen.lock().unwrap();
         seen.iter()
@@ -130,8 +139,7 @@ fn syncs_of(daemon: &common::Daemon, revision: &str) -> usize {
 /// `recovered` and `success`.
 #[tokio::test]
 async fn a_failed_revision_is_told_once_to_each_notifier_and_its_fix_as_recovered() {
-    let env = common::setup("notify-daemon").await;
-    let ns = env.namespace.clone();
+    let (_, ns) = common::setup_ns("notify-daemon").await;
     let receiver = Receiver::start().await;
     let repo = common::GitRepo::new();
     repo.write("good.yaml", &common::cm("good", "1"));
@@ -163,32 +171,20 @@ async fn a_failed_revision_is_told_once_to_each_notifier_and_its_fix_as_recovere
     assert!(body["time"].as_str().is_some_and(|t| t.parse::<jiff::Timestamp>().is_ok()), "RFC 3339: {body}");
 
     let description = "failed: 1 created, 0 configured, 0 pruned, 0 unchanged, 1 failed";
-    let gh = receiver.under("/gh");
-    assert_eq!(gh.len(), 1, "{}", receiver.describe());
-    assert_eq!((gh[0].method.as_str(), gh[0].path.clone()), ("POST", format!("/gh/repos/acme/deploy/statuses/{sha}")));
-    assert_eq!(gh[0].header("authorization"), Some("Bearer tok-gh"));
-    assert_eq!(gh[0].header("accept"), Some("application/vnd.github+json"));
-    assert_eq!(gh[0].header("content-type"), Some("application/json"));
-    assert_eq!(gh[0].json(), json!({"state": "failure", "context": "gitward/app", "description": description}));
-    let gl = receiver.under("/gl");
-    assert_eq!(gl.len(), 1, "{}", receiver.describe());
-    assert_eq!(
-        (gl[0].method.as_str(), gl[0].path.clone()),
-        ("POST", format!("/gl/api/v4/projects/acme%2Fdeploy/statuses/{sha}"))
-    );
-    assert_eq!(gl[0].header("private-token"), Some("tok-gl"));
-    assert_eq!(gl[0].header("authorization"), None);
+    let gh = receiver.one_post("/gh", &format!("/gh/repos/acme/deploy/statuses/{sha}"));
+    assert_eq!(gh.header("authorization"), Some("Bearer tok-gh"));
+    assert_eq!(gh.header("accept"), Some("application/vnd.github+json"));
+    assert_eq!(gh.header("content-type"), Some("application/json"));
+    assert_eq!(gh.json(), json!({"state": "failure", "context": "gitward/app", "description": description}));
+    let gl = receiver.one_post("/gl", &format!("/gl/api/v4/projects/acme%2Fdeploy/statuses/{sha}"));
+    assert_eq!(gl.header("private-token"), Some("tok-gl"));
+    assert_eq!(gl.header("authorization"), None);
     let gl_body =
         json!({"state": "failed", "name": "gitward/app", "context": "gitward/app", "description": description});
-    assert_eq!(gl[0].json(), gl_body);
-    let gt = receiver.under("/gt");
-    assert_eq!(gt.len(), 1, "{}", receiver.describe());
-    assert_eq!(
-        (gt[0].method.as_str(), gt[0].path.clone()),
-        ("POST", format!("/gt/api/v1/repos/acme/deploy/statuses/{sha}"))
-    );
-    assert_eq!(gt[0].header("authorization"), Some("token tok-gt"));
-    assert_eq!(gt[0].json(), json!({"state": "failure", "context": "gitward/app", "description": description}));
+    assert_eq!(gl.json(), gl_body);
+    let gt = receiver.one_post("/gt", &format!("/gt/api/v1/repos/acme/deploy/statuses/{sha}"));
+    assert_eq!(gt.header("authorization"), Some("token tok-gt"));
+    assert_eq!(gt.json(), json!({"state": "failure", "context": "gitward/app", "description": description}));
 
     let slack = receiver.under("/slack");
     assert_eq!(slack.len(), 1, "{}", receiver.describe());
@@ -220,11 +216,8 @@ async fn a_failed_revision_is_told_once_to_each_notifier_and_its_fix_as_recovere
 /// the failure is logged at warn once for the streak, and counted.
 #[tokio::test]
 async fn a_receiver_that_is_down_is_logged_once_and_does_not_hold_syncs() {
-    let env = common::setup("notify-down").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("one.yaml", &common::cm("one", "1"));
-    let first = repo.commit_and_push("one");
+    let (env, ns, repo) = common::setup_repo("notify-down").await;
+    let first = repo.push(&[("one.yaml", &common::cm("one", "1"))], "one");
     let dir = tempfile::tempdir().unwrap();
     // Port 1: only root may listen there, so no other test's receiver can take it, as a port
     // freed by `free_port` can be; a connection is refused at once.
@@ -234,8 +227,7 @@ async fn a_receiver_that_is_down_is_logged_once_and_does_not_hold_syncs() {
 
     let synced = common::eventually(WAIT, || async { syncs_of(&daemon, &first) >= 1 }).await;
     assert!(synced, "the sync completes: {}", daemon.log_text());
-    repo.write("two.yaml", &common::cm("two", "2"));
-    let second = repo.commit_and_push("two");
+    let second = repo.push(&[("two.yaml", &common::cm("two", "2"))], "two");
     // Both notices failed: the second sync's after the first's (one task sends in order).
     let failed = common::eventually(WAIT, || async {
         syncs_of(&daemon, &second) >= 1 && daemon.logged("notification failed").len() >= 2
@@ -255,12 +247,10 @@ async fn a_receiver_that_is_down_is_logged_once_and_does_not_hold_syncs() {
 /// goes `pending` when the objects are sent and `success` at the end.
 #[tokio::test]
 async fn a_one_shot_sync_sets_pending_then_success() {
-    let env = common::setup("notify-cli").await;
-    let ns = env.namespace.clone();
+    let (_, ns) = common::setup_ns("notify-cli").await;
     let receiver = Receiver::start().await;
     let repo = common::GitRepo::new();
-    repo.write("cm.yaml", &common::cm("one", "1"));
-    let sha = repo.commit_and_push("one ConfigMap");
+    let sha = repo.push(&[("cm.yaml", &common::cm("one", "1"))], "one ConfigMap");
     let dir = tempfile::tempdir().unwrap();
     let token = secret(dir.path(), "gh", "tok-gh");
     let table = format!(
@@ -284,8 +274,7 @@ async fn a_one_shot_sync_whose_forge_never_answers_says_what_it_left_undelivered
     let hung = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = hung.local_addr().unwrap().port();
     let repo = common::GitRepo::new();
-    repo.write("cm.yaml", &common::cm("one", "1"));
-    repo.commit_and_push("one ConfigMap");
+    repo.push(&[("cm.yaml", &common::cm("one", "1"))], "one ConfigMap");
     let dir = tempfile::tempdir().unwrap();
     let token = secret(dir.path(), "gh", "tok-gh");
     let table = format!(

@@ -5,6 +5,7 @@
 use crate::common;
 
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -55,11 +56,6 @@ fn name(e: &Value) -> &str {
     e["objectRef"]["name"].as_str().unwrap_or_default()
 }
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 /// Waits until the daemon has logged `sync triggered` for `unit` with `field` equal to `value`
 /// (the sync has fetched and is about to send). Read from the daemon's own log, not the audit
 /// log: in the whole suite the shared API server's audit log is hundreds of megabytes, and
@@ -81,9 +77,7 @@ async fn one_slot_daemon(dir: &std::path::Path, units: &str) -> common::Daemon {
         "max_concurrent_syncs = 1\nself_heal = false",
         units,
     );
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    daemon
+    common::Daemon::ready(&config, port, WAIT).await
 }
 
 /// POSTs a signed webhook for `main`; 202 expected.
@@ -93,25 +87,30 @@ fn webhook(port: u16) {
     assert_eq!(status, 202, "{reply}");
 }
 
+/// A ready daemon in `dir` of unit `app` of the repository at `repo` in `namespace`: webhooks
+/// signed with [`SECRET`], four requests in flight, no self-heal.
+async fn webhook_daemon(dir: &Path, repo: &Path, namespace: &str) -> common::Daemon {
+    std::fs::write(dir.join("webhook-secret"), SECRET).unwrap();
+    let (config, port) = common::daemon_config(
+        dir,
+        "[cluster]\nmax_in_flight = 4\n",
+        "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
+        &common::unit_toml("app", repo, "", namespace, ""),
+    );
+    common::Daemon::ready(&config, port, WAIT).await
+}
+
 #[tokio::test]
 async fn a_push_during_a_forced_resync_is_written_before_the_resync_ends_and_the_rest_still_converges() {
-    let env = common::setup("yield").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("yield").await;
     // 2,000 ConfigMaps, sent in path order by a resync; the pushed one is in the last file.
     let mut names = write_config_maps(&repo, "cm", 40, 50, "1");
     repo.write("zz.yaml", &common::cm("zz-pushed", "1"));
     names.push("zz-pushed".into());
     repo.commit_and_push("first");
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
-    let (config, port) = common::daemon_config(
-        dir.path(),
-        "[cluster]\nmax_in_flight = 4\n",
-        "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
-        &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""),
-    );
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = webhook_daemon(dir.path(), &repo.bare(), &env.namespace).await;
+    let port = daemon.port;
     // A hand edit (no self-heal) that only a sync sending every object puts right: the resync's
     // next-to-last object.
     let edited = names[names.len() - 2].clone();
@@ -122,13 +121,12 @@ async fn a_push_during_a_forced_resync_is_written_before_the_resync_ends_and_the
     let before = config_map_writes(&env.namespace).len();
     webhook(port);
     triggered(&daemon, "app", "trigger", "webhook").await;
-    repo.write("zz.yaml", &common::cm("zz-pushed", "pushed"));
-    let pushed = repo.commit_and_push("push during the resync");
+    let pushed = repo.push(&[("zz.yaml", &common::cm("zz-pushed", "pushed"))], "push during the resync");
 
     let ns = env.namespace.clone();
     let converged = common::eventually(WAIT, || async {
-        value(&env.client, &ns, "zz-pushed").await.as_deref() == Some("pushed")
-            && value(&env.client, &ns, &edited).await.as_deref() == Some("1")
+        common::cm_value_or_none(&env.client, &ns, "zz-pushed").await.as_deref() == Some("pushed")
+            && common::cm_value_or_none(&env.client, &ns, &edited).await.as_deref() == Some("1")
             && daemon.logged("sync complete").iter().any(|e| e["revision"] == pushed.as_str())
     })
     .await;
@@ -163,8 +161,7 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
     let names = write_config_maps(&long, "long", 40, 50, "1");
     long.commit_and_push("first");
     let small = common::GitRepo::new();
-    small.write("b.yaml", &common::cm("b", "1"));
-    small.commit_and_push("first");
+    small.push(&[("b.yaml", &common::cm("b", "1"))], "first");
     let dir = tempfile::tempdir().unwrap();
     let units = format!(
         "{}{}",
@@ -179,8 +176,7 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
     write_config_maps(&long, "long", 40, 50, "2");
     let long_revision = long.commit_and_push("every object");
     triggered(&daemon, "long", "revision", &long_revision).await;
-    small.write("b.yaml", &common::cm("b", "pushed"));
-    let small_revision = small.commit_and_push("push");
+    let small_revision = small.push(&[("b.yaml", &common::cm("b", "pushed"))], "push");
 
     let ns = env.namespace.clone();
     let done = common::eventually(WAIT, || async {
@@ -190,9 +186,9 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
     })
     .await;
     assert!(done, "both pushes not synced: {}", daemon.log_text());
-    assert_eq!(value(&env.client, &ns, "b").await.as_deref(), Some("pushed"));
+    assert_eq!(common::cm_value_or_none(&env.client, &ns, "b").await.as_deref(), Some("pushed"));
     for n in [&names[0], &names[names.len() - 1]] {
-        assert_eq!(value(&env.client, &ns, n).await.as_deref(), Some("2"), "{n}");
+        assert_eq!(common::cm_value_or_none(&env.client, &ns, n).await.as_deref(), Some("2"), "{n}");
     }
 
     let writes: Vec<Value> = config_map_writes(&env.namespace).split_off(before);
@@ -220,14 +216,11 @@ async fn a_push_to_one_unit_is_written_while_another_units_long_sync_holds_the_o
 /// newest revision outside the lane (`push_lane = false`).
 #[tokio::test]
 async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_the_lane() {
-    let env = common::setup("lane-shared").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("lane-shared").await;
     let work = repo.work();
     write_config_maps(&repo, "long/long", 40, 50, "1");
     repo.write("b/b.yaml", &common::cm("b", "1"));
-    repo.write("c/c.yaml", &common::cm("c", "1"));
-    repo.write("c/kustomization.yaml", "resources:\n- c.yaml\n");
-    repo.commit_and_push("first");
+    repo.push(&[("c/c.yaml", &common::cm("c", "1")), ("c/kustomization.yaml", "resources:\n- c.yaml\n")], "first");
     repo.git(&["push", "-q", "origin", "HEAD:refs/heads/long"], &work);
     let dir = tempfile::tempdir().unwrap();
     let long =
@@ -241,8 +234,7 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
     let tables = format!("[cluster]\nmax_in_flight = 4\n\n[render]\nkustomize = \"{}\"\n", kustomize.display());
     let (config, port) =
         common::daemon_config(dir.path(), &tables, "max_concurrent_syncs = 1\nself_heal = false", &units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let completed = |unit: &str, revision: &str| {
         daemon.logged("sync complete").iter().any(|e| e["unit"] == unit && e["revision"] == revision)
     };
@@ -254,10 +246,8 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
     repo.git(&["push", "-q", "origin", "HEAD:refs/heads/long"], &work);
     let long_revision = repo.git(&["rev-parse", "HEAD"], &work);
     triggered(&daemon, "long", "revision", &long_revision).await;
-    repo.write("README.md", "no unit's path\n");
-    let readme_revision = repo.commit_and_push("readme");
-    repo.write("b/b.yaml", &common::cm("b", "pushed"));
-    let b_revision = repo.commit_and_push("b");
+    let readme_revision = repo.push(&[("README.md", "no unit's path\n")], "readme");
+    let b_revision = repo.push(&[("b/b.yaml", &common::cm("b", "pushed"))], "b");
 
     let ns = env.namespace.clone();
     let done = common::eventually(WAIT, || async {
@@ -265,8 +255,8 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
     })
     .await;
     assert!(done, "the pushes were not all synced: {}", daemon.log_text());
-    assert_eq!(value(&env.client, &ns, "b").await.as_deref(), Some("pushed"));
-    assert_eq!(value(&env.client, &ns, &names[names.len() - 1]).await.as_deref(), Some("2"));
+    assert_eq!(common::cm_value_or_none(&env.client, &ns, "b").await.as_deref(), Some("pushed"));
+    assert_eq!(common::cm_value_or_none(&env.client, &ns, &names[names.len() - 1]).await.as_deref(), Some("2"));
 
     // `b` was written before `long`'s sync had sent its 2,000 objects: it did not wait for the
     // slot that sync held.
@@ -302,23 +292,15 @@ async fn a_push_to_a_unit_that_waits_for_a_slot_after_another_push_still_takes_t
 /// flight.
 #[tokio::test]
 async fn a_webhook_whose_fetch_outlasts_the_running_sync_is_applied_after_it() {
-    let env = common::setup("held-fetch").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("held-fetch").await;
     write_config_maps(&repo, "cm", 40, 50, "1");
     repo.commit_and_push("first");
     let git_daemon = common::git_remote::GitDaemon::serve(repo.bare().parent().unwrap());
     let proxy = common::git_remote::GatedProxy::start(git_daemon.port);
     let url = format!("git://127.0.0.1:{}/remote.git", proxy.port);
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
-    let (config, port) = common::daemon_config(
-        dir.path(),
-        "[cluster]\nmax_in_flight = 4\n",
-        "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
-        &common::unit_toml("app", std::path::Path::new(&url), "", &env.namespace, ""),
-    );
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = webhook_daemon(dir.path(), Path::new(&url), &env.namespace).await;
+    let port = daemon.port;
     let webhook = || {
         let body = format!(r#"{{"ref": "refs/heads/main", "repository": {{"clone_url": "{url}"}}}}"#);
         let (status, reply) = common::signed_webhook(port, SECRET, body.as_bytes());
@@ -333,11 +315,11 @@ async fn a_webhook_whose_fetch_outlasts_the_running_sync_is_applied_after_it() {
     proxy.close();
     // The first object is written: the sync has read its revision and is sending.
     let ns = env.namespace.clone();
-    let sending =
-        common::eventually(WAIT, || async { value(&env.client, &ns, "cm-000-000").await.as_deref() == Some("2") });
+    let sending = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &ns, "cm-000-000").await.as_deref() == Some("2")
+    });
     assert!(sending.await, "the long sync sent nothing: {}", daemon.log_text());
-    repo.write("zz.yaml", &common::cm("zz-pushed", "pushed"));
-    let pushed = repo.commit_and_push("push during the sync");
+    let pushed = repo.push(&[("zz.yaml", &common::cm("zz-pushed", "pushed"))], "push during the sync");
     webhook();
     let held = common::eventually(WAIT, || async { proxy.held() > 0 }).await;
     assert!(held, "the webhook's fetch never reached the remote: {}", daemon.log_text());
@@ -348,7 +330,7 @@ async fn a_webhook_whose_fetch_outlasts_the_running_sync_is_applied_after_it() {
 
     proxy.open();
     let applied = common::eventually(WAIT, || async {
-        value(&env.client, &ns, "zz-pushed").await.as_deref() == Some("pushed")
+        common::cm_value_or_none(&env.client, &ns, "zz-pushed").await.as_deref() == Some("pushed")
             && daemon
                 .logged("trigger applied")
                 .iter()

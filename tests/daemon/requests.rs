@@ -71,8 +71,7 @@ fn synced(daemon: &common::Daemon, unit: &str) -> usize {
 
 #[tokio::test]
 async fn units_started_late_list_nothing_and_an_unchanged_sync_sends_one_request_per_object_plus_one() {
-    let env = common::setup("requests").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("requests").await;
     for unit in ["a", "b", "c"] {
         let docs: Vec<String> = (0..OBJECTS).map(|i| common::cm(&format!("{unit}-{i}"), "1")).collect();
         repo.write(&format!("{unit}/objects.yaml"), &docs.join("---\n"));
@@ -83,8 +82,7 @@ async fn units_started_late_list_nothing_and_an_unchanged_sync_sends_one_request
     // A first daemon makes every unit's objects and parent, then stops.
     let (config, port) =
         common::daemon_config(dir.path(), "", "", &units_toml(&repo.bare(), &env.namespace, &["a", "b", "c"]));
-    let mut first = common::Daemon::start(&config, port, &[]);
-    assert!(first.wait_ready(WAIT).await, "not ready: {}", first.log_text());
+    let mut first = common::Daemon::ready(&config, port, WAIT).await;
     first.kill();
 
     // A second runs only `a`; a reload adds `b` and `c` once its watches have listed.
@@ -112,8 +110,7 @@ async fn units_started_late_list_nothing_and_an_unchanged_sync_sends_one_request
     let mark = requests(&identity).len();
     let counts = |unit| synced(&daemon, unit);
     let (a0, b0, c0) = (counts("a"), counts("b"), counts("c"));
-    repo.write("README.md", "not a manifest of any unit\n");
-    let outside = repo.commit_and_push("outside every unit");
+    let outside = repo.push(&[("README.md", "not a manifest of any unit\n")], "outside every unit");
     let taken = || {
         let events = daemon.logged("path unchanged, nothing to sync");
         ["a", "b", "c"].iter().all(|u| events.iter().any(|e| e["unit"] == *u && e["revision"] == outside.as_str()))

@@ -12,11 +12,6 @@ use kube::api::{Api, Patch, PatchParams};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 /// Sets `data.value` of ConfigMap `ns/name` by hand; returns the object as the daemon's log
 /// names it and the resourceVersion of the edit.
 async fn hand_edit(client: &kube::Client, ns: &str, name: &str, v: &str) -> (String, String) {
@@ -34,7 +29,7 @@ async fn edit_and_heal(env: &common::TestEnv, daemon: &common::Daemon, name: &st
     let heals = daemon.logged("self-heal of drifted objects").len();
     let edit = hand_edit(&env.client, &env.namespace, name, "edited").await;
     let healed = common::eventually(WAIT, || async {
-        value(&env.client, &env.namespace, name).await.as_deref() == Some("1")
+        common::cm_value_or_none(&env.client, &env.namespace, name).await.as_deref() == Some("1")
             && daemon.logged("self-heal of drifted objects").len() > heals
     })
     .await;
@@ -42,10 +37,20 @@ async fn edit_and_heal(env: &common::TestEnv, daemon: &common::Daemon, name: &st
     edit
 }
 
+/// A test's environment, and a repository of ConfigMap `a` ([`setup_repo`]).
+async fn with_first_commit(prefix: &str) -> (common::TestEnv, common::GitRepo) {
+    (common::setup(prefix).await, setup_repo())
+}
+
+/// The ready daemon of [`daemon_config`] with no extra lines.
+async fn app_daemon(dir: &Path, repo: &common::GitRepo, namespace: &str) -> common::Daemon {
+    let (config, port) = daemon_config(dir, repo, namespace, "", "");
+    common::Daemon::ready(&config, port, WAIT).await
+}
+
 fn setup_repo() -> common::GitRepo {
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.commit_and_push("first");
+    repo.push(&[("a.yaml", &common::cm("a", "1"))], "first");
     repo
 }
 
@@ -99,12 +104,9 @@ async fn barrier(daemon: &common::Daemon, repo: &common::GitRepo) {
 /// `trigger applied` (its `trigger_to_applied_ms` would time a change that did not land).
 #[tokio::test]
 async fn a_push_whose_objects_failed_is_logged_trigger_failed_not_applied() {
-    let env = common::setup("push-failed").await;
-    let repo = setup_repo();
+    let (env, repo) = with_first_commit("push-failed").await;
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = app_daemon(dir.path(), &repo, &env.namespace).await;
 
     repo.write("bad.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  namespace: no-such-ns-x\n");
     let revision = repo.commit_and_push("an object the API server refuses");
@@ -119,18 +121,16 @@ async fn a_push_whose_objects_failed_is_logged_trigger_failed_not_applied() {
 
 #[tokio::test]
 async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
-    let env = common::setup("push").await;
-    let repo = setup_repo();
+    let (env, repo) = with_first_commit("push").await;
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = app_daemon(dir.path(), &repo, &env.namespace).await;
 
-    repo.write("b.yaml", &common::cm("b", "pushed"));
-    let revision = repo.commit_and_push("second");
+    let revision = repo.push(&[("b.yaml", &common::cm("b", "pushed"))], "second");
     let ns = env.namespace.clone();
-    let applied =
-        common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.as_deref() == Some("pushed") }).await;
+    let applied = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &ns, "b").await.as_deref() == Some("pushed")
+    })
+    .await;
     assert!(applied, "push not applied (poll interval is 1h): {}", daemon.log_text());
     let found = common::eventually(WAIT, || async {
         daemon.events().iter().any(|e| {
@@ -159,8 +159,7 @@ async fn push_to_local_repository_is_applied_without_waiting_for_the_poll() {
 
 #[tokio::test]
 async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
-    let env = common::setup("webhook").await;
-    let repo = setup_repo();
+    let (env, repo) = with_first_commit("webhook").await;
     let dir = tempfile::tempdir().unwrap();
     let secret = "s3cret-for-tests";
     std::fs::write(dir.path().join("webhook-secret"), secret).unwrap();
@@ -171,8 +170,7 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
         "webhook_secret_file = \"webhook-secret\"\nself_heal = false",
         "",
     );
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     hand_edit(&env.client, &env.namespace, "a", "edited").await;
 
     let body = br#"{"ref": "refs/heads/main", "after": "0000000000000000000000000000000000000000"}"#;
@@ -185,7 +183,7 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
     // Every trigger the unit was sent so far has been handled: a rejected webhook started nothing.
     barrier(&daemon, &repo).await;
     assert_eq!(
-        value(&env.client, &env.namespace, "a").await.as_deref(),
+        common::cm_value_or_none(&env.client, &env.namespace, "a").await.as_deref(),
         Some("edited"),
         "a rejected webhook must not sync"
     );
@@ -195,22 +193,20 @@ async fn webhook_with_valid_signature_syncs_and_a_bad_one_gets_401() {
     let (status, reply) = common::signed_webhook(port, secret, body);
     assert_eq!(status, 202, "{reply}");
     let ns = env.namespace.clone();
-    let restored =
-        common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.as_deref() == Some("1") }).await;
+    let restored = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &ns, "a").await.as_deref() == Some("1")
+    })
+    .await;
     assert!(restored, "valid webhook did not sync: {}", daemon.log_text());
     assert_eq!(daemon.metric_sum("gitward_triggers_total", &["kind=\"webhook\""]), 1.0);
 }
 
 #[tokio::test]
 async fn hand_edit_is_reverted_and_own_writes_trigger_no_sync() {
-    let env = common::setup("selfheal").await;
-    let repo = setup_repo();
-    repo.write("b.yaml", &common::cm("b", "1"));
-    repo.commit_and_push("and b");
+    let (env, repo) = with_first_commit("selfheal").await;
+    repo.push(&[("b.yaml", &common::cm("b", "1"))], "and b");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = app_daemon(dir.path(), &repo, &env.namespace).await;
     let syncs = || daemon.metric_sum("gitward_triggers_total", &[]);
     let startup = syncs();
 
@@ -235,8 +231,7 @@ async fn hand_edit_is_reverted_and_own_writes_trigger_no_sync() {
 #[tokio::test]
 async fn a_cold_sync_of_a_thousand_objects_is_not_followed_by_a_re_send_and_drift_is_still_healed() {
     const N: usize = 1000;
-    let env = common::setup("selfheal-many").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("selfheal-many").await;
     repo.write(
         "objects.yaml",
         &(0..N).map(|i| format!("---\n{}", common::cm(&format!("o-{i}"), "1"))).collect::<String>(),
@@ -244,8 +239,7 @@ async fn a_cold_sync_of_a_thousand_objects_is_not_followed_by_a_re_send_and_drif
     repo.commit_and_push("a thousand ConfigMaps");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "health_timeout = \"0s\"");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     // Drift is still seen and healed, one object alone; and it is the only drift the daemon
     // saw: the thousand own writes, whose watch events came before it, started nothing.
@@ -274,8 +268,7 @@ async fn a_cold_sync_of_a_thousand_objects_is_not_followed_by_a_re_send_and_drif
 
 #[tokio::test]
 async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exits_0() {
-    let env = common::setup("signals").await;
-    let repo = setup_repo();
+    let (env, repo) = with_first_commit("signals").await;
     let dir = tempfile::tempdir().unwrap();
     let good = common::unit_toml("app", &repo.bare(), "", &env.namespace, "");
     let missing = common::unit_toml("missing", &dir.path().join("no-such-repo.git"), "", &env.namespace, "");
@@ -313,10 +306,10 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
     })
     .await;
     assert!(logged, "{}", daemon.log_text());
-    repo.write("b.yaml", &common::cm("b", "after-bad-reload"));
-    repo.commit_and_push("second");
+    repo.push(&[("b.yaml", &common::cm("b", "after-bad-reload"))], "second");
     let ns = env.namespace.clone();
-    let applied = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.is_some() }).await;
+    let applied =
+        common::eventually(WAIT, || async { common::cm_value_or_none(&env.client, &ns, "b").await.is_some() }).await;
     assert!(applied, "the old config stopped working: {}", daemon.log_text());
 
     daemon.signal("TERM");
@@ -333,8 +326,7 @@ async fn sighup_reloads_a_good_config_keeps_the_old_on_a_bad_one_and_sigterm_exi
 
 #[tokio::test]
 async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
-    let env = common::setup("leader").await;
-    let repo = setup_repo();
+    let (env, repo) = with_first_commit("leader").await;
     let lease = format!(
         "\n[daemon.leader_election]\nnamespace = \"{}\"\nname = \"gitward\"\nlease_duration = \"3s\"\nrenew_every = \"1s\"\n",
         env.namespace
@@ -352,18 +344,20 @@ async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
     };
     assert!(common::eventually(WAIT, || async { holder().await.is_some() }).await, "no leader");
     let ns = env.namespace.clone();
-    assert!(common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.is_some() }).await);
+    assert!(
+        common::eventually(WAIT, || async { common::cm_value_or_none(&env.client, &ns, "a").await.is_some() }).await
+    );
     let leader = holder().await.unwrap();
     let (mut leading, following) = if leader == "replica-a" { (a, b) } else { (b, a) };
     assert!(leading.metric_sum("gitward_triggers_total", &[]) >= 1.0, "{}", leading.log_text());
 
     leading.kill(); // SIGKILL: no release, the lease must expire.
     let killed = jiff::Timestamp::now();
-    repo.write("b.yaml", &common::cm("b", "after-handover"));
-    repo.commit_and_push("second");
+    repo.push(&[("b.yaml", &common::cm("b", "after-handover"))], "second");
     let handed = common::eventually(WAIT, || async { holder().await.as_deref() != Some(leader.as_str()) }).await;
     assert!(handed, "lease not taken over: {}", following.log_text());
-    let applied = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.is_some() }).await;
+    let applied =
+        common::eventually(WAIT, || async { common::cm_value_or_none(&env.client, &ns, "b").await.is_some() }).await;
     assert!(applied, "the new leader did not apply: {}", following.log_text());
     // The follower applied nothing while the other replica led: it took the Lease after the
     // kill, and its first sync came after that.
@@ -379,11 +373,8 @@ async fn only_the_leader_applies_and_a_killed_leader_hands_over() {
 #[tokio::test]
 async fn daemon_survives_an_apiserver_outage_and_converges() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = dir.path().join("cluster");
-    let api_port = common::free_port();
-    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
-    let kubeconfig = cluster_dir.join("kubeconfig");
-    let client = common::OwnCluster::client(&kubeconfig).await;
+    let cluster = common::OwnCluster::start(&dir.path().join("cluster"), common::free_port());
+    let (kubeconfig, client) = (cluster.kubeconfig(), cluster.admin().await);
     let repo = setup_repo();
     let (config, port) = common::daemon_config(
         dir.path(),
@@ -391,21 +382,19 @@ async fn daemon_survives_an_apiserver_outage_and_converges() {
         "",
         &common::unit_toml("app", &repo.bare(), "", "default", ""),
     );
-    let mut daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let mut daemon = common::Daemon::ready(&config, port, WAIT).await;
 
-    cluster.stop();
-    repo.write("b.yaml", &common::cm("b", "during-outage"));
-    repo.commit_and_push("pushed while the apiserver is down");
+    let stopped = cluster.stop();
+    repo.push(&[("b.yaml", &common::cm("b", "during-outage"))], "pushed while the apiserver is down");
     let reported = |e: &serde_json::Value| e["message"] == "sync failed" || e["message"] == "object failed";
     let failed = common::eventually(WAIT, || async { daemon.events().iter().any(reported) }).await;
     assert!(failed, "the outage was not reported: {}", daemon.log_text());
     daemon.assert_up_but_not_ready();
 
-    let _back = common::OwnCluster::start(&cluster_dir, api_port);
+    let _back = stopped.start();
     // Retries back off (1 s doubling): allow for a few rounds.
     let converged = common::eventually(Duration::from_secs(120), || async {
-        value(&client, "default", "b").await.as_deref() == Some("during-outage")
+        common::cm_value_or_none(&client, "default", "b").await.as_deref() == Some("during-outage")
     })
     .await;
     assert!(converged, "did not converge after the apiserver came back: {}", daemon.log_text());
@@ -448,8 +437,7 @@ async fn sync_deploy(
 /// `kubectl apply -k deploy/kubernetes-sharded`), each synced by gitward itself from git.
 #[tokio::test]
 async fn deploy_kubernetes_manifests_apply_with_gitward_itself() {
-    let env = common::setup("deploy").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("deploy").await;
     copy_deploy_files(&repo);
     repo.commit_and_push("gitward's own in-cluster installs");
     let actions = sync_deploy(&env, &repo, "deploy/kubernetes").await;
@@ -524,23 +512,25 @@ async fn documented_kubectl_installs_succeed_in_one_run_on_an_empty_cluster() {
     }
 }
 
-#[tokio::test]
-async fn systemd_is_told_ready_after_the_first_sync_with_a_status() {
-    let env = common::setup("notify").await;
-    let repo = setup_repo();
-    let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
-    let socket_path = dir.path().join("notify.sock");
+/// Starts the daemon of `config` with `NOTIFY_SOCKET` naming a datagram socket in `dir`, and
+/// reads what it sends there until `enough` holds for the messages so far, or no message comes
+/// for [`WAIT`]; the daemon and the messages, in order.
+async fn notified(
+    dir: &Path,
+    config: &Path,
+    port: u16,
+    enough: fn(&[String]) -> bool,
+) -> (common::Daemon, Vec<String>) {
+    let socket_path = dir.join("notify.sock");
     let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
     socket.set_read_timeout(Some(WAIT)).unwrap();
-    let daemon = common::Daemon::start(&config, port, &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
+    let daemon = common::Daemon::start(config, port, &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
     let messages = tokio::task::spawn_blocking(move || {
         let mut seen = Vec::new();
         let mut buf = [0u8; 4096];
         while let Ok(n) = socket.recv(&mut buf) {
             seen.push(String::from_utf8_lossy(&buf[..n]).to_string());
-            // A unit waiting for its first sync shows as `pending` in an earlier STATUS=.
-            if seen.iter().any(|m| m.contains("READY=1")) && seen.iter().any(|m| m.contains("app: synced")) {
+            if enough(&seen) {
                 break;
             }
         }
@@ -548,6 +538,19 @@ async fn systemd_is_told_ready_after_the_first_sync_with_a_status() {
     })
     .await
     .unwrap();
+    (daemon, messages)
+}
+
+#[tokio::test]
+async fn systemd_is_told_ready_after_the_first_sync_with_a_status() {
+    let (env, repo) = with_first_commit("notify").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
+    // A unit waiting for its first sync shows as `pending` in an earlier STATUS=.
+    let (daemon, messages) = notified(dir.path(), &config, port, |seen| {
+        seen.iter().any(|m| m.contains("READY=1")) && seen.iter().any(|m| m.contains("app: synced"))
+    })
+    .await;
     let ready = messages.iter().position(|m| m.contains("READY=1"));
     assert!(ready.is_some(), "no READY=1 in {messages:?}: {}", daemon.log_text());
     assert!(daemon.events().iter().any(|e| e["message"] == "sync complete"), "READY=1 before the first sync");
@@ -576,16 +579,13 @@ fn gitward_requests(namespace: &str, resource: &str, verb: &str) -> usize {
 #[tokio::test]
 async fn a_field_fight_with_an_hpa_is_backed_off_heals_only_that_object_and_is_reported_once() {
     use k8s_openapi::api::apps::v1::Deployment;
-    let env = common::setup("fight").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("fight").await;
     repo.write("a.yaml", &common::cm("a", "1"));
     repo.write("b.yaml", &common::cm("b", "1"));
     repo.write("web.yaml", &common::deployment("web", "registry.k8s.io/pause:3.10", 2));
     repo.commit_and_push("two ConfigMaps and a Deployment with replicas: 2");
     let dir = tempfile::tempdir().unwrap();
-    let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = app_daemon(dir.path(), &repo, &env.namespace).await;
 
     // An "HPA": another field manager setting spec.replicas, 100 times over 20 s.
     let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
@@ -618,8 +618,7 @@ async fn a_field_fight_with_an_hpa_is_backed_off_heals_only_that_object_and_is_r
 
 #[tokio::test]
 async fn a_sighup_that_changes_a_unit_syncs_it_once_as_a_reload() {
-    let env = common::setup("reload-once").await;
-    let repo = setup_repo();
+    let (env, repo) = with_first_commit("reload-once").await;
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = daemon_config(dir.path(), &repo, &env.namespace, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
@@ -632,8 +631,7 @@ async fn a_sighup_that_changes_a_unit_syncs_it_once_as_a_reload() {
     daemon.signal("HUP");
     assert!(common::eventually(WAIT, || async { completed() == 2 }).await, "{}", daemon.log_text());
     // A push afterwards: had a second sync been queued by the reload, it would run first.
-    repo.write("b.yaml", &common::cm("b", "1"));
-    repo.commit_and_push("after the reload");
+    repo.push(&[("b.yaml", &common::cm("b", "1"))], "after the reload");
     let pushed = |e: &serde_json::Value| e["message"] == "sync triggered" && e["trigger"] == "push";
     assert!(common::eventually(WAIT, || async { daemon.events().iter().any(pushed) }).await, "{}", daemon.log_text());
     assert!(common::eventually(WAIT, || async { completed() == 3 }).await, "{}", daemon.log_text());
@@ -665,24 +663,11 @@ async fn a_daemon_whose_cluster_is_unreachable_does_not_say_it_is_ready() {
         "",
         &common::unit_toml("app", &repo.bare(), "", "default", ""),
     );
-    let socket_path = dir.path().join("notify.sock");
-    let socket = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
-    socket.set_read_timeout(Some(WAIT)).unwrap();
-    let daemon = common::Daemon::start(&config, port, &[("NOTIFY_SOCKET", socket_path.to_str().unwrap())]);
     // STATUS= saying the unit failed comes from the same tick that decides READY=1, after it.
-    let messages = tokio::task::spawn_blocking(move || {
-        let mut seen = Vec::new();
-        let mut buf = [0u8; 4096];
-        while let Ok(n) = socket.recv(&mut buf) {
-            seen.push(String::from_utf8_lossy(&buf[..n]).to_string());
-            if seen.iter().any(|m| m.starts_with("STATUS=") && m.contains("app: failed")) {
-                break;
-            }
-        }
-        seen
+    let (daemon, messages) = notified(dir.path(), &config, port, |seen| {
+        seen.iter().any(|m| m.starts_with("STATUS=") && m.contains("app: failed"))
     })
-    .await
-    .unwrap();
+    .await;
     assert!(
         messages.iter().any(|m| m.contains("app: failed")),
         "no failed STATUS= in {messages:?}: {}",

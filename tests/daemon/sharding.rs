@@ -32,8 +32,7 @@ fn cm_repos(n: usize) -> Vec<common::GitRepo> {
     (0..n)
         .map(|i| {
             let repo = common::GitRepo::new();
-            repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), "1"));
-            repo.commit_and_push("first");
+            repo.push(&[("cm.yaml", &common::cm(&format!("cm-{i}"), "1"))], "first");
             repo
         })
         .collect()
@@ -90,15 +89,9 @@ fn agent(identity: &str) -> String {
 /// Writes (create, update, patch, delete; no dry runs) by gitward replicas in `namespace`:
 /// (user agent, object name, received, completed).
 fn writes(namespace: &str) -> Vec<(String, String, Timestamp, Timestamp)> {
-    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
-    let quoted = format!("\"{namespace}\"");
-    text.lines()
-        .filter(|l| l.contains(&quoted) && l.contains("ResponseComplete"))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|e| e["stage"] == "ResponseComplete" && e["objectRef"]["namespace"] == namespace)
-        .filter(|e| matches!(e["verb"].as_str(), Some("create" | "update" | "patch" | "delete")))
+    common::audit_writes(namespace)
+        .into_iter()
         .filter(|e| !common::is_dry_run(e))
-        .filter(|e| e["objectRef"]["resource"] == "configmaps" || e["objectRef"]["resource"] == "secrets")
         .filter_map(|e| {
             let agent = e["userAgent"].as_str()?.to_owned();
             if !agent.starts_with("gitward/") {
@@ -159,12 +152,6 @@ fn last_writer(namespace: &str) -> BTreeMap<usize, String> {
     writes_by_unit(namespace).into_iter().filter_map(|(u, w)| Some((u, w.last()?.0.clone()))).collect()
 }
 
-/// The `value` of ConfigMap `namespace/name`, if it exists.
-async fn value(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 /// Waits (bounded) until every unit's ConfigMap was written again after `since`: each owner
 /// re-applied its units (every [`RESYNC`]), so a write by any other replica since then would be
 /// in the audit log too.
@@ -190,8 +177,7 @@ static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 #[tokio::test]
 async fn units_are_spread_over_replicas_handed_over_without_overlap_and_taken_over_on_death() {
     let _serial = SERIAL.lock().await;
-    let env = common::setup("shard").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("shard").await;
     let repos = cm_repos(UNITS);
     let dir = tempfile::tempdir().unwrap();
     let ids: Vec<String> = ["a", "b", "c", "d"].iter().map(|s| format!("replica-{s}")).collect();
@@ -317,11 +303,9 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
     let own_client = common::OwnCluster::client(&own_kubeconfig).await;
 
     let main_repo = common::GitRepo::new();
-    main_repo.write("cm.yaml", &common::cm("main-app", "1"));
-    main_repo.commit_and_push("first");
+    main_repo.push(&[("cm.yaml", &common::cm("main-app", "1"))], "first");
     let own_repo = common::GitRepo::new();
-    own_repo.write("cm.yaml", &common::cm("own-app", "1"));
-    own_repo.commit_and_push("first");
+    own_repo.push(&[("cm.yaml", &common::cm("own-app", "1"))], "first");
     let kubeconfig = std::env::var("KUBECONFIG").unwrap();
     let clusters = format!(
         "[[cluster]]\nname = \"main\"\nkubeconfig = \"{kubeconfig}\"\n\n[[cluster]]\nname = \"own\"\nkubeconfig = \"{}\"\n",
@@ -343,9 +327,10 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
     let (config, port) = common::daemon_config(dir.path(), &clusters, "", &units);
     let daemon = common::Daemon::start(&config, port, &[]);
 
-    let main = || value(&env.client, &env.namespace, "main-app");
+    let main = || common::cm_value_or_none(&env.client, &env.namespace, "main-app");
     let both = common::eventually(WAIT, || async {
-        main().await.as_deref() == Some("1") && value(&own_client, "default", "own-app").await.as_deref() == Some("1")
+        main().await.as_deref() == Some("1")
+            && common::cm_value_or_none(&own_client, "default", "own-app").await.as_deref() == Some("1")
     })
     .await;
     assert!(both, "both clusters' units applied: {}", daemon.log_text());
@@ -355,11 +340,9 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
 
     // The second cluster goes down; both repositories get a push.
     own.stop();
-    own_repo.write("cm.yaml", &common::cm("own-app", "2"));
-    own_repo.commit_and_push("second");
+    own_repo.push(&[("cm.yaml", &common::cm("own-app", "2"))], "second");
     let pushed = std::time::Instant::now();
-    main_repo.write("cm.yaml", &common::cm("main-app", "2"));
-    main_repo.commit_and_push("second");
+    main_repo.push(&[("cm.yaml", &common::cm("main-app", "2"))], "second");
     let applied = common::eventually(WAIT, || async { main().await.as_deref() == Some("2") }).await;
     assert!(applied, "the main cluster's unit did not sync while the other cluster was down: {}", daemon.log_text());
     eprintln!("push → applied on the live cluster in {:?} while the other is down", pushed.elapsed());
@@ -373,8 +356,7 @@ async fn a_cluster_that_is_down_delays_only_its_own_units() {
     .await;
     assert!(failed, "no failed sync logged for the down cluster's unit: {}", daemon.log_text());
     // And the live cluster keeps syncing: another push lands after that failure.
-    main_repo.write("cm.yaml", &common::cm("main-app", "3"));
-    main_repo.commit_and_push("third");
+    main_repo.push(&[("cm.yaml", &common::cm("main-app", "3"))], "third");
     let again = common::eventually(WAIT, || async { main().await.as_deref() == Some("3") }).await;
     assert!(again, "the main cluster's unit stopped syncing: {}", daemon.log_text());
 }
@@ -396,8 +378,7 @@ async fn the_sharded_deployments_role_is_enough_for_sharding() {
     use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
     use kube::api::PostParams;
 
-    let env = common::setup("shard-rbac").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("shard-rbac").await;
     // deploy/kubernetes-sharded/rbac.yaml, moved into this namespace, for a ServiceAccount
     // `gitward` that has nothing else.
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes-sharded/rbac.yaml");
@@ -467,8 +448,7 @@ fn deletes(namespace: &str, prefix: &str) -> Vec<(String, Timestamp)> {
 #[tokio::test]
 async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_nothing_back_and_forth() {
     let _serial = SERIAL.lock().await;
-    let env = common::setup("shard-drift").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("shard-drift").await;
     const N: usize = 12;
     let repos: Vec<common::GitRepo> = (0..N)
         .map(|i| {
@@ -509,7 +489,7 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     // Every unit is applied, and the new version of unit 0 replaces the old one.
     let every = common::eventually(WAIT, || async {
         let done: BTreeSet<usize> = applies(&ns).into_iter().map(|(u, _, _)| u).collect();
-        done.len() == N && value(&env.client, &ns, "cm-0").await.as_deref() == Some("2")
+        done.len() == N && common::cm_value_or_none(&env.client, &ns, "cm-0").await.as_deref() == Some("2")
     })
     .await;
     let done: BTreeSet<usize> = applies(&ns).into_iter().map(|(u, _, _)| u).collect();
@@ -569,19 +549,9 @@ async fn replicas_running_different_configs_leave_no_unit_unapplied_and_prune_no
     }
 }
 
-/// A replica `identity` in `group` (none: ungrouped) running units `app-0` … `app-<n-1>` of
-/// `repos`, applied into `objects_ns`, its Leases in `lease_ns`, started by the command prefix
-/// `wrapper` (empty for none).
-fn group_config(
-    dir: &Path,
-    identity: &str,
-    group: Option<&str>,
-    lease_ns: &str,
-    objects_ns: &str,
-    repos: &[common::GitRepo],
-    wrapper: &[&str],
-) -> common::Daemon {
-    let (path, port) = replica_file(dir, identity, group, lease_ns, objects_ns, repos);
+/// Starts the replica whose config [`replica_file`] wrote, by the command prefix `wrapper`
+/// (empty for none).
+fn start_replica((path, port): (std::path::PathBuf, u16), wrapper: &[&str]) -> common::Daemon {
     common::Daemon::start_in(wrapper, &path, port, &[])
 }
 
@@ -592,8 +562,7 @@ fn group_config(
 #[tokio::test]
 async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identity_is_refused() {
     let _serial = SERIAL.lock().await;
-    let env = common::setup("shard-group").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("shard-group").await;
     let other_ns = format!("{ns}-b");
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(env.client.clone());
     let namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": other_ns}})).unwrap();
@@ -602,21 +571,20 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
         (0..4)
             .map(|i| {
                 let repo = common::GitRepo::new();
-                repo.write("cm.yaml", &common::cm(&format!("cm-{i}"), tag));
-                repo.commit_and_push("first");
+                repo.push(&[("cm.yaml", &common::cm(&format!("cm-{i}"), tag))], "first");
                 repo
             })
             .collect()
     };
     let (repos_a, repos_b) = (repos("a"), repos("b"));
     let dir = tempfile::tempdir().unwrap();
-    let a = group_config(dir.path(), "install-a", Some("alpha"), &ns, &ns, &repos_a, &[]);
-    let b = group_config(dir.path(), "install-b", Some("beta"), &ns, &other_ns, &repos_b, &[]);
+    let a = start_replica(replica_file(dir.path(), "install-a", Some("alpha"), &ns, &ns, &repos_a), &[]);
+    let b = start_replica(replica_file(dir.path(), "install-b", Some("beta"), &ns, &other_ns, &repos_b), &[]);
     let both = common::eventually(WAIT, || async {
         let mut all = true;
         for i in 0..4 {
-            all &= value(&env.client, &ns, &format!("cm-{i}")).await.as_deref() == Some("a");
-            all &= value(&env.client, &other_ns, &format!("cm-{i}")).await.as_deref() == Some("b");
+            all &= common::cm_value_or_none(&env.client, &ns, &format!("cm-{i}")).await.as_deref() == Some("a");
+            all &= common::cm_value_or_none(&env.client, &other_ns, &format!("cm-{i}")).await.as_deref() == Some("b");
         }
         all
     })
@@ -632,7 +600,8 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
 
     // A second process with install-a's identity.
     std::fs::create_dir_all(dir.path().join("twin")).unwrap();
-    let twin = group_config(&dir.path().join("twin"), "install-a", Some("alpha"), &ns, &ns, &repos_a, &[]);
+    let twin =
+        start_replica(replica_file(&dir.path().join("twin"), "install-a", Some("alpha"), &ns, &ns, &repos_a), &[]);
     let refused = common::eventually(WAIT, || async {
         [&a, &twin].iter().any(|d| {
             d.events().iter().any(|e| e["message"] == "sharding: identity in use twice; this replica runs no unit")
@@ -668,16 +637,15 @@ async fn installations_in_one_namespace_stay_apart_by_group_and_a_reused_identit
 #[tokio::test]
 async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
     let _serial = SERIAL.lock().await;
-    let env = common::setup("shard-bench").await;
-    let ns = env.namespace.clone();
+    let (_, ns) = common::setup_ns("shard-bench").await;
     let repos = cm_repos(6);
     let dir = tempfile::tempdir().unwrap();
     let mirrors = dir.path().join("state-broken-2/mirrors");
     std::fs::create_dir_all(&mirrors).unwrap();
     let script = r#"mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" "$0" && exec "$@""#;
     let wrapper = ["unshare", "--mount", "--map-root-user", "sh", "-c", script, mirrors.to_str().unwrap()];
-    let broken = group_config(dir.path(), "broken-2", None, &ns, &ns, &repos, &wrapper);
-    let healthy = group_config(dir.path(), "healthy-2", None, &ns, &ns, &repos, &[]);
+    let broken = start_replica(replica_file(dir.path(), "broken-2", None, &ns, &ns, &repos), &wrapper);
+    let healthy = start_replica(replica_file(dir.path(), "healthy-2", None, &ns, &ns, &repos), &[]);
     // The broken replica's share per rendezvous, which it could not run.
     let share: Vec<usize> = (0..6)
         .filter(|i| {
@@ -716,8 +684,7 @@ async fn a_replica_that_cannot_start_its_units_leaves_them_to_the_others() {
 #[tokio::test]
 async fn an_old_replicas_unit_lease_keeps_its_unit_from_the_new_replicas_until_released() {
     let _serial = SERIAL.lock().await;
-    let env = common::setup("shard-upgrade").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("shard-upgrade").await;
     let repos = cm_repos(2);
     let (b0, b1) = (gitward::lease::assignment::bucket("app-0"), gitward::lease::assignment::bucket("app-1"));
     assert_ne!(b0, b1, "the two units share a bucket; rename them");
@@ -774,10 +741,8 @@ async fn an_old_replicas_unit_lease_keeps_its_unit_from_the_new_replicas_until_r
 #[tokio::test]
 async fn a_replica_whose_advert_is_refused_as_too_long_warns_once_and_runs_nothing() {
     let _serial = SERIAL.lock().await;
-    let env = common::setup("shard-advert").await;
-    let repo = common::GitRepo::new();
-    repo.write("cm.yaml", &common::cm("cm", "1"));
-    repo.commit_and_push("first");
+    let (env, _, repo) = common::setup_repo("shard-advert").await;
+    repo.push(&[("cm.yaml", &common::cm("cm", "1"))], "first");
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_port();
     let mut text = replica_header("replica-big", &env.namespace, None, port);

@@ -30,8 +30,7 @@ fn config(dir: &std::path::Path, port: u16, repo: &std::path::Path, namespace: &
 
 #[tokio::test]
 async fn units_a_reload_adds_sync_before_the_resyncs_waiting_for_the_slot() {
-    let env = common::setup("slot-order").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("slot-order").await;
     for u in 0..OLD + NEW {
         let objects: String =
             (0..OBJECTS).map(|j| format!("---\n{}", common::cm(&format!("u{u}-c{j}"), "1"))).collect();

@@ -12,16 +12,10 @@ use kube::api::{Api, DeleteParams};
 const WAIT: Duration = Duration::from_secs(120);
 const CLI: Duration = Duration::from_secs(180);
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 /// A repository holding ConfigMap `a` with `value`.
 fn repo_with(value: &str) -> common::GitRepo {
     let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", value));
-    repo.commit_and_push("first");
+    repo.push(&[("a.yaml", &common::cm("a", value))], "first");
     repo
 }
 
@@ -33,13 +27,12 @@ async fn daemon(
     unit_extra: &str,
 ) -> (common::Daemon, std::path::PathBuf) {
     let (config, port) = common::app_daemon_config(dir, &repo.bare(), ns, "self_heal = false", unit_extra);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     (daemon, config)
 }
 
 async fn has_value(env: &common::TestEnv, v: &str) -> bool {
-    value(&env.client, &env.namespace, "a").await.as_deref() == Some(v)
+    common::cm_value_or_none(&env.client, &env.namespace, "a").await.as_deref() == Some(v)
 }
 
 /// Waits until the daemon logged a trigger of `kind` not acted on because `app` is suspended.
@@ -71,8 +64,7 @@ async fn a_suspended_unit_applies_no_push_until_resumed() {
     assert_eq!((run.code, run.stdout.as_str()), (Some(0), "app: suspended\n"), "{}", run.stderr);
     let seen = common::eventually(WAIT, || async { !daemon.logged("unit suspended").is_empty() }).await;
     assert!(seen, "the daemon did not see the suspend: {}", daemon.log_text());
-    repo.write("a.yaml", &common::cm("a", "two"));
-    repo.commit_and_push("second");
+    repo.push(&[("a.yaml", &common::cm("a", "two"))], "second");
     not_acted_on(&daemon, "push").await;
     keeps(&env, "one", 3).await;
     assert_eq!(daemon.metric_sum("gitward_unit_suspended", &["unit=\"app\""]), 1.0);
@@ -99,7 +91,12 @@ async fn suspend_in_the_config_applies_nothing_from_the_start() {
     let dir = tempfile::tempdir().unwrap();
     let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "suspend = true").await;
     not_acted_on(&daemon, "startup").await;
-    assert_eq!(value(&env.client, &env.namespace, "a").await, None, "applied while suspended: {}", daemon.log_text());
+    assert_eq!(
+        common::cm_value_or_none(&env.client, &env.namespace, "a").await,
+        None,
+        "applied while suspended: {}",
+        daemon.log_text()
+    );
     let status = common::gitward(&["status"], &config, CLI);
     assert!(status.stdout.contains("  suspended  by config\n"), "{}", status.stdout);
 }
@@ -135,10 +132,8 @@ async fn reconcile_syncs_a_unit_now_and_prints_its_result() {
 /// daemon handled it.
 #[tokio::test]
 async fn reconcile_behind_a_health_wait_says_so() {
-    let env = common::setup("reconcile-wait").await;
-    let repo = common::GitRepo::new();
-    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 1));
-    repo.commit_and_push("a Deployment to wait for");
+    let (env, _, repo) = common::setup_repo("reconcile-wait").await;
+    repo.push(&[("web.yaml", &common::deployment("web", "nginx:fail", 1))], "a Deployment to wait for");
     let dir = tempfile::tempdir().unwrap();
     let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "health_timeout = \"10m\"").await;
     let waiting = common::eventually(WAIT, || async {
@@ -167,8 +162,7 @@ async fn a_revision_synced_by_hand_while_suspended_stays_applied() {
     let env = common::setup("rollback").await;
     let repo = repo_with("one");
     let old = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
-    repo.write("a.yaml", &common::cm("a", "two"));
-    repo.commit_and_push("second");
+    repo.push(&[("a.yaml", &common::cm("a", "two"))], "second");
     let dir = tempfile::tempdir().unwrap();
     let (daemon, config) = daemon(dir.path(), &repo, &env.namespace, "").await;
     assert!(common::eventually(WAIT, || has_value(&env, "two")).await, "{}", daemon.log_text());
@@ -180,8 +174,7 @@ async fn a_revision_synced_by_hand_while_suspended_stays_applied() {
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(has_value(&env, "one").await, "the old revision was not applied: {}", run.stderr);
 
-    repo.write("a.yaml", &common::cm("a", "three"));
-    repo.commit_and_push("third");
+    repo.push(&[("a.yaml", &common::cm("a", "three"))], "third");
     not_acted_on(&daemon, "push").await;
     keeps(&env, "one", 3).await;
 }
@@ -197,11 +190,9 @@ async fn a_rollback_survives_resume_when_the_tip_does_not_parse() {
     let dir = tempfile::tempdir().unwrap();
     // Self-heal on: the CLI's writes while suspended are drift the daemon sees.
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     assert!(common::eventually(WAIT, || has_value(&env, "one")).await, "{}", daemon.log_text());
-    repo.write("a.yaml", &common::cm("a", "two"));
-    repo.commit_and_push("second");
+    repo.push(&[("a.yaml", &common::cm("a", "two"))], "second");
     let r2 = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
     let run = common::gitward(&["reconcile", "--timeout", "60", "app"], &config, CLI);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
@@ -213,8 +204,7 @@ async fn a_rollback_survives_resume_when_the_tip_does_not_parse() {
     let run = common::gitward(&["sync", "--revision", &r1, "app"], &config, CLI);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(has_value(&env, "one").await, "the rollback was not applied: {}", run.stderr);
-    repo.write("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [not, a, map\n");
-    repo.commit_and_push("broken");
+    repo.push(&[("a.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: [not, a, map\n")], "broken");
     let r3 = repo.git(&["rev-parse", "HEAD"], &repo.work()).trim().to_owned();
     not_acted_on(&daemon, "push").await;
 
@@ -259,8 +249,7 @@ async fn plain_sync_skips_a_suspended_unit_and_says_so_unless_told() {
     let uid = std::fs::read_to_string("/proc/self/status").unwrap();
     let uid = uid.lines().find_map(|l| l.strip_prefix("Uid:")).unwrap().split_whitespace().next().unwrap().to_owned();
     assert!(by.starts_with(&format!("uid:{uid}@")), "suspended-by {by:?}");
-    repo.write("a.yaml", &common::cm("a", "two"));
-    repo.commit_and_push("second");
+    repo.push(&[("a.yaml", &common::cm("a", "two"))], "second");
     let run = common::gitward(&["sync"], &config, CLI);
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(run.stdout.starts_with("app: not synced: suspended"), "{}", run.stdout);
@@ -269,8 +258,7 @@ async fn plain_sync_skips_a_suspended_unit_and_says_so_unless_told() {
     assert_eq!(run.code, Some(0), "{}\n{}", run.stdout, run.stderr);
     assert!(has_value(&env, "two").await, "--include-suspended applies it: {}", run.stdout);
     // `suspend = true` in the config: the same.
-    repo.write("a.yaml", &common::cm("a", "three"));
-    repo.commit_and_push("third");
+    repo.push(&[("a.yaml", &common::cm("a", "three"))], "third");
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "health_timeout = \"0s\"\nsuspend = true");
     let run = common::gitward(&["resume", "app"], &common::config_file(dir.path(), &unit), CLI);
     assert_eq!(run.code, Some(0), "{}", run.stderr);

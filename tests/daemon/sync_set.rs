@@ -27,8 +27,7 @@ fn repo_with(dirs: &[&str]) -> common::GitRepo {
     for dir in dirs {
         repo.write(&format!("apps/{dir}/cm.yaml"), &common::cm(dir, "1"));
     }
-    repo.write("apps/README.md", "one directory per application\n");
-    repo.commit_and_push("apps");
+    repo.push(&[("apps/README.md", "one directory per application\n")], "apps");
     repo
 }
 
@@ -45,8 +44,7 @@ async fn daemon(
         repo.bare().display()
     );
     let (config, port) = common::daemon_config(dir, "", "self_heal = false", &set);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     (daemon, config)
 }
 
@@ -80,8 +78,7 @@ async fn a_sync_set_makes_a_unit_per_directory_and_follows_pushes() {
     assert_eq!(units, ["apps-a", "apps-b", "apps-c"], "{}", status.stderr);
 
     // A directory pushed: a fourth unit, started by the running daemon.
-    repo.write("apps/d/cm.yaml", &common::cm("d", "1"));
-    repo.commit_and_push("add d");
+    repo.push(&[("apps/d/cm.yaml", &common::cm("d", "1"))], "add d");
     all_exist(&env, &daemon, &["d"]).await;
     // The record is written before the observers log `sync complete`: the object can be live a
     // round trip before the event.
@@ -127,8 +124,7 @@ async fn a_listing_over_max_units_keeps_the_last_good_units() {
     let (daemon, _config) = daemon(dir.path(), &repo, &env.namespace, "max_units = 2").await;
     all_exist(&env, &daemon, &["a", "b"]).await;
 
-    repo.write("apps/c/cm.yaml", &common::cm("c", "1"));
-    repo.commit_and_push("add c");
+    repo.push(&[("apps/c/cm.yaml", &common::cm("c", "1"))], "add c");
     let refused = || daemon.logged("sync set not expanded; keeping the last good units");
     let seen = common::eventually(WAIT, || async { !refused().is_empty() }).await;
     assert!(seen, "{}", daemon.log_text());
@@ -201,8 +197,7 @@ async fn a_reload_keeps_the_units_of(name: &str, extra: &str, push: impl FnOnce(
 #[tokio::test]
 async fn a_reload_keeps_the_units_of_a_set_whose_directory_makes_no_unit() {
     a_reload_keeps_the_units_of("sync-set-reload-bad", "", |repo| {
-        repo.write("apps/Bad_Dir/x.yaml", &common::cm("bad", "1"));
-        repo.commit_and_push("a directory that makes no unit name");
+        repo.push(&[("apps/Bad_Dir/x.yaml", &common::cm("bad", "1"))], "a directory that makes no unit name");
     })
     .await;
 }
@@ -210,8 +205,7 @@ async fn a_reload_keeps_the_units_of_a_set_whose_directory_makes_no_unit() {
 #[tokio::test]
 async fn a_reload_keeps_the_units_of_a_set_over_max_units() {
     a_reload_keeps_the_units_of("sync-set-reload-cap", "max_units = 2", |repo| {
-        repo.write("apps/c/cm.yaml", &common::cm("c", "1"));
-        repo.commit_and_push("a third directory");
+        repo.push(&[("apps/c/cm.yaml", &common::cm("c", "1"))], "a third directory");
     })
     .await;
 }
@@ -224,8 +218,7 @@ async fn a_set_that_does_not_expand_keeps_its_units_for_commands_and_a_restart()
     let (mut daemon, config) = daemon(dir.path(), &repo, &env.namespace, "").await;
     all_exist(&env, &daemon, &["a", "b"]).await;
 
-    repo.write("apps/Bad_Dir/x.yaml", &common::cm("bad", "1"));
-    repo.commit_and_push("a directory that makes no unit name");
+    repo.push(&[("apps/Bad_Dir/x.yaml", &common::cm("bad", "1"))], "a directory that makes no unit name");
     let status = common::gitward(&["status", "-o", "json"], &config, CLI);
     assert_eq!(status.code, Some(0), "{}", status.stderr);
     let json: serde_json::Value = serde_json::from_str(&status.stdout).expect("status JSON");

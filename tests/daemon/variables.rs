@@ -25,8 +25,7 @@ type ColorUnit = (common::TestEnv, common::GitRepo, Api<ConfigMap>, tempfile::Te
 /// A ConfigMap `vars` (`color: red`) and the config of a daemon of unit `app` over a repository
 /// whose ConfigMap `out` takes `${color}` from it (`[sync.substitute] from`), not started.
 async fn color_unit(prefix: &str) -> ColorUnit {
-    let env = common::setup(prefix).await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns(prefix).await;
     let configmaps = Api::<ConfigMap>::namespaced(env.client.clone(), &ns);
     let vars: ConfigMap =
         serde_json::from_value(json!({"metadata": {"name": "vars"}, "data": {"color": "red"}})).unwrap();
@@ -97,8 +96,7 @@ async fn a_configmap_of_variables_changed_while_suspended_is_applied_on_resume()
 #[tokio::test]
 async fn a_configmap_of_variables_changed_during_a_health_wait_is_applied_at_once() {
     let (_env, repo, configmaps, _dir, config, port) = color_unit("subst-wait").await;
-    repo.write("web.yaml", &common::deployment("web", "nginx:fail", 1));
-    repo.commit_and_push("a Deployment to wait for");
+    repo.push(&[("web.yaml", &common::deployment("web", "nginx:fail", 1))], "a Deployment to wait for");
     let text = std::fs::read_to_string(&config).unwrap();
     let waiting_long = text.replacen("[sync.substitute]", "health_timeout = \"10m\"\n[sync.substitute]", 1);
     std::fs::write(&config, waiting_long).unwrap();

@@ -15,11 +15,6 @@ use crate::common::charts::ChartServer;
 const WAIT: Duration = Duration::from_secs(120);
 const SECRET: &str = "webhook-routes-secret";
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
-}
-
 async fn hand_edit(client: &kube::Client, ns: &str, name: &str) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let patch = serde_json::json!({"data": {"value": "edited"}});
@@ -40,9 +35,7 @@ async fn daemon(dir: &std::path::Path, tables: &str, units: &str) -> common::Dae
     std::fs::write(dir.join("webhook-secret"), SECRET).unwrap();
     let extra = "webhook_secret_file = \"webhook-secret\"\nself_heal = false";
     let (config, port) = common::daemon_config(dir, tables, extra, units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
-    daemon
+    common::Daemon::ready(&config, port, WAIT).await
 }
 
 /// POSTs a signed push of `main` with `repository` as the payload's `repository` object
@@ -81,14 +74,23 @@ async fn a_webhook_for_one_repository_syncs_its_unit_and_not_the_unit_of_another
     // Named as a host would name it: another spelling of the unit's path (URL, trailing `/`).
     push_main(&daemon, Some(serde_json::json!({"clone_url": format!("file://{}/", a.bare().display())})), &["a"]);
     let ns = env.namespace.clone();
-    let restored = common::eventually(WAIT, || async { value(&env.client, &ns, "a").await.as_deref() == Some("1") });
+    let restored = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &ns, "a").await.as_deref() == Some("1")
+    });
     assert!(restored.await, "the webhook did not sync unit a: {}", daemon.log_text());
-    assert_eq!(value(&env.client, &ns, "b").await.as_deref(), Some("edited"), "{}", daemon.log_text());
+    assert_eq!(
+        common::cm_value_or_none(&env.client, &ns, "b").await.as_deref(),
+        Some("edited"),
+        "{}",
+        daemon.log_text()
+    );
 
     // The webhook of b's own repository syncs it: after that sync, every trigger b was sent has
     // been handled, and there was one.
     push_main(&daemon, Some(serde_json::json!({"ssh_url": b.bare().display().to_string()})), &["b"]);
-    let restored = common::eventually(WAIT, || async { value(&env.client, &ns, "b").await.as_deref() == Some("1") });
+    let restored = common::eventually(WAIT, || async {
+        common::cm_value_or_none(&env.client, &ns, "b").await.as_deref() == Some("1")
+    });
     assert!(restored.await, "the webhook did not sync unit b: {}", daemon.log_text());
     assert_eq!(webhook_syncs(&daemon, "b").len(), 1, "{}", daemon.log_text());
     assert_eq!(webhook_syncs(&daemon, "a").len(), 1, "{}", daemon.log_text());
@@ -98,8 +100,7 @@ async fn a_webhook_for_one_repository_syncs_its_unit_and_not_the_unit_of_another
 async fn a_main_webhook_does_not_make_a_chart_unit_download_its_index() {
     let env = common::setup("route-chart").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let app = repo_with("app");
     let render = format!(
         "[render]\nhelm = \"{}\"\nchart_repositories = [\"{}\"]\n",

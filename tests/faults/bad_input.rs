@@ -18,14 +18,9 @@ struct Synced {
 }
 
 async fn synced(prefix: &str, extra: &str) -> Synced {
-    let env = common::setup(prefix).await;
-    let repo = common::GitRepo::new();
-    repo.write("app/a.yaml", &common::cm("a", "1"));
-    repo.write("app/b.yaml", &common::cm("b", "1"));
-    repo.commit_and_push("good");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, extra));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    let (env, _, repo) = common::setup_repo(prefix).await;
+    repo.push(&[("app/a.yaml", &common::cm("a", "1")), ("app/b.yaml", &common::cm("b", "1"))], "good");
+    let (state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, extra).await;
     let report = engine.sync().await.expect("first sync");
     assert_eq!(report.changes.counts().created, 2);
     Synced { env, repo, _state: state, engine }
@@ -33,14 +28,12 @@ async fn synced(prefix: &str, extra: &str) -> Synced {
 
 impl Synced {
     async fn value(&self, name: &str) -> Option<String> {
-        let api: Api<ConfigMap> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
-        api.get_opt(name).await.unwrap().map(|c| c.data.unwrap()["value"].clone())
+        common::cm_value(&self.env.client, &self.env.namespace, name).await
     }
 
     /// Both ConfigMaps of the first commit are still there, unchanged.
     async fn untouched(&self) {
-        assert_eq!(self.value("a").await.as_deref(), Some("1"), "a was changed or pruned");
-        assert_eq!(self.value("b").await.as_deref(), Some("1"), "b was changed or pruned");
+        common::assert_cm_values(&self.env.client, &self.env.namespace, &["a", "b"], "1").await;
     }
 
     /// Commits `files` (path, content), removing b.yaml, changing a, syncs, and returns the error text.
@@ -56,6 +49,16 @@ impl Synced {
     }
 }
 
+/// [`Synced::bad_commit`] of `app/c.yaml` holding `content`, to a unit synced as `prefix`: the
+/// error names each of `named`, and nothing changed ([`Synced::untouched`]).
+async fn refused_naming(prefix: &str, content: &str, named: &[&str]) -> Synced {
+    let mut s = synced(prefix, "").await;
+    let err = s.bad_commit(&[("app/c.yaml", content)]).await;
+    assert!(named.iter().all(|n| err.contains(n)), "{named:?} not all named: {err}");
+    s.untouched().await;
+    s
+}
+
 fn chain(e: &(dyn std::error::Error + 'static)) -> String {
     let mut s = e.to_string();
     let mut src = e.source();
@@ -68,43 +71,44 @@ fn chain(e: &(dyn std::error::Error + 'static)) -> String {
 
 #[tokio::test]
 async fn malformed_yaml_names_file_and_document_and_applies_nothing() {
-    let mut s = synced("bad-yaml", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", &format!("{}---\nkind: [unclosed\n", common::cm("c", "1")))]).await;
-    assert!(err.contains("app/c.yaml") && err.contains("document 2"), "{err}");
-    s.untouched().await;
+    let s = refused_naming(
+        "bad-yaml",
+        &format!("{}---\nkind: [unclosed\n", common::cm("c", "1")),
+        &["app/c.yaml", "document 2"],
+    )
+    .await;
     assert_eq!(s.value("c").await, None);
 }
 
 #[tokio::test]
 async fn object_without_a_name_is_an_error() {
-    let mut s = synced("no-name", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n")]).await;
-    assert!(err.contains("app/c.yaml") && err.contains("metadata.name"), "{err}");
-    s.untouched().await;
+    refused_naming("no-name", "apiVersion: v1\nkind: ConfigMap\nmetadata: {}\n", &["app/c.yaml", "metadata.name"])
+        .await;
 }
 
 #[tokio::test]
 async fn generate_name_is_rejected_with_a_clear_error() {
-    let mut s = synced("gen-name", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: c-\n")]).await;
-    assert!(err.contains("app/c.yaml") && err.contains("generateName"), "{err}");
-    s.untouched().await;
+    refused_naming(
+        "gen-name",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  generateName: c-\n",
+        &["app/c.yaml", "generateName"],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn unknown_kind_is_an_error_naming_file_and_kind() {
-    let mut s = synced("unknown-kind", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n")]).await;
-    assert!(err.contains("app/c.yaml") && err.contains("Gadget"), "{err}");
-    s.untouched().await;
+    refused_naming(
+        "unknown-kind",
+        "apiVersion: example.com/v1\nkind: Gadget\nmetadata:\n  name: g\n",
+        &["app/c.yaml", "Gadget"],
+    )
+    .await;
 }
 
 #[tokio::test]
 async fn duplicate_objects_name_both_files() {
-    let mut s = synced("duplicate", "").await;
-    let err = s.bad_commit(&[("app/c.yaml", &common::cm("a", "3"))]).await;
-    assert!(err.contains("app/a.yaml") && err.contains("app/c.yaml") && err.contains("ConfigMap/"), "{err}");
-    s.untouched().await;
+    refused_naming("duplicate", &common::cm("a", "3"), &["app/a.yaml", "app/c.yaml", "ConfigMap/"]).await;
 }
 
 #[tokio::test]
@@ -211,11 +215,8 @@ async fn object_of_another_applyset_is_failed_not_taken_over() {
     api.patch("contested", &PatchParams::apply("other-tool"), &Patch::Apply(theirs("contested"))).await.unwrap();
     let repo = common::GitRepo::new();
     repo.write("contested.yaml", &common::cm("contested", "ours"));
-    repo.write("mine.yaml", &common::cm("mine", "ours"));
-    repo.commit_and_push("take over?");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    repo.push(&[("mine.yaml", &common::cm("mine", "ours"))], "take over?");
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &env.namespace, "").await;
     let report = engine.sync().await.expect("sync runs");
     let entry = report.changes.entries.iter().find(|e| e.object.name == "contested").unwrap();
     assert_eq!(entry.action, Action::Failed);
@@ -240,8 +241,7 @@ fn validate(config: &std::path::Path) -> (Option<i32>, String, String) {
 
 #[tokio::test]
 async fn validate_refuses_what_the_api_server_would_naming_file_and_document() {
-    let env = common::setup("validate-refuses").await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo("validate-refuses").await;
     repo.write("app/a.yaml", &common::cm("a", "1"));
     let not_base64 = "apiVersion: v1\nkind: Secret\nmetadata:\n  name: creds\ndata:\n  password: not base64!\n";
     repo.write("app/secrets.yaml", &format!("{}---\n{not_base64}", common::cm("b", "1")));
@@ -249,8 +249,7 @@ async fn validate_refuses_what_the_api_server_would_naming_file_and_document() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: big\ndata:\n  blob: \"{}\"\n",
         "x".repeat(1 << 20)
     );
-    repo.write("app/big.yaml", &big);
-    let revision = repo.commit_and_push("bad");
+    let revision = repo.push(&[("app/big.yaml", &big)], "bad");
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "app", &env.namespace, ""));
     let (code, stdout, stderr) = validate(&config);

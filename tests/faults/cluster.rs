@@ -4,7 +4,7 @@
 use crate::common;
 
 use gitward::changeset::Action;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use kube::api::{Api, DeleteParams, DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::json;
@@ -14,8 +14,7 @@ use serde_json::json;
 /// pruned while the Widgets' live state cannot be read.
 #[tokio::test]
 async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
-    let env = common::setup("rbac-403").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("rbac-403").await;
     let group = format!("{ns}.gitward.dev");
     common::install_crd(&env.client, "test-admin", common::crd(&group, "Gadget", "gadgets")).await;
     common::install_crd(&env.client, "test-admin", common::crd(&group, "Widget", "widgets")).await;
@@ -24,20 +23,9 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
     let role: ClusterRole = serde_json::from_value(json!({"metadata": {"name": ns},
         "rules": [{"apiGroups": [group], "resources": ["gadgets"], "verbs": all}]}))
     .unwrap();
-    let binding = |kind: &str| {
-        json!({"metadata": {"name": ns, "namespace": ns}, "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
-            "kind": kind, "name": ns}, "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "limited"}]})
-    };
     let roles: Api<ClusterRole> = Api::all(env.client.clone());
     roles.create(&PostParams::default(), &role).await.unwrap();
-    let crbs: Api<ClusterRoleBinding> = Api::all(env.client.clone());
-    crbs.create(&PostParams::default(), &serde_json::from_value(binding("ClusterRole")).unwrap()).await.unwrap();
-    let secrets: Role = serde_json::from_value(json!({"metadata": {"name": ns, "namespace": ns},
-        "rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": all}]}))
-    .unwrap();
-    Api::<Role>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &secrets).await.unwrap();
-    let rb: RoleBinding = serde_json::from_value(binding("Role")).unwrap();
-    Api::<RoleBinding>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &rb).await.unwrap();
+    common::bind_limited(&env.client, &ns).await;
 
     let repo = common::GitRepo::new();
     for name in ["g1", "g2"] {
@@ -83,7 +71,7 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
     assert_eq!(actions.get(&format!("Widget/{ns}/w1")).map(String::as_str), Some("created"), "{actions:#?}");
     assert_eq!(actions.get(&format!("Gadget/{ns}/g2")).map(String::as_str), Some("pruned"), "{actions:#?}");
 
-    let _ = crbs.delete(&ns, &DeleteParams::default()).await;
+    let _ = Api::<ClusterRoleBinding>::all(env.client.clone()).delete(&ns, &DeleteParams::default()).await;
     let _ = roles.delete(&ns, &DeleteParams::default()).await;
 }
 
@@ -93,17 +81,13 @@ async fn a_kind_forbidden_by_rbac_fails_alone_and_nothing_is_pruned() {
 #[tokio::test]
 async fn objects_guarded_by_a_down_webhook_fail_alone() {
     use k8s_openapi::api::core::v1::ConfigMap;
-    let env = common::setup("webhook-down").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("webhook-down").await;
     let webhooks = common::down_webhook(&env.client, &ns).await;
 
     let repo = common::GitRepo::new();
     repo.write("free.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n");
-    repo.write("keep.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n");
-    repo.commit_and_push("two ConfigMaps");
-    let state = tempfile::tempdir().unwrap();
-    let config = common::config(state.path(), &common::unit_toml("app", &repo.bare(), "", &ns, ""));
-    let mut engine = common::engine(&env.client, &config, "app").await;
+    repo.push(&[("keep.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: keep\n")], "two ConfigMaps");
+    let (_state, mut engine) = common::app_engine(&env.client, &repo, &ns, "").await;
     let first = engine.sync().await.expect("first sync");
     assert_eq!(first.changes.counts().created, 2, "{:#?}", common::actions(&first));
 

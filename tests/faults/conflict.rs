@@ -83,15 +83,11 @@ async fn data(api: &Api<ConfigMap>) -> BTreeMap<String, BTreeMap<String, String>
 
 #[tokio::test]
 async fn a_409_storm_in_update_mode_loses_no_write_and_gitward_neither_spins_nor_stalls() {
-    let env = common::setup("conflict-storm").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("objects.yaml", &objects("v1"));
-    repo.commit_and_push("v1");
+    let (env, ns, repo) = common::setup_repo("conflict-storm").await;
+    repo.push(&[("objects.yaml", &objects("v1"))], "v1");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "apply_mode = \"update\"");
-    let mut daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let mut daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     let api: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);
     let stop = Arc::new(AtomicBool::new(false));
@@ -101,8 +97,7 @@ async fn a_409_storm_in_update_mode_loses_no_write_and_gitward_neither_spins_nor
     // The push lands in the middle of the storm.
     let before = gitward_events(&ns).len();
     let storm_start = Instant::now();
-    repo.write("objects.yaml", &objects("v2"));
-    repo.commit_and_push("v2");
+    repo.push(&[("objects.yaml", &objects("v2"))], "v2");
     let converged = common::eventually(WAIT, || async {
         let live = data(&api).await;
         live.len() == N && live.values().all(|d| d.get("git").map(String::as_str) == Some("v2"))

@@ -280,8 +280,7 @@ fn a_server_that_is_no_api_server_is_named_with_its_context_and_file() {
         ["apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: conf\n".to_owned(), common::deployment("web", "nginx", 1)]
     {
         let repo = common::GitRepo::new();
-        repo.write("m.yaml", &manifest);
-        repo.commit_and_push("first");
+        repo.push(&[("m.yaml", &manifest)], "first");
         let config = config(dir.path(), &repo, "default", &cluster(&kubeconfig));
         assert_fails_with(
             &config,
@@ -337,8 +336,7 @@ fn a_misspelt_ref_names_the_repository_and_the_closest_branch() {
 fn a_missing_render_tool_names_where_it_was_looked_for_and_the_key_to_set() {
     let dir = tempfile::tempdir().unwrap();
     let repo = repo();
-    repo.write("kustomization.yaml", "resources:\n- cm.yaml\n");
-    repo.commit_and_push("a kustomization");
+    repo.push(&[("kustomization.yaml", "resources:\n- cm.yaml\n")], "a kustomization");
     let missing = dir.path().join("no-kustomize");
     let render = format!("[render]\nkustomize = \"{}\"\n", missing.display());
     let config = config(dir.path(), &repo, "default", &render);

@@ -22,12 +22,9 @@ struct Unit {
 }
 
 async fn synced(prefix: &str) -> Unit {
-    let env = common::setup(prefix).await;
-    let repo = common::GitRepo::new();
+    let (env, _, repo) = common::setup_repo(prefix).await;
     repo.write("a.yaml", &common::cm("a", "1"));
-    repo.write("b.yaml", &common::cm("b", "1"));
-    repo.write("s.yaml", &common::secret_yaml("s", SECRET));
-    repo.commit_and_push("good");
+    repo.push(&[("b.yaml", &common::cm("b", "1")), ("s.yaml", &common::secret_yaml("s", SECRET))], "good");
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
     let unit = Unit { env, repo, dir, config };

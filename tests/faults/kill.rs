@@ -217,8 +217,7 @@ async fn sigkill_at_points_of_a_rename_of_2000_objects_loses_nothing_and_leaves_
     let env = common::setup("kill-rename").await;
     let cluster = Cluster { client: env.client.clone(), ns: env.namespace.clone() };
     let repo = common::GitRepo::new();
-    repo.write("objects.yaml", &generation("g0"));
-    repo.commit_and_push("g0");
+    repo.push(&[("objects.yaml", &generation("g0"))], "g0");
     let dir = tempfile::tempdir().unwrap();
     // Every round renames every object: the whole previous generation is pruned.
     let unit = common::unit_toml("app", &repo.bare(), "", &env.namespace, "max_prune_fraction = 1.0");
@@ -232,8 +231,7 @@ async fn sigkill_at_points_of_a_rename_of_2000_objects_loses_nothing_and_leaves_
     let mut old = "g0";
     let mut killed = Vec::new();
     for (new, point) in rounds {
-        repo.write("objects.yaml", &generation(new));
-        repo.commit_and_push(new);
+        repo.push(&[("objects.yaml", &generation(new))], new);
         let (mut child, log) = spawn_sync(&config, new);
         let was_running = cluster.kill_at(&mut child, point, old, new).await;
         if was_running {
@@ -268,19 +266,16 @@ async fn sigkill_of_the_daemon_mid_rename_then_a_restart_converges() {
     let env = common::setup("kill-daemon").await;
     let cluster = Cluster { client: env.client.clone(), ns: env.namespace.clone() };
     let repo = common::GitRepo::new();
-    repo.write("objects.yaml", &generation("d0"));
-    repo.commit_and_push("d0");
+    repo.push(&[("objects.yaml", &generation("d0"))], "d0");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) =
         common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "max_prune_fraction = 1.0");
-    let mut daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
+    let mut daemon = common::Daemon::ready(&config, port, LIMIT).await;
     cluster.equals_git("d0", &["d0"]).await;
 
     let mut old = "d0";
     for (new, point) in [("d1", Point::Created(N / 4)), ("d2", Point::Left(N * 3 / 4))] {
-        repo.write("objects.yaml", &generation(new));
-        repo.commit_and_push(new);
+        repo.push(&[("objects.yaml", &generation(new))], new);
         assert!(cluster.kill_at(&mut daemon.child, point, old, new).await, "the daemon exited by itself");
         eprintln!(
             "{new}: daemon killed at {point:?}; {} of {old} and {} of {new} exist",
@@ -301,19 +296,16 @@ async fn sigkill_of_the_daemon_after_the_widen_and_before_the_narrow_then_a_rest
     let env = common::setup("kill-daemon-edges").await;
     let cluster = Cluster { client: env.client.clone(), ns: env.namespace.clone() };
     let repo = common::GitRepo::new();
-    repo.write("objects.yaml", &generation("e0"));
-    let e0 = repo.commit_and_push("e0");
+    let e0 = repo.push(&[("objects.yaml", &generation("e0"))], "e0");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) =
         common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "max_prune_fraction = 1.0");
-    let mut daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(LIMIT).await, "{}", daemon.log_text());
+    let mut daemon = common::Daemon::ready(&config, port, LIMIT).await;
     cluster.equals_git("e0", &["e0"]).await;
 
     // After the widen: the parent written, (nearly) nothing of the new generation applied yet.
     cluster.recorded(&e0).await;
-    repo.write("objects.yaml", &generation("e1"));
-    let e1 = repo.commit_and_push("e1");
+    let e1 = repo.push(&[("objects.yaml", &generation("e1"))], "e1");
     let before = cluster.parent_version().await;
     let deadline = Instant::now() + LIMIT;
     while cluster.parent_version().await == before {
@@ -327,8 +319,7 @@ async fn sigkill_of_the_daemon_after_the_widen_and_before_the_narrow_then_a_rest
 
     // After the last delete, before the narrow.
     cluster.recorded(&e1).await;
-    repo.write("objects.yaml", &generation("e2"));
-    repo.commit_and_push("e2");
+    repo.push(&[("objects.yaml", &generation("e2"))], "e2");
     let before_narrow = cluster.kill_after_last_delete(&mut daemon.child, "e1").await;
     eprintln!(
         "e2: daemon killed after the last delete of e1; the narrow {} written",

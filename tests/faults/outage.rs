@@ -34,22 +34,16 @@ async fn names(client: &kube::Client) -> Option<(usize, usize)> {
 }
 
 async fn value(client: &kube::Client, name: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    api.get_opt(name).await.ok().flatten().and_then(|c| c.data).and_then(|d| d.get("value").cloned())
+    common::cm_value_or_none(client, "default", name).await
 }
 
 #[tokio::test]
 async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift_after() {
     let dir = tempfile::tempdir().unwrap();
-    let cluster_dir = dir.path().join("cluster");
-    let api_port = common::free_port();
-    let cluster = common::OwnCluster::start(&cluster_dir, api_port);
-    let kubeconfig = cluster_dir.join("kubeconfig");
-    let client = common::OwnCluster::client(&kubeconfig).await;
+    let cluster = common::OwnCluster::start(&dir.path().join("cluster"), common::free_port());
+    let (kubeconfig, client) = (cluster.kubeconfig(), cluster.admin().await);
     let repo = common::GitRepo::new();
-    repo.write("objects.yaml", &objects());
-    repo.write("secret.yaml", &common::secret_yaml("s", SECRET));
-    repo.commit_and_push("2,000 ConfigMaps");
+    repo.push(&[("objects.yaml", &objects()), ("secret.yaml", &common::secret_yaml("s", SECRET))], "2,000 ConfigMaps");
     // One request in flight, so the first sync of 2,000 objects lasts long enough that the
     // outage always falls inside it, even on a fast machine.
     let (config, port) = common::daemon_config(
@@ -67,7 +61,7 @@ async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift
     let applied_before = names(&client).await.unwrap().0;
     // Killed, not stopped: a graceful stop drains requests for up to 20 s under load, and the
     // first sync, and the drift resync after it, could end before the outage began.
-    cluster.kill();
+    let stopped = cluster.kill();
     let stopped_at = started.elapsed();
     // The daemon notices (its sync fails) and rides the outage out, up and not ready.
     let reported = |e: &serde_json::Value| e["message"] == "sync failed" || e["message"] == "object failed";
@@ -75,7 +69,7 @@ async fn the_daemon_rides_out_an_apiserver_outage_mid_sync_and_still_heals_drift
     assert!(failed, "the outage was not reported: {}", daemon.log_text());
     tokio::time::sleep(OUTAGE.saturating_sub(started.elapsed() - stopped_at)).await;
     daemon.assert_up_but_not_ready();
-    let _back = common::OwnCluster::start(&cluster_dir, api_port);
+    let _back = stopped.start();
     let restarted = Instant::now();
     eprintln!(
         "apiserver stopped {:.1} s into the sync with {applied_before} of {N} applied, for {OUTAGE:?}",
@@ -210,8 +204,7 @@ impl FourMembers {
             "",
             &common::unit_toml("app", &repo.bare(), "", "default", ""),
         );
-        let daemon = common::Daemon::start(&config, port, &[]);
-        assert!(daemon.wait_ready(limit).await, "{}", daemon.log_text());
+        let daemon = common::Daemon::ready(&config, port, limit).await;
         let synced = common::eventually(limit, || async { names(&client).await == Some((4, 4)) }).await;
         assert!(synced, "first sync: {}", daemon.log_text());
         Self { dir, api_port, cluster: Some(cluster), elsewhere: None, client, daemon }

@@ -15,14 +15,12 @@ const WAIT: Duration = Duration::from_secs(60);
 
 #[tokio::test]
 async fn one_object_refused_by_a_down_webhook_fails_alone_and_the_daemon_stays_ready() {
-    let env = common::setup("ready-webhook").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("ready-webhook").await;
     let webhooks = common::down_webhook(&env.client, &ns).await;
 
     let repo = common::GitRepo::new();
     repo.write("free.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: free\n");
-    repo.write("guarded.yaml", &common::guarded_cm("guarded"));
-    repo.commit_and_push("one free and one guarded ConfigMap");
+    repo.push(&[("guarded.yaml", &common::guarded_cm("guarded"))], "one free and one guarded ConfigMap");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", "");
     let daemon = common::Daemon::start(&config, port, &[]);
@@ -60,14 +58,11 @@ async fn one_object_refused_by_a_down_webhook_fails_alone_and_the_daemon_stays_r
 /// of the error beside the revision applied; a fixed revision clears it.
 #[tokio::test]
 async fn a_revision_that_does_not_parse_keeps_the_daemon_ready_and_readyz_verbose_names_the_error() {
-    let env = common::setup("ready-parse").await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    let good = repo.commit_and_push("one ConfigMap");
+    let (env, _, repo) = common::setup_repo("ready-parse").await;
+    let good = repo.push(&[("a.yaml", &common::cm("a", "1"))], "one ConfigMap");
     let dir = tempfile::tempdir().unwrap();
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &env.namespace, "", "");
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "{}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     // The unit's line of `/readyz?verbose`, with the status code.
     let verbose = || {
         let (status, body) = daemon.get("/readyz?verbose").expect("/readyz answers");
@@ -91,8 +86,7 @@ async fn a_revision_that_does_not_parse_keeps_the_daemon_ready_and_readyz_verbos
     let retry = line.strip_prefix(&expected).and_then(|rest| rest.strip_prefix("; backing off until "));
     assert!(retry.is_some_and(|at| at.ends_with('Z')), "{line}: {}", daemon.log_text());
 
-    repo.write("b.yaml", &common::cm("b", "1"));
-    let fixed = repo.commit_and_push("the document fixed");
+    let fixed = repo.push(&[("b.yaml", &common::cm("b", "1"))], "the document fixed");
     let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.namespace);
     let applied = common::eventually(WAIT, || async { cms.get_opt("b").await.unwrap().is_some() }).await;
     assert!(applied, "{}", daemon.log_text());

@@ -69,12 +69,9 @@ struct OneShot {
 
 impl OneShot {
     async fn new(prefix: &str, dir: &Path, more: &[(&str, String)]) -> Self {
-        let env = common::setup(prefix).await;
-        let repo = common::GitRepo::new();
+        let (env, _, repo) = common::setup_repo(prefix).await;
         repo.write("a.yaml", &common::cm("a", "1"));
-        repo.write("b.yaml", &common::cm("b", "1"));
-        repo.write("s.yaml", &common::secret_yaml("s", SECRET));
-        repo.commit_and_push("first");
+        repo.push(&[("b.yaml", &common::cm("b", "1")), ("s.yaml", &common::secret_yaml("s", SECRET))], "first");
         let config = common::config_file(dir, &common::unit_toml("app", &repo.bare(), "", &env.namespace, ""));
         let first = common::gitward(&["sync"], &config, WAIT);
         assert_eq!(first.code, Some(0), "{}", first.stderr);
@@ -133,8 +130,7 @@ impl TwoUnits {
         repo.write("old/a.yaml", &common::cm("old-a", "1"));
         repo.write("old/b.yaml", &common::cm("old-b", "1"));
         repo.write("new/n.yaml", &common::cm("new-n", "1"));
-        repo.write("old/s.yaml", &common::secret_yaml("s", SECRET));
-        repo.commit_and_push("first");
+        repo.push(&[("old/s.yaml", &common::secret_yaml("s", SECRET))], "first");
         let units = common::unit_toml("old", &repo.bare(), "old", ns, "")
             + &common::unit_toml("new", &repo.bare(), "new", ns, "[sync.git]\nusername = \"new\"\n");
         let (config, port) = common::daemon_config(dir, "", "", &units);

@@ -15,9 +15,6 @@ use std::net::{TcpListener, TcpStream};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
-
 /// What a [`faulty_server`] does to each connection.
 #[derive(Clone, Copy)]
 enum Fault {
@@ -93,8 +90,7 @@ fn chart_unit(name: &str, url: &str, namespace: &str) -> String {
 }
 
 async fn value(client: &kube::Client, namespace: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    api.get_opt("healthy").await.ok().flatten().and_then(|c| c.data).map(|d| d["value"].clone())
+    common::cm_value_or_none(client, namespace, "healthy").await
 }
 
 /// Waits up to `within` for the healthy ConfigMap to hold `want`, read from the API server;

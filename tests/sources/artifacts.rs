@@ -5,8 +5,6 @@
 
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -70,11 +68,6 @@ pub(crate) fn unit(name: &str, url: &str, path: &str, namespace: &str) -> String
     format!("[[sync]]\nname = \"{name}\"\nrepo = \"{url}\"\npath = \"{path}\"\nnamespace = \"{namespace}\"\n\n")
 }
 
-pub(crate) async fn value(client: &kube::Client, namespace: &str, name: &str) -> Option<String> {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(name).await.unwrap()?;
-    cm.data?.get("value").cloned()
-}
-
 #[tokio::test]
 async fn an_artifact_syncs_plain_and_kustomize_a_new_push_is_applied_and_an_outage_keeps_the_last_revision() {
     let env = common::setup("artifact").await;
@@ -89,21 +82,33 @@ async fn an_artifact_syncs_plain_and_kustomize_a_new_push_is_applied_and_an_outa
 
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(first.code, Some(0), "{}", first.stderr);
-    assert_eq!(value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("1"));
-    assert_eq!(value(&env.client, &env.namespace, "k-art-kust").await.as_deref(), Some("1"), "the overlay rendered");
+    assert_eq!(common::cm_value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("1"));
+    assert_eq!(
+        common::cm_value(&env.client, &env.namespace, "k-art-kust").await.as_deref(),
+        Some("1"),
+        "the overlay rendered"
+    );
 
     let digest = push(&registry.host, "v1", manifests("2")).await;
     let second = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(second.code, Some(0), "{}", second.stderr);
     assert!(second.stderr.contains(&format!("v1@{digest}")), "the revision is the manifest digest: {}", second.stderr);
-    assert_eq!(value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("2"), "the new push applied");
-    assert_eq!(value(&env.client, &env.namespace, "k-art-kust").await.as_deref(), Some("2"));
+    assert_eq!(
+        common::cm_value(&env.client, &env.namespace, "art-plain").await.as_deref(),
+        Some("2"),
+        "the new push applied"
+    );
+    assert_eq!(common::cm_value(&env.client, &env.namespace, "k-art-kust").await.as_deref(), Some("2"));
 
     drop(registry);
     let down = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(down.code, Some(2), "an unreachable registry fails the sync: {}", down.stderr);
     assert!(down.stderr.contains(&url), "the error names the URL: {}", down.stderr);
-    assert_eq!(value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("2"), "nothing changed");
+    assert_eq!(
+        common::cm_value(&env.client, &env.namespace, "art-plain").await.as_deref(),
+        Some("2"),
+        "nothing changed"
+    );
 }
 
 #[tokio::test]
@@ -116,13 +121,8 @@ async fn the_daemon_polls_an_artifact_tag_and_applies_a_new_push() {
     let allowed =
         format!("[render]\n{}", crate::sources::charts::listed(&format!("oci://{}/manifests", registry.host)));
     let daemon = common::polling_daemon(work.path(), &allowed, &unit("art", &url, "app", &env.namespace));
-    let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
-        let (client, ns) = (client.clone(), ns.clone());
-        common::eventually(Duration::from_secs(60), move || {
-            let (client, ns) = (client.clone(), ns.clone());
-            async move { value(&client, &ns, "art-plain").await.as_deref() == Some(want) }
-        })
+        common::cm_data_becomes(&env.client, &env.namespace, "art-plain", "value", want, Duration::from_secs(60))
     };
     assert!(at("1").await, "the artifact applied: {}", daemon.log_text());
 
@@ -155,7 +155,7 @@ async fn an_artifact_entry_leaving_the_tree_is_refused_by_name_and_nothing_is_ap
         let error = chain(&engine.sync().await.expect_err("the artifact is refused"));
         assert!(error.contains(&format!("tar entry {named:?}")), "names the entry: {error}");
         assert!(error.contains(&url), "names the URL: {error}");
-        assert_eq!(value(&env.client, &env.namespace, "art-plain").await, None, "nothing applied");
+        assert_eq!(common::cm_value(&env.client, &env.namespace, "art-plain").await, None, "nothing applied");
     }
 }
 
@@ -194,7 +194,7 @@ async fn fifty_pushed_artifacts_leave_the_refs_of_the_last_two() {
         let report = engine.sync().await.unwrap_or_else(|e| panic!("build {build}: {}", chain(&e)));
         assert!(report.revision.0.ends_with(digests.last().unwrap()), "build {build}: {}", report.revision.0);
     }
-    assert_eq!(value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("50"));
+    assert_eq!(common::cm_value(&env.client, &env.namespace, "art-plain").await.as_deref(), Some("50"));
     let hex = |digest: &String| digest.trim_start_matches("sha256:").to_owned();
     let mut last_two = vec![hex(&digests[48]), hex(&digests[49])];
     last_two.sort();

@@ -46,8 +46,7 @@ async fn a_locked_cached_dependency_renders_with_no_request_while_its_repository
         &format!("apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n{dependency}"),
     );
     let lock = format!("dependencies:\n- name: demo\n  version: 0.1.0\n  repository: \"{}/\"\n", server.url);
-    repo.write("umbrella/Chart.lock", &lock);
-    repo.commit_and_push("umbrella chart with a locked dependency");
+    repo.push(&[("umbrella/Chart.lock", &lock)], "umbrella chart with a locked dependency");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
     let unit =
@@ -83,15 +82,10 @@ async fn a_locked_cached_dependency_renders_with_no_request_while_its_repository
 async fn a_chart_unit_uses_its_repositorys_last_good_index_answer_while_it_is_down() {
     let env = common::setup("chart-offline-index").await;
     let work = tempfile::tempdir().unwrap();
-    let mut server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (mut server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
-    let unit = format!(
-        "[[sync]]\nname = \"demo\"\nnamespace = \"{}\"\n[sync.helm]\nrepo_url = \"{}\"\nchart = \"demo\"\n\
-         version = \"*\"\nrelease = \"shop\"\n",
-        env.namespace, server.url
-    );
+    let unit = crate::common::charts::chart_unit("demo", &env.namespace, &server.url, "*");
     std::fs::write(&config, config_text(&dir.path().join("state"), &listed(&server.url), &unit)).unwrap();
 
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));

@@ -10,17 +10,8 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
 use crate::common;
-use crate::common::charts::{ChartServer, HttpsFiles, Registry, package, sha256_hex, tls_files};
+use crate::common::charts::{ChartServer, HttpsFiles, Registry, chart_unit, package, sha256_hex, tls_files};
 use crate::sources::render::{chain, config_text};
-
-/// A chart unit `name` in `namespace` taking chart `demo` from `repo_url` within `version`,
-/// released as `shop`.
-fn chart_unit(name: &str, namespace: &str, repo_url: &str, version: &str) -> String {
-    format!(
-        "[[sync]]\nname = \"{name}\"\nnamespace = \"{namespace}\"\n[sync.helm]\nrepo_url = \"{repo_url}\"\n\
-         chart = \"demo\"\nversion = \"{version}\"\nrelease = \"shop\"\n"
-    )
-}
 
 /// `[render] chart_repositories` listing `url`: a loopback repository is reached only when
 /// listed.
@@ -35,16 +26,14 @@ fn config(state: &Path, allowed: &str, units: &str) -> gitward::config::Config {
 
 /// `data.version` of the ConfigMap the demo chart makes.
 async fn live_version(client: &kube::Client, namespace: &str) -> Option<String> {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt("shop-demo").await.unwrap()?;
-    cm.data?.get("version").cloned()
+    common::cm_data(client, namespace, "shop-demo", "version").await
 }
 
 #[tokio::test]
 async fn http_repository_installs_the_newest_match_and_upgrades_when_one_is_published() {
     let env = common::setup("chart-http").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let chosen = server.publish(work.path(), "demo", "0.2.0");
     server.publish(work.path(), "demo", "0.3.0-rc.1");
     server.publish(work.path(), "demo", "1.0.0");
@@ -115,22 +104,14 @@ async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
     let bin = crate::sources::render::tools_bin();
     let render = format!("[render]\nhelm = \"{}\"\n{}", bin.join("helm").display(), listed(&url));
     let daemon = common::polling_daemon(work.path(), &render, &unit);
-    let (client, ns) = (env.client.clone(), env.namespace.clone());
-    let installed = common::eventually(Duration::from_secs(60), || {
-        let (client, ns) = (client.clone(), ns.clone());
-        async move { live_version(&client, &ns).await.as_deref() == Some("1.1.0") }
-    })
-    .await;
-    assert!(installed, "1.1.0 installed: {}", daemon.log_text());
+    let at = |want: &'static str| {
+        common::cm_data_becomes(&env.client, &env.namespace, "shop-demo", "version", want, Duration::from_secs(60))
+    };
+    assert!(at("1.1.0").await, "1.1.0 installed: {}", daemon.log_text());
 
     registry.push(work.path(), &package(work.path(), "demo", "2.0.0", &out), "charts");
     registry.push(work.path(), &package(work.path(), "demo", "1.2.0", &out), "charts");
-    let upgraded = common::eventually(Duration::from_secs(60), || {
-        let (client, ns) = (client.clone(), ns.clone());
-        async move { live_version(&client, &ns).await.as_deref() == Some("1.2.0") }
-    })
-    .await;
-    assert!(upgraded, "the poll found 1.2.0: {}", daemon.log_text());
+    assert!(at("1.2.0").await, "the poll found 1.2.0: {}", daemon.log_text());
     let digest = sha256_hex(&out.join("demo-1.2.0.tgz"));
     // `sync complete` follows the apply by the record's write: the object can be live first.
     let named = || {
@@ -144,8 +125,7 @@ async fn the_daemon_polls_a_registry_and_applies_a_newer_matching_version() {
 async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_names_its_url() {
     let env = common::setup("chart-down").await;
     let work = tempfile::tempdir().unwrap();
-    let mut server = ChartServer::start(&work.path().join("served"));
-    let archive = server.publish(work.path(), "demo", "0.1.0");
+    let (mut server, archive) = ChartServer::with_demo(work.path(), "0.1.0");
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
     let units = chart_unit("demo", &env.namespace, &server.url, "*");
@@ -177,21 +157,15 @@ async fn an_unreachable_repository_keeps_the_last_good_revision_and_a_bad_index_
 async fn the_daemon_keeps_the_last_good_revision_while_the_repository_is_down_and_recovers() {
     let env = common::setup("chart-down-daemon").await;
     let work = tempfile::tempdir().unwrap();
-    let mut server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (mut server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let unit = chart_unit("demo", &env.namespace, &server.url, "*");
     let bin = crate::sources::render::tools_bin();
     // No kept index answer stands in for the repository while it is down (`0s`).
     let render =
         format!("[render]\nhelm = \"{}\"\n{}max_index_age = \"0s\"\n", bin.join("helm").display(), listed(&server.url));
     let daemon = common::polling_daemon(work.path(), &render, &unit);
-    let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
-        let (client, ns) = (client.clone(), ns.clone());
-        common::eventually(Duration::from_secs(60), move || {
-            let (client, ns) = (client.clone(), ns.clone());
-            async move { live_version(&client, &ns).await.as_deref() == Some(want) }
-        })
+        common::cm_data_becomes(&env.client, &env.namespace, "shop-demo", "version", want, Duration::from_secs(60))
     };
     assert!(at("0.1.0").await, "0.1.0 installed: {}", daemon.log_text());
 
@@ -382,11 +356,9 @@ async fn an_https_repository_is_trusted_through_ca_file() {
 async fn a_chart_unit_reads_its_values_files_from_git() {
     let env = common::setup("chart-values").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let repo = common::GitRepo::new();
-    repo.write("values/prod.yaml", "greeting: from git\n");
-    let first = repo.commit_and_push("values for the chart");
+    let first = repo.push(&[("values/prod.yaml", "greeting: from git\n")], "values for the chart");
     let state = tempfile::tempdir().unwrap();
     // The unit's own keys first, then its [sync.helm] table with the values file from git.
     let unit = chart_unit("demo", &env.namespace, &server.url, "*").replacen(
@@ -406,8 +378,7 @@ async fn a_chart_unit_reads_its_values_files_from_git() {
     assert!(report.revision.0.ends_with(&format!("+git:{first}")), "{}", report.revision);
     assert_eq!(greeting(env.client.clone(), env.namespace.clone()).await, "from git");
 
-    repo.write("values/prod.yaml", "greeting: changed in git\n");
-    repo.commit_and_push("new values");
+    repo.push(&[("values/prod.yaml", "greeting: changed in git\n")], "new values");
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(
         greeting(env.client.clone(), env.namespace.clone()).await,
@@ -423,8 +394,7 @@ async fn a_chart_unit_reads_its_values_files_from_git() {
 async fn a_chart_units_sops_encrypted_values_file_is_decrypted_before_helm_reads_it() {
     let env = common::setup("chart-sops").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = crate::sources::render::age_key(keys.path(), "key");
     let greeting = format!("sealed-{}", common::unique("g"));
@@ -434,8 +404,7 @@ async fn a_chart_units_sops_encrypted_values_file_is_decrypted_before_helm_reads
         crate::sources::render::tool("sops", &["encrypt", "--age", &public, plain.to_str().unwrap()], keys.path());
     assert!(!sealed.contains(&greeting) && sealed.contains("ENC[AES256_GCM"), "{sealed}");
     let repo = common::GitRepo::new();
-    repo.write("values/prod.yaml", &sealed);
-    repo.commit_and_push("sealed values for the chart");
+    repo.push(&[("values/prod.yaml", &sealed)], "sealed values for the chart");
     let unit = |decryption: &str| {
         chart_unit("demo", &env.namespace, &server.url, "*").replacen(
             "[sync.helm]\n",

@@ -9,8 +9,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::Api;
 use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
@@ -107,11 +105,6 @@ async fn copy_signature(host: &str, from: &str, to: &str) {
     client.push_manifest_raw(&target, body.to_vec(), content_type).await.expect("push signature");
 }
 
-async fn value(client: &kube::Client, namespace: &str, name: &str, key: &str) -> Option<String> {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), namespace).get_opt(name).await.unwrap()?;
-    cm.data?.get(key).cloned()
-}
-
 /// `gitward sync` of an artifact unit with a cosign key: the unsigned artifact is refused
 /// (exit 2) and nothing applied; once `cosign sign` signed it, it is applied; the tag
 /// re-pushed after signing, a signature by another key and a signature copied from the signed
@@ -134,7 +127,7 @@ async fn an_oci_artifact_is_applied_only_when_cosign_signed_by_the_key() {
     let config = dir.path().join("gitward.toml");
     let listed = crate::sources::charts::listed(&format!("oci://{}", registry.host));
     std::fs::write(&config, config_text(&dir.path().join("state"), &listed, &unit)).unwrap();
-    let current = || value(&env.client, &env.namespace, "signed", "value");
+    let current = || common::cm_data(&env.client, &env.namespace, "signed", "value");
 
     let unsigned = push(&registry.host, "v1", "1").await;
     let run = common::gitward(&["sync"], &config, LIMIT);
@@ -209,7 +202,7 @@ async fn an_oci_chart_is_installed_only_when_cosign_signed_by_the_key() {
         gitward::config::Config::from_toml(&config_text(state.path(), &listed, &unit), state.path(), "test.toml")
             .expect("valid config");
     let mut engine = common::engine(&env.client, &config, "demo").await;
-    let installed = || value(&env.client, &env.namespace, "shop-demo", "version");
+    let installed = || common::cm_data(&env.client, &env.namespace, "shop-demo", "version");
 
     let error = chain(&engine.sync().await.expect_err("an unsigned chart is refused"));
     assert!(error.contains("revision demo@0.1.0@sha256:") && error.contains("is not signed"), "{error}");
@@ -247,13 +240,8 @@ async fn the_daemon_keeps_the_last_signed_artifact_and_counts_the_refusal() {
     );
     let render = format!("[render]\n{}", crate::sources::charts::listed(&format!("oci://{}", registry.host)));
     let daemon = common::polling_daemon(work.path(), &render, &unit);
-    let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
-        let (client, ns) = (client.clone(), ns.clone());
-        common::eventually(Duration::from_secs(60), move || {
-            let (client, ns) = (client.clone(), ns.clone());
-            async move { value(&client, &ns, "signed", "value").await.as_deref() == Some(want) }
-        })
+        common::cm_data_becomes(&env.client, &env.namespace, "signed", "value", want, Duration::from_secs(60))
     };
     assert!(at("1").await, "the signed artifact applied: {}", daemon.log_text());
 
@@ -270,7 +258,7 @@ async fn the_daemon_keeps_the_last_signed_artifact_and_counts_the_refusal() {
     let counted = r#"unit="art",reason="unsigned""#;
     assert!(daemon.metric_sum("gitward_revisions_refused_total", &[counted]) >= 1.0, "{:?}", daemon.get("/metrics"));
     assert_eq!(
-        value(&env.client, &env.namespace, "signed", "value").await.as_deref(),
+        common::cm_data(&env.client, &env.namespace, "signed", "value").await.as_deref(),
         Some("1"),
         "the signed value stays"
     );

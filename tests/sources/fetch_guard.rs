@@ -108,6 +108,12 @@ fn umbrella(repository: &str) -> common::GitRepo {
     repo
 }
 
+/// Unit `umbrella` of `repo`'s chart `charts/umbrella` ([`umbrella`]), release `shop`, in
+/// `namespace`.
+pub(crate) fn umbrella_unit(repo: &common::GitRepo, namespace: &str) -> String {
+    common::unit_toml("umbrella", &repo.bare(), "charts/umbrella", namespace, "[sync.helm]\nrelease = \"shop\"\n")
+}
+
 pub(crate) fn write_config(dir: &Path, render_extra: &str, units: &str) -> std::path::PathBuf {
     let path = dir.join("gitward.toml");
     std::fs::write(&path, config_text(&dir.join("state"), render_extra, units)).unwrap();
@@ -121,13 +127,7 @@ async fn a_dependency_on_an_unlisted_repository_is_refused_before_any_request() 
     let url = format!("http://127.0.0.1:{}/any/path?", attacker.port);
     let repo = umbrella(&url);
     let dir = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml(
-        "umbrella",
-        &repo.bare(),
-        "charts/umbrella",
-        &env.namespace,
-        "[sync.helm]\nrelease = \"shop\"\n",
-    );
+    let unit = umbrella_unit(&repo, &env.namespace);
     // Listing another loopback port does not list this one.
     let config = write_config(dir.path(), &listed(&format!("http://127.0.0.1:{}", attacker.port + 1)), &unit);
 
@@ -189,17 +189,10 @@ async fn an_index_pointing_at_another_host_gets_no_credentials() {
 async fn a_poisoned_dependency_cache_is_refused_and_downloaded_again() {
     let env = common::setup("fetch-poison").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    let honest = server.publish(work.path(), "demo", "0.1.0");
+    let (server, honest) = ChartServer::with_demo(work.path(), "0.1.0");
     let repo = umbrella(&format!("{}/", server.url));
     let dir = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml(
-        "umbrella",
-        &repo.bare(),
-        "charts/umbrella",
-        &env.namespace,
-        "[sync.helm]\nrelease = \"shop\"\n",
-    );
+    let unit = umbrella_unit(&repo, &env.namespace);
     let config = write_config(dir.path(), &listed(&server.url), &unit);
     let first = common::gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(first.code, Some(0), "{}", first.stderr);
@@ -501,8 +494,7 @@ async fn a_redirect_carries_no_credentials_and_reaches_loopback_only_when_listed
 #[tokio::test]
 async fn units_of_different_service_accounts_never_share_a_dependency_cache() {
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let repo = umbrella(&format!("{}/", server.url));
     let dir = tempfile::tempdir().unwrap();
     let extra = "[sync.helm]\nrelease = \"shop\"\n";

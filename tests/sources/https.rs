@@ -29,8 +29,7 @@ fn validate(url: &str, bundle: Option<&Path>) -> common::Run {
 #[test]
 fn a_repository_over_https_is_fetched_when_its_ca_is_trusted_and_refused_when_not() {
     let repo = common::GitRepo::new();
-    repo.write("app/config-map.yaml", CONFIG_MAP);
-    let revision = repo.commit_and_push("one ConfigMap");
+    let revision = repo.push(&[("app/config-map.yaml", CONFIG_MAP)], "one ConfigMap");
     let server = GitHttps::serve(repo.bare().parent().unwrap());
     let url = server.url("remote.git");
 

@@ -39,8 +39,7 @@ fn entry(text: &mut String, name: &str, version: &str, digest: &str, url: &str) 
 async fn a_chart_from_an_index_of_twenty_thousand_entries_syncs() {
     let env = common::setup("large-index").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    let archive = server.publish(work.path(), "demo", "1.0.0");
+    let (server, archive) = ChartServer::with_demo(work.path(), "1.0.0");
 
     // The index helm wrote for the one archive, replaced by one of ENTRIES entries: the real
     // demo 1.0.0, DEMO_VERSIONS - 1 older demo versions and thousands of other charts (whose
@@ -67,11 +66,7 @@ async fn a_chart_from_an_index_of_twenty_thousand_entries_syncs() {
 
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("gitward.toml");
-    let unit = format!(
-        "[[sync]]\nname = \"demo\"\nnamespace = \"{}\"\n[sync.helm]\nrepo_url = \"{}\"\nchart = \"demo\"\n\
-         version = \"1.0.0\"\nrelease = \"shop\"\n",
-        env.namespace, server.url
-    );
+    let unit = crate::common::charts::chart_unit("demo", &env.namespace, &server.url, "1.0.0");
     let allowed = crate::sources::charts::listed(&server.url);
     std::fs::write(&config, config_text(&dir.path().join("state"), &allowed, &unit)).unwrap();
 

@@ -82,15 +82,13 @@ fn kustomize_repo(namespace: &str) -> common::GitRepo {
     let repo = common::GitRepo::new();
     repo.copy_dir(&common::fixtures().join("render/kustomize/apps"), "apps");
     repo.write("apps/overlays/prod/kustomization.yaml", &overlay(namespace, &GOOD));
-    repo.write("other/notes.yaml", "# not part of the overlay\n");
-    repo.commit_and_push("kustomize overlay");
+    repo.push(&[("other/notes.yaml", "# not part of the overlay\n")], "kustomize overlay");
     repo
 }
 
 #[tokio::test]
 async fn kustomize_overlay_with_outside_base_and_component_syncs_and_rerenders_only_on_its_inputs() {
-    let env = common::setup("kustomize").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("kustomize").await;
     let repo = kustomize_repo(&ns);
     let state = tempfile::tempdir().unwrap();
     let config = config(state.path(), "", &common::unit_toml("shop", &repo.bare(), "apps/overlays/prod", &ns, ""));
@@ -113,8 +111,7 @@ async fn kustomize_overlay_with_outside_base_and_component_syncs_and_rerenders_o
     assert_eq!(engine.repo().renders(), 1);
 
     // 2. A commit elsewhere in the repository renders nothing, and changes nothing.
-    repo.write("other/notes.yaml", "# still not part of the overlay\n");
-    repo.commit_and_push("elsewhere");
+    repo.push(&[("other/notes.yaml", "# still not part of the overlay\n")], "elsewhere");
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 1, "a commit outside the overlay's inputs must not render");
     assert!(common::actions(&report).values().all(|a| a == "unchanged"), "{:?}", common::actions(&report));
@@ -122,8 +119,7 @@ async fn kustomize_overlay_with_outside_base_and_component_syncs_and_rerenders_o
     // 3. A change in the base re-renders and configures exactly the changed object.
     let base = repo.work().join("apps/base/guestbook-ui-deployment.yaml");
     let text = std::fs::read_to_string(&base).unwrap().replace("replicas: 1", "replicas: 3");
-    repo.write("apps/base/guestbook-ui-deployment.yaml", &text);
-    repo.commit_and_push("three replicas");
+    repo.push(&[("apps/base/guestbook-ui-deployment.yaml", &text)], "three replicas");
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2);
     let actions = common::actions(&report);
@@ -217,9 +213,7 @@ async fn helm_chart_renders_with_values_capabilities_and_without_test_hooks() {
 /// is refused naming a link of the chain, and nothing reaches the cluster.
 #[tokio::test]
 async fn a_link_chain_that_climbs_out_of_the_scratch_tree_is_refused_before_helm_runs() {
-    let env = common::setup("helm-links").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("helm-links").await;
     repo.write("charts/leak/Chart.yaml", "apiVersion: v2\nname: leak\nversion: 0.1.0\n");
     // The links of the chain are hidden from Helm's own walk; `w` is not.
     repo.write("charts/leak/.helmignore", "l[0-9]*\n");
@@ -254,8 +248,7 @@ async fn a_link_chain_that_climbs_out_of_the_scratch_tree_is_refused_before_helm
 #[tokio::test]
 async fn a_kustomization_that_loads_a_file_from_a_url_is_refused_and_the_url_never_fetched() {
     use std::io::{Read as _, Write as _};
-    let env = common::setup("kustomize-url").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("kustomize-url").await;
     // The endpoint: answers any request with a credential, and counts the requests.
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -302,9 +295,7 @@ async fn a_kustomization_that_loads_a_file_from_a_url_is_refused_and_the_url_nev
 /// without the cap a large tree would get the pod evicted rather than the revision refused.
 #[tokio::test]
 async fn a_tree_over_max_tree_bytes_is_refused_naming_the_file() {
-    let env = common::setup("tree-cap").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("tree-cap").await;
     repo.write(
         "app/kustomization.yaml",
         &format!(
@@ -313,8 +304,7 @@ async fn a_tree_over_max_tree_bytes_is_refused_naming_the_file() {
         ),
     );
     repo.write("app/small.yaml", &common::cm("small", "1"));
-    repo.write("app/blob.txt", &"x".repeat(64 * 1024));
-    repo.commit_and_push("a 64 KiB file");
+    repo.push(&[("app/blob.txt", &"x".repeat(64 * 1024))], "a 64 KiB file");
     let state = tempfile::tempdir().unwrap();
     let unit = common::unit_toml("big", &repo.bare(), "app", &ns, "");
     let capped = config(state.path(), "max_tree_bytes = \"32KiB\"", &unit);
@@ -424,8 +414,7 @@ fn encrypted(dir: &Path, recipient: &str, kind: &str, field: &str, password: &st
 /// and nothing connects.
 #[tokio::test]
 async fn a_sops_file_naming_a_vault_address_is_refused_before_sops_contacts_it() {
-    let env = common::setup("sops-vault").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sops-vault").await;
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -442,8 +431,7 @@ async fn a_sops_file_naming_a_vault_address_is_refused_before_sops_contacts_it()
     let vault_only = format!("{}{entry}{}", &sealed[..start], &sealed[end..]);
     let repo = common::GitRepo::new();
     repo.write("app/db.enc.yaml", &vault_only);
-    repo.write("app/settings.yaml", &common::cm("settings", "1"));
-    repo.commit_and_push("a file for a Vault key");
+    repo.push(&[("app/settings.yaml", &common::cm("settings", "1"))], "a file for a Vault key");
     let state = tempfile::tempdir().unwrap();
     let (_, config_file) = decrypting_config(state.path(), "vault", &repo, &ns, &key);
     let (code, log) = gitward(&["sync", "--config", config_file.to_str().unwrap()]);
@@ -458,8 +446,7 @@ async fn a_sops_file_naming_a_vault_address_is_refused_before_sops_contacts_it()
 
     // Next to the age recipient it is refused too: the file asks for a service.
     let both = format!("{}{entry}{}", &sealed[..start], &sealed[start..]);
-    repo.write("app/db.enc.yaml", &both);
-    repo.commit_and_push("age and Vault");
+    repo.push(&[("app/db.enc.yaml", &both)], "age and Vault");
     let (code, log) = gitward(&["sync", "--config", config_file.to_str().unwrap()]);
     assert_eq!(code, 2, "{log}");
     assert!(log.contains("only an age key is configured"), "{log}");
@@ -480,16 +467,14 @@ pub(crate) fn gitward(args: &[&str]) -> (i32, String) {
 
 #[tokio::test]
 async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
-    let env = common::setup("sops").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sops").await;
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
     let (wrong_key, _) = age_key(keys.path(), "wrong");
     let password = format!("pw-{}-hunter2", common::unique("s"));
     let repo = common::GitRepo::new();
     repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &password));
-    repo.write("app/settings.yaml", &common::cm("settings", "1"));
-    repo.commit_and_push("encrypted secret");
+    repo.push(&[("app/settings.yaml", &common::cm("settings", "1"))], "encrypted secret");
 
     let state = tempfile::tempdir().unwrap();
     let unit = |decryption: &str| common::unit_toml("vault", &repo.bare(), "app", &ns, decryption);
@@ -518,8 +503,7 @@ async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
     // 2. A new secret value: `gitward diff` shows the change without any plaintext.
     let new_password = format!("pw-{}-correcthorse", common::unique("s"));
     repo.write("app/secret.enc.yaml", &encrypted_secret(keys.path(), &public, &new_password));
-    repo.write("app/settings.yaml", &common::cm("settings", "2"));
-    repo.commit_and_push("new password");
+    repo.push(&[("app/settings.yaml", &common::cm("settings", "2"))], "new password");
     let (code, diff) = gitward(&["diff", "--config", config_arg]);
     assert_eq!(code, 1, "{diff}");
     assert!(diff.contains("Secret") && diff.contains("settings"), "{diff}");
@@ -556,8 +540,7 @@ async fn sops_secret_is_decrypted_with_the_age_key_and_refused_without_it() {
 
 #[tokio::test]
 async fn kustomize_reads_sops_encrypted_resources_and_generator_envs_decrypted_in_the_scratch_tree() {
-    let env = common::setup("sops-kustomize").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sops-kustomize").await;
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
     let password = format!("pw-{}-generated", common::unique("s"));
@@ -578,8 +561,7 @@ async fn kustomize_reads_sops_encrypted_resources_and_generator_envs_decrypted_i
              generatorOptions:\n  disableNameSuffixHash: true\n"
         ),
     );
-    repo.write("app/settings.yaml", &common::cm("settings", "1"));
-    repo.commit_and_push("kustomize with an encrypted secret");
+    repo.push(&[("app/settings.yaml", &common::cm("settings", "1"))], "kustomize with an encrypted secret");
     let state = tempfile::tempdir().unwrap();
     let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
     let config = config(state.path(), "", &common::unit_toml("kvault", &repo.bare(), "app", &ns, &decryption));
@@ -594,8 +576,7 @@ async fn kustomize_reads_sops_encrypted_resources_and_generator_envs_decrypted_i
 
 #[tokio::test]
 async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
-    let env = common::setup("render-bad").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("render-bad").await;
     let repo = kustomize_repo(&ns);
     repo.copy_dir(&common::fixtures().join("render/helm/charts"), "charts");
     repo.commit_and_push("and charts");
@@ -621,8 +602,7 @@ async fn bad_renders_are_clear_errors_and_the_last_good_revision_stays() {
     for (name, text, expected) in cases {
         repo.write(kustomization, &text);
         // The same commit also changes and drops objects: none of that may happen.
-        repo.write("apps/overlays/prod/settings.yaml", &common::cm("settings", "bad"));
-        repo.commit_and_push(name);
+        repo.push(&[("apps/overlays/prod/settings.yaml", &common::cm("settings", "bad"))], name);
         let err = chain(&engine.sync().await.expect_err(name));
         assert!(err.contains(expected) && err.contains("apps/overlays/prod"), "{name}: {err}");
         assert!(!err.contains("gitward-render-"), "{name}: scratch paths leak into the message: {err}");
@@ -690,8 +670,7 @@ async fn validate_renders_the_overlay() {
     let valid = log.lines().find(|l| l.contains("\"valid\"")).unwrap_or_else(|| panic!("{log}"));
     assert!(valid.contains("\"objects\":3"), "{valid}");
 
-    repo.write("apps/overlays/prod/kustomization.yaml", "resources: [../../base\n");
-    repo.commit_and_push("broken");
+    repo.push(&[("apps/overlays/prod/kustomization.yaml", "resources: [../../base\n")], "broken");
     let (code, log) = gitward(&["validate", "--config", config_file.to_str().unwrap()]);
     assert_eq!(code, 2, "{log}");
     let invalid = log.lines().find(|l| l.contains("\"message\":\"invalid\"")).unwrap_or_else(|| panic!("{log}"));
@@ -705,8 +684,7 @@ async fn validate_renders_the_overlay() {
 #[tokio::test]
 async fn daemon_logs_tool_versions_and_applies_a_push_to_the_overlays_base() {
     const WAIT: Duration = Duration::from_secs(30);
-    let env = common::setup("render-daemon").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("render-daemon").await;
     let repo = kustomize_repo(&ns);
     let dir = tempfile::tempdir().unwrap();
     let port = common::free_port();
@@ -718,8 +696,7 @@ async fn daemon_logs_tool_versions_and_applies_a_push_to_the_overlays_base() {
     );
     let config = dir.path().join("config.toml");
     std::fs::write(&config, text).unwrap();
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     let logged = |tool: &str, version: &str| {
         daemon.events().iter().any(|e| e["message"] == "render tool" && e["tool"] == tool && e["version"] == version)
@@ -733,8 +710,7 @@ async fn daemon_logs_tool_versions_and_applies_a_push_to_the_overlays_base() {
     assert_eq!(replicas().await, Some(1));
     let base = repo.work().join("apps/base/guestbook-ui-deployment.yaml");
     let text = std::fs::read_to_string(&base).unwrap().replace("replicas: 1", "replicas: 4");
-    repo.write("apps/base/guestbook-ui-deployment.yaml", &text);
-    repo.commit_and_push("four replicas");
+    repo.push(&[("apps/base/guestbook-ui-deployment.yaml", &text)], "four replicas");
     let applied = common::eventually(WAIT, || async { replicas().await == Some(4) }).await;
     assert!(applied, "the push to the base was not rendered and applied: {}", daemon.log_text());
 }
@@ -797,6 +773,18 @@ fn validate_passes_on_the_shipped_config_and_renders_helm_for_a_recent_kubernete
     assert!(stderr.contains("`latest` is not a Kubernetes version"), "{stderr}");
 }
 
+/// Runs `gitward validate` of unit `app`, the chart at `chart/` of `repo`, which must refuse it
+/// (exit 2); its stderr.
+fn chart_refused_by_validate(repo: &common::GitRepo) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("gitward.toml");
+    let unit = common::unit_toml("app", &repo.bare(), "chart", "default", "");
+    std::fs::write(&file, config_text(&dir.path().join("state"), "", &unit)).unwrap();
+    let (code, stdout, stderr) = gitward_text(&["validate", "--config", file.to_str().unwrap()]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    stderr
+}
+
 #[test]
 fn missing_local_chart_dependencies_say_to_vendor_them() {
     let repo = common::GitRepo::new();
@@ -807,12 +795,7 @@ fn missing_local_chart_dependencies_say_to_vendor_them() {
         &format!("{chart}dependencies:\n  - name: mylib\n    version: 1.0.0\n    repository: file://../mylib\n"),
     );
     repo.commit_and_push("a dependency that is not vendored");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("gitward.toml");
-    let unit = common::unit_toml("app", &repo.bare(), "chart", "default", "");
-    std::fs::write(&file, config_text(&dir.path().join("state"), "", &unit)).unwrap();
-    let (code, stdout, stderr) = gitward_text(&["validate", "--config", file.to_str().unwrap()]);
-    assert_eq!(code, 2, "{stdout}{stderr}");
+    let stderr = chart_refused_by_validate(&repo);
     assert!(stderr.contains("chart: chart dependencies not in chart/charts/: mylib"), "{stderr}");
     assert!(
         stderr.contains(
@@ -836,12 +819,7 @@ fn a_chart_rendering_invalid_yaml_is_named_without_helms_debug_hint() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: broken\ndata:\n  a: [\n",
     );
     repo.commit_and_push("a template that is not YAML");
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("gitward.toml");
-    let unit = common::unit_toml("app", &repo.bare(), "chart", "default", "");
-    std::fs::write(&file, config_text(&dir.path().join("state"), "", &unit)).unwrap();
-    let (code, stdout, stderr) = gitward_text(&["validate", "--config", file.to_str().unwrap()]);
-    assert_eq!(code, 2, "{stdout}{stderr}");
+    let stderr = chart_refused_by_validate(&repo);
     assert!(stderr.contains("helm failed") && stderr.contains("YAML parse error on"), "{stderr}");
     assert!(stderr.contains("templates/broken.yaml"), "{stderr}");
     assert!(!stderr.contains("--debug"), "a hint users cannot follow: {stderr}");

@@ -34,16 +34,14 @@ async fn configmap_value(client: &kube::Client, ns: &str, name: &str, key: &str)
 
 #[tokio::test]
 async fn a_tool_binary_replaced_in_place_renders_again() {
-    let env = common::setup("tool-swap").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("tool-swap").await;
     let bin = tempfile::tempdir().unwrap();
     let wrapper = bin.path().join("kustomize");
     kustomize_wrapper(&wrapper, None);
 
     let repo = common::GitRepo::new();
     repo.write("app/kustomization.yaml", "resources: [cm.yaml]\n");
-    repo.write("app/cm.yaml", &common::cm("tool", "before"));
-    repo.commit_and_push("app");
+    repo.push(&[("app/cm.yaml", &common::cm("tool", "before"))], "app");
     let state = tempfile::tempdir().unwrap();
     let render = format!("kustomize = \"{}\"", wrapper.display());
     let units = common::unit_toml("app", &repo.bare(), "app", &ns, "");
@@ -73,15 +71,13 @@ async fn a_tool_binary_replaced_in_place_renders_again() {
 
 #[tokio::test]
 async fn a_remote_base_changed_upstream_is_picked_up_by_the_next_sync() {
-    let env = common::setup("remote-base").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("remote-base").await;
     // The remote base: a git repository kustomize clones itself over HTTPS (the real
     // `git http-backend` on a loopback port, listed with its port in `remote_base_hosts`, its
     // self-signed certificate given as `remote_base_ca_file`), committed to between syncs.
     let upstream = common::GitRepo::new();
     upstream.write("base/kustomization.yaml", "resources: [cm.yaml]\n");
-    upstream.write("base/cm.yaml", &common::cm("remote", "one"));
-    upstream.commit_and_push("base");
+    upstream.push(&[("base/cm.yaml", &common::cm("remote", "one"))], "base");
     let bare = upstream.bare();
     let server = crate::common::git_remote::GitHttps::serve(bare.parent().unwrap());
     let remote = format!("{}//base?ref=main", server.url(&bare.file_name().unwrap().to_string_lossy()));
@@ -90,8 +86,7 @@ async fn a_remote_base_changed_upstream_is_picked_up_by_the_next_sync() {
         format!("remote_base_hosts = [\"127.0.0.1:{port}\"]\nremote_base_ca_file = \"{}\"", server.cert.display());
 
     let repo = common::GitRepo::new();
-    repo.write("app/kustomization.yaml", &format!("resources:\n- {remote}\n"));
-    repo.commit_and_push("app");
+    repo.push(&[("app/kustomization.yaml", &format!("resources:\n- {remote}\n"))], "app");
     let state = tempfile::tempdir().unwrap();
     let units = common::unit_toml("app", &repo.bare(), "app", &ns, "allow_remote_bases = true");
     let mut engine = common::engine(&env.client, &config(state.path(), &render, &units), "app").await;
@@ -103,8 +98,7 @@ async fn a_remote_base_changed_upstream_is_picked_up_by_the_next_sync() {
 
     // Upstream moves; the unit's own repository does not. The next sync (a resync: same
     // revision) fetches the base again and applies what it holds now.
-    upstream.write("base/cm.yaml", &common::cm("remote", "two"));
-    upstream.commit_and_push("base moves");
+    upstream.push(&[("base/cm.yaml", &common::cm("remote", "two"))], "base moves");
     let report = engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2, "a render that read a remote base must not be served from the cache");
     assert_eq!(common::actions(&report).get(&object).map(String::as_str), Some("configured"));
@@ -121,9 +115,7 @@ fn label_transformer(team: &str) -> String {
 
 #[tokio::test]
 async fn generators_transformers_and_validators_outside_the_units_path_render_and_key_the_cache() {
-    let env = common::setup("plugins").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
+    let (env, ns, repo) = common::setup_repo("plugins").await;
     repo.write(
         "apps/prod/kustomization.yaml",
         "resources: [cm.yaml]\ngenerators: [../../org/gen]\ntransformers: [../../org/labels]\n\
@@ -138,8 +130,7 @@ async fn generators_transformers_and_validators_outside_the_units_path_render_an
     );
     repo.write("org/labels/kustomization.yaml", "resources: [labels.yaml]\n");
     repo.write("org/labels/labels.yaml", &label_transformer("platform"));
-    repo.write("org/check/kustomization.yaml", "resources: []\n");
-    repo.commit_and_push("plugins outside the overlay");
+    repo.push(&[("org/check/kustomization.yaml", "resources: []\n")], "plugins outside the overlay");
     let state = tempfile::tempdir().unwrap();
     let units = common::unit_toml("prod", &repo.bare(), "apps/prod", &ns, "");
     let mut engine = common::engine(&env.client, &config(state.path(), "", &units), "prod").await;
@@ -157,8 +148,7 @@ async fn generators_transformers_and_validators_outside_the_units_path_render_an
     assert_eq!(team(generated).as_deref(), Some("platform"));
 
     // The transformer's directory is an input of the render: a change there renders again.
-    repo.write("org/labels/labels.yaml", &label_transformer("payments"));
-    repo.commit_and_push("another team");
+    repo.push(&[("org/labels/labels.yaml", &label_transformer("payments"))], "another team");
     engine.sync().await.unwrap_or_else(|e| panic!("{}", chain(&e)));
     assert_eq!(engine.repo().renders(), 2);
     assert_eq!(team(api.get("own").await.unwrap()).as_deref(), Some("payments"));
@@ -237,8 +227,7 @@ impl Drop for DownApi {
 
 #[tokio::test]
 async fn a_helm_unit_syncs_while_an_aggregated_api_is_unavailable_and_is_told_it_is_not_served() {
-    let env = common::setup("helm-down-api").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("helm-down-api").await;
     let down = DownApi::register(&env.client, &ns).await;
     let repo = common::GitRepo::new();
     repo.write("chart/Chart.yaml", "apiVersion: v2\nname: caps\nversion: 0.1.0\n");
@@ -272,8 +261,7 @@ async fn a_helm_unit_syncs_while_an_aggregated_api_is_unavailable_and_is_told_it
 #[tokio::test]
 async fn the_daemon_logs_an_unavailable_group_version_once_for_all_its_helm_units() {
     const WAIT: std::time::Duration = std::time::Duration::from_secs(60);
-    let env = common::setup("helm-down-daemon").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("helm-down-daemon").await;
     let down = DownApi::register(&env.client, &ns).await;
     let repo = common::GitRepo::new();
     repo.write("chart/Chart.yaml", "apiVersion: v2\nname: caps\nversion: 0.1.0\n");
@@ -287,8 +275,7 @@ async fn the_daemon_logs_an_unavailable_group_version_once_for_all_its_helm_unit
     let tools = tools_bin();
     let tables = format!("[render]\nhelm = \"{}\"\n", tools.join("helm").display());
     let (config, port) = common::daemon_config(dir.path(), &tables, "", &units);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
 
     for unit in ["one", "two"] {
         let value = configmap_value(&env.client, &ns, &format!("{unit}-caps"), "value").await;

@@ -118,8 +118,7 @@ fn push(repo: &common::GitRepo, value: &str, sign: Sign<'_>) -> String {
 }
 
 async fn value(client: &kube::Client, ns: &str) -> Option<String> {
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    api.get_opt("a").await.unwrap().and_then(|c| c.data).map(|d| d["value"].clone())
+    common::cm_value(client, ns, "a").await
 }
 
 /// The `sync failed` error of a `gitward sync` run's log.
@@ -129,6 +128,33 @@ pub(crate) fn sync_error(run: &common::Run) -> String {
     let error = &event["fields"]["error"];
     let error = if error.is_null() { &event["error"] } else { error };
     error.as_str().unwrap_or_default().to_owned()
+}
+
+/// A test's environment and namespace, a directory, and an SSH key made in it that its
+/// `allowed_signers` (written there) trusts, as `release@example.com`.
+async fn trusting(prefix: &str) -> (common::TestEnv, String, tempfile::TempDir, SshKey) {
+    let (env, ns) = common::setup_ns(prefix).await;
+    let dir = tempfile::tempdir().unwrap();
+    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    (env, ns, dir, trusted)
+}
+
+/// Runs `gitward sync` of `config`, which must apply `revision` (exit 0) and log it verified;
+/// the signer it names.
+fn synced_signer(config: &Path, revision: &str) -> String {
+    let run = common::gitward(&["sync"], config, LIMIT);
+    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let verified = common::log_events(&run.stderr, "revision verified").next().expect("a `revision verified` event");
+    assert_eq!(field(&verified, "revision"), revision, "{verified}");
+    field(&verified, "signer").as_str().unwrap_or_default().to_owned()
+}
+
+/// Runs `gitward sync` of `config`, which must refuse the revision (exit 2); its error.
+fn refused(config: &Path) -> String {
+    let run = common::gitward(&["sync"], config, LIMIT);
+    assert_eq!(run.code, Some(2), "{}", run.stderr);
+    sync_error(&run)
 }
 
 /// A field of a log event, whether the JSON layer nests fields or not.
@@ -147,10 +173,7 @@ fn fingerprint(key: &SshKey) -> String {
 /// the commit and the reason, and the ConfigMap keeps the value of the last good revision.
 #[tokio::test]
 async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forged_ones() {
-    let env = common::setup("verify-ssh").await;
-    let ns = env.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    let (env, ns, dir, trusted) = trusting("verify-ssh").await;
     let stranger = SshKey::new(dir.path(), "stranger", "stranger@example.com");
     std::fs::write(dir.path().join("allowed_signers"), format!("# who may release\n{}\n", trusted.line)).unwrap();
     let repo = common::GitRepo::new();
@@ -158,18 +181,12 @@ async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forg
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, extra));
 
     let good = push(&repo, "1", Sign::Ssh(&trusted));
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let signer = synced_signer(&config, &good);
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
-    let verified = common::log_events(&run.stderr, "revision verified").next().expect("a `revision verified` event");
-    assert_eq!(field(&verified, "revision"), good.as_str(), "{verified}");
-    let signer = field(&verified, "signer").as_str().unwrap_or_default();
     assert!(signer.contains("release@example.com") && signer.contains(&fingerprint(&trusted)), "{signer}");
 
     let unsigned = push(&repo, "2", Sign::No);
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     assert!(error.contains(&format!("revision {unsigned} refused: commit {unsigned} is not signed")), "{error}");
     assert!(error.contains("allowed_signers"), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
@@ -178,9 +195,7 @@ async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forg
     assert!(run.stderr.contains(&format!("commit {unsigned} is not signed")), "{}", run.stderr);
 
     let foreign = push(&repo, "3", Sign::Ssh(&stranger));
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     let expected = format!("commit {foreign} is signed by SSH key {}, which is not in", fingerprint(&stranger));
     assert!(error.contains(&expected), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
@@ -196,9 +211,7 @@ async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forg
     std::fs::write(&forged_file, forged_text).unwrap();
     let forged = git(&repo, &Sign::No, &["hash-object", "-t", "commit", "-w", forged_file.to_str().unwrap()]);
     git(&repo, &Sign::No, &["push", "-q", "-f", "origin", &format!("{forged}:refs/heads/main")]);
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     assert!(error.contains(&format!("commit {forged} has an SSH signature by release@example.com")), "{error}");
     assert!(error.contains("does not verify"), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
@@ -208,8 +221,7 @@ async fn sync_applies_an_ssh_signed_commit_and_refuses_unsigned_foreign_and_forg
 /// signed by another `gpg` key is refused (exit 2) naming that key, the cluster unchanged.
 #[tokio::test]
 async fn sync_applies_an_openpgp_signed_commit_and_refuses_one_by_another_key() {
-    let env = common::setup("verify-pgp").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("verify-pgp").await;
     let dir = tempfile::tempdir().unwrap();
     let trusted = PgpKey::new("Release Key <release@example.com>");
     let stranger = PgpKey::new("Stranger <stranger@example.com>");
@@ -219,18 +231,12 @@ async fn sync_applies_an_openpgp_signed_commit_and_refuses_one_by_another_key() 
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &ns, extra));
 
     let good = push(&repo, "1", Sign::Pgp(&trusted));
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(0), "{}", run.stderr);
+    let signer = synced_signer(&config, &good);
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
-    let verified = common::log_events(&run.stderr, "revision verified").next().expect("a `revision verified` event");
-    assert_eq!(field(&verified, "revision"), good.as_str(), "{verified}");
-    let signer = field(&verified, "signer").as_str().unwrap_or_default();
     assert!(signer.contains(&trusted.fingerprint) && signer.contains("release@example.com"), "{signer}");
 
     let foreign = push(&repo, "2", Sign::Pgp(&stranger));
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     let expected = format!("commit {foreign} is signed by OpenPGP key {}, which is not in", stranger.fingerprint);
     assert!(error.contains(&expected), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
@@ -238,9 +244,7 @@ async fn sync_applies_an_openpgp_signed_commit_and_refuses_one_by_another_key() 
     // An SSH-signed commit where only OpenPGP keys are trusted is refused too.
     let ssh = SshKey::new(dir.path(), "ssh", "dev@example.com");
     let other_format = push(&repo, "3", Sign::Ssh(&ssh));
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     assert!(error.contains(&format!("commit {other_format} has an SSH signature, but")), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"));
 }
@@ -250,11 +254,7 @@ async fn sync_applies_an_openpgp_signed_commit_and_refuses_one_by_another_key() 
 /// refused, naming the tag.
 #[tokio::test]
 async fn a_unit_following_a_tag_checks_the_tag_signature() {
-    let env = common::setup("verify-tag").await;
-    let ns = env.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
-    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let (env, ns, dir, trusted) = trusting("verify-tag").await;
     let repo = common::GitRepo::new();
     let extra = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
     let unit = common::unit_toml("app", &repo.bare(), "", &ns, extra).replace("ref = \"main\"", "ref = \"release\"");
@@ -271,9 +271,7 @@ async fn a_unit_following_a_tag_checks_the_tag_signature() {
     git(&repo, &Sign::No, &["tag", "-f", "-a", "--no-sign", "-m", "release 2", "release"]);
     git(&repo, &Sign::No, &["push", "-q", "-f", "origin", "release"]);
     let tag = git(&repo, &Sign::No, &["rev-parse", "release"]);
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     assert!(error.contains(&format!("annotated tag \"release\" ({tag}) is not signed")), "{error}");
     assert_eq!(value(&env.client, &ns).await.as_deref(), Some("1"), "the last good revision stays applied");
 }
@@ -284,18 +282,13 @@ async fn a_unit_following_a_tag_checks_the_tag_signature() {
 /// a signed push after them is applied.
 #[tokio::test]
 async fn the_daemon_keeps_the_last_good_revision_and_logs_and_counts_refusals() {
-    let env = common::setup("verify-daemon").await;
-    let ns = env.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
+    let (env, ns, dir, trusted) = trusting("verify-daemon").await;
     let stranger = SshKey::new(dir.path(), "stranger", "stranger@example.com");
-    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
     let repo = common::GitRepo::new();
     let good = push(&repo, "1", Sign::Ssh(&trusted));
     let extra = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
     let (config, port) = common::app_daemon_config(dir.path(), &repo.bare(), &ns, "", extra);
-    let daemon = common::Daemon::start(&config, port, &[]);
-    assert!(daemon.wait_ready(WAIT).await, "not ready: {}", daemon.log_text());
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
     let applied = common::eventually(WAIT, || async { value(&env.client, &ns).await.as_deref() == Some("1") }).await;
     assert!(applied, "the signed revision was not applied: {}", daemon.log_text());
 
@@ -363,11 +356,7 @@ async fn the_daemon_keeps_the_last_good_revision_and_logs_and_counts_refusals() 
 /// `git rev-parse` resolves it: the tag.
 #[tokio::test]
 async fn a_branch_named_like_a_signed_tag_does_not_shadow_it() {
-    let env = common::setup("verify-shadow").await;
-    let ns = env.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
-    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let (env, ns, dir, trusted) = trusting("verify-shadow").await;
     let repo = common::GitRepo::new();
     let verify = "[sync.verify]\nallowed_signers_file = \"allowed_signers\"\n";
     let unit = |reference: &str, extra: &str| {
@@ -414,11 +403,7 @@ async fn a_branch_named_like_a_signed_tag_does_not_shadow_it() {
 #[tokio::test]
 async fn a_signed_chart_takes_no_dependency_from_outside_the_signed_revision() {
     use crate::common::charts::{ChartServer, package};
-    let env = common::setup("verify-deps").await;
-    let ns = env.namespace.clone();
-    let dir = tempfile::tempdir().unwrap();
-    let trusted = SshKey::new(dir.path(), "trusted", "release@example.com");
-    std::fs::write(dir.path().join("allowed_signers"), format!("{}\n", trusted.line)).unwrap();
+    let (env, ns, dir, trusted) = trusting("verify-deps").await;
     let server = ChartServer::start(&dir.path().join("served"));
     server.publish(dir.path(), "demo", "0.1.0");
     let repo = common::GitRepo::new();
@@ -442,9 +427,7 @@ async fn a_signed_chart_takes_no_dependency_from_outside_the_signed_revision() {
     git(&repo, &Sign::No, &["add", "-A"]);
     git(&repo, &Sign::Ssh(&trusted), &["commit", "-q", "-S", "-m", "umbrella with a remote dependency"]);
     git(&repo, &Sign::No, &["push", "-q", "origin", "main"]);
-    let run = common::gitward(&["sync"], &config, LIMIT);
-    assert_eq!(run.code, Some(2), "{}", run.stderr);
-    let error = sync_error(&run);
+    let error = refused(&config);
     let named = format!("dependency demo 0.1.0 comes from {}, outside the signed revision", server.url);
     assert!(error.contains(&named) && error.contains("chart/Chart.yaml"), "{error}");
     assert_eq!(demo().await, None, "nothing applied");

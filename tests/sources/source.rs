@@ -64,6 +64,14 @@ impl Fixture {
         git(&self.work, &["rev-parse", "HEAD"])
     }
 
+    /// Writes `files` (path, content), then commits everything and pushes `main`; the SHA.
+    fn push(&self, files: &[(&str, &str)], message: &str) -> String {
+        for (path, contents) in files {
+            self.write(path, contents);
+        }
+        self.commit_and_push(message)
+    }
+
     fn git(&self, args: &[&str]) -> String {
         git(&self.work, args)
     }
@@ -97,8 +105,7 @@ fn rev(sha: &str) -> Revision {
 #[test]
 fn fetch_resolves_branch_to_pushed_commit() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "kind: A\n");
-    let first = fx.commit_and_push("first");
+    let first = fx.push(&[("a.yaml", "kind: A\n")], "first");
     let mut source = fx.open(fx.spec("shop", "main"));
     assert!(matches!(source.resolve(), Err(Error::RefNotFound { .. })), "nothing fetched yet");
 
@@ -110,8 +117,7 @@ fn fetch_resolves_branch_to_pushed_commit() {
     assert!(name.contains('.') && !name.starts_with("shop"), "{name}");
     assert_eq!(git(source.mirror_path(), &["rev-parse", "--is-bare-repository"]), "true");
 
-    fx.write("a.yaml", "kind: A2\n");
-    let second = fx.commit_and_push("second");
+    let second = fx.push(&[("a.yaml", "kind: A2\n")], "second");
     assert_ne!(first, second);
     assert_eq!(source.resolve().unwrap(), rev(&first), "resolve does not fetch");
     let revision = source.fetch().unwrap();
@@ -123,8 +129,7 @@ fn fetch_resolves_branch_to_pushed_commit() {
 #[test]
 fn a_reopened_mirror_keeps_what_was_fetched() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "kind: A\n");
-    let head = fx.commit_and_push("first");
+    let head = fx.push(&[("a.yaml", "kind: A\n")], "first");
     fx.open(fx.spec("shop", "main")).fetch().unwrap();
     std::fs::rename(&fx.remote, fx.remote.with_extension("gone")).unwrap();
     assert_eq!(fx.open(fx.spec("shop", "main")).resolve().unwrap(), rev(&head));
@@ -133,10 +138,8 @@ fn a_reopened_mirror_keeps_what_was_fetched() {
 #[test]
 fn force_push_moves_the_revision_back() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "v: 1\n");
-    let first = fx.commit_and_push("first");
-    fx.write("a.yaml", "v: 2\n");
-    let second = fx.commit_and_push("second");
+    let first = fx.push(&[("a.yaml", "v: 1\n")], "first");
+    let second = fx.push(&[("a.yaml", "v: 2\n")], "second");
     let mut source = fx.open(fx.spec("shop", "main"));
     assert_eq!(source.fetch().unwrap(), rev(&second));
     fx.git(&["push", "-q", "--force", "origin", &format!("{first}:refs/heads/main")]);
@@ -146,13 +149,11 @@ fn force_push_moves_the_revision_back() {
 #[test]
 fn tag_and_commit_sha_references_resolve() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "v: 1\n");
-    let tagged = fx.commit_and_push("first");
+    let tagged = fx.push(&[("a.yaml", "v: 1\n")], "first");
     fx.git(&["tag", "-a", "v1.0.0", "-m", "release 1"]);
     fx.git(&["tag", "light"]);
     fx.git(&["branch", "release"]);
-    fx.write("a.yaml", "v: 2\n");
-    let head = fx.commit_and_push("second");
+    let head = fx.push(&[("a.yaml", "v: 2\n")], "second");
     fx.git(&["tag", "release"]);
     fx.git(&["push", "-q", "origin", "--tags", "refs/heads/release"]);
     let tag_object = fx.git(&["rev-parse", "v1.0.0"]);
@@ -181,8 +182,7 @@ fn tag_and_commit_sha_references_resolve() {
 /// Pushes a commit on a branch, then deletes the branch: the commit stays in the remote's
 /// object database but no ref reaches it. Returns its SHA.
 fn push_orphan_commit(fx: &Fixture) -> String {
-    fx.write("a.yaml", "v: 1\n");
-    fx.commit_and_push("first");
+    fx.push(&[("a.yaml", "v: 1\n")], "first");
     fx.git(&["checkout", "-q", "-b", "experiment"]);
     fx.write("a.yaml", "v: experiment\n");
     fx.git(&["commit", "-q", "-a", "-m", "experiment"]);
@@ -276,8 +276,7 @@ fn commit_sha_reachable_from_no_ref_is_not_found_over_a_local_path() {
 #[test]
 fn missing_ref_is_ref_not_found_naming_the_repository_and_the_closest_refs() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "v: 1\n");
-    fx.commit_and_push("first");
+    fx.push(&[("a.yaml", "v: 1\n")], "first");
     fx.git(&["tag", "v1.2.0"]);
     fx.git(&["push", "-q", "origin", "v1.2.0"]);
     fx.git(&["push", "-q", "origin", "main:release-1.2"]);
@@ -305,8 +304,7 @@ fn missing_ref_is_ref_not_found_naming_the_repository_and_the_closest_refs() {
 #[test]
 fn deleted_branch_is_pruned_from_the_mirror() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "v: 1\n");
-    let head = fx.commit_and_push("first");
+    let head = fx.push(&[("a.yaml", "v: 1\n")], "first");
     fx.git(&["push", "-q", "origin", "HEAD:refs/heads/feature"]);
     let mut source = fx.open(fx.spec("shop", "feature"));
     assert_eq!(source.fetch().unwrap(), rev(&head));
@@ -370,10 +368,7 @@ fn list_files_reads_only_manifests_under_path_in_sorted_order() {
 #[test]
 fn empty_path_lists_the_whole_repository() {
     let fx = Fixture::new();
-    fx.write("z.yaml", "kind: Z\n");
-    fx.write("a/b.json", "{}\n");
-    fx.write("a.yaml", "kind: A\n");
-    fx.commit_and_push("tree");
+    fx.push(&[("z.yaml", "kind: Z\n"), ("a/b.json", "{}\n"), ("a.yaml", "kind: A\n")], "tree");
     let mut source = fx.open(fx.spec("shop", "main"));
     let revision = source.fetch().unwrap();
     let paths: Vec<String> = source.list_files(&revision).unwrap().files.into_iter().map(|f| f.path).collect();
@@ -383,8 +378,7 @@ fn empty_path_lists_the_whole_repository() {
 #[test]
 fn missing_path_is_path_not_found_and_a_file_says_so() {
     let fx = Fixture::new();
-    fx.write("apps/shop/a.yaml", "kind: A\n");
-    fx.commit_and_push("tree");
+    fx.push(&[("apps/shop/a.yaml", "kind: A\n")], "tree");
     for path in ["apps/nope", "apps/shop/a.yaml"] {
         let mut spec = fx.spec("shop", "main");
         spec.path = path.into();
@@ -424,8 +418,7 @@ fn file_over_limit_is_an_error_naming_the_file() {
 #[test]
 fn unreachable_repository_is_a_clear_error() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "kind: A\n");
-    let head = fx.commit_and_push("first");
+    let head = fx.push(&[("a.yaml", "kind: A\n")], "first");
     let mut source = fx.open(fx.spec("shop", "main"));
     assert_eq!(source.fetch().unwrap(), rev(&head));
 
@@ -570,8 +563,7 @@ fn unit_name_must_be_one_path_component() {
 #[test]
 fn units_of_one_repository_share_a_mirror_and_its_fetches() {
     let fx = Fixture::new();
-    fx.write("a.yaml", "kind: A\n");
-    let first = fx.commit_and_push("first");
+    let first = fx.push(&[("a.yaml", "kind: A\n")], "first");
     let mut a = fx.open(fx.spec("shop", "main"));
     let mut b = fx.open(fx.spec("cart", "main"));
     let mut keyed = fx.spec("billing", "main");
@@ -582,8 +574,7 @@ fn units_of_one_repository_share_a_mirror_and_its_fetches() {
 
     let asked = Instant::now();
     assert_eq!(a.fetch_since(asked).unwrap(), rev(&first));
-    fx.write("a.yaml", "kind: A2\n");
-    let second = fx.commit_and_push("second");
+    let second = fx.push(&[("a.yaml", "kind: A2\n")], "second");
     assert_eq!(b.fetch_since(asked).unwrap(), rev(&first), "served by the fetch `shop` started after the request");
     assert_eq!(c.fetch_since(asked).unwrap(), rev(&second), "its own mirror, its own fetch");
     assert_eq!(b.fetch().unwrap(), rev(&second), "a fresh request fetches");

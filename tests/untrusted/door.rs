@@ -101,11 +101,6 @@ fn config_file(dir: &Path, name: &str, repo: &GitRepo, path: &str, ns: &str, ext
     file
 }
 
-async fn value(client: &kube::Client, ns: &str, name: &str) -> Option<String> {
-    let cm = Api::<ConfigMap>::namespaced(client.clone(), ns).get_opt(name).await.unwrap()?;
-    cm.data?.get("value").cloned()
-}
-
 /// Asserts `run` failed with exit 2 naming `entry` as refused.
 pub(super) fn assert_refused(run: &common::Run, entry: &str) {
     assert_eq!(run.code, Some(2), "{}", run.stderr);
@@ -122,14 +117,13 @@ async fn a_tree_entry_named_as_a_path_out_of_the_tree_is_refused_and_writes_noth
     let outside = tempfile::tempdir().unwrap();
     let repo = GitRepo::new();
     repo.write("charts/app/Chart.yaml", "apiVersion: v2\nname: app\nversion: 0.1.0\n");
-    repo.write("charts/app/templates/cm.yaml", &common::cm("door-app", "1"));
-    repo.commit_and_push("a good chart");
+    repo.push(&[("charts/app/templates/cm.yaml", &common::cm("door-app", "1"))], "a good chart");
     let work = tempfile::tempdir().unwrap();
     let config =
         config_file(work.path(), "door", &repo, "charts/app", &env.namespace, "[sync.helm]\nrelease = \"app\"\n");
     let good = gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(good.code, Some(0), "{}", good.stderr);
-    assert_eq!(value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"));
+    assert_eq!(common::cm_value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"));
 
     let name = format!("{}{}/pwned", "../".repeat(16), outside.path().display().to_string().trim_start_matches('/'));
     let crafted = dir(vec![("charts", dir(vec![("app", chart("2", vec![(&name, Node::File("pwned".into()))]))]))]);
@@ -140,7 +134,11 @@ async fn a_tree_entry_named_as_a_path_out_of_the_tree_is_refused_and_writes_noth
         assert!(!outside.path().join("pwned").exists(), "{command} wrote a file outside the scratch tree");
         assert_refused(&run, &entry);
     }
-    assert_eq!(value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"), "the last good revision");
+    assert_eq!(
+        common::cm_value(&env.client, &env.namespace, "door-app").await.as_deref(),
+        Some("1"),
+        "the last good revision"
+    );
 }
 
 /// The daemon meets the same tree on a poll: it logs the refusal naming the entry, writes
@@ -151,20 +149,14 @@ async fn the_daemon_refuses_the_crafted_tree_keeps_the_last_good_revision_and_ap
     let outside = tempfile::tempdir().unwrap();
     let repo = GitRepo::new();
     repo.write("charts/app/Chart.yaml", "apiVersion: v2\nname: app\nversion: 0.1.0\n");
-    repo.write("charts/app/templates/cm.yaml", &common::cm("door-app", "1"));
-    repo.commit_and_push("a good chart");
+    repo.push(&[("charts/app/templates/cm.yaml", &common::cm("door-app", "1"))], "a good chart");
     let work = tempfile::tempdir().unwrap();
     let tools = format!("[render]\nhelm = \"{}\"\n", common::charts::tools_bin().join("helm").display());
     let helm = "[sync.helm]\nrelease = \"app\"\n";
     let unit = common::unit_toml("door", &repo.bare(), "charts/app", &env.namespace, helm);
     let daemon = common::polling_daemon(work.path(), &tools, &unit);
-    let (client, ns) = (env.client.clone(), env.namespace.clone());
     let at = |want: &'static str| {
-        let (client, ns) = (client.clone(), ns.clone());
-        common::eventually(Duration::from_secs(60), move || {
-            let (client, ns) = (client.clone(), ns.clone());
-            async move { value(&client, &ns, "door-app").await.as_deref() == Some(want) }
-        })
+        common::cm_data_becomes(&env.client, &env.namespace, "door-app", "value", want, Duration::from_secs(60))
     };
     assert!(at("1").await, "the good chart applied: {}", daemon.log_text());
 
@@ -179,12 +171,15 @@ async fn the_daemon_refuses_the_crafted_tree_keeps_the_last_good_revision_and_ap
     .await;
     assert!(refused, "the daemon logs the refusal naming the entry: {}", daemon.log_text());
     assert!(!outside.path().join("pwned").exists(), "the daemon wrote a file outside the scratch tree");
-    assert_eq!(value(&env.client, &env.namespace, "door-app").await.as_deref(), Some("1"), "the last good revision");
+    assert_eq!(
+        common::cm_value(&env.client, &env.namespace, "door-app").await.as_deref(),
+        Some("1"),
+        "the last good revision"
+    );
 
     // The next good push, on top of the crafted commit, is applied.
     repo.git(&["reset", "-q", "--soft", &commit], &repo.work());
-    repo.write("charts/app/templates/cm.yaml", &common::cm("door-app", "3"));
-    repo.commit_and_push("a good chart again");
+    repo.push(&[("charts/app/templates/cm.yaml", &common::cm("door-app", "3"))], "a good chart again");
     assert!(at("3").await, "the next good revision applied: {}", daemon.log_text());
 }
 
@@ -196,8 +191,7 @@ async fn nested_tree_entries_named_dotdot_are_refused_and_write_nothing() {
     let repo = GitRepo::new();
     let kustomization = "resources:\n- cm.yaml\n";
     repo.write("app/kustomization.yaml", kustomization);
-    repo.write("app/cm.yaml", &common::cm("door-kust", "1"));
-    repo.commit_and_push("a good kustomization");
+    repo.push(&[("app/cm.yaml", &common::cm("door-kust", "1"))], "a good kustomization");
     let work = tempfile::tempdir().unwrap();
     let config = config_file(work.path(), "door", &repo, "app", &env.namespace, "");
     let good = gitward(&["sync"], &config, Duration::from_secs(120));
@@ -222,7 +216,11 @@ async fn nested_tree_entries_named_dotdot_are_refused_and_write_nothing() {
         assert!(!outside.path().join("pwned").exists(), "{command} wrote a file outside the scratch tree");
         assert_refused(&run, "app/..");
     }
-    assert_eq!(value(&env.client, &env.namespace, "door-kust").await.as_deref(), Some("1"), "the last good revision");
+    assert_eq!(
+        common::cm_value(&env.client, &env.namespace, "door-kust").await.as_deref(),
+        Some("1"),
+        "the last good revision"
+    );
 }
 
 /// A chart with directories `a/b/c`, `c` holding trees named `..` back up to the chart and a
@@ -231,18 +229,16 @@ async fn nested_tree_entries_named_dotdot_are_refused_and_write_nothing() {
 /// host's file, which `.Files.Get` put in a ConfigMap.
 #[tokio::test]
 async fn a_dotdot_entry_with_a_link_below_it_cannot_read_a_host_file_into_the_cluster() {
-    let env = common::setup("door-link").await;
-    let repo = GitRepo::new();
+    let (env, _, repo) = common::setup_repo("door-link").await;
     let template = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: door-leak\ndata:\n  value: {{ .Files.Get \"w\" | quote }}\n";
     repo.write("charts/leak/Chart.yaml", "apiVersion: v2\nname: leak\nversion: 0.1.0\n");
-    repo.write("charts/leak/templates/cm.yaml", template);
-    repo.commit_and_push("a good chart");
+    repo.push(&[("charts/leak/templates/cm.yaml", template)], "a good chart");
     let work = tempfile::tempdir().unwrap();
     let config =
         config_file(work.path(), "door", &repo, "charts/leak", &env.namespace, "[sync.helm]\nrelease = \"leak\"\n");
     let good = gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(good.code, Some(0), "{}", good.stderr);
-    assert_eq!(value(&env.client, &env.namespace, "door-leak").await.as_deref(), Some(""));
+    assert_eq!(common::cm_value(&env.client, &env.namespace, "door-leak").await.as_deref(), Some(""));
 
     let link = dir(vec![("w", Node::Link("../../../../../../etc/os-release"))]);
     let up = dir(vec![("..", dir(vec![("..", dir(vec![("..", link)]))]))]);
@@ -255,7 +251,7 @@ async fn a_dotdot_entry_with_a_link_below_it_cannot_read_a_host_file_into_the_cl
     let run = gitward(&["sync"], &config, Duration::from_secs(120));
     let host = std::fs::read_to_string("/etc/os-release").unwrap();
     let first = host.lines().next().unwrap();
-    let live = value(&env.client, &env.namespace, "door-leak").await.unwrap_or_default();
+    let live = common::cm_value(&env.client, &env.namespace, "door-leak").await.unwrap_or_default();
     assert!(!live.contains(first), "a host file reached the cluster: {live:?}");
     assert_refused(&run, "charts/leak/a/b/c/..");
     assert_eq!(live, "", "the last good revision stays");
@@ -325,8 +321,8 @@ async fn an_artifact_past_the_cap_is_refused_not_cut_short() {
     let run = gitward(&["sync"], &config, Duration::from_secs(120));
     assert_eq!(run.code, Some(2), "{}", run.stderr);
     assert!(run.stderr.contains("inflates to more than"), "{}", run.stderr);
-    let a = value(&env.client, &env.namespace, "a").await;
-    let b = value(&env.client, &env.namespace, "b").await;
+    let a = common::cm_value(&env.client, &env.namespace, "a").await;
+    let b = common::cm_value(&env.client, &env.namespace, "b").await;
     assert_eq!((a.as_deref(), b.as_deref()), (Some("1"), Some("1")), "the last good revision stays, nothing pruned");
 }
 
@@ -339,14 +335,9 @@ async fn a_chart_archive_with_an_entry_the_door_refuses_is_refused_before_helm_r
     use std::io::Read as _;
     let env = common::setup("door-chart").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let state = tempfile::tempdir().unwrap();
-    let unit = format!(
-        "[[sync]]\nname = \"demo\"\nnamespace = \"{}\"\n[sync.helm]\nrepo_url = \"{}\"\nchart = \"demo\"\n\
-         version = \">=0.1.0\"\nrelease = \"shop\"\n",
-        env.namespace, server.url
-    );
+    let unit = crate::common::charts::chart_unit("demo", &env.namespace, &server.url, ">=0.1.0");
     let listed = crate::sources::charts::listed(&server.url);
     let config = gitward::config::Config::from_toml(&config_text(state.path(), &listed, &unit), state.path(), "t.toml")
         .expect("valid config");

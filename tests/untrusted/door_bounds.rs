@@ -19,8 +19,7 @@ use crate::sources::render::config_text;
 /// file of a unit following it into `ns`.
 fn good_kustomization(work: &Path, ns: &str, repo: &GitRepo) -> std::path::PathBuf {
     repo.write("app/kustomization.yaml", "resources:\n- cm.yaml\n");
-    repo.write("app/cm.yaml", &common::cm("bounds", "1"));
-    repo.commit_and_push("a good kustomization");
+    repo.push(&[("app/cm.yaml", &common::cm("bounds", "1"))], "a good kustomization");
     let config = work.join("gitward.toml");
     let unit = common::unit_toml("bounds", &repo.bare(), "app", ns, "");
     std::fs::write(&config, config_text(&work.join("state"), "", &unit)).unwrap();
@@ -118,13 +117,7 @@ async fn a_daemon_syncing_a_unit_with_a_runaway_link_exits_on_sigterm() {
     let render = &tools[tools.find("[render]").unwrap()..];
     let unit = common::unit_toml("bounds", &repo.bare(), "app", &env.namespace, "");
     let (path, port) = common::daemon_config(work.path(), render, "", &unit);
-    let mut daemon = common::Daemon::start(&path, port, &[]);
-    let triggered = common::eventually(Duration::from_secs(30), || {
-        let hit = !daemon.logged("sync triggered").is_empty();
-        async move { hit }
-    })
-    .await;
-    assert!(triggered, "the unit's first sync starts: {}", daemon.log_text());
+    let mut daemon = syncing(&path, port).await;
     std::thread::sleep(Duration::from_millis(500));
     exits_on_sigterm_within_15_s(&mut daemon);
 }
@@ -138,11 +131,9 @@ async fn a_chart_whose_charts_directory_is_a_link_gets_no_archive_written_throug
     use crate::common::charts::ChartServer;
     let env = common::setup("door-charts").await;
     let work = tempfile::tempdir().unwrap();
-    let server = ChartServer::start(&work.path().join("served"));
-    server.publish(work.path(), "demo", "0.1.0");
+    let (server, _) = ChartServer::with_demo(work.path(), "0.1.0");
     let repo = GitRepo::new();
-    repo.write("README", "crafted below\n");
-    repo.commit_and_push("start");
+    repo.push(&[("README", "crafted below\n")], "start");
     let chart = format!(
         "apiVersion: v2\nname: umbrella\nversion: 1.0.0\ndependencies:\n- name: demo\n  version: \"0.1.0\"\n  repository: \"{}/\"\n",
         server.url
@@ -158,13 +149,7 @@ async fn a_chart_whose_charts_directory_is_a_link_gets_no_archive_written_throug
     ]);
     push_crafted(&repo, &dir(vec![("charts", dir(vec![("umbrella", umbrella)]))]));
     let state = tempfile::tempdir().unwrap();
-    let unit = common::unit_toml(
-        "umbrella",
-        &repo.bare(),
-        "charts/umbrella",
-        &env.namespace,
-        "[sync.helm]\nrelease = \"shop\"\n",
-    );
+    let unit = crate::sources::fetch_guard::umbrella_unit(&repo, &env.namespace);
     let text = config_text(state.path(), &crate::sources::charts::listed(&server.url), &unit);
     let config = gitward::config::Config::from_toml(&text, state.path(), "test.toml").expect("valid config");
     let mut engine = common::engine(&env.client, &config, "umbrella").await;
@@ -191,16 +176,22 @@ async fn a_daemon_waiting_on_a_render_exits_on_sigterm() {
     let render = format!("[render]\nkustomize = \"{}\"\ntimeout = \"5m\"\n", tool.display());
     let unit = common::unit_toml("bounds", &repo.bare(), "app", &env.namespace, "");
     let (path, port) = common::daemon_config(work.path(), &render, "", &unit);
-    let mut daemon = common::Daemon::start(&path, port, &[]);
+    let mut daemon = syncing(&path, port).await;
+    std::thread::sleep(Duration::from_secs(1));
+    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon runs: {}", daemon.log_text());
+    exits_on_sigterm_within_15_s(&mut daemon);
+}
+
+/// Starts the daemon of config `path` and waits (at most 30 s) until its first sync starts.
+async fn syncing(path: &Path, port: u16) -> common::Daemon {
+    let daemon = common::Daemon::start(path, port, &[]);
     let triggered = common::eventually(Duration::from_secs(30), || {
         let hit = !daemon.logged("sync triggered").is_empty();
         async move { hit }
     })
     .await;
     assert!(triggered, "the unit's first sync starts: {}", daemon.log_text());
-    std::thread::sleep(Duration::from_secs(1));
-    assert!(daemon.child.try_wait().unwrap().is_none(), "the daemon runs: {}", daemon.log_text());
-    exits_on_sigterm_within_15_s(&mut daemon);
+    daemon
 }
 
 /// Sends `daemon` SIGTERM and asserts it exits 0 within 15 s.

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use base64::Engine as _;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
 /// A unit whose first revision (two ConfigMaps) was synced by the binary.
@@ -23,11 +23,8 @@ struct Unit {
 }
 
 async fn synced(prefix: &str, extra: &str) -> Unit {
-    let env = common::setup(prefix).await;
-    let repo = common::GitRepo::new();
-    repo.write("a.yaml", &common::cm("a", "1"));
-    repo.write("b.yaml", &common::cm("b", "1"));
-    repo.commit_and_push("good");
+    let (env, _, repo) = common::setup_repo(prefix).await;
+    repo.push(&[("a.yaml", &common::cm("a", "1")), ("b.yaml", &common::cm("b", "1"))], "good");
     let dir = tempfile::tempdir().unwrap();
     let config = common::config_file(dir.path(), &common::unit_toml("app", &repo.bare(), "", &env.namespace, extra));
     let first = gitward(&["sync"], &config, Duration::from_secs(120));
@@ -49,14 +46,12 @@ impl Unit {
     }
 
     async fn value(&self, name: &str) -> Option<String> {
-        let api: Api<ConfigMap> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
-        api.get_opt(name).await.unwrap().map(|c| c.data.unwrap()["value"].clone())
+        common::cm_value(&self.env.client, &self.env.namespace, name).await
     }
 
     /// The first revision is still what the cluster holds: nothing applied, nothing pruned.
     async fn untouched(&self) {
-        assert_eq!(self.value("a").await.as_deref(), Some("1"), "a was changed");
-        assert_eq!(self.value("b").await.as_deref(), Some("1"), "b was pruned");
+        common::assert_cm_values(&self.env.client, &self.env.namespace, &["a", "b"], "1").await;
     }
 }
 

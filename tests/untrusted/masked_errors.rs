@@ -64,8 +64,7 @@ fn status(config: &std::path::Path, args: &[&str]) -> String {
 /// found free of the value, plain and base64.
 #[tokio::test]
 async fn a_from_secret_value_in_a_failed_sync_is_masked_in_every_output() {
-    let env = common::setup("mask-errors").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("mask-errors").await;
     let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos();
     let canary = format!("{}{nanos:x}", common::CANARY_PREFIX);
     common::register_canary(&canary);
@@ -77,8 +76,7 @@ async fn a_from_secret_value_in_a_failed_sync_is_masked_in_every_output() {
     Api::<Secret>::namespaced(env.client.clone(), &ns).create(&PostParams::default(), &vars).await.unwrap();
 
     let repo = common::GitRepo::new();
-    repo.write("app/ok.yaml", &common::cm("ok", "1"));
-    repo.commit_and_push("a good revision");
+    repo.push(&[("app/ok.yaml", &common::cm("ok", "1"))], "a good revision");
     let (port, bodies) = receiver().await;
     let dir = tempfile::tempdir().unwrap();
     let unit = common::unit_toml(

@@ -45,8 +45,7 @@ async fn recorded(client: &kube::Client, ns: &str, parent: &str) -> std::collect
 /// the change.
 #[tokio::test]
 async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_characters_long() {
-    let env = common::setup("mask-diff").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("mask-diff").await;
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
     let sealed = |tier: &str, code: &str, password: &str| {
@@ -58,8 +57,7 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
     };
     let (old_tier, old_password) = (format!("t{}", token()), format!("pw-{}", token()));
     let repo = common::GitRepo::new();
-    repo.write("app/db.enc.yaml", &sealed(&old_tier, "Zq", &old_password));
-    repo.commit_and_push("an encrypted ConfigMap");
+    repo.push(&[("app/db.enc.yaml", &sealed(&old_tier, "Zq", &old_password))], "an encrypted ConfigMap");
     let state = tempfile::tempdir().unwrap();
     let (_, config_file) = decrypting_config(state.path(), "vault", &repo, &ns, &key);
     let config_arg = config_file.to_str().unwrap();
@@ -69,8 +67,7 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
     assert_eq!(live.metadata.labels.unwrap()["tier"], old_tier, "decrypted and applied");
 
     let (new_tier, new_password) = (format!("t{}", token()), format!("pw-{}", token()));
-    repo.write("app/db.enc.yaml", &sealed(&new_tier, "Jx", &new_password));
-    repo.commit_and_push("new values");
+    repo.push(&[("app/db.enc.yaml", &sealed(&new_tier, "Jx", &new_password))], "new values");
     let (code, diff) = gitward(&["diff", "--config", config_arg]);
     assert_eq!(code, 1, "{}", diff.len());
     let values =
@@ -96,8 +93,7 @@ async fn gitward_diff_masks_old_and_new_decrypted_values_even_in_labels_and_two_
 /// error recorded on the ApplySet parent and the daemon's log and `STATUS=`: each masks it.
 #[tokio::test]
 async fn a_decrypted_value_the_api_server_quotes_in_a_rejection_is_masked_everywhere() {
-    let env = common::setup("mask-422").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("mask-422").await;
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
     let secret = token();
@@ -112,8 +108,7 @@ async fn a_decrypted_value_the_api_server_quotes_in_a_rejection_is_masked_everyw
     let repo = common::GitRepo::new();
     repo.write("app/quoted.enc.yaml", &labelled("quoted", &quoted));
     repo.write("app/short.enc.yaml", &labelled("short", "-x"));
-    repo.write("app/ok.yaml", &common::cm("ok", "1"));
-    repo.commit_and_push("labels the API server refuses");
+    repo.push(&[("app/ok.yaml", &common::cm("ok", "1"))], "labels the API server refuses");
     let state = tempfile::tempdir().unwrap();
     let (unit, config_file) = decrypting_config(state.path(), "app", &repo, &ns, &key);
 
@@ -202,8 +197,7 @@ async fn a_decrypted_value_the_api_server_quotes_in_a_rejection_is_masked_everyw
 /// line is masked as the whole value would be.
 #[tokio::test]
 async fn one_line_of_a_decrypted_pem_value_is_masked_where_a_message_quotes_it_alone() {
-    let env = common::setup("mask-pem").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("mask-pem").await;
     let keys = tempfile::tempdir().unwrap();
     let (key, public) = age_key(keys.path(), "key");
     let line = format!("MIIE{}+/Qx", token());

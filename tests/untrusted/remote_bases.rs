@@ -60,8 +60,7 @@ fn processes_with(marker: &str) -> Vec<(i32, String)> {
 /// into another repository is refused too, and its objects never reach the cluster.
 #[tokio::test]
 async fn an_option_as_a_ref_and_file_bases_are_refused_before_kustomize_runs() {
-    let env = common::setup("remote-inject").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("remote-inject").await;
     let base = Listener::start();
     let dir = tempfile::tempdir().unwrap();
     let canary = format!("AGE-SECRET-KEY-1CANARY{}", std::process::id());
@@ -69,8 +68,7 @@ async fn an_option_as_a_ref_and_file_bases_are_refused_before_kustomize_runs() {
     std::fs::write(&key, &canary).unwrap();
     let other = common::GitRepo::new();
     other.write("app/kustomization.yaml", &format!("namespace: {ns}\nresources: [cm.yaml]\n"));
-    other.write("app/cm.yaml", &common::cm("stolen", "another tenant's"));
-    other.commit_and_push("another tenant's app");
+    other.push(&[("app/cm.yaml", &common::cm("stolen", "another tenant's"))], "another tenant's app");
     let inject = format!("--upload-pack=cat%20{}%3E%262%3Bfalse", key.display());
     let listed = format!("remote_base_hosts = [\"127.0.0.1:{}\"]", base.port);
     let cases = [
@@ -80,8 +78,7 @@ async fn an_option_as_a_ref_and_file_bases_are_refused_before_kustomize_runs() {
     ];
     for (name, resource, why) in cases {
         let repo = common::GitRepo::new();
-        repo.write("app/kustomization.yaml", &format!("namespace: {ns}\nresources:\n- \"{resource}\"\n"));
-        repo.commit_and_push(name);
+        repo.push(&[("app/kustomization.yaml", &format!("namespace: {ns}\nresources:\n- \"{resource}\"\n"))], name);
         let unit = common::unit_toml(name, &repo.bare(), "app", &ns, "allow_remote_bases = true");
         let run = sync(dir.path(), &listed, &unit, None);
         assert_eq!(run.code, Some(2), "{name}: {}", run.stderr);
@@ -109,11 +106,8 @@ async fn an_option_as_a_ref_and_file_bases_are_refused_before_kustomize_runs() {
 /// process is left on the host, for the version run and the build alike.
 #[tokio::test]
 async fn a_render_that_detaches_a_process_leaves_none_behind() {
-    let env = common::setup("remote-detach").await;
-    let ns = env.namespace.clone();
-    let repo = common::GitRepo::new();
-    repo.write("app/kustomization.yaml", "resources: []\n");
-    repo.commit_and_push("a kustomization");
+    let (_, ns, repo) = common::setup_repo("remote-detach").await;
+    repo.push(&[("app/kustomization.yaml", "resources: []\n")], "a kustomization");
     for (case, tail, extra) in [
         ("exits", "printf 'apiVersion: v1\\nkind: ConfigMap\\nmetadata:\\n  name: detached\\n'\n", ""),
         ("hangs", "exec sleep 100\n", "timeout = \"3s\""),
@@ -149,8 +143,7 @@ async fn a_render_that_detaches_a_process_leaves_none_behind() {
 /// with empty values; with `sandbox = "off"` both files' bytes arrive, so the test can fail.
 #[tokio::test]
 async fn a_remote_bases_units_tool_reads_neither_the_state_dir_nor_another_units_tree() {
-    let env = common::setup("remote-reads").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("remote-reads").await;
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
     std::fs::create_dir_all(&state).unwrap();
@@ -170,8 +163,7 @@ async fn a_remote_bases_units_tool_reads_neither_the_state_dir_nor_another_units
         ),
     );
     let repo = common::GitRepo::new();
-    repo.write("app/kustomization.yaml", "resources: []\n");
-    repo.commit_and_push("a kustomization");
+    repo.push(&[("app/kustomization.yaml", "resources: []\n")], "a kustomization");
     let unit =
         common::unit_toml("reads", &repo.bare(), "app", &ns, "render = \"kustomize\"\nallow_remote_bases = true");
     let configmaps: Api<ConfigMap> = Api::namespaced(env.client.clone(), &ns);

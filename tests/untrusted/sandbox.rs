@@ -64,8 +64,7 @@ fn sync(dir: &Path, render_extra: &str, units: &str) -> common::Run {
 /// `sandbox = "off"` all three happen, so the test can fail.
 #[tokio::test]
 async fn a_render_tool_that_reads_the_host_writes_outside_and_connects_is_denied_all_three() {
-    let env = common::setup("sandbox-tool").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sandbox-tool").await;
     let listener = Listener::start();
     let dir = tempfile::tempdir().unwrap();
     let outside = tempfile::tempdir().unwrap();
@@ -86,8 +85,7 @@ async fn a_render_tool_that_reads_the_host_writes_outside_and_connects_is_denied
     .unwrap();
     std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let repo = common::GitRepo::new();
-    repo.write("app/kustomization.yaml", "resources: []\n");
-    repo.commit_and_push("a kustomization");
+    repo.push(&[("app/kustomization.yaml", "resources: []\n")], "a kustomization");
     let unit = common::unit_toml("evil", &repo.bare(), "app", &ns, "render = \"kustomize\"");
     // The tools of config_text, with kustomize replaced by the script.
     let render = |extra: &str| {
@@ -128,8 +126,7 @@ async fn a_render_tool_that_reads_the_host_writes_outside_and_connects_is_denied
 /// Each is run once more with `sandbox = "off"`, where kustomize does fetch the URL.
 #[tokio::test]
 async fn kustomize_reaches_no_url_past_the_scans() {
-    let env = common::setup("sandbox-urls").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sandbox-urls").await;
     let listener = Listener::start();
     let url = format!("http://127.0.0.1:{}/creds", listener.port);
     let generator = |name: &str| {
@@ -221,8 +218,7 @@ async fn kustomize_reaches_no_url_past_the_scans() {
 /// and sops never contacts the address.
 #[tokio::test]
 async fn a_sops_file_whose_metadata_hides_a_vault_key_is_refused_and_vault_never_asked() {
-    let env = common::setup("sandbox-sops").await;
-    let ns = env.namespace.clone();
+    let (_, ns) = common::setup_ns("sandbox-sops").await;
     let listener = Listener::start();
     let dir = tempfile::tempdir().unwrap();
     let key = dir.path().join("age.key");
@@ -240,8 +236,7 @@ async fn a_sops_file_whose_metadata_hides_a_vault_key_is_refused_and_vault_never
         listener.port
     ));
     let repo = common::GitRepo::new();
-    repo.write("app/secret.yaml", &nested);
-    repo.commit_and_push("a deep SOPS file");
+    repo.push(&[("app/secret.yaml", &nested)], "a deep SOPS file");
     let decryption = format!("[sync.decryption]\nage_key_file = \"{}\"\n", key.display());
     let run = sync(dir.path(), "", &common::unit_toml("deep", &repo.bare(), "app", &ns, &decryption));
     assert_eq!(run.code, Some(2), "{}", run.stderr);
@@ -259,8 +254,7 @@ async fn a_sops_file_whose_metadata_hides_a_vault_key_is_refused_and_vault_never
 /// the same generator file is fetched.
 #[tokio::test]
 async fn a_remote_bases_unit_reaches_its_bases_through_the_proxy_and_nothing_else() {
-    let env = common::setup("sandbox-remote").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sandbox-remote").await;
     let base = Listener::start();
     let other = Listener::start();
     let head = format!("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\n");

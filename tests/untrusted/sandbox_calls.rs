@@ -39,8 +39,7 @@ fn evil_kustomize(ns: &str, udp_port: u16) -> String {
 
 #[tokio::test]
 async fn a_render_tool_that_sends_udp_sets_up_io_uring_or_unshares_is_denied_all_three() {
-    let env = common::setup("sandbox-calls").await;
-    let ns = env.namespace.clone();
+    let (env, ns) = common::setup_ns("sandbox-calls").await;
     let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
     udp.set_read_timeout(Some(Duration::from_millis(500))).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -48,8 +47,7 @@ async fn a_render_tool_that_sends_udp_sets_up_io_uring_or_unshares_is_denied_all
     std::fs::write(&tool, evil_kustomize(&ns, udp.local_addr().unwrap().port())).unwrap();
     std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let repo = common::GitRepo::new();
-    repo.write("app/kustomization.yaml", "resources: []\n");
-    repo.commit_and_push("a kustomization");
+    repo.push(&[("app/kustomization.yaml", "resources: []\n")], "a kustomization");
     let unit = common::unit_toml("evil", &repo.bare(), "app", &ns, "render = \"kustomize\"");
     let render = |extra: &str| {
         config_text(&dir.path().join("state"), extra, &unit).replace(
