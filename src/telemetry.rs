@@ -1,6 +1,6 @@
 //! Logging: `tracing` set-up (`text` or `json` on stderr) and [`error_chain`], an error and its
 //! causes as one line. It knows no other module of gitward (it sits at the bottom of the
-//! layering): the events that report a sync are written by `report`.
+//! layering): the events that report a sync are written by `observe::log`.
 //!
 //! Files: `text` (the text format: no module targets, span fields not repeated), [`mask`] (the
 //! process-wide set of decrypted values, masked in everything gitward writes), [`Masked`] (text
