@@ -18,10 +18,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use scan::{
-    Masked, closing_brace, ident, is_path_start, line_of, module_of, relative, rust_files, test_children,
-    top_level_items,
-};
+/// Every `.rs` file under a directory, sorted: what the shape tests of a module read too.
+pub(crate) use scan::rust_files;
+use scan::{Masked, closing_brace, ident, is_path_start, line_of, module_of, relative, test_children, top_level_items};
 
 mod arrows;
 mod census;

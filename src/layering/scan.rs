@@ -217,7 +217,7 @@ pub(super) fn module_of(rel: &str) -> String {
 }
 
 /// Every `.rs` file under `dir`, sorted.
-pub(super) fn rust_files(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn rust_files(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut dirs = vec![dir.to_path_buf()];
     while let Some(dir) = dirs.pop() {

@@ -26,24 +26,16 @@ const STILL_ON_ENGINE: [&str; 11] = [
 /// The parts in `state.rs` whose fields are still open to the engine's files.
 const STILL_OPEN: [&str; 4] = ["ParentState", "Recorder", "Options", "LastSync"];
 
-/// The `.rs` files under `src/sync`, relative to it.
+/// The `.rs` files under `src/sync`, relative to it, with their text.
 fn files() -> Vec<(String, String)> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/sync");
-    let mut found = Vec::new();
-    let mut dirs = vec![root.clone()];
-    while let Some(dir) = dirs.pop() {
-        for entry in std::fs::read_dir(&dir).expect("src/sync") {
-            let path = entry.expect("an entry").path();
-            if path.is_dir() {
-                dirs.push(path);
-            } else if path.extension().is_some_and(|e| e == "rs") {
-                let rel = path.strip_prefix(&root).expect("under src/sync").to_string_lossy().into_owned();
-                found.push((rel, std::fs::read_to_string(&path).expect("a source file")));
-            }
-        }
-    }
-    found.sort();
-    found
+    crate::layering::rust_files(&root)
+        .into_iter()
+        .map(|path| {
+            let rel = path.strip_prefix(&root).expect("under src/sync").to_string_lossy().into_owned();
+            (rel, std::fs::read_to_string(&path).expect("a source file"))
+        })
+        .collect()
 }
 
 #[test]
