@@ -72,9 +72,8 @@ fn main() -> ExitCode {
 /// `gitward completions`, `man` and `version`: what is generated from the command line's
 /// definition ([`gitward::cli::docs`]); `None` for every other command.
 fn generated(command: &Command) -> Option<ExitCode> {
-    let mut stdout = std::io::stdout().lock();
     match command {
-        Command::Completions { shell } => gitward::cli::docs::completions(*shell, &mut stdout),
+        Command::Completions { shell } => gitward::cli::docs::completions(*shell, &mut std::io::stdout().lock()),
         Command::Version => print!("{}", gitward::cli::docs::version()),
         Command::Man { dir } => match gitward::cli::docs::man_pages(dir) {
             Ok(pages) => pages.iter().for_each(|p| println!("{}", p.display())),
