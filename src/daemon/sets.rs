@@ -13,11 +13,10 @@
 //! start, [`Sets::seed_recorded`]). A unit is retired only when a listing that expanded no
 //! longer makes it, or when its set left the config: it is stopped, and its objects are kept —
 //! a warning names the unit and how many objects it leaves — unless the set says
-//! `prune_removed = true`: then one last sync that desires nothing prunes them by its ApplySet
-//! ([`crate::sync::Engine::retire`]), still under the unit's `max_prune_fraction` and
+//! `prune_removed = true`: then the members its ApplySet parent records are pruned
+//! ([`crate::sync::retire`]: no mirror opened, nothing fetched), still under the unit's `max_prune_fraction` and
 //! empty-revision guard unless the set says `prune_removed_unguarded = true`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -30,6 +29,7 @@ use super::trigger::{self, TriggerReceiver, TriggerSender};
 use crate::cluster::fence::Fence;
 use crate::config::{ClusterConfig, Config, SyncUnit};
 use crate::source::Revision;
+use crate::sync::retire::Retired;
 use crate::sync::set::{self as set_source, SetSource};
 use crate::telemetry::error_chain;
 
@@ -323,8 +323,7 @@ async fn watch_set(mut w: Watching) {
     }
 }
 
-/// What a removed unit's objects need: a client fenced as the unit was, its cluster and the
-/// state directory.
+/// What a removed unit's objects need: a client fenced as the unit was, and its cluster.
 pub(super) struct Retiring {
     /// The removed unit.
     pub removed: Removed,
@@ -332,52 +331,33 @@ pub(super) struct Retiring {
     pub client: kube::Client,
     /// Its cluster's settings.
     pub cluster: ClusterConfig,
-    /// Where its mirror is.
-    pub state_dir: PathBuf,
     /// The fence of its writes.
     pub fence: Fence,
 }
 
-/// A unit that left its set: its objects are kept and counted (a warning), or with
-/// `prune_removed` pruned by one sync that desires nothing — a prune the unit's guards
-/// (`max_prune_fraction`, the empty revision) refuse unless it says `allow_prune_all` or the
-/// set `prune_removed_unguarded`. Runs in a task of its own.
+/// A unit that left its set ([`crate::sync::retire`]): its objects are kept and counted (a
+/// warning), or with `prune_removed` pruned — a prune the unit's guards (`max_prune_fraction`,
+/// the empty revision) refuse unless it says `allow_prune_all` or the set
+/// `prune_removed_unguarded`. Runs in a task of its own.
 pub(super) async fn retire(r: Retiring) {
     let Removed { unit, set, prune, unguarded } = r.removed;
-    if !prune {
-        let objects = match crate::status::unit_state(&r.client, &unit).await {
-            Ok(state) => state.members.objects.values().sum::<usize>(),
-            Err(e) => {
-                warn!(unit = %unit.name, set, error = %error_chain(&e), "unit left its sync set; its objects are kept (not counted)");
-                return;
-            }
-        };
-        warn!(unit = %unit.name, set, objects, "unit left its sync set; its objects are kept");
-        return;
-    }
-    let unit = SyncUnit { prune: true, ..unit };
     let agent = crate::cluster::agent::user_agent(&crate::cluster::agent::process_identity());
-    let shared = std::sync::Arc::new(unit.clone());
-    let engine = crate::sync::Engine::fenced(r.client, &r.cluster, &r.state_dir, &shared, &r.fence, &agent).await;
-    let result = match engine {
-        Ok(mut engine) => {
-            engine.one_shot();
-            engine.retire();
-            if unguarded {
-                engine.allow_prune_once();
+    let how = crate::sync::retire::Retiring { prune, unguarded };
+    match crate::sync::retire::retire(r.client, &r.cluster, &unit, &r.fence, &agent, how).await {
+        Ok(Retired::Kept { members }) => {
+            warn!(unit = %unit.name, set, objects = members, "unit left its sync set; its objects are kept");
+        }
+        Ok(Retired::Pruned(changes)) => match changes.prune_refused.as_deref() {
+            Some(reason) => {
+                warn!(unit = %unit.name, set, reason, "unit left its sync set; its objects are kept: the prune was refused")
             }
-            engine.sync().await
-        }
-        Err(e) => Err(e),
-    };
-    match result {
-        Ok(report) if report.changes.prune_refused.is_some() => {
-            let reason = report.changes.prune_refused.as_deref().unwrap_or_default();
-            warn!(unit = %unit.name, set, reason, "unit left its sync set; its objects are kept: the prune was refused");
-        }
-        Ok(report) => {
-            let counts = report.changes.counts();
-            info!(unit = %unit.name, set, pruned = counts.pruned, "unit left its sync set; its objects are pruned");
+            None => {
+                let pruned = changes.counts().pruned;
+                info!(unit = %unit.name, set, pruned, "unit left its sync set; its objects are pruned");
+            }
+        },
+        Err(e) if !prune => {
+            warn!(unit = %unit.name, set, error = %error_chain(&e), "unit left its sync set; its objects are kept (not counted)");
         }
         Err(e) => {
             error!(unit = %unit.name, set, error = %error_chain(&e), "unit left its sync set; pruning its objects failed")

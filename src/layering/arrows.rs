@@ -41,7 +41,6 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ),
     ("daemon", "render", "the sandbox state on /readyz"),
     ("daemon", "source", "fetch counters and verification failures in metrics; mirrors shared by units"),
-    ("daemon", "status", "the objects a unit that left its sync set keeps, counted from its parent"),
     ("daemon", "sync", "each unit task drives its engine"),
     ("daemon", "telemetry", "log set-up and error chains"),
     ("health", "object", "statuses are keyed by object ref"),

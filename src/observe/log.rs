@@ -213,7 +213,7 @@ macro_rules! summary_event {
 }
 
 /// Logs the `sync complete` event: counts by action, then by health (the objects the wait
-/// covered; left out when no wait ran, [`Wait::waited`]), the wait and the result; at warn
+/// covered; left out when no wait ran, [`crate::sync::outcome::Wait::waited`]), the wait and the result; at warn
 /// when [`HealthSummary::warns`], else at info.
 pub fn log_summary(report: &Report, health: &HealthSummary) {
     if health.warns() {

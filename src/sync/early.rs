@@ -29,7 +29,6 @@
 
 use std::collections::{HashMap, HashSet};
 
-use crate::apply::Blocked;
 use crate::changeset::ChangeSet;
 use crate::cluster::LiveMeta;
 use crate::cluster::discovery::Resolved;
@@ -38,7 +37,6 @@ use crate::object::ObjectRef;
 use crate::plan::{Desired, Op, Stage, Step};
 use crate::source::Revision;
 
-use super::Engine;
 use super::desired::{self, Defaults};
 
 /// At most this many changed files are read early; a larger diff (a merge, a bulk edit) goes
@@ -128,7 +126,7 @@ pub fn select(
     Some(selection)
 }
 
-/// What [`Engine::apply_early`] applied.
+/// What [`Engine::apply_early`](crate::sync::Engine::apply_early) applied.
 #[derive(Debug, Default)]
 pub(super) struct Early {
     /// The entries of the objects applied, and the requests of all sent.
@@ -137,8 +135,8 @@ pub(super) struct Early {
     pub(super) sent: HashMap<ObjectRef, crate::object::Atom>,
 }
 
-/// A sync begun by [`Engine::early`]: its revision and what went early, for
-/// [`Engine::sync_rest`] to finish.
+/// A sync begun by [`Engine::early`](crate::sync::Engine::early): its revision and what went early, for
+/// [`Engine::sync_rest`](crate::sync::Engine::sync_rest) to finish.
 #[derive(Debug)]
 pub struct EarlyApply {
     pub(super) early: Early,
@@ -151,76 +149,9 @@ pub struct EarlyApply {
 
 impl EarlyApply {
     /// The entries of the objects that went early (for the log of a sync that never got to
-    /// [`Engine::sync_rest`]).
+    /// [`Engine::sync_rest`](crate::sync::Engine::sync_rest)).
     pub fn changes(&self) -> &ChangeSet {
         &self.early.changes
-    }
-}
-
-impl Engine {
-    /// Begins a sync of `revision`: lowers [`Engine::yield_signal`] and sends a push's changed
-    /// objects ([`Engine::apply_early`]). [`Engine::sync_rest`] finishes it. Never fails: what
-    /// could not go early goes with the rest.
-    pub async fn early(&mut self, revision: &Revision) -> EarlyApply {
-        let started = std::time::Instant::now();
-        self.options.apply.yield_to.clear();
-        self.record.attempting = Some(revision.clone());
-        let defaults = self.defaults();
-        let early = self.apply_early(revision, &defaults).await;
-        EarlyApply { early, revision: revision.clone(), started, early_at: started.elapsed() }
-    }
-
-    /// The signal that makes a sync in its apply stop sending ([`crate::apply::Yield`]); the
-    /// daemon raises it when a push brings a newer revision. Lowered when a sync or self-heal
-    /// begins.
-    pub fn yield_signal(&self) -> crate::apply::Yield {
-        self.options.apply.yield_to.clone()
-    }
-
-    /// What every desired object of this unit is built with.
-    pub(super) fn defaults(&self) -> Defaults {
-        Defaults::of(&self.unit)
-    }
-
-    /// Sends a push's changed objects before the revision is loaded whole (see the module doc): the
-    /// objects of the files changed since the last synced revision that exist live, as members,
-    /// with another desired hash. What was applied (created, configured or drift-corrected) is
-    /// returned with its hash, for the whole sync to leave out; a failed request is not: the
-    /// whole sync sends it again and reports it. Nothing is sent before the first sync, for a
-    /// revision already synced, or where [`early::select`] says no.
-    pub(super) async fn apply_early(&mut self, revision: &Revision, defaults: &Defaults) -> Early {
-        let Some((from, previous)) = self.last.desired.as_ref() else { return Early::default() };
-        if from == revision {
-            return Early::default();
-        }
-        // Sent early as the whole sync would send them; a variable that cannot be read or is
-        // undefined is the whole sync's to report.
-        let Some(changed) = self.loader.changed(self.view.client(), from, revision, MAX_FILES).await else {
-            return Early::default();
-        };
-        let view = &self.view;
-        let known = |m: &crate::manifest::Manifest| view.known(&m.api_version, &m.gk.kind);
-        let Some(selection) = select(changed, previous, known, |o| view.cache().get(o), defaults) else {
-            tracing::debug!(unit = %self.unit.name, %revision, "no early apply: the whole sync decides");
-            return Early::default();
-        };
-        let mut early = Early::default();
-        let mut blocked = Blocked::default();
-        for (stage, steps) in &selection.stages {
-            let applied = self.view.apply(*stage, steps, &selection.desired, &mut blocked, &self.options.apply).await;
-            early.changes.requests += applied.requests;
-            if let Some(at) = applied.changes_applied_at {
-                early.changes.note_change_applied(at);
-            }
-            for entry in applied.entries {
-                if entry.action.applied_change() {
-                    let hash = selection.desired.iter().find(|d| d.object == entry.object).map(|d| d.hash.clone());
-                    early.sent.insert(entry.object.clone(), hash.unwrap_or_default());
-                    early.changes.entries.push(entry);
-                }
-            }
-        }
-        early
     }
 }
 

@@ -7,160 +7,147 @@ use std::sync::Arc;
 
 use kube::discovery::ApiResource;
 
-use super::{Engine, Report};
+use super::follow::result_of;
 use crate::changeset::ChangeSet;
+use crate::cluster::cache::MetadataCache;
 use crate::cluster::inventory::PART_OF;
 use crate::health::record::SyncResult;
-use crate::health::wait::{HealthWait, Target, WaitEnd};
-use crate::health::{Counts, Health, survey};
+use crate::health::wait::{HealthWait, Target};
+use crate::health::{Counts, Health, Status, bears_health, survey};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
-impl Engine {
-    /// A health wait ([`crate::health::wait`]) over what `report`'s sync changed, over the
-    /// members an earlier wait left not `Current` that git still holds (a sync that changes
-    /// nothing still waits for the Deployment an earlier revision never rolled out), and over
-    /// the members whose status moved since they were last judged ([`Engine::take_touched`]):
-    /// a wait with no targets then means every member was judged `Current`, not assumed so. Before
-    /// this engine's first judgement (a daemon's first sync, every `gitward sync --wait`) the
-    /// unit's health-bearing members are read once ([`survey`]) to learn which those are; the
-    /// wait then covers every member that was not `Current` ([`HealthWait::covers_all`]). A
-    /// failed read is logged and the wait covers what the sync changed.
-    pub async fn health_wait(&mut self, report: &Report) -> HealthWait {
-        let selector = format!("{PART_OF}={}", self.parent.inventory.id);
-        let covers_all = self.record.unhealthy.is_none() && self.survey().await;
-        let desired: HashSet<&ObjectRef> =
-            self.last.desired.iter().flat_map(|(_, d)| d.iter().map(|d| &d.object)).collect();
-        let mut targets = report.sent.health_targets.clone();
-        let mut changed: HashSet<ObjectRef> = targets.iter().map(|t| t.object.clone()).collect();
-        for t in self.record.unhealthy.iter().flatten() {
-            if desired.contains(&t.object) && changed.insert(t.object.clone()) {
-                targets.push(t.clone());
-            }
-        }
-        // Members whose status moved since they were last judged are judged by this wait.
-        for t in self.take_touched() {
-            if changed.insert(t.object.clone()) {
-                targets.push(t);
-            }
-        }
-        let wait = HealthWait::new(self.view.writer().clone(), selector, &targets);
-        if covers_all { wait.covering_all() } else { wait }
+/// What the engine last judged of the unit's health: the members that were not `Current`
+/// when a health wait (or a survey, or a followed change) last judged them, and of those the
+/// `Failed` ones. `None` of either until a judgement of this engine: a fresh engine reads the
+/// unit's members once ([`survey`]) before its first wait.
+#[derive(Default)]
+pub(super) struct Judgement {
+    /// Members not `Current` when last judged: targets of the next wait too, so a sync that
+    /// changes nothing still waits for the Deployment an earlier revision left unhealthy.
+    unhealthy: Option<Vec<Target>>,
+    /// Of `unhealthy`, those whose health was `Failed`: the rest are in progress.
+    failed: HashSet<ObjectRef>,
+}
+
+impl Judgement {
+    /// Whether this engine has judged the unit yet.
+    pub(super) fn is_judged(&self) -> bool {
+        self.unhealthy.is_some()
     }
 
-    /// The result a health wait that ended with `outcome` (`None`: cancelled) gives the unit,
-    /// and what later waits must wait for. `healthy` only when every member with health is
-    /// `Current`: when the wait covered only some of them, the unit's health-bearing members
-    /// are read once more ([`survey`]) and any that is not `Current` makes it `progressing`
-    /// (`degraded` if one is `Failed`). A failed read makes it `progressing` too (unknown is
-    /// not healthy). A wait with no targets (call it with `Healthy` without running it) reads
-    /// nothing when the last judgement left nothing unhealthy.
-    pub async fn judge_health(&mut self, wait: &HealthWait, outcome: Option<WaitEnd>) -> SyncResult {
-        match outcome {
-            Some(WaitEnd::Healthy) if wait.covers_all() => {
-                self.judged(Vec::new());
-                SyncResult::Healthy
-            }
-            // Nothing was waited on, and the last judgement found nothing else unhealthy: a
-            // resync that changes nothing reads nothing.
-            Some(WaitEnd::Healthy) if wait.targets().is_empty() && self.record.unhealthy.is_some() => {
-                SyncResult::Healthy
-            }
-            Some(WaitEnd::Healthy) => {
-                let before = self.record.unhealthy.take();
-                match self.read_unhealthy().await {
-                    Ok(found) if found.is_empty() => {
-                        self.judged(Vec::new());
-                        SyncResult::Healthy
-                    }
-                    Ok(found) => {
-                        let failed = found.iter().any(|(_, s)| s.health == Health::Failed);
-                        self.judged(found.into_iter().map(|(t, s)| (t, s.health)).collect());
-                        if failed { SyncResult::Degraded } else { SyncResult::Progressing }
-                    }
-                    Err(e) => {
-                        tracing::warn!(unit = %self.unit.name, error = %crate::telemetry::error_chain(&e), "could not read the unit's health; not recorded healthy");
-                        self.record.unhealthy = before;
-                        SyncResult::Progressing
-                    }
+    /// The members last judged not `Current`.
+    pub(super) fn unhealthy(&self) -> impl Iterator<Item = &Target> {
+        self.unhealthy.iter().flatten()
+    }
+
+    /// Replaces the judgement with `unhealthy`, the members found not `Current` with their
+    /// health.
+    pub(super) fn judged(&mut self, unhealthy: Vec<(Target, Health)>) {
+        self.failed = unhealthy.iter().filter(|(_, h)| *h == Health::Failed).map(|(t, _)| t.object.clone()).collect();
+        self.unhealthy = Some(unhealthy.into_iter().map(|(t, _)| t).collect());
+    }
+
+    /// [`Judgement::judged`] from a survey's statuses.
+    pub(super) fn judged_statuses(&mut self, found: Vec<(Target, Status)>) {
+        self.judged(found.into_iter().map(|(t, s)| (t, s.health)).collect());
+    }
+
+    /// Folds one member's health into the judgement: `None` (gone) or `Current` leaves the
+    /// members not `Current`; any other joins them (`Failed`: degraded). Nothing before the
+    /// first judgement.
+    pub(super) fn fold(&mut self, target: &Target, health: Option<Health>) {
+        let Some(unhealthy) = self.unhealthy.as_mut() else { return };
+        unhealthy.retain(|t| t.object != target.object);
+        self.failed.remove(&target.object);
+        match health {
+            None | Some(Health::Current) => {}
+            Some(health) => {
+                unhealthy.push(target.clone());
+                if health == Health::Failed {
+                    self.failed.insert(target.object.clone());
                 }
             }
-            Some(WaitEnd::Degraded) => {
-                self.judged(not_current(wait));
-                SyncResult::Degraded
-            }
-            Some(WaitEnd::TimedOut) | None => {
-                self.judged(not_current(wait));
-                SyncResult::Progressing
-            }
         }
     }
 
-    /// Remembers `unhealthy`, the members found not `Current` with their health, as the
-    /// unit's judgement: the targets of the next waits, and its health counts.
-    fn judged(&mut self, unhealthy: Vec<(Target, Health)>) {
-        self.record.unhealthy_failed =
-            unhealthy.iter().filter(|(_, h)| *h == Health::Failed).map(|(t, _)| t.object.clone()).collect();
-        self.record.unhealthy = Some(unhealthy.into_iter().map(|(t, _)| t).collect());
+    /// The unit's result as last judged ([`result_of`]), over the members git holds (`held`:
+    /// the last sync's desired objects; `None`, every member judged).
+    pub(super) fn result(&self, held: Option<&[Desired]>) -> SyncResult {
+        let held: Option<HashSet<&ObjectRef>> = held.map(|d| d.iter().map(|d| &d.object).collect());
+        let held = |o: &ObjectRef| held.as_ref().is_none_or(|h| h.contains(o));
+        let unhealthy = self.unhealthy().filter(|t| held(&t.object)).count();
+        let failed = self.failed.iter().filter(|o| held(o)).count();
+        result_of(unhealthy, failed)
     }
 
     /// The unit's members by health bucket, counted as `gitward status` counts them: every
-    /// member the cache holds, `Current` unless the last judgement found it not `Current`
+    /// member `cache` holds, `Current` unless the last judgement found it not `Current`
     /// (`Failed`: degraded; any other: progressing); members of kinds without health are
-    /// healthy, and members not in the cluster are not counted. `None` until this engine has
-    /// judged the unit (no health wait ran yet, or `health_timeout = 0`).
-    pub fn members_health(&self) -> Option<Counts> {
-        let unhealthy = self.record.unhealthy.as_ref()?;
-        let cache = self.cache();
+    /// healthy, and members not in the cluster are not counted. `None` before the first
+    /// judgement.
+    pub(super) fn counts(&self, cache: &MetadataCache) -> Option<Counts> {
+        let unhealthy = self.unhealthy.as_ref()?;
         let present: Vec<&ObjectRef> = unhealthy.iter().map(|t| &t.object).filter(|o| cache.get(o).is_some()).collect();
-        let degraded = present.iter().filter(|o| self.record.unhealthy_failed.contains(**o)).count();
+        let degraded = present.iter().filter(|o| self.failed.contains(**o)).count();
         Some(Counts {
             healthy: cache.len().saturating_sub(present.len()),
             progressing: present.len() - degraded,
             degraded,
         })
     }
+}
 
-    /// Reads the unit's health-bearing members once ([`survey`]) and remembers those not
-    /// `Current` as targets of the next waits; false (logged) when the read failed.
-    pub(super) async fn survey(&mut self) -> bool {
-        match self.read_unhealthy().await {
-            Ok(found) => {
-                self.judged(found.into_iter().map(|(t, s)| (t, s.health)).collect());
-                true
-            }
-            Err(e) => {
-                tracing::warn!(unit = %self.unit.name, error = %crate::telemetry::error_chain(&e), "could not read the unit's health");
-                false
-            }
-        }
+/// The members of `desired`'s kinds that bear health and are not `Current`, and that `desired`
+/// holds (a member left behind by a refused prune is not this revision's): one list per kind
+/// through `client`, selected by the ApplySet `applyset_id`. None when nothing was synced yet.
+///
+/// Errors: [`survey::Error`] when a kind cannot be listed.
+pub(super) async fn read_unhealthy(
+    client: &kube::Client,
+    applyset_id: &str,
+    desired: Option<&[Desired]>,
+) -> std::result::Result<Vec<(Target, Status)>, survey::Error> {
+    let Some(desired) = desired else { return Ok(Vec::new()) };
+    let mut kinds: BTreeMap<&GroupKind, survey::Kind> = BTreeMap::new();
+    for d in desired.iter().filter(|d| bears_health(&d.object.gk)) {
+        kinds.entry(&d.object.gk).or_insert_with(|| survey::Kind {
+            gk: d.object.gk.clone(),
+            resource: d.resource.clone(),
+            namespaced: d.object.namespace.is_some(),
+        });
     }
+    let kinds: Vec<survey::Kind> = kinds.into_values().collect();
+    let selector = format!("{PART_OF}={applyset_id}");
+    let held: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
+    let found = survey::not_current(client, &kinds, &selector).await?;
+    Ok(found.into_iter().filter(|(t, _)| held.contains(&t.object)).collect())
+}
 
-    /// The members of the kinds git holds that bear health and are not `Current`, and that git
-    /// still holds (a member left behind by a refused prune is not this revision's).
-    pub(super) async fn read_unhealthy(
-        &self,
-    ) -> std::result::Result<Vec<(Target, crate::health::Status)>, survey::Error> {
-        let Some((_, desired)) = &self.last.desired else { return Ok(Vec::new()) };
-        let mut kinds: BTreeMap<&GroupKind, survey::Kind> = BTreeMap::new();
-        for d in desired.iter().filter(|d| crate::health::bears_health(&d.object.gk)) {
-            kinds.entry(&d.object.gk).or_insert_with(|| survey::Kind {
-                gk: d.object.gk.clone(),
-                resource: d.resource.clone(),
-                namespaced: d.object.namespace.is_some(),
-            });
-        }
-        let kinds: Vec<survey::Kind> = kinds.into_values().collect();
-        let selector = format!("{PART_OF}={}", self.parent.inventory.id);
-        let held: HashSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
-        let found = survey::not_current(self.view.client(), &kinds, &selector).await?;
-        Ok(found.into_iter().filter(|(t, _)| held.contains(&t.object)).collect())
+/// The members `cache` saw touched since the last take that `desired` holds and whose kind
+/// bears health, as wait targets (their resource from the desired objects), in ref order.
+pub(super) fn take_touched(cache: &MetadataCache, desired: Option<&[Desired]>) -> Vec<Target> {
+    let touched = cache.touched().take();
+    let Some(desired) = desired else { return Vec::new() };
+    if touched.is_empty() {
+        return Vec::new();
     }
+    let resources: HashMap<&ObjectRef, &Arc<ApiResource>> =
+        desired.iter().filter(|d| bears_health(&d.object.gk)).map(|d| (&d.object, &d.resource)).collect();
+    let mut targets: Vec<Target> = touched
+        .into_iter()
+        .filter_map(|object| {
+            let resource = Arc::clone(resources.get(&object)?);
+            Some(Target { object, resource })
+        })
+        .collect();
+    targets.sort_by(|a, b| a.object.cmp(&b.object));
+    targets
 }
 
 /// The targets of `wait` that are not `Current` (or not seen yet: in progress), with their
 /// health.
-fn not_current(wait: &HealthWait) -> Vec<(Target, Health)> {
+pub(super) fn not_current(wait: &HealthWait) -> Vec<(Target, Health)> {
     let statuses = wait.statuses();
     wait.not_current()
         .into_iter()

@@ -1,6 +1,5 @@
 //! The loader of a unit's revisions: fetch, render and parse through the unit's repository
-//! ([`Repo`]), then `[sync.substitute]`'s variables substituted ([`super::substitute`]). A
-//! retired unit ([`Loader::retire`]) loads nothing: every revision desires no object.
+//! ([`Repo`]), then `[sync.substitute]`'s variables substituted ([`super::substitute`]).
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -20,24 +19,17 @@ pub(super) struct Loader {
     /// The key desired hashes of objects that took a Secret's value are keyed with
     /// ([`super::substitute::key`]).
     substitute_key: HashKey,
-    /// The unit's directory left its `[[sync_set]]` (`prune_removed`): every load desires nothing.
-    retired: bool,
 }
 
 impl Loader {
     /// The loader of `unit` through `repo`, hashes of Secret values keyed with `substitute_key`.
     pub(super) fn new(unit: Arc<SyncUnit>, repo: Repo, substitute_key: HashKey) -> Self {
-        Self { unit, repo, substitute_key, retired: false }
+        Self { unit, repo, substitute_key }
     }
 
     /// The unit's repository (mirror and parse cache).
     pub(super) fn repo(&self) -> &Repo {
         &self.repo
-    }
-
-    /// Makes every later load desire nothing ([`super::Engine::retire`]).
-    pub(super) fn retire(&mut self) {
-        self.retired = true;
     }
 
     /// Fetches and resolves the unit's ref ([`Repo::fetch`]).
@@ -77,13 +69,10 @@ impl Loader {
     /// Loads `revision`'s manifests, variables substituted (`[sync.substitute]`, `from` objects
     /// read through `client`); a unit that renders with Helm first learns the cluster's
     /// capabilities through `client` (again after [`crate::render::CAPABILITIES_TTL`]; a failed
-    /// refresh keeps the last good set). Nothing for a retired unit.
+    /// refresh keeps the last good set).
     ///
     /// Errors: the source's, the render's, the parse's and the variables' ([`super::Error`]).
     pub(super) async fn load(&self, client: &kube::Client, revision: &Revision) -> Result<Loaded> {
-        if self.retired {
-            return Ok(Loaded::default());
-        }
         if self.repo.needs_capabilities(revision).await? {
             self.repo.refresh_capabilities(crate::cluster::discovery::helm_capabilities(client).await)?;
         }

@@ -6,9 +6,9 @@
 //! the daemon's metrics and readiness status, Kubernetes Events, notifiers, the dashboard) are
 //! told the outcome by whoever drives the engine; the engine tells no one.
 //!
-//! The health step: [`Engine::begin_health`] decides whether a wait runs at all
+//! The health step: [`Engine::begin_health`](crate::sync::Engine::begin_health) decides whether a wait runs at all
 //! ([`Wait::before`]) and, when one is due, records it on the parent and hands it to the
-//! caller with a [`Pending`] end; [`Engine::finish`] judges how the wait ended, runs the post
+//! caller with a [`Pending`] end; [`Engine::finish`](crate::sync::Engine::finish) judges how the wait ended, runs the post
 //! hooks and records the result. Running the wait is the caller's: `gitward sync --wait` runs
 //! it to the end, the daemon beside its one loop, on a handle it can cancel (a newer
 //! revision, SIGHUP, shutdown).
@@ -20,9 +20,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use tracing::warn;
-
-use super::{Engine, Error, Report};
+use super::{Error, Report};
 use crate::health::record::SyncResult;
 use crate::health::wait::{HealthWait, WaitEnd};
 use crate::health::{Counts, Health, Status};
@@ -217,7 +215,7 @@ pub struct Live {
     /// Members the unit's cache tracks.
     pub tracked: usize,
     /// The members by health bucket as the engine last judged them
-    /// ([`Engine::members_health`]: counted as `gitward status` counts them); `None` until a
+    /// ([`Engine::members_health`](crate::sync::Engine::members_health): counted as `gitward status` counts them); `None` until a
     /// health wait of this engine judged the unit.
     pub health: Option<Counts>,
     /// An estimate of the bytes the unit's metadata cache holds
@@ -296,16 +294,17 @@ impl Outcome {
     }
 }
 
-/// A sync whose objects were sent and whose health wait is due, as [`Engine::finish`] needs it.
+/// A sync whose objects were sent and whose health wait is due, as [`Engine::finish`](crate::sync::Engine::finish) needs it.
 #[derive(Debug)]
 pub struct Pending {
     /// The sync's report.
-    report: Report,
-    cause: Cause,
-    /// The engine judges the unit's health with the wait ([`Engine::record_sync`]'s `judged`).
-    judged: bool,
+    pub(super) report: Report,
+    /// Why the sync ran.
+    pub(super) cause: Cause,
+    /// The engine judges the unit's health with the wait ([`Engine::record_sync`](crate::sync::Engine::record_sync)'s `judged`).
+    pub(super) judged: bool,
     /// When the wait began.
-    started: Instant,
+    pub(super) started: Instant,
 }
 
 impl Pending {
@@ -315,153 +314,16 @@ impl Pending {
     }
 }
 
-/// How the health step after a sync's apply goes on ([`Engine::begin_health`]).
+/// How the health step after a sync's apply goes on ([`Engine::begin_health`](crate::sync::Engine::begin_health)).
 pub enum HealthStep {
     /// No wait runs: the sync is finished and recorded.
     Done(Box<Outcome>),
-    /// A wait is due: run it, then [`Engine::finish`] with how it ended.
+    /// A wait is due: run it, then [`Engine::finish`](crate::sync::Engine::finish) with how it ended.
     Wait(Box<(Pending, HealthWait)>),
 }
 
-impl Engine {
-    /// Starts the health step after `report`'s apply: no wait when [`Wait::before`] says so (a
-    /// wait is `asked` for in the daemon and by `gitward sync --wait`), nor when the engine's
-    /// wait ([`Engine::health_wait`]) has no targets (every member judged `Current`: healthy,
-    /// `wait="none"`): the sync is then finished ([`Engine::finish`]'s post hooks and record)
-    /// and its outcome returned. A wait that is due is recorded on the ApplySet parent before it
-    /// runs ([`Engine::record_waiting`]: the revision, its apply time, the attempt and what is
-    /// waited for), so that `gitward status` tells the truth meanwhile; a failed write is
-    /// logged.
-    pub async fn begin_health(&mut self, report: Report, cause: Cause, asked: bool) -> HealthStep {
-        let started = Instant::now();
-        let failed = report.changes.has_failures();
-        if let Some(wait) = Wait::before(failed, asked, self.health_timeout()) {
-            let pending = Pending { report, cause, judged: false, started };
-            return HealthStep::Done(Box::new(self.conclude(pending, HealthSummary::unwaited(wait), Vec::new()).await));
-        }
-        let wait = self.health_wait(&report).await;
-        let judged = wait.covers_all() || !wait.targets().is_empty();
-        let pending = Pending { report, cause, judged, started };
-        if wait.targets().is_empty() {
-            // Nothing with health changed, none moved since it was judged, and nothing is left
-            // unhealthy: every member is judged `Current`, nothing to wait on.
-            let summary = self.judge(&wait, Some(WaitEnd::Healthy)).await;
-            let summary = HealthSummary { wait: Wait::None, ..summary };
-            return HealthStep::Done(Box::new(self.conclude(pending, summary, Vec::new()).await));
-        }
-        if let Err(e) = self.record_waiting(&pending.report, &wait).await {
-            let error = crate::telemetry::error_chain(&e);
-            warn!(unit = %pending.report.unit, error, "could not record the health wait on the inventory");
-        }
-        HealthStep::Wait(Box::new((pending, wait)))
-    }
-
-    /// Finishes the sync `pending` whose wait ended with `end` (`None`: cancelled): judges it
-    /// ([`Engine::judge_health`]; a cancelled wait is `progressing`, so a later no-op sync of
-    /// the revision cannot call it healthy, and waits for what is still not healthy), then —
-    /// when `record`; a wait cancelled by a newer revision records nothing, that revision
-    /// records itself — runs the post hooks and records the result and the attempt on the
-    /// ApplySet parent ([`Engine::record_sync`]; a failed write is logged).
-    pub async fn finish(&mut self, pending: Pending, wait: &HealthWait, end: Option<WaitEnd>, record: bool) -> Outcome {
-        let summary = self.judge(wait, end).await;
-        let not_ready = if end == Some(WaitEnd::Healthy) { Vec::new() } else { not_ready(wait) };
-        let waited = match end {
-            // A timeout ends at the timeout; a Failed object ends the wait at once.
-            Some(WaitEnd::TimedOut) => self.health_timeout(),
-            _ => pending.started.elapsed(),
-        };
-        let mut outcome = if record {
-            self.conclude(pending, summary, not_ready).await
-        } else {
-            self.outcome(pending.report, pending.cause, summary, not_ready).await
-        };
-        outcome.timings.wait = waited;
-        outcome
-    }
-
-    /// Records a sync that failed as a whole ([`Engine::record_failure`]; a record that cannot
-    /// be written — the cluster does not answer either — is logged at debug) and returns its
-    /// outcome. `kept`: the revision last applied, which stays in force; `retry_at`: when the
-    /// daemon tries again, recorded with the failure (`None` for a one-shot sync).
-    pub async fn fail(
-        &mut self,
-        cause: Cause,
-        error: Error,
-        kept: Option<Revision>,
-        retry_at: Option<std::time::SystemTime>,
-    ) -> Outcome {
-        let failure = Failure::new(self.unit_name().to_string(), error, self.attempted().cloned(), kept);
-        if let Err(r) = self.record_failure(&failure, retry_at).await {
-            let unit = &failure.unit;
-            tracing::debug!(unit, error = %crate::telemetry::error_chain(&r), "could not record the error on the inventory");
-        }
-        Outcome {
-            cause,
-            ended: Ended::Failed(failure),
-            health: HealthSummary::unwaited(Wait::Skipped),
-            not_ready: Vec::new(),
-            post_hooks: 0,
-            live: self.live_now(true),
-            timings: Timings::default(),
-        }
-    }
-
-    /// The summary of `wait` once it ended with `end` (`None`: cancelled), with the result the
-    /// engine judges.
-    async fn judge(&mut self, wait: &HealthWait, end: Option<WaitEnd>) -> HealthSummary {
-        let result = self.judge_health(wait, end).await;
-        let wait_kind = end.map_or(Wait::Cancelled, Wait::from);
-        HealthSummary { counts: Counts::of(&wait.healths()), wait: wait_kind, result }
-    }
-
-    /// The end of a sync judged `summary`: its post hooks (once the revision is judged healthy
-    /// or no wait ran, never after a cancelled wait; their entries join the report, a failed
-    /// one makes the result `failed`), its record, and its outcome.
-    async fn conclude(&mut self, pending: Pending, summary: HealthSummary, not_ready: NotReady) -> Outcome {
-        let Pending { mut report, cause, judged, .. } = pending;
-        let (mut summary, mut post_hooks) = (summary, 0);
-        if let Some((changes, result)) = self.post_hooks(&report, summary.result).await {
-            post_hooks = changes.entries.len();
-            report.changes.extend(changes);
-            summary.result = result;
-        }
-        if let Err(e) = self.record_sync(&report, summary.result, judged).await {
-            let error = crate::telemetry::error_chain(&e);
-            warn!(unit = %report.unit, error, "could not record the sync result on the inventory");
-        }
-        let outcome = self.outcome(report, cause, summary, not_ready).await;
-        Outcome { post_hooks, ..outcome }
-    }
-
-    /// The outcome of `report`'s sync, judged `health`.
-    async fn outcome(&self, report: Report, cause: Cause, health: HealthSummary, not_ready: NotReady) -> Outcome {
-        // Objects the API server refused leave the unit ready; failures because it did not
-        // answer (an outage) do not.
-        let answered = !report.changes.has_failures() || self.cluster_answers().await;
-        let timings = report.took;
-        Outcome {
-            cause,
-            ended: Ended::Applied(report),
-            health,
-            not_ready,
-            post_hooks: 0,
-            live: self.live_now(answered),
-            timings,
-        }
-    }
-}
-
-impl Engine {
-    /// The cluster as the engine sees it now: `answered` as the caller found it, the members
-    /// the cache tracks, their health as last judged and the cache's size.
-    fn live_now(&self, answered: bool) -> Live {
-        let cache = self.cache();
-        Live { answered, tracked: cache.len(), health: self.members_health(), cache_bytes: cache.estimated_bytes() }
-    }
-}
-
 /// The targets of `wait` that are not `Current`, with their last status.
-fn not_ready(wait: &HealthWait) -> NotReady {
+pub(super) fn not_ready(wait: &HealthWait) -> NotReady {
     let statuses = wait.statuses();
     wait.targets()
         .iter()

@@ -7,26 +7,14 @@ use std::sync::Arc;
 
 use kube::discovery::ApiResource;
 
-use super::Engine;
+use super::state::ClusterView;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::PART_OF;
 use crate::cluster::owner::{self, Verdict};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
 
-impl Engine {
-    /// Adds the note `adopted from unit …` to the entries of the objects taken over from
-    /// another ApplySet by this apply, and reports the Namespaces this sync made bare
-    /// ([`Engine::ensure_parent_namespace`], [`Engine::ensure_unit_namespace`]) as `created`.
-    pub(super) fn note_adoptions(&mut self, changes: &mut ChangeSet) {
-        for made in std::mem::take(&mut self.parent.made_bare) {
-            made_bare(changes, &made);
-        }
-        if !self.last.adoptions.is_empty() {
-            note_adoptions(changes, std::mem::take(&mut self.last.adoptions));
-        }
-    }
-
+impl ClusterView {
     /// Objects about to be created that already carry another ApplySet's `part-of` label: read
     /// from the daemon's shared watch of each kind when it has listed
     /// ([`crate::cluster::cache::MetadataCache::others_part_of`]: no request, so a unit's first
@@ -42,6 +30,7 @@ impl Engine {
     /// objects' metadata for its 10 creates.)
     pub(super) async fn foreign_members(
         &self,
+        owner: Claimant<'_>,
         desired: &[Desired],
         live: &BTreeMap<ObjectRef, crate::cluster::LiveMeta>,
         changes: &mut ChangeSet,
@@ -67,16 +56,13 @@ impl Engine {
                 scopes.push((gk, resource, namespaced, None));
             }
         }
-        let selector = format!("{PART_OF},{PART_OF}!={}", self.parent.inventory.id);
+        let selector = format!("{PART_OF},{PART_OF}!={}", owner.applyset_id);
         // One list per scope, all at once: a cold sync of ten kinds waited for ten lists in a row.
-        let lists =
-            futures::future::join_all(scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
-                let selector = &selector;
-                async move {
-                    (gk, namespaced, owner::list_labelled(self.view.client(), resource, namespace, selector).await)
-                }
-            }))
-            .await;
+        let lists = futures::future::join_all(scopes.into_iter().map(|(gk, resource, namespaced, namespace)| {
+            let selector = &selector;
+            async move { (gk, namespaced, owner::list_labelled(self.client(), resource, namespace, selector).await) }
+        }))
+        .await;
         let mut foreign = Foreign::default();
         for (gk, namespaced, list) in lists {
             let list = match list {
@@ -112,7 +98,7 @@ impl Engine {
         if labelled.is_empty() {
             return foreign;
         }
-        self.judge_owners(labelled, foreign, changes).await
+        self.judge_owners(owner, labelled, foreign, changes).await
     }
 
     /// The creates of `gk` that carry another ApplySet's id, with that id, as the daemon's
@@ -126,7 +112,7 @@ impl Engine {
         let of_kind: Vec<&ObjectRef> = creates.iter().copied().filter(|o| &o.gk == gk).collect();
         let names: Vec<(Option<&str>, &str)> =
             of_kind.iter().map(|o| (o.namespace.as_deref(), o.name.as_str())).collect();
-        let values = self.view.cache().others_part_of(resource, &names)?;
+        let values = self.cache().others_part_of(resource, &names)?;
         Some(of_kind.into_iter().zip(values).filter_map(|(o, id)| Some((o.clone(), id?))).collect())
     }
 
@@ -134,16 +120,17 @@ impl Engine {
     /// judges each against `adopt_from` into `foreign`.
     async fn judge_owners(
         &self,
+        owner: Claimant<'_>,
         labelled: Vec<(ObjectRef, String)>,
         mut foreign: Foreign,
         changes: &mut ChangeSet,
     ) -> Foreign {
         let ids: BTreeSet<String> = labelled.iter().map(|(_, id)| id.clone()).collect();
         changes.requests += 2;
-        let owners = owner::owners(self.view.client(), &ids).await.map_err(|e| crate::cluster::api_message(&e));
+        let owners = owner::owners(self.client(), &ids).await.map_err(|e| crate::cluster::api_message(&e));
         for (object, id) in labelled {
             let found = owners.as_ref().ok().and_then(|o| o.get(&id));
-            match (owner::verdict(&id, found, &self.unit.adopt_from), &owners) {
+            match (owner::verdict(&id, found, owner.adopt_from), &owners) {
                 (Verdict::Adopt(note), _) => {
                     foreign.adoptable_ids.insert(id);
                     foreign.adopted.insert(object, note);
@@ -160,6 +147,27 @@ impl Engine {
             }
         }
         foreign
+    }
+}
+
+/// Whose creates the ownership check judges: the unit's ApplySet id and its `adopt_from`.
+#[derive(Clone, Copy)]
+pub(super) struct Claimant<'a> {
+    /// The unit's ApplySet id: objects labelled with it are the unit's own.
+    pub(super) applyset_id: &'a str,
+    /// The units whose objects this one may take over ([`crate::config::SyncUnit::adopt_from`]).
+    pub(super) adopt_from: &'a [String],
+}
+
+/// Adds the note `adopted from unit …` to the entries of the objects taken over from another
+/// ApplySet by this apply (`adoptions`), and reports the Namespaces this sync made bare
+/// (`made`) as `created`.
+pub(super) fn note_taken(changes: &mut ChangeSet, made: Vec<ObjectRef>, adoptions: HashMap<ObjectRef, String>) {
+    for made in made {
+        made_bare(changes, &made);
+    }
+    if !adoptions.is_empty() {
+        note_adoptions(changes, adoptions);
     }
 }
 

@@ -2,7 +2,7 @@
 //! reads and writes it, the ApplySet parent, the records on it, Helm hooks, the options of
 //! apply and prune, and what one sync leaves for the next.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,14 +15,9 @@ use crate::changeset::ChangeSet;
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::discovery::{Discovery, Resolved};
 use crate::cluster::fence::Fence;
-use crate::cluster::inventory::{Inventory, Parent, ParentWatch};
-use crate::health::record::{Attempt, Record};
-use crate::health::wait::Target;
 use crate::manifest::Manifest;
-use crate::object::{GroupKind, ObjectRef};
+use crate::object::GroupKind;
 use crate::plan::{Desired, PruneStep, Stage, Step};
-use crate::prune::PruneOptions;
-use crate::source::Revision;
 
 /// The cluster as the engine reads and writes it: its clients, the kinds discovery resolved,
 /// the metadata of the unit's members, and the seam every write goes through. Its verbs read
@@ -197,87 +192,4 @@ impl ClusterView {
         };
         self.writes.prune(&ctx, steps).await
     }
-}
-
-/// The unit's ApplySet parent as the engine knows it, and the namespaces made for it.
-pub(super) struct ParentState {
-    /// Where the parent is and its ApplySet id.
-    pub(super) inventory: Inventory,
-    /// What the parent holds and its resourceVersion, once read or written: later syncs need
-    /// not read it; every write carries that resourceVersion as a precondition.
-    pub(super) known: Option<Parent>,
-    /// Watches the parent, so a parent deleted or written by someone else is read again (and
-    /// re-created) rather than trusted from memory; started at the first sync.
-    pub(super) watch: Option<ParentWatch>,
-    /// With `create_namespace`: the unit's namespace was found or made by this engine
-    /// ([`super::namespaces`]); cleared after a sync with failures, so it is checked again.
-    pub(super) namespace_checked: bool,
-    /// The revision being synced defines the parent's namespace (a Namespace manifest): made
-    /// bare before the parent's first write ([`super::namespaces`]).
-    pub(super) namespace_defined: bool,
-    /// Namespaces this sync made bare (the parent's, `create_namespace`'s): a member's entry
-    /// says `created`, not `adopted`; another's is in `namespaces_created`.
-    pub(super) made_bare: Vec<ObjectRef>,
-}
-
-impl ParentState {
-    /// The parent of `inventory`, not read yet.
-    pub(super) fn new(inventory: Inventory) -> Self {
-        Self {
-            inventory,
-            known: None,
-            watch: None,
-            namespace_checked: false,
-            namespace_defined: false,
-            made_bare: Vec::new(),
-        }
-    }
-}
-
-/// What the ApplySet parent records of the unit's syncs, as last read or written: sent with
-/// every parent write, and rewritten only when it changes.
-#[derive(Default)]
-pub(super) struct Recorder {
-    /// The last sync's record (revision, time, result).
-    pub(super) recorded: Option<Record>,
-    /// The last attempt (revision tried, error, objects not applied).
-    pub(super) attempt: Attempt,
-    /// The revision the sync in progress attempts, once fetched: what a sync that fails as a
-    /// whole records as attempted.
-    pub(super) attempting: Option<Revision>,
-    /// Members whose health was not `Current` when the last health wait ended: targets of the
-    /// next wait too, so a sync that changes nothing still waits for the Deployment an earlier
-    /// revision left unhealthy. `None` until a wait of this engine has judged the unit (a fresh
-    /// engine reads the unit's members once, `health::survey`, before its first wait).
-    pub(super) unhealthy: Option<Vec<Target>>,
-    /// Of `unhealthy`, the members whose health was `Failed` when it was judged: the rest are
-    /// in progress. With the cache's members it gives the unit's health counts
-    /// ([`super::Engine::members_health`]).
-    pub(super) unhealthy_failed: HashSet<ObjectRef>,
-    /// The sync request ([`crate::cluster::inventory::control::REQUESTED_AT`]) the sync in
-    /// progress answers: written as handled with its final record.
-    pub(super) handling: Option<String>,
-    /// The request the parent says was handled last
-    /// ([`crate::cluster::inventory::control::HANDLED_AT`]), carried by every parent write.
-    pub(super) handled: Option<String>,
-}
-
-/// How the engine applies and prunes.
-pub(super) struct Options {
-    /// Field manager, force, in-flight bound, takeover managers, the yield signal.
-    pub(super) apply: ApplyOptions,
-    /// The prune guards.
-    pub(super) prune: PruneOptions,
-    /// A one-off permission to prune past the guards (`gitward sync --allow-prune`).
-    pub(super) allow_prune_once: bool,
-}
-
-/// What one sync leaves for the next and for self-heal.
-#[derive(Default)]
-pub(super) struct LastSync {
-    /// The desired objects and revision of the last sync, for [`super::Engine::heal`].
-    pub(super) desired: Option<(Revision, Vec<Desired>)>,
-    /// Objects of the plan that another ApplySet owns and `adopt_from` lets this unit take
-    /// over, with the change-set note; attached to their entries after the apply.
-    pub(super) adoptions: HashMap<ObjectRef, String>,
 }

@@ -350,8 +350,7 @@ impl Daemon {
             let fence = self.units.holding.fences.of(&removed.unit.name);
             let Some(client) = self.units.clusters.fenced_client(&removed.unit.cluster, &fence) else { continue };
             let cluster = self.config.cluster_of(&removed.unit).clone();
-            let state_dir = self.config.daemon.state_dir.clone();
-            tokio::spawn(sets::retire(Retiring { removed, client, cluster, state_dir, fence }));
+            tokio::spawn(sets::retire(Retiring { removed, client, cluster, fence }));
         }
     }
 

@@ -9,13 +9,7 @@ use std::time::{Duration, Instant};
 
 use kube::discovery::ApiResource;
 
-use super::desired::{self, Defaults, Resolution};
-use super::early::{Early, EarlyApply};
-use super::health::health_targets;
-use super::hooks;
-use super::pending::{self, pending_contents};
-use super::prune_step::PruneInputs;
-use super::{Engine, Report, Result, order};
+use super::Engine;
 use crate::apply::Blocked;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::Contents;
@@ -23,6 +17,13 @@ use crate::manifest::{Manifest, Skipped};
 use crate::object::GroupKind;
 use crate::plan::{Desired, Stage, Step};
 use crate::source::Revision;
+use crate::sync::desired::{self, Defaults, Resolution};
+use crate::sync::early::{Early, EarlyApply};
+use crate::sync::health::health_targets;
+use crate::sync::hooks;
+use crate::sync::pending::{self, pending_contents};
+use crate::sync::prune_step::PruneInputs;
+use crate::sync::{Report, Result, order};
 
 /// One sync's state after its early apply, as the steps of [`Engine::sync_rest`] build it.
 pub(super) struct Run {
@@ -142,7 +143,7 @@ impl Engine {
         let Resolution { desired, pending } = resolved.map_err(|e| desired::hinted(e, &loaded.skipped))?;
         let resolved_at = started.elapsed();
         let wanted = Contents::of(desired.iter().map(|d| &d.object)).union(&pending_contents(&pending, &defaults));
-        let widened = self.widen_inventory(&wanted).await?;
+        let widened = self.parent.widen(&self.view, &mut self.hooks, &wanted).await?;
         let (resources, unwatchable) = self.watch_kinds(&desired, &widened).await?;
         let hooks_due = !hooks.is_empty() && self.hooks.due(&revision, &digest);
         let mut run = Run {
@@ -213,15 +214,23 @@ impl Engine {
         let Some(hooks) = run.later.hooks.take() else { return Ok(None) };
         let digest = std::mem::take(&mut run.later.digest);
         let rendered = hooks::RevisionHooks::new(&run.revision, digest, hooks, &run.desired);
-        let unit =
-            hooks::Unit::new(&mut self.view, &self.parent.inventory.id, &self.options.apply.field_manager, &self.unit);
+        let unit = hooks::Unit::new(
+            &mut self.view,
+            &self.parent.inventory().id,
+            &self.options.apply.field_manager,
+            &self.unit,
+        );
         match self.hooks.pre(unit, rendered, run.kinds.members_before, &mut run.changes).await? {
             hooks::Pre::NotDue => Ok(None),
             hooks::Pre::Failed(refused) => Ok(Some(refused)),
             hooks::Pre::Ran => {
                 // Recorded at once: a process that stops before the sync's record does not run
                 // them again.
-                self.write_parent(None, |existing| existing.map(|p| p.contents.clone()).unwrap_or_default()).await?;
+                self.parent
+                    .write(&self.view, &mut self.hooks, None, |existing| {
+                        existing.map(|p| p.contents.clone()).unwrap_or_default()
+                    })
+                    .await?;
                 Ok(None)
             }
         }
@@ -259,7 +268,7 @@ impl Engine {
         }
         let wanted = widened.union(&Contents::of(resolved.iter().map(|d| &d.object)));
         if &wanted != widened {
-            *widened = self.widen_inventory(&wanted).await?;
+            *widened = self.parent.widen(&self.view, &mut self.hooks, &wanted).await?;
         }
         Ok(())
     }
@@ -271,7 +280,7 @@ impl Engine {
         let Read { skipped_files, applied_early, path_only, path_tree, .. } = read;
         let started = clock.started;
         if changes.has_failures() {
-            self.parent.namespace_checked = false;
+            self.parent.recheck_namespace();
         }
         let health_targets = health_targets(&desired, &changes);
         desired.shrink_to_fit();

@@ -7,8 +7,10 @@ use std::sync::Arc;
 
 use kube::discovery::ApiResource;
 
-use super::hooks::HOOKS_RAN;
-use super::{Engine, Result, namespaces};
+use super::super::Result;
+use super::super::hooks::{HOOKS_RAN, Hooks};
+use super::super::state::ClusterView;
+use super::{ApplySetParent, namespaces};
 use crate::cluster::LiveMeta;
 use crate::cluster::inventory::control::HANDLED_AT;
 use crate::cluster::inventory::{Contents, Control, Parent, Seen};
@@ -17,26 +19,19 @@ use crate::health::record::{Attempt, Record};
 use crate::object::{Atom, GroupKind, ObjectRef};
 use crate::plan::Desired;
 
-impl Engine {
-    /// How many members the unit's ApplySet parent records (its members record, as the engine
-    /// last read or wrote it): what `gitward_tracked_objects` counts. `None` before the engine
-    /// has read or written the parent.
-    pub fn recorded_members(&self) -> Option<usize> {
-        self.parent.known.as_ref().map(|p| p.contents.members.len())
-    }
-
+impl ApplySetParent {
     /// The controls on the unit's ApplySet parent as its watch sees them
     /// ([`crate::cluster::inventory::ParentWatch::control`]); starts the watch if none runs.
-    pub fn control(&mut self) -> tokio::sync::watch::Receiver<Option<Control>> {
-        self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.view.cache().watches())).control()
+    pub(in crate::sync) fn control(&mut self, view: &ClusterView) -> tokio::sync::watch::Receiver<Option<Control>> {
+        self.watch.get_or_insert_with(|| self.inventory.watch(view.cache().watches())).control()
     }
 
     /// The controls on the unit's ApplySet parent by one metadata GET (none for a parent that
     /// does not exist), for when its watch has not listed yet.
     ///
     /// Errors: [`super::Error::Cluster`] when the parent cannot be read.
-    pub async fn read_control(&self) -> Result<Control> {
-        Ok(self.parent.inventory.control(self.view.client()).await?.unwrap_or_default())
+    pub(in crate::sync) async fn read_control(&self, view: &ClusterView) -> Result<Control> {
+        Ok(self.inventory.control(view.client()).await?.unwrap_or_default())
     }
 
     /// Notes on the ApplySet parent that the sync request `token` waits for the unit's running
@@ -44,8 +39,12 @@ impl Engine {
     /// reconcile` reads): a future that owns what it needs, to run beside the unit's loop.
     ///
     /// Errors: [`super::Error::Cluster`] when the parent cannot be written.
-    pub fn note_request_queued(&self, token: String) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
-        let (inventory, client) = (self.parent.inventory.clone(), self.view.client().clone());
+    pub(in crate::sync) fn note_request_queued(
+        &self,
+        view: &ClusterView,
+        token: String,
+    ) -> impl std::future::Future<Output = Result<()>> + Send + 'static {
+        let (inventory, client) = (self.inventory.clone(), view.client().clone());
         async move { Ok(inventory.note_queued(&client, &token).await?) }
     }
 
@@ -53,21 +52,26 @@ impl Engine {
     /// (DESIGN.md decision 6), writing only when that differs, with the resourceVersion read
     /// as a precondition; on a conflict (someone else wrote it, or it was deleted) reads it
     /// again and retries once. A missing parent is created.
-    pub(super) async fn widen_inventory(&mut self, wanted: &Contents) -> Result<Contents> {
-        let watch = self.parent.watch.get_or_insert_with(|| self.parent.inventory.watch(self.view.cache().watches()));
-        let stale = match (watch.seen(), &self.parent.known) {
+    pub(in crate::sync) async fn widen(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        wanted: &Contents,
+    ) -> Result<Contents> {
+        let watch = self.watch.get_or_insert_with(|| self.inventory.watch(view.cache().watches()));
+        let stale = match (watch.seen(), &self.known) {
             (Seen::Absent, Some(_)) => true,
             (Seen::Present(rv), Some(known)) => crate::cluster::drift::newer(&rv, &known.resource_version),
             _ => false,
         };
         if stale {
-            self.parent.known = None;
+            self.known = None;
         }
-        self.ensure_unit_namespace().await?;
-        let parent_namespace = self.parent.inventory.parent.namespace.clone();
-        self.parent.namespace_defined =
+        self.ensure_unit_namespace(view).await?;
+        let parent_namespace = self.inventory.parent.namespace.clone();
+        self.namespaces.defined =
             parent_namespace.as_deref().is_some_and(|ns| wanted.members.contains(&namespaces::namespace_ref(ns)));
-        self.write_parent(None, |existing| {
+        self.write(view, hooks, None, |existing| {
             let previous = existing.map(|p| p.contents.clone()).unwrap_or_default();
             let mut widened = previous.union(wanted);
             widened.namespaces.extend(parent_namespace.clone());
@@ -82,37 +86,39 @@ impl Engine {
     /// from what it holds (or the annotations do), with the resourceVersion read as a
     /// precondition; on a conflict (someone else wrote it, or it was deleted) reads it again
     /// and retries once. A missing parent is created, its namespace first when the revision
-    /// defines it ([`Engine::ensure_parent_namespace`]). Returns the contents the parent holds
+    /// defines it ([`ApplySetParent::ensure_parent_namespace`]). Returns the contents the parent holds
     /// afterwards.
     ///
     /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
-    pub(super) async fn write_parent(
+    pub(in crate::sync) async fn write(
         &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
         annotations: Option<&BTreeMap<String, String>>,
         contents: impl Fn(Option<&Parent>) -> Contents,
     ) -> Result<Contents> {
         let mut attempts = 0;
         loop {
             attempts += 1;
-            let existing = match self.parent.known.take() {
+            let existing = match self.known.take() {
                 Some(known) => Some(known),
-                None => self.read_parent().await?,
+                None => self.read(view, hooks).await?,
             };
             if existing.is_none() {
-                self.ensure_parent_namespace(self.parent.namespace_defined).await?;
+                self.ensure_parent_namespace(view, self.namespaces.defined).await?;
             }
             let next = contents(existing.as_ref());
-            let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations());
+            let annotations = annotations.cloned().unwrap_or_else(|| self.record_annotations(hooks));
             if let Some(parent) = existing.as_ref().filter(|p| p.contents == next && p.annotations == annotations) {
-                self.hooks.written(None);
-                self.parent.known = Some(parent.clone());
+                hooks.written(None);
+                self.known = Some(parent.clone());
                 return Ok(next);
             }
-            let fm = &self.options.apply.field_manager;
-            match self.view.writes().parent(&self.parent.inventory, &next, existing.as_ref(), fm, &annotations).await {
+            let fm = &self.unit.field_manager;
+            match view.writes().parent(&self.inventory, &next, existing.as_ref(), fm, &annotations).await {
                 Ok(parent) => {
-                    self.hooks.written(Some(&parent.annotations));
-                    self.parent.known = Some(parent);
+                    hooks.written(Some(&parent.annotations));
+                    self.known = Some(parent);
                     return Ok(next);
                 }
                 Err(crate::cluster::Error::InventoryConflict { .. }) if attempts < 2 => continue,
@@ -122,27 +128,40 @@ impl Engine {
     }
 
     /// Reads the parent (one GET), remembering its record and attempt.
-    pub(super) async fn read_parent(&mut self) -> Result<Option<Parent>> {
-        let parent = self.parent.inventory.read(self.view.client()).await?;
+    pub(in crate::sync) async fn read(&mut self, view: &ClusterView, hooks: &mut Hooks) -> Result<Option<Parent>> {
+        let parent = self.inventory.read(view.client()).await?;
         if let Some(p) = &parent {
-            self.record.recorded = Record::from_annotations(&p.annotations);
-            self.record.attempt = Attempt::from_annotations(&p.annotations);
-            self.hooks.read(&p.annotations);
-            self.record.handled = p.annotations.get(HANDLED_AT).cloned();
+            self.recorded = Record::from_annotations(&p.annotations);
+            self.attempt = Attempt::from_annotations(&p.annotations);
+            hooks.read(&p.annotations);
+            self.handled = p.annotations.get(HANDLED_AT).cloned();
         }
         Ok(parent)
     }
 
+    /// Reads the parent (one GET) and keeps what it holds as known, so the next write carries
+    /// its resourceVersion: its contents, `None` when there is no parent.
+    ///
+    /// Errors: [`super::super::Error::Cluster`] when the parent cannot be read.
+    pub(in crate::sync) async fn read_known(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+    ) -> Result<Option<Contents>> {
+        self.known = self.read(view, hooks).await?;
+        Ok(self.known.as_ref().map(|p| p.contents.clone()))
+    }
+
     /// The annotations every write of the parent carries: the last sync's record and attempt as
     /// they stand, and the unit's name ([`UNIT`]), by which an ownership conflict names the unit.
-    pub(super) fn record_annotations(&self) -> BTreeMap<String, String> {
-        let mut annotations = self.record.recorded.as_ref().map(Record::annotations).unwrap_or_default();
-        annotations.extend(self.record.attempt.annotations());
+    fn record_annotations(&self, hooks: &Hooks) -> BTreeMap<String, String> {
+        let mut annotations = self.recorded.as_ref().map(Record::annotations).unwrap_or_default();
+        annotations.extend(self.attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
-        if let Some(ran) = self.hooks.ran() {
+        if let Some(ran) = hooks.ran() {
             annotations.insert(HOOKS_RAN.to_string(), ran.value());
         }
-        if let Some(handled) = &self.record.handled {
+        if let Some(handled) = &self.handled {
             annotations.insert(HANDLED_AT.to_string(), handled.clone());
         }
         annotations
@@ -151,13 +170,15 @@ impl Engine {
     /// Narrows the parent after a clean prune to what remains: desired objects, and recorded
     /// members still live (or of a kind that could not be watched, which stay recorded). A
     /// conflict leaves the parent wide (safe) and makes the next sync read it again.
-    pub(super) async fn narrow_inventory(
+    pub(in crate::sync) async fn narrow(
         &mut self,
+        view: &ClusterView,
+        hooks: &Hooks,
         desired: &[Desired],
         resources: &HashMap<GroupKind, (Arc<ApiResource>, bool)>,
         widened: &Contents,
     ) -> Result<()> {
-        let remaining = self.view.cache().snapshot();
+        let remaining = view.cache().snapshot();
         let wanted: BTreeSet<&ObjectRef> = desired.iter().map(|d| &d.object).collect();
         // Members of kinds not served now stay recorded unless their API group is confirmed gone
         // (its CRD deleted: the objects went with it).
@@ -167,21 +188,21 @@ impl Engine {
         unserved_groups.dedup();
         let mut gone = BTreeSet::new();
         for group in unserved_groups {
-            if crate::cluster::discovery::group_gone(self.view.client(), group).await {
+            if crate::cluster::discovery::group_gone(view.client(), group).await {
                 gone.insert(group.to_string());
             }
         }
-        let parent_namespace = self.parent.inventory.parent.namespace.clone();
+        let parent_namespace = self.inventory.parent.namespace.clone();
         let narrowed =
             narrowed(widened, &wanted, &remaining, &|gk| resources.contains_key(gk), &gone, parent_namespace);
         if &narrowed == widened {
             return Ok(());
         }
-        let previous = self.parent.known.take();
-        let record = self.record_annotations();
-        let fm = &self.options.apply.field_manager;
-        match self.view.writes().parent(&self.parent.inventory, &narrowed, previous.as_ref(), fm, &record).await {
-            Ok(parent) => self.parent.known = Some(parent),
+        let previous = self.known.take();
+        let record = self.record_annotations(hooks);
+        let fm = &self.unit.field_manager;
+        match view.writes().parent(&self.inventory, &narrowed, previous.as_ref(), fm, &record).await {
+            Ok(parent) => self.known = Some(parent),
             Err(crate::cluster::Error::InventoryConflict { .. }) => {}
             Err(e) => return Err(e.into()),
         }

@@ -15,7 +15,9 @@
 //!   `part-of` label and desired hash are removed (a JSON patch that first tests the label is
 //!   still this unit's), the inventory forgets it at the next narrow, and it is never deleted.
 
-use super::{Engine, Result};
+use super::super::Result;
+use super::super::state::ClusterView;
+use super::ApplySetParent;
 use crate::cluster::{api_message, is_status};
 use crate::object::{GroupKind, ObjectRef};
 use crate::plan::Desired;
@@ -25,40 +27,39 @@ pub fn namespace_ref(name: &str) -> ObjectRef {
     ObjectRef::new(GroupKind::from_api_version("v1", "Namespace"), None::<&str>, name)
 }
 
-impl Engine {
+impl ApplySetParent {
     /// With `create_namespace`, makes the unit's namespace if missing ([`crate::apply::namespace::create_if_missing`], through [`super::writes::Writes::create_namespace`]).
     /// Checked once per engine, and again after a sync with failures (the namespace may have
     /// been deleted by hand since).
     ///
     /// Errors: [`super::Error::Cluster`] ([`crate::cluster::Error::NamespaceFailed`]).
-    pub(super) async fn ensure_unit_namespace(&mut self) -> Result<()> {
-        if !self.unit.create_namespace || self.parent.namespace_checked {
+    pub(super) async fn ensure_unit_namespace(&mut self, view: &ClusterView) -> Result<()> {
+        if !self.unit.create_namespace || self.namespaces.checked {
             return Ok(());
         }
         let name = self.unit.namespace.as_str();
-        let created =
-            self.view.writes().create_namespace(name, &self.options.apply.field_manager).await.map_err(|e| {
-                crate::cluster::Error::NamespaceFailed {
-                    namespace: name.to_string(),
-                    message: format!("create_namespace: {}", self.refusal(&e)),
-                }
-            })?;
+        let created = view.writes().create_namespace(name, &self.unit.field_manager).await.map_err(|e| {
+            crate::cluster::Error::NamespaceFailed {
+                namespace: name.to_string(),
+                message: format!("create_namespace: {}", self.refusal(&e)),
+            }
+        })?;
         if created {
-            self.parent.made_bare.push(namespace_ref(name));
+            self.namespaces.made_bare.push(namespace_ref(name));
         }
-        self.parent.namespace_checked = true;
+        self.namespaces.checked = true;
         Ok(())
     }
 
-    /// The unit's namespace, when [`Engine::release_unit_namespace`] would release it: with
+    /// The unit's namespace, when [`ApplySetParent::release_unit_namespace`] would release it: with
     /// `create_namespace`, a member in the cache not being deleted that `desired` does not
     /// declare.
-    pub(super) fn releasable_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
+    pub(in crate::sync) fn releasable_namespace(&self, view: &ClusterView, desired: &[Desired]) -> Option<ObjectRef> {
         if !self.unit.create_namespace {
             return None;
         }
         let object = namespace_ref(&self.unit.namespace);
-        self.view.cache().get(&object).filter(|m| !m.deleting)?;
+        view.cache().get(&object).filter(|m| !m.deleting)?;
         (!desired.iter().any(|d| d.object == object)).then_some(object)
     }
 
@@ -68,15 +69,15 @@ impl Engine {
     /// ([`crate::cluster::Error::ParentNamespaceMissing`]).
     ///
     /// Errors: [`super::Error::Cluster`] when the namespace cannot be read or created.
-    pub(super) async fn ensure_parent_namespace(&mut self, defined: bool) -> Result<()> {
-        let Some(namespace) = self.parent.inventory.parent.namespace.as_deref() else { return Ok(()) };
-        let made = self.unit.create_namespace && self.parent.namespace_checked && namespace == self.unit.namespace;
+    pub(super) async fn ensure_parent_namespace(&mut self, view: &ClusterView, defined: bool) -> Result<()> {
+        let Some(namespace) = self.inventory.parent.namespace.as_deref() else { return Ok(()) };
+        let made = self.unit.create_namespace && self.namespaces.checked && namespace == self.unit.namespace;
         if !defined || made {
             return Ok(());
         }
-        let fm = &self.options.apply.field_manager;
-        let created = self.view.writes().create_namespace(namespace, fm).await.map_err(|e| {
-            let parent = self.parent.inventory.parent.to_string();
+        let fm = &self.unit.field_manager;
+        let created = view.writes().create_namespace(namespace, fm).await.map_err(|e| {
+            let parent = self.inventory.parent.to_string();
             crate::cluster::Error::InventoryFailed {
                 parent,
                 message: format!("create its namespace {namespace}: {}", self.refusal(&e)),
@@ -84,7 +85,7 @@ impl Engine {
         })?;
         if created {
             // Made by this sync, so its apply reports `created`, not `adopted`.
-            self.parent.made_bare.push(namespace_ref(namespace));
+            self.namespaces.made_bare.push(namespace_ref(namespace));
         }
         Ok(())
     }
@@ -112,14 +113,18 @@ impl Engine {
     /// prune never sees it. Labels anyone else set stay. A failed patch leaves it a member,
     /// released at a later sync (the prune refuses it meanwhile if it holds anything). Returns
     /// the namespace released, if any.
-    pub(super) async fn release_unit_namespace(&self, desired: &[Desired]) -> Option<ObjectRef> {
-        let object = self.releasable_namespace(desired)?;
-        let live = self.view.cache().get(&object)?;
-        let fm = &self.options.apply.field_manager;
-        let id = &self.parent.inventory.id;
-        match self.view.writes().release_namespace(&object.name, id, live.desired_hash.is_some(), fm).await {
+    pub(in crate::sync) async fn release_unit_namespace(
+        &self,
+        view: &ClusterView,
+        desired: &[Desired],
+    ) -> Option<ObjectRef> {
+        let object = self.releasable_namespace(view, desired)?;
+        let live = view.cache().get(&object)?;
+        let fm = &self.unit.field_manager;
+        let id = &self.inventory.id;
+        match view.writes().release_namespace(&object.name, id, live.desired_hash.is_some(), fm).await {
             Ok(_) => {
-                self.view.cache().forget(&object);
+                view.cache().forget(&object);
                 Some(object)
             }
             Err(_) => None,

@@ -2,13 +2,14 @@
 
 use std::time::Instant;
 
-use super::{Engine, Report};
+use super::Engine;
 use crate::apply::Blocked;
 use crate::changeset::{ChangeSet, DRIFT_DIFFS};
 use crate::object::ObjectRef;
 use crate::plan::Desired;
+use crate::sync::Report;
 
-use super::health::health_targets;
+use crate::sync::health::health_targets;
 
 impl Engine {
     /// Takes the revision the unit's ApplySet parent records as applied (`last-revision`) as
@@ -19,13 +20,13 @@ impl Engine {
     /// anything. Returns the revision taken; `None` when the record names the revision held
     /// already, or none.
     ///
-    /// Errors: [`super::Error::Cluster`] when the parent cannot be read; the revision's load or
+    /// Errors: [`crate::sync::Error::Cluster`] when the parent cannot be read; the revision's load or
     /// resolve errors, after which self-heal has nothing to heal toward (the desired state of
     /// the revision before is dropped, never healed back to).
     pub async fn adopt_recorded(&mut self) -> super::Result<Option<crate::source::Revision>> {
-        self.parent.known = None;
-        self.read_parent().await?;
-        let Some(recorded) = self.record.recorded.as_ref().map(|r| crate::source::Revision(r.revision.clone())) else {
+        self.parent.forget(false);
+        self.parent.read(&self.view, &mut self.hooks).await?;
+        let Some(recorded) = self.parent.recorded().map(|r| crate::source::Revision(r.revision.clone())) else {
             return Ok(None);
         };
         if self.last.desired.as_ref().is_some_and(|(held, _)| *held == recorded) {
@@ -39,7 +40,7 @@ impl Engine {
             .view
             .resolve_desired(loaded.manifests, &defaults, previous)
             .await
-            .map_err(|e| super::desired::hinted(e, &loaded.skipped))?;
+            .map_err(|e| crate::sync::desired::hinted(e, &loaded.skipped))?;
         self.last.desired = Some((recorded.clone(), resolved.desired));
         Ok(Some(recorded))
     }

@@ -3,53 +3,38 @@
 //! health wait in progress, written with the apply so that `gitward status` names the revision
 //! in the cluster while its health is waited on.
 
-use super::outcome::Failure;
-use super::{Engine, Error, Report, Result};
+use super::super::hooks::Hooks;
+use super::super::outcome::Failure;
+use super::super::state::ClusterView;
+use super::super::{Error, Report, Result};
+use super::ApplySetParent;
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::inventory::control::HANDLED_AT;
 use crate::cluster::owner::UNIT;
 use crate::health::record::{Attempt, NotApplied, Record, SyncResult, Waiting};
 use crate::health::wait::HealthWait;
 use crate::source::Revision;
-use std::time::{Instant, SystemTime};
+use std::time::SystemTime;
 
-impl Engine {
-    /// Fetches for a sync (the daemon's: [`super::repo::Repo::fetch_since`] with `not_before`, the
-    /// instant of the event that asked for it). A sync begins here: until it resolves a
-    /// revision, a failure attempted none ([`Engine::record_failure`] names the ref).
-    ///
-    /// Errors: those of [`super::repo::Repo::fetch_since`].
-    pub async fn fetch_since(&mut self, not_before: Instant) -> Result<Revision> {
-        self.record.attempting = None;
-        self.loader.fetch_since(not_before).await
-    }
-
-    /// Marks the sync about to run as the answer to the sync request `token`
-    /// ([`crate::cluster::inventory::control::REQUESTED_AT`]): its final record (the result
-    /// after its health wait, or its failure) writes it as handled
-    /// ([`crate::cluster::inventory::control::HANDLED_AT`]), even when nothing else changed.
-    pub fn answer_request(&mut self, token: String) {
-        self.record.handling = Some(token);
-    }
-
-    /// The revision the sync in progress (or the last one) attempts, once its fetch resolved
-    /// one; `None` when a fetch failed before that. What a sync that failed as a whole tried.
-    pub fn attempted(&self) -> Option<&Revision> {
-        self.record.attempting.as_ref()
-    }
-
+impl ApplySetParent {
     /// Records `result` for `revision` on the ApplySet parent ([`crate::health::record`]),
     /// keeping the recorded attempt: one server-side apply of the parent, carrying its current
     /// contents, and only when the revision or the result differs from what the parent
     /// records — a sync that changes neither sends nothing. Returns whether it wrote.
     ///
     /// Errors: [`Error::Cluster`] when the parent cannot be read or written.
-    pub async fn record(&mut self, revision: &Revision, result: SyncResult) -> Result<bool> {
-        let attempt = self.record.attempt.clone();
-        self.write_record(Some(Record::now(revision.to_string(), result)), attempt).await
+    pub(in crate::sync) async fn record(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        revision: &Revision,
+        result: SyncResult,
+    ) -> Result<bool> {
+        let attempt = self.attempt.clone();
+        self.write_record(view, hooks, Some(Record::now(revision.to_string(), result)), attempt).await
     }
 
-    /// Records a sync's `report` with `result`: the revision and result ([`Engine::record`]),
+    /// Records a sync's `report` with `result`: the revision and result ([`ApplySetParent::record`]),
     /// and the attempt — the revision, and unless every object applied and the prune ran (or
     /// had nothing to do), `gitward.dev/last-error` and the objects not applied; a clean sync
     /// clears them. A sync of the revision already recorded that judged nothing (`judged`
@@ -57,39 +42,49 @@ impl Engine {
     /// parent says of that revision's result, unless that was `failed`. A self-heal ([`Report::heal`]) keeps the attempt.
     /// Writes only when something recorded changes; returns whether it wrote.
     ///
-    /// Errors: as [`Engine::record`].
-    pub async fn record_sync(&mut self, report: &Report, result: SyncResult, judged: bool) -> Result<bool> {
+    /// Errors: as [`ApplySetParent::record`].
+    pub(in crate::sync) async fn record_sync(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        report: &Report,
+        result: SyncResult,
+        judged: bool,
+    ) -> Result<bool> {
         let revision = report.revision.to_string();
         // A judgement of this revision stands until another judges it; a failure never does.
         let same_revision =
-            self.record.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
+            self.recorded.as_ref().is_some_and(|r| r.revision == revision && r.result != SyncResult::Failed);
         let says_nothing = result == SyncResult::Applied || (result == SyncResult::Healthy && !judged);
         let record = if says_nothing && same_revision {
-            self.record.recorded.clone().map(|r| Record { waiting: None, ..r })
+            self.recorded.clone().map(|r| Record { waiting: None, ..r })
         } else {
             Some(self.applied_record(report, result))
         };
-        let attempt = if report.heal { self.record.attempt.clone() } else { attempt_of(&revision, &report.changes) };
-        self.write_record(record, attempt).await
+        let attempt = if report.heal { self.attempt.clone() } else { attempt_of(&revision, &report.changes) };
+        self.write_record(view, hooks, record, attempt).await
     }
 
     /// Records, with the apply of `report`'s revision and before `wait` runs, what the parent
     /// must say meanwhile: that revision, its apply time, `progressing`, the wait in progress
     /// ([`Waiting`]: since now, for `wait`'s targets) and the attempt. One write of the parent;
-    /// [`Engine::record_sync`] after the wait replaces the wait with its result. Returns
+    /// [`ApplySetParent::record_sync`] after the wait replaces the wait with its result. Returns
     /// whether it wrote.
     ///
-    /// Errors: as [`Engine::record`].
-    pub async fn record_waiting(&mut self, report: &Report, wait: &HealthWait) -> Result<bool> {
+    /// Errors: as [`ApplySetParent::record`].
+    pub(in crate::sync) async fn record_waiting(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        report: &Report,
+        wait: &HealthWait,
+    ) -> Result<bool> {
         let objects: Vec<&crate::object::ObjectRef> = wait.targets().iter().map(|t| &t.object).collect();
         let record =
             Record { waiting: Some(Waiting::now(&objects)), ..self.applied_record(report, SyncResult::Progressing) };
-        let attempt = if report.heal {
-            self.record.attempt.clone()
-        } else {
-            attempt_of(&report.revision.to_string(), &report.changes)
-        };
-        self.write_record(Some(record), attempt).await
+        let attempt =
+            if report.heal { self.attempt.clone() } else { attempt_of(&report.revision.to_string(), &report.changes) };
+        self.write_record(view, hooks, Some(record), attempt).await
     }
 
     /// What the unit follows, as an unresolved attempt names it: the git ref or OCI tag, or
@@ -106,7 +101,7 @@ impl Engine {
     /// path tree (a self-heal keeps the one recorded for the revision).
     fn applied_record(&self, report: &Report, result: SyncResult) -> Record {
         let revision = report.revision.to_string();
-        match self.record.recorded.as_ref().filter(|r| r.revision == revision) {
+        match self.recorded.as_ref().filter(|r| r.revision == revision) {
             Some(r) => {
                 let kept = if report.heal { r.path_tree.clone() } else { None };
                 let path_tree = report.path_tree.clone().or(kept);
@@ -130,19 +125,25 @@ impl Engine {
     /// when that changes, so without a retry time the retries of one broken revision write
     /// once (with one, each retry writes its new time). Returns whether it wrote.
     ///
-    /// Errors: as [`Engine::record`] (an unreachable cluster cannot be written to either).
-    pub async fn record_failure(&mut self, failure: &Failure, retry_at: Option<SystemTime>) -> Result<bool> {
-        if self.parent.known.is_none() {
+    /// Errors: as [`ApplySetParent::record`] (an unreachable cluster cannot be written to either).
+    pub(in crate::sync) async fn record_failure(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        failure: &Failure,
+        retry_at: Option<SystemTime>,
+    ) -> Result<bool> {
+        if self.known.is_none() {
             // The recorded attempt is compared with the parent's, which a fresh engine reads.
-            let parent = self.read_parent().await?;
-            self.parent.known = parent;
+            let parent = self.read(view, hooks).await?;
+            self.known = parent;
         }
         let chain = &failure.message;
         let refused = match &failure.error {
             Error::Source(crate::source::Error::Unverified { revision, .. }) => Some(revision.to_string()),
             _ => None,
         };
-        let attempt = match refused.or_else(|| self.record.attempting.as_ref().map(ToString::to_string)) {
+        let attempt = match refused.or_else(|| self.attempting.as_ref().map(ToString::to_string)) {
             Some(revision) => Attempt::failed(revision, chain),
             None => Attempt::unresolved(self.followed(), chain),
         };
@@ -150,45 +151,67 @@ impl Engine {
             Some(at) => attempt.retrying_at(at),
             None => attempt,
         };
-        let record = self.record.recorded.clone().map(|r| Record { waiting: None, ..r });
-        self.write_record(record, attempt).await
+        let record = self.recorded.clone().map(|r| Record { waiting: None, ..r });
+        self.write_record(view, hooks, record, attempt).await
+    }
+
+    /// Writes `record` with the attempt as it stands ([`ApplySetParent::write_record`]): the
+    /// unit's result followed between syncs.
+    ///
+    /// Errors: as [`ApplySetParent::record`].
+    pub(in crate::sync) async fn rewrite_record(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        record: Option<Record>,
+    ) -> Result<bool> {
+        let attempt = self.attempt.clone();
+        self.write_record(view, hooks, record, attempt).await
     }
 
     /// Writes `record` and `attempt` on the parent unless both say what it records already
     /// (the record's time does not count).
-    pub(super) async fn write_record(&mut self, record: Option<Record>, attempt: Attempt) -> Result<bool> {
-        let same_record = match (&self.record.recorded, &record) {
+    pub(in crate::sync) async fn write_record(
+        &mut self,
+        view: &ClusterView,
+        hooks: &mut Hooks,
+        record: Option<Record>,
+        attempt: Attempt,
+    ) -> Result<bool> {
+        let same_record = match (&self.recorded, &record) {
             (Some(a), Some(b)) => a.same_outcome(b),
             (a, b) => a.is_none() && b.is_none(),
         };
         // A request is answered by the record that ends its sync, not by the one written while
         // its health is waited on.
         let final_record = record.as_ref().is_none_or(|r| r.waiting.is_none());
-        let handled = match &self.record.handling {
+        let handled = match &self.handling {
             Some(request) if final_record => Some(request.clone()),
-            _ => self.record.handled.clone(),
+            _ => self.handled.clone(),
         };
-        let same_handled = handled == self.record.handled;
-        if same_record && same_handled && self.record.attempt == attempt && self.hooks.recorded() {
+        let same_handled = handled == self.handled;
+        if same_record && same_handled && self.attempt == attempt && hooks.recorded() {
             return Ok(false);
         }
         let mut annotations = record.as_ref().map(Record::annotations).unwrap_or_default();
         annotations.extend(attempt.annotations());
         annotations.insert(UNIT.to_string(), self.unit.name.clone());
-        if let Some(ran) = self.hooks.ran() {
-            annotations.insert(super::hooks::HOOKS_RAN.to_string(), ran.value());
+        if let Some(ran) = hooks.ran() {
+            annotations.insert(super::super::hooks::HOOKS_RAN.to_string(), ran.value());
         }
         if let Some(handled) = &handled {
             annotations.insert(HANDLED_AT.to_string(), handled.clone());
         }
-        self.write_parent(Some(&annotations), |existing| existing.map(|p| p.contents.clone()).unwrap_or_default())
-            .await?;
-        self.record.recorded = record;
-        self.record.attempt = attempt;
+        self.write(view, hooks, Some(&annotations), |existing| {
+            existing.map(|p| p.contents.clone()).unwrap_or_default()
+        })
+        .await?;
+        self.recorded = record;
+        self.attempt = attempt;
         if final_record {
-            self.record.handling = None;
+            self.handling = None;
         }
-        self.record.handled = handled;
+        self.handled = handled;
         Ok(true)
     }
 }
