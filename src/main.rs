@@ -32,7 +32,7 @@ use gitward::telemetry;
 /// The allocator: jemalloc, configured in `.cargo/config.toml` to hand freed pages back within a
 /// second. At 10,000 objects glibc malloc kept the daemon ~15 MiB above jemalloc at rest and the
 /// one-shot `sync` ~18 MiB above it at its peak (fragmentation across per-thread arenas;
-/// README "Benchmarks"). mimalloc was tried and held more than glibc. Without the default
+/// `benches/RESULTS.md`). mimalloc was tried and held more than glibc. Without the default
 /// feature `jemalloc` the system allocator serves, so heaptrack can profile the heap.
 #[cfg(feature = "jemalloc")]
 #[global_allocator]

@@ -50,7 +50,7 @@ pub struct Resolved {
 /// [`Discovery::known`] reads of an answer (its subresources and verbs are dropped). Interned
 /// process-wide (`internment`'s `ArcIntern`, freed with its last holder): every unit's engine
 /// asks for itself, and the units of a cluster that got the same answer hold one copy of it
-/// (at 1,000 units each held ~15 KiB of `/api/v1` before; README "Fleet").
+/// (at 1,000 units each held ~15 KiB of `/api/v1` before; `benches/RESULTS.md`, "Fleet").
 type Kinds = ArcIntern<Vec<(Arc<ApiResource>, bool)>>;
 
 /// The answers of one cluster's discovery, shared by the daemon's units of that cluster

@@ -280,7 +280,7 @@ impl SyncUnit {
     /// Whether the unit's revision is a commit of its git repository `repo`: false for a chart
     /// unit ([`HelmOptions::chart`], its revision a chart version, even with values files in
     /// git) and an OCI artifact (`repo = "oci://…"`). Only these take a git push's webhook
-    /// and the push lane (README, "Running the daemon").
+    /// and the push lane (the book, "Running the daemon").
     pub fn is_git(&self) -> bool {
         self.helm.chart.is_none() && !self.repo.starts_with("oci://")
     }

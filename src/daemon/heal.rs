@@ -9,7 +9,7 @@
 //! it found ([`Heal::healed`]): another writer that keeps changing fields git does not declare
 //! (or, in `update` mode, makes gitward's writes meet 409 Conflict) makes every heal find
 //! nothing to correct, and without this the object would be re-applied at debounce speed for
-//! as long as that writer writes (the 409 storm of README "Faults and hostile input": 24 heals a second for 20 objects). Pure apart from the clock the caller passes in; tested with plain
+//! as long as that writer writes (the 409 storm of the book's "Faults and hostile input": 24 heals a second for 20 objects). Pure apart from the clock the caller passes in; tested with plain
 //! instants.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};

@@ -227,8 +227,8 @@ pub(crate) fn resync_phase(k: u64) -> f64 {
 
 /// Hands the pages that a sync's transient buffers (parsed YAML, list pages, responses) freed
 /// back to the kernel. glibc malloc keeps them in its arenas otherwise: at 10,000 objects the
-/// daemon's resident set after a sync stayed ~20 MB above what it holds live (README
-/// "Benchmarks"). `malloc_trim(0)` (glibc, malloc_trim(3)) releases free memory at the top of
+/// daemon's resident set after a sync stayed ~20 MB above what it holds live (`benches/RESULTS.md`,
+/// "Memory and push latency at 10,000 objects"). `malloc_trim(0)` (glibc, malloc_trim(3)) releases free memory at the top of
 /// every arena and `madvise`s whole free pages inside them; a few milliseconds at that size.
 /// The `gitward` binary allocates with jemalloc (src/main.rs), which returns its own freed pages;
 /// this still trims what the C libraries (libgit2, OpenSSL) freed on the glibc heap. A no-op
