@@ -1,6 +1,7 @@
 //! Tests of `gitward status`: its text and JSON from a parent's record and the live members.
 
 use super::*;
+use crate::health::record::Waiting;
 
 fn state(last: Option<SyncResult>, unhealthy: bool) -> UnitState {
     UnitState {
