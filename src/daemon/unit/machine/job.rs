@@ -2,12 +2,11 @@
 //! slot, applying (the rest of the sync, a self-heal, the record of a failure).
 
 use super::{
-    Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Ran, Rested, State, begin_sync, fetch, keep, start,
-    suspend,
+    Action, Busy, Doing, Event, Failed, Health, Job, Log, Phase, Rested, State, begin_sync, fetch, keep, start, suspend,
 };
 use std::time::Instant;
 
-use crate::daemon::unit::{Retry, retry};
+use crate::daemon::unit::{Ran, Retry, retry};
 
 use crate::daemon::trigger::{Trigger, TriggerKind};
 use crate::health::ready::Blocker;

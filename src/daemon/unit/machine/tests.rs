@@ -6,7 +6,10 @@ use std::sync::OnceLock;
 use std::time::Instant;
 
 use super::*;
-use crate::object::GroupKind;
+use crate::daemon::slots::SlotClass;
+use crate::health::ready::Blocker;
+use crate::object::{GroupKind, ObjectRef};
+use crate::source::{Revision, Touch};
 
 fn base() -> Instant {
     static BASE: OnceLock<Instant> = OnceLock::new();
