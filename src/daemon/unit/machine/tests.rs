@@ -271,9 +271,13 @@ impl Row {
     }
 }
 
+mod apply;
 mod depends;
-mod jobs;
+mod fetch;
+mod idle;
 mod merge;
 mod quiet;
+mod slot;
 mod suspend;
+mod unchanged;
 mod wait;
