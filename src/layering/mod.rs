@@ -2,7 +2,7 @@
 //! ("Module map"), and only `source` touches git2.
 //!
 //! Every `src/**/*.rs` file belongs to the top-level module of its first path component
-//! (`src/sync/repo.rs` to `sync`; `lib.rs` and `main.rs` to none: they may name anything). An
+//! (`src/sync/repo/load.rs` to `sync`; `lib.rs` and `main.rs` to none: they may name anything). An
 //! arrow from module A to module B is any `crate::B` that A's files write outside string
 //! literals: in `use` lines (grouped `crate::{b, c::d}` too), in paths in code, and in comments
 //! and doc comments — an intra-doc link that points up the table is an arrow too, and the text
@@ -31,7 +31,7 @@ mod scan;
 /// One `crate::…` reference: where, and to which module.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Use {
-    /// Path relative to the crate root (`src/sync/repo.rs`).
+    /// Path relative to the crate root (`src/sync/repo/load.rs`).
     file: String,
     /// 1-based line.
     line: usize,
