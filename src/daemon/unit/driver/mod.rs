@@ -7,7 +7,7 @@
 //! back with its result, so only one runs at a time; a push fetched during a sync, a probe and a
 //! fetch during the health wait go through a clone of the [`Repo`] handle. Every effect is
 //! boxed: a sync's future is large, and inline it would size the task at rest, which is idle
-//! (~16 KiB a unit at 1,000 units; README "Fleet").
+//! (~16 KiB a unit at 1,000 units; `benches/RESULTS.md`, "Fleet").
 
 use std::collections::VecDeque;
 use std::future::Future;
