@@ -131,3 +131,68 @@ pub(super) fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool
         (Some(p), None) => p.resource_version != current.resource_version,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::object::GroupKind;
+
+    fn meta(rv: &str, generation: Option<i64>) -> LiveMeta {
+        LiveMeta { resource_version: rv.into(), generation, ..Default::default() }
+    }
+
+    fn cm(name: &str) -> ObjectRef {
+        ObjectRef { gk: GroupKind::new("", "ConfigMap"), namespace: Some("default".into()), name: name.into() }
+    }
+
+    #[tokio::test]
+    async fn the_drift_queue_keeps_the_latest_event_of_every_object_however_many_arrive() {
+        let queue = DriftQueue::default();
+        // Far more events than the 256 the bounded channel held, several per object.
+        for round in 0..3 {
+            for i in 0..1000 {
+                let rv = format!("{}", round * 1000 + i);
+                queue.push(Drift { object: cm(&format!("o-{i}")), resource_version: rv, manager: None });
+            }
+        }
+        let mut taken = queue.next().await;
+        taken.sort_by_key(|d| d.resource_version.parse::<u32>().unwrap());
+        assert_eq!(taken.len(), 1000);
+        assert_eq!(taken[0].resource_version, "2000", "the latest event of o-0");
+        assert!(queue.take().is_empty(), "taken once");
+
+        // A reader waiting on an empty queue wakes for the next push.
+        let reader = tokio::spawn({
+            let queue = queue.clone();
+            async move { queue.next().await }
+        });
+        tokio::task::yield_now().await;
+        queue.push(Drift { object: cm("late"), resource_version: "9".into(), manager: Some("kubectl".into()) });
+        let woken = tokio::time::timeout(Duration::from_secs(5), reader).await.expect("woken").unwrap();
+        assert_eq!(woken.len(), 1);
+        assert_eq!(woken[0].object, cm("late"));
+    }
+
+    #[test]
+    fn a_later_resource_version_is_newer_only_when_both_are_revisions() {
+        assert!(newer("12", "9"));
+        assert!(!newer("9", "12"));
+        assert!(!newer("abc", "9"));
+    }
+
+    #[test]
+    fn status_updates_are_not_drift_but_spec_changes_are() {
+        let before = meta("10", Some(3));
+        assert!(!is_change(Some(&before), &meta("11", Some(3))), "status update: same generation");
+        assert!(is_change(Some(&before), &meta("12", Some(4))), "spec change: new generation");
+    }
+
+    #[test]
+    fn kinds_without_generation_drift_on_any_new_resource_version() {
+        assert!(is_change(Some(&meta("10", None)), &meta("11", None)));
+        assert!(!is_change(Some(&meta("10", None)), &meta("10", None)));
+        assert!(is_change(None, &meta("10", None)));
+    }
+}
