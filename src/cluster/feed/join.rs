@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use kube::api::{Api, DynamicObject, ListParams};
 
-use super::{Feed, Phase, Sink, permanent_code};
+use super::permanent::permanent_code;
+use super::{Feed, Phase, Sink};
 
 /// A subscriber's own list: one paged LIST with its exact selector while the shared watch is
 /// watching, swapped in with the events held meanwhile replayed after it. Retried with
