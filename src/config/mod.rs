@@ -18,7 +18,7 @@
 //! expansion into units), `notify` (`[[notify]]`), `depends` (`depends_on`: names,
 //! expressions and cycles checked), `allow` (`[render] chart_repositories`), `address` (the
 //! addresses gitward reaches only when listed: private, loopback, metadata…) —
-//! then `raw` (the file as written), `resolve` (raw → resolved, validation), `unread` (keys a
+//! then `raw` (the file as written, and its JSON Schema), `resolve` (raw → resolved, validation), `unread` (keys a
 //! unit's kind does not read, refused), `hint` (did you mean), `tests`.
 
 mod address;
@@ -62,6 +62,9 @@ pub use depends::{Dependency, GeneratedDependency};
 pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
+/// The config file's JSON Schema, as pretty JSON: what `gitward schema` prints and
+/// `schema/config.schema.json` holds.
+pub use raw::schema::json_schema;
 pub use remote::{Origin, RemoteBaseHosts, RemoteBases};
 pub use render::{RenderTools, SandboxMode};
 pub use set::{DEFAULT_MAX_UNITS, SyncSet};

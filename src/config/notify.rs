@@ -12,7 +12,7 @@ use super::resolve::Resolver;
 use super::{Result, SyncSet, SyncUnit};
 
 /// Where notifications go (`kind`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NotifyKind {
     /// A JSON `POST` to `url`, signed with `secret_file` when given.
@@ -46,7 +46,7 @@ impl NotifyKind {
 }
 
 /// What a notifier is told of (`on`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NotifyEvent {
     /// A revision failed: an object the API server refused, a post hook that failed, or the

@@ -82,7 +82,7 @@ pub struct RenderTools {
 }
 
 /// `[render] sandbox`: `"on"` (the default) or `"off"`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SandboxMode {
     /// Tools run confined; units that run one are refused where the kernel cannot confine them.

@@ -11,7 +11,7 @@ use super::{ClusterConfig, RenderTools, UnitPath, Verify};
 
 /// How a unit's path becomes manifests (`render`: `"auto"`, `"plain"`, `"kustomize"`,
 /// `"helm"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum RenderMode {
     /// The default: kustomize when the unit's path holds `kustomization.yaml`,
@@ -307,7 +307,7 @@ pub(super) fn is_url_or_scp(repo: &str) -> bool {
 }
 
 /// How desired objects are written (`apply_mode`: `"server-side-apply"` or `"update"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ApplyMode {
     /// Server-side apply (`application/apply-patch+yaml`), the default: works for built-ins and
@@ -366,7 +366,7 @@ impl InventoryConfig {
 }
 
 /// The kinds an ApplySet parent may be (`"Secret"` or `"ConfigMap"` in the file).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Deserialize, schemars::JsonSchema)]
 pub enum InventoryKind {
     /// A `v1` Secret, the default: fewer actors may read Secrets than ConfigMaps.
     Secret,
