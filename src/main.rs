@@ -69,12 +69,13 @@ fn main() -> ExitCode {
     code
 }
 
-/// `gitward completions`, `man` and `version`: what is generated from the command line's
+/// `gitward completions`, `man`, `schema` and `version`: what is generated from the command line's
 /// definition ([`gitward::cli::docs`]); `None` for every other command.
 fn generated(command: &Command) -> Option<ExitCode> {
     match command {
         Command::Completions { shell } => gitward::cli::docs::completions(*shell, &mut std::io::stdout().lock()),
         Command::Version => print!("{}", gitward::cli::docs::version()),
+        Command::Schema => print!("{}", gitward::config::json_schema()),
         Command::Man { dir } => match gitward::cli::docs::man_pages(dir) {
             Ok(pages) => pages.iter().for_each(|p| println!("{}", p.display())),
             Err(e) => {
@@ -143,6 +144,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         | Command::SandboxProbe { .. }
         | Command::Completions { .. }
         | Command::Man { .. }
+        | Command::Schema
         | Command::Version => unreachable!("run before the runtime starts"),
     }
 }

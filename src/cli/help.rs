@@ -143,3 +143,14 @@ render tools gitward's tests and image pin (kustomize, Helm, sops). Exit code 0.
 
 Example:
   gitward version";
+
+/// `--help` text of `schema`.
+pub const SCHEMA: &str = "\
+Prints the JSON Schema (draft 2020-12) of the config file on stdout, generated from the types
+the config is parsed into, each key with its description. Editors that read TOML with a schema
+(taplo, Even Better TOML) use it through the `#:schema ./schema/config.schema.json` line at the
+top of config.toml; `check-jsonschema` validates a config with it. Exit code 0.
+
+Example:
+  gitward schema > schema/config.schema.json
+  check-jsonschema --schemafile schema/config.schema.json /etc/gitward/config.toml";

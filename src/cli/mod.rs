@@ -74,6 +74,9 @@ pub enum Command {
         #[arg(value_name = "DIR", default_value = ".")]
         dir: std::path::PathBuf,
     },
+    /// Print the JSON Schema of the config file, for editors and validators.
+    #[command(after_help = help::SCHEMA)]
+    Schema,
     /// Print gitward's version, the commit it was built from and the render tools it pins.
     #[command(after_help = help::VERSION)]
     Version,
