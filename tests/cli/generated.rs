@@ -8,7 +8,7 @@ use std::process::Command;
 use crate::common;
 
 /// The subcommands a user sees (`--help` lists them; the hidden `sandbox-probe` aside).
-const COMMANDS: [&str; 13] = [
+const COMMANDS: [&str; 14] = [
     "run",
     "sync",
     "diff",
@@ -21,6 +21,7 @@ const COMMANDS: [&str; 13] = [
     "sandbox-check",
     "completions",
     "man",
+    "schema",
     "version",
 ];
 
