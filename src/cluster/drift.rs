@@ -133,17 +133,19 @@ pub(super) fn is_change(previous: Option<&LiveMeta>, current: &LiveMeta) -> bool
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::object::GroupKind;
 
-    fn meta(rv: &str, generation: Option<i64>) -> LiveMeta {
+    /// Live metadata at resourceVersion `rv` and `generation`.
+    pub(crate) fn meta(rv: &str, generation: Option<i64>) -> LiveMeta {
         LiveMeta { resource_version: rv.into(), generation, ..Default::default() }
     }
 
-    fn cm(name: &str) -> ObjectRef {
+    /// ConfigMap `default/<name>`.
+    pub(crate) fn cm(name: &str) -> ObjectRef {
         ObjectRef { gk: GroupKind::new("", "ConfigMap"), namespace: Some("default".into()), name: name.into() }
     }
 

@@ -88,15 +88,7 @@ impl MetadataCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::object::GroupKind;
-
-    fn meta(rv: &str, generation: Option<i64>) -> LiveMeta {
-        LiveMeta { resource_version: rv.into(), generation, ..Default::default() }
-    }
-
-    fn cm(name: &str) -> ObjectRef {
-        ObjectRef { gk: GroupKind::new("", "ConfigMap"), namespace: Some("default".into()), name: name.into() }
-    }
+    use crate::cluster::drift::tests::{cm, meta};
 
     /// Each member adds its inline size, its name and its own strings; nothing is read from
     /// the (unreachable) cluster.
