@@ -220,7 +220,10 @@ async fn sync_wait_reports_a_failed_job_as_degraded_and_exits_1() {
         .spawn()
         .expect("gitward sync runs");
 
-    // The Job's own controller: the pod failed, the Job is marked failed.
+    // Written by hand, as the Job's controller would (`managedBy` keeps the real one away): the
+    // real controller fails a Job only once its Pod has exited, and health reads a Job with an
+    // active Pod as `Current` (kstatus: in progress), so the wait would end healthy before it.
+    // Tried with an image named `fail` on a kwok Node: `wait="healthy"`, exit 0.
     let api: Api<Job> = Api::namespaced(env.client.clone(), &ns);
     assert!(common::eventually(WAIT, || async { api.get_opt("migrate").await.ok().flatten().is_some() }).await);
     let now = "2026-11-22T10:00:00Z";
