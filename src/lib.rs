@@ -44,6 +44,8 @@
 //!   health of its members, read from the cluster.
 //! - [`control`] — `gitward suspend`, `resume` and `reconcile`: controls on a unit's ApplySet
 //!   parent that the running daemon acts on.
+//! - [`preview`] — `gitward preview`: what a revision (a pull request's head) would do to the
+//!   live cluster, per unit whose render it changes, secrets changed but never shown.
 #![deny(missing_docs)]
 // The map above and the modules' own maps name the crate-internal modules on purpose: they are
 // the reading order. `cargo doc --document-private-items` renders them as links.
@@ -63,6 +65,7 @@ pub mod notify;
 pub mod object;
 pub mod observe;
 pub mod plan;
+pub mod preview;
 pub mod prune;
 pub(crate) mod render;
 pub mod source;

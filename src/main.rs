@@ -21,7 +21,7 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use gitward::cli::{
-    Cli, Command, NamedArgs, Output, ReconcileArgs, RunArgs, SandboxCheckArgs, StatusArgs, SyncArgs, UnitArgs,
+    Cli, Command, NamedArgs, Output, PreviewArgs, PreviewOutput, ReconcileArgs, RunArgs, SandboxCheckArgs, StatusArgs, SyncArgs, UnitArgs,
     ValidateArgs,
 };
 use gitward::config::Config;
@@ -134,6 +134,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Run(args) => daemon(args).await,
         Command::Sync(args) => sync(args).await,
         Command::Diff(args) => diff(args).await,
+        Command::Preview(args) => preview(args).await,
         Command::Validate(args) => validate(args).await,
         Command::Render(args) => Ok(gitward::validate::render_command::run(&args).await?),
         Command::Status(args) => status(args).await,
@@ -362,7 +363,7 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
             .await
             .map_err(|e| in_unit(&unit.name, &e))?;
         engine.one_shot();
-        let report = engine.diff().await.map_err(|e| in_unit(&unit.name, &e))?;
+        let report = engine.diff(None).await.map_err(|e| in_unit(&unit.name, &e))?;
         // Masked: a label or an annotation of a decrypting render may hold a decrypted value,
         // and the live object the value the revision before decrypted.
         print!("{}", telemetry::mask::mask(&report.render()));
@@ -378,6 +379,29 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
         }
     }
     Ok(if changes { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `gitward preview`: the report on stdout in the format asked; exit 0 no change, 1 changes,
+/// 2 a unit could not be previewed.
+async fn preview(args: PreviewArgs) -> anyhow::Result<ExitCode> {
+    let config = gitward::sync::set::load(&args.config, None).await?;
+    let clusters = connect(&config).await?;
+    let request =
+        gitward::preview::Request { revision: args.revision, base: args.base, units: args.units };
+    let report = gitward::preview::preview(&config, &clusters, &request)
+        .await
+        .with_context(|| args.config.display().to_string())?;
+    match args.output {
+        PreviewOutput::Text => print!("{}", report.text()),
+        PreviewOutput::Markdown => print!("{}", report.markdown()),
+        PreviewOutput::Json => println!("{}", serde_json::to_string_pretty(&report).unwrap_or_default()),
+    }
+    for u in &report.units {
+        if let gitward::preview::UnitOutcome::Error { message } = &u.outcome {
+            tracing::error!(unit = %u.unit, error = %message, "not previewed");
+        }
+    }
+    Ok(ExitCode::from(report.exit_code()))
 }
 
 async fn validate(args: ValidateArgs) -> anyhow::Result<ExitCode> {

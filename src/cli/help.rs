@@ -39,6 +39,23 @@ Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
 Example:
   gitward diff --config config.toml --sync apps";
 
+/// `--help` text of `preview`.
+pub const PREVIEW: &str = "\
+For each unit whose render the revision changes (the unit's objects at its base and at REV compare
+by digest, so a kustomize ../base, a Helm file:// dependency or a values file outside the unit's
+path counts), prints what a merge would do to the live cluster (create, configure with the field
+diff, would fail with the API server's message; by server-side dry run as the unit's writer), the
+change's effect (objects added, changed, removed: base render against REV's), drift the cluster
+already has where the change does not touch (labelled drift), and the prune with the prune
+guards' verdict. Units whose render does not change are listed on one line. The base is the
+revision each unit last applied, or --base. Secret values, decrypted values and values from a
+`from` Secret print ***, a changed one *** (changed). -o markdown prints a pull-request comment.
+
+Exit codes: 0 no changes, 1 changes, 2 error (as kubectl diff).
+
+Example:
+  gitward preview --config config.toml --revision pr-42 -o markdown";
+
 /// `--help` text of `validate`.
 pub const VALIDATE: &str = "\
 Needs no cluster: renders (kustomize, Helm for --kube-version), parses every document and checks

@@ -37,6 +37,10 @@ pub enum Command {
     /// Show what a sync would change (server-side dry run), without changing anything.
     #[command(after_help = help::DIFF)]
     Diff(UnitArgs),
+    /// Show what a revision (a pull request's head) would do to the live cluster: per unit
+    /// whose render it changes, the merge, the change's effect, drift and the prune.
+    #[command(after_help = help::PREVIEW)]
+    Preview(PreviewArgs),
     /// Render, parse and check the manifests of each unit without a cluster.
     #[command(after_help = help::VALIDATE)]
     Validate(ValidateArgs),
@@ -163,6 +167,37 @@ pub enum Output {
     Text,
     /// `{"units": [...]}`.
     Json,
+}
+
+/// Output format of `gitward preview`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PreviewOutput {
+    /// As `gitward diff` prints.
+    Text,
+    /// A pull-request comment: a marker line, a summary table, a `<details>` block per unit.
+    Markdown,
+    /// The report as one JSON document.
+    Json,
+}
+
+/// Arguments of `gitward preview`.
+#[derive(clap::Args)]
+pub struct PreviewArgs {
+    /// The config file.
+    #[arg(long, short, env = "GITWARD_CONFIG", default_value = "/etc/gitward/config.toml")]
+    pub config: PathBuf,
+    /// The revision to preview: a commit SHA, or a tag or branch.
+    #[arg(long, value_name = "REV")]
+    pub revision: String,
+    /// The revision to measure the change from; default: the one each unit last applied.
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// Only this sync unit (by name; repeat for more); default all.
+    #[arg(long = "sync", value_name = "NAME")]
+    pub units: Vec<String>,
+    /// Output format.
+    #[arg(long, short, value_enum, default_value_t = PreviewOutput::Text)]
+    pub output: PreviewOutput,
 }
 
 /// Arguments of `gitward status`.

@@ -27,7 +27,8 @@ use serde_json::Value;
 use similar::TextDiff;
 
 mod normalize;
-use normalize::{bookkeeping_changes, strip, to_yaml};
+use normalize::bookkeeping_changes;
+pub(crate) use normalize::{strip, to_yaml};
 pub use normalize::{learn_replaced, mask_decrypted, normalize};
 
 use crate::object::ObjectRef;
@@ -41,6 +42,8 @@ pub struct ObjectDiff {
     pub object: ObjectRef,
     /// Unified diff (`--- live`, `+++ merged`), or a note for objects that cannot be dry-run.
     pub diff: String,
+    /// The object does not exist yet: a sync would create it.
+    pub created: bool,
 }
 
 /// The result of a diff.
@@ -202,11 +205,12 @@ pub(super) fn compare(d: &Desired, mut live: Option<Value>, mut merged: Value) -
     let before = before.map(|b| to_yaml(&b)).unwrap_or_default();
     let after = to_yaml(&after);
     if before != after {
-        Some(ObjectDiff { object: d.object.clone(), diff: unified(&d.object, &before, &after) })
+        let diff = unified(&d.object, &before, &after);
+        Some(ObjectDiff { object: d.object.clone(), diff, created: live.is_none() })
     } else if !bookkeeping.is_empty() {
         // A sync still writes it (labels it a member, records its hash): a change.
         let diff = format!("{}: only gitward's bookkeeping changes ({})\n", d.object, bookkeeping.join(", "));
-        Some(ObjectDiff { object: d.object.clone(), diff })
+        Some(ObjectDiff { object: d.object.clone(), diff, created: false })
     } else {
         None
     }
@@ -216,7 +220,7 @@ pub(super) fn compare(d: &Desired, mut live: Option<Value>, mut merged: Value) -
 pub(super) fn created(object: &ObjectRef, body: &Value, decrypted: bool) -> ObjectDiff {
     let body = normalize(body.clone(), None);
     let after = to_yaml(&if decrypted { mask_decrypted(body, None) } else { body });
-    ObjectDiff { object: object.clone(), diff: unified(object, "", &after) }
+    ObjectDiff { object: object.clone(), diff: unified(object, "", &after), created: true }
 }
 
 /// A unified diff of the YAML before and after, headed `live/<ref>` and `merged/<ref>`.

@@ -73,6 +73,15 @@ pub async fn substitute_loaded(
     Ok(())
 }
 
+/// The install's key ([`KEY_FILE`] under `state_dir`, made when missing): what values that
+/// must never be shown are hashed with before they are compared (`gitward preview`), so a
+/// hash shown or kept says nothing of a guessable value.
+///
+/// Errors: [`Error::SubstituteKey`] when the file can be neither read nor made.
+pub fn install_key(state_dir: &Path) -> Result<HashKey> {
+    key(state_dir, true)
+}
+
 /// The key of [`KEY_FILE`] under `state_dir`, made when missing (mode 0600); a fixed key when
 /// the unit reads no Secret (it is then never used).
 ///

@@ -88,7 +88,7 @@ pub(super) fn bookkeeping_changes(live: &Value, merged: &Value) -> Vec<String> {
 /// `v` without the volatile metadata ([`VOLATILE`]) and without gitward's bookkeeping labels
 /// and annotations ([`BOOKKEEPING_LABELS`], [`bookkeeping_annotation`]); a map left empty is
 /// dropped.
-pub(super) fn strip(mut v: Value) -> Value {
+pub(crate) fn strip(mut v: Value) -> Value {
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for key in VOLATILE {
             meta.remove(key);
@@ -179,7 +179,8 @@ pub fn learn_replaced(desired: &Value, live: &Value) {
     }
 }
 
-pub(super) fn to_yaml(v: &Value) -> String {
+/// `v` as YAML (pretty JSON when it cannot be written as YAML).
+pub(crate) fn to_yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).unwrap_or_else(|_| serde_json::to_string_pretty(v).unwrap_or_default())
 }
 

@@ -16,11 +16,12 @@ use crate::object::ObjectRef;
 use crate::plan::{self, Desired};
 use crate::sync::Result;
 use crate::sync::desired::Resolution;
+use crate::source::Revision;
 use crate::sync::diff::*;
 
 impl Engine {
-    /// Computes what [`Engine::sync`] would do at the current revision, by dry run, and what
-    /// it would refuse, so that `gitward diff` agrees with `gitward sync`:
+    /// Computes what [`Engine::sync`] would do at `revision` (`None`: the unit's ref, fetched),
+    /// by dry run, and what it would refuse, so that `gitward diff` agrees with `gitward sync`:
     ///
     /// - objects of a namespace that does not exist yet, and that the revision (a Namespace
     ///   manifest) or `create_namespace` would make, are shown as created, whole, without a
@@ -40,8 +41,11 @@ impl Engine {
     ///
     /// Errors: as [`Engine::sync`] before its first write (source, render, parse, discovery),
     /// and [`crate::cluster::Error::ParentNamespaceMissing`].
-    pub async fn diff(&mut self) -> Result<DiffReport> {
-        let revision = self.loader.fetch().await?;
+    pub async fn diff(&mut self, revision: Option<Revision>) -> Result<DiffReport> {
+        let revision = match revision {
+            Some(revision) => revision,
+            None => self.loader.fetch().await?,
+        };
         let loaded = self.loader.load(self.view.client(), &revision).await?;
         let defaults = self.defaults();
         let Resolution { desired, pending } = self.view.resolve_desired(loaded.manifests, &defaults, &[]).await?;
@@ -56,12 +60,24 @@ impl Engine {
             let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
             let diff =
                 format!("{object}: would be created once its CustomResourceDefinition (in this revision) is applied\n");
-            report.changed.push(ObjectDiff { object, diff });
+            report.changed.push(ObjectDiff { object, diff, created: true });
         }
         if self.unit.prune {
             self.diff_prunes(&desired, pending.len(), &contents, &loaded.partial, &mut report).await;
         }
         Ok(report)
+    }
+
+    /// The objects a sync of `revision` would send, as it resolves them (loaded, variables
+    /// substituted, default namespace, ApplySet label): what `gitward preview` compares between
+    /// two revisions. Custom resources whose CRD the revision brings come as they were parsed.
+    ///
+    /// Errors: as [`Engine::diff`] before its dry runs (source, render, parse, discovery).
+    pub async fn desired_at(&mut self, revision: &Revision) -> Result<(Vec<Desired>, Vec<crate::manifest::Manifest>)> {
+        let loaded = self.loader.load(self.view.client(), revision).await?;
+        let defaults = self.defaults();
+        let Resolution { desired, pending } = self.view.resolve_desired(loaded.manifests, &defaults, &[]).await?;
+        Ok((desired, pending))
     }
 
     /// The object part of a diff: each desired object read live and dry-run applied (as the
@@ -236,7 +252,7 @@ impl Engine {
                 let diff = format!(
                     "{object}: would be created (create_namespace; kept by no unit, a member of no ApplySet)\n"
                 );
-                report.changed.push(ObjectDiff { object, diff });
+                report.changed.push(ObjectDiff { object, diff, created: true });
             }
         }
         Ok(found)
