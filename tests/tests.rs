@@ -15,6 +15,7 @@ mod cli;
 mod daemon;
 mod faults;
 mod isolation;
+mod preview;
 mod sources;
 mod untrusted;
 

@@ -200,7 +200,7 @@ fn config_errors_exit_2_naming_the_key_with_a_suggestion_in_one_line() {
 
 #[test]
 fn help_of_each_command_gives_its_exit_codes_and_an_example() {
-    for command in ["run", "sync", "diff", "validate", "status", "suspend", "reconcile"] {
+    for command in ["run", "sync", "diff", "preview", "validate", "status", "suspend", "reconcile"] {
         let (code, stdout, _) = gitward_text(&[command, "--help"], &[]);
         assert_eq!(code, Some(0), "{command}: {stdout}");
         assert!(stdout.contains("Exit codes: 0 "), "{command}: {stdout}");

@@ -8,10 +8,11 @@ use std::process::Command;
 use crate::common;
 
 /// The subcommands a user sees (`--help` lists them; the hidden `sandbox-probe` aside).
-const COMMANDS: [&str; 14] = [
+const COMMANDS: [&str; 15] = [
     "run",
     "sync",
     "diff",
+    "preview",
     "validate",
     "render",
     "status",

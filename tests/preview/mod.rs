@@ -1,0 +1,4 @@
+//! `gitward preview` against the real apiserver, real git and the real kustomize and sops: what a revision would do to the live cluster, the change's effect apart from drift, the prune guards' verdict and secrets never shown.
+
+pub(crate) mod effect;
+pub(crate) mod merge;
