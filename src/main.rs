@@ -21,8 +21,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Parser;
 use gitward::cli::{
-    Cli, Command, NamedArgs, Output, PreviewArgs, PreviewOutput, ReconcileArgs, RunArgs, SandboxCheckArgs, StatusArgs, SyncArgs, UnitArgs,
-    ValidateArgs,
+    Cli, Command, NamedArgs, Output, PreviewArgs, PreviewOutput, ReconcileArgs, RunArgs, SandboxCheckArgs, StatusArgs,
+    SyncArgs, UnitArgs, ValidateArgs,
 };
 use gitward::config::Config;
 use gitward::observe::{Observer, Observers};
@@ -386,8 +386,7 @@ async fn diff(args: UnitArgs) -> anyhow::Result<ExitCode> {
 async fn preview(args: PreviewArgs) -> anyhow::Result<ExitCode> {
     let config = gitward::sync::set::load(&args.config, None).await?;
     let clusters = connect(&config).await?;
-    let request =
-        gitward::preview::Request { revision: args.revision, base: args.base, units: args.units };
+    let request = gitward::preview::Request { revision: args.revision, base: args.base, units: args.units };
     let report = gitward::preview::preview(&config, &clusters, &request)
         .await
         .with_context(|| args.config.display().to_string())?;

@@ -76,6 +76,7 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("preview", "health", "the revision a unit last applied, recorded on its parent"),
     ("preview", "manifest", "the keyed hash that seals secrets; canonical JSON for the digest"),
     ("preview", "object", "object refs"),
+    ("preview", "plan", "a desired object's body, and whether it holds decrypted values"),
     ("preview", "source", "revisions and their short forms"),
     ("preview", "sync", "the engine renders both revisions and runs the dry-run diff"),
     ("preview", "telemetry", "every text of the report masked"),

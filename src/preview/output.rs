@@ -58,7 +58,11 @@ impl PreviewReport {
                 }
                 UnitOutcome::Error { message } => {
                     out.push_str(&format!("| `{}` | error | | | | | | | |\n", u.unit));
-                    details.push_str(&format!("\n<details><summary>{} (error)</summary>\n\n```\n{}\n```\n\n</details>\n", u.unit, fenced(message)));
+                    details.push_str(&format!(
+                        "\n<details><summary>{} (error)</summary>\n\n```\n{}\n```\n\n</details>\n",
+                        u.unit,
+                        fenced(message)
+                    ));
                 }
                 UnitOutcome::Changed(c) => {
                     out.push_str(&table_row(&u.unit, c));

@@ -19,7 +19,11 @@ fn changed(refused: Option<&str>, failed: bool) -> UnitPreview {
         digests: (Some("a".repeat(64)), "b".repeat(64)),
         merge,
         unchanged: 8,
-        effect: vec![EffectEntry { object: "ConfigMap/a/settings".into(), kind: EffectKind::Changed, diff: String::new() }],
+        effect: vec![EffectEntry {
+            object: "ConfigMap/a/settings".into(),
+            kind: EffectKind::Changed,
+            diff: String::new(),
+        }],
         drift: vec![MergeEntry {
             object: "ConfigMap/a/other".into(),
             action: MergeAction::Configure,
@@ -65,7 +69,10 @@ fn a_refused_prune_or_a_failing_object_makes_the_report_failing() {
     let failed = report(vec![changed(None, true)]);
     assert!(failed.failing());
     let text = failed.text();
-    assert!(text.contains("would fail:\n  Role/a/admin: roles.rbac.authorization.k8s.io \"admin\" is forbidden"), "{text}");
+    assert!(
+        text.contains("would fail:\n  Role/a/admin: roles.rbac.authorization.k8s.io \"admin\" is forbidden"),
+        "{text}"
+    );
     assert!(text.ends_with("status: failure (a merge would fail objects or the prune guard would refuse)\n"), "{text}");
 }
 

@@ -116,7 +116,8 @@ fn split(report: &DiffReport, after: &Sealed, changes: &mut UnitChanges) {
         differing.insert(d.object.clone());
     }
     for (object, message) in &report.failed {
-        let entry = MergeEntry { object: object.to_string(), action: MergeAction::WouldFail, diff: mask(message).into_owned() };
+        let entry =
+            MergeEntry { object: object.to_string(), action: MergeAction::WouldFail, diff: mask(message).into_owned() };
         changes.merge.push(entry);
         differing.insert(object.clone());
     }

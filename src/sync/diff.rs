@@ -28,8 +28,8 @@ use similar::TextDiff;
 
 mod normalize;
 use normalize::bookkeeping_changes;
-pub(crate) use normalize::{strip, to_yaml};
 pub use normalize::{learn_replaced, mask_decrypted, normalize};
+pub(crate) use normalize::{strip, to_yaml};
 
 use crate::object::ObjectRef;
 use crate::plan::Desired;

@@ -17,11 +17,8 @@ use serde_json::json;
 
 /// Runs the gitward binary with `args`, logging at debug and above: (exit code, stdout, stderr).
 pub(crate) fn gitward(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gitward"))
-        .args(args)
-        .env("RUST_LOG", "debug")
-        .output()
-        .expect("gitward runs");
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_gitward")).args(args).env("RUST_LOG", "debug").output().expect("gitward runs");
     let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
     (out.status.code().unwrap_or(-1), text(&out.stdout), text(&out.stderr))
 }
@@ -102,7 +99,9 @@ async fn a_pull_request_is_previewed_as_its_merge_would_apply_it_secrets_never_s
         repo.write(&format!("app/cm-{i}.yaml"), &common::cm(&format!("cm-{i}"), "v1"));
     }
     repo.write("app/db.enc.yaml", &encrypted_db(keys.path(), &public, &old_sops));
-    let token = |var: &str| format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: app-token\nstringData:\n  token: ${{{var}}}\n");
+    let token = |var: &str| {
+        format!("apiVersion: v1\nkind: Secret\nmetadata:\n  name: app-token\nstringData:\n  token: ${{{var}}}\n")
+    };
     repo.push(&[("app/token.yaml", &token("pw_a"))], "ten members");
     let dir = tempfile::tempdir().unwrap();
     let extra = format!(
@@ -121,7 +120,8 @@ async fn a_pull_request_is_previewed_as_its_merge_would_apply_it_secrets_never_s
     repo.remove("app/cm-8.yaml");
     repo.write("app/db.enc.yaml", &encrypted_db(keys.path(), &public, &new_sops));
     repo.write("app/token.yaml", &token("pw_b"));
-    let forbidden = format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: elsewhere\n  namespace: {other}\ndata:\n  x: y\n");
+    let forbidden =
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: elsewhere\n  namespace: {other}\ndata:\n  x: y\n");
     repo.write("app/elsewhere.yaml", &forbidden);
     let work = repo.work();
     repo.git(&["add", "-A"], &work);
@@ -143,7 +143,11 @@ async fn a_pull_request_is_previewed_as_its_merge_would_apply_it_secrets_never_s
     let failing = failing.lines().next().unwrap_or_default();
     assert!(failing.starts_with(&format!("  ConfigMap/{other}/elsewhere: ")) && failing.contains("forbidden"), "{out}");
     assert!(failing.contains(&format!("system:serviceaccount:{ns}:tenant")), "{failing}");
-    for effect in [format!("added Deployment/{ns}/web"), format!("changed ConfigMap/{ns}/cm-1"), format!("removed ConfigMap/{ns}/cm-8")] {
+    for effect in [
+        format!("added Deployment/{ns}/web"),
+        format!("changed ConfigMap/{ns}/cm-1"),
+        format!("removed ConfigMap/{ns}/cm-8"),
+    ] {
         assert!(out.contains(&format!("  {effect}\n")), "{effect}: {out}");
     }
     assert!(!out.contains("drift"), "nothing drifted: {out}");

@@ -14,9 +14,9 @@ use crate::cluster::owner::{self, Verdict};
 use crate::health::record::LAST_REVISION;
 use crate::object::ObjectRef;
 use crate::plan::{self, Desired};
+use crate::source::Revision;
 use crate::sync::Result;
 use crate::sync::desired::Resolution;
-use crate::source::Revision;
 use crate::sync::diff::*;
 
 impl Engine {
