@@ -103,3 +103,26 @@ fn the_json_names_the_outcome_of_each_unit() {
     assert_eq!(json["units"][0]["merge"][0]["action"], "configure");
     assert_eq!(json["units"][1]["outcome"], "unchanged");
 }
+
+#[test]
+fn units_come_after_the_units_they_depend_on() {
+    let unit = |name: &str, deps: &[&str]| {
+        let mut u = SyncUnit::new(name, "/repo");
+        u.depends_on = deps
+            .iter()
+            .map(|d| crate::config::Dependency {
+                unit: d.to_string(),
+                ready_expr: None,
+                inventory: SyncUnit::new(*d, "/repo").inventory,
+                cluster: u.cluster.clone(),
+                same_source: true,
+                path: u.path.clone(),
+            })
+            .collect();
+        u
+    };
+    let (app, db, net, web) = (unit("app", &["db"]), unit("db", &["net"]), unit("net", &[]), unit("web", &["x"]));
+    let names: Vec<&str> =
+        in_dependency_order(vec![&app, &db, &net, &web]).into_iter().map(|u| u.name.as_str()).collect();
+    assert_eq!(names, ["net", "db", "app", "web"], "a dependency not previewed does not hold a unit back");
+}

@@ -100,6 +100,9 @@ async fn a_change_to_a_base_outside_the_units_path_previews_that_unit_alone() {
     assert!(!out.contains("unit b:"), "{out}");
     let (code, out, err) = gitward(&["preview", "--config", &config, "--revision", &revision, "--sync", "b"]);
     assert_eq!((code, out.as_str()), (0, "unchanged: b\n"), "{err}");
+    // Measured from the revision itself (`--base`), the change does nothing to either unit.
+    let (code, out, err) = gitward(&["preview", "--config", &config, "--revision", &revision, "--base", &revision]);
+    assert_eq!((code, out.as_str()), (0, "unchanged: a, b\n"), "{err}");
 }
 
 #[tokio::test]
