@@ -15,7 +15,7 @@
 //!
 //! Files: the resolved types by table — `unit` (`[[sync]]`), `ignore` (`[[sync.ignore]]`), `cluster`,
 //! `daemon`, `render`, `remote` (`[render] remote_base_hosts`), `substitute` (`[sync.substitute]`), `set` (`[[sync_set]]` and its
-//! expansion into units), `notify` (`[[notify]]`), `depends` (`depends_on`: names,
+//! expansion into units), `notify` (`[[notify]]`), `preview` (`[[preview]]`), `depends` (`depends_on`: names,
 //! expressions and cycles checked), `allow` (`[render] chart_repositories`), `address` (the
 //! addresses gitward reaches only when listed: private, loopback, metadata…) —
 //! then `raw` (the file as written, and its JSON Schema), `resolve` (raw → resolved, validation), `unread` (keys a
@@ -33,6 +33,7 @@ mod hint;
 mod ignore;
 mod notify;
 mod path;
+mod preview;
 mod raw;
 mod remote;
 mod render;
@@ -62,6 +63,7 @@ pub use depends::{Dependency, GeneratedDependency};
 pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
+pub use preview::{ForgeAuth, ForgeKind, Preview};
 /// The config file's JSON Schema, as pretty JSON: what `gitward schema` prints and
 /// `schema/config.schema.json` holds.
 pub use raw::schema::json_schema;
@@ -149,6 +151,9 @@ pub struct Config {
     pub sets: Vec<SyncSet>,
     /// Where syncs are told of beyond the log (`[[notify]]`), in file order; default none.
     pub notify: Vec<Notify>,
+    /// The forge repositories whose pull requests are previewed (`[[preview]]`), in file
+    /// order; default none.
+    pub preview: Vec<Preview>,
     /// The `depends_on` entries of `[[sync]]` units that name units only a set makes, in file
     /// order: added to [`SyncUnit::depends_on`] by [`Config::with_sets`] once a set makes them.
     pub generated_dependencies: Vec<GeneratedDependency>,

@@ -18,7 +18,7 @@ use serde::Deserialize;
 use serde::de::{self, Visitor};
 use toml::Spanned;
 
-use super::{NotifyEvent, NotifyKind, SandboxMode};
+use super::{ForgeKind, NotifyEvent, NotifyKind, SandboxMode};
 
 mod daemon;
 pub mod schema;
@@ -63,6 +63,11 @@ pub(super) struct RawConfig {
     #[serde(default)]
     #[schemars(with = "Vec<RawNotify>")]
     pub notify: Vec<Spanned<RawNotify>>,
+    /// One [[preview]] table per forge repository whose pull requests get a preview report
+    /// as comments and a `gitward/preview` commit status.
+    #[serde(default)]
+    #[schemars(with = "Vec<RawPreview>")]
+    pub preview: Vec<Spanned<RawPreview>>,
 }
 
 /// `[render]`: the render tools and their limits.
@@ -256,6 +261,41 @@ pub(super) struct RawNotify {
     /// unit's repo URL.
     #[schemars(with = "Option<String>")]
     pub repository: Option<Spanned<String>>,
+}
+
+/// One `[[preview]]` table as written: a forge repository whose pull requests are previewed.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawPreview {
+    /// Required. The forge: "github", "gitlab" or "gitea" (Forgejo speaks Gitea's API).
+    pub forge: ForgeKind,
+    /// The forge's API base, without a trailing "/". Default: "https://api.github.com" for
+    /// github, "https://gitlab.com/api/v4" for gitlab; required for gitea
+    /// ("https://gitea.host/api/v1").
+    #[schemars(with = "Option<String>")]
+    pub api_url: Option<Spanned<String>>,
+    /// Required. The repository whose pull requests are previewed: "owner/name"; GitLab: the
+    /// project's full path ("group/sub/name") or its numeric id.
+    #[schemars(with = "String")]
+    pub repository: Spanned<String>,
+    /// A file holding the API token (read at each use, trimmed). Required unless a GitHub App
+    /// (app_id, installation_id, private_key_file) is given instead.
+    #[schemars(with = "Option<String>")]
+    pub token_file: Option<Spanned<String>>,
+    /// GitHub only: the App's id, to post as the App (with installation_id and
+    /// private_key_file) instead of with a token_file.
+    pub app_id: Option<u64>,
+    /// GitHub only: the App installation's id on the repository's owner.
+    pub installation_id: Option<u64>,
+    /// GitHub only: a file holding the App's private key (PEM), which signs the JWT.
+    #[schemars(with = "Option<String>")]
+    pub private_key_file: Option<Spanned<String>>,
+    /// Preview pull requests whose head is in a fork. Default: false.
+    pub allow_forks: Option<bool>,
+    /// The units previewed, by name: each a [[sync]] unit, or one a [[sync_set]] could make.
+    /// Default: every unit.
+    #[schemars(with = "Option<Vec<String>>")]
+    pub sync: Option<Vec<Spanned<String>>>,
 }
 
 #[cfg(test)]

@@ -75,7 +75,8 @@ impl Resolver<'_> {
         let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
         let generated_dependencies = self.depends_on(depends, &mut units, &sets)?;
         let notify = self.notify(raw.notify, &units, &sets)?;
-        Ok(Config { clusters, daemon, units, render, sets, notify, generated_dependencies })
+        let preview = self.previews(raw.preview, &units, &sets)?;
+        Ok(Config { clusters, daemon, units, render, sets, notify, preview, generated_dependencies })
     }
 
     /// A host file path: relative paths are joined to the config file's directory.
