@@ -35,6 +35,8 @@
 //!   notifications, the daemon's metrics and readiness, and the dashboard's board.
 //! - [`notify`] — notifications of syncs (`[[notify]]`): a signed webhook, Slack, commit
 //!   statuses on GitHub, GitLab and Gitea, sent from a bounded queue.
+//! - [`forge`] — preview reports on pull requests (`[[preview]]`): comments on GitHub, GitLab
+//!   and Gitea kept in place, split under each forge's limit, and a `gitward/preview` status.
 //! - [`telemetry`] — logging set-up (text or JSON on stderr) and `error_chain`.
 //! - [`summary`] — the one line per unit that `sync` and `validate` print on stdout.
 //! - [`cli`] — the command line as clap parses it, the `--help` texts of the commands (output,
@@ -58,6 +60,7 @@ pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod daemon;
+pub mod forge;
 pub mod health;
 pub mod lease;
 pub mod manifest;

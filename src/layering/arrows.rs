@@ -43,6 +43,7 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("daemon", "source", "fetch counters and verification failures in metrics; mirrors shared by units"),
     ("daemon", "sync", "each unit task drives its engine"),
     ("daemon", "telemetry", "log set-up and error chains"),
+    ("forge", "config", "the [[preview]] table: the forge, its API, the repository and the credentials"),
     ("health", "object", "statuses are keyed by object ref"),
     ("health", "telemetry", "wait errors and recorded messages masked"),
     ("lease", "cluster", "Leases are written through the cluster's clients and fences"),
