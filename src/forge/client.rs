@@ -68,7 +68,8 @@ impl Client {
             builder = builder.header(*name, *value);
         }
         if let Some(body) = body {
-            builder = builder.json(body);
+            // reqwest's `json` feature is not enabled: the body is serialised here.
+            builder = builder.header("Content-Type", "application/json").body(body.to_string());
         }
         let answer = builder.send().await.map_err(|source| Error::Http { request: request.clone(), source })?;
         let (status, headers) = (answer.status(), answer.headers().clone());
