@@ -14,6 +14,7 @@ mod apply;
 mod cli;
 mod daemon;
 mod faults;
+mod forge;
 mod isolation;
 mod preview;
 mod sources;
