@@ -132,9 +132,13 @@ impl Poster {
     }
 
     /// The `pending` status on `head_sha` while its preview is made; true when set now, false
-    /// when it was already (each (head, state) is posted once).
+    /// when it was already (each (head, state) is posted once) or `pr` is a fork's and forks
+    /// are not allowed.
     pub async fn pending(&self, pr: u64, head_sha: &str) -> Result<bool, Error> {
-        let _ = pr;
+        let key = (head_sha.to_owned(), StatusState::Pending);
+        if self.statuses.lock().await.contains(&key) || !self.wanted(pr).await? {
+            return Ok(false);
+        }
         self.status(head_sha, StatusState::Pending, "gitward is previewing this head").await
     }
 

@@ -2,7 +2,7 @@
 //! edited in place for a new head, split into parts that each fit and render, the parts a
 //! shorter report lost deleted, fork pull requests left alone.
 
-use gitward::config::ForgeKind;
+use gitward::config::{ForgeAuth, ForgeKind};
 use gitward::forge::{MARKER, Poster, Published};
 use serde_json::Value;
 
@@ -230,10 +230,45 @@ async fn a_fork_pull_request_is_left_alone_unless_forks_are_allowed() {
     let poster = Poster::new(&forge.preview(false)).unwrap();
     assert!(poster.is_fork(9).await.unwrap());
     assert!(!poster.wanted(9).await.unwrap());
+    assert!(!poster.pending(9, HEAD_1).await.unwrap());
     assert_eq!(poster.publish(9, HEAD_1, &report("+a"), false).await.unwrap(), Published::SkippedFork);
     assert_eq!(writes(&forge.take()), []);
     let allowed = Poster::new(&forge.preview(true)).unwrap();
     assert_eq!(allowed.head_of(9).await.unwrap().sha, HEAD_1);
     let posted = allowed.publish(9, HEAD_1, &report("+a"), false).await.unwrap();
     assert!(matches!(posted, Published::Posted { created: 1, .. }), "{posted:?}");
+}
+
+#[tokio::test]
+async fn a_github_app_signs_a_jwt_for_an_installation_token_and_posts_as_its_bot() {
+    let forge = TestForge::start(ForgeKind::Github).await;
+    let dir = tempfile::tempdir().unwrap();
+    let openssl = |args: &[&str]| {
+        let out = std::process::Command::new("openssl").args(args).current_dir(dir.path()).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    openssl(&["genrsa", "-out", "app.pem", "2048"]);
+    openssl(&["rsa", "-in", "app.pem", "-pubout", "-out", "app.pub"]);
+    forge.state.lock().unwrap().app = Some((4242, std::fs::read(dir.path().join("app.pub")).unwrap()));
+    forge.pull(8, HEAD_1, false);
+    // The token's user once posted a preview here: not the App's, so left alone.
+    forge.comment(8, "gitward-bot", &report("+by the token"));
+    let mut preview = forge.preview(false);
+    preview.auth =
+        ForgeAuth::GithubApp { app_id: 4242, installation_id: 77, private_key_file: dir.path().join("app.pem") };
+    let poster = Poster::new(&preview).unwrap();
+    poster.publish(8, HEAD_1, &report("+a"), false).await.unwrap();
+    forge.pull(8, HEAD_2, false);
+    let second = poster.publish(8, HEAD_2, &report("+b"), false).await.unwrap();
+    assert!(matches!(second, Published::Posted { edited: 1, created: 0, .. }), "{second:?}");
+    assert_eq!(forge.comments_of(8, "gitward-app[bot]").len(), 1);
+    assert_eq!(
+        forge.comments_of(8, "gitward-bot"),
+        [(forge.comments_of(8, "gitward-bot")[0].0, report("+by the token"))]
+    );
+    let requests = forge.take();
+    assert_eq!(forge.state.lock().unwrap().installation_tokens, 1, "the installation token is kept until it expires");
+    let writes = requests.iter().filter(|r| r.method != "GET" && !r.path.starts_with("/app"));
+    assert!(writes.clone().count() >= 3);
+    assert!(writes.clone().all(|r| r.header("authorization") == Some("Bearer ghs_installation1")));
 }

@@ -57,6 +57,10 @@ pub(crate) struct Forge {
     pub tokens: HashMap<String, String>,
     /// (SHA, status body) in the order posted.
     pub statuses: Vec<(String, Value)>,
+    /// A GitHub App: its id and public key (PEM), which JWTs are checked against.
+    pub app: Option<(u64, Vec<u8>)>,
+    /// Installation tokens handed out.
+    pub installation_tokens: usize,
 }
 
 /// A running test forge of one kind.
@@ -160,6 +164,10 @@ async fn handle(
         ForgeKind::Gitlab => record.header("private-token"),
         ForgeKind::Gitea => record.header("authorization").and_then(|a| a.strip_prefix("token ")),
     };
+    if path.starts_with("/app") && shared.kind == ForgeKind::Github {
+        let jwt = record.header("authorization").and_then(|a| a.strip_prefix("Bearer ")).unwrap_or_default();
+        return app(&mut state, &method, &path, jwt);
+    }
     let Some(login) = token.and_then(|t| state.tokens.get(t)).cloned() else {
         return (StatusCode::UNAUTHORIZED, axum::Json(json!({"message": "Bad credentials"}))).into_response();
     };
@@ -324,5 +332,34 @@ fn delete(state: &mut Forge, id: u64, login: &str) -> Response {
         }
         Some(_) => StatusCode::FORBIDDEN.into_response(),
         None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// GitHub's App endpoints: `GET /app` and `POST /app/installations/{id}/access_tokens`, each
+/// with the App's JWT (RS256, `iss` the App's id), checked against its public key.
+fn app(state: &mut Forge, method: &Method, path: &str, jwt: &str) -> Response {
+    let Some((app_id, public)) = state.app.clone() else { return StatusCode::NOT_FOUND.into_response() };
+    let key = jsonwebtoken::DecodingKey::from_rsa_pem(&public).unwrap();
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::RS256);
+    validation.set_required_spec_claims(&["exp", "iat", "iss"]);
+    validation.set_issuer(&[app_id.to_string()]);
+    let claims = match jsonwebtoken::decode::<Value>(jwt, &key, &validation) {
+        Ok(data) => data.claims,
+        Err(e) => return (StatusCode::UNAUTHORIZED, axum::Json(json!({"message": e.to_string()}))).into_response(),
+    };
+    let (iat, exp) = (claims["iat"].as_u64().unwrap(), claims["exp"].as_u64().unwrap());
+    if exp <= iat || exp - iat > 600 {
+        return (StatusCode::UNAUTHORIZED, axum::Json(json!({"message": "exp too far"}))).into_response();
+    }
+    match (method.as_str(), path) {
+        ("GET", "/app") => axum::Json(json!({"id": app_id, "slug": "gitward-app"})).into_response(),
+        ("POST", "/app/installations/77/access_tokens") => {
+            state.installation_tokens += 1;
+            let token = format!("ghs_installation{}", state.installation_tokens);
+            state.tokens.insert(token.clone(), "gitward-app[bot]".into());
+            let answer = json!({"token": token, "expires_at": "2099-01-01T00:00:00Z"});
+            (StatusCode::CREATED, axum::Json(answer)).into_response()
+        }
+        _ => StatusCode::NOT_FOUND.into_response(),
     }
 }
