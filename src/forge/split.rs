@@ -174,6 +174,10 @@ fn step(stack: &mut Vec<Open>, line: &str) {
     if let Some((c, len, info)) = fence_of(text)
         && !(c == '`' && info.contains('`'))
     {
+        // A `<details>` whose body starts with a fence has no summary to come.
+        if let Some(Open::Details { expect_summary, .. }) = stack.last_mut() {
+            *expect_summary = false;
+        }
         let mut opening = text.to_owned();
         opening.push('\n');
         stack.push(Open::Fence { line: opening, fence: std::iter::repeat_n(c, len).collect() });

@@ -136,4 +136,8 @@ fn tags_inside_a_fence_are_code_not_blocks() {
     assert!(matches!(&stack[..], [Open::Details { summary: None, expect_summary: false, .. }]));
     step(&mut stack, "</details>\n");
     assert!(stack.is_empty());
+    for line in ["<details>\n", "```\n", "```\n", "<summary>not this block's</summary>\n"] {
+        step(&mut stack, line);
+    }
+    assert!(matches!(&stack[..], [Open::Details { summary: None, .. }]), "{stack:?}");
 }
