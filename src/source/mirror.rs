@@ -124,6 +124,32 @@ pub(super) fn fetch_commit(repo: &Repository, spec: &SourceSpec, url: &str, sha:
     fetch(repo, spec, url, &[sha], FetchPrune::Off)
 }
 
+/// Fetches the pull-request heads under `namespace` (`refs/pull`: GitHub, Gitea, Forgejo;
+/// `refs/merge-requests`: GitLab), `+<namespace>/*/head:<namespace>/*/head`, pruning those the
+/// remote no longer advertises, then lists them: (number, commit SHA), ascending by number.
+/// A ref whose middle part is not a number is left out.
+pub(super) fn fetch_pull_heads(
+    repo: &Repository,
+    spec: &SourceSpec,
+    url: &str,
+    namespace: &str,
+) -> Result<Vec<(u64, String)>> {
+    let refspec = format!("+{namespace}/*/head:{namespace}/*/head");
+    fetch(repo, spec, url, &[refspec.as_str()], FetchPrune::On)?;
+    let glob = format!("{namespace}/*/head");
+    let refs = repo.references_glob(&glob).map_err(|e| open_error(&spec.unit, repo.path(), e.message().to_string()))?;
+    let mut heads: Vec<(u64, String)> = refs
+        .filter_map(|r| r.ok())
+        .filter_map(|r| {
+            let number =
+                r.name().ok()?.strip_prefix(namespace)?.strip_prefix('/')?.strip_suffix("/head")?.parse().ok()?;
+            Some((number, r.target()?.to_string()))
+        })
+        .collect();
+    heads.sort();
+    Ok(heads)
+}
+
 /// Fetches `refspecs` from `url` (an anonymous remote: the URL, which may carry a token,
 /// is never written to the mirror's config). Refs move only when the whole fetch succeeds.
 fn fetch(repo: &Repository, spec: &SourceSpec, url: &str, refspecs: &[&str], prune: FetchPrune) -> Result<()> {

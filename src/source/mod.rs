@@ -326,6 +326,19 @@ impl Source {
         }
     }
 
+    /// The heads of the remote's pull requests: fetches `+<namespace>/*/head:<namespace>/*/head`
+    /// into the mirror (`refs/pull` on GitHub, Gitea and Forgejo; `refs/merge-requests` on
+    /// GitLab), pruning those the remote dropped, and lists them as (number, commit SHA),
+    /// ascending. The commits are then in the mirror, so a revision naming one resolves.
+    /// A forge keeps the ref of a closed pull request: whether one is open is the forge API's
+    /// answer. Blocking.
+    ///
+    /// Errors: [`Error::FetchFailed`], [`Error::Credentials`], [`Error::HostKeyCheck`] as
+    /// [`Source::fetch`]; [`Error::OpenMirror`] when the mirror's refs cannot be listed.
+    pub fn fetch_pull_heads(&self, namespace: &str) -> Result<Vec<(u64, String)>> {
+        self.mirror.fetch_pull_heads(&self.spec, namespace)
+    }
+
     /// The shared mirror and this unit's spec, for [`PushProbe::touched`] off the
     /// blocking pool.
     pub fn push_probe(&self) -> PushProbe {

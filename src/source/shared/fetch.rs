@@ -112,6 +112,22 @@ impl Shared {
         self.handle(&spec.unit).and_then(|repo| mirror::fetch_commit(&repo, spec, &self.url, sha))
     }
 
+    /// Fetches and lists the pull-request heads under `namespace`
+    /// ([`mirror::fetch_pull_heads`]), in the mirror's one-fetch-at-a-time turn as
+    /// [`Shared::fetch_commit`] does. Blocking.
+    ///
+    /// Errors: those of [`mirror::fetch_pull_heads`].
+    pub(in crate::source) fn fetch_pull_heads(&self, spec: &SourceSpec, namespace: &str) -> Result<Vec<(u64, String)>> {
+        let mut state = self.fetch.lock().expect("mirror fetch lock");
+        while state.running {
+            state = self.fetched.wait(state).expect("mirror fetch lock");
+        }
+        state.running = true;
+        drop(state);
+        let _running = Running { shared: self, last: None };
+        self.handle(&spec.unit).and_then(|repo| mirror::fetch_pull_heads(&repo, spec, &self.url, namespace))
+    }
+
     /// Waits, without blocking a thread, until a fetch of refs that started at or after
     /// `not_before` has ended, and returns its outcome; starts one on the blocking pool
     /// ([`Shared::fetch_refs`]) when none has started since. Many units of one push call this
