@@ -69,7 +69,13 @@ pub struct Preview {
     pub allow_forks: bool,
     /// The units previewed, by name; empty: every unit.
     pub sync: Vec<String>,
+    /// How often the pull requests' heads are fetched without a webhook (default
+    /// [`DEFAULT_PREVIEW_INTERVAL`], 1 minute); any accepted webhook starts a round at once.
+    pub interval: std::time::Duration,
 }
+
+/// How often `[[preview]]` fetches the pull requests' heads by default: 1 minute.
+pub const DEFAULT_PREVIEW_INTERVAL: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Preview {
     /// Whether this preview covers the unit named `unit`.
@@ -141,6 +147,7 @@ impl Resolver<'_> {
             repository,
             auth,
             allow_forks: raw.allow_forks.unwrap_or(false),
+            interval: self.duration(raw.interval, &key("interval"))?.unwrap_or(DEFAULT_PREVIEW_INTERVAL),
             sync: names.into_iter().map(Spanned::into_inner).collect(),
         })
     }

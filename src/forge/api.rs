@@ -64,6 +64,9 @@ pub struct Head {
     pub sha: String,
     /// Whether the head is in another repository than the base (a fork).
     pub fork: bool,
+    /// Whether the pull request is open (GitHub and Gitea `state: "open"`, GitLab
+    /// `"opened"`): a forge keeps the head ref of a closed one.
+    pub open: bool,
 }
 
 /// The paths of one repository's requests on one forge.
@@ -219,11 +222,12 @@ impl Routes {
             ForgeKind::Gitlab => Some(Head {
                 sha: pull["sha"].as_str()?.to_owned(),
                 fork: pull["source_project_id"] != pull["target_project_id"],
+                open: pull["state"] == "opened",
             }),
             ForgeKind::Github | ForgeKind::Gitea => {
                 let (head, base) = (&pull["head"]["repo"], &pull["base"]["repo"]);
                 let fork = head.is_null() || head["full_name"] != base["full_name"];
-                Some(Head { sha: pull["head"]["sha"].as_str()?.to_owned(), fork })
+                Some(Head { sha: pull["head"]["sha"].as_str()?.to_owned(), fork, open: pull["state"] == "open" })
             }
         }
     }
@@ -264,13 +268,15 @@ mod tests {
     #[test]
     fn a_head_from_another_repository_or_none_is_a_fork() {
         let gh = routes(ForgeKind::Github, "https://api.github.com", "o/r");
-        let pull = |head: Value| json!({"head": {"sha": "abc", "repo": head}, "base": {"repo": {"full_name": "o/r"}}});
-        assert_eq!(gh.parse_head(&pull(json!({"full_name": "o/r"}))), Some(Head { sha: "abc".into(), fork: false }));
+        let pull = |head: Value| json!({"state": "open", "head": {"sha": "abc", "repo": head}, "base": {"repo": {"full_name": "o/r"}}});
+        let head = Head { sha: "abc".into(), fork: false, open: true };
+        assert_eq!(gh.parse_head(&pull(json!({"full_name": "o/r"}))), Some(head));
         assert!(gh.parse_head(&pull(json!({"full_name": "x/r"}))).unwrap().fork);
         assert!(gh.parse_head(&pull(Value::Null)).unwrap().fork);
         let gl = routes(ForgeKind::Gitlab, "https://gitlab.com/api/v4", "1");
-        let mr = json!({"sha": "abc", "source_project_id": 2, "target_project_id": 1});
-        assert!(gl.parse_head(&mr).unwrap().fork);
+        let mr = json!({"sha": "abc", "state": "merged", "source_project_id": 2, "target_project_id": 1});
+        let head = gl.parse_head(&mr).unwrap();
+        assert!(head.fork && !head.open, "{head:?}");
     }
 
     #[test]

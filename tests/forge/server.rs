@@ -215,7 +215,7 @@ fn route(
             let (sha, fork) = state.pulls.get(&number(n)?)?.clone();
             let source = if fork { 99 } else { 1 };
             Some(
-                axum::Json(json!({"iid": n, "sha": sha, "source_project_id": source, "target_project_id": 1}))
+                axum::Json(json!({"iid": n, "sha": sha, "state": "opened", "source_project_id": source, "target_project_id": 1}))
                     .into_response(),
             )
         }
@@ -226,7 +226,7 @@ fn route(
         (_, "GET", ["pulls", n]) => {
             let (sha, fork) = state.pulls.get(&number(n)?)?.clone();
             let head_repo = if fork { "someone/deploy" } else { REPO };
-            let pull = json!({"number": n, "head": {"sha": sha, "repo": {"full_name": head_repo}},
+            let pull = json!({"number": n, "state": "open", "head": {"sha": sha, "repo": {"full_name": head_repo}},
                               "base": {"repo": {"full_name": REPO}}});
             Some(axum::Json(pull).into_response())
         }

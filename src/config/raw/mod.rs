@@ -292,6 +292,10 @@ pub(super) struct RawPreview {
     pub private_key_file: Option<Spanned<String>>,
     /// Preview pull requests whose head is in a fork. Default: false.
     pub allow_forks: Option<bool>,
+    /// How often the pull requests' heads are fetched when no webhook says a push or a pull
+    /// request happened ("30s", "5m"). Default: "1m".
+    #[schemars(with = "Option<HumanDuration>")]
+    pub interval: Option<Spanned<HumanDuration>>,
     /// The units previewed, by name: each a [[sync]] unit, or one a [[sync_set]] could make.
     /// Default: every unit.
     #[schemars(with = "Option<Vec<String>>")]
