@@ -69,6 +69,9 @@ pub struct HttpState {
     /// The dashboard, when `[daemon.ui]` enables it ([`HttpState::with_ui`]); `None`: its
     /// routes are not served (404).
     pub ui: Option<super::ui::Dashboard>,
+    /// Woken at each accepted webhook: the `[[preview]]` tasks then look for new pull-request
+    /// heads at once (a push to a pull request's branch, or the forge's pull-request event).
+    pub previews: Arc<tokio::sync::Notify>,
 }
 
 impl HttpState {
@@ -83,6 +86,7 @@ impl HttpState {
             metrics,
             sandbox,
             ui: None,
+            previews: Arc::default(),
         }
     }
 
@@ -212,6 +216,7 @@ async fn hook(State(state): State<HttpState>, headers: HeaderMap, body: Body) ->
     let pushed = webhook::pushed_ref(&body);
     let repositories = route::pushed_repositories(&body);
     let units = state.trigger(pushed.as_deref(), &repositories);
+    state.previews.notify_waiters();
     info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), ?repositories, ?units, "webhook accepted");
     (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "units": units }))).into_response()
 }

@@ -22,6 +22,8 @@
 //! - [`sets`] — the `[[sync_set]]`s: their directories listed at the tip by a watcher per
 //!   set, their units made anew when those change, the objects of units that left kept or
 //!   pruned.
+//! - [`preview`](mod@preview) — the `[[preview]]` tasks: open pull requests' heads previewed and the
+//!   reports posted to the forge, apart from the sync slots.
 //! - [`vars_watch`] — the watch of a unit's `[sync.substitute] from` ConfigMaps and Secrets.
 //!
 //! Leader election and sharding live in [`crate::lease`]; [`run`] wires them in.
@@ -31,6 +33,7 @@ pub(crate) mod decide;
 pub(crate) mod heal;
 pub mod http;
 pub mod metrics;
+pub(crate) mod preview;
 pub mod quiet;
 pub(crate) mod repo_watch;
 pub mod route;

@@ -76,6 +76,9 @@ pub(super) struct Units {
     pub(super) board: Option<super::ui::Board>,
     /// The notifiers (`[[notify]]`), put in force again at each reconcile (a reload).
     pub(super) notify: crate::notify::Notifications,
+    /// The pull-request preview tasks (`[[preview]]`), put in force at each reconcile; never
+    /// started on a sharded replica (every replica would post).
+    pub(super) previews: super::preview::Previews,
 }
 
 /// The permits every unit task draws from, sized at start.
@@ -149,6 +152,9 @@ impl Units {
     /// such unit is left, for the caller to try again with backoff, and the plan carried out.
     pub(super) async fn reconcile(&mut self, config: &Config, first: TriggerKind) -> (bool, UnitPlan) {
         self.notify.configure(&config.notify);
+        if self.holding.owned.is_none() {
+            self.previews.configure(config, &self.clusters);
+        }
         let owned = |u: &&SyncUnit| self.holding.owned.as_ref().is_none_or(|o| o.contains(&u.name));
         let wanted: BTreeMap<&str, &SyncUnit> =
             config.units.iter().filter(owned).map(|u| (u.name.as_str(), u)).collect();
@@ -337,6 +343,7 @@ impl Units {
 
     /// Stops every unit now, without waiting: leadership was lost.
     pub(super) fn abort_all(&mut self) {
+        self.previews.stop();
         for (_, r) in std::mem::take(&mut self.running) {
             r.task.abort();
         }
@@ -345,6 +352,7 @@ impl Units {
     /// Stops every unit at shutdown: running ones after their in-flight sync (at most
     /// [`SHUTDOWN_GRACE`]), those still stopping after a hand-over at once.
     pub(super) async fn shut_down(&mut self) {
+        self.previews.stop();
         stop(std::mem::take(&mut self.running).into_values().collect(), SHUTDOWN_GRACE).await;
         for (_, abort) in std::mem::take(&mut self.holding.stopping) {
             abort.abort();

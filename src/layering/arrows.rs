@@ -34,6 +34,8 @@ pub(super) const ARROWS: &[(&str, &str, &str)] = &[
     ("daemon", "lease", "leader election and sharding decide which units run"),
     ("daemon", "notify", "the process's notifiers, handed to each unit task's observer; their counters in metrics"),
     ("daemon", "object", "drifted objects to heal"),
+    ("daemon", "preview", "the report of a pull request's head, which the [[preview]] tasks post"),
+    ("daemon", "forge", "the [[preview]] tasks post reports and statuses to the pull request's forge"),
     (
         "daemon",
         "observe",

@@ -60,6 +60,12 @@ impl Daemon {
             (None, None) => Fences::None,
         };
         let mut units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
+        units.previews = crate::daemon::preview::Previews::new(http.previews.clone());
+        if shard_cfg.is_some() && !config.preview.is_empty() {
+            warn!(
+                "[[preview]] is not run by a sharded replica: every replica would post; run previews from an unsharded gitward"
+            );
+        }
         let (sets, config) = listed_sets(config, &units).await;
         // Without the dashboard nothing reads the board: its units' records are not kept (1.1 KiB a unit).
         units.board = config.daemon.ui.is_some().then_some(board);
@@ -153,6 +159,7 @@ fn units(
         repo_watches: Default::default(),
         board: Default::default(),
         notify: crate::notify::Notifications::start(&config.notify, metrics.notify().clone()),
+        previews: crate::daemon::preview::Previews::new(Arc::default()),
     }
 }
 

@@ -104,7 +104,7 @@ async fn open_git(state_dir: &Path, unit: &SyncUnit) -> Result<Source> {
 }
 
 /// What [`Source::open`] takes of the unit.
-fn source_spec(unit: &SyncUnit) -> SourceSpec {
+pub(crate) fn source_spec(unit: &SyncUnit) -> SourceSpec {
     SourceSpec {
         unit: unit.name.clone(),
         repo: unit.repo.clone(),
