@@ -34,6 +34,7 @@ mod ignore;
 mod notify;
 mod path;
 mod preview;
+mod provenance;
 mod raw;
 mod remote;
 mod render;
@@ -64,6 +65,7 @@ pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
 pub use preview::{DEFAULT_PREVIEW_INTERVAL, ForgeAuth, ForgeKind, Preview};
+pub use provenance::Provenance;
 /// The config file's JSON Schema, as pretty JSON: what `gitward schema` prints and
 /// `schema/config.schema.json` holds.
 pub use raw::schema::json_schema;
@@ -157,6 +159,9 @@ pub struct Config {
     /// The `depends_on` entries of `[[sync]]` units that name units only a set makes, in file
     /// order: added to [`SyncUnit::depends_on`] by [`Config::with_sets`] once a set makes them.
     pub generated_dependencies: Vec<GeneratedDependency>,
+    /// `[provenance]`: the key that signs each sync's attestation; `None` makes none. Each
+    /// unit holds a copy ([`SyncUnit::provenance`]).
+    pub provenance: Option<Provenance>,
 }
 
 /// Checks a Kubernetes version as `[render] kube_version` takes it (`v1.34.2`, `1.34`), for

@@ -153,8 +153,9 @@ impl Config {
         for path in dirs {
             let dir = path.rsplit('/').next().unwrap_or(path);
             for cluster in set.cluster_names(&self.clusters) {
-                let unit =
+                let mut unit =
                     set.unit(&Place { dir, path, cluster: &cluster }, &self.clusters, &self.daemon, &self.render)?;
+                unit.provenance = self.provenance.clone();
                 set.check_namespace(&unit, path)?;
                 if let Some(other) = units.iter().position(|u| u.name == unit.name) {
                     let message =

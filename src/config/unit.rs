@@ -196,6 +196,10 @@ pub struct SyncUnit {
     pub substitute: super::Substitute,
     /// A copy of the file's `[render]` table, so the engine needs only the unit.
     pub render_tools: RenderTools,
+    /// A copy of the file's `[provenance]` table, so the engine needs only the unit: `None`
+    /// makes no attestation. Not part of the [`SyncUnit::fingerprint`]: it decides no object
+    /// written.
+    pub provenance: Option<super::Provenance>,
     /// `depends_on`: the units whose recorded state must be ready before this unit syncs a
     /// new revision (Flux's `dependsOn`), in file order, each once. Default: none. Not part
     /// of the [`SyncUnit::fingerprint`]: it orders syncs and decides no object written.
@@ -272,6 +276,7 @@ impl SyncUnit {
             ignore: Vec::new(),
             substitute: super::Substitute::default(),
             render_tools: RenderTools::default(),
+            provenance: None,
             depends_on: Vec::new(),
             depends_on_unmade: Vec::new(),
         }

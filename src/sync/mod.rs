@@ -39,6 +39,7 @@ mod ownership;
 mod parent;
 pub(crate) use parent::namespaces;
 mod pending;
+pub mod provenance;
 mod prune_step;
 pub(crate) mod repo;
 pub mod retire;
@@ -120,6 +121,9 @@ pub enum Error {
     /// A blocking task (git, parsing) panicked or was cancelled.
     #[error("background task failed: {0}")]
     Task(String),
+    /// `[provenance]`: the key cannot be read, or a sync's attestation made or kept.
+    #[error("provenance: {0}")]
+    Provenance(String),
     /// A `[[sync_set]]`'s directories made units that cannot be: more than its `max_units`,
     /// a name that is not a unit name, a name or inventory of another unit ([`set`]). Bad
     /// input: not worth retrying before the repository or the config changes.

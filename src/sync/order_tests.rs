@@ -211,6 +211,7 @@ fn named(w: &Write) -> String {
         WriteKind::Hook => "hook",
         WriteKind::HookDelete => "hook-delete",
         WriteKind::Event => "event",
+        WriteKind::Attestations => "attestations",
     };
     format!("{kind} {}", w.object.name)
 }

@@ -5,12 +5,13 @@
 use std::path::Path;
 
 /// The parts of the engine: the file that defines each, and its struct.
-const PARTS: [(&str, &str); 5] = [
+const PARTS: [(&str, &str); 6] = [
     ("loader.rs", "Loader"),
     ("state.rs", "ClusterView"),
     ("parent/mod.rs", "ApplySetParent"),
     ("health.rs", "Judgement"),
     ("hooks/mod.rs", "Hooks"),
+    ("provenance/attestor.rs", "Attestor"),
 ];
 
 /// The `.rs` files under `src/sync`, relative to it, with their text.

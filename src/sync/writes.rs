@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::Value;
@@ -107,6 +108,18 @@ pub trait Writes: Send + Sync {
         live: &'a DynamicObject,
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), String>>;
+
+    /// Writes `attestations`, the ConfigMap of a unit's attestations
+    /// ([`crate::sync::provenance::kept`]), by server-side apply under `field_manager` through
+    /// gitward's own client; its resourceVersion, when set, the precondition. Returns it as
+    /// written.
+    ///
+    /// Errors: the API server's (a 409 when another write came first).
+    fn keep_attestations<'a>(
+        &'a self,
+        attestations: &'a ConfigMap,
+        field_manager: &'a str,
+    ) -> BoxFuture<'a, kube::Result<ConfigMap>>;
 
     /// Creates `event` through `api` (`events.k8s.io/v1`, the parent's namespace).
     ///
@@ -203,6 +216,19 @@ impl Writes for Cluster {
         Box::pin(api.delete(live, timeout))
     }
 
+    fn keep_attestations<'a>(
+        &'a self,
+        attestations: &'a ConfigMap,
+        field_manager: &'a str,
+    ) -> BoxFuture<'a, kube::Result<ConfigMap>> {
+        Box::pin(async move {
+            let namespace = attestations.metadata.namespace.as_deref().unwrap_or_default();
+            let name = attestations.metadata.name.as_deref().unwrap_or_default();
+            let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+            api.patch(name, &PatchParams::apply(field_manager).force(), &Patch::Apply(attestations)).await
+        })
+    }
+
     fn create_event<'a>(&'a self, api: &'a Api<Event>, event: &'a Event) -> BoxFuture<'a, kube::Result<()>> {
         Box::pin(async move { api.create(&PostParams::default(), event).await.map(drop) })
     }
@@ -226,6 +252,7 @@ mod recording {
     use std::time::Duration;
 
     use futures::future::BoxFuture;
+    use k8s_openapi::api::core::v1::ConfigMap;
     use k8s_openapi::api::events::v1::Event;
     use kube::api::{Api, DynamicObject};
     use serde_json::Value;
@@ -256,6 +283,8 @@ mod recording {
         HookDelete,
         /// A Kubernetes Event created or its series patched.
         Event,
+        /// The ConfigMap of the unit's attestations written.
+        Attestations,
     }
 
     /// One write as [`Recording`] keeps it.
@@ -403,6 +432,24 @@ mod recording {
         ) -> BoxFuture<'a, Result<(), String>> {
             self.note(WriteKind::HookDelete, object, None);
             Box::pin(std::future::ready(Ok(())))
+        }
+
+        fn keep_attestations<'a>(
+            &'a self,
+            attestations: &'a ConfigMap,
+            _field_manager: &'a str,
+        ) -> BoxFuture<'a, kube::Result<ConfigMap>> {
+            let meta = &attestations.metadata;
+            let object = ObjectRef::new(
+                GroupKind::from_api_version("v1", "ConfigMap"),
+                meta.namespace.clone(),
+                meta.name.as_deref().unwrap_or_default(),
+            );
+            self.note(WriteKind::Attestations, &object, None);
+            let version = meta.resource_version.as_deref().and_then(|v| v.parse::<u64>().ok()).unwrap_or(0) + 1;
+            let mut written = attestations.clone();
+            written.metadata.resource_version = Some(version.to_string());
+            Box::pin(std::future::ready(Ok(written)))
         }
 
         fn create_event<'a>(&'a self, _api: &'a Api<Event>, event: &'a Event) -> BoxFuture<'a, kube::Result<()>> {

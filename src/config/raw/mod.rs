@@ -68,6 +68,26 @@ pub(super) struct RawConfig {
     #[serde(default)]
     #[schemars(with = "Vec<RawPreview>")]
     pub preview: Vec<Spanned<RawPreview>>,
+    /// Signed attestations of what each sync applied: one in-toto Statement in a DSSE
+    /// envelope per sync that created, configured or pruned anything, chained per unit, kept
+    /// in the cluster beside the unit's ApplySet parent and appended to the state directory.
+    /// Default: none made.
+    pub provenance: Option<RawProvenance>,
+}
+
+/// `[provenance]`: the key that signs each sync's attestation, and how many are kept.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawProvenance {
+    /// The private key that signs the attestations: an unencrypted PKCS#8 PEM file of an
+    /// ECDSA P-256 or an Ed25519 key (`openssl genpkey -algorithm ed25519`, or `openssl
+    /// genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`). Required.
+    #[schemars(with = "String")]
+    pub key_file: Spanned<String>,
+    /// How many of a unit's last attestations its ConfigMap in the cluster keeps (the state
+    /// directory keeps them all). Default: 20.
+    #[schemars(with = "Option<u32>")]
+    pub keep: Option<Spanned<u32>>,
 }
 
 /// `[render]`: the render tools and their limits.

@@ -72,11 +72,15 @@ impl Resolver<'_> {
             units.push(unit);
         }
         adopted_by(&mut units);
+        let provenance = raw.provenance.map(|p| self.provenance(p)).transpose()?;
+        for unit in &mut units {
+            unit.provenance = provenance.clone();
+        }
         let sets = self.sync_sets(raw.sync_set, &clusters, &daemon, &render)?;
         let generated_dependencies = self.depends_on(depends, &mut units, &sets)?;
         let notify = self.notify(raw.notify, &units, &sets)?;
         let preview = self.previews(raw.preview, &units, &sets)?;
-        Ok(Config { clusters, daemon, units, render, sets, notify, preview, generated_dependencies })
+        Ok(Config { clusters, daemon, units, render, sets, notify, preview, generated_dependencies, provenance })
     }
 
     /// A host file path: relative paths are joined to the config file's directory.

@@ -346,7 +346,7 @@ fn request_of(action: Action) -> Option<(&'static str, &'static str)> {
 }
 
 /// The short name of a sync error's variant, the `kind` label of `gitward_sync_errors_total`:
-/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`, `sync-set`.
+/// `source`, `manifest`, `duplicate`, `unknown-kind`, `cluster`, `invalid-annotation`, `task`, `sync-set`, `provenance`.
 pub fn error_kind(err: &Error) -> &'static str {
     match err {
         Error::Source(_) => "source",
@@ -359,6 +359,7 @@ pub fn error_kind(err: &Error) -> &'static str {
         Error::SubstituteKey { .. } => "substitute-key",
         Error::Task(_) => "task",
         Error::Set(_) => "sync-set",
+        Error::Provenance(_) => "provenance",
     }
 }
 

@@ -8,11 +8,13 @@ use tracing::warn;
 
 use super::Engine;
 use crate::health::Counts;
+use crate::health::record::SyncResult;
 use crate::health::wait::{HealthWait, WaitEnd};
 use crate::source::Revision;
 use crate::sync::outcome::{
     Cause, Ended, Failure, HealthStep, HealthSummary, Live, NotReady, Outcome, Pending, Timings, Wait, not_ready,
 };
+use crate::sync::provenance::Concluded;
 use crate::sync::{Error, Report};
 
 impl Engine {
@@ -65,6 +67,8 @@ impl Engine {
         let mut outcome = if record {
             self.conclude(pending, summary, not_ready).await
         } else {
+            // Its record is the newer revision's; what it applied is attested all the same.
+            self.attest(&pending.report, summary.result).await;
             self.outcome(pending.report, pending.cause, summary, not_ready).await
         };
         outcome.timings.wait = waited;
@@ -121,6 +125,7 @@ impl Engine {
             let error = crate::telemetry::error_chain(&e);
             warn!(unit = %report.unit, error, "could not record the sync result on the inventory");
         }
+        self.attest(&report, summary.result).await;
         let outcome = self.outcome(report, cause, summary, not_ready).await;
         Outcome { post_hooks, ..outcome }
     }
@@ -144,6 +149,23 @@ impl Engine {
 }
 
 impl Engine {
+    /// With `[provenance]`, attests `report`'s sync judged `result` when it created,
+    /// configured or pruned anything ([`crate::sync::provenance`]); a failure is logged: the
+    /// sync's result stands, and the next attestation links to the last one kept.
+    async fn attest(&mut self, report: &Report, result: SyncResult) {
+        let Some(attestor) = self.attestor.as_mut() else { return };
+        let desired = self.last.desired.as_ref().map(|(_, d)| d.as_slice()).unwrap_or_default();
+        let sync = Concluded { report, health: result.to_string(), desired, cache: self.view.cache() };
+        match attestor.attest(&self.view, &self.unit, self.parent.inventory(), sync).await {
+            Ok(true) => tracing::debug!(unit = %report.unit, "attested"),
+            Ok(false) => {}
+            Err(e) => {
+                let error = crate::telemetry::error_chain(&e);
+                warn!(unit = %report.unit, error, "could not keep the sync's attestation");
+            }
+        }
+    }
+
     /// The cluster as the engine sees it now: `answered` as the caller found it, the members
     /// the cache tracks, their health as last judged and the cache's size.
     fn live_now(&self, answered: bool) -> Live {

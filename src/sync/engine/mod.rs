@@ -81,6 +81,8 @@ pub struct Engine {
     options: Options,
     /// What the last sync leaves for the next one and for self-heal.
     last: LastSync,
+    /// With `[provenance]`: signs and keeps each sync's attestation.
+    attestor: Option<super::provenance::Attestor>,
 }
 
 impl Engine {
@@ -89,7 +91,8 @@ impl Engine {
     /// process's identity ([`crate::cluster::agent::process_identity`]).
     ///
     /// Errors: [`crate::sync::Error::Source`] when the mirror cannot be opened; [`crate::sync::Error::Cluster`] when the
-    /// client impersonating the unit's ServiceAccount cannot be built.
+    /// client impersonating the unit's ServiceAccount cannot be built; [`crate::sync::Error::Provenance`] when
+    /// `[provenance] key_file` cannot be read as a key.
     pub async fn new(
         client: kube::Client,
         cluster: &ClusterConfig,
@@ -124,6 +127,7 @@ impl Engine {
             Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence, user_agent).await?,
             None => client.clone(),
         };
+        let attestor = super::provenance::Attestor::new(unit, cluster, state_dir).await?;
         let parent = ApplySetParent::new(unit.clone());
         let mut cache = MetadataCache::new(client.clone(), &parent.inventory().id);
         cache.set_field_manager(&unit.field_manager);
@@ -145,6 +149,7 @@ impl Engine {
             hooks: hooks::Hooks::default(),
             options: Options { apply, prune, allow_prune_once: false },
             last: LastSync::default(),
+            attestor,
         })
     }
 

@@ -1,0 +1,41 @@
+//! `[provenance]`: the key that signs each sync's attestation and how many a unit's ConfigMap
+//! keeps (`crate::sync::provenance` makes, keeps and verifies them).
+
+use std::path::PathBuf;
+
+use super::Result;
+use super::raw::RawProvenance;
+use super::resolve::Resolver;
+
+/// `[provenance]` resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Provenance {
+    /// The PKCS#8 PEM private key (ECDSA P-256 or Ed25519) that signs each attestation, anchored
+    /// at the config file's directory; read when a unit's engine starts.
+    pub key_file: PathBuf,
+    /// How many of a unit's last attestations its ConfigMap keeps; at least 1. Default
+    /// [`Provenance::DEFAULT_KEEP`].
+    pub keep: usize,
+}
+
+impl Provenance {
+    /// How many attestations a unit's ConfigMap keeps by default: the last 20 syncs that
+    /// changed something, about 60 KiB of a small unit's envelopes, far below a ConfigMap's
+    /// 1 MiB.
+    pub const DEFAULT_KEEP: usize = 20;
+}
+
+impl Resolver<'_> {
+    /// `[provenance]` resolved: `key_file` anchored, `keep` at least 1.
+    pub(super) fn provenance(&self, raw: RawProvenance) -> Result<Provenance> {
+        let key_file = self.file(raw.key_file, "provenance.key_file")?;
+        let keep = match raw.keep {
+            Some(keep) if *keep.get_ref() == 0 => {
+                return Err(self.invalid(Some(keep.span()), "provenance.keep", "must be at least 1"));
+            }
+            Some(keep) => keep.into_inner() as usize,
+            None => Provenance::DEFAULT_KEEP,
+        };
+        Ok(Provenance { key_file, keep })
+    }
+}

@@ -1,0 +1,240 @@
+//! The attestor, a part of the engine: after a sync that created, configured or pruned
+//! anything, it makes the Statement of what was applied, signs it, keeps it in the unit's
+//! ConfigMap (written through the sync's seam, by gitward's own fenced client) and appends it
+//! to the unit's journal under the state directory. It owns the key, the chain's last link and
+//! the cluster's identity; nothing else touches them.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::Api;
+
+use super::dsse::{Envelope, PAYLOAD_TYPE};
+use super::kept::{self, Kept};
+use super::key::SigningKey;
+use super::statement::{Changes, ClusterId, Member, Predicate, Renderer, Sha256Digest, Source, Statement, Target};
+use crate::changeset::{Action, ChangeSet};
+use crate::cluster::cache::MetadataCache;
+use crate::cluster::inventory::Inventory;
+use crate::config::{ClusterConfig, SyncUnit};
+use crate::plan::Desired;
+use crate::sync::Report;
+use crate::sync::state::ClusterView;
+
+/// What a concluded sync hands the attestor.
+pub(in crate::sync) struct Concluded<'a> {
+    /// The sync's report: revision, change set, duration.
+    pub(in crate::sync) report: &'a Report,
+    /// Its health at the finish (`healthy`, `degraded`, …).
+    pub(in crate::sync) health: String,
+    /// The desired objects of the revision, as applied.
+    pub(in crate::sync) desired: &'a [Desired],
+    /// The members' metadata after the sync (gitward's apply entries).
+    pub(in crate::sync) cache: &'a MetadataCache,
+}
+
+/// Signs and keeps a unit's attestations ([`super`]).
+pub(in crate::sync) struct Attestor {
+    /// `[provenance] key_file`'s key.
+    key: SigningKey,
+    /// How many the ConfigMap keeps.
+    keep: usize,
+    /// The unit's journal: `<state_dir>/attestations/<unit>.jsonl`.
+    journal: PathBuf,
+    /// The renderer as every Statement names it.
+    renderer: Renderer,
+    /// sha256 hex of the API server CA's DER, from the kubeconfig.
+    ca_sha256: String,
+    /// The cluster's identity, once the kube-system Namespace was read.
+    cluster: Option<ClusterId>,
+    /// The ConfigMap as last read or written; `None` until read (and after a failed write).
+    kept: Option<Kept>,
+}
+
+impl Attestor {
+    /// The attestor of `unit` when its config has `[provenance]`, its key read and the CA of
+    /// `cluster`'s kubeconfig fingerprinted.
+    ///
+    /// Errors: the key file cannot be read as a key; the kubeconfig cannot be read.
+    pub(in crate::sync) async fn new(
+        unit: &SyncUnit,
+        cluster: &ClusterConfig,
+        state_dir: &Path,
+    ) -> crate::sync::Result<Option<Self>> {
+        let Some(provenance) = &unit.provenance else { return Ok(None) };
+        let key = SigningKey::read(&provenance.key_file)
+            .map_err(|e| crate::sync::Error::Provenance(format!("key_file {e}")))?;
+        let config = crate::cluster::prepare(cluster, "gitward", None).await?;
+        let ca = config.root_cert.as_ref().and_then(|certs| certs.first());
+        let ca_sha256 = ca.map(|der| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(der))).unwrap_or_default();
+        let commit = option_env!("VERGEN_GIT_SHA").unwrap_or("unknown");
+        let renderer = Renderer {
+            gitward: format!("{} ({commit})", env!("CARGO_PKG_VERSION")),
+            tools: env!("GITWARD_PINNED_TOOLS").to_owned(),
+            sandbox: crate::render::sandbox::state(unit.render_tools.sandbox),
+        };
+        Ok(Some(Self {
+            key,
+            keep: provenance.keep,
+            journal: state_dir.join("attestations").join(format!("{}.jsonl", unit.name)),
+            renderer,
+            ca_sha256,
+            cluster: None,
+            kept: None,
+        }))
+    }
+
+    /// Attests `sync` of `unit` when it created, configured or pruned anything: the envelope
+    /// chained to the unit's last, kept in its ConfigMap (the oldest past `keep` dropped) and
+    /// appended to its journal. Returns whether it attested.
+    ///
+    /// Errors: the cluster's identity or the ConfigMap cannot be read, or the ConfigMap
+    /// written; the journal's own failure (a full disk) too, once the ConfigMap holds it.
+    pub(in crate::sync) async fn attest(
+        &mut self,
+        view: &ClusterView,
+        unit: &Arc<SyncUnit>,
+        inventory: &Inventory,
+        sync: Concluded<'_>,
+    ) -> crate::sync::Result<bool> {
+        let changes = changes(&sync.report.changes);
+        if !changes.applied_anything() {
+            return Ok(false);
+        }
+        let cluster = self.cluster(view).await?;
+        let kept = match self.kept.take() {
+            Some(kept) => kept,
+            None => kept::read(view.client(), inventory).await.map_err(cluster_error(inventory))?,
+        };
+        let previous = kept.lines.last().and_then(|l| serde_json::from_str::<Envelope>(l).ok());
+        let predicate = Predicate {
+            unit: unit.name.clone(),
+            source: source(unit, &sync.report.revision.0),
+            renderer: self.renderer.clone(),
+            target: target(unit, cluster),
+            changes,
+            members: members(sync.desired, sync.cache),
+            health: sync.health,
+            started_on: rfc3339(SystemTime::now() - sync.report.took.apply),
+            finished_on: rfc3339(SystemTime::now()),
+            previous: previous.map(|e| Sha256Digest { sha256: e.digest() }),
+        };
+        let statement = Statement::new(&inventory.id, predicate);
+        let payload = serde_json::to_vec(&statement).expect("a statement serializes");
+        let line = Envelope::sign(PAYLOAD_TYPE, &payload, &self.key).to_line();
+        let lines = kept.with(line.clone(), self.keep);
+        let body = kept::body(inventory, &unit.name, &lines, kept.resource_version.clone());
+        let written = view.writes().keep_attestations(&body, &unit.field_manager).await;
+        let written = written.map_err(cluster_error(inventory))?;
+        self.kept = Some(Kept { lines, resource_version: written.metadata.resource_version });
+        append(&self.journal, &line)
+            .map_err(|e| crate::sync::Error::Provenance(format!("append to {}: {e}", self.journal.display())))?;
+        Ok(true)
+    }
+
+    /// The cluster's identity: the kube-system Namespace's uid, read once, and the CA's
+    /// fingerprint.
+    async fn cluster(&mut self, view: &ClusterView) -> crate::sync::Result<ClusterId> {
+        if let Some(cluster) = &self.cluster {
+            return Ok(cluster.clone());
+        }
+        let api: Api<Namespace> = Api::all(view.client().clone());
+        let namespace = api.get("kube-system").await.map_err(|e| {
+            crate::sync::Error::Provenance(format!("read Namespace kube-system: {}", crate::cluster::api_message(&e)))
+        })?;
+        let uid = namespace.metadata.uid.unwrap_or_default();
+        let cluster = ClusterId { kube_system_uid: uid, ca_sha256: self.ca_sha256.clone() };
+        self.cluster = Some(cluster.clone());
+        Ok(cluster)
+    }
+}
+
+/// The error of a read or write of `inventory`'s attestations.
+fn cluster_error(inventory: &Inventory) -> impl Fn(kube::Error) -> crate::sync::Error + '_ {
+    move |e| {
+        let object = format!("ConfigMap/{}/{}", kept::namespace(inventory), kept::name(inventory));
+        crate::sync::Error::Provenance(format!("{object}: {}", crate::cluster::api_message(&e)))
+    }
+}
+
+/// Appends `line` to the journal at `path`, made with its directory if missing.
+fn append(path: &Path, line: &str) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut file = std::fs::OpenOptions::new().create(true).append(true).open(path)?;
+    file.write_all(format!("{line}\n").as_bytes())?;
+    file.sync_data()
+}
+
+/// What `changes` created, configured and pruned, the prune refused and what failed.
+pub(super) fn changes(changes: &ChangeSet) -> Changes {
+    let mut out = Changes::default();
+    for entry in &changes.entries {
+        let object = entry.object.to_string();
+        match entry.action {
+            Action::Created | Action::Adopted => out.created.push(object),
+            Action::Configured | Action::DriftCorrected => out.configured.push(object),
+            Action::Pruned => out.pruned.push(object),
+            Action::Failed | Action::Conflict => out.failed.push(object),
+            Action::Unchanged | Action::Skipped => {}
+        }
+    }
+    out.refused_prunes.extend(changes.prune_refused.clone());
+    out
+}
+
+/// The members as applied: each desired object with gitward's apply entry after the sync.
+fn members(desired: &[Desired], cache: &MetadataCache) -> Vec<Member> {
+    let live = cache.snapshot();
+    desired
+        .iter()
+        .map(|d| Member {
+            object: d.object.to_string(),
+            group: d.resource.group.clone(),
+            version: d.resource.version.clone(),
+            plural: d.resource.plural.clone(),
+            kind: d.resource.kind.clone(),
+            namespace: d.object.namespace.as_ref().map(|n| n.as_str().to_owned()),
+            name: d.object.name.as_str().to_owned(),
+            desired: d.hash.to_string(),
+            applied: live.get(&d.object).and_then(|m| m.own_apply).map(|f| format!("{f:016x}")),
+        })
+        .collect()
+}
+
+/// The source of `unit`'s `revision`.
+fn source(unit: &SyncUnit, revision: &str) -> Source {
+    let verify = unit.verify.as_ref();
+    let verified_by = [
+        ("ssh", verify.is_some_and(|v| v.allowed_signers_file.is_some())),
+        ("openpgp", verify.is_some_and(|v| v.openpgp_keys_file.is_some())),
+        ("cosign", verify.is_some_and(|v| v.cosign_public_key_file.is_some())),
+    ];
+    Source {
+        repository: crate::telemetry::url::redact(&unit.repo),
+        reference: unit.reference.clone(),
+        commit: revision.to_owned(),
+        path: unit.path.display().to_owned(),
+        verified_by: verified_by.iter().filter(|(_, on)| *on).map(|(k, _)| (*k).to_owned()).collect(),
+        digest: revision.rsplit_once("@sha256:").map(|(_, hex)| format!("sha256:{hex}")),
+    }
+}
+
+/// Where `unit` applies, and as whom.
+fn target(unit: &SyncUnit, cluster: ClusterId) -> Target {
+    Target {
+        cluster,
+        service_account: unit.service_account.as_ref().map(|sa| format!("{}/{sa}", unit.namespace)),
+        field_manager: unit.field_manager.clone(),
+        replica: crate::cluster::agent::process_identity(),
+    }
+}
+
+/// `time` as RFC 3339 in UTC.
+fn rfc3339(time: SystemTime) -> String {
+    jiff::Timestamp::try_from(time).map(|t| t.to_string()).unwrap_or_default()
+}

@@ -1,0 +1,243 @@
+//! The in-toto Statement v1 (<https://github.com/in-toto/attestation/blob/main/spec/v1/statement.md>)
+//! of one sync: its subject the unit's manifest set as applied, its predicate
+//! ([`PREDICATE_TYPE`]) what was applied from where, by what, to which cluster, what changed
+//! and how it ended, and the digest of the unit's previous envelope.
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest as _, Sha256};
+
+/// The Statement's `_type`.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+
+/// The predicate type of gitward's attestation of an applied revision.
+pub const PREDICATE_TYPE: &str = "https://gitward.dev/attestation/applied-revision/v1";
+
+/// A Statement of [`PREDICATE_TYPE`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Statement {
+    /// [`STATEMENT_TYPE`].
+    #[serde(rename = "_type")]
+    pub statement_type: String,
+    /// The manifest set as applied: one subject, `applyset:<id>`.
+    pub subject: Vec<Subject>,
+    /// [`PREDICATE_TYPE`].
+    #[serde(rename = "predicateType")]
+    pub predicate_type: String,
+    /// What the sync did.
+    pub predicate: Predicate,
+}
+
+/// A subject: a name and its digests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Subject {
+    /// `applyset:<ApplySet id>`.
+    pub name: String,
+    /// `sha256`: [`subject_digest`] of the members.
+    pub digest: Sha256Digest,
+}
+
+/// A digest by its one algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sha256Digest {
+    /// Lowercase hex.
+    pub sha256: String,
+}
+
+/// What one sync did, as the predicate says it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Predicate {
+    /// The sync unit's name.
+    pub unit: String,
+    /// Where the manifests came from.
+    pub source: Source,
+    /// What made them into objects.
+    pub renderer: Renderer,
+    /// Where they were applied, and as whom.
+    pub target: Target,
+    /// What the sync changed.
+    pub changes: Changes,
+    /// The members as applied: what the subject digest covers, and what `gitward attest
+    /// verify --config` compares the live objects with.
+    pub members: Vec<Member>,
+    /// The unit's health when the sync finished (`healthy`, `degraded`, `progressing`, `failed`).
+    pub health: String,
+    /// When the sync started (RFC 3339).
+    pub started_on: String,
+    /// When it finished (RFC 3339).
+    pub finished_on: String,
+    /// The digest of this unit's previous envelope ([`super::dsse::Envelope::digest`]); `null`
+    /// for its first.
+    pub previous: Option<Sha256Digest>,
+}
+
+/// The source of the manifests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    /// The repository URL, credentials redacted.
+    pub repository: String,
+    /// The ref followed.
+    #[serde(rename = "ref")]
+    pub reference: String,
+    /// The revision applied: a commit, a chart's `name@version@sha256:…`, an artifact's digest.
+    pub commit: String,
+    /// The unit's path in the repository.
+    pub path: String,
+    /// The signature checks `[sync.verify]` made of the revision before it was applied
+    /// (`ssh`, `openpgp`, `cosign`); empty when the unit verifies nothing.
+    pub verified_by: Vec<String>,
+    /// The chart's or OCI artifact's content digest, where the revision names one.
+    pub digest: Option<String>,
+}
+
+/// What rendered the manifests.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Renderer {
+    /// `gitward <version> (<commit>)`.
+    pub gitward: String,
+    /// The render tools gitward pins (`kustomize v…, helm v…, sops v…`).
+    pub tools: String,
+    /// The render sandbox's layers as `gitward status` prints them.
+    pub sandbox: String,
+}
+
+/// Where the manifests were applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Target {
+    /// The cluster.
+    pub cluster: ClusterId,
+    /// The ServiceAccount the unit's writes impersonate (`namespace/name`), if any.
+    pub service_account: Option<String>,
+    /// The field manager of its applies.
+    pub field_manager: String,
+    /// The replica that applied (`gitward::cluster::agent::process_identity`).
+    pub replica: String,
+}
+
+/// A cluster's identity: the kube-system Namespace's uid and the API server CA's fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterId {
+    /// `metadata.uid` of Namespace `kube-system`.
+    pub kube_system_uid: String,
+    /// sha256 hex of the API server CA certificate's DER, as the kubeconfig gives it; empty
+    /// when it names none.
+    pub ca_sha256: String,
+}
+
+/// What a sync changed, each object as `Kind/namespace/name`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Changes {
+    /// Created or adopted.
+    pub created: Vec<String>,
+    /// Configured, or drift corrected.
+    pub configured: Vec<String>,
+    /// Pruned.
+    pub pruned: Vec<String>,
+    /// Why the prune was refused, if it was.
+    pub refused_prunes: Vec<String>,
+    /// Objects whose write failed.
+    pub failed: Vec<String>,
+}
+
+impl Changes {
+    /// Whether the sync created, configured or pruned anything: only then is it attested.
+    pub fn applied_anything(&self) -> bool {
+        !(self.created.is_empty() && self.configured.is_empty() && self.pruned.is_empty())
+    }
+}
+
+/// One member as applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Member {
+    /// `Kind/namespace/name`.
+    pub object: String,
+    /// Its API group (empty for the core group).
+    pub group: String,
+    /// The version it was sent as.
+    pub version: String,
+    /// The resource's plural name.
+    pub plural: String,
+    /// Its kind.
+    pub kind: String,
+    /// Its namespace (`None`: cluster-scoped).
+    pub namespace: Option<String>,
+    /// Its name.
+    pub name: String,
+    /// Its desired hash: sha256 hex of its canonical JSON body as git gives it.
+    pub desired: String,
+    /// The fingerprint of gitward's server-side apply entry of its `managedFields` after the
+    /// sync ([`crate::cluster::live::own_apply`], hex): a hand edit of a field gitward set
+    /// moves it. `None` when the cache did not know it.
+    pub applied: Option<String>,
+}
+
+/// The subject digest of `members`: sha256 hex of their lines `<group>/<Kind>/<namespace>/<name>
+/// <desired hash>\n`, sorted. Each desired hash is the sha256 of the object's canonical JSON
+/// (keys sorted, as git gives it), so the digest covers every body applied and no order or
+/// layout of the files.
+pub fn subject_digest(members: &[Member]) -> String {
+    let mut lines: Vec<String> = members
+        .iter()
+        .map(|m| format!("{}/{}/{}/{} {}\n", m.group, m.kind, m.namespace.as_deref().unwrap_or(""), m.name, m.desired))
+        .collect();
+    lines.sort_unstable();
+    let mut hasher = Sha256::new();
+    for line in &lines {
+        hasher.update(line.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+impl Statement {
+    /// The Statement of `predicate` for the ApplySet `applyset_id`.
+    pub fn new(applyset_id: &str, predicate: Predicate) -> Self {
+        let digest = Sha256Digest { sha256: subject_digest(&predicate.members) };
+        Self {
+            statement_type: STATEMENT_TYPE.to_owned(),
+            subject: vec![Subject { name: format!("applyset:{applyset_id}"), digest }],
+            predicate_type: PREDICATE_TYPE.to_owned(),
+            predicate,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn member(kind: &str, name: &str, desired: &str) -> Member {
+        Member {
+            object: format!("{kind}/default/{name}"),
+            group: String::new(),
+            version: "v1".into(),
+            plural: format!("{}s", kind.to_lowercase()),
+            kind: kind.into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+            desired: desired.into(),
+            applied: None,
+        }
+    }
+
+    #[test]
+    fn the_subject_digest_is_of_the_sorted_set_and_moves_with_any_body() {
+        let a = member("ConfigMap", "a", "11");
+        let b = member("ConfigMap", "b", "22");
+        let digest = subject_digest(&[a.clone(), b.clone()]);
+        assert_eq!(digest, subject_digest(&[b.clone(), a.clone()]), "order does not count");
+        let lines = "/ConfigMap/default/a 11\n/ConfigMap/default/b 22\n";
+        assert_eq!(digest, hex::encode(Sha256::digest(lines.as_bytes())));
+        let changed = member("ConfigMap", "b", "23");
+        assert_ne!(digest, subject_digest(&[a.clone(), changed]), "a body changed");
+        assert_ne!(digest, subject_digest(&[a]), "a member gone");
+        // Where the applied fingerprints stand does not change what was applied.
+        let later = Member { applied: Some("ff".into()), ..b.clone() };
+        assert_eq!(digest, subject_digest(&[member("ConfigMap", "a", "11"), later]));
+    }
+}
