@@ -15,14 +15,15 @@
 //!
 //! `sync`, `validate` and `status` print one line per unit on stdout ([`gitward::summary`]); logs go to stderr.
 
+use std::path::Path;
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use gitward::cli::{
-    Cli, Command, NamedArgs, Output, PreviewArgs, PreviewOutput, ReconcileArgs, RunArgs, SandboxCheckArgs, StatusArgs,
-    SyncArgs, UnitArgs, ValidateArgs,
+    AttestCommand, AttestVerifyArgs, Cli, Command, NamedArgs, Output, PreviewArgs, PreviewOutput, ReconcileArgs,
+    RunArgs, SandboxCheckArgs, StatusArgs, SyncArgs, UnitArgs, ValidateArgs,
 };
 use gitward::config::Config;
 use gitward::observe::{Observer, Observers};
@@ -141,6 +142,8 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Suspend(args) => suspend(args, true).await,
         Command::Resume(args) => suspend(args, false).await,
         Command::Reconcile(args) => reconcile(args).await,
+        Command::Attest(AttestCommand::Verify(args)) => attest_verify(args).await,
+        Command::Attest(AttestCommand::Show { file }) => attest_show(file.as_deref()),
         Command::SandboxCheck(_)
         | Command::SandboxProbe { .. }
         | Command::Completions { .. }
@@ -148,6 +151,68 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         | Command::Schema
         | Command::Version => unreachable!("run before the runtime starts"),
     }
+}
+
+/// The envelopes of `file` (stdin when `None`): one envelope, or JSON lines of them.
+fn envelopes(file: Option<&Path>) -> anyhow::Result<Vec<gitward::sync::provenance::dsse::Envelope>> {
+    let (text, name) = match file {
+        Some(path) => (std::fs::read_to_string(path).with_context(|| path.display().to_string())?, path.display()),
+        None => (std::io::read_to_string(std::io::stdin()).context("stdin")?, Path::new("stdin").display()),
+    };
+    gitward::sync::provenance::chain::parse(&text).map_err(|e| anyhow::anyhow!("{name}: {e}"))
+}
+
+/// `gitward attest verify`: the files, each from its unit's first attestation, then with
+/// `--config` what each unit's ConfigMap keeps and its live members; a line per check.
+async fn attest_verify(args: AttestVerifyArgs) -> anyhow::Result<ExitCode> {
+    use gitward::sync::provenance::{chain, key::VerifyingKey, live};
+    let pem = std::fs::read_to_string(&args.key).with_context(|| format!("--key {}", args.key.display()))?;
+    let key = VerifyingKey::from_pem(&pem).with_context(|| format!("--key {}", args.key.display()))?;
+    anyhow::ensure!(!args.files.is_empty() || args.config.is_some(), "nothing to verify: give FILEs or --config");
+    let mut failed = false;
+    for file in &args.files {
+        let envelopes = envelopes(Some(file))?;
+        match chain::check(&envelopes, &key, args.unit.as_deref(), chain::Start::Genesis) {
+            Ok(checked) => println!("{}: verified: {} attestations", file.display(), checked.len()),
+            Err(reason) => (failed, _) = (true, println!("{}: {reason}", file.display())),
+        }
+    }
+    if let Some(path) = args.config {
+        let config = load(&UnitArgs { config: path, unit: args.unit }).await?;
+        let clusters = connect(&config).await?;
+        for unit in &config.units {
+            let client = clusters.client(&unit.cluster).expect("every unit names a configured cluster");
+            match live::verify(client, unit, &key).await.map_err(|e| in_unit(&unit.name, &e))? {
+                None => println!("{}: verified: the kept attestations, and the live members match the last", unit.name),
+                Some(reason) => (failed, _) = (true, println!("{}: {reason}", unit.name)),
+            }
+        }
+    }
+    Ok(if failed { ExitCode::from(1) } else { ExitCode::SUCCESS })
+}
+
+/// `gitward attest show`: each envelope's header and its Statement, indented; the signature is
+/// not checked (`attest verify` does).
+fn attest_show(file: Option<&Path>) -> anyhow::Result<ExitCode> {
+    use base64::Engine as _;
+    for (n, envelope) in envelopes(file)?.iter().enumerate() {
+        let keyids: Vec<&str> = envelope.signatures.iter().map(|s| s.keyid.as_str()).collect();
+        println!("envelope {}: sha256:{}", n + 1, envelope.digest());
+        println!(
+            "payloadType: {}
+signed by key id: {}",
+            envelope.payload_type,
+            keyids.join(", ")
+        );
+        let payload = base64::engine::general_purpose::STANDARD.decode(&envelope.payload).context("payload")?;
+        let statement: serde_json::Value = serde_json::from_slice(&payload).context("payload")?;
+        println!(
+            "{}
+",
+            serde_json::to_string_pretty(&statement)?
+        );
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// The units named, of the config they are read from, and its clients.

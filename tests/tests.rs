@@ -17,6 +17,7 @@ mod faults;
 mod forge;
 mod isolation;
 mod preview;
+mod provenance;
 mod sources;
 mod untrusted;
 

@@ -171,3 +171,27 @@ top of config.toml; `check-jsonschema` validates a config with it. Exit code 0.
 Example:
   gitward schema > schema/config.schema.json
   check-jsonschema --schemafile schema/config.schema.json /etc/gitward/config.toml";
+
+/// `--help` text of `attest verify`.
+pub const ATTEST_VERIFY: &str = "\
+Prints `verified: <n> attestations` per file and per unit checked in the cluster, or the first
+check that failed: `chain gap: …`, `reordered: …`, `cluster id changed: …`, `… no signature
+verifies with the key`, `drift since attestation sha256:…: Kind/ns/name changed …`.
+
+Exit codes: 0 verified, 1 a check failed (named), 2 error (a file, the key, the config or the
+cluster could not be read).
+
+Example:
+  gitward attest verify --key provenance.pub /var/lib/gitward/attestations/apps.jsonl
+  gitward attest verify --key provenance.pub --config config.toml --sync apps
+  cosign verify-blob-attestation --key provenance.pub --insecure-ignore-tlog \\
+    --type https://gitward.dev/attestation/applied-revision/v1 --signature envelope.json --check-claims=false";
+
+/// `--help` text of `attest show`.
+pub const ATTEST_SHOW: &str = "\
+Prints, per envelope, its payloadType, key id and digest, and its Statement as indented JSON.
+
+Exit codes: 0 printed, 2 the input is not an envelope or JSON lines of them.
+
+Example:
+  tail -n 1 /var/lib/gitward/attestations/apps.jsonl | gitward attest show";

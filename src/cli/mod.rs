@@ -60,6 +60,9 @@ pub enum Command {
     /// Ask the running daemon to sync units now, and wait for the result.
     #[command(after_help = help::RECONCILE)]
     Reconcile(ReconcileArgs),
+    /// Verify or show the signed attestations each sync leaves (`[provenance]`).
+    #[command(subcommand)]
+    Attest(AttestCommand),
     /// Try each way out of the render sandbox from a child run as a tool is, and print whether
     /// each was stopped.
     #[command(after_help = help::SANDBOX_CHECK)]
@@ -92,6 +95,42 @@ pub enum Command {
         /// What it aims at: a path or a loopback port.
         aim: String,
     },
+}
+
+/// `gitward attest`'s commands.
+#[derive(Subcommand)]
+pub enum AttestCommand {
+    /// Check attestations: each signature, payloadType and predicateType, per unit the chain
+    /// of `previous` digests (a missing or moved one named) and one cluster; with --config also
+    /// those the cluster keeps, and that the live members still match the last one.
+    #[command(after_help = help::ATTEST_VERIFY)]
+    Verify(AttestVerifyArgs),
+    /// Print attestations readably: each envelope's type and key id, and its Statement.
+    #[command(after_help = help::ATTEST_SHOW)]
+    Show {
+        /// An envelope file or a journal of JSON lines; default stdin.
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+}
+
+/// Arguments of `gitward attest verify`.
+#[derive(clap::Args)]
+pub struct AttestVerifyArgs {
+    /// The public key (PEM, P-256 or Ed25519) of `[provenance] key_file`.
+    #[arg(long, value_name = "PUB")]
+    pub key: PathBuf,
+    /// The config: also check the attestations each unit's ConfigMap keeps in the cluster, and
+    /// its live members against the last.
+    #[arg(long, short)]
+    pub config: Option<PathBuf>,
+    /// Only this sync unit (by name); default all.
+    #[arg(long = "sync")]
+    pub unit: Option<String>,
+    /// Envelope files or journals (`<state_dir>/attestations/<unit>.jsonl`), each checked from
+    /// the unit's first attestation, in the order given.
+    #[arg(value_name = "FILE")]
+    pub files: Vec<PathBuf>,
 }
 
 /// Arguments of `gitward sandbox-check`.

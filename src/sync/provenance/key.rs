@@ -66,6 +66,17 @@ impl SigningKey {
         Self::Ed25519(ed25519_dalek::SigningKey::from_bytes(&[seed; 32]))
     }
 
+    /// The key as unencrypted PKCS#8 PEM, what [`SigningKey::from_pem`] reads.
+    pub fn to_pem(&self) -> String {
+        use ed25519_dalek::pkcs8::EncodePrivateKey as _;
+        let line = p256::pkcs8::LineEnding::LF;
+        let pem = match self {
+            Self::P256(key) => key.to_pkcs8_pem(line),
+            Self::Ed25519(key) => key.to_pkcs8_pem(line),
+        };
+        pem.expect("a private key encodes").to_string()
+    }
+
     /// The signature of `message`: ASN.1 DER for P-256, the 64 bytes for Ed25519.
     pub fn sign(&self, message: &[u8]) -> Vec<u8> {
         match self {
@@ -146,6 +157,7 @@ mod tests {
         for key in [SigningKey::p256_from_seed(7), SigningKey::ed25519_from_seed(7)] {
             let public = key.verifying();
             let back = VerifyingKey::from_pem(&public.to_pem()).unwrap();
+            assert_eq!(SigningKey::from_pem(&key.to_pem()).unwrap().verifying(), public);
             assert_eq!(back, public);
             assert_eq!(back.keyid(), key.keyid());
             assert!(public.verify(b"m", &key.sign(b"m")));
