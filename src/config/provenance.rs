@@ -1,5 +1,5 @@
 //! `[provenance]`: the key that signs each sync's attestation and how many a unit's ConfigMap
-//! keeps (`crate::sync::provenance` makes, keeps and verifies them).
+//! keeps (the sync module's `provenance` makes, keeps and verifies them).
 
 use std::path::PathBuf;
 

@@ -120,7 +120,7 @@ async fn each_tampering_fails_verification_naming_why() {
     expect(&[first.clone(), other], "no signature verifies with the key");
 
     expect(std::slice::from_ref(&second), "chain gap: attestation #1");
-    expect(&[second.clone(), first.clone()], "chain gap: attestation #1");
+    expect(&[second.clone(), first.clone()], "reordered: attestation #1");
     let third = resigned(&second, &fixture.key, |v| v["predicate"]["previous"]["sha256"] = second.digest().into());
     expect(&[first.clone(), third.clone(), second.clone()], "reordered: attestation #2");
 

@@ -1,6 +1,7 @@
 //! `[provenance]`: the signed, chained attestation each `gitward sync` that changed anything leaves in the cluster and the state directory, checked by `gitward attest verify` (offline, tampered, and against the live members) and by the real cosign.
 
 pub(crate) mod attest;
+pub(crate) mod daemon;
 pub(crate) mod live;
 
 use std::path::{Path, PathBuf};
@@ -23,12 +24,14 @@ pub(crate) struct Fixture {
     pub repo: common::GitRepo,
     pub dir: tempfile::TempDir,
     pub config: PathBuf,
+    pub port: u16,
     pub key: SigningKey,
 }
 
 impl Fixture {
     /// A unit `app` of a fresh repository into a fresh namespace, `[provenance]` signing with a
-    /// P-256 key (`seed`), its public key at `dir/provenance.pub`.
+    /// P-256 key (`seed`), its public key at `dir/provenance.pub`; the config serves
+    /// `gitward sync` and `gitward run` alike.
     pub(crate) async fn new(prefix: &str, seed: u8) -> Self {
         let (env, namespace, repo) = common::setup_repo(prefix).await;
         let dir = tempfile::tempdir().unwrap();
@@ -37,8 +40,8 @@ impl Fixture {
         std::fs::write(dir.path().join("provenance.pub"), key.verifying().to_pem()).unwrap();
         let unit = common::unit_toml("app", &repo.bare(), "", &namespace, "");
         let provenance = format!("[provenance]\nkey_file = \"{}\"\n", dir.path().join("provenance.key").display());
-        let config = common::config_file(dir.path(), &format!("{provenance}\n{unit}"));
-        Self { env, repo, dir, config, key }
+        let (config, port) = common::daemon_config(dir.path(), &provenance, "", &unit);
+        Self { env, repo, dir, config, port, key }
     }
 
     /// The public key's file.

@@ -94,6 +94,9 @@ fn links(unit: &str, chain: &[(usize, Checked)], start: Start) -> Result<(), Str
         && let Some(before) = previous(first)
     {
         let named = name(*place, &first.digest);
+        if chain.iter().any(|(_, later)| later.digest == before) {
+            return Err(format!("reordered: {named} follows sha256:{before}, which is given after it"));
+        }
         return Err(format!(
             "chain gap: {named}, the first of unit {unit} given, follows sha256:{before}, which is missing"
         ));

@@ -70,6 +70,8 @@ fn a_missing_middle_a_reorder_and_a_restart_are_named() {
     let swapped = [chain[0].clone(), chain[2].clone(), chain[1].clone()];
     let reordered = check(&swapped, &key.verifying(), None, Start::Genesis).unwrap_err();
     assert!(reordered.starts_with("reordered: attestation #2"), "{reordered}");
+    let two = check(&[chain[1].clone(), chain[0].clone()], &key.verifying(), None, Start::Genesis).unwrap_err();
+    assert!(two.starts_with("reordered: attestation #1"), "{two}");
     let restart = [chain[0].clone(), seal(predicate("a", "uid-1", None), &key)];
     let error = check(&restart, &key.verifying(), None, Start::Genesis).unwrap_err();
     assert!(error.contains("starts a new chain"), "{error}");
@@ -83,7 +85,7 @@ fn another_cluster_key_or_type_fails_and_units_chain_apart() {
     let error = check(&[first.clone(), moved], &key.verifying(), None, Start::Genesis).unwrap_err();
     assert!(error.starts_with("cluster id changed: attestation #2"), "{error}");
     let other = SigningKey::p256_from_seed(5);
-    let error = check(&[first.clone()], &other.verifying(), None, Start::Genesis).unwrap_err();
+    let error = check(std::slice::from_ref(&first), &other.verifying(), None, Start::Genesis).unwrap_err();
     assert!(error.ends_with("no signature verifies with the key"), "{error}");
     // Two units interleaved: each its own chain.
     let b = seal(predicate("b", "uid-1", None), &key);
