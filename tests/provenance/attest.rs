@@ -42,6 +42,12 @@ async fn two_syncs_leave_two_chained_attestations_that_gitward_and_cosign_verify
     let (code, out) = fixture.verify(&[fixture.journal().to_str().unwrap()]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("verified: 2 attestations"), "{out}");
+    let show = Command::new(common::binary()).args(["attest", "show"]).arg(fixture.journal()).output().unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert_eq!(show.status.code(), Some(0), "{shown}");
+    assert!(shown.contains(&format!("envelope 2: sha256:{}", kept[1].digest())), "{shown}");
+    assert!(shown.contains("payloadType: application/vnd.in-toto+json"), "{shown}");
+    assert!(shown.contains(&format!("\"predicateType\": \"{PREDICATE_TYPE}\"")), "{shown}");
 
     // The real cosign accepts each envelope with the public key; given the subject's canonical
     // form (the sorted member lines) as the blob, it checks the subject digest too.
