@@ -39,3 +39,23 @@ impl Resolver<'_> {
         Ok(Provenance { key_file, keep })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::Provenance;
+    use crate::config::tests::{MINIMAL, parse};
+
+    #[test]
+    fn every_unit_carries_the_table_its_key_anchored_and_keep_at_least_one() {
+        assert_eq!(parse(MINIMAL).unwrap().units[0].provenance, None);
+        let config = parse(&format!("[provenance]\nkey_file = \"keys/p.pem\"\n\n{MINIMAL}")).unwrap();
+        let want = Provenance { key_file: Path::new("/etc/gitward/keys/p.pem").into(), keep: 20 };
+        assert_eq!(config.provenance.as_ref(), Some(&want));
+        assert_eq!(config.units[0].provenance.as_ref(), Some(&want));
+        let zero = parse(&format!("[provenance]\nkey_file = \"p.pem\"\nkeep = 0\n\n{MINIMAL}")).unwrap_err();
+        assert!(zero.to_string().contains("provenance.keep: must be at least 1"), "{zero}");
+        assert!(parse(&format!("[provenance]\nkeep = 3\n\n{MINIMAL}")).is_err(), "key_file is required");
+    }
+}
