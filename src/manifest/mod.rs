@@ -164,6 +164,16 @@ pub fn parse_file(file: &str, bytes: &[u8]) -> Result<Loaded> {
     Ok(loaded)
 }
 
+/// The JSON value of each document of a YAML or JSON file, with its 0-based index, read as
+/// [`parse_file`] reads them (kubectl's framing and YAML 1.1, the same limits) but not made
+/// into objects: for readers of other tools' objects (`gitward import`). Empty documents are
+/// `Value::Null`.
+///
+/// Errors: the first document that does not parse, named ([`Error`]).
+pub fn documents(file: &str, bytes: &[u8]) -> Result<Vec<(usize, serde_json::Value)>> {
+    stream::read_documents(file, bytes)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
