@@ -42,6 +42,8 @@
 //! - [`cli`] — the command line as clap parses it, the `--help` texts of the commands (output,
 //!   exit codes, an example), and the completions, man pages and version text made from them.
 //! - [`validate`] — `gitward validate`: parse and check without a cluster.
+//! - [`import`] — `gitward import`: Flux's and Argo CD's objects, from files or the cluster,
+//!   made into a config, each field with no equivalent a warning.
 //! - [`status`] — `gitward status`: what each unit applied, when, with what result, and the
 //!   health of its members, read from the cluster.
 //! - [`control`] — `gitward suspend`, `resume` and `reconcile`: controls on a unit's ApplySet
@@ -62,6 +64,7 @@ pub mod control;
 pub mod daemon;
 pub mod forge;
 pub mod health;
+pub mod import;
 pub mod lease;
 pub mod manifest;
 pub mod notify;
