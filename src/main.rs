@@ -138,6 +138,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Preview(args) => preview(args).await,
         Command::Validate(args) => validate(args).await,
         Command::Render(args) => Ok(gitward::validate::render_command::run(&args).await?),
+        Command::Import(args) => import(args).await,
         Command::Status(args) => status(args).await,
         Command::Suspend(args) => suspend(args, true).await,
         Command::Resume(args) => suspend(args, false).await,
@@ -223,6 +224,31 @@ async fn named(args: &NamedArgs) -> anyhow::Result<(Config, gitward::cluster::re
     config.units.retain(|u| args.units.contains(&u.name));
     let clusters = connect(&config).await?;
     Ok((config, clusters))
+}
+
+/// `gitward import`: the objects read, the config written, each warning on stderr.
+async fn import(args: gitward::cli::ImportArgs) -> anyhow::Result<ExitCode> {
+    let (objects, warnings) = if args.from_cluster {
+        gitward::import::from_cluster(args.tool).await?
+    } else {
+        gitward::import::read_paths(&args.files)?
+    };
+    let imported = gitward::import::import(args.tool, &objects, warnings);
+    match &args.output {
+        Some(file) => std::fs::write(file, &imported.config).with_context(|| format!("{}", file.display()))?,
+        None => print!("{}", imported.config),
+    }
+    for warning in &imported.warnings {
+        eprintln!("warning: {warning}");
+    }
+    eprintln!(
+        "import: {} [[sync]] and {} [[sync_set]] tables from {} objects, {} warnings",
+        imported.units,
+        imported.sets,
+        objects.len(),
+        imported.warnings.len()
+    );
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `gitward suspend` (`suspend`) or `gitward resume`.

@@ -28,6 +28,23 @@ not ready: not synced yet, its revision not applied, not healthy or its ready_ex
 Example:
   gitward sync --config config.toml --sync apps --wait";
 
+/// `--help` text of `import`.
+pub const IMPORT: &str = "\
+Writes the config: a `[[sync]]` table per Flux Kustomization and HelmRelease, per Argo CD
+Application and per element of an ApplicationSet list generator, a `[[sync_set]]` per
+ApplicationSet git directory generator, each after a comment naming its object. Prints on stderr
+`warning: <Kind namespace/name>: <field path>: <what became of it>` for each field with no
+equivalent (e.g. `Kustomization flux-system/apps: spec.healthChecks: no equivalent`) and one
+line counting what was written. Secrets stay references ([sync.substitute] from); credentials,
+which gitward reads from files, are warnings naming the Secret.
+
+Exit codes: 0 the config was written (with or without warnings); 2 a file could not be read or
+parsed, or the cluster listed.
+
+Example:
+  gitward import flux -f clusters/production -f apps/base -o config.toml
+  gitward import argocd --from-cluster -o config.toml && gitward validate --config config.toml";
+
 /// `--help` text of `diff`.
 pub const DIFF: &str = "\
 Prints `revision <applied> → <compared>`, a unified diff per changed object (Secret data masked,

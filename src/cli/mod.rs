@@ -47,6 +47,10 @@ pub enum Command {
     /// Print a unit's objects as a sync would send them (rendered, substituted, labelled).
     #[command(after_help = crate::validate::render_command::HELP)]
     Render(crate::validate::render_command::RenderArgs),
+    /// Write the config that does what Flux's or Argo CD's objects do, read from YAML files or
+    /// the cluster; each field with no equivalent is a warning.
+    #[command(after_help = help::IMPORT)]
+    Import(ImportArgs),
     /// Show what each unit last applied, when, the result, and the health of its objects, read
     /// from the cluster (no daemon needed).
     #[command(after_help = help::STATUS)]
@@ -265,6 +269,25 @@ pub struct ValidateArgs {
     /// its revision, objects, problems and warnings).
     #[arg(long, short, value_enum, default_value_t = Output::Text)]
     pub output: Output,
+}
+
+/// Arguments of `gitward import`.
+#[derive(clap::Args)]
+#[command(group(clap::ArgGroup::new("from").required(true).args(["files", "from_cluster"])))]
+pub struct ImportArgs {
+    /// Whose objects: Flux's (`Kustomization`, `HelmRelease` and their sources) or Argo CD's
+    /// (`Application`, `ApplicationSet`, `AppProject`).
+    #[arg(value_enum)]
+    pub tool: crate::import::Tool,
+    /// A YAML or JSON file, or a directory of them (read recursively); repeatable.
+    #[arg(long = "file", short = 'f', value_name = "FILE|DIR")]
+    pub files: Vec<PathBuf>,
+    /// Read the objects from the cluster of the kubeconfig's current context instead.
+    #[arg(long, conflicts_with = "files")]
+    pub from_cluster: bool,
+    /// Write the config to this file. Default: stdout.
+    #[arg(long, short, value_name = "FILE")]
+    pub output: Option<PathBuf>,
 }
 
 /// Checks `--kube-version` as the config checks `[render] kube_version`.

@@ -15,6 +15,7 @@ const COMMANDS: [&str; 15] = [
     "preview",
     "validate",
     "render",
+    "import",
     "status",
     "suspend",
     "resume",
