@@ -33,7 +33,7 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::kinds::{Catalogue, Known};
-use crate::config::{ClusterConfig, Config, SyncUnit};
+use crate::config::{ClusterConfig, SyncUnit};
 use crate::manifest::{Loaded, Manifest, Origin};
 use crate::object::{Atom, ObjectRef};
 use crate::source::Revision;
@@ -142,9 +142,16 @@ pub struct Rendered {
 /// `gitward render`: loads the config, renders the unit ([`render`]), prints the stream on
 /// stdout and each warning on stderr's log; exit 0.
 ///
-/// Errors: those of [`Config::load`] and [`render`]; [`Error::UnknownUnit`].
+/// Errors: those of [`crate::config::Config::load`] and [`render`]; [`Error::UnknownUnit`]. A set's units
+/// are listed at the tip ([`crate::sync::set::load`]).
 pub async fn run(args: &RenderArgs) -> Result<ExitCode> {
-    let config = Config::load(&args.config)?;
+    let scratch = tempfile::Builder::new().prefix("gitward-render-").tempdir().map_err(Error::Scratch)?;
+    // As the other one-shot commands read it: a `[[sync_set]]`'s units are units to render.
+    let config = match crate::sync::set::load(&args.config, Some(scratch.path())).await {
+        Ok(config) => config,
+        Err(crate::sync::Error::Set(e)) => return Err(e.into()),
+        Err(source) => return Err(Error::Read { unit: args.unit.clone(), source }),
+    };
     let Some(unit) = config.units.iter().find(|u| u.name == args.unit) else {
         return Err(Error::UnknownUnit { config: args.config.display().to_string(), name: args.unit.clone() });
     };
@@ -155,7 +162,6 @@ pub async fn run(args: &RenderArgs) -> Result<ExitCode> {
         }
         unit.reference.clone_from(revision);
     }
-    let scratch = tempfile::Builder::new().prefix("gitward-render-").tempdir().map_err(Error::Scratch)?;
     let dirs = Dirs { state: &config.daemon.state_dir, scratch: scratch.path() };
     let rendered = render(config.cluster_of(&unit), dirs, &unit, args.show_secrets).await?;
     for warning in &rendered.warnings {
