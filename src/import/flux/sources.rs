@@ -229,6 +229,10 @@ fn helm_chart(object: &Object, sources: &BTreeMap<Key, Source>, out: &mut Output
     if source.chart_repo.is_some() && source.repo.is_none() || target.as_ref().is_some_and(|k| k.0 == "HelmRepository")
     {
         (source.chart, source.version) = (chart, version);
+        if !values_files.is_empty() {
+            let message = "no equivalent: values files inside a chart from a chart repository";
+            notes.warn(&object.id(), "spec.valuesFiles", message);
+        }
     } else {
         // A chart in a git repository: its path, and values files from the same repository.
         source.chart = chart.map(|c| clean_path(&c));
