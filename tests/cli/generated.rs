@@ -8,7 +8,7 @@ use std::process::Command;
 use crate::common;
 
 /// The subcommands a user sees (`--help` lists them; the hidden `sandbox-probe` aside).
-const COMMANDS: [&str; 15] = [
+const COMMANDS: [&str; 17] = [
     "run",
     "sync",
     "diff",
@@ -16,6 +16,7 @@ const COMMANDS: [&str; 15] = [
     "validate",
     "render",
     "import",
+    "attest",
     "status",
     "suspend",
     "resume",

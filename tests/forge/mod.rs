@@ -1,4 +1,5 @@
-//! Preview reports on pull requests (`gitward::forge`) against a recording test forge that answers as GitHub, GitLab and Gitea do: comments kept in place, split under each forge's limit, commit statuses, fork pull requests; no cluster needed.
+//! Preview reports on pull requests (`gitward::forge`) against a recording test forge that answers as GitHub, GitLab and Gitea do: comments kept in place, split under each forge's limit, commit statuses, fork pull requests; and `gitward run` posting the previews of a repository's pull-request heads, against the real apiserver.
 
 pub(crate) mod comments;
+pub(crate) mod daemon;
 pub(crate) mod server;

@@ -69,7 +69,7 @@ pub(crate) struct TestForge {
     pub port: u16,
     pub state: Arc<Mutex<Forge>>,
     _token_dir: tempfile::TempDir,
-    token_file: std::path::PathBuf,
+    pub token_file: std::path::PathBuf,
 }
 
 struct Shared {
@@ -104,6 +104,7 @@ impl TestForge {
             auth: ForgeAuth::Token { token_file: self.token_file.clone() },
             allow_forks,
             sync: Vec::new(),
+            interval: gitward::config::DEFAULT_PREVIEW_INTERVAL,
         }
     }
 
