@@ -60,12 +60,7 @@ impl Daemon {
             (None, None) => Fences::None,
         };
         let mut units = units(&config, clusters, (&status, &metrics), shard_cfg.is_some(), fences, stopped_tx);
-        units.previews = crate::daemon::preview::Previews::new(http.previews.clone());
-        if shard_cfg.is_some() && !config.preview.is_empty() {
-            warn!(
-                "[[preview]] is not run by a sharded replica: every replica would post; run previews from an unsharded gitward"
-            );
-        }
+        units.previews = previews(&config, &http, shard_cfg.is_some());
         let (sets, config) = listed_sets(config, &units).await;
         // Without the dashboard nothing reads the board: its units' records are not kept (1.1 KiB a unit).
         units.board = config.daemon.ui.is_some().then_some(board);
@@ -107,6 +102,17 @@ impl Daemon {
         );
         Ok(daemon)
     }
+}
+
+/// The `[[preview]]` tasks' holder, woken by the HTTP server's webhooks; a sharded replica runs
+/// none (every replica would post), and says so.
+fn previews(config: &Config, http: &HttpState, sharded: bool) -> crate::daemon::preview::Previews {
+    if sharded && !config.preview.is_empty() {
+        warn!(
+            "[[preview]] is not run by a sharded replica: every replica would post; run previews from an unsharded gitward"
+        );
+    }
+    crate::daemon::preview::Previews::new(http.previews.clone())
 }
 
 /// The `[[sync_set]]`s of `config`, each listed once, and the config with their units.
