@@ -2,7 +2,7 @@
 //!
 //! | route | answers |
 //! |---|---|
-//! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed repository and ref ([`route`]); 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
+//! | `POST /hooks/git` | 202 `{"units": [..]}` and a [`TriggerKind::Webhook`] sent to each unit following the pushed repository and ref ([`route`]), and a round of the `[[preview]]` tasks; 401 unsigned, badly signed or no secret configured; 413 body over [`BODY_LIMIT`] |
 //! | `GET /healthz` | 200 `ok` while the process serves requests |
 //! | `GET /readyz` | 200 `ready` when [`super::decide::readyz`], else 503 naming the units not ready; a second line `sandbox: …` ([`crate::render::sandbox::state`]); with `?verbose`, then a line per unit ([`decide::readyz_lines`]: its revision applied, failed objects, the error of a revision not applied) |
 //! | `GET /metrics` | 200, [`Metrics::encode`] as [`metrics::CONTENT_TYPE`] |
