@@ -1774,6 +1774,60 @@ def isolation_scenario():
     write_results("isolation", "\n".join(out), runs)
 
 
+def attested(n):
+    """`benches/run N attested`: what `[provenance]` costs. gitward with an Ed25519 key (an
+    attestation signed, kept in its ConfigMap and journalled after each sync that changed
+    anything) against the same gitward without, and the floor, on the four object scenarios in
+    one run. Writes target/bench/attested.md and .json."""
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-")
+    install_crd(tmp)
+    key = os.path.join(tmp, "provenance.key")
+    sh(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key])
+    peers = ["gitward", "attested", "floor"]
+    repos, runs, count = {}, {}, 0
+    for peer in peers:
+        for k in range(NAMESPACES):
+            sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
+        work, bare, count = make_repo(tmp, peer, n)
+        repos[peer] = (work, bare)
+        if peer == "attested":
+            config = write_config(tmp, bare, peer)
+            with open(config, "a") as f:
+                f.write(f'\n[provenance]\nkey_file = "{key}"\n')
+            runs[peer] = lambda config=config: timed([GITWARD, "sync", "--config", config])
+        else:
+            runs[peer] = runner(tmp, peer, work, bare)
+    for k in range(NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"warmup-{k}"])
+    warm_work, warm_bare, _ = make_repo(tmp, "warmup", n)
+    runner(tmp, "warmup", warm_work, warm_bare)()
+    load_before = open("/proc/loadavg").read().split()[:3]
+    scenarios = [("cold sync", None), ("no-op resync", None),
+                 ("one object changed", lambda w, b, p: change_one(w, b, p, "changed")),
+                 ("prune one namespace", remove_namespace)]
+    results = {}
+    for name, edit in scenarios:
+        results[name] = {}
+        for peer in peers:
+            if edit:
+                edit(*repos[peer], peer)
+            results[name][peer] = runs[peer]()
+            print(f"{name:22} {peer:8} {results[name][peer]}", file=sys.stderr)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    out = [f"# [provenance]'s cost: {count} objects over {NAMESPACES} namespaces, same apiserver, same run\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs.\n",
+           "| scenario | gitward s | attested s | floor s | attested ÷ gitward | gitward ÷ floor | attested ÷ floor "
+           "| requests, gitward → attested |",
+           "|---|---|---|---|---|---|---|---|"]
+    for name, r in results.items():
+        g, a, f = (r[p]["seconds"] for p in peers)
+        verbs = lambda p: ", ".join(f"{v} {c}" for v, c in r[p]["requests"].items())
+        out.append(f"| {name} | {g:.3f} | {a:.3f} | {f:.3f} | {a / g:.2f} | {g / f:.2f} | {a / f:.2f} "
+                   f"| {verbs('gitward')} → {verbs('attested')} |")
+    write_results("attested", "\n".join(out), results)
+
+
 def main():
     if sys.argv[1] == "scale-report":
         return scale_report()
@@ -1802,6 +1856,8 @@ def main():
         return one_unit(n)
     if sys.argv[2:] == ["foreign"]:
         return foreign(n)
+    if sys.argv[2:] == ["attested"]:
+        return attested(n)
     if sys.argv[2:3] == ["unit-floor"]:
         return unit_floor(n, sys.argv[3])
     tmp = tempfile.mkdtemp(prefix="gitward-bench-")
