@@ -1774,6 +1774,21 @@ def isolation_scenario():
     write_results("isolation", "\n".join(out), runs)
 
 
+def warm_up(tmp, n):
+    """Not measured: the floor creates the workload in namespaces of its own, so the first
+    measured cold sync does not also pay for the fresh apiserver's first writes of every kind."""
+    for k in range(NAMESPACES):
+        sh(["kubectl", "create", "namespace", f"warmup-{k}"])
+    warm_work, warm_bare, _ = make_repo(tmp, "warmup", n)
+    runner(tmp, "warmup", warm_work, warm_bare)()
+
+
+# The object scenarios, in order: (name, the edit of the work tree before it, or None).
+SCENARIOS = [("cold sync", None), ("no-op resync", None),
+             ("one object changed", lambda w, b, p: change_one(w, b, p, "changed")),
+             ("prune one namespace", remove_namespace)]
+
+
 def attested(n):
     """`benches/run N attested`: what `[provenance]` costs. gitward with an Ed25519 key (an
     attestation signed, kept in its ConfigMap and journalled after each sync that changed
@@ -1797,14 +1812,9 @@ def attested(n):
             runs[peer] = lambda config=config: timed([GITWARD, "sync", "--config", config])
         else:
             runs[peer] = runner(tmp, peer, work, bare)
-    for k in range(NAMESPACES):
-        sh(["kubectl", "create", "namespace", f"warmup-{k}"])
-    warm_work, warm_bare, _ = make_repo(tmp, "warmup", n)
-    runner(tmp, "warmup", warm_work, warm_bare)()
+    warm_up(tmp, n)
     load_before = open("/proc/loadavg").read().split()[:3]
-    scenarios = [("cold sync", None), ("no-op resync", None),
-                 ("one object changed", lambda w, b, p: change_one(w, b, p, "changed")),
-                 ("prune one namespace", remove_namespace)]
+    scenarios = SCENARIOS
     results = {}
     for name, edit in scenarios:
         results[name] = {}
@@ -1877,15 +1887,10 @@ def main():
     # the first measured cold sync (gitward's: it runs first) does not also pay for the fresh
     # apiserver's first writes of every kind.
     if not daemon_only:
-        for k in range(NAMESPACES):
-            sh(["kubectl", "create", "namespace", f"warmup-{k}"])
-        warm_work, warm_bare, _ = make_repo(tmp, "warmup", n)
-        runner(tmp, "warmup", warm_work, warm_bare)()
+        warm_up(tmp, n)
     load_before = open("/proc/loadavg").read().split()[:3]
     results = {}
-    scenarios = [("cold sync", None), ("no-op resync", None),
-                 ("one object changed", lambda w, b, p: change_one(w, b, p, "changed")),
-                 ("prune one namespace", remove_namespace)]
+    scenarios = SCENARIOS
     for name, edit in [] if daemon_only else scenarios:
         results[name] = {}
         for peer in PEERS:

@@ -110,6 +110,23 @@ impl Notify {
 }
 
 impl Resolver<'_> {
+    /// The unit names a table lists (`key`), each a `[[sync]]` unit of `units` or one `sets`
+    /// could make; the first other name is refused with its span.
+    pub(super) fn unit_names(
+        &self,
+        names: Vec<Spanned<String>>,
+        units: &[SyncUnit],
+        sets: &[SyncSet],
+        key: &str,
+    ) -> Result<Vec<String>> {
+        let known = |n: &str| units.iter().any(|u| u.name == n) || super::depends::made_by_a_set(sets, n);
+        if let Some(unknown) = names.iter().find(|n| !known(n.get_ref())) {
+            let message = format!("no [[sync]] unit is named `{}`, nor can a sync set make it", unknown.get_ref());
+            return Err(self.invalid(Some(unknown.span()), key, message));
+        }
+        Ok(names.into_iter().map(Spanned::into_inner).collect())
+    }
+
     /// Resolves every `[[notify]]` table (`tables` with the span of each); `units` are the
     /// resolved `[[sync]]` units that `units = [...]` may name, besides those `sets` could make.
     pub(super) fn notify(
@@ -146,19 +163,14 @@ impl Resolver<'_> {
             let message = format!("kind `{}` signs nothing; secret_file is for kind `webhook`", kind.as_str());
             return Err(self.invalid(Some(s.span()), &key("secret_file"), message));
         }
-        let names = raw.units.unwrap_or_default();
-        let known = |n: &str| units.iter().any(|u| u.name == n) || super::depends::made_by_a_set(sets, n);
-        if let Some(unknown) = names.iter().find(|n| !known(n.get_ref())) {
-            let message = format!("no [[sync]] unit is named `{}`, nor can a sync set make it", unknown.get_ref());
-            return Err(self.invalid(Some(unknown.span()), &key("units"), message));
-        }
+        let names = self.unit_names(raw.units.unwrap_or_default(), units, sets, &key("units"))?;
         let repository = match raw.repository {
             Some(r) => Some(self.check(r, &key("repository"), owner_name)?),
             None => None,
         };
         // A commit status is set on the unit's repository: one it cannot be derived from would
         // fail every send, so it is refused here.
-        let covered = units.iter().filter(|u| names.is_empty() || names.iter().any(|n| n.get_ref() == &u.name));
+        let covered = units.iter().filter(|u| names.is_empty() || names.iter().any(|n| n == &u.name));
         if let Some(unit) = covered
             .filter(|u| u.is_git())
             .find(|u| repository_path(&u.repo).is_none())
@@ -183,7 +195,7 @@ impl Resolver<'_> {
             url,
             token_file: raw.token_file.map(|p| self.file(p, &key("token_file"))).transpose()?,
             secret_file: raw.secret_file.map(|p| self.file(p, &key("secret_file"))).transpose()?,
-            units: names.into_iter().map(Spanned::into_inner).collect(),
+            units: names,
             on,
             repository,
         })
@@ -213,7 +225,8 @@ pub fn repository_path(repo: &str) -> Option<String> {
     (segments >= 2).then(|| path.to_owned())
 }
 
-fn http_url(value: &str) -> std::result::Result<(), String> {
+/// Refuses `value` unless it is an `http://` or `https://` URL with a host.
+pub(super) fn http_url(value: &str) -> std::result::Result<(), String> {
     let rest = value.strip_prefix("https://").or_else(|| value.strip_prefix("http://"));
     match rest {
         Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(()),

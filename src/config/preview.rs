@@ -107,7 +107,9 @@ impl Resolver<'_> {
         let key = |k: &str| format!("preview[{index}].{k}");
         let forge = raw.forge;
         let api_url = match (raw.api_url, forge) {
-            (Some(url), _) => self.check(url, &key("api_url"), http_url)?.trim_end_matches('/').to_owned(),
+            (Some(url), _) => {
+                self.check(url, &key("api_url"), super::notify::http_url)?.trim_end_matches('/').to_owned()
+            }
             (None, ForgeKind::Github) => "https://api.github.com".to_owned(),
             (None, ForgeKind::Gitlab) => "https://gitlab.com/api/v4".to_owned(),
             (None, ForgeKind::Gitea) => {
@@ -135,12 +137,7 @@ impl Resolver<'_> {
                 return Err(self.invalid(Some(span), &key("token_file"), message.to_owned()));
             }
         };
-        let names = raw.sync.unwrap_or_default();
-        let known = |n: &str| units.iter().any(|u| u.name == n) || super::depends::made_by_a_set(sets, n);
-        if let Some(unknown) = names.iter().find(|n| !known(n.get_ref())) {
-            let message = format!("no [[sync]] unit is named `{}`, nor can a sync set make it", unknown.get_ref());
-            return Err(self.invalid(Some(unknown.span()), &key("sync"), message));
-        }
+        let sync = self.unit_names(raw.sync.unwrap_or_default(), units, sets, &key("sync"))?;
         Ok(Preview {
             forge,
             api_url,
@@ -148,16 +145,8 @@ impl Resolver<'_> {
             auth,
             allow_forks: raw.allow_forks.unwrap_or(false),
             interval: self.duration(raw.interval, &key("interval"))?.unwrap_or(DEFAULT_PREVIEW_INTERVAL),
-            sync: names.into_iter().map(Spanned::into_inner).collect(),
+            sync,
         })
-    }
-}
-
-fn http_url(value: &str) -> std::result::Result<(), String> {
-    let rest = value.strip_prefix("https://").or_else(|| value.strip_prefix("http://"));
-    match rest {
-        Some(host) if !host.is_empty() && !host.starts_with('/') => Ok(()),
-        _ => Err(format!("`{value}` is not an http:// or https:// URL")),
     }
 }
 

@@ -102,14 +102,7 @@ impl Shared {
     ///
     /// Errors: those of [`mirror::fetch_commit`].
     pub(in crate::source) fn fetch_commit(&self, spec: &SourceSpec, sha: &str) -> Result<()> {
-        let mut state = self.fetch.lock().expect("mirror fetch lock");
-        while state.running {
-            state = self.fetched.wait(state).expect("mirror fetch lock");
-        }
-        state.running = true;
-        drop(state);
-        let _running = Running { shared: self, last: None };
-        self.handle(&spec.unit).and_then(|repo| mirror::fetch_commit(&repo, spec, &self.url, sha))
+        self.in_turn(spec, |repo| mirror::fetch_commit(repo, spec, &self.url, sha))
     }
 
     /// Fetches and lists the pull-request heads under `namespace`
@@ -118,6 +111,13 @@ impl Shared {
     ///
     /// Errors: those of [`mirror::fetch_pull_heads`].
     pub(in crate::source) fn fetch_pull_heads(&self, spec: &SourceSpec, namespace: &str) -> Result<Vec<(u64, String)>> {
+        self.in_turn(spec, |repo| mirror::fetch_pull_heads(repo, spec, &self.url, namespace))
+    }
+
+    /// Runs `fetch` on a handle of the mirror once no fetch or reclone of it runs, holding the
+    /// one-fetch-at-a-time turn meanwhile; its outcome is no fetch of refs (waiters are woken
+    /// but do not take it). Blocking.
+    fn in_turn<T>(&self, spec: &SourceSpec, fetch: impl FnOnce(&git2::Repository) -> Result<T>) -> Result<T> {
         let mut state = self.fetch.lock().expect("mirror fetch lock");
         while state.running {
             state = self.fetched.wait(state).expect("mirror fetch lock");
@@ -125,7 +125,7 @@ impl Shared {
         state.running = true;
         drop(state);
         let _running = Running { shared: self, last: None };
-        self.handle(&spec.unit).and_then(|repo| mirror::fetch_pull_heads(&repo, spec, &self.url, namespace))
+        self.handle(&spec.unit).and_then(|repo| fetch(&repo))
     }
 
     /// Waits, without blocking a thread, until a fetch of refs that started at or after
