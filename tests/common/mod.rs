@@ -8,6 +8,7 @@
 
 pub mod charts;
 pub mod git_remote;
+pub mod gitea;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
