@@ -1803,7 +1803,8 @@ def attested(n):
     for peer in peers:
         for k in range(NAMESPACES):
             sh(["kubectl", "create", "namespace", f"{peer}-{k}"])
-        work, bare, count = make_repo(tmp, peer, n)
+        # Without the CRD (install_crd made it): one ApplySet would own it, and the other refuse it.
+        work, bare, count = make_repo(tmp, peer, n, crd=False)
         repos[peer] = (work, bare)
         if peer == "attested":
             config = write_config(tmp, bare, peer)
