@@ -308,15 +308,17 @@ WEBHOOK_SECRET = b"bench-webhook-secret"
 WARM_RUNS = 5
 
 
-def webhook(port):
-    """A GitHub-signed push webhook for refs/heads/main: makes the daemon sync at once."""
-    body = b'{"ref": "refs/heads/main"}'
+def webhook(port, ref="refs/heads/main"):
+    """A GitHub-signed push webhook for `ref` (refs/heads/main: makes the daemon sync at once);
+    the units it triggered, as the daemon answers."""
+    body = json.dumps({"ref": ref}).encode()
     signature = "sha256=" + hmac.new(WEBHOOK_SECRET, body, hashlib.sha256).hexdigest()
     request = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body, method="POST",
                                      headers={"X-Hub-Signature-256": signature, "Content-Type": "application/json"})
     with urllib.request.urlopen(request, timeout=10) as reply:
         if reply.status != 202:
             sys.exit(f"webhook answered {reply.status}")
+        return json.loads(reply.read() or b"{}").get("units", [])
 
 
 def daemon_warm(daemon, log, port):
@@ -950,18 +952,24 @@ def create_fleet_namespaces(prefix, units):
         sh(["kubectl", "create", "namespace", f"{prefix}-{k}"])
 
 
-def fleet_config(tmp, prefix, bare, units, name, sharding=None, listen=None):
+def fleet_config(tmp, prefix, bare, units, name, sharding=None, listen=None, webhook_secret=False, tables=""):
     """A daemon config with `units` units, unit i following `units/<prefix>-i` into
-    [`fleet_namespace`]; `sharding` is a [daemon.sharding] body."""
+    [`fleet_namespace`]; `sharding` is a [daemon.sharding] body; `webhook_secret`: webhooks
+    signed with WEBHOOK_SECRET are accepted; `tables` is appended (a [[preview]])."""
     path = os.path.join(tmp, prefix, f"{name}.toml")
     text = [f'[daemon]\nstate_dir = "{tmp}/{prefix}/state-{name}"\ninterval = "1h"\nresync_interval = "1h"\n']
     if listen:
         text.append(f'listen = "{listen}"\n')
+    if webhook_secret:
+        secret = os.path.join(tmp, prefix, "webhook-secret")
+        open(secret, "wb").write(WEBHOOK_SECRET)
+        text.append(f'webhook_secret_file = "{secret}"\n')
     if sharding:
         text.append(f"[daemon.sharding]\n{sharding}\n")
     for u in range(units):
         text.append(f'[[sync]]\nname = "{prefix}-{u:04d}"\nrepo = "{bare}"\npath = "units/{prefix}-{u:04d}"\n'
                     f'namespace = "{fleet_namespace(prefix, u)}"\nhealth_timeout = "0s"\n')
+    text.append(tables)
     open(path, "w").write("\n".join(text))
     return path
 
@@ -1839,6 +1847,170 @@ def attested(n):
     write_results("attested", "\n".join(out), results)
 
 
+# --- preview: pull-request previews of a 1,000-unit repository (benches/run preview) ---------
+
+PREVIEW_UNITS = 1000
+PREVIEW_PULLS = int(os.environ.get("GITWARD_BENCH_PREVIEW_PULLS", "10"))
+PREVIEW_DURING = int(os.environ.get("GITWARD_BENCH_PREVIEW_DURING", "5"))
+PREVIEW_CHANGED = 10        # units a pull request (and a push to main) changes
+
+
+def set_index(work, prefix, units, j, value):
+    """Sets `index` of ConfigMap `j` in each of `units` to `value` in the work tree."""
+    for u in units:
+        path = os.path.join(work, "units", f"{prefix}-{u:04d}", f"cm-{j}.yaml")
+        text = open(path).read()
+        open(path, "w").write(re.sub(r'index: "[^"]*"', f'index: "{value}"', text, count=1))
+
+
+def main_push(daemon, log, work, bare, prefix, units, j, value):
+    """Commits `value` into ConfigMap `j` of `units`, pushes main and sends its webhook; seconds
+    from the push returning to the API server completing the last of their PATCHes (audit log),
+    None past 120 s."""
+    set_index(work, prefix, units, j, value)
+    sh(GIT + ["commit", "-q", "-a", "-m", f"main {value}"], cwd=work)
+    mark = audit_len()
+    sh(GIT + ["push", "-q", bare, "main"], cwd=work)
+    pushed = time.time()
+    webhook(daemon.port)
+    want = {f"{prefix}-{u:04d}-{j}" for u in units}
+    deadline = time.time() + 120
+    while time.time() < deadline and daemon.poll() is None:
+        first = {}
+        for name, _, at in fleet_writes(mark, prefix):
+            if name in want and at >= pushed:
+                first.setdefault(name, at)
+        if len(first) == len(want):
+            return round(max(first.values()) - pushed, 3)
+        time.sleep(0.1)
+    return None
+
+
+def open_pull(forge, daemon, work, bare, prefix, pr, units, value):
+    """A pull request's head: a commit on main's tip setting ConfigMap 1's `index` of `units` to
+    `value`, pushed to refs/pull/<pr>/head (as the forge writes it), told to the forge, then the
+    signed push webhook of that ref. The head, the wall time the push returned, the units the
+    webhook triggered."""
+    sh(GIT + ["checkout", "-q", "-B", f"pr-{pr}", "main"], cwd=work)
+    set_index(work, prefix, units, 1, value)
+    sh(GIT + ["commit", "-q", "-a", "-m", f"pull request {pr}"], cwd=work)
+    sha = sh(GIT + ["rev-parse", "HEAD"], cwd=work).stdout.strip()
+    sh(GIT + ["push", "-q", "-f", bare, f"HEAD:refs/pull/{pr}/head"], cwd=work)
+    pushed = time.time()
+    sh(GIT + ["checkout", "-q", "main"], cwd=work)
+    forge.pull(pr, sha)
+    triggered = webhook(daemon.port, f"refs/pull/{pr}/head")
+    return sha, pushed, triggered
+
+
+def wait_final(forge, daemon, log, sha, seconds=900):
+    """(wall time, state) of `sha`'s success or failure status; exits past `seconds`."""
+    deadline = time.time() + seconds
+    while time.time() < deadline and daemon.poll() is None:
+        done = forge.final(sha)
+        if done:
+            return done
+        time.sleep(0.05)
+    sys.exit(f"no final status on {sha}:\n" + open(log).read()[-3000:])
+
+
+def preview_scenario():
+    """`benches/run preview`: `gitward run` of 1,000 units on one repository (fleet_repo) with a
+    `[[preview]]` on a recording forge (benches/forge.py, `interval = "1h"`: webhooks alone drive
+    rounds). Peer first: PREVIEW_PULLS pushes to main, each changing ConfigMap 0 of 10 units,
+    push to applied (audit log). Then PREVIEW_PULLS pull requests in sequence, each changing
+    ConfigMap 1 of 10 other units: from the push of refs/pull/<n>/head returning to the forge
+    recording the head's final status. Then PREVIEW_DURING more, each with a push to main of
+    the same 10 units made once the head's `pending` status is posted: that push's push to
+    applied against the peer's. Writes target/bench/preview.md and preview.json."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from forge import REPO, Forge
+    tmp = tempfile.mkdtemp(prefix="gitward-bench-preview-")
+    prefix = "pv"
+    forge = Forge(tmp)
+    create_fleet_namespaces(prefix, PREVIEW_UNITS)
+    work, bare = fleet_repo(tmp, prefix, PREVIEW_UNITS)
+    port = 19000 + (os.getpid() + 7) % 1000
+    tables = (f'[[preview]]\nforge = "github"\napi_url = "{forge.url}"\nrepository = "{REPO}"\n'
+              f'token_file = "{forge.token_file}"\ninterval = "1h"\n')
+    config = fleet_config(tmp, prefix, bare, PREVIEW_UNITS, "run", listen=f"127.0.0.1:{port}",
+                          webhook_secret=True, tables=tables)
+    log = os.path.join(tmp, f"{prefix}-daemon.log")
+    started = time.time()
+    daemon = subprocess.Popen([GITWARD, "--log-format", "json", "run", "--config", config], stderr=open(log, "w"))
+    daemon.port = port
+    wait_log(daemon, log, "every unit has synced once")
+    ready = time.time() - started
+    log_quiet(log)
+    load_before = open("/proc/loadavg").read().split()[:3]
+    cpu_before = sum(int(x) for x in open(f"/proc/{daemon.pid}/stat").read().split(") ")[1].split()[11:13])
+    tick = os.sysconf("SC_CLK_TCK")
+    applied = []
+    for k in range(PREVIEW_PULLS):
+        units = range(PREVIEW_CHANGED * k, PREVIEW_CHANGED * (k + 1))
+        applied.append(main_push(daemon, log, work, bare, prefix, units, 0, f"main-{k}"))
+        print(f"push to main {k}: {applied[-1]} s", file=sys.stderr)
+        log_quiet(log, 1.0)
+    pulls, during = [], []
+    for k in range(PREVIEW_PULLS + PREVIEW_DURING):
+        pr = k + 1
+        units = range(500 + PREVIEW_CHANGED * k, 500 + PREVIEW_CHANGED * (k + 1))
+        sha, pushed, triggered = open_pull(forge, daemon, work, bare, prefix, pr, units, f"pr-{pr}")
+        sync = None
+        if k >= PREVIEW_PULLS:
+            while not forge.statuses(sha) and time.time() < pushed + 300:
+                time.sleep(0.02)
+            sync = main_push(daemon, log, work, bare, prefix, units, 1, f"during-{pr}")
+            during.append(sync)
+        at, state = wait_final(forge, daemon, log, sha)
+        states = forge.statuses(sha)
+        pending = states[0][0] - pushed if states else None
+        pulls.append({"pr": pr, "head": sha, "seconds": round(at - pushed, 3), "state": state,
+                      "pending_seconds": round(pending, 3) if pending is not None else None,
+                      "states": [s for _, s in states], "webhook_triggered": len(triggered),
+                      "main_push_during_seconds": sync})
+        print(f"pull request {pr}: {pulls[-1]}", file=sys.stderr)
+        log_quiet(log, 1.0)
+    cpu = (sum(int(x) for x in open(f"/proc/{daemon.pid}/stat").read().split(") ")[1].split()[11:13])
+           - cpu_before) / tick
+    load_after = open("/proc/loadavg").read().split()[:3]
+    rss = rss_kib(daemon.pid)
+    daemon.send_signal(signal.SIGTERM)
+    daemon.wait(timeout=120)
+    forge.close()
+    os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
+    shutil.copy(log, os.path.join(ROOT, "target/bench/preview-daemon.log"))
+    alone = [p["seconds"] for p in pulls[:PREVIEW_PULLS]]
+    p50, p95, worst = percentile(alone, 0.5), percentile(alone, 0.95), percentile(alone, 1.0)
+    a50 = percentile(applied, 0.5)
+    comments = sum(1 for e in forge.events if e[1] == "comment created")
+    edits = sum(1 for e in forge.events if e[1] == "comment edited")
+    out = [f"# gitward preview: {PREVIEW_UNITS} units on one repository, {PREVIEW_CHANGED} changed per pull request\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs. Every unit synced once {ready:.0f} s after the start. "
+           f"Daemon CPU over the pushes and previews: {cpu:.0f} s; VmRSS after: {rss / 1024:.0f} MiB.\n",
+           f"Preview, from the push of refs/pull/<n>/head returning (the forge told its head, then a signed "
+           f"push webhook of that ref) to the forge recording the head's final status ({len(alone)} pull requests "
+           f"in sequence; states {sorted({p['state'] for p in pulls})}; {comments} comments created, {edits} "
+           f"edited): p50 {p50} s, p95 {p95} s, max {worst} s. Target p95 < 30 s. Push to pending status: "
+           f"p50 {percentile([p['pending_seconds'] for p in pulls[:PREVIEW_PULLS]], 0.5)} s.",
+           f"Peer, the same daemon: a push to main changing {PREVIEW_CHANGED} units, then its webhook, to the "
+           f"API server completing the last of their PATCHes (audit log; {len(applied)} pushes): p50 {a50} s, "
+           f"p95 {percentile(applied, 0.95)} s, max {percentile(applied, 1.0)} s. Preview ÷ push to applied, p50: "
+           f"{(p50 / a50) if p50 and a50 else float('nan'):.1f}."]
+    if during:
+        out.append(f"A push to main of the same {PREVIEW_CHANGED} units made while their pull request's preview "
+                   f"runs (its `pending` status posted; {len(during)} pushes): push to applied p50 "
+                   f"{percentile(during, 0.5)} s, max {percentile(during, 1.0)} s (alone: p50 {a50} s); those "
+                   f"previews: {', '.join(str(p['seconds']) for p in pulls[PREVIEW_PULLS:])} s.")
+    write_results("preview", "\n".join(out),
+                  {"units": PREVIEW_UNITS, "changed_per_pull": PREVIEW_CHANGED, "load_before": load_before,
+                   "load_after": load_after, "ready_seconds": round(ready, 1), "daemon_cpu_seconds": cpu,
+                   "pulls": pulls, "push_to_applied_seconds": applied, "push_during_preview_seconds": during,
+                   "forge_events": forge.events, "forge_requests": forge.requests})
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     if sys.argv[1] == "scale-report":
         return scale_report()
@@ -1856,6 +2028,8 @@ def main():
         return load_scenario()
     if sys.argv[1] == "isolation":
         return isolation_scenario()
+    if sys.argv[1] == "preview":
+        return preview_scenario()
     # `benches/run push`: push to applied during a forced resync at 10,000 objects.
     if sys.argv[1:2] == ["push"]:
         return push_main()
