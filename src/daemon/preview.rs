@@ -108,6 +108,9 @@ impl Task {
         let seen_file = state_dir.join("previews").join(format!("{}.json", self.index));
         let mut seen = read_seen(&seen_file);
         loop {
+            // Made before the round: a webhook accepted while the round runs (a head pushed
+            // after its fetch) wakes the next one at once instead of being lost to the interval.
+            let nudged = self.nudge.notified();
             let config = self.config.borrow().clone();
             if let Err(e) = self.round(&config, &poster, &mut seen).await {
                 warn!(preview = %self.table.repository, error = %e, "preview round failed; trying again at the next");
@@ -115,7 +118,7 @@ impl Task {
             write_seen(&seen_file, &seen);
             tokio::select! {
                 () = tokio::time::sleep(self.table.interval) => {}
-                () = self.nudge.notified() => {}
+                () = nudged => {}
             }
         }
     }
