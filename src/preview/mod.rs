@@ -22,7 +22,9 @@
 
 pub mod effect;
 mod output;
+mod sets;
 pub use output::MARKER;
+pub use sets::SetChange;
 mod unit;
 
 use serde::Serialize;
@@ -56,8 +58,11 @@ pub struct Request {
 pub struct PreviewReport {
     /// The revision previewed, as asked.
     pub revision: String,
-    /// One entry per unit previewed.
+    /// One entry per unit previewed, those a `[[sync_set]]` directory of the revision adds
+    /// included.
     pub units: Vec<UnitPreview>,
+    /// The units the revision adds or removes through `[[sync_set]]` directories, per set.
+    pub sets: Vec<SetChange>,
 }
 
 /// One unit's preview.
@@ -169,23 +174,25 @@ impl PreviewReport {
     /// Whether the live cluster would change, or differs from the revision: an object created,
     /// configured, failed or drifted, a member pruned or kept past a refusal.
     pub fn has_changes(&self) -> bool {
-        self.units.iter().any(|u| match &u.outcome {
-            UnitOutcome::Changed(c) => {
-                !c.merge.is_empty()
-                    || !c.drift.is_empty()
-                    || !c.effect.is_empty()
-                    || !c.prune.prunes.is_empty()
-                    || !c.prune.not_pruned.is_empty()
-                    || c.prune.released.is_some()
-                    || c.prune.refused.is_some()
-            }
-            _ => false,
-        })
+        self.sets.iter().any(|s| !s.added.is_empty() || !s.removed.is_empty())
+            || self.units.iter().any(|u| match &u.outcome {
+                UnitOutcome::Changed(c) => {
+                    !c.merge.is_empty()
+                        || !c.drift.is_empty()
+                        || !c.effect.is_empty()
+                        || !c.prune.prunes.is_empty()
+                        || !c.prune.not_pruned.is_empty()
+                        || c.prune.released.is_some()
+                        || c.prune.refused.is_some()
+                }
+                _ => false,
+            })
     }
 
     /// Whether a unit could not be previewed.
     pub fn has_errors(&self) -> bool {
-        self.units.iter().any(|u| matches!(u.outcome, UnitOutcome::Error { .. }))
+        self.sets.iter().any(|s| s.error.is_some())
+            || self.units.iter().any(|u| matches!(u.outcome, UnitOutcome::Error { .. }))
     }
 
     /// The exit code of `gitward preview`, as `kubectl diff`'s: 0 no change, 1 changes, 2 a
@@ -210,10 +217,20 @@ pub async fn preview(config: &Config, clusters: &Registry, request: &Request) ->
     if let Some(unknown) = request.units.iter().find(|n| !config.units.iter().any(|u| &&u.name == n)) {
         return Err(Error::UnknownUnit(unknown.clone()));
     }
-    let chosen: Vec<&SyncUnit> =
-        config.units.iter().filter(|u| request.units.is_empty() || request.units.contains(&u.name)).collect();
+    let (sets, added) =
+        if request.units.is_empty() { sets::set_changes(config, request).await } else { Default::default() };
+    // A unit the revision removes is named in `sets`, not previewed: its path is gone.
+    let removed = |u: &SyncUnit| sets.iter().any(|s| s.removed.contains(&u.name));
+    let chosen: Vec<&SyncUnit> = config
+        .units
+        .iter()
+        .filter(|u| (request.units.is_empty() || request.units.contains(&u.name)) && !removed(u))
+        .collect();
+    // A unit the revision adds has no applied revision: previewed against nothing.
+    let new = Request { base: None, ..request.clone() };
     let mut units = Vec::new();
-    for unit in in_dependency_order(chosen) {
+    for unit in in_dependency_order(chosen.into_iter().chain(&added).collect()) {
+        let request = if added.iter().any(|a| a.name == unit.name) { &new } else { request };
         let outcome = match unit::preview_unit(config, clusters, unit, request).await {
             Ok(outcome) => outcome,
             Err(e) => {
@@ -223,7 +240,7 @@ pub async fn preview(config: &Config, clusters: &Registry, request: &Request) ->
         };
         units.push(UnitPreview { unit: unit.name.clone(), outcome });
     }
-    Ok(PreviewReport { revision: request.revision.clone(), units })
+    Ok(PreviewReport { revision: request.revision.clone(), units, sets })
 }
 
 /// `units` with each after the units of its `depends_on` among them, file order otherwise (a

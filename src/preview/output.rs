@@ -11,6 +11,26 @@ use crate::telemetry::mask::mask;
 pub const MARKER: &str = "<!-- gitward-preview -->";
 
 impl PreviewReport {
+    /// One line per unit a `[[sync_set]]` directory of the revision adds (`set <name>: adds
+    /// unit <unit>`) or removes (`… removes unit <unit>: its objects pruned|kept`), and per set
+    /// that could not be listed (`set <name>: error: …`).
+    fn set_lines(&self) -> String {
+        let mut out = String::new();
+        for s in &self.sets {
+            if let Some(error) = &s.error {
+                out.push_str(&format!("set {}: error: {error}\n", s.set));
+            }
+            for unit in &s.added {
+                out.push_str(&format!("set {}: adds unit {unit}\n", s.set));
+            }
+            let fate = if s.prune_removed { "its objects pruned (prune_removed)" } else { "its objects kept" };
+            for unit in &s.removed {
+                out.push_str(&format!("set {}: removes unit {unit}: {fate}\n", s.set));
+            }
+        }
+        out
+    }
+
     /// The text `gitward preview` prints: per changed unit a head `unit <name>: revision <base>
     /// → <revision>`, then what a merge would do (each object's action and diff), the change's
     /// effect, drift, the prune; the units whose render does not change on one line.
@@ -30,6 +50,7 @@ impl PreviewReport {
         if !unchanged.is_empty() {
             out.push_str(&format!("unchanged: {}\n", unchanged.join(", ")));
         }
+        out.push_str(&self.set_lines());
         if self.failing() {
             out.push_str("status: failure (a merge would fail objects or the prune guard would refuse)\n");
         }
@@ -74,6 +95,10 @@ impl PreviewReport {
                     ));
                 }
             }
+        }
+        let sets = self.set_lines();
+        if !sets.is_empty() {
+            out.push_str(&format!("\n```\n{}```\n", fenced(&sets)));
         }
         out.push_str(&details);
         mask(&out).into_owned()

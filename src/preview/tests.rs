@@ -36,7 +36,7 @@ fn changed(refused: Option<&str>, failed: bool) -> UnitPreview {
 }
 
 fn report(units: Vec<UnitPreview>) -> PreviewReport {
-    PreviewReport { revision: "0123456789abcdef0123456789abcdef01234567".into(), units }
+    PreviewReport { revision: "0123456789abcdef0123456789abcdef01234567".into(), units, sets: Vec::new() }
 }
 
 fn unchanged(name: &str) -> UnitPreview {
