@@ -154,7 +154,22 @@ async fn scaled_through_subresource(prefix: &str, rule: &str) -> (String, Value)
     assert!(!first.changes.has_failures(), "{:?}", common::actions(&first));
     let api: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
     let params = PatchParams { field_manager: Some("test-hpa".into()), ..Default::default() };
-    api.patch_scale("web", &params, &Patch::Merge(&json!({"spec": {"replicas": 3}}))).await.expect("scale");
+    let scaled =
+        api.patch_scale("web", &params, &Patch::Merge(&json!({"spec": {"replicas": 3}}))).await.expect("scale");
+    // The engine's watch sees the scale before the second sync, as a daemon's would between
+    // syncs: otherwise the cache still holds gitward's entry as owning replicas, and the
+    // apply that finds the entry without them reads as a drift correction.
+    let scaled: u64 = scaled.metadata.resource_version.expect("a resourceVersion").parse().expect("numeric");
+    let object = gitward::object::ObjectRef::new(
+        gitward::object::GroupKind::new("apps", "Deployment"),
+        Some(env.namespace.as_str()),
+        "web",
+    );
+    let seen = common::eventually(Duration::from_secs(30), || async {
+        engine.cache().get(&object).and_then(|m| m.resource_version.parse::<u64>().ok()).is_some_and(|rv| rv >= scaled)
+    })
+    .await;
+    assert!(seen, "the cache never saw the scale");
     let second = engine.sync().await.expect("second sync");
     let action =
         common::actions(&second).get(&format!("Deployment/{}/web", env.namespace)).cloned().unwrap_or_default();
