@@ -3,6 +3,7 @@
 //! after the page's script ran, and a push followed live without a reload — and over plain
 //! HTTP: the token (bearer, login form and cookie), the loopback-only open mode against a
 //! rebound host name, and the security headers of every dashboard response.
+//! No object's status is written here: `/status` is the dashboard's own page, read as a client would.
 
 use crate::common;
 

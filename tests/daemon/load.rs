@@ -10,6 +10,7 @@
 //! it coalesces into the sync already queued or running); 650 valid webhooks of feature branches no unit follows
 //! (202, nothing triggered); 100 badly signed (401); 50 over the 1 MiB cap (413). Each unit
 //! follows its own branch `u<i>` of its own repository, so a webhook triggers one unit only.
+//! No object's status is written here: `/proc/<pid>/status` is the daemon's memory, read from outside.
 
 use crate::common;
 

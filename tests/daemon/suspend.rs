@@ -1,6 +1,7 @@
 //! `gitward suspend`, `resume`, `reconcile` and `sync --revision` against a running daemon: the
 //! controls are annotations on the unit's ApplySet parent, which the daemon watches. "Nothing
 //! applied" is asserted after the daemon logged that it did not act on the push.
+//! No object's status is written here: `status` is `gitward status`, and `/proc/self/status` the test's own uid.
 
 use crate::common;
 

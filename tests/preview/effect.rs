@@ -73,8 +73,8 @@ async fn a_change_to_a_base_outside_the_units_path_previews_that_unit_alone() {
     let other = format!("{ns}-b");
     common::create_namespace(&env.client, &other).await;
     let repo = common::GitRepo::new();
-    repo.write("base/shared.yaml", &common::cm("shared", "1"));
-    repo.write("base/kustomization.yaml", "resources:\n- shared.yaml\n");
+    repo.write("base/common.yaml", &common::cm("common", "1"));
+    repo.write("base/kustomization.yaml", "resources:\n- common.yaml\n");
     repo.write("overlays/a/kustomization.yaml", "resources:\n- ../../base\n- own.yaml\n");
     repo.write("overlays/a/own.yaml", &common::cm("own", "1"));
     repo.write("b/plain.yaml", &common::cm("plain", "1"));
@@ -89,13 +89,13 @@ async fn a_change_to_a_base_outside_the_units_path_previews_that_unit_alone() {
     let (code, out, err) = gitward(&["sync", "--config", &config]);
     assert_eq!(code, 0, "{out}{err}");
 
-    let revision = repo.push(&[("base/shared.yaml", &common::cm("shared", "2"))], "the base alone changes");
+    let revision = repo.push(&[("base/common.yaml", &common::cm("common", "2"))], "the base alone changes");
     let (code, out, err) = gitward(&["preview", "--config", &config, "--revision", &revision]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(out.starts_with("unit a: revision "), "{out}");
-    let configure = block(&out, &format!("  configure ConfigMap/{ns}/shared\n"));
+    let configure = block(&out, &format!("  configure ConfigMap/{ns}/common\n"));
     assert!(configure.lines().any(|l| l.starts_with('+') && l.contains("value") && l.contains('2')), "{configure}");
-    assert!(out.contains(&format!("  changed ConfigMap/{ns}/shared\n")), "{out}");
+    assert!(out.contains(&format!("  changed ConfigMap/{ns}/common\n")), "{out}");
     assert!(out.contains("\nunchanged: b\n"), "{out}");
     assert!(!out.contains("unit b:"), "{out}");
     let (code, out, err) = gitward(&["preview", "--config", &config, "--revision", &revision, "--sync", "b"]);
