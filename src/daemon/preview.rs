@@ -112,10 +112,15 @@ impl Task {
             // after its fetch) wakes the next one at once instead of being lost to the interval.
             let nudged = self.nudge.notified();
             let config = self.config.borrow().clone();
+            let before = seen.clone();
             if let Err(e) = self.round(&config, &poster, &mut seen).await {
                 warn!(preview = %self.table.repository, error = %e, "preview round failed; trying again at the next");
             }
-            write_seen(&seen_file, &seen);
+            // Written only when a head was previewed or left alone: a round that found nothing
+            // new writes nothing.
+            if seen != before {
+                write_seen(&seen_file, &seen);
+            }
             tokio::select! {
                 () = tokio::time::sleep(self.table.interval) => {}
                 () = nudged => {}
