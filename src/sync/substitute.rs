@@ -93,24 +93,28 @@ pub(super) fn key(state_dir: &Path, reads_secrets: bool) -> Result<HashKey> {
     let path = state_dir.join(KEY_FILE);
     let failed = |e: std::io::Error| Error::SubstituteKey { path: path.display().to_string(), message: e.to_string() };
     std::fs::create_dir_all(state_dir).map_err(failed)?;
+    // Made whole under a name of its own, then linked into place: the link fails when another
+    // engine linked first, so every engine reads the one key, never a file half written.
+    let made = state_dir.join(format!("{KEY_FILE}.{}.{:016x}", std::process::id(), rand::random::<u64>()));
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    match options.open(&path) {
-        Ok(mut file) => {
-            let key: [u8; 32] = rand::random();
-            file.write_all(&key).and_then(|()| file.sync_all()).map_err(failed)?;
-            Ok(HashKey::derive(&key))
+    if !path.exists() {
+        let key: [u8; 32] = rand::random();
+        let written = options.open(&made).and_then(|mut file| file.write_all(&key).and_then(|()| file.sync_all()));
+        let linked = written.and_then(|()| std::fs::hard_link(&made, &path));
+        let _ = std::fs::remove_file(&made);
+        match linked {
+            Ok(()) => return Ok(HashKey::derive(&key)),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => return Err(failed(e)),
         }
-        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-            let mut key = Vec::new();
-            std::fs::File::open(&path).and_then(|mut f| f.read_to_end(&mut key)).map_err(failed)?;
-            match key.len() {
-                32 => Ok(HashKey::derive(&key)),
-                n => Err(failed(std::io::Error::other(format!("holds {n} bytes, not 32: remove it")))),
-            }
-        }
-        Err(e) => Err(failed(e)),
+    }
+    let mut key = Vec::new();
+    std::fs::File::open(&path).and_then(|mut f| f.read_to_end(&mut key)).map_err(failed)?;
+    match key.len() {
+        32 => Ok(HashKey::derive(&key)),
+        n => Err(failed(std::io::Error::other(format!("holds {n} bytes, not 32: remove it")))),
     }
 }
 
