@@ -17,53 +17,14 @@ use serde::Serialize;
 use serde_json::Value;
 use similar::TextDiff;
 
-use crate::manifest::{HashKey, canonical_json, desired_hash};
 use crate::object::ObjectRef;
-use crate::sync::diff::{strip, to_yaml};
+use crate::sync::diff::to_yaml;
+pub use crate::sync::sealed::seal;
+use crate::sync::sealed::{self, SEALED};
 use crate::telemetry::mask::MASK;
-
-/// What a sealed value starts with: the keyed hash follows.
-const SEALED: &str = "gitward-sealed:";
 
 /// One object of a revision as the preview compares it: bookkeeping left out, secrets sealed.
 pub(crate) type Sealed = BTreeMap<ObjectRef, Value>;
-
-/// `body` without volatile metadata and gitward's bookkeeping, and with every value that must
-/// never be shown replaced by its keyed hash under `key` ([module docs](self)): a Secret's
-/// `data` and `stringData` values; with `decrypted`, every value but the object's identity
-/// (`apiVersion`, `kind`, `metadata` but its labels and annotations).
-pub fn seal(body: Value, decrypted: bool, key: &HashKey) -> Value {
-    let mut v = strip(body);
-    let is_secret = v.get("kind").and_then(Value::as_str) == Some("Secret")
-        && v.get("apiVersion").and_then(Value::as_str) == Some("v1");
-    let Value::Object(map) = &mut v else { return v };
-    for (field, val) in map.iter_mut() {
-        match field.as_str() {
-            "apiVersion" | "kind" => {}
-            "metadata" if decrypted => {
-                for part in ["labels", "annotations"] {
-                    if let Some(values) = val.get_mut(part) {
-                        seal_leaves(values, key);
-                    }
-                }
-            }
-            "data" | "stringData" if is_secret => seal_leaves(val, key),
-            _ if decrypted => seal_leaves(val, key),
-            _ => {}
-        }
-    }
-    v
-}
-
-/// Every leaf under `v` (but nulls) replaced by its keyed hash.
-fn seal_leaves(v: &mut Value, key: &HashKey) {
-    match v {
-        Value::Object(map) => map.values_mut().for_each(|val| seal_leaves(val, key)),
-        Value::Array(items) => items.iter_mut().for_each(|val| seal_leaves(val, key)),
-        Value::Null => {}
-        leaf => *leaf = Value::String(format!("{SEALED}{}", key.hash(canonical_json(leaf).as_bytes()))),
-    }
-}
 
 /// `v` (sealed) with each sealed value shown as [`MASK`], or `*** (changed)` where `before`
 /// (the other side, sealed) holds another value at the same place; with `None`, all `***`.
@@ -87,13 +48,14 @@ pub fn unseal_masked(v: &mut Value, before: Option<&Value>) {
     }
 }
 
-/// The digest of a unit's render: lowercase hex sha256 of the canonical JSON
-/// ([`canonical_json`]) of the sealed objects as `[[ref, object], …]`, sorted by ref. Equal
-/// renders have equal digests whatever their order in git or their keys'; a changed secret
-/// changes it (its keyed hash changed), but the digest says nothing guessable of one.
+/// The digest of a unit's render ([`sealed::render_digest`] of each object's
+/// [`sealed::object_digest`]): equal renders have equal digests whatever their order in git or
+/// their keys'; a changed secret changes it (its keyed hash changed), but the digest says
+/// nothing guessable of one. An attestation's subject names the render it applied by the same
+/// digest.
 pub fn digest(objects: &Sealed) -> String {
-    let items = objects.iter().map(|(r, v)| Value::Array(vec![Value::String(r.to_string()), v.clone()])).collect();
-    desired_hash(&Value::Array(items))
+    let digests: Vec<(&ObjectRef, String)> = objects.iter().map(|(r, v)| (r, sealed::object_digest(v))).collect();
+    sealed::render_digest(digests.iter().map(|(r, d)| (*r, d.as_str())))
 }
 
 /// What a change does to one object, desired against desired.
@@ -156,6 +118,7 @@ fn shown(v: &Value, before: Option<&Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::manifest::HashKey;
     use serde_json::json;
 
     fn secret(value: &str) -> Value {

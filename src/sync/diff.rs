@@ -64,6 +64,9 @@ pub struct DiffReport {
     /// What a sync would not say in a change set but a person should know: objects that belong
     /// to an earlier ApplySet parent of this unit, whose other members would be orphaned.
     pub warnings: Vec<String>,
+    /// The digest of the revision's render ([`crate::sync::sealed::render_digest`]), what
+    /// `gitward preview` prints and an attestation's subject names; `None` until computed.
+    pub render: Option<String>,
 }
 
 /// What a sync would do with the members that left git.
@@ -93,6 +96,7 @@ impl DiffReport {
             prune: PrunePreview::default(),
             failed: Vec::new(),
             warnings: Vec::new(),
+            render: None,
         }
     }
 
@@ -108,12 +112,17 @@ impl DiffReport {
 
     /// What `gitward diff` prints for one unit, unmasked (the caller masks): the head
     /// `revision <applied> → <compared>` (short forms, as `gitward status` prints them;
-    /// `none` when nothing was applied), each object's unified diff, then a line per member a
+    /// `none` when nothing was applied), then ` (render sha256:<digest>)` when the render's
+    /// digest is known, each object's unified diff, then a line per member a
     /// sync would prune (`prune <ref>`), not prune (`not pruned <ref>: <refusal>`) or release
     /// (`release <ref>: …`), and `prune refused: <reason>` when the prune guard refuses.
     pub fn render(&self) -> String {
         let applied = self.applied.as_deref().map_or_else(|| "none".to_string(), crate::source::short_revision);
-        let mut out = format!("revision {applied} → {}\n", crate::source::short_revision(&self.revision.0));
+        let mut out = format!("revision {applied} → {}", crate::source::short_revision(&self.revision.0));
+        if let Some(render) = &self.render {
+            out.push_str(&format!(" (render sha256:{render})"));
+        }
+        out.push('\n');
         for d in &self.changed {
             out.push_str(&d.diff);
         }

@@ -43,6 +43,7 @@ pub mod provenance;
 mod prune_step;
 pub(crate) mod repo;
 pub mod retire;
+pub mod sealed;
 pub mod set;
 mod state;
 pub mod substitute;

@@ -70,7 +70,7 @@ async fn a_namespace_other_units_use_is_not_pruned_and_diff_and_sync_count_what_
     // `diff` says what a sync would do: refuse, not prune.
     let run = common::gitward(&["diff", "--sync", "app"], &file, Duration::from_secs(120));
     assert_eq!(run.code, Some(1), "{}{}", run.stdout, run.stderr);
-    let head = format!("revision {} → {}\n", &first[..7], &second[..7]);
+    let head = format!("revision {} → {} (render sha256:", &first[..7], &second[..7]);
     assert!(run.stdout.starts_with(&head), "{}", run.stdout);
     assert!(run.stdout.contains(&format!("\nnot pruned Namespace/{team}: {refusal}\n")), "{}", run.stdout);
     assert!(!run.stdout.contains(&format!("prune Namespace/{team}")), "{}", run.stdout);

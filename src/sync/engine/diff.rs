@@ -18,6 +18,7 @@ use crate::source::Revision;
 use crate::sync::Result;
 use crate::sync::desired::Resolution;
 use crate::sync::diff::*;
+use crate::sync::sealed;
 
 impl Engine {
     /// Computes what [`Engine::sync`] would do at `revision` (`None`: the unit's ref, fetched),
@@ -54,6 +55,7 @@ impl Engine {
         self.watch_kinds(&desired, &contents).await?;
         let applied = parent.as_ref().and_then(|p| p.annotations.get(LAST_REVISION)).cloned();
         let mut report = DiffReport::new(revision, applied);
+        report.render = Some(self.render_digest(&desired, &pending)?);
         let namespaces = self.diff_namespaces(&desired, parent.is_none(), &mut report).await?;
         self.diff_objects(&desired, &namespaces, &mut report).await;
         for m in &pending {
@@ -66,6 +68,25 @@ impl Engine {
             self.diff_prunes(&desired, pending.len(), &contents, &loaded.partial, &mut report).await;
         }
         Ok(report)
+    }
+
+    /// The digest of a revision's render as [`crate::sync::sealed`] makes it, under the
+    /// install's key: what `gitward preview` prints for the revision and what an attestation's
+    /// subject names once it is applied.
+    ///
+    /// Errors: the install's key can be neither read nor made.
+    fn render_digest(&self, desired: &[Desired], pending: &[crate::manifest::Manifest]) -> Result<String> {
+        let key = crate::sync::substitute::install_key(&self.state_dir)?;
+        let mut digests = Vec::with_capacity(desired.len() + pending.len());
+        for d in desired {
+            digests
+                .push((d.object.clone(), sealed::object_digest(&sealed::seal(d.body().to_value(), d.decrypted, &key))));
+        }
+        for m in pending {
+            let object = ObjectRef::new(m.gk.clone(), m.namespace.clone(), &m.name);
+            digests.push((object, sealed::object_digest(&sealed::seal(m.body.to_value(), m.hash_key.is_some(), &key))));
+        }
+        Ok(sealed::render_digest(digests.iter().map(|(o, d)| (o, d.as_str()))))
     }
 
     /// The objects a sync of `revision` would send, as it resolves them (loaded, variables

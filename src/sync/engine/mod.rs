@@ -83,6 +83,8 @@ pub struct Engine {
     last: LastSync,
     /// With `[provenance]`: signs and keeps each sync's attestation.
     attestor: Option<super::provenance::Attestor>,
+    /// The state directory, where [`Engine::diff`] reads the install's key.
+    state_dir: Arc<std::path::Path>,
 }
 
 impl Engine {
@@ -150,6 +152,7 @@ impl Engine {
             options: Options { apply, prune, allow_prune_once: false },
             last: LastSync::default(),
             attestor,
+            state_dir: Arc::from(state_dir),
         })
     }
 
