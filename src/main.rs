@@ -197,8 +197,8 @@ async fn attest_verify(args: AttestVerifyArgs) -> anyhow::Result<ExitCode> {
 fn attest_show(file: Option<&Path>) -> anyhow::Result<ExitCode> {
     use base64::Engine as _;
     for (n, envelope) in envelopes(file)?.iter().enumerate() {
-        let keyids: Vec<&str> = envelope.signatures.iter().map(|s| s.keyid.as_str()).collect();
-        println!("envelope {}: sha256:{}", n + 1, envelope.digest());
+        let keyids: Vec<&str> = envelope.signatures.iter().map(|s| s.keyid.as_deref().unwrap_or("")).collect();
+        println!("envelope {}: sha256:{}", n + 1, gitward::sync::provenance::dsse::digest(envelope));
         println!(
             "payloadType: {}
 signed by key id: {}",

@@ -109,15 +109,17 @@ pub trait Writes: Send + Sync {
         timeout: Duration,
     ) -> BoxFuture<'a, Result<(), String>>;
 
-    /// Writes `attestations`, the ConfigMap of a unit's attestations
-    /// ([`crate::sync::provenance::kept`]), by server-side apply under `field_manager` through
-    /// gitward's own client; its resourceVersion, when set, the precondition. Returns it as
-    /// written.
+    /// Writes `attestations`, the keys to add to the ConfigMap of a unit's attestations
+    /// ([`crate::sync::provenance::kept`]), under `field_manager` through gitward's own client:
+    /// without a resourceVersion it is created; with one, a JSON merge patch (RFC 7386) adds its
+    /// keys and removes `dropped` (from `data` and `binaryData`), the resourceVersion its
+    /// precondition. Returns it as written.
     ///
     /// Errors: the API server's (a 409 when another write came first).
     fn keep_attestations<'a>(
         &'a self,
         attestations: &'a ConfigMap,
+        dropped: &'a [String],
         field_manager: &'a str,
     ) -> BoxFuture<'a, kube::Result<ConfigMap>>;
 
@@ -219,13 +221,24 @@ impl Writes for Cluster {
     fn keep_attestations<'a>(
         &'a self,
         attestations: &'a ConfigMap,
+        dropped: &'a [String],
         field_manager: &'a str,
     ) -> BoxFuture<'a, kube::Result<ConfigMap>> {
         Box::pin(async move {
             let namespace = attestations.metadata.namespace.as_deref().unwrap_or_default();
             let name = attestations.metadata.name.as_deref().unwrap_or_default();
             let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-            api.patch(name, &PatchParams::apply(field_manager).force(), &Patch::Apply(attestations)).await
+            if attestations.metadata.resource_version.is_none() {
+                let params = PostParams { field_manager: Some(field_manager.to_owned()), ..Default::default() };
+                return api.create(&params, attestations).await;
+            }
+            let mut patch = serde_json::to_value(attestations).map_err(kube::Error::SerdeError)?;
+            for key in dropped {
+                patch["data"][key] = Value::Null;
+                patch["binaryData"][key] = Value::Null;
+            }
+            let params = PatchParams { field_manager: Some(field_manager.to_owned()), ..Default::default() };
+            api.patch(name, &params, &Patch::Merge(&patch)).await
         })
     }
 
@@ -437,6 +450,7 @@ mod recording {
         fn keep_attestations<'a>(
             &'a self,
             attestations: &'a ConfigMap,
+            _dropped: &'a [String],
             _field_manager: &'a str,
         ) -> BoxFuture<'a, kube::Result<ConfigMap>> {
             let meta = &attestations.metadata;

@@ -5,9 +5,11 @@ use std::process::Command;
 
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD;
-use gitward::sync::provenance::dsse::{Envelope, PAYLOAD_TYPE};
+use gitward::sync::provenance::dsse::{self, Envelope, PAYLOAD_TYPE};
 use gitward::sync::provenance::key::SigningKey;
+use gitward::sync::provenance::members;
 use gitward::sync::provenance::statement::PREDICATE_TYPE;
+use gitward::sync::sealed;
 
 use super::{Fixture, statement, write_lines};
 use crate::common;
@@ -26,10 +28,10 @@ async fn two_syncs_leave_two_chained_attestations_that_gitward_and_cosign_verify
     assert_eq!(kept.len(), 2, "one attestation per sync that changed something");
     let (first, second) = (statement(&kept[0]), statement(&kept[1]));
     assert_eq!(first.predicate.previous, None, "the unit's first attestation");
-    assert_eq!(second.predicate.previous.as_ref().map(|d| d.sha256.clone()), Some(kept[0].digest()));
+    assert_eq!(second.predicate.previous.as_ref().map(|d| d.sha256.clone()), Some(dsse::digest(&kept[0])));
     assert_eq!(first.predicate.changes.created, [format!("ConfigMap/{}/a", fixture.env.namespace)]);
     assert_eq!(second.predicate.changes.configured, [format!("ConfigMap/{}/a", fixture.env.namespace)]);
-    assert_eq!(second.predicate.members.len(), 2);
+    assert_eq!(second.predicate.members.count, 2);
     assert_eq!(second.predicate_type, PREDICATE_TYPE);
     assert!(second.subject[0].name.starts_with("applyset:applyset-"), "{:?}", second.subject);
     assert_eq!(first.predicate.target.cluster, second.predicate.target.cluster);
@@ -38,35 +40,43 @@ async fn two_syncs_leave_two_chained_attestations_that_gitward_and_cosign_verify
 
     let journal = std::fs::read_to_string(fixture.journal()).unwrap();
     let lines: Vec<&str> = journal.lines().collect();
-    assert_eq!(lines, [kept[0].to_line(), kept[1].to_line()], "the journal holds what the cluster keeps");
+    assert_eq!(lines, [dsse::to_line(&kept[0]), dsse::to_line(&kept[1])], "the journal holds what the cluster keeps");
     let (code, out) = fixture.verify(&[fixture.journal().to_str().unwrap()]);
     assert_eq!(code, Some(0), "{out}");
     assert!(out.contains("verified: 2 attestations"), "{out}");
     let show = Command::new(common::binary()).args(["attest", "show"]).arg(fixture.journal()).output().unwrap();
     let shown = String::from_utf8_lossy(&show.stdout);
     assert_eq!(show.status.code(), Some(0), "{shown}");
-    assert!(shown.contains(&format!("envelope 2: sha256:{}", kept[1].digest())), "{shown}");
+    assert!(shown.contains(&format!("envelope 2: sha256:{}", dsse::digest(&kept[1]))), "{shown}");
     assert!(shown.contains("payloadType: application/vnd.in-toto+json"), "{shown}");
     assert!(shown.contains(&format!("\"predicateType\": \"{PREDICATE_TYPE}\"")), "{shown}");
 
+    // The subject is the render's digest, what `gitward diff` prints for the revision applied.
+    let subject = &second.subject[0].digest.sha256;
+    let diff = common::gitward(&["diff"], &fixture.config, super::LIMIT);
+    assert_eq!(diff.code, Some(0), "nothing to do: {}{}", diff.stdout, diff.stderr);
+    assert!(diff.stdout.contains(&format!("(render sha256:{subject})")), "{}", diff.stdout);
+
+    // The ConfigMap keeps the newest members record, bound by its digest; its lines, as the
+    // render digest's, are the blob whose sha256 is the subject.
+    let record = fixture.members().await.expect("the newest members record is kept");
+    assert_eq!(members::digest(&record), second.predicate.members.sha256);
+    let parsed = members::parse(&record).unwrap();
+    assert_eq!(parsed.len(), 2);
+    assert_eq!(&members::render_digest(&parsed), subject);
+    let mut blob: Vec<String> = parsed.iter().map(|m| format!("{}\n", sealed::line(&m.object(), &m.digest))).collect();
+    blob.sort();
+    let blob_file = fixture.dir.path().join("subject.txt");
+    std::fs::write(&blob_file, blob.concat()).unwrap();
+
     // The real cosign accepts each envelope with the public key; given the subject's canonical
-    // form (the sorted member lines) as the blob, it checks the subject digest too.
+    // form as the blob, it checks the subject digest too.
     for (n, envelope) in kept.iter().enumerate() {
         let file = fixture.dir.path().join(format!("envelope-{n}.json"));
-        std::fs::write(&file, envelope.to_line()).unwrap();
-        let members = statement(envelope).predicate.members;
-        let mut blob: Vec<String> = members
-            .iter()
-            .map(|m| {
-                format!("{}/{}/{}/{} {}\n", m.group, m.kind, m.namespace.as_deref().unwrap_or(""), m.name, m.desired)
-            })
-            .collect();
-        blob.sort();
-        let blob_file = fixture.dir.path().join(format!("subject-{n}.txt"));
-        std::fs::write(&blob_file, blob.concat()).unwrap();
-        cosign(&fixture, &file, Some(&blob_file));
+        std::fs::write(&file, dsse::to_line(envelope)).unwrap();
         cosign(&fixture, &file, None);
     }
+    cosign(&fixture, &fixture.dir.path().join("envelope-1.json"), Some(&blob_file));
 }
 
 /// `cosign verify-blob-attestation` of `envelope` with the fixture's public key, with `blob`
@@ -94,7 +104,7 @@ fn cosign(fixture: &Fixture, envelope: &std::path::Path, blob: Option<&std::path
 fn resigned(envelope: &Envelope, key: &SigningKey, change: impl Fn(&mut serde_json::Value)) -> Envelope {
     let mut value: serde_json::Value = serde_json::from_slice(&STANDARD.decode(&envelope.payload).unwrap()).unwrap();
     change(&mut value);
-    Envelope::sign(PAYLOAD_TYPE, &serde_json::to_vec(&value).unwrap(), key)
+    dsse::sign(PAYLOAD_TYPE, &serde_json::to_vec(&value).unwrap(), key)
 }
 
 #[tokio::test]
@@ -127,7 +137,8 @@ async fn each_tampering_fails_verification_naming_why() {
 
     expect(std::slice::from_ref(&second), "chain gap: attestation #1");
     expect(&[second.clone(), first.clone()], "reordered: attestation #1");
-    let third = resigned(&second, &fixture.key, |v| v["predicate"]["previous"]["sha256"] = second.digest().into());
+    let third =
+        resigned(&second, &fixture.key, |v| v["predicate"]["previous"]["sha256"] = dsse::digest(&second).into());
     expect(&[first.clone(), third.clone(), second.clone()], "reordered: attestation #2");
 
     let moved = resigned(&second, &fixture.key, |v| {

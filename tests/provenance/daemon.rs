@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+use gitward::sync::provenance::dsse;
+
 use super::{Fixture, statement};
 use crate::common;
 
@@ -20,7 +22,7 @@ async fn two_pushes_synced_by_the_daemon_leave_two_chained_attestations() {
     assert!(common::eventually(Duration::from_secs(60), kept(2)).await, "second: {}", daemon.log_text());
     let envelopes = fixture.kept().await;
     let second = statement(&envelopes[1]);
-    assert_eq!(second.predicate.previous.map(|d| d.sha256), Some(envelopes[0].digest()));
+    assert_eq!(second.predicate.previous.map(|d| d.sha256), Some(dsse::digest(&envelopes[0])));
     assert_eq!(second.predicate.changes.configured, [format!("ConfigMap/{}/a", fixture.env.namespace)]);
     assert_eq!(second.predicate.health, "healthy", "judged after the daemon's health wait");
     let (code, out) = fixture.verify(&[fixture.journal().to_str().unwrap()]);

@@ -2,6 +2,7 @@
 //! last, a hand edit named as drift; and a resync that changes nothing adds no attestation and
 //! writes nothing to the attestations' ConfigMap.
 
+use gitward::sync::provenance::dsse;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::Api;
 use kube::api::{Patch, PatchParams};
@@ -24,7 +25,7 @@ async fn a_member_edited_by_hand_is_drift_since_the_last_attestation() {
     api.patch("b", &params, &Patch::Merge(json!({"data": {"value": "edited"}}))).await.unwrap();
     let (code, out) = fixture.verify(&["--config", config, "--sync", "app"]);
     assert_eq!(code, Some(1), "{out}");
-    let digest = fixture.kept().await.last().unwrap().digest();
+    let digest = dsse::digest(fixture.kept().await.last().unwrap());
     let want = format!("drift since attestation sha256:{digest}: ConfigMap/{}/b changed", fixture.env.namespace);
     assert!(out.contains(&want), "expected {want:?} in {out}");
 }

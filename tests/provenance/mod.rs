@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use gitward::sync::provenance::dsse::Envelope;
+use gitward::sync::provenance::dsse::{self, Envelope};
+use gitward::sync::provenance::kept;
 use gitward::sync::provenance::key::SigningKey;
 use gitward::sync::provenance::statement::Statement;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -70,8 +71,13 @@ impl Fixture {
     pub(crate) async fn kept(&self) -> Vec<Envelope> {
         let api: Api<ConfigMap> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
         let Some(object) = api.get_opt("gitward-app-attestations").await.unwrap() else { return Vec::new() };
-        let text = object.data.unwrap_or_default().remove("attestations.jsonl").unwrap_or_default();
-        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+        kept::envelopes(&object).into_iter().map(|(_, line)| serde_json::from_str(line).unwrap()).collect()
+    }
+
+    /// The members record of the newest attestation the unit's ConfigMap keeps.
+    pub(crate) async fn members(&self) -> Option<String> {
+        let api: Api<ConfigMap> = Api::namespaced(self.env.client.clone(), &self.env.namespace);
+        kept::members(&api.get("gitward-app-attestations").await.unwrap()).unwrap()
     }
 
     /// `gitward attest verify --key <pub> <args>`: its exit code and stdout.
@@ -97,6 +103,6 @@ pub(crate) fn statement(envelope: &Envelope) -> Statement {
 
 /// Writes `envelopes` as JSON lines to `path`.
 pub(crate) fn write_lines(path: &Path, envelopes: &[Envelope]) {
-    let text: String = envelopes.iter().map(|e| format!("{}\n", e.to_line())).collect();
+    let text: String = envelopes.iter().map(|e| format!("{}\n", dsse::to_line(e))).collect();
     std::fs::write(path, text).unwrap();
 }

@@ -12,16 +12,21 @@ use std::time::SystemTime;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
 
-use super::dsse::{Envelope, PAYLOAD_TYPE};
+use super::dsse::{self, PAYLOAD_TYPE};
 use super::kept::{self, Kept};
 use super::key::SigningKey;
-use super::statement::{Changes, ClusterId, Member, Predicate, Renderer, Sha256Digest, Source, Statement, Target};
+use super::members::{self, Member};
+use super::statement::{
+    Changes, ClusterId, MembersRecord, Predicate, Renderer, Sha256Digest, Source, Statement, Target,
+};
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::inventory::Inventory;
 use crate::config::{ClusterConfig, SyncUnit};
+use crate::manifest::HashKey;
 use crate::plan::Desired;
 use crate::sync::Report;
+use crate::sync::sealed;
 use crate::sync::state::ClusterView;
 
 /// What a concluded sync hands the attestor.
@@ -50,15 +55,20 @@ pub(in crate::sync) struct Attestor {
     ca_sha256: String,
     /// The cluster's identity, once the kube-system Namespace was read.
     cluster: Option<ClusterId>,
-    /// The ConfigMap as last read or written; `None` until read (and after a failed write).
+    /// What the ConfigMap holds as last read or written; `None` until read (and after a
+    /// failed write).
     kept: Option<Kept>,
+    /// The install's key, which seals secret values before they are digested
+    /// ([`crate::sync::sealed`]).
+    install_key: HashKey,
 }
 
 impl Attestor {
     /// The attestor of `unit` when its config has `[provenance]`, its key read and the CA of
     /// `cluster`'s kubeconfig fingerprinted.
     ///
-    /// Errors: the key file cannot be read as a key; the kubeconfig cannot be read.
+    /// Errors: the key file cannot be read as a key; the kubeconfig or the install's key cannot
+    /// be read.
     pub(in crate::sync) async fn new(
         unit: &SyncUnit,
         cluster: &ClusterConfig,
@@ -67,6 +77,7 @@ impl Attestor {
         let Some(provenance) = &unit.provenance else { return Ok(None) };
         let key = SigningKey::read(&provenance.key_file)
             .map_err(|e| crate::sync::Error::Provenance(format!("key_file {e}")))?;
+        let install_key = crate::sync::substitute::install_key(state_dir)?;
         let config = crate::cluster::prepare(cluster, "gitward", None).await?;
         let ca = config.root_cert.as_ref().and_then(|certs| certs.first());
         let ca_sha256 = ca.map(|der| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(der))).unwrap_or_default();
@@ -84,6 +95,7 @@ impl Attestor {
             ca_sha256,
             cluster: None,
             kept: None,
+            install_key,
         }))
     }
 
@@ -105,31 +117,42 @@ impl Attestor {
             return Ok(false);
         }
         let cluster = self.cluster(view).await?;
-        let kept = match self.kept.take() {
+        let mut kept = match self.kept.take() {
             Some(kept) => kept,
-            None => kept::read(view.client(), inventory).await.map_err(cluster_error(inventory))?,
+            None => {
+                let read = kept::read(view.client(), inventory).await.map_err(cluster_error(inventory))?;
+                read.as_ref().map(Kept::of).unwrap_or_default()
+            }
         };
-        let previous = kept.lines.last().and_then(|l| serde_json::from_str::<Envelope>(l).ok());
+        let members = members(sync.desired, sync.cache, &self.install_key);
+        let record = members::text(&members);
         let predicate = Predicate {
             unit: unit.name.clone(),
             source: source(unit, &sync.report.revision.0),
             renderer: self.renderer.clone(),
             target: target(unit, cluster),
             changes,
-            members: members(sync.desired, sync.cache),
+            members: MembersRecord { count: members.len(), sha256: members::digest(&record) },
             health: sync.health,
             started_on: rfc3339(SystemTime::now() - sync.report.took.apply),
             finished_on: rfc3339(SystemTime::now()),
-            previous: previous.map(|e| Sha256Digest { sha256: e.digest() }),
+            previous: kept.last.take().map(|sha256| Sha256Digest { sha256 }),
         };
-        let statement = Statement::new(&inventory.id, predicate);
+        let statement = Statement::new(&inventory.id, members::render_digest(&members), predicate);
         let payload = serde_json::to_vec(&statement).expect("a statement serializes");
-        let line = Envelope::sign(PAYLOAD_TYPE, &payload, &self.key).to_line();
-        let lines = kept.with(line.clone(), self.keep);
-        let body = kept::body(inventory, &unit.name, &lines, kept.resource_version.clone());
-        let written = view.writes().keep_attestations(&body, &unit.field_manager).await;
+        let envelope = dsse::sign(PAYLOAD_TYPE, &payload, &self.key);
+        let line = dsse::to_line(&envelope);
+        let (n, mut dropped) = kept.add(line.len(), self.keep);
+        let gzipped = kept::gzip(&record);
+        if gzipped.is_none() {
+            dropped.push(kept::MEMBERS.to_owned());
+        }
+        let body = kept::body(inventory, &unit.name, (n, &line), gzipped, kept.resource_version.take());
+        let written = view.writes().keep_attestations(&body, &dropped, &unit.field_manager).await;
         let written = written.map_err(cluster_error(inventory))?;
-        self.kept = Some(Kept { lines, resource_version: written.metadata.resource_version });
+        kept.resource_version = written.metadata.resource_version;
+        kept.last = Some(dsse::digest(&envelope));
+        self.kept = Some(kept);
         append(&self.journal, &line)
             .map_err(|e| crate::sync::Error::Provenance(format!("append to {}: {e}", self.journal.display())))?;
         Ok(true)
@@ -187,20 +210,20 @@ pub(super) fn changes(changes: &ChangeSet) -> Changes {
     out
 }
 
-/// The members as applied: each desired object with gitward's apply entry after the sync.
-fn members(desired: &[Desired], cache: &MetadataCache) -> Vec<Member> {
+/// The members as applied: each desired object sealed and digested under `key`
+/// ([`crate::sync::sealed`]), with gitward's apply entry after the sync.
+fn members(desired: &[Desired], cache: &MetadataCache, key: &HashKey) -> Vec<Member> {
     let live = cache.snapshot();
     desired
         .iter()
         .map(|d| Member {
-            object: d.object.to_string(),
             group: d.resource.group.clone(),
             version: d.resource.version.clone(),
             plural: d.resource.plural.clone(),
             kind: d.resource.kind.clone(),
             namespace: d.object.namespace.as_ref().map(|n| n.as_str().to_owned()),
             name: d.object.name.as_str().to_owned(),
-            desired: d.hash.to_string(),
+            digest: sealed::object_digest(&sealed::seal(d.body().to_value(), d.decrypted, key)),
             applied: live.get(&d.object).and_then(|m| m.own_apply).map(|f| format!("{f:016x}")),
         })
         .collect()

@@ -5,14 +5,14 @@
 
 use std::collections::BTreeMap;
 
-use super::dsse::Envelope;
+use super::dsse::{self, Envelope};
 use super::key::VerifyingKey;
 use super::statement::{PREDICATE_TYPE, STATEMENT_TYPE, Statement};
 
 /// An envelope that verified, with its digest and Statement.
 #[derive(Debug, Clone)]
 pub struct Checked {
-    /// Its digest ([`Envelope::digest`]).
+    /// Its digest ([`dsse::digest`]).
     pub digest: String,
     /// Its Statement.
     pub statement: Statement,
@@ -37,9 +37,9 @@ fn name(place: usize, digest: &str) -> String {
 ///
 /// Errors: what failed, naming the attestation.
 fn one(place: usize, envelope: &Envelope, key: &VerifyingKey) -> Result<Checked, String> {
-    let digest = envelope.digest();
+    let digest = dsse::digest(envelope);
     let named = name(place, &digest);
-    let payload = envelope.verify(key).map_err(|e| format!("{named}: {e}"))?;
+    let payload = dsse::verify(envelope, key).map_err(|e| format!("{named}: {e}"))?;
     let value: serde_json::Value =
         serde_json::from_slice(&payload).map_err(|e| format!("{named}: the payload is not JSON: {e}"))?;
     let types = (value.get("_type").and_then(|v| v.as_str()), value.get("predicateType").and_then(|v| v.as_str()));

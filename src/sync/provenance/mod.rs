@@ -11,6 +11,7 @@ pub mod dsse;
 pub mod kept;
 pub mod key;
 pub mod live;
+pub mod members;
 pub mod statement;
 
 pub(in crate::sync) use attestor::{Attestor, Concluded};

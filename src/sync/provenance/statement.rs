@@ -4,7 +4,6 @@
 //! and how it ended, and the digest of the unit's previous envelope.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest as _, Sha256};
 
 /// The Statement's `_type`.
 pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
@@ -32,7 +31,8 @@ pub struct Statement {
 pub struct Subject {
     /// `applyset:<ApplySet id>`.
     pub name: String,
-    /// `sha256`: [`subject_digest`] of the members.
+    /// `sha256`: the digest of the render applied ([`super::members::render_digest`]), what
+    /// `gitward preview` and `gitward diff` print for the revision.
     pub digest: Sha256Digest,
 }
 
@@ -57,16 +57,17 @@ pub struct Predicate {
     pub target: Target,
     /// What the sync changed.
     pub changes: Changes,
-    /// The members as applied: what the subject digest covers, and what `gitward attest
-    /// verify --config` compares the live objects with.
-    pub members: Vec<Member>,
+    /// The members as applied: how many, and the sha256 of their record
+    /// ([`super::members`]), kept beside the envelopes; `gitward attest verify --config` reads
+    /// it to compare the live objects with.
+    pub members: MembersRecord,
     /// The unit's health when the sync finished (`healthy`, `degraded`, `progressing`, `failed`).
     pub health: String,
     /// When the sync started (RFC 3339).
     pub started_on: String,
     /// When it finished (RFC 3339).
     pub finished_on: String,
-    /// The digest of this unit's previous envelope ([`super::dsse::Envelope::digest`]); `null`
+    /// The digest of this unit's previous envelope ([`super::dsse::digest`]); `null`
     /// for its first.
     pub previous: Option<Sha256Digest>,
 }
@@ -151,93 +152,26 @@ impl Changes {
     }
 }
 
-/// One member as applied.
+/// The members record an attestation binds ([`super::members`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Member {
-    /// `Kind/namespace/name`.
-    pub object: String,
-    /// Its API group (empty for the core group).
-    pub group: String,
-    /// The version it was sent as.
-    pub version: String,
-    /// The resource's plural name.
-    pub plural: String,
-    /// Its kind.
-    pub kind: String,
-    /// Its namespace (`None`: cluster-scoped).
-    pub namespace: Option<String>,
-    /// Its name.
-    pub name: String,
-    /// Its desired hash: sha256 hex of its canonical JSON body as git gives it.
-    pub desired: String,
-    /// The fingerprint of gitward's server-side apply entry of its `managedFields` after the
-    /// sync ([`crate::cluster::live::own_apply`], hex): a hand edit of a field gitward set
-    /// moves it. `None` when the cache did not know it.
-    pub applied: Option<String>,
-}
-
-/// The subject digest of `members`: sha256 hex of their lines `<group>/<Kind>/<namespace>/<name>
-/// <desired hash>\n`, sorted. Each desired hash is the sha256 of the object's canonical JSON
-/// (keys sorted, as git gives it), so the digest covers every body applied and no order or
-/// layout of the files.
-pub fn subject_digest(members: &[Member]) -> String {
-    let mut lines: Vec<String> = members
-        .iter()
-        .map(|m| format!("{}/{}/{}/{} {}\n", m.group, m.kind, m.namespace.as_deref().unwrap_or(""), m.name, m.desired))
-        .collect();
-    lines.sort_unstable();
-    let mut hasher = Sha256::new();
-    for line in &lines {
-        hasher.update(line.as_bytes());
-    }
-    hex::encode(hasher.finalize())
+pub struct MembersRecord {
+    /// How many members.
+    pub count: usize,
+    /// sha256 hex of the record's text ([`super::members::digest`]).
+    pub sha256: String,
 }
 
 impl Statement {
-    /// The Statement of `predicate` for the ApplySet `applyset_id`.
-    pub fn new(applyset_id: &str, predicate: Predicate) -> Self {
-        let digest = Sha256Digest { sha256: subject_digest(&predicate.members) };
+    /// The Statement of `predicate` for the ApplySet `applyset_id`, the render applied
+    /// digested as `render` ([`super::members::render_digest`]).
+    pub fn new(applyset_id: &str, render: String, predicate: Predicate) -> Self {
+        let digest = Sha256Digest { sha256: render };
         Self {
             statement_type: STATEMENT_TYPE.to_owned(),
             subject: vec![Subject { name: format!("applyset:{applyset_id}"), digest }],
             predicate_type: PREDICATE_TYPE.to_owned(),
             predicate,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn member(kind: &str, name: &str, desired: &str) -> Member {
-        Member {
-            object: format!("{kind}/default/{name}"),
-            group: String::new(),
-            version: "v1".into(),
-            plural: format!("{}s", kind.to_lowercase()),
-            kind: kind.into(),
-            namespace: Some("default".into()),
-            name: name.into(),
-            desired: desired.into(),
-            applied: None,
-        }
-    }
-
-    #[test]
-    fn the_subject_digest_is_of_the_sorted_set_and_moves_with_any_body() {
-        let a = member("ConfigMap", "a", "11");
-        let b = member("ConfigMap", "b", "22");
-        let digest = subject_digest(&[a.clone(), b.clone()]);
-        assert_eq!(digest, subject_digest(&[b.clone(), a.clone()]), "order does not count");
-        let lines = "/ConfigMap/default/a 11\n/ConfigMap/default/b 22\n";
-        assert_eq!(digest, hex::encode(Sha256::digest(lines.as_bytes())));
-        let changed = member("ConfigMap", "b", "23");
-        assert_ne!(digest, subject_digest(&[a.clone(), changed]), "a body changed");
-        assert_ne!(digest, subject_digest(&[a]), "a member gone");
-        // Where the applied fingerprints stand does not change what was applied.
-        let later = Member { applied: Some("ff".into()), ..b.clone() };
-        assert_eq!(digest, subject_digest(&[member("ConfigMap", "a", "11"), later]));
     }
 }
