@@ -88,6 +88,15 @@ pub(super) struct RawProvenance {
     /// directory keeps them all). Default: 20.
     #[schemars(with = "Option<u32>")]
     pub keep: Option<Spanned<u32>>,
+    /// Whether each attestation of a unit whose source is an OCI artifact (`repo =
+    /// "oci://…"`) is also pushed to that artifact's repository, as an OCI 1.1 referrer of the
+    /// manifest applied (artifactType `application/vnd.in-toto+json`, one
+    /// `application/vnd.dsse.envelope.v1+json` layer holding the envelope). It is pushed with
+    /// the unit's registry credentials and the same transport rules as its fetch; a registry
+    /// without the referrers API gets the `sha256-<hex>` tag of the distribution spec's
+    /// fallback. A push that fails is a warning, and the sync stands: the ConfigMap and the
+    /// journal stay the record. Units of another source are not affected. Default: false.
+    pub oci_referrers: Option<bool>,
 }
 
 /// `[render]`: the render tools and their limits.
