@@ -21,7 +21,11 @@
 //! must be listed in `[render] chart_repositories` (`chart::registry`). The manifest is read
 //! within 4 MiB and the layer within `max_tree_bytes`, each checked against its digest.
 
+mod referrer;
+
 use std::time::Duration;
+
+pub use referrer::{Attached, Referrer};
 
 use super::chart::registry::Registry;
 use super::chart::{ChartSpec, oci};

@@ -156,12 +156,36 @@ impl Net {
         auth: &Auth,
         to_listed: bool,
     ) -> Result<reqwest::Response> {
-        self.request(url, accept, auth, to_listed).send().await.map_err(|e| self.failed(url, &e))
+        self.request(reqwest::Method::GET, url, accept, auth, to_listed).send().await.map_err(|e| self.failed(url, &e))
     }
 
-    /// The GET request [`Net::send`] sends.
-    fn request(&self, url: &str, accept: Option<&str>, auth: &Auth, to_listed: bool) -> reqwest::RequestBuilder {
-        let mut request = self.client.get(url);
+    /// Sends `method` `url` with `body` of `content_type` (a registry push: blobs, manifests),
+    /// `auth` only on the credentials' origin, as [`Net::send`] does.
+    ///
+    /// Errors: [`Error::FetchFailed`] (no answer), naming the URL redacted.
+    pub async fn send_body(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        content_type: &str,
+        body: Vec<u8>,
+        auth: &Auth,
+    ) -> Result<reqwest::Response> {
+        let request = self.request(method, url, None, auth, false);
+        let request = request.header(reqwest::header::CONTENT_TYPE, content_type).body(body);
+        request.send().await.map_err(|e| self.failed(url, &e))
+    }
+
+    /// The request [`Net::send`] and [`Net::send_body`] send.
+    fn request(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        accept: Option<&str>,
+        auth: &Auth,
+        to_listed: bool,
+    ) -> reqwest::RequestBuilder {
+        let mut request = self.client.request(method, url);
         if let Some(accept) = accept {
             request = request.header(reqwest::header::ACCEPT, accept);
         }
@@ -209,7 +233,7 @@ impl Net {
     /// Errors: those of [`Net::get`], as a [`Failed`].
     pub async fn get_or_down(&self, url: &str, max: u64) -> std::result::Result<Vec<u8>, Failed> {
         let answered = |error| Failed { error, down: false };
-        let response = match self.request(url, None, &Auth::Basic, false).send().await {
+        let response = match self.request(reqwest::Method::GET, url, None, &Auth::Basic, false).send().await {
             Ok(response) => response,
             Err(e) => return Err(Failed { down: e.is_connect() || e.is_timeout(), error: self.failed(url, &e) }),
         };

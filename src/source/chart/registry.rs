@@ -16,6 +16,8 @@
 //! plain HTTP, as Docker treats loopback registries as insecure by default; any other over
 //! HTTPS.
 
+mod push;
+
 use serde::Deserialize;
 use sha2::Digest as _;
 
