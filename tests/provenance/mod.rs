@@ -3,6 +3,7 @@
 pub(crate) mod attest;
 pub(crate) mod daemon;
 pub(crate) mod live;
+pub(crate) mod referrers;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

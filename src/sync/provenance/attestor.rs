@@ -61,6 +61,8 @@ pub(in crate::sync) struct Attestor {
     /// The install's key, which seals secret values before they are digested
     /// ([`crate::sync::sealed`]).
     install_key: HashKey,
+    /// `[provenance] oci_referrers` of an OCI artifact unit: where each envelope is pushed.
+    referrers: Option<super::referrer::Referrers>,
 }
 
 impl Attestor {
@@ -96,6 +98,7 @@ impl Attestor {
             cluster: None,
             kept: None,
             install_key,
+            referrers: super::referrer::Referrers::new(unit),
         }))
     }
 
@@ -155,6 +158,9 @@ impl Attestor {
         self.kept = Some(kept);
         append(&self.journal, &line)
             .map_err(|e| crate::sync::Error::Provenance(format!("append to {}: {e}", self.journal.display())))?;
+        if let Some(referrers) = &self.referrers {
+            referrers.push(&sync.report.revision.0, &line).await;
+        }
         Ok(true)
     }
 

@@ -125,7 +125,7 @@ pub(crate) fn source_spec(unit: &SyncUnit) -> SourceSpec {
 }
 
 /// The unit's OCI artifact: its URL, `[sync.git] username` + `token_file`, the render limits.
-fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
+pub(in crate::sync) fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
     ArtifactSpec {
         unit: unit.name.clone(),
         url: unit.repo.clone(),
