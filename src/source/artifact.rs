@@ -30,7 +30,7 @@ pub use referrer::{Attached, Referrer};
 use super::chart::registry::Registry;
 use super::chart::{ChartSpec, oci};
 use super::verify::cosign;
-use super::{Error, Result, Revision, Source};
+use super::{Error, Result, Revision, Signer, Source};
 use crate::config::{ChartRepositories, ChartSource};
 use crate::telemetry::url::redact;
 
@@ -130,12 +130,13 @@ impl Artifact {
     }
 
     /// Reads the tag's (or digest's) manifest; when its revision is not in `known`'s mirror
-    /// yet, downloads the content layer. Bounded by the spec's timeout.
+    /// yet, downloads the content layer. Bounded by the spec's timeout. With a cosign key,
+    /// also who signed the manifest.
     ///
     /// Errors: [`Error::FetchFailed`] (unreachable, timeout), [`Error::Credentials`],
     /// [`Error::Artifact`] (a manifest that does not parse or has no content layer, naming the
     /// URL), [`Error::FileTooLarge`].
-    pub async fn pull(&self, known: impl Fn(&Revision) -> bool) -> Result<Pulled> {
+    pub async fn pull(&self, known: impl Fn(&Revision) -> bool) -> Result<(Pulled, Option<Signer>)> {
         match tokio::time::timeout(self.spec.timeout, self.pull_once(known)).await {
             Ok(pulled) => pulled,
             Err(_) => Err(Error::FetchFailed {
@@ -146,7 +147,7 @@ impl Artifact {
         }
     }
 
-    async fn pull_once(&self, known: impl Fn(&Revision) -> bool) -> Result<Pulled> {
+    async fn pull_once(&self, known: impl Fn(&Revision) -> bool) -> Result<(Pulled, Option<Signer>)> {
         let spec = &self.spec;
         let shown = redact(&spec.url);
         let own = crate::config::artifact_repository(&spec.url);
@@ -168,16 +169,18 @@ impl Artifact {
             _ => Revision(digest.clone()),
         };
         let is_known = known(&revision);
+        let mut signed_by = None;
         if let Some(key) = &spec.cosign_public_key_file {
             let signed = cosign::Signed { registry: &registry, repository: &self.repository, digest: &digest };
             let verified = cosign::verify(key, &signed).await;
             let signer = verified.map_err(|failure| as_artifact(failure.into_error(&spec.unit, &revision)))?;
             if !is_known {
-                tracing::info!(unit = %spec.unit, %revision, signer, "revision verified");
+                tracing::info!(unit = %spec.unit, %revision, signer = %signer, "revision verified");
             }
+            signed_by = Some(signer);
         }
         if is_known {
-            return Ok(Pulled::Known(revision));
+            return Ok((Pulled::Known(revision), signed_by));
         }
         let refused = |message: String| Error::Artifact { unit: spec.unit.clone(), url: shown.clone(), message };
         let layer = LAYER_MEDIA_TYPES.iter().find_map(|t| manifest.layers.iter().find(|l| l.media_type == *t));
@@ -191,7 +194,7 @@ impl Artifact {
         };
         let bytes = registry.blob(&self.repository, layer, spec.max_bytes).await.map_err(as_artifact)?;
         tracing::info!(unit = %spec.unit, url = %shown, %revision, "artifact downloaded");
-        Ok(Pulled::New(revision, bytes))
+        Ok((Pulled::New(revision, bytes), signed_by))
     }
 
     /// Unpacks `layer` (tar+gzip) into `source`'s mirror as the commit of `revision`.

@@ -61,7 +61,7 @@ pub use mirror::{configure_network_timeouts, network_timeouts};
 pub use probe::{PushProbe, Touch};
 pub use shared::{Handle, MAX_IDLE_HANDLES, fetches_total};
 pub use tree::MAX_DEPTH as MAX_TREE_DEPTH;
-pub use verify::{VerifyFailure, VerifySpec};
+pub use verify::{Signer, SignerKind, VerifyFailure, VerifySpec};
 pub use view::{Entry, EntryKind, ObjectId, Tree};
 
 /// Starts libgit2 for a `gitward` process: without reading the CA bundle, which the first HTTPS
@@ -219,7 +219,7 @@ pub struct Source {
     mirror: Arc<shared::Shared>,
     /// The revision last verified and its signer, so the signer is logged once per revision,
     /// not at every poll.
-    verified: std::cell::RefCell<Option<(Revision, String)>>,
+    verified: std::cell::RefCell<Option<(Revision, Signer)>>,
 }
 
 impl Source {
@@ -382,10 +382,18 @@ impl Source {
         let signer = verify::verify(&repo, unit, spec, &resolved.revision, subject)?;
         let mut verified = self.verified.borrow_mut();
         if verified.as_ref().is_none_or(|(revision, known)| *revision != resolved.revision || *known != signer) {
-            tracing::info!(unit, revision = %resolved.revision, signer, "revision verified");
+            tracing::info!(unit, revision = %resolved.revision, signer = %signer, "revision verified");
             *verified = Some((resolved.revision.clone(), signer));
         }
         Ok(resolved.revision)
+    }
+
+    /// Who signed `revision`, as its last verification found them ([`Source::resolve`] under
+    /// `[sync.verify]`); `None` when the unit verifies nothing or `revision` is not the one
+    /// last resolved.
+    pub fn signer(&self, revision: &Revision) -> Option<Signer> {
+        let verified = self.verified.borrow();
+        verified.as_ref().filter(|(known, _)| known == revision).map(|(_, signer)| signer.clone())
     }
 
     /// Lists the manifest files under the unit's path at `revision`, recursively.

@@ -56,6 +56,7 @@ impl Report {
             yielded: false,
             path_only: false,
             path_tree: None,
+            signers: Vec::new(),
         }
     }
 }

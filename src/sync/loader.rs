@@ -46,6 +46,11 @@ impl Loader {
         self.repo.fetch_since(not_before).await
     }
 
+    /// Who signed `revision` as its fetch verified it ([`Repo::signers`]).
+    pub(super) fn signers(&self, revision: &Revision) -> Vec<crate::source::Signer> {
+        self.repo.signers(revision)
+    }
+
     /// The id of the git tree at the unit's path at `revision` ([`Repo::path_tree`]).
     pub(super) async fn path_tree(&self, revision: &Revision) -> Option<String> {
         self.repo.path_tree(revision, self.unit.path.as_str()).await

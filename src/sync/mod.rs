@@ -166,6 +166,9 @@ pub struct Report {
     /// on this one takes a later revision with the same tree there as applied
     /// ([`crate::health::record::LAST_PATH_TREE`]). `None` otherwise, and for a self-heal.
     pub path_tree: Option<String>,
+    /// Who signed `revision`, as `[sync.verify]` found them when it was fetched
+    /// (`Repo::signers`); empty when the unit verifies nothing.
+    pub signers: Vec<crate::source::Signer>,
 }
 
 /// What a sync sent, for the health wait and the push-to-applied figure.

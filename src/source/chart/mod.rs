@@ -70,6 +70,8 @@ pub struct Fetched {
     pub version: String,
     /// The archive's SHA-256, hex.
     pub digest: String,
+    /// Who signed the chart's manifest, under `[sync.verify] cosign_public_key_file`.
+    pub signer: Option<crate::source::Signer>,
 }
 
 /// One chart unit's source: its spec, HTTP client settings and download cache.
@@ -190,6 +192,7 @@ pub(super) fn revision(spec: &ChartSpec, version: &str, digest: &str) -> Fetched
         revision: Revision(format!("{}@{version}@sha256:{digest}", spec.source.chart)),
         version: version.to_owned(),
         digest: digest.to_owned(),
+        signer: None,
     }
 }
 

@@ -42,22 +42,24 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
         return Err(Error::Chart { unit: spec.unit.clone(), url: chart_url, message });
     };
     let cached = cache.path(digest).is_some();
+    let mut signed_by = None;
     if let Some(key) = &spec.cosign_public_key_file {
         let signed = cosign::Signed { registry: &client, repository: &repository, digest: &manifest_digest };
         let revision = super::revision(spec, &offer.version, digest).revision;
         let verified = cosign::verify(key, &signed).await;
         let signer = verified.map_err(|f| f.into_error(&spec.unit, &revision))?;
         if !cached {
-            tracing::info!(unit = %spec.unit, %revision, manifest = %manifest_digest, signer, "revision verified");
+            tracing::info!(unit = %spec.unit, %revision, manifest = %manifest_digest, signer = %signer, "revision verified");
         }
+        signed_by = Some(signer);
     }
     if cached {
-        return Ok(super::revision(spec, &offer.version, digest));
+        return Ok(Fetched { signer: signed_by, ..super::revision(spec, &offer.version, digest) });
     }
     let archive = client.blob(&repository, layer, spec.max_bytes).await?;
     let stored = cache.store(&format!("{chart_url}:{}", offer.location), &archive, Some(digest))?;
     tracing::info!(unit = %spec.unit, chart = %spec.source.chart, version = %offer.version, url = %chart_url, "chart downloaded");
-    Ok(super::revision(spec, &offer.version, &stored))
+    Ok(Fetched { signer: signed_by, ..super::revision(spec, &offer.version, &stored) })
 }
 
 /// `oci://[userinfo@]host[:port]/path` as (`host[:port]`, `path`, userinfo).

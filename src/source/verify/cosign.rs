@@ -22,7 +22,7 @@ use p256::ecdsa::signature::Verifier as _;
 use p256::pkcs8::{DecodePublicKey as _, EncodePublicKey as _};
 use sha2::Digest as _;
 
-use super::{Refusal, VerifyFailure};
+use super::{Refusal, Signer, SignerKind, VerifyFailure};
 use crate::source::chart::registry::{Descriptor, Registry};
 use crate::source::{Error, Revision};
 
@@ -86,15 +86,15 @@ impl From<Refusal> for Failure {
 
 /// Checks that `signed`'s manifest carries a cosign signature by the public key in
 /// `key_file` (PEM `PUBLIC KEY`, ECDSA P-256, as `cosign generate-key-pair` writes
-/// `cosign.pub`), read at each call. Returns the signer: `cosign key <file> (sha256:<hex of
-/// the key's DER>)`.
+/// `cosign.pub`), read at each call. Returns the signer: the key's file and its fingerprint,
+/// `sha256:<hex of the key's DER>`.
 ///
 /// Errors: [`Failure::Refused`] — the key file cannot be read or is not a P-256 public key
 /// ([`VerifyFailure::KeyFile`]); no signature tag, or one without a payload
 /// ([`VerifyFailure::Unsigned`]); signatures, none by the key ([`VerifyFailure::UnknownKey`]);
 /// a signature by the key of another digest, or a payload that does not parse
 /// ([`VerifyFailure::BadSignature`]). [`Failure::Registry`] when the registry cannot be read.
-pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> Result<String, Failure> {
+pub(in crate::source) async fn verify(key_file: &Path, signed: &Signed<'_>) -> Result<Signer, Failure> {
     let key = public_key(key_file)?;
     let digest = signed.digest;
     let Some(hex) = digest.strip_prefix("sha256:") else {
@@ -188,10 +188,14 @@ fn public_key(path: &Path) -> Result<p256::PublicKey, Refusal> {
     })
 }
 
-/// `cosign key <file> (sha256:<hex>)`, the hash of the key's SubjectPublicKeyInfo DER.
-fn signer(path: &Path, key: &p256::PublicKey) -> String {
+/// The key of `path`, its fingerprint `sha256:<hex>` of its SubjectPublicKeyInfo DER.
+fn signer(path: &Path, key: &p256::PublicKey) -> Signer {
     let der = key.to_public_key_der().map(|d| hex::encode(sha2::Sha256::digest(d.as_bytes()))).unwrap_or_default();
-    format!("cosign key {} (sha256:{der})", path.display())
+    Signer {
+        kind: SignerKind::Cosign,
+        identity: Some(path.display().to_string()),
+        fingerprint: format!("sha256:{der}"),
+    }
 }
 
 /// Whether `signature` (base64 of an ASN.1 DER ECDSA signature) is `key`'s over `payload`.
@@ -267,7 +271,11 @@ mod tests {
         let good = dir.path().join("cosign.pub");
         std::fs::write(&good, pem).unwrap();
         let public = public_key(&good).map_err(|r| r.reason).unwrap();
-        assert!(signer(&good, &public).starts_with(&format!("cosign key {} (sha256:", good.display())));
+        let signer = signer(&good, &public);
+        assert!(signer.to_string().starts_with(&format!("cosign key {} (sha256:", good.display())), "{signer}");
+        let der = public.to_public_key_der().unwrap();
+        assert_eq!(signer.fingerprint, format!("sha256:{}", hex::encode(sha2::Sha256::digest(der.as_bytes()))));
+        assert_eq!(signer.identity, Some(good.display().to_string()));
         let bad = dir.path().join("bad.pub");
         std::fs::write(&bad, "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n").unwrap();
         let refusal = public_key(&bad).err().unwrap();

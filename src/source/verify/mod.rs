@@ -64,6 +64,55 @@ impl VerifyFailure {
     }
 }
 
+/// Who signed a verified revision, as its check found them: the key that made the signature
+/// and the name its trusted-keys file gives it. `Display` is the log line's `signer` field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Signer {
+    /// Which check verified it.
+    pub kind: SignerKind,
+    /// The name the trusted keys give the signer: an SSH key's allowed_signers principals, an
+    /// OpenPGP key's first user ID (`None` when it has none), the cosign key's file.
+    pub identity: Option<String>,
+    /// The signing key's fingerprint: an SSH key's as `ssh-keygen -l` prints it
+    /// (`SHA256:<base64>`), an OpenPGP primary key's (uppercase hex, also when a subkey made
+    /// the signature), a cosign key's `sha256:<hex>` of its SubjectPublicKeyInfo DER.
+    pub fingerprint: String,
+}
+
+/// The check that verified a revision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignerKind {
+    /// An SSH signature of a commit or tag, against `allowed_signers_file`.
+    Ssh,
+    /// An OpenPGP signature of a commit or tag, against `openpgp_keys_file`.
+    OpenPgp,
+    /// A cosign signature of an OCI manifest, against `cosign_public_key_file`.
+    Cosign,
+}
+
+impl SignerKind {
+    /// `ssh`, `openpgp`, `cosign`: as `[sync.verify]`'s checks are named.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SignerKind::Ssh => "ssh",
+            SignerKind::OpenPgp => "openpgp",
+            SignerKind::Cosign => "cosign",
+        }
+    }
+}
+
+impl std::fmt::Display for Signer {
+    /// `<principals> (<fingerprint>)`, `<fingerprint> (<user ID>)`, `cosign key <file> (<fingerprint>)`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let identity = self.identity.as_deref();
+        match self.kind {
+            SignerKind::Ssh => write!(f, "{} ({})", identity.unwrap_or_default(), self.fingerprint),
+            SignerKind::OpenPgp => write!(f, "{} ({})", self.fingerprint, identity.unwrap_or("no user ID")),
+            SignerKind::Cosign => write!(f, "cosign key {} ({})", identity.unwrap_or_default(), self.fingerprint),
+        }
+    }
+}
+
 /// A refusal before it is tied to a unit and revision: the failure, the sentence that says
 /// what is wrong, and the signer when one is known.
 pub(super) struct Refusal {
@@ -103,7 +152,7 @@ pub(super) fn verify(
     spec: &VerifySpec,
     revision: &Revision,
     subject: Subject<'_>,
-) -> Result<String> {
+) -> Result<Signer> {
     let (what, signed) = match subject {
         Subject::Commit(oid) => (format!("commit {oid}"), commit_signature(repo, unit, oid)?),
         Subject::Tag(name, oid) => (format!("annotated tag {name:?} ({oid})"), tag_signature(repo, unit, oid)?),

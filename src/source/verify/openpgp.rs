@@ -10,7 +10,7 @@ use std::path::Path;
 use pgp::composed::{Deserializable, DetachedSignature, SignedPublicKey};
 use pgp::types::KeyDetails;
 
-use super::{Refusal, VerifyFailure, read_key_file};
+use super::{Refusal, Signer, SignerKind, VerifyFailure, read_key_file};
 
 /// The first line of an OpenPGP signature.
 pub(super) const ARMOR: &str = "-----BEGIN PGP SIGNATURE-----";
@@ -20,7 +20,7 @@ const KEY_ARMOR: &str = "-----BEGIN PGP PUBLIC KEY BLOCK-----";
 
 /// Verifies `signature` (armored) over `payload` against the keys of `file`; the signer's
 /// fingerprint and first user ID when it verifies.
-pub(super) fn verify(file: &Path, signature: &str, payload: &[u8]) -> Result<String, Refusal> {
+pub(super) fn verify(file: &Path, signature: &str, payload: &[u8]) -> Result<Signer, Refusal> {
     let keys = keyring(&read_key_file(file, "openpgp_keys_file")?)
         .map_err(|m| Refusal::new(VerifyFailure::KeyFile, format!("cannot be checked: {}: {m}", file.display())))?;
     let (signature, _) = DetachedSignature::from_string(signature).map_err(|e| {
@@ -50,7 +50,11 @@ pub(super) fn verify(file: &Path, signature: &str, payload: &[u8]) -> Result<Str
             return Err(refused(format!("is signed by OpenPGP key {signer}, which is revoked")));
         }
         return match result {
-            Ok(()) => Ok(signer),
+            Ok(()) => Ok(Signer {
+                kind: SignerKind::OpenPgp,
+                identity: key.details.users.first().map(|u| String::from_utf8_lossy(u.id.id()).into_owned()),
+                fingerprint: format!("{:X}", key.primary_key.fingerprint()),
+            }),
             Err(e) => Err(refused(format!("has an OpenPGP signature by {signer} that does not verify: {e}"))),
         };
     }

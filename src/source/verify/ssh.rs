@@ -14,7 +14,7 @@ use std::path::Path;
 
 use ssh_key::{HashAlg, PublicKey, SshSig};
 
-use super::{Refusal, VerifyFailure, read_key_file};
+use super::{Refusal, Signer, SignerKind, VerifyFailure, read_key_file};
 
 /// The first line of an SSH signature.
 pub(super) const ARMOR: &str = "-----BEGIN SSH SIGNATURE-----";
@@ -34,7 +34,7 @@ struct Entry {
 
 /// Verifies `signature` (armored sshsig) over `payload`, made at `time` (Unix seconds), against
 /// the entries of `file`; the signer's principals and key fingerprint when it verifies.
-pub(super) fn verify(file: &Path, signature: &str, payload: &[u8], time: i64) -> Result<String, Refusal> {
+pub(super) fn verify(file: &Path, signature: &str, payload: &[u8], time: i64) -> Result<Signer, Refusal> {
     let entries = parse(&read_key_file(file, "allowed_signers_file")?)
         .map_err(|m| Refusal::new(VerifyFailure::KeyFile, format!("cannot be checked: {}: {m}", file.display())))?;
     let signature = SshSig::from_pem(signature.trim_end()).map_err(|e| {
@@ -62,7 +62,11 @@ pub(super) fn verify(file: &Path, signature: &str, payload: &[u8], time: i64) ->
             continue;
         }
         return match entry.key.verify(NAMESPACE, payload, &signature) {
-            Ok(()) => Ok(signer),
+            Ok(()) => Ok(Signer {
+                kind: SignerKind::Ssh,
+                identity: Some(entry.principals.clone()),
+                fingerprint: fingerprint.clone(),
+            }),
             Err(e) => Err(refused(format!("has an SSH signature by {signer} that does not verify: {e}"))),
         };
     }

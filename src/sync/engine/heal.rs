@@ -72,6 +72,7 @@ impl Engine {
         self.note_adoptions(&mut changes);
         let applied_at = changes.changes_applied_at.unwrap_or_else(Instant::now);
         let health_targets = health_targets(&desired, &changes);
+        let signers = self.loader.signers(&revision);
         Some(Report {
             unit: self.unit.name.clone(),
             revision,
@@ -83,6 +84,7 @@ impl Engine {
             yielded: false,
             path_only: false,
             path_tree: None,
+            signers,
         })
     }
 }

@@ -284,6 +284,7 @@ impl Engine {
         }
         let health_targets = health_targets(&desired, &changes);
         desired.shrink_to_fit();
+        let signers = self.loader.signers(&revision);
         self.last.desired = Some((revision.clone(), desired));
         pruned?;
         Ok(Report {
@@ -301,6 +302,7 @@ impl Engine {
             yielded,
             path_only,
             path_tree,
+            signers,
         })
     }
 }

@@ -16,6 +16,7 @@ fn predicate(unit: &str, uid: &str, previous: Option<String>) -> Predicate {
             commit: "abc".into(),
             path: ".".into(),
             verified_by: Vec::new(),
+            signers: Vec::new(),
             digest: None,
         },
         renderer: Renderer { gitward: "0.1.0".into(), tools: String::new(), sandbox: "off".into() },

@@ -88,8 +88,31 @@ pub struct Source {
     /// The signature checks `[sync.verify]` made of the revision before it was applied
     /// (`ssh`, `openpgp`, `cosign`); empty when the unit verifies nothing.
     pub verified_by: Vec<String>,
+    /// Who signed the revision applied, as those checks found them when it was fetched: one
+    /// signer, or two for a chart verified by cosign whose values come from a verified git
+    /// commit. Empty when the unit verifies nothing (and in attestations made before gitward
+    /// recorded it).
+    #[serde(default)]
+    pub signers: Vec<Signer>,
     /// The chart's or OCI artifact's content digest, where the revision names one.
     pub digest: Option<String>,
+}
+
+/// A signer of the revision applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Signer {
+    /// The check that verified the signature: `ssh` (a commit's or tag's, against
+    /// `allowed_signers_file`), `openpgp` (against `openpgp_keys_file`), `cosign` (an OCI
+    /// manifest's, against `cosign_public_key_file`).
+    pub kind: String,
+    /// The name the trusted keys give the signer: the allowed_signers entry's principals, the
+    /// OpenPGP key's first user ID (`null` when it has none), the cosign public key's file.
+    pub identity: Option<String>,
+    /// The signing key's fingerprint: an SSH key's as `ssh-keygen -l` prints it
+    /// (`SHA256:<base64>`), an OpenPGP primary key's (uppercase hex), a cosign key's
+    /// `sha256:<hex>` of its SubjectPublicKeyInfo DER.
+    pub fingerprint: String,
 }
 
 /// What rendered the manifests.

@@ -3,11 +3,12 @@
 //! mirror tells without a load — whether a push touched the unit's path, the tree at a path,
 //! the directories a `[[sync_set]]` glob matches.
 
+use std::sync::Mutex;
 use std::time::Instant;
 
 use super::{Origin, Repo, blocking};
 use crate::source::artifact::{Artifact, Pulled};
-use crate::source::{self, Revision};
+use crate::source::{self, Revision, Signer, Source};
 use crate::sync::{Error, Result};
 
 impl Repo {
@@ -27,32 +28,45 @@ impl Repo {
     /// at or after `not_before` ([`Source::fetch_since`](crate::source::Source::fetch_since)): pass
     /// the instant the event asking for it was seen (a webhook, a ref change), and the units of one
     /// repository that saw one push fetch it once. A chart repository or OCI artifact is asked
-    /// every time.
+    /// every time. Who signed the revision, as `[sync.verify]`'s check found them, is kept for
+    /// [`Repo::signers`].
     ///
     /// Errors: those of [`Repo::fetch`].
     pub async fn fetch_since(&self, not_before: Instant) -> Result<Revision> {
+        let (revision, signers) = self.fetch_verified(not_before).await?;
+        self.signed.lock().expect("signed lock").note(&revision, signers);
+        Ok(revision)
+    }
+
+    /// [`Repo::fetch_since`]'s revision, and who signed it as its verification found them.
+    async fn fetch_verified(&self, not_before: Instant) -> Result<(Revision, Vec<Signer>)> {
         let source = match &self.origin {
             Origin::Git(source) => source.clone(),
             Origin::Artifact(artifact, source) => {
                 let mirror = source.clone();
                 let known = move |r: &Revision| Artifact::commit(&mirror.lock().expect("source lock"), r).is_some();
-                let (revision, layer) = match artifact.pull(known).await? {
-                    Pulled::Known(revision) => return Ok(revision),
+                let (pulled, signer) = artifact.pull(known).await?;
+                let signers = signer.into_iter().collect();
+                let (revision, layer) = match pulled {
+                    Pulled::Known(revision) => return Ok((revision, signers)),
                     Pulled::New(revision, layer) => (revision, layer),
                 };
                 let (artifact, source, rev) = (artifact.clone(), source.clone(), revision.clone());
                 blocking(move || Ok(artifact.import(&source.lock().expect("source lock"), &rev, &layer)?)).await?;
-                return Ok(revision);
+                return Ok((revision, signers));
             }
             Origin::Chart(chart, values) => {
-                let chart = chart.lock().await.fetch().await?.revision;
-                let Some(values) = values.clone() else { return Ok(chart) };
-                let fetch = move || values.lock().expect("source lock").fetch_since(not_before).map_err(Error::from);
-                let commit = blocking(fetch).await?;
-                return Ok(Revision(format!("{chart}+git:{commit}")));
+                let fetched = chart.lock().await.fetch().await?;
+                let Some(values) = values.clone() else {
+                    return Ok((fetched.revision, fetched.signer.into_iter().collect()));
+                };
+                let (commit, signer) = blocking(move || fetch_git(&values, not_before)).await?;
+                let signers = fetched.signer.into_iter().chain(signer).collect();
+                return Ok((Revision(format!("{}+git:{commit}", fetched.revision)), signers));
             }
         };
-        blocking(move || source.lock().expect("source lock").fetch_since(not_before).map_err(Error::from)).await
+        let (revision, signer) = blocking(move || fetch_git(&source, not_before)).await?;
+        Ok((revision, signer.into_iter().collect()))
     }
 
     /// Whether the push seen at `not_before` touched the unit's path since `from`, and the
@@ -95,4 +109,13 @@ impl Repo {
         })
         .await
     }
+}
+
+/// Fetches `source`'s mirror and resolves its ref ([`Source::fetch_since`]); the revision and
+/// who signed it, under the one lock. Blocking.
+fn fetch_git(source: &Mutex<Source>, not_before: Instant) -> Result<(Revision, Option<Signer>)> {
+    let mut source = source.lock().expect("source lock");
+    let revision = source.fetch_since(not_before).map_err(Error::from)?;
+    let signer = source.signer(&revision);
+    Ok((revision, signer))
 }

@@ -24,6 +24,7 @@ use crate::source::{Credentials, Revision, Source, SourceSpec, VerifySpec};
 mod fetch;
 mod load;
 mod render;
+mod signed;
 
 /// A unit's mirror (or chart repository), renderer and parse cache.
 #[derive(Clone)]
@@ -35,6 +36,8 @@ pub struct Repo {
     parse_cache: Arc<Mutex<ParseCache>>,
     renderer: Arc<Mutex<Renderer>>,
     unit: Arc<SyncUnit>,
+    /// Who signed the revisions its fetches verified.
+    signed: Arc<Mutex<signed::Signed>>,
 }
 
 impl Repo {
@@ -68,6 +71,7 @@ impl Repo {
                 parse_cache: Arc::new(Mutex::new(ParseCache::new())),
                 renderer: Arc::new(Mutex::new(Renderer::new())),
                 unit: unit.clone(),
+                signed: Arc::default(),
             });
         }
         let source = Arc::new(Mutex::new(open_git(state_dir, unit).await?));
@@ -81,7 +85,18 @@ impl Repo {
             parse_cache: Arc::new(Mutex::new(ParseCache::new())),
             renderer: Arc::new(Mutex::new(Renderer::new())),
             unit: unit.clone(),
+            signed: Arc::default(),
         })
+    }
+}
+
+impl Repo {
+    /// Who signed `revision`, as a fetch of this unit (or a clone of its handle) verified it
+    /// under `[sync.verify]`: a chart's or artifact's cosign key, the commit's or tag's SSH or
+    /// OpenPGP key, both for a chart whose values come from git. Empty when it verifies
+    /// nothing, or `revision` was not fetched lately.
+    pub fn signers(&self, revision: &Revision) -> Vec<crate::source::Signer> {
+        self.signed.lock().expect("signed lock").of(revision)
     }
 }
 
