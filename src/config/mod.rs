@@ -65,7 +65,7 @@ pub use ignore::IgnoreRule;
 pub use notify::{Notify, NotifyEvent, NotifyKind, repository_path};
 pub use path::UnitPath;
 pub use preview::{DEFAULT_PREVIEW_INTERVAL, ForgeAuth, ForgeKind, Preview};
-pub use provenance::Provenance;
+pub use provenance::{Provenance, ProvenanceKey};
 /// The config file's JSON Schema, as pretty JSON: what `gitward schema` prints and
 /// `schema/config.schema.json` holds.
 pub use raw::schema::json_schema;

@@ -81,9 +81,17 @@ pub(super) struct RawConfig {
 pub(super) struct RawProvenance {
     /// The private key that signs the attestations: an unencrypted PKCS#8 PEM file of an
     /// ECDSA P-256 or an Ed25519 key (`openssl genpkey -algorithm ed25519`, or `openssl
-    /// genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`). Required.
-    #[schemars(with = "String")]
-    pub key_file: Spanned<String>,
+    /// genpkey -algorithm EC -pkeyopt ec_paramgen_curve:P-256`). Exactly one of key_file and
+    /// key_secret is set.
+    #[schemars(with = "Option<String>")]
+    pub key_file: Option<Spanned<String>>,
+    /// The private key as a Kubernetes Secret, "namespace/name": its data key `key.pem` holds
+    /// the same unencrypted PKCS#8 PEM as key_file would (`kubectl create secret generic NAME
+    /// --from-file=key.pem=provenance.key`). Read with gitward's own identity (not a unit's
+    /// ServiceAccount) from the unit's cluster when its engine starts, so gitward needs `get` on
+    /// that Secret. Exactly one of key_file and key_secret is set.
+    #[schemars(with = "Option<String>")]
+    pub key_secret: Option<Spanned<String>>,
     /// How many of a unit's last attestations its ConfigMap in the cluster keeps (the state
     /// directory keeps them all). Default: 20.
     #[schemars(with = "Option<u32>")]

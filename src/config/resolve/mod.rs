@@ -20,7 +20,7 @@ use self::rules::host_path;
 use super::raw::{HumanDuration, RawConfig};
 use super::{Config, Error, Result, unit::adopted_by};
 
-mod rules;
+pub(super) mod rules;
 mod tables;
 mod unit;
 

@@ -94,7 +94,7 @@ impl Engine {
     ///
     /// Errors: [`crate::sync::Error::Source`] when the mirror cannot be opened; [`crate::sync::Error::Cluster`] when the
     /// client impersonating the unit's ServiceAccount cannot be built; [`crate::sync::Error::Provenance`] when
-    /// `[provenance] key_file` cannot be read as a key.
+    /// `[provenance] key_file` or `key_secret` cannot be read as a key.
     pub async fn new(
         client: kube::Client,
         cluster: &ClusterConfig,
@@ -129,7 +129,7 @@ impl Engine {
             Some(sa) => crate::cluster::connect_impersonating(cluster, &unit.namespace, sa, fence, user_agent).await?,
             None => client.clone(),
         };
-        let attestor = super::provenance::Attestor::new(unit, cluster, state_dir).await?;
+        let attestor = super::provenance::Attestor::new(unit, cluster, state_dir, &client).await?;
         let parent = ApplySetParent::new(unit.clone());
         let mut cache = MetadataCache::new(client.clone(), &parent.inventory().id);
         cache.set_field_manager(&unit.field_manager);

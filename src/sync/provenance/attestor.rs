@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::api::Api;
 
 use super::dsse::{self, PAYLOAD_TYPE};
@@ -17,12 +17,12 @@ use super::kept::{self, Kept};
 use super::key::SigningKey;
 use super::members::{self, Member};
 use super::statement::{
-    Changes, ClusterId, MembersRecord, Predicate, Renderer, Sha256Digest, Source, Statement, Target,
+    Changes, ClusterId, MembersRecord, Predicate, Renderer, Sha256Digest, Signer, Source, Statement, Target,
 };
 use crate::changeset::{Action, ChangeSet};
 use crate::cluster::cache::MetadataCache;
 use crate::cluster::inventory::Inventory;
-use crate::config::{ClusterConfig, SyncUnit};
+use crate::config::{ClusterConfig, ProvenanceKey, SyncUnit};
 use crate::manifest::HashKey;
 use crate::plan::Desired;
 use crate::sync::Report;
@@ -43,7 +43,7 @@ pub(in crate::sync) struct Concluded<'a> {
 
 /// Signs and keeps a unit's attestations ([`super`]).
 pub(in crate::sync) struct Attestor {
-    /// `[provenance] key_file`'s key.
+    /// `[provenance] key_file`'s or `key_secret`'s key.
     key: SigningKey,
     /// How many the ConfigMap keeps.
     keep: usize,
@@ -66,19 +66,19 @@ pub(in crate::sync) struct Attestor {
 }
 
 impl Attestor {
-    /// The attestor of `unit` when its config has `[provenance]`, its key read and the CA of
-    /// `cluster`'s kubeconfig fingerprinted.
+    /// The attestor of `unit` when its config has `[provenance]`, its key read (a `key_secret`
+    /// through `client`, gitward's own) and the CA of `cluster`'s kubeconfig fingerprinted.
     ///
-    /// Errors: the key file cannot be read as a key; the kubeconfig or the install's key cannot
-    /// be read.
+    /// Errors: the key file or Secret cannot be read as a key; the kubeconfig or the install's
+    /// key cannot be read.
     pub(in crate::sync) async fn new(
         unit: &SyncUnit,
         cluster: &ClusterConfig,
         state_dir: &Path,
+        client: &kube::Client,
     ) -> crate::sync::Result<Option<Self>> {
         let Some(provenance) = &unit.provenance else { return Ok(None) };
-        let key = SigningKey::read(&provenance.key_file)
-            .map_err(|e| crate::sync::Error::Provenance(format!("key_file {e}")))?;
+        let key = signing_key(&provenance.key, client).await.map_err(crate::sync::Error::Provenance)?;
         let install_key = crate::sync::substitute::install_key(state_dir)?;
         let config = crate::cluster::prepare(cluster, "gitward", None).await?;
         let ca = config.root_cert.as_ref().and_then(|certs| certs.first());
@@ -131,7 +131,7 @@ impl Attestor {
         let record = members::text(&members);
         let predicate = Predicate {
             unit: unit.name.clone(),
-            source: source(unit, &sync.report.revision.0),
+            source: source(unit, sync.report),
             renderer: self.renderer.clone(),
             target: target(unit, cluster),
             changes,
@@ -179,6 +179,25 @@ impl Attestor {
         self.cluster = Some(cluster.clone());
         Ok(cluster)
     }
+}
+
+/// The key `key` names, read now; the error names the file or Secret.
+async fn signing_key(key: &ProvenanceKey, client: &kube::Client) -> Result<SigningKey, String> {
+    let (namespace, name) = match key {
+        ProvenanceKey::File(path) => return SigningKey::read(path).map_err(|e| format!("key_file {e}")),
+        ProvenanceKey::Secret { namespace, name } => (namespace, name),
+    };
+    let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let secret = api.get_opt(name).await.map_err(|e| format!("{key}: {}", crate::cluster::api_message(&e)))?;
+    let Some(secret) = secret else { return Err(format!("{key}: not found")) };
+    let mut data = secret.data.unwrap_or_default();
+    let Some(pem) = data.remove(ProvenanceKey::SECRET_KEY) else {
+        let held: Vec<&str> = data.keys().map(String::as_str).collect();
+        let held = if held.is_empty() { "none".to_owned() } else { held.join(", ") };
+        return Err(format!("{key} has no data key {} (it holds: {held})", ProvenanceKey::SECRET_KEY));
+    };
+    let pem = String::from_utf8(pem.0).map_err(|_| format!("{key} {}: not a PEM text", ProvenanceKey::SECRET_KEY))?;
+    SigningKey::from_pem(&pem).map_err(|e| format!("{key} {}: {e}", ProvenanceKey::SECRET_KEY))
 }
 
 /// The error of a read or write of `inventory`'s attestations.
@@ -235,8 +254,9 @@ fn members(desired: &[Desired], cache: &MetadataCache, key: &HashKey) -> Vec<Mem
         .collect()
 }
 
-/// The source of `unit`'s `revision`.
-fn source(unit: &SyncUnit, revision: &str) -> Source {
+/// The source of the revision `report` applied, and who signed it.
+fn source(unit: &SyncUnit, report: &Report) -> Source {
+    let revision = report.revision.0.as_str();
     let verify = unit.verify.as_ref();
     let verified_by = [
         ("ssh", verify.is_some_and(|v| v.allowed_signers_file.is_some())),
@@ -249,7 +269,17 @@ fn source(unit: &SyncUnit, revision: &str) -> Source {
         commit: revision.to_owned(),
         path: unit.path.display().to_owned(),
         verified_by: verified_by.iter().filter(|(_, on)| *on).map(|(k, _)| (*k).to_owned()).collect(),
+        signers: report.signers.iter().map(signer).collect(),
         digest: revision.rsplit_once("@sha256:").map(|(_, hex)| format!("sha256:{hex}")),
+    }
+}
+
+/// `signer` as the predicate names it.
+fn signer(signer: &crate::source::Signer) -> Signer {
+    Signer {
+        kind: signer.kind.as_str().to_owned(),
+        identity: signer.identity.clone(),
+        fingerprint: signer.fingerprint.clone(),
     }
 }
 
