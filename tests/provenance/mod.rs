@@ -4,6 +4,7 @@ pub(crate) mod attest;
 pub(crate) mod daemon;
 pub(crate) mod live;
 pub(crate) mod referrers;
+pub(crate) mod signer;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -30,18 +31,32 @@ pub(crate) struct Fixture {
     pub key: SigningKey,
 }
 
+/// What a test writes into the fixture's config: its `[provenance]` table and the lines of
+/// unit `app`'s `[[sync]]` table past its repository, ref, path and namespace.
+pub(crate) struct Tables {
+    pub provenance: String,
+    pub unit: String,
+}
+
 impl Fixture {
     /// A unit `app` of a fresh repository into a fresh namespace, `[provenance]` signing with a
-    /// P-256 key (`seed`), its public key at `dir/provenance.pub`; the config serves
-    /// `gitward sync` and `gitward run` alike.
+    /// P-256 key (`seed`) from `dir/provenance.key`, its public key at `dir/provenance.pub`;
+    /// the config serves `gitward sync` and `gitward run` alike.
     pub(crate) async fn new(prefix: &str, seed: u8) -> Self {
+        let key_file = |dir: &Path, _: &str| Tables { provenance: key_file_table(dir), unit: String::new() };
+        Self::with(prefix, SigningKey::p256_from_seed(seed), key_file).await
+    }
+
+    /// [`Fixture::new`] signing with `key` (written to `dir/provenance.key`, its public half to
+    /// `dir/provenance.pub`), the config's tables as `tables` makes them of the directory and
+    /// the namespace.
+    pub(crate) async fn with(prefix: &str, key: SigningKey, tables: impl FnOnce(&Path, &str) -> Tables) -> Self {
         let (env, namespace, repo) = common::setup_repo(prefix).await;
         let dir = tempfile::tempdir().unwrap();
-        let key = SigningKey::p256_from_seed(seed);
         std::fs::write(dir.path().join("provenance.key"), key.to_pem()).unwrap();
         std::fs::write(dir.path().join("provenance.pub"), key.verifying().to_pem()).unwrap();
-        let unit = common::unit_toml("app", &repo.bare(), "", &namespace, "");
-        let provenance = format!("[provenance]\nkey_file = \"{}\"\n", dir.path().join("provenance.key").display());
+        let Tables { provenance, unit } = tables(dir.path(), &namespace);
+        let unit = common::unit_toml("app", &repo.bare(), "", &namespace, &unit);
         let (config, port) = common::daemon_config(dir.path(), &provenance, "", &unit);
         Self { env, repo, dir, config, port, key }
     }
@@ -93,6 +108,11 @@ impl Fixture {
         eprintln!("attest verify {args:?}: {:?}\n{stdout}{}", out.status.code(), String::from_utf8_lossy(&out.stderr));
         (out.status.code(), stdout)
     }
+}
+
+/// `[provenance]` signing with `dir/provenance.key`.
+pub(crate) fn key_file_table(dir: &Path) -> String {
+    format!("[provenance]\nkey_file = \"{}\"\n", dir.join("provenance.key").display())
 }
 
 /// The Statement of `envelope`, unverified.

@@ -18,13 +18,13 @@ const LIMIT: Duration = Duration::from_secs(120);
 const WAIT: Duration = Duration::from_secs(60);
 
 /// An ed25519 key made by `ssh-keygen`, and its allowed_signers line.
-struct SshKey {
+pub(crate) struct SshKey {
     private: PathBuf,
-    line: String,
+    pub(crate) line: String,
 }
 
 impl SshKey {
-    fn new(dir: &Path, name: &str, principal: &str) -> Self {
+    pub(crate) fn new(dir: &Path, name: &str, principal: &str) -> Self {
         let private = dir.join(name);
         let out = Command::new("ssh-keygen")
             .args(["-q", "-t", "ed25519", "-N", "", "-C", principal, "-f"])
@@ -40,7 +40,7 @@ impl SshKey {
 }
 
 /// An OpenPGP key made by `gpg` in a home of its own; the agent is stopped on drop.
-struct PgpKey {
+pub(crate) struct PgpKey {
     home: tempfile::TempDir,
     fingerprint: String,
 }
@@ -82,7 +82,7 @@ impl Drop for PgpKey {
 }
 
 /// How a commit or tag is signed.
-enum Sign<'a> {
+pub(crate) enum Sign<'a> {
     No,
     Ssh(&'a SshKey),
     Pgp(&'a PgpKey),
@@ -108,7 +108,7 @@ fn git(repo: &common::GitRepo, sign: &Sign<'_>, args: &[&str]) -> String {
 }
 
 /// Writes ConfigMap `a` with `value`, commits (signed as `sign` says) and pushes; the SHA.
-fn push(repo: &common::GitRepo, value: &str, sign: Sign<'_>) -> String {
+pub(crate) fn push(repo: &common::GitRepo, value: &str, sign: Sign<'_>) -> String {
     repo.write("a.yaml", &common::cm("a", value));
     git(repo, &Sign::No, &["add", "-A"]);
     let signed = if matches!(sign, Sign::No) { "--no-gpg-sign" } else { "-S" };
@@ -162,7 +162,8 @@ fn field<'a>(event: &'a Value, name: &str) -> &'a Value {
     if event["fields"][name].is_null() { &event[name] } else { &event["fields"][name] }
 }
 
-fn fingerprint(key: &SshKey) -> String {
+/// The key's fingerprint as `ssh-keygen -l` prints it (`SHA256:…`).
+pub(crate) fn fingerprint(key: &SshKey) -> String {
     let out = Command::new("ssh-keygen").arg("-lf").arg(key.private.with_extension("pub")).output().unwrap();
     String::from_utf8_lossy(&out.stdout).split_whitespace().nth(1).unwrap().to_owned()
 }
