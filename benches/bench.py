@@ -1071,13 +1071,14 @@ def push_and_watch(work, bare, path, k, watch):
     return round((seen - pushed) * 1000, 1) if seen else None
 
 
-def fleet_run(tmp, prefix, units, pushes=0):
+def fleet_run(tmp, prefix, units, pushes=0, tables=""):
     """One `gitward run` of `units` units: seconds from its start to the last of their objects
     applied (audit log), VmRSS at rest, peak, state directory size, gitward's requests per unit
-    until every unit synced once and per push (audit log), push-to-applied."""
+    until every unit synced once and per push (audit log), push-to-applied. `tables` is appended
+    to the config (a [provenance])."""
     create_fleet_namespaces(prefix, units)
     work, bare = fleet_repo(tmp, prefix, units)
-    config = fleet_config(tmp, prefix, bare, units, "run")
+    config = fleet_config(tmp, prefix, bare, units, "run", tables=tables)
     log = os.path.join(tmp, f"{prefix}-daemon.log")
     mark = audit_len()
     started = time.time()
@@ -1233,6 +1234,37 @@ def fleet(units):
     write_results("fleet", "\n".join(out),
                   {"small": small, "large": large, "flux": flux, "marginal_kib_per_unit": round(marginal, 1),
                    "load_before": load_before, "load_after": load_after})
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def fleet_attested(units):
+    """`benches/run fleet-attested [UNITS]`: what `[provenance]` costs a daemon of UNITS units
+    (default 10,000): one `gitward run` of the fleet without it, then one with an Ed25519 key,
+    each on its own repository in the same cluster; all synced once, VmRSS at rest and peak
+    (/proc), requests per unit (audit log). Writes target/bench/fleet-attested.md and .json."""
+    tmp = tempfile.mkdtemp(prefix="gitward-fleet-attested-")
+    key = os.path.join(tmp, "provenance.key")
+    sh(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key])
+    load_before = open("/proc/loadavg").read().split()[:3]
+    plain = fleet_run(tmp, "fleetp", units)
+    print(f"fleet without [provenance] {plain}", file=sys.stderr)
+    attested = fleet_run(tmp, "fleeta", units, tables=f'\n[provenance]\nkey_file = "{key}"\n')
+    print(f"fleet with [provenance] {attested}", file=sys.stderr)
+    load_after = open("/proc/loadavg").read().split()[:3]
+    out = [f"# [provenance]'s cost to a daemon of {units} units ({FLEET_OBJECTS} ConfigMaps each), same run\n",
+           f"Load average (1, 5, 15 min) before: {' '.join(load_before)}; after: {' '.join(load_after)}; "
+           f"{os.cpu_count()} CPUs.\n",
+           "| daemon | all synced once, s | at rest MiB | peak MiB | requests per unit (first sync) |",
+           "|---|---|---|---|---|"]
+    for name, r in (("without [provenance]", plain), ("with [provenance]", attested)):
+        out.append(f"| {name} | {r['all_synced_seconds']:.1f} | {r['rss_at_rest_mib']:.1f} | {r['peak_rss_mib']:.0f} "
+                   f"| {per_unit(r['first_sync_requests'], r['units'])} |")
+    out.append("")
+    out.append(f"With ÷ without: all synced {attested['all_synced_seconds'] / plain['all_synced_seconds']:.2f}, "
+               f"at rest {attested['rss_at_rest_mib'] / plain['rss_at_rest_mib']:.3f}, "
+               f"peak {attested['peak_rss_mib'] / plain['peak_rss_mib']:.3f}.")
+    write_results("fleet-attested", "\n".join(out), {"without": plain, "with": attested,
+                                                       "load_before": load_before, "load_after": load_after})
     shutil.rmtree(tmp, ignore_errors=True)
 
 
@@ -2018,6 +2050,8 @@ def main():
         return fleet(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "fleet-heap":
         return fleet_heap(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
+    if sys.argv[1] == "fleet-attested":
+        return fleet_attested(int(sys.argv[2]) if len(sys.argv) > 2 else 10000)
     if sys.argv[1] == "fleet-flux":
         return fleet_flux_alone(int(sys.argv[2]) if len(sys.argv) > 2 else 1000)
     if sys.argv[1] == "fleet-sharded":
