@@ -1282,13 +1282,13 @@ def fleet_flux_alone(units):
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def fleet_heap_run(tmp, prefix, units):
+def fleet_heap_run(tmp, prefix, units, tables=""):
     """`gitward run` of `units` fleet units under heaptrack, SIGKILLed at rest (every unit synced
     once, no sync for 2 s): what it still holds is heaptrack's "leaked" memory. Returns the
-    data file and VmRSS at rest (KiB)."""
+    data file and VmRSS at rest (KiB). `tables` is appended to the config (a [provenance])."""
     create_fleet_namespaces(prefix, units)
     _, bare = fleet_repo(tmp, prefix, units)
-    config = fleet_config(tmp, prefix, bare, units, "run")
+    config = fleet_config(tmp, prefix, bare, units, "run", tables=tables)
     log = os.path.join(tmp, f"{prefix}-daemon.log")
     data = os.path.join(tmp, f"{prefix}.heaptrack")
     tracer = subprocess.Popen(["heaptrack", "-o", data, GITWARD, "--log-format", "json", "run", "--config", config],
@@ -1348,8 +1348,17 @@ def fleet_heap(units):
     target/bench/fleet-heap.md and the whole report to fleet-heap.txt."""
     tmp = tempfile.mkdtemp(prefix="gitward-fleet-heap-")
     small_units = units // 5
-    small, small_rss = fleet_heap_run(tmp, "heaps", small_units)
-    large, large_rss = fleet_heap_run(tmp, "heapl", units)
+    attested = os.environ.get("GITWARD_BENCH_HEAP_ATTESTED") == "1"
+    if attested:
+        # What [provenance] adds per unit: UNITS units without it, then UNITS with an Ed25519 key.
+        key = os.path.join(tmp, "provenance.key")
+        sh(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key])
+        small_units = 0
+        small, small_rss = fleet_heap_run(tmp, "heaps", units)
+        large, large_rss = fleet_heap_run(tmp, "heapl", units, tables=f'\n[provenance]\nkey_file = "{key}"\n')
+    else:
+        small, small_rss = fleet_heap_run(tmp, "heaps", small_units)
+        large, large_rss = fleet_heap_run(tmp, "heapl", units)
     os.makedirs(os.path.join(ROOT, "target/bench"), exist_ok=True)
     stacks = os.path.join(ROOT, "target/bench/fleet-heap.stacks")
     report = sh(["heaptrack_print", "-f", large, "-d", small, "--print-leaks", "1", "--print-peaks", "0",
@@ -1359,7 +1368,9 @@ def fleet_heap(units):
     extra = units - small_units
     sites = heap_sites(stacks)
     total = re.search(r"^total memory leaked: (.*)$", report, re.M)
-    lines = [f"# Heap per unit: {small_units} → {units} units, {FLEET_OBJECTS} ConfigMaps each "
+    what = (f"{units} units without [provenance] → with it" if attested
+            else f"{small_units} → {units} units")
+    lines = [f"# Heap per unit: {what}, {FLEET_OBJECTS} ConfigMaps each "
              f"(heaptrack, killed at rest)\n",
              f"VmRSS at rest: {small_rss / 1024:.0f} MiB → {large_rss / 1024:.0f} MiB "
              f"({(large_rss - small_rss) / extra:.1f} KiB per unit). Heap held at rest, the difference: "

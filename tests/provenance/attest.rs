@@ -146,3 +146,49 @@ async fn each_tampering_fails_verification_naming_why() {
     });
     expect(&[first, moved], "cluster id changed: attestation #2");
 }
+
+/// A sync whose one object the API server rejects still attests what it applied: the Statement
+/// names the ConfigMap created and the rejected one failed, and its health is `failed`.
+#[tokio::test]
+async fn a_sync_with_a_rejected_object_attests_what_it_did_apply() {
+    let fixture = Fixture::new("prov-partial", 13).await;
+    let ns = &fixture.env.namespace;
+    let rejected =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: bad\n  labels:\n    team: \"not a valid label value!\"\n";
+    fixture
+        .repo
+        .push(&[("a.yaml", &common::cm("a", "1")), ("bad.yaml", rejected)], "a, and one the API server rejects");
+    let run = common::gitward(&["sync"], &fixture.config, super::LIMIT);
+    assert_eq!(run.code, Some(1), "an object failed: {}", run.stderr);
+    let kept = fixture.kept().await;
+    assert_eq!(kept.len(), 1, "the sync applied a: one attestation");
+    let predicate = statement(&kept[0]).predicate;
+    assert_eq!(predicate.changes.created, [format!("ConfigMap/{ns}/a")]);
+    assert_eq!(predicate.changes.failed, [format!("ConfigMap/{ns}/bad")]);
+    assert_eq!(predicate.health, "failed");
+    assert_eq!(fixture.verify(&[fixture.journal().to_str().unwrap()]).0, Some(0));
+}
+
+/// A sync that creates every member again (they were deleted by hand) takes itself for the
+/// unit's first and writes its attestation without reading the ConfigMap first; the ConfigMap
+/// is there, so the write meets it (409), reads it and chains to the last attestation kept.
+#[tokio::test]
+async fn a_sync_that_recreates_every_member_still_chains_to_the_kept_attestations() {
+    let fixture = Fixture::new("prov-again", 14).await;
+    let kept = two_syncs(&fixture).await;
+    let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(fixture.env.client.clone(), &fixture.env.namespace);
+    for name in ["a", "b"] {
+        api.delete(name, &Default::default()).await.unwrap();
+    }
+    let gone = common::eventually(super::LIMIT, || async { api.get_opt("a").await.unwrap().is_none() }).await;
+    assert!(gone, "a deleted");
+    fixture.sync();
+    let now = fixture.kept().await;
+    assert_eq!(now.len(), 3, "a third attestation, kept beside the two");
+    let third = statement(&now[2]).predicate;
+    assert_eq!(third.changes.created.len(), 2, "{:?}", third.changes);
+    assert_eq!(third.previous.map(|d| d.sha256), Some(dsse::digest(&kept[1])), "chained to the last one kept");
+    let (code, out) = fixture.verify(&[fixture.journal().to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}");
+}

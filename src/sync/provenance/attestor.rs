@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use k8s_openapi::api::core::v1::{Namespace, Secret};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::Api;
 
 use super::dsse::{self, PAYLOAD_TYPE};
@@ -51,10 +51,8 @@ pub(in crate::sync) struct Attestor {
     journal: PathBuf,
     /// The renderer as every Statement names it.
     renderer: Renderer,
-    /// sha256 hex of the API server CA's DER, from the kubeconfig.
-    ca_sha256: String,
-    /// The cluster's identity, once the kube-system Namespace was read.
-    cluster: Option<ClusterId>,
+    /// What the attestations name of the cluster, shared by every unit's attestor.
+    cluster: Arc<super::cluster::Facts>,
     /// What the ConfigMap holds as last read or written; `None` until read (and after a
     /// failed write).
     kept: Option<Kept>,
@@ -80,9 +78,7 @@ impl Attestor {
         let Some(provenance) = &unit.provenance else { return Ok(None) };
         let key = signing_key(&provenance.key, client).await.map_err(crate::sync::Error::Provenance)?;
         let install_key = crate::sync::substitute::install_key(state_dir)?;
-        let config = crate::cluster::prepare(cluster, "gitward", None).await?;
-        let ca = config.root_cert.as_ref().and_then(|certs| certs.first());
-        let ca_sha256 = ca.map(|der| hex::encode(<sha2::Sha256 as sha2::Digest>::digest(der))).unwrap_or_default();
+        let facts = super::cluster::facts(cluster).await?;
         let commit = option_env!("VERGEN_GIT_SHA").unwrap_or("unknown");
         let renderer = Renderer {
             gitward: format!("{} ({commit})", env!("CARGO_PKG_VERSION")),
@@ -94,8 +90,7 @@ impl Attestor {
             keep: provenance.keep,
             journal: state_dir.join("attestations").join(format!("{}.jsonl", unit.name)),
             renderer,
-            ca_sha256,
-            cluster: None,
+            cluster: facts,
             kept: None,
             install_key,
             referrers: super::referrer::Referrers::new(unit),
@@ -119,14 +114,7 @@ impl Attestor {
         if !changes.applied_anything() {
             return Ok(false);
         }
-        let cluster = self.cluster(view).await?;
-        let mut kept = match self.kept.take() {
-            Some(kept) => kept,
-            None => {
-                let read = kept::read(view.client(), inventory).await.map_err(cluster_error(inventory))?;
-                read.as_ref().map(Kept::of).unwrap_or_default()
-            }
-        };
+        let cluster = self.cluster.id(view.client()).await?;
         let members = members(sync.desired, sync.cache, &self.install_key);
         let record = members::text(&members);
         let predicate = Predicate {
@@ -139,23 +127,11 @@ impl Attestor {
             health: sync.health,
             started_on: rfc3339(SystemTime::now() - sync.report.took.apply),
             finished_on: rfc3339(SystemTime::now()),
-            previous: kept.last.take().map(|sha256| Sha256Digest { sha256 }),
+            previous: None,
         };
         let statement = Statement::new(&inventory.id, members::render_digest(&members), predicate);
-        let payload = serde_json::to_vec(&statement).expect("a statement serializes");
-        let envelope = dsse::sign(PAYLOAD_TYPE, &payload, &self.key);
-        let line = dsse::to_line(&envelope);
-        let (n, mut dropped) = kept.add(line.len(), self.keep);
-        let gzipped = kept::gzip(&record);
-        if gzipped.is_none() {
-            dropped.push(kept::MEMBERS.to_owned());
-        }
-        let body = kept::body(inventory, &unit.name, (n, &line), gzipped, kept.resource_version.take());
-        let written = view.writes().keep_attestations(&body, &dropped, &unit.field_manager).await;
-        let written = written.map_err(cluster_error(inventory))?;
-        kept.resource_version = written.metadata.resource_version;
-        kept.last = Some(dsse::digest(&envelope));
-        self.kept = Some(kept);
+        let first = first_sync(sync.report);
+        let line = self.keep(view, unit, inventory, (statement, kept::gzip(&record)), first).await?;
         append(&self.journal, &line)
             .map_err(|e| crate::sync::Error::Provenance(format!("append to {}: {e}", self.journal.display())))?;
         if let Some(referrers) = &self.referrers {
@@ -164,21 +140,64 @@ impl Attestor {
         Ok(true)
     }
 
-    /// The cluster's identity: the kube-system Namespace's uid, read once, and the CA's
-    /// fingerprint.
-    async fn cluster(&mut self, view: &ClusterView) -> crate::sync::Result<ClusterId> {
-        if let Some(cluster) = &self.cluster {
-            return Ok(cluster.clone());
+    /// Chains `statement` to the unit's last attestation, signs it and keeps it, with the
+    /// gzipped members record, in the unit's ConfigMap; returns the envelope's line. What the
+    /// ConfigMap holds is read first unless the attestor knows it, or `first` (the unit's first
+    /// sync: nothing to read yet); a write that meets another (409: it exists, or moved since)
+    /// reads it and is signed and sent once more.
+    ///
+    /// Errors: the ConfigMap cannot be read or written.
+    async fn keep(
+        &mut self,
+        view: &ClusterView,
+        unit: &SyncUnit,
+        inventory: &Inventory,
+        (mut statement, gzipped): (Statement, Option<Vec<u8>>),
+        first: bool,
+    ) -> crate::sync::Result<String> {
+        let read = || async {
+            let read = kept::read(view.client(), inventory).await.map_err(cluster_error(inventory))?;
+            Ok::<_, crate::sync::Error>(read.as_ref().map(Kept::of).unwrap_or_default())
+        };
+        let mut kept = match self.kept.take() {
+            Some(kept) => kept,
+            None if first => Kept::default(),
+            None => read().await?,
+        };
+        for retry in [true, false] {
+            statement.predicate.previous = kept.last.take().map(|sha256| Sha256Digest { sha256 });
+            let payload = serde_json::to_vec(&statement).expect("a statement serializes");
+            let envelope = dsse::sign(PAYLOAD_TYPE, &payload, &self.key);
+            let line = dsse::to_line(&envelope);
+            let (n, mut dropped) = kept.add(line.len(), self.keep);
+            if gzipped.is_none() {
+                dropped.push(kept::MEMBERS.to_owned());
+            }
+            let body = kept::body(inventory, &unit.name, (n, &line), gzipped.clone(), kept.resource_version.take());
+            match view.writes().keep_attestations(&body, &dropped, &unit.field_manager).await {
+                Ok(written) => {
+                    kept.resource_version = written.metadata.resource_version;
+                    kept.last = Some(dsse::digest(&envelope));
+                    self.kept = Some(kept);
+                    return Ok(line);
+                }
+                Err(kube::Error::Api(e)) if retry && e.code == 409 => kept = read().await?,
+                Err(e) => return Err(cluster_error(inventory)(e)),
+            }
         }
-        let api: Api<Namespace> = Api::all(view.client().clone());
-        let namespace = api.get("kube-system").await.map_err(|e| {
-            crate::sync::Error::Provenance(format!("read Namespace kube-system: {}", crate::cluster::api_message(&e)))
-        })?;
-        let uid = namespace.metadata.uid.unwrap_or_default();
-        let cluster = ClusterId { kube_system_uid: uid, ca_sha256: self.ca_sha256.clone() };
-        self.cluster = Some(cluster.clone());
-        Ok(cluster)
+        unreachable!("the second attempt returns")
     }
+}
+
+/// Whether `report` is of the unit's first sync in the cluster: every object it wrote was
+/// created (none configured, unchanged or pruned), so its attestations' ConfigMap is not
+/// there yet.
+fn first_sync(report: &Report) -> bool {
+    report
+        .changes
+        .entries
+        .iter()
+        .all(|e| matches!(e.action, Action::Created | Action::Adopted | Action::Failed | Action::Skipped))
 }
 
 /// The key `key` names, read now; the error names the file or Secret.

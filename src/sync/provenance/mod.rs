@@ -9,6 +9,7 @@
 
 mod attestor;
 pub mod chain;
+mod cluster;
 pub mod dsse;
 pub mod kept;
 pub mod key;
