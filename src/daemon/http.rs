@@ -120,22 +120,29 @@ impl HttpState {
 
     /// Sends a webhook trigger to each unit that a push of `pushed` (`None`: any ref) naming
     /// `repositories` (empty: none named) triggers ([`Followed::triggered_by`]) and counts it;
-    /// returns the names of the units triggered. A full channel means a sync is
+    /// returns the names of the units triggered. A payload naming the commit it pushed
+    /// (`commit`, [`webhook::pushed_commit`]) gives a git unit [`Trigger::pushed`]: it syncs
+    /// only a revision other than the one last applied, so the webhook of a push the ref watch
+    /// already handed out syncs nothing again. A chart or artifact unit, and every unit for a
+    /// payload naming no commit, gets the explicit webhook, which syncs even the revision last
+    /// applied. A full channel means a sync is
     /// already queued: the trigger coalesces into it and the unit is still listed. A closed
     /// channel (the unit task has stopped, e.g. mid-reload) is skipped. The units resting under
     /// the path-unchanged rule are handed the webhook by a task of its own after its fetch
     /// ([`super::quiet::hand_out`]): only those whose path it changed wake.
-    fn trigger(&self, pushed: Option<&str>, repositories: &[String]) -> Vec<String> {
+    fn trigger(&self, pushed: Option<&str>, repositories: &[String], commit: bool) -> Vec<String> {
         let units = self.units.read().expect("units lock");
         let mut triggered = Vec::new();
         let mut resting = Vec::new();
         // One instant for every unit: the units of one repository then take one fetch of it
         // (a fetch that started after the webhook serves them all, `Repo::fetch_since`).
-        let trigger = Trigger::now(TriggerKind::Webhook);
+        let explicit = Trigger::now(TriggerKind::Webhook);
+        let git = if commit { Trigger::pushed(explicit.at) } else { explicit.clone() };
         for (name, followed, sender, quiet) in units.iter() {
             if !followed.triggered_by(pushed, repositories) {
                 continue;
             }
+            let trigger = if matches!(followed, Followed::Git { .. }) { &git } else { &explicit };
             match quiet {
                 Some(quiet) if quiet.rests() => resting.push((sender.clone(), Some(quiet.clone()))),
                 _ => {
@@ -149,7 +156,8 @@ impl HttpState {
             triggered.push(name.clone());
         }
         if !resting.is_empty() {
-            tokio::spawn(super::quiet::hand_out(resting, trigger));
+            // Only git units rest under the path-unchanged rule.
+            tokio::spawn(super::quiet::hand_out(resting, git));
         }
         triggered
     }
@@ -215,9 +223,11 @@ async fn hook(State(state): State<HttpState>, headers: HeaderMap, body: Body) ->
     }
     let pushed = webhook::pushed_ref(&body);
     let repositories = route::pushed_repositories(&body);
-    let units = state.trigger(pushed.as_deref(), &repositories);
+    let commit = webhook::pushed_commit(&body);
+    let units = state.trigger(pushed.as_deref(), &repositories, commit.is_some());
     state.previews.notify_waiters();
-    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), ?repositories, ?units, "webhook accepted");
+    let after = commit.as_deref().unwrap_or("");
+    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), after, ?repositories, ?units, "webhook accepted");
     (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "units": units }))).into_response()
 }
 

@@ -108,8 +108,10 @@ impl Quiet {
 
     /// Answers the push `trigger` for this resting unit: true when it left the path alone and
     /// the unit stays asleep, false when the unit must be offered the trigger (the path
-    /// changed, the probe cannot tell, the unit woke meanwhile, or a webhook found the revision
-    /// last applied: it asks for a sync of it all the same).
+    /// changed, the probe cannot tell, the unit woke meanwhile, or a webhook naming no commit
+    /// found the revision last applied: it asks for a sync of it all the same). A webhook naming
+    /// its commit ([`Trigger::pushed`]) that finds the revision the unit already took leaves
+    /// it asleep, as a second ref event of one push does.
     async fn answer(&self, trigger: &Trigger) -> bool {
         let Some(from) = self.resting_from() else { return false };
         let Some(Touch { touched: false, to }) = self.repo.push_touches(Some(&from), trigger.at).await else {

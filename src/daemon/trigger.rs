@@ -14,7 +14,9 @@
 //!   poll re-reads the `from` objects even when git did not move, where it would otherwise be
 //!   dropped as `no new revision`. A push that leaves the unit's path alone is answered
 //!   without a sync only when every merged trigger means "git may have moved" and nothing else
-//!   ([`Trigger::git_only`]).
+//!   ([`Trigger::git_only`]). A webhook that names the commit its push brought
+//!   ([`Trigger::pushed`]) means only that, as the ref watch's push does: a unit that already
+//!   took that push (synced it, or took it without a sync) does nothing for it.
 //! - **Its instant is the later one**, so its fetch begins after the newer push.
 
 use std::collections::BTreeMap;
@@ -98,8 +100,9 @@ impl TriggerKind {
     /// True for the triggers that only mean "git may have moved" (poll, and the ref watch of a
     /// local repository): they sync only when the fetched revision differs from the one last
     /// applied. One `git push` can raise more than one ref event; without this each would
-    /// re-send every object. A webhook is an explicit request and syncs even the same revision,
-    /// as do startup, drift, resync, reload, retry, a change of variables and reconcile.
+    /// re-send every object. A webhook naming no commit is an explicit request and syncs even
+    /// the same revision, as do startup, drift, resync, reload, retry, a change of variables and
+    /// reconcile; one naming the commit it pushed is [`Trigger::pushed`].
     pub fn needs_new_revision(self) -> bool {
         matches!(self, TriggerKind::Poll | TriggerKind::Push)
     }
@@ -127,9 +130,14 @@ pub struct Trigger {
     /// When, for the `trigger_to_applied_ms` log field: the latest of those merged.
     pub at: Instant,
     /// Every kind merged into this trigger, `kind` included, one bit each
-    /// ([`TriggerKind::bit`]): what the sync must do is the union of what each asked.
+    /// ([`TriggerKind::bit`]), and [`PUSHED`]: what the sync must do is the union of what each
+    /// asked.
     merged: u16,
 }
+
+/// The bit of a webhook that names the commit its push brought ([`Trigger::pushed`]), set
+/// instead of [`TriggerKind::Webhook`]'s: it asks for nothing but a new revision.
+const PUSHED: u16 = 1 << 15;
 
 impl From<&Trigger> for crate::sync::Cause {
     fn from(t: &Trigger) -> Self {
@@ -148,6 +156,16 @@ impl Trigger {
         Self::new(kind, Instant::now())
     }
 
+    /// A webhook at `at` for a push that names the commit it brought (`after`): of kind
+    /// [`TriggerKind::Webhook`] (the push lane, its metrics label) but asking, as the ref
+    /// watch's push does, only for a revision other than the one last applied. So a webhook
+    /// that follows a push the unit already took, by a sync or without one (its path left
+    /// alone), syncs nothing, and a unit whose path the push changed syncs it once, not once
+    /// for the watch and again for the webhook.
+    pub fn pushed(at: Instant) -> Self {
+        Self { kind: TriggerKind::Webhook, at, merged: PUSHED }
+    }
+
     /// Merges `other` into this trigger: the more urgent kind, the later instant, the union of
     /// the kinds merged ([module docs](self)).
     pub fn merge(&mut self, other: Trigger) {
@@ -158,9 +176,11 @@ impl Trigger {
         self.merged |= other.merged;
     }
 
-    /// Whether a trigger of `kind` was merged into this one (or is it).
+    /// Whether a trigger of `kind` was merged into this one (or is it); a webhook naming its
+    /// commit ([`Trigger::pushed`]) counts as a webhook.
     pub fn includes(&self, kind: TriggerKind) -> bool {
-        self.merged & kind.bit() != 0
+        let webhook = kind == TriggerKind::Webhook && self.merged & PUSHED != 0;
+        webhook || self.merged & kind.bit() != 0
     }
 
     /// True when every kind merged only asks for a new revision
@@ -176,9 +196,10 @@ impl Trigger {
         self.kinds().all(TriggerKind::git_only)
     }
 
-    /// The kinds merged.
+    /// The kinds merged whose bit is set: a webhook naming its commit, which asks for nothing
+    /// a push does not, is not among them.
     fn kinds(&self) -> impl Iterator<Item = TriggerKind> + '_ {
-        ALL_KINDS.into_iter().filter(|k| self.includes(*k))
+        ALL_KINDS.into_iter().filter(|k| self.merged & k.bit() != 0)
     }
 }
 
@@ -515,6 +536,16 @@ mod tests {
         for (kinds, needs, git) in rows {
             let got = merged(kinds);
             assert_eq!((got.needs_new_revision(), got.git_only()), (*needs, *git), "{kinds:?}");
+        }
+        // A webhook naming its commit asks for a new revision as a push does, until a webhook
+        // naming none (an explicit request) or a reload is merged into it.
+        let pushed = Trigger::pushed(Instant::now());
+        assert_eq!((pushed.kind, pushed.includes(Webhook)), (Webhook, true));
+        assert!(pushed.needs_new_revision() && pushed.git_only());
+        for (other, needs, git) in [(Push, true, true), (Webhook, false, true), (Reload, false, false)] {
+            let mut got = Trigger::pushed(Instant::now());
+            got.merge(Trigger::now(other));
+            assert_eq!((got.needs_new_revision(), got.git_only()), (needs, git), "{other:?}");
         }
     }
 

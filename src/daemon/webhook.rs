@@ -158,6 +158,23 @@ pub fn pushed_ref(body: &[u8]) -> Option<String> {
     }
 }
 
+/// The commit a push payload says its ref now points to: its top-level `after` field, which
+/// GitHub, Gitea and GitLab push events and `examples/post-receive` send, when it is a full
+/// SHA-1 or SHA-256 object name and not all zeros (a deleted ref).
+///
+/// `None` when the payload names none (a hand-made `{"ref": …}`, a GitHub `ping`): such a
+/// webhook is an explicit request, which syncs even the revision last applied.
+pub fn pushed_commit(body: &[u8]) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Push {
+        after: Option<serde_json::Value>,
+    }
+    let serde_json::Value::String(after) = serde_json::from_slice::<Push>(body).ok()?.after? else { return None };
+    let hex = after.bytes().all(|b| b.is_ascii_hexdigit());
+    let named = matches!(after.len(), 40 | 64) && hex && after.bytes().any(|b| b != b'0');
+    named.then_some(after)
+}
+
 /// Whether a unit whose configured ref is `unit_reference` follows the pushed ref `pushed`.
 ///
 /// `refs/heads/main` matches `main` and `refs/heads/main`; `refs/tags/v1` matches `v1` and
@@ -278,6 +295,19 @@ mod tests {
         let body = br#"{"ref":"refs/heads/main","before":"0","after":"1","repository":{"ref":"x"}}"#;
         assert_eq!(pushed_ref(body).as_deref(), Some("refs/heads/main"));
         assert_eq!(pushed_ref(br#"{"ref":"refs/tags/v1"}"#).as_deref(), Some("refs/tags/v1"));
+    }
+
+    #[test]
+    fn pushed_commit_is_a_full_object_name_that_is_not_all_zeros() {
+        let sha1 = "3f2a9c1d7e4b5a6f8091a2b3c4d5e6f708192a3b";
+        let body = format!(r#"{{"ref":"refs/heads/main","before":"0","after":"{sha1}"}}"#);
+        assert_eq!(pushed_commit(body.as_bytes()).as_deref(), Some(sha1));
+        let sha256 = "ab".repeat(32);
+        assert_eq!(pushed_commit(format!(r#"{{"after":"{sha256}"}}"#).as_bytes()), Some(sha256));
+        let zeros = format!(r#"{{"after":"{}"}}"#, "0".repeat(40));
+        for body in [zeros.as_str(), r#"{"ref":"refs/heads/main"}"#, r#"{"after":"1"}"#, r#"{"after":7}"#, "no json"] {
+            assert_eq!(pushed_commit(body.as_bytes()), None, "{body}");
+        }
     }
 
     #[test]

@@ -19,9 +19,11 @@
 //!   ([`Action::Probe`]): one that touched the unit's path (or cannot be told) fetches, applies
 //!   early in the lane, then waits for a slot for the rest; one that did not waits for a slot
 //!   first, and a later push that touches the path ends that wait and takes the lane.
-//! - **No new revision.** A poll or push that finds the revision last applied does nothing
-//!   (unless something that asks for a sync anyway was merged into it:
-//!   [`Trigger::needs_new_revision`]).
+//! - **No new revision.** A poll, push, or webhook naming the commit it pushed
+//!   ([`Trigger::pushed`]) that finds the revision last applied does nothing (unless something
+//!   that asks for a sync anyway was merged into it: [`Trigger::needs_new_revision`]): the
+//!   webhook of a push the ref watch already brought, whether the unit synced it or took it
+//!   without a sync, syncs nothing again.
 //! - **Path unchanged.** A push to a new revision that leaves the unit's path as it was, when
 //!   the last sync applied every object from the plain files of that path alone, does nothing
 //!   but take the new revision as the one last applied: the same tree yields the same objects

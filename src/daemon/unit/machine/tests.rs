@@ -276,6 +276,7 @@ mod depends;
 mod fetch;
 mod idle;
 mod merge;
+mod pushed;
 mod quiet;
 mod slot;
 mod suspend;
