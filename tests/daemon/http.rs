@@ -471,3 +471,49 @@ async fn a_client_that_never_sends_its_body_gets_408_and_frees_the_listener() {
     let response = http::router(h.state.clone()).oneshot(request).await.unwrap();
     assert_eq!(response.status(), 408, "answered after REQUEST_TIMEOUT ({:?})", http::REQUEST_TIMEOUT);
 }
+
+/// A payload naming the commit it pushed (`after`) asks a git unit only for a revision other
+/// than the one last applied, as the ref watch's push does, so the webhook of a push the watch
+/// already brought re-sends nothing; a chart unit following the same repository, and any unit
+/// for a payload naming no commit (or a deleted ref's zeros), still get the explicit request
+/// that re-sends it. A ref nobody follows triggers nothing.
+#[tokio::test]
+async fn a_webhook_naming_its_commit_asks_git_units_for_a_new_revision_only() {
+    let state = HttpState::new(Some(Arc::new(SECRET.to_vec())), Statuses::default(), Arc::new(Metrics::new()));
+    let (git_tx, mut git) = trigger::channel();
+    let (chart_tx, mut chart) = trigger::channel();
+    let repositories = vec![gitward::daemon::route::repository_key(SITE)];
+    state.set_units(vec![
+        ("shop".into(), Followed::git(SITE, "main"), git_tx, None),
+        ("charts".into(), Followed::Download { repositories, values: None }, chart_tx, None),
+    ]);
+    let server = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(http::serve(listener, state.clone(), async move {
+            let _ = stopped.await;
+        }));
+        Server { addr, stop, task }
+    };
+    let sha = "3f2a9c1d7e4b5a6f8091a2b3c4d5e6f708192a3b";
+    let zeros = "0".repeat(40);
+    // (the `after` field, whether the git unit's trigger asks for a new revision only)
+    for (after, git_needs_new) in [(Some(sha), true), (None, false), (Some(zeros.as_str()), false)] {
+        let after = after.map_or(String::new(), |a| format!(r#","after":"{a}""#));
+        let body = format!(r#"{{"ref":"refs/heads/main"{after},"repository":{{"clone_url":"{SITE}"}}}}"#);
+        let signature = github_signature(SECRET, body.as_bytes());
+        let reply = post_hook(server.addr, &[("X-Hub-Signature-256", &signature)], body.as_bytes()).await;
+        assert_eq!((reply.status, reply.body.as_str()), (202, r#"{"units":["shop","charts"]}"#), "{body}");
+        let (g, c) = (git.try_recv().expect("the git unit triggered"), chart.try_recv().expect("the chart unit"));
+        assert_eq!((g.kind, c.kind), (TriggerKind::Webhook, TriggerKind::Webhook));
+        assert_eq!(g.needs_new_revision(), git_needs_new, "{body}");
+        assert!(!c.needs_new_revision(), "a chart unit re-downloads and re-sends as before: {body}");
+    }
+    let body = format!(r#"{{"ref":"refs/heads/dev","after":"{sha}"}}"#);
+    let signature = github_signature(SECRET, body.as_bytes());
+    let reply = post_hook(server.addr, &[("X-Hub-Signature-256", &signature)], body.as_bytes()).await;
+    assert_eq!((reply.status, reply.body.as_str()), (202, r#"{"units":[]}"#));
+    assert!(git.try_recv().is_none() && chart.try_recv().is_none(), "a ref nobody follows triggers nothing");
+    server.shutdown().await;
+}

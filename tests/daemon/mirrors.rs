@@ -233,3 +233,82 @@ async fn a_webhook_wakes_only_the_resting_units_whose_path_its_push_changed() {
     let after: Vec<usize> = UNITS.iter().map(|u| completed(u)).collect();
     assert_eq!((after[0], after[2], after[3]), (before[0], before[2], before[3]), "{}", daemon.log_text());
 }
+
+/// Twenty plain units of one local repository, a push that changes two units' paths, and then
+/// that push's signed webhook naming its commit (`after`), as a forge sends it after the push:
+/// the ref watch has already handed the push out (the two synced it, the eighteen took it
+/// without a sync), so the webhook syncs no unit again. Before, it re-sent all twenty (the 18
+/// found the revision taken and synced it all the same; the 2 synced the push a second time).
+#[tokio::test]
+async fn the_webhook_of_a_push_the_watch_brought_syncs_no_unit_again() {
+    let (env, _, repo) = common::setup_repo("mirrors-hooked").await;
+    let names: Vec<String> = (0..20).map(|i| format!("u{i:02}")).collect();
+    for unit in &names {
+        repo.write(&format!("{unit}/cm.yaml"), &common::cm(&format!("{unit}-cm"), "1"));
+    }
+    repo.commit_and_push("first");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("webhook-secret"), SECRET).unwrap();
+    let units: String = names.iter().map(|u| common::unit_toml(u, &repo.bare(), u, &env.namespace, "")).collect();
+    let (config, port) = common::daemon_config(dir.path(), "", "webhook_secret_file = \"webhook-secret\"", &units);
+    let daemon = common::Daemon::ready(&config, port, WAIT).await;
+    let value = |unit: &str| {
+        let (client, ns, name) = (env.client.clone(), env.namespace.clone(), format!("{unit}-cm"));
+        async move { common::cm_value_or_none(&client, &ns, &name).await }
+    };
+    // The events `message` logged for `revision`, per unit, keeping those `keep` accepts.
+    let per_unit = |message: &str, revision: &str, keep: &dyn Fn(&serde_json::Value) -> bool| {
+        let mut seen = std::collections::BTreeMap::<String, usize>::new();
+        for e in daemon.logged(message).iter().filter(|e| e["revision"] == revision && keep(e)) {
+            *seen.entry(e["unit"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
+        }
+        seen
+    };
+    let changed = ["u03", "u11"];
+    let revision = repo.push(
+        &[("u03/cm.yaml", &common::cm("u03-cm", "2")), ("u11/cm.yaml", &common::cm("u11-cm", "2"))],
+        "u03 and u11",
+    );
+    let handled = common::eventually(WAIT, || async {
+        let synced = per_unit("sync complete", &revision, &|_| true).len() == 2;
+        synced && per_unit("path unchanged, nothing to sync", &revision, &|_| true).len() == 18
+    })
+    .await;
+    assert!(handled, "the watch's push not handed out: {}", daemon.log_text());
+    for unit in changed {
+        assert_eq!(value(unit).await.as_deref(), Some("2"), "{unit}: {}", daemon.log_text());
+    }
+    // Let the two changed units' health waits end: the webhook then finds every unit resting.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let triggered_before = per_unit("sync triggered", &revision, &|_| true);
+    let completed = |unit: &str| daemon.logged("sync complete").iter().filter(|e| e["unit"] == unit).count();
+    let before: Vec<usize> = names.iter().map(|u| completed(u)).collect();
+
+    let body = format!(r#"{{"ref": "refs/heads/main", "after": "{revision}"}}"#);
+    let (status, reply) = common::signed_webhook(port, SECRET, body.as_bytes());
+    assert_eq!(status, 202, "{reply}");
+    assert!(names.iter().all(|u| reply.contains(u.as_str())), "every unit follows main: {reply}");
+    // Each unit answers the webhook: `no new revision` (asleep, or woken and probed), or a sync.
+    let webhook = |e: &serde_json::Value| e["trigger"] == "webhook";
+    let answered = || {
+        let mut units = per_unit("no new revision", &revision, &webhook);
+        units.extend(per_unit("sync triggered", &revision, &webhook));
+        units
+    };
+    let all = common::eventually(WAIT, || async { answered().len() == names.len() }).await;
+    assert!(all, "not every unit answered the webhook: {:?}\n{}", answered(), daemon.log_text());
+    tokio::time::sleep(Duration::from_secs(2)).await;
+
+    let resynced = per_unit("sync triggered", &revision, &webhook);
+    assert!(resynced.is_empty(), "the webhook re-synced {resynced:?}: {}", daemon.log_text());
+    let triggered = per_unit("sync triggered", &revision, &|_| true);
+    assert_eq!(triggered, triggered_before, "{}", daemon.log_text());
+    let once: Vec<(String, usize)> = changed.iter().map(|u| (u.to_string(), 1)).collect();
+    assert_eq!(triggered.into_iter().collect::<Vec<_>>(), once, "the two changed units synced the push once");
+    let after: Vec<usize> = names.iter().map(|u| completed(u)).collect();
+    assert_eq!(after, before, "no unit completed a sync for the webhook: {}", daemon.log_text());
+    for unit in &names {
+        let want = if changed.contains(&unit.as_str()) { "2" } else { "1" };
+        assert_eq!(value(unit).await.as_deref(), Some(want), "{unit}");
+    }
+}
