@@ -308,10 +308,12 @@ WEBHOOK_SECRET = b"bench-webhook-secret"
 WARM_RUNS = 5
 
 
-def webhook(port, ref="refs/heads/main"):
+def webhook(port, ref="refs/heads/main", after=None):
     """A GitHub-signed push webhook for `ref` (refs/heads/main: makes the daemon sync at once);
-    the units it triggered, as the daemon answers."""
-    body = json.dumps({"ref": ref}).encode()
+    the units it triggered, as the daemon answers. With `after`, the commit the push brought, as
+    a forge's push event names it: a git unit then syncs only a revision it has not taken yet;
+    without it the webhook is an explicit request that re-sends the revision last applied."""
+    body = json.dumps({"ref": ref, **({"after": after} if after else {})}).encode()
     signature = "sha256=" + hmac.new(WEBHOOK_SECRET, body, hashlib.sha256).hexdigest()
     request = urllib.request.Request(f"http://127.0.0.1:{port}/hooks/git", data=body, method="POST",
                                      headers={"X-Hub-Signature-256": signature, "Content-Type": "application/json"})
@@ -1912,10 +1914,11 @@ def main_push(daemon, log, work, bare, prefix, units, j, value):
     None past 120 s."""
     set_index(work, prefix, units, j, value)
     sh(GIT + ["commit", "-q", "-a", "-m", f"main {value}"], cwd=work)
+    sha = sh(GIT + ["rev-parse", "HEAD"], cwd=work).stdout.strip()
     mark = audit_len()
     sh(GIT + ["push", "-q", bare, "main"], cwd=work)
     pushed = time.time()
-    webhook(daemon.port)
+    webhook(daemon.port, after=sha)
     want = {f"{prefix}-{u:04d}-{j}" for u in units}
     deadline = time.time() + 120
     while time.time() < deadline and daemon.poll() is None:
