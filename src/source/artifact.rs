@@ -25,7 +25,7 @@ mod referrer;
 
 use std::time::Duration;
 
-pub use referrer::{Attached, Referrer};
+pub use super::chart::registry::{Attached, Referrer};
 
 use super::chart::registry::Registry;
 use super::chart::{ChartSpec, oci};

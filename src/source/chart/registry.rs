@@ -17,6 +17,7 @@
 //! HTTPS.
 
 mod push;
+mod referrer;
 
 use serde::Deserialize;
 use sha2::Digest as _;
@@ -24,6 +25,8 @@ use sha2::Digest as _;
 use super::net::{Auth, Net};
 use crate::source::{Error, Result};
 use crate::telemetry::url::redact;
+
+pub use referrer::{Attached, Referrer};
 
 /// The largest manifest read: 4 MiB, the size registries must accept at least
 /// (distribution spec, "Pushing Manifests") and containerd's own read limit.
