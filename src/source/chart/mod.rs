@@ -15,10 +15,12 @@
 //! Files: `http` (an `index.yaml` repository), `index` (reading one chart's entries of an
 //! `index.yaml`, with a parse budget scaled to its size), `kept` (the last good index answer
 //! per repository and chart, used while the repository is down), `oci` (a chart in a
-//! registry), `registry` (the registry reads: tags, manifests, blobs), `net` (the
-//! allow-listed, capped HTTP client), `cache` (the download cache and its collection), `deps`
-//! (the dependencies of a chart in git).
+//! registry), `registry` (the registry reads: tags, manifests, blobs; its pushes and OCI 1.1
+//! referrers), `attach` (a referrer of an OCI chart's manifest, as `[provenance]
+//! oci_referrers` pushes attestations), `net` (the allow-listed, capped HTTP client), `cache`
+//! (the download cache and its collection), `deps` (the dependencies of a chart in git).
 
+mod attach;
 mod cache;
 pub mod deps;
 mod http;
@@ -34,6 +36,8 @@ use std::time::Duration;
 use super::{Error, Result, Revision};
 use crate::config::{ChartRepositories, ChartSource};
 use crate::telemetry::url::redact;
+
+pub use registry::{Attached, Referrer};
 
 /// The largest `index.yaml` read: 64 MiB (the largest public repositories' indexes are a few
 /// tens of MiB). A larger one fails the fetch with [`Error::FileTooLarge`].

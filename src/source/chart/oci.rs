@@ -17,14 +17,15 @@ use crate::source::{Error, Result};
 use crate::telemetry::url::redact;
 
 /// The media types of a chart archive layer: Helm's, and the legacy one of Helm 3.0–3.7.
-const CHART_LAYER: [&str; 2] = ["application/vnd.cncf.helm.chart.content.v1.tar+gzip", "application/tar+gzip"];
+pub(super) const CHART_LAYER: [&str; 2] =
+    ["application/vnd.cncf.helm.chart.content.v1.tar+gzip", "application/tar+gzip"];
 
 /// Lists the tags, chooses the version, reads its manifest, downloads the chart layer unless
 /// cached.
 pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
     let url = &spec.source.repo_url;
     let (registry, path, userinfo) = split(url);
-    let repository = if path.is_empty() { spec.source.chart.clone() } else { format!("{path}/{}", spec.source.chart) };
+    let repository = repository(&path, &spec.source.chart);
     let chart_url = redact(&format!("{url}/{}", spec.source.chart));
     let net = net(spec, url, &registry, userinfo)?;
     net.allowed(url).map_err(|message| Error::Chart { unit: spec.unit.clone(), url: chart_url.clone(), message })?;
@@ -60,6 +61,11 @@ pub(super) async fn fetch(spec: &ChartSpec, cache: &Cache) -> Result<Fetched> {
     let stored = cache.store(&format!("{chart_url}:{}", offer.location), &archive, Some(digest))?;
     tracing::info!(unit = %spec.unit, chart = %spec.source.chart, version = %offer.version, url = %chart_url, "chart downloaded");
     Ok(Fetched { signer: signed_by, ..super::revision(spec, &offer.version, &stored) })
+}
+
+/// The registry repository of `chart` under the URL's `path`: `<path>/<chart>`.
+pub(super) fn repository(path: &str, chart: &str) -> String {
+    if path.is_empty() { chart.to_owned() } else { format!("{path}/{chart}") }
 }
 
 /// `oci://[userinfo@]host[:port]/path` as (`host[:port]`, `path`, userinfo).
