@@ -18,8 +18,9 @@ pub struct Provenance {
     /// How many of a unit's last attestations its ConfigMap keeps; at least 1. Default
     /// [`Provenance::DEFAULT_KEEP`].
     pub keep: usize,
-    /// Whether an OCI artifact unit's attestations are also pushed to its registry as
-    /// referrers of the manifest applied. Default false.
+    /// Whether the attestations of an OCI artifact unit, or of a chart unit whose chart is in
+    /// an OCI registry, are also pushed to that registry as referrers of the manifest
+    /// applied. Default false.
     pub oci_referrers: bool,
 }
 

@@ -96,14 +96,18 @@ pub(super) struct RawProvenance {
     /// directory keeps them all). Default: 20.
     #[schemars(with = "Option<u32>")]
     pub keep: Option<Spanned<u32>>,
-    /// Whether each attestation of a unit whose source is an OCI artifact (`repo =
-    /// "oci://…"`) is also pushed to that artifact's repository, as an OCI 1.1 referrer of the
-    /// manifest applied (artifactType `application/vnd.in-toto+json`, one
-    /// `application/vnd.dsse.envelope.v1+json` layer holding the envelope). It is pushed with
-    /// the unit's registry credentials and the same transport rules as its fetch; a registry
+    /// Whether each attestation of a unit whose source is in an OCI registry is also pushed
+    /// there, as an OCI 1.1 referrer of the manifest applied (artifactType
+    /// `application/vnd.in-toto+json`, one `application/vnd.dsse.envelope.v1+json` layer
+    /// holding the envelope): for an OCI artifact unit (`repo = "oci://…"`) the artifact's
+    /// manifest; for a chart unit with `[sync.helm] repo_url = "oci://…"` the manifest of the
+    /// applied version's tag, once its chart layer is checked to be the applied chart's (a tag
+    /// moved since is a failed push, not a referrer of another manifest). It is pushed with the
+    /// unit's registry credentials and the same transport rules as its fetch; a registry
     /// without the referrers API gets the `sha256-<hex>` tag of the distribution spec's
     /// fallback. A push that fails is a warning, and the sync stands: the ConfigMap and the
-    /// journal stay the record. Units of another source are not affected. Default: false.
+    /// journal stay the record. Git units and charts from an HTTP chart repository (no manifest
+    /// to attach to) are not affected. Default: false.
     pub oci_referrers: Option<bool>,
 }
 

@@ -22,7 +22,7 @@
 //! | `gitward_shard_units_unrenewed` | gauge | `identity`: units some live replica runs whose Lease nobody renews (missing, released or expired), as this replica sees it; above 0 for longer than the lease duration means units are applied by nobody |
 //! | `gitward_shard_handovers_total` | counter | `identity`, `direction` (`acquired`, `released`): units taken and handed over with their bucket's Lease |
 //! | `gitward_git_fetches_total` | counter | `result` (`updated`, `unchanged`, `failed`): fetches of git mirrors, one per fetch of a mirror however many units share it |
-//! | `gitward_attestation_referrers_total` | counter | `result` (`pushed`, `failed`): attestations pushed to an OCI artifact unit's registry as referrers (`[provenance] oci_referrers`) |
+//! | `gitward_attestation_referrers_total` | counter | `result` (`pushed`, `failed`): attestations pushed to an OCI artifact or OCI chart unit's registry as referrers (`[provenance] oci_referrers`) |
 //! | `gitward_unit_ready` | gauge, 0 or 1 | `unit`, `reason` (`healthy`, `failed`, `degraded`, `progressing`, `unknown`, `suspended`, `never_synced`): 1 when the last sync applied whole and every member is `Current`; one series per unit ([`unit`]) |
 //! | `gitward_unit_failing_since_seconds` | gauge, unix time | `unit`: the first failed sync of the current run of failures; absent when the last sync did not fail |
 //! | `gitward_unit_backoff_until_seconds` | gauge, unix time | `unit`: while a unit backs off after a failed sync (its source unreachable, its apply failed), when its next attempt is due; 0 when it is not backing off |

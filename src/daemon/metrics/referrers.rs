@@ -19,7 +19,7 @@ impl Collector for Referrers {
         if pushed + failed == 0 {
             return Ok(());
         }
-        let help = "Attestations pushed to an OCI artifact unit's registry as referrers of the manifest applied, by \
+        let help = "Attestations pushed to an OCI artifact or OCI chart unit's registry as referrers of the manifest applied, by \
                     whether the push succeeded";
         let mut family = encoder.encode_descriptor("attestation_referrers", help, None, MetricType::Counter)?;
         for (result, count) in [("pushed", pushed), ("failed", failed)] {

@@ -59,7 +59,8 @@ pub(in crate::sync) struct Attestor {
     /// The install's key, which seals secret values before they are digested
     /// ([`crate::sync::sealed`]).
     install_key: HashKey,
-    /// `[provenance] oci_referrers` of an OCI artifact unit: where each envelope is pushed.
+    /// `[provenance] oci_referrers` of an OCI artifact or OCI chart unit: where each envelope
+    /// is pushed.
     referrers: Option<super::referrer::Referrers>,
 }
 

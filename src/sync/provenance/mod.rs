@@ -4,8 +4,8 @@
 //! unit's envelope before it. The engine's part [`Attestor`] makes and keeps them (the unit's
 //! ConfigMap, [`kept`], and its journal under the state directory); [`chain`] checks them
 //! offline and [`live`] against the cluster (`gitward attest verify`); with `oci_referrers`, an OCI
-//! artifact unit's are also pushed to its registry as referrers of the manifest applied
-//! ([`referrer`]).
+//! artifact unit's or OCI chart unit's are also pushed to its registry as referrers of the
+//! manifest applied ([`referrer`]).
 
 mod attestor;
 pub mod chain;

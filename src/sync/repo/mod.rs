@@ -50,16 +50,8 @@ impl Repo {
     pub async fn open(state_dir: &Path, unit: &Arc<SyncUnit>) -> Result<Self> {
         // A token written into a URL is masked in every line gitward writes from now on.
         crate::telemetry::url::register(&unit.repo);
-        if let Some(source) = &unit.helm.chart {
-            crate::telemetry::url::register(&source.repo_url);
-            let spec = ChartSpec {
-                unit: unit.name.clone(),
-                source: source.clone(),
-                max_bytes: unit.render_tools.max_tree_bytes,
-                timeout: unit.render_tools.timeout,
-                cosign_public_key_file: cosign_key(unit),
-                chart_repositories: unit.render_tools.chart_repositories.clone(),
-            };
+        if let Some(spec) = chart_spec(unit) {
+            crate::telemetry::url::register(&spec.source.repo_url);
             let chart = ChartRepo::open(state_dir, spec, unit.render_tools.max_index_age)?;
             let values = match unit.repo.is_empty() {
                 true => None,
@@ -151,6 +143,19 @@ pub(in crate::sync) fn artifact_spec(unit: &SyncUnit) -> ArtifactSpec {
         cosign_public_key_file: cosign_key(unit),
         chart_repositories: unit.render_tools.chart_repositories.clone(),
     }
+}
+
+/// The unit's chart (`[sync.helm] repo_url`, `chart`, `version` and its credential files),
+/// with the render limits and `[render] chart_repositories`; `None` for a unit without one.
+pub(in crate::sync) fn chart_spec(unit: &SyncUnit) -> Option<ChartSpec> {
+    unit.helm.chart.as_ref().map(|source| ChartSpec {
+        unit: unit.name.clone(),
+        source: source.clone(),
+        max_bytes: unit.render_tools.max_tree_bytes,
+        timeout: unit.render_tools.timeout,
+        cosign_public_key_file: cosign_key(unit),
+        chart_repositories: unit.render_tools.chart_repositories.clone(),
+    })
 }
 
 /// `[sync.verify] cosign_public_key_file`, which an OCI artifact's or OCI chart's manifest
