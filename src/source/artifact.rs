@@ -147,20 +147,25 @@ impl Artifact {
         }
     }
 
+    /// The client of this artifact's registry: the unit's allow-list, credentials and
+    /// transport, and its own repository checked against the allow-list.
+    ///
+    /// Errors: [`Error::Artifact`] (a refused address), as [`oci::net`].
+    fn net(&self) -> Result<super::chart::net::Net> {
+        let own = crate::config::artifact_repository(&self.spec.url);
+        let net = oci::net(&self.chart, &own, &self.registry, self.userinfo.clone())?;
+        net.allowed(&own).map_err(|message| Error::Artifact {
+            unit: self.spec.unit.clone(),
+            url: redact(&self.spec.url),
+            message,
+        })?;
+        Ok(net)
+    }
+
     async fn pull_once(&self, known: impl Fn(&Revision) -> bool) -> Result<(Pulled, Option<Signer>)> {
         let spec = &self.spec;
         let shown = redact(&spec.url);
-        let own = crate::config::artifact_repository(&spec.url);
-        let as_artifact = |e| match e {
-            Error::Chart { unit, url, message } => Error::Artifact { unit, url, message },
-            other => other,
-        };
-        let net = oci::net(&self.chart, &own, &self.registry, self.userinfo.clone())?;
-        net.allowed(&own).map_err(|message| Error::Artifact {
-            unit: spec.unit.clone(),
-            url: shown.clone(),
-            message,
-        })?;
+        let net = self.net()?;
         let registry = Registry::new(&net, &spec.unit, &self.registry, &shown);
         let reference = self.digest.clone().or_else(|| self.tag.clone()).unwrap_or_else(|| "latest".into());
         let (manifest, digest) = registry.manifest(&self.repository, &reference).await.map_err(as_artifact)?;
@@ -325,6 +330,14 @@ fn unpack(spec: &ArtifactSpec, layer: &[u8]) -> Result<Vec<File>> {
         Some(File { path: path.to_owned(), mode, bytes: bytes.cloned().unwrap_or_default() })
     });
     Ok(files.collect())
+}
+
+/// A registry client's error as an artifact's: [`Error::Chart`] names the artifact.
+fn as_artifact(e: Error) -> Error {
+    match e {
+        Error::Chart { unit, url, message } => Error::Artifact { unit, url, message },
+        other => other,
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,6 @@
 //! own repository with the unit's credentials, allow-list and transport, as [`Artifact::pull`]
 //! reads it. No other host is reached.
 
-use super::super::chart::oci;
 use super::super::chart::registry::{Attached, Referrer, Registry};
 use super::Artifact;
 use crate::source::{Error, Result};
@@ -37,19 +36,9 @@ impl Artifact {
     async fn attach_once(&self, subject: &str, referrer: Referrer<'_>) -> Result<Attached> {
         let spec = &self.spec;
         let shown = redact(&spec.url);
-        let as_artifact = |e| match e {
-            Error::Chart { unit, url, message } => Error::Artifact { unit, url, message },
-            other => other,
-        };
-        let own = crate::config::artifact_repository(&spec.url);
-        let net = oci::net(&self.chart, &own, &self.registry, self.userinfo.clone())?;
-        net.allowed(&own).map_err(|message| Error::Artifact {
-            unit: spec.unit.clone(),
-            url: shown.clone(),
-            message,
-        })?;
+        let net = self.net()?;
         let registry = Registry::new(&net, &spec.unit, &self.registry, &shown);
-        let pushed = registry.attach(&self.repository, subject, referrer).await.map_err(as_artifact)?;
+        let pushed = registry.attach(&self.repository, subject, referrer).await.map_err(super::as_artifact)?;
         Ok(Attached { reference: self.reference(&pushed.digest), fallback_tag: pushed.fallback_tag })
     }
 }

@@ -209,14 +209,38 @@ impl<'a> Registry<'a> {
         accept: &str,
         max: u64,
     ) -> Result<Option<(reqwest::header::HeaderMap, Vec<u8>)>> {
+        let response = self.authorised(url, |auth| async move { self.net.send(url, Some(accept), &auth, false).await });
+        let response = response.await?;
+        let status = response.status();
+        if status == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        if !status.is_success() {
+            let message = format!("{} answered {status}", redact(url));
+            return Err(Error::FetchFailed { unit: self.unit.clone(), repo: self.shown.clone(), message });
+        }
+        let headers = response.headers().clone();
+        Ok(Some((headers, self.net.read(url, response, max).await?)))
+    }
+
+    /// The response to `send` of a request to `url` with the registry's token, or with what
+    /// its challenge asks ([`Registry::answer`]) once it answers `401`: the registry's answer
+    /// of any other status. A request that got no answer names the registry as configured;
+    /// the message names the URL asked.
+    ///
+    /// Errors: [`Error::FetchFailed`] (no answer), [`Error::Credentials`] (401 or 403 after
+    /// authenticating, or a challenge that cannot be answered).
+    pub(super) async fn authorised<F, Fut>(&self, url: &str, send: F) -> Result<reqwest::Response>
+    where
+        F: Fn(Auth) -> Fut,
+        Fut: std::future::Future<Output = Result<reqwest::Response>>,
+    {
         let mut auth = match self.token.lock().await.clone() {
             Some(token) => Auth::Bearer(token),
             None => Auth::None,
         };
         for attempt in 0..2 {
-            // A request that got no answer names the registry as configured; the message names
-            // the URL asked.
-            let response = self.net.send(url, Some(accept), &auth, false).await.map_err(|e| match e {
+            let response = send(auth.clone()).await.map_err(|e| match e {
                 Error::FetchFailed { unit, message, .. } => {
                     Error::FetchFailed { unit, repo: self.shown.clone(), message }
                 }
@@ -233,15 +257,7 @@ impl<'a> Registry<'a> {
                 let message = format!("{} answered {status}", redact(url));
                 return Err(Error::Credentials { unit: self.unit.clone(), repo: self.shown.clone(), message });
             }
-            if status == reqwest::StatusCode::NOT_FOUND {
-                return Ok(None);
-            }
-            if !status.is_success() {
-                let message = format!("{} answered {status}", redact(url));
-                return Err(Error::FetchFailed { unit: self.unit.clone(), repo: self.shown.clone(), message });
-            }
-            let headers = response.headers().clone();
-            return Ok(Some((headers, self.net.read(url, response, max).await?)));
+            return Ok(response);
         }
         unreachable!("the second attempt returns")
     }

@@ -110,38 +110,18 @@ impl Registry<'_> {
         content_type: &str,
         body: Vec<u8>,
     ) -> Result<reqwest::Response> {
-        let mut auth = match self.token.lock().await.clone() {
-            Some(token) => Auth::Bearer(token),
-            None => Auth::None,
+        let send = |auth: Auth| {
+            let (method, body) = (method.clone(), body.clone());
+            async move { self.net.send_body(method, url, content_type, body, &auth).await }
         };
-        for attempt in 0..2 {
-            let response = self.net.send_body(method.clone(), url, content_type, body.clone(), &auth).await;
-            let response = response.map_err(|e| match e {
-                Error::FetchFailed { unit, message, .. } => {
-                    Error::FetchFailed { unit, repo: self.shown.clone(), message }
-                }
-                other => other,
-            })?;
-            let status = response.status();
-            if status == reqwest::StatusCode::UNAUTHORIZED && attempt == 0 {
-                let challenge = response.headers().get(reqwest::header::WWW_AUTHENTICATE);
-                let challenge = challenge.and_then(|c| c.to_str().ok()).unwrap_or_default().to_owned();
-                auth = self.answer(&challenge).await?;
-                continue;
-            }
-            let shown = format!("{method} {}", redact(url));
-            if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-                let message = format!("{shown} answered {status}");
-                return Err(Error::Credentials { unit: self.unit.clone(), repo: self.shown.clone(), message });
-            }
-            if !status.is_success() {
-                let said = self.net.read(url, response, MAX_ERROR_BYTES).await.unwrap_or_default();
-                let said = String::from_utf8_lossy(&said);
-                let message = format!("{shown} answered {status}: {}", said.trim());
-                return Err(Error::FetchFailed { unit: self.unit.clone(), repo: self.shown.clone(), message });
-            }
-            return Ok(response);
+        let response = self.authorised(url, send).await?;
+        let status = response.status();
+        if !status.is_success() {
+            let said = self.net.read(url, response, MAX_ERROR_BYTES).await.unwrap_or_default();
+            let said = String::from_utf8_lossy(&said);
+            let message = format!("{method} {} answered {status}: {}", redact(url), said.trim());
+            return Err(Error::FetchFailed { unit: self.unit.clone(), repo: self.shown.clone(), message });
         }
-        unreachable!("the second attempt returns")
+        Ok(response)
     }
 }
