@@ -44,15 +44,15 @@ pub(in crate::sync) struct Concluded<'a> {
 /// Signs and keeps a unit's attestations ([`super`]).
 pub(in crate::sync) struct Attestor {
     /// `[provenance] key_file`'s or `key_secret`'s key.
-    key: SigningKey,
+    key: Arc<SigningKey>,
     /// How many the ConfigMap keeps.
     keep: usize,
     /// The unit's journal: `<state_dir>/attestations/<unit>.jsonl`.
     journal: PathBuf,
     /// The renderer as every Statement names it.
-    renderer: Renderer,
+    renderer: Arc<Renderer>,
     /// What the attestations name of the cluster, shared by every unit's attestor.
-    cluster: Arc<super::cluster::Facts>,
+    cluster: Arc<super::shared::Facts>,
     /// What the ConfigMap holds as last read or written; `None` until read (and after a
     /// failed write).
     kept: Option<Kept>,
@@ -79,7 +79,7 @@ impl Attestor {
         let Some(provenance) = &unit.provenance else { return Ok(None) };
         let key = signing_key(&provenance.key, client).await.map_err(crate::sync::Error::Provenance)?;
         let install_key = crate::sync::substitute::install_key(state_dir)?;
-        let facts = super::cluster::facts(cluster).await?;
+        let facts = super::shared::facts(cluster).await?;
         let commit = option_env!("VERGEN_GIT_SHA").unwrap_or("unknown");
         let renderer = Renderer {
             gitward: format!("{} ({commit})", env!("CARGO_PKG_VERSION")),
@@ -87,10 +87,10 @@ impl Attestor {
             sandbox: crate::render::sandbox::state(unit.render_tools.sandbox),
         };
         Ok(Some(Self {
-            key,
+            key: super::shared::key(key),
             keep: provenance.keep,
             journal: state_dir.join("attestations").join(format!("{}.jsonl", unit.name)),
-            renderer,
+            renderer: super::shared::renderer(renderer),
             cluster: facts,
             kept: None,
             install_key,
@@ -121,7 +121,7 @@ impl Attestor {
         let predicate = Predicate {
             unit: unit.name.clone(),
             source: source(unit, sync.report),
-            renderer: self.renderer.clone(),
+            renderer: (*self.renderer).clone(),
             target: target(unit, cluster),
             changes,
             members: MembersRecord { count: members.len(), sha256: members::digest(&record) },

@@ -9,13 +9,13 @@
 
 mod attestor;
 pub mod chain;
-mod cluster;
 pub mod dsse;
 pub mod kept;
 pub mod key;
 pub mod live;
 pub mod members;
 pub mod referrer;
+mod shared;
 pub mod statement;
 
 pub(in crate::sync) use attestor::{Attestor, Concluded};

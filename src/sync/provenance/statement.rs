@@ -116,7 +116,7 @@ pub struct Signer {
 }
 
 /// What rendered the manifests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Renderer {
     /// `gitward <version> (<commit>)`.

@@ -1,10 +1,16 @@
-//! What an attestation names of the cluster it applied to — the API server CA's fingerprint
-//! from the kubeconfig and the `kube-system` Namespace's uid — read once per process for each
-//! cluster and shared by every unit's attestor: a fleet of 10,000 units reads its kubeconfig
-//! and sends that GET once, not once per unit.
+//! What every unit's attestor holds alike, held once per process. What an attestation names
+//! of the cluster it applied to — the API server CA's fingerprint from the kubeconfig and the
+//! `kube-system` Namespace's uid — is read once per cluster: a fleet of 10,000 units reads its
+//! kubeconfig and sends that GET once, not once per unit. The signing key (each engine still
+//! reads its file or Secret when it starts, so a new key is taken up) and the renderer are
+//! interned ([`interned`]): equal values share one copy while any attestor holds it.
 
 use std::collections::HashMap;
-use std::sync::{Arc, LazyLock, Mutex};
+use std::hash::Hash;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+use super::key::SigningKey;
+use super::statement::Renderer;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::Api;
@@ -55,5 +61,51 @@ impl Facts {
             Ok::<_, crate::sync::Error>(ClusterId { kube_system_uid: uid, ca_sha256: self.ca_sha256.clone() })
         };
         self.id.get_or_try_init(read).await.cloned()
+    }
+}
+
+/// The signing keys attestors hold, by key id.
+static KEYS: LazyLock<Mutex<HashMap<String, Weak<SigningKey>>>> = LazyLock::new(Default::default);
+
+/// The renderers attestors hold.
+static RENDERERS: LazyLock<Mutex<HashMap<Renderer, Weak<Renderer>>>> = LazyLock::new(Default::default);
+
+/// `key` as the one copy every attestor of the same key holds.
+pub(super) fn key(key: SigningKey) -> Arc<SigningKey> {
+    interned(&KEYS, key.keyid(), key)
+}
+
+/// `renderer` as the one copy every attestor of an equal renderer holds.
+pub(super) fn renderer(renderer: Renderer) -> Arc<Renderer> {
+    interned(&RENDERERS, renderer.clone(), renderer)
+}
+
+/// The copy of `value` (named `by`) in `map` while any holder keeps it, else `value`, kept
+/// there from now on; entries no one holds any longer are dropped.
+fn interned<K: Eq + Hash, V>(map: &Mutex<HashMap<K, Weak<V>>>, by: K, value: V) -> Arc<V> {
+    let mut map = map.lock().expect("not poisoned");
+    if let Some(shared) = map.get(&by).and_then(Weak::upgrade) {
+        return shared;
+    }
+    map.retain(|_, held| held.strong_count() > 0);
+    let shared = Arc::new(value);
+    map.insert(by, Arc::downgrade(&shared));
+    shared
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn equal_keys_share_one_copy_while_held_and_another_key_its_own() {
+        let one = key(SigningKey::ed25519_from_seed(41));
+        let again = key(SigningKey::ed25519_from_seed(41));
+        assert!(Arc::ptr_eq(&one, &again));
+        let other = key(SigningKey::ed25519_from_seed(42));
+        assert!(!Arc::ptr_eq(&one, &other));
+        let kept = Arc::downgrade(&one);
+        drop((one, again));
+        assert!(kept.upgrade().is_none(), "no copy outlives its holders");
     }
 }
