@@ -155,8 +155,27 @@ impl<'a> Registry<'a> {
     ///
     /// Errors: those of [`Registry::manifest`], a 404 aside.
     pub async fn manifest_if_any(&self, repository: &str, reference: &str) -> Result<Option<(Manifest, String)>> {
+        let Some((url, _, body, digest)) = self.manifest_bytes(repository, reference, MANIFEST_TYPES).await? else {
+            return Ok(None);
+        };
+        let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| self.unreadable(&url, e))?;
+        Ok(Some((manifest, digest)))
+    }
+
+    /// The manifest `reference` of `repository` as the registry holds it, `accept` its media
+    /// types: its URL, the response's headers, its bytes and their digest (`sha256:<hex>`);
+    /// `None` for a `404 Not Found`.
+    ///
+    /// Errors: those of [`Registry::get`], a 404 aside; [`Error::Chart`] when a digest
+    /// reference's bytes do not match it.
+    pub(super) async fn manifest_bytes(
+        &self,
+        repository: &str,
+        reference: &str,
+        accept: &str,
+    ) -> Result<Option<(String, reqwest::header::HeaderMap, Vec<u8>, String)>> {
         let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
-        let Some((_, body)) = self.get_if_any(&url, MANIFEST_TYPES, MAX_MANIFEST_BYTES).await? else {
+        let Some((headers, body)) = self.get_if_any(&url, accept, MAX_MANIFEST_BYTES).await? else {
             return Ok(None);
         };
         let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&body)));
@@ -164,8 +183,7 @@ impl<'a> Registry<'a> {
             let message = format!("the manifest {reference} read has the digest {digest}");
             return Err(Error::Chart { unit: self.unit.clone(), url: self.shown.clone(), message });
         }
-        let manifest: Manifest = serde_json::from_slice(&body).map_err(|e| self.unreadable(&url, e))?;
-        Ok(Some((manifest, digest)))
+        Ok(Some((url, headers, body, digest)))
     }
 
     /// The blob `layer` of `repository`, at most `max` bytes (its claimed size is checked

@@ -8,7 +8,7 @@
 use sha2::Digest as _;
 
 use super::super::net::Auth;
-use super::{MAX_MANIFEST_BYTES, Registry};
+use super::Registry;
 use crate::source::{Error, Result};
 use crate::telemetry::url::redact;
 
@@ -37,15 +37,9 @@ impl Registry<'_> {
     /// Errors: those of the reads ([`Registry::manifest`]); [`Error::Chart`] when a digest
     /// reference's bytes do not match it.
     pub async fn manifest_held(&self, repository: &str, reference: &str, accept: &str) -> Result<Option<Held>> {
-        let url = format!("{}/v2/{repository}/manifests/{reference}", self.base);
-        let Some((headers, bytes)) = self.get_if_any(&url, accept, MAX_MANIFEST_BYTES).await? else {
+        let Some((_, headers, bytes, _)) = self.manifest_bytes(repository, reference, accept).await? else {
             return Ok(None);
         };
-        let digest = format!("sha256:{}", hex::encode(sha2::Sha256::digest(&bytes)));
-        if reference.starts_with("sha256:") && !reference.eq_ignore_ascii_case(&digest) {
-            let message = format!("the manifest {reference} read has the digest {digest}");
-            return Err(Error::Chart { unit: self.unit.clone(), url: self.shown.clone(), message });
-        }
         let header = headers.get(reqwest::header::CONTENT_TYPE).and_then(|h| h.to_str().ok());
         let header = header.map(|h| h.split(';').next().unwrap_or_default().trim().to_owned());
         let own = || {
