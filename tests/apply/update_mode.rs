@@ -214,6 +214,28 @@ async fn a_one_file_change_reads_and_replaces_only_that_object() {
     let mut engine = common::engine(&client, &common::config(state.path(), &unit), "app").await;
     let first = engine.sync().await.expect("first sync");
     assert_eq!(first.changes.counts().created, 7, "{:#?}", common::actions(&first));
+    // The Deployment controller writes guestbook-ui after the first sync (its revision
+    // annotation, then its status as the Pod comes up). Wait until it has done so and the
+    // engine's watch has seen its last write, as a daemon's would between syncs: otherwise the
+    // hash-gated patch's resourceVersion precondition meets that write and is read again.
+    let deployments: Api<Deployment> = Api::namespaced(env.client.clone(), &env.namespace);
+    let ui = gitward::object::ObjectRef::new(
+        gitward::object::GroupKind::new("apps", "Deployment"),
+        Some(env.namespace.as_str()),
+        "guestbook-ui",
+    );
+    let settled = common::eventually(Duration::from_secs(120), || async {
+        let live = deployments.get("guestbook-ui").await.unwrap();
+        let status = live.status.clone().unwrap_or_default();
+        let wanted = live.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+        let done = status.observed_generation == live.metadata.generation
+            && status.available_replicas == Some(wanted)
+            && status.updated_replicas == Some(wanted);
+        let cached = engine.cache().get(&ui).map(|m| m.resource_version.clone());
+        done && cached.is_some() && cached == live.metadata.resource_version
+    })
+    .await;
+    assert!(settled, "the Deployment controller never finished with guestbook-ui, or the cache never saw it");
 
     repo.push(&[("config/cm3.yaml", &cm("cm3", &[("value", "2")]))], "cm3: value 2");
     let before = common::audit_events(&agent).len();
