@@ -182,15 +182,22 @@ async fn body_to_send(
 
 /// True when the apply of an `unchanged` object changed it (`drift-corrected`): its
 /// resourceVersion moved from the cache's (the plan's when the cache holds none) and, where the
-/// cache knows gitward's own `managedFields` entry, that entry moved too. A status write or
-/// another manager's fields moving the resourceVersion leave gitward's entry as it was. Pure.
+/// cache knows gitward's own `managedFields` entry, that entry's time moved too
+/// ([`crate::cluster::live::applied_at`]): the API server stamps it only when the apply changed
+/// the object. A status write or another manager's fields moving the resourceVersion leave it
+/// as it was; so does another manager taking a field of gitward's after the cache last saw the
+/// object, which changes gitward's field set but not the time. Pure.
+///
+/// The time has one second's precision: a hand edit corrected within the same second as
+/// gitward's previous change to the object reads as `unchanged`.
 pub fn corrected(step: &Step, cached: Option<&LiveMeta>, returned: &LiveMeta) -> bool {
+    use crate::cluster::live::applied_at;
     let before = cached.map(|c| c.resource_version.as_str()).or(step.cached_resource_version.as_deref());
     if before == Some(returned.resource_version.as_str()) {
         return false;
     }
     match (cached.and_then(|c| c.own_apply), returned.own_apply) {
-        (Some(before), Some(after)) => before != after,
+        (Some(before), Some(after)) => applied_at(before) != applied_at(after),
         _ => true,
     }
 }
@@ -285,14 +292,44 @@ mod tests {
         LiveMeta { resource_version: rv.into(), own_apply, ..Default::default() }
     }
 
+    /// gitward's `Apply` entry as the API server writes it, at `time`, owning `fields`.
+    fn entry(time: &str, fields: serde_json::Value) -> u64 {
+        let meta: kube::core::ObjectMeta = serde_json::from_value(serde_json::json!({"name": "web", "managedFields": [
+            {"manager": "gitward", "operation": "Apply", "apiVersion": "apps/v1", "time": time,
+             "fieldsType": "FieldsV1", "fieldsV1": fields}]}))
+        .unwrap();
+        crate::cluster::live::own_apply(&meta, "gitward").unwrap()
+    }
+
     #[test]
     fn a_moved_resource_version_is_a_correction_only_when_gitwards_entry_moved_too() {
+        let applied = entry("2026-11-25T10:00:00Z", serde_json::json!({"f:spec": {"f:replicas": {}}}));
+        let again = entry("2026-11-25T10:00:07Z", serde_json::json!({"f:spec": {"f:replicas": {}}}));
         let step = Step { index: 0, op: Op::Unchanged, cached_resource_version: Some("5".into()) };
-        assert!(!corrected(&step, Some(&meta("7", Some(1))), &meta("7", Some(1))), "nothing moved");
-        assert!(!corrected(&step, Some(&meta("7", Some(1))), &meta("9", Some(1))), "a status write");
-        assert!(corrected(&step, Some(&meta("7", Some(1))), &meta("9", Some(2))), "gitward's apply changed it");
-        assert!(corrected(&step, Some(&meta("7", None)), &meta("9", Some(2))), "entry unknown: the resourceVersion");
-        assert!(!corrected(&step, None, &meta("5", Some(2))), "no cache entry: the plan's resourceVersion");
-        assert!(corrected(&step, None, &meta("6", Some(2))));
+        assert!(!corrected(&step, Some(&meta("7", Some(applied))), &meta("7", Some(applied))), "nothing moved");
+        assert!(!corrected(&step, Some(&meta("7", Some(applied))), &meta("9", Some(applied))), "a status write");
+        assert!(
+            corrected(&step, Some(&meta("7", Some(applied))), &meta("9", Some(again))),
+            "gitward's apply changed it"
+        );
+        assert!(
+            corrected(&step, Some(&meta("7", None)), &meta("9", Some(again))),
+            "entry unknown: the resourceVersion"
+        );
+        assert!(!corrected(&step, None, &meta("5", Some(again))), "no cache entry: the plan's resourceVersion");
+        assert!(corrected(&step, None, &meta("6", Some(again))));
+    }
+
+    #[test]
+    fn a_field_taken_after_the_cache_last_saw_the_object_is_no_correction() {
+        // The cache still holds gitward owning `replicas`; an autoscaler's scale has since taken
+        // it, and gitward's apply (which leaves `replicas` to it) changed nothing: the API
+        // server answers with gitward's smaller field set at the same time, and a new
+        // resourceVersion (the scale's).
+        let cached = entry("2026-11-25T10:00:00Z", serde_json::json!({"f:spec": {"f:replicas": {}, "f:paused": {}}}));
+        let returned = entry("2026-11-25T10:00:00Z", serde_json::json!({"f:spec": {"f:paused": {}}}));
+        assert_ne!(cached, returned, "gitward's entry moved");
+        let step = Step { index: 0, op: Op::Unchanged, cached_resource_version: Some("7".into()) };
+        assert!(!corrected(&step, Some(&meta("7", Some(cached))), &meta("12", Some(returned))));
     }
 }

@@ -74,20 +74,36 @@ pub fn own_apply(meta: &kube::core::ObjectMeta, manager: &str) -> Option<u64> {
 /// field set. FieldsV1 keys are `f:`, `k:`, `v:`, `i:` or `.`, so the API server never sends it.
 const FINGERPRINT: &str = "gitward.dev/fingerprint";
 
-/// The fingerprint [`own_apply`] gives of one `managedFields` entry: a hash of its apiVersion,
-/// time and field set, or the one a [`compact_apply_entry`] kept.
+/// The fingerprint [`own_apply`] gives of one `managedFields` entry, or the one a
+/// [`compact_apply_entry`] kept. Two halves: the high 32 bits hash the entry's `time` (see
+/// [`applied_at`]), the low 32 its apiVersion and field set. Either half moving moves it.
 pub fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
-    use std::hash::{Hash, Hasher};
     let kept = entry.fields_v1.as_ref().and_then(|f| f.0.get(FINGERPRINT)).and_then(serde_json::Value::as_u64);
     if let Some(kept) = kept {
         return kept;
     }
-    // SipHash with fixed keys: the same entry gives the same value in every process.
+    let time = half(&entry.time.as_ref().map(|t| t.0.as_millisecond()));
+    let fields = half(&(entry.api_version.as_deref(), entry.fields_v1.as_ref().map(|f| f.0.to_string())));
+    (u64::from(time) << 32) | u64::from(fields)
+}
+
+/// The half of a [`fingerprint`] that hashes the entry's `time` alone: the API server stamps
+/// that time only when an apply of the entry's manager changed the object, not when the
+/// apply changed nothing but the manager's field set (another writer took a field since), nor
+/// on a status write (apiserver `managedfields/internal/managedfieldsupdater.go`, `Apply`:
+/// the time is set only when the merge returned a changed object). Its precision is the
+/// entry's: one second.
+pub fn applied_at(fingerprint: u64) -> u32 {
+    (fingerprint >> 32) as u32
+}
+
+/// 32 bits of a SipHash with fixed keys: the same value gives the same half in every process.
+fn half(value: &impl std::hash::Hash) -> u32 {
+    use std::hash::Hasher;
     let mut hasher = std::hash::DefaultHasher::new();
-    entry.api_version.hash(&mut hasher);
-    entry.time.as_ref().map(|t| t.0.as_millisecond()).hash(&mut hasher);
-    entry.fields_v1.as_ref().map(|f| f.0.to_string()).hash(&mut hasher);
-    hasher.finish()
+    value.hash(&mut hasher);
+    let h = hasher.finish();
+    (h ^ (h >> 32)) as u32
 }
 
 /// A server-side apply entry of field manager `manager` whose field set is only `fingerprint`
@@ -132,8 +148,12 @@ mod tests {
         assert_eq!(before, after_status, "a status write leaves gitward's entry as it was");
         let reapplied = entry("gitward", "Apply", "2026-11-25T10:00:05Z", json!({"f:spec": {"f:replicas": {}}}));
         assert_ne!(before, own_apply(&meta(json!([reapplied])), "gitward"), "gitward's apply changed it");
+        let after_apply = own_apply(&meta(json!([reapplied])), "gitward").unwrap();
+        assert_ne!(applied_at(before.unwrap()), applied_at(after_apply), "the change moved its time");
         let taken = entry("gitward", "Apply", "2026-11-25T10:00:00Z", json!({"f:spec": {}}));
-        assert_ne!(before, own_apply(&meta(json!([taken])), "gitward"), "another writer took a field");
+        let after_taken = own_apply(&meta(json!([taken])), "gitward").unwrap();
+        assert_ne!(before, Some(after_taken), "another writer took a field");
+        assert_eq!(applied_at(before.unwrap()), applied_at(after_taken), "but gitward changed nothing");
         assert_eq!(own_apply(&meta(json!([ours])), "other-manager"), None);
         let update = entry("gitward", "Update", "2026-11-25T10:00:00Z", json!({}));
         assert_eq!(own_apply(&meta(json!([update])), "gitward"), None, "update mode's entry is not an apply");
