@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use super::effect::{self, EffectKind, Sealed};
 use super::{MergeAction, MergeEntry, PruneView, Request, UnitChanges, UnitOutcome};
+use crate::cluster::discovery::Answers;
 use crate::cluster::registry::Registry;
 use crate::config::{Config, SyncUnit};
 use crate::health::record::LAST_REVISION;
@@ -34,13 +35,14 @@ pub(super) async fn preview_unit(
         return Ok(UnitOutcome::Error { message: format!("no client of cluster {}", unit.cluster) });
     };
     let key = crate::sync::substitute::install_key(&config.daemon.state_dir)?;
-    let mut engine = pinned(config, client, unit, &request.revision).await?;
+    let answers = clusters.answers(&unit.cluster);
+    let mut engine = pinned(config, client, answers, unit, &request.revision).await?;
     let revision = engine.repo().fetch().await?;
     let recorded = engine.inventory().read(client).await?;
     let base_ref = request.base.clone().or_else(|| recorded.and_then(|p| p.annotations.get(LAST_REVISION).cloned()));
     let base = match &base_ref {
         Some(reference) => {
-            let mut at_base = pinned(config, client, unit, reference).await?;
+            let mut at_base = pinned(config, client, answers, unit, reference).await?;
             let base = at_base.repo().fetch().await?;
             let sealed = sealed_at(&mut at_base, &base, &key).await?;
             Some((base, sealed))
@@ -71,13 +73,24 @@ pub(super) async fn preview_unit(
 }
 
 /// An engine of `unit` whose ref is `reference`, as `gitward sync --revision` pins it, reading
-/// members and parent by one list each.
+/// members and parent by one list each, and taking discovery's answers from `answers`, the
+/// registry's for the unit's cluster: the units of a preview round (and, in a daemon, its
+/// syncs) ask the API server once per group-version, not once per engine.
 ///
 /// Errors: as [`Engine::new`].
-async fn pinned(config: &Config, client: &kube::Client, unit: &SyncUnit, reference: &str) -> Result<Engine> {
+async fn pinned(
+    config: &Config,
+    client: &kube::Client,
+    answers: Option<&Answers>,
+    unit: &SyncUnit,
+    reference: &str,
+) -> Result<Engine> {
     let mut at = unit.clone();
     at.reference = reference.to_owned();
     let mut engine = Engine::new(client.clone(), config.cluster_of(unit), &config.daemon.state_dir, &at).await?;
+    if let Some(answers) = answers {
+        engine.share_discovery(answers);
+    }
     engine.one_shot();
     Ok(engine)
 }

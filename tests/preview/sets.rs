@@ -47,3 +47,75 @@ async fn a_directory_added_and_one_removed_are_a_unit_added_and_one_removed() {
     assert_eq!(common::cm_value_or_none(&env.client, &ns, "c").await, None, "nothing written");
     assert!(Path::new(&config).exists());
 }
+
+/// A Role and a ConfigMap, the unit's objects in `discovery_is_asked_once_per_group_version`.
+fn role_and_config(name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: {name}\nrules:\n- apiGroups: [\"\"]\n  resources: [configmaps]\n  verbs: [get]\n---\n{}",
+        common::cm(name, value)
+    )
+}
+
+/// Three units each previewed at their base and at the revision (six engines): they take
+/// discovery's answers from one set, so `gitward preview` asks the API server for a
+/// group-version's kinds once, not once per engine.
+#[tokio::test]
+async fn discovery_is_asked_once_per_group_version() {
+    let (_env, ns) = common::setup_ns("preview-discovery").await;
+    let repo = common::GitRepo::new();
+    for name in ["a", "b", "c"] {
+        repo.write(&format!("apps/{name}/objects.yaml"), &role_and_config(name, "1"));
+    }
+    repo.commit_and_push("three directories");
+    let dir = tempfile::tempdir().unwrap();
+    let set = format!(
+        "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n",
+        repo.bare().display()
+    );
+    let config = dir.path().join("gitward.toml");
+    std::fs::write(&config, config_text(&dir.path().join("state"), "", &set)).unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let (code, out, err) = gitward(&["sync", "--config", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+
+    let work = repo.work();
+    repo.git(&["checkout", "-q", "-b", "pr"], &work);
+    for name in ["a", "b", "c"] {
+        repo.write(&format!("apps/{name}/objects.yaml"), &role_and_config(name, "2"));
+    }
+    repo.git(&["add", "-A"], &work);
+    repo.git(&["commit", "-q", "-m", "every unit changed"], &work);
+    repo.git(&["push", "-q", "origin", "pr"], &work);
+    let revision = repo.git(&["rev-parse", "HEAD"], &work);
+
+    let identity = format!("{ns}-preview");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gitward"))
+        .args(["preview", "--config", &config, "--revision", &revision])
+        .env("POD_NAME", &identity)
+        .output()
+        .expect("gitward runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["a", "b", "c"] {
+        assert!(stdout.contains(&format!("unit apps-{name}: revision")), "apps-{name} previewed: {stdout}");
+    }
+    // The identity is the process's, `<POD_NAME>-<pid>`.
+    let prefix = format!("gitward/{} ({identity}-", env!("CARGO_PKG_VERSION"));
+    let discovery = "/apis/rbac.authorization.k8s.io/v1";
+    // The API server logs a request as its response completes: wait (10 s at most) for it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while asked(&prefix, discovery) == 0 && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!(asked(&prefix, discovery), 1, "one discovery of rbac's kinds for six engines");
+}
+
+/// How many requests for `uri` the audit log holds from User-Agents starting with `prefix`.
+fn asked(prefix: &str, uri: &str) -> usize {
+    let text = std::fs::read_to_string(common::audit_log()).expect("read audit log");
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|e| e["userAgent"].as_str().is_some_and(|a| a.starts_with(prefix)))
+        .filter(|e| e["requestURI"] == uri)
+        .count()
+}
