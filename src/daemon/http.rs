@@ -224,10 +224,12 @@ async fn hook(State(state): State<HttpState>, headers: HeaderMap, body: Body) ->
     let pushed = webhook::pushed_ref(&body);
     let repositories = route::pushed_repositories(&body);
     let commit = webhook::pushed_commit(&body);
-    let units = state.trigger(pushed.as_deref(), &repositories, commit.is_some());
+    // A pull request's event is for the previews alone: it pushed nothing a unit follows.
+    let review = webhook::is_review_event(&headers);
+    let units = if review { Vec::new() } else { state.trigger(pushed.as_deref(), &repositories, commit.is_some()) };
     state.previews.notify_waiters();
     let after = commit.as_deref().unwrap_or("");
-    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), after, ?repositories, ?units, "webhook accepted");
+    info!(%provider, "ref" = pushed.as_deref().unwrap_or(""), after, review, ?repositories, ?units, "webhook accepted");
     (StatusCode::ACCEPTED, axum::Json(serde_json::json!({ "units": units }))).into_response()
 }
 

@@ -140,6 +140,24 @@ pub fn token_matches(secret: &[u8], token: &[u8]) -> bool {
     tag_of(secret).verify_slice(&presented).is_ok()
 }
 
+/// The event headers forges name a delivery's event in: GitHub's, Gitea's, Forgejo's, Gogs'
+/// and GitLab's.
+const EVENT_HEADERS: [&str; 5] =
+    ["x-github-event", "x-gitea-event", "x-forgejo-event", "x-gogs-event", "x-gitlab-event"];
+
+/// Whether the delivery is a pull- or merge-request event, which moves no ref a unit follows:
+/// an event header naming `pull_request` or one of its kinds (`pull_request_review`, Gitea's
+/// `pull_request_sync`: GitHub "Webhook events and payloads", Gitea "Webhooks"), or GitLab's
+/// `Merge Request Hook` (GitLab "Webhook events"). Such a delivery wakes the `[[preview]]`
+/// tasks and triggers no unit. A delivery naming no event, or another one (`push`, `ping`),
+/// is judged by its payload as before.
+pub fn is_review_event(headers: &HeaderMap) -> bool {
+    EVENT_HEADERS.iter().filter_map(|h| headers.get(*h)?.to_str().ok()).any(|event| {
+        let event = event.trim();
+        event.starts_with("pull_request") || event.eq_ignore_ascii_case("Merge Request Hook")
+    })
+}
+
 /// The ref a push payload names: its top-level `ref` field (`refs/heads/main`,
 /// `refs/tags/v1`), the same field in GitHub, Gitea and GitLab push (and tag push) events.
 ///
@@ -295,6 +313,35 @@ mod tests {
         let body = br#"{"ref":"refs/heads/main","before":"0","after":"1","repository":{"ref":"x"}}"#;
         assert_eq!(pushed_ref(body).as_deref(), Some("refs/heads/main"));
         assert_eq!(pushed_ref(br#"{"ref":"refs/tags/v1"}"#).as_deref(), Some("refs/tags/v1"));
+    }
+
+    #[test]
+    fn pull_and_merge_request_events_are_review_events_and_pushes_are_not() {
+        let headers = |name: &'static str, value: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert(name, http::HeaderValue::from_static(value));
+            h
+        };
+        for (name, value) in [
+            ("x-github-event", "pull_request"),
+            ("x-github-event", "pull_request_review"),
+            ("x-gitea-event", "pull_request_sync"),
+            ("x-forgejo-event", "pull_request"),
+            ("x-gitlab-event", "Merge Request Hook"),
+        ] {
+            assert!(is_review_event(&headers(name, value)), "{name}: {value}");
+        }
+        for (name, value) in [
+            ("x-github-event", "push"),
+            ("x-github-event", "ping"),
+            ("x-gitea-event", "push"),
+            ("x-gitlab-event", "Push Hook"),
+            ("x-gitlab-event", "Tag Push Hook"),
+            ("x-request-id", "pull_request"),
+        ] {
+            assert!(!is_review_event(&headers(name, value)), "{name}: {value}");
+        }
+        assert!(!is_review_event(&HeaderMap::new()));
     }
 
     #[test]

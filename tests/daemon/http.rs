@@ -517,3 +517,33 @@ async fn a_webhook_naming_its_commit_asks_git_units_for_a_new_revision_only() {
     assert!(git.try_recv().is_none() && chart.try_recv().is_none(), "a ref nobody follows triggers nothing");
     server.shutdown().await;
 }
+
+/// A pull-request event (GitHub's `pull_request`, GitLab's `Merge Request Hook`) moves no ref a
+/// unit follows: it wakes the previews and triggers no unit, though its payload names the
+/// units' repository and no ref (which, for a push, would trigger every unit of it).
+#[tokio::test]
+async fn a_pull_request_event_wakes_the_previews_and_triggers_no_unit() {
+    let mut h = Harness::new(Some(SECRET));
+    let server = h.serve().await;
+    let body = br#"{"action":"synchronize","number":7,"repository":{"clone_url":"https://git.example/org/site.git"}}"#;
+    let signature = github_signature(SECRET, body);
+    let secret = std::str::from_utf8(SECRET).unwrap();
+    let deliveries: [&[(&str, &str)]; 2] = [
+        &[("X-Hub-Signature-256", &signature), ("X-GitHub-Event", "pull_request")],
+        &[("X-Gitlab-Token", secret), ("X-Gitlab-Event", "Merge Request Hook")],
+    ];
+    for headers in deliveries {
+        let previews = h.state.previews.clone();
+        let woken = previews.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        let reply = post_hook(server.addr, headers, body).await;
+        assert_eq!((reply.status, reply.body.as_str()), (202, r#"{"units":[]}"#), "{headers:?}");
+        tokio::time::timeout(std::time::Duration::from_secs(5), woken).await.expect("the previews woken");
+        assert_eq!(h.triggered(), (None, None), "no unit triggered: {headers:?}");
+    }
+    // The same payload as a push event (naming no ref) is the explicit request it was.
+    let reply = post_hook(server.addr, &[("X-Hub-Signature-256", &signature), ("X-GitHub-Event", "push")], body).await;
+    assert_eq!((reply.status, reply.body.as_str()), (202, r#"{"units":["shop","blog"]}"#));
+    server.shutdown().await;
+}
