@@ -20,7 +20,10 @@
 //!    `allow_remote_bases`, up with one listening socket, the remote-bases proxy
 //!    ([`super::proxy`]). Every process the tool starts is born in the PID namespace and killed
 //!    when the run ends, however it ends.
-//! 3. `PR_SET_PDEATHSIG`: the tool is killed if gitward dies.
+//! 3. `PR_SET_PDEATHSIG`: the tool is killed if gitward dies; and the tool's nice value is
+//!    raised by [`RENDER_NICENESS`] (`setpriority(2)`, at most 19; raising it needs no
+//!    privilege): a template that loops until its timeout takes the CPU from gitward's own
+//!    syncs and pushes only where the CPU is otherwise idle.
 //! 4. `RLIMIT_DATA` of `[render] max_memory` (default 1 GiB). Not `RLIMIT_AS`: the Go runtime
 //!    reserves address space it never touches (its heap arena index, goroutine stacks), and
 //!    counting reservations measures the runtime, not the render: under an `RLIMIT_AS` of
@@ -293,6 +296,11 @@ struct Layers {
     entry: Option<Entry>,
 }
 
+/// How much a render tool's nice value is raised above gitward's (`setpriority(2)`; capped at
+/// 19, the lowest priority): under CPU contention the scheduler gives a nice-10 process about a
+/// tenth of the CPU time of a nice-0 one (CFS weights 110 and 1024, `sched(7)`).
+pub const RENDER_NICENESS: i32 = 10;
+
 /// Installs the child's steps (module docs) on `cmd`.
 fn confine_with(cmd: &mut Command, max_memory: u64, layers: Layers) -> Result<(), Refusal> {
     let Layers { ruleset, filter, entry } = layers;
@@ -308,6 +316,11 @@ fn confine_with(cmd: &mut Command, max_memory: u64, layers: Layers) -> Result<()
         }
         // SAFETY: prctl and setrlimit with a valid struct; async-signal-safe.
         check(unsafe { libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) })?;
+        // SAFETY: getpriority and setpriority of this process; async-signal-safe system calls.
+        // getpriority's -1 may be a nice value, not an error: either way the raise is relative.
+        let nice = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        // SAFETY: as above.
+        check(unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, (nice + RENDER_NICENESS).min(19)) })?;
         let limit = libc::rlimit { rlim_cur: max_memory, rlim_max: max_memory };
         // SAFETY: as above.
         check(unsafe { libc::setrlimit(libc::RLIMIT_DATA, &limit) })?;

@@ -179,6 +179,17 @@ fn the_memory_cap_fails_a_tool_that_allocates_past_it() {
 }
 
 #[test]
+fn a_tool_runs_at_a_lower_priority_than_gitward() {
+    let (dir, grants) = scratch();
+    // SAFETY: getpriority of this process.
+    let own = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+    // `nice` without a command prints the nice value it runs at.
+    let out = process::run(shell("/bin/sh", "/usr/bin/nice", dir.path()), LIMITS, &grants).unwrap();
+    let nice: i32 = String::from_utf8(out).unwrap().trim().parse().unwrap();
+    assert_eq!(nice, (own + RENDER_NICENESS).min(19));
+}
+
+#[test]
 fn the_environment_is_empty() {
     let (dir, grants) = scratch();
     assert!(std::env::var_os("HOME").is_some());
