@@ -182,22 +182,27 @@ async fn body_to_send(
 
 /// True when the apply of an `unchanged` object changed it (`drift-corrected`): its
 /// resourceVersion moved from the cache's (the plan's when the cache holds none) and, where the
-/// cache knows gitward's own `managedFields` entry, that entry's time moved too
-/// ([`crate::cluster::live::applied_at`]): the API server stamps it only when the apply changed
-/// the object. A status write or another manager's fields moving the resourceVersion leave it
-/// as it was; so does another manager taking a field of gitward's after the cache last saw the
-/// object, which changes gitward's field set but not the time. Pure.
+/// cache knows gitward's own `managedFields` entry, that entry shows gitward's apply changed
+/// the object: its time moved ([`crate::cluster::live::applied_at`]: the API server stamps it
+/// only then), or its field set grew ([`crate::cluster::live::owned_count`]: gitward took back
+/// fields another writer had taken, which it does only by setting git's value over theirs;
+/// within the second of gitward's previous change the time alone cannot tell). A status write
+/// or another manager's fields moving the resourceVersion leave both; so does another manager
+/// taking a field of gitward's after the cache last saw the object, which shrinks gitward's
+/// field set at the same time. Pure.
 ///
-/// The time has one second's precision: a hand edit corrected within the same second as
-/// gitward's previous change to the object reads as `unchanged`.
+/// A hand edit corrected within the same second as gitward's previous change to the object,
+/// with the cache not yet showing the edit, reads as `unchanged`.
 pub fn corrected(step: &Step, cached: Option<&LiveMeta>, returned: &LiveMeta) -> bool {
-    use crate::cluster::live::applied_at;
+    use crate::cluster::live::{applied_at, owned_count};
     let before = cached.map(|c| c.resource_version.as_str()).or(step.cached_resource_version.as_deref());
     if before == Some(returned.resource_version.as_str()) {
         return false;
     }
     match (cached.and_then(|c| c.own_apply), returned.own_apply) {
-        (Some(before), Some(after)) => applied_at(before) != applied_at(after),
+        (Some(before), Some(after)) => {
+            applied_at(before) != applied_at(after) || owned_count(after) > owned_count(before)
+        }
         _ => true,
     }
 }
@@ -331,5 +336,16 @@ mod tests {
         assert_ne!(cached, returned, "gitward's entry moved");
         let step = Step { index: 0, op: Op::Unchanged, cached_resource_version: Some("7".into()) };
         assert!(!corrected(&step, Some(&meta("7", Some(cached))), &meta("12", Some(returned))));
+    }
+
+    #[test]
+    fn a_field_taken_back_within_the_second_of_gitwards_last_change_is_a_correction() {
+        // The cache saw a hand edit take `replicas`; gitward's apply took it back (setting
+        // git's value) in the same second as its previous change: the time is the same, the
+        // field set larger.
+        let cached = entry("2026-11-25T10:00:00Z", serde_json::json!({"f:spec": {"f:paused": {}}}));
+        let returned = entry("2026-11-25T10:00:00Z", serde_json::json!({"f:spec": {"f:replicas": {}, "f:paused": {}}}));
+        let step = Step { index: 0, op: Op::Unchanged, cached_resource_version: Some("8".into()) };
+        assert!(corrected(&step, Some(&meta("8", Some(cached))), &meta("9", Some(returned))));
     }
 }

@@ -75,19 +75,21 @@ pub fn own_apply(meta: &kube::core::ObjectMeta, manager: &str) -> Option<u64> {
 const FINGERPRINT: &str = "gitward.dev/fingerprint";
 
 /// The fingerprint [`own_apply`] gives of one `managedFields` entry, or the one a
-/// [`compact_apply_entry`] kept. Two halves: the high 32 bits hash the entry's `time` (see
-/// [`applied_at`]), the low 32 its apiVersion and field set. Either half moving moves it.
+/// [`compact_apply_entry`] kept. Three parts: the high 32 bits hash the entry's `time` (see
+/// [`applied_at`]); the next 16 count the keys of its field set ([`owned_count`]); the low 16
+/// hash its apiVersion and field set. Any part moving moves it.
 pub fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
     let kept = entry.fields_v1.as_ref().and_then(|f| f.0.get(FINGERPRINT)).and_then(serde_json::Value::as_u64);
     if let Some(kept) = kept {
         return kept;
     }
     let time = half(&entry.time.as_ref().map(|t| t.0.as_millisecond()));
+    let count = entry.fields_v1.as_ref().map_or(0, |f| keys(&f.0)).min(usize::from(u16::MAX));
     let fields = half(&(entry.api_version.as_deref(), entry.fields_v1.as_ref().map(|f| f.0.to_string())));
-    (u64::from(time) << 32) | u64::from(fields)
+    (u64::from(time) << 32) | ((count as u64) << 16) | u64::from(fields & 0xffff)
 }
 
-/// The half of a [`fingerprint`] that hashes the entry's `time` alone: the API server stamps
+/// The part of a [`fingerprint`] that hashes the entry's `time` alone: the API server stamps
 /// that time only when an apply of the entry's manager changed the object, not when the
 /// apply changed nothing but the manager's field set (another writer took a field since), nor
 /// on a status write (apiserver `managedfields/internal/managedfieldsupdater.go`, `Apply`:
@@ -95,6 +97,21 @@ pub fn fingerprint(entry: &ManagedFieldsEntry) -> u64 {
 /// entry's: one second.
 pub fn applied_at(fingerprint: u64) -> u32 {
     (fingerprint >> 32) as u32
+}
+
+/// The part of a [`fingerprint`] that counts the keys of the entry's field set (at most
+/// 65,535): another writer taking a field of the manager's makes it smaller, the manager's
+/// apply taking it back makes it larger again.
+pub fn owned_count(fingerprint: u64) -> u16 {
+    (fingerprint >> 16) as u16
+}
+
+/// The keys of a FieldsV1 tree, at every depth.
+fn keys(value: &serde_json::Value) -> usize {
+    match value {
+        serde_json::Value::Object(map) => map.len() + map.values().map(keys).sum::<usize>(),
+        _ => 0,
+    }
 }
 
 /// 32 bits of a SipHash with fixed keys: the same value gives the same half in every process.
@@ -154,6 +171,7 @@ mod tests {
         let after_taken = own_apply(&meta(json!([taken])), "gitward").unwrap();
         assert_ne!(before, Some(after_taken), "another writer took a field");
         assert_eq!(applied_at(before.unwrap()), applied_at(after_taken), "but gitward changed nothing");
+        assert_eq!((owned_count(before.unwrap()), owned_count(after_taken)), (2, 1), "f:spec, f:replicas; f:spec");
         assert_eq!(own_apply(&meta(json!([ours])), "other-manager"), None);
         let update = entry("gitward", "Update", "2026-11-25T10:00:00Z", json!({}));
         assert_eq!(own_apply(&meta(json!([update])), "gitward"), None, "update mode's entry is not an apply");
