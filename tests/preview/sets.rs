@@ -8,6 +8,21 @@ use crate::common;
 use crate::preview::merge::gitward;
 use crate::sources::render::config_text;
 
+/// A `[[sync_set]]` of `repo`'s `apps/*` directories into `ns`, its config written in `dir`
+/// and synced once by `gitward sync`. Returns the config's path.
+fn synced_set(repo: &common::GitRepo, ns: &str, dir: &Path) -> String {
+    let set = format!(
+        "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n",
+        repo.bare().display()
+    );
+    let config = dir.join("gitward.toml");
+    std::fs::write(&config, config_text(&dir.join("state"), "", &set)).unwrap();
+    let config = config.to_str().unwrap().to_owned();
+    let (code, out, err) = gitward(&["sync", "--config", &config]);
+    assert_eq!(code, 0, "{out}{err}");
+    config
+}
+
 #[tokio::test]
 async fn a_directory_added_and_one_removed_are_a_unit_added_and_one_removed() {
     let (env, ns) = common::setup_ns("preview-sets").await;
@@ -16,15 +31,7 @@ async fn a_directory_added_and_one_removed_are_a_unit_added_and_one_removed() {
     repo.write("apps/b/cm.yaml", &common::cm("b", "1"));
     repo.commit_and_push("two directories");
     let dir = tempfile::tempdir().unwrap();
-    let set = format!(
-        "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n",
-        repo.bare().display()
-    );
-    let config = dir.path().join("gitward.toml");
-    std::fs::write(&config, config_text(&dir.path().join("state"), "", &set)).unwrap();
-    let config = config.to_str().unwrap().to_owned();
-    let (code, out, err) = gitward(&["sync", "--config", &config]);
-    assert_eq!(code, 0, "{out}{err}");
+    let config = synced_set(&repo, &ns, dir.path());
 
     // The pull request, on a branch of its own: c added, b removed.
     let work = repo.work();
@@ -68,15 +75,7 @@ async fn discovery_is_asked_once_per_group_version() {
     }
     repo.commit_and_push("three directories");
     let dir = tempfile::tempdir().unwrap();
-    let set = format!(
-        "[[sync_set]]\nname = \"apps-{{dir}}\"\nrepo = \"{}\"\npath_glob = \"apps/*\"\nnamespace = \"{ns}\"\n",
-        repo.bare().display()
-    );
-    let config = dir.path().join("gitward.toml");
-    std::fs::write(&config, config_text(&dir.path().join("state"), "", &set)).unwrap();
-    let config = config.to_str().unwrap().to_owned();
-    let (code, out, err) = gitward(&["sync", "--config", &config]);
-    assert_eq!(code, 0, "{out}{err}");
+    let config = synced_set(&repo, &ns, dir.path());
 
     let work = repo.work();
     repo.git(&["checkout", "-q", "-b", "pr"], &work);
