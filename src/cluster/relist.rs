@@ -45,6 +45,10 @@ pub(super) struct Swapped {
     /// resourceVersion given) is newer than every listed object: written after the list was
     /// taken, or deleted before it. Empty unless a relist.
     pub(super) unsure: Vec<(ObjectRef, String)>,
+    /// Listed members whose resourceVersion moved from the one held, or that were not held
+    /// (a status write moves it with no drift): what the health of a followed kind is read
+    /// again for ([`crate::cluster::drift::Touched`]). Empty unless a relist.
+    pub(super) moved: Vec<ObjectRef>,
 }
 
 /// Replaces `store`'s entries of `gk` with the list `fresh` and returns the drift it shows
@@ -75,6 +79,7 @@ pub(super) fn swap_in(
     });
     let mut drifts = Vec::new();
     let mut unsure = Vec::new();
+    let mut moved = Vec::new();
     for (key, listed) in fresh {
         let entry = match held.remove(&key) {
             Some(entry) if newer(&entry.meta.resource_version, &listed.meta.resource_version) => entry,
@@ -83,11 +88,15 @@ pub(super) fn swap_in(
                 if relist && !ours && is_change(Some(&entry.meta), &listed.meta) {
                     drifts.push(drift(&key, &listed));
                 }
+                if relist && entry.meta.resource_version != listed.meta.resource_version {
+                    moved.push(key.clone());
+                }
                 Entry { meta: listed.meta, own: entry.own }
             }
             None => {
                 if relist {
                     drifts.push(drift(&key, &listed));
+                    moved.push(key.clone());
                 }
                 Entry { meta: listed.meta, own: None }
             }
@@ -109,7 +118,7 @@ pub(super) fn swap_in(
         }
     }
     compact(store);
-    Swapped { drifts, unsure }
+    Swapped { drifts, unsure, moved }
 }
 
 /// Reads each [unsure](Swapped::unsure) member of `resource` again (a metadata GET each): one
@@ -209,7 +218,8 @@ mod tests {
             (cm("appeared"), listed("21", None)),
             (cm("written-after"), listed("30", None)),
         ]);
-        let Swapped { drifts, unsure } = swap_in(&mut store, &GroupKind::new("", "ConfigMap"), configmaps, true);
+        let Swapped { drifts, unsure, moved } = swap_in(&mut store, &GroupKind::new("", "ConfigMap"), configmaps, true);
+        assert_eq!(moved, vec![cm("appeared"), cm("edited")], "listed in name order; `same` did not move");
         let mut seen: Vec<(&str, &str)> =
             drifts.iter().map(|d| (d.object.name.as_str(), d.resource_version.as_str())).collect();
         seen.sort();
@@ -226,9 +236,10 @@ mod tests {
             (deployment("status-only"), listed("22", Some(2))),
             (deployment("spec"), listed("23", Some(3))),
         ]);
-        let drifts = swap_in(&mut store, &GroupKind::new("apps", "Deployment"), deployments, true).drifts;
-        let names: Vec<&str> = drifts.iter().map(|d| d.object.name.as_str()).collect();
+        let swapped = swap_in(&mut store, &GroupKind::new("apps", "Deployment"), deployments, true);
+        let names: Vec<&str> = swapped.drifts.iter().map(|d| d.object.name.as_str()).collect();
         assert_eq!(names, vec!["spec"], "a status write (same generation) is no drift");
+        assert_eq!(swapped.moved, vec![deployment("spec"), deployment("status-only")], "but its health is read again");
     }
 
     #[test]
@@ -236,7 +247,7 @@ mod tests {
         let mut store = BTreeMap::from([(cm("recorded"), entry("5", None, Some("5")))]);
         let fresh = BTreeMap::from([(cm("recorded"), listed("5", None)), (cm("other"), listed("6", None))]);
         let swapped = swap_in(&mut store, &GroupKind::new("", "ConfigMap"), fresh, false);
-        assert!(swapped.drifts.is_empty() && swapped.unsure.is_empty());
+        assert!(swapped.drifts.is_empty() && swapped.unsure.is_empty() && swapped.moved.is_empty());
         assert_eq!(store.len(), 2);
         assert_eq!(store[&cm("recorded")].own.as_deref(), Some("5"));
     }
@@ -252,8 +263,8 @@ mod tests {
             (cm("newest"), entry("12", None, Some("12"))),
         ]);
         let fresh = BTreeMap::from([(cm("a"), listed("10", None)), (cm("b"), listed("11", None))]);
-        let Swapped { drifts, unsure } = swap_in(&mut store, &GroupKind::new("", "ConfigMap"), fresh, true);
-        assert!(drifts.is_empty(), "a and b are as gitward wrote them: {drifts:?}");
+        let Swapped { drifts, unsure, moved } = swap_in(&mut store, &GroupKind::new("", "ConfigMap"), fresh, true);
+        assert!(drifts.is_empty() && moved.is_empty(), "a and b are as gitward wrote them: {drifts:?}");
         assert_eq!(unsure, vec![(cm("newest"), "12".to_string())]);
     }
 }

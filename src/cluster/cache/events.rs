@@ -124,6 +124,13 @@ impl Sink for Members {
         for d in drifts {
             self.drift.push(d);
         }
+        // A status write while the watch was down (a rollout ending) moves no generation and
+        // is no drift: the health of a followed kind's member is read again all the same.
+        if let Some(touched) = &self.touched {
+            for object in swapped.moved {
+                touched.push(object);
+            }
+        }
         self.errored.store(false, Ordering::SeqCst);
         self.state.send_replace(Sync::Ready);
         // After the flag is cleared: a failed read sets it again.
